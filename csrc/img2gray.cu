@@ -2,7 +2,7 @@
 // strided path. All launches go to the current stream of the input's device.
 #include <ATen/Dispatch.h>
 #include <ATen/core/Tensor.h>
-#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAStream.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 
@@ -166,7 +166,7 @@ void launch(const scalar_t* in, scalar_t* out, const Plan& plan, Weights<acc_t<s
 void img2gray_cuda(const at::Tensor& input, int64_t dim, at::ArrayRef<double> weights, at::Tensor& out) {
   const c10::cuda::CUDAGuard guard(input.device());
   const Plan plan = make_plan(input, dim);
-  const cudaStream_t stream = at::cuda::getCurrentCUDAStream(input.device().index());
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(input.device().index());
   AT_DISPATCH_FLOATING_TYPES_AND3(at::kByte, at::kHalf, at::kBFloat16, input.scalar_type(), "img2gray_cuda", [&] {
     using acc = acc_t<scalar_t>;
     const Weights<acc> w{static_cast<acc>(weights[0]), static_cast<acc>(weights[1]), static_cast<acc>(weights[2])};

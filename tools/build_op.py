@@ -132,6 +132,44 @@ def compile_library(namespace: str, sources: list[Path], cuda: bool, build_dir: 
     )
 
 
+def gencode_flags(archs: list[str]) -> list[str]:
+    """nvcc -gencode flags for TORCH_CUDA_ARCH_LIST-style entries ("9.0", "12.0+PTX")."""
+    flags = []
+    for arch in archs:
+        number = arch.removesuffix("+PTX").replace(".", "")
+        flags.append(f"-gencode=arch=compute_{number},code=sm_{number}")
+        if arch.endswith("+PTX"):
+            flags.append(f"-gencode=arch=compute_{number},code=compute_{number}")
+    return flags
+
+
+def nvcc_compile_check(object_dir: Path) -> Path:
+    """Compile the CUDA source to an object with the release flags, without a CUDA-enabled torch.
+
+    CPU builds of torch ship the c10/cuda headers but not the one CMake generates for them; an
+    equivalent is written to a private include dir so nvcc sees what a CUDA build of torch provides.
+    """
+    from torch.utils import cpp_extension
+
+    config = BuildConfig.load()
+    nvcc = Path(cpp_extension.CUDA_HOME or "/usr/local/cuda", "bin", "nvcc")
+    if not nvcc.exists():
+        nvcc = Path(shutil.which("nvcc") or "nvcc")
+    includes = list(cpp_extension.include_paths()) + [str(CSRC), str(TORCH_EXT)]
+    shim = object_dir / "shim"
+    generated = Path("c10/cuda/impl/cuda_cmake_macros.h")
+    if not any(Path(inc, generated).exists() for inc in includes):
+        (shim / generated).parent.mkdir(parents=True, exist_ok=True)
+        (shim / generated).write_text("#pragma once\n#define C10_CUDA_BUILD_SHARED_LIBS\n")
+        includes.append(str(shim))
+    obj = object_dir / "img2gray.cu.o"
+    command = [str(nvcc), "-std=c++20", "-c", str(CUDA_SOURCES[0]), "-o", str(obj), "-DIMG2GRAY_WITH_CUDA",
+               "-Xptxas=-warn-spills", *NVCC_FLAGS, *gencode_flags(arch_list(config).split(";")),
+               *(f"-I{inc}" for inc in includes)]
+    subprocess.run(command, check=True)
+    return obj
+
+
 def build(out: Path, cuda_mode: str = "auto", build_root: Path | None = None, verbose: bool = False) -> dict:
     """Compile and lay out one variant directory at `out`; return its metadata."""
     import torch
@@ -195,12 +233,21 @@ def build(out: Path, cuda_mode: str = "auto", build_root: Path | None = None, ve
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, required=True, help="variant directory to write (replaced if present)")
+    parser.add_argument("--out", type=Path, help="variant directory to write (replaced if present)")
+    parser.add_argument("--nvcc-check", action="store_true",
+                        help="only compile the CUDA source with nvcc (no CUDA-enabled torch needed) and exit")
     parser.add_argument("--cuda", choices=["auto", "on", "off"], default="auto",
                         help="build the CUDA kernel too (auto: when torch has CUDA and nvcc is found)")
     parser.add_argument("--build-dir", type=Path, default=None, help="where objects are kept between builds")
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args(argv)
+    if args.nvcc_check:
+        object_dir = (args.build_dir or ROOT / "build" / "nvcc-check").resolve()
+        object_dir.mkdir(parents=True, exist_ok=True)
+        print(f"nvcc compile check passed: {nvcc_compile_check(object_dir)}")
+        return 0
+    if args.out is None:
+        parser.error("--out is required (or --nvcc-check)")
     metadata = build(args.out, args.cuda, args.build_dir, args.verbose)
     print(f"built {metadata['name']} {metadata['version']} ({metadata['variant']}, namespace {metadata['id']}) -> {args.out}")
     return 0

@@ -73,7 +73,7 @@ at::Tensor img2gray(const at::Tensor& input, int64_t dim, at::ArrayRef<double> w
 }
 
 template <Kernel kernel>
-at::Tensor& img2gray_out(const at::Tensor& input, int64_t dim, at::ArrayRef<double> weights, at::Tensor& out) {
+void img2gray_out(const at::Tensor& input, int64_t dim, at::ArrayRef<double> weights, at::Tensor& out) {
   dim = checked_inputs(input, dim, weights);
   TORCH_CHECK(out.device() == input.device(), "img2gray: out is on ", out.device(), " but input is on ",
               input.device(), "; both must be on the same device");
@@ -84,7 +84,7 @@ at::Tensor& img2gray_out(const at::Tensor& input, int64_t dim, at::ArrayRef<doub
                     " but the result has shape ", at::IntArrayRef(expected));
   at::assert_no_internal_overlap(out);
   at::assert_no_overlap(out, input);
-  return run_into(kernel, input, dim, weights, out);
+  run_into(kernel, input, dim, weights, out);
 }
 
 }  // namespace
@@ -94,8 +94,8 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, m) {
   const std::vector<at::Tag> tags{at::Tag::pt2_compliant_tag};
   m.def("img2gray(Tensor input, int dim=-3, float[] weights=[0.299, 0.587, 0.114]) -> Tensor", tags);
   m.def(
-      "img2gray.out(Tensor input, int dim=-3, float[] weights=[0.299, 0.587, 0.114], *, Tensor(a!) out) "
-      "-> Tensor(a!)",
+      // Returns nothing: custom ops may mutate `out` but not return an alias of it (functionalization).
+      "img2gray.out(Tensor input, int dim=-3, float[] weights=[0.299, 0.587, 0.114], *, Tensor(a!) out) -> ()",
       tags);
 }
 

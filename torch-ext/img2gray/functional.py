@@ -62,7 +62,8 @@ def img2gray(
             )
         ops.img2gray.out(x, dim, w, out=out.unsqueeze(out_dim))
         return out
-    return ops.img2gray.out(x, dim, w, out=out)
+    ops.img2gray.out(x, dim, w, out=out)
+    return out
 
 
 def _fake_result_shape(x: torch.Tensor, dim: int, weights: Sequence[float]) -> list[int]:
@@ -81,23 +82,24 @@ def _fake_result_shape(x: torch.Tensor, dim: int, weights: Sequence[float]) -> l
     return shape
 
 
+# Defaults as in the schema: the dispatcher drops arguments that equal their defaults.
 @torch.library.register_fake(add_op_namespace_prefix("img2gray"))
-def _(x: torch.Tensor, dim: int, weights: Sequence[float]) -> torch.Tensor:
+def _(x: torch.Tensor, dim: int = -3, weights: Sequence[float] = WEIGHTS["bt601"]) -> torch.Tensor:
     return x.new_empty(_fake_result_shape(x, dim, weights))
 
 
 @torch.library.register_fake(add_op_namespace_prefix("img2gray.out"))
-def _(x: torch.Tensor, dim: int, weights: Sequence[float], *, out: torch.Tensor) -> torch.Tensor:
+def _(
+    x: torch.Tensor, dim: int = -3, weights: Sequence[float] = WEIGHTS["bt601"], *, out: torch.Tensor
+) -> None:
     shape = _fake_result_shape(x, dim, weights)
     if list(out.shape) != shape or out.dtype != x.dtype or out.device != x.device:
         raise ValueError(f"img2gray: out must have shape {shape}, dtype {x.dtype} and device {x.device}")
-    return out
 
 
 def _setup_context(ctx, inputs, output) -> None:
-    x, dim, weights = inputs
-    ctx.dim = dim
-    ctx.weights = weights
+    ctx.dim = inputs[1] if len(inputs) > 1 else -3
+    ctx.weights = inputs[2] if len(inputs) > 2 else WEIGHTS["bt601"]
 
 
 def _backward(ctx, grad: torch.Tensor):
