@@ -8,9 +8,11 @@ mkdir -p "$OUT"
 PY=${PYTHON:-python3}
 export PYTHONUNBUFFERED=1
 status=0
+STEPS=${STEPS:-build tests memcheck bench ncu}
 step() {
   local name=$1
   shift
+  [[ " $STEPS " == *" $name "* ]] || return 0
   local start=$SECONDS
   "$@" >"$OUT/$name.log" 2>&1
   local rc=$?
