@@ -1,4 +1,7 @@
 // The operator's schema (declared once) and its per-device registrations.
+//
+// Checks raise RuntimeError (TORCH_CHECK): a c10::ValueError thrown from an extension crashed torch
+// 2.11 (seen on the H200 image, gcc 13.3), so the typed-error macros are avoided here.
 #include <ATen/ATen.h>
 #include <ATen/MemoryOverlap.h>
 #include <c10/core/WrapDimMinimal.h>
@@ -15,10 +18,10 @@ namespace {
 using Kernel = void (*)(const at::Tensor&, int64_t, at::ArrayRef<double>, at::Tensor&);
 
 int64_t checked_channel_dim(const at::Tensor& input, int64_t dim) {
-  TORCH_CHECK_VALUE(input.dim() >= 1, "img2gray: expected an image tensor with a channel dimension of size 3, "
+  TORCH_CHECK(input.dim() >= 1, "img2gray: expected an image tensor with a channel dimension of size 3, "
                     "got a 0-d tensor");
   dim = c10::maybe_wrap_dim(dim, input.dim());
-  TORCH_CHECK_VALUE(input.size(dim) == 3, "img2gray: expected 3 channels (R, G, B) at dim ", dim,
+  TORCH_CHECK(input.size(dim) == 3, "img2gray: expected 3 channels (R, G, B) at dim ", dim,
                     ", got size ", input.size(dim), " in input of shape ", input.sizes(),
                     "; use dim=-3 for (..., 3, H, W) tensors and dim=-1 for (..., H, W, 3) images");
   return dim;
@@ -33,9 +36,9 @@ void check_dtype(const at::Tensor& input) {
 }
 
 void check_weights(at::ArrayRef<double> weights) {
-  TORCH_CHECK_VALUE(weights.size() == 3, "img2gray: expected 3 channel weights (R, G, B), got ", weights.size());
+  TORCH_CHECK(weights.size() == 3, "img2gray: expected 3 channel weights (R, G, B), got ", weights.size());
   for (double w : weights) {
-    TORCH_CHECK_VALUE(std::isfinite(w), "img2gray: channel weights must be finite, got ", weights);
+    TORCH_CHECK(std::isfinite(w), "img2gray: channel weights must be finite, got ", weights);
   }
 }
 
@@ -77,10 +80,10 @@ void img2gray_out(const at::Tensor& input, int64_t dim, at::ArrayRef<double> wei
   dim = checked_inputs(input, dim, weights);
   TORCH_CHECK(out.device() == input.device(), "img2gray: out is on ", out.device(), " but input is on ",
               input.device(), "; both must be on the same device");
-  TORCH_CHECK_VALUE(out.scalar_type() == input.scalar_type(), "img2gray: out has dtype ", out.scalar_type(),
+  TORCH_CHECK(out.scalar_type() == input.scalar_type(), "img2gray: out has dtype ", out.scalar_type(),
                     " but input has dtype ", input.scalar_type(), "; out must have the input's dtype");
   const auto expected = output_shape(input, dim);
-  TORCH_CHECK_VALUE(out.sizes() == at::IntArrayRef(expected), "img2gray: out has shape ", out.sizes(),
+  TORCH_CHECK(out.sizes() == at::IntArrayRef(expected), "img2gray: out has shape ", out.sizes(),
                     " but the result has shape ", at::IntArrayRef(expected));
   at::assert_no_internal_overlap(out);
   at::assert_no_overlap(out, input);

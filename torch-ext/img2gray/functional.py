@@ -53,11 +53,9 @@ def img2gray(
         result = ops.img2gray.default(x, dim, w)
         return result if keepdim else result.squeeze(dim)
     if not keepdim:
-        if x.dim() == 0:
-            raise ValueError("img2gray: expected an image tensor with a channel dimension of size 3, got a 0-d tensor")
         out_dim = dim if dim >= 0 else dim + x.dim()
         if out.dim() != x.dim() - 1 or not 0 <= out_dim <= out.dim():
-            raise ValueError(
+            raise RuntimeError(
                 f"img2gray: out has shape {tuple(out.shape)} but the result (keepdim=False) has {x.dim() - 1} dims"
             )
         ops.img2gray.out(x, dim, w, out=out.unsqueeze(out_dim))
@@ -71,12 +69,14 @@ def _fake_result_shape(x: torch.Tensor, dim: int, weights: Sequence[float]) -> l
     if x.dtype not in SUPPORTED_DTYPES:
         raise RuntimeError(f"img2gray: unsupported dtype {x.dtype}; supported are uint8, float16, bfloat16, float32 and float64")
     if len(weights) != 3:
-        raise ValueError(f"img2gray: expected 3 channel weights (R, G, B), got {len(weights)}")
+        raise RuntimeError(f"img2gray: expected 3 channel weights (R, G, B), got {len(weights)}")
     if x.dim() == 0:
-        raise ValueError("img2gray: expected an image tensor with a channel dimension of size 3, got a 0-d tensor")
-    dim = dim % x.dim() if -x.dim() <= dim < x.dim() else None
-    if dim is None or x.shape[dim] != 3:
-        raise ValueError(f"img2gray: expected 3 channels (R, G, B) at the channel dim of input of shape {tuple(x.shape)}")
+        raise RuntimeError("img2gray: expected an image tensor with a channel dimension of size 3, got a 0-d tensor")
+    if not -x.dim() <= dim < x.dim():
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-x.dim()}, {x.dim() - 1}], but got {dim})")
+    if x.shape[dim] != 3:
+        raise RuntimeError(f"img2gray: expected 3 channels (R, G, B) at dim {dim % x.dim()}, got size {x.shape[dim]} "
+                           f"in input of shape {tuple(x.shape)}")
     shape = list(x.shape)
     shape[dim] = 1
     return shape
@@ -94,7 +94,7 @@ def _(
 ) -> None:
     shape = _fake_result_shape(x, dim, weights)
     if list(out.shape) != shape or out.dtype != x.dtype or out.device != x.device:
-        raise ValueError(f"img2gray: out must have shape {shape}, dtype {x.dtype} and device {x.device}")
+        raise RuntimeError(f"img2gray: out must have shape {shape}, dtype {x.dtype} and device {x.device}")
 
 
 def _setup_context(ctx, inputs, output) -> None:
