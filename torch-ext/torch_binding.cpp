@@ -1,12 +1,14 @@
 // The operator's schema (declared once) and its per-device registrations.
 //
-// Checks raise RuntimeError (TORCH_CHECK): a c10::ValueError thrown from an extension crashed torch
-// 2.11 (seen on the H200 image, gcc 13.3), so the typed-error macros are avoided here.
+// Error messages format shapes and weights with `describe` rather than streaming c10::ArrayRef: on the
+// H200 image (torch 2.11, gcc 13.3) an error message built from an ArrayRef crashed the process.
 #include <ATen/ATen.h>
 #include <ATen/MemoryOverlap.h>
 #include <c10/core/WrapDimMinimal.h>
 
 #include <cmath>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "registration.h"
@@ -17,12 +19,21 @@ namespace {
 
 using Kernel = void (*)(const at::Tensor&, int64_t, at::ArrayRef<double>, at::Tensor&);
 
+template <typename T>
+std::string describe(at::ArrayRef<T> values) {
+  std::ostringstream text;
+  text << "[";
+  for (size_t i = 0; i < values.size(); ++i) text << (i ? ", " : "") << values[i];
+  text << "]";
+  return text.str();
+}
+
 int64_t checked_channel_dim(const at::Tensor& input, int64_t dim) {
   TORCH_CHECK(input.dim() >= 1, "img2gray: expected an image tensor with a channel dimension of size 3, "
                     "got a 0-d tensor");
   dim = c10::maybe_wrap_dim(dim, input.dim());
   TORCH_CHECK(input.size(dim) == 3, "img2gray: expected 3 channels (R, G, B) at dim ", dim,
-                    ", got size ", input.size(dim), " in input of shape ", input.sizes(),
+                    ", got size ", input.size(dim), " in input of shape ", describe(input.sizes()),
                     "; use dim=-3 for (..., 3, H, W) tensors and dim=-1 for (..., H, W, 3) images");
   return dim;
 }
@@ -38,7 +49,7 @@ void check_dtype(const at::Tensor& input) {
 void check_weights(at::ArrayRef<double> weights) {
   TORCH_CHECK(weights.size() == 3, "img2gray: expected 3 channel weights (R, G, B), got ", weights.size());
   for (double w : weights) {
-    TORCH_CHECK(std::isfinite(w), "img2gray: channel weights must be finite, got ", weights);
+    TORCH_CHECK(std::isfinite(w), "img2gray: channel weights must be finite, got ", describe(weights));
   }
 }
 
@@ -83,8 +94,8 @@ void img2gray_out(const at::Tensor& input, int64_t dim, at::ArrayRef<double> wei
   TORCH_CHECK(out.scalar_type() == input.scalar_type(), "img2gray: out has dtype ", out.scalar_type(),
                     " but input has dtype ", input.scalar_type(), "; out must have the input's dtype");
   const auto expected = output_shape(input, dim);
-  TORCH_CHECK(out.sizes() == at::IntArrayRef(expected), "img2gray: out has shape ", out.sizes(),
-                    " but the result has shape ", at::IntArrayRef(expected));
+  TORCH_CHECK(out.sizes() == at::IntArrayRef(expected), "img2gray: out has shape ", describe(out.sizes()),
+              " but the result has shape ", describe(at::IntArrayRef(expected)));
   at::assert_no_internal_overlap(out);
   at::assert_no_overlap(out, input);
   run_into(kernel, input, dim, weights, out);
