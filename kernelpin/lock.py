@@ -166,9 +166,9 @@ def satisfies(requirement: Requirement, locked: LockedKernel) -> str | None:
         return f"repo-type changed to {requirement.repo_type} (locked: {locked.repo_type})"
     if requirement.range is not None:
         if locked.version is None or locked.ref is None or not locked.ref.startswith("refs/tags/"):
-            return f"now a version range {requirement.range}, locked as a revision"
+            return f"now a version range {requirement.range.text}, locked as a revision"
         if not requirement.range.contains(Version.parse(locked.version)):
-            return f"locked version {locked.version} does not satisfy {requirement.range}"
+            return f"locked version {locked.version} does not satisfy {requirement.range.text}"
         return None
     if requirement.major is not None:
         if locked.ref != f"refs/heads/{requirement.branch}":

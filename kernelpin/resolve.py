@@ -60,7 +60,7 @@ def pick_revision(requirement: Requirement, refs: Refs) -> Pick:
         best = requirement.range.best(versions)
         if best is None:
             raise KernelpinError(
-                f"{repo_id}: no version satisfies {requirement.range} "
+                f"{repo_id}: no version satisfies {requirement.range.text} "
                 f"(available: {describe_versions(list(versions))}); "
                 "change the requirement in [tool.kernels.dependencies] or publish a matching tag"
             )
@@ -78,7 +78,8 @@ def pick_revision(requirement: Requirement, refs: Refs) -> Pick:
         return Pick(commit, f"refs/heads/{branch}", _version_at(commit, refs.tags, versions))
     revision = requirement.revision
     if revision in refs.tags:
-        return Pick(refs.tags[revision], f"refs/tags/{revision}", Version.from_tag(revision))
+        commit = refs.tags[revision]
+        return Pick(commit, f"refs/tags/{revision}", Version.from_tag(revision) or _version_at(commit, refs.tags, versions))
     if revision in refs.branches:
         commit = refs.branches[revision]
         return Pick(commit, f"refs/heads/{revision}", _version_at(commit, refs.tags, versions))
