@@ -113,7 +113,7 @@ def _locked_for_sync(ctx: Context) -> lockfile.Lock:
         )
     new, changed = ctx.relock()
     for line in changed:
-        console.print(f"Locked: {line}")
+        errors.print(f"Locked: {line}")  # stderr: stdout stays parseable with --json
     return new
 
 
@@ -249,32 +249,29 @@ def cmd_verify(ctx: Context) -> int:
     report = []
     for kernel in locked.kernels:
         for variant in kernel.variants:
-            prefix = f"build/{variant.name}/"
-            present = {f.path: installer.present(kernel, prefix + f.path) for f in variant.files}
-            if not any(present.values()):
-                continue
             for locked_file in variant.files:
-                path = present[locked_file.path]
-                status = "missing"
-                if path is not None:
-                    try:
-                        verify_file(path, locked_file.size, locked_file.sha256, locked_file.path)
-                        status = "ok"
-                    except KernelpinError:
-                        status = "modified"
+                # Locking caches every variant's metadata.json, so presence is judged file by file.
+                path = installer.present(kernel, f"build/{variant.name}/{locked_file.path}")
+                if path is None:
+                    continue
+                try:
+                    verify_file(path, locked_file.size, locked_file.sha256, locked_file.path)
+                    status = "ok"
+                except KernelpinError:
+                    status = "modified"
                 report.append({"repo": kernel.repo_id, "variant": variant.name, "path": locked_file.path,
                                "status": status})
     bad = [row for row in report if row["status"] != "ok"]
     if ctx.args.json:
         _emit_json({"ok": not bad, "files": report})
+        return 1 if bad else 0
+    for row in bad:
+        errors.print(f"{row['status']}: {row['repo']} {row['variant']}/{row['path']}", style="red")
+    if not report:
+        console.print("nothing installed yet; run `kernelpin sync`")
     else:
-        checked = {(row["repo"], row["variant"]) for row in report}
-        for row in bad:
-            errors.print(f"{row['status']}: {row['repo']} {row['variant']}/{row['path']}", style="red")
-        console.print(f"verified {len(report) - len(bad)}/{len(report)} files of {len(checked)} installed variant(s)"
-                      + ("" if not bad else "; run `kernelpin sync` to repair"))
-        if target is None and not report:
-            console.print("nothing installed yet; run `kernelpin sync`")
+        console.print(f"verified {len(report)} installed files: {len(report) - len(bad)} match the lock"
+                      + ("" if not bad else f", {len(bad)} modified; run `kernelpin sync` to repair"))
     return 1 if bad else 0
 
 

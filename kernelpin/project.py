@@ -72,7 +72,7 @@ def read_requirements(project: Project) -> list[Requirement]:
     table = _dependencies(document, create=False)
     if table is None:
         return []
-    texts = {key: table[key].as_string().strip() for key in table}
+    texts = {key: table.value.item(key).as_string().strip() for key in table}
     plain = table.unwrap()
     return parse_dependencies(plain, texts)
 

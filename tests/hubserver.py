@@ -89,19 +89,22 @@ class MirrorRepo:
     def branch(self, name: str, commit: str = "HEAD") -> None:
         self.git("branch", "-f", name, commit)
 
-    def commit_tree(self, entries: list[tuple[str, bytes]], message: str) -> str:
-        """Commit a flat tree with arbitrary entry names (e.g. '..'), as only a hostile server would serve.
-
-        git's porcelain refuses such names; `git mktree` writes them. The commit becomes HEAD of `main`.
-        """
-        lines = []
-        for name, content in entries:
-            blob = self.git("hash-object", "-w", "--stdin", input=content)
-            lines.append(f"100644 blob {blob}\t{name}")
-        tree = self.git("mktree", input=("\n".join(lines) + "\n").encode())
-        commit = self.git("commit-tree", tree, "-p", "HEAD", "-m", message)
+    def commit_tree(self, tree: dict, message: str) -> str:
+        """Commit a tree given as {name: bytes | subtree}, names taken verbatim (e.g. '..' or 'a\\b'),
+        as only a hostile server would serve them. git's porcelain refuses such names; `git mktree`
+        writes them. The commit becomes the head of `main`."""
+        commit = self.git("commit-tree", self._mktree(tree), "-p", "HEAD", "-m", message)
         self.git("update-ref", "refs/heads/main", commit)
         return commit
+
+    def _mktree(self, tree: dict) -> str:
+        lines = []
+        for name, content in tree.items():
+            if isinstance(content, dict):
+                lines.append(f"040000 tree {self._mktree(content)}\t{name}")
+            else:
+                lines.append(f"100644 blob {self.git('hash-object', '-w', '--stdin', input=content)}\t{name}")
+        return self.git("mktree", input=("\n".join(lines) + "\n").encode())
 
 
 class HubServer:
