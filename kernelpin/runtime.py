@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import re
@@ -15,6 +16,7 @@ from kernelpin.errors import KernelpinError
 from kernelpin.project import LOCKFILE
 from kernelpin.source import HubSettings, HubSource
 from kernelpin.sync import Installer, choose_variant
+from kernelpin.variant import Environment
 
 
 def find_lock(start: Path) -> Path | None:
@@ -28,6 +30,25 @@ def find_lock(start: Path) -> Path | None:
 def _caller_file(depth: int) -> Path | None:
     caller = sys._getframe(depth).f_globals.get("__file__")
     return Path(caller) if caller else None
+
+
+@functools.cache
+def _read_lock(path: Path, mtime_ns: int, size: int) -> lockfile.Lock | None:
+    return lockfile.read(path)
+
+
+def read_lock_cached(path: Path) -> lockfile.Lock | None:
+    """The lock, parsed once per version of the file (load() runs once per kernel)."""
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return None
+    return _read_lock(path.resolve(), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.cache
+def _environment() -> Environment:
+    return environment.detect()
 
 
 def module_name(repo_id: str, commit: str, variant: str) -> str:
@@ -54,7 +75,7 @@ def load(repo_id: str, *, lock: str | os.PathLike | None = None, target: str | o
                 f"no {LOCKFILE} found above {caller or Path.cwd()}; run `kernelpin lock` in your project "
                 "or pass load(..., lock='path/to/kernelpin.lock')"
             )
-    pinned = lockfile.read(lock_path)
+    pinned = read_lock_cached(lock_path)
     if pinned is None:
         raise KernelpinError(f"{lock_path} does not exist; run `kernelpin lock`")
     kernel = pinned.kernel(repo_id)
@@ -63,7 +84,7 @@ def load(repo_id: str, *, lock: str | os.PathLike | None = None, target: str | o
         raise KernelpinError(
             f"{repo_id} is not in {lock_path} (locked: {locked}); run `kernelpin add {repo_id}`"
         )
-    variant = choose_variant(kernel, environment.detect())
+    variant = choose_variant(kernel, _environment())
     name = module_name(kernel.repo_id, kernel.commit, variant)
     if name in sys.modules:
         return sys.modules[name]
