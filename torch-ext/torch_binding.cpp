@@ -112,6 +112,10 @@ class Img2grayFunction : public torch::autograd::Function<Img2grayFunction> {
                             std::vector<double> weights) {
     ctx->saved_data["dim"] = dim;
     ctx->saved_data["weights"] = weights;
+    return call_below_autograd(input, dim, weights);
+  }
+
+  static at::Tensor call_below_autograd(const at::Tensor& input, int64_t dim, at::ArrayRef<double> weights) {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     static const auto op = c10::Dispatcher::singleton()
                                .findSchemaOrThrow(IMG2GRAY_STRINGIFY(TORCH_EXTENSION_NAME) "::img2gray", "")
@@ -131,6 +135,10 @@ class Img2grayFunction : public torch::autograd::Function<Img2grayFunction> {
 };
 
 at::Tensor img2gray_autograd(const at::Tensor& input, int64_t dim, at::ArrayRef<double> weights) {
+  // Inference calls skip the graph node and its saved state altogether.
+  if (!(at::GradMode::is_enabled() && input.requires_grad())) {
+    return Img2grayFunction::call_below_autograd(input, dim, weights);
+  }
   return Img2grayFunction::apply(input, dim, weights.vec());
 }
 
