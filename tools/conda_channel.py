@@ -11,8 +11,8 @@ from rattler import (
     Channel,
     GenericVirtualPackage,
     PackageName,
-    Platform,
     RepoDataRecord,
+    Subdir,
     Version,
     VirtualPackage,
     install,
@@ -57,7 +57,7 @@ def solve_environment(
     platform: str = "linux-64",
 ) -> list[RepoDataRecord]:
     """Solve `specs` against `channels` the way pixi does; raise NoCandidateError with an explanation."""
-    subdirs = [Platform(platform), Platform("noarch")]
+    subdirs = [Subdir(platform), Subdir("noarch")]
     try:
         return asyncio.run(
             solve(
@@ -72,7 +72,7 @@ def solve_environment(
 
 
 def _explain(
-    channels: Sequence[str], specs: Sequence[str], subdirs: list[Platform], cuda: str | None, solver: str
+    channels: Sequence[str], specs: Sequence[str], subdirs: list[Subdir], cuda: str | None, solver: str
 ) -> str:
     names = [spec.split()[0].split("=")[0].split("[")[0] for spec in specs]
     records = asyncio.run(
