@@ -1,0 +1,268 @@
+"""img2gray against its peers, measured side by side in one process.
+
+    python benchmarks/bench_op.py --device cuda|cpu [--json PATH] [--quick] [--ncu]
+
+GPU: CUDA-event medians over rotating input sets (larger than L2), peers torch eager, torch.compile of
+the same expression, torchvision and kornia (when installed). "% copy" is the op's effective bandwidth
+(3 channels read + 1 written) over that of a device-to-device copy moving the same number of bytes.
+CPU: warmed-up medians with every library on the same thread count; peers OpenCV, PIL, torch eager.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+BT601 = (0.299, 0.587, 0.114)
+
+
+def eager_expression(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """The obvious PyTorch code: what users write without a kernel."""
+    r, g, b = x.float().unbind(dim) if x.dtype == torch.uint8 else x.unbind(dim)
+    y = BT601[0] * r + BT601[1] * g + BT601[2] * b
+    if x.dtype == torch.uint8:
+        return y.round_().clamp_(0, 255).to(torch.uint8)
+    return y
+
+
+def gpu_median_ms(fn: Callable[[int], object], sets: int, repeats: int, warmup: int = 3) -> float:
+    for i in range(warmup):
+        fn(i % sets)
+    torch.cuda.synchronize()
+    times = []
+    for i in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn(i % sets)
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def input_sets(shape, dtype, layout: str, count: int, device: str) -> list[torch.Tensor]:
+    def make() -> torch.Tensor:
+        if dtype == torch.uint8:
+            x = torch.randint(0, 256, shape, dtype=dtype, device=device)
+        else:
+            x = torch.rand(shape, dtype=dtype, device=device)
+        return x.contiguous(memory_format=torch.channels_last) if layout == "channels_last" else x
+
+    return [make() for _ in range(count)]
+
+
+def gpu_cases(quick: bool):
+    batch = 8 if quick else 64
+    cases = []
+    for dtype in (torch.float32, torch.float16, torch.bfloat16, torch.uint8):
+        cases.append((f"{batch}x3x1080x1920 {str(dtype)[6:]} NCHW", (batch, 3, 1080, 1920), dtype, "nchw", -3))
+    cases.append((f"{batch}x1080x1920x3 uint8 HWC", (batch, 1080, 1920, 3), torch.uint8, "hwc", -1))
+    cases.append((f"{batch}x3x1080x1920 uint8 channels_last", (batch, 3, 1080, 1920), torch.uint8, "channels_last", -3))
+    cases.append((f"{batch}x3x1080x1920 float32 channels_last", (batch, 3, 1080, 1920), torch.float32, "channels_last", -3))
+    cases.append(("1x2160x3840x3 uint8 HWC (4K frame)", (2160, 3840, 3), torch.uint8, "hwc", -1))
+    cases.append(("1x3x2160x3840 float32 NCHW (4K frame)", (1, 3, 2160, 3840), torch.float32, "nchw", -3))
+    return cases
+
+
+def bench_gpu(img2gray, quick: bool) -> list[dict]:
+    peers: dict[str, Callable] = {"torch eager": eager_expression, "torch.compile": None}
+    try:
+        import torchvision.transforms.v2.functional as tvf
+
+        peers["torchvision"] = lambda x, dim: tvf.rgb_to_grayscale(x.movedim(dim, -3))
+    except ImportError:
+        pass
+    try:
+        import kornia
+
+        peers["kornia"] = lambda x, dim: kornia.color.rgb_to_grayscale(x.movedim(dim, -3))
+    except ImportError:
+        pass
+
+    rows = []
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    for name, shape, dtype, layout, dim in gpu_cases(quick):
+        probe = input_sets(shape, dtype, layout, 1, "cuda")[0]
+        in_bytes = probe.numel() * probe.element_size()
+        moved = in_bytes * 4 // 3  # read 3 channels, write 1
+        sets = max(2, min(8, (4 * l2) // in_bytes + 2))
+        inputs = [probe] + input_sets(shape, dtype, layout, sets - 1, "cuda")
+        outputs = [torch.empty(img2gray.img2gray(probe, dim=dim).shape, dtype=dtype, device="cuda") for _ in inputs]
+        # A copy moving the same bytes: read and write half of the op's traffic each.
+        copy_src = [torch.empty(moved // 2, dtype=torch.uint8, device="cuda") for _ in inputs]
+        copy_dst = [torch.empty_like(t) for t in copy_src]
+        repeats = 20 if quick else 50
+        copy_ms = gpu_median_ms(lambda i: copy_dst[i].copy_(copy_src[i]), sets, repeats)
+        row = {"case": name, "bytes_moved": moved, "copy_ms": copy_ms, "results": {}}
+        ours = gpu_median_ms(lambda i: img2gray.img2gray(inputs[i], dim=dim, out=outputs[i]), sets, repeats)
+        row["results"]["img2gray"] = ours
+        expected = eager_expression(probe, dim).unsqueeze(dim)
+        got = img2gray.img2gray(probe, dim=dim)
+        tolerance = 1 if dtype == torch.uint8 else (1e-2 if dtype in (torch.float16, torch.bfloat16) else 1e-5)
+        assert (got.double() - expected.double()).abs().max().item() <= tolerance, name
+        # A fresh compiled function per case: each gets its own specialization, none hits the recompile limit.
+        peers["torch.compile"] = torch.compile(lambda x, d: eager_expression(x, d), dynamic=False)
+        for peer, fn in peers.items():
+            if peer == "kornia" and dtype == torch.uint8:
+                continue
+            try:
+                row["results"][peer] = gpu_median_ms(lambda i: fn(inputs[i], dim), sets, repeats)
+            except Exception as error:  # a peer that can't take this input is reported, not fatal
+                row["results"][peer] = None
+                print(f"  {peer} failed on {name}: {type(error).__name__}: {error}", file=sys.stderr)
+        rows.append(row)
+        del inputs, outputs, copy_src, copy_dst, probe
+        torch.cuda.empty_cache()
+    rows.append(bench_gpu_latency(img2gray))
+    return rows
+
+
+def bench_gpu_latency(img2gray) -> dict:
+    """Per-call time from Python for a tiny image: host overhead, since the GPU work is negligible."""
+    x = torch.rand(1, 3, 64, 64, device="cuda")
+
+    def per_call_us(fn: Callable[[], object], calls: int = 2000) -> float:
+        samples = []
+        for _ in range(7):
+            for _ in range(100):
+                fn()
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            torch.cuda.synchronize()
+            samples.append((time.perf_counter() - start) / calls * 1e6)
+        return statistics.median(samples)
+
+    baseline = per_call_us(lambda: torch.empty_like(x).fill_(1.0))
+    results = {
+        "img2gray": per_call_us(lambda: img2gray.img2gray(x)),
+        "torch.ops.img2gray.img2gray": per_call_us(lambda: torch.ops.img2gray.img2gray(x)),
+        "torch eager": per_call_us(lambda: eager_expression(x, -3)),
+    }
+    return {"case": "1x3x64x64 float32, us per call", "baseline_us": baseline, "results": results}
+
+
+def cpu_median_ms(fn: Callable[[], object], repeats: int) -> float:
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(times)
+
+
+def cpu_copy_ms(moved: int, repeats: int) -> float:
+    """A torch copy (parallel memcpy) reading and writing half of `moved` bytes each."""
+    source = torch.randint(0, 256, (moved // 2,), dtype=torch.uint8)
+    target = torch.empty_like(source)
+    return cpu_median_ms(lambda: target.copy_(source), repeats)
+
+
+def bench_cpu(img2gray, quick: bool, threads: int) -> list[dict]:
+    import numpy as np
+
+    torch.set_num_threads(threads)
+    peers_hwc: dict[str, Callable] = {}
+    try:
+        import cv2
+
+        cv2.setNumThreads(threads)
+        peers_hwc["OpenCV cvtColor"] = lambda a, t: cv2.cvtColor(a, cv2.COLOR_RGB2GRAY)
+    except ImportError:
+        pass
+    try:
+        from PIL import Image
+
+        peers_hwc["PIL convert('L')"] = lambda a, t: Image.fromarray(a).convert("L")
+    except ImportError:
+        pass
+    peers_hwc["torch eager"] = lambda a, t: eager_expression(t, -1)
+    repeats = 10 if quick else 40
+    rows = []
+    for height, width in ((1080, 1920), (2160, 3840)):
+        array = np.random.default_rng(0).integers(0, 256, (height, width, 3), dtype=np.uint8)
+        tensor = torch.from_numpy(array)
+        out = torch.empty(height, width, dtype=torch.uint8)
+        moved = array.nbytes * 4 // 3
+        row = {"case": f"{height}x{width}x3 uint8 HWC", "bytes_moved": moved, "results": {},
+               "copy_ms": cpu_copy_ms(moved, repeats)}
+        row["results"]["img2gray"] = cpu_median_ms(
+            lambda: img2gray.img2gray(tensor, dim=-1, keepdim=False, out=out), repeats)
+        for peer, fn in peers_hwc.items():
+            row["results"][peer] = cpu_median_ms(lambda: fn(array, tensor), repeats)
+        rows.append(row)
+    for layout in ("nchw", "channels_last"):
+        x = input_sets((1, 3, 1080, 1920), torch.float32, layout, 1, "cpu")[0]
+        out = torch.empty(1, 1, 1080, 1920)
+        moved = x.numel() * 4 * 4 // 3
+        row = {"case": f"1x3x1080x1920 float32 {layout}", "bytes_moved": moved, "results": {},
+               "copy_ms": cpu_copy_ms(moved, repeats)}
+        row["results"]["img2gray"] = cpu_median_ms(lambda: img2gray.img2gray(x, out=out), repeats)
+        row["results"]["torch eager"] = cpu_median_ms(lambda: eager_expression(x, -3), repeats)
+        rows.append(row)
+    return rows
+
+
+def print_table(rows: list[dict], device: str) -> None:
+    for row in rows:
+        if "baseline_us" in row:
+            print(f"\n{row['case']}: empty_like + one kernel = {row['baseline_us']:.1f} us")
+            for peer, us in row["results"].items():
+                print(f"  {peer:<30} {us:8.1f} us  ({us / row['baseline_us']:.2f}x baseline)")
+            continue
+        print(f"\n{row['case']}: copy of the same bytes {row['copy_ms']:.3f} ms "
+              f"({row['bytes_moved'] / row['copy_ms'] / 1e6:.0f} GB/s)")
+        ours = row["results"]["img2gray"]
+        for peer, ms in row["results"].items():
+            if ms is None:
+                print(f"  {peer:<30} failed")
+                continue
+            print(f"  {peer:<30} {ms:8.3f} ms  {row['bytes_moved'] / ms / 1e6:7.0f} GB/s  "
+                  f"{100 * row['copy_ms'] / ms:5.1f}% copy  img2gray is {ms / ours:5.2f}x faster")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", choices=["cuda", "cpu"], required=True)
+    parser.add_argument("--json", type=Path, help="write the results here")
+    parser.add_argument("--quick", action="store_true", help="smaller batches and fewer repeats")
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads(), help="CPU threads for every library")
+    parser.add_argument("--ncu", action="store_true", help="run each GPU case once, for Nsight Compute")
+    args = parser.parse_args()
+
+    import img2gray
+
+    if args.ncu:
+        for name, shape, dtype, layout, dim in gpu_cases(args.quick):
+            x = input_sets(shape, dtype, layout, 1, "cuda")[0]
+            img2gray.img2gray(x, dim=dim)
+            torch.cuda.synchronize()
+        return
+    rows = bench_gpu(img2gray, args.quick) if args.device == "cuda" else bench_cpu(img2gray, args.quick, args.threads)
+    environment = {
+        "device": torch.cuda.get_device_name() if args.device == "cuda" else platform.processor() or platform.machine(),
+        "torch": torch.__version__,
+        "img2gray": img2gray.metadata()["variant"],
+        "threads": args.threads if args.device == "cpu" else None,
+    }
+    print(f"{environment}")
+    print_table(rows, args.device)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"environment": environment, "rows": rows}, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

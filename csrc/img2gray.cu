@@ -1,0 +1,177 @@
+// CUDA kernels. Dense layouts move 16 bytes per load and store; everything else takes a per-pixel
+// strided path. All launches go to the current stream of the input's device.
+#include <ATen/Dispatch.h>
+#include <ATen/core/Tensor.h>
+#include <c10/cuda/CUDAStream.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+
+#include "img2gray.h"
+#include "layout.h"
+
+namespace img2gray {
+namespace {
+
+constexpr int kThreads = 256;
+
+// One 16-byte register packet of `scalar_t` values.
+template <typename scalar_t>
+union Packet {
+  static constexpr int kSize = 16 / sizeof(scalar_t);
+  uint4 raw;
+  scalar_t values[kSize];
+};
+
+// Inputs and outputs are touched exactly once: stream them past the caches.
+template <typename scalar_t>
+__device__ __forceinline__ Packet<scalar_t> load_streaming(const scalar_t* p) {
+  Packet<scalar_t> packet;
+  packet.raw = __ldcs(reinterpret_cast<const uint4*>(p));
+  return packet;
+}
+
+template <typename scalar_t>
+__device__ __forceinline__ void store_streaming(scalar_t* p, const Packet<scalar_t>& packet) {
+  __stcs(reinterpret_cast<uint4*>(p), packet.raw);
+}
+
+// Planar (..., 3, inner) with `inner` a multiple of the packet size: each thread converts one packet of
+// pixels, reading one packet from each of the three planes.
+template <typename scalar_t, typename index_t>
+__global__ void planar_packets(const scalar_t* __restrict__ in, scalar_t* __restrict__ out, index_t packets,
+                               index_t packets_per_plane, index_t inner, Weights<acc_t<scalar_t>> w) {
+  constexpr int kSize = Packet<scalar_t>::kSize;
+  for (index_t p = blockIdx.x * static_cast<index_t>(blockDim.x) + threadIdx.x; p < packets;
+       p += static_cast<index_t>(gridDim.x) * blockDim.x) {
+    const index_t plane = p / packets_per_plane;
+    const index_t offset = (p - plane * packets_per_plane) * kSize;
+    const scalar_t* r = in + plane * 3 * inner + offset;
+    const Packet<scalar_t> pr = load_streaming(r);
+    const Packet<scalar_t> pg = load_streaming(r + inner);
+    const Packet<scalar_t> pb = load_streaming(r + 2 * inner);
+    Packet<scalar_t> result;
+#pragma unroll
+    for (int k = 0; k < kSize; ++k) result.values[k] = gray(pr.values[k], pg.values[k], pb.values[k], w);
+    store_streaming(out + plane * inner + offset, result);
+  }
+}
+
+// Interleaved (..., 3) dense pixels: each thread reads three packets (kSize whole pixels) and writes one.
+// The last, partial packet is done pixel by pixel.
+template <typename scalar_t, typename index_t>
+__global__ void interleaved_packets(const scalar_t* __restrict__ in, scalar_t* __restrict__ out, index_t pixels,
+                                    Weights<acc_t<scalar_t>> w) {
+  constexpr int kSize = Packet<scalar_t>::kSize;
+  const index_t packets = (pixels + kSize - 1) / kSize;
+  for (index_t p = blockIdx.x * static_cast<index_t>(blockDim.x) + threadIdx.x; p < packets;
+       p += static_cast<index_t>(gridDim.x) * blockDim.x) {
+    const index_t first = p * kSize;
+    const scalar_t* rgb = in + 3 * first;
+    if (first + kSize <= pixels) {
+      Packet<scalar_t> chunk[3];
+#pragma unroll
+      for (int c = 0; c < 3; ++c) chunk[c] = load_streaming(rgb + c * kSize);
+      Packet<scalar_t> result;
+#pragma unroll
+      for (int k = 0; k < kSize; ++k) {
+        // Channel j of pixel k is value 3k+j of the 3*kSize loaded values; indices are compile-time.
+        const scalar_t r = chunk[(3 * k) / kSize].values[(3 * k) % kSize];
+        const scalar_t g = chunk[(3 * k + 1) / kSize].values[(3 * k + 1) % kSize];
+        const scalar_t b = chunk[(3 * k + 2) / kSize].values[(3 * k + 2) % kSize];
+        result.values[k] = gray(r, g, b, w);
+      }
+      store_streaming(out + first, result);
+    } else {
+      for (index_t i = first; i < pixels; ++i) out[i] = gray(rgb[3 * (i - first)], rgb[3 * (i - first) + 1],
+                                                            rgb[3 * (i - first) + 2], w);
+    }
+  }
+}
+
+// Where a pixel's first channel lives, for the per-pixel path.
+struct PlanarOffset {
+  int64_t inner;
+  __device__ int64_t operator()(int64_t p) const { return (p / inner) * 3 * inner + p % inner; }
+};
+struct InterleavedOffset {
+  __device__ int64_t operator()(int64_t p) const { return 3 * p; }
+};
+struct StridedOffset {
+  StridedGeometry geo;
+  __device__ int64_t operator()(int64_t p) const { return strided_offset(geo, p); }
+};
+
+template <typename scalar_t, typename Offset>
+__global__ void per_pixel(const scalar_t* __restrict__ in, scalar_t* __restrict__ out, int64_t pixels,
+                          int64_t channel_stride, Offset offset, Weights<acc_t<scalar_t>> w) {
+  for (int64_t p = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; p < pixels;
+       p += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const scalar_t* px = in + offset(p);
+    out[p] = gray(px[0], px[channel_stride], px[2 * channel_stride], w);
+  }
+}
+
+unsigned int blocks_for(int64_t work_items) {
+  const int64_t blocks = (work_items + kThreads - 1) / kThreads;
+  return static_cast<unsigned int>(std::min<int64_t>(blocks, std::numeric_limits<int32_t>::max()));
+}
+
+bool is_aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+template <typename scalar_t>
+void launch(const scalar_t* in, scalar_t* out, const Plan& plan, Weights<acc_t<scalar_t>> w, cudaStream_t stream) {
+  constexpr int kSize = Packet<scalar_t>::kSize;
+  // 32-bit indexing whenever every element offset fits: cheaper index math.
+  const bool small = plan.pixels * 3 <= std::numeric_limits<int32_t>::max();
+  const bool aligned = is_aligned16(in) && is_aligned16(out);
+
+  if (plan.layout == Layout::Planar && aligned && plan.inner % kSize == 0) {
+    const int64_t per_plane = plan.inner / kSize;
+    const int64_t packets = plan.outer * per_plane;
+    if (small) {
+      planar_packets<scalar_t, int32_t><<<blocks_for(packets), kThreads, 0, stream>>>(
+          in, out, static_cast<int32_t>(packets), static_cast<int32_t>(per_plane),
+          static_cast<int32_t>(plan.inner), w);
+    } else {
+      planar_packets<scalar_t, int64_t><<<blocks_for(packets), kThreads, 0, stream>>>(in, out, packets, per_plane,
+                                                                                     plan.inner, w);
+    }
+  } else if (plan.layout == Layout::Interleaved && aligned) {
+    const int64_t packets = (plan.pixels + kSize - 1) / kSize;
+    if (small) {
+      interleaved_packets<scalar_t, int32_t><<<blocks_for(packets), kThreads, 0, stream>>>(
+          in, out, static_cast<int32_t>(plan.pixels), w);
+    } else {
+      interleaved_packets<scalar_t, int64_t><<<blocks_for(packets), kThreads, 0, stream>>>(in, out, plan.pixels, w);
+    }
+  } else if (plan.layout == Layout::Planar) {
+    per_pixel<<<blocks_for(plan.pixels), kThreads, 0, stream>>>(in, out, plan.pixels, plan.inner,
+                                                                 PlanarOffset{plan.inner}, w);
+  } else if (plan.layout == Layout::Interleaved) {
+    per_pixel<<<blocks_for(plan.pixels), kThreads, 0, stream>>>(in, out, plan.pixels, int64_t{1},
+                                                                 InterleavedOffset{}, w);
+  } else {
+    per_pixel<<<blocks_for(plan.pixels), kThreads, 0, stream>>>(in, out, plan.pixels, plan.strided.channel_stride,
+                                                                 StridedOffset{plan.strided}, w);
+  }
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+}  // namespace
+
+void img2gray_cuda(const at::Tensor& input, int64_t dim, at::ArrayRef<double> weights, at::Tensor& out) {
+  const c10::cuda::CUDAGuard guard(input.device());
+  const Plan plan = make_plan(input, dim);
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(input.device().index());
+  AT_DISPATCH_FLOATING_TYPES_AND3(at::kByte, at::kHalf, at::kBFloat16, input.scalar_type(), "img2gray_cuda", [&] {
+    using acc = acc_t<scalar_t>;
+    const Weights<acc> w{static_cast<acc>(weights[0]), static_cast<acc>(weights[1]), static_cast<acc>(weights[2])};
+    launch<scalar_t>(input.const_data_ptr<scalar_t>(), out.mutable_data_ptr<scalar_t>(), plan, w, stream);
+  });
+}
+
+}  // namespace img2gray

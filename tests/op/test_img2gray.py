@@ -1,0 +1,275 @@
+"""The img2gray operator against references, on every layout, dtype and device available."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+BT601 = (0.299, 0.587, 0.114)
+BT709 = (0.2126, 0.7152, 0.0722)
+FLOAT_DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
+# Largest |result - float64 reference| for values in [0, 1]: half an ulp of the output dtype near 1,
+# plus float32 arithmetic error for the 16-bit types.
+ATOL = {torch.float16: 1e-3, torch.bfloat16: 8e-3, torch.float32: 2e-7, torch.float64: 1e-15}
+
+
+def reference_float64(x: torch.Tensor, dim: int, weights=BT601) -> torch.Tensor:
+    r, g, b = x.double().unbind(dim)
+    return ((weights[0] * r + weights[1] * g) + weights[2] * b).unsqueeze(dim)
+
+
+def reference_uint8(x: torch.Tensor, dim: int, weights=BT601) -> torch.Tensor:
+    """The uint8 contract: float32 products and sums in this order, round half to even, saturate."""
+    r, g, b = x.float().unbind(dim)
+    w = [torch.tensor(v, dtype=torch.float32) for v in weights]
+    return ((w[0] * r + w[1] * g) + w[2] * b).round().clamp(0, 255).to(torch.uint8).unsqueeze(dim)
+
+
+def random_image(shape, dtype, device, generator=None) -> torch.Tensor:
+    if dtype == torch.uint8:
+        return torch.randint(0, 256, shape, dtype=torch.uint8, generator=generator).to(device)
+    return torch.rand(shape, dtype=torch.float64, generator=generator).to(dtype).to(device)
+
+
+def check(result: torch.Tensor, x: torch.Tensor, dim: int, weights=BT601) -> None:
+    assert result.dtype == x.dtype and result.device == x.device
+    if x.dtype == torch.uint8:
+        torch.testing.assert_close(result.cpu(), reference_uint8(x.cpu(), dim, weights), rtol=0, atol=0)
+    else:
+        expected = reference_float64(x.cpu(), dim, weights)
+        torch.testing.assert_close(result.cpu().double(), expected, rtol=0, atol=ATOL[x.dtype])
+
+
+LAYOUTS = {
+    "nchw": ((4, 3, 17, 33), -3),
+    "hwc": ((17, 33, 3), -1),
+    "bhwc": ((2, 5, 16, 16, 3), -1),
+    "chw": ((3, 64, 64), -3),
+    "batch-dims": ((2, 3, 3, 8, 24), 2),
+    "odd-pixels": ((3, 5, 7), 0),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, *FLOAT_DTYPES], ids=str)
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_matches_reference(img2gray, device, dtype, layout):
+    shape, dim = LAYOUTS[layout]
+    x = random_image(shape, dtype, device)
+    result = img2gray.img2gray(x, dim=dim)
+    assert result.shape == tuple(1 if d == dim % len(shape) else s for d, s in enumerate(shape))
+    check(result, x, dim)
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.float32], ids=str)
+def test_weights_names_and_custom(img2gray, device, dtype):
+    x = random_image((2, 3, 9, 40), dtype, device)
+    check(img2gray.img2gray(x, weights="bt709"), x, -3, BT709)
+    check(img2gray.img2gray(x, weights="BT601"), x, -3, BT601)
+    custom = (0.5, -0.25, 1.5)  # saturates both ways for uint8
+    check(img2gray.img2gray(x, weights=custom), x, -3, custom)
+
+
+def test_uint8_exact_on_every_value_triple(img2gray, device):
+    """All 2^24 colours, so every rounding tie the weights can produce is covered."""
+    values = torch.arange(1 << 24, dtype=torch.int64)
+    x = torch.stack([values >> 16, (values >> 8) & 255, values & 255], dim=-1).to(torch.uint8).to(device)
+    check(img2gray.img2gray(x, dim=-1), x, -1)
+
+
+@pytest.mark.parametrize("dim", [-3, -1])
+def test_uint8_within_one_of_opencv(img2gray, device, dim):
+    cv2 = pytest.importorskip("cv2")
+    from PIL import Image
+
+    real = np.asarray(Image.open(ROOT / "examples" / "chelsea.png").convert("RGB"))
+    noise = np.random.default_rng(0).integers(0, 256, (480, 640, 3), dtype=np.uint8)
+    for hwc in (real, noise):
+        expected = torch.from_numpy(cv2.cvtColor(hwc, cv2.COLOR_RGB2GRAY)).int()
+        x = torch.from_numpy(hwc.copy()).to(device)
+        if dim == -3:
+            x = x.permute(2, 0, 1).contiguous()
+        result = img2gray.img2gray(x, dim=dim, keepdim=False).cpu().int()
+        assert (result - expected).abs().max().item() <= 1
+
+
+NON_CONTIGUOUS = {
+    "channels_last": lambda t: t.contiguous(memory_format=torch.channels_last),
+    "sliced": lambda t: t[:, :, 1::2, 3:],
+    "flipped-channels": lambda t: t.flip(1),
+    "expanded": lambda t: t[:1].expand(3, -1, -1, -1),
+    "expanded-pixels": lambda t: t[:, :, :1, :1].expand(-1, -1, 6, 7),
+    "transposed": lambda t: t.transpose(2, 3),
+    "offset-storage": lambda t: t.flatten()[1 : t.numel() - 8].view(t.shape[0], 3, 1, -1),  # unaligned start
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.float16, torch.float32], ids=str)
+@pytest.mark.parametrize("make", NON_CONTIGUOUS)
+def test_non_contiguous_inputs(img2gray, device, dtype, make):
+    x = NON_CONTIGUOUS[make](random_image((3, 3, 20, 24), dtype, device))
+    check(img2gray.img2gray(x), x, -3)
+
+
+def test_interleaved_with_partial_last_packet_and_unaligned_start(img2gray, device):
+    base = random_image((1 + 3 * 1001,), torch.uint8, device)
+    x = base[1:].view(1001, 3)  # not 16-byte aligned, pixel count not a multiple of 16
+    check(img2gray.img2gray(x, dim=-1), x, -1)
+
+
+@pytest.mark.parametrize("shape,dim", [((0, 3, 4, 4), -3), ((3, 0, 5), 0), ((2, 0, 3), -1)])
+def test_empty_inputs(img2gray, device, shape, dim):
+    x = torch.empty(shape, dtype=torch.float32, device=device)
+    result = img2gray.img2gray(x, dim=dim)
+    assert result.numel() == 0 and result.shape[dim] == 1
+
+
+def test_keepdim_false_and_out(img2gray, device):
+    x = random_image((2, 3, 8, 8), torch.float32, device)
+    assert img2gray.img2gray(x, keepdim=False).shape == (2, 8, 8)
+    out = torch.full((2, 1, 8, 8), float("nan"), device=device)
+    assert img2gray.img2gray(x, out=out) is out
+    check(out, x, -3)
+    out_dropped = torch.full((2, 8, 8), float("nan"), device=device)
+    assert img2gray.img2gray(x, keepdim=False, out=out_dropped) is out_dropped
+    check(out_dropped.unsqueeze(1), x, -3)
+    strided_out = torch.full((2, 1, 8, 16), float("nan"), device=device)[..., ::2]
+    img2gray.img2gray(x, out=strided_out)
+    check(strided_out, x, -3)
+
+
+def test_public_namespace_alias(img2gray, device):
+    x = random_image((1, 3, 64, 64), torch.float32, device)
+    check(torch.ops.img2gray.img2gray(x), x, -3)
+    out = torch.empty((1, 1, 64, 64), device=device)
+    torch.ops.img2gray.img2gray.out(x, -3, list(BT601), out=out)
+    check(out, x, -3)
+    assert img2gray.NAMESPACE.startswith("_img2gray_") and hasattr(torch.ops, img2gray.NAMESPACE)
+
+
+BAD_INPUTS = {
+    "wrong channel size": (lambda d: torch.rand(1, 4, 8, 8, device=d), {}, ValueError, "expected 3 channels"),
+    "dim out of range": (lambda d: torch.rand(3, 8, 8, device=d), {"dim": 3}, IndexError, "out of range"),
+    "0-d tensor": (lambda d: torch.tensor(1.0, device=d), {}, ValueError, "0-d"),
+    "int32": (lambda d: torch.zeros(3, 4, 4, dtype=torch.int32, device=d), {}, RuntimeError, "unsupported dtype"),
+    "bool": (lambda d: torch.zeros(3, 4, 4, dtype=torch.bool, device=d), {}, RuntimeError, "unsupported dtype"),
+    "unknown weights": (lambda d: torch.rand(3, 4, 4, device=d), {"weights": "srgb"}, ValueError, "unknown weights"),
+    "two weights": (lambda d: torch.rand(3, 4, 4, device=d), {"weights": (0.5, 0.5)}, ValueError, "three finite"),
+    "nan weight": (lambda d: torch.rand(3, 4, 4, device=d), {"weights": (0.5, float("nan"), 0.5)}, ValueError,
+                   "three finite"),
+    "out shape": (lambda d: torch.rand(3, 4, 4, device=d), {"out": "shape"}, ValueError, "out has shape"),
+    "out dtype": (lambda d: torch.rand(3, 4, 4, device=d), {"out": "dtype"}, ValueError, "out has dtype"),
+    "out overlaps input": (lambda d: torch.rand(3, 4, 4, device=d), {"out": "alias"}, RuntimeError,
+                           "refer to a single memory location"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_INPUTS)
+def test_bad_input_is_a_clear_error(img2gray, device, case):
+    make, kwargs, error, message = BAD_INPUTS[case]
+    x = make(device)
+    if kwargs.get("out") == "shape":
+        kwargs = {"out": torch.empty(1, 4, 5, device=device)}
+    elif kwargs.get("out") == "dtype":
+        kwargs = {"out": torch.empty(1, 4, 4, dtype=torch.float64, device=device)}
+    elif kwargs.get("out") == "alias":
+        kwargs = {"out": x[:1]}
+    with pytest.raises(error, match=message):
+        img2gray.img2gray(x, **kwargs)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_mixed_devices_are_refused(img2gray):
+    x = torch.rand(3, 4, 4, device="cuda")
+    with pytest.raises(RuntimeError, match="same device"):
+        img2gray.img2gray(x, out=torch.empty(1, 4, 4))
+    with pytest.raises(RuntimeError, match="same device"):
+        img2gray.img2gray(x.cpu(), out=torch.empty(1, 4, 4, device="cuda"))
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, *FLOAT_DTYPES], ids=str)
+@pytest.mark.parametrize("layout", ["nchw", "hwc"])
+def test_opcheck(img2gray, device, dtype, layout):
+    shape, dim = LAYOUTS[layout]
+    x = random_image(shape, dtype, device)
+    weights = list(BT601)
+    torch.library.opcheck(img2gray.ops.img2gray.default, (x, dim, weights))
+    out = torch.empty(img2gray.img2gray(x, dim=dim).shape, dtype=dtype, device=device)
+    torch.library.opcheck(img2gray.ops.img2gray.out, (x, dim, weights), {"out": out})
+    if dtype.is_floating_point:
+        torch.library.opcheck(img2gray.ops.img2gray.default, (x.requires_grad_(), dim, weights))
+
+
+@pytest.mark.parametrize("dim", [-3, -1])
+def test_gradcheck(img2gray, device, dim):
+    shape = (2, 3, 5, 6) if dim == -3 else (2, 5, 6, 3)
+    x = torch.rand(shape, dtype=torch.float64, device=device, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda t: img2gray.img2gray(t, dim=dim, weights="bt709"), (x,))
+    assert torch.autograd.gradgradcheck(lambda t: img2gray.img2gray(t, dim=dim), (x,))
+
+
+def test_torch_compile_fullgraph(img2gray, device):
+    torch._dynamo.reset()
+
+    @torch.compile(fullgraph=True)
+    def pipeline(images: torch.Tensor) -> torch.Tensor:
+        gray = img2gray.img2gray(images.float() / 255, dim=-1, keepdim=False)
+        return torch.ops.img2gray.img2gray(images.permute(0, 3, 1, 2)).squeeze(1).float() / 255 - gray
+
+    images = random_image((2, 16, 24, 3), torch.uint8, device)
+    difference = pipeline(images)
+    assert difference.shape == (2, 16, 24)
+    assert difference.abs().max().item() <= 0.5 / 255 + 1e-6  # uint8 rounding against float math
+
+
+def test_more_than_2_to_the_31_elements(img2gray, device):
+    pixels = (1 << 31) // 3 + 5
+    block = torch.randint(0, 256, (1 << 20,), dtype=torch.uint8)
+    flat = torch.empty(3 * pixels, dtype=torch.uint8)
+    whole = flat.numel() // block.numel() * block.numel()
+    flat[:whole].view(-1, block.numel()).copy_(block.expand(whole // block.numel(), -1))
+    flat[whole:] = block[: flat.numel() - whole]
+    for x, dim in ((flat.view(1, 3, pixels).to(device), -2), (flat.view(pixels, 3).to(device), -1)):
+        assert x.numel() > 2**31
+        result = img2gray.img2gray(x, dim=dim, keepdim=False).flatten()
+        channels = x.movedim(dim, -1).reshape(-1, 3)
+        for start in (0, pixels // 2, pixels - (1 << 16)):
+            window = channels[start : start + (1 << 16)]
+            torch.testing.assert_close(result[start : start + (1 << 16)].cpu(),
+                                       reference_uint8(window.cpu(), -1).flatten(), rtol=0, atol=0)
+        del x, result, channels
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.bfloat16, torch.float32], ids=str)
+def test_cuda_agrees_with_cpu(img2gray, dtype):
+    x = random_image((3, 3, 123, 77), dtype, "cpu")
+    for layout in (x, x.permute(0, 2, 3, 1).contiguous(), x.contiguous(memory_format=torch.channels_last)):
+        dim = -1 if layout.shape[-1] == 3 else -3
+        torch.testing.assert_close(img2gray.img2gray(layout.cuda(), dim=dim).cpu(), img2gray.img2gray(layout, dim=dim),
+                                   rtol=0, atol=0)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_runs_on_the_current_stream(img2gray):
+    source = random_image((8, 3, 512, 512), torch.float32, "cuda")
+    x = torch.zeros_like(source)
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        torch.cuda._sleep(50_000_000)  # the copy below lands long after the default stream would have run
+        x.copy_(source)
+        result = img2gray.img2gray(x)
+    stream.synchronize()
+    check(result, source, -3)
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA GPUs")
+def test_second_gpu(img2gray):
+    x = random_image((2, 3, 32, 32), torch.float32, "cuda:1")
+    with torch.cuda.device(0):
+        result = img2gray.img2gray(x)
+    assert result.device == x.device
+    check(result, x, -3)

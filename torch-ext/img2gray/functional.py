@@ -1,0 +1,113 @@
+"""The Python face of the operator: argument handling, fake (meta) kernels and autograd."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+
+from ._ops import add_op_namespace_prefix, ops
+
+WEIGHTS: dict[str, tuple[float, float, float]] = {
+    "bt601": (0.299, 0.587, 0.114),  # ITU-R BT.601: torchvision, OpenCV, PIL
+    "bt709": (0.2126, 0.7152, 0.0722),  # ITU-R BT.709: HDTV
+}
+
+SUPPORTED_DTYPES = (torch.uint8, torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+Weights = str | Sequence[float]
+
+
+def channel_weights(weights: Weights) -> list[float]:
+    """Resolve a weights name or three numbers to the list the operator takes."""
+    if isinstance(weights, str):
+        try:
+            return list(WEIGHTS[weights.lower()])
+        except KeyError:
+            raise ValueError(
+                f"img2gray: unknown weights {weights!r}; use one of {sorted(WEIGHTS)} or three floats (R, G, B)"
+            ) from None
+    values = [float(w) for w in weights]
+    if len(values) != 3 or not all(math.isfinite(w) for w in values):
+        raise ValueError(f"img2gray: weights must be three finite numbers (R, G, B), got {list(weights)!r}")
+    return values
+
+
+def img2gray(
+    x: torch.Tensor,
+    *,
+    dim: int = -3,
+    weights: Weights = "bt601",
+    keepdim: bool = True,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Convert RGB to grayscale along the channel dimension `dim` (size 3).
+
+    `dim=-3` for `(..., 3, H, W)` tensors, `dim=-1` for `(..., H, W, 3)` images. The result has the
+    input's dtype and device, with the channel dimension kept at size 1 unless `keepdim=False`.
+    uint8 is computed in float32, rounded half to even and saturated.
+    """
+    w = channel_weights(weights)
+    if out is None:
+        result = ops.img2gray.default(x, dim, w)
+        return result if keepdim else result.squeeze(dim)
+    if not keepdim:
+        if x.dim() == 0:
+            raise ValueError("img2gray: expected an image tensor with a channel dimension of size 3, got a 0-d tensor")
+        out_dim = dim if dim >= 0 else dim + x.dim()
+        if out.dim() != x.dim() - 1 or not 0 <= out_dim <= out.dim():
+            raise ValueError(
+                f"img2gray: out has shape {tuple(out.shape)} but the result (keepdim=False) has {x.dim() - 1} dims"
+            )
+        ops.img2gray.out(x, dim, w, out=out.unsqueeze(out_dim))
+        return out
+    ops.img2gray.out(x, dim, w, out=out)
+    return out
+
+
+def _fake_result_shape(x: torch.Tensor, dim: int, weights: Sequence[float]) -> list[int]:
+    # Mirrors the checks of the native binding so that compiled code fails the same way as eager code.
+    if x.dtype not in SUPPORTED_DTYPES:
+        raise RuntimeError(f"img2gray: unsupported dtype {x.dtype}; supported are uint8, float16, bfloat16, float32 and float64")
+    if len(weights) != 3:
+        raise ValueError(f"img2gray: expected 3 channel weights (R, G, B), got {len(weights)}")
+    if x.dim() == 0:
+        raise ValueError("img2gray: expected an image tensor with a channel dimension of size 3, got a 0-d tensor")
+    dim = dim % x.dim() if -x.dim() <= dim < x.dim() else None
+    if dim is None or x.shape[dim] != 3:
+        raise ValueError(f"img2gray: expected 3 channels (R, G, B) at the channel dim of input of shape {tuple(x.shape)}")
+    shape = list(x.shape)
+    shape[dim] = 1
+    return shape
+
+
+# Defaults as in the schema: the dispatcher drops arguments that equal their defaults.
+@torch.library.register_fake(add_op_namespace_prefix("img2gray"))
+def _(x: torch.Tensor, dim: int = -3, weights: Sequence[float] = WEIGHTS["bt601"]) -> torch.Tensor:
+    return x.new_empty(_fake_result_shape(x, dim, weights))
+
+
+@torch.library.register_fake(add_op_namespace_prefix("img2gray.out"))
+def _(
+    x: torch.Tensor, dim: int = -3, weights: Sequence[float] = WEIGHTS["bt601"], *, out: torch.Tensor
+) -> None:
+    shape = _fake_result_shape(x, dim, weights)
+    if list(out.shape) != shape or out.dtype != x.dtype or out.device != x.device:
+        raise ValueError(f"img2gray: out must have shape {shape}, dtype {x.dtype} and device {x.device}")
+
+
+def _setup_context(ctx, inputs, output) -> None:
+    ctx.dim = inputs[1] if len(inputs) > 1 else -3
+    ctx.weights = inputs[2] if len(inputs) > 2 else WEIGHTS["bt601"]
+
+
+def _backward(ctx, grad: torch.Tensor):
+    # The op is linear: d out / d x[c] = weights[c], broadcast along the channel dim.
+    shape = [1] * grad.dim()
+    shape[ctx.dim] = 3
+    w = torch.tensor(ctx.weights, dtype=grad.dtype, device=grad.device).view(shape)
+    return grad * w, None, None
+
+
+torch.library.register_autograd(add_op_namespace_prefix("img2gray"), _backward, setup_context=_setup_context)

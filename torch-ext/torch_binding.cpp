@@ -1,0 +1,112 @@
+// The operator's schema (declared once) and its per-device registrations.
+#include <ATen/ATen.h>
+#include <ATen/MemoryOverlap.h>
+#include <c10/core/WrapDimMinimal.h>
+
+#include <cmath>
+#include <vector>
+
+#include "registration.h"
+#include "torch_binding.h"
+
+namespace img2gray {
+namespace {
+
+using Kernel = void (*)(const at::Tensor&, int64_t, at::ArrayRef<double>, at::Tensor&);
+
+int64_t checked_channel_dim(const at::Tensor& input, int64_t dim) {
+  TORCH_CHECK_VALUE(input.dim() >= 1, "img2gray: expected an image tensor with a channel dimension of size 3, "
+                    "got a 0-d tensor");
+  dim = c10::maybe_wrap_dim(dim, input.dim());
+  TORCH_CHECK_VALUE(input.size(dim) == 3, "img2gray: expected 3 channels (R, G, B) at dim ", dim,
+                    ", got size ", input.size(dim), " in input of shape ", input.sizes(),
+                    "; use dim=-3 for (..., 3, H, W) tensors and dim=-1 for (..., H, W, 3) images");
+  return dim;
+}
+
+void check_dtype(const at::Tensor& input) {
+  const auto dtype = input.scalar_type();
+  TORCH_CHECK(dtype == at::kByte || dtype == at::kHalf || dtype == at::kBFloat16 || dtype == at::kFloat ||
+                  dtype == at::kDouble,
+              "img2gray: unsupported dtype ", dtype,
+              "; supported are uint8, float16, bfloat16, float32 and float64 (convert with .to(torch.float32))");
+}
+
+void check_weights(at::ArrayRef<double> weights) {
+  TORCH_CHECK_VALUE(weights.size() == 3, "img2gray: expected 3 channel weights (R, G, B), got ", weights.size());
+  for (double w : weights) {
+    TORCH_CHECK_VALUE(std::isfinite(w), "img2gray: channel weights must be finite, got ", weights);
+  }
+}
+
+std::vector<int64_t> output_shape(const at::Tensor& input, int64_t dim) {
+  std::vector<int64_t> shape(input.sizes().begin(), input.sizes().end());
+  shape[dim] = 1;
+  return shape;
+}
+
+int64_t checked_inputs(const at::Tensor& input, int64_t dim, at::ArrayRef<double> weights) {
+  check_dtype(input);
+  check_weights(weights);
+  return checked_channel_dim(input, dim);
+}
+
+at::Tensor& run_into(Kernel kernel, const at::Tensor& input, int64_t dim, at::ArrayRef<double> weights,
+                     at::Tensor& out) {
+  if (input.numel() == 0) return out;
+  if (out.is_contiguous()) {
+    kernel(input, dim, weights, out);
+    return out;
+  }
+  // Kernels write densely; a strided `out` is filled through a temporary.
+  at::Tensor dense = at::empty(out.sizes(), out.options());
+  kernel(input, dim, weights, dense);
+  out.copy_(dense);
+  return out;
+}
+
+template <Kernel kernel>
+at::Tensor img2gray(const at::Tensor& input, int64_t dim, at::ArrayRef<double> weights) {
+  dim = checked_inputs(input, dim, weights);
+  at::Tensor out = at::empty(output_shape(input, dim), input.options());
+  return run_into(kernel, input, dim, weights, out);
+}
+
+template <Kernel kernel>
+void img2gray_out(const at::Tensor& input, int64_t dim, at::ArrayRef<double> weights, at::Tensor& out) {
+  dim = checked_inputs(input, dim, weights);
+  TORCH_CHECK(out.device() == input.device(), "img2gray: out is on ", out.device(), " but input is on ",
+              input.device(), "; both must be on the same device");
+  TORCH_CHECK_VALUE(out.scalar_type() == input.scalar_type(), "img2gray: out has dtype ", out.scalar_type(),
+                    " but input has dtype ", input.scalar_type(), "; out must have the input's dtype");
+  const auto expected = output_shape(input, dim);
+  TORCH_CHECK_VALUE(out.sizes() == at::IntArrayRef(expected), "img2gray: out has shape ", out.sizes(),
+                    " but the result has shape ", at::IntArrayRef(expected));
+  at::assert_no_internal_overlap(out);
+  at::assert_no_overlap(out, input);
+  run_into(kernel, input, dim, weights, out);
+}
+
+}  // namespace
+}  // namespace img2gray
+
+TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, m) {
+  const std::vector<at::Tag> tags{at::Tag::pt2_compliant_tag};
+  m.def("img2gray(Tensor input, int dim=-3, float[] weights=[0.299, 0.587, 0.114]) -> Tensor", tags);
+  m.def(
+      // Returns nothing: custom ops may mutate `out` but not return an alias of it (functionalization).
+      "img2gray.out(Tensor input, int dim=-3, float[] weights=[0.299, 0.587, 0.114], *, Tensor(a!) out) -> ()",
+      tags);
+}
+
+TORCH_LIBRARY_IMPL_EXPAND(TORCH_EXTENSION_NAME, CPU, m) {
+  m.impl("img2gray", &img2gray::img2gray<img2gray::img2gray_cpu>);
+  m.impl("img2gray.out", &img2gray::img2gray_out<img2gray::img2gray_cpu>);
+}
+
+#ifdef IMG2GRAY_WITH_CUDA
+TORCH_LIBRARY_IMPL_EXPAND(TORCH_EXTENSION_NAME, CUDA, m) {
+  m.impl("img2gray", &img2gray::img2gray<img2gray::img2gray_cuda>);
+  m.impl("img2gray.out", &img2gray::img2gray_out<img2gray::img2gray_cuda>);
+}
+#endif
