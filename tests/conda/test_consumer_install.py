@@ -116,19 +116,20 @@ def test_a_pytorch_minor_without_a_build_explains_no_candidate(
     assert "img2gray" in message.split("Solver explanation:")[1]
 
 
-def test_installed_into_a_fresh_prefix_the_operator_runs(offline_build: OfflineBuild, tmp_path: Path) -> None:
+def test_installed_into_a_fresh_prefix_the_operator_runs_and_matches_its_digests(offline_build: OfflineBuild, tmp_path: Path) -> None:
     prefix = tmp_path / "env"
     records = install_environment(
         [offline_build.channel_url, offline_build.standins_url], ["img2gray"], prefix, cuda=None
     )
     check = (
-        "import json, pathlib, torch, img2gray\n"
+        "import hashlib, pathlib, torch, img2gray\n"
         "package = pathlib.Path(img2gray.__file__).parent\n"
-        "meta = json.loads((package / 'metadata.json').read_text())\n"
+        "for name, digest in img2gray.metadata()['digest']['files'].items():\n"
+        "    assert hashlib.sha256((package / name).read_bytes()).hexdigest() == digest, name\n"
         "x = torch.rand(2, 3, 32, 48, generator=torch.Generator().manual_seed(1))\n"
-        "out = getattr(torch.ops, meta['id']).img2gray(x).double()\n"
         "r, g, b = x.double().unbind(1)\n"
-        "torch.testing.assert_close(out, (0.299 * r + 0.587 * g + 0.114 * b).unsqueeze(1), rtol=1e-5, atol=1e-5)\n"
+        "reference = (0.299 * r + 0.587 * g + 0.114 * b).unsqueeze(1)\n"
+        "torch.testing.assert_close(torch.ops.img2gray.img2gray(x).double(), reference, rtol=1e-6, atol=1e-6)\n"
         "print(package)\n"
     )
     result = subprocess.run([prefix / "bin" / "python", "-c", check], capture_output=True, text=True)
