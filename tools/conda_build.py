@@ -5,9 +5,8 @@ builds the same recipe against a local channel of stand-ins for this machine's c
 (tools/conda_standins.py), selected by a variant-config override, so the recipe stays the one conda-forge
 users build.
 
-    python tools/conda_build.py --offline                  # this machine: CPU, plus CUDA if torch+nvcc have it
+    python tools/conda_build.py --offline                  # this machine: the installed torch's flavour
     python tools/conda_build.py --variant all              # with conda-forge: the whole recipe/variants.yaml matrix
-    python tools/conda_build.py --offline --variant cuda   # only the CUDA variant (needs CUDA torch + nvcc)
 
 Packages land in `<output-dir>/<subdir>/img2gray-<version>-<build>.conda`; the directory is an indexed channel.
 """
@@ -51,10 +50,10 @@ def conda_forge_variant_config() -> VariantConfig:
     return VariantConfig.from_file(VARIANTS)
 
 
-def offline_variant_config(machine: Machine, *, cuda: bool) -> VariantConfig:
+def offline_variant_config(machine: Machine) -> VariantConfig:
     """recipe/variants.yaml with the keys that name compilers, stdlib, python and torch pointed at `machine`."""
     base = conda_forge_variant_config()
-    values = base.to_dict() | offline_variant_overrides(machine, cuda=cuda)
+    values = base.to_dict() | offline_variant_overrides(machine)
     return VariantConfig(values, zip_keys=base.zip_keys)
 
 
@@ -131,14 +130,22 @@ def build_variants(
 def build_offline(
     output_dir: Path, *, which: Which = "auto", standins_dir: Path | None = None, machine: Machine | None = None
 ) -> list[Path]:
-    """Build this machine's variants against stand-ins for its toolchain; `auto` adds CUDA when it can."""
+    """Build this machine's variant against stand-ins for its toolchain.
+
+    The flavour is the installed torch's (CPU torch: CPU variant; CUDA torch + nvcc: CUDA variant), since the
+    stand-in `pytorch` is that torch and nothing else.
+    """
     machine = machine or detect_machine()
-    want_cuda = which in ("cuda", "all") or (which == "auto" and machine.cuda_version is not None)
-    variants = render_variants(offline_variant_config(machine, cuda=want_cuda))
-    selected = select_variants(variants, "all" if which == "auto" else which)
+    flavour = "cuda" if machine.torch_cuda else "cpu"
+    if which in ("cpu", "cuda") and which != flavour:
+        raise ValueError(
+            f"--offline --variant {which}: this machine's torch {machine.torch_version} is a {flavour} build, "
+            f"so offline it builds the {flavour} variant only (build the {which} variant where torch is one)"
+        )
+    variants = render_variants(offline_variant_config(machine))
     with tempfile.TemporaryDirectory(prefix="img2gray-standins-") as scratch:
         channel = build_standin_channel(machine, standins_dir or Path(scratch) / "standins")
-        return build_variants(selected, output_dir, [channel])
+        return build_variants(variants, output_dir, [channel])
 
 
 def build_conda_forge(output_dir: Path, *, which: Which = "auto", pytorch: str | None = None) -> list[Path]:
@@ -153,7 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--offline", action="store_true",
                         help="build against stand-ins for this machine's compilers, python and torch (no network)")
     parser.add_argument("--variant", choices=["cpu", "cuda", "auto", "all"], default="auto",
-                        help="which flavour to build (auto: offline = CPU + CUDA when possible; online = all)")
+                        help="which flavour to build (auto: offline = the installed torch's flavour; online = all)")
     parser.add_argument("--pytorch", help="only this pytorch minor, e.g. 2.13 (online; offline uses the installed torch)")
     parser.add_argument("--output-dir", type=Path, default=REPO_ROOT / "output", help="channel to build into")
     parser.add_argument("--standins-dir", type=Path, help="keep the offline stand-in channel here")

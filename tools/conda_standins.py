@@ -314,26 +314,24 @@ def build_standin_channel(machine: Machine, channel_dir: Path) -> str:
     return index_channel(channel_dir)
 
 
-def offline_variant_overrides(machine: Machine, *, cuda: bool) -> dict[str, list[str]]:
+def offline_variant_overrides(machine: Machine) -> dict[str, list[str]]:
     """Variant values that make the recipe's requirements resolve to the stand-ins of `machine`.
 
-    Keys zipped in recipe/variants.yaml (cuda_compiler_version with cxx_compiler_version) get lists of
-    equal length.
+    The flavour is the installed torch's: a CPU torch gives the CPU variant, a CUDA torch (with nvcc) the
+    CUDA variant of its CUDA version. Keys zipped in recipe/variants.yaml get lists of equal length.
     """
-    if cuda and machine.cuda_version is None:
+    if machine.torch_cuda and machine.cuda_version is None:
         raise RuntimeError(
-            "a CUDA variant needs a CUDA-enabled torch and nvcc on this machine "
-            f"(torch CUDA: {machine.torch_cuda}, CUDA toolkit: {machine.cuda_home})"
+            f"torch {machine.torch_version} is a CUDA {machine.torch_cuda} build but no nvcc was found "
+            "(set CUDA_HOME to the CUDA toolkit): the offline CUDA variant needs both"
         )
-    cuda_versions = ["None"] + ([machine.cuda_version] if cuda and machine.cuda_version else [])
-    gcc_major = machine.gcc_version.split(".")[0]
     return {
         "pytorch": [machine.torch_minor],
         "python_min": [machine.python_minor],
         "cxx_compiler": [CXX_COMPILER],
-        "cxx_compiler_version": [gcc_major] * len(cuda_versions),
+        "cxx_compiler_version": [machine.gcc_version.split(".")[0]],
         "cuda_compiler": [CUDA_COMPILER],
-        "cuda_compiler_version": cuda_versions,
+        "cuda_compiler_version": [machine.cuda_version or "None"],
         "c_stdlib": [C_STDLIB],
         "c_stdlib_version": [machine.glibc_version],
     }

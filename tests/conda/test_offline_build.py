@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
+
+import pytest
 
 from conda_test_support import OfflineBuild, machine_like_h200
 from rattler_build import Package
 
+from conda_build import build_offline
 from conda_standins import standins
 
 
@@ -41,3 +45,9 @@ def test_cuda_machine_stand_ins_wrap_its_nvcc() -> None:
     assert by_name["pytorch"].build_string.startswith("cuda130_generic_py312_h")
     assert by_name["pytorch"].build_number == 200 and "__cuda" in by_name["pytorch"].depends
     assert by_name["cuda-version"].version == "13.0"
+
+
+def test_offline_build_refuses_a_flavour_the_installed_torch_is_not(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"torch 2\.11\.0 is a cpu build, so offline it builds the cpu variant only"):
+        build_offline(tmp_path, which="cuda", machine=machine_like_h200())
+    assert not any(tmp_path.iterdir())
