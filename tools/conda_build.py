@@ -25,12 +25,14 @@ from typing import Literal
 
 from rattler_build import (
     PlatformConfig,
+    RattlerBuildError,
     RenderConfig,
     RenderedVariant,
     Stage0Recipe,
     ToolConfiguration,
     VariantConfig,
 )
+from rattler_build.progress import BuildStepEvent, LogEvent
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -102,6 +104,38 @@ def _ensure_cuda_virtual_package(cuda_version: str) -> None:
         os.environ["CONDA_OVERRIDE_CUDA"] = cuda_version
 
 
+def rattler_package_cache() -> Path:
+    """Where rattler (and so rattler-build) extracts packages: $RATTLER_CACHE_DIR/pkgs or the user cache."""
+    if explicit := os.environ.get("RATTLER_CACHE_DIR"):
+        return Path(explicit) / "pkgs"
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rattler" / "cache" / "pkgs"
+
+
+def evict_from_package_cache(package_stem: str) -> None:
+    """Forget an earlier extraction of the package about to be rebuilt.
+
+    A rebuild keeps name, version and build string (the hash covers the variant, not the sources), and
+    rattler-build's test step reuses a cached extraction of that name without checking its hash
+    (prefix-dev/rattler-build#2619): it would test the previous build's files.
+    """
+    cache = rattler_package_cache()
+    shutil.rmtree(cache / package_stem, ignore_errors=True)
+    (cache / f"{package_stem}.lock").unlink(missing_ok=True)
+
+
+class BuildLog:
+    """Collects rattler-build's log lines so that a failed build can show why it failed."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def on_log(self, event: LogEvent) -> None:
+        self.lines.extend(event.message.splitlines())
+
+    def on_build_step(self, event: BuildStepEvent) -> None:
+        self.lines.append(f"[{event.step_name}] {event.message}")
+
+
 def build_variants(
     variants: Sequence[RenderedVariant], output_dir: Path, channels: Sequence[str]
 ) -> list[Path]:
@@ -112,12 +146,21 @@ def build_variants(
         cuda = cuda_version_of(variant)
         if cuda:
             _ensure_cuda_virtual_package(cuda)
-        print(f"building {variant.recipe.package.name} {variant.recipe.build.string} ...", flush=True)
-        result = variant.run_build(
-            tool_config=ToolConfiguration(test_strategy="native"),
-            output_dir=output_dir,
-            channels=list(channels),
-        )
+        recipe = variant.recipe
+        name = f"{recipe.package.name} {recipe.build.string}"
+        print(f"building {name} ...", flush=True)
+        evict_from_package_cache(f"{recipe.package.name}-{recipe.package.version}-{recipe.build.string}")
+        log = BuildLog()
+        try:
+            result = variant.run_build(
+                tool_config=ToolConfiguration(test_strategy="native"),
+                output_dir=output_dir,
+                channels=list(channels),
+                progress_callback=log,
+            )
+        except RattlerBuildError as error:
+            tail = "\n".join(log.lines[-80:])
+            raise RuntimeError(f"building {name} failed: {error}\n--- last lines of the build log ---\n{tail}") from error
         packages += [Path(package) for package in result.packages]
         for line in result.log:  # the recipe tests' verdicts
             if "matches the reference" in line or "tests passed" in line:

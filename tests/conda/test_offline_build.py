@@ -11,8 +11,9 @@ import pytest
 from conda_test_support import OfflineBuild, machine_like_h200
 from rattler_build import Package
 
-from conda_build import build_offline
-from conda_standins import standins
+from conda_build import build_offline, offline_variant_config, render_variants
+from conda_channel import NoCandidateError, solve_environment
+from conda_standins import build_standin_channel, standins
 
 
 def test_cpu_package_is_named_after_both_pins_and_indexed(offline_build: OfflineBuild) -> None:
@@ -51,3 +52,21 @@ def test_offline_build_refuses_a_flavour_the_installed_torch_is_not(tmp_path: Pa
     with pytest.raises(ValueError, match=r"torch 2\.11\.0 is a cpu build, so offline it builds the cpu variant only"):
         build_offline(tmp_path, which="cuda", machine=machine_like_h200())
     assert not any(tmp_path.iterdir())
+
+
+def test_h200_cuda_variant_environments_resolve_against_its_stand_ins(tmp_path: Path) -> None:
+    """Render + solve (no nvcc here) of what `conda_build.py --offline` builds on the H200."""
+    cuda_machine = machine_like_h200(torch_cuda="13.0", cuda_home="/usr/local/cuda", nvcc_version="13.0.88")
+    channel = build_standin_channel(cuda_machine, tmp_path / "standins")
+    [variant] = render_variants(offline_variant_config(cuda_machine))
+    requirements = variant.recipe.requirements.to_dict()
+
+    build_env = solve_environment([channel], requirements["build"], cuda="13.0")
+    host_env = solve_environment([channel], requirements["host"], cuda="13.0")
+
+    assert {r.name.normalized for r in build_env} == {
+        "machine-gxx_linux-64", "machine-sysroot_linux-64", "machine-cuda-nvcc_linux-64", "ninja"}
+    assert {(r.name.normalized, str(r.build).split("_h")[0]) for r in host_env} >= {
+        ("pytorch", "cuda130_generic_py312"), ("cuda-version", "machine"), ("cuda-cudart-dev", "machine")}
+    with pytest.raises(NoCandidateError, match="__cuda"):
+        solve_environment([channel], requirements["host"], cuda=None)  # a CUDA torch needs the driver
