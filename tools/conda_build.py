@@ -209,12 +209,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--standins-dir", type=Path, help="keep the offline stand-in channel here")
     args = parser.parse_args(argv)
     output_dir = args.output_dir.resolve()
-    if args.offline:
-        if args.pytorch:
-            parser.error("--pytorch applies to conda-forge builds; offline builds use the installed torch")
-        packages = build_offline(output_dir, which=args.variant, standins_dir=args.standins_dir)
-    else:
-        packages = build_conda_forge(output_dir, which=args.variant, pytorch=args.pytorch)
+    if args.offline and args.pytorch:
+        parser.error("--pytorch applies to conda-forge builds; offline builds use the installed torch")
+    try:
+        if args.offline:
+            packages = build_offline(output_dir, which=args.variant, standins_dir=args.standins_dir)
+        else:
+            packages = build_conda_forge(output_dir, which=args.variant, pytorch=args.pytorch)
+    except (RuntimeError, ValueError) as error:  # failed builds, missing tools, a flavour this machine lacks
+        print(f"conda_build: {error}", file=sys.stderr)
+        return 1
     print(f"channel {output_dir.as_uri()}:")
     for package in packages:
         print(f"  {package.relative_to(output_dir)}")
