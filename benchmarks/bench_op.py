@@ -109,8 +109,9 @@ def bench_gpu(img2gray, quick: bool) -> list[dict]:
         got = img2gray.img2gray(probe, dim=dim)
         tolerance = 1 if dtype == torch.uint8 else (1e-2 if dtype in (torch.float16, torch.bfloat16) else 1e-5)
         assert (got.double() - expected.double()).abs().max().item() <= tolerance, name
-        # A fresh compiled function per case: each gets its own specialization, none hits the recompile limit.
-        peers["torch.compile"] = torch.compile(lambda x, d: eager_expression(x, d), dynamic=False)
+        # Each case gets its own specialization; reset so none hits the recompile limit.
+        torch._dynamo.reset()
+        peers["torch.compile"] = torch.compile(eager_expression, dynamic=False)
         for peer, fn in peers.items():
             if peer == "kornia" and dtype == torch.uint8:
                 continue

@@ -1,9 +1,16 @@
 // The operator's schema (declared once) and its per-device registrations.
+//
+// Error messages format shapes and weights with `describe` rather than streaming c10::ArrayRef: on the
+// H200 image (torch 2.11, gcc 13.3) an error message built from an ArrayRef crashed the process.
 #include <ATen/ATen.h>
 #include <ATen/MemoryOverlap.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/WrapDimMinimal.h>
+#include <torch/csrc/autograd/custom_function.h>
 
 #include <cmath>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "registration.h"
@@ -14,12 +21,21 @@ namespace {
 
 using Kernel = void (*)(const at::Tensor&, int64_t, at::ArrayRef<double>, at::Tensor&);
 
+template <typename T>
+std::string describe(at::ArrayRef<T> values) {
+  std::ostringstream text;
+  text << "[";
+  for (size_t i = 0; i < values.size(); ++i) text << (i ? ", " : "") << values[i];
+  text << "]";
+  return text.str();
+}
+
 int64_t checked_channel_dim(const at::Tensor& input, int64_t dim) {
-  TORCH_CHECK_VALUE(input.dim() >= 1, "img2gray: expected an image tensor with a channel dimension of size 3, "
+  TORCH_CHECK(input.dim() >= 1, "img2gray: expected an image tensor with a channel dimension of size 3, "
                     "got a 0-d tensor");
   dim = c10::maybe_wrap_dim(dim, input.dim());
-  TORCH_CHECK_VALUE(input.size(dim) == 3, "img2gray: expected 3 channels (R, G, B) at dim ", dim,
-                    ", got size ", input.size(dim), " in input of shape ", input.sizes(),
+  TORCH_CHECK(input.size(dim) == 3, "img2gray: expected 3 channels (R, G, B) at dim ", dim,
+                    ", got size ", input.size(dim), " in input of shape ", describe(input.sizes()),
                     "; use dim=-3 for (..., 3, H, W) tensors and dim=-1 for (..., H, W, 3) images");
   return dim;
 }
@@ -33,9 +49,9 @@ void check_dtype(const at::Tensor& input) {
 }
 
 void check_weights(at::ArrayRef<double> weights) {
-  TORCH_CHECK_VALUE(weights.size() == 3, "img2gray: expected 3 channel weights (R, G, B), got ", weights.size());
+  TORCH_CHECK(weights.size() == 3, "img2gray: expected 3 channel weights (R, G, B), got ", weights.size());
   for (double w : weights) {
-    TORCH_CHECK_VALUE(std::isfinite(w), "img2gray: channel weights must be finite, got ", weights);
+    TORCH_CHECK(std::isfinite(w), "img2gray: channel weights must be finite, got ", describe(weights));
   }
 }
 
@@ -77,14 +93,45 @@ void img2gray_out(const at::Tensor& input, int64_t dim, at::ArrayRef<double> wei
   dim = checked_inputs(input, dim, weights);
   TORCH_CHECK(out.device() == input.device(), "img2gray: out is on ", out.device(), " but input is on ",
               input.device(), "; both must be on the same device");
-  TORCH_CHECK_VALUE(out.scalar_type() == input.scalar_type(), "img2gray: out has dtype ", out.scalar_type(),
+  TORCH_CHECK(out.scalar_type() == input.scalar_type(), "img2gray: out has dtype ", out.scalar_type(),
                     " but input has dtype ", input.scalar_type(), "; out must have the input's dtype");
   const auto expected = output_shape(input, dim);
-  TORCH_CHECK_VALUE(out.sizes() == at::IntArrayRef(expected), "img2gray: out has shape ", out.sizes(),
-                    " but the result has shape ", at::IntArrayRef(expected));
+  TORCH_CHECK(out.sizes() == at::IntArrayRef(expected), "img2gray: out has shape ", describe(out.sizes()),
+              " but the result has shape ", describe(at::IntArrayRef(expected)));
   at::assert_no_internal_overlap(out);
   at::assert_no_overlap(out, input);
   run_into(kernel, input, dim, weights, out);
+}
+
+// Autograd lives in C++ so that a call that needs no gradient never enters Python: a Python autograd
+// kernel (torch.library.register_autograd) measured 4.2 us of the 5.8 us of a small CPU call.
+// The op is linear: d out / d input[c] = weights[c], broadcast along the channel dim.
+class Img2grayFunction : public torch::autograd::Function<Img2grayFunction> {
+ public:
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& input, int64_t dim,
+                            std::vector<double> weights) {
+    ctx->saved_data["dim"] = dim;
+    ctx->saved_data["weights"] = weights;
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    static const auto op = c10::Dispatcher::singleton()
+                               .findSchemaOrThrow(IMG2GRAY_STRINGIFY(TORCH_EXTENSION_NAME) "::img2gray", "")
+                               .typed<at::Tensor(const at::Tensor&, int64_t, at::ArrayRef<double>)>();
+    return op.call(input, dim, weights);
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const at::Tensor& grad = grads[0];
+    const int64_t dim = c10::maybe_wrap_dim(ctx->saved_data["dim"].toInt(), grad.dim());
+    const auto weights = ctx->saved_data["weights"].toDoubleVector();
+    // Scalar products only: no tensor built from host data, so the backward also traces under torch.compile.
+    const at::Tensor grad_input = at::cat({grad * weights[0], grad * weights[1], grad * weights[2]}, dim);
+    return {grad_input, at::Tensor(), at::Tensor()};
+  }
+};
+
+at::Tensor img2gray_autograd(const at::Tensor& input, int64_t dim, at::ArrayRef<double> weights) {
+  return Img2grayFunction::apply(input, dim, weights.vec());
 }
 
 }  // namespace
@@ -97,6 +144,10 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, m) {
       // Returns nothing: custom ops may mutate `out` but not return an alias of it (functionalization).
       "img2gray.out(Tensor input, int dim=-3, float[] weights=[0.299, 0.587, 0.114], *, Tensor(a!) out) -> ()",
       tags);
+}
+
+TORCH_LIBRARY_IMPL_EXPAND(TORCH_EXTENSION_NAME, Autograd, m) {
+  m.impl("img2gray", &img2gray::img2gray_autograd);
 }
 
 TORCH_LIBRARY_IMPL_EXPAND(TORCH_EXTENSION_NAME, CPU, m) {

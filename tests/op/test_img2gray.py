@@ -151,17 +151,17 @@ def test_public_namespace_alias(img2gray, device):
 
 
 BAD_INPUTS = {
-    "wrong channel size": (lambda d: torch.rand(1, 4, 8, 8, device=d), {}, ValueError, "expected 3 channels"),
+    "wrong channel size": (lambda d: torch.rand(1, 4, 8, 8, device=d), {}, RuntimeError, "expected 3 channels"),
     "dim out of range": (lambda d: torch.rand(3, 8, 8, device=d), {"dim": 3}, IndexError, "out of range"),
-    "0-d tensor": (lambda d: torch.tensor(1.0, device=d), {}, ValueError, "0-d"),
+    "0-d tensor": (lambda d: torch.tensor(1.0, device=d), {}, RuntimeError, "0-d"),
     "int32": (lambda d: torch.zeros(3, 4, 4, dtype=torch.int32, device=d), {}, RuntimeError, "unsupported dtype"),
     "bool": (lambda d: torch.zeros(3, 4, 4, dtype=torch.bool, device=d), {}, RuntimeError, "unsupported dtype"),
     "unknown weights": (lambda d: torch.rand(3, 4, 4, device=d), {"weights": "srgb"}, ValueError, "unknown weights"),
     "two weights": (lambda d: torch.rand(3, 4, 4, device=d), {"weights": (0.5, 0.5)}, ValueError, "three finite"),
     "nan weight": (lambda d: torch.rand(3, 4, 4, device=d), {"weights": (0.5, float("nan"), 0.5)}, ValueError,
                    "three finite"),
-    "out shape": (lambda d: torch.rand(3, 4, 4, device=d), {"out": "shape"}, ValueError, "out has shape"),
-    "out dtype": (lambda d: torch.rand(3, 4, 4, device=d), {"out": "dtype"}, ValueError, "out has dtype"),
+    "out shape": (lambda d: torch.rand(3, 4, 4, device=d), {"out": "shape"}, RuntimeError, "out has shape"),
+    "out dtype": (lambda d: torch.rand(3, 4, 4, device=d), {"out": "dtype"}, RuntimeError, "out has dtype"),
     "out overlaps input": (lambda d: torch.rand(3, 4, 4, device=d), {"out": "alias"}, RuntimeError,
                            "refer to a single memory location"),
 }

@@ -1,4 +1,8 @@
-"""The Python face of the operator: argument handling, fake (meta) kernels and autograd."""
+"""The Python face of the operator: argument handling and fake (meta) kernels for torch.compile.
+
+Autograd is registered in C++ (torch-ext/torch_binding.cpp), where it costs nothing when no gradient is
+needed.
+"""
 
 from __future__ import annotations
 
@@ -19,11 +23,15 @@ SUPPORTED_DTYPES = (torch.uint8, torch.float16, torch.bfloat16, torch.float32, t
 Weights = str | Sequence[float]
 
 
+# Resolved once: the per-call path of a named weight set is a dict lookup.
+_WEIGHT_LISTS = {name: list(values) for name, values in WEIGHTS.items()}
+
+
 def channel_weights(weights: Weights) -> list[float]:
-    """Resolve a weights name or three numbers to the list the operator takes."""
+    """Resolve a weights name or three numbers to the list the operator takes (do not mutate it)."""
     if isinstance(weights, str):
         try:
-            return list(WEIGHTS[weights.lower()])
+            return _WEIGHT_LISTS.get(weights) or _WEIGHT_LISTS[weights.lower()]
         except KeyError:
             raise ValueError(
                 f"img2gray: unknown weights {weights!r}; use one of {sorted(WEIGHTS)} or three floats (R, G, B)"
@@ -53,11 +61,9 @@ def img2gray(
         result = ops.img2gray.default(x, dim, w)
         return result if keepdim else result.squeeze(dim)
     if not keepdim:
-        if x.dim() == 0:
-            raise ValueError("img2gray: expected an image tensor with a channel dimension of size 3, got a 0-d tensor")
         out_dim = dim if dim >= 0 else dim + x.dim()
         if out.dim() != x.dim() - 1 or not 0 <= out_dim <= out.dim():
-            raise ValueError(
+            raise RuntimeError(
                 f"img2gray: out has shape {tuple(out.shape)} but the result (keepdim=False) has {x.dim() - 1} dims"
             )
         ops.img2gray.out(x, dim, w, out=out.unsqueeze(out_dim))
@@ -71,12 +77,14 @@ def _fake_result_shape(x: torch.Tensor, dim: int, weights: Sequence[float]) -> l
     if x.dtype not in SUPPORTED_DTYPES:
         raise RuntimeError(f"img2gray: unsupported dtype {x.dtype}; supported are uint8, float16, bfloat16, float32 and float64")
     if len(weights) != 3:
-        raise ValueError(f"img2gray: expected 3 channel weights (R, G, B), got {len(weights)}")
+        raise RuntimeError(f"img2gray: expected 3 channel weights (R, G, B), got {len(weights)}")
     if x.dim() == 0:
-        raise ValueError("img2gray: expected an image tensor with a channel dimension of size 3, got a 0-d tensor")
-    dim = dim % x.dim() if -x.dim() <= dim < x.dim() else None
-    if dim is None or x.shape[dim] != 3:
-        raise ValueError(f"img2gray: expected 3 channels (R, G, B) at the channel dim of input of shape {tuple(x.shape)}")
+        raise RuntimeError("img2gray: expected an image tensor with a channel dimension of size 3, got a 0-d tensor")
+    if not -x.dim() <= dim < x.dim():
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-x.dim()}, {x.dim() - 1}], but got {dim})")
+    if x.shape[dim] != 3:
+        raise RuntimeError(f"img2gray: expected 3 channels (R, G, B) at dim {dim % x.dim()}, got size {x.shape[dim]} "
+                           f"in input of shape {tuple(x.shape)}")
     shape = list(x.shape)
     shape[dim] = 1
     return shape
@@ -94,20 +102,4 @@ def _(
 ) -> None:
     shape = _fake_result_shape(x, dim, weights)
     if list(out.shape) != shape or out.dtype != x.dtype or out.device != x.device:
-        raise ValueError(f"img2gray: out must have shape {shape}, dtype {x.dtype} and device {x.device}")
-
-
-def _setup_context(ctx, inputs, output) -> None:
-    ctx.dim = inputs[1] if len(inputs) > 1 else -3
-    ctx.weights = inputs[2] if len(inputs) > 2 else WEIGHTS["bt601"]
-
-
-def _backward(ctx, grad: torch.Tensor):
-    # The op is linear: d out / d x[c] = weights[c], broadcast along the channel dim.
-    shape = [1] * grad.dim()
-    shape[ctx.dim] = 3
-    w = torch.tensor(ctx.weights, dtype=grad.dtype, device=grad.device).view(shape)
-    return grad * w, None, None
-
-
-torch.library.register_autograd(add_op_namespace_prefix("img2gray"), _backward, setup_context=_setup_context)
+        raise RuntimeError(f"img2gray: out must have shape {shape}, dtype {x.dtype} and device {x.device}")

@@ -1,0 +1,237 @@
+"""Benchmark kernelpin against a real Hub API (olah) and the `kernels` package on the same server.
+
+Measures: `lock` of N kernels (cold cache; parallel vs one worker), a no-op `lock`, a cold and a no-op
+`sync`, and `kernelpin.load` over a plain import of the same directory; then tries `kernels lock` and
+`kernels download` (kernels 0.17: integer majors on v<N> branches, kernel repo type) on the same repos.
+
+    python benchmarks/kernelpin_bench.py [--kernels 20] [--repeats 5]
+
+Writes benchmarks/results/kernelpin.json and kernelpin.md. Times are medians; compare ratios, not absolutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import io
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
+
+from kernelpin import lock as lockfile  # noqa: E402
+from kernelpin.cli import main as kernelpin_main  # noqa: E402
+from kernelpin.project import Project, read_requirements  # noqa: E402
+from kernelpin.resolve import resolve  # noqa: E402
+from kernelpin.runtime import module_name  # noqa: E402
+from kernelpin.source import HubSettings, HubSource  # noqa: E402
+from tests.hubserver import HubServer  # noqa: E402
+from tests.kernelpin.conftest import CPU_213, publish  # noqa: E402
+
+RESULTS = REPO_ROOT / "benchmarks" / "results"
+
+
+def median_time(run, repeats: int, before=lambda: None) -> float:
+    samples = []
+    for _ in range(repeats):
+        before()
+        start = time.perf_counter()
+        run()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+def quiet(args: list[str]) -> None:
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        status = kernelpin_main(args)
+    if status != 0:
+        raise SystemExit(f"kernelpin {' '.join(args)} failed")
+
+
+def timed_subprocess(command: list[str], env: dict[str, str], cwd: Path) -> tuple[float, int, str]:
+    start = time.perf_counter()
+    done = subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True, timeout=600)
+    elapsed = time.perf_counter() - start
+    tail = (done.stderr or done.stdout).strip().splitlines()
+    return elapsed, done.returncode, tail[-1] if tail else ""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--kernels", type=int, default=20)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="kernelpin-bench-"))
+    server = HubServer(work / "hub")
+    repo_ids = [f"acme/bench-{i:02d}" for i in range(args.kernels)]
+    for repo_id in repo_ids:
+        repo = server.repo(repo_id, repo_type="kernel")
+        publish(repo, "1.0.0")
+        publish(repo, "1.1.0")
+        repo.branch("v1")  # the kernels package's integer-major scheme
+    server.start()
+    cache = work / "hf-cache"
+    os.environ.update({"HF_ENDPOINT": server.endpoint, "HF_HUB_CACHE": str(cache), "HF_HOME": str(work / "hf-home"),
+                       "HF_HUB_DISABLE_TELEMETRY": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1"})
+    project = work / "app"
+    project.mkdir()
+    # `= 1` (branch v1) is the one requirement form both tools understand.
+    (project / "pyproject.toml").write_text(
+        '[project]\nname = "app"\nversion = "1"\n\n[tool.kernels.dependencies]\n'
+        + "".join(f'"{repo_id}" = 1\n' for repo_id in repo_ids)
+    )
+    lock_path = project / "kernelpin.lock"
+    requirements = read_requirements(Project(project))
+    source = HubSource(HubSettings.from_env())
+
+    def cold() -> None:
+        shutil.rmtree(cache, ignore_errors=True)
+        lock_path.unlink(missing_ok=True)
+
+    results: dict[str, object] = {
+        "kernels": args.kernels, "variants_per_kernel": 5, "repeats": args.repeats,
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
+    }
+    results["lock_cold_parallel_s"] = median_time(
+        lambda: resolve(source, requirements, None, upgrade=lambda _: True, workers=8), args.repeats, cold)
+    results["lock_cold_one_worker_s"] = median_time(
+        lambda: resolve(source, requirements, None, upgrade=lambda _: True, workers=1), args.repeats, cold)
+    results["lock_cli_cold_s"] = median_time(lambda: quiet(["--project", str(project), "lock"]), args.repeats, cold)
+    results["lock_cli_noop_s"] = median_time(lambda: quiet(["--project", str(project), "lock"]), args.repeats)
+    sync_args = ["--project", str(project), "sync", "--frozen", "--torch", "2.13", "--json"]
+    results["sync_cold_s"] = median_time(
+        lambda: quiet(sync_args), args.repeats, lambda: shutil.rmtree(cache, ignore_errors=True))
+    quiet(sync_args)
+    results["sync_noop_s"] = median_time(lambda: quiet(sync_args), args.repeats)
+
+    # load vs a plain import of the same, already verified directory.
+    import torch  # noqa: F401  (load needs torch; import it outside the timing)
+
+    import kernelpin
+
+    pinned = lockfile.read(lock_path)
+    names = [module_name(k.repo_id, k.commit, CPU_213) for k in pinned.kernels]
+    directories = [cache / f"kernels--{k.repo_id.replace('/', '--')}" / "snapshots" / k.commit / "build" / CPU_213
+                   for k in pinned.kernels]
+
+    def forget() -> None:
+        for name in list(sys.modules):
+            if name.startswith(("_kernelpin_", "_plain_")):
+                del sys.modules[name]
+
+    def plain_imports() -> None:
+        for index, directory in enumerate(directories):
+            spec = importlib.util.spec_from_file_location(
+                f"_plain_{index}", directory / "__init__.py", submodule_search_locations=[str(directory)])
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[spec.name] = module
+            spec.loader.exec_module(module)
+
+    def loads() -> None:
+        for repo_id in repo_ids:
+            kernelpin.load(repo_id, lock=lock_path)
+
+    plain = median_time(plain_imports, args.repeats, forget) / len(repo_ids)
+    loaded = median_time(loads, args.repeats, forget) / len(repo_ids)
+    cached = median_time(loads, args.repeats) / len(repo_ids)
+    assert len(names) == len(repo_ids)
+    results.update({"plain_import_per_kernel_ms": plain * 1e3, "load_per_kernel_ms": loaded * 1e3,
+                    "load_overhead_per_kernel_ms": (loaded - plain) * 1e3,
+                    "load_already_loaded_per_kernel_ms": cached * 1e3})
+
+    # The `kernels` package on the same server and repositories, as subprocesses (and kernelpin likewise).
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    kernels_cli = str(Path(sys.executable).with_name("kernels"))
+    comparison: dict[str, object] = {}
+    cold()
+    elapsed, status, tail = timed_subprocess([kernels_cli, "lock", str(project)], env, project)
+    comparison["kernels_lock"] = {"seconds": elapsed, "exit": status, "last_line": tail}
+    cold()
+    elapsed, status, tail = timed_subprocess([sys.executable, "-m", "kernelpin", "lock"], env, project)
+    comparison["kernelpin_lock_subprocess"] = {"seconds": elapsed, "exit": status}
+    # kernels download from a kernels.lock with the commits kernelpin resolved (its lock cannot be made here
+    # if `kernels lock` failed).
+    from kernels._rust import KernelDependency, KernelLock, KernelLocks, KernelVersion
+
+    locks = KernelLocks(locks={KernelDependency(repo_id=k.repo_id, version=KernelVersion.Version(1)):
+                               KernelLock(commit=k.commit) for k in lockfile.read(lock_path).kernels})
+    (project / "kernels.lock").write_text(locks.to_json())
+    shutil.rmtree(cache, ignore_errors=True)
+    elapsed, status, tail = timed_subprocess([kernels_cli, "download", str(project)], env, project)
+    comparison["kernels_download"] = {"seconds": elapsed, "exit": status, "last_line": tail}
+    shutil.rmtree(cache, ignore_errors=True)
+    elapsed, status, tail = timed_subprocess(
+        [sys.executable, "-m", "kernelpin", "sync", "--frozen", "--torch", "2.13"], env, project)
+    comparison["kernelpin_sync_subprocess"] = {"seconds": elapsed, "exit": status}
+    elapsed, status, tail = timed_subprocess([kernels_cli, "download", str(project)], env, project)
+    comparison["kernels_download_noop"] = {"seconds": elapsed, "exit": status, "last_line": tail}
+    elapsed, status, tail = timed_subprocess(
+        [sys.executable, "-m", "kernelpin", "sync", "--frozen", "--torch", "2.13"], env, project)
+    comparison["kernelpin_sync_noop_subprocess"] = {"seconds": elapsed, "exit": status}
+    results["comparison"] = comparison
+    import kernels as kernels_package
+
+    results["kernels_version"] = kernels_package.__version__ if hasattr(kernels_package, "__version__") else \
+        __import__("importlib.metadata").metadata.version("kernels")
+    server.stop()
+    shutil.rmtree(work, ignore_errors=True)
+
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "kernelpin.json").write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
+    (RESULTS / "kernelpin.md").write_text(render_markdown(results))
+    print(json.dumps(results, indent=2, sort_keys=True))
+
+
+def render_markdown(r: dict) -> str:
+    c = r["comparison"]
+
+    def outcome(entry: dict) -> str:
+        return f"{entry['seconds']:.2f} s" if entry["exit"] == 0 else f"fails: `{entry['last_line']}`"
+
+    return f"""# kernelpin benchmark
+
+{r['kernels']} kernels x {r['variants_per_kernel']} variants (metadata.json with digests), olah on 127.0.0.1,
+{r['machine']}; medians of {r['repeats']} runs. Generated by `benchmarks/kernelpin_bench.py`.
+
+| operation | time | ratio |
+|---|---|---|
+| lock, cold cache, 8 workers | {r['lock_cold_parallel_s']:.2f} s | {r['lock_cold_one_worker_s'] / r['lock_cold_parallel_s']:.2f}x faster than 1 worker ({r['lock_cold_one_worker_s']:.2f} s) |
+| `kernelpin lock` (CLI, in-process), cold | {r['lock_cli_cold_s']:.2f} s | |
+| `kernelpin lock`, lock already fresh | {r['lock_cli_noop_s'] * 1e3:.0f} ms | {r['lock_cli_cold_s'] / r['lock_cli_noop_s']:.0f}x faster than cold |
+| `kernelpin sync --frozen`, cold cache (CPU variant of each) | {r['sync_cold_s']:.2f} s | |
+| `kernelpin sync --frozen`, no-op (re-verifies every file) | {r['sync_noop_s'] * 1e3:.1f} ms | |
+| plain import of a kernel directory | {r['plain_import_per_kernel_ms']:.2f} ms/kernel | 1x |
+| `kernelpin.load` (find lock, pick variant, verify hashes, import) | {r['load_per_kernel_ms']:.2f} ms/kernel | {r['load_per_kernel_ms'] / r['plain_import_per_kernel_ms']:.1f}x plain import (+{r['load_overhead_per_kernel_ms']:.2f} ms) |
+| `kernelpin.load` of an already loaded kernel | {r['load_already_loaded_per_kernel_ms']:.3f} ms/kernel | |
+
+## Against the `kernels` package {r['kernels_version']} (same server, same repositories, as subprocesses)
+
+Requirement `= 1` (branch `v1`, the only form `kernels` accepts), repositories of type `kernel`.
+
+| operation | kernels | kernelpin |
+|---|---|---|
+| lock | {outcome(c['kernels_lock'])} | {outcome(c['kernelpin_lock_subprocess'])} |
+| download / sync, cold | {outcome(c['kernels_download'])} | {outcome(c['kernelpin_sync_subprocess'])} |
+| download / sync, no-op | {outcome(c['kernels_download_noop'])} | {outcome(c['kernelpin_sync_noop_subprocess'])} |
+
+Why `kernels` cannot be timed here: `kernels lock` first checks that the publisher organisation is a
+"trusted kernel publisher" through `HfApi.get_organization_overview`, an endpoint olah does not serve, and
+`kernels lock` has no option to skip it. `kernels download` (given a `kernels.lock` written with the commits
+kernelpin resolved) sends the user agent `kernels/<v>; hf_hub/<v>; python/<v>; ` whose trailing `; ` httpx2
+(huggingface_hub 2.4's HTTP client) rejects as an illegal header value before any request leaves the
+process. Even where it works, its lock pins only a commit per kernel: no requirement, no per-file hashes.
+"""
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,5 @@
+import sys
+
+from kernelpin.cli import main
+
+sys.exit(main())

@@ -1,0 +1,342 @@
+"""The `kernelpin` command line. Commands that need no torch never import it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from kernelpin import lock as lockfile
+from kernelpin.errors import KernelpinError
+from kernelpin.project import Project, find_project, read_requirements, remove_requirement, set_requirement
+from kernelpin.ranges import Range, RangeError
+from kernelpin.resolve import describe_versions, resolve, tag_versions
+from kernelpin.source import HubSettings, HubSource
+from kernelpin.spec import Requirement, check_repo_id
+from kernelpin.sync import Installer, SyncedVariant, sync
+
+# markup=False: messages quote TOML like [tool.kernels], which rich would take for style tags.
+console = Console(highlight=False, soft_wrap=True, markup=False)
+errors = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
+
+
+def _emit_json(data: Any) -> None:
+    print(json.dumps(data, indent=2, sort_keys=True))
+
+
+class Context:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.project: Project = find_project(Path(args.project) if args.project else Path.cwd())
+        self.source = HubSource(HubSettings.from_env())
+
+    def note(self, message: str) -> None:
+        if self.args.verbose:
+            errors.print(message, style="dim")
+
+    def requirements(self) -> list[Requirement]:
+        return read_requirements(self.project)
+
+    def lock(self) -> lockfile.Lock | None:
+        return lockfile.read(self.project.lockfile)
+
+    def relock(self, upgrade: set[str] | None = None, upgrade_all: bool = False, dry_run: bool = False) -> tuple[lockfile.Lock, list[str]]:
+        """Resolve and (unless dry_run) write the lock; return it with the list of changes."""
+        requirements = self.requirements()
+        previous = self.lock()
+        upgrade = upgrade or set()
+        unknown = upgrade - {r.repo_id for r in requirements}
+        if unknown:
+            raise KernelpinError(
+                f"--upgrade-package {', '.join(sorted(unknown))}: not in [tool.kernels.dependencies] "
+                f"(present: {', '.join(r.repo_id for r in requirements) or 'none'})"
+            )
+        new = resolve(self.source, requirements, previous,
+                      upgrade=lambda repo_id: upgrade_all or repo_id in upgrade, note=self.note)
+        changed = lockfile.changes(previous, new)
+        if not dry_run and (previous is None or lockfile.render(new) != lockfile.render(previous)):
+            lockfile.write(self.project.lockfile, new)
+        return new, changed
+
+
+def cmd_lock(ctx: Context) -> int:
+    args = ctx.args
+    if args.check:
+        reasons = lockfile.staleness(ctx.requirements(), ctx.lock())
+        if args.json:
+            _emit_json({"fresh": not reasons, "reasons": reasons})
+        elif reasons:
+            errors.print(f"{ctx.project.lockfile.name} is stale:")
+            for reason in reasons:
+                errors.print(f"  {reason}")
+            errors.print("Run `kernelpin lock` to update it.")
+        else:
+            console.print(f"{ctx.project.lockfile.name} is up to date")
+        return 1 if reasons else 0
+    new, changed = ctx.relock(set(args.upgrade_package or ()), args.upgrade, dry_run=args.dry_run)
+    if args.json:
+        _emit_json({"changes": changed, "written": not args.dry_run and bool(changed), "kernels": [_kernel_json(k) for k in new.kernels]})
+        return 0
+    verb = "Would change" if args.dry_run else "Locked"
+    for line in changed:
+        console.print(f"{verb}: {line}")
+    if not changed:
+        console.print(f"{ctx.project.lockfile.name} is up to date ({len(new.kernels)} kernels)")
+    return 0
+
+
+def _kernel_json(kernel: lockfile.LockedKernel) -> dict[str, Any]:
+    return {"repo": kernel.repo_id, "version": kernel.version, "ref": kernel.ref, "commit": kernel.commit,
+            "variants": [v.name for v in kernel.variants]}
+
+
+def _locked_for_sync(ctx: Context) -> lockfile.Lock:
+    args = ctx.args
+    existing = ctx.lock()
+    if args.frozen:
+        if existing is None:
+            raise KernelpinError(f"--frozen needs {ctx.project.lockfile}; run `kernelpin lock` first")
+        return existing
+    reasons = lockfile.staleness(ctx.requirements(), existing)
+    if not reasons:
+        return existing
+    if args.locked:
+        raise KernelpinError(
+            f"{ctx.project.lockfile.name} is stale and --locked forbids updating it:\n  "
+            + "\n  ".join(reasons) + "\nRun `kernelpin lock` and commit the result."
+        )
+    new, changed = ctx.relock()
+    for line in changed:
+        errors.print(f"Locked: {line}")  # stderr: stdout stays parseable with --json
+    return new
+
+
+def cmd_sync(ctx: Context) -> int:
+    from kernelpin import environment
+
+    args = ctx.args
+    locked = _locked_for_sync(ctx)
+    env = None if args.all_variants else environment.current(args.torch, args.cuda, args.gpu_capability)
+    if args.json:
+        from huggingface_hub.utils import disable_progress_bars
+
+        disable_progress_bars()
+    target = Path(args.target).resolve() if args.target else None
+    results = sync(locked, Installer(ctx.source, target), env, all_variants=args.all_variants)
+    if args.json:
+        _emit_json({"environment": None if env is None else env.describe(), "synced": [_synced_json(r) for r in results]})
+        return 0
+    if env is not None:
+        console.print(f"Environment: {env.describe()}")
+    for result in results:
+        parts = [f"{len(result.downloaded)} downloaded", f"{len(result.reused)} already present"]
+        if result.repaired:
+            parts.append(f"{len(result.repaired)} replaced (modified in the cache)")
+        console.print(f"{result.label}: {result.variant}: {', '.join(parts)}, all verified")
+        console.print(f"  {result.directory}", style="dim")
+        for path in result.repaired:
+            errors.print(f"warning: {result.repo_id}: {path} did not match the lock; replaced", style="yellow")
+    return 0
+
+
+def _synced_json(result: SyncedVariant) -> dict[str, Any]:
+    return {"repo": result.repo_id, "variant": result.variant, "directory": str(result.directory),
+            "downloaded": result.downloaded, "reused": result.reused, "repaired": result.repaired}
+
+
+def _split_spec(text: str) -> tuple[str, str | None]:
+    repo_id, _, range_text = text.partition("@")
+    check_repo_id(repo_id)
+    return repo_id, range_text or None
+
+
+def cmd_add(ctx: Context) -> int:
+    repo_id, range_text = _split_spec(ctx.args.spec)
+    if range_text is None:
+        versions, _ = tag_versions(ctx.source.refs(repo_id, None).tags)
+        releases = [v for v in versions if not v.is_prerelease] or list(versions)
+        if not releases:
+            raise KernelpinError(f"{repo_id} has no version tags (v1.2.3); add it as {repo_id}@RANGE after tagging, "
+                                 "or pin a revision in pyproject.toml: { revision = \"...\" }")
+        range_text = f"^{max(releases)}"
+    try:
+        Range.parse(range_text)
+    except RangeError as error:
+        raise KernelpinError(f"{repo_id}: {error}") from None
+    set_requirement(ctx.project, repo_id, range_text)
+    new, changed = ctx.relock()
+    console.print(f"Added {repo_id} = \"{range_text}\" to {ctx.project.pyproject.name}")
+    for line in changed:
+        console.print(f"Locked: {line}")
+    return 0
+
+
+def cmd_remove(ctx: Context) -> int:
+    check_repo_id(ctx.args.repo)
+    remove_requirement(ctx.project, ctx.args.repo)
+    _, changed = ctx.relock()
+    console.print(f"Removed {ctx.args.repo} from {ctx.project.pyproject.name}")
+    for line in changed:
+        console.print(f"Locked: {line}")
+    return 0
+
+
+def cmd_outdated(ctx: Context) -> int:
+    locked = ctx.lock()
+    rows = []
+    for requirement in ctx.requirements():
+        current = locked.kernel(requirement.repo_id) if locked else None
+        versions, _ = tag_versions(ctx.source.refs(requirement.repo_id, requirement.repo_type).tags)
+        releases = [v for v in versions if not v.is_prerelease]
+        satisfying = requirement.range.best(versions) if requirement.range is not None else None
+        rows.append({
+            "repo": requirement.repo_id, "requirement": requirement.text,
+            "locked": current.version if current else None,
+            "newest_satisfying": None if satisfying is None else str(satisfying),
+            "newest": str(max(releases)) if releases else None,
+        })
+    if ctx.args.json:
+        _emit_json(rows)
+        return 0
+    table = Table("kernel", "requirement", "locked", "newest satisfying", "newest")
+    for row in rows:
+        table.add_row(row["repo"], row["requirement"], row["locked"] or "-",
+                      row["newest_satisfying"] or "-", row["newest"] or "-")
+    console.print(table)
+    return 0
+
+
+def cmd_versions(ctx: Context) -> int:
+    repo_id = check_repo_id(ctx.args.repo)
+    requirement = next((r for r in ctx.requirements() if r.repo_id == repo_id), None)
+    refs = ctx.source.refs(repo_id, requirement.repo_type if requirement else None)
+    versions, ignored = tag_versions(refs.tags)
+    locked = ctx.lock()
+    locked_kernel = locked.kernel(repo_id) if locked else None
+    rows = [{"version": str(v), "tag": versions[v], "commit": refs.tags[versions[v]],
+             "satisfies": None if requirement is None or requirement.range is None else requirement.range.contains(v),
+             "locked": locked_kernel is not None and locked_kernel.version == str(v)}
+            for v in sorted(versions, reverse=True)]
+    if ctx.args.json:
+        _emit_json({"repo": repo_id, "repo_type": refs.repo_type, "requirement": requirement.text if requirement else None,
+                    "versions": rows, "ignored_tags": ignored})
+        return 0
+    title = f"{repo_id} ({refs.repo_type} repo)" + (f", requirement {requirement.text}" if requirement else "")
+    table = Table("version", "tag", "commit", "satisfies", "locked", title=title)
+    for row in rows:
+        satisfies = {None: "", True: "yes", False: "no"}[row["satisfies"]]
+        table.add_row(row["version"], row["tag"], row["commit"][:12], satisfies, "*" if row["locked"] else "")
+    console.print(table)
+    if ignored:
+        ctx.note(f"ignored tags (not versions): {', '.join(ignored)}")
+    return 0
+
+
+def cmd_verify(ctx: Context) -> int:
+    from kernelpin.integrity import verify_file
+
+    locked = ctx.lock()
+    if locked is None:
+        raise KernelpinError(f"no {ctx.project.lockfile.name}; run `kernelpin lock`")
+    target = Path(ctx.args.target).resolve() if ctx.args.target else None
+    installer = Installer(ctx.source, target)
+    report = []
+    for kernel in locked.kernels:
+        for variant in kernel.variants:
+            for locked_file in variant.files:
+                # Locking caches every variant's metadata.json, so presence is judged file by file.
+                path = installer.present(kernel, f"build/{variant.name}/{locked_file.path}")
+                if path is None:
+                    continue
+                try:
+                    verify_file(path, locked_file.size, locked_file.sha256, locked_file.path)
+                    status = "ok"
+                except KernelpinError:
+                    status = "modified"
+                report.append({"repo": kernel.repo_id, "variant": variant.name, "path": locked_file.path,
+                               "status": status})
+    bad = [row for row in report if row["status"] != "ok"]
+    if ctx.args.json:
+        _emit_json({"ok": not bad, "files": report})
+        return 1 if bad else 0
+    for row in bad:
+        errors.print(f"{row['status']}: {row['repo']} {row['variant']}/{row['path']}", style="red")
+    if not report:
+        console.print("nothing installed yet; run `kernelpin sync`")
+    else:
+        console.print(f"verified {len(report)} installed files: {len(report) - len(bad)} match the lock"
+                      + ("" if not bad else f", {len(bad)} modified; run `kernelpin sync` to repair"))
+    return 1 if bad else 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kernelpin", description="Pin, install and load Hub kernels for this project.")
+    parser.add_argument("--project", metavar="DIR", help="the project (default: nearest pyproject.toml above the cwd)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="explain more (e.g. tags that are not versions)")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    lock = commands.add_parser("lock", help="resolve [tool.kernels] and write kernelpin.lock")
+    lock.add_argument("--check", action="store_true", help="exit 1 if the lock is stale; write nothing")
+    upgrade = lock.add_mutually_exclusive_group()
+    upgrade.add_argument("--upgrade", action="store_true", help="re-resolve every kernel to its newest satisfying version")
+    upgrade.add_argument("--upgrade-package", action="append", metavar="REPO", help="re-resolve only REPO (repeatable)")
+    lock.add_argument("--dry-run", action="store_true", help="show what would change; write nothing")
+    lock.add_argument("--json", action="store_true", help="machine-readable output")
+    lock.set_defaults(run=cmd_lock)
+
+    sync_parser = commands.add_parser("sync", help="download and verify the locked variant for this environment")
+    mode = sync_parser.add_mutually_exclusive_group()
+    mode.add_argument("--locked", action="store_true", help="fail if the lock is stale instead of updating it")
+    mode.add_argument("--frozen", action="store_true", help="use the lock as it is, resolving nothing")
+    sync_parser.add_argument("--all-variants", action="store_true", help="every locked variant, not only this environment's")
+    sync_parser.add_argument("--target", metavar="DIR", help="vendor into DIR (DIR/<org>/<name>/<commit>/build/<variant>)")
+    sync_parser.add_argument("--torch", metavar="X.Y", help="select for this torch instead of detecting it")
+    sync_parser.add_argument("--cuda", metavar="X.Y|none", help="with --torch: the system CUDA (default none)")
+    sync_parser.add_argument("--gpu-capability", metavar="X.Y", help="with --torch: the GPU's compute capability")
+    sync_parser.add_argument("--json", action="store_true", help="machine-readable output")
+    sync_parser.set_defaults(run=cmd_sync)
+
+    add = commands.add_parser("add", help="add a kernel to pyproject.toml and re-lock")
+    add.add_argument("spec", metavar="REPO[@RANGE]", help="e.g. acme/img2gray or acme/img2gray@^0.1")
+    add.set_defaults(run=cmd_add)
+
+    remove = commands.add_parser("remove", help="remove a kernel from pyproject.toml and re-lock")
+    remove.add_argument("repo", metavar="REPO")
+    remove.set_defaults(run=cmd_remove)
+
+    outdated = commands.add_parser("outdated", help="locked vs newest satisfying vs newest version")
+    outdated.add_argument("--json", action="store_true")
+    outdated.set_defaults(run=cmd_outdated)
+
+    versions = commands.add_parser("versions", help="list a kernel's versions and which satisfy the requirement")
+    versions.add_argument("repo", metavar="REPO")
+    versions.add_argument("--json", action="store_true")
+    versions.set_defaults(run=cmd_versions)
+
+    verify = commands.add_parser("verify", help="re-hash installed kernel files against the lock")
+    verify.add_argument("--target", metavar="DIR", help="check a `sync --target` directory instead of the Hub cache")
+    verify.add_argument("--json", action="store_true")
+    verify.set_defaults(run=cmd_verify)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(Context(args))
+    except KernelpinError as error:
+        errors.print(f"error: {error}", style="red")
+        return 1
+    except KeyboardInterrupt:
+        errors.print("interrupted; files already verified are kept, re-run to finish")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

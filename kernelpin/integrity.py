@@ -1,0 +1,73 @@
+"""Hashes, untrusted repository paths and atomic writes: the checks every byte goes through."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from pathlib import Path, PurePosixPath
+
+from kernelpin.errors import IntegrityError, KernelpinError
+
+_CHUNK = 1 << 20
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as stream:
+        while chunk := stream.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def git_blob_sha1(content: bytes) -> str:
+    """The git object id of a blob, as the Hub reports it in `blob_id`."""
+    return hashlib.sha1(b"blob %d\0" % len(content) + content).hexdigest()
+
+
+def check_repo_path(path: str, where: str) -> str:
+    """Refuse a path from a repository (or a lock) that could escape the directory it is written into."""
+    problem = None
+    if not path:
+        problem = "is empty"
+    elif "\\" in path or "\0" in path:
+        problem = "contains a backslash or NUL"
+    elif path.startswith("/") or PurePosixPath(path).is_absolute() or (len(path) > 1 and path[1] == ":"):
+        problem = "is absolute"
+    elif any(part in ("..", ".", "") for part in path.split("/")):
+        problem = "contains '..', '.' or an empty component"
+    if problem:
+        raise KernelpinError(
+            f"{where}: refusing unsafe path {path!r} (it {problem}); "
+            "the repository is malformed or hostile: do not use this revision"
+        )
+    return path
+
+
+def verify_file(path: Path, size: int, sha256: str, what: str) -> None:
+    """Raise IntegrityError unless the file has exactly the pinned size and sha256."""
+    actual_size = path.stat().st_size
+    if actual_size != size:
+        raise IntegrityError(f"{what}: size {actual_size} != {size} pinned in the lock")
+    actual = sha256_file(path)
+    if actual != sha256:
+        raise IntegrityError(f"{what}: sha256 {actual} != {sha256} pinned in the lock")
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write a text file so that readers see either the old or the new content, never a mix."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as stream:
+            stream.write(text)
+            stream.flush()
+            os.fsync(stream.fileno())
+        if path.exists():
+            os.chmod(temporary, path.stat().st_mode & 0o777)
+        else:
+            os.chmod(temporary, 0o644)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise

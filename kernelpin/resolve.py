@@ -1,0 +1,231 @@
+"""Requirements -> locked kernels: pick the revision (pure), then pin every variant's files with hashes."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from kernelpin.errors import KernelpinError
+from kernelpin.integrity import check_repo_path, git_blob_sha1
+from kernelpin.lock import Lock, LockedFile, LockedKernel, LockedVariant, satisfies
+from kernelpin.ranges import Version
+from kernelpin.source import HubSource, Refs, RemoteFile
+from kernelpin.spec import Requirement
+
+_COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
+METADATA = "metadata.json"
+BUILD_DIR = "build"
+
+
+@dataclass(frozen=True)
+class Pick:
+    """The revision a requirement resolves to."""
+
+    commit: str
+    ref: str | None
+    version: Version | None
+
+
+def tag_versions(tags: dict[str, str]) -> tuple[dict[Version, str], list[str]]:
+    """Release versions named by tags (`v1.2.3` and `1.2.3`; `v` wins a tie), and the tags ignored."""
+    versions: dict[Version, str] = {}
+    ignored = []
+    for tag in sorted(tags, key=lambda name: (not name.startswith("v"), name)):
+        version = Version.from_tag(tag)
+        if version is None:
+            ignored.append(tag)
+        else:
+            versions.setdefault(version, tag)
+    return versions, sorted(ignored)
+
+
+def describe_versions(versions: list[Version], limit: int = 15) -> str:
+    ordered = [str(v) for v in sorted(versions, reverse=True)]
+    if not ordered:
+        return "none (no tag of the form v1.2.3 or 1.2.3)"
+    more = f", ... ({len(ordered) - limit} more)" if len(ordered) > limit else ""
+    return ", ".join(ordered[:limit]) + more
+
+
+def pick_revision(requirement: Requirement, refs: Refs) -> Pick:
+    """Which commit a requirement means, given the repository's refs; errors list what exists."""
+    versions, _ = tag_versions(refs.tags)
+    repo_id = requirement.repo_id
+    if requirement.range is not None:
+        best = requirement.range.best(versions)
+        if best is None:
+            raise KernelpinError(
+                f"{repo_id}: no version satisfies {requirement.range.text} "
+                f"(available: {describe_versions(list(versions))}); "
+                "change the requirement in [tool.kernels.dependencies] or publish a matching tag"
+            )
+        tag = versions[best]
+        return Pick(refs.tags[tag], f"refs/tags/{tag}", best)
+    if requirement.major is not None:
+        branch = requirement.branch
+        if branch not in refs.branches:
+            raise KernelpinError(
+                f"{repo_id}: no branch {branch} for major version {requirement.major} "
+                f"(branches: {', '.join(sorted(refs.branches)) or 'none'}); use a version range instead, "
+                f"e.g. \"^{requirement.major}\""
+            )
+        commit = refs.branches[branch]
+        return Pick(commit, f"refs/heads/{branch}", _version_at(commit, refs.tags, versions))
+    revision = requirement.revision
+    if revision in refs.tags:
+        commit = refs.tags[revision]
+        return Pick(commit, f"refs/tags/{revision}", Version.from_tag(revision) or _version_at(commit, refs.tags, versions))
+    if revision in refs.branches:
+        commit = refs.branches[revision]
+        return Pick(commit, f"refs/heads/{revision}", _version_at(commit, refs.tags, versions))
+    if _COMMIT_RE.match(revision):
+        return Pick(revision, None, _version_at(revision, refs.tags, versions))
+    raise KernelpinError(
+        f"{repo_id}: revision {revision!r} is neither a tag nor a branch nor a full 40-character commit sha "
+        f"(tags: {', '.join(sorted(refs.tags)) or 'none'}; branches: {', '.join(sorted(refs.branches)) or 'none'})"
+    )
+
+
+def _version_at(commit: str, tags: dict[str, str], versions: dict[Version, str]) -> Version | None:
+    """The highest release tag on a commit, so branch and commit pins still show a version."""
+    at = [version for version, tag in versions.items() if tags[tag] == commit]
+    return max(at, default=None)
+
+
+def group_variants(files: list[RemoteFile], where: str) -> dict[str, list[RemoteFile]]:
+    """Files under build/<variant>/, by variant; every path is checked before it is trusted."""
+    variants: dict[str, list[RemoteFile]] = {}
+    for remote in files:
+        check_repo_path(remote.path, where)
+        parts = remote.path.split("/")
+        if parts[0] == BUILD_DIR and len(parts) >= 3:
+            variants.setdefault(parts[1], []).append(remote)
+    return variants
+
+
+class Pinner:
+    """Hashes for every file of every variant at a commit, downloading as little as possible.
+
+    A variant's metadata.json (checked against its git blob id) carries sha256 digests of the other
+    files, so binaries are never downloaded to lock; LFS files come with their sha256. Anything else is
+    downloaded (into the Hub cache, where sync finds it later) and hashed.
+    """
+
+    def __init__(self, source: HubSource, repo_id: str, repo_type: str, commit: str) -> None:
+        self.source, self.repo_id, self.repo_type, self.commit = source, repo_id, repo_type, commit
+        self.where = f"{repo_id} at {commit[:12]}"
+
+    def _fetch_checked(self, remote: RemoteFile) -> bytes:
+        path = self.source.download(self.repo_id, self.repo_type, self.commit, remote.path)
+        content = path.read_bytes()
+        if len(content) != remote.size or (
+            remote.lfs_sha256 is None and remote.blob_id and git_blob_sha1(content) != remote.blob_id
+        ):
+            raise KernelpinError(
+                f"{self.where}: {remote.path} as downloaded does not match the repository listing "
+                "(size or git blob id); the server or a proxy altered it: do not use this revision"
+            )
+        return content
+
+    def variant(self, name: str, files: list[RemoteFile]) -> LockedVariant:
+        prefix = f"{BUILD_DIR}/{name}/"
+        by_relative = {remote.path[len(prefix):]: remote for remote in files}
+        digests: dict[str, str] = {}
+        backend = archs = None
+        pinned: dict[str, str] = {}
+        if METADATA in by_relative:
+            content = self._fetch_checked(by_relative[METADATA])
+            pinned[METADATA] = hashlib.sha256(content).hexdigest()
+            digests, backend, archs = self._read_metadata(name, content)
+        for relative, remote in sorted(by_relative.items()):
+            if relative in pinned:
+                continue
+            digest = digests.get(relative)
+            if digest is not None and remote.lfs_sha256 is not None and remote.lfs_sha256 != digest:
+                raise KernelpinError(
+                    f"{self.where}: {remote.path}: LFS sha256 {remote.lfs_sha256} contradicts metadata.json "
+                    f"digest {digest}; the build is inconsistent: do not use this revision"
+                )
+            if digest is None:
+                digest = remote.lfs_sha256
+            if digest is None:
+                digest = hashlib.sha256(self._fetch_checked(remote)).hexdigest()
+            pinned[relative] = digest
+        missing = sorted(set(digests) - set(by_relative))
+        if missing:
+            raise KernelpinError(
+                f"{self.where}: {prefix}metadata.json lists files the repository lacks: {', '.join(missing)}"
+            )
+        return LockedVariant(
+            name=name,
+            files=tuple(LockedFile(rel, by_relative[rel].size, pinned[rel]) for rel in sorted(pinned)),
+            backend=backend,
+            archs=archs,
+        )
+
+    def _read_metadata(self, name: str, content: bytes) -> tuple[dict[str, str], str | None, tuple[str, ...] | None]:
+        where = f"{self.where}: build/{name}/metadata.json"
+        try:
+            metadata = json.loads(content)
+            digest = metadata.get("digest") or {}
+            if digest and digest.get("algorithm", "sha256") != "sha256":
+                raise KernelpinError(f"{where}: digest algorithm {digest.get('algorithm')!r} is not sha256")
+            files = {check_repo_path(path, where): str(value).lower() for path, value in digest.get("files", {}).items()}
+            backend = metadata.get("backend") or {}
+            archs = backend.get("archs")
+            return files, backend.get("type"), None if archs is None else tuple(str(a) for a in archs)
+        except (ValueError, AttributeError, TypeError) as error:
+            raise KernelpinError(f"{where}: not valid kernel metadata ({error}); the build is broken") from None
+
+
+def resolve_one(source: HubSource, requirement: Requirement, note: Callable[[str], None]) -> LockedKernel:
+    refs = source.refs(requirement.repo_id, requirement.repo_type)
+    _, ignored = tag_versions(refs.tags)
+    if ignored:
+        note(f"{requirement.repo_id}: ignored tags (not versions): {', '.join(ignored)}")
+    pick = pick_revision(requirement, refs)
+    pinner = Pinner(source, requirement.repo_id, refs.repo_type, pick.commit)
+    variants = group_variants(source.tree(requirement.repo_id, refs.repo_type, pick.commit), pinner.where)
+    if not variants:
+        raise KernelpinError(
+            f"{pinner.where}: no build/<variant>/ directories; this revision has no kernel builds"
+        )
+    return LockedKernel(
+        repo_id=requirement.repo_id,
+        repo_type=refs.repo_type,
+        requirement=requirement.text,
+        commit=pick.commit,
+        ref=pick.ref,
+        version=None if pick.version is None else str(pick.version),
+        variants=tuple(pinner.variant(name, files) for name, files in sorted(variants.items())),
+    )
+
+
+def resolve(
+    source: HubSource,
+    requirements: list[Requirement],
+    previous: Lock | None,
+    upgrade: Callable[[str], bool],
+    note: Callable[[str], None] = lambda message: None,
+    workers: int = 8,
+) -> Lock:
+    """The lock for `requirements`: entries that still satisfy are kept (unless `upgrade(repo_id)`),
+    the others are resolved in parallel."""
+    kept: dict[str, LockedKernel] = {}
+    todo: list[Requirement] = []
+    for requirement in requirements:
+        locked = previous.kernel(requirement.repo_id) if previous else None
+        if locked is not None and not upgrade(requirement.repo_id) and satisfies(requirement, locked) is None:
+            kept[requirement.repo_id] = dataclasses.replace(locked, requirement=requirement.text)
+        else:
+            todo.append(requirement)
+    if todo:
+        with ThreadPoolExecutor(max_workers=max(1, min(workers, len(todo)))) as pool:
+            for locked in pool.map(lambda r: resolve_one(source, r, note), todo):
+                kept[locked.repo_id] = locked
+    return Lock(tuple(kept[r.repo_id] for r in requirements))

@@ -1,0 +1,191 @@
+"""The Hub edge: refs, trees and downloads through huggingface_hub, with errors translated for people.
+
+Settings are read from the environment when a command runs (not when huggingface_hub is imported), so
+HF_ENDPOINT, HF_HUB_CACHE/HF_HOME and HF_HUB_OFFLINE can change between calls in one process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kernelpin.errors import KernelpinError
+from kernelpin.spec import REPO_TYPES
+
+if TYPE_CHECKING:
+    from huggingface_hub import HfApi
+
+_DEFAULT_ENDPOINT = "https://huggingface.co"
+_TRUE = {"1", "on", "yes", "true"}
+
+
+@dataclass(frozen=True)
+class HubSettings:
+    endpoint: str
+    cache_dir: Path
+    offline: bool
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] = os.environ) -> HubSettings:
+        home = environ.get("HF_HOME") or os.path.join(
+            environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "huggingface"
+        )
+        cache = environ.get("HF_HUB_CACHE") or os.path.join(home, "hub")
+        return cls(
+            endpoint=(environ.get("HF_ENDPOINT") or _DEFAULT_ENDPOINT).rstrip("/"),
+            cache_dir=Path(cache).expanduser(),
+            offline=environ.get("HF_HUB_OFFLINE", "").strip().lower() in _TRUE,
+        )
+
+
+@dataclass(frozen=True)
+class RemoteFile:
+    path: str
+    size: int
+    blob_id: str | None  # git SHA-1 of the blob (of the LFS pointer for LFS files)
+    lfs_sha256: str | None
+
+
+@dataclass(frozen=True)
+class Refs:
+    repo_type: str
+    tags: dict[str, str]  # name -> commit
+    branches: dict[str, str]
+
+
+class HubSource:
+    """One Hub (or mirror) as kernelpin uses it. Thread-safe: resolution runs one kernel per thread."""
+
+    def __init__(self, settings: HubSettings) -> None:
+        self.settings = settings
+        self._api: HfApi | None = None
+
+    @property
+    def api(self) -> HfApi:
+        if self._api is None:
+            from huggingface_hub import HfApi
+
+            self._api = HfApi(endpoint=self.settings.endpoint)
+        return self._api
+
+    def _require_online(self, what: str) -> None:
+        if self.settings.offline:
+            raise KernelpinError(
+                f"{what} needs the Hub, but HF_HUB_OFFLINE=1: unset it to resolve, "
+                "or use an up-to-date kernelpin.lock with `kernelpin sync --frozen`"
+            )
+
+    def refs(self, repo_id: str, repo_type: str | None) -> Refs:
+        """Tags and branches of a repository; with repo_type None, try a kernel repo, then a model repo."""
+        self._require_online(f"resolving {repo_id}")
+        from huggingface_hub.errors import HfHubHTTPError
+
+        for candidate in (repo_type,) if repo_type else REPO_TYPES:
+            try:
+                with translate_errors(f"listing tags of {repo_id}", self.settings.endpoint):
+                    refs = self.api.list_repo_refs(repo_id, repo_type=candidate)
+            except KernelpinError as error:
+                if isinstance(error.__cause__, HfHubHTTPError) and _status(error.__cause__) == 404:
+                    continue
+                raise
+            return Refs(
+                repo_type=candidate,
+                tags={ref.name: ref.target_commit for ref in refs.tags},
+                branches={ref.name: ref.target_commit for ref in refs.branches},
+            )
+        kinds = repo_type or " or ".join(REPO_TYPES)
+        raise KernelpinError(
+            f"{repo_id}: no {kinds} repository of that name at {self.settings.endpoint}; "
+            "check the name in [tool.kernels.dependencies] (and HF_ENDPOINT / HF_TOKEN for private repos)"
+        )
+
+    def tree(self, repo_id: str, repo_type: str, commit: str) -> list[RemoteFile]:
+        self._require_online(f"listing files of {repo_id}")
+        from huggingface_hub.hf_api import RepoFile
+
+        with translate_errors(f"listing files of {repo_id} at {commit[:12]}", self.settings.endpoint):
+            entries = list(self.api.list_repo_tree(repo_id, recursive=True, revision=commit, repo_type=repo_type))
+        return [
+            RemoteFile(
+                path=entry.path,
+                size=entry.size,
+                blob_id=entry.blob_id,
+                lfs_sha256=entry.lfs.sha256 if entry.lfs else None,
+            )
+            for entry in entries
+            if isinstance(entry, RepoFile)
+        ]
+
+    def cached(self, repo_id: str, repo_type: str, commit: str, path: str) -> Path | None:
+        """The file in the Hub cache at exactly this commit, without touching the network."""
+        from huggingface_hub import try_to_load_from_cache
+
+        found = try_to_load_from_cache(
+            repo_id, path, cache_dir=self.settings.cache_dir, revision=commit, repo_type=repo_type
+        )
+        return Path(found) if isinstance(found, str) else None
+
+    def download(
+        self, repo_id: str, repo_type: str, commit: str, path: str, local_dir: Path | None = None,
+        tqdm_class: type | None = None,
+    ) -> Path:
+        """Fetch one file at a commit into the Hub cache (or `local_dir`)."""
+        if self.settings.offline:
+            raise KernelpinError(
+                f"{repo_id}: {path} at {commit[:12]} is not in the cache ({self.settings.cache_dir}) and "
+                "HF_HUB_OFFLINE=1 forbids downloading it: run `kernelpin sync` with network access first, "
+                "or vendor the kernels with `kernelpin sync --target DIR`"
+            )
+        from huggingface_hub import hf_hub_download
+
+        with translate_errors(f"downloading {path} of {repo_id}", self.settings.endpoint):
+            return Path(
+                hf_hub_download(
+                    repo_id, path, revision=commit, repo_type=repo_type, endpoint=self.settings.endpoint,
+                    cache_dir=self.settings.cache_dir, local_dir=local_dir, tqdm_class=tqdm_class,
+                )
+            )
+
+
+def _status(error: Exception) -> int | None:
+    response = getattr(error, "response", None)
+    return getattr(response, "status_code", None)
+
+
+@contextlib.contextmanager
+def translate_errors(what: str, endpoint: str) -> Iterator[None]:
+    """Turn huggingface_hub and network exceptions into KernelpinError that says what to do."""
+    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError, OfflineModeIsEnabled
+
+    try:
+        yield
+    except OfflineModeIsEnabled as error:
+        raise KernelpinError(f"{what}: offline mode is on (HF_HUB_OFFLINE=1); unset it to use the Hub") from error
+    except HfHubHTTPError as error:
+        status = _status(error)
+        if status in (401, 403):
+            hint = "set HF_TOKEN to a token with read access"
+        elif status == 404:
+            hint = "check the repository name and revision"
+        else:
+            hint = "retry later"
+        first_line = str(error).splitlines()[0]
+        raise KernelpinError(f"{what} failed at {endpoint}: {first_line}; {hint}") from error
+    except (LocalEntryNotFoundError, OSError, ConnectionError) as error:
+        # huggingface_hub reports an unreachable server as LocalEntryNotFoundError (after its retries).
+        raise KernelpinError(
+            f"{what} failed: cannot reach {endpoint} ({type(error).__name__}); check the network and "
+            "HF_ENDPOINT, then re-run: completed files are kept, partial ones are resumed or discarded"
+        ) from error
+    except Exception as error:
+        import httpx2
+
+        if isinstance(error, httpx2.HTTPError):
+            raise KernelpinError(
+                f"{what} failed: cannot reach {endpoint} ({error}); check the network and HF_ENDPOINT, then re-run"
+            ) from error
+        raise

@@ -1,0 +1,95 @@
+"""The `[tool.kernels.dependencies]` table of pyproject.toml, parsed into typed requirements."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kernelpin.errors import KernelpinError
+from kernelpin.ranges import Range, RangeError
+
+REPO_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+REPO_TYPES = ("kernel", "model")
+_TABLE_KEYS = {"version", "revision", "repo-type"}
+_EXAMPLE = (
+    '  "acme/img2gray" = "^0.1"\n'
+    '  "acme/other" = { version = ">=1.2, <2" }\n'
+    '  "acme/pinned" = { revision = "v0.3.0" }\n'
+    '  "acme/branch" = 1   # the Hub major-version branch v1'
+)
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """One kernel the project needs: exactly one of `range`, `revision` or `major` is set."""
+
+    repo_id: str
+    text: str  # the requirement as written in pyproject.toml
+    range: Range | None = None
+    revision: str | None = None
+    major: int | None = None
+    repo_type: str | None = None  # None: detect (kernel first, then model)
+
+    @property
+    def branch(self) -> str | None:
+        """The Hub major-version branch an integer requirement stands for."""
+        return None if self.major is None else f"v{self.major}"
+
+
+def check_repo_id(repo_id: str) -> str:
+    if not REPO_ID_RE.match(repo_id) or ".." in repo_id:
+        raise KernelpinError(
+            f"{repo_id!r} is not a Hub repository id; write it as 'org/name', e.g. \"acme/img2gray\""
+        )
+    return repo_id
+
+
+def parse_requirement(repo_id: str, value: Any, text: str) -> Requirement:
+    """One entry of the dependencies table; `text` is how it is written, kept in the lock."""
+    check_repo_id(repo_id)
+    where = f"[tool.kernels.dependencies] {repo_id!r}"
+    if isinstance(value, bool):
+        raise KernelpinError(f"{where}: {value!r} is not a requirement; use e.g.\n{_EXAMPLE}")
+    if isinstance(value, int):
+        if value < 0:
+            raise KernelpinError(f"{where}: a major-version branch must be >= 0, not {value}")
+        return Requirement(repo_id, text, major=value)
+    if isinstance(value, str):
+        return Requirement(repo_id, text, range=_parse_range(where, value))
+    if isinstance(value, Mapping):
+        unknown = set(value) - _TABLE_KEYS
+        if unknown:
+            raise KernelpinError(
+                f"{where}: unknown key(s) {', '.join(sorted(unknown))}; allowed: {', '.join(sorted(_TABLE_KEYS))}"
+            )
+        repo_type = value.get("repo-type")
+        if repo_type is not None and repo_type not in REPO_TYPES:
+            raise KernelpinError(f"{where}: repo-type must be one of {', '.join(REPO_TYPES)}, not {repo_type!r}")
+        if ("version" in value) == ("revision" in value):
+            raise KernelpinError(f"{where}: give exactly one of 'version' (a range) or 'revision' (tag, branch, commit)")
+        if "version" in value:
+            version = value["version"]
+            if isinstance(version, int) and not isinstance(version, bool):
+                return Requirement(repo_id, text, major=version, repo_type=repo_type)
+            if not isinstance(version, str):
+                raise KernelpinError(f"{where}: 'version' must be a range string such as \"^1.2\"")
+            return Requirement(repo_id, text, range=_parse_range(where, version), repo_type=repo_type)
+        revision = value["revision"]
+        if not isinstance(revision, str) or not revision.strip():
+            raise KernelpinError(f"{where}: 'revision' must be a tag, branch or commit sha (a string)")
+        return Requirement(repo_id, text, revision=revision.strip(), repo_type=repo_type)
+    raise KernelpinError(f"{where}: {value!r} is not a requirement; use e.g.\n{_EXAMPLE}")
+
+
+def _parse_range(where: str, text: str) -> Range:
+    try:
+        return Range.parse(text)
+    except RangeError as error:
+        raise KernelpinError(f"{where}: {error}") from None
+
+
+def parse_dependencies(table: Mapping[str, Any], texts: Mapping[str, str]) -> list[Requirement]:
+    """All requirements of a dependencies table, sorted by repository id."""
+    return [parse_requirement(repo_id, table[repo_id], texts[repo_id]) for repo_id in sorted(table)]

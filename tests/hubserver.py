@@ -1,0 +1,171 @@
+"""A real Hub API for tests: olah (PyPI) in offline mode, serving git repositories made on the spot.
+
+    server = HubServer(tmp_path)
+    repo = server.repo("acme/img2gray")               # git repo under <mirrors>/models/acme/img2gray
+    repo.write({"build/x/__init__.py": "..."})
+    repo.commit("v0.1.0"); repo.tag("v0.1.0", annotated=True)
+    with server:                                       # starts olah on a free 127.0.0.1 port
+        HfApi(endpoint=server.endpoint).list_repo_refs("acme/img2gray")
+
+Repositories can be changed while the server runs: olah reads the git repositories on every request.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+_GIT_ENV = {
+    "GIT_AUTHOR_NAME": "Test Publisher",
+    "GIT_AUTHOR_EMAIL": "publisher@example.com",
+    "GIT_COMMITTER_NAME": "Test Publisher",
+    "GIT_COMMITTER_EMAIL": "publisher@example.com",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
+
+
+def _olah_cli() -> str:
+    beside_python = Path(sys.executable).with_name("olah-cli")
+    found = str(beside_python) if beside_python.exists() else shutil.which("olah-cli")
+    if not found:
+        raise RuntimeError("olah-cli not found: pip install olah")
+    return found
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class MirrorRepo:
+    """A git working clone laid out where olah serves it from."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._commits = 0
+        if not (path / ".git").exists():
+            path.mkdir(parents=True, exist_ok=True)
+            self.git("init", "-q", "-b", "main")
+
+    def git(self, *args: str, input: bytes | None = None) -> str:
+        # Fixed, increasing dates: the same files and history give the same commit shas.
+        self._commits += 1
+        date = f"@{1_700_000_000 + self._commits} +0000"
+        env = {**os.environ, **_GIT_ENV, "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date}
+        done = subprocess.run(["git", *args], cwd=self.path, env=env, input=input, capture_output=True, check=True)
+        return done.stdout.decode().strip()
+
+    def write(self, files: dict[str, bytes | str], clear: bool = False) -> None:
+        """Write files (relative paths); with `clear`, remove every tracked file first."""
+        if clear:
+            self.git("rm", "-rq", "--ignore-unmatch", ".")
+        for relative, content in files.items():
+            target = self.path / relative
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(content.encode() if isinstance(content, str) else content)
+
+    def commit(self, message: str) -> str:
+        self.git("add", "-A")
+        self.git("commit", "-q", "--allow-empty", "-m", message)
+        return self.head()
+
+    def head(self) -> str:
+        return self.git("rev-parse", "HEAD")
+
+    def tag(self, name: str, annotated: bool = False, commit: str = "HEAD") -> None:
+        if annotated:
+            self.git("tag", "-a", name, "-m", f"release {name}", commit)
+        else:
+            self.git("tag", name, commit)
+
+    def branch(self, name: str, commit: str = "HEAD") -> None:
+        self.git("branch", "-f", name, commit)
+
+    def commit_tree(self, tree: dict, message: str) -> str:
+        """Commit a tree given as {name: bytes | subtree}, names taken verbatim (e.g. '..' or 'a\\b'),
+        as only a hostile server would serve them. git's porcelain refuses such names; `git mktree`
+        writes them. The commit becomes the head of `main`."""
+        commit = self.git("commit-tree", self._mktree(tree), "-p", "HEAD", "-m", message)
+        self.git("update-ref", "refs/heads/main", commit)
+        return commit
+
+    def _mktree(self, tree: dict) -> str:
+        lines = []
+        for name, content in tree.items():
+            if isinstance(content, dict):
+                lines.append(f"040000 tree {self._mktree(content)}\t{name}")
+            else:
+                lines.append(f"100644 blob {self.git('hash-object', '-w', '--stdin', input=content)}\t{name}")
+        return self.git("mktree", input=("\n".join(lines) + "\n").encode())
+
+
+class HubServer:
+    """olah on 127.0.0.1 serving `<root>/mirrors/<type>s/<org>/<name>` git repositories, offline."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.mirrors = root / "mirrors"
+        self.mirrors.mkdir(parents=True, exist_ok=True)
+        self.port: int | None = None
+        self._process: subprocess.Popen | None = None
+
+    @property
+    def endpoint(self) -> str:
+        if self.port is None:
+            raise RuntimeError("the server is not running")
+        return f"http://127.0.0.1:{self.port}"
+
+    def repo(self, repo_id: str, repo_type: str = "model") -> MirrorRepo:
+        org, name = repo_id.split("/")
+        return MirrorRepo(self.mirrors / f"{repo_type}s" / org / name)
+
+    def start(self, port: int | None = None, timeout: float = 30.0) -> str:
+        self.port = port or free_port()
+        config = self.root / "olah.toml"
+        config.write_text(
+            "[basic]\n"
+            f'host = "127.0.0.1"\nport = {self.port}\n'
+            f'repos-path = "{self.root / "olah-cache"}"\n'
+            f'mirrors-path = ["{self.mirrors}"]\n'
+            "[accessibility]\noffline = true\n"
+        )
+        log = open(self.root / "olah.log", "ab")
+        # cwd=root: olah writes ./logs; its own process group so stop() ends it and its children only.
+        self._process = subprocess.Popen(
+            [_olah_cli(), "-c", str(config)], cwd=self.root, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        log.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                raise RuntimeError(f"olah exited with {self._process.returncode}; see {self.root / 'olah.log'}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    return self.endpoint
+            except OSError:
+                time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"olah did not listen on port {self.port} within {timeout}s; see {self.root / 'olah.log'}")
+
+    def stop(self) -> None:
+        """Kill the server at once (as a crash or a network cut would), keeping `port` for a restart."""
+        if self._process is not None and self._process.poll() is None:
+            os.killpg(self._process.pid, signal.SIGKILL)
+            self._process.wait()
+        self._process = None
+
+    def __enter__(self) -> HubServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

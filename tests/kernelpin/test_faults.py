@@ -1,0 +1,200 @@
+"""Faults: a server dying mid-sync, tampered caches, hostile paths, concurrent syncs, bad input."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import CPU_213, publish
+from huggingface_hub.utils import tqdm as hf_tqdm
+
+import kernelpin
+from kernelpin import lock as lockfile
+from kernelpin.errors import IntegrityError, KernelpinError
+from kernelpin.runtime import module_name
+from kernelpin.source import HubSettings, HubSource
+from kernelpin.sync import Installer, sync
+from kernelpin.variant import Environment
+from tests.hubserver import HubServer
+
+CPU_ENV = Environment(torch=(2, 13), cuda=None)
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def snapshot_files(cache: Path, repo_id: str, commit: str) -> dict[str, Path]:
+    snapshot = cache / f"models--{repo_id.replace('/', '--')}" / "snapshots" / commit
+    return {str(p.relative_to(snapshot)): p for p in snapshot.rglob("*") if p.is_file()}
+
+
+def test_server_stopped_mid_sync(tmp_path, project, cli, hf_env, monkeypatch):
+    server = HubServer(tmp_path / "dying-hub")
+    repo_id = "acme/big"
+    # A 32 MiB library: the transfer is still running when the server is killed.
+    publish(server.repo(repo_id), "1.0.0", variants=(CPU_213,), extra={"_big.so": os.urandom(32 << 20)})
+    server.start()
+    try:
+        monkeypatch.setenv("HF_ENDPOINT", server.endpoint)
+        root = project(f'"{repo_id}" = "^1"\n')
+        assert cli("lock")[0] == 0
+        pinned = lockfile.read(root / "kernelpin.lock")
+
+        class KillServerDuringTransfer(hf_tqdm):
+            def update(self, n=1):
+                if self.total and self.total > 1 << 20 and n:
+                    server.stop()
+                return super().update(n)
+
+        installer = Installer(HubSource(HubSettings.from_env()), tqdm_class=KillServerDuringTransfer)
+        with pytest.raises(KernelpinError, match=rf"downloading build/{CPU_213}/_big.so of acme/big failed: cannot reach"):
+            sync(pinned, installer, CPU_ENV)
+        # The cache holds no partial or unverified file under a usable name.
+        (kernel,) = pinned.kernels
+        locked = {f"build/{CPU_213}/{f.path}": f for f in kernel.variant(CPU_213).files}
+        cached = snapshot_files(hf_env, repo_id, kernel.commit)
+        assert f"build/{CPU_213}/_big.so" not in cached
+        for path, file in cached.items():
+            assert file.stat().st_size == locked[path].size
+        # The server comes back: the same command finishes the job.
+        server.start()
+        monkeypatch.setenv("HF_ENDPOINT", server.endpoint)
+        status, out, err = cli("sync", "--frozen", "--torch", "2.13")
+        assert status == 0, err
+        assert cli("verify")[0] == 0
+    finally:
+        server.stop()
+
+
+def test_tampered_cache_is_detected_and_never_imported(img2gray, project, cli, hf_env, tmp_path):
+    root = project('"acme/img2gray" = "^0.1"\n')
+    assert cli("sync")[0] == 0
+    (kernel,) = lockfile.read(root / "kernelpin.lock").kernels
+    impl = snapshot_files(hf_env, "acme/img2gray", kernel.commit)[f"build/{CPU_213}/_impl.py"]
+    marker = tmp_path / "tampered-code-ran"
+    impl.write_text(f"open({str(marker)!r}, 'w').close()\nVARIANT = 'evil'\ndef gray(p): return p\n")
+    name = module_name(kernel.repo_id, kernel.commit, CPU_213)
+    sys.modules.pop(name, None)
+    with pytest.raises(IntegrityError, match=r"_impl.py: size .* pinned in the lock.*run `kernelpin sync` to replace it"):
+        kernelpin.load("acme/img2gray")
+    assert not marker.exists() and name not in sys.modules
+    status, _, err = cli("verify")
+    assert status == 1 and f"modified: acme/img2gray {CPU_213}/_impl.py" in err
+    status, out, err = cli("sync")
+    assert status == 0 and "1 replaced (modified in the cache)" in out and "did not match the lock; replaced" in err
+    assert cli("verify")[0] == 0
+    assert kernelpin.load("acme/img2gray").VARIANT == CPU_213
+    assert not marker.exists()
+
+
+def test_server_content_that_differs_from_the_lock_is_deleted(new_repo, project, cli, hf_env):
+    repo_id, repo = new_repo()
+    publish(repo, "1.0.0", variants=(CPU_213,))
+    root = project(f'"{repo_id}" = "^1"\n')
+    # Lock with an empty cache on another machine, say; here: a lock that pins other bytes for _impl.py.
+    assert cli("lock")[0] == 0
+    pinned = lockfile.read(root / "kernelpin.lock")
+    (kernel,) = pinned.kernels
+    (variant,) = kernel.variants
+    files = tuple(dataclasses.replace(f, sha256="0" * 64) if f.path == "_impl.py" else f for f in variant.files)
+    kernel = dataclasses.replace(kernel, variants=(dataclasses.replace(variant, files=files),))
+    lockfile.write(root / "kernelpin.lock", lockfile.Lock((kernel,)))
+    status, _, err = cli("sync", "--frozen", "--torch", "2.13")
+    assert status == 1
+    assert "_impl.py: sha256" in err and "The downloaded file was deleted" in err
+    assert f"build/{CPU_213}/_impl.py" not in snapshot_files(hf_env, repo_id, kernel.commit)
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        {"build": {CPU_213: {"..\\..\\evil.py": b"", "__init__.py": b""}}},
+        {"metadata": "../../evil.py"},
+        {"metadata": "/etc/evil.py"},
+    ],
+    ids=["backslash-name-in-tree", "dotdot-in-metadata-digest", "absolute-in-metadata-digest"],
+)
+def test_hostile_paths_are_refused(new_repo, project, cli, hostile, hf_env):
+    # olah answers 500 for a git tree entry named '..', so such trees cannot be served; the paths a
+    # server can hand out are odd tree entry names and the file names in metadata.json.
+    repo_id, repo = new_repo()
+    publish(repo, "0.9.0", variants=(CPU_213,))
+    if "metadata" in hostile:
+        digest = {"algorithm": "sha256", "files": {hostile["metadata"]: "0" * 64}}
+        repo.write({f"build/{CPU_213}/metadata.json": json.dumps({"digest": digest, "backend": {"type": "cpu"}})})
+        repo.commit("hostile metadata")
+    else:
+        repo.commit_tree(hostile, "hostile tree")
+    repo.tag("v1.0.0")
+    project(f'"{repo_id}" = "^1"\n')
+    status, _, err = cli("lock")
+    assert status == 1
+    assert f"{repo_id} at " in err and "refusing unsafe path" in err
+    assert not list(hf_env.parent.rglob("evil.py"))
+
+
+def test_hostile_paths_in_a_lock_are_refused(img2gray, project, cli):
+    root = project('"acme/img2gray" = "^0.1"\n')
+    assert cli("lock")[0] == 0
+    text = (root / "kernelpin.lock").read_text().replace('path = "_impl.py"', 'path = "../../outside.py"')
+    (root / "kernelpin.lock").write_text(text)
+    status, _, err = cli("sync", "--frozen", "--torch", "2.13")
+    assert status == 1 and "refusing unsafe path '../../outside.py'" in err
+
+
+def test_two_syncs_at_once(img2gray, project, cli, hf_env):
+    project('"acme/img2gray" = "^0.1"\n')
+    assert cli("lock")[0] == 0
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    command = [sys.executable, "-m", "kernelpin", "sync", "--frozen", "--all-variants"]
+    runs = [subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)]
+    outcomes = [(run.wait(timeout=120), run.stderr.read().decode()) for run in runs]
+    assert [status for status, _ in outcomes] == [0, 0], outcomes
+    status, out, _ = cli("verify", "--json")
+    assert status == 0 and '"ok": true' in out and out.count('"status": "ok"') == 5 * 3
+
+
+@pytest.mark.parametrize(
+    ("dependencies", "message"),
+    [
+        ('"acme/img2gray" = "^0.1\n', "pyproject.toml: not valid TOML"),
+        ('"acme/img2gray" = ">=1.2 <<2"\n', "[tool.kernels.dependencies] 'acme/img2gray':"),
+        ('"img2gray" = "^0.1"\n', "'img2gray' is not a Hub repository id; write it as 'org/name'"),
+        ('"acme/img2gray" = { version = "^0.1", revision = "main" }\n', "give exactly one of 'version'"),
+        ('"acme/img2gray" = { verison = "^0.1" }\n', "unknown key(s) verison"),
+        ('"acme/img2gray" = true\n', "is not a requirement; use e.g."),
+        ('"acme/no-such-kernel" = "^1"\n',
+         "acme/no-such-kernel: no kernel or model repository of that name at http://127.0.0.1:"),
+        ('"acme/img2gray" = "^0.3"\n',
+         "acme/img2gray: no version satisfies ^0.3 (available: 1.0.0-rc.1, 0.2.0, 0.1.1, 0.1.0)"),
+        ('"acme/img2gray" = 7\n', "acme/img2gray: no branch v7 for major version 7 (branches: main, v0)"),
+        ('"acme/img2gray" = { revision = "nope" }\n',
+         "acme/img2gray: revision 'nope' is neither a tag nor a branch nor a full 40-character commit sha"),
+    ],
+)
+def test_bad_input_gets_a_clear_error(img2gray, project, cli, dependencies, message):
+    root = project(dependencies)
+    status, out, err = cli("lock")
+    assert status == 1
+    assert message in err
+    assert "Traceback" not in err and not (root / "kernelpin.lock").exists()
+
+
+def test_commands_that_need_no_torch_do_not_import_it(img2gray, project, cli, hf_env):
+    project('"acme/img2gray" = "^0.1"\n')
+    script = (
+        "import sys\n"
+        "from kernelpin.cli import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "assert main(['lock']) == 0\n"
+        "assert main(['sync', '--torch', '2.13']) == 0\n"
+        "assert main(['verify']) == 0\n"
+        "print('IMPORTED', sorted(m for m in ('torch', 'numpy') if m in sys.modules))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "usage: kernelpin" in done.stdout and "IMPORTED []" in done.stdout

@@ -1,0 +1,113 @@
+"""kernelpin sync: variant choice per environment, --locked/--frozen, --target vendoring, offline use."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import CPU_213, publish
+
+import kernelpin
+from kernelpin import lock as lockfile
+from kernelpin.errors import KernelpinError, NoVariantError
+
+
+@pytest.mark.parametrize(
+    ("flags", "variant"),
+    [
+        (["--torch", "2.13"], CPU_213),
+        (["--torch", "2.13", "--cuda", "13.2"], "torch213-cxx11-cu130-x86_64-linux"),
+        (["--torch", "2.13", "--cuda", "12.9", "--gpu-capability", "9.0"], "torch213-cxx11-cu128-x86_64-linux"),
+        (["--torch", "2.12", "--cuda", "12.9"], "torch212-cxx11-cu129-x86_64-linux"),
+    ],
+)
+def test_sync_selects_for_the_environment(img2gray, project, cli, flags, variant):
+    project('"acme/img2gray" = "^0.1"\n')
+    status, out, err = cli("sync", "--json", *flags)
+    assert status == 0, err
+    assert [s["variant"] for s in json.loads(out)["synced"]] == [variant]
+
+
+def test_no_fitting_variant_lists_every_variant_and_why(img2gray, project, cli):
+    project('"acme/img2gray" = "^0.1"\n')
+    status, _, err = cli("sync", "--torch", "2.13", "--cuda", "13.0", "--gpu-capability", "7.5")
+    # No CUDA build covers sm_75, so the CPU build is the fallback.
+    assert status == 0
+    status, _, err = cli("sync", "--torch", "2.11")
+    assert status == 1
+    assert "acme/img2gray 0.1.1: no build variant fits this environment (linux/x86_64, torch 2.11" in err
+    assert "torch213-cxx11-cu130-x86_64-linux: torch 2.13 != 2.11" in err
+    assert "torch212-cxx11-cpu-x86_64-linux: torch 2.12 != 2.11" in err
+
+
+def test_locked_and_frozen(new_repo, project, cli):
+    repo_id, repo = new_repo()
+    publish(repo, "1.0.0", variants=(CPU_213,))
+    root = project(f'"{repo_id}" = "^1"\n')
+    status, _, err = cli("sync", "--locked", "--torch", "2.13")
+    assert status == 1 and "--locked" in err and "no kernelpin.lock yet" in err
+    status, _, err = cli("sync", "--frozen", "--torch", "2.13")
+    assert status == 1 and "--frozen needs" in err
+    assert cli("sync", "--torch", "2.13")[0] == 0  # plain sync locks first
+    assert lockfile.read(root / "kernelpin.lock").kernels[0].version == "1.0.0"
+    publish(repo, "2.0.0", variants=(CPU_213,))
+    project(f'"{repo_id}" = "^2"\n')
+    status, _, err = cli("sync", "--locked", "--torch", "2.13")
+    assert status == 1 and "locked version 1.0.0 does not satisfy ^2" in err
+    # --frozen installs the lock as it is, without looking at pyproject.toml or the server's tags.
+    status, out, err = cli("sync", "--frozen", "--torch", "2.13", "--json")
+    assert status == 0, err
+    assert lockfile.read(root / "kernelpin.lock").kernels[0].version == "1.0.0"
+    # A second sync is a no-op that re-verifies.
+    status, out, _ = cli("sync", "--frozen", "--torch", "2.13", "--json")
+    (synced,) = json.loads(out)["synced"]
+    assert synced["downloaded"] == [] and len(synced["reused"]) == 3
+
+
+def test_target_vendoring_and_offline_load(img2gray, project, cli, tmp_path, monkeypatch):
+    root = project('"acme/img2gray" = "^0.1"\n')
+    vendor = tmp_path / "vendor"
+    status, out, err = cli("sync", "--target", str(vendor), "--all-variants", "--json")
+    assert status == 0, err
+    assert len(json.loads(out)["synced"]) == 5
+    commit = lockfile.read(root / "kernelpin.lock").kernels[0].commit
+    assert (vendor / "acme" / "img2gray" / commit / "build" / CPU_213 / "_impl.py").is_file()
+    assert cli("verify", "--target", str(vendor))[0] == 0
+    # In the image: no server, no Hub cache, offline.
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("KERNELPIN_TARGET", str(vendor))
+    module = kernelpin.load("acme/img2gray", lock=root)
+    assert module.VARIANT == CPU_213 and module.VERSION == "0.1.1"
+
+
+def test_offline_sync_uses_the_cache_and_says_what_is_missing(img2gray, project, cli, monkeypatch):
+    project('"acme/img2gray" = "^0.1"\n')
+    assert cli("sync", "--torch", "2.13")[0] == 0
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
+    assert cli("sync", "--frozen", "--torch", "2.13")[0] == 0
+    assert cli("sync", "--torch", "2.13")[0] == 0  # the lock is fresh: nothing to resolve
+    status, _, err = cli("sync", "--frozen", "--torch", "2.12", "--cuda", "12.9")
+    assert status == 1
+    assert "torch212-cxx11-cu129-x86_64-linux/__init__.py at" in err and "HF_HUB_OFFLINE=1" in err
+    project('"acme/img2gray" = "^0.2"\n')
+    status, _, err = cli("lock")
+    assert status == 1 and "resolving acme/img2gray needs the Hub, but HF_HUB_OFFLINE=1" in err
+
+
+def test_load_errors(img2gray, project, cli, tmp_path):
+    root = project('"acme/img2gray" = "^0.1"\n')
+    with pytest.raises(KernelpinError, match="no kernelpin.lock found above"):
+        kernelpin.load("acme/img2gray")
+    assert cli("lock")[0] == 0
+    with pytest.raises(KernelpinError, match=r"acme/other is not in .*locked: acme/img2gray.*kernelpin add acme/other"):
+        kernelpin.load("acme/other", lock=root)
+    # A lock whose only variants are CUDA builds: this CPU torch gets the list of variants and reasons.
+    pinned = lockfile.read(root / "kernelpin.lock")
+    kernel = pinned.kernels[0]
+    cuda_only = type(kernel)(**{**kernel.__dict__, "variants": tuple(v for v in kernel.variants if "cu" in v.name)})
+    lockfile.write(root / "kernelpin.lock", lockfile.Lock((cuda_only,)))
+    with pytest.raises(NoVariantError) as caught:
+        kernelpin.load("acme/img2gray", lock=root)
+    assert "torch213-cxx11-cu130-x86_64-linux: CUDA 13.0 build, this environment has no CUDA" in str(caught.value)
