@@ -1,5 +1,5 @@
-// CPU kernel: parallel over pixels with ATen's thread pool. uint8 spans use hand-written AVX2 (see
-// img2gray_cpu_simd.h); the other loops are written so the compiler vectorizes them, compiled for AVX2
+// CPU kernel: parallel over pixels with ATen's thread pool. uint8 spans use hand-written AVX2/AVX-512
+// (img2gray_cpu_simd.h); the other loops are written so the compiler vectorizes them, compiled for AVX2
 // and a baseline x86-64 with a run-time choice between the two.
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
@@ -37,35 +37,19 @@ IMG2GRAY_CPU_CLONES void interleaved_loop(const scalar_t* __restrict__ rgb, scal
   for (int64_t i = 0; i < n; ++i) out[i] = gray(rgb[3 * i], rgb[3 * i + 1], rgb[3 * i + 2], w);
 }
 
-bool cpu_has_avx2() {
-#if defined(IMG2GRAY_HAVE_AVX2_SPANS)
-  return __builtin_cpu_supports("avx2");
-#else
-  return false;
-#endif
-}
-
-// The hand-vectorized uint8 spans cover whole blocks of 32 pixels; the loops above finish the tail.
+// uint8 goes through the hand-vectorized spans first; the loops above finish what they leave.
 template <typename scalar_t>
 void planar_span(const scalar_t* r, const scalar_t* g, const scalar_t* b, scalar_t* out, int64_t n,
                  Weights<acc_t<scalar_t>> w) {
   int64_t done = 0;
-#if defined(IMG2GRAY_HAVE_AVX2_SPANS)
-  if constexpr (std::is_same_v<scalar_t, uint8_t>) {
-    if (cpu_has_avx2()) done = simd::planar_u8_avx2(r, g, b, out, n, w);
-  }
-#endif
+  if constexpr (std::is_same_v<scalar_t, uint8_t>) done = simd::planar_u8(r, g, b, out, n, w);
   planar_loop(r + done, g + done, b + done, out + done, n - done, w);
 }
 
 template <typename scalar_t>
 void interleaved_span(const scalar_t* rgb, scalar_t* out, int64_t n, Weights<acc_t<scalar_t>> w) {
   int64_t done = 0;
-#if defined(IMG2GRAY_HAVE_AVX2_SPANS)
-  if constexpr (std::is_same_v<scalar_t, uint8_t>) {
-    if (cpu_has_avx2()) done = simd::interleaved_u8_avx2(rgb, out, n, w);
-  }
-#endif
+  if constexpr (std::is_same_v<scalar_t, uint8_t>) done = simd::interleaved_u8(rgb, out, n, w);
   interleaved_loop(rgb + 3 * done, out + done, n - done, w);
 }
 
