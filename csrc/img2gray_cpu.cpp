@@ -12,6 +12,12 @@
 #include "img2gray_cpu_simd.h"
 #include "layout.h"
 
+// With torch's OpenMP backend, at::parallel_for is a header template that needs -fopenmp in this
+// translation unit; without it the op silently runs on one thread (half the speed on two cores).
+#if AT_PARALLEL_OPENMP && !defined(_OPENMP)
+#warning "img2gray: compile the CPU kernel with -fopenmp, or at::parallel_for runs on a single thread"
+#endif
+
 namespace img2gray {
 namespace {
 

@@ -62,12 +62,13 @@ IMG2GRAY_AVX2 __m256i gray_8_interleaved(const uint8_t* p, const Avx2Weights& w)
   return luma_u8(_mm256_shuffle_epi8(v, take_r), _mm256_shuffle_epi8(v, take_g), _mm256_shuffle_epi8(v, take_b), w);
 }
 
+IMG2GRAY_AVX2 __m256i load_8_as_int32(const uint8_t* p) {
+  return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+}
+
 // 8 pixels from three planes -> 8 int32 gray values.
 IMG2GRAY_AVX2 __m256i gray_8_planar(const uint8_t* r, const uint8_t* g, const uint8_t* b, const Avx2Weights& w) {
-  const auto load8 = [](const uint8_t* p) {
-    return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
-  };
-  return luma_u8(load8(r), load8(g), load8(b), w);
+  return luma_u8(load_8_as_int32(r), load_8_as_int32(g), load_8_as_int32(b), w);
 }
 
 // Each span returns how many leading pixels it wrote (whole blocks); the caller finishes the rest.
@@ -145,12 +146,13 @@ IMG2GRAY_AVX512 __m512i gray_16_interleaved(const uint8_t* p, const Avx512Weight
                  _mm512_maskz_permutexvar_epi8(low_bytes, take_b, v), w);
 }
 
+IMG2GRAY_AVX512 __m512i load_16_as_int32(const uint8_t* p) {
+  return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
 IMG2GRAY_AVX512 __m512i gray_16_planar(const uint8_t* r, const uint8_t* g, const uint8_t* b,
                                        const Avx512Weights& w) {
-  const auto load16 = [](const uint8_t* p) {
-    return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  };
-  return luma_u8(load16(r), load16(g), load16(b), w);
+  return luma_u8(load_16_as_int32(r), load_16_as_int32(g), load_16_as_int32(b), w);
 }
 
 inline int64_t interleaved_u8_avx512(const uint8_t* __restrict__ rgb, uint8_t* __restrict__ out, int64_t n,
