@@ -35,7 +35,9 @@ CPU_SOURCES = [CSRC / "img2gray_cpu.cpp", TORCH_EXT / "torch_binding.cpp"]
 CUDA_SOURCES = [CSRC / "img2gray.cu"]
 HEADERS = sorted(CSRC.glob("*.h")) + sorted(TORCH_EXT.glob("*.h"))
 # Ordered float math (no FMA contraction) is part of the operator's contract: see csrc/img2gray.h.
-CXX_FLAGS = ["-O3", "-ffp-contract=off", "-fno-math-errno"]
+# -fopenmp: at::parallel_for is inline and runs serially in a file compiled without it (torch's OpenMP
+# backend); torch ships the libgomp it resolves to.
+CXX_FLAGS = ["-O3", "-ffp-contract=off", "-fno-math-errno", "-fopenmp"]
 NVCC_FLAGS = ["-O3", "-lineinfo", "--fmad=false"]
 
 
