@@ -208,13 +208,23 @@ def publish(api: HfApi, release: Release, repo_id: str, repo_type: str | None = 
     if tags is not None and release.tag in tags:
         raise _refuse_existing(release, repo_id, tags[release.tag])
     message = f"Release {release.tag}"
-    with translate_errors(f"uploading {release.tag} to {repo_id}", api.endpoint):
-        if tags is None:
-            api.create_repo(repo_id, repo_type=repo_type, exist_ok=True)
-        commit = api.upload_folder(
-            repo_id=repo_id, repo_type=repo_type, folder_path=release.root, commit_message=message,
-            allow_patterns=[f.path for f in release.files], delete_patterns=[f"{BUILD_DIR}/**"],
-        )
+    try:
+        with translate_errors(f"uploading {release.tag} to {repo_id}", api.endpoint):
+            if tags is None:
+                api.create_repo(repo_id, repo_type=repo_type, exist_ok=True)
+            commit = api.upload_folder(
+                repo_id=repo_id, repo_type=repo_type, folder_path=release.root, commit_message=message,
+                allow_patterns=[f.path for f in release.files], delete_patterns=[f"{BUILD_DIR}/**"],
+            )
+    except KernelpinError as error:
+        status = _status(error.__cause__) if isinstance(error.__cause__, HfHubHTTPError) else None
+        # 405, or 404 for a repository the server just listed: it serves repositories but takes no uploads.
+        if status == 405 or (status == 404 and tags is not None):
+            raise PublishError(
+                f"{api.endpoint} does not accept uploads to {repo_id} ({status}): is HF_ENDPOINT a read-only "
+                "mirror? Publish to the Hub itself (unset HF_ENDPOINT) or to a server that takes uploads"
+            ) from error.__cause__
+        raise
     try:
         with translate_errors(f"tagging {commit.oid[:12]} of {repo_id} as {release.tag}", api.endpoint):
             api.create_tag(repo_id, tag=release.tag, revision=commit.oid, repo_type=repo_type, tag_message=message)

@@ -8,6 +8,7 @@ test Hub as the tree `kernelpin publish` would upload (tools/release.py's staged
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -122,3 +123,25 @@ def load_and_check(project: Path, repo_id: str, env: Mapping[str, str], device: 
     shutil.copyfile(CONSUMER_CHECK, app)
     done = run([sys.executable, str(app), repo_id, str(IMAGE), device], cwd=project, env=env)
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def python_kernel_variant(directory: Path, version: str, variant: str, archs: list[str] | None = None) -> Path:
+    """A small kernel variant of pure Python, laid out and hashed as tools/build_op.py lays out the operator
+    (files + metadata.json with a sha256 digest of each): for tests of the release rules that need no compiler."""
+    directory.mkdir(parents=True)
+    files = {
+        "__init__.py": f'from ._impl import gray\n\nVERSION = "{version}"\nVARIANT = "{variant}"\n',
+        "_impl.py": "def gray(r, g, b):\n    return (299 * r + 587 * g + 114 * b) // 1000\n",
+    }
+    for name, text in files.items():
+        (directory / name).write_text(text)
+    cuda = "-cu" in variant
+    metadata = {
+        "id": "_gray_test", "name": "gray", "version": version, "license": "Apache-2.0", "variant": variant,
+        "backend": {"type": "cuda", "version": "13.0", "archs": archs or []} if cuda else {"type": "cpu"},
+        "digest": {"algorithm": "sha256",
+                   "files": {name: hashlib.sha256(text.encode()).hexdigest() for name, text in files.items()}},
+        "provenance": {"source_commit": None, "torch": "2.13.0", "cuda": "13.0" if cuda else None},
+    }
+    (directory / "metadata.json").write_text(json.dumps(metadata, indent=2, sort_keys=True) + "\n")
+    return directory
