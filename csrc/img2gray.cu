@@ -18,42 +18,58 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// One 16-byte register packet of `scalar_t` values.
-template <typename scalar_t>
+// Raw register types for packets of 16, 8 and 4 bytes.
+template <int kBytes>
+struct RawPacket;
+template <>
+struct RawPacket<16> {
+  using type = uint4;
+};
+template <>
+struct RawPacket<8> {
+  using type = uint2;
+};
+template <>
+struct RawPacket<4> {
+  using type = unsigned int;
+};
+
+// One register packet of `scalar_t` values, moved with a single load or store instruction.
+template <typename scalar_t, int kBytes>
 union Packet {
-  static constexpr int kSize = 16 / sizeof(scalar_t);
-  uint4 raw;
+  static constexpr int kSize = kBytes / sizeof(scalar_t);
+  typename RawPacket<kBytes>::type raw;
   scalar_t values[kSize];
 };
 
 // Inputs and outputs are touched exactly once: stream them past the caches.
-template <typename scalar_t>
-__device__ __forceinline__ Packet<scalar_t> load_streaming(const scalar_t* p) {
-  Packet<scalar_t> packet;
-  packet.raw = __ldcs(reinterpret_cast<const uint4*>(p));
+template <typename scalar_t, int kBytes>
+__device__ __forceinline__ Packet<scalar_t, kBytes> load_streaming(const scalar_t* p) {
+  Packet<scalar_t, kBytes> packet;
+  packet.raw = __ldcs(reinterpret_cast<const typename RawPacket<kBytes>::type*>(p));
   return packet;
 }
 
-template <typename scalar_t>
-__device__ __forceinline__ void store_streaming(scalar_t* p, const Packet<scalar_t>& packet) {
-  __stcs(reinterpret_cast<uint4*>(p), packet.raw);
+template <typename scalar_t, int kBytes>
+__device__ __forceinline__ void store_streaming(scalar_t* p, const Packet<scalar_t, kBytes>& packet) {
+  __stcs(reinterpret_cast<typename RawPacket<kBytes>::type*>(p), packet.raw);
 }
 
 // Planar (..., 3, inner) with `inner` a multiple of the packet size: each thread converts one packet of
 // pixels, reading one packet from each of the three planes.
-template <typename scalar_t, typename index_t>
+template <typename scalar_t, int kBytes, typename index_t>
 __global__ void planar_packets(const scalar_t* __restrict__ in, scalar_t* __restrict__ out, index_t packets,
                                index_t packets_per_plane, index_t inner, Weights<acc_t<scalar_t>> w) {
-  constexpr int kSize = Packet<scalar_t>::kSize;
+  constexpr int kSize = Packet<scalar_t, kBytes>::kSize;
   for (index_t p = blockIdx.x * static_cast<index_t>(blockDim.x) + threadIdx.x; p < packets;
        p += static_cast<index_t>(gridDim.x) * blockDim.x) {
     const index_t plane = p / packets_per_plane;
     const index_t offset = (p - plane * packets_per_plane) * kSize;
     const scalar_t* r = in + plane * 3 * inner + offset;
-    const Packet<scalar_t> pr = load_streaming(r);
-    const Packet<scalar_t> pg = load_streaming(r + inner);
-    const Packet<scalar_t> pb = load_streaming(r + 2 * inner);
-    Packet<scalar_t> result;
+    const auto pr = load_streaming<scalar_t, kBytes>(r);
+    const auto pg = load_streaming<scalar_t, kBytes>(r + inner);
+    const auto pb = load_streaming<scalar_t, kBytes>(r + 2 * inner);
+    Packet<scalar_t, kBytes> result;
 #pragma unroll
     for (int k = 0; k < kSize; ++k) result.values[k] = gray(pr.values[k], pg.values[k], pb.values[k], w);
     store_streaming(out + plane * inner + offset, result);
@@ -62,20 +78,20 @@ __global__ void planar_packets(const scalar_t* __restrict__ in, scalar_t* __rest
 
 // Interleaved (..., 3) dense pixels: each thread reads three packets (kSize whole pixels) and writes one.
 // The last, partial packet is done pixel by pixel.
-template <typename scalar_t, typename index_t>
+template <typename scalar_t, int kBytes, typename index_t>
 __global__ void interleaved_packets(const scalar_t* __restrict__ in, scalar_t* __restrict__ out, index_t pixels,
                                     Weights<acc_t<scalar_t>> w) {
-  constexpr int kSize = Packet<scalar_t>::kSize;
+  constexpr int kSize = Packet<scalar_t, kBytes>::kSize;
   const index_t packets = (pixels + kSize - 1) / kSize;
   for (index_t p = blockIdx.x * static_cast<index_t>(blockDim.x) + threadIdx.x; p < packets;
        p += static_cast<index_t>(gridDim.x) * blockDim.x) {
     const index_t first = p * kSize;
     const scalar_t* rgb = in + 3 * first;
     if (first + kSize <= pixels) {
-      Packet<scalar_t> chunk[3];
+      Packet<scalar_t, kBytes> chunk[3];
 #pragma unroll
-      for (int c = 0; c < 3; ++c) chunk[c] = load_streaming(rgb + c * kSize);
-      Packet<scalar_t> result;
+      for (int c = 0; c < 3; ++c) chunk[c] = load_streaming<scalar_t, kBytes>(rgb + c * kSize);
+      Packet<scalar_t, kBytes> result;
 #pragma unroll
       for (int k = 0; k < kSize; ++k) {
         // Channel j of pixel k is value 3k+j of the 3*kSize loaded values; indices are compile-time.
@@ -120,43 +136,68 @@ unsigned int blocks_for(int64_t work_items) {
   return static_cast<unsigned int>(std::min<int64_t>(blocks, std::numeric_limits<int32_t>::max()));
 }
 
-bool is_aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+bool is_aligned(const void* p, int bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+
+// Threads that fill every multiprocessor once: below this, smaller packets buy parallelism (a 4K
+// uint8 frame in 16-byte packets would leave most of an H200 idle).
+int64_t full_wave_threads(int device) {
+  static int multiprocessors[64] = {};
+  if (multiprocessors[device] == 0) {
+    C10_CUDA_CHECK(cudaDeviceGetAttribute(&multiprocessors[device], cudaDevAttrMultiProcessorCount, device));
+  }
+  return int64_t{multiprocessors[device]} * 2048;
+}
+
+// Dense layouts in packets of kBytes; returns false when alignment or shape rule it out.
+template <typename scalar_t, int kBytes, typename index_t>
+bool launch_packets(const scalar_t* in, scalar_t* out, const Plan& plan, Weights<acc_t<scalar_t>> w,
+                    cudaStream_t stream) {
+  constexpr int kSize = Packet<scalar_t, kBytes>::kSize;
+  if (!is_aligned(in, kBytes) || !is_aligned(out, kBytes)) return false;
+  if (plan.layout == Layout::Planar && plan.inner % kSize == 0) {
+    const int64_t per_plane = plan.inner / kSize;
+    planar_packets<scalar_t, kBytes, index_t><<<blocks_for(plan.outer * per_plane), kThreads, 0, stream>>>(
+        in, out, static_cast<index_t>(plan.outer * per_plane), static_cast<index_t>(per_plane),
+        static_cast<index_t>(plan.inner), w);
+    return true;
+  }
+  if (plan.layout == Layout::Interleaved) {
+    interleaved_packets<scalar_t, kBytes, index_t><<<blocks_for((plan.pixels + kSize - 1) / kSize), kThreads, 0,
+                                                      stream>>>(in, out, static_cast<index_t>(plan.pixels), w);
+    return true;
+  }
+  return false;
+}
 
 template <typename scalar_t>
-void launch(const scalar_t* in, scalar_t* out, const Plan& plan, Weights<acc_t<scalar_t>> w, cudaStream_t stream) {
-  constexpr int kSize = Packet<scalar_t>::kSize;
-  // 32-bit indexing whenever every element offset fits: cheaper index math.
-  const bool small = plan.pixels * 3 <= std::numeric_limits<int32_t>::max();
-  const bool aligned = is_aligned16(in) && is_aligned16(out);
-
-  if (plan.layout == Layout::Planar && aligned && plan.inner % kSize == 0) {
-    const int64_t per_plane = plan.inner / kSize;
-    const int64_t packets = plan.outer * per_plane;
-    if (small) {
-      planar_packets<scalar_t, int32_t><<<blocks_for(packets), kThreads, 0, stream>>>(
-          in, out, static_cast<int32_t>(packets), static_cast<int32_t>(per_plane),
-          static_cast<int32_t>(plan.inner), w);
+void launch(const scalar_t* in, scalar_t* out, const Plan& plan, Weights<acc_t<scalar_t>> w, int device,
+            cudaStream_t stream) {
+  constexpr int kMaxSize = 16 / sizeof(scalar_t);
+  bool launched = false;
+  if (plan.layout != Layout::Strided) {
+    if (plan.pixels * 3 > std::numeric_limits<int32_t>::max()) {
+      launched = launch_packets<scalar_t, 16, int64_t>(in, out, plan, w, stream);
+    } else if constexpr (sizeof(scalar_t) < 4) {
+      // Small 8/16-bit problems: 4-byte packets, four times the threads of 16-byte ones.
+      launched = plan.pixels / kMaxSize >= full_wave_threads(device)
+                     ? launch_packets<scalar_t, 16, int32_t>(in, out, plan, w, stream)
+                     : launch_packets<scalar_t, 4, int32_t>(in, out, plan, w, stream);
     } else {
-      planar_packets<scalar_t, int64_t><<<blocks_for(packets), kThreads, 0, stream>>>(in, out, packets, per_plane,
-                                                                                     plan.inner, w);
+      launched = launch_packets<scalar_t, 16, int32_t>(in, out, plan, w, stream);
     }
-  } else if (plan.layout == Layout::Interleaved && aligned) {
-    const int64_t packets = (plan.pixels + kSize - 1) / kSize;
-    if (small) {
-      interleaved_packets<scalar_t, int32_t><<<blocks_for(packets), kThreads, 0, stream>>>(
-          in, out, static_cast<int32_t>(plan.pixels), w);
+  }
+  if (!launched) {
+    if (plan.layout == Layout::Planar) {
+      per_pixel<<<blocks_for(plan.pixels), kThreads, 0, stream>>>(in, out, plan.pixels, plan.inner,
+                                                                   PlanarOffset{plan.inner}, w);
+    } else if (plan.layout == Layout::Interleaved) {
+      per_pixel<<<blocks_for(plan.pixels), kThreads, 0, stream>>>(in, out, plan.pixels, int64_t{1},
+                                                                   InterleavedOffset{}, w);
     } else {
-      interleaved_packets<scalar_t, int64_t><<<blocks_for(packets), kThreads, 0, stream>>>(in, out, plan.pixels, w);
+      per_pixel<<<blocks_for(plan.pixels), kThreads, 0, stream>>>(in, out, plan.pixels,
+                                                                   plan.strided.channel_stride,
+                                                                   StridedOffset{plan.strided}, w);
     }
-  } else if (plan.layout == Layout::Planar) {
-    per_pixel<<<blocks_for(plan.pixels), kThreads, 0, stream>>>(in, out, plan.pixels, plan.inner,
-                                                                 PlanarOffset{plan.inner}, w);
-  } else if (plan.layout == Layout::Interleaved) {
-    per_pixel<<<blocks_for(plan.pixels), kThreads, 0, stream>>>(in, out, plan.pixels, int64_t{1},
-                                                                 InterleavedOffset{}, w);
-  } else {
-    per_pixel<<<blocks_for(plan.pixels), kThreads, 0, stream>>>(in, out, plan.pixels, plan.strided.channel_stride,
-                                                                 StridedOffset{plan.strided}, w);
   }
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
@@ -170,7 +211,8 @@ void img2gray_cuda(const at::Tensor& input, int64_t dim, at::ArrayRef<double> we
   AT_DISPATCH_FLOATING_TYPES_AND3(at::kByte, at::kHalf, at::kBFloat16, input.scalar_type(), "img2gray_cuda", [&] {
     using acc = acc_t<scalar_t>;
     const Weights<acc> w{static_cast<acc>(weights[0]), static_cast<acc>(weights[1]), static_cast<acc>(weights[2])};
-    launch<scalar_t>(input.const_data_ptr<scalar_t>(), out.mutable_data_ptr<scalar_t>(), plan, w, stream);
+    launch<scalar_t>(input.const_data_ptr<scalar_t>(), out.mutable_data_ptr<scalar_t>(), plan, w,
+                     input.device().index(), stream);
   });
 }
 

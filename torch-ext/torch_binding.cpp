@@ -4,7 +4,9 @@
 // H200 image (torch 2.11, gcc 13.3) an error message built from an ArrayRef crashed the process.
 #include <ATen/ATen.h>
 #include <ATen/MemoryOverlap.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/WrapDimMinimal.h>
+#include <torch/csrc/autograd/custom_function.h>
 
 #include <cmath>
 #include <sstream>
@@ -101,6 +103,45 @@ void img2gray_out(const at::Tensor& input, int64_t dim, at::ArrayRef<double> wei
   run_into(kernel, input, dim, weights, out);
 }
 
+// Autograd lives in C++ so that a call that needs no gradient never enters Python: a Python autograd
+// kernel (torch.library.register_autograd) measured 4.2 us of the 5.8 us of a small CPU call.
+// The op is linear: d out / d input[c] = weights[c], broadcast along the channel dim.
+class Img2grayFunction : public torch::autograd::Function<Img2grayFunction> {
+ public:
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& input, int64_t dim,
+                            std::vector<double> weights) {
+    ctx->saved_data["dim"] = dim;
+    ctx->saved_data["weights"] = weights;
+    return call_below_autograd(input, dim, weights);
+  }
+
+  static at::Tensor call_below_autograd(const at::Tensor& input, int64_t dim, at::ArrayRef<double> weights) {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    static const auto op = c10::Dispatcher::singleton()
+                               .findSchemaOrThrow(IMG2GRAY_STRINGIFY(TORCH_EXTENSION_NAME) "::img2gray", "")
+                               .typed<at::Tensor(const at::Tensor&, int64_t, at::ArrayRef<double>)>();
+    return op.call(input, dim, weights);
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const at::Tensor& grad = grads[0];
+    const int64_t dim = c10::maybe_wrap_dim(ctx->saved_data["dim"].toInt(), grad.dim());
+    const auto weights = ctx->saved_data["weights"].toDoubleVector();
+    // Scalar products only: no tensor built from host data, so the backward also traces under torch.compile.
+    const at::Tensor grad_input = at::cat({grad * weights[0], grad * weights[1], grad * weights[2]}, dim);
+    return {grad_input, at::Tensor(), at::Tensor()};
+  }
+};
+
+at::Tensor img2gray_autograd(const at::Tensor& input, int64_t dim, at::ArrayRef<double> weights) {
+  // Inference calls skip the graph node and its saved state altogether.
+  if (!(at::GradMode::is_enabled() && input.requires_grad())) {
+    return Img2grayFunction::call_below_autograd(input, dim, weights);
+  }
+  return Img2grayFunction::apply(input, dim, weights.vec());
+}
+
 }  // namespace
 }  // namespace img2gray
 
@@ -111,6 +152,10 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, m) {
       // Returns nothing: custom ops may mutate `out` but not return an alias of it (functionalization).
       "img2gray.out(Tensor input, int dim=-3, float[] weights=[0.299, 0.587, 0.114], *, Tensor(a!) out) -> ()",
       tags);
+}
+
+TORCH_LIBRARY_IMPL_EXPAND(TORCH_EXTENSION_NAME, Autograd, m) {
+  m.impl("img2gray", &img2gray::img2gray_autograd);
 }
 
 TORCH_LIBRARY_IMPL_EXPAND(TORCH_EXTENSION_NAME, CPU, m) {

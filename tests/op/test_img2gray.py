@@ -64,6 +64,15 @@ def test_matches_reference(img2gray, device, dtype, layout):
     check(result, x, dim)
 
 
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("dim", [-3, -1])
+def test_large_inputs(img2gray, device, dtype, dim):
+    """Past one full wave of threads on an H200 the CUDA kernel switches to 16-byte packets."""
+    shape = (2, 3, 1100, 2000) if dim == -3 else (2, 1100, 2000, 3)
+    x = random_image(shape, dtype, device)
+    check(img2gray.img2gray(x, dim=dim), x, dim)
+
+
 @pytest.mark.parametrize("dtype", [torch.uint8, torch.float32], ids=str)
 def test_weights_names_and_custom(img2gray, device, dtype):
     x = random_image((2, 3, 9, 40), dtype, device)

@@ -1,4 +1,8 @@
-"""The Python face of the operator: argument handling, fake (meta) kernels and autograd."""
+"""The Python face of the operator: argument handling and fake (meta) kernels for torch.compile.
+
+Autograd is registered in C++ (torch-ext/torch_binding.cpp), where it costs nothing when no gradient is
+needed.
+"""
 
 from __future__ import annotations
 
@@ -19,11 +23,15 @@ SUPPORTED_DTYPES = (torch.uint8, torch.float16, torch.bfloat16, torch.float32, t
 Weights = str | Sequence[float]
 
 
+# Resolved once: the per-call path of a named weight set is a dict lookup.
+_WEIGHT_LISTS = {name: list(values) for name, values in WEIGHTS.items()}
+
+
 def channel_weights(weights: Weights) -> list[float]:
-    """Resolve a weights name or three numbers to the list the operator takes."""
+    """Resolve a weights name or three numbers to the list the operator takes (do not mutate it)."""
     if isinstance(weights, str):
         try:
-            return list(WEIGHTS[weights.lower()])
+            return _WEIGHT_LISTS.get(weights) or _WEIGHT_LISTS[weights.lower()]
         except KeyError:
             raise ValueError(
                 f"img2gray: unknown weights {weights!r}; use one of {sorted(WEIGHTS)} or three floats (R, G, B)"
@@ -95,19 +103,3 @@ def _(
     shape = _fake_result_shape(x, dim, weights)
     if list(out.shape) != shape or out.dtype != x.dtype or out.device != x.device:
         raise RuntimeError(f"img2gray: out must have shape {shape}, dtype {x.dtype} and device {x.device}")
-
-
-def _setup_context(ctx, inputs, output) -> None:
-    ctx.dim = inputs[1] if len(inputs) > 1 else -3
-    ctx.weights = inputs[2] if len(inputs) > 2 else WEIGHTS["bt601"]
-
-
-def _backward(ctx, grad: torch.Tensor):
-    # The op is linear: d out / d x[c] = weights[c], broadcast along the channel dim.
-    shape = [1] * grad.dim()
-    shape[ctx.dim] = 3
-    w = torch.tensor(ctx.weights, dtype=grad.dtype, device=grad.device).view(shape)
-    return grad * w, None, None
-
-
-torch.library.register_autograd(add_op_namespace_prefix("img2gray"), _backward, setup_context=_setup_context)

@@ -1,0 +1,139 @@
+"""What `pixi add img2gray` does, with py-rattler (pixi's solver and installer) against the built channel."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from conda_test_support import OfflineBuild
+
+from conda_build import conda_forge_variant_config, cuda_version_of, render_variants
+from conda_channel import NoCandidateError, install_environment, solve_environment
+
+# conda-forge's builds of pytorch, as repodata records only (no archives): the same names, versions and build
+# string convention ({cpu|cudaXYZ}_{blas}_py{XY}_h{hash}_{n}, CUDA builds +200 and requiring __cuda).
+PYTORCH_MINORS = ("2.11", "2.12", "2.13")
+PYTHONS = ("3.11", "3.12")
+
+
+def _conda_forge_records() -> dict[str, dict[str, object]]:
+    records: dict[str, dict[str, object]] = {}
+
+    def add(name: str, version: str, build: str, number: int, depends: list[str]) -> None:
+        records[f"{name}-{version}-{build}.conda"] = {
+            "name": name, "version": version, "build": build, "build_number": number,
+            "depends": depends, "subdir": "linux-64", "license": "BSD-3-Clause",
+        }
+
+    for python in PYTHONS:
+        add("python", f"{python}.9", "hd63b3ec_0_cpython", 0, ["__glibc >=2.17,<3.0.a0"])
+    for cuda in ("12.9", "13.0"):
+        add("cuda-version", cuda, "h4f385c5_3", 3, [])
+    for minor in PYTORCH_MINORS:
+        for python in PYTHONS:
+            py = "py" + python.replace(".", "")
+            python_pin = f"python >={python},<{python[:2]}{int(python[2:]) + 1}.0a0"
+            add("pytorch", f"{minor}.0", f"cpu_generic_{py}_h1a2b3c4_0", 0, [python_pin])
+            for cuda in ("12.9", "13.0"):
+                major = int(cuda.split(".")[0])
+                add("pytorch", f"{minor}.0", f"cuda{cuda.replace('.', '')}_generic_{py}_h5d6e7f8_200", 200,
+                    [python_pin, "__cuda", f"cuda-version >={cuda},<{major + 1}.0a0"])
+    return records
+
+
+def _write_channel(channel_dir: Path, records: dict[str, dict[str, object]]) -> str:
+    for subdir, packages in (("linux-64", records), ("noarch", {})):
+        (channel_dir / subdir).mkdir(parents=True, exist_ok=True)
+        repodata = {"info": {"subdir": subdir}, "packages": {}, "packages.conda": packages, "repodata_version": 1}
+        (channel_dir / subdir / "repodata.json").write_text(json.dumps(repodata, indent=1))
+    return channel_dir.resolve().as_uri()
+
+
+@pytest.fixture(scope="module")
+def solver_channels(offline_build: OfflineBuild, tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """[img2gray channel, conda-forge stand-in records].
+
+    The img2gray channel holds the records of the real CPU build plus the CUDA 13.0 variant of the same
+    pytorch minor as recipe/variants.yaml renders it (build string, build number, run requirements; no
+    archive, since nvcc cannot build it on this machine). It serves solving only.
+    """
+    root = tmp_path_factory.mktemp("solver")
+    built = json.loads((offline_build.channel_dir / "linux-64" / "repodata.json").read_text())
+    torch_minor = offline_build.machine.torch_minor
+    [cuda_variant] = [
+        v for v in render_variants(conda_forge_variant_config())
+        if str(v.variant["pytorch"]) == torch_minor and cuda_version_of(v) == "13.0"
+    ]
+    recipe = cuda_variant.recipe
+    cuda_record = {
+        "name": recipe.package.name, "version": str(recipe.package.version), "build": recipe.build.string,
+        "build_number": recipe.build.number, "depends": recipe.requirements.to_dict()["run"],
+        "subdir": "linux-64", "noarch": "python", "license": "Apache-2.0",
+    }
+    img2gray_records = {**built["packages.conda"], f"img2gray-{cuda_record['version']}-{recipe.build.string}.conda": cuda_record}
+    return [
+        _write_channel(root / "img2gray", img2gray_records),
+        _write_channel(root / "conda-forge", _conda_forge_records()),
+    ]
+
+
+def _picked(records: list, name: str) -> str:
+    [record] = [r for r in records if r.name.normalized == name]
+    return str(record.build)
+
+
+def test_with_a_gpu_the_cuda_build_is_selected(solver_channels: list[str], offline_build: OfflineBuild) -> None:
+    records = solve_environment(solver_channels, ["img2gray"], cuda="13.0")
+    torch_tag = offline_build.machine.torch_minor.replace(".", "")
+
+    assert _picked(records, "img2gray").startswith(f"cuda130_torch{torch_tag}_")
+    assert _picked(records, "pytorch").startswith("cuda130_")
+
+
+def test_without_a_gpu_the_cpu_build_is_selected(solver_channels: list[str], offline_build: OfflineBuild) -> None:
+    records = solve_environment(solver_channels, ["img2gray"], cuda=None)
+    torch_tag = offline_build.machine.torch_minor.replace(".", "")
+
+    assert _picked(records, "img2gray") == offline_build.package.name.split("-")[-1].removesuffix(".conda")
+    assert _picked(records, "img2gray").startswith(f"cpu_torch{torch_tag}_")
+    assert _picked(records, "pytorch").startswith("cpu_")
+
+
+def test_a_pytorch_minor_without_a_build_explains_no_candidate(
+    solver_channels: list[str], offline_build: OfflineBuild
+) -> None:
+    unbuilt = next(minor for minor in PYTORCH_MINORS if minor != offline_build.machine.torch_minor)
+
+    with pytest.raises(NoCandidateError) as raised:
+        solve_environment(solver_channels, ["img2gray", f"pytorch {unbuilt}.*"], cuda=None)
+
+    message = str(raised.value)
+    assert message.startswith(f"no candidate satisfies img2gray, pytorch {unbuilt}.*")
+    assert f"img2gray 0.1.0 {_picked(solve_environment(solver_channels, ['img2gray'], cuda=None), 'img2gray')}" in message
+    assert f"pytorch {offline_build.machine.torch_minor}.* cpu*" in message  # what the builds need instead
+    assert "img2gray" in message.split("Solver explanation:")[1]
+
+
+def test_installed_into_a_fresh_prefix_the_operator_runs_and_matches_its_digests(offline_build: OfflineBuild, tmp_path: Path) -> None:
+    prefix = tmp_path / "env"
+    records = install_environment(
+        [offline_build.channel_url, offline_build.standins_url], ["img2gray"], prefix, cuda=None
+    )
+    check = (
+        "import hashlib, pathlib, torch, img2gray\n"
+        "package = pathlib.Path(img2gray.__file__).parent\n"
+        "for name, digest in img2gray.metadata()['digest']['files'].items():\n"
+        "    assert hashlib.sha256((package / name).read_bytes()).hexdigest() == digest, name\n"
+        "x = torch.rand(2, 3, 32, 48, generator=torch.Generator().manual_seed(1))\n"
+        "r, g, b = x.double().unbind(1)\n"
+        "reference = (0.299 * r + 0.587 * g + 0.114 * b).unsqueeze(1)\n"
+        "torch.testing.assert_close(torch.ops.img2gray.img2gray(x).double(), reference, rtol=1e-6, atol=1e-6)\n"
+        "print(package)\n"
+    )
+    result = subprocess.run([prefix / "bin" / "python", "-c", check], capture_output=True, text=True)
+
+    assert {r.name.normalized for r in records} == {"img2gray", "pytorch", "python"}
+    assert result.returncode == 0, result.stderr
+    assert Path(result.stdout.strip()).is_relative_to(prefix)  # imported from the prefix, not from the repo

@@ -1,0 +1,72 @@
+"""The offline build (`tools/conda_build.py --offline`) yields a real, indexed channel with the CPU package."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from conda_test_support import OfflineBuild, machine_like_h200
+from rattler_build import Package
+
+from conda_build import build_offline, offline_variant_config, render_variants
+from conda_channel import NoCandidateError, solve_environment
+from conda_standins import build_standin_channel, standins
+
+
+def test_cpu_package_is_named_after_both_pins_and_indexed(offline_build: OfflineBuild) -> None:
+    torch_tag = offline_build.machine.torch_minor.replace(".", "")
+    repodata = json.loads((offline_build.channel_dir / "linux-64" / "repodata.json").read_text())
+
+    assert offline_build.package.parent == offline_build.channel_dir / "linux-64"
+    assert re.fullmatch(rf"img2gray-0\.1\.0-cpu_torch{torch_tag}_h[0-9a-f]{{7}}_0\.conda", offline_build.package.name)
+    assert list(repodata["packages.conda"]) == [offline_build.package.name]
+    assert (offline_build.channel_dir / "noarch" / "repodata.json").exists()
+
+
+def test_cpu_package_metadata_and_files(offline_build: OfflineBuild) -> None:
+    package = Package.from_file(offline_build.package)
+    torch_minor = offline_build.machine.torch_minor
+
+    assert f"pytorch {torch_minor}.* cpu*" in package.depends
+    assert not any(dep.startswith("__cuda") for dep in package.depends)
+    assert "site-packages/img2gray/metadata.json" in package.files  # the release step reads it from here
+    assert any(re.fullmatch(r"site-packages/img2gray/_img2gray_[0-9a-f]{10}\.abi3\.so", f) for f in package.files)
+
+
+def test_cuda_machine_stand_ins_wrap_its_nvcc() -> None:
+    cuda_machine = machine_like_h200(torch_cuda="13.0", cuda_home="/usr/local/cuda", nvcc_version="13.0.88")
+    by_name = {standin.name: standin for standin in standins(cuda_machine)}
+
+    nvcc = by_name["machine-cuda-nvcc_linux-64"]
+    assert nvcc.version == "13.0.88"
+    assert 'export CUDA_HOME="/usr/local/cuda"' in nvcc.files["etc/conda/activate.d/machine-cuda-nvcc_linux-64.sh"]
+    assert by_name["pytorch"].build_string.startswith("cuda130_generic_py312_h")
+    assert by_name["pytorch"].build_number == 200 and "__cuda" in by_name["pytorch"].depends
+    assert by_name["cuda-version"].version == "13.0"
+
+
+def test_offline_build_refuses_a_flavour_the_installed_torch_is_not(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"torch 2\.11\.0 is a cpu build, so offline it builds the cpu variant only"):
+        build_offline(tmp_path, which="cuda", machine=machine_like_h200())
+    assert not any(tmp_path.iterdir())
+
+
+def test_h200_cuda_variant_environments_resolve_against_its_stand_ins(tmp_path: Path) -> None:
+    """Render + solve (no nvcc here) of what `conda_build.py --offline` builds on the H200."""
+    cuda_machine = machine_like_h200(torch_cuda="13.0", cuda_home="/usr/local/cuda", nvcc_version="13.0.88")
+    channel = build_standin_channel(cuda_machine, tmp_path / "standins")
+    [variant] = render_variants(offline_variant_config(cuda_machine))
+    requirements = variant.recipe.requirements.to_dict()
+
+    build_env = solve_environment([channel], requirements["build"], cuda="13.0")
+    host_env = solve_environment([channel], requirements["host"], cuda="13.0")
+
+    assert {r.name.normalized for r in build_env} == {
+        "machine-gxx_linux-64", "machine-sysroot_linux-64", "machine-cuda-nvcc_linux-64", "ninja"}
+    assert {(r.name.normalized, str(r.build).split("_h")[0]) for r in host_env} >= {
+        ("pytorch", "cuda130_generic_py312"), ("cuda-version", "machine"), ("cuda-cudart-dev", "machine")}
+    with pytest.raises(NoCandidateError, match="__cuda"):
+        solve_environment([channel], requirements["host"], cuda=None)  # a CUDA torch needs the driver

