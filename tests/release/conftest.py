@@ -33,7 +33,7 @@ def builds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     sources with the version bumped. All build at once (one compile job each)."""
     root = tmp_path_factory.mktemp("builds")
     own_version = tomllib.loads((ROOT / "build.toml").read_text())["general"]["version"]
-    env = {**os.environ, "MAX_JOBS": "1", "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    env = {**os.environ, "MAX_JOBS": "1"}
     jobs: dict[str, tuple[subprocess.Popen, Path, Path]] = {}
     for version in VERSIONS:
         log = root / f"build-{version}.log"
