@@ -110,7 +110,8 @@ def detect_machine() -> Machine:
         gcc_version=_run(cxx, "-dumpfullversion"),
         glibc_version=glibc_version,
         ninja=ninja,
-        ninja_version=_run(ninja, "--version"),
+        # pip's ninja says "1.13.2.git.kitware.jobserver-pipe-1": keep the numeric part, a valid conda version.
+        ninja_version=re.match(r"\d+(?:\.\d+)*", _run(ninja, "--version")).group(0),
         cuda_home=cuda_home,
         nvcc_version=nvcc_version,
     )
