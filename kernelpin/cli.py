@@ -286,18 +286,17 @@ def cmd_publish(ctx: Context) -> int:
     args = ctx.args
     check_repo_id(args.repo)
     release = check_release(Path(args.directory), args.version)
-    summary = (f"{len(release.files)} files ({release.size / 1e6:.1f} MB), {len(release.variants)} variants, "
-               f"to {args.repo} tagged {release.tag}")
+    variants = f"{len(release.variants)} variant" + ("" if len(release.variants) == 1 else "s")
+    summary = f"{len(release.files)} files ({release.size / 1e6:.1f} MB), {variants}, to {args.repo} tagged {release.tag}"
     if args.dry_run:
         if args.json:
             _emit_json({"repo": args.repo, "tag": release.tag, "version": str(release.version),
                         "variants": sorted(release.variants), "size": release.size,
                         "files": [{"path": f.path, "size": f.size, "sha256": f.sha256} for f in release.files]})
             return 0
-        table = Table("path", "size", "sha256", title=f"Dry run: would upload {summary}")
-        for item in release.files:
-            table.add_row(item.path, str(item.size), item.sha256)
-        console.print(table)
+        console.print(f"Dry run: would upload {summary}")
+        for item in release.files:  # sha256sum's layout, with the size: complete lines at any terminal width
+            console.print(f"{item.sha256}  {item.size:>10}  {item.path}")
         console.print("Nothing was uploaded; the Hub was not contacted.")
         return 0
     published = publish(ctx.source.api, release, args.repo, args.repo_type)

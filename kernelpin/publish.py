@@ -21,6 +21,7 @@ from kernelpin.errors import KernelpinError
 from kernelpin.integrity import check_repo_path, sha256_file
 from kernelpin.ranges import Version, VersionError
 from kernelpin.resolve import BUILD_DIR, METADATA
+from kernelpin.source import _status, translate_errors
 from kernelpin.spec import REPO_TYPES, check_repo_id
 from kernelpin.variant import Variant
 
@@ -170,8 +171,6 @@ def _existing_tags(api: HfApi, repo_id: str, repo_type: str | None) -> tuple[str
     """
     from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
 
-    from kernelpin.source import _status
-
     for candidate in (repo_type,) if repo_type else REPO_TYPES:
         try:
             refs = api.list_repo_refs(repo_id, repo_type=candidate)
@@ -188,7 +187,7 @@ def _refuse_existing(release: Release, repo_id: str, commit: str | None) -> TagE
     at = f" (at {commit[:12]})" if commit else ""
     return TagExistsError(
         f"{repo_id} already has tag {release.tag}{at}; release tags are never moved, because locks pin "
-        f"the commit they name. Bump the version (build.toml) and release again."
+        "the commit they name. Bump the kernel's version and release again."
     )
 
 
@@ -199,8 +198,6 @@ def publish(api: HfApi, release: Release, repo_id: str, repo_type: str | None = 
     removed in the same commit, so the tagged tree is exactly the release.
     """
     from huggingface_hub.errors import HfHubHTTPError
-
-    from kernelpin.source import _status, translate_errors
 
     check_repo_id(repo_id)
     with translate_errors(f"reading the tags of {repo_id}", api.endpoint):
