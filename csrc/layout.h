@@ -5,6 +5,7 @@
 #include <c10/util/Exception.h>
 
 #include <cstdint>
+#include <string>
 
 namespace img2gray {
 
@@ -84,8 +85,8 @@ inline Plan make_plan(const at::Tensor& input, int64_t dim) {
       ++merged;
     }
   }
-  TORCH_CHECK(merged <= kMaxStridedDims, "img2gray: input strides are too irregular (", merged,
-              " non-mergeable dimensions, at most ", kMaxStridedDims,
+  TORCH_CHECK(merged <= kMaxStridedDims, "img2gray: input strides are too irregular (", std::to_string(merged),
+              " non-mergeable dimensions, at most ", std::to_string(kMaxStridedDims),
               " supported); call .contiguous() on the input first");
   for (int i = 0; i < merged; ++i) {
     geo.sizes[i] = merged_sizes[i];

@@ -36,6 +36,7 @@ from rattler_build.progress import BuildStepEvent, LogEvent
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from build_op import source_commit  # noqa: E402
 from conda_channel import DETECT, index_channel, virtual_packages  # noqa: E402
 from conda_standins import Machine, build_standin_channel, detect_machine, offline_variant_overrides  # noqa: E402
 
@@ -60,6 +61,8 @@ def offline_variant_config(machine: Machine) -> VariantConfig:
 
 
 def render_variants(variant_config: VariantConfig, *, target_platform: str = "linux-64") -> list[RenderedVariant]:
+    # The recipe reads the provenance commit from the environment (its source copy has no .git).
+    os.environ.setdefault("IMG2GRAY_SOURCE_COMMIT", source_commit() or "")
     """Render recipe/recipe.yaml for every variant (no build). `load_from_file` needs the experimental flag."""
     platform = PlatformConfig(target_platform=target_platform, experimental=True)
     return Stage0Recipe.from_file(RECIPE).render(variant_config, RenderConfig(platform=platform))

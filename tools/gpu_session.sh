@@ -8,7 +8,7 @@ mkdir -p "$OUT"
 PY=${PYTHON:-python3}
 export PYTHONUNBUFFERED=1
 status=0
-STEPS=${STEPS:-build tests memcheck bench ncu}
+STEPS=${STEPS:-build tests memcheck bench ncu conda}
 step() {
   local name=$1
   shift
@@ -33,4 +33,13 @@ TAIL=40 step bench $PY benchmarks/bench_op.py --device cuda --json "$OUT/bench-h
 TAIL=40 step ncu ncu --clock-control none --kernel-name regex:"planar_packets|interleaved_packets|per_pixel" \
   --metrics gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum,dram__bytes_write.sum \
   $PY benchmarks/bench_op.py --device cuda --ncu
+# The CUDA conda package through the recipe (offline stand-ins for this machine's toolchain), installed into
+# a fresh prefix, where the package's own GPU check runs.
+conda_package() {
+  $PY tools/conda_build.py --offline --output-dir output &&
+    $PY tools/conda_install.py --offline --prefix /tmp/img2gray-env &&
+    /tmp/img2gray-env/bin/python recipe/check_img2gray.py &&
+    mkdir -p "$OUT/linux-64" && cp output/linux-64/*.conda "$OUT/linux-64/"
+}
+TAIL=12 step conda conda_package
 exit $status

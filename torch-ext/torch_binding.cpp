@@ -1,7 +1,8 @@
 // The operator's schema (declared once) and its per-device registrations.
 //
-// Error messages format shapes and weights with `describe` rather than streaming c10::ArrayRef: on the
-// H200 image (torch 2.11, gcc 13.3) an error message built from an ArrayRef crashed the process.
+// Error messages never stream numbers into a std::ostream (c10::str does that for int and double
+// arguments): on the H200 image (torch 2.11, gcc 13.3) std::ostream::_M_insert<long> crashed inside the
+// extension. Numbers are turned into text with std::to_string first.
 #include <ATen/ATen.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -9,7 +10,6 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <cmath>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -23,20 +23,18 @@ using Kernel = void (*)(const at::Tensor&, int64_t, at::ArrayRef<double>, at::Te
 
 template <typename T>
 std::string describe(at::ArrayRef<T> values) {
-  std::ostringstream text;
-  text << "[";
-  for (size_t i = 0; i < values.size(); ++i) text << (i ? ", " : "") << values[i];
-  text << "]";
-  return text.str();
+  std::string text = "[";
+  for (size_t i = 0; i < values.size(); ++i) text += (i ? ", " : "") + std::to_string(values[i]);
+  return text + "]";
 }
 
 int64_t checked_channel_dim(const at::Tensor& input, int64_t dim) {
   TORCH_CHECK(input.dim() >= 1, "img2gray: expected an image tensor with a channel dimension of size 3, "
                     "got a 0-d tensor");
   dim = c10::maybe_wrap_dim(dim, input.dim());
-  TORCH_CHECK(input.size(dim) == 3, "img2gray: expected 3 channels (R, G, B) at dim ", dim,
-                    ", got size ", input.size(dim), " in input of shape ", describe(input.sizes()),
-                    "; use dim=-3 for (..., 3, H, W) tensors and dim=-1 for (..., H, W, 3) images");
+  TORCH_CHECK(input.size(dim) == 3, "img2gray: expected 3 channels (R, G, B) at dim ", std::to_string(dim),
+              ", got size ", std::to_string(input.size(dim)), " in input of shape ", describe(input.sizes()),
+              "; use dim=-3 for (..., 3, H, W) tensors and dim=-1 for (..., H, W, 3) images");
   return dim;
 }
 
@@ -49,7 +47,8 @@ void check_dtype(const at::Tensor& input) {
 }
 
 void check_weights(at::ArrayRef<double> weights) {
-  TORCH_CHECK(weights.size() == 3, "img2gray: expected 3 channel weights (R, G, B), got ", weights.size());
+  TORCH_CHECK(weights.size() == 3, "img2gray: expected 3 channel weights (R, G, B), got ",
+              std::to_string(weights.size()));
   for (double w : weights) {
     TORCH_CHECK(std::isfinite(w), "img2gray: channel weights must be finite, got ", describe(weights));
   }
@@ -91,8 +90,8 @@ at::Tensor img2gray(const at::Tensor& input, int64_t dim, at::ArrayRef<double> w
 template <Kernel kernel>
 void img2gray_out(const at::Tensor& input, int64_t dim, at::ArrayRef<double> weights, at::Tensor& out) {
   dim = checked_inputs(input, dim, weights);
-  TORCH_CHECK(out.device() == input.device(), "img2gray: out is on ", out.device(), " but input is on ",
-              input.device(), "; both must be on the same device");
+  TORCH_CHECK(out.device() == input.device(), "img2gray: out is on ", out.device().str(), " but input is on ",
+              input.device().str(), "; both must be on the same device");
   TORCH_CHECK(out.scalar_type() == input.scalar_type(), "img2gray: out has dtype ", out.scalar_type(),
                     " but input has dtype ", input.scalar_type(), "; out must have the input's dtype");
   const auto expected = output_shape(input, dim);
