@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 from collections.abc import Sequence
@@ -33,8 +34,12 @@ def _emit_json(data: Any) -> None:
 class Context:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
-        self.project: Project = find_project(Path(args.project) if args.project else Path.cwd())
         self.source = HubSource(HubSettings.from_env())
+
+    @functools.cached_property
+    def project(self) -> Project:
+        # Looked up on first use: `publish` works outside any project.
+        return find_project(Path(self.args.project) if self.args.project else Path.cwd())
 
     def note(self, message: str) -> None:
         if self.args.verbose:
@@ -275,6 +280,35 @@ def cmd_verify(ctx: Context) -> int:
     return 1 if bad else 0
 
 
+def cmd_publish(ctx: Context) -> int:
+    from kernelpin.publish import check_release, publish
+
+    args = ctx.args
+    check_repo_id(args.repo)
+    release = check_release(Path(args.directory), args.version)
+    variants = f"{len(release.variants)} variant" + ("" if len(release.variants) == 1 else "s")
+    summary = f"{len(release.files)} files ({release.size / 1e6:.1f} MB), {variants}, to {args.repo} tagged {release.tag}"
+    if args.dry_run:
+        if args.json:
+            _emit_json({"repo": args.repo, "tag": release.tag, "version": str(release.version),
+                        "variants": sorted(release.variants), "size": release.size,
+                        "files": [{"path": f.path, "size": f.size, "sha256": f.sha256} for f in release.files]})
+            return 0
+        console.print(f"Dry run: would upload {summary}")
+        for item in release.files:  # sha256sum's layout, with the size: complete lines at any terminal width
+            console.print(f"{item.sha256}  {item.size:>10}  {item.path}")
+        console.print("Nothing was uploaded; the Hub was not contacted.")
+        return 0
+    published = publish(ctx.source.api, release, args.repo, args.repo_type)
+    if args.json:
+        _emit_json({"repo": published.repo_id, "repo_type": published.repo_type, "tag": published.tag,
+                    "commit": published.commit, "url": published.url})
+        return 0
+    console.print(f"Published {summary} ({published.repo_type} repo), commit {published.commit[:12]}")
+    console.print(f"  {published.url}", style="dim")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kernelpin", description="Pin, install and load Hub kernels for this project.")
     parser.add_argument("--project", metavar="DIR", help="the project (default: nearest pyproject.toml above the cwd)")
@@ -323,6 +357,16 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--target", metavar="DIR", help="check a `sync --target` directory instead of the Hub cache")
     verify.add_argument("--json", action="store_true")
     verify.set_defaults(run=cmd_verify)
+
+    publish = commands.add_parser("publish", help="upload a release layout (build/<variant>/) and tag it v<version>")
+    publish.add_argument("directory", metavar="DIR", help="the release layout (e.g. from tools/release.py stage)")
+    publish.add_argument("--repo", required=True, metavar="ORG/NAME", help="the Hub repository")
+    publish.add_argument("--version", help="fail unless the release is this version")
+    publish.add_argument("--repo-type", choices=["kernel", "model"],
+                         help="default: the existing repository's type, else a new kernel repository")
+    publish.add_argument("--dry-run", action="store_true", help="check and list the files; upload nothing")
+    publish.add_argument("--json", action="store_true")
+    publish.set_defaults(run=cmd_publish)
     return parser
 
 

@@ -1,0 +1,235 @@
+"""Publish a kernel release to the Hub: check a `build/<variant>/` layout, upload it, tag it `v<version>`.
+
+Generic for any kernel laid out as the `kernels` ecosystem expects:
+
+    <dir>/README.md
+    <dir>/build/<variant>/metadata.json        (name, version, backend, digest{sha256 of every other file})
+    <dir>/build/<variant>/<files of the variant>
+
+Checking is pure (no network); `publish` speaks to the Hub through huggingface_hub only. A release tag is
+never moved: publishing a version whose tag exists is refused before anything is uploaded.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kernelpin.errors import KernelpinError
+from kernelpin.integrity import check_repo_path, sha256_file
+from kernelpin.ranges import Version, VersionError
+from kernelpin.resolve import BUILD_DIR, METADATA
+from kernelpin.source import _status, translate_errors
+from kernelpin.spec import REPO_TYPES, check_repo_id
+from kernelpin.variant import Variant
+
+if TYPE_CHECKING:
+    from huggingface_hub import HfApi
+
+# Files huggingface_hub's upload_folder never uploads; they are not part of a release either.
+_NOT_UPLOADED = (".git", ".cache")
+
+
+class PublishError(KernelpinError):
+    """A release that must not be published as it is; the message says what to fix."""
+
+
+class TagExistsError(PublishError):
+    """The release tag is already on the Hub: tags are never moved."""
+
+
+@dataclass(frozen=True)
+class ReleaseFile:
+    path: str  # repository path, POSIX
+    size: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class Release:
+    """A checked release layout: every variant's files match its metadata.json, one version throughout."""
+
+    root: Path
+    version: Version
+    variants: dict[str, dict[str, Any]]  # variant name -> metadata.json
+    files: tuple[ReleaseFile, ...]
+
+    @property
+    def tag(self) -> str:
+        return f"v{self.version}"
+
+    @property
+    def size(self) -> int:
+        return sum(f.size for f in self.files)
+
+
+def _files_under(directory: Path, where: str) -> dict[str, Path]:
+    """Every regular file below `directory` by POSIX relative path; links and odd names are refused."""
+    found = {}
+    for path in sorted(directory.rglob("*")):
+        relative = path.relative_to(directory)
+        if relative.parts[0] in _NOT_UPLOADED:
+            continue
+        if path.is_symlink():
+            raise PublishError(f"{where}: {relative.as_posix()} is a symbolic link; a release holds regular files only")
+        if path.is_file():
+            found[check_repo_path(relative.as_posix(), where)] = path
+    return found
+
+
+def read_variant(directory: Path, name: str | None = None) -> dict[str, Any]:
+    """The metadata.json of one variant directory, after checking that its digest covers exactly the
+    files present and that each file's sha256 matches. `name` is the variant the directory must be."""
+    where = str(directory)
+    metadata_path = directory / METADATA
+    if not metadata_path.is_file():
+        raise PublishError(f"{where}: no {METADATA}; every variant needs one (name, version, backend, digest)")
+    try:
+        metadata = json.loads(metadata_path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise PublishError(f"{metadata_path}: not valid JSON ({error}); rebuild the variant") from None
+    if not isinstance(metadata, dict):
+        raise PublishError(f"{metadata_path}: expected a JSON object")
+    digest = metadata.get("digest")
+    if not isinstance(digest, dict) or digest.get("algorithm") != "sha256" or not isinstance(digest.get("files"), dict):
+        raise PublishError(f"{metadata_path}: needs \"digest\": {{\"algorithm\": \"sha256\", \"files\": {{path: hex}}}}")
+    if "version" not in metadata:
+        raise PublishError(f"{metadata_path}: no \"version\"")
+    try:
+        Version.parse(str(metadata["version"]))
+    except VersionError as error:
+        raise PublishError(f"{metadata_path}: {error}") from None
+    declared = metadata.get("variant")
+    if name is not None and declared is not None and declared != name:
+        raise PublishError(f"{metadata_path}: says variant {declared!r} but lies in build/{name}/; rebuild or move it")
+
+    present = {path: file for path, file in _files_under(directory, where).items() if path != METADATA}
+    expected: dict[str, str] = digest["files"]
+    problems = [f"{path}: listed in the digest but missing" for path in sorted(expected.keys() - present.keys())]
+    problems += [f"{path}: present but not in the digest" for path in sorted(present.keys() - expected.keys())]
+    for path in sorted(expected.keys() & present.keys()):
+        actual = sha256_file(present[path])
+        if actual != expected[path]:
+            problems.append(f"{path}: sha256 {actual} != {expected[path]} in {METADATA}")
+    if problems:
+        raise PublishError(
+            f"{where}: the files do not match {METADATA}:\n  " + "\n  ".join(problems)
+            + "\nThe build was modified after it was made; rebuild it instead of editing files."
+        )
+    return metadata
+
+
+def check_release(root: Path, version: str | None = None) -> Release:
+    """Check a release layout (see the module docstring); `version`, when given, must be its version."""
+    root = root.resolve()
+    build = root / BUILD_DIR
+    if not build.is_dir():
+        raise PublishError(f"{root}: no {BUILD_DIR}/ directory; expected {BUILD_DIR}/<variant>/ (tools/release.py stage makes it)")
+    variants: dict[str, dict[str, Any]] = {}
+    for entry in sorted(build.iterdir()):
+        if not entry.is_dir() or entry.is_symlink():
+            raise PublishError(f"{entry}: {BUILD_DIR}/ may hold only variant directories")
+        try:
+            Variant.parse(entry.name)
+        except ValueError as error:
+            raise PublishError(f"{BUILD_DIR}/{entry.name}: {error}") from None
+        variants[entry.name] = read_variant(entry, entry.name)
+    if not variants:
+        raise PublishError(f"{build}: no variants; stage at least one build")
+
+    versions = {str(metadata["version"]) for metadata in variants.values()}
+    if len(versions) > 1:
+        listing = ", ".join(f"{name}: {metadata['version']}" for name, metadata in variants.items())
+        raise PublishError(f"{root}: variants of different versions ({listing}); a release has one version")
+    (found,) = versions
+    if version is not None and Version.parse(version.removeprefix("v")) != Version.parse(found):
+        raise PublishError(f"{root}: --version {version} but the variants are version {found}")
+
+    files = tuple(
+        ReleaseFile(path, file.stat().st_size, sha256_file(file))
+        for path, file in _files_under(root, str(root)).items()
+    )
+    return Release(root, Version.parse(found), variants, files)
+
+
+@dataclass(frozen=True)
+class Published:
+    repo_id: str
+    repo_type: str
+    tag: str
+    commit: str
+    url: str
+
+
+def _existing_tags(api: HfApi, repo_id: str, repo_type: str | None) -> tuple[str, dict[str, str] | None]:
+    """(repo type, tags by name) of an existing repository, or (type to create, None) when there is none.
+
+    Without a repo type, an existing kernel repository wins over a model repository (as kernelpin reads
+    them); a new one is made a kernel repository.
+    """
+    from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
+
+    for candidate in (repo_type,) if repo_type else REPO_TYPES:
+        try:
+            refs = api.list_repo_refs(repo_id, repo_type=candidate)
+        except HfHubHTTPError as error:
+            # The Hub answers 401 (RepositoryNotFoundError) for a missing repository, mirrors plain 404.
+            if isinstance(error, RepositoryNotFoundError) or _status(error) == 404:
+                continue
+            raise
+        return candidate, {ref.name: ref.target_commit for ref in refs.tags}
+    return repo_type or REPO_TYPES[0], None
+
+
+def _refuse_existing(release: Release, repo_id: str, commit: str | None) -> TagExistsError:
+    at = f" (at {commit[:12]})" if commit else ""
+    return TagExistsError(
+        f"{repo_id} already has tag {release.tag}{at}; release tags are never moved, because locks pin "
+        "the commit they name. Bump the kernel's version and release again."
+    )
+
+
+def publish(api: HfApi, release: Release, repo_id: str, repo_type: str | None = None) -> Published:
+    """Upload `release` in one commit ("Release vX") and tag that commit `vX`.
+
+    Refused before any upload when the tag exists. Files of variants that the release no longer has are
+    removed in the same commit, so the tagged tree is exactly the release.
+    """
+    from huggingface_hub.errors import HfHubHTTPError
+
+    check_repo_id(repo_id)
+    with translate_errors(f"reading the tags of {repo_id}", api.endpoint):
+        repo_type, tags = _existing_tags(api, repo_id, repo_type)
+    if tags is not None and release.tag in tags:
+        raise _refuse_existing(release, repo_id, tags[release.tag])
+    message = f"Release {release.tag}"
+    try:
+        with translate_errors(f"uploading {release.tag} to {repo_id}", api.endpoint):
+            if tags is None:
+                api.create_repo(repo_id, repo_type=repo_type, exist_ok=True)
+            commit = api.upload_folder(
+                repo_id=repo_id, repo_type=repo_type, folder_path=release.root, commit_message=message,
+                allow_patterns=[f.path for f in release.files], delete_patterns=[f"{BUILD_DIR}/**"],
+            )
+    except KernelpinError as error:
+        status = _status(error.__cause__) if isinstance(error.__cause__, HfHubHTTPError) else None
+        # 405, or 404 for a repository the server just listed: it serves repositories but takes no uploads.
+        if status == 405 or (status == 404 and tags is not None):
+            raise PublishError(
+                f"{api.endpoint} does not accept uploads to {repo_id} ({status}): is HF_ENDPOINT a read-only "
+                "mirror? Publish to the Hub itself (unset HF_ENDPOINT) or to a server that takes uploads"
+            ) from error.__cause__
+        raise
+    try:
+        with translate_errors(f"tagging {commit.oid[:12]} of {repo_id} as {release.tag}", api.endpoint):
+            api.create_tag(repo_id, tag=release.tag, revision=commit.oid, repo_type=repo_type, tag_message=message)
+    except KernelpinError as error:
+        cause = error.__cause__
+        if isinstance(cause, HfHubHTTPError) and _status(cause) == 409:  # tagged by someone else meanwhile
+            raise _refuse_existing(release, repo_id, None) from cause
+        raise PublishError(
+            f"{error}. Commit {commit.oid} is uploaded but not tagged: re-run the same publish to tag it"
+        ) from cause
+    return Published(repo_id, repo_type, release.tag, commit.oid, commit.commit_url)

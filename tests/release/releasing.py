@@ -1,0 +1,147 @@
+"""Real builds, staged releases and a consumer project: shared by tests/release and tools/gpu_e2e.py.
+
+olah is a read-only mirror: it serves local git repositories and accepts no uploads. A release reaches the
+test Hub as the tree `kernelpin publish` would upload (tools/release.py's staged layout), committed
+("Release vX") and tagged (vX, annotated) with git in the repository olah serves. Everything downstream
+(refs, trees, downloads, lock/sync/load) goes through the real Hub API.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import tomlkit
+
+from tests.hubserver import HubServer, MirrorRepo
+
+REPO_ID = "acme/img2gray"
+VERSIONS = ("0.1.0", "0.2.0", "0.2.1-rc.1")
+ROOT = Path(__file__).resolve().parents[2]
+IMAGE = ROOT / "examples" / "chelsea.png"
+CONSUMER_CHECK = Path(__file__).with_name("consumer_check.py")
+# What tools/build_op.py reads (it names the build with kernelpin.variant).
+BUILD_INPUTS = ("build.toml", "csrc", "torch-ext", "tools/build_op.py", "kernelpin")
+
+
+@dataclass(frozen=True)
+class Released:
+    """Releases of the operator on a running test Hub."""
+
+    hub: HubServer
+    repo: MirrorRepo
+    sources: dict[str, Path]  # version -> what was staged: a conda channel directory or a build_op variant dir
+    staged: dict[str, Path]  # version -> the staged release layout
+    commits: dict[str, str]  # version -> the commit its tag names
+
+
+def source_tree(version: str, into: Path) -> Path:
+    """A copy of the operator's sources whose build.toml says `version` (the version is part of the build id)."""
+    for relative in BUILD_INPUTS:
+        source, target = ROOT / relative, into / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_dir():
+            shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copyfile(source, target)
+    config = tomlkit.parse((into / "build.toml").read_text())
+    config["general"]["version"] = version
+    (into / "build.toml").write_text(tomlkit.dumps(config))
+    return into
+
+
+def build_command(sources: Path, out: Path, build_dir: Path, cuda: str = "off") -> list[str]:
+    return [sys.executable, str(sources / "tools" / "build_op.py"), "--out", str(out), "--cuda", cuda,
+            "--build-dir", str(build_dir)]
+
+
+def stage(sources: list[Path], out: Path, repo_id: str) -> Path:
+    """tools/release.py stage, as a release manager runs it."""
+    run([sys.executable, str(ROOT / "tools" / "release.py"), "stage", *map(str, sources), "--repo", repo_id,
+         "--out", str(out)])
+    return out
+
+
+def release_into_mirror(repo: MirrorRepo, staged: Path, tag: str) -> str:
+    """Commit the staged release as the repository's whole tree and tag it; return the commit."""
+    files = {path.relative_to(staged).as_posix(): path.read_bytes() for path in staged.rglob("*") if path.is_file()}
+    repo.write(files, clear=True)
+    commit = repo.commit(f"Release {tag}")
+    repo.tag(tag, annotated=True)
+    return commit
+
+
+def hub_env(endpoint: str, home: Path, **extra: str) -> dict[str, str]:
+    """The environment of a consumer process: this checkout's kernelpin, the test Hub, a private cache."""
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith(("HF_", "KERNELPIN_"))}
+    env.update({
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        "HF_ENDPOINT": endpoint,
+        "HF_HOME": str(home),
+        "HF_HUB_CACHE": str(home / "hub"),
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+        **extra,
+    })
+    return env
+
+
+def consumer_project(root: Path, requirement: str, repo_id: str) -> Path:
+    """An application's pyproject.toml that needs `repo_id` at `requirement`."""
+    root.mkdir(parents=True, exist_ok=True)
+    document = tomlkit.document()
+    document["project"] = {"name": "app", "version": "1.0"}
+    document["tool"] = {"kernels": {"dependencies": {repo_id: requirement}}}
+    (root / "pyproject.toml").write_text(tomlkit.dumps(document))
+    return root
+
+
+def run(command: list[str], cwd: Path | None = None, env: Mapping[str, str] | None = None,
+        check: bool = True) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(command, cwd=cwd, env=None if env is None else dict(env), capture_output=True, text=True)
+    if check and done.returncode != 0:
+        raise AssertionError(f"{' '.join(command)} exited {done.returncode}\n{done.stdout}\n{done.stderr}")
+    return done
+
+
+def kernelpin(args: list[str], project: Path, env: Mapping[str, str], check: bool = True) -> subprocess.CompletedProcess[str]:
+    """The real CLI in its own process, inside the consumer project."""
+    return run([sys.executable, "-m", "kernelpin", *args], cwd=project, env=env, check=check)
+
+
+def load_and_check(project: Path, repo_id: str, env: Mapping[str, str], device: str = "cpu") -> dict:
+    """kernelpin.load(repo_id) in the project's own script (found the lock above it), in a fresh process: the
+    op on examples/chelsea.png vs the reference."""
+    app = project / "app.py"
+    shutil.copyfile(CONSUMER_CHECK, app)
+    done = run([sys.executable, str(app), repo_id, str(IMAGE), device], cwd=project, env=env)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def python_kernel_variant(directory: Path, version: str, variant: str, archs: list[str] | None = None) -> Path:
+    """A small kernel variant of pure Python, laid out and hashed as tools/build_op.py lays out the operator
+    (files + metadata.json with a sha256 digest of each): for tests of the release rules that need no compiler."""
+    directory.mkdir(parents=True)
+    files = {
+        "__init__.py": f'from ._impl import gray\n\nVERSION = "{version}"\nVARIANT = "{variant}"\n',
+        "_impl.py": "def gray(r, g, b):\n    return (299 * r + 587 * g + 114 * b) // 1000\n",
+    }
+    for name, text in files.items():
+        (directory / name).write_text(text)
+    cuda = "-cu" in variant
+    metadata = {
+        "id": "_gray_test", "name": "gray", "version": version, "license": "Apache-2.0", "variant": variant,
+        "backend": {"type": "cuda", "version": "13.0", "archs": archs or []} if cuda else {"type": "cpu"},
+        "digest": {"algorithm": "sha256",
+                   "files": {name: hashlib.sha256(text.encode()).hexdigest() for name, text in files.items()}},
+        "provenance": {"source_commit": None, "torch": "2.13.0", "cuda": "13.0" if cuda else None},
+    }
+    (directory / "metadata.json").write_text(json.dumps(metadata, indent=2, sort_keys=True) + "\n")
+    return directory

@@ -1,0 +1,132 @@
+"""The release rules: what tools/release.py stage and kernelpin publish refuse, and how they say it."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kernelpin.publish import PublishError, check_release
+from tests.hubserver import HubServer
+from tests.release.releasing import ROOT, hub_env, python_kernel_variant, release_into_mirror, run, stage
+
+CPU = "torch213-cxx11-cpu-x86_64-linux"
+CUDA = "torch213-cxx11-cu130-x86_64-linux"
+
+
+def release_tool(*args: str | Path) -> tuple[int, str]:
+    done = run([sys.executable, str(ROOT / "tools" / "release.py"), *map(str, args)], check=False)
+    return done.returncode, done.stdout + done.stderr
+
+
+@pytest.fixture
+def builds(tmp_path: Path) -> dict[str, Path]:
+    return {
+        "cpu": python_kernel_variant(tmp_path / "cpu", "1.0.0", CPU),
+        "cuda": python_kernel_variant(tmp_path / "cuda", "1.0.0", CUDA, ["8.0", "9.0", "12.0+PTX"]),
+    }
+
+
+def test_stage_lays_out_every_variant(builds, tmp_path):
+    status, output = release_tool("stage", builds["cpu"], builds["cuda"], "--repo", "acme/gray", "--out", tmp_path / "r")
+    assert status == 0, output
+    assert "staged v1.0.0 (torch213-cxx11-cpu-x86_64-linux, torch213-cxx11-cu130-x86_64-linux)" in output
+    release = check_release(tmp_path / "r")
+    assert sorted(release.variants) == [CPU, CUDA] and str(release.version) == "1.0.0"
+    assert sorted(f.path for f in release.files) == sorted(
+        ["README.md"] + [f"build/{v}/{n}" for v in (CPU, CUDA) for n in ("__init__.py", "_impl.py", "metadata.json")])
+    readme = (tmp_path / "r" / "README.md").read_text()
+    assert "| `torch213-cxx11-cu130-x86_64-linux` | cuda 13.0 | 8.0, 9.0, 12.0+PTX |" in readme
+    assert '"acme/gray" = "^1.0.0"' in readme
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda d: (d / "_impl.py").write_text("def gray(r, g, b):\n    return 0\n"),
+         "_impl.py: sha256 "),
+        (lambda d: (d / "extra.py").write_text("import os\n"), "extra.py: present but not in the digest"),
+        (lambda d: (d / "_impl.py").unlink(), "_impl.py: listed in the digest but missing"),
+        (lambda d: (d / "_impl.py").unlink() or (d / "_impl.py").symlink_to("/etc/hostname"),
+         "_impl.py is a symbolic link"),
+        (lambda d: (d / "metadata.json").write_text("{"), "metadata.json: not valid JSON"),
+    ],
+    ids=["modified", "extra", "missing", "symlink", "bad-json"],
+)
+def test_stage_refuses_a_build_that_does_not_match_its_digest(builds, tmp_path, damage, message):
+    damage(builds["cpu"])
+    status, output = release_tool("stage", builds["cpu"], "--repo", "acme/gray", "--out", tmp_path / "r")
+    assert status == 1 and message in output
+    assert not (tmp_path / "r").exists()
+
+
+def test_stage_refuses_mixed_versions_and_duplicate_variants(builds, tmp_path):
+    newer = python_kernel_variant(tmp_path / "newer", "1.1.0", CUDA, ["9.0"])
+    status, output = release_tool("stage", builds["cpu"], newer, "--repo", "acme/gray", "--out", tmp_path / "r")
+    assert status == 1 and "the sources are of different versions (1.0.0, 1.1.0)" in output
+    status, output = release_tool("stage", builds["cuda"], newer, "--repo", "acme/gray", "--out", tmp_path / "r")
+    assert status == 1 and f"two builds of variant {CUDA}" in output
+    status, output = release_tool("stage", tmp_path / "nowhere", "--repo", "acme/gray", "--out", tmp_path / "r")
+    assert status == 1 and "neither a variant directory (with metadata.json), nor a .conda package" in output
+
+
+def test_check_release_refuses_what_publish_must_not_upload(builds, tmp_path):
+    root = stage([builds["cpu"], builds["cuda"]], tmp_path / "r", "acme/gray")
+    assert str(check_release(root, "v1.0.0").version) == "1.0.0"
+    with pytest.raises(PublishError, match=r"--version 1.0.1 but the variants are version 1.0.0"):
+        check_release(root, "1.0.1")
+    cuda_metadata = root / "build" / CUDA / "metadata.json"
+    document = json.loads(cuda_metadata.read_text())
+    cuda_metadata.write_text(json.dumps({**document, "version": "1.1.0"}))
+    with pytest.raises(PublishError, match=r"variants of different versions \(torch213-cxx11-cpu-x86_64-linux: 1.0.0, "):
+        check_release(root)
+    cuda_metadata.write_text(json.dumps({**document, "variant": CPU}))
+    with pytest.raises(PublishError, match=r"says variant 'torch213-cxx11-cpu-x86_64-linux' but lies in build/torch213"):
+        check_release(root)
+    cuda_metadata.write_text(json.dumps(document))
+    os.rename(root / "build" / CUDA, root / "build" / "cuda-13")
+    with pytest.raises(PublishError, match=r"build/cuda-13: not a kernel variant name: 'cuda-13' \(expected e.g."):
+        check_release(root)
+    with pytest.raises(PublishError, match=r"no build/ directory"):
+        check_release(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def read_only_hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[HubServer, Path]]:
+    """acme/gray v1.0.0 on olah, and the staged layout of v1.1.0."""
+    root = tmp_path_factory.mktemp("hub")
+    hub = HubServer(root)
+    release_into_mirror(hub.repo("acme/gray"), stage([python_kernel_variant(root / "b1", "1.0.0", CPU)],
+                                                     root / "v1.0.0", "acme/gray"), "v1.0.0")
+    staged = stage([python_kernel_variant(root / "b2", "1.1.0", CPU)], root / "v1.1.0", "acme/gray")
+    with hub:
+        yield hub, staged
+
+
+def test_publish_to_a_server_that_takes_no_uploads(read_only_hub, tmp_path):
+    """olah serves repositories but accepts no writes: publish says so instead of a bare HTTP error."""
+    hub, staged = read_only_hub
+    repo = hub.repo("acme/gray")
+    before = repo.git("show-ref")
+    env = hub_env(hub.endpoint, tmp_path / "hf")
+    for repo_id in ("acme/gray", "acme/new"):  # an existing repository, and one publish would create
+        done = run([sys.executable, "-m", "kernelpin", "publish", str(staged), "--repo", repo_id], env=env, check=False)
+        assert done.returncode == 1
+        assert f"{hub.endpoint} does not accept uploads to {repo_id} (40" in done.stderr
+        assert "is HF_ENDPOINT a read-only mirror?" in done.stderr
+    assert repo.git("show-ref") == before
+
+
+def test_publish_checks_before_contacting_the_hub(read_only_hub, tmp_path):
+    hub, staged = read_only_hub
+    env = hub_env(hub.endpoint, tmp_path / "hf")
+    done = run([sys.executable, "-m", "kernelpin", "publish", str(staged), "--repo", "acme/gray", "--version", "2.0.0"],
+               env=env, check=False)
+    assert done.returncode == 1 and "--version 2.0.0 but the variants are version 1.1.0" in done.stderr
+    done = run([sys.executable, "-m", "kernelpin", "publish", str(staged), "--repo", "not a repo", "--dry-run"],
+               env=env, check=False)
+    assert done.returncode == 1 and "'not a repo' is not a Hub repository id" in done.stderr

@@ -1,0 +1,134 @@
+"""The release loop on a GPU machine, offline: build the CUDA variant, stage it, release it into a local Hub
+(olah), then in a consumer project lock, sync and load it with kernelpin and run the op on the GPU.
+
+    PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH python3 tools/gpu_e2e.py [--workdir DIR] [--json FILE]
+
+Needs a CUDA build of torch, nvcc, and olah + kernelpin's dependencies importable (docs/releasing.md says how
+to carry them as wheels). `--device cpu` runs the same loop with the CPU variant (a check of the script on a
+machine without a GPU). The last line printed is `GPU E2E PASS: ...` or `GPU E2E FAIL: <step>: <why>`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import tempfile
+import time
+import tomllib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.hubserver import HubServer  # noqa: E402
+from tests.release.releasing import (  # noqa: E402
+    REPO_ID,
+    build_command,
+    consumer_project,
+    hub_env,
+    kernelpin,
+    load_and_check,
+    release_into_mirror,
+    run,
+    stage,
+)
+
+
+class StepFailed(Exception):
+    def __init__(self, step: str, why: str) -> None:
+        super().__init__(f"{step}: {why}")
+
+
+def check(condition: bool, step: str, why: str) -> None:
+    if not condition:
+        raise StepFailed(step, why)
+
+
+def loop(work: Path, device: str, report: dict[str, Any], log: Callable[[str], None]) -> None:
+    import torch
+
+    cuda = device == "cuda"
+    version = tomllib.loads((ROOT / "build.toml").read_text())["general"]["version"]
+    if cuda:
+        check(torch.version.cuda is not None and torch.cuda.is_available(), "environment",
+              f"torch {torch.__version__} sees no CUDA GPU")
+        report["gpu"] = torch.cuda.get_device_name()
+        report["capability"] = ".".join(map(str, torch.cuda.get_device_capability()))
+    report["torch"] = torch.__version__
+
+    started = time.monotonic()
+    variant_dir = work / "build" / "img2gray"
+    run(build_command(ROOT, variant_dir, work / "objects", "on" if cuda else "off"))
+    metadata = json.loads((variant_dir / "metadata.json").read_text())
+    report.update(variant=metadata["variant"], backend=metadata["backend"], build_s=round(time.monotonic() - started))
+    check(metadata["backend"]["type"] == ("cuda" if cuda else "cpu"), "build", f"backend {metadata['backend']}")
+    log(f"built {metadata['variant']} ({metadata['backend']}) in {report['build_s']} s")
+
+    staged = stage([variant_dir], work / "staged", REPO_ID)
+    hub = HubServer(work / "hub")
+    commit = release_into_mirror(hub.repo(REPO_ID), staged, f"v{version}")
+    log(f"released v{version} as {commit[:12]} into {hub.mirrors}")
+
+    with hub:
+        env = hub_env(hub.endpoint, work / "hf")
+        plan = json.loads(run([sys.executable, "-m", "kernelpin", "publish", str(staged), "--repo", REPO_ID,
+                               "--dry-run", "--json"], env=env).stdout)
+        check(plan["variants"] == [metadata["variant"]], "publish --dry-run", f"variants {plan['variants']}")
+        refused = run([sys.executable, "-m", "kernelpin", "publish", str(staged), "--repo", REPO_ID], env=env,
+                      check=False)
+        check(refused.returncode == 1 and f"already has tag v{version}" in refused.stderr, "publish",
+              f"moving tag v{version} was not refused: {refused.stderr.strip()}")
+
+        project = consumer_project(work / "app", f"^{version}", REPO_ID)
+        kernelpin(["lock"], project, env)
+        synced = json.loads(kernelpin(["sync", "--json"], project, env).stdout)["synced"]
+        check([s["variant"] for s in synced] == [metadata["variant"]], "sync", f"synced {synced}")
+        log(f"locked and synced {synced[0]['variant']} -> {synced[0]['directory']}")
+
+        result = load_and_check(project, REPO_ID, env, device)
+        report["op"] = result
+        check(result["directory"] == synced[0]["directory"], "load", f"imported {result['directory']}")
+        check(result["device"].startswith(device), "load", f"ran on {result['device']}")
+        check(result["mismatches"] == 0, "op", f"{result['mismatches']} pixels differ from the reference")
+
+        if cuda:  # a GPU the build does not cover is refused by sync, before anything is imported
+            old_gpu = {**env, "KERNELPIN_TORCH": ".".join(torch.__version__.split(".")[:2]),
+                       "KERNELPIN_CUDA": torch.version.cuda, "KERNELPIN_GPU_CAPABILITY": "7.5"}
+            refused = kernelpin(["sync"], project, old_gpu, check=False)
+            check(refused.returncode == 1 and "do not cover this GPU's 7.5" in refused.stderr, "capability",
+                  f"sm_75 was not refused: {refused.stderr.strip()}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    parser.add_argument("--workdir", type=Path, help="keep builds, the Hub and logs here (default: a temp dir)")
+    parser.add_argument("--json", type=Path, help="write the report here")
+    args = parser.parse_args(argv)
+    work = (args.workdir or Path(tempfile.mkdtemp(prefix="gpu-e2e-"))).resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    report: dict[str, Any] = {"device": args.device, "python": platform.python_version(), "workdir": str(work)}
+    try:
+        loop(work, args.device, report, lambda line: print(line, flush=True))
+        report["result"] = "PASS"
+    except StepFailed as failure:
+        report["result"] = f"FAIL: {failure}"
+    except Exception as error:  # the line below must say what broke, whatever it was
+        report["result"] = f"FAIL: {type(error).__name__}: {str(error).strip()[-2000:]}"
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
+    op = report.get("op", {})
+    details = (f"{report.get('variant')} archs {report.get('backend', {}).get('archs')} on {report.get('gpu', args.device)}"
+               f" (capability {report.get('capability')}), torch {report.get('torch')}, "
+               f"op on {op.get('device')}: {op.get('mismatches')} mismatches vs reference")
+    print(f"GPU E2E {report['result'].split(':')[0]}: {details}" if report["result"] == "PASS"
+          else f"GPU E2E {report['result']}")
+    return 0 if report["result"] == "PASS" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
