@@ -1,0 +1,45 @@
+"""Bar charts of benchmark results: effective bandwidth as % of a same-size copy, per case and library.
+
+    python benchmarks/plot.py benchmarks/results/h200.json benchmarks/results/cpu.json
+
+Writes `<result>.png` next to each JSON file (needs matplotlib).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def plot(path: Path) -> Path:
+    results = json.loads(path.read_text())
+    rows = [row for row in results["rows"] if "copy_ms" in row]
+    libraries = list(dict.fromkeys(peer for row in rows for peer in row["results"]))
+    figure, axes = plt.subplots(figsize=(12, 0.55 * len(rows) * len(libraries) / 3 + 2))
+    height = 0.8 / len(libraries)
+    for index, library in enumerate(libraries):
+        values = [100 * row["copy_ms"] / row["results"][library] if row["results"].get(library) else 0 for row in rows]
+        positions = [r + index * height for r in range(len(rows))]
+        axes.barh(positions, values, height=height, label=library)
+    axes.set_yticks([r + 0.4 - height / 2 for r in range(len(rows))], [row["case"] for row in rows])
+    axes.invert_yaxis()
+    axes.axvline(100, color="black", linewidth=0.8)
+    axes.set_xlabel("effective bandwidth, % of a copy moving the same bytes (higher is better)")
+    environment = results["environment"]
+    axes.set_title(f"img2gray vs peers on {environment['device']} (torch {environment['torch']})")
+    axes.legend(loc="lower right")
+    figure.tight_layout()
+    target = path.with_suffix(".png")
+    figure.savefig(target, dpi=110)
+    return target
+
+
+if __name__ == "__main__":
+    for argument in sys.argv[1:]:
+        print(plot(Path(argument)))
