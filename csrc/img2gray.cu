@@ -1,5 +1,6 @@
-// CUDA kernels. Dense layouts move 16 bytes per load and store; everything else takes a per-pixel
-// strided path. All launches go to the current stream of the input's device.
+// CUDA kernels. Dense layouts move 16-byte packets, four per thread on large inputs (4-byte packets on small
+// 8/16-bit ones, to fill the GPU); everything else takes a per-pixel strided path. All launches go to the
+// current stream of the input's device.
 #include <ATen/Dispatch.h>
 #include <ATen/core/Tensor.h>
 #include <c10/cuda/CUDAStream.h>
@@ -42,68 +43,88 @@ union Packet {
   scalar_t values[kSize];
 };
 
-// Inputs and outputs are touched exactly once: stream them past the caches.
+// Plain read-only-path loads and plain stores: on the H200, evict-first hints (__ldcs/__stcs) cost 5-6%
+// of bandwidth here (benchmarks/experiments/planar_variants.cu).
 template <typename scalar_t, int kBytes>
-__device__ __forceinline__ Packet<scalar_t, kBytes> load_streaming(const scalar_t* p) {
+__device__ __forceinline__ Packet<scalar_t, kBytes> load_packet(const scalar_t* p) {
   Packet<scalar_t, kBytes> packet;
-  packet.raw = __ldcs(reinterpret_cast<const typename RawPacket<kBytes>::type*>(p));
+  packet.raw = __ldg(reinterpret_cast<const typename RawPacket<kBytes>::type*>(p));
   return packet;
 }
 
 template <typename scalar_t, int kBytes>
-__device__ __forceinline__ void store_streaming(scalar_t* p, const Packet<scalar_t, kBytes>& packet) {
-  __stcs(reinterpret_cast<typename RawPacket<kBytes>::type*>(p), packet.raw);
+__device__ __forceinline__ void store_packet(scalar_t* p, const Packet<scalar_t, kBytes>& packet) {
+  *reinterpret_cast<typename RawPacket<kBytes>::type*>(p) = packet.raw;
 }
 
-// Planar (..., 3, inner) with `inner` a multiple of the packet size: each thread converts one packet of
-// pixels, reading one packet from each of the three planes.
-template <typename scalar_t, int kBytes, typename index_t>
+// Each thread converts kUnroll packets, block-strided so every warp access stays coalesced, and issues
+// all their loads before the first use: more bytes in flight per thread.
+template <typename index_t, int kUnroll>
+__device__ __forceinline__ index_t packet_index(int u) {
+  return (static_cast<index_t>(blockIdx.x) * kUnroll + u) * static_cast<index_t>(blockDim.x) + threadIdx.x;
+}
+
+// Planar (..., 3, inner) with `inner` a multiple of the packet size: one packet of pixels reads one packet
+// from each of the three planes.
+template <typename scalar_t, int kBytes, int kUnroll, typename index_t>
 __global__ void planar_packets(const scalar_t* __restrict__ in, scalar_t* __restrict__ out, index_t packets,
                                index_t packets_per_plane, index_t inner, Weights<acc_t<scalar_t>> w) {
   constexpr int kSize = Packet<scalar_t, kBytes>::kSize;
-  for (index_t p = blockIdx.x * static_cast<index_t>(blockDim.x) + threadIdx.x; p < packets;
-       p += static_cast<index_t>(gridDim.x) * blockDim.x) {
+  Packet<scalar_t, kBytes> channel[kUnroll][3];
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    const index_t p = packet_index<index_t, kUnroll>(u);
+    if (p >= packets) break;
     const index_t plane = p / packets_per_plane;
-    const index_t offset = (p - plane * packets_per_plane) * kSize;
-    const scalar_t* r = in + plane * 3 * inner + offset;
-    const auto pr = load_streaming<scalar_t, kBytes>(r);
-    const auto pg = load_streaming<scalar_t, kBytes>(r + inner);
-    const auto pb = load_streaming<scalar_t, kBytes>(r + 2 * inner);
+    const scalar_t* r = in + plane * 3 * inner + (p - plane * packets_per_plane) * kSize;
+#pragma unroll
+    for (int c = 0; c < 3; ++c) channel[u][c] = load_packet<scalar_t, kBytes>(r + c * inner);
+  }
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    const index_t p = packet_index<index_t, kUnroll>(u);
+    if (p >= packets) break;
+    const index_t plane = p / packets_per_plane;
     Packet<scalar_t, kBytes> result;
 #pragma unroll
-    for (int k = 0; k < kSize; ++k) result.values[k] = gray(pr.values[k], pg.values[k], pb.values[k], w);
-    store_streaming(out + plane * inner + offset, result);
+    for (int k = 0; k < kSize; ++k) {
+      result.values[k] = gray(channel[u][0].values[k], channel[u][1].values[k], channel[u][2].values[k], w);
+    }
+    store_packet(out + plane * inner + (p - plane * packets_per_plane) * kSize, result);
   }
 }
 
-// Interleaved (..., 3) dense pixels: each thread reads three packets (kSize whole pixels) and writes one.
-// The last, partial packet is done pixel by pixel.
-template <typename scalar_t, int kBytes, typename index_t>
+// Interleaved (..., 3) dense pixels: a packet of kSize pixels reads three packets and writes one. The last,
+// partial packet is done pixel by pixel.
+template <typename scalar_t, int kBytes, int kUnroll, typename index_t>
 __global__ void interleaved_packets(const scalar_t* __restrict__ in, scalar_t* __restrict__ out, index_t pixels,
                                     Weights<acc_t<scalar_t>> w) {
   constexpr int kSize = Packet<scalar_t, kBytes>::kSize;
-  const index_t packets = (pixels + kSize - 1) / kSize;
-  for (index_t p = blockIdx.x * static_cast<index_t>(blockDim.x) + threadIdx.x; p < packets;
-       p += static_cast<index_t>(gridDim.x) * blockDim.x) {
-    const index_t first = p * kSize;
-    const scalar_t* rgb = in + 3 * first;
-    if (first + kSize <= pixels) {
-      Packet<scalar_t, kBytes> chunk[3];
+  const index_t whole_packets = pixels / kSize;
+  Packet<scalar_t, kBytes> chunk[kUnroll][3];
 #pragma unroll
-      for (int c = 0; c < 3; ++c) chunk[c] = load_streaming<scalar_t, kBytes>(rgb + c * kSize);
+  for (int u = 0; u < kUnroll; ++u) {
+    const index_t p = packet_index<index_t, kUnroll>(u);
+    if (p >= whole_packets) break;
+#pragma unroll
+    for (int c = 0; c < 3; ++c) chunk[u][c] = load_packet<scalar_t, kBytes>(in + 3 * p * kSize + c * kSize);
+  }
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    const index_t p = packet_index<index_t, kUnroll>(u);
+    if (p < whole_packets) {
       Packet<scalar_t, kBytes> result;
 #pragma unroll
       for (int k = 0; k < kSize; ++k) {
         // Channel j of pixel k is value 3k+j of the 3*kSize loaded values; indices are compile-time.
-        const scalar_t r = chunk[(3 * k) / kSize].values[(3 * k) % kSize];
-        const scalar_t g = chunk[(3 * k + 1) / kSize].values[(3 * k + 1) % kSize];
-        const scalar_t b = chunk[(3 * k + 2) / kSize].values[(3 * k + 2) % kSize];
+        const scalar_t r = chunk[u][(3 * k) / kSize].values[(3 * k) % kSize];
+        const scalar_t g = chunk[u][(3 * k + 1) / kSize].values[(3 * k + 1) % kSize];
+        const scalar_t b = chunk[u][(3 * k + 2) / kSize].values[(3 * k + 2) % kSize];
         result.values[k] = gray(r, g, b, w);
       }
-      store_streaming(out + first, result);
-    } else {
-      for (index_t i = first; i < pixels; ++i) out[i] = gray(rgb[3 * (i - first)], rgb[3 * (i - first) + 1],
-                                                            rgb[3 * (i - first) + 2], w);
+      store_packet(out + p * kSize, result);
+    } else if (p == whole_packets) {
+      for (index_t i = p * kSize; i < pixels; ++i) out[i] = gray(in[3 * i], in[3 * i + 1], in[3 * i + 2], w);
     }
   }
 }
@@ -131,11 +152,6 @@ __global__ void per_pixel(const scalar_t* __restrict__ in, scalar_t* __restrict_
   }
 }
 
-unsigned int blocks_for(int64_t work_items) {
-  const int64_t blocks = (work_items + kThreads - 1) / kThreads;
-  return static_cast<unsigned int>(std::min<int64_t>(blocks, std::numeric_limits<int32_t>::max()));
-}
-
 bool is_aligned(const void* p, int bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
 // Threads that fill every multiprocessor once: below this, smaller packets buy parallelism (a 4K
@@ -148,22 +164,31 @@ int64_t full_wave_threads(int device) {
   return int64_t{multiprocessors[device]} * 2048;
 }
 
-// Dense layouts in packets of kBytes; returns false when alignment or shape rule it out.
-template <typename scalar_t, int kBytes, typename index_t>
+unsigned int blocks_for(int64_t work_items, int per_thread) {
+  const int64_t per_block = int64_t{kThreads} * per_thread;
+  return static_cast<unsigned int>(
+      std::min<int64_t>((work_items + per_block - 1) / per_block, std::numeric_limits<int32_t>::max()));
+}
+
+// Dense layouts in packets of kBytes, kUnroll per thread; returns false when alignment or shape rule it out.
+template <typename scalar_t, int kBytes, int kUnroll, typename index_t>
 bool launch_packets(const scalar_t* in, scalar_t* out, const Plan& plan, Weights<acc_t<scalar_t>> w,
                     cudaStream_t stream) {
   constexpr int kSize = Packet<scalar_t, kBytes>::kSize;
   if (!is_aligned(in, kBytes) || !is_aligned(out, kBytes)) return false;
   if (plan.layout == Layout::Planar && plan.inner % kSize == 0) {
     const int64_t per_plane = plan.inner / kSize;
-    planar_packets<scalar_t, kBytes, index_t><<<blocks_for(plan.outer * per_plane), kThreads, 0, stream>>>(
-        in, out, static_cast<index_t>(plan.outer * per_plane), static_cast<index_t>(per_plane),
-        static_cast<index_t>(plan.inner), w);
+    planar_packets<scalar_t, kBytes, kUnroll, index_t>
+        <<<blocks_for(plan.outer * per_plane, kUnroll), kThreads, 0, stream>>>(
+            in, out, static_cast<index_t>(plan.outer * per_plane), static_cast<index_t>(per_plane),
+            static_cast<index_t>(plan.inner), w);
     return true;
   }
   if (plan.layout == Layout::Interleaved) {
-    interleaved_packets<scalar_t, kBytes, index_t><<<blocks_for((plan.pixels + kSize - 1) / kSize), kThreads, 0,
-                                                      stream>>>(in, out, static_cast<index_t>(plan.pixels), w);
+    // One more packet index than whole packets: it takes the partial tail.
+    interleaved_packets<scalar_t, kBytes, kUnroll, index_t>
+        <<<blocks_for(plan.pixels / kSize + 1, kUnroll), kThreads, 0, stream>>>(
+            in, out, static_cast<index_t>(plan.pixels), w);
     return true;
   }
   return false;
@@ -173,30 +198,33 @@ template <typename scalar_t>
 void launch(const scalar_t* in, scalar_t* out, const Plan& plan, Weights<acc_t<scalar_t>> w, int device,
             cudaStream_t stream) {
   constexpr int kMaxSize = 16 / sizeof(scalar_t);
+  constexpr int kUnroll = 4;
   bool launched = false;
   if (plan.layout != Layout::Strided) {
+    const int64_t packets = plan.pixels / kMaxSize;
+    const int64_t wave = full_wave_threads(device);
     if (plan.pixels * 3 > std::numeric_limits<int32_t>::max()) {
-      launched = launch_packets<scalar_t, 16, int64_t>(in, out, plan, w, stream);
+      launched = launch_packets<scalar_t, 16, kUnroll, int64_t>(in, out, plan, w, stream);
+    } else if (packets >= kUnroll * wave) {
+      launched = launch_packets<scalar_t, 16, kUnroll, int32_t>(in, out, plan, w, stream);
+    } else if (packets >= wave || sizeof(scalar_t) >= 4) {
+      launched = launch_packets<scalar_t, 16, 1, int32_t>(in, out, plan, w, stream);
     } else if constexpr (sizeof(scalar_t) < 4) {
       // Small 8/16-bit problems: 4-byte packets, four times the threads of 16-byte ones.
-      launched = plan.pixels / kMaxSize >= full_wave_threads(device)
-                     ? launch_packets<scalar_t, 16, int32_t>(in, out, plan, w, stream)
-                     : launch_packets<scalar_t, 4, int32_t>(in, out, plan, w, stream);
-    } else {
-      launched = launch_packets<scalar_t, 16, int32_t>(in, out, plan, w, stream);
+      launched = launch_packets<scalar_t, 4, 1, int32_t>(in, out, plan, w, stream);
     }
   }
   if (!launched) {
     if (plan.layout == Layout::Planar) {
-      per_pixel<<<blocks_for(plan.pixels), kThreads, 0, stream>>>(in, out, plan.pixels, plan.inner,
-                                                                   PlanarOffset{plan.inner}, w);
+      per_pixel<<<blocks_for(plan.pixels, 1), kThreads, 0, stream>>>(in, out, plan.pixels, plan.inner,
+                                                                      PlanarOffset{plan.inner}, w);
     } else if (plan.layout == Layout::Interleaved) {
-      per_pixel<<<blocks_for(plan.pixels), kThreads, 0, stream>>>(in, out, plan.pixels, int64_t{1},
-                                                                   InterleavedOffset{}, w);
+      per_pixel<<<blocks_for(plan.pixels, 1), kThreads, 0, stream>>>(in, out, plan.pixels, int64_t{1},
+                                                                      InterleavedOffset{}, w);
     } else {
-      per_pixel<<<blocks_for(plan.pixels), kThreads, 0, stream>>>(in, out, plan.pixels,
-                                                                   plan.strided.channel_stride,
-                                                                   StridedOffset{plan.strided}, w);
+      per_pixel<<<blocks_for(plan.pixels, 1), kThreads, 0, stream>>>(in, out, plan.pixels,
+                                                                      plan.strided.channel_stride,
+                                                                      StridedOffset{plan.strided}, w);
     }
   }
   C10_CUDA_KERNEL_LAUNCH_CHECK();

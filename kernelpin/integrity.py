@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 
 from kernelpin.errors import IntegrityError, KernelpinError
@@ -70,4 +73,26 @@ def write_atomic(path: Path, text: str) -> None:
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+@contextmanager
+def staged_directory(target: Path) -> Iterator[Path]:
+    """Yield an empty directory beside `target` to fill; when the block succeeds it takes `target`'s place.
+
+    Readers see the old directory or the complete new one, never a half-written one; on failure the staging
+    directory is removed and `target` is left as it was.
+    """
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    staging.chmod(0o755)
+    try:
+        yield staging
+        retired = staging.with_name(f"{staging.name}-old")
+        if target.exists():
+            target.rename(retired)
+        staging.rename(target)
+        shutil.rmtree(retired, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
         raise

@@ -18,7 +18,6 @@ import platform
 import shutil
 import subprocess
 import sys
-import tempfile
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # kernelpin.variant names the build; kernelpin is pure Python
 
+from kernelpin.integrity import sha256_file, staged_directory  # noqa: E402
 from kernelpin.variant import Variant  # noqa: E402
 
 CSRC = ROOT / "csrc"
@@ -110,10 +110,6 @@ def compiler_version() -> str:
         return compiler
 
 
-def sha256_file(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def compile_library(namespace: str, sources: list[Path], cuda: bool, build_dir: Path, verbose: bool) -> Path:
     from torch.utils import cpp_extension
 
@@ -191,12 +187,8 @@ def build(out: Path, cuda_mode: str = "auto", build_root: Path | None = None, ve
     if cuda:
         backend = {"type": "cuda", "version": torch.version.cuda, "archs": arch_list(config).split(";")}
 
-    # Assemble next to the destination, then swap it in: a reader never sees a half-written variant.
-    out = out.resolve()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
-    staging.chmod(0o755)
-    try:
+    # Assembled next to the destination, then swapped in: a reader never sees a half-written variant.
+    with staged_directory(out.resolve()) as staging:
         for source in sorted(PACKAGE.glob("*.py")):
             shutil.copyfile(source, staging / source.name)
         template = (PACKAGE / "_ops.py.in").read_text()
@@ -224,12 +216,6 @@ def build(out: Path, cuda_mode: str = "auto", build_root: Path | None = None, ve
             },
         }
         (staging / "metadata.json").write_text(json.dumps(metadata, indent=2, sort_keys=True) + "\n")
-        if out.exists():
-            shutil.rmtree(out)
-        staging.rename(out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return metadata
 
 

@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # kernelpin (pure Python) checks the layout
 
 from kernelpin.errors import KernelpinError  # noqa: E402
+from kernelpin.integrity import staged_directory  # noqa: E402
 from kernelpin.publish import PublishError, Release, check_release, read_variant  # noqa: E402
 from kernelpin.resolve import BUILD_DIR, METADATA  # noqa: E402
 from kernelpin.spec import check_repo_id  # noqa: E402
@@ -151,18 +152,11 @@ def stage(sources: Sequence[Path], out: Path, repo_id: str) -> Release:
             raise PublishError(f"the sources are of different versions ({', '.join(versions)}):\n  {listing}\n"
                                "stage one version at a time")
         # Assembled next to `out`, then swapped in: a half-staged release is never left at `out`.
-        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
-        try:
+        with staged_directory(out) as staging:
             for name, (directory, _, _) in variants.items():
                 shutil.copytree(directory, staging / BUILD_DIR / name, copy_function=shutil.copyfile)
             (staging / "README.md").write_text(readme(repo_id, {n: m for n, (_, m, _) in variants.items()}))
             check_release(staging)
-            if out.exists():
-                shutil.rmtree(out)
-            staging.rename(out)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
     return check_release(out)
 
 

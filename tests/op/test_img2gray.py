@@ -64,12 +64,19 @@ def test_matches_reference(img2gray, device, dtype, layout):
     check(result, x, dim)
 
 
-@pytest.mark.parametrize("dtype", [torch.uint8, torch.float16, torch.bfloat16], ids=str)
+LARGE = {
+    # Past one full wave of threads on an H200 the CUDA kernel switches to 16-byte packets...
+    "wide-packets": {-3: (2, 3, 1100, 2000), -1: (2, 1100, 2000, 3)},
+    # ...and past four waves to four packets per thread; 1777 columns leave a partial last packet.
+    "unrolled": {-3: (9, 3, 1100, 1776), -1: (9, 1100, 1777, 3)},
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.float16, torch.bfloat16, torch.float32], ids=str)
 @pytest.mark.parametrize("dim", [-3, -1])
-def test_large_inputs(img2gray, device, dtype, dim):
-    """Past one full wave of threads on an H200 the CUDA kernel switches to 16-byte packets."""
-    shape = (2, 3, 1100, 2000) if dim == -3 else (2, 1100, 2000, 3)
-    x = random_image(shape, dtype, device)
+@pytest.mark.parametrize("size", LARGE)
+def test_large_inputs(img2gray, device, dtype, dim, size):
+    x = random_image(LARGE[size][dim], dtype, device)
     check(img2gray.img2gray(x, dim=dim), x, dim)
 
 
