@@ -6,6 +6,7 @@
 #include <c10/cuda/CUDAStream.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAMacros.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -157,7 +158,9 @@ bool is_aligned(const void* p, int bytes) { return reinterpret_cast<uintptr_t>(p
 // Threads that fill every multiprocessor once: below this, smaller packets buy parallelism (a 4K
 // uint8 frame in 16-byte packets would leave most of an H200 idle).
 int64_t full_wave_threads(int device) {
-  static int multiprocessors[64] = {};
+  // Indexed by device: sized as torch sizes its per-device tables (writes are idempotent, so racing
+  // first calls from two threads are harmless).
+  static int multiprocessors[C10_COMPILE_TIME_MAX_GPUS] = {};
   if (multiprocessors[device] == 0) {
     C10_CUDA_CHECK(cudaDeviceGetAttribute(&multiprocessors[device], cudaDevAttrMultiProcessorCount, device));
   }
