@@ -39,7 +39,7 @@ def gpu_median_ms(fn: Callable[[int], object], sets: int, repeats: int, warmup: 
         fn(i % sets)
     torch.cuda.synchronize()
     times = []
-    for i in range(repeats):
+    for i in range(warmup, warmup + repeats):  # continue the rotation: no set comes back while still in L2
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         fn(i % sets)
@@ -60,20 +60,35 @@ def input_sets(shape, dtype, layout: str, count: int, device: str) -> list[torch
     return [make() for _ in range(count)]
 
 
+FRAMES = {"720p": (720, 1280), "1080p": (1080, 1920), "4K": (2160, 3840)}
+
+
 def gpu_cases(quick: bool):
+    """(name, shape, dtype, layout, dim): single frames as a video pipeline converts them, small and large batches."""
     batch = 8 if quick else 64
     cases = []
+    for label, (h, w) in FRAMES.items():
+        cases.append((f"{h}x{w}x3 uint8 HWC ({label} frame)", (h, w, 3), torch.uint8, "hwc", -1))
+        cases.append((f"1x3x{h}x{w} float16 NCHW ({label} frame)", (1, 3, h, w), torch.float16, "nchw", -3))
+        cases.append((f"1x3x{h}x{w} float32 NCHW ({label} frame)", (1, 3, h, w), torch.float32, "nchw", -3))
+    cases.append(("1x3x2160x3840 uint8 NCHW (4K frame)", (1, 3, 2160, 3840), torch.uint8, "nchw", -3))
+    cases.append(("8x3x720x1280 float16 NCHW", (8, 3, 720, 1280), torch.float16, "nchw", -3))
+    cases.append(("2x1080x1920x3 uint8 HWC", (2, 1080, 1920, 3), torch.uint8, "hwc", -1))
+    cases.append(("8x3x1080x1920 uint8 NCHW", (8, 3, 1080, 1920), torch.uint8, "nchw", -3))
     for dtype in (torch.float32, torch.float16, torch.bfloat16, torch.uint8):
         cases.append((f"{batch}x3x1080x1920 {str(dtype)[6:]} NCHW", (batch, 3, 1080, 1920), dtype, "nchw", -3))
     cases.append((f"{batch}x1080x1920x3 uint8 HWC", (batch, 1080, 1920, 3), torch.uint8, "hwc", -1))
     cases.append((f"{batch}x3x1080x1920 uint8 channels_last", (batch, 3, 1080, 1920), torch.uint8, "channels_last", -3))
     cases.append((f"{batch}x3x1080x1920 float32 channels_last", (batch, 3, 1080, 1920), torch.float32, "channels_last", -3))
-    cases.append(("1x2160x3840x3 uint8 HWC (4K frame)", (2160, 3840, 3), torch.uint8, "hwc", -1))
-    cases.append(("1x3x2160x3840 float32 NCHW (4K frame)", (1, 3, 2160, 3840), torch.float32, "nchw", -3))
     return cases
 
 
-def bench_gpu(img2gray, quick: bool) -> list[dict]:
+# Every case rotates over input sets of at least this many bytes in all (the H200's L2 is 60 MB), so that
+# no timed call finds its input in L2.
+ROTATION_BYTES = 512 << 20
+
+
+def bench_gpu(img2gray, quick: bool, with_peers: bool = True) -> list[dict]:
     peers: dict[str, Callable] = {"torch eager": eager_expression, "torch.compile": None}
     try:
         import torchvision.transforms.v2.functional as tvf
@@ -88,13 +103,14 @@ def bench_gpu(img2gray, quick: bool) -> list[dict]:
     except ImportError:
         pass
 
+    if not with_peers:
+        peers = {}
     rows = []
-    l2 = torch.cuda.get_device_properties(0).L2_cache_size
     for name, shape, dtype, layout, dim in gpu_cases(quick):
         probe = input_sets(shape, dtype, layout, 1, "cuda")[0]
         in_bytes = probe.numel() * probe.element_size()
         moved = in_bytes * 4 // 3  # read 3 channels, write 1
-        sets = max(2, min(8, (4 * l2) // in_bytes + 2))
+        sets = max(2, -(-ROTATION_BYTES // moved))
         inputs = [probe] + input_sets(shape, dtype, layout, sets - 1, "cuda")
         outputs = [torch.empty(img2gray.img2gray(probe, dim=dim).shape, dtype=dtype, device="cuda") for _ in inputs]
         # A copy moving the same bytes: read and write half of the op's traffic each.
@@ -109,9 +125,10 @@ def bench_gpu(img2gray, quick: bool) -> list[dict]:
         got = img2gray.img2gray(probe, dim=dim)
         tolerance = 1 if dtype == torch.uint8 else (1e-2 if dtype in (torch.float16, torch.bfloat16) else 1e-5)
         assert (got.double() - expected.double()).abs().max().item() <= tolerance, name
-        # Each case gets its own specialization; reset so none hits the recompile limit.
-        torch._dynamo.reset()
-        peers["torch.compile"] = torch.compile(eager_expression, dynamic=False)
+        if with_peers:
+            # Each case gets its own specialization; reset so none hits the recompile limit.
+            torch._dynamo.reset()
+            peers["torch.compile"] = torch.compile(eager_expression, dynamic=False)
         for peer, fn in peers.items():
             if peer == "kornia" and dtype == torch.uint8:
                 continue
@@ -241,6 +258,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="smaller batches and fewer repeats")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads(), help="CPU threads for every library")
     parser.add_argument("--ncu", action="store_true", help="run each GPU case once, for Nsight Compute")
+    parser.add_argument("--no-peers", action="store_true", help="GPU: time img2gray and the copy only")
     args = parser.parse_args()
 
     import img2gray
@@ -248,10 +266,12 @@ def main() -> None:
     if args.ncu:
         for name, shape, dtype, layout, dim in gpu_cases(args.quick):
             x = input_sets(shape, dtype, layout, 1, "cuda")[0]
+            torch.cuda.nvtx.range_push(name)  # ncu --print-nvtx-rename kernel names each launch by its case
             img2gray.img2gray(x, dim=dim)
+            torch.cuda.nvtx.range_pop()
             torch.cuda.synchronize()
         return
-    rows = bench_gpu(img2gray, args.quick) if args.device == "cuda" else bench_cpu(img2gray, args.quick, args.threads)
+    rows = bench_gpu(img2gray, args.quick, not args.no_peers) if args.device == "cuda" else bench_cpu(img2gray, args.quick, args.threads)
     environment = {
         "device": torch.cuda.get_device_name() if args.device == "cuda" else platform.processor() or platform.machine(),
         "torch": torch.__version__,

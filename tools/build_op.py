@@ -33,7 +33,7 @@ TORCH_EXT = ROOT / "torch-ext"
 PACKAGE = TORCH_EXT / "img2gray"
 CPU_SOURCES = [CSRC / "img2gray_cpu.cpp", TORCH_EXT / "torch_binding.cpp"]
 CUDA_SOURCES = [CSRC / "img2gray.cu"]
-HEADERS = sorted(CSRC.glob("*.h")) + sorted(TORCH_EXT.glob("*.h"))
+HEADERS = sorted(CSRC.glob("*.h")) + sorted(CSRC.glob("*.cuh")) + sorted(TORCH_EXT.glob("*.h"))
 # Ordered float math (no FMA contraction) is part of the operator's contract: see csrc/img2gray.h.
 # -fopenmp: at::parallel_for is inline and runs serially in a file compiled without it (torch's OpenMP
 # backend); torch ships the libgomp it resolves to.

@@ -2,6 +2,8 @@
 # Everything that needs the GPU, in one pass (the lent H200 is scarce): build the CUDA variant, run the
 # op tests, run the CUDA tests under compute-sanitizer memcheck, benchmark, profile with Nsight Compute.
 # Logs and results go to $OUT (default ./gpu-out). Each step runs even if an earlier one failed.
+#   STEPS="build tests memcheck bench ncu conda"   (default; also: experiment, before)
+#   BEFORE=DIR   a checkout of the code to compare against (step `before`: its build, img2gray-only bench, ncu)
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
@@ -20,19 +22,42 @@ step() {
   tail -n "${TAIL:-6}" "$OUT/$name.log"
   [ $rc -eq 0 ] || status=1
 }
+# Launch shape, occupancy, waves and DRAM traffic of every img2gray kernel, one launch per bench case.
+NCU_METRICS=gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum,\
+dram__bytes_write.sum,launch__grid_size,launch__registers_per_thread,launch__occupancy_limit_registers,\
+launch__waves_per_multiprocessor,sm__maximum_warps_per_active_cycle_pct,sm__warps_active.avg.pct_of_peak_sustained_active,\
+smsp__issue_active.avg.pct_of_peak_sustained_active
+profile() {  # profile PYTHONPATH-ROOT
+  PYTHONPATH=$1 ncu --clock-control none --kernel-name regex:"dense_packets|planar_packets|interleaved_packets|per_pixel" \
+    --metrics "$NCU_METRICS" $PY benchmarks/bench_op.py --device cuda --ncu
+}
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
 $PY -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)" | tee -a "$OUT/gpu.txt"
 
+# The comparison build compiles while this one does (independent directories).
+if [[ " $STEPS " == *" before "* ]]; then
+  (cd "$BEFORE" && $PY tools/build_op.py --out "$PWD/build/gpu/img2gray" --cuda on >"$OUT/before-build.log" 2>&1) &
+  before_build=$!
+fi
 step build $PY tools/build_op.py --out build/gpu/img2gray --cuda on
+step experiment bash -c "nvcc -O3 --fmad=false -std=c++20 -arch=sm_90 -Icsrc \
+  \$($PY -c 'import torch.utils.cpp_extension as c; print(\" \".join(\"-I\" + p for p in c.include_paths()))') \
+  benchmarks/experiments/launch_shapes.cu -o build/launch_shapes && build/launch_shapes"
+if [[ " $STEPS " == *" before "* ]]; then
+  wait "$before_build"
+  before() {
+    PYTHONPATH=$BEFORE/build/gpu $PY benchmarks/bench_op.py --device cuda --no-peers --json "$OUT/bench-before.json" &&
+      profile "$BEFORE/build/gpu" >"$OUT/ncu-before.txt" 2>&1
+  }
+  TAIL=60 step before before
+fi
 export PYTHONPATH=$PWD/build/gpu${PYTHONPATH:+:$PYTHONPATH}
-step tests $PY -m pytest -q -p no:logging -p no:cacheprovider tests/op
+step tests $PY -m pytest -q -p no:logging -p no:cacheprovider tests/op ${TESTS_K:+-k "$TESTS_K"}
 step memcheck compute-sanitizer --tool memcheck --error-exitcode 9 --print-limit 20 \
   $PY -m pytest -q -p no:logging -p no:cacheprovider tests/op -k "cuda and not compile"
-TAIL=40 step bench $PY benchmarks/bench_op.py --device cuda --json "$OUT/bench-h200.json"
-TAIL=40 step ncu ncu --clock-control none --kernel-name regex:"planar_packets|interleaved_packets|per_pixel" \
-  --metrics gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum,dram__bytes_write.sum \
-  $PY benchmarks/bench_op.py --device cuda --ncu
+TAIL=60 step bench $PY benchmarks/bench_op.py --device cuda ${BENCH_ARGS:-} --json "$OUT/bench-h200.json"
+TAIL=40 step ncu profile "$PWD/build/gpu"
 # The CUDA conda package through the recipe (offline stand-ins for this machine's toolchain), installed into
 # a fresh prefix, where the package's own GPU check runs.
 conda_package() {

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -65,10 +68,14 @@ def test_matches_reference(img2gray, device, dtype, layout):
 
 
 LARGE = {
-    # Past one full wave of threads on an H200 the CUDA kernel switches to 16-byte packets...
+    # Past one resident wave of 16-byte packets on an H200 the grid-stride CUDA kernel gives some threads a
+    # second packet...
     "wide-packets": {-3: (2, 3, 1100, 2000), -1: (2, 1100, 2000, 3)},
-    # ...and past four waves to four packets per thread; 1777 columns leave a partial last packet.
+    # ...and past four waves four packets per step, then single packets; 1777 columns leave a partial
+    # last packet.
     "unrolled": {-3: (9, 3, 1100, 1776), -1: (9, 1100, 1777, 3)},
+    # One 4K frame: just under two packets per thread of one wave.
+    "4k-frame": {-3: (1, 3, 2160, 3840), -1: (2160, 3840, 3)},
 }
 
 
@@ -164,6 +171,13 @@ def test_public_namespace_alias(img2gray, device):
     torch.ops.img2gray.img2gray.out(x, -3, list(BT601), out=out)
     check(out, x, -3)
     assert img2gray.NAMESPACE.startswith("_img2gray_") and hasattr(torch.ops, img2gray.NAMESPACE)
+
+
+def test_public_name_forwards_in_cpp(img2gray):
+    """The public op's kernel is C++ (a Python forwarding kernel cost 1.21x of a small call's floor)."""
+    for overload in ("img2gray::img2gray", "img2gray::img2gray.out"):
+        registrations = torch._C._dispatch_dump(overload)
+        assert "CompositeImplicitAutograd" in registrations and "torch_binding.cpp" in registrations, registrations
 
 
 BAD_INPUTS = {
@@ -280,6 +294,56 @@ def test_runs_on_the_current_stream(img2gray):
         result = img2gray.img2gray(x)
     stream.synchronize()
     check(result, source, -3)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("shape,dim,dtype", [((2160, 3840, 3), -1, torch.uint8), ((8, 3, 720, 1280), -3, torch.float16),
+                                             ((3, 5, 7), 0, torch.float32)], ids=["4k-hwc-u8", "8x720p-f16", "tiny"])
+def test_cuda_graph_capture_and_replay(img2gray, shape, dim, dtype):
+    """Captured once, replayed on new data in the captured buffers: the op is graph-safe (no host sync,
+    no allocation outside the graph's pool, launches on the capturing stream)."""
+    x = random_image(shape, dtype, "cuda")
+    out = torch.empty(img2gray.img2gray(x, dim=dim).shape, dtype=dtype, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up on a side stream, as torch recommends before capture
+        img2gray.img2gray(x, dim=dim, out=out)
+        torch.ops.img2gray.img2gray(x, dim)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        img2gray.img2gray(x, dim=dim, out=out)
+        allocated = torch.ops.img2gray.img2gray(x, dim)
+    for _ in range(2):
+        fresh = random_image(shape, dtype, "cuda")
+        x.copy_(fresh)
+        out.fill_(0)
+        graph.replay()
+        torch.cuda.synchronize()
+        check(out, fresh, dim)
+        check(allocated, fresh, dim)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_first_call_inside_graph_capture(img2gray):
+    """A fresh process whose very first call is captured (kernel and occupancy queries not yet loaded)."""
+    program = """
+import torch, img2gray
+x = torch.randint(0, 256, (2160, 3840, 3), dtype=torch.uint8, device="cuda")
+out = torch.empty(2160, 3840, dtype=torch.uint8, device="cuda")
+graph = torch.cuda.CUDAGraph()
+with torch.cuda.graph(graph):
+    img2gray.img2gray(x, dim=-1, keepdim=False, out=out)
+x.copy_(torch.randint(0, 256, x.shape, dtype=torch.uint8))
+graph.replay()
+torch.cuda.synchronize()
+assert torch.equal(out.cpu(), img2gray.img2gray(x.cpu(), dim=-1, keepdim=False)), "replay differs from the CPU kernel"
+print("ok")
+"""
+    variant_parent = str(Path(img2gray.__file__).parent.parent)
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                            env={**os.environ, "PYTHONPATH": variant_parent})
+    assert result.returncode == 0 and "ok" in result.stdout, result.stderr
 
 
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA GPUs")

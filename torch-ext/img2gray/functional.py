@@ -25,6 +25,8 @@ Weights = str | Sequence[float]
 
 # Resolved once: the per-call path of a named weight set is a dict lookup.
 _WEIGHT_LISTS = {name: list(values) for name, values in WEIGHTS.items()}
+# The schema's default: left out of the call, it skips converting a Python list on every call.
+_DEFAULT_WEIGHTS = _WEIGHT_LISTS["bt601"]
 
 
 def channel_weights(weights: Weights) -> list[float]:
@@ -58,7 +60,7 @@ def img2gray(
     """
     w = channel_weights(weights)
     if out is None:
-        result = ops.img2gray.default(x, dim, w)
+        result = ops.img2gray.default(x, dim) if w is _DEFAULT_WEIGHTS else ops.img2gray.default(x, dim, w)
         return result if keepdim else result.squeeze(dim)
     if not keepdim:
         out_dim = dim if dim >= 0 else dim + x.dim()

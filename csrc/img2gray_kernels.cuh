@@ -1,0 +1,294 @@
+// The CUDA kernels and their launch shape, free of ATen so that standalone experiments
+// (benchmarks/experiments/launch_shapes.cu) time exactly the product's code.
+//
+// Dense layouts move 16-byte packets (4-byte packets on tiny 8/16-bit inputs, to fill the GPU) with a
+// grid-stride loop over a grid of at most one wave of resident blocks; everything else takes a per-pixel
+// strided path.
+#pragma once
+
+#include <c10/cuda/CUDAMacros.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+
+#include "img2gray.h"
+#include "layout.h"
+
+namespace img2gray {
+namespace kernels {
+
+constexpr int kThreads = 256;
+
+// Raw register types for packets of 16, 8 and 4 bytes.
+template <int kBytes>
+struct RawPacket;
+template <>
+struct RawPacket<16> {
+  using type = uint4;
+};
+template <>
+struct RawPacket<8> {
+  using type = uint2;
+};
+template <>
+struct RawPacket<4> {
+  using type = unsigned int;
+};
+
+// One register packet of `scalar_t` values, moved with a single load or store instruction.
+template <typename scalar_t, int kBytes>
+union Packet {
+  static constexpr int kSize = kBytes / sizeof(scalar_t);
+  typename RawPacket<kBytes>::type raw;
+  scalar_t values[kSize];
+};
+
+// Plain read-only-path loads and plain stores: on the H200, evict-first hints (__ldcs/__stcs) cost 5-6%
+// of bandwidth here (benchmarks/experiments/planar_variants.cu).
+template <typename scalar_t, int kBytes>
+__device__ __forceinline__ Packet<scalar_t, kBytes> load_packet(const scalar_t* p) {
+  Packet<scalar_t, kBytes> packet;
+  packet.raw = __ldg(reinterpret_cast<const typename RawPacket<kBytes>::type*>(p));
+  return packet;
+}
+
+template <typename scalar_t, int kBytes>
+__device__ __forceinline__ void store_packet(scalar_t* p, const Packet<scalar_t, kBytes>& packet) {
+  *reinterpret_cast<typename RawPacket<kBytes>::type*>(p) = packet.raw;
+}
+
+// Planar (..., 3, inner) with `inner` a multiple of the packet size: a packet of pixels reads one packet
+// from each of the three planes and writes one.
+template <typename scalar_t, int kBytes, typename index_t>
+struct PlanarPackets {
+  using Pkt = Packet<scalar_t, kBytes>;
+  using Index = index_t;
+  static constexpr int kSize = Pkt::kSize;
+  const scalar_t* __restrict__ in;
+  scalar_t* __restrict__ out;
+  index_t packets, packets_per_plane, inner;
+
+  __device__ __forceinline__ void load(index_t p, Pkt (&channel)[3]) const {
+    const index_t plane = p / packets_per_plane;
+    const scalar_t* r = in + plane * 3 * inner + (p - plane * packets_per_plane) * kSize;
+#pragma unroll
+    for (int c = 0; c < 3; ++c) channel[c] = load_packet<scalar_t, kBytes>(r + c * inner);
+  }
+  __device__ __forceinline__ void store(index_t p, const Pkt (&channel)[3], const Weights<acc_t<scalar_t>>& w) const {
+    const index_t plane = p / packets_per_plane;
+    Pkt result;
+#pragma unroll
+    for (int k = 0; k < kSize; ++k) result.values[k] = gray(channel[0].values[k], channel[1].values[k], channel[2].values[k], w);
+    store_packet(out + plane * inner + (p - plane * packets_per_plane) * kSize, result);
+  }
+  __device__ __forceinline__ void tail(const Weights<acc_t<scalar_t>>&) const {}
+};
+
+// Interleaved (..., 3) dense pixels: a packet of kSize pixels reads three packets and writes one. The last,
+// partial packet is done pixel by pixel.
+template <typename scalar_t, int kBytes, typename index_t>
+struct InterleavedPackets {
+  using Pkt = Packet<scalar_t, kBytes>;
+  using Index = index_t;
+  static constexpr int kSize = Pkt::kSize;
+  const scalar_t* __restrict__ in;
+  scalar_t* __restrict__ out;
+  index_t packets;  // whole packets
+  index_t pixels;
+
+  __device__ __forceinline__ void load(index_t p, Pkt (&chunk)[3]) const {
+#pragma unroll
+    for (int c = 0; c < 3; ++c) chunk[c] = load_packet<scalar_t, kBytes>(in + 3 * p * kSize + c * kSize);
+  }
+  __device__ __forceinline__ void store(index_t p, const Pkt (&chunk)[3], const Weights<acc_t<scalar_t>>& w) const {
+    Pkt result;
+#pragma unroll
+    for (int k = 0; k < kSize; ++k) {
+      // Channel j of pixel k is value 3k+j of the 3*kSize loaded values; indices are compile-time.
+      const scalar_t r = chunk[(3 * k) / kSize].values[(3 * k) % kSize];
+      const scalar_t g = chunk[(3 * k + 1) / kSize].values[(3 * k + 1) % kSize];
+      const scalar_t b = chunk[(3 * k + 2) / kSize].values[(3 * k + 2) % kSize];
+      result.values[k] = gray(r, g, b, w);
+    }
+    store_packet(out + p * kSize, result);
+  }
+  // The pixels after the last whole packet (fewer than kSize), by the grid's last thread.
+  __device__ __forceinline__ void tail(const Weights<acc_t<scalar_t>>& w) const {
+    if (blockIdx.x == gridDim.x - 1 && threadIdx.x == blockDim.x - 1) {
+      for (index_t i = packets * kSize; i < pixels; ++i) out[i] = gray(in[3 * i], in[3 * i + 1], in[3 * i + 2], w);
+    }
+  }
+};
+
+// Grid-stride over packets: thread t of T takes packets t, t + T, t + 2T, ..., so every warp access is
+// coalesced and no thread does more than one packet (times kUnroll) more than another: a grid of one
+// resident wave has no tail of half-empty waves. kUnroll packets are loaded before the first is used
+// (more bytes in flight per thread on large inputs).
+template <typename Work, int kUnroll, typename acc>
+__global__ void __launch_bounds__(kThreads) dense_packets(const Work work, const Weights<acc> w) {
+  using Pkt = typename Work::Pkt;
+  using index_t = typename Work::Index;
+  const index_t stride = static_cast<index_t>(gridDim.x) * kThreads;
+  index_t p = static_cast<index_t>(blockIdx.x) * kThreads + threadIdx.x;
+  if constexpr (kUnroll > 1) {
+    for (; p + (kUnroll - 1) * stride < work.packets; p += kUnroll * stride) {
+      Pkt channels[kUnroll][3];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) work.load(p + u * stride, channels[u]);
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) work.store(p + u * stride, channels[u], w);
+    }
+  }
+  for (; p < work.packets; p += stride) {
+    Pkt channels[3];
+    work.load(p, channels);
+    work.store(p, channels, w);
+  }
+  work.tail(w);
+}
+
+// Where a pixel's first channel lives, for the per-pixel path.
+struct PlanarOffset {
+  int64_t inner;
+  __device__ int64_t operator()(int64_t p) const { return (p / inner) * 3 * inner + p % inner; }
+};
+struct InterleavedOffset {
+  __device__ int64_t operator()(int64_t p) const { return 3 * p; }
+};
+struct StridedOffset {
+  StridedGeometry geo;
+  __device__ int64_t operator()(int64_t p) const { return strided_offset(geo, p); }
+};
+
+template <typename scalar_t, typename Offset>
+__global__ void per_pixel(const scalar_t* __restrict__ in, scalar_t* __restrict__ out, int64_t pixels,
+                          int64_t channel_stride, Offset offset, Weights<acc_t<scalar_t>> w) {
+  for (int64_t p = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; p < pixels;
+       p += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const scalar_t* px = in + offset(p);
+    out[p] = gray(px[0], px[channel_stride], px[2 * channel_stride], w);
+  }
+}
+
+// ---- host side: launch shapes -------------------------------------------------------------------------
+
+inline bool is_aligned(const void* p, int bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+
+// Multiprocessors of `device`, cached: the attribute query would otherwise run on every call. Sized as
+// torch sizes its per-device tables (writes are idempotent, so racing first calls are harmless).
+inline int multiprocessors(int device) {
+  static int cache[C10_COMPILE_TIME_MAX_GPUS] = {};
+  if (cache[device] == 0) {
+    int count = 0;
+    if (cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || count <= 0) return 1;
+    cache[device] = count;
+  }
+  return cache[device];
+}
+
+// Blocks of `kernel` resident on one multiprocessor at once (registers and threads decide), cached per
+// kernel and device.
+template <auto kernel>
+int resident_blocks_per_sm(int device) {
+  static int cache[C10_COMPILE_TIME_MAX_GPUS] = {};
+  if (cache[device] == 0) {
+    int blocks = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kThreads, 0) != cudaSuccess || blocks <= 0) {
+      return 1;
+    }
+    cache[device] = blocks;
+  }
+  return cache[device];
+}
+
+// Threads of `kUnroll`-packet kernels that one wave holds on `device`, for choosing a shape.
+template <typename scalar_t, int kBytes, int kUnroll, typename index_t>
+int64_t wave_threads(int device) {
+  constexpr auto kernel = dense_packets<PlanarPackets<scalar_t, kBytes, index_t>, kUnroll, acc_t<scalar_t>>;
+  return int64_t{resident_blocks_per_sm<kernel>(device)} * multiprocessors(device) * kThreads;
+}
+
+template <auto kernel, int kUnroll, typename Work, typename acc>
+void launch_grid_stride(const Work& work, const Weights<acc>& w, int max_waves, int device, cudaStream_t stream) {
+  const int64_t per_block = int64_t{kThreads} * kUnroll;
+  int64_t blocks = std::max<int64_t>(1, (int64_t{work.packets} + per_block - 1) / per_block);
+  if (max_waves > 0) {
+    blocks = std::min<int64_t>(blocks, int64_t{max_waves} * resident_blocks_per_sm<kernel>(device) * multiprocessors(device));
+  }
+  blocks = std::min<int64_t>(blocks, std::numeric_limits<int32_t>::max());
+  kernel<<<static_cast<unsigned int>(blocks), kThreads, 0, stream>>>(work, w);
+}
+
+// Dense layouts in packets of kBytes, kUnroll per thread per step, on a grid of at most `max_waves` resident
+// waves (0: one block per kUnroll packets of every thread); false when alignment or shape rule it out.
+template <typename scalar_t, int kBytes, int kUnroll, typename index_t>
+bool launch_packets(const scalar_t* in, scalar_t* out, const Plan& plan, const Weights<acc_t<scalar_t>>& w,
+                    int max_waves, int device, cudaStream_t stream) {
+  using Acc = acc_t<scalar_t>;
+  constexpr int kSize = Packet<scalar_t, kBytes>::kSize;
+  if (!is_aligned(in, kBytes) || !is_aligned(out, kBytes)) return false;
+  if (plan.layout == Layout::Planar && plan.inner % kSize == 0) {
+    using Work = PlanarPackets<scalar_t, kBytes, index_t>;
+    const int64_t per_plane = plan.inner / kSize;
+    const Work work{in, out, static_cast<index_t>(plan.outer * per_plane), static_cast<index_t>(per_plane),
+                    static_cast<index_t>(plan.inner)};
+    launch_grid_stride<dense_packets<Work, kUnroll, Acc>, kUnroll>(work, w, max_waves, device, stream);
+    return true;
+  }
+  if (plan.layout == Layout::Interleaved) {
+    using Work = InterleavedPackets<scalar_t, kBytes, index_t>;
+    const Work work{in, out, static_cast<index_t>(plan.pixels / kSize), static_cast<index_t>(plan.pixels)};
+    launch_grid_stride<dense_packets<Work, kUnroll, Acc>, kUnroll>(work, w, max_waves, device, stream);
+    return true;
+  }
+  return false;
+}
+
+inline unsigned int per_pixel_blocks(int64_t pixels) {
+  return static_cast<unsigned int>(
+      std::min<int64_t>((pixels + kThreads - 1) / kThreads, std::numeric_limits<int32_t>::max()));
+}
+
+template <typename scalar_t>
+void launch_per_pixel(const scalar_t* in, scalar_t* out, const Plan& plan, const Weights<acc_t<scalar_t>>& w,
+                      cudaStream_t stream) {
+  const unsigned int blocks = per_pixel_blocks(plan.pixels);
+  if (plan.layout == Layout::Planar) {
+    per_pixel<<<blocks, kThreads, 0, stream>>>(in, out, plan.pixels, plan.inner, PlanarOffset{plan.inner}, w);
+  } else if (plan.layout == Layout::Interleaved) {
+    per_pixel<<<blocks, kThreads, 0, stream>>>(in, out, plan.pixels, int64_t{1}, InterleavedOffset{}, w);
+  } else {
+    per_pixel<<<blocks, kThreads, 0, stream>>>(in, out, plan.pixels, plan.strided.channel_stride,
+                                               StridedOffset{plan.strided}, w);
+  }
+}
+
+// The product's choice of shape (measured on the H200: benchmarks/experiments/README.md).
+template <typename scalar_t>
+void launch(const scalar_t* in, scalar_t* out, const Plan& plan, const Weights<acc_t<scalar_t>>& w, int device,
+            cudaStream_t stream) {
+  constexpr int kMaxSize = 16 / sizeof(scalar_t);
+  constexpr int kUnroll = 4;
+  constexpr int kWaves = 1;
+  bool launched = false;
+  if (plan.layout != Layout::Strided) {
+    const int64_t packets = plan.pixels / kMaxSize;
+    if (plan.pixels * 3 > std::numeric_limits<int32_t>::max()) {
+      launched = launch_packets<scalar_t, 16, kUnroll, int64_t>(in, out, plan, w, kWaves, device, stream);
+    } else if (packets >= kUnroll * wave_threads<scalar_t, 16, kUnroll, int32_t>(device)) {
+      launched = launch_packets<scalar_t, 16, kUnroll, int32_t>(in, out, plan, w, kWaves, device, stream);
+    } else if (sizeof(scalar_t) >= 4 || packets >= int64_t{kThreads} * multiprocessors(device)) {
+      launched = launch_packets<scalar_t, 16, 1, int32_t>(in, out, plan, w, kWaves, device, stream);
+    } else if constexpr (sizeof(scalar_t) < 4) {
+      // Tiny 8/16-bit inputs (less than a block of 16-byte packets per multiprocessor): 4-byte packets,
+      // four times the threads.
+      launched = launch_packets<scalar_t, 4, 1, int32_t>(in, out, plan, w, kWaves, device, stream);
+    }
+  }
+  if (!launched) launch_per_pixel(in, out, plan, w, stream);
+}
+
+}  // namespace kernels
+}  // namespace img2gray
