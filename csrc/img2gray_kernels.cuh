@@ -12,6 +12,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
+#include <utility>
 
 #include "img2gray.h"
 #include "layout.h"
@@ -43,6 +45,67 @@ union Packet {
   static constexpr int kSize = kBytes / sizeof(scalar_t);
   typename RawPacket<kBytes>::type raw;
   scalar_t values[kSize];
+  uint32_t words[kBytes / 4];
+};
+
+// uint8 at the word level. Written out because the compiler's own code for byte extraction, clamping and
+// packing took 23 instructions per pixel (Nsight Compute: 72% issue-active, the H200's DRAM at 76%); this
+// takes 15. The arithmetic is the contract's (img2gray.h), operation for operation.
+//
+// Byte k of `word` as a float: one byte permute builds 2^23 + byte (0x4B0000vv), one exact subtraction
+// removes 2^23.
+// `exponent` is 0x4B000000 passed in as a kernel parameter, which the compiler cannot fold: the permute then
+// takes its selector as the immediate operand (with 0x4B000000 as the immediate instead, every selector
+// took a register move, 2.5 per pixel).
+constexpr uint32_t kFloatExponent23 = 0x4B000000u;
+
+template <int k>
+__device__ __forceinline__ float byte_as_float(uint32_t word, uint32_t exponent) {
+  return __fsub_rn(__uint_as_float(__byte_perm(word, exponent, 0x7540u | k)), 8388608.0f);
+}
+
+
+// from_acc<uint8_t> with the byte left in the low 8 bits of the result: saturate, then 2^23 + v rounds
+// half to even. fmaxf/fminf equal the contract's comparisons for every non-NaN value, and a finite
+// weighted sum of bytes is never NaN.
+__device__ __forceinline__ uint32_t rounded_byte_bits(float v) {
+  return __float_as_uint(__fadd_rn(fminf(fmaxf(v, 0.0f), 255.0f), 8388608.0f));
+}
+
+// Four results' low bytes into one word: three byte permutes.
+__device__ __forceinline__ uint32_t pack_low_bytes(uint32_t b0, uint32_t b1, uint32_t b2, uint32_t b3) {
+  return __byte_perm(__byte_perm(b0, b1, 0x0040u), __byte_perm(b2, b3, 0x0040u), 0x5410u);
+}
+
+// Pixel k of a run of uint8 pixels whose channel c sits at byte index(k, c) of `words`.
+template <int k, typename Index, int kWords>
+__device__ __forceinline__ uint32_t gray_byte_bits(const uint32_t (&r)[kWords], const uint32_t (&g)[kWords],
+                                                   const uint32_t (&b)[kWords], const Weights<float>& w, uint32_t e) {
+  constexpr int ri = Index::template at<k, 0>(), gi = Index::template at<k, 1>(), bi = Index::template at<k, 2>();
+  return rounded_byte_bits(luma(byte_as_float<ri % 4>(r[ri / 4], e), byte_as_float<gi % 4>(g[gi / 4], e),
+                                byte_as_float<bi % 4>(b[bi / 4], e), w));
+}
+
+// Four pixels per output word: word j holds pixels 4j..4j+3.
+template <typename Index, int kIn, int kOut, int... k4>
+__device__ __forceinline__ void gray_bytes(const uint32_t (&r)[kIn], const uint32_t (&g)[kIn],
+                                           const uint32_t (&b)[kIn], const Weights<float>& w, uint32_t e,
+                                           uint32_t (&out)[kOut], std::integer_sequence<int, k4...>) {
+  ((out[k4] = pack_low_bytes(gray_byte_bits<4 * k4, Index>(r, g, b, w, e), gray_byte_bits<4 * k4 + 1, Index>(r, g, b, w, e),
+                             gray_byte_bits<4 * k4 + 2, Index>(r, g, b, w, e),
+                             gray_byte_bits<4 * k4 + 3, Index>(r, g, b, w, e))),
+   ...);
+}
+
+// Byte positions: planar packets hold pixel k at byte k of each channel's packet; interleaved packets hold
+// channel c of pixel k at byte 3k + c of the three packets taken as one run.
+struct PlanarBytes {
+  template <int k, int c>
+  static constexpr __host__ __device__ int at() { return k; }
+};
+struct InterleavedBytes {
+  template <int k, int c>
+  static constexpr __host__ __device__ int at() { return 3 * k + c; }
 };
 
 // Plain read-only-path loads and plain stores: on the H200, evict-first hints (__ldcs/__stcs) cost 5-6%
@@ -69,6 +132,7 @@ struct PlanarPackets {
   const scalar_t* __restrict__ in;
   scalar_t* __restrict__ out;
   index_t packets, packets_per_plane, inner;
+  uint32_t exponent = kFloatExponent23;  // uint8 only (byte_as_float)
 
   __device__ __forceinline__ void load(index_t p, Pkt (&channel)[3]) const {
     const index_t plane = p / packets_per_plane;
@@ -79,8 +143,13 @@ struct PlanarPackets {
   __device__ __forceinline__ void store(index_t p, const Pkt (&channel)[3], const Weights<acc_t<scalar_t>>& w) const {
     const index_t plane = p / packets_per_plane;
     Pkt result;
+    if constexpr (std::is_same_v<scalar_t, uint8_t>) {
+      gray_bytes<PlanarBytes>(channel[0].words, channel[1].words, channel[2].words, w, exponent, result.words,
+                              std::make_integer_sequence<int, kBytes / 4>{});
+    } else {
 #pragma unroll
-    for (int k = 0; k < kSize; ++k) result.values[k] = gray(channel[0].values[k], channel[1].values[k], channel[2].values[k], w);
+      for (int k = 0; k < kSize; ++k) result.values[k] = gray(channel[0].values[k], channel[1].values[k], channel[2].values[k], w);
+    }
     store_packet(out + plane * inner + (p - plane * packets_per_plane) * kSize, result);
   }
   __device__ __forceinline__ void tail(const Weights<acc_t<scalar_t>>&) const {}
@@ -97,6 +166,7 @@ struct InterleavedPackets {
   scalar_t* __restrict__ out;
   index_t packets;  // whole packets
   index_t pixels;
+  uint32_t exponent = kFloatExponent23;  // uint8 only (byte_as_float)
 
   __device__ __forceinline__ void load(index_t p, Pkt (&chunk)[3]) const {
 #pragma unroll
@@ -104,6 +174,16 @@ struct InterleavedPackets {
   }
   __device__ __forceinline__ void store(index_t p, const Pkt (&chunk)[3], const Weights<acc_t<scalar_t>>& w) const {
     Pkt result;
+    if constexpr (std::is_same_v<scalar_t, uint8_t>) {
+      // The three packets as one run of 3 * kBytes bytes.
+      uint32_t run[3 * kBytes / 4];
+#pragma unroll
+      for (int i = 0; i < 3 * kBytes / 4; ++i) run[i] = chunk[i / (kBytes / 4)].words[i % (kBytes / 4)];
+      gray_bytes<InterleavedBytes>(run, run, run, w, exponent, result.words,
+                                   std::make_integer_sequence<int, kBytes / 4>{});
+      store_packet(out + p * kSize, result);
+      return;
+    }
 #pragma unroll
     for (int k = 0; k < kSize; ++k) {
       // Channel j of pixel k is value 3k+j of the 3*kSize loaded values; indices are compile-time.
@@ -265,26 +345,27 @@ void launch_per_pixel(const scalar_t* in, scalar_t* out, const Plan& plan, const
   }
 }
 
-// The product's choice of shape (measured on the H200: benchmarks/experiments/README.md).
+// The product's choice of shape, from benchmarks/experiments/launch_shapes.cu on the H200: large inputs
+// take four packets per thread on a grid that covers them once (3-4% of copy speed ahead of a one-wave
+// persistent grid at 64x1080p); single frames and small batches take one packet per step on at most one
+// resident wave (no partial second wave); tiny 8/16-bit inputs take 4-byte packets.
 template <typename scalar_t>
 void launch(const scalar_t* in, scalar_t* out, const Plan& plan, const Weights<acc_t<scalar_t>>& w, int device,
             cudaStream_t stream) {
   constexpr int kMaxSize = 16 / sizeof(scalar_t);
   constexpr int kUnroll = 4;
-  constexpr int kWaves = 1;
   bool launched = false;
   if (plan.layout != Layout::Strided) {
     const int64_t packets = plan.pixels / kMaxSize;
     if (plan.pixels * 3 > std::numeric_limits<int32_t>::max()) {
-      launched = launch_packets<scalar_t, 16, kUnroll, int64_t>(in, out, plan, w, kWaves, device, stream);
+      launched = launch_packets<scalar_t, 16, kUnroll, int64_t>(in, out, plan, w, 0, device, stream);
     } else if (packets >= kUnroll * wave_threads<scalar_t, 16, kUnroll, int32_t>(device)) {
-      launched = launch_packets<scalar_t, 16, kUnroll, int32_t>(in, out, plan, w, kWaves, device, stream);
+      launched = launch_packets<scalar_t, 16, kUnroll, int32_t>(in, out, plan, w, 0, device, stream);
     } else if (sizeof(scalar_t) >= 4 || packets >= int64_t{kThreads} * multiprocessors(device)) {
-      launched = launch_packets<scalar_t, 16, 1, int32_t>(in, out, plan, w, kWaves, device, stream);
+      launched = launch_packets<scalar_t, 16, 1, int32_t>(in, out, plan, w, 1, device, stream);
     } else if constexpr (sizeof(scalar_t) < 4) {
-      // Tiny 8/16-bit inputs (less than a block of 16-byte packets per multiprocessor): 4-byte packets,
-      // four times the threads.
-      launched = launch_packets<scalar_t, 4, 1, int32_t>(in, out, plan, w, kWaves, device, stream);
+      // Less than a block of 16-byte packets per multiprocessor: 4-byte packets, four times the threads.
+      launched = launch_packets<scalar_t, 4, 1, int32_t>(in, out, plan, w, 1, device, stream);
     }
   }
   if (!launched) launch_per_pixel(in, out, plan, w, stream);

@@ -96,14 +96,14 @@ void run_case(const Case& c) {
   };
   const cudaStream_t stream = 0;
   report("product policy", [&](int s) { launch<scalar_t>(ins[s], outs[s], plan, w, 0, stream); return true; });
-  report("16B x1, uncapped (old small)", [&](int s) { return launch_packets<scalar_t, 16, 1, int32_t>(ins[s], outs[s], plan, w, 0, 0, stream); });
-  report("16B x4, uncapped (old large)", [&](int s) { return launch_packets<scalar_t, 16, 4, int32_t>(ins[s], outs[s], plan, w, 0, 0, stream); });
+  report("16B x1, uncapped", [&](int s) { return launch_packets<scalar_t, 16, 1, int32_t>(ins[s], outs[s], plan, w, 0, 0, stream); });
+  report("16B x4, uncapped", [&](int s) { return launch_packets<scalar_t, 16, 4, int32_t>(ins[s], outs[s], plan, w, 0, 0, stream); });
   report("16B x1, 1 wave", [&](int s) { return launch_packets<scalar_t, 16, 1, int32_t>(ins[s], outs[s], plan, w, 1, 0, stream); });
   report("16B x1, 2 waves", [&](int s) { return launch_packets<scalar_t, 16, 1, int32_t>(ins[s], outs[s], plan, w, 2, 0, stream); });
   report("16B x2, 1 wave", [&](int s) { return launch_packets<scalar_t, 16, 2, int32_t>(ins[s], outs[s], plan, w, 1, 0, stream); });
   report("16B x4, 1 wave", [&](int s) { return launch_packets<scalar_t, 16, 4, int32_t>(ins[s], outs[s], plan, w, 1, 0, stream); });
   if constexpr (sizeof(scalar_t) < 4) {
-    report("4B x1, uncapped (old tiny)", [&](int s) { return launch_packets<scalar_t, 4, 1, int32_t>(ins[s], outs[s], plan, w, 0, 0, stream); });
+    report("4B x1, uncapped", [&](int s) { return launch_packets<scalar_t, 4, 1, int32_t>(ins[s], outs[s], plan, w, 0, 0, stream); });
     report("4B x1, 1 wave", [&](int s) { return launch_packets<scalar_t, 4, 1, int32_t>(ins[s], outs[s], plan, w, 1, 0, stream); });
   }
   CHECK(cudaGetLastError());

@@ -100,7 +100,9 @@ def test_uint8_exact_on_every_value_triple(img2gray, device):
     """All 2^24 colours, so every rounding tie the weights can produce is covered."""
     values = torch.arange(1 << 24, dtype=torch.int64)
     x = torch.stack([values >> 16, (values >> 8) & 255, values & 255], dim=-1).to(torch.uint8).to(device)
-    check(img2gray.img2gray(x, dim=-1), x, -1)
+    check(img2gray.img2gray(x, dim=-1), x, -1)  # interleaved
+    planar = x.T.contiguous()
+    check(img2gray.img2gray(planar, dim=0), planar, 0)
 
 
 @pytest.mark.parametrize("dim", [-3, -1])
