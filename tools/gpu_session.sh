@@ -21,6 +21,7 @@ step() {
   echo "== $name: rc=$rc ($((SECONDS - start)) s)"
   tail -n "${TAIL:-6}" "$OUT/$name.log"
   [ $rc -eq 0 ] || status=1
+  return $rc
 }
 # Launch shape, occupancy, waves and DRAM traffic of every img2gray kernel, one launch per bench case.
 NCU_METRICS=gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum,\
@@ -53,9 +54,15 @@ if [[ " $STEPS " == *" before "* ]]; then
   TAIL=60 step before before
 fi
 export PYTHONPATH=$PWD/build/gpu${PYTHONPATH:+:$PYTHONPATH}
-step tests $PY -m pytest -q -p no:logging -p no:cacheprovider tests/op ${TESTS_K:+-k "$TESTS_K"}
+# Correctness first; the op tests and the memcheck run side by side (neither is timed), then the timed steps
+# have the GPU to themselves.
+step tests $PY -m pytest -q -p no:logging -p no:cacheprovider tests/op ${TESTS_K:+-k "$TESTS_K"} &
+tests_job=$!
 step memcheck compute-sanitizer --tool memcheck --error-exitcode 9 --print-limit 20 \
-  $PY -m pytest -q -p no:logging -p no:cacheprovider tests/op -k "cuda and not compile"
+  $PY -m pytest -q -p no:logging -p no:cacheprovider tests/op -k "(cuda or stream or graph) and not compile" &
+memcheck_job=$!
+wait $tests_job || status=1
+wait $memcheck_job || status=1
 TAIL=60 step bench $PY benchmarks/bench_op.py --device cuda ${BENCH_ARGS:-} --json "$OUT/bench-h200.json"
 TAIL=40 step ncu profile "$PWD/build/gpu"
 # The CUDA conda package through the recipe (offline stand-ins for this machine's toolchain), installed into
