@@ -1,9 +1,8 @@
 // The CUDA kernels and their launch shape, free of ATen so that standalone experiments
 // (benchmarks/experiments/launch_shapes.cu) time exactly the product's code.
 //
-// Dense layouts move 16-byte packets (4-byte packets on tiny 8/16-bit inputs, to fill the GPU) with a
-// grid-stride loop over a grid of at most one wave of resident blocks; everything else takes a per-pixel
-// strided path.
+// Dense layouts move 16-byte packets (4-byte packets on tiny 8/16-bit inputs, to fill the GPU), one per
+// thread (`launch` at the end says why); everything else takes a per-pixel strided path.
 #pragma once
 
 #include <c10/cuda/CUDAMacros.h>
@@ -283,13 +282,6 @@ int resident_blocks_per_sm(int device) {
   return cache[device];
 }
 
-// Threads of `kUnroll`-packet kernels that one wave holds on `device`, for choosing a shape.
-template <typename scalar_t, int kBytes, int kUnroll, typename index_t>
-int64_t wave_threads(int device) {
-  constexpr auto kernel = dense_packets<PlanarPackets<scalar_t, kBytes, index_t>, kUnroll, acc_t<scalar_t>>;
-  return int64_t{resident_blocks_per_sm<kernel>(device)} * multiprocessors(device) * kThreads;
-}
-
 template <auto kernel, int kUnroll, typename Work, typename acc>
 void launch_grid_stride(const Work& work, const Weights<acc>& w, int max_waves, int device, cudaStream_t stream) {
   const int64_t per_block = int64_t{kThreads} * kUnroll;
@@ -345,27 +337,24 @@ void launch_per_pixel(const scalar_t* in, scalar_t* out, const Plan& plan, const
   }
 }
 
-// The product's choice of shape, from benchmarks/experiments/launch_shapes.cu on the H200: large inputs
-// take four packets per thread on a grid that covers them once (3-4% of copy speed ahead of a one-wave
-// persistent grid at 64x1080p); single frames and small batches take one packet per step on at most one
-// resident wave (no partial second wave); tiny 8/16-bit inputs take 4-byte packets.
+// The product's choice of shape, measured on the H200 (benchmarks/experiments/README.md): one 16-byte packet
+// per thread and a block per 256 packets, whatever the size: within 2% of the best shape on every case from
+// one 720p frame to 64x1080p, where one resident wave looping over the input (grid-stride) lost 2-5% on large
+// inputs and four packets per thread lost 8% on 8x1080p uint8 (more registers: a partial second wave). The
+// kernel still loops, so any grid is correct. Tiny 8/16-bit inputs take 4-byte packets, four times the threads.
 template <typename scalar_t>
 void launch(const scalar_t* in, scalar_t* out, const Plan& plan, const Weights<acc_t<scalar_t>>& w, int device,
             cudaStream_t stream) {
   constexpr int kMaxSize = 16 / sizeof(scalar_t);
-  constexpr int kUnroll = 4;
   bool launched = false;
   if (plan.layout != Layout::Strided) {
     const int64_t packets = plan.pixels / kMaxSize;
     if (plan.pixels * 3 > std::numeric_limits<int32_t>::max()) {
-      launched = launch_packets<scalar_t, 16, kUnroll, int64_t>(in, out, plan, w, 0, device, stream);
-    } else if (packets >= kUnroll * wave_threads<scalar_t, 16, kUnroll, int32_t>(device)) {
-      launched = launch_packets<scalar_t, 16, kUnroll, int32_t>(in, out, plan, w, 0, device, stream);
+      launched = launch_packets<scalar_t, 16, 1, int64_t>(in, out, plan, w, 0, device, stream);
     } else if (sizeof(scalar_t) >= 4 || packets >= int64_t{kThreads} * multiprocessors(device)) {
-      launched = launch_packets<scalar_t, 16, 1, int32_t>(in, out, plan, w, 1, device, stream);
+      launched = launch_packets<scalar_t, 16, 1, int32_t>(in, out, plan, w, 0, device, stream);
     } else if constexpr (sizeof(scalar_t) < 4) {
-      // Less than a block of 16-byte packets per multiprocessor: 4-byte packets, four times the threads.
-      launched = launch_packets<scalar_t, 4, 1, int32_t>(in, out, plan, w, 1, device, stream);
+      launched = launch_packets<scalar_t, 4, 1, int32_t>(in, out, plan, w, 0, device, stream);
     }
   }
   if (!launched) launch_per_pixel(in, out, plan, w, stream);

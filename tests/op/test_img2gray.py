@@ -68,13 +68,11 @@ def test_matches_reference(img2gray, device, dtype, layout):
 
 
 LARGE = {
-    # Past one resident wave of 16-byte packets on an H200 the grid-stride CUDA kernel gives some threads a
-    # second packet...
+    # Past 2^24 elements (many blocks of 16-byte packets)...
     "wide-packets": {-3: (2, 3, 1100, 2000), -1: (2, 1100, 2000, 3)},
-    # ...and past four waves four packets per step, then single packets; 1777 columns leave a partial
-    # last packet.
-    "unrolled": {-3: (9, 3, 1100, 1776), -1: (9, 1100, 1777, 3)},
-    # One 4K frame: just under two packets per thread of one wave.
+    # ...a batch where 1777 columns leave a partial last packet...
+    "batch": {-3: (9, 3, 1100, 1776), -1: (9, 1100, 1777, 3)},
+    # ...and one 4K frame.
     "4k-frame": {-3: (1, 3, 2160, 3840), -1: (2160, 3840, 3)},
 }
 
