@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.hubserver import HubServer
-from tests.release.releasing import (
+from testkit.hub import HubServer
+from testkit.releasing import (
     REPO_ID,
     ROOT,
     VERSIONS,
