@@ -15,6 +15,7 @@ from rich.table import Table
 
 from kernelpin import lock as lockfile
 from kernelpin.errors import KernelpinError
+from kernelpin.layout import BUILD_DIR
 from kernelpin.project import Project, find_project, read_requirements, remove_requirement, set_requirement
 from kernelpin.ranges import Range, RangeError
 from kernelpin.resolve import describe_versions, resolve, tag_versions
@@ -256,7 +257,7 @@ def cmd_verify(ctx: Context) -> int:
         for variant in kernel.variants:
             for locked_file in variant.files:
                 # Locking caches every variant's metadata.json, so presence is judged file by file.
-                path = installer.present(kernel, f"build/{variant.name}/{locked_file.path}")
+                path = installer.present(kernel, f"{BUILD_DIR}/{variant.name}/{locked_file.path}")
                 if path is None:
                     continue
                 try:

@@ -12,14 +12,13 @@ from dataclasses import dataclass
 
 from kernelpin.errors import KernelpinError
 from kernelpin.integrity import check_repo_path, git_blob_sha1
+from kernelpin.layout import BUILD_DIR, METADATA
 from kernelpin.lock import Lock, LockedFile, LockedKernel, LockedVariant, satisfies
 from kernelpin.ranges import Version
 from kernelpin.source import HubSource, Refs, RemoteFile
 from kernelpin.spec import Requirement
 
 _COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
-METADATA = "metadata.json"
-BUILD_DIR = "build"
 
 
 @dataclass(frozen=True)

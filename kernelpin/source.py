@@ -89,7 +89,7 @@ class HubSource:
                 with translate_errors(f"listing tags of {repo_id}", self.settings.endpoint):
                     refs = self.api.list_repo_refs(repo_id, repo_type=candidate)
             except KernelpinError as error:
-                if isinstance(error.__cause__, HfHubHTTPError) and _status(error.__cause__) == 404:
+                if isinstance(error.__cause__, HfHubHTTPError) and http_status(error.__cause__) == 404:
                     continue
                 raise
             return Refs(
@@ -151,7 +151,8 @@ class HubSource:
             )
 
 
-def _status(error: Exception) -> int | None:
+def http_status(error: BaseException) -> int | None:
+    """The HTTP status code of a huggingface_hub/httpx error, or None when it carries no response."""
     response = getattr(error, "response", None)
     return getattr(response, "status_code", None)
 
@@ -166,7 +167,7 @@ def translate_errors(what: str, endpoint: str) -> Iterator[None]:
     except OfflineModeIsEnabled as error:
         raise KernelpinError(f"{what}: offline mode is on (HF_HUB_OFFLINE=1); unset it to use the Hub") from error
     except HfHubHTTPError as error:
-        status = _status(error)
+        status = http_status(error)
         if status in (401, 403):
             hint = "set HF_TOKEN to a token with read access"
         elif status == 404:

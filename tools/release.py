@@ -25,8 +25,8 @@ sys.path.insert(0, str(ROOT))  # kernelpin (pure Python) checks the layout
 
 from kernelpin.errors import KernelpinError  # noqa: E402
 from kernelpin.integrity import staged_directory  # noqa: E402
+from kernelpin.layout import BUILD_DIR, METADATA  # noqa: E402
 from kernelpin.publish import PublishError, Release, check_release, read_variant  # noqa: E402
-from kernelpin.resolve import BUILD_DIR, METADATA  # noqa: E402
 from kernelpin.spec import check_repo_id  # noqa: E402
 
 CONDA_SUFFIX = ".conda"
