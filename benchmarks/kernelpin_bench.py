@@ -29,7 +29,7 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
-from kernelpin import lock as lockfile  # noqa: E402
+from kernelpin import lockfile  # noqa: E402
 from kernelpin.cli import main as kernelpin_main  # noqa: E402
 from kernelpin.project import Project, read_requirements  # noqa: E402
 from kernelpin.resolve import resolve  # noqa: E402

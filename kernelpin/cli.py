@@ -13,7 +13,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from kernelpin import lock as lockfile
+from kernelpin import lockfile
 from kernelpin.errors import KernelpinError
 from kernelpin.layout import BUILD_DIR
 from kernelpin.project import Project, find_project, read_requirements, remove_requirement, set_requirement
@@ -25,7 +25,7 @@ from kernelpin.sync import Installer, SyncedVariant, sync
 
 # markup=False: messages quote TOML like [tool.kernels], which rich would take for style tags.
 console = Console(highlight=False, soft_wrap=True, markup=False)
-errors = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
+stderr = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
 
 
 def _emit_json(data: Any) -> None:
@@ -44,7 +44,7 @@ class Context:
 
     def note(self, message: str) -> None:
         if self.args.verbose:
-            errors.print(message, style="dim")
+            stderr.print(message, style="dim")
 
     def requirements(self) -> list[Requirement]:
         return read_requirements(self.project)
@@ -78,10 +78,10 @@ def cmd_lock(ctx: Context) -> int:
         if args.json:
             _emit_json({"fresh": not reasons, "reasons": reasons})
         elif reasons:
-            errors.print(f"{ctx.project.lockfile.name} is stale:")
+            stderr.print(f"{ctx.project.lockfile.name} is stale:")
             for reason in reasons:
-                errors.print(f"  {reason}")
-            errors.print("Run `kernelpin lock` to update it.")
+                stderr.print(f"  {reason}")
+            stderr.print("Run `kernelpin lock` to update it.")
         else:
             console.print(f"{ctx.project.lockfile.name} is up to date")
         return 1 if reasons else 0
@@ -119,7 +119,7 @@ def _locked_for_sync(ctx: Context) -> lockfile.Lock:
         )
     new, changed = ctx.relock()
     for line in changed:
-        errors.print(f"Locked: {line}")  # stderr: stdout stays parseable with --json
+        stderr.print(f"Locked: {line}")  # stderr: stdout stays parseable with --json
     return new
 
 
@@ -147,7 +147,7 @@ def cmd_sync(ctx: Context) -> int:
         console.print(f"{result.label}: {result.variant}: {', '.join(parts)}, all verified")
         console.print(f"  {result.directory}", style="dim")
         for path in result.repaired:
-            errors.print(f"warning: {result.repo_id}: {path} did not match the lock; replaced", style="yellow")
+            stderr.print(f"warning: {result.repo_id}: {path} did not match the lock; replaced", style="yellow")
     return 0
 
 
@@ -272,7 +272,7 @@ def cmd_verify(ctx: Context) -> int:
         _emit_json({"ok": not bad, "files": report})
         return 1 if bad else 0
     for row in bad:
-        errors.print(f"{row['status']}: {row['repo']} {row['variant']}/{row['path']}", style="red")
+        stderr.print(f"{row['status']}: {row['repo']} {row['variant']}/{row['path']}", style="red")
     if not report:
         console.print("nothing installed yet; run `kernelpin sync`")
     else:
@@ -376,10 +376,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.run(Context(args))
     except KernelpinError as error:
-        errors.print(f"error: {error}", style="red")
+        stderr.print(f"error: {error}", style="red")
         return 1
     except KeyboardInterrupt:
-        errors.print("interrupted; files already verified are kept, re-run to finish")
+        stderr.print("interrupted; files already verified are kept, re-run to finish")
         return 130
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from types import ModuleType
 
 from kernelpin import environment
-from kernelpin import lock as lockfile
+from kernelpin import lockfile
 from kernelpin.errors import KernelpinError
 from kernelpin.layout import LOCKFILE
 from kernelpin.source import HubSettings, HubSource

@@ -8,7 +8,7 @@ import pytest
 from testkit.fake_kernel import CPU_213, publish
 
 import kernelpin
-from kernelpin import lock as lockfile
+from kernelpin import lockfile
 from kernelpin.errors import KernelpinError, NoVariantError
 
 
