@@ -360,7 +360,7 @@ def build_parser() -> argparse.ArgumentParser:
     verify.set_defaults(run=cmd_verify)
 
     publish = commands.add_parser("publish", help="upload a release layout (build/<variant>/) and tag it v<version>")
-    publish.add_argument("directory", metavar="DIR", help="the release layout (e.g. from tools/release.py stage)")
+    publish.add_argument("directory", metavar="DIR", help="the release layout (e.g. from `python -m tools.release stage`)")
     publish.add_argument("--repo", required=True, metavar="ORG/NAME", help="the Hub repository")
     publish.add_argument("--version", help="fail unless the release is this version")
     publish.add_argument("--repo-type", choices=["kernel", "model"],

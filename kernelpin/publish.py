@@ -126,7 +126,7 @@ def check_release(root: Path, version: str | None = None) -> Release:
     root = root.resolve()
     build = root / BUILD_DIR
     if not build.is_dir():
-        raise PublishError(f"{root}: no {BUILD_DIR}/ directory; expected {BUILD_DIR}/<variant>/ (tools/release.py stage makes it)")
+        raise PublishError(f"{root}: no {BUILD_DIR}/ directory; expected {BUILD_DIR}/<variant>/ (`python -m tools.release stage` makes it)")
     variants: dict[str, dict[str, Any]] = {}
     for entry in sorted(build.iterdir()):
         if not entry.is_dir() or entry.is_symlink():
