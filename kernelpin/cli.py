@@ -359,20 +359,28 @@ def _global_options(defaults: bool) -> argparse.ArgumentParser:
     return options
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
+class _PrintVersion(argparse.Action):
+    """--version, reading the package metadata only when asked (importlib.metadata costs ~30 ms per start)."""
 
-    try:
-        return version("kernelpin")
-    except PackageNotFoundError:
-        return "unknown (not installed: no package metadata)"
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, nargs=0,
+                         help="print kernelpin's version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            print(f"kernelpin {version('kernelpin')}")
+        except PackageNotFoundError:
+            print("kernelpin (version unknown: not installed, no package metadata)")
+        parser.exit()
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kernelpin", description="Pin, install and load Hub kernels for this project.",
                                      parents=[_global_options(defaults=True)], epilog=EXIT_CODES,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--version", action="version", version=f"kernelpin {_version()}")
+    parser.add_argument("--version", action=_PrintVersion)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     global_options = _global_options(defaults=False)
 
