@@ -19,11 +19,10 @@ from kernelpin.errors import KernelpinError
 from kernelpin.layout import BUILD_DIR
 from kernelpin.project import Project, find_project, read_requirements, remove_requirement, set_requirement
 from kernelpin.ranges import Range, RangeError
-from kernelpin.resolve import describe_versions, resolve, tag_versions
+from kernelpin.resolve import resolve, tag_versions
 from kernelpin.source import HubSettings, HubSource
 from kernelpin.spec import Requirement, check_repo_id
 from kernelpin.sync import Installer, SyncedVariant, sync
-
 
 
 def _emit_json(data: Any) -> None:
