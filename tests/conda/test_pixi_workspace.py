@@ -23,7 +23,10 @@ def _all_tasks() -> dict[str, dict]:
 def test_every_script_a_task_runs_exists() -> None:
     tasks = _all_tasks()
     assert {"build", "dev.test", "cpu.bench", "cuda.bench"} <= set(tasks)
-    scripts = {name: re.findall(r"python ([\w/]+\.py)", task["cmd"]) for name, task in tasks.items()}
+    # `python tools/x.py` or `python -m tools.x` (a module of the repository, run from the root)
+    scripts = {name: re.findall(r"python ([\w/]+\.py)", task["cmd"])
+               + [module.replace(".", "/") + ".py" for module in re.findall(r"python -m (tools\.[\w.]+)", task["cmd"])]
+               for name, task in tasks.items()}
     assert sum(map(len, scripts.values())) >= 6
     for name, paths in scripts.items():
         assert all((REPO_ROOT / path).exists() for path in paths), f"task {name}: {tasks[name]['cmd']}"
