@@ -23,13 +23,14 @@ def _all_tasks() -> dict[str, dict]:
 def test_every_script_a_task_runs_exists() -> None:
     tasks = _all_tasks()
     assert {"build", "dev.test", "cpu.bench", "cuda.bench"} <= set(tasks)
-    # `python tools/x.py` or `python -m tools.x` (a module of the repository, run from the root)
-    scripts = {name: re.findall(r"python ([\w/]+\.py)", task["cmd"])
-               + [module.replace(".", "/") + ".py" for module in re.findall(r"python -m (tools\.[\w.]+)", task["cmd"])]
-               for name, task in tasks.items()}
-    assert sum(map(len, scripts.values())) >= 6
+    scripts = {name: re.findall(r"python ([\w/]+\.py)", task["cmd"]) for name, task in tasks.items()}
+    modules = {name: re.findall(r"python -m ([\w.]+)", task["cmd"]) for name, task in tasks.items()}
+    assert sum(map(len, scripts.values())) + sum(map(len, modules.values())) >= 6
     for name, paths in scripts.items():
         assert all((REPO_ROOT / path).exists() for path in paths), f"task {name}: {tasks[name]['cmd']}"
+    for name, names in modules.items():
+        for module in names:
+            assert (REPO_ROOT / (module.replace(".", "/") + ".py")).exists(), f"task {name}: {tasks[name]['cmd']}"
 
 
 def test_build_task_arguments_are_conda_build_options(capsys) -> None:
