@@ -38,10 +38,12 @@ $PY -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cu
 
 # The comparison build compiles while this one does (independent directories).
 if [[ " $STEPS " == *" before "* ]]; then
-  (cd "$BEFORE" && $PY tools/build_op.py --out "$PWD/build/gpu/img2gray" --cuda on >"$OUT/before-build.log" 2>&1) &
+  # As a script with the checkout on PYTHONPATH: works for checkouts before and after tools/ became a package.
+  (cd "$BEFORE" && PYTHONPATH=$BEFORE $PY tools/build_op.py --out "$PWD/build/gpu/img2gray" --cuda on \
+    >"$OUT/before-build.log" 2>&1) &
   before_build=$!
 fi
-step build $PY tools/build_op.py --out build/gpu/img2gray --cuda on
+step build $PY -m tools.build_op --out build/gpu/img2gray --cuda on
 step experiment bash -c "nvcc -O3 --fmad=false -std=c++20 -arch=sm_90 -Icsrc \
   \$($PY -c 'import torch.utils.cpp_extension as c; print(\" \".join(\"-I\" + p for p in c.include_paths()))') \
   benchmarks/experiments/launch_shapes.cu -o build/launch_shapes && build/launch_shapes"

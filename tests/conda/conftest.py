@@ -12,7 +12,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
 
 from conda_build import build_offline  # noqa: E402
 from conda_standins import detect_machine  # noqa: E402
-from conda_test_support import OfflineBuild  # noqa: E402
+from tests.conda.conda_test_support import OfflineBuild  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conda_test_support import OfflineBuild
+from tests.conda.conda_test_support import OfflineBuild
 
 from conda_build import conda_forge_variant_config, cuda_version_of, render_variants
 from conda_channel import NoCandidateError, install_environment, solve_environment

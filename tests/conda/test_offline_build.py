@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conda_test_support import OfflineBuild, machine_like_h200
+from tests.conda.conda_test_support import OfflineBuild, machine_like_h200
 from rattler_build import Package
 
 from conda_build import build_offline, offline_variant_config, render_variants

@@ -7,7 +7,7 @@ import tomllib
 from pathlib import Path
 
 from conda_build import conda_forge_variant_config, cuda_version_of, offline_variant_config, render_variants
-from conda_test_support import machine_like_h200
+from tests.conda.conda_test_support import machine_like_h200
 
 BUILD_TOML = tomllib.loads((Path(__file__).resolve().parents[2] / "build.toml").read_text())
 

@@ -10,17 +10,17 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import CPU_213, publish
+from testkit.fake_kernel import CPU_213, publish
 from huggingface_hub.utils import tqdm as hf_tqdm
 
 import kernelpin
-from kernelpin import lock as lockfile
+from kernelpin import lockfile
 from kernelpin.errors import IntegrityError, KernelpinError
 from kernelpin.runtime import module_name
 from kernelpin.source import HubSettings, HubSource
 from kernelpin.sync import Installer, sync
 from kernelpin.variant import Environment
-from tests.hubserver import HubServer
+from testkit.hub import HubServer
 
 CPU_ENV = Environment(torch=(2, 13), cuda=None)
 REPO_ROOT = Path(__file__).resolve().parents[2]

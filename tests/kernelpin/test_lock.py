@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import shutil
 
-from conftest import publish
+from testkit.fake_kernel import publish
 
-from kernelpin import lock as lockfile
+from kernelpin import lockfile
 
 
 def test_lock_is_deterministic_and_documented(img2gray, project, cli, hf_env):

@@ -1,14 +1,13 @@
-"""Real builds, staged releases and a consumer project: shared by tests/release and tools/gpu_e2e.py.
+"""Real builds, staged releases and a consumer project: shared by tests/release, tools/gpu_e2e.py and benchmarks.
 
 olah is a read-only mirror: it serves local git repositories and accepts no uploads. A release reaches the
-test Hub as the tree `kernelpin publish` would upload (tools/release.py's staged layout), committed
+test Hub as the tree `kernelpin publish` would upload (`tools.release stage`'s layout), committed
 ("Release vX") and tagged (vX, annotated) with git in the repository olah serves. Everything downstream
 (refs, trees, downloads, lock/sync/load) goes through the real Hub API.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -20,15 +19,15 @@ from pathlib import Path
 
 import tomlkit
 
-from tests.hubserver import HubServer, MirrorRepo
+from testkit.hub import HubServer, MirrorRepo
 
 REPO_ID = "acme/img2gray"
 VERSIONS = ("0.1.0", "0.2.0", "0.2.1-rc.1")
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 IMAGE = ROOT / "examples" / "chelsea.png"
 CONSUMER_CHECK = Path(__file__).with_name("consumer_check.py")
-# What tools/build_op.py reads (it names the build with kernelpin.variant).
-BUILD_INPUTS = ("build.toml", "csrc", "torch-ext", "tools/build_op.py", "kernelpin")
+# What `python -m tools.build_op` reads (it names the build with kernelpin.variant).
+BUILD_INPUTS = ("build.toml", "csrc", "torch-ext", "tools/__init__.py", "tools/build_op.py", "kernelpin")
 
 
 @dataclass(frozen=True)
@@ -57,15 +56,15 @@ def source_tree(version: str, into: Path) -> Path:
     return into
 
 
-def build_command(sources: Path, out: Path, build_dir: Path, cuda: str = "off") -> list[str]:
-    return [sys.executable, str(sources / "tools" / "build_op.py"), "--out", str(out), "--cuda", cuda,
-            "--build-dir", str(build_dir)]
+def build_command(out: Path, build_dir: Path, cuda: str = "off") -> list[str]:
+    """The build of the sources in the working directory it runs in (ROOT or a `source_tree`)."""
+    return [sys.executable, "-m", "tools.build_op", "--out", str(out), "--cuda", cuda, "--build-dir", str(build_dir)]
 
 
 def stage(sources: list[Path], out: Path, repo_id: str) -> Path:
-    """tools/release.py stage, as a release manager runs it."""
-    run([sys.executable, str(ROOT / "tools" / "release.py"), "stage", *map(str, sources), "--repo", repo_id,
-         "--out", str(out)])
+    """`python -m tools.release stage`, as a release manager runs it."""
+    run([sys.executable, "-m", "tools.release", "stage", *map(str, sources), "--repo", repo_id, "--out", str(out)],
+        cwd=ROOT)
     return out
 
 
@@ -123,25 +122,3 @@ def load_and_check(project: Path, repo_id: str, env: Mapping[str, str], device: 
     shutil.copyfile(CONSUMER_CHECK, app)
     done = run([sys.executable, str(app), repo_id, str(IMAGE), device], cwd=project, env=env)
     return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-def python_kernel_variant(directory: Path, version: str, variant: str, archs: list[str] | None = None) -> Path:
-    """A small kernel variant of pure Python, laid out and hashed as tools/build_op.py lays out the operator
-    (files + metadata.json with a sha256 digest of each): for tests of the release rules that need no compiler."""
-    directory.mkdir(parents=True)
-    files = {
-        "__init__.py": f'from ._impl import gray\n\nVERSION = "{version}"\nVARIANT = "{variant}"\n',
-        "_impl.py": "def gray(r, g, b):\n    return (299 * r + 587 * g + 114 * b) // 1000\n",
-    }
-    for name, text in files.items():
-        (directory / name).write_text(text)
-    cuda = "-cu" in variant
-    metadata = {
-        "id": "_gray_test", "name": "gray", "version": version, "license": "Apache-2.0", "variant": variant,
-        "backend": {"type": "cuda", "version": "13.0", "archs": archs or []} if cuda else {"type": "cpu"},
-        "digest": {"algorithm": "sha256",
-                   "files": {name: hashlib.sha256(text.encode()).hexdigest() for name, text in files.items()}},
-        "provenance": {"source_commit": None, "torch": "2.13.0", "cuda": "13.0" if cuda else None},
-    }
-    (directory / "metadata.json").write_text(json.dumps(metadata, indent=2, sort_keys=True) + "\n")
-    return directory
