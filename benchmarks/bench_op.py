@@ -154,29 +154,34 @@ def bench_gpu(img2gray, quick: bool, with_peers: bool = True) -> list[dict]:
 
 
 def bench_gpu_latency(img2gray) -> dict:
-    """Per-call time from Python for a tiny image: host overhead, since the GPU work is negligible."""
+    """Per-call time from Python for a tiny image: host overhead, since the GPU work is negligible.
+
+    The candidates take turns within each round (the host's speed drifts between rounds on a shared machine),
+    and each ratio is the median over rounds of that round's time over the baseline's.
+    """
     x = torch.rand(1, 3, 64, 64, device="cuda")
-
-    def per_call_us(fn: Callable[[], object], calls: int = 2000) -> float:
-        samples = []
-        for _ in range(7):
-            for _ in range(100):
-                fn()
-            torch.cuda.synchronize()
-            start = time.perf_counter()
-            for _ in range(calls):
-                fn()
-            torch.cuda.synchronize()
-            samples.append((time.perf_counter() - start) / calls * 1e6)
-        return statistics.median(samples)
-
-    baseline = per_call_us(lambda: torch.empty_like(x).fill_(1.0))
-    results = {
-        "img2gray": per_call_us(lambda: img2gray.img2gray(x)),
-        "torch.ops.img2gray.img2gray": per_call_us(lambda: torch.ops.img2gray.img2gray(x)),
-        "torch eager": per_call_us(lambda: eager_expression(x, -3)),
+    candidates: dict[str, Callable[[], object]] = {
+        "baseline": lambda: torch.empty_like(x).fill_(1.0),
+        "img2gray": lambda: img2gray.img2gray(x),
+        "torch.ops.img2gray.img2gray": lambda: torch.ops.img2gray.img2gray(x),
+        "torch eager": lambda: eager_expression(x, -3),
     }
-    return {"case": "1x3x64x64 float32, us per call", "baseline_us": baseline, "results": results}
+
+    def per_call_us(fn: Callable[[], object], calls: int = 1000) -> float:
+        for _ in range(100):
+            fn()
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+        return (time.perf_counter() - start) / calls * 1e6
+
+    rounds = [{name: per_call_us(fn) for name, fn in candidates.items()} for _ in range(21)]
+    baseline = statistics.median(r["baseline"] for r in rounds)
+    results = {name: statistics.median(r[name] for r in rounds) for name in candidates if name != "baseline"}
+    ratios = {name: statistics.median(r[name] / r["baseline"] for r in rounds) for name in results}
+    return {"case": "1x3x64x64 float32, us per call", "baseline_us": baseline, "results": results, "ratios": ratios}
 
 
 def cpu_median_ms(fn: Callable[[], object], repeats: int) -> float:
@@ -247,7 +252,7 @@ def print_table(rows: list[dict], device: str) -> None:
         if "baseline_us" in row:
             print(f"\n{row['case']}: empty_like + one kernel = {row['baseline_us']:.1f} us")
             for peer, us in row["results"].items():
-                print(f"  {peer:<30} {us:8.1f} us  ({us / row['baseline_us']:.2f}x baseline)")
+                print(f"  {peer:<30} {us:8.1f} us  ({row['ratios'][peer]:.2f}x baseline, median of per-round ratios)")
             continue
         print(f"\n{row['case']}: copy of the same bytes {row['copy_ms']:.3f} ms "
               f"({row['bytes_moved'] / row['copy_ms'] / 1e6:.0f} GB/s)")
@@ -268,6 +273,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=torch.get_num_threads(), help="CPU threads for every library")
     parser.add_argument("--ncu", action="store_true", help="run each GPU case once, for Nsight Compute")
     parser.add_argument("--no-peers", action="store_true", help="GPU: time img2gray and the copy only")
+    parser.add_argument("--latency", action="store_true", help="GPU: the per-call row only")
     args = parser.parse_args()
 
     import img2gray
@@ -275,12 +281,15 @@ def main() -> None:
     if args.ncu:
         for name, shape, dtype, layout, dim in gpu_cases(args.quick):
             x = input_sets(shape, dtype, layout, 1, "cuda")[0]
-            torch.cuda.nvtx.range_push(name)  # ncu --print-nvtx-rename kernel names each launch by its case
+            torch.cuda.nvtx.range_push(name)  # the launch inside an NVTX range named after its case (ncu --nvtx)
             img2gray.img2gray(x, dim=dim)
             torch.cuda.nvtx.range_pop()
             torch.cuda.synchronize()
         return
-    rows = bench_gpu(img2gray, args.quick, not args.no_peers) if args.device == "cuda" else bench_cpu(img2gray, args.quick, args.threads)
+    if args.device == "cuda" and args.latency:
+        rows = [bench_gpu_latency(img2gray)]
+    else:
+        rows = bench_gpu(img2gray, args.quick, not args.no_peers) if args.device == "cuda" else bench_cpu(img2gray, args.quick, args.threads)
     environment = {
         "device": torch.cuda.get_device_name() if args.device == "cuda" else platform.processor() or platform.machine(),
         "torch": torch.__version__,
