@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import hashlib
 import json
 import sys
 from collections.abc import Sequence
@@ -19,7 +20,7 @@ from kernelpin.project import Project, find_project, read_requirements, remove_r
 from kernelpin.ranges import Range, RangeError
 from kernelpin.resolve import describe_versions, resolve, tag_versions
 from kernelpin.source import HubSettings, HubSource
-from kernelpin.spec import Requirement, check_repo_id
+from kernelpin.spec import Requirement, check_repo_id, describe_value
 from kernelpin.sync import Installer, SyncedVariant, sync
 
 # markup=False: messages quote TOML like [tool.kernels], which rich would take for style tags.
@@ -45,6 +46,18 @@ class Context:
         if self.args.verbose:
             errors.print(message, style="dim")
 
+    @functools.cached_property
+    def editing(self) -> Any:
+        """A lock held while pyproject.toml and kernelpin.lock are read, changed and written, so that
+        concurrent `add`/`remove`/`lock` runs on one project apply one after another (re-entrant)."""
+        from filelock import FileLock
+
+        root = str(self.project.root.resolve())
+        name = f"project-{hashlib.sha256(root.encode()).hexdigest()[:24]}.lock"
+        path = self.source.settings.cache_dir / ".kernelpin-locks" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return FileLock(str(path))
+
     def requirements(self) -> list[Requirement]:
         return read_requirements(self.project)
 
@@ -53,9 +66,12 @@ class Context:
 
     def relock(self, upgrade: set[str] | None = None, upgrade_all: bool = False, dry_run: bool = False) -> tuple[lockfile.Lock, list[str]]:
         """Resolve and (unless dry_run) write the lock; return it with the list of changes."""
+        with self.editing:
+            return self._relock(upgrade or set(), upgrade_all, dry_run)
+
+    def _relock(self, upgrade: set[str], upgrade_all: bool, dry_run: bool) -> tuple[lockfile.Lock, list[str]]:
         requirements = self.requirements()
         previous = self.lock()
-        upgrade = upgrade or set()
         unknown = upgrade - {r.repo_id for r in requirements}
         if unknown:
             raise KernelpinError(
@@ -65,7 +81,10 @@ class Context:
         new = resolve(self.source, requirements, previous,
                       upgrade=lambda repo_id: upgrade_all or repo_id in upgrade, note=self.note)
         changed = lockfile.changes(previous, new)
-        if not dry_run and (previous is None or lockfile.render(new) != lockfile.render(previous)):
+        if previous is not None and previous.schema != lockfile.SCHEMA_VERSION:
+            changed.append(f"~ {self.project.lockfile.name}: schema version {previous.schema} -> "
+                           f"{lockfile.SCHEMA_VERSION} (requirements are now stored as data)")
+        if not dry_run and (previous is None or changed):
             lockfile.write(self.project.lockfile, new)
         return new, changed
 
@@ -91,9 +110,16 @@ def cmd_lock(ctx: Context) -> int:
     verb = "Would change" if args.dry_run else "Locked"
     for line in changed:
         console.print(f"{verb}: {line}")
+    _warn_moved_tags(changed)
     if not changed:
         console.print(f"{ctx.project.lockfile.name} is up to date ({len(new.kernels)} kernels)")
     return 0
+
+
+def _warn_moved_tags(changed: list[str]) -> None:
+    for line in changed:
+        if line.startswith("!"):
+            errors.print(f"warning: {line[2:]}", style="bold yellow")
 
 
 def _kernel_json(kernel: lockfile.LockedKernel) -> dict[str, Any]:
@@ -119,6 +145,7 @@ def _locked_for_sync(ctx: Context) -> lockfile.Lock:
     new, changed = ctx.relock()
     for line in changed:
         errors.print(f"Locked: {line}")  # stderr: stdout stays parseable with --json
+    _warn_moved_tags(changed)
     return new
 
 
@@ -174,8 +201,9 @@ def cmd_add(ctx: Context) -> int:
         Range.parse(range_text)
     except RangeError as error:
         raise KernelpinError(f"{repo_id}: {error}") from None
-    set_requirement(ctx.project, repo_id, range_text)
-    new, changed = ctx.relock()
+    with ctx.editing:
+        set_requirement(ctx.project, repo_id, range_text)
+        new, changed = ctx.relock()
     console.print(f"Added {repo_id} = \"{range_text}\" to {ctx.project.pyproject.name}")
     for line in changed:
         console.print(f"Locked: {line}")
@@ -184,8 +212,9 @@ def cmd_add(ctx: Context) -> int:
 
 def cmd_remove(ctx: Context) -> int:
     check_repo_id(ctx.args.repo)
-    remove_requirement(ctx.project, ctx.args.repo)
-    _, changed = ctx.relock()
+    with ctx.editing:
+        remove_requirement(ctx.project, ctx.args.repo)
+        _, changed = ctx.relock()
     console.print(f"Removed {ctx.args.repo} from {ctx.project.pyproject.name}")
     for line in changed:
         console.print(f"Locked: {line}")
@@ -201,7 +230,7 @@ def cmd_outdated(ctx: Context) -> int:
         releases = [v for v in versions if not v.is_prerelease]
         satisfying = requirement.range.best(versions) if requirement.range is not None else None
         rows.append({
-            "repo": requirement.repo_id, "requirement": requirement.text,
+            "repo": requirement.repo_id, "requirement": requirement.value,
             "locked": current.version if current else None,
             "newest_satisfying": None if satisfying is None else str(satisfying),
             "newest": str(max(releases)) if releases else None,
@@ -211,7 +240,7 @@ def cmd_outdated(ctx: Context) -> int:
         return 0
     table = Table("kernel", "requirement", "locked", "newest satisfying", "newest")
     for row in rows:
-        table.add_row(row["repo"], row["requirement"], row["locked"] or "-",
+        table.add_row(row["repo"], describe_value(row["requirement"]), row["locked"] or "-",
                       row["newest_satisfying"] or "-", row["newest"] or "-")
     console.print(table)
     return 0
@@ -229,7 +258,7 @@ def cmd_versions(ctx: Context) -> int:
              "locked": locked_kernel is not None and locked_kernel.version == str(v)}
             for v in sorted(versions, reverse=True)]
     if ctx.args.json:
-        _emit_json({"repo": repo_id, "repo_type": refs.repo_type, "requirement": requirement.text if requirement else None,
+        _emit_json({"repo": repo_id, "repo_type": refs.repo_type, "requirement": requirement.value if requirement else None,
                     "versions": rows, "ignored_tags": ignored})
         return 0
     title = f"{repo_id} ({refs.repo_type} repo)" + (f", requirement {requirement.text}" if requirement else "")

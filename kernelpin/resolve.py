@@ -198,7 +198,7 @@ def resolve_one(source: HubSource, requirement: Requirement, note: Callable[[str
     return LockedKernel(
         repo_id=requirement.repo_id,
         repo_type=refs.repo_type,
-        requirement=requirement.text,
+        requirement=requirement.value,
         commit=pick.commit,
         ref=pick.ref,
         version=None if pick.version is None else str(pick.version),
@@ -221,7 +221,7 @@ def resolve(
     for requirement in requirements:
         locked = previous.kernel(requirement.repo_id) if previous else None
         if locked is not None and not upgrade(requirement.repo_id) and satisfies(requirement, locked) is None:
-            kept[requirement.repo_id] = dataclasses.replace(locked, requirement=requirement.text)
+            kept[requirement.repo_id] = dataclasses.replace(locked, requirement=requirement.value)
         else:
             todo.append(requirement)
     if todo:
