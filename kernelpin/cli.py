@@ -21,7 +21,7 @@ from kernelpin.ranges import Range, RangeError
 from kernelpin.resolve import describe_versions, resolve, tag_versions
 from kernelpin.source import HubSettings, HubSource
 from kernelpin.spec import Requirement, check_repo_id, describe_value
-from kernelpin.sync import Installer, SyncedVariant, sync
+from kernelpin.sync import Installer, SyncedVariant, sync, unlisted_entries
 
 # markup=False: messages quote TOML like [tool.kernels], which rich would take for style tags.
 console = Console(highlight=False, soft_wrap=True, markup=False)
@@ -174,12 +174,15 @@ def cmd_sync(ctx: Context) -> int:
         console.print(f"  {result.directory}", style="dim")
         for path in result.repaired:
             errors.print(f"warning: {result.repo_id}: {path} did not match the lock; replaced", style="yellow")
+        for path in result.removed:
+            errors.print(f"warning: {result.repo_id}: {path} is not in the lock; removed", style="yellow")
     return 0
 
 
 def _synced_json(result: SyncedVariant) -> dict[str, Any]:
     return {"repo": result.repo_id, "variant": result.variant, "directory": str(result.directory),
-            "downloaded": result.downloaded, "reused": result.reused, "repaired": result.repaired}
+            "downloaded": result.downloaded, "reused": result.reused, "repaired": result.repaired,
+            "removed": result.removed}
 
 
 def _split_spec(text: str) -> tuple[str, str | None]:
@@ -295,6 +298,9 @@ def cmd_verify(ctx: Context) -> int:
                     status = "modified"
                 report.append({"repo": kernel.repo_id, "variant": variant.name, "path": locked_file.path,
                                "status": status})
+            # Never imported (load runs listed, verified files only), but not what was installed either.
+            for extra in unlisted_entries(installer.variant_directory(kernel, variant.name), variant):
+                report.append({"repo": kernel.repo_id, "variant": variant.name, "path": extra, "status": "unlisted"})
     bad = [row for row in report if row["status"] != "ok"]
     if ctx.args.json:
         _emit_json({"ok": not bad, "files": report})
@@ -305,7 +311,7 @@ def cmd_verify(ctx: Context) -> int:
         console.print("nothing installed yet; run `kernelpin sync`")
     else:
         console.print(f"verified {len(report)} installed files: {len(report) - len(bad)} match the lock"
-                      + ("" if not bad else f", {len(bad)} modified; run `kernelpin sync` to repair"))
+                      + ("" if not bad else f", {len(bad)} modified or not in the lock; run `kernelpin sync` to repair"))
     return 1 if bad else 0
 
 

@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from kernelpin.errors import KernelpinError
-from kernelpin.integrity import check_repo_path, git_blob_sha1
+from kernelpin.integrity import check_repo_path, discard_file, git_blob_sha1
 from kernelpin.lock import Lock, LockedFile, LockedKernel, LockedVariant, satisfies
 from kernelpin.ranges import Version
 from kernelpin.source import HubSource, Refs, RemoteFile
@@ -126,6 +126,8 @@ class Pinner:
         if len(content) != remote.size or (
             remote.lfs_sha256 is None and remote.blob_id and git_blob_sha1(content) != remote.blob_id
         ):
+            # Evicted: a bad copy left in the cache would be served again to every later run.
+            discard_file(path, self.source.blobs_dir(self.repo_id, self.repo_type))
             raise KernelpinError(
                 f"{self.where}: {remote.path} as downloaded does not match the repository listing "
                 "(size or git blob id); the server or a proxy altered it: do not use this revision"

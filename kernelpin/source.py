@@ -120,6 +120,13 @@ class HubSource:
             if isinstance(entry, RepoFile)
         ]
 
+    def repo_folder(self, repo_id: str, repo_type: str) -> Path:
+        """A repository's folder in the Hub cache: <cache>/<type>s--<org>--<name>/{blobs,snapshots/...}."""
+        return self.settings.cache_dir / f"{repo_type}s--{repo_id.replace('/', '--')}"
+
+    def blobs_dir(self, repo_id: str, repo_type: str) -> Path:
+        return self.repo_folder(repo_id, repo_type) / "blobs"
+
     def cached(self, repo_id: str, repo_type: str, commit: str, path: str) -> Path | None:
         """The file in the Hub cache at exactly this commit, without touching the network."""
         from huggingface_hub import try_to_load_from_cache
