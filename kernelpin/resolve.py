@@ -64,6 +64,7 @@ def pick_revision(requirement: Requirement, refs: Refs) -> Pick:
                 f"(available: {describe_versions(list(versions))}); "
                 "change the requirement in [tool.kernels.dependencies] or publish a matching tag"
             )
+        check_unambiguous(repo_id, best, refs.tags)
         tag = versions[best]
         return Pick(refs.tags[tag], f"refs/tags/{tag}", best)
     if requirement.major is not None:
@@ -89,6 +90,24 @@ def pick_revision(requirement: Requirement, refs: Refs) -> Pick:
         f"{repo_id}: revision {revision!r} is neither a tag nor a branch nor a full 40-character commit sha "
         f"(tags: {', '.join(sorted(refs.tags)) or 'none'}; branches: {', '.join(sorted(refs.branches)) or 'none'})"
     )
+
+
+def check_unambiguous(repo_id: str, chosen: Version, tags: dict[str, str]) -> None:
+    """Refuse a version whose tags disagree: `v1.0.0` vs `1.0.0`, or `1.0.0+aaa` vs `1.0.0+zzz` (equal
+    under SemVer precedence) on different commits. Which one a publisher meant cannot be guessed."""
+    release = (chosen.major, chosen.minor, chosen.patch, chosen.prerelease)
+    same = {}
+    for tag, commit in tags.items():
+        version = Version.from_tag(tag)
+        if version is not None and (version.major, version.minor, version.patch, version.prerelease) == release:
+            same[tag] = commit
+    if len(set(same.values())) > 1:
+        listed = ", ".join(f"{tag} -> {commit[:12]}" for tag, commit in sorted(same.items()))
+        raise KernelpinError(
+            f"{repo_id}: version {chosen} is ambiguous: tags that differ only in a 'v' prefix or build metadata "
+            f"point at different commits ({listed}). Pin the one you mean, e.g. {{ revision = \"{min(same)}\" }}, "
+            "and ask the publisher to delete the others"
+        )
 
 
 def _version_at(commit: str, tags: dict[str, str], versions: dict[Version, str]) -> Version | None:

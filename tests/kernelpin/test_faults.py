@@ -21,14 +21,9 @@ from kernelpin.source import HubSettings, HubSource
 from kernelpin.sync import Installer, sync
 from kernelpin.variant import Environment
 from testkit.hub import HubServer
+from tests.kernelpin.helpers import REPO_ROOT, snapshot_files
 
 CPU_ENV = Environment(torch=(2, 13), cuda=None)
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-def snapshot_files(cache: Path, repo_id: str, commit: str) -> dict[str, Path]:
-    snapshot = cache / f"models--{repo_id.replace('/', '--')}" / "snapshots" / commit
-    return {str(p.relative_to(snapshot)): p for p in snapshot.rglob("*") if p.is_file()}
 
 
 def test_server_stopped_mid_sync(tmp_path, project, cli, hf_env, monkeypatch):
