@@ -227,7 +227,7 @@ def _requirement(repo_id: str, entry: _Entry, schema: int) -> RequirementValue:
             value = tomllib.loads(f"value = {value}")["value"]
         except (tomllib.TOMLDecodeError, RecursionError):
             raise entry.fail("requirement", f"{value[:80]!r} is not a TOML value") from None
-    parse_requirement(repo_id, value)  # raises KernelpinError naming the problem
+    parse_requirement(repo_id, value, where="requirement")  # raises KernelpinError naming the problem
     return value
 
 

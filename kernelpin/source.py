@@ -128,7 +128,7 @@ class HubSource:
         self._require_online(f"listing files of {repo_id}")
         from huggingface_hub.hf_api import RepoFile
 
-        with translate_errors(f"listing files of {repo_id} at {commit[:12]}", self.settings.endpoint):
+        with translate_errors(f"listing files of {repo_id} at {commit[:12]}", self.settings.endpoint, repo_id):
             entries = list(self.api.list_repo_tree(repo_id, recursive=True, revision=commit, repo_type=repo_type))
         return [
             RemoteFile(
@@ -171,7 +171,8 @@ class HubSource:
         from huggingface_hub import hf_hub_download
 
         self._use_timeout()
-        with translate_errors(f"downloading {path} of {repo_id} at {commit[:12]}", self.settings.endpoint):
+        what = f"downloading {path} of {repo_id} at {commit[:12]}"
+        with translate_errors(what, self.settings.endpoint, repo_id):
             return Path(
                 hf_hub_download(
                     repo_id, path, revision=commit, repo_type=repo_type, endpoint=self.settings.endpoint,
@@ -203,14 +204,19 @@ def _underlying(error: BaseException) -> BaseException:
     return error
 
 
-def _http_problem(error: Exception, what: str, endpoint: str) -> KernelpinError:
+def _http_problem(error: Exception, what: str, endpoint: str, repo_id: str | None) -> KernelpinError:
+    from huggingface_hub.errors import RevisionNotFoundError
+
     status = _status(error)
     first_line = str(error).splitlines()[0]
     if status in (401, 403):
         hint = "set HF_TOKEN to a token with read access"
+    elif isinstance(error, RevisionNotFoundError):
+        hint = (f"that revision does not exist on the server (rewritten history or a deleted branch): "
+                f"run `kernelpin lock --upgrade-package {repo_id or 'REPO'}` to lock one that does")
     elif status == 404:
         hint = ("the repository, revision or file does not exist on this server: check the name, and if a "
-                "locked commit is gone, run `kernelpin lock --upgrade-package REPO`")
+                f"locked commit is gone, run `kernelpin lock --upgrade-package {repo_id or 'REPO'}`")
     elif status is not None and status >= 500:
         hint = "the server failed; retry later (if it persists, tell the server's operators)"
     else:
@@ -219,7 +225,7 @@ def _http_problem(error: Exception, what: str, endpoint: str) -> KernelpinError:
 
 
 @contextlib.contextmanager
-def translate_errors(what: str, endpoint: str) -> Iterator[None]:
+def translate_errors(what: str, endpoint: str, repo_id: str | None = None) -> Iterator[None]:
     """Turn huggingface_hub and network exceptions into KernelpinError that says what happened and what to do."""
     from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError, OfflineModeIsEnabled
 
@@ -232,13 +238,13 @@ def translate_errors(what: str, endpoint: str) -> Iterator[None]:
     except HubTimeout as error:
         raise KernelpinError(f"{what} failed: {error}") from error
     except HfHubHTTPError as error:
-        raise _http_problem(error, what, endpoint) from error
+        raise _http_problem(error, what, endpoint, repo_id) from error
     except (LocalEntryNotFoundError, OSError, ConnectionError) as error:
         cause = _underlying(error)
         if isinstance(cause, HubTimeout):
             raise KernelpinError(f"{what} failed: {cause}") from error
         if isinstance(cause, HfHubHTTPError):
-            raise _http_problem(cause, what, endpoint) from error
+            raise _http_problem(cause, what, endpoint, repo_id) from error
         raise KernelpinError(
             f"{what} failed: cannot reach {endpoint} ({type(error).__name__}); check the network and "
             "HF_ENDPOINT, then re-run: completed files are kept, partial ones are resumed or discarded"

@@ -68,10 +68,10 @@ def check_repo_id(repo_id: object) -> str:
     return repo_id
 
 
-def parse_requirement(repo_id: str, value: Any) -> Requirement:
-    """One entry of the dependencies table; its value is kept in the lock as data."""
+def parse_requirement(repo_id: str, value: Any, where: str | None = None) -> Requirement:
+    """One entry of the dependencies table (or a lock's copy of it, `where` says); kept in the lock as data."""
     check_repo_id(repo_id)
-    where = f"[tool.kernels.dependencies] {repo_id!r}"
+    where = where or f"[tool.kernels.dependencies] {repo_id!r}"
     if isinstance(value, bool):
         raise KernelpinError(f"{where}: {value!r} is not a requirement; use e.g.\n{_EXAMPLE}")
     if isinstance(value, int):

@@ -145,3 +145,31 @@ def test_repo_without_metadata_is_hashed_by_download(new_repo, project, cli, hf_
     (variant,) = kernel.variants
     assert variant.backend is None and [f.path for f in variant.files] == ["__init__.py", "_impl.py"]
     assert cli("sync", "--torch", "2.13")[0] == 0
+
+
+def test_requirements_are_stored_as_data_and_version_1_locks_are_migrated(img2gray, project, cli):
+    root = project('"acme/img2gray" = "^0.1"\n')
+    assert cli("lock")[0] == 0
+    current = (root / "kernelpin.lock").read_text()
+    assert 'requirement = "^0.1"' in current
+    # Re-quoting the entry in pyproject.toml changes nothing the lock records.
+    project("'acme/img2gray'   =   '^0.1'   # single quotes now\n")
+    status, out, _ = cli("lock")
+    assert status == 0 and "is up to date" in out
+    assert (root / "kernelpin.lock").read_text() == current
+    # A version-1 lock (requirement as TOML source) is read everywhere and rewritten on the next lock.
+    legacy = current.replace("\nversion = 2\n", "\nversion = 1\n").replace(
+        'requirement = "^0.1"', 'requirement = "\\"^0.1\\""')
+    (root / "kernelpin.lock").write_text(legacy)
+    assert lockfile.read(root / "kernelpin.lock").kernels[0].requirement == "^0.1"
+    assert cli("lock", "--check")[0] == 0
+    assert cli("sync", "--frozen", "--torch", "2.13")[0] == 0
+    status, out, _ = cli("lock")
+    assert status == 0 and "Locked: ~ kernelpin.lock: schema version 1 -> 2" in out
+    assert (root / "kernelpin.lock").read_text() == current
+    # Table entries are tables in the lock, and in `outdated --json`.
+    project('"acme/img2gray" = { version = ">=0.1, <0.2" }\n')
+    assert cli("lock")[0] == 0
+    assert 'requirement = {version = ">=0.1, <0.2"}' in (root / "kernelpin.lock").read_text()
+    status, out, _ = cli("outdated", "--json")
+    assert json.loads(out)[0]["requirement"] == {"version": ">=0.1, <0.2"}
