@@ -300,7 +300,7 @@ def test_load_from_a_read_only_target_and_cache_as_another_user(img2gray, projec
 
 def test_concurrent_adds_keep_every_entry(new_repo, project, cli):
     repos = []
-    for _ in range(4):
+    for _ in range(6):  # 6 at once loses entries on 2 cores every time without the project lock
         repo_id, repo = new_repo()
         publish(repo, "1.0.0", variants=(CPU_213,))
         repos.append(repo_id)
@@ -309,7 +309,7 @@ def test_concurrent_adds_keep_every_entry(new_repo, project, cli):
     runs = [subprocess.Popen([sys.executable, "-m", "kernelpin", "add", f"{repo_id}@^1"], env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for repo_id in repos]
     outcomes = [(run.wait(timeout=120), run.stderr.read()) for run in runs]
-    assert [status for status, _ in outcomes] == [0] * 4, outcomes
+    assert [status for status, _ in outcomes] == [0] * len(repos), outcomes
     text = (root / "pyproject.toml").read_text()
     assert all(f'"{repo_id}" = "^1"' in text for repo_id in repos), text
     assert sorted(k.repo_id for k in lockfile.read(root / "kernelpin.lock").kernels) == sorted(repos)
