@@ -23,7 +23,7 @@ from types import ModuleType
 
 from kernelpin.errors import IntegrityError, KernelpinError
 from kernelpin.integrity import verify_file
-from kernelpin.lock import LockedFile, LockedVariant
+from kernelpin.lockfile import LockedFile, LockedVariant
 
 _INIT = "__init__.py"
 

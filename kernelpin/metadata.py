@@ -15,7 +15,6 @@ from kernelpin.errors import KernelpinError
 from kernelpin.integrity import check_repo_path
 from kernelpin.variant import is_arch
 
-METADATA = "metadata.json"
 MAX_METADATA_SIZE = 1 << 20  # 1 MiB: real ones are a few KiB; checked against the listing before downloading
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 _BACKEND_RE = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")

@@ -11,7 +11,7 @@ from tomlkit.items import Table
 
 from kernelpin.errors import KernelpinError
 from kernelpin.integrity import write_atomic
-from kernelpin.lock import LOCKFILE
+from kernelpin.layout import LOCKFILE
 from kernelpin.spec import Requirement, check_repo_id, parse_dependencies
 
 PYPROJECT = "pyproject.toml"

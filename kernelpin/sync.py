@@ -9,8 +9,8 @@ from pathlib import Path
 
 from kernelpin.errors import IntegrityError, KernelpinError, NoVariantError
 from kernelpin.integrity import check_repo_path, discard_file, verify_file
-from kernelpin.lock import Lock, LockedFile, LockedKernel, LockedVariant
-from kernelpin.resolve import BUILD_DIR
+from kernelpin.layout import BUILD_DIR
+from kernelpin.lockfile import Lock, LockedFile, LockedKernel, LockedVariant
 from kernelpin.source import HubSource
 from kernelpin.variant import Environment, select
 

@@ -18,7 +18,7 @@ import huggingface_hub.utils._http as hf_http
 import pytest
 
 import kernelpin
-from kernelpin import lock as lockfile
+from kernelpin import lockfile
 from kernelpin.errors import IntegrityError, KernelpinError
 from kernelpin.runtime import module_name
 from kernelpin.sync import Installer

@@ -1,4 +1,4 @@
-"""kernelpin.lock: the model, its deterministic TOML form, and whether it still fits the requirements.
+"""The lockfile (kernelpin.lock): the model, its deterministic TOML form, and whether it still fits the requirements.
 
 Reading (`parse`) is on every application's load path: it uses tomllib only and validates every field, so
 a hand-edited or hostile lock gives an error naming the entry and the fix, never a traceback or a path
@@ -21,7 +21,6 @@ from kernelpin.spec import (
 )
 from kernelpin.variant import is_arch
 
-LOCKFILE = "kernelpin.lock"
 SCHEMA_VERSION = 2  # 2: `requirement` is data ("^0.1", 1, { version = ... }); 1 stored it as TOML source
 READABLE_SCHEMAS = (1, 2)
 HEADER = (
@@ -268,7 +267,7 @@ def write(path: Path, lock: Lock) -> None:
     write_atomic(path, render(lock))
 
 
-def satisfies(requirement: Requirement, locked: LockedKernel) -> str | None:
+def why_stale(requirement: Requirement, locked: LockedKernel) -> str | None:
     """Why `locked` no longer satisfies `requirement`, or None when it still does."""
     if requirement.repo_type is not None and requirement.repo_type != locked.repo_type:
         return f"repo-type changed to {requirement.repo_type} (locked: {locked.repo_type})"
@@ -299,7 +298,7 @@ def staleness(requirements: list[Requirement], lock: Lock | None) -> list[str]:
         locked = lock.kernel(repo_id)
         if locked is None:
             reasons.append(f"{repo_id}: required ({requirement.text}) but not locked")
-        elif (reason := satisfies(requirement, locked)) is not None:
+        elif (reason := why_stale(requirement, locked)) is not None:
             reasons.append(f"{repo_id}: {reason}")
     return reasons
 
