@@ -55,7 +55,6 @@ class Installer:
         root = self.target if self.target is not None else self.source.settings.cache_dir
         return root / ".kernelpin-locks" / f"{kernel.repo_id.replace('/', '--')}--{kernel.commit}.lock"
 
-
     def present(self, kernel: LockedKernel, path: str) -> Path | None:
         if self.target is not None:
             candidate = checkout_dir(self.target, kernel) / path
