@@ -130,9 +130,10 @@ def group_variants(files: list[RemoteFile], where: str) -> dict[str, list[Remote
 class Pinner:
     """Hashes for every file of every variant at a commit, downloading as little as possible.
 
-    A variant's metadata.json (checked against its git blob id) carries sha256 digests of the other
-    files, so binaries are never downloaded to lock; LFS files come with their sha256. Anything else is
-    downloaded (into the Hub cache, where sync finds it later) and hashed.
+    A variant's metadata.json (one GET into memory, checked against its git blob id: locking writes nothing to
+    the Hub cache) carries sha256 digests of the other files, so binaries are never downloaded to lock; LFS
+    files come with their sha256. Anything else is downloaded (into the Hub cache, where sync finds it later)
+    and hashed.
     """
 
     def __init__(self, source: HubSource, repo_id: str, repo_type: str, commit: str) -> None:
@@ -140,18 +141,35 @@ class Pinner:
         self.where = f"{repo_id} at {commit[:12]}"
 
     def _fetch_checked(self, remote: RemoteFile) -> bytes:
+        """A file without a published digest: into the Hub cache (where sync finds it later), checked."""
         path = self.source.download(self.repo_id, self.repo_type, self.commit, remote.path)
         content = path.read_bytes()
-        if len(content) != remote.size or (
-            remote.lfs_sha256 is None and remote.blob_id and git_blob_sha1(content) != remote.blob_id
-        ):
+        if not self._matches_listing(remote, content):
             # Evicted: a bad copy left in the cache would be served again to every later run.
             discard_file(path, self.source.blobs_dir(self.repo_id, self.repo_type))
-            raise KernelpinError(
-                f"{self.where}: {remote.path} as downloaded does not match the repository listing "
-                "(size or git blob id); the server or a proxy altered it: do not use this revision"
-            )
+            raise self._altered(remote)
         return content
+
+    def _read_metadata_checked(self, remote: RemoteFile) -> bytes:
+        """metadata.json in one GET, in memory, checked against the listing (lock needs no cached copy)."""
+        content = self.source.read(self.repo_id, self.repo_type, self.commit, remote.path, limit=remote.size)
+        if not self._matches_listing(remote, content):
+            raise self._altered(remote)
+        return content
+
+    @staticmethod
+    def _matches_listing(remote: RemoteFile, content: bytes) -> bool:
+        if len(content) != remote.size:
+            return False
+        if remote.lfs_sha256 is not None:  # the blob id is the LFS pointer's; the content has its sha256
+            return hashlib.sha256(content).hexdigest() == remote.lfs_sha256
+        return not remote.blob_id or git_blob_sha1(content) == remote.blob_id
+
+    def _altered(self, remote: RemoteFile) -> KernelpinError:
+        return KernelpinError(
+            f"{self.where}: {remote.path} as downloaded does not match the repository listing "
+            "(size or git blob id); the server or a proxy altered it: do not use this revision"
+        )
 
     def variant(self, name: str, files: list[RemoteFile]) -> LockedVariant:
         prefix = f"{BUILD_DIR}/{name}/"
@@ -162,7 +180,7 @@ class Pinner:
         if METADATA in by_relative:
             where = f"{self.where}: {prefix}{METADATA}"
             check_metadata_size(by_relative[METADATA].size, where)  # before downloading it
-            content = self._fetch_checked(by_relative[METADATA])
+            content = self._read_metadata_checked(by_relative[METADATA])
             pinned[METADATA] = hashlib.sha256(content).hexdigest()
             metadata = parse_metadata(content, where)
             digests, backend, archs = metadata.digests, metadata.backend, metadata.archs

@@ -159,6 +159,26 @@ class HubSource:
         )
         return Path(found) if isinstance(found, str) else None
 
+    def read(self, repo_id: str, repo_type: str, commit: str, path: str, limit: int) -> bytes:
+        """One file at a commit, in memory, with a single GET (hf_hub_download sends a HEAD first and
+        writes blobs, links and lock files into the cache). At most `limit` + 1 bytes are read: the caller
+        knows the size from the tree listing and checks the content against it."""
+        self._require_online(f"downloading {path} of {repo_id}")
+        from huggingface_hub import hf_hub_url
+        from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
+
+        self._use_timeout()
+        url = hf_hub_url(repo_id, path, repo_type=repo_type, revision=commit, endpoint=self.settings.endpoint)
+        with translate_errors(f"downloading {path} of {repo_id} at {commit[:12]}", self.settings.endpoint, repo_id):
+            with get_session().stream("GET", url, headers=build_hf_headers()) as response:
+                hf_raise_for_status(response)
+                content = bytearray()
+                for chunk in response.iter_bytes():
+                    content += chunk
+                    if len(content) > limit:
+                        break
+                return bytes(content)
+
     def download(
         self, repo_id: str, repo_type: str, commit: str, path: str, local_dir: Path | None = None,
         tqdm_class: type | None = None,

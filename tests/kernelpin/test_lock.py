@@ -173,3 +173,34 @@ def test_requirements_are_stored_as_data_and_version_1_locks_are_migrated(img2gr
     assert 'requirement = {version = ">=0.1, <0.2"}' in (root / "kernelpin.lock").read_text()
     status, out, _ = cli("outdated", "--json")
     assert json.loads(out)[0]["requirement"] == {"version": ">=0.1, <0.2"}
+
+
+def test_lock_sends_only_the_requests_it_needs_and_writes_no_cache(new_repo, project, cli, hf_env, monkeypatch):
+    """Per kernel: its refs, its tree, one GET per variant's metadata.json (verified against the tree's git
+    blob id). Failed before: a HEAD before every metadata GET (hf_hub_download), 12 requests for 5 variants,
+    and blobs, links and lock files written into the Hub cache."""
+    import httpx2
+
+    from testkit.fake_kernel import VARIANTS
+
+    kernel_id, kernel_repo = new_repo(repo_type="kernel")
+    model_id, model_repo = new_repo()
+    publish(kernel_repo, "1.0.0")
+    publish(model_repo, "1.0.0")
+    sent: list[tuple[str, str]] = []
+    real = httpx2.Client.send
+
+    def counting(client, request, **kwargs):  # requests as sent, redirects followed inside (olah redirects trees)
+        sent.append((request.method, request.url.path))
+        return real(client, request, **kwargs)
+
+    monkeypatch.setattr(httpx2.Client, "send", counting)
+    project(f'"{kernel_id}" = "^1"\n')
+    assert cli("lock")[0] == 0
+    assert [method for method, _ in sent] == ["GET"] * (2 + len(VARIANTS)), sent
+    assert not list(hf_env.glob("*--*"))  # no repository folder (blobs, snapshots, refs) in the Hub cache
+    # A model repository costs one more request: the probe tries the kernel type first.
+    sent.clear()
+    project(f'"{model_id}" = "^1"\n')
+    assert cli("lock")[0] == 0
+    assert len(sent) == 3 + len(VARIANTS), sent
