@@ -1,10 +1,12 @@
 """Benchmark kernelpin against a real Hub API (olah) and the `kernels` package on the same server.
 
-Measures: `lock` of N kernels (cold cache; parallel vs one worker), a no-op `lock`, a cold and a no-op
-`sync`, and `kernelpin.load` over a plain import of the same directory; then tries `kernels lock` and
-`kernels download` (kernels 0.17: integer majors on v<N> branches, kernel repo type) on the same repos.
+Measures: `lock` of N kernels (cold cache; parallel vs one worker) against its floor, the same HTTP
+requests sent by a plain concurrent client on the same server, with the requests a lock sends counted per
+kernel and per variant; a no-op `lock`, a cold and a no-op `sync`, and `kernelpin.load` over a plain import
+of the same directory; then tries `kernels lock` and `kernels download` (kernels 0.17: integer majors on
+v<N> branches, kernel repo type) on the same repos.
 
-    python -m benchmarks.kernelpin_bench [--kernels 20] [--repeats 5]
+    python -m benchmarks.kernelpin_bench [--kernels 20] [--repeats 5] [--lock-only]
 
 Writes benchmarks/results/kernelpin.json and kernelpin.md. Times are medians; compare ratios, not absolutes.
 """
@@ -24,7 +26,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import defaultdict
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+import httpx2
 
 from kernelpin import lockfile
 from kernelpin.cli import main as kernelpin_main
@@ -32,7 +39,7 @@ from kernelpin.project import Project, read_requirements
 from kernelpin.resolve import resolve
 from kernelpin.runtime import module_name
 from kernelpin.source import HubSettings, HubSource
-from testkit.fake_kernel import CPU_213, publish
+from testkit.fake_kernel import CPU_213, VARIANTS, publish
 from testkit.hub import HubServer
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -64,10 +71,46 @@ def timed_subprocess(command: list[str], env: dict[str, str], cwd: Path) -> tupl
     return elapsed, done.returncode, tail[-1] if tail else ""
 
 
+def recorded_requests(run: Callable[[], object]) -> list[tuple[str, str]]:
+    """The HTTP requests `run` sends through httpx2 (huggingface_hub's client), as (method, url), in order.
+    Counted at Client.send: one per request made, a redirect the client follows (olah redirects tree
+    listings to a trailing-slash URL) is part of its request."""
+    sent: list[tuple[str, str]] = []
+    real = httpx2.Client.send
+
+    def counting(client: httpx2.Client, request: httpx2.Request, **kwargs: object) -> httpx2.Response:
+        sent.append((request.method, str(request.url)))
+        return real(client, request, **kwargs)
+
+    httpx2.Client.send = counting
+    try:
+        run()
+    finally:
+        httpx2.Client.send = real
+    return sent
+
+
+def floor_client(per_kernel: list[list[tuple[str, str]]], workers: int) -> Callable[[], None]:
+    """The same requests from a plain client: a fresh pooled httpx2.Client, `workers` threads, each kernel's
+    requests in order (each needs the one before: the commit from the refs, the paths from the tree)."""
+
+    def run() -> None:
+        with httpx2.Client(follow_redirects=True) as client:
+            def one_kernel(requests: list[tuple[str, str]]) -> None:
+                for method, url in requests:
+                    client.request(method, url).raise_for_status()
+
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                list(pool.map(one_kernel, per_kernel))
+
+    return run
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--kernels", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--lock-only", action="store_true", help="lock and its floor only; print, write nothing")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="kernelpin-bench-"))
     server = HubServer(work / "hub")
@@ -100,10 +143,35 @@ def main() -> None:
         "kernels": args.kernels, "variants_per_kernel": 5, "repeats": args.repeats,
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
     }
-    results["lock_cold_parallel_s"] = median_time(
-        lambda: resolve(source, requirements, None, upgrade=lambda _: True, workers=8), args.repeats, cold)
-    results["lock_cold_one_worker_s"] = median_time(
-        lambda: resolve(source, requirements, None, upgrade=lambda _: True, workers=1), args.repeats, cold)
+    def lock(workers: int) -> Callable[[], object]:
+        return lambda: resolve(source, requirements, None, upgrade=lambda _: True, workers=workers)
+
+    cold()
+    lock(8)()  # warm-up: imports, the client's connection pool, olah's git caches
+    cold()
+    sent = recorded_requests(lock(8))
+    per_kernel: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    for method, url in sent:
+        per_kernel[next(r for r in repo_ids if f"/{r}/" in url + "/")].append((method, url))
+    kinds: dict[str, int] = defaultdict(int)
+    for method, url in sent:
+        kinds[f"{method} " + ("refs" if "/refs" in url else "tree" if "/tree/" in url else url.rsplit("/", 1)[-1])] += 1
+    results["lock_requests"] = {"total": len(sent), "per_kernel": len(sent) / len(repo_ids),
+                                "variants_per_kernel": len(VARIANTS), "by_kind": dict(sorted(kinds.items()))}
+    # Alternate lock and floor rounds so that both see the same server and machine state.
+    lock_times, floor_times = [], []
+    floor = floor_client([per_kernel[r] for r in repo_ids], workers=8)
+    for _ in range(args.repeats):
+        lock_times.append(median_time(lock(8), 1, cold))
+        floor_times.append(median_time(floor, 1))
+    results["lock_cold_parallel_s"] = statistics.median(lock_times)
+    results["lock_floor_s"] = statistics.median(floor_times)
+    if args.lock_only:
+        print(json.dumps(results, indent=2))
+        server.stop()
+        shutil.rmtree(work, ignore_errors=True)
+        return
+    results["lock_cold_one_worker_s"] = median_time(lock(1), args.repeats, cold)
     results["lock_cli_cold_s"] = median_time(lambda: quiet(["--project", str(project), "lock"]), args.repeats, cold)
     results["lock_cli_noop_s"] = median_time(lambda: quiet(["--project", str(project), "lock"]), args.repeats)
     sync_args = ["--project", str(project), "sync", "--frozen", "--torch", "2.13", "--json"]
@@ -192,6 +260,8 @@ def main() -> None:
 
 def render_markdown(r: dict) -> str:
     c = r["comparison"]
+    q = r["lock_requests"]
+    by_kind = ", ".join(f"{count} {kind}" for kind, count in q["by_kind"].items())
 
     def outcome(entry: dict) -> str:
         return f"{entry['seconds']:.2f} s" if entry["exit"] == 0 else f"fails: `{entry['last_line']}`"
@@ -201,9 +271,17 @@ def render_markdown(r: dict) -> str:
 {r['kernels']} kernels x {r['variants_per_kernel']} variants (metadata.json with digests), olah on 127.0.0.1,
 {r['machine']}; medians of {r['repeats']} runs. Generated by `python -m benchmarks.kernelpin_bench`.
 
+A cold lock sends {q['total']} requests, {q['per_kernel']:g} per kernel: its refs, its file tree and one GET of
+each of its {q['variants_per_kernel']} variants' metadata.json ({by_kind}). metadata.json is checked against the
+git blob id of the tree listing and carries the sha256 of every other file of its variant, so no binary is
+fetched; locking writes nothing to the Hub cache. The floor is the same requests, recorded from the lock and
+replayed by a plain `httpx2.Client` (huggingface_hub's HTTP library) with 8 threads, each kernel's requests in
+order (each needs the answer before it), in rounds alternating with the lock.
+
 | operation | time | ratio |
 |---|---|---|
-| lock, cold cache, 8 workers | {r['lock_cold_parallel_s']:.2f} s | {r['lock_cold_one_worker_s'] / r['lock_cold_parallel_s']:.2f}x faster than 1 worker ({r['lock_cold_one_worker_s']:.2f} s) |
+| lock, cold cache, 8 workers | {r['lock_cold_parallel_s']:.2f} s | {r['lock_cold_parallel_s'] / r['lock_floor_s']:.2f}x its floor; {r['lock_cold_one_worker_s'] / r['lock_cold_parallel_s']:.2f}x faster than 1 worker ({r['lock_cold_one_worker_s']:.2f} s) |
+| floor: the same {q['total']} requests from a plain httpx2 client, 8 threads | {r['lock_floor_s']:.2f} s | 1x |
 | `kernelpin lock` (CLI, in-process), cold | {r['lock_cli_cold_s']:.2f} s | |
 | `kernelpin lock`, lock already fresh | {r['lock_cli_noop_s'] * 1e3:.0f} ms | {r['lock_cli_cold_s'] / r['lock_cli_noop_s']:.0f}x faster than cold |
 | `kernelpin sync --frozen`, cold cache (CPU variant of each) | {r['sync_cold_s']:.2f} s | |
