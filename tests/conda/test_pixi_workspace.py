@@ -6,7 +6,7 @@ import re
 import tomllib
 from pathlib import Path
 
-from conda_build import REPO_ROOT, main as conda_build_main
+from tools.conda.build import REPO_ROOT, main as conda_build_main
 
 WORKSPACE = tomllib.loads((REPO_ROOT / "pixi.toml").read_text())
 CONSUMER_DIR = REPO_ROOT / "examples" / "consumer"

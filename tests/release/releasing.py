@@ -21,14 +21,13 @@ from pathlib import Path
 import tomlkit
 
 from tests.hubserver import HubServer, MirrorRepo
+from tools.build_config import BuildConfig
 
 REPO_ID = "acme/img2gray"
 VERSIONS = ("0.1.0", "0.2.0", "0.2.1-rc.1")
 ROOT = Path(__file__).resolve().parents[2]
 IMAGE = ROOT / "examples" / "chelsea.png"
 CONSUMER_CHECK = Path(__file__).with_name("consumer_check.py")
-# What tools/build_op.py reads (it names the build with kernelpin.variant).
-BUILD_INPUTS = ("build.toml", "csrc", "torch-ext", "tools/build_op.py", "kernelpin")
 
 
 @dataclass(frozen=True)
@@ -44,7 +43,7 @@ class Released:
 
 def source_tree(version: str, into: Path) -> Path:
     """A copy of the operator's sources whose build.toml says `version` (the version is part of the build id)."""
-    for relative in BUILD_INPUTS:
+    for relative in BuildConfig.load().build_inputs():
         source, target = ROOT / relative, into / relative
         target.parent.mkdir(parents=True, exist_ok=True)
         if source.is_dir():

@@ -2,11 +2,11 @@
 
 The one code path for conda packages: `pixi run build` calls it with conda-forge as the channel; `--offline`
 builds the same recipe against a local channel of stand-ins for this machine's compilers, python and torch
-(tools/conda_standins.py), selected by a variant-config override, so the recipe stays the one conda-forge
+(tools/conda/standins.py), selected by a variant-config override, so the recipe stays the one conda-forge
 users build.
 
-    python tools/conda_build.py --offline                  # this machine: the installed torch's flavour
-    python tools/conda_build.py --variant all              # with conda-forge: the whole recipe/variants.yaml matrix
+    python -m tools.conda.build --offline                  # this machine: the installed torch's flavour
+    python -m tools.conda.build --variant all              # with conda-forge: the whole recipe/variants.yaml matrix
 
 Packages land in `<output-dir>/<subdir>/img2gray-<version>-<build>.conda`; the directory is an indexed channel.
 """
@@ -34,13 +34,11 @@ from rattler_build import (
 )
 from rattler_build.progress import BuildStepEvent, LogEvent
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from tools.build_op import source_commit
+from tools.conda.channel import DETECT, index_channel, virtual_packages
+from tools.conda.standins import Machine, build_standin_channel, detect_machine, offline_variant_overrides
 
-from build_op import source_commit  # noqa: E402
-from conda_channel import DETECT, index_channel, virtual_packages  # noqa: E402
-from conda_standins import Machine, build_standin_channel, detect_machine, offline_variant_overrides  # noqa: E402
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 RECIPE = REPO_ROOT / "recipe" / "recipe.yaml"
 VARIANTS = REPO_ROOT / "recipe" / "variants.yaml"
 CONDA_FORGE = "conda-forge"
@@ -61,10 +59,11 @@ def offline_variant_config(machine: Machine) -> VariantConfig:
 
 
 def render_variants(variant_config: VariantConfig, *, target_platform: str = "linux-64") -> list[RenderedVariant]:
+    """Render recipe/recipe.yaml for every variant (no build), as plain `rattler-build build` does: no
+    experimental features."""
     # The recipe reads the provenance commit from the environment (its source copy has no .git).
     os.environ.setdefault("IMG2GRAY_SOURCE_COMMIT", source_commit() or "")
-    """Render recipe/recipe.yaml for every variant (no build). `load_from_file` needs the experimental flag."""
-    platform = PlatformConfig(target_platform=target_platform, experimental=True)
+    platform = PlatformConfig(target_platform=target_platform, experimental=False)
     return Stage0Recipe.from_file(RECIPE).render(variant_config, RenderConfig(platform=platform))
 
 
