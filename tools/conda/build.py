@@ -72,19 +72,30 @@ def cuda_version_of(variant: RenderedVariant) -> str | None:
     return None if version == "None" else version
 
 
+ANY = "any"
+
+
 def select_variants(
-    variants: Sequence[RenderedVariant], which: Literal["cpu", "cuda", "all"], pytorch: str | None = None
+    variants: Sequence[RenderedVariant],
+    which: Literal["cpu", "cuda", "all"],
+    pytorch: str | None = None,
+    cuda: str | None = None,
 ) -> list[RenderedVariant]:
-    """The rendered variants of one flavour (`cpu`, `cuda`) or all, optionally of one pytorch minor."""
+    """The rendered variants of one flavour (`cpu`, `cuda`) or all, optionally of one pytorch minor and one
+    CUDA version (`cuda="13.0"`; `None` or "any" = every one). A CI job names all three to build one variant."""
+    pytorch = None if pytorch == ANY else pytorch
+    cuda = None if cuda == ANY else cuda
     chosen = [
         variant
         for variant in variants
         if (which == "all" or (which == "cuda") == (cuda_version_of(variant) is not None))
         and (pytorch is None or str(variant.variant.get("pytorch")) == pytorch)
+        and (cuda is None or (cuda_version_of(variant) or "None") == cuda)
     ]
     if not chosen:
         offered = sorted({f"pytorch {v.variant.get('pytorch')} / cuda {cuda_version_of(v)}" for v in variants})
-        raise ValueError(f"no {which} variant for pytorch {pytorch or 'any'}; the matrix has: {', '.join(offered)}")
+        raise ValueError(f"no {which} variant for pytorch {pytorch or ANY}, cuda {cuda or ANY}; "
+                         f"the matrix has: {', '.join(offered)}")
     return chosen
 
 
@@ -193,11 +204,14 @@ def build_offline(
         return build_variants(variants, output_dir, [channel])
 
 
-def build_conda_forge(output_dir: Path, *, which: Which = "auto", pytorch: str | None = None) -> list[Path]:
-    """Build recipe/variants.yaml's matrix (`auto` = all of it) against conda-forge."""
-    variants = render_variants(conda_forge_variant_config())
-    return build_variants(select_variants(variants, "all" if which == "auto" else which, pytorch), output_dir,
-                          [CONDA_FORGE])
+def build_conda_forge(
+    output_dir: Path, *, which: Which = "auto", pytorch: str | None = None, cuda: str | None = None,
+    target_platform: str = "linux-64",
+) -> list[Path]:
+    """Build recipe/variants.yaml's matrix (`auto` = all of it), or the part selected, against conda-forge."""
+    variants = render_variants(conda_forge_variant_config(), target_platform=target_platform)
+    chosen = select_variants(variants, "all" if which == "auto" else which, pytorch, cuda)
+    return build_variants(chosen, output_dir, [CONDA_FORGE])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -206,18 +220,23 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="build against stand-ins for this machine's compilers, python and torch (no network)")
     parser.add_argument("--variant", choices=["cpu", "cuda", "auto", "all"], default="auto",
                         help="which flavour to build (auto: offline = the installed torch's flavour; online = all)")
-    parser.add_argument("--pytorch", help="only this pytorch minor, e.g. 2.13 (online; offline uses the installed torch)")
+    parser.add_argument("--pytorch", default=ANY,
+                        help="only this pytorch minor, e.g. 2.13 (online; offline uses the installed torch)")
+    parser.add_argument("--cuda", default=ANY,
+                        help="only this CUDA version, e.g. 13.0, or None for the CPU build (online)")
+    parser.add_argument("--target-platform", default="linux-64", help="conda subdir to build for (online)")
     parser.add_argument("--output-dir", type=Path, default=REPO_ROOT / "output", help="channel to build into")
     parser.add_argument("--standins-dir", type=Path, help="keep the offline stand-in channel here")
     args = parser.parse_args(argv)
     output_dir = args.output_dir.resolve()
-    if args.offline and args.pytorch:
-        parser.error("--pytorch applies to conda-forge builds; offline builds use the installed torch")
+    if args.offline and (args.pytorch != ANY or args.cuda != ANY):
+        parser.error("--pytorch/--cuda apply to conda-forge builds; offline builds use the installed torch")
     try:
         if args.offline:
             packages = build_offline(output_dir, which=args.variant, standins_dir=args.standins_dir)
         else:
-            packages = build_conda_forge(output_dir, which=args.variant, pytorch=args.pytorch)
+            packages = build_conda_forge(output_dir, which=args.variant, pytorch=args.pytorch, cuda=args.cuda,
+                                         target_platform=args.target_platform)
     except (RuntimeError, ValueError) as error:  # failed builds, missing tools, a flavour this machine lacks
         print(f"conda_build: {error}", file=sys.stderr)
         return 1
