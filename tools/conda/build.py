@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
+from rattler import Subdir
 from rattler_build import (
     PlatformConfig,
     RattlerBuildError,
@@ -224,7 +225,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="only this pytorch minor, e.g. 2.13 (online; offline uses the installed torch)")
     parser.add_argument("--cuda", default=ANY,
                         help="only this CUDA version, e.g. 13.0, or None for the CPU build (online)")
-    parser.add_argument("--target-platform", default="linux-64", help="conda subdir to build for (online)")
+    parser.add_argument("--target-platform", default=str(Subdir.current()),
+                        help="conda subdir to build for (online; default: this machine's, as CI runners build natively)")
     parser.add_argument("--output-dir", type=Path, default=REPO_ROOT / "output", help="channel to build into")
     parser.add_argument("--standins-dir", type=Path, help="keep the offline stand-in channel here")
     args = parser.parse_args(argv)
