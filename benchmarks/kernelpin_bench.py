@@ -35,8 +35,8 @@ from kernelpin.project import Project, read_requirements  # noqa: E402
 from kernelpin.resolve import resolve  # noqa: E402
 from kernelpin.runtime import module_name  # noqa: E402
 from kernelpin.source import HubSettings, HubSource  # noqa: E402
-from tests.hubserver import HubServer  # noqa: E402
-from tests.kernelpin.conftest import CPU_213, publish  # noqa: E402
+from testkit.hub import HubServer  # noqa: E402
+from testkit.fake_kernel import CPU_213, publish  # noqa: E402
 
 RESULTS = REPO_ROOT / "benchmarks" / "results"
 

@@ -8,6 +8,7 @@ the tests. Sources are declared as kernel-builder declares them: `[torch] src` f
 
 from __future__ import annotations
 
+import shutil
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -88,6 +89,19 @@ class BuildConfig:
         """Repository-relative paths a build reads: what a source copy (recipe, release rebuild) must hold."""
         declared = self.sources(cuda=True) + [path for paths in self.backend_sources.values() for path in paths]
         return sorted(set([BUILD_TOML, self.package_dir, *declared, *BUILD_TOOLS]))
+
+
+def copy_build_inputs(config: BuildConfig, into: Path) -> Path:
+    """Copy what a build reads into `into`: a source tree that builds like the checkout (release rebuilds,
+    reproducibility checks)."""
+    for relative in config.build_inputs():
+        source, target = config.root / relative, into / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_dir():
+            shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copyfile(source, target)
+    return into
 
 
 def _table(config: dict, key: str) -> dict:

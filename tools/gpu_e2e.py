@@ -23,8 +23,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.hubserver import HubServer  # noqa: E402
-from tests.release.releasing import (  # noqa: E402
+from testkit.hub import HubServer  # noqa: E402
+from testkit.releasing import (  # noqa: E402
     REPO_ID,
     build_command,
     consumer_project,

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -23,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernelpin.integrity import sha256_file
-from tools.build_config import ROOT, BuildConfig
+from tools.build_config import BuildConfig, copy_build_inputs
 from tools.build_op import source_commit
 
 # Two checkouts that differ in every path component and in length.
@@ -39,17 +38,6 @@ class BuiltVariant:
     @property
     def hashes(self) -> tuple[str, str]:
         return sha256_file(self.library), sha256_file(self.metadata)
-
-
-def copy_build_inputs(config: BuildConfig, into: Path) -> Path:
-    for relative in config.build_inputs():
-        source, target = config.root / relative, into / relative
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if source.is_dir():
-            shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copyfile(source, target)
-    return into
 
 
 def build_in(checkout: Path, cuda: str, env: dict[str, str]) -> subprocess.Popen:

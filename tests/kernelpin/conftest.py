@@ -2,65 +2,15 @@
 
 from __future__ import annotations
 
-import hashlib
 import itertools
-import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from kernelpin.cli import main
-from tests.hubserver import HubServer, MirrorRepo
-
-CPU_213 = "torch213-cxx11-cpu-x86_64-linux"
-VARIANTS = (
-    CPU_213,
-    "torch213-cxx11-cu128-x86_64-linux",
-    "torch213-cxx11-cu130-x86_64-linux",
-    "torch212-cxx11-cpu-x86_64-linux",
-    "torch212-cxx11-cu129-x86_64-linux",
-)
-ARCHS = ("8.0", "9.0", "12.0+PTX")
-
-
-def sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def kernel_files(
-    version: str, variants: tuple[str, ...] = VARIANTS, metadata: bool = True, extra: dict[str, bytes] | None = None
-) -> dict[str, bytes]:
-    """A release of a small pure-Python kernel: build/<variant>/{__init__,_impl}.py (+ metadata.json)."""
-    files: dict[str, bytes] = {"README.md": f"# test kernel {version}\n".encode()}
-    for variant in variants:
-        own = {
-            "__init__.py": b"from ._impl import VARIANT, gray\n" + f'VERSION = "{version}"\n'.encode(),
-            "_impl.py": (
-                f'VARIANT = "{variant}"\n\n\n'
-                "def gray(pixels):\n"
-                "    return [(299 * r + 587 * g + 114 * b) // 1000 for r, g, b in pixels]\n"
-            ).encode(),
-            **(extra or {}),
-        }
-        if metadata:
-            cuda = "-cu" in variant
-            backend = {"type": "cuda", "version": "13.0", "archs": list(ARCHS)} if cuda else {"type": "cpu"}
-            document = {
-                "id": "_img2gray_test", "name": "img2gray", "version": version, "variant": variant,
-                "backend": backend,
-                "digest": {"algorithm": "sha256", "files": {path: sha256(data) for path, data in own.items()}},
-            }
-            own["metadata.json"] = json.dumps(document, indent=2, sort_keys=True).encode()
-        files.update({f"build/{variant}/{path}": data for path, data in own.items()})
-    return files
-
-
-def publish(repo: MirrorRepo, version: str, tag: str | None = None, annotated: bool = False, **kwargs) -> str:
-    repo.write(kernel_files(version, **kwargs), clear=True)
-    commit = repo.commit(f"release {version}")
-    repo.tag(tag or f"v{version}", annotated=annotated)
-    return commit
+from testkit.fake_kernel import publish
+from testkit.hub import HubServer, MirrorRepo
 
 
 @pytest.fixture(scope="session")

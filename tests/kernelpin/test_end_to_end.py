@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import CPU_213, VARIANTS
+from testkit.fake_kernel import CPU_213, VARIANTS
 
 import kernelpin
 from kernelpin import lock as lockfile

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import CPU_213, publish
+from testkit.fake_kernel import CPU_213, publish
 from huggingface_hub.utils import tqdm as hf_tqdm
 
 import kernelpin
@@ -20,7 +20,7 @@ from kernelpin.runtime import module_name
 from kernelpin.source import HubSettings, HubSource
 from kernelpin.sync import Installer, sync
 from kernelpin.variant import Environment
-from tests.hubserver import HubServer
+from testkit.hub import HubServer
 
 CPU_ENV = Environment(torch=(2, 13), cuda=None)
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 
-from conftest import publish
+from testkit.fake_kernel import publish
 
 from kernelpin import lock as lockfile
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import CPU_213, publish
+from testkit.fake_kernel import CPU_213, publish
 
 import kernelpin
 from kernelpin import lock as lockfile

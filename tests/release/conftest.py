@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.hubserver import HubServer
-from tests.release.releasing import (
+from testkit.hub import HubServer
+from testkit.releasing import (
     REPO_ID,
     ROOT,
     VERSIONS,
@@ -22,7 +22,6 @@ from tests.release.releasing import (
     stage,
 )
 from tools.build_config import BuildConfig
-
 
 
 @pytest.fixture(scope="session")

@@ -19,9 +19,10 @@ from kernelpin import lock as lockfile
 from kernelpin import runtime
 from kernelpin.errors import NoVariantError
 from kernelpin.variant import Environment
-from tests.hubserver import HubServer
-from tests.release.releasing import consumer_project, hub_env, kernelpin as kernelpin_cli, python_kernel_variant
-from tests.release.releasing import release_into_mirror, stage
+from testkit.hub import HubServer
+from testkit.fake_kernel import write_variant
+from testkit.releasing import consumer_project, hub_env, kernelpin as kernelpin_cli
+from testkit.releasing import release_into_mirror, stage
 
 CUDA = "torch213-cxx11-cu130-x86_64-linux"
 ARCHS = ["8.0", "8.6", "9.0"]  # SASS only: Hopper and Ampere, nothing for Blackwell (12.0)
@@ -31,7 +32,7 @@ ARCHS = ["8.0", "8.6", "9.0"]  # SASS only: Hopper and Ampere, nothing for Black
 def cuda_only(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubServer]:
     root = tmp_path_factory.mktemp("hub")
     hub = HubServer(root)
-    build = python_kernel_variant(root / "build", "1.0.0", CUDA, ARCHS)
+    build = write_variant(root / "build", "1.0.0", CUDA, ARCHS)
     release_into_mirror(hub.repo("acme/cuda-only"), stage([build], root / "staged", "acme/cuda-only"), "v1.0.0")
     with hub:
         yield hub

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from kernelpin.integrity import sha256_file
-from tests.release.releasing import IMAGE, REPO_ID, Released, hub_env, run
+from testkit.releasing import IMAGE, REPO_ID, Released, hub_env, run
 
 pytest.importorskip("kernels")
 

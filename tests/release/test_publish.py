@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from kernelpin.publish import PublishError, check_release
-from tests.hubserver import HubServer
-from tests.release.releasing import ROOT, hub_env, python_kernel_variant, release_into_mirror, run, stage
+from testkit.hub import HubServer
+from testkit.fake_kernel import write_variant
+from testkit.releasing import ROOT, hub_env, release_into_mirror, run, stage
 
 CPU = "torch213-cxx11-cpu-x86_64-linux"
 CUDA = "torch213-cxx11-cu130-x86_64-linux"
@@ -26,8 +27,8 @@ def release_tool(*args: str | Path) -> tuple[int, str]:
 @pytest.fixture
 def builds(tmp_path: Path) -> dict[str, Path]:
     return {
-        "cpu": python_kernel_variant(tmp_path / "cpu", "1.0.0", CPU),
-        "cuda": python_kernel_variant(tmp_path / "cuda", "1.0.0", CUDA, ["8.0", "9.0", "12.0+PTX"]),
+        "cpu": write_variant(tmp_path / "cpu", "1.0.0", CPU),
+        "cuda": write_variant(tmp_path / "cuda", "1.0.0", CUDA, ("8.0", "9.0", "12.0+PTX")),
     }
 
 
@@ -65,7 +66,7 @@ def test_stage_refuses_a_build_that_does_not_match_its_digest(builds, tmp_path, 
 
 
 def test_stage_refuses_mixed_versions_and_duplicate_variants(builds, tmp_path):
-    newer = python_kernel_variant(tmp_path / "newer", "1.1.0", CUDA, ["9.0"])
+    newer = write_variant(tmp_path / "newer", "1.1.0", CUDA, ("9.0",))
     status, output = release_tool("stage", builds["cpu"], newer, "--repo", "acme/gray", "--out", tmp_path / "r")
     assert status == 1 and "the sources are of different versions (1.0.0, 1.1.0)" in output
     status, output = release_tool("stage", builds["cuda"], newer, "--repo", "acme/gray", "--out", tmp_path / "r")
@@ -100,9 +101,9 @@ def read_only_hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Hu
     """acme/gray v1.0.0 on olah, and the staged layout of v1.1.0."""
     root = tmp_path_factory.mktemp("hub")
     hub = HubServer(root)
-    release_into_mirror(hub.repo("acme/gray"), stage([python_kernel_variant(root / "b1", "1.0.0", CPU)],
+    release_into_mirror(hub.repo("acme/gray"), stage([write_variant(root / "b1", "1.0.0", CPU)],
                                                      root / "v1.0.0", "acme/gray"), "v1.0.0")
-    staged = stage([python_kernel_variant(root / "b2", "1.1.0", CPU)], root / "v1.1.0", "acme/gray")
+    staged = stage([write_variant(root / "b2", "1.1.0", CPU)], root / "v1.1.0", "acme/gray")
     with hub:
         yield hub, staged
 

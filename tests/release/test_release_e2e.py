@@ -14,7 +14,7 @@ from huggingface_hub import HfApi
 
 from kernelpin import lock as lockfile
 from kernelpin.integrity import sha256_file
-from tests.release.releasing import (
+from testkit.releasing import (
     REPO_ID,
     VERSIONS,
     Released,

@@ -1,4 +1,4 @@
-"""Real builds, staged releases and a consumer project: shared by tests/release and tools/gpu_e2e.py.
+"""Real builds, staged releases and a consumer project: shared by tests/release, tools/gpu_e2e.py and benchmarks.
 
 olah is a read-only mirror: it serves local git repositories and accepts no uploads. A release reaches the
 test Hub as the tree `kernelpin publish` would upload (tools/release.py's staged layout), committed
@@ -8,7 +8,6 @@ test Hub as the tree `kernelpin publish` would upload (tools/release.py's staged
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -20,12 +19,12 @@ from pathlib import Path
 
 import tomlkit
 
-from tests.hubserver import HubServer, MirrorRepo
-from tools.build_config import BuildConfig
+from testkit.hub import HubServer, MirrorRepo
+from tools.build_config import BuildConfig, copy_build_inputs
 
 REPO_ID = "acme/img2gray"
 VERSIONS = ("0.1.0", "0.2.0", "0.2.1-rc.1")
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 IMAGE = ROOT / "examples" / "chelsea.png"
 CONSUMER_CHECK = Path(__file__).with_name("consumer_check.py")
 
@@ -43,13 +42,7 @@ class Released:
 
 def source_tree(version: str, into: Path) -> Path:
     """A copy of the operator's sources whose build.toml says `version` (the version is part of the build id)."""
-    for relative in BuildConfig.load().build_inputs():
-        source, target = ROOT / relative, into / relative
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if source.is_dir():
-            shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copyfile(source, target)
+    copy_build_inputs(BuildConfig.load(), into)
     config = tomlkit.parse((into / "build.toml").read_text())
     config["general"]["version"] = version
     (into / "build.toml").write_text(tomlkit.dumps(config))
@@ -122,25 +115,3 @@ def load_and_check(project: Path, repo_id: str, env: Mapping[str, str], device: 
     shutil.copyfile(CONSUMER_CHECK, app)
     done = run([sys.executable, str(app), repo_id, str(IMAGE), device], cwd=project, env=env)
     return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-def python_kernel_variant(directory: Path, version: str, variant: str, archs: list[str] | None = None) -> Path:
-    """A small kernel variant of pure Python, laid out and hashed as tools/build_op.py lays out the operator
-    (files + metadata.json with a sha256 digest of each): for tests of the release rules that need no compiler."""
-    directory.mkdir(parents=True)
-    files = {
-        "__init__.py": f'from ._impl import gray\n\nVERSION = "{version}"\nVARIANT = "{variant}"\n',
-        "_impl.py": "def gray(r, g, b):\n    return (299 * r + 587 * g + 114 * b) // 1000\n",
-    }
-    for name, text in files.items():
-        (directory / name).write_text(text)
-    cuda = "-cu" in variant
-    metadata = {
-        "id": "_gray_test", "name": "gray", "version": version, "license": "Apache-2.0", "variant": variant,
-        "backend": {"type": "cuda", "version": "13.0", "archs": archs or []} if cuda else {"type": "cpu"},
-        "digest": {"algorithm": "sha256",
-                   "files": {name: hashlib.sha256(text.encode()).hexdigest() for name, text in files.items()}},
-        "provenance": {"source_commit": None, "torch": "2.13.0", "cuda": "13.0" if cuda else None},
-    }
-    (directory / "metadata.json").write_text(json.dumps(metadata, indent=2, sort_keys=True) + "\n")
-    return directory

@@ -1,0 +1,82 @@
+"""Fake kernels: small pure-Python kernel variants laid out and hashed as tools/build_op.py lays out the
+operator (files + metadata.json with a sha256 digest of each), for tests that need no compiler.
+
+One definition serves both forms a test needs: a repository tree (`kernel_files`, `publish`) and a variant
+directory on disk (`write_variant`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from testkit.hub import MirrorRepo
+
+CPU_213 = "torch213-cxx11-cpu-x86_64-linux"
+VARIANTS = (
+    CPU_213,
+    "torch213-cxx11-cu128-x86_64-linux",
+    "torch213-cxx11-cu130-x86_64-linux",
+    "torch212-cxx11-cpu-x86_64-linux",
+    "torch212-cxx11-cu129-x86_64-linux",
+)
+ARCHS = ("8.0", "9.0", "12.0+PTX")
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def variant_files(
+    version: str, variant: str, archs: tuple[str, ...] = ARCHS, metadata: bool = True,
+    extra: dict[str, bytes] | None = None,
+) -> dict[str, bytes]:
+    """The files of one variant directory: `__init__.py`, `_impl.py` (+ `extra`) and their metadata.json."""
+    files: dict[str, bytes] = {
+        "__init__.py": b"from ._impl import VARIANT, gray\n" + f'VERSION = "{version}"\n'.encode(),
+        "_impl.py": (
+            f'VARIANT = "{variant}"\n\n\n'
+            "def gray(pixels):\n"
+            "    return [(299 * r + 587 * g + 114 * b) // 1000 for r, g, b in pixels]\n"
+        ).encode(),
+        **(extra or {}),
+    }
+    if metadata:
+        cuda = "-cu" in variant
+        document = {
+            "id": "_img2gray_test", "name": "img2gray", "version": version, "license": "Apache-2.0",
+            "variant": variant,
+            "backend": {"type": "cuda", "version": "13.0", "archs": list(archs)} if cuda else {"type": "cpu"},
+            "digest": {"algorithm": "sha256", "files": {path: sha256(data) for path, data in files.items()}},
+            "provenance": {"source_commit": None, "torch": "2.13.0", "cuda": "13.0" if cuda else None},
+        }
+        files["metadata.json"] = (json.dumps(document, indent=2, sort_keys=True) + "\n").encode()
+    return files
+
+
+def kernel_files(
+    version: str, variants: tuple[str, ...] = VARIANTS, metadata: bool = True, extra: dict[str, bytes] | None = None
+) -> dict[str, bytes]:
+    """A release's repository tree: README.md and build/<variant>/... for every variant."""
+    files: dict[str, bytes] = {"README.md": f"# test kernel {version}\n".encode()}
+    for variant in variants:
+        own = variant_files(version, variant, metadata=metadata, extra=extra)
+        files.update({f"build/{variant}/{path}": data for path, data in own.items()})
+    return files
+
+
+def publish(repo: MirrorRepo, version: str, tag: str | None = None, annotated: bool = False, **kwargs) -> str:
+    """Commit a release of the fake kernel as the repository's whole tree and tag it; return the commit."""
+    repo.write(kernel_files(version, **kwargs), clear=True)
+    commit = repo.commit(f"release {version}")
+    repo.tag(tag or f"v{version}", annotated=annotated)
+    return commit
+
+
+def write_variant(directory: Path, version: str, variant: str, archs: tuple[str, ...] = ARCHS) -> Path:
+    """One variant directory on disk, as tools/build_op.py would leave it."""
+    directory.mkdir(parents=True)
+    for name, data in variant_files(version, variant, archs).items():
+        (directory / name).write_bytes(data)
+    return directory
