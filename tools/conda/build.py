@@ -240,7 +240,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             packages = build_conda_forge(output_dir, which=args.variant, pytorch=args.pytorch, cuda=args.cuda,
                                          target_platform=args.target_platform)
     except (RuntimeError, ValueError) as error:  # failed builds, missing tools, a flavour this machine lacks
-        print(f"conda_build: {error}", file=sys.stderr)
+        print(f"tools.conda.build: {error}", file=sys.stderr)
         return 1
     print(f"channel {output_dir.as_uri()}:")
     for package in packages:
