@@ -11,6 +11,7 @@ DIR receives a flat Python package (`__init__.py`, `functional.py`, `_ops.py`, `
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import os
@@ -18,6 +19,7 @@ import platform
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,7 +29,9 @@ from kernelpin.integrity import sha256_file, staged_directory  # noqa: E402
 from kernelpin.variant import Variant  # noqa: E402
 from tools.build_config import BuildConfig  # noqa: E402
 
-INCLUDE_DIRS = [ROOT / "csrc", ROOT / "torch-ext"]
+INCLUDE_DIRS = ["csrc", "torch-ext"]  # relative to the source root
+# Where the compilers read the sources from: a directory named after their content (see stage_sources).
+SOURCE_STAGE = Path("/tmp/img2gray-sources")
 # Ordered float math (no FMA contraction) is part of the operator's contract: see csrc/img2gray.h.
 # -fopenmp: at::parallel_for is inline and runs serially in a file compiled without it (torch's OpenMP
 # backend); torch ships the libgomp it resolves to.
@@ -74,6 +78,32 @@ def build_id(config: BuildConfig, cuda: bool) -> str:
     return digest.hexdigest()[:10]
 
 
+def stage_sources(config: BuildConfig, key: str, stage_root: Path = SOURCE_STAGE) -> BuildConfig:
+    """The declared sources copied to `<stage_root>/<key>`, a path that depends on their content only.
+
+    nvcc has no prefix map for device code: it names anonymous namespaces after the source path it is given
+    and records that path in the line info (-lineinfo), and torch's extension builder always passes absolute
+    paths. Compiling from a content-addressed copy gives every checkout of one commit the same paths.
+    An existing copy is reused only if its files are byte-identical to the sources (`key` is their hash).
+    """
+    stage = stage_root / key
+    files = {path: (config.root / path).read_bytes() for path in config.sources(cuda=True)}
+    if not stage.exists():
+        stage_root.mkdir(parents=True, exist_ok=True)
+        scratch = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=stage_root))
+        for path, data in files.items():
+            (scratch / path).parent.mkdir(parents=True, exist_ok=True)
+            (scratch / path).write_bytes(data)
+        try:
+            scratch.rename(stage)
+        except OSError:  # another build staged the same sources first
+            shutil.rmtree(scratch, ignore_errors=True)
+    stale = [path for path, data in files.items() if not (stage / path).is_file() or (stage / path).read_bytes() != data]
+    if stale:
+        raise SystemExit(f"build_op: {stage} holds other bytes for {', '.join(stale)}; remove {stage} and build again")
+    return dataclasses.replace(config, root=stage)
+
+
 def prefix_maps(config: BuildConfig, cuda: bool) -> dict[str, str]:
     """Build-machine directories -> the fixed names recorded instead (in __FILE__ strings, debug info).
 
@@ -83,7 +113,7 @@ def prefix_maps(config: BuildConfig, cuda: bool) -> dict[str, str]:
     import torch
     from torch.utils import cpp_extension
 
-    roots = {config.root: config.name, Path(torch.__file__).parent: "torch"}
+    roots = {ROOT: config.name, config.root: config.name, Path(torch.__file__).parent: "torch"}
     if cuda and cpp_extension.CUDA_HOME:
         roots[Path(cpp_extension.CUDA_HOME)] = "cuda"
     maps: dict[str, str] = {}
@@ -137,6 +167,7 @@ def compiler_version() -> str:
 
 
 def compile_library(config: BuildConfig, namespace: str, cuda: bool, build_dir: Path, verbose: bool) -> Path:
+    """Compile the sources of `config` (staged: see stage_sources) into `build_dir`; return the library."""
     from torch.utils import cpp_extension
 
     build_dir.mkdir(parents=True, exist_ok=True)
@@ -151,7 +182,7 @@ def compile_library(config: BuildConfig, namespace: str, cuda: bool, build_dir: 
             extra_cflags=CXX_FLAGS + defines + cxx_maps,
             extra_cuda_cflags=NVCC_FLAGS + defines + nvcc_maps,
             extra_ldflags=["-Wl,-x"],
-            extra_include_paths=[str(path) for path in INCLUDE_DIRS],
+            extra_include_paths=[str(config.root / path) for path in INCLUDE_DIRS],
             build_directory=str(build_dir),
             with_cuda=cuda,
             is_python_module=False,
@@ -179,11 +210,11 @@ def nvcc_compile_check(object_dir: Path) -> Path:
     """
     from torch.utils import cpp_extension
 
-    config = BuildConfig.load()
+    config = stage_sources(BuildConfig.load(), build_id(BuildConfig.load(), cuda=True))
     nvcc = Path(cpp_extension.CUDA_HOME or "/usr/local/cuda", "bin", "nvcc")
     if not nvcc.exists():
         nvcc = Path(shutil.which("nvcc") or "nvcc")
-    includes = list(cpp_extension.include_paths()) + [str(path) for path in INCLUDE_DIRS]
+    includes = list(cpp_extension.include_paths()) + [str(config.root / path) for path in INCLUDE_DIRS]
     shim = object_dir / "shim"
     generated = Path("c10/cuda/impl/cuda_cmake_macros.h")
     if not any(Path(inc, generated).exists() for inc in includes):
@@ -211,7 +242,7 @@ def build(out: Path, cuda_mode: str = "auto", build_root: Path | None = None, ve
     namespace = f"_{config.name}_{build_id(config, cuda)}"
     library_name = f"{namespace}.abi3.so"
     build_dir = (build_root or ROOT / "build" / "obj") / namespace
-    library = compile_library(config, namespace, cuda, build_dir, verbose)
+    library = compile_library(stage_sources(config, namespace), namespace, cuda, build_dir, verbose)
 
     variant = Variant.from_versions(torch.__version__, torch.version.cuda if cuda else None, platform.machine())
     backend: dict = {"type": "cpu"}
