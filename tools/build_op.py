@@ -210,7 +210,8 @@ def nvcc_compile_check(object_dir: Path) -> Path:
     """
     from torch.utils import cpp_extension
 
-    config = stage_sources(BuildConfig.load(), build_id(BuildConfig.load(), cuda=True))
+    checkout = BuildConfig.load()
+    config = stage_sources(checkout, build_id(checkout, cuda=True))
     nvcc = Path(cpp_extension.CUDA_HOME or "/usr/local/cuda", "bin", "nvcc")
     if not nvcc.exists():
         nvcc = Path(shutil.which("nvcc") or "nvcc")
