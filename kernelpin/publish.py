@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 from kernelpin.errors import KernelpinError
 from kernelpin.integrity import check_repo_path, sha256_file
+from kernelpin.layout import BUILD_DIR, METADATA
 from kernelpin.ranges import Version, VersionError
-from kernelpin.resolve import BUILD_DIR, METADATA
-from kernelpin.source import _status, translate_errors
+from kernelpin.source import http_status, translate_errors
 from kernelpin.spec import REPO_TYPES, check_repo_id
 from kernelpin.variant import Variant
 
@@ -126,7 +126,7 @@ def check_release(root: Path, version: str | None = None) -> Release:
     root = root.resolve()
     build = root / BUILD_DIR
     if not build.is_dir():
-        raise PublishError(f"{root}: no {BUILD_DIR}/ directory; expected {BUILD_DIR}/<variant>/ (tools/release.py stage makes it)")
+        raise PublishError(f"{root}: no {BUILD_DIR}/ directory; expected {BUILD_DIR}/<variant>/ (`python -m tools.release stage` makes it)")
     variants: dict[str, dict[str, Any]] = {}
     for entry in sorted(build.iterdir()):
         if not entry.is_dir() or entry.is_symlink():
@@ -176,7 +176,7 @@ def _existing_tags(api: HfApi, repo_id: str, repo_type: str | None) -> tuple[str
             refs = api.list_repo_refs(repo_id, repo_type=candidate)
         except HfHubHTTPError as error:
             # The Hub answers 401 (RepositoryNotFoundError) for a missing repository, mirrors plain 404.
-            if isinstance(error, RepositoryNotFoundError) or _status(error) == 404:
+            if isinstance(error, RepositoryNotFoundError) or http_status(error) == 404:
                 continue
             raise
         return candidate, {ref.name: ref.target_commit for ref in refs.tags}
@@ -214,7 +214,7 @@ def publish(api: HfApi, release: Release, repo_id: str, repo_type: str | None = 
                 allow_patterns=[f.path for f in release.files], delete_patterns=[f"{BUILD_DIR}/**"],
             )
     except KernelpinError as error:
-        status = _status(error.__cause__) if isinstance(error.__cause__, HfHubHTTPError) else None
+        status = http_status(error.__cause__) if isinstance(error.__cause__, HfHubHTTPError) else None
         # 405, or 404 for a repository the server just listed: it serves repositories but takes no uploads.
         if status == 405 or (status == 404 and tags is not None):
             raise PublishError(
@@ -227,7 +227,7 @@ def publish(api: HfApi, release: Release, repo_id: str, repo_type: str | None = 
             api.create_tag(repo_id, tag=release.tag, revision=commit.oid, repo_type=repo_type, tag_message=message)
     except KernelpinError as error:
         cause = error.__cause__
-        if isinstance(cause, HfHubHTTPError) and _status(cause) == 409:  # tagged by someone else meanwhile
+        if isinstance(cause, HfHubHTTPError) and http_status(cause) == 409:  # tagged by someone else meanwhile
             raise _refuse_existing(release, repo_id, None) from cause
         raise PublishError(
             f"{error}. Commit {commit.oid} is uploaded but not tagged: re-run the same publish to tag it"

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 _DEFAULT_ENDPOINT = "https://huggingface.co"
 _TRUE = {"1", "on", "yes", "true"}
+OFFLINE = "offline mode is on (--offline or HF_HUB_OFFLINE=1)"
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,7 @@ class HubSource:
 
     @property
     def api(self) -> HfApi:
+        self._require_online("this command")  # every API call (refs, trees, publishing) comes through here
         if self._api is None:
             from huggingface_hub import HfApi
 
@@ -75,8 +77,8 @@ class HubSource:
     def _require_online(self, what: str) -> None:
         if self.settings.offline:
             raise KernelpinError(
-                f"{what} needs the Hub, but HF_HUB_OFFLINE=1: unset it to resolve, "
-                "or use an up-to-date kernelpin.lock with `kernelpin sync --frozen`"
+                f"{what} needs the Hub, but {OFFLINE}: go online, "
+                "or work from an up-to-date kernelpin.lock and the cache with `kernelpin sync --frozen`"
             )
 
     def refs(self, repo_id: str, repo_type: str | None) -> Refs:
@@ -89,7 +91,7 @@ class HubSource:
                 with translate_errors(f"listing tags of {repo_id}", self.settings.endpoint):
                     refs = self.api.list_repo_refs(repo_id, repo_type=candidate)
             except KernelpinError as error:
-                if isinstance(error.__cause__, HfHubHTTPError) and _status(error.__cause__) == 404:
+                if isinstance(error.__cause__, HfHubHTTPError) and http_status(error.__cause__) == 404:
                     continue
                 raise
             return Refs(
@@ -137,7 +139,7 @@ class HubSource:
         if self.settings.offline:
             raise KernelpinError(
                 f"{repo_id}: {path} at {commit[:12]} is not in the cache ({self.settings.cache_dir}) and "
-                "HF_HUB_OFFLINE=1 forbids downloading it: run `kernelpin sync` with network access first, "
+                f"{OFFLINE}, so it cannot be downloaded: run `kernelpin sync` with network access first, "
                 "or vendor the kernels with `kernelpin sync --target DIR`"
             )
         from huggingface_hub import hf_hub_download
@@ -151,7 +153,8 @@ class HubSource:
             )
 
 
-def _status(error: Exception) -> int | None:
+def http_status(error: BaseException) -> int | None:
+    """The HTTP status code of a huggingface_hub/httpx error, or None when it carries no response."""
     response = getattr(error, "response", None)
     return getattr(response, "status_code", None)
 
@@ -164,9 +167,9 @@ def translate_errors(what: str, endpoint: str) -> Iterator[None]:
     try:
         yield
     except OfflineModeIsEnabled as error:
-        raise KernelpinError(f"{what}: offline mode is on (HF_HUB_OFFLINE=1); unset it to use the Hub") from error
+        raise KernelpinError(f"{what}: {OFFLINE}; go online to use the Hub") from error
     except HfHubHTTPError as error:
-        status = _status(error)
+        status = http_status(error)
         if status in (401, 403):
             hint = "set HF_TOKEN to a token with read access"
         elif status == 404:

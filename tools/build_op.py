@@ -2,7 +2,7 @@
 
 This is the one build of the operator: tests, the demo, the conda recipe and the release step all call it.
 
-    python tools/build_op.py --out DIR [--cuda auto|on|off] [--build-dir DIR] [--verbose]
+    python -m tools.build_op --out DIR [--cuda auto|on|off] [--build-dir DIR] [--verbose]
 
 DIR receives a flat Python package (`__init__.py`, `functional.py`, `_ops.py`, `_img2gray_<id>.abi3.so`,
 `metadata.json`) that can be imported as `img2gray` or under any other module name.
@@ -22,12 +22,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # run as a script too: tools.build_config and kernelpin (pure Python)
+from kernelpin.integrity import sha256_file, staged_directory
+from kernelpin.variant import Variant  # names the build; kernelpin is pure Python
+from tools.build_config import BuildConfig
 
-from kernelpin.integrity import sha256_file, staged_directory  # noqa: E402
-from kernelpin.variant import Variant  # noqa: E402
-from tools.build_config import BuildConfig  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 INCLUDE_DIRS = ["csrc", "torch-ext"]  # relative to the source root
 # Where the compilers read the sources from: a directory named after their content (see stage_sources).

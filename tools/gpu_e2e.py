@@ -1,7 +1,7 @@
 """The release loop on a GPU machine, offline: build the CUDA variant, stage it, release it into a local Hub
 (olah), then in a consumer project lock, sync and load it with kernelpin and run the op on the GPU.
 
-    PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH python3 tools/gpu_e2e.py [--workdir DIR] [--json FILE]
+    PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH python3 -m tools.gpu_e2e [--workdir DIR] [--json FILE]
 
 Needs a CUDA build of torch, nvcc, and olah + kernelpin's dependencies importable (docs/releasing.md says how
 to carry them as wheels). `--device cpu` runs the same loop with the CPU variant (a check of the script on a
@@ -20,11 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from testkit.hub import HubServer  # noqa: E402
-from testkit.releasing import (  # noqa: E402
+from testkit.hub import HubServer
+from testkit.releasing import (
     REPO_ID,
     build_command,
     consumer_project,
@@ -36,6 +33,8 @@ from testkit.releasing import (  # noqa: E402
     stage,
 )
 from tools.build_config import BuildConfig  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 class StepFailed(Exception):
@@ -62,7 +61,7 @@ def loop(work: Path, device: str, report: dict[str, Any], log: Callable[[str], N
 
     started = time.monotonic()
     variant_dir = work / "build" / "img2gray"
-    run(build_command(ROOT, variant_dir, work / "objects", "on" if cuda else "off"))
+    run(build_command(variant_dir, work / "objects", "on" if cuda else "off"), cwd=ROOT)
     metadata = json.loads((variant_dir / "metadata.json").read_text())
     report.update(variant=metadata["variant"], backend=metadata["backend"], build_s=round(time.monotonic() - started))
     check(metadata["backend"]["type"] == ("cuda" if cuda else "cpu"), "build", f"backend {metadata['backend']}")

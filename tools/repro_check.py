@@ -42,8 +42,8 @@ class BuiltVariant:
 
 def build_in(checkout: Path, cuda: str, env: dict[str, str]) -> subprocess.Popen:
     out = checkout.parent / (checkout.name + "-variant")
-    command = [sys.executable, str(checkout / "tools" / "build_op.py"), "--out", str(out), "--cuda", cuda,
-               "--build-dir", str(checkout / "build" / "obj")]
+    command = [sys.executable, "-m", "tools.build_op", "--out", str(out), "--cuda", cuda,
+               "--build-dir", str(checkout / "build" / "obj")]  # run in the checkout: its tools and kernelpin
     log = open(checkout.parent / (checkout.name + "-build.log"), "w")  # noqa: SIM115 (closed by the caller)
     return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=checkout)
 

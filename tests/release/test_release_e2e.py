@@ -12,7 +12,7 @@ from pathlib import Path
 
 from huggingface_hub import HfApi
 
-from kernelpin import lock as lockfile
+from kernelpin import lockfile
 from kernelpin.integrity import sha256_file
 from testkit.releasing import (
     REPO_ID,
