@@ -13,7 +13,12 @@ _VARIANT_RE = re.compile(
     r"-(?P<arch>x86_64|aarch64)-(?P<os>linux)$"
 )
 
-_ARCH_RE = re.compile(r"^(?P<major>\d+)\.(?P<minor>\d+)(?P<suffix>[af]?)(?P<ptx>\+PTX)?$")
+_ARCH_RE = re.compile(r"^(?P<major>\d{1,3})\.(?P<minor>\d{1,3})(?P<suffix>[af]?)(?P<ptx>\+PTX)?$")
+
+
+def is_arch(text: str) -> bool:
+    """Whether `text` is a compute capability in TORCH_CUDA_ARCH_LIST syntax ('8.0', '9.0a', '12.0+PTX')."""
+    return _ARCH_RE.match(text) is not None
 
 
 @dataclass(frozen=True, order=True)
