@@ -57,7 +57,7 @@ def test_source_filter_is_exactly_the_declared_build_inputs() -> None:
 def test_every_source_file_of_the_repository_is_declared_in_build_toml() -> None:
     """A header added to csrc/ but not to build.toml would be missing from the recipe's source copy."""
     on_disk = {p.relative_to(BUILD.root).as_posix() for folder in ("csrc", "torch-ext")
-               for p in (BUILD.root / folder).glob("*") if p.suffix in (".h", ".cpp", ".cu")}
+               for p in (BUILD.root / folder).glob("*") if p.suffix in (".h", ".cuh", ".cpp", ".cu")}
 
     assert on_disk == set(BUILD.sources(cuda=True))
 

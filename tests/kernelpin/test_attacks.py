@@ -213,21 +213,28 @@ def test_a_silent_hub_times_out_with_a_clear_error(img2gray, project, cli, monke
     assert status == 1 and "KERNELPIN_HTTP_TIMEOUT='soon' is not a number of seconds" in err
 
 
-def test_a_corrupted_metadata_json_in_the_cache_is_evicted(new_repo, project, cli, hf_env):
+def test_a_corrupted_metadata_json_in_the_cache_is_never_trusted(new_repo, project, cli, hf_env):
+    """Lock reads metadata.json from the server (one GET, checked against the listing), never from the cache,
+    so a corrupted cached copy cannot change a lock; sync finds it, evicts it and fetches it again."""
     repo_id, repo = new_repo()
     publish(repo, "1.0.0", variants=(CPU_213,))
     root = project(f'"{repo_id}" = "^1"\n')
     assert cli("lock")[0] == 0
+    first = (root / "kernelpin.lock").read_bytes()
+    assert cli("sync", "--torch", "2.13")[0] == 0  # caches the variant, its metadata.json included
     kernel = locked_kernel(root)
-    (root / "kernelpin.lock").unlink()
     cached = snapshot_files(hf_env, repo_id, kernel.commit)[f"build/{CPU_213}/metadata.json"]
-    flipped = bytearray(cached.read_bytes())
+    good = cached.read_bytes()
+    flipped = bytearray(good)
     flipped[20] ^= 1
     cached.write_bytes(bytes(flipped))  # through the snapshot link: the blob itself
-    status, _, err = cli("lock")
-    assert status == 1 and "does not match the repository listing" in err
-    status, _, err = cli("lock")  # the bad copy was evicted: fetched again, verified
+    (root / "kernelpin.lock").unlink()
+    assert cli("lock")[0] == 0
+    assert (root / "kernelpin.lock").read_bytes() == first
+    status, out, err = cli("sync", "--torch", "2.13", "--json")
     assert status == 0, err
+    assert json.loads(out)["synced"][0]["repaired"] == [f"build/{CPU_213}/metadata.json"]
+    assert snapshot_files(hf_env, repo_id, kernel.commit)[f"build/{CPU_213}/metadata.json"].read_bytes() == good
 
 
 @pytest.fixture
