@@ -48,21 +48,21 @@ union Packet {
 };
 
 // uint8 at the word level. Written out because the compiler's own code for byte extraction, clamping and
-// packing took 23 instructions per pixel (Nsight Compute: 72% issue-active, the H200's DRAM at 76%); this
-// takes 15. The arithmetic is the contract's (img2gray.h), operation for operation.
-//
-// Byte k of `word` as a float: one byte permute builds 2^23 + byte (0x4B0000vv), one exact subtraction
-// removes 2^23.
-// `exponent` is 0x4B000000 passed in as a kernel parameter, which the compiler cannot fold: the permute then
-// takes its selector as the immediate operand (with 0x4B000000 as the immediate instead, every selector
-// took a register move, 2.5 per pixel).
+// packing took 23 SASS instructions per pixel (Nsight Compute: 72% issue-active while the H200's DRAM ran at
+// 76% on 64 1080p frames); this takes 15. The arithmetic is the contract's (img2gray.h), operation for
+// operation (benchmarks/results/h200-ncu.md).
+
+// The bits of 2^23 as a float. Passed in as a kernel parameter, which the compiler cannot fold: the byte
+// permute then takes its selector as the immediate operand (with this constant as the immediate instead,
+// every selector took a register move, 2.5 per pixel).
 constexpr uint32_t kFloatExponent23 = 0x4B000000u;
 
+// Byte k of `word` as a float: one byte permute builds the bits of 2^23 + byte (0x4B0000vv), one exact
+// subtraction removes 2^23.
 template <int k>
 __device__ __forceinline__ float byte_as_float(uint32_t word, uint32_t exponent) {
   return __fsub_rn(__uint_as_float(__byte_perm(word, exponent, 0x7540u | k)), 8388608.0f);
 }
-
 
 // from_acc<uint8_t> with the byte left in the low 8 bits of the result: saturate, then 2^23 + v rounds
 // half to even. fmaxf/fminf equal the contract's comparisons for every non-NaN value, and a finite
@@ -76,7 +76,7 @@ __device__ __forceinline__ uint32_t pack_low_bytes(uint32_t b0, uint32_t b1, uin
   return __byte_perm(__byte_perm(b0, b1, 0x0040u), __byte_perm(b2, b3, 0x0040u), 0x5410u);
 }
 
-// Pixel k of a run of uint8 pixels whose channel c sits at byte index(k, c) of `words`.
+// Pixel k of a run of uint8 pixels whose channel c sits at byte Index::at<k, c>() of the channel's words.
 template <int k, typename Index, int kWords>
 __device__ __forceinline__ uint32_t gray_byte_bits(const uint32_t (&r)[kWords], const uint32_t (&g)[kWords],
                                                    const uint32_t (&b)[kWords], const Weights<float>& w, uint32_t e) {
@@ -202,9 +202,9 @@ struct InterleavedPackets {
 };
 
 // Grid-stride over packets: thread t of T takes packets t, t + T, t + 2T, ..., so every warp access is
-// coalesced and no thread does more than one packet (times kUnroll) more than another: a grid of one
-// resident wave has no tail of half-empty waves. kUnroll packets are loaded before the first is used
-// (more bytes in flight per thread on large inputs).
+// coalesced and any grid is correct. The product launches a grid that covers the input (one step per
+// thread); the launch-shape experiment also runs one or two resident waves and kUnroll > 1 (kUnroll packets
+// loaded before the first is used).
 template <typename Work, int kUnroll, typename acc>
 __global__ void __launch_bounds__(kThreads) dense_packets(const Work work, const Weights<acc> w) {
   using Pkt = typename Work::Pkt;
