@@ -77,16 +77,18 @@ def build_id(config: BuildConfig, cuda: bool) -> str:
     return digest.hexdigest()[:10]
 
 
-def stage_sources(config: BuildConfig, key: str, stage_root: Path = SOURCE_STAGE) -> BuildConfig:
-    """The declared sources copied to `<stage_root>/<key>`, a path that depends on their content only.
+def stage_sources(config: BuildConfig, key: str, cuda: bool, stage_root: Path = SOURCE_STAGE) -> BuildConfig:
+    """The declared sources of a build copied to `<stage_root>/<key>`, a path that depends on their content only.
 
     nvcc has no prefix map for device code: it names anonymous namespaces after the source path it is given
     and records that path in the line info (-lineinfo), and torch's extension builder always passes absolute
     paths. Compiling from a content-addressed copy gives every checkout of one commit the same paths.
-    An existing copy is reused only if its files are byte-identical to the sources (`key` is their hash).
+    An existing copy is reused only if its files are byte-identical to the sources (`key` is their hash:
+    `build_id(config, cuda)`, so exactly the files of `config.sources(cuda)` are staged; staging the CUDA
+    files under a CPU build's key made two checkouts differing only in a CUDA file refuse each other's copy).
     """
     stage = stage_root / key
-    files = {path: (config.root / path).read_bytes() for path in config.sources(cuda=True)}
+    files = {path: (config.root / path).read_bytes() for path in config.sources(cuda)}
     if not stage.exists():
         stage_root.mkdir(parents=True, exist_ok=True)
         scratch = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=stage_root))
@@ -210,7 +212,7 @@ def nvcc_compile_check(object_dir: Path) -> Path:
     from torch.utils import cpp_extension
 
     checkout = BuildConfig.load()
-    config = stage_sources(checkout, build_id(checkout, cuda=True))
+    config = stage_sources(checkout, build_id(checkout, cuda=True), cuda=True)
     nvcc = Path(cpp_extension.CUDA_HOME or "/usr/local/cuda", "bin", "nvcc")
     if not nvcc.exists():
         nvcc = Path(shutil.which("nvcc") or "nvcc")
@@ -242,7 +244,7 @@ def build(out: Path, cuda_mode: str = "auto", build_root: Path | None = None, ve
     namespace = f"_{config.name}_{build_id(config, cuda)}"
     library_name = f"{namespace}.abi3.so"
     build_dir = (build_root or ROOT / "build" / "obj") / namespace
-    library = compile_library(stage_sources(config, namespace), namespace, cuda, build_dir, verbose)
+    library = compile_library(stage_sources(config, namespace, cuda), namespace, cuda, build_dir, verbose)
 
     variant = Variant.from_versions(torch.__version__, torch.version.cuda if cuda else None, platform.machine())
     backend: dict = {"type": "cpu"}
