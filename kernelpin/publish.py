@@ -12,15 +12,16 @@ never moved: publishing a version whose tag exists is refused before anything is
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kernelpin.errors import KernelpinError
 from kernelpin.integrity import check_repo_path, sha256_file
-from kernelpin.ranges import Version, VersionError
-from kernelpin.resolve import BUILD_DIR, METADATA
+from kernelpin.metadata import METADATA, SEMVER_KEY, MetadataError, check_kernels_format
+from kernelpin.metadata import parse as parse_metadata
+from kernelpin.ranges import Version
+from kernelpin.resolve import BUILD_DIR
 from kernelpin.source import _status, translate_errors
 from kernelpin.spec import REPO_TYPES, check_repo_id
 from kernelpin.variant import Variant
@@ -80,33 +81,23 @@ def _files_under(directory: Path, where: str) -> dict[str, Path]:
 
 
 def read_variant(directory: Path, name: str | None = None) -> dict[str, Any]:
-    """The metadata.json of one variant directory, after checking that its digest covers exactly the
-    files present and that each file's sha256 matches. `name` is the variant the directory must be."""
+    """The metadata.json of one variant directory, after checking that it is in the `kernels` format,
+    that its digest covers exactly the files present and that each file's sha256 matches. `name` is the
+    variant the directory must be."""
     where = str(directory)
     metadata_path = directory / METADATA
     if not metadata_path.is_file():
         raise PublishError(f"{where}: no {METADATA}; every variant needs one (name, version, backend, digest)")
     try:
-        metadata = json.loads(metadata_path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise PublishError(f"{metadata_path}: not valid JSON ({error}); rebuild the variant") from None
-    if not isinstance(metadata, dict):
-        raise PublishError(f"{metadata_path}: expected a JSON object")
-    digest = metadata.get("digest")
-    if not isinstance(digest, dict) or digest.get("algorithm") != "sha256" or not isinstance(digest.get("files"), dict):
-        raise PublishError(f"{metadata_path}: needs \"digest\": {{\"algorithm\": \"sha256\", \"files\": {{path: hex}}}}")
-    if "version" not in metadata:
-        raise PublishError(f"{metadata_path}: no \"version\"")
-    try:
-        Version.parse(str(metadata["version"]))
-    except VersionError as error:
-        raise PublishError(f"{metadata_path}: {error}") from None
-    declared = metadata.get("variant")
-    if name is not None and declared is not None and declared != name:
-        raise PublishError(f"{metadata_path}: says variant {declared!r} but lies in build/{name}/; rebuild or move it")
+        metadata = parse_metadata(metadata_path.read_bytes(), str(metadata_path))
+        check_kernels_format(metadata, str(metadata_path))
+    except MetadataError as error:
+        raise PublishError(str(error)) from None
+    if name is not None and metadata.variant is not None and metadata.variant != name:
+        raise PublishError(f"{metadata_path}: says variant {metadata.variant!r} but lies in build/{name}/; rebuild or move it")
 
     present = {path: file for path, file in _files_under(directory, where).items() if path != METADATA}
-    expected: dict[str, str] = digest["files"]
+    expected = metadata.digests
     problems = [f"{path}: listed in the digest but missing" for path in sorted(expected.keys() - present.keys())]
     problems += [f"{path}: present but not in the digest" for path in sorted(present.keys() - expected.keys())]
     for path in sorted(expected.keys() & present.keys()):
@@ -118,7 +109,12 @@ def read_variant(directory: Path, name: str | None = None) -> dict[str, Any]:
             f"{where}: the files do not match {METADATA}:\n  " + "\n  ".join(problems)
             + "\nThe build was modified after it was made; rebuild it instead of editing files."
         )
-    return metadata
+    return metadata.document
+
+
+def release_version(metadata: dict[str, Any]) -> str:
+    """The SemVer of a checked variant's metadata (read_variant made sure it has one)."""
+    return str(metadata[SEMVER_KEY])
 
 
 def check_release(root: Path, version: str | None = None) -> Release:
@@ -139,9 +135,9 @@ def check_release(root: Path, version: str | None = None) -> Release:
     if not variants:
         raise PublishError(f"{build}: no variants; stage at least one build")
 
-    versions = {str(metadata["version"]) for metadata in variants.values()}
+    versions = {release_version(metadata) for metadata in variants.values()}
     if len(versions) > 1:
-        listing = ", ".join(f"{name}: {metadata['version']}" for name, metadata in variants.items())
+        listing = ", ".join(f"{name}: {release_version(metadata)}" for name, metadata in variants.items())
         raise PublishError(f"{root}: variants of different versions ({listing}); a release has one version")
     (found,) = versions
     if version is not None and Version.parse(version.removeprefix("v")) != Version.parse(found):

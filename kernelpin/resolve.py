@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -13,12 +12,13 @@ from dataclasses import dataclass
 from kernelpin.errors import KernelpinError
 from kernelpin.integrity import check_repo_path, git_blob_sha1
 from kernelpin.lock import Lock, LockedFile, LockedKernel, LockedVariant, satisfies
+from kernelpin.metadata import METADATA, MetadataError
+from kernelpin.metadata import parse as parse_metadata
 from kernelpin.ranges import Version
 from kernelpin.source import HubSource, Refs, RemoteFile
 from kernelpin.spec import Requirement
 
 _COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
-METADATA = "metadata.json"
 BUILD_DIR = "build"
 
 
@@ -169,18 +169,12 @@ class Pinner:
         )
 
     def _read_metadata(self, name: str, content: bytes) -> tuple[dict[str, str], str | None, tuple[str, ...] | None]:
-        where = f"{self.where}: build/{name}/metadata.json"
+        where = f"{self.where}: build/{name}/{METADATA}"
         try:
-            metadata = json.loads(content)
-            digest = metadata.get("digest") or {}
-            if digest and digest.get("algorithm", "sha256") != "sha256":
-                raise KernelpinError(f"{where}: digest algorithm {digest.get('algorithm')!r} is not sha256")
-            files = {check_repo_path(path, where): str(value).lower() for path, value in digest.get("files", {}).items()}
-            backend = metadata.get("backend") or {}
-            archs = backend.get("archs")
-            return files, backend.get("type"), None if archs is None else tuple(str(a) for a in archs)
-        except (ValueError, AttributeError, TypeError) as error:
-            raise KernelpinError(f"{where}: not valid kernel metadata ({error}); the build is broken") from None
+            metadata = parse_metadata(content, where)
+        except MetadataError as error:
+            raise KernelpinError(f"{error}; do not use this revision") from None
+        return metadata.digests, metadata.backend, metadata.archs
 
 
 def resolve_one(source: HubSource, requirement: Requirement, note: Callable[[str], None]) -> LockedKernel:

@@ -25,8 +25,9 @@ sys.path.insert(0, str(ROOT))  # kernelpin (pure Python) checks the layout
 
 from kernelpin.errors import KernelpinError  # noqa: E402
 from kernelpin.integrity import staged_directory  # noqa: E402
-from kernelpin.publish import PublishError, Release, check_release, read_variant  # noqa: E402
-from kernelpin.resolve import BUILD_DIR, METADATA  # noqa: E402
+from kernelpin.publish import PublishError, Release, check_release, read_variant, release_version  # noqa: E402
+from kernelpin.metadata import METADATA  # noqa: E402
+from kernelpin.resolve import BUILD_DIR  # noqa: E402
 from kernelpin.spec import check_repo_id  # noqa: E402
 
 CONDA_SUFFIX = ".conda"
@@ -91,7 +92,7 @@ def collect(sources: Iterable[Path], workdir: Path) -> dict[str, tuple[Path, dic
 def readme(repo_id: str, variants: dict[str, dict[str, Any]]) -> str:
     """The repository's README.md: what this release is, its variants, how to pin it with kernelpin."""
     first = variants[min(variants)]
-    name, version = first.get("name", repo_id.split("/")[1]), str(first["version"])
+    name, version = first.get("name", repo_id.split("/")[1]), release_version(first)
     rows = []
     for variant, metadata in sorted(variants.items()):
         backend = metadata.get("backend", {})
@@ -146,9 +147,9 @@ def stage(sources: Sequence[Path], out: Path, repo_id: str) -> Release:
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".release-work-", dir=out.parent) as work:
         variants = collect(sources, Path(work))
-        versions = sorted({str(metadata["version"]) for _, metadata, _ in variants.values()})
+        versions = sorted({release_version(metadata) for _, metadata, _ in variants.values()})
         if len(versions) > 1:
-            listing = "\n  ".join(f"{origin}: {metadata['version']}" for _, metadata, origin in variants.values())
+            listing = "\n  ".join(f"{origin}: {release_version(metadata)}" for _, metadata, origin in variants.values())
             raise PublishError(f"the sources are of different versions ({', '.join(versions)}):\n  {listing}\n"
                                "stage one version at a time")
         # Assembled next to `out`, then swapped in: a half-staged release is never left at `out`.
