@@ -6,8 +6,10 @@ Generic for any kernel laid out as the `kernels` ecosystem expects:
     <dir>/build/<variant>/metadata.json        (name, version, backend, digest{sha256 of every other file})
     <dir>/build/<variant>/<files of the variant>
 
-Checking is pure (no network); `publish` speaks to the Hub through huggingface_hub only. A release tag is
-never moved: publishing a version whose tag exists is refused before anything is uploaded.
+Checking is pure (no network; shared libraries pass the ABI gate, kernelpin.abi_gate); `publish` speaks to
+the Hub through huggingface_hub only. A release tag is never moved: publishing a version whose tag exists is
+refused before anything is uploaded. The branch `v<major>` follows the newest release of its major version
+(`kernels.get_kernel(repo, version=<major>)` loads it) and never moves back.
 """
 
 from __future__ import annotations
@@ -16,13 +18,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kernelpin import abi_gate
 from kernelpin.errors import KernelpinError
 from kernelpin.integrity import check_repo_path, sha256_file
 from kernelpin.metadata import METADATA, SEMVER_KEY, MetadataError, check_kernels_format
 from kernelpin.metadata import parse as parse_metadata
 from kernelpin.ranges import Version
-from kernelpin.resolve import BUILD_DIR
-from kernelpin.source import _status, translate_errors
+from kernelpin.resolve import BUILD_DIR, tag_versions
+from kernelpin.source import http_status, repository_refs, translate_errors
 from kernelpin.spec import REPO_TYPES, check_repo_id
 from kernelpin.variant import Variant
 
@@ -143,11 +146,45 @@ def check_release(root: Path, version: str | None = None) -> Release:
     if version is not None and Version.parse(version.removeprefix("v")) != Version.parse(found):
         raise PublishError(f"{root}: --version {version} but the variants are version {found}")
 
+    abi_gate.gate([build], relative_to=root)  # every shared library meets manylinux_2_28 and abi3
     files = tuple(
         ReleaseFile(path, file.stat().st_size, sha256_file(file))
         for path, file in _files_under(root, str(root)).items()
     )
     return Release(root, Version.parse(found), variants, files)
+
+
+@dataclass(frozen=True)
+class BranchPlan:
+    """What publishing a version does to its major-version branch `v<major>` (what `kernels` loads with
+    `get_kernel(repo, version=<major>)`): it follows the newest release of its line, never going back."""
+
+    branch: str
+    move: bool
+    note: str
+
+
+def plan_major_branch(version: Version, tags: dict[str, str], branches: dict[str, str]) -> BranchPlan:
+    """Pure: whether publishing `version` moves `v<major>` to the release commit, given the repository's
+    refs before the release. Prereleases never move it; a branch at a newer release stays there."""
+    branch = f"v{version.major}"
+    if version.is_prerelease:
+        return BranchPlan(branch, False, f"{branch} not moved: {version} is a prerelease")
+    current = branches.get(branch)
+    if current is None:
+        return BranchPlan(branch, True, f"{branch} created at {version}")
+    versions, _ = tag_versions(tags)
+    at_branch = [v for v, tag in versions.items() if tags[tag] == current]
+    if not at_branch:
+        return BranchPlan(
+            branch, False,
+            f"{branch} not moved: it points at {current[:12]}, which no version tag names, so kernelpin cannot "
+            f"tell whether {version} is newer; move it yourself if it is",
+        )
+    newest = max(at_branch)
+    if newest > version:
+        return BranchPlan(branch, False, f"{branch} stays at {newest}: it is newer than {version} (branches never move back)")
+    return BranchPlan(branch, True, f"{branch} moved from {newest} to {version}")
 
 
 @dataclass(frozen=True)
@@ -157,26 +194,7 @@ class Published:
     tag: str
     commit: str
     url: str
-
-
-def _existing_tags(api: HfApi, repo_id: str, repo_type: str | None) -> tuple[str, dict[str, str] | None]:
-    """(repo type, tags by name) of an existing repository, or (type to create, None) when there is none.
-
-    Without a repo type, an existing kernel repository wins over a model repository (as kernelpin reads
-    them); a new one is made a kernel repository.
-    """
-    from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
-
-    for candidate in (repo_type,) if repo_type else REPO_TYPES:
-        try:
-            refs = api.list_repo_refs(repo_id, repo_type=candidate)
-        except HfHubHTTPError as error:
-            # The Hub answers 401 (RepositoryNotFoundError) for a missing repository, mirrors plain 404.
-            if isinstance(error, RepositoryNotFoundError) or _status(error) == 404:
-                continue
-            raise
-        return candidate, {ref.name: ref.target_commit for ref in refs.tags}
-    return repo_type or REPO_TYPES[0], None
+    branch: BranchPlan
 
 
 def _refuse_existing(release: Release, repo_id: str, commit: str | None) -> TagExistsError:
@@ -188,7 +206,8 @@ def _refuse_existing(release: Release, repo_id: str, commit: str | None) -> TagE
 
 
 def publish(api: HfApi, release: Release, repo_id: str, repo_type: str | None = None) -> Published:
-    """Upload `release` in one commit ("Release vX") and tag that commit `vX`.
+    """Upload `release` in one commit ("Release vX"), tag that commit `vX` and move the branch
+    `v<major>` to it when plan_major_branch says so.
 
     Refused before any upload when the tag exists. Files of variants that the release no longer has are
     removed in the same commit, so the tagged tree is exactly the release.
@@ -197,22 +216,24 @@ def publish(api: HfApi, release: Release, repo_id: str, repo_type: str | None = 
 
     check_repo_id(repo_id)
     with translate_errors(f"reading the tags of {repo_id}", api.endpoint):
-        repo_type, tags = _existing_tags(api, repo_id, repo_type)
-    if tags is not None and release.tag in tags:
-        raise _refuse_existing(release, repo_id, tags[release.tag])
+        refs = repository_refs(api, repo_id, repo_type)
+    repo_type = refs.repo_type if refs else (repo_type or REPO_TYPES[0])
+    if refs is not None and release.tag in refs.tags:
+        raise _refuse_existing(release, repo_id, refs.tags[release.tag])
+    plan = plan_major_branch(release.version, refs.tags if refs else {}, refs.branches if refs else {})
     message = f"Release {release.tag}"
     try:
         with translate_errors(f"uploading {release.tag} to {repo_id}", api.endpoint):
-            if tags is None:
+            if refs is None:
                 api.create_repo(repo_id, repo_type=repo_type, exist_ok=True)
             commit = api.upload_folder(
                 repo_id=repo_id, repo_type=repo_type, folder_path=release.root, commit_message=message,
                 allow_patterns=[f.path for f in release.files], delete_patterns=[f"{BUILD_DIR}/**"],
             )
     except KernelpinError as error:
-        status = _status(error.__cause__) if isinstance(error.__cause__, HfHubHTTPError) else None
+        status = http_status(error.__cause__) if isinstance(error.__cause__, HfHubHTTPError) else None
         # 405, or 404 for a repository the server just listed: it serves repositories but takes no uploads.
-        if status == 405 or (status == 404 and tags is not None):
+        if status == 405 or (status == 404 and refs is not None):
             raise PublishError(
                 f"{api.endpoint} does not accept uploads to {repo_id} ({status}): is HF_ENDPOINT a read-only "
                 "mirror? Publish to the Hub itself (unset HF_ENDPOINT) or to a server that takes uploads"
@@ -223,9 +244,22 @@ def publish(api: HfApi, release: Release, repo_id: str, repo_type: str | None = 
             api.create_tag(repo_id, tag=release.tag, revision=commit.oid, repo_type=repo_type, tag_message=message)
     except KernelpinError as error:
         cause = error.__cause__
-        if isinstance(cause, HfHubHTTPError) and _status(cause) == 409:  # tagged by someone else meanwhile
+        if isinstance(cause, HfHubHTTPError) and http_status(cause) == 409:  # tagged by someone else meanwhile
             raise _refuse_existing(release, repo_id, None) from cause
         raise PublishError(
             f"{error}. Commit {commit.oid} is uploaded but not tagged: re-run the same publish to tag it"
         ) from cause
-    return Published(repo_id, repo_type, release.tag, commit.oid, commit.commit_url)
+    if plan.move:
+        try:
+            with translate_errors(f"moving branch {plan.branch} of {repo_id} to {release.tag}", api.endpoint):
+                # The Hub API has no ref update: the branch is re-created at the release commit.
+                if refs is not None and plan.branch in refs.branches:
+                    api.delete_branch(repo_id, branch=plan.branch, repo_type=repo_type)
+                api.create_branch(repo_id, branch=plan.branch, revision=commit.oid, repo_type=repo_type)
+        except KernelpinError as error:
+            raise PublishError(
+                f"{error}. {release.tag} is published; point the branch at it by hand: "
+                f"HfApi().create_branch({repo_id!r}, branch={plan.branch!r}, revision={commit.oid!r}, "
+                f"repo_type={repo_type!r})"
+            ) from error.__cause__
+    return Published(repo_id, repo_type, release.tag, commit.oid, commit.commit_url, plan)

@@ -89,6 +89,18 @@ class MirrorRepo:
     def branch(self, name: str, commit: str = "HEAD") -> None:
         self.git("branch", "-f", name, commit)
 
+    def refs(self) -> tuple[dict[str, str], dict[str, str]]:
+        """(tags, branches): name -> commit (annotated tags peeled), as the Hub lists them."""
+        listing = self.git("for-each-ref", "--format=%(refname) %(objectname) %(*objectname)", "refs/tags", "refs/heads")
+        tags, branches = {}, {}
+        for line in filter(None, listing.splitlines()):
+            ref, target, peeled = (line.split(" ") + [""])[:3]
+            if ref.startswith("refs/tags/"):
+                tags[ref.removeprefix("refs/tags/")] = peeled or target
+            else:
+                branches[ref.removeprefix("refs/heads/")] = target
+        return tags, branches
+
     def commit_tree(self, tree: dict, message: str) -> str:
         """Commit a tree given as {name: bytes | subtree}, names taken verbatim (e.g. '..' or 'a\\b'),
         as only a hostile server would serve them. git's porcelain refuses such names; `git mktree`

@@ -19,10 +19,13 @@ from pathlib import Path
 
 import tomlkit
 
+from kernelpin.publish import plan_major_branch
+from kernelpin.ranges import Version
 from testkit.hub import HubServer, MirrorRepo
 
 REPO_ID = "acme/img2gray"
 VERSIONS = ("0.1.0", "0.2.0", "0.2.1-rc.1")
+BUILT_VERSIONS = VERSIONS[:2]  # compiled; the prerelease is a fake kernel (it only shows it is never picked)
 ROOT = Path(__file__).resolve().parents[1]
 IMAGE = ROOT / "examples" / "chelsea.png"
 CONSUMER_CHECK = Path(__file__).with_name("consumer_check.py")
@@ -69,11 +72,16 @@ def stage(sources: list[Path], out: Path, repo_id: str) -> Path:
 
 
 def release_into_mirror(repo: MirrorRepo, staged: Path, tag: str) -> str:
-    """Commit the staged release as the repository's whole tree and tag it; return the commit."""
+    """What `kernelpin publish` does on the Hub, done with git: commit the staged release as the repository's
+    whole tree, tag it, and move the branch v<major> by the rule publish follows (plan_major_branch)."""
+    tags, branches = repo.refs()
+    plan = plan_major_branch(Version.parse(tag.removeprefix("v")), tags, branches)
     files = {path.relative_to(staged).as_posix(): path.read_bytes() for path in staged.rglob("*") if path.is_file()}
     repo.write(files, clear=True)
     commit = repo.commit(f"Release {tag}")
     repo.tag(tag, annotated=True)
+    if plan.move:
+        repo.branch(plan.branch, commit)
     return commit
 
 
