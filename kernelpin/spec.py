@@ -17,13 +17,15 @@ _EXAMPLE = (
     '  "acme/img2gray" = "^0.1"\n'
     '  "acme/other" = { version = ">=1.2, <2" }\n'
     '  "acme/pinned" = { revision = "v0.3.0" }\n'
-    '  "acme/branch" = 1   # the Hub major-version branch v1'
+    '  "acme/line" = 1   # the v1 line, as `kernels lock` writes it: >=1.0.0, <2.0.0-0'
 )
 
 
 @dataclass(frozen=True)
 class Requirement:
-    """One kernel the project needs: exactly one of `range`, `revision` or `major` is set."""
+    """One kernel the project needs: a `range` or a `revision`. The integer form (`= 1`, what `kernels lock`
+    reads and writes) sets `major` too: its range is the v1 line, >=1.0.0, <2.0.0-0, and a repository
+    without version tags on that line (kernel-builder publishes only the branch) resolves to branch `v1`."""
 
     repo_id: str
     text: str  # the requirement as written in pyproject.toml
@@ -34,8 +36,14 @@ class Requirement:
 
     @property
     def branch(self) -> str | None:
-        """The Hub major-version branch an integer requirement stands for."""
+        """The Hub major-version branch of an integer requirement (its fallback when no tag is on the line)."""
         return None if self.major is None else f"v{self.major}"
+
+
+def major_line(repo_id: str, text: str, major: int, repo_type: str | None = None) -> Requirement:
+    """The integer form: the major version's line as a range, with the branch `v<major>` as fallback."""
+    return Requirement(repo_id, text, range=Range.parse(f">={major}.0.0, <{major + 1}.0.0-0"), major=major,
+                       repo_type=repo_type)
 
 
 def check_repo_id(repo_id: str) -> str:
@@ -54,8 +62,8 @@ def parse_requirement(repo_id: str, value: Any, text: str) -> Requirement:
         raise KernelpinError(f"{where}: {value!r} is not a requirement; use e.g.\n{_EXAMPLE}")
     if isinstance(value, int):
         if value < 0:
-            raise KernelpinError(f"{where}: a major-version branch must be >= 0, not {value}")
-        return Requirement(repo_id, text, major=value)
+            raise KernelpinError(f"{where}: a major version must be >= 0, not {value}")
+        return major_line(repo_id, text, value)
     if isinstance(value, str):
         return Requirement(repo_id, text, range=_parse_range(where, value))
     if isinstance(value, Mapping):
@@ -72,7 +80,9 @@ def parse_requirement(repo_id: str, value: Any, text: str) -> Requirement:
         if "version" in value:
             version = value["version"]
             if isinstance(version, int) and not isinstance(version, bool):
-                return Requirement(repo_id, text, major=version, repo_type=repo_type)
+                if version < 0:
+                    raise KernelpinError(f"{where}: a major version must be >= 0, not {version}")
+                return major_line(repo_id, text, version, repo_type)
             if not isinstance(version, str):
                 raise KernelpinError(f"{where}: 'version' must be a range string such as \"^1.2\"")
             return Requirement(repo_id, text, range=_parse_range(where, version), repo_type=repo_type)
