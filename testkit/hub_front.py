@@ -7,6 +7,8 @@ olah, which serves model, dataset and space repositories only.
 - `/api/kernels/<repo>/...` -> `/api/models/<repo>/...` and `/kernels/<repo>/...` -> `/<repo>/...` of the
   olah that serves the kernel repositories (its mirror holds them as `models/<org>/<name>`);
 - every other path goes unchanged to the olah that serves model (and dataset) repositories;
+- a revision given as a full ref name (`refs/heads/v0`, as the Hub accepts it) is passed on as its short
+  name, the only form olah resolves;
 - `/api/organizations/<org>/overview` answers the organization settings the test Hub was started with
   (`trustedKernelPublisher`), which olah does not know; nothing about repositories is made up here.
 
@@ -31,8 +33,14 @@ _ORG_OVERVIEW = re.compile(r"^/api/organizations/(?P<org>[A-Za-z0-9][A-Za-z0-9._
 _CHUNK = 1 << 16
 
 
+_FULL_REF = re.compile(r"/refs(?:%2F|/)(?:heads|tags)(?:%2F|/)", re.IGNORECASE)
+
+
 def route(path: str) -> tuple[str, str]:
     """("kernel" | "model", upstream path) for a request path (query string included)."""
+    # The Hub takes full ref names as revisions (`kernels versions` asks for tree/refs%2Fheads%2Fv0);
+    # olah resolves short names only.
+    path = _FULL_REF.sub("/", path, count=1)
     if path.startswith("/api/kernels/"):
         return "kernel", "/api/models/" + path[len("/api/kernels/"):]
     if path.startswith("/kernels/"):

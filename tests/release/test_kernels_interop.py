@@ -106,7 +106,7 @@ def test_kernels_lock_and_kernelpin_lock_read_one_pyproject(released: Released, 
     project = consumer_project(tmp_path / "app", 0, REPO_ID)
     run([sys.executable, "-c", KERNELS_CLI, "lock", str(project)], env=env)
     (entry,) = json.loads((project / "kernels.lock").read_text())
-    assert entry["repo_id"] == REPO_ID and entry["sha"] == released.commits["0.2.0"]
+    assert entry == {"dependency": {"repo-id": REPO_ID, "version": 0}, "lock": {"commit": released.commits["0.2.0"]}}
 
     kernelpin(["lock"], project, env)
     (kernel,) = lockfile.read(project / "kernelpin.lock").kernels
