@@ -127,7 +127,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except AbiError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
-    print(f"ABI gate passed: {passed} shared librar{'y' if passed == 1 else 'ies'} meet {MANYLINUX} and abi3 (Python >= {PYTHON_ABI})")
+    libraries = "1 shared library meets" if passed == 1 else f"{passed} shared libraries meet"
+    print(f"ABI gate passed: {libraries} {MANYLINUX} and abi3 (Python >= {PYTHON_ABI})")
     return 0
 
 

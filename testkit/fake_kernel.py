@@ -78,9 +78,11 @@ def publish(repo: MirrorRepo, version: str, tag: str | None = None, annotated: b
     return commit
 
 
-def write_variant(directory: Path, version: str, variant: str, archs: tuple[str, ...] = ARCHS) -> Path:
-    """One variant directory on disk, as tools/build_op.py would leave it."""
+def write_variant(
+    directory: Path, version: str, variant: str, archs: tuple[str, ...] = ARCHS, extra: dict[str, bytes] | None = None
+) -> Path:
+    """One variant directory on disk, as tools/build_op.py would leave it (`extra`: more files, e.g. a library)."""
     directory.mkdir(parents=True)
-    for name, data in variant_files(version, variant, archs).items():
+    for name, data in variant_files(version, variant, archs, extra=extra).items():
         (directory / name).write_bytes(data)
     return directory

@@ -82,7 +82,7 @@ def test_check_release_refuses_what_publish_must_not_upload(builds, tmp_path):
         check_release(root, "1.0.1")
     cuda_metadata = root / "build" / CUDA / "metadata.json"
     document = json.loads(cuda_metadata.read_text())
-    cuda_metadata.write_text(json.dumps({**document, "version": "1.1.0"}))
+    cuda_metadata.write_text(json.dumps({**document, "semver": "1.1.0"}))
     with pytest.raises(PublishError, match=r"variants of different versions \(torch213-cxx11-cpu-x86_64-linux: 1.0.0, "):
         check_release(root)
     cuda_metadata.write_text(json.dumps({**document, "variant": CPU}))
