@@ -105,3 +105,11 @@ def test_lock_and_sync_read_older_and_foreign_metadata(new_repo, project, cli, f
     assert variant.file("_impl.py").sha256 == sha256(files["_impl.py"])
     status, _, err = cli("sync", "--torch", "2.13")
     assert status == 0, err
+
+
+def test_kernelpin_needs_none_of_the_kernels_packages_to_run():
+    """kernels-data and kernel-abi-check are used by tests (and the ABI gate when a release has libraries);
+    kernelpin itself, load path and CLI, imports neither them nor `kernels`."""
+    code = ("import sys, kernelpin, kernelpin.runtime, kernelpin.cli, kernelpin.publish, kernelpin.metadata; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('kernels', 'kernels_data', 'kernel_abi_check')))")
+    assert run([sys.executable, "-c", code]).stdout.strip() == "[]"
