@@ -29,6 +29,7 @@ BUILT_VERSIONS = VERSIONS[:2]  # compiled; the prerelease is a fake kernel (it o
 ROOT = Path(__file__).resolve().parents[1]
 IMAGE = ROOT / "examples" / "chelsea.png"
 CONSUMER_CHECK = Path(__file__).with_name("consumer_check.py")
+KERNELS_CHECK = Path(__file__).with_name("kernels_check.py")
 # What tools/build_op.py reads (it names the build with kernelpin.variant).
 BUILD_INPUTS = ("build.toml", "csrc", "torch-ext", "tools/build_op.py", "kernelpin")
 
@@ -130,3 +131,17 @@ def load_and_check(project: Path, repo_id: str, env: Mapping[str, str], device: 
     shutil.copyfile(CONSUMER_CHECK, app)
     done = run([sys.executable, str(app), repo_id, str(IMAGE), device], cwd=project, env=env)
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def kernels_get_and_check(repo_id: str, major: int, env: Mapping[str, str], device: str = "cpu") -> dict:
+    """kernels.get_kernel(repo_id, version=major) in a fresh process, then the op on examples/chelsea.png vs
+    the reference (testkit/kernels_check.py). `env` must not set HF_HUB_DISABLE_TELEMETRY=1: kernels 0.17.2
+    then sends a User-Agent that huggingface_hub's HTTP client rejects."""
+    done = run([sys.executable, str(KERNELS_CHECK), repo_id, str(major), str(IMAGE), device], env=env)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def kernels_cli(args: list[str], env: Mapping[str, str], check: bool = True) -> subprocess.CompletedProcess[str]:
+    """The `kernels` command line (e.g. `versions REPO`, `lock DIR`) in its own process."""
+    code = "import sys; from kernels.cli import main; sys.argv = ['kernels', *sys.argv[1:]]; main()"
+    return run([sys.executable, "-c", code, *args], env=env, check=check)

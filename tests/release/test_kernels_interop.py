@@ -14,45 +14,27 @@ rejects before any request. Its processes here run with telemetry left on (nothi
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 from kernelpin import lock as lockfile
 from kernelpin.integrity import sha256_file
-from testkit.releasing import BUILT_VERSIONS, IMAGE, REPO_ID, Released, consumer_project, hub_env, kernelpin, run
+from testkit.releasing import (
+    BUILT_VERSIONS,
+    REPO_ID,
+    Released,
+    consumer_project,
+    hub_env,
+    kernelpin,
+    kernels_cli,
+    kernels_get_and_check,
+)
 
 kernels_data = pytest.importorskip("kernels_data")
 pytest.importorskip("kernels")
 
 VARIANT = "torch213-cxx11-cpu-x86_64-linux"
-
-GET_KERNEL = """
-import json, sys
-from pathlib import Path
-import numpy as np, torch
-from PIL import Image
-import kernels
-try:
-    module = kernels.get_kernel(sys.argv[1], version=int(sys.argv[2]), trust_remote_code=True)
-except Exception as error:
-    print(json.dumps({"loaded": False, "type": f"{type(error).__module__}.{type(error).__name__}", "message": str(error)}))
-    raise SystemExit(0)
-rgb = np.asarray(Image.open(sys.argv[3]).convert("RGB"))
-r, g, b = (rgb[..., c].astype(np.float32) for c in range(3))
-expected = np.rint(np.clip((np.float32(0.299) * r + np.float32(0.587) * g) + np.float32(0.114) * b, 0, 255))
-gray = module.img2gray(torch.from_numpy(rgb.copy()), dim=-1, keepdim=False).numpy()
-print(json.dumps({"loaded": True, "file": module.__file__, "namespace": module.NAMESPACE,
-                  "metadata": module.metadata(), "mismatches": int((gray != expected.astype(np.uint8)).sum())}))
-"""
-
-KERNELS_CLI = "import sys; from kernels.cli import main; sys.argv = ['kernels', *sys.argv[1:]]; main()"
-
-
-def python_json(code: str, args: list[str], env: dict[str, str]) -> dict:
-    done = run([sys.executable, "-c", code, *args], env=env)
-    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def kernels_env(released: Released, home: Path) -> dict[str, str]:
@@ -81,7 +63,7 @@ def test_staged_metadata_parses_and_its_digest_validates_with_kernels_data(relea
 def test_get_kernel_version_0_loads_the_newest_release_from_the_kernel_repository(released: Released, tmp_path: Path):
     refs = released.repo.refs()
     assert refs[1]["v0"] == released.commits["0.2.0"]  # publishing moved v0 to 0.2.0, not to 0.2.1-rc.1
-    outcome = python_json(GET_KERNEL, [REPO_ID, "0", str(IMAGE)], kernels_env(released, tmp_path / "hf"))
+    outcome = kernels_get_and_check(REPO_ID, 0, kernels_env(released, tmp_path / "hf"))
     assert outcome["loaded"] is True, outcome
     assert (outcome["metadata"]["semver"], outcome["metadata"]["variant"]) == ("0.2.0", VARIANT)
     assert outcome["mismatches"] == 0
@@ -94,7 +76,7 @@ def test_get_kernel_version_0_loads_the_newest_release_from_the_kernel_repositor
 
 
 def test_kernels_versions_lists_our_variants(released: Released, tmp_path: Path):
-    done = run([sys.executable, "-c", KERNELS_CLI, "versions", REPO_ID], env=kernels_env(released, tmp_path / "hf"))
+    done = kernels_cli(["versions", REPO_ID], kernels_env(released, tmp_path / "hf"))
     assert "Version 0:" in done.stdout and VARIANT in done.stdout
     assert "torch213-cxx11-cpu-x86_64-linux" in done.stdout.split("Version 0:")[1]
 
@@ -104,7 +86,7 @@ def test_kernels_lock_and_kernelpin_lock_read_one_pyproject(released: Released, 
     newest 0.x release (>=0.0.0, <1.0.0-0); publishing keeps them the same commit."""
     env = kernels_env(released, tmp_path / "hf")
     project = consumer_project(tmp_path / "app", 0, REPO_ID)
-    run([sys.executable, "-c", KERNELS_CLI, "lock", str(project)], env=env)
+    kernels_cli(["lock", str(project)], env)
     (entry,) = json.loads((project / "kernels.lock").read_text())
     assert entry == {"dependency": {"repo-id": REPO_ID, "version": 0}, "lock": {"commit": released.commits["0.2.0"]}}
 
@@ -115,7 +97,7 @@ def test_kernels_lock_and_kernelpin_lock_read_one_pyproject(released: Released, 
 
 
 def test_get_kernel_with_telemetry_disabled_sends_an_illegal_header(released: Released, tmp_path: Path):
-    outcome = python_json(GET_KERNEL, [REPO_ID, "0", str(IMAGE)], hub_env(released.hub.endpoint, tmp_path / "hf"))
+    outcome = kernels_get_and_check(REPO_ID, 0, hub_env(released.hub.endpoint, tmp_path / "hf"))
     assert outcome["loaded"] is False and outcome["type"] == "httpx2.LocalProtocolError"
     assert outcome["message"].startswith("Illegal header value b'kernels/0.17.2; hf_hub/")
     assert outcome["message"].endswith("; '")
