@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import json
 import sys
@@ -13,18 +14,15 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from kernelpin import lock as lockfile
+from kernelpin import lockfile
 from kernelpin.errors import KernelpinError
+from kernelpin.layout import BUILD_DIR
 from kernelpin.project import Project, find_project, read_requirements, remove_requirement, set_requirement
 from kernelpin.ranges import Range, RangeError
-from kernelpin.resolve import describe_versions, resolve, tag_versions
+from kernelpin.resolve import resolve, tag_versions
 from kernelpin.source import HubSettings, HubSource
 from kernelpin.spec import Requirement, check_repo_id
 from kernelpin.sync import Installer, SyncedVariant, sync
-
-# markup=False: messages quote TOML like [tool.kernels], which rich would take for style tags.
-console = Console(highlight=False, soft_wrap=True, markup=False)
-errors = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
 
 
 def _emit_json(data: Any) -> None:
@@ -34,7 +32,11 @@ def _emit_json(data: Any) -> None:
 class Context:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
-        self.source = HubSource(HubSettings.from_env())
+        settings = HubSettings.from_env()
+        self.source = HubSource(dataclasses.replace(settings, offline=True) if args.offline else settings)
+        # markup=False: messages quote TOML like [tool.kernels], which rich would take for style tags.
+        self.out = Console(highlight=False, soft_wrap=True, markup=False, quiet=args.quiet)
+        self.err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)  # errors, warnings: never quiet
 
     @functools.cached_property
     def project(self) -> Project:
@@ -42,8 +44,14 @@ class Context:
         return find_project(Path(self.args.project) if self.args.project else Path.cwd())
 
     def note(self, message: str) -> None:
+        """Detail for -v."""
         if self.args.verbose:
-            errors.print(message, style="dim")
+            self.err.print(message, style="dim")
+
+    def progress(self, message: str) -> None:
+        """What a command did on the way, on stderr (stdout stays parseable with --json); silenced by -q."""
+        if not self.args.quiet:
+            self.err.print(message)
 
     def requirements(self) -> list[Requirement]:
         return read_requirements(self.project)
@@ -77,12 +85,12 @@ def cmd_lock(ctx: Context) -> int:
         if args.json:
             _emit_json({"fresh": not reasons, "reasons": reasons})
         elif reasons:
-            errors.print(f"{ctx.project.lockfile.name} is stale:")
+            ctx.err.print(f"{ctx.project.lockfile.name} is stale:")
             for reason in reasons:
-                errors.print(f"  {reason}")
-            errors.print("Run `kernelpin lock` to update it.")
+                ctx.err.print(f"  {reason}")
+            ctx.err.print("Run `kernelpin lock` to update it.")
         else:
-            console.print(f"{ctx.project.lockfile.name} is up to date")
+            ctx.out.print(f"{ctx.project.lockfile.name} is up to date")
         return 1 if reasons else 0
     new, changed = ctx.relock(set(args.upgrade_package or ()), args.upgrade, dry_run=args.dry_run)
     if args.json:
@@ -90,9 +98,9 @@ def cmd_lock(ctx: Context) -> int:
         return 0
     verb = "Would change" if args.dry_run else "Locked"
     for line in changed:
-        console.print(f"{verb}: {line}")
+        ctx.out.print(f"{verb}: {line}")
     if not changed:
-        console.print(f"{ctx.project.lockfile.name} is up to date ({len(new.kernels)} kernels)")
+        ctx.out.print(f"{ctx.project.lockfile.name} is up to date ({len(new.kernels)} kernels)")
     return 0
 
 
@@ -118,7 +126,7 @@ def _locked_for_sync(ctx: Context) -> lockfile.Lock:
         )
     new, changed = ctx.relock()
     for line in changed:
-        errors.print(f"Locked: {line}")  # stderr: stdout stays parseable with --json
+        ctx.progress(f"Locked: {line}")
     return new
 
 
@@ -138,15 +146,15 @@ def cmd_sync(ctx: Context) -> int:
         _emit_json({"environment": None if env is None else env.describe(), "synced": [_synced_json(r) for r in results]})
         return 0
     if env is not None:
-        console.print(f"Environment: {env.describe()}")
+        ctx.out.print(f"Environment: {env.describe()}")
     for result in results:
         parts = [f"{len(result.downloaded)} downloaded", f"{len(result.reused)} already present"]
         if result.repaired:
             parts.append(f"{len(result.repaired)} replaced (modified in the cache)")
-        console.print(f"{result.label}: {result.variant}: {', '.join(parts)}, all verified")
-        console.print(f"  {result.directory}", style="dim")
+        ctx.out.print(f"{result.label}: {result.variant}: {', '.join(parts)}, all verified")
+        ctx.out.print(f"  {result.directory}", style="dim")
         for path in result.repaired:
-            errors.print(f"warning: {result.repo_id}: {path} did not match the lock; replaced", style="yellow")
+            ctx.err.print(f"warning: {result.repo_id}: {path} did not match the lock; replaced", style="yellow")
     return 0
 
 
@@ -176,19 +184,27 @@ def cmd_add(ctx: Context) -> int:
         raise KernelpinError(f"{repo_id}: {error}") from None
     set_requirement(ctx.project, repo_id, range_text)
     new, changed = ctx.relock()
-    console.print(f"Added {repo_id} = \"{range_text}\" to {ctx.project.pyproject.name}")
+    if ctx.args.json:
+        _emit_json({"added": {"repo": repo_id, "requirement": range_text}, "pyproject": str(ctx.project.pyproject),
+                    "changes": changed, "kernels": [_kernel_json(k) for k in new.kernels]})
+        return 0
+    ctx.out.print(f"Added {repo_id} = \"{range_text}\" to {ctx.project.pyproject.name}")
     for line in changed:
-        console.print(f"Locked: {line}")
+        ctx.out.print(f"Locked: {line}")
     return 0
 
 
 def cmd_remove(ctx: Context) -> int:
     check_repo_id(ctx.args.repo)
     remove_requirement(ctx.project, ctx.args.repo)
-    _, changed = ctx.relock()
-    console.print(f"Removed {ctx.args.repo} from {ctx.project.pyproject.name}")
+    new, changed = ctx.relock()
+    if ctx.args.json:
+        _emit_json({"removed": ctx.args.repo, "pyproject": str(ctx.project.pyproject), "changes": changed,
+                    "kernels": [_kernel_json(k) for k in new.kernels]})
+        return 0
+    ctx.out.print(f"Removed {ctx.args.repo} from {ctx.project.pyproject.name}")
     for line in changed:
-        console.print(f"Locked: {line}")
+        ctx.out.print(f"Locked: {line}")
     return 0
 
 
@@ -213,7 +229,7 @@ def cmd_outdated(ctx: Context) -> int:
     for row in rows:
         table.add_row(row["repo"], row["requirement"], row["locked"] or "-",
                       row["newest_satisfying"] or "-", row["newest"] or "-")
-    console.print(table)
+    ctx.out.print(table)
     return 0
 
 
@@ -237,7 +253,7 @@ def cmd_versions(ctx: Context) -> int:
     for row in rows:
         satisfies = {None: "", True: "yes", False: "no"}[row["satisfies"]]
         table.add_row(row["version"], row["tag"], row["commit"][:12], satisfies, "*" if row["locked"] else "")
-    console.print(table)
+    ctx.out.print(table)
     if ignored:
         ctx.note(f"ignored tags (not versions): {', '.join(ignored)}")
     return 0
@@ -256,7 +272,7 @@ def cmd_verify(ctx: Context) -> int:
         for variant in kernel.variants:
             for locked_file in variant.files:
                 # Locking caches every variant's metadata.json, so presence is judged file by file.
-                path = installer.present(kernel, f"build/{variant.name}/{locked_file.path}")
+                path = installer.present(kernel, f"{BUILD_DIR}/{variant.name}/{locked_file.path}")
                 if path is None:
                     continue
                 try:
@@ -271,11 +287,11 @@ def cmd_verify(ctx: Context) -> int:
         _emit_json({"ok": not bad, "files": report})
         return 1 if bad else 0
     for row in bad:
-        errors.print(f"{row['status']}: {row['repo']} {row['variant']}/{row['path']}", style="red")
+        ctx.err.print(f"{row['status']}: {row['repo']} {row['variant']}/{row['path']}", style="red")
     if not report:
-        console.print("nothing installed yet; run `kernelpin sync`")
+        ctx.out.print("nothing installed yet; run `kernelpin sync`")
     else:
-        console.print(f"verified {len(report)} installed files: {len(report) - len(bad)} match the lock"
+        ctx.out.print(f"verified {len(report)} installed files: {len(report) - len(bad)} match the lock"
                       + ("" if not bad else f", {len(bad)} modified; run `kernelpin sync` to repair"))
     return 1 if bad else 0
 
@@ -295,14 +311,14 @@ def cmd_publish(ctx: Context) -> int:
                         "variants": sorted(release.variants), "size": release.size,
                         "files": [{"path": f.path, "size": f.size, "sha256": f.sha256} for f in release.files]})
             return 0
-        console.print(f"Dry run: would upload {summary}")
+        ctx.out.print(f"Dry run: would upload {summary}")
         if branch is None:
-            console.print(f"  {release.version} is a prerelease: no major-version branch is moved")
+            ctx.out.print(f"  {release.version} is a prerelease: no major-version branch is moved")
         else:
-            console.print(f"  and move branch {branch} to it, unless {branch} holds a newer release (it never moves back)")
+            ctx.out.print(f"  and move branch {branch} to it, unless {branch} holds a newer release (it never moves back)")
         for item in release.files:  # sha256sum's layout, with the size: complete lines at any terminal width
-            console.print(f"{item.sha256}  {item.size:>10}  {item.path}")
-        console.print("Nothing was uploaded; the Hub was not contacted.")
+            ctx.out.print(f"{item.sha256}  {item.size:>10}  {item.path}")
+        ctx.out.print("Nothing was uploaded; the Hub was not contacted.")
         return 0
     published = publish(ctx.source.api, release, args.repo, args.repo_type)
     if args.json:
@@ -311,19 +327,74 @@ def cmd_publish(ctx: Context) -> int:
                     "branch": {"name": published.branch.branch, "moved": published.branch.move,
                                "note": published.branch.note}})
         return 0
-    console.print(f"Published {summary} ({published.repo_type} repo), commit {published.commit[:12]}")
-    console.print(f"  {published.branch.note}")
-    console.print(f"  {published.url}", style="dim")
+    ctx.out.print(f"Published {summary} ({published.repo_type} repo), commit {published.commit[:12]}")
+    ctx.out.print(f"  {published.branch.note}")
+    ctx.out.print(f"  {published.url}", style="dim")
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kernelpin", description="Pin, install and load Hub kernels for this project.")
-    parser.add_argument("--project", metavar="DIR", help="the project (default: nearest pyproject.toml above the cwd)")
-    parser.add_argument("-v", "--verbose", action="store_true", help="explain more (e.g. tags that are not versions)")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+EXIT_CODES = """exit status:
+  0    success
+  1    failure the message explains: a stale lock under `lock --check` or `sync --locked`, files modified
+       since they were verified (`verify`), a Hub or network error, a release that breaks a rule, ...
+  2    usage error: unknown command or option, missing argument
+  130  interrupted (Ctrl-C); files already verified are kept
+"""
+LOCK_MODES = """how --locked and --frozen compare:
+  uv:    `uv sync --locked` fails on a stale lock, `--frozen` uses the lock without checking it: the same here.
+  cargo: `--locked` is the same too, but cargo's `--frozen` also means `--offline`; here `sync --frozen` still
+         downloads the locked files that are missing (add --offline, or HF_HUB_OFFLINE=1, to forbid that).
+"""
 
-    lock = commands.add_parser("lock", help="resolve [tool.kernels] and write kernelpin.lock")
+
+def _global_options(defaults: bool) -> argparse.ArgumentParser:
+    """-v, -q, --project, --offline: accepted before the command and after it (`kernelpin lock -v`).
+
+    The copy on each command has no defaults (SUPPRESS), so an option given before the command survives.
+    """
+    default = (lambda value: value) if defaults else (lambda value: argparse.SUPPRESS)
+    options = argparse.ArgumentParser(add_help=False)
+    group = options.add_argument_group("global options")
+    group.add_argument("--project", metavar="DIR", default=default(None),
+                       help="the project (default: nearest pyproject.toml above the cwd)")
+    group.add_argument("-v", "--verbose", action="store_true", default=default(False),
+                       help="explain more (e.g. tags that are not versions)")
+    group.add_argument("-q", "--quiet", action="store_true", default=default(False),
+                       help="print only errors, warnings and --json output")
+    group.add_argument("--offline", action="store_true", default=default(False),
+                       help="never contact the Hub: use the lock and the cache (as HF_HUB_OFFLINE=1)")
+    return options
+
+
+class _PrintVersion(argparse.Action):
+    """--version, reading the package metadata only when asked (importlib.metadata costs ~30 ms per start)."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, nargs=0,
+                         help="print kernelpin's version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            print(f"kernelpin {version('kernelpin')}")
+        except PackageNotFoundError:
+            print("kernelpin (version unknown: not installed, no package metadata)")
+        parser.exit()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kernelpin", description="Pin, install and load Hub kernels for this project.",
+                                     parents=[_global_options(defaults=True)], epilog=EXIT_CODES,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action=_PrintVersion)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    global_options = _global_options(defaults=False)
+
+    def command(name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        return commands.add_parser(name, parents=[global_options], **kwargs)
+
+    lock = command("lock", help="resolve [tool.kernels] and write kernelpin.lock")
     lock.add_argument("--check", action="store_true", help="exit 1 if the lock is stale; write nothing")
     upgrade = lock.add_mutually_exclusive_group()
     upgrade.add_argument("--upgrade", action="store_true", help="re-resolve every kernel to its newest satisfying version")
@@ -332,10 +403,12 @@ def build_parser() -> argparse.ArgumentParser:
     lock.add_argument("--json", action="store_true", help="machine-readable output")
     lock.set_defaults(run=cmd_lock)
 
-    sync_parser = commands.add_parser("sync", help="download and verify the locked variant for this environment")
+    sync_parser = command("sync", help="download and verify the locked variant for this environment",
+                                      epilog=LOCK_MODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     mode = sync_parser.add_mutually_exclusive_group()
-    mode.add_argument("--locked", action="store_true", help="fail if the lock is stale instead of updating it")
-    mode.add_argument("--frozen", action="store_true", help="use the lock as it is, resolving nothing")
+    mode.add_argument("--locked", action="store_true", help="fail if the lock is stale instead of updating it (as uv, cargo)")
+    mode.add_argument("--frozen", action="store_true",
+                      help="use the lock as it is, resolving nothing; may still download (cargo's --frozen implies --offline)")
     sync_parser.add_argument("--all-variants", action="store_true", help="every locked variant, not only this environment's")
     sync_parser.add_argument("--target", metavar="DIR", help="vendor into DIR (DIR/<org>/<name>/<commit>/build/<variant>)")
     sync_parser.add_argument("--torch", metavar="X.Y", help="select for this torch instead of detecting it")
@@ -344,31 +417,33 @@ def build_parser() -> argparse.ArgumentParser:
     sync_parser.add_argument("--json", action="store_true", help="machine-readable output")
     sync_parser.set_defaults(run=cmd_sync)
 
-    add = commands.add_parser("add", help="add a kernel to pyproject.toml and re-lock")
+    add = command("add", help="add a kernel to pyproject.toml and re-lock")
     add.add_argument("spec", metavar="REPO[@RANGE]", help="e.g. acme/img2gray or acme/img2gray@^0.1")
+    add.add_argument("--json", action="store_true", help="machine-readable output")
     add.set_defaults(run=cmd_add)
 
-    remove = commands.add_parser("remove", help="remove a kernel from pyproject.toml and re-lock")
+    remove = command("remove", help="remove a kernel from pyproject.toml and re-lock")
     remove.add_argument("repo", metavar="REPO")
+    remove.add_argument("--json", action="store_true", help="machine-readable output")
     remove.set_defaults(run=cmd_remove)
 
-    outdated = commands.add_parser("outdated", help="locked vs newest satisfying vs newest version")
+    outdated = command("outdated", help="locked vs newest satisfying vs newest version")
     outdated.add_argument("--json", action="store_true")
     outdated.set_defaults(run=cmd_outdated)
 
-    versions = commands.add_parser("versions", help="list a kernel's versions and which satisfy the requirement")
+    versions = command("versions", help="list a kernel's versions and which satisfy the requirement")
     versions.add_argument("repo", metavar="REPO")
     versions.add_argument("--json", action="store_true")
     versions.set_defaults(run=cmd_versions)
 
-    verify = commands.add_parser("verify", help="re-hash installed kernel files against the lock")
+    verify = command("verify", help="re-hash installed kernel files against the lock")
     verify.add_argument("--target", metavar="DIR", help="check a `sync --target` directory instead of the Hub cache")
     verify.add_argument("--json", action="store_true")
     verify.set_defaults(run=cmd_verify)
 
-    publish = commands.add_parser("publish", help="upload a release layout (build/<variant>/), tag it v<version>, "
-                                                  "move branch v<major> to it")
-    publish.add_argument("directory", metavar="DIR", help="the release layout (e.g. from tools/release.py stage)")
+    publish = command("publish", help="upload a release layout (build/<variant>/), tag it v<version>, "
+                                      "move branch v<major> to it")
+    publish.add_argument("directory", metavar="DIR", help="the release layout (e.g. from `python -m tools.release stage`)")
     publish.add_argument("--repo", required=True, metavar="ORG/NAME", help="the Hub repository")
     publish.add_argument("--version", help="fail unless the release is this version")
     publish.add_argument("--repo-type", choices=["kernel", "model"],
@@ -380,14 +455,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.quiet and args.verbose:
+        parser.error("-q/--quiet and -v/--verbose contradict each other; give one")
+    ctx = Context(args)
     try:
-        return args.run(Context(args))
+        return args.run(ctx)
     except KernelpinError as error:
-        errors.print(f"error: {error}", style="red")
+        ctx.err.print(f"error: {error}", style="red")
         return 1
     except KeyboardInterrupt:
-        errors.print("interrupted; files already verified are kept, re-run to finish")
+        ctx.err.print("interrupted; files already verified are kept, re-run to finish")
         return 130
 
 

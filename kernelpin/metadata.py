@@ -19,9 +19,8 @@ from typing import Any
 
 from kernelpin.errors import KernelpinError
 from kernelpin.integrity import check_repo_path
+from kernelpin.layout import METADATA
 from kernelpin.ranges import Version, VersionError
-
-METADATA = "metadata.json"
 DIGEST_ALGORITHM = "sha256"
 SEMVER_KEY = "semver"
 _REQUIRED = ("id", "name", "version", "license", "python-depends", "backend")

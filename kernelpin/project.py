@@ -11,10 +11,10 @@ from tomlkit.items import Table
 
 from kernelpin.errors import KernelpinError
 from kernelpin.integrity import write_atomic
+from kernelpin.layout import LOCKFILE
 from kernelpin.spec import Requirement, check_repo_id, parse_dependencies
 
 PYPROJECT = "pyproject.toml"
-LOCKFILE = "kernelpin.lock"
 
 
 @dataclass(frozen=True)

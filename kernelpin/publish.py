@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any
 from kernelpin import abi_gate
 from kernelpin.errors import KernelpinError
 from kernelpin.integrity import check_repo_path, sha256_file
-from kernelpin.metadata import METADATA, SEMVER_KEY, MetadataError, check_kernels_format
+from kernelpin.layout import BUILD_DIR, METADATA
+from kernelpin.metadata import SEMVER_KEY, MetadataError, check_kernels_format
 from kernelpin.metadata import parse as parse_metadata
 from kernelpin.ranges import Version
-from kernelpin.resolve import BUILD_DIR, tag_versions
 from kernelpin.source import http_status, repository_refs, translate_errors
 from kernelpin.spec import REPO_TYPES, check_repo_id
 from kernelpin.variant import Variant
@@ -125,7 +125,7 @@ def check_release(root: Path, version: str | None = None) -> Release:
     root = root.resolve()
     build = root / BUILD_DIR
     if not build.is_dir():
-        raise PublishError(f"{root}: no {BUILD_DIR}/ directory; expected {BUILD_DIR}/<variant>/ (tools/release.py stage makes it)")
+        raise PublishError(f"{root}: no {BUILD_DIR}/ directory; expected {BUILD_DIR}/<variant>/ (`python -m tools.release stage` makes it)")
     variants: dict[str, dict[str, Any]] = {}
     for entry in sorted(build.iterdir()):
         if not entry.is_dir() or entry.is_symlink():
@@ -173,8 +173,7 @@ def plan_major_branch(version: Version, tags: dict[str, str], branches: dict[str
     current = branches.get(branch)
     if current is None:
         return BranchPlan(branch, True, f"{branch} created at {version}")
-    versions, _ = tag_versions(tags)
-    at_branch = [v for v, tag in versions.items() if tags[tag] == current]
+    at_branch = [v for tag, commit in tags.items() if commit == current and (v := Version.from_tag(tag)) is not None]
     if not at_branch:
         return BranchPlan(
             branch, False,

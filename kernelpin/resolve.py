@@ -11,15 +11,15 @@ from dataclasses import dataclass
 
 from kernelpin.errors import KernelpinError
 from kernelpin.integrity import check_repo_path, git_blob_sha1
-from kernelpin.lock import Lock, LockedFile, LockedKernel, LockedVariant, satisfies
-from kernelpin.metadata import METADATA, MetadataError
+from kernelpin.layout import BUILD_DIR, METADATA
+from kernelpin.lockfile import Lock, LockedFile, LockedKernel, LockedVariant, why_stale
+from kernelpin.metadata import MetadataError
 from kernelpin.metadata import parse as parse_metadata
 from kernelpin.ranges import Version
 from kernelpin.source import HubSource, Refs, RemoteFile
 from kernelpin.spec import Requirement
 
 _COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
-BUILD_DIR = "build"
 
 
 @dataclass(frozen=True)
@@ -210,7 +210,7 @@ def resolve(
     todo: list[Requirement] = []
     for requirement in requirements:
         locked = previous.kernel(requirement.repo_id) if previous else None
-        if locked is not None and not upgrade(requirement.repo_id) and satisfies(requirement, locked) is None:
+        if locked is not None and not upgrade(requirement.repo_id) and why_stale(requirement, locked) is None:
             kept[requirement.repo_id] = dataclasses.replace(locked, requirement=requirement.text)
         else:
             todo.append(requirement)

@@ -11,9 +11,9 @@ from pathlib import Path
 from types import ModuleType
 
 from kernelpin import environment
-from kernelpin import lock as lockfile
+from kernelpin import lockfile
 from kernelpin.errors import KernelpinError
-from kernelpin.project import LOCKFILE
+from kernelpin.layout import LOCKFILE
 from kernelpin.source import HubSettings, HubSource
 from kernelpin.sync import Installer, choose_variant
 from kernelpin.variant import Environment

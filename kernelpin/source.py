@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 _DEFAULT_ENDPOINT = "https://huggingface.co"
 _TRUE = {"1", "on", "yes", "true"}
+OFFLINE = "offline mode is on (--offline or HF_HUB_OFFLINE=1)"
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,7 @@ class HubSource:
 
     @property
     def api(self) -> HfApi:
+        self._require_online("this command")  # every API call (refs, trees, publishing) comes through here
         if self._api is None:
             from huggingface_hub import HfApi
 
@@ -75,8 +77,8 @@ class HubSource:
     def _require_online(self, what: str) -> None:
         if self.settings.offline:
             raise KernelpinError(
-                f"{what} needs the Hub, but HF_HUB_OFFLINE=1: unset it to resolve, "
-                "or use an up-to-date kernelpin.lock with `kernelpin sync --frozen`"
+                f"{what} needs the Hub, but {OFFLINE}: go online, "
+                "or work from an up-to-date kernelpin.lock and the cache with `kernelpin sync --frozen`"
             )
 
     def refs(self, repo_id: str, repo_type: str | None) -> Refs:
@@ -126,7 +128,7 @@ class HubSource:
         if self.settings.offline:
             raise KernelpinError(
                 f"{repo_id}: {path} at {commit[:12]} is not in the cache ({self.settings.cache_dir}) and "
-                "HF_HUB_OFFLINE=1 forbids downloading it: run `kernelpin sync` with network access first, "
+                f"{OFFLINE}, so it cannot be downloaded: run `kernelpin sync` with network access first, "
                 "or vendor the kernels with `kernelpin sync --target DIR`"
             )
         from huggingface_hub import hf_hub_download
@@ -141,6 +143,7 @@ class HubSource:
 
 
 def http_status(error: BaseException | None) -> int | None:
+    """The HTTP status code of a huggingface_hub/httpx error, or None when it carries no response."""
     response = getattr(error, "response", None)
     return getattr(response, "status_code", None)
 
@@ -177,7 +180,7 @@ def translate_errors(what: str, endpoint: str) -> Iterator[None]:
     try:
         yield
     except OfflineModeIsEnabled as error:
-        raise KernelpinError(f"{what}: offline mode is on (HF_HUB_OFFLINE=1); unset it to use the Hub") from error
+        raise KernelpinError(f"{what}: {OFFLINE}; go online to use the Hub") from error
     except HfHubHTTPError as error:
         status = http_status(error)
         if status in (401, 403):

@@ -10,8 +10,8 @@ from filelock import FileLock
 
 from kernelpin.errors import IntegrityError, KernelpinError, NoVariantError
 from kernelpin.integrity import check_repo_path, verify_file
-from kernelpin.lock import Lock, LockedFile, LockedKernel
-from kernelpin.resolve import BUILD_DIR
+from kernelpin.layout import BUILD_DIR
+from kernelpin.lockfile import Lock, LockedFile, LockedKernel
 from kernelpin.source import HubSource
 from kernelpin.variant import Environment, select
 

@@ -1,7 +1,7 @@
 """Real builds, staged releases and a consumer project: shared by tests/release, tools/gpu_e2e.py and benchmarks.
 
 olah is a read-only mirror: it serves local git repositories and accepts no uploads. A release reaches the
-test Hub as the tree `kernelpin publish` would upload (tools/release.py's staged layout), committed
+test Hub as the tree `kernelpin publish` would upload (`tools.release stage`'s layout), committed
 ("Release vX") and tagged (vX, annotated) with git in the repository olah serves. Everything downstream
 (refs, trees, downloads, lock/sync/load) goes through the real Hub API.
 """
@@ -30,8 +30,8 @@ ROOT = Path(__file__).resolve().parents[1]
 IMAGE = ROOT / "examples" / "chelsea.png"
 CONSUMER_CHECK = Path(__file__).with_name("consumer_check.py")
 KERNELS_CHECK = Path(__file__).with_name("kernels_check.py")
-# What tools/build_op.py reads (it names the build with kernelpin.variant).
-BUILD_INPUTS = ("build.toml", "csrc", "torch-ext", "tools/build_op.py", "kernelpin")
+# What `python -m tools.build_op` reads (it names the build with kernelpin.variant).
+BUILD_INPUTS = ("build.toml", "csrc", "torch-ext", "tools/__init__.py", "tools/build_op.py", "kernelpin")
 
 
 @dataclass(frozen=True)
@@ -60,15 +60,15 @@ def source_tree(version: str, into: Path) -> Path:
     return into
 
 
-def build_command(sources: Path, out: Path, build_dir: Path, cuda: str = "off") -> list[str]:
-    return [sys.executable, str(sources / "tools" / "build_op.py"), "--out", str(out), "--cuda", cuda,
-            "--build-dir", str(build_dir)]
+def build_command(out: Path, build_dir: Path, cuda: str = "off") -> list[str]:
+    """The build of the sources in the working directory it runs in (ROOT or a `source_tree`)."""
+    return [sys.executable, "-m", "tools.build_op", "--out", str(out), "--cuda", cuda, "--build-dir", str(build_dir)]
 
 
 def stage(sources: list[Path], out: Path, repo_id: str) -> Path:
-    """tools/release.py stage, as a release manager runs it."""
-    run([sys.executable, str(ROOT / "tools" / "release.py"), "stage", *map(str, sources), "--repo", repo_id,
-         "--out", str(out)])
+    """`python -m tools.release stage`, as a release manager runs it."""
+    run([sys.executable, "-m", "tools.release", "stage", *map(str, sources), "--repo", repo_id, "--out", str(out)],
+        cwd=ROOT)
     return out
 
 

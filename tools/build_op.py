@@ -2,7 +2,7 @@
 
 This is the one build of the operator: tests, the demo, the conda recipe and the release step all call it.
 
-    python tools/build_op.py --out DIR [--cuda auto|on|off] [--glibc-floor 2.28|off] [--build-dir DIR] [--verbose]
+    python -m tools.build_op --out DIR [--cuda auto|on|off] [--glibc-floor 2.28|off] [--build-dir DIR] [--verbose]
 
 DIR receives a flat Python package (`__init__.py`, `functional.py`, `_ops.py`, `_img2gray_<id>.abi3.so`,
 `metadata.json`) that can be imported as `img2gray` or under any other module name.
@@ -21,14 +21,13 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from kernelpin import metadata as variant_metadata
+from kernelpin.integrity import sha256_file, staged_directory
+from kernelpin.layout import METADATA
+from kernelpin.ranges import Version
+from kernelpin.variant import Variant  # names the build; kernelpin is pure Python
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # kernelpin.variant names the build; kernelpin is pure Python
-
-from kernelpin import metadata as variant_metadata  # noqa: E402
-from kernelpin.integrity import sha256_file, staged_directory  # noqa: E402
-from kernelpin.ranges import Version  # noqa: E402
-from kernelpin.variant import Variant  # noqa: E402
-
 CSRC = ROOT / "csrc"
 TORCH_EXT = ROOT / "torch-ext"
 PACKAGE = TORCH_EXT / "img2gray"
@@ -234,7 +233,7 @@ def build(out: Path, cuda_mode: str = "auto", build_root: Path | None = None, ve
                 "arch": variant.arch,
             },
         )
-        (staging / variant_metadata.METADATA).write_text(variant_metadata.render(metadata))
+        (staging / METADATA).write_text(variant_metadata.render(metadata))
     return metadata
 
 

@@ -34,9 +34,10 @@ from rattler_build import (
 )
 from rattler_build.progress import BuildStepEvent, LogEvent
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# Its conda_* siblings, and the repository root for tools.build_op (which imports kernelpin).
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parent.parent)]
 
-from build_op import source_commit  # noqa: E402
+from tools.build_op import source_commit  # noqa: E402
 from conda_channel import DETECT, index_channel, virtual_packages  # noqa: E402
 from conda_standins import Machine, build_standin_channel, detect_machine, offline_variant_overrides  # noqa: E402
 

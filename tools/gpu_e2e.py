@@ -3,7 +3,7 @@ into a kernel repository of a local Hub (olah + testkit/hub_front.py: tag v<vers
 then load it both ways: `kernels.get_kernel(repo, version=<major>)` and, in a consumer project, kernelpin
 lock/sync/load; the op runs on the GPU and must match the reference on examples/chelsea.png.
 
-    PYTHONPATH=$PWD:/tmp/site PATH=/tmp/site/bin:$PATH python3 -m tools.gpu_e2e [--workdir DIR] [--json FILE]
+    PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH python3 -m tools.gpu_e2e [--workdir DIR] [--json FILE]
 
 Needs a CUDA build of torch, nvcc, and olah, kernels, kernels-data, kernel-abi-check + kernelpin's
 dependencies importable (docs/releasing.md says how to carry them as wheels). `--device cpu` runs the same
@@ -24,12 +24,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # also when run as a script (python3 tools/gpu_e2e.py)
-
-from kernelpin.abi_gate import gate  # noqa: E402
-from testkit.hub import HubServer  # noqa: E402
-from testkit.releasing import (  # noqa: E402
+from kernelpin.abi_gate import gate
+from testkit.hub import HubServer
+from testkit.releasing import (
     REPO_ID,
     build_command,
     consumer_project,
@@ -42,6 +39,8 @@ from testkit.releasing import (  # noqa: E402
     run,
     stage,
 )
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 class StepFailed(Exception):
@@ -68,7 +67,7 @@ def loop(work: Path, device: str, report: dict[str, Any], log: Callable[[str], N
 
     started = time.monotonic()
     variant_dir = work / "build" / "img2gray"
-    run(build_command(ROOT, variant_dir, work / "objects", "on" if cuda else "off"))
+    run(build_command(variant_dir, work / "objects", "on" if cuda else "off"), cwd=ROOT)
     metadata = json.loads((variant_dir / "metadata.json").read_text())
     report.update(variant=metadata["variant"], backend=metadata["backend"], build_s=round(time.monotonic() - started))
     check(metadata["backend"]["type"] == ("cuda" if cuda else "cpu"), "build", f"backend {metadata['backend']}")

@@ -24,7 +24,7 @@ step() {
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
 $PY -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)" | tee -a "$OUT/gpu.txt"
 
-step build $PY tools/build_op.py --out build/gpu/img2gray --cuda on
+step build $PY -m tools.build_op --out build/gpu/img2gray --cuda on
 export PYTHONPATH=$PWD/build/gpu${PYTHONPATH:+:$PYTHONPATH}
 step tests $PY -m pytest -q -p no:logging -p no:cacheprovider tests/op
 step memcheck compute-sanitizer --tool memcheck --error-exitcode 9 --print-limit 20 \

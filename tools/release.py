@@ -1,11 +1,11 @@
 """Stage a Hub release of the operator from its builds: `<out>/build/<variant>/` plus a README.md.
 
-    python tools/release.py stage SOURCE... --repo acme/img2gray --out build/release
+    python -m tools.release stage SOURCE... --repo acme/img2gray --out build/release
     python -m kernelpin publish build/release --repo acme/img2gray [--dry-run]
 
 Each SOURCE is a conda package (`.conda`, the bits `pixi add img2gray` installs), a directory holding
 conda packages (e.g. `output/`, the channel `pixi run build` writes), or a variant directory written by
-`tools/build_op.py --out DIR`. A conda package installs the variant directory as `site-packages/<name>/`;
+`python -m tools.build_op --out DIR`. A conda package installs the variant directory as `site-packages/<name>/`;
 that directory is taken as it is. Every file is checked against its metadata.json digest before it is
 staged; variants of different versions, or two builds of one variant, are refused.
 """
@@ -20,16 +20,13 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from kernelpin.errors import KernelpinError
+from kernelpin.integrity import staged_directory
+from kernelpin.layout import BUILD_DIR, METADATA
+from kernelpin.publish import PublishError, Release, check_release, read_variant, release_version
+from kernelpin.spec import check_repo_id
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # kernelpin (pure Python) checks the layout
-
-from kernelpin.errors import KernelpinError  # noqa: E402
-from kernelpin.integrity import staged_directory  # noqa: E402
-from kernelpin.publish import PublishError, Release, check_release, read_variant, release_version  # noqa: E402
-from kernelpin.metadata import METADATA  # noqa: E402
-from kernelpin.resolve import BUILD_DIR  # noqa: E402
-from kernelpin.spec import check_repo_id  # noqa: E402
-
 CONDA_SUFFIX = ".conda"
 
 
@@ -64,7 +61,7 @@ def collect(sources: Iterable[Path], workdir: Path) -> dict[str, tuple[Path, dic
         metadata = read_variant(directory)
         name = metadata.get("variant")
         if not isinstance(name, str):
-            raise PublishError(f"{origin}: {METADATA} has no \"variant\"; rebuild with tools/build_op.py")
+            raise PublishError(f"{origin}: {METADATA} has no \"variant\"; rebuild with `python -m tools.build_op`")
         if name in variants:
             raise PublishError(
                 f"two builds of variant {name}: {variants[name][2]} and {origin}; pass only the one to release"

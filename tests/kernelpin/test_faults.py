@@ -14,7 +14,7 @@ from testkit.fake_kernel import CPU_213, publish
 from huggingface_hub.utils import tqdm as hf_tqdm
 
 import kernelpin
-from kernelpin import lock as lockfile
+from kernelpin import lockfile
 from kernelpin.errors import IntegrityError, KernelpinError
 from kernelpin.runtime import module_name
 from kernelpin.source import HubSettings, HubSource

@@ -7,7 +7,7 @@ import shutil
 
 from testkit.fake_kernel import publish
 
-from kernelpin import lock as lockfile
+from kernelpin import lockfile
 
 
 def test_lock_is_deterministic_and_documented(img2gray, project, cli, hf_env):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelpin import lock as lockfile
+from kernelpin import lockfile
 from kernelpin.metadata import MetadataError, check_kernels_format, parse, sha256_base64
 from testkit.fake_kernel import CPU_213, sha256, variant_files, write_variant
 from testkit.releasing import ROOT, run
@@ -81,8 +81,8 @@ def test_publishing_refuses_what_kernels_would_refuse(tmp_path):
     old.mkdir()
     for name, data in legacy_variant_files("0.3.0", CPU_213).items():
         (old / name).write_bytes(data)
-    done = run([sys.executable, str(ROOT / "tools" / "release.py"), "stage", str(old), "--repo", "acme/gray", "--out",
-                str(tmp_path / "r")], check=False)
+    done = run([sys.executable, "-m", "tools.release", "stage", str(old), "--repo", "acme/gray", "--out",
+                str(tmp_path / "r")], cwd=ROOT, check=False)
     assert done.returncode == 1
     assert "old metadata format (\"version\" is the SemVer string, digests are hex), which the `kernels` package refuses" in done.stderr
     with pytest.raises(MetadataError, match="no \"semver\""):
@@ -112,4 +112,4 @@ def test_kernelpin_needs_none_of_the_kernels_packages_to_run():
     kernelpin itself, load path and CLI, imports neither them nor `kernels`."""
     code = ("import sys, kernelpin, kernelpin.runtime, kernelpin.cli, kernelpin.publish, kernelpin.metadata; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('kernels', 'kernels_data', 'kernel_abi_check')))")
-    assert run([sys.executable, "-c", code]).stdout.strip() == "[]"
+    assert run([sys.executable, "-c", code], cwd=ROOT).stdout.strip() == "[]"

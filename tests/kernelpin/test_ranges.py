@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import shutil
+import subprocess
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -489,3 +495,52 @@ def test_from_tag_accepts_only_full_versions(tag: str) -> None:
     version = Version.from_tag(tag)
     if version is not None:
         assert str(version) == tag.removeprefix("v")  # every accepted tag is canonical SemVer
+
+
+# The deliberate differences from node-semver (docs/kernelpin.md, "Where kernelpin differs from npm").
+# (range, version, kernelpin's answer); node-semver answers the opposite.
+DIFFERENCES = [
+    ("1.2", "1.5.0", True),  # a bare version is a caret (Cargo); npm: 1.2.x
+    ("1.2.3", "1.5.0", True),  # npm: exactly 1.2.3
+    ("* || >=2.0.0-beta", "2.0.0-beta.1", True),  # npm collapses the whole range to `*`
+    (">=2.0.0-beta || *", "2.0.0-beta.1", True),
+]
+BUILD_TIE = (["1.2.3+a", "1.2.3+b"], "^1")  # SemVer: equal precedence; kernelpin: the greater build wins
+
+NODE_SEMVER = """
+const semver = require("semver");
+const input = JSON.parse(require("fs").readFileSync(0, "utf8"));
+console.log(JSON.stringify({
+  satisfies: input.rows.map(([range, version]) => semver.satisfies(version, range)),
+  best: [input.tie[0], [...input.tie[0]].reverse()].map((list) => semver.maxSatisfying(list, input.tie[1])),
+}));
+"""
+
+
+def _node_semver(rows: list[tuple[str, str]]) -> dict:
+    """node-semver's answers, from the `semver` package that node resolves (NODE_PATH=DIR/node_modules)."""
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed: the node-semver comparison needs it")
+    found = subprocess.run([node, "-e", "require.resolve('semver')"], capture_output=True, env=os.environ)
+    if found.returncode != 0:
+        pytest.skip("node-semver not found: `npm install semver@7` in a scratch DIR and set NODE_PATH=DIR/node_modules")
+    done = subprocess.run([node, "-e", NODE_SEMVER], input=json.dumps({"rows": rows, "tie": BUILD_TIE}),
+                          capture_output=True, text=True, check=True)
+    return json.loads(done.stdout)
+
+
+def test_node_semver_agrees_except_where_documented() -> None:
+    bare = re.compile(r"v?\d+(\.\d+){0,2}")  # a bare version: caret here, exact or x-range in npm
+    agreeing = [(text, version, expected) for text, version, expected in CONTAINS if not bare.fullmatch(text)]
+    rows = [(text, version) for text, version, _ in agreeing + DIFFERENCES]
+    node = _node_semver([(text.replace(",", " "), version) for text, version in rows])  # `,`: Cargo's spelling
+    expected = [expected for _, _, expected in agreeing] + [not ours for _, _, ours in DIFFERENCES]
+    assert dict(zip(map(tuple, rows), node["satisfies"])) == dict(zip(rows, expected))
+    for text, version, ours in DIFFERENCES:
+        assert Range.parse(text).contains(Version.parse(version)) is ours
+    # npm's maxSatisfying keeps whichever tie comes first; kernelpin picks the greater build either way.
+    candidates, text = BUILD_TIE
+    assert node["best"] == [candidates[0], candidates[1]]
+    assert {str(Range.parse(text).best([Version.parse(v) for v in order])) for order in (candidates, candidates[::-1])} \
+        == {"1.2.3+b"}

@@ -10,7 +10,7 @@ import pytest
 from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
 
 import kernelpin
-from kernelpin import lock as lockfile
+from kernelpin import lockfile
 from kernelpin.source import repository_refs
 from testkit.fake_kernel import CPU_213, publish
 

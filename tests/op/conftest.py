@@ -1,4 +1,4 @@
-"""Builds the operator once per test session (tools/build_op.py, the same build every consumer uses)."""
+"""Builds the operator once per test session (`python -m tools.build_op`, the same build every consumer uses)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,8 @@ def img2gray(tmp_path_factory):
     out = tmp_path_factory.mktemp("variant") / "img2gray"
     # A separate process: the build loads the library it compiles, and a process may register a
     # torch.ops namespace only once.
-    subprocess.run([sys.executable, str(ROOT / "tools" / "build_op.py"), "--out", str(out)], check=True)
+    subprocess.run([sys.executable, "-m", "tools.build_op", "--out", str(out)], cwd=ROOT, check=True)
+    # As a consumer imports a variant directory (PYTHONPATH=build/dev in pixi.toml), for this session only.
     sys.path.insert(0, str(out.parent))
     try:
         yield importlib.import_module("img2gray")

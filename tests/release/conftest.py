@@ -43,12 +43,14 @@ def builds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         if version == own_version and CONDA_BUILD.exists():
             out = root / "conda-channel"
             command = [sys.executable, str(CONDA_BUILD), "--offline", "--variant", "cpu", "--output-dir", str(out)]
+            sources = ROOT
         else:
             sources = ROOT if version == own_version else source_tree(version, root / f"sources-{version}")
             out = root / version / "img2gray"
-            command = build_command(sources, out, root / "objects")
+            command = build_command(out, root / "objects")
         with open(log, "w") as stream:
-            jobs[version] = (subprocess.Popen(command, stdout=stream, stderr=subprocess.STDOUT, env=env), out, log)
+            jobs[version] = (subprocess.Popen(command, cwd=sources, stdout=stream, stderr=subprocess.STDOUT, env=env),
+                             out, log)
     failed = [f"{version}: exit {process.wait()}, see {log}:\n{log.read_text()[-3000:]}"
               for version, (process, _, log) in jobs.items() if process.wait() != 0]
     if failed:

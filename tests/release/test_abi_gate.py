@@ -71,26 +71,26 @@ def test_the_glibc_floor_header_makes_the_same_code_pass(libraries, tmp_path):
 
 def test_stage_and_publish_run_the_gate(libraries, tmp_path):
     bad = variant_with(tmp_path, libraries["plain"])
-    done = run([sys.executable, str(ROOT / "tools" / "release.py"), "stage", str(bad), "--repo", "acme/gray",
-                "--out", str(tmp_path / "r")], check=False)
+    done = run([sys.executable, "-m", "tools.release", "stage", str(bad), "--repo", "acme/gray",
+                "--out", str(tmp_path / "r")], cwd=ROOT, check=False)
     assert done.returncode == 1 and "build/torch213-cxx11-cpu-x86_64-linux/_keep.abi3.so: __libc_single_threaded" in done.stderr
     assert not (tmp_path / "r").exists()
 
     good = variant_with(tmp_path, libraries["floor"], "1.0.1")
-    run([sys.executable, str(ROOT / "tools" / "release.py"), "stage", str(good), "--repo", "acme/gray",
-         "--out", str(tmp_path / "r")])
+    run([sys.executable, "-m", "tools.release", "stage", str(good), "--repo", "acme/gray",
+         "--out", str(tmp_path / "r")], cwd=ROOT)
     # The library is replaced after staging (its digest updated to match): publish's own gate refuses it.
     staged = tmp_path / "r" / "build" / CPU
     shutil.rmtree(staged)
     shutil.copytree(bad, staged)
     done = run([sys.executable, "-m", "kernelpin", "publish", str(tmp_path / "r"), "--repo", "acme/gray", "--dry-run"],
-               check=False)
+               cwd=ROOT, check=False)
     assert done.returncode == 1 and "__libc_single_threaded needs GLIBC_2.32" in done.stderr
 
 
 def test_gate_command_line(libraries, tmp_path):
     good, bad = variant_with(tmp_path, libraries["floor"]), variant_with(tmp_path, libraries["plain"], "2.0.0")
-    passed = run([sys.executable, "-m", "kernelpin.abi_gate", str(good)])
+    passed = run([sys.executable, "-m", "kernelpin.abi_gate", str(good)], cwd=ROOT)
     assert "ABI gate passed: 1 shared library meets manylinux_2_28" in passed.stdout
-    refused = run([sys.executable, "-m", "kernelpin.abi_gate", str(good), str(bad)], check=False)
+    refused = run([sys.executable, "-m", "kernelpin.abi_gate", str(good), str(bad)], cwd=ROOT, check=False)
     assert refused.returncode == 1 and "1 ABI violation(s)" in refused.stderr

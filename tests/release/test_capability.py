@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import kernelpin
-from kernelpin import lock as lockfile
+from kernelpin import lockfile
 from kernelpin import runtime
 from kernelpin.errors import NoVariantError
 from kernelpin.variant import Environment

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelpin import lock as lockfile
+from kernelpin import lockfile
 from kernelpin.integrity import sha256_file
 from testkit.releasing import (
     BUILT_VERSIONS,

@@ -1,4 +1,4 @@
-"""The release rules: what tools/release.py stage and kernelpin publish refuse, and how they say it."""
+"""The release rules: what `python -m tools.release stage` and kernelpin publish refuse, and how they say it."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ CUDA = "torch213-cxx11-cu130-x86_64-linux"
 
 
 def release_tool(*args: str | Path) -> tuple[int, str]:
-    done = run([sys.executable, str(ROOT / "tools" / "release.py"), *map(str, args)], check=False)
+    done = run([sys.executable, "-m", "tools.release", *map(str, args)], cwd=ROOT, check=False)
     return done.returncode, done.stdout + done.stderr
 
 

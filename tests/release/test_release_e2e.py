@@ -13,7 +13,7 @@ from pathlib import Path
 
 from huggingface_hub import HfApi
 
-from kernelpin import lock as lockfile
+from kernelpin import lockfile
 from kernelpin.integrity import sha256_file
 from kernelpin.metadata import sha256_hex
 from testkit.releasing import (

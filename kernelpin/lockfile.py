@@ -1,4 +1,4 @@
-"""kernelpin.lock: the model, its deterministic TOML form, and whether it still fits the requirements."""
+"""The lockfile (kernelpin.lock): the model, its deterministic TOML form, and whether it still fits the requirements."""
 
 from __future__ import annotations
 
@@ -162,7 +162,7 @@ def write(path: Path, lock: Lock) -> None:
     write_atomic(path, render(lock))
 
 
-def satisfies(requirement: Requirement, locked: LockedKernel) -> str | None:
+def why_stale(requirement: Requirement, locked: LockedKernel) -> str | None:
     """Why `locked` no longer satisfies `requirement`, or None when it still does."""
     if requirement.repo_type is not None and requirement.repo_type != locked.repo_type:
         return f"repo-type changed to {requirement.repo_type} (locked: {locked.repo_type})"
@@ -191,7 +191,7 @@ def staleness(requirements: list[Requirement], lock: Lock | None) -> list[str]:
         locked = lock.kernel(repo_id)
         if locked is None:
             reasons.append(f"{repo_id}: required ({requirement.text}) but not locked")
-        elif (reason := satisfies(requirement, locked)) is not None:
+        elif (reason := why_stale(requirement, locked)) is not None:
             reasons.append(f"{repo_id}: {reason}")
     return reasons
 

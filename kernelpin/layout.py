@@ -1,0 +1,5 @@
+"""Names of the files and directories kernelpin reads and writes, in one place (no logic, no imports)."""
+
+LOCKFILE = "kernelpin.lock"  # next to pyproject.toml
+BUILD_DIR = "build"  # a kernel repository's variants: build/<variant>/
+METADATA = "metadata.json"  # in every variant: name, version, backend, file digests

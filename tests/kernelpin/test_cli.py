@@ -1,0 +1,147 @@
+"""The CLI's habits, as uv/cargo/pixi users expect them: --version, global options before or after the
+command, -q, --offline, --json on add/remove, documented exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+
+from testkit.fake_kernel import CPU_213, write_variant
+
+from kernelpin import lockfile
+from kernelpin.cli import main
+
+SILENT = "http://127.0.0.1:9"  # discard port: nothing answers
+
+
+def usage_error(*args: str) -> int:
+    with pytest.raises(SystemExit) as exit_:
+        main(list(args))
+    return exit_.value.code
+
+
+def test_version(capsys):
+    assert usage_error("--version") == 0
+    assert capsys.readouterr().out == f"kernelpin {version('kernelpin')}\n"
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_global_options_before_or_after_the_command(img2gray, project, cli, tmp_path, monkeypatch, where):
+    root = project('"acme/img2gray" = "^0.1"\n')
+    monkeypatch.chdir(tmp_path)  # away from the project: --project must find it
+
+    def run(command: list[str], *options: str) -> tuple[int, str, str]:
+        # Before: the command's own copy of an option it is not given must not reset the global one.
+        return cli(*options, *command) if where == "before" else cli(*command, *options)
+
+    assert run(["lock"], "--project", str(root))[0] == 0
+    status, _, err = run(["versions", "acme/img2gray"], "--project", str(root), "-v")
+    assert status == 0 and "ignored tags (not versions): latest, nightly-2026-01-01" in err
+    status, _, err = run(["versions", "acme/img2gray"], "--project", str(root))
+    assert status == 0 and "ignored tags" not in err
+
+
+def test_quiet_prints_only_errors_and_json(img2gray, project, cli):
+    root = project('"acme/img2gray" = "^0.1"\n')
+    assert cli("lock", "-q") == (0, "", "")
+    assert cli("-q", "sync", "--torch", "2.13") == (0, "", "")
+    status, out, _ = cli("-q", "lock", "--json")
+    assert status == 0 and json.loads(out)["kernels"][0]["version"] == "0.1.1"
+    # A stale lock under -q: no chatter, but the failure still says why.
+    project('"acme/img2gray" = "^0.2"\n')
+    status, out, err = cli("lock", "--check", "-q")
+    assert (status, out) == (1, "") and "does not satisfy ^0.2" in err
+    # `sync` re-locks on the way: the "Locked:" progress line is chatter too.
+    status, out, err = cli("sync", "-q", "--torch", "2.13")
+    assert (status, out, err) == (0, "", "")
+    assert lockfile.read(root / "kernelpin.lock").kernels[0].version == "0.2.0"
+    assert usage_error("-q", "lock", "-v") == 2
+
+
+@pytest.mark.parametrize("offline", [["--offline"], ["env"]], ids=["--offline", "HF_HUB_OFFLINE=1"])
+def test_offline(img2gray, project, cli, monkeypatch, tmp_path, offline):
+    project('"acme/img2gray" = "^0.1"\n')
+    assert cli("sync", "--torch", "2.13")[0] == 0
+    monkeypatch.setenv("HF_ENDPOINT", SILENT)  # would hang or fail if anything went online
+    if offline == ["env"]:
+        monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+        offline = []
+    assert cli("sync", "--frozen", "--torch", "2.13", *offline)[0] == 0
+    assert cli(*offline, "sync", "--torch", "2.13")[0] == 0  # the lock is fresh: nothing to resolve
+    status, _, err = cli("sync", "--frozen", "--torch", "2.12", "--cuda", "12.9", *offline)
+    assert status == 1 and "torch212-cxx11-cu129-x86_64-linux/__init__.py at" in err
+    assert "offline mode is on (--offline or HF_HUB_OFFLINE=1)" in err
+    project('"acme/img2gray" = "^0.2"\n')
+    status, _, err = cli("lock", *offline)
+    assert status == 1 and "resolving acme/img2gray needs the Hub, but offline mode is on" in err
+    # Publishing needs the Hub too: refused before any upload is attempted.
+    release = tmp_path / "release"
+    write_variant(release / "build" / CPU_213, "1.0.0", CPU_213)
+    status, _, err = cli("publish", str(release), "--repo", "acme/new", *offline)
+    assert status == 1 and "needs the Hub, but offline mode is on" in err
+
+
+def test_add_and_remove_json(img2gray, new_repo, project, cli):
+    root = project('"acme/img2gray" = "^0.1"\n')
+    assert cli("lock")[0] == 0
+    status, out, _ = cli("add", "acme/img2gray@^0.2", "--json")
+    assert status == 0
+    added = json.loads(out)
+    assert added["added"] == {"repo": "acme/img2gray", "requirement": "^0.2"}
+    assert added["pyproject"] == str(root / "pyproject.toml")
+    assert added["changes"] == ["~ acme/img2gray: 0.1.1 -> 0.2.0"]
+    assert [(k["repo"], k["version"]) for k in added["kernels"]] == [("acme/img2gray", "0.2.0")]
+    status, out, _ = cli("remove", "acme/img2gray", "--json")
+    assert status == 0
+    assert json.loads(out) == {"removed": "acme/img2gray", "pyproject": str(root / "pyproject.toml"),
+                               "changes": ["- acme/img2gray 0.2.0"], "kernels": []}
+
+
+def test_exit_codes_are_documented_and_kept(img2gray, project, cli, capsys):
+    project('"acme/img2gray" = "^0.1"\n')
+    assert usage_error("--help") == 0
+    help_text = capsys.readouterr().out
+    assert "exit status:" in help_text and "130  interrupted" in help_text
+    assert usage_error("lock", "--no-such-option") == 2
+    assert usage_error("no-such-command") == 2
+    assert usage_error("sync", "--locked", "--frozen") == 2
+    assert cli("verify")[0] == 1  # a failure the message explains: no lock yet
+    assert cli("lock")[0] == 0
+
+
+def test_sync_help_compares_locked_and_frozen_with_uv_and_cargo(capsys):
+    assert usage_error("sync", "--help") == 0
+    text = capsys.readouterr().out
+    assert "uv:" in text and "cargo:" in text and "implies --offline" in text
+
+
+def test_interrupt_exits_130_and_says_what_is_kept(tmp_path):
+    """Ctrl-C while the Hub does not answer (a server that accepts and never replies)."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        (tmp_path / "pyproject.toml").write_text('[project]\nname = "app"\nversion = "1"\n')
+        env = {key: value for key, value in os.environ.items() if not key.startswith("HF_")}
+        env.update(HF_ENDPOINT=f"http://127.0.0.1:{server.getsockname()[1]}", HF_HOME=str(tmp_path / "hf"),
+                   PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+        process = subprocess.Popen([sys.executable, "-m", "kernelpin", "versions", "acme/x"], cwd=tmp_path, env=env,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        connection, _ = server.accept()  # the request is on its way: kernelpin now waits for an answer
+        time.sleep(0.2)
+        process.send_signal(signal.SIGINT)
+        try:
+            _, err = process.communicate(timeout=30)
+        finally:
+            process.kill()
+            connection.close()
+    assert process.returncode == 130
+    assert "interrupted; files already verified are kept, re-run to finish" in err
