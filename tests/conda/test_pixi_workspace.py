@@ -24,9 +24,13 @@ def test_every_script_a_task_runs_exists() -> None:
     tasks = _all_tasks()
     assert {"build", "dev.test", "cpu.bench", "cuda.bench"} <= set(tasks)
     scripts = {name: re.findall(r"python ([\w/]+\.py)", task["cmd"]) for name, task in tasks.items()}
-    assert sum(map(len, scripts.values())) >= 6
+    modules = {name: re.findall(r"python -m ([\w.]+)", task["cmd"]) for name, task in tasks.items()}
+    assert sum(map(len, scripts.values())) + sum(map(len, modules.values())) >= 6
     for name, paths in scripts.items():
         assert all((REPO_ROOT / path).exists() for path in paths), f"task {name}: {tasks[name]['cmd']}"
+    for name, names in modules.items():
+        for module in names:
+            assert (REPO_ROOT / (module.replace(".", "/") + ".py")).exists(), f"task {name}: {tasks[name]['cmd']}"
 
 
 def test_build_task_arguments_are_conda_build_options(capsys) -> None:
