@@ -8,10 +8,12 @@ releases reach the read-only test Hub, where the branches are then read back thr
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 from huggingface_hub import HfApi
 
-from kernelpin.publish import BranchPlan, plan_major_branch
+from kernelpin.publish import BranchPlan, check_release, plan_major_branch, publish
 from kernelpin.ranges import Version
 from testkit.fake_kernel import write_variant
 from testkit.hub import HubServer
@@ -57,3 +59,48 @@ def test_releases_move_the_branch_as_publish_would(tmp_path):
     # v1 stayed at 1.3.0 when 1.2.1 came later, and a prerelease does not move it; v0 was created.
     assert branches["v1"] == commits["1.3.0"] and branches["v0"] == commits["0.9.0"]
     assert all(tags[f"v{version}"] == commit for version, commit in commits.items())
+
+
+class RecordingHub:
+    """The huggingface_hub calls publish makes, recorded against refs given up front (no writable Hub API
+    server exists offline; the order of the calls is what this checks)."""
+
+    def __init__(self, tags: dict[str, str], branches: dict[str, str]) -> None:
+        self.endpoint, self.calls = "https://hub.test", []
+        self.tags, self.branches = tags, branches
+
+    def list_repo_refs(self, repo_id, repo_type):
+        return SimpleNamespace(
+            tags=[SimpleNamespace(name=name, target_commit=commit) for name, commit in self.tags.items()],
+            branches=[SimpleNamespace(name=name, target_commit=commit) for name, commit in self.branches.items()],
+        )
+
+    def upload_folder(self, **kwargs):
+        self.calls.append(("upload_folder", kwargs["repo_type"]))
+        return SimpleNamespace(oid=C, commit_url=f"https://hub.test/commit/{C}")
+
+    def create_tag(self, repo_id, tag, revision, repo_type, tag_message):
+        self.calls.append(("create_tag", tag, revision))
+
+    def delete_branch(self, repo_id, branch, repo_type):
+        self.calls.append(("delete_branch", branch))
+
+    def create_branch(self, repo_id, branch, revision, repo_type):
+        self.calls.append(("create_branch", branch, revision))
+
+
+@pytest.mark.parametrize(
+    ("version", "branches", "expected"),
+    [
+        ("1.4.0", {"main": A, "v1": A}, [("delete_branch", "v1"), ("create_branch", "v1", C)]),
+        ("2.0.0", {"main": A, "v1": A}, [("create_branch", "v2", C)]),
+        ("1.2.1", {"main": A, "v1": A}, []),
+    ],
+    ids=["moved", "created", "kept"],
+)
+def test_publish_moves_the_branch_after_tagging(tmp_path, version, branches, expected):
+    staged = stage([write_variant(tmp_path / "b", version, CPU)], tmp_path / "s", "acme/lines")
+    hub = RecordingHub({"v1.3.0": A}, branches)
+    published = publish(hub, check_release(staged), "acme/lines")
+    assert hub.calls == [("upload_folder", "kernel"), ("create_tag", f"v{version}", C), *expected]
+    assert published.branch.move is bool(expected)
