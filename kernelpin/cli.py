@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
+import hashlib
 import json
 import sys
 from collections.abc import Sequence
@@ -21,8 +22,8 @@ from kernelpin.project import Project, find_project, read_requirements, remove_r
 from kernelpin.ranges import Range, RangeError
 from kernelpin.resolve import resolve, tag_versions
 from kernelpin.source import HubSettings, HubSource
-from kernelpin.spec import Requirement, check_repo_id
-from kernelpin.sync import Installer, SyncedVariant, sync
+from kernelpin.spec import Requirement, check_repo_id, describe_value
+from kernelpin.sync import Installer, SyncedVariant, sync, unlisted_entries
 
 
 def _emit_json(data: Any) -> None:
@@ -32,11 +33,15 @@ def _emit_json(data: Any) -> None:
 class Context:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
-        settings = HubSettings.from_env()
-        self.source = HubSource(dataclasses.replace(settings, offline=True) if args.offline else settings)
         # markup=False: messages quote TOML like [tool.kernels], which rich would take for style tags.
         self.out = Console(highlight=False, soft_wrap=True, markup=False, quiet=args.quiet)
         self.err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)  # errors, warnings: never quiet
+
+    @functools.cached_property
+    def source(self) -> HubSource:
+        # Built on first use, inside main's error handling: the settings can be invalid (KERNELPIN_HTTP_TIMEOUT).
+        settings = HubSettings.from_env()
+        return HubSource(dataclasses.replace(settings, offline=True) if self.args.offline else settings)
 
     @functools.cached_property
     def project(self) -> Project:
@@ -53,6 +58,18 @@ class Context:
         if not self.args.quiet:
             self.err.print(message)
 
+    @functools.cached_property
+    def editing(self) -> Any:
+        """A lock held while pyproject.toml and kernelpin.lock are read, changed and written, so that
+        concurrent `add`/`remove`/`lock` runs on one project apply one after another (re-entrant)."""
+        from filelock import FileLock
+
+        root = str(self.project.root.resolve())
+        name = f"project-{hashlib.sha256(root.encode()).hexdigest()[:24]}.lock"
+        path = self.source.settings.cache_dir / ".kernelpin-locks" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return FileLock(str(path))
+
     def requirements(self) -> list[Requirement]:
         return read_requirements(self.project)
 
@@ -61,9 +78,12 @@ class Context:
 
     def relock(self, upgrade: set[str] | None = None, upgrade_all: bool = False, dry_run: bool = False) -> tuple[lockfile.Lock, list[str]]:
         """Resolve and (unless dry_run) write the lock; return it with the list of changes."""
+        with self.editing:
+            return self._relock(upgrade or set(), upgrade_all, dry_run)
+
+    def _relock(self, upgrade: set[str], upgrade_all: bool, dry_run: bool) -> tuple[lockfile.Lock, list[str]]:
         requirements = self.requirements()
         previous = self.lock()
-        upgrade = upgrade or set()
         unknown = upgrade - {r.repo_id for r in requirements}
         if unknown:
             raise KernelpinError(
@@ -73,7 +93,10 @@ class Context:
         new = resolve(self.source, requirements, previous,
                       upgrade=lambda repo_id: upgrade_all or repo_id in upgrade, note=self.note)
         changed = lockfile.changes(previous, new)
-        if not dry_run and (previous is None or lockfile.render(new) != lockfile.render(previous)):
+        if previous is not None and previous.schema != lockfile.SCHEMA_VERSION:
+            changed.append(f"~ {self.project.lockfile.name}: schema version {previous.schema} -> "
+                           f"{lockfile.SCHEMA_VERSION} (requirements are now stored as data)")
+        if not dry_run and (previous is None or changed):
             lockfile.write(self.project.lockfile, new)
         return new, changed
 
@@ -99,9 +122,16 @@ def cmd_lock(ctx: Context) -> int:
     verb = "Would change" if args.dry_run else "Locked"
     for line in changed:
         ctx.out.print(f"{verb}: {line}")
+    _warn_moved_tags(ctx, changed)
     if not changed:
         ctx.out.print(f"{ctx.project.lockfile.name} is up to date ({len(new.kernels)} kernels)")
     return 0
+
+
+def _warn_moved_tags(ctx: Context, changed: list[str]) -> None:
+    for line in changed:
+        if line.startswith("!"):
+            ctx.err.print(f"warning: {line[2:]}", style="bold yellow")
 
 
 def _kernel_json(kernel: lockfile.LockedKernel) -> dict[str, Any]:
@@ -127,6 +157,7 @@ def _locked_for_sync(ctx: Context) -> lockfile.Lock:
     new, changed = ctx.relock()
     for line in changed:
         ctx.progress(f"Locked: {line}")
+    _warn_moved_tags(ctx, changed)
     return new
 
 
@@ -155,12 +186,15 @@ def cmd_sync(ctx: Context) -> int:
         ctx.out.print(f"  {result.directory}", style="dim")
         for path in result.repaired:
             ctx.err.print(f"warning: {result.repo_id}: {path} did not match the lock; replaced", style="yellow")
+        for path in result.removed:
+            ctx.err.print(f"warning: {result.repo_id}: {path} is not in the lock; removed", style="yellow")
     return 0
 
 
 def _synced_json(result: SyncedVariant) -> dict[str, Any]:
     return {"repo": result.repo_id, "variant": result.variant, "directory": str(result.directory),
-            "downloaded": result.downloaded, "reused": result.reused, "repaired": result.repaired}
+            "downloaded": result.downloaded, "reused": result.reused, "repaired": result.repaired,
+            "removed": result.removed}
 
 
 def _split_spec(text: str) -> tuple[str, str | None]:
@@ -182,8 +216,9 @@ def cmd_add(ctx: Context) -> int:
         Range.parse(range_text)
     except RangeError as error:
         raise KernelpinError(f"{repo_id}: {error}") from None
-    set_requirement(ctx.project, repo_id, range_text)
-    new, changed = ctx.relock()
+    with ctx.editing:
+        set_requirement(ctx.project, repo_id, range_text)
+        new, changed = ctx.relock()
     if ctx.args.json:
         _emit_json({"added": {"repo": repo_id, "requirement": range_text}, "pyproject": str(ctx.project.pyproject),
                     "changes": changed, "kernels": [_kernel_json(k) for k in new.kernels]})
@@ -196,8 +231,9 @@ def cmd_add(ctx: Context) -> int:
 
 def cmd_remove(ctx: Context) -> int:
     check_repo_id(ctx.args.repo)
-    remove_requirement(ctx.project, ctx.args.repo)
-    new, changed = ctx.relock()
+    with ctx.editing:
+        remove_requirement(ctx.project, ctx.args.repo)
+        new, changed = ctx.relock()
     if ctx.args.json:
         _emit_json({"removed": ctx.args.repo, "pyproject": str(ctx.project.pyproject), "changes": changed,
                     "kernels": [_kernel_json(k) for k in new.kernels]})
@@ -217,7 +253,7 @@ def cmd_outdated(ctx: Context) -> int:
         releases = [v for v in versions if not v.is_prerelease]
         satisfying = requirement.range.best(versions) if requirement.range is not None else None
         rows.append({
-            "repo": requirement.repo_id, "requirement": requirement.text,
+            "repo": requirement.repo_id, "requirement": requirement.value,
             "locked": current.version if current else None,
             "newest_satisfying": None if satisfying is None else str(satisfying),
             "newest": str(max(releases)) if releases else None,
@@ -227,7 +263,7 @@ def cmd_outdated(ctx: Context) -> int:
         return 0
     table = Table("kernel", "requirement", "locked", "newest satisfying", "newest")
     for row in rows:
-        table.add_row(row["repo"], row["requirement"], row["locked"] or "-",
+        table.add_row(row["repo"], describe_value(row["requirement"]), row["locked"] or "-",
                       row["newest_satisfying"] or "-", row["newest"] or "-")
     ctx.out.print(table)
     return 0
@@ -245,7 +281,7 @@ def cmd_versions(ctx: Context) -> int:
              "locked": locked_kernel is not None and locked_kernel.version == str(v)}
             for v in sorted(versions, reverse=True)]
     if ctx.args.json:
-        _emit_json({"repo": repo_id, "repo_type": refs.repo_type, "requirement": requirement.text if requirement else None,
+        _emit_json({"repo": repo_id, "repo_type": refs.repo_type, "requirement": requirement.value if requirement else None,
                     "versions": rows, "ignored_tags": ignored})
         return 0
     title = f"{repo_id} ({refs.repo_type} repo)" + (f", requirement {requirement.text}" if requirement else "")
@@ -282,6 +318,9 @@ def cmd_verify(ctx: Context) -> int:
                     status = "modified"
                 report.append({"repo": kernel.repo_id, "variant": variant.name, "path": locked_file.path,
                                "status": status})
+            # Never imported (load runs listed, verified files only), but not what was installed either.
+            for extra in unlisted_entries(installer.variant_directory(kernel, variant.name), variant):
+                report.append({"repo": kernel.repo_id, "variant": variant.name, "path": extra, "status": "unlisted"})
     bad = [row for row in report if row["status"] != "ok"]
     if ctx.args.json:
         _emit_json({"ok": not bad, "files": report})
@@ -292,7 +331,7 @@ def cmd_verify(ctx: Context) -> int:
         ctx.out.print("nothing installed yet; run `kernelpin sync`")
     else:
         ctx.out.print(f"verified {len(report)} installed files: {len(report) - len(bad)} match the lock"
-                      + ("" if not bad else f", {len(bad)} modified; run `kernelpin sync` to repair"))
+                      + ("" if not bad else f", {len(bad)} modified or not in the lock; run `kernelpin sync` to repair"))
     return 1 if bad else 0
 
 

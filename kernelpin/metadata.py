@@ -6,6 +6,10 @@ other file of the variant to the base64 of its sha256, and `provenance`, when pr
 tool under `kernel-builder.version`. kernelpin adds the full SemVer of the release under `semver`
 (unknown keys are ignored by `kernels`). Variants written before this format (`version` the SemVer string,
 hex digests: "legacy") are still read, so locks of older releases keep working; publishing one is refused.
+
+A metadata.json from a repository comes from a publisher kernelpin does not trust yet: it is size-capped,
+parsed defensively and schema-checked, so a wrong type is an error that names the field, never a string
+iterated as a list ("9.0" -> ["9", ".", "0"]) or a traceback.
 """
 
 from __future__ import annotations
@@ -13,17 +17,22 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from kernelpin.errors import KernelpinError
 from kernelpin.integrity import check_repo_path
-from kernelpin.layout import METADATA
 from kernelpin.ranges import Version, VersionError
+from kernelpin.variant import is_arch
+
 DIGEST_ALGORITHM = "sha256"
 SEMVER_KEY = "semver"
+MAX_METADATA_SIZE = 1 << 20  # 1 MiB: real ones are a few KiB; checked against the listing before downloading
 _REQUIRED = ("id", "name", "version", "license", "python-depends", "backend")
+_HEX_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+_BACKEND_RE = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
 
 
 class MetadataError(KernelpinError):
@@ -39,7 +48,7 @@ def sha256_hex(base64_digest: str) -> str:
     """The inverse of sha256_base64; raises ValueError unless it is the base64 of 32 bytes."""
     raw = base64.b64decode(base64_digest, validate=True)
     if len(raw) != 32:
-        raise ValueError(f"{base64_digest!r} is not the base64 of a sha256 (32 bytes)")
+        raise ValueError(f"{base64_digest[:60]!r} is not the base64 of a sha256 (32 bytes)")
     return raw.hex()
 
 
@@ -83,74 +92,89 @@ def render(document: Mapping[str, Any]) -> str:
 
 
 @dataclass(frozen=True)
-class VariantMetadata:
+class BuildMetadata:
     """What kernelpin needs from a metadata.json, in either format."""
 
-    document: dict[str, Any]
-    major: int | None  # the `v<major>` line; None when the build does not say
-    semver: Version | None  # None for builds that record only the major (kernel-builder's)
-    digests: dict[str, str]  # path -> hex sha256 (empty when the variant has no digest)
+    digests: dict[str, str]  # path relative to the variant directory -> sha256 (hex); empty without a digest
     backend: str | None
     archs: tuple[str, ...] | None
-    variant: str | None  # the variant name the build says it is, when it says
-    legacy: bool  # written before the kernels format (SemVer `version`, hex digests)
+    major: int | None = None  # the `v<major>` line; None when the build does not say
+    semver: Version | None = None  # None for builds that record only the major (kernel-builder's)
+    variant: str | None = None  # the variant name the build says it is, when it says
+    legacy: bool = False  # written before the kernels format (SemVer `version`, hex digests)
+    document: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
-def parse(content: bytes | str, where: str) -> VariantMetadata:
-    """Read metadata.json; raise MetadataError saying which field is wrong and how it should look."""
+def check_size(size: int, where: str) -> None:
+    if size > MAX_METADATA_SIZE:
+        raise MetadataError(
+            f"{where}: {size} bytes, more than the {MAX_METADATA_SIZE} bytes a kernel's metadata.json may have; "
+            "the build is broken or hostile: do not use this revision"
+        )
+
+
+def parse_metadata(content: bytes | str, where: str) -> BuildMetadata:
+    """Read one variant's metadata.json (either format); MetadataError names what is wrong."""
+    check_size(len(content), where)
+
+    def broken(problem: str) -> MetadataError:
+        return MetadataError(f"{where}: not valid kernel metadata ({problem}); the build is broken")
+
     try:
         document = json.loads(content)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise MetadataError(f"{where}: not valid JSON ({error}); the build is broken") from None
+    except RecursionError:
+        raise broken("nested too deeply") from None
+    except ValueError as error:  # includes UnicodeDecodeError
+        raise broken(str(error)[:200]) from None
     if not isinstance(document, dict):
-        raise MetadataError(f"{where}: expected a JSON object, got {type(document).__name__}")
-    raw_digest = document.get("digest")
-    if isinstance(raw_digest, dict) and isinstance(raw_digest.get("files"), dict):
-        for path in raw_digest["files"]:  # before anything else of a hostile file is looked at
-            check_repo_path(str(path), where)
+        raise broken(f"the document is {_kind(document)}, not an object")
+    digest = _optional(document, "digest", dict, broken) or {}
+    files = _optional(digest, "files", dict, broken, "digest.") or {}
+    for path in files:  # before anything else of a hostile file is looked at
+        check_repo_path(path, where)
+    algorithm = _optional(digest, "algorithm", str, broken, "digest.")
+    if algorithm is not None and algorithm != DIGEST_ALGORITHM:
+        raise broken(f"digest.algorithm {algorithm[:40]!r} is not {DIGEST_ALGORITHM}")
+
     version = document.get("version")
     legacy = isinstance(version, str)
-    major: int | None = None
-    semver: Version | None = None
+    major, semver = None, None
     if legacy:
-        semver = _semver(version, where, "version")
+        semver = _semver(version, "version", broken)
         major = semver.major
-    elif isinstance(version, int) and not isinstance(version, bool) and version >= 0:
+    elif isinstance(version, int) and not isinstance(version, bool) and 0 <= version < 10**20:
         major = version
-        if SEMVER_KEY in document:
-            semver = _semver(document[SEMVER_KEY], where, SEMVER_KEY)
+        if document.get(SEMVER_KEY) is not None:
+            semver = _semver(document[SEMVER_KEY], SEMVER_KEY, broken)
             if semver.major != major:
-                raise MetadataError(
-                    f"{where}: \"{SEMVER_KEY}\" {semver} is not on major version {major} (\"version\"); rebuild"
-                )
+                raise broken(f"{SEMVER_KEY} {semver} is not on major version {major} (version)")
     elif version is not None:
-        raise MetadataError(
-            f"{where}: \"version\" must be the kernel's major version as an unsigned integer (e.g. 1), "
-            f"not {version!r}"
-        )
-    digests = _digests(document.get("digest"), where, legacy)
-    backend = document.get("backend")
-    if backend is not None and not isinstance(backend, dict):
-        raise MetadataError(f"{where}: \"backend\" must be an object such as {{\"type\": \"cuda\", \"archs\": [...]}}")
-    backend = backend or {}
-    archs = backend.get("archs")
-    if archs is not None and not (isinstance(archs, list) and all(isinstance(a, str) for a in archs)):
-        raise MetadataError(f"{where}: \"backend.archs\" must be a list of strings such as [\"8.0\", \"9.0\"]")
-    kind = backend.get("type")
-    variant = document.get("variant")
-    return VariantMetadata(
-        document=document,
+        raise broken(f"version must be the kernel's major version as an unsigned integer (e.g. 1), not {str(version)[:40]}")
+
+    digests = {}
+    for path, value in files.items():
+        digests[path] = _digest(path, value, legacy, broken)
+    backend = _optional(document, "backend", dict, broken) or {}
+    backend_type = _optional(backend, "type", str, broken, "backend.")
+    if backend_type is not None and not _BACKEND_RE.match(backend_type):
+        raise broken(f"backend.type {backend_type[:40]!r} is not a backend name such as cpu or cuda")
+    archs = _optional(backend, "archs", list, broken, "backend.")
+    if archs is not None and not all(isinstance(arch, str) and is_arch(arch) for arch in archs):
+        raise broken('backend.archs must list compute capabilities such as "8.0", "9.0a", "12.0+PTX"')
+    variant = _optional(document, "variant", str, broken)
+    return BuildMetadata(
+        digests=digests,
+        backend=backend_type,
+        archs=None if archs is None else tuple(archs),
         major=major,
         semver=semver,
-        digests=digests,
-        backend=kind.lower() if isinstance(kind, str) else None,
-        archs=None if archs is None else tuple(archs),
-        variant=variant if isinstance(variant, str) else None,
+        variant=variant,
         legacy=legacy,
+        document=document,
     )
 
 
-def check_kernels_format(metadata: VariantMetadata, where: str) -> None:
+def check_kernels_format(metadata: BuildMetadata, where: str) -> None:
     """Refuse what `kernels` would refuse to load: the legacy format, missing required fields, a
     provenance without `kernel-builder.version`, a variant without a digest, or one without a SemVer."""
     if metadata.legacy:
@@ -163,7 +187,9 @@ def check_kernels_format(metadata: VariantMetadata, where: str) -> None:
     if missing:
         raise MetadataError(f"{where}: missing {', '.join(missing)} (required by the kernels metadata format)")
     provenance = document.get("provenance")
-    if provenance is not None and not isinstance((provenance.get("kernel-builder") or {}).get("version"), str):
+    if provenance is not None and not (
+        isinstance(provenance, dict) and isinstance((provenance.get("kernel-builder") or {}).get("version"), str)
+    ):
         raise MetadataError(f"{where}: \"provenance\" must name the build tool: {{\"kernel-builder\": {{\"version\": ...}}}}")
     if metadata.major is None:
         raise MetadataError(f"{where}: no \"version\" (the kernel's major version, an integer)")
@@ -176,34 +202,38 @@ def check_kernels_format(metadata: VariantMetadata, where: str) -> None:
         )
 
 
-def _semver(value: Any, where: str, key: str) -> Version:
+def _semver(value: Any, key: str, broken: Callable[[str], MetadataError]) -> Version:
+    if not isinstance(value, str):
+        raise broken(f"{key} is {_kind(value)}, not a version string")
     try:
-        return Version.parse(str(value))
+        return Version.parse(value)
     except VersionError as error:
-        raise MetadataError(f"{where}: \"{key}\": {error}") from None
+        raise broken(f"{key}: {error}") from None
 
 
-def _digests(digest: Any, where: str, legacy: bool) -> dict[str, str]:
-    if digest is None:
-        return {}
-    if not isinstance(digest, dict) or not isinstance(digest.get("files"), dict):
-        raise MetadataError(f"{where}: \"digest\" must be {{\"algorithm\": \"sha256\", \"files\": {{path: hash}}}}")
-    algorithm = digest.get("algorithm", DIGEST_ALGORITHM)
-    if algorithm != DIGEST_ALGORITHM:
-        raise MetadataError(f"{where}: digest algorithm {algorithm!r} is not {DIGEST_ALGORITHM}")
-    files = {}
-    for path, value in digest["files"].items():
-        check_repo_path(path, where)
-        try:
-            if not isinstance(value, str):
-                raise ValueError(f"{value!r} is not a string")
-            if legacy:
-                if len(value) != 64:
-                    raise ValueError(f"{value!r} is not a hex sha256")
-                files[path] = bytes.fromhex(value).hex()
-            else:
-                files[path] = sha256_hex(value)
-        except (ValueError, binascii.Error) as error:
-            form = "hex" if legacy else "base64"
-            raise MetadataError(f"{where}: digest of {path}: {error} (expected the {form} sha256)") from None
-    return files
+def _digest(path: str, value: Any, legacy: bool, broken: Callable[[str], MetadataError]) -> str:
+    if legacy:
+        if not isinstance(value, str) or not _HEX_SHA256_RE.match(value.lower()):
+            raise broken(f"digest.files[{path[:80]!r}] is not a sha256 of 64 hex digits")
+        return value.lower()
+    try:
+        if not isinstance(value, str):
+            raise ValueError
+        return sha256_hex(value)
+    except (ValueError, binascii.Error):
+        raise broken(f"digest.files[{path[:80]!r}] is not a sha256 in base64 (as kernels_data writes it)") from None
+
+
+def _optional(table: dict, key: str, kind: type, broken: Callable[[str], MetadataError], prefix: str = "") -> Any:
+    value = table.get(key)
+    if value is not None and not isinstance(value, kind):
+        raise broken(f"{prefix}{key} is {_kind(value)}, not {_kinds[kind]}")
+    return value
+
+
+_kinds = {dict: "an object", list: "a list", str: "a string"}
+
+
+def _kind(value: object) -> str:
+    return {dict: "an object", list: "a list", str: "a string", int: "a number", float: "a number",
+            bool: "a boolean", type(None): "null"}.get(type(value), type(value).__name__)

@@ -47,24 +47,22 @@ def read_document(project: Project) -> tomlkit.TOMLDocument:
 
 
 def _dependencies(document: tomlkit.TOMLDocument, create: bool) -> Table | None:
-    tool = document.get("tool")
-    if tool is None:
-        if not create:
-            return None
-        tool = document.setdefault("tool", tomlkit.table(is_super_table=True))
-    kernels = tool.get("kernels")
-    if kernels is None:
-        if not create:
-            return None
-        kernels = tool.setdefault("kernels", tomlkit.table(is_super_table=True))
-    dependencies = kernels.get("dependencies")
-    if dependencies is None:
-        if not create:
-            return None
-        dependencies = kernels.setdefault("dependencies", tomlkit.table())
-    if not isinstance(dependencies, dict):
-        raise KernelpinError("[tool.kernels.dependencies] must be a table of \"org/name\" = requirement")
-    return dependencies
+    """[tool.kernels.dependencies], created on demand; any level that is not a table is an error."""
+    table = document
+    for depth, key in enumerate(("tool", "kernels", "dependencies")):
+        child = table.get(key)
+        if child is None:
+            if not create:
+                return None
+            child = table.setdefault(key, tomlkit.table(is_super_table=depth < 2))
+        if not isinstance(child, dict):
+            name = ".".join(("tool", "kernels", "dependencies")[: depth + 1])
+            raise KernelpinError(
+                f"[{name}] in {PYPROJECT} must be a table, not {type(child).__name__} "
+                f"({str(child)[:40]!r}); write e.g.\n[tool.kernels.dependencies]\n\"acme/img2gray\" = \"^0.1\""
+            )
+        table = child
+    return table
 
 
 def read_requirements(project: Project) -> list[Requirement]:
@@ -72,9 +70,7 @@ def read_requirements(project: Project) -> list[Requirement]:
     table = _dependencies(document, create=False)
     if table is None:
         return []
-    texts = {key: table.value.item(key).as_string().strip() for key in table}
-    plain = table.unwrap()
-    return parse_dependencies(plain, texts)
+    return parse_dependencies(table.unwrap())
 
 
 def set_requirement(project: Project, repo_id: str, range_text: str) -> None:

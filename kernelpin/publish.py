@@ -22,8 +22,7 @@ from kernelpin import abi_gate
 from kernelpin.errors import KernelpinError
 from kernelpin.integrity import check_repo_path, sha256_file
 from kernelpin.layout import BUILD_DIR, METADATA
-from kernelpin.metadata import SEMVER_KEY, MetadataError, check_kernels_format
-from kernelpin.metadata import parse as parse_metadata
+from kernelpin.metadata import SEMVER_KEY, MetadataError, check_kernels_format, parse_metadata
 from kernelpin.ranges import Version
 from kernelpin.source import http_status, repository_refs, translate_errors
 from kernelpin.spec import REPO_TYPES, check_repo_id

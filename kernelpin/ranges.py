@@ -21,6 +21,8 @@ from functools import total_ordering
 from typing import NamedTuple
 
 _NUMBER = re.compile(r"0|[1-9][0-9]*")
+MAX_DIGITS = 20  # enough for any 64-bit number (Cargo's limit); longer ones are typos or attacks
+_ECHO_LIMIT = 60  # characters of the input quoted back in an error message
 _IDENTIFIER = re.compile(r"[0-9A-Za-z-]+")
 _WILDCARDS = ("x", "X", "*")
 _PART_NAMES = ("major", "minor", "patch")
@@ -38,6 +40,19 @@ class VersionError(ValueError):
 
 class _Problem(Exception):
     """What is wrong with one version token; the caller adds the context."""
+
+
+def _echo(text: str) -> str:
+    """The input quoted in a message, cut short: a 10,000-character range must not make a 30 KB error."""
+    if len(text) <= _ECHO_LIMIT:
+        return repr(text)
+    return f"{text[:_ECHO_LIMIT]!r}... ({len(text)} characters)"
+
+
+def _number(part: str, what: str) -> int:
+    if len(part) > MAX_DIGITS:
+        raise _Problem(f"{what} has {len(part)} digits; at most {MAX_DIGITS} are allowed")
+    return int(part)
 
 
 @total_ordering
@@ -64,7 +79,7 @@ class Version:
             if None in partial.numbers:
                 raise _Problem("a version needs MAJOR.MINOR.PATCH, all numbers")
         except _Problem as problem:
-            raise VersionError(f"invalid version {text!r}: {problem}; {_VERSION_EXAMPLES}") from None
+            raise VersionError(f"invalid version {_echo(text)}: {problem}; {_VERSION_EXAMPLES}") from None
         return partial.lower()
 
     @classmethod
@@ -140,7 +155,7 @@ class Range:
         """Parse a range such as ``^0.1``, ``>=1.2, <2`` or ``1.x || 2.x``; raise RangeError otherwise."""
         if not text.strip():
             problem = 'the range is empty (write "*" to accept any release)'
-            raise RangeError(f"invalid version range {text!r}: {problem}; {_RANGE_EXAMPLES}")
+            raise RangeError(f"invalid version range {_echo(text)}: {problem}; {_RANGE_EXAMPLES}")
         tokens = [*_tokenize(text), _Token("end", "", len(text))]
         alternatives = []
         start = 0
@@ -205,20 +220,20 @@ def _parse_partial(text: str) -> _Partial:
     core, pre_sep, pre_text = core.partition("-")
     parts = core.split(".")
     if len(parts) > 3:
-        raise _Problem(f"{text!r} has {len(parts)} dot-separated parts, at most MAJOR.MINOR.PATCH are allowed")
+        raise _Problem(f"{_echo(text)} has {len(parts)} dot-separated parts, at most MAJOR.MINOR.PATCH are allowed")
     numbers: list[int | None] = []
     for name, part in zip(_PART_NAMES, parts):
         if part in _WILDCARDS:
             numbers.append(None)
         elif numbers and numbers[-1] is None:
-            raise _Problem(f"the {name} part {part!r} of {text!r} follows a wildcard")
+            raise _Problem(f"the {name} part {_echo(part)} of {_echo(text)} follows a wildcard")
         elif _NUMBER.fullmatch(part):
-            numbers.append(int(part))
+            numbers.append(_number(part, f"the {name} part of {_echo(text)}"))
         else:
-            raise _Problem(f"the {name} part of {text!r} is {part!r}, not a number without leading zeros")
+            raise _Problem(f"the {name} part of {_echo(text)} is {_echo(part)}, not a number without leading zeros")
     wildcard = None in numbers
     if (pre_sep or build_sep) and (len(numbers) < 3 or wildcard):
-        raise _Problem(f"{text!r} has a prerelease or build suffix but not a full MAJOR.MINOR.PATCH")
+        raise _Problem(f"{_echo(text)} has a prerelease or build suffix but not a full MAJOR.MINOR.PATCH")
     prerelease = tuple(_identifier(part, text, numeric=True) for part in pre_text.split(".")) if pre_sep else ()
     build = tuple(_identifier(part, text, numeric=False) for part in build_text.split(".")) if build_sep else ()
     numbers += [None] * (3 - len(numbers))
@@ -227,11 +242,11 @@ def _parse_partial(text: str) -> _Partial:
 
 def _identifier(part: str, text: str, numeric: bool) -> str | int:
     if not _IDENTIFIER.fullmatch(part):
-        raise _Problem(f"{part!r} in {text!r} is not a non-empty identifier of [0-9A-Za-z-]")
+        raise _Problem(f"{_echo(part)} in {_echo(text)} is not a non-empty identifier of [0-9A-Za-z-]")
     if numeric and part.isdigit():
         if not _NUMBER.fullmatch(part):
-            raise _Problem(f"numeric prerelease identifier {part!r} in {text!r} has a leading zero")
-        return int(part)
+            raise _Problem(f"numeric prerelease identifier {_echo(part)} in {_echo(text)} has a leading zero")
+        return _number(part, f"numeric prerelease identifier {_echo(part)}")
     return part
 
 
@@ -307,7 +322,7 @@ def _tokenize(text: str) -> Iterator[_Token]:
                 end += 1
             token = _Token("version", text[pos:end], pos)
         else:
-            raise _range_error(text, f"unexpected {char!r}", pos)
+            raise _range_error(text, f"unexpected {_echo(char)}", pos)
         yield token
         pos += len(token.text)
 
@@ -339,7 +354,7 @@ def _parse_alternative(text: str, tokens: list[_Token]) -> tuple[Comparator, ...
             comparators += _desugar("", _partial_at(text, token))
             index += 1
         else:
-            raise _range_error(text, f"unexpected {token.text!r}", token.pos)
+            raise _range_error(text, f"unexpected {_echo(token.text)}", token.pos)
         expect_item = False
     if expect_item:
         raise _range_error(text, "expected a version after ','", tokens[index].pos)
@@ -349,7 +364,7 @@ def _parse_alternative(text: str, tokens: list[_Token]) -> tuple[Comparator, ...
 def _version_after(text: str, token: _Token, following: _Token) -> _Partial:
     if following.kind != "version":
         found = "the end" if following.kind == "end" else repr(following.text)
-        raise _range_error(text, f"expected a version after {token.text!r}, found {found}", following.pos)
+        raise _range_error(text, f"expected a version after {_echo(token.text)}, found {found}", following.pos)
     return _partial_at(text, following)
 
 
@@ -364,4 +379,4 @@ def _partial_at(text: str, token: _Token) -> _Partial:
 
 
 def _range_error(text: str, problem: str, pos: int) -> RangeError:
-    return RangeError(f"invalid version range {text!r} at position {pos}: {problem}; {_RANGE_EXAMPLES}")
+    return RangeError(f"invalid version range {_echo(text)} at position {pos}: {problem}; {_RANGE_EXAMPLES}")

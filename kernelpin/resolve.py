@@ -10,11 +10,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from kernelpin.errors import KernelpinError
-from kernelpin.integrity import check_repo_path, git_blob_sha1
+from kernelpin.integrity import check_repo_path, discard_file, git_blob_sha1
 from kernelpin.layout import BUILD_DIR, METADATA
 from kernelpin.lockfile import Lock, LockedFile, LockedKernel, LockedVariant, why_stale
-from kernelpin.metadata import MetadataError
-from kernelpin.metadata import parse as parse_metadata
+from kernelpin.metadata import check_size as check_metadata_size
+from kernelpin.metadata import parse_metadata
 from kernelpin.ranges import Version
 from kernelpin.source import HubSource, Refs, RemoteFile
 from kernelpin.spec import Requirement
@@ -59,6 +59,7 @@ def pick_revision(requirement: Requirement, refs: Refs) -> Pick:
     if requirement.range is not None:
         best = requirement.range.best(versions)
         if best is not None:
+            check_unambiguous(repo_id, best, refs.tags)
             tag = versions[best]
             return Pick(refs.tags[tag], f"refs/tags/{tag}", best)
         branch = requirement.branch
@@ -85,6 +86,24 @@ def pick_revision(requirement: Requirement, refs: Refs) -> Pick:
         f"{repo_id}: revision {revision!r} is neither a tag nor a branch nor a full 40-character commit sha "
         f"(tags: {', '.join(sorted(refs.tags)) or 'none'}; branches: {', '.join(sorted(refs.branches)) or 'none'})"
     )
+
+
+def check_unambiguous(repo_id: str, chosen: Version, tags: dict[str, str]) -> None:
+    """Refuse a version whose tags disagree: `v1.0.0` vs `1.0.0`, or `1.0.0+aaa` vs `1.0.0+zzz` (equal
+    under SemVer precedence) on different commits. Which one a publisher meant cannot be guessed."""
+    release = (chosen.major, chosen.minor, chosen.patch, chosen.prerelease)
+    same = {}
+    for tag, commit in tags.items():
+        version = Version.from_tag(tag)
+        if version is not None and (version.major, version.minor, version.patch, version.prerelease) == release:
+            same[tag] = commit
+    if len(set(same.values())) > 1:
+        listed = ", ".join(f"{tag} -> {commit[:12]}" for tag, commit in sorted(same.items()))
+        raise KernelpinError(
+            f"{repo_id}: version {chosen} is ambiguous: tags that differ only in a 'v' prefix or build metadata "
+            f"point at different commits ({listed}). Pin the one you mean, e.g. {{ revision = \"{min(same)}\" }}, "
+            "and ask the publisher to delete the others"
+        )
 
 
 def _version_at(commit: str, tags: dict[str, str], versions: dict[Version, str]) -> Version | None:
@@ -122,6 +141,8 @@ class Pinner:
         if len(content) != remote.size or (
             remote.lfs_sha256 is None and remote.blob_id and git_blob_sha1(content) != remote.blob_id
         ):
+            # Evicted: a bad copy left in the cache would be served again to every later run.
+            discard_file(path, self.source.blobs_dir(self.repo_id, self.repo_type))
             raise KernelpinError(
                 f"{self.where}: {remote.path} as downloaded does not match the repository listing "
                 "(size or git blob id); the server or a proxy altered it: do not use this revision"
@@ -135,9 +156,12 @@ class Pinner:
         backend = archs = None
         pinned: dict[str, str] = {}
         if METADATA in by_relative:
+            where = f"{self.where}: {prefix}{METADATA}"
+            check_metadata_size(by_relative[METADATA].size, where)  # before downloading it
             content = self._fetch_checked(by_relative[METADATA])
             pinned[METADATA] = hashlib.sha256(content).hexdigest()
-            digests, backend, archs = self._read_metadata(name, content)
+            metadata = parse_metadata(content, where)
+            digests, backend, archs = metadata.digests, metadata.backend, metadata.archs
         for relative, remote in sorted(by_relative.items()):
             if relative in pinned:
                 continue
@@ -164,14 +188,6 @@ class Pinner:
             archs=archs,
         )
 
-    def _read_metadata(self, name: str, content: bytes) -> tuple[dict[str, str], str | None, tuple[str, ...] | None]:
-        where = f"{self.where}: build/{name}/{METADATA}"
-        try:
-            metadata = parse_metadata(content, where)
-        except MetadataError as error:
-            raise KernelpinError(f"{error}; do not use this revision") from None
-        return metadata.digests, metadata.backend, metadata.archs
-
 
 def resolve_one(source: HubSource, requirement: Requirement, note: Callable[[str], None]) -> LockedKernel:
     refs = source.refs(requirement.repo_id, requirement.repo_type)
@@ -188,7 +204,7 @@ def resolve_one(source: HubSource, requirement: Requirement, note: Callable[[str
     return LockedKernel(
         repo_id=requirement.repo_id,
         repo_type=refs.repo_type,
-        requirement=requirement.text,
+        requirement=requirement.value,
         commit=pick.commit,
         ref=pick.ref,
         version=None if pick.version is None else str(pick.version),
@@ -211,7 +227,7 @@ def resolve(
     for requirement in requirements:
         locked = previous.kernel(requirement.repo_id) if previous else None
         if locked is not None and not upgrade(requirement.repo_id) and why_stale(requirement, locked) is None:
-            kept[requirement.repo_id] = dataclasses.replace(locked, requirement=requirement.text)
+            kept[requirement.repo_id] = dataclasses.replace(locked, requirement=requirement.value)
         else:
             todo.append(requirement)
     if todo:

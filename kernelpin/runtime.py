@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import importlib.util
 import os
 import re
 import sys
@@ -14,6 +13,7 @@ from kernelpin import environment
 from kernelpin import lockfile
 from kernelpin.errors import KernelpinError
 from kernelpin.layout import LOCKFILE
+from kernelpin.loader import import_verified
 from kernelpin.source import HubSettings, HubSource
 from kernelpin.sync import Installer, choose_variant
 from kernelpin.variant import Environment
@@ -63,6 +63,7 @@ def load(repo_id: str, *, lock: str | os.PathLike | None = None, target: str | o
     (then above the working directory). Files come from `target` / $KERNELPIN_TARGET (a `sync --target`
     directory) or the Hub cache, downloading missing ones unless HF_HUB_OFFLINE=1. Every file is
     verified against the lock before import; a modified file raises IntegrityError and is never imported.
+    Only modules the lock lists are importable, compiled from the bytes that were hashed (kernelpin.loader).
     """
     if lock is not None:
         lock_path = Path(lock)
@@ -90,20 +91,6 @@ def load(repo_id: str, *, lock: str | os.PathLike | None = None, target: str | o
         return sys.modules[name]
     target = target or os.environ.get("KERNELPIN_TARGET") or None
     installer = Installer(HubSource(HubSettings.from_env()), Path(target) if target else None)
+    # Verifies every file (downloading missing ones); needs only read access when all are present.
     directory = installer.install(kernel, variant, repair=False).directory
-    return _import_package(name, directory)
-
-
-def _import_package(name: str, directory: Path) -> ModuleType:
-    init = directory / "__init__.py"
-    spec = importlib.util.spec_from_file_location(name, init, submodule_search_locations=[str(directory)])
-    if spec is None or spec.loader is None or not init.is_file():
-        raise KernelpinError(f"{directory} is not a Python package (no __init__.py); the kernel build is broken")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        del sys.modules[name]
-        raise
-    return module
+    return import_verified(name, directory, kernel.variant(variant), f"{kernel.label} ({variant})")

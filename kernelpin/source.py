@@ -22,6 +22,19 @@ if TYPE_CHECKING:
 _DEFAULT_ENDPOINT = "https://huggingface.co"
 _TRUE = {"1", "on", "yes", "true"}
 OFFLINE = "offline mode is on (--offline or HF_HUB_OFFLINE=1)"
+DEFAULT_HTTP_TIMEOUT = 30.0  # seconds without progress before a request fails (KERNELPIN_HTTP_TIMEOUT)
+
+
+def _timeout(text: str | None) -> float:
+    if not text:
+        return DEFAULT_HTTP_TIMEOUT
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds <= 3600:
+        raise KernelpinError(f"KERNELPIN_HTTP_TIMEOUT={text[:20]!r} is not a number of seconds in (0, 3600]")
+    return seconds
 
 
 @dataclass(frozen=True)
@@ -29,6 +42,7 @@ class HubSettings:
     endpoint: str
     cache_dir: Path
     offline: bool
+    http_timeout: float = DEFAULT_HTTP_TIMEOUT
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> HubSettings:
@@ -40,6 +54,7 @@ class HubSettings:
             endpoint=(environ.get("HF_ENDPOINT") or _DEFAULT_ENDPOINT).rstrip("/"),
             cache_dir=Path(cache).expanduser(),
             offline=environ.get("HF_HUB_OFFLINE", "").strip().lower() in _TRUE,
+            http_timeout=_timeout(environ.get("KERNELPIN_HTTP_TIMEOUT")),
         )
 
 
@@ -68,11 +83,17 @@ class HubSource:
     @property
     def api(self) -> HfApi:
         self._require_online("this command")  # every API call (refs, trees, publishing) comes through here
+        self._use_timeout()
         if self._api is None:
             from huggingface_hub import HfApi
 
             self._api = HfApi(endpoint=self.settings.endpoint)
         return self._api
+
+    def _use_timeout(self) -> None:
+        from kernelpin.hubclient import use_timeout
+
+        use_timeout(self.settings.http_timeout)
 
     def _require_online(self, what: str) -> None:
         if self.settings.offline:
@@ -98,7 +119,7 @@ class HubSource:
         self._require_online(f"listing files of {repo_id}")
         from huggingface_hub.hf_api import RepoFile
 
-        with translate_errors(f"listing files of {repo_id} at {commit[:12]}", self.settings.endpoint):
+        with translate_errors(f"listing files of {repo_id} at {commit[:12]}", self.settings.endpoint, repo_id):
             entries = list(self.api.list_repo_tree(repo_id, recursive=True, revision=commit, repo_type=repo_type))
         return [
             RemoteFile(
@@ -110,6 +131,13 @@ class HubSource:
             for entry in entries
             if isinstance(entry, RepoFile)
         ]
+
+    def repo_folder(self, repo_id: str, repo_type: str) -> Path:
+        """A repository's folder in the Hub cache: <cache>/<type>s--<org>--<name>/{blobs,snapshots/...}."""
+        return self.settings.cache_dir / f"{repo_type}s--{repo_id.replace('/', '--')}"
+
+    def blobs_dir(self, repo_id: str, repo_type: str) -> Path:
+        return self.repo_folder(repo_id, repo_type) / "blobs"
 
     def cached(self, repo_id: str, repo_type: str, commit: str, path: str) -> Path | None:
         """The file in the Hub cache at exactly this commit, without touching the network."""
@@ -133,11 +161,14 @@ class HubSource:
             )
         from huggingface_hub import hf_hub_download
 
-        with translate_errors(f"downloading {path} of {repo_id}", self.settings.endpoint):
+        self._use_timeout()
+        what = f"downloading {path} of {repo_id} at {commit[:12]}"
+        with translate_errors(what, self.settings.endpoint, repo_id):
             return Path(
                 hf_hub_download(
                     repo_id, path, revision=commit, repo_type=repo_type, endpoint=self.settings.endpoint,
                     cache_dir=self.settings.cache_dir, local_dir=local_dir, tqdm_class=tqdm_class,
+                    etag_timeout=self.settings.http_timeout,
                 )
             )
 
@@ -172,27 +203,64 @@ def repository_refs(api: HfApi, repo_id: str, repo_type: str | None) -> Refs | N
     return None
 
 
+def _underlying(error: BaseException) -> BaseException:
+    """What really happened: huggingface_hub wraps an HTTP error or timeout in LocalEntryNotFoundError
+    ("cannot find the requested files in the local cache") when it has no cached copy to fall back to."""
+    from huggingface_hub.errors import HfHubHTTPError
+
+    from kernelpin.hubclient import HubTimeout
+
+    seen = error
+    for _ in range(8):
+        seen = seen.__cause__ or seen.__context__
+        if seen is None:
+            return error
+        if isinstance(seen, (HfHubHTTPError, HubTimeout)):
+            return seen
+    return error
+
+
+def _http_problem(error: Exception, what: str, endpoint: str, repo_id: str | None) -> KernelpinError:
+    from huggingface_hub.errors import RevisionNotFoundError
+
+    status = http_status(error)
+    first_line = str(error).splitlines()[0]
+    if status in (401, 403):
+        hint = "set HF_TOKEN to a token with read access"
+    elif isinstance(error, RevisionNotFoundError):
+        hint = (f"that revision does not exist on the server (rewritten history or a deleted branch): "
+                f"run `kernelpin lock --upgrade-package {repo_id or 'REPO'}` to lock one that does")
+    elif status == 404:
+        hint = ("the repository, revision or file does not exist on this server: check the name, and if a "
+                f"locked commit is gone, run `kernelpin lock --upgrade-package {repo_id or 'REPO'}`")
+    elif status is not None and status >= 500:
+        hint = "the server failed; retry later (if it persists, tell the server's operators)"
+    else:
+        hint = "retry later"
+    return KernelpinError(f"{what} failed at {endpoint}: HTTP {status} ({first_line}); {hint}")
+
+
 @contextlib.contextmanager
-def translate_errors(what: str, endpoint: str) -> Iterator[None]:
-    """Turn huggingface_hub and network exceptions into KernelpinError that says what to do."""
+def translate_errors(what: str, endpoint: str, repo_id: str | None = None) -> Iterator[None]:
+    """Turn huggingface_hub and network exceptions into KernelpinError that says what happened and what to do."""
     from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError, OfflineModeIsEnabled
+
+    from kernelpin.hubclient import HubTimeout
 
     try:
         yield
     except OfflineModeIsEnabled as error:
         raise KernelpinError(f"{what}: {OFFLINE}; go online to use the Hub") from error
+    except HubTimeout as error:
+        raise KernelpinError(f"{what} failed: {error}") from error
     except HfHubHTTPError as error:
-        status = http_status(error)
-        if status in (401, 403):
-            hint = "set HF_TOKEN to a token with read access"
-        elif status == 404:
-            hint = "check the repository name and revision"
-        else:
-            hint = "retry later"
-        first_line = str(error).splitlines()[0]
-        raise KernelpinError(f"{what} failed at {endpoint}: {first_line}; {hint}") from error
+        raise _http_problem(error, what, endpoint, repo_id) from error
     except (LocalEntryNotFoundError, OSError, ConnectionError) as error:
-        # huggingface_hub reports an unreachable server as LocalEntryNotFoundError (after its retries).
+        cause = _underlying(error)
+        if isinstance(cause, HubTimeout):
+            raise KernelpinError(f"{what} failed: {cause}") from error
+        if isinstance(cause, HfHubHTTPError):
+            raise _http_problem(cause, what, endpoint, repo_id) from error
         raise KernelpinError(
             f"{what} failed: cannot reach {endpoint} ({type(error).__name__}); check the network and "
             "HF_ENDPOINT, then re-run: completed files are kept, partial ones are resumed or discarded"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -10,8 +11,12 @@ from typing import Any
 from kernelpin.errors import KernelpinError
 from kernelpin.ranges import Range, RangeError
 
-REPO_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+# The Hub's rules: org and name of [A-Za-z0-9._-], neither starting nor ending with '.' or '-', no '--' or '..',
+# the name at most 96 characters (huggingface_hub.utils.validate_repo_id).
+_REPO_PART = r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?"
+REPO_ID_RE = re.compile(rf"^{_REPO_PART}/{_REPO_PART}$")
 REPO_TYPES = ("kernel", "model")
+RequirementValue = str | int | dict[str, str | int]  # as written in pyproject.toml, as plain data
 _TABLE_KEYS = {"version", "revision", "repo-type"}
 _EXAMPLE = (
     '  "acme/img2gray" = "^0.1"\n'
@@ -28,11 +33,16 @@ class Requirement:
     without version tags on that line (kernel-builder publishes only the branch) resolves to branch `v1`."""
 
     repo_id: str
-    text: str  # the requirement as written in pyproject.toml
+    value: RequirementValue  # the requirement as written in pyproject.toml, kept in the lock as data
     range: Range | None = None
     revision: str | None = None
     major: int | None = None
     repo_type: str | None = None  # None: detect (kernel first, then model)
+
+    @property
+    def text(self) -> str:
+        """The requirement for messages: `^0.1`, `1`, `{ version = "^2", repo-type = "model" }`."""
+        return describe_value(self.value)
 
     @property
     def branch(self) -> str | None:
@@ -40,32 +50,42 @@ class Requirement:
         return None if self.major is None else f"v{self.major}"
 
 
-def major_line(repo_id: str, text: str, major: int, repo_type: str | None = None) -> Requirement:
+def major_line(repo_id: str, value: RequirementValue, major: int, repo_type: str | None = None) -> Requirement:
     """The integer form: the major version's line as a range, with the branch `v<major>` as fallback."""
-    return Requirement(repo_id, text, range=Range.parse(f">={major}.0.0, <{major + 1}.0.0-0"), major=major,
+    return Requirement(repo_id, value, range=Range.parse(f">={major}.0.0, <{major + 1}.0.0-0"), major=major,
                        repo_type=repo_type)
 
 
-def check_repo_id(repo_id: str) -> str:
-    if not REPO_ID_RE.match(repo_id) or ".." in repo_id:
+def describe_value(value: RequirementValue) -> str:
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{key} = {_toml_scalar(item)}" for key, item in value.items()) + " }"
+    return str(value)
+
+
+def _toml_scalar(value: object) -> str:
+    return json.dumps(value) if isinstance(value, str) else str(value)
+
+
+def check_repo_id(repo_id: object) -> str:
+    if not isinstance(repo_id, str) or not REPO_ID_RE.match(repo_id) or ".." in repo_id or "--" in repo_id:
+        shown = repo_id[:200] if isinstance(repo_id, str) else repo_id
         raise KernelpinError(
-            f"{repo_id!r} is not a Hub repository id; write it as 'org/name', e.g. \"acme/img2gray\""
+            f"{shown!r} is not a Hub repository id; write it as 'org/name' (letters, digits, '.', '_', '-'; "
+            "no leading or trailing '.' or '-', no '..' or '--'), e.g. \"acme/img2gray\""
         )
     return repo_id
 
 
-def parse_requirement(repo_id: str, value: Any, text: str) -> Requirement:
-    """One entry of the dependencies table; `text` is how it is written, kept in the lock."""
+def parse_requirement(repo_id: str, value: Any, where: str | None = None) -> Requirement:
+    """One entry of the dependencies table (or a lock's copy of it, `where` says); kept in the lock as data."""
     check_repo_id(repo_id)
-    where = f"[tool.kernels.dependencies] {repo_id!r}"
+    where = where or f"[tool.kernels.dependencies] {repo_id!r}"
     if isinstance(value, bool):
         raise KernelpinError(f"{where}: {value!r} is not a requirement; use e.g.\n{_EXAMPLE}")
     if isinstance(value, int):
-        if value < 0:
-            raise KernelpinError(f"{where}: a major version must be >= 0, not {value}")
-        return major_line(repo_id, text, value)
+        return major_line(repo_id, value, _major(where, value))
     if isinstance(value, str):
-        return Requirement(repo_id, text, range=_parse_range(where, value))
+        return Requirement(repo_id, value, range=_parse_range(where, value))
     if isinstance(value, Mapping):
         unknown = set(value) - _TABLE_KEYS
         if unknown:
@@ -79,18 +99,24 @@ def parse_requirement(repo_id: str, value: Any, text: str) -> Requirement:
             raise KernelpinError(f"{where}: give exactly one of 'version' (a range) or 'revision' (tag, branch, commit)")
         if "version" in value:
             version = value["version"]
+            plain = dict(value)
             if isinstance(version, int) and not isinstance(version, bool):
-                if version < 0:
-                    raise KernelpinError(f"{where}: a major version must be >= 0, not {version}")
-                return major_line(repo_id, text, version, repo_type)
+                return major_line(repo_id, plain, _major(where, version), repo_type)
             if not isinstance(version, str):
                 raise KernelpinError(f"{where}: 'version' must be a range string such as \"^1.2\"")
-            return Requirement(repo_id, text, range=_parse_range(where, version), repo_type=repo_type)
+            return Requirement(repo_id, plain, range=_parse_range(where, version), repo_type=repo_type)
         revision = value["revision"]
         if not isinstance(revision, str) or not revision.strip():
             raise KernelpinError(f"{where}: 'revision' must be a tag, branch or commit sha (a string)")
-        return Requirement(repo_id, text, revision=revision.strip(), repo_type=repo_type)
+        return Requirement(repo_id, dict(value), revision=revision.strip(), repo_type=repo_type)
     raise KernelpinError(f"{where}: {value!r} is not a requirement; use e.g.\n{_EXAMPLE}")
+
+
+def _major(where: str, value: int) -> int:
+    # Major versions (and their Hub branches v0, v1, ...): a negative or absurdly long number names none.
+    if not 0 <= value < 10**6:
+        raise KernelpinError(f"{where}: a major version is a number from 0 to 999999, not {str(value)[:20]}")
+    return value
 
 
 def _parse_range(where: str, text: str) -> Range:
@@ -100,6 +126,6 @@ def _parse_range(where: str, text: str) -> Range:
         raise KernelpinError(f"{where}: {error}") from None
 
 
-def parse_dependencies(table: Mapping[str, Any], texts: Mapping[str, str]) -> list[Requirement]:
+def parse_dependencies(table: Mapping[str, Any]) -> list[Requirement]:
     """All requirements of a dependencies table, sorted by repository id."""
-    return [parse_requirement(repo_id, table[repo_id], texts[repo_id]) for repo_id in sorted(table)]
+    return [parse_requirement(repo_id, table[repo_id]) for repo_id in sorted(table)]

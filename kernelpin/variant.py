@@ -20,7 +20,12 @@ _NOARCH_RE = re.compile(r"^torch-(?P<backend>[a-z]+)$")
 # Backends kernelpin selects; builds for others (ROCm, XPU, Metal, ...) are listed and locked, never chosen.
 SELECTABLE_BACKENDS = ("cpu", "cuda")
 
-_ARCH_RE = re.compile(r"^(?P<major>\d+)\.(?P<minor>\d+)(?P<suffix>[af]?)(?P<ptx>\+PTX)?$")
+_ARCH_RE = re.compile(r"^(?P<major>\d{1,3})\.(?P<minor>\d{1,3})(?P<suffix>[af]?)(?P<ptx>\+PTX)?$")
+
+
+def is_arch(text: str) -> bool:
+    """Whether `text` is a compute capability in TORCH_CUDA_ARCH_LIST syntax ('8.0', '9.0a', '12.0+PTX')."""
+    return _ARCH_RE.match(text) is not None
 
 TORCH, STABLE_ABI, NOARCH = "torch", "torch-stable-abi", "noarch"
 

@@ -12,6 +12,7 @@ import hashlib
 from pathlib import Path
 
 from kernelpin import metadata as kernel_metadata
+from kernelpin.layout import METADATA
 from kernelpin.ranges import Version
 from testkit.hub import MirrorRepo
 
@@ -55,7 +56,7 @@ def variant_files(
             builder=BUILDER,
             provenance={"source_commit": None, "torch": "2.13.0", "cuda": "13.0" if cuda else None},
         )
-        files[kernel_metadata.METADATA] = kernel_metadata.render(document).encode()
+        files[METADATA] = kernel_metadata.render(document).encode()
     return files
 
 

@@ -22,6 +22,7 @@ import tomlkit
 from kernelpin.publish import plan_major_branch
 from kernelpin.ranges import Version
 from testkit.hub import HubServer, MirrorRepo
+from tools.build_config import BuildConfig, copy_build_inputs
 
 REPO_ID = "acme/img2gray"
 VERSIONS = ("0.1.0", "0.2.0", "0.2.1-rc.1")
@@ -30,8 +31,6 @@ ROOT = Path(__file__).resolve().parents[1]
 IMAGE = ROOT / "examples" / "chelsea.png"
 CONSUMER_CHECK = Path(__file__).with_name("consumer_check.py")
 KERNELS_CHECK = Path(__file__).with_name("kernels_check.py")
-# What `python -m tools.build_op` reads (it names the build with kernelpin.variant).
-BUILD_INPUTS = ("build.toml", "csrc", "torch-ext", "tools/__init__.py", "tools/build_op.py", "kernelpin")
 
 
 @dataclass(frozen=True)
@@ -47,13 +46,7 @@ class Released:
 
 def source_tree(version: str, into: Path) -> Path:
     """A copy of the operator's sources whose build.toml says `version` (the version is part of the build id)."""
-    for relative in BUILD_INPUTS:
-        source, target = ROOT / relative, into / relative
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if source.is_dir():
-            shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copyfile(source, target)
+    copy_build_inputs(BuildConfig.load(), into)
     config = tomlkit.parse((into / "build.toml").read_text())
     config["general"]["version"] = version
     (into / "build.toml").write_text(tomlkit.dumps(config))

@@ -9,10 +9,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# Where a sys.path edit is still the way: the conda modules import each other as siblings (to become a package),
-# and the op tests import the variant directory they just built, as a consumer does with PYTHONPATH.
-SYS_PATH_EDITS_ALLOWED = {"tools/conda_build.py", "tools/conda_install.py", "tests/conda/conftest.py",
-                          "tests/op/conftest.py"}
+# Where a sys.path edit is still the way: the op tests import the variant directory they just built, as a
+# consumer does with PYTHONPATH.
+SYS_PATH_EDITS_ALLOWED = {"tests/op/conftest.py"}
 SYS_PATH_EDIT = re.compile(r"^\s*sys\.path(\.(insert|append|extend)\(|\[.*\]\s*=)", re.MULTILINE)
 
 

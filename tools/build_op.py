@@ -11,14 +11,14 @@ DIR receives a flat Python package (`__init__.py`, `functional.py`, `_ops.py`, `
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import os
 import platform
 import shutil
 import subprocess
 import sys
-import tomllib
-from dataclasses import dataclass
+import tempfile
 from pathlib import Path
 
 from kernelpin import metadata as variant_metadata
@@ -26,14 +26,13 @@ from kernelpin.integrity import sha256_file, staged_directory
 from kernelpin.layout import METADATA
 from kernelpin.ranges import Version
 from kernelpin.variant import Variant  # names the build; kernelpin is pure Python
+from tools.build_config import BuildConfig
 
 ROOT = Path(__file__).resolve().parent.parent
-CSRC = ROOT / "csrc"
-TORCH_EXT = ROOT / "torch-ext"
-PACKAGE = TORCH_EXT / "img2gray"
-CPU_SOURCES = [CSRC / "img2gray_cpu.cpp", TORCH_EXT / "torch_binding.cpp"]
-CUDA_SOURCES = [CSRC / "img2gray.cu"]
-HEADERS = sorted(CSRC.glob("*.h")) + sorted(TORCH_EXT.glob("*.h"))
+
+INCLUDE_DIRS = ["csrc", "torch-ext"]  # relative to the source root
+# Where the compilers read the sources from: a directory named after their content (see stage_sources).
+SOURCE_STAGE = Path("/tmp/img2gray-sources")
 # Ordered float math (no FMA contraction) is part of the operator's contract: see csrc/img2gray.h.
 # -fopenmp: at::parallel_for is inline and runs serially in a file compiled without it (torch's OpenMP
 # backend); torch ships the libgomp it resolves to.
@@ -42,26 +41,12 @@ NVCC_FLAGS = ["-O3", "-lineinfo", "--fmad=false"]
 # Recorded in metadata.json as provenance "kernel-builder" (kernels requires its version).
 BUILDER = {"name": "img2gray tools/build_op.py", "version": "1.0.0"}
 GLIBC_FLOORS = ("2.28", "off")
-GLIBC_FLOOR_HEADER = CSRC / "glibc_floor.h"
+GLIBC_FLOOR_HEADER = "csrc/glibc_floor.h"  # declared in build.toml, so staged and hashed with the sources
 
 
-def glibc_floor_flags(floor: str) -> list[str]:
+def glibc_floor_flags(config: BuildConfig, floor: str) -> list[str]:
     """Compiler flags that keep glibc symbol versions <= the floor (manylinux_2_28): csrc/glibc_floor.h says how."""
-    return [] if floor == "off" else ["-include", str(GLIBC_FLOOR_HEADER)]
-
-
-@dataclass(frozen=True)
-class BuildConfig:
-    name: str
-    version: str
-    license: str
-    cuda_capabilities: list[str]
-
-    @classmethod
-    def load(cls) -> BuildConfig:
-        config = tomllib.loads((ROOT / "build.toml").read_text())
-        general = config["general"]
-        return cls(general["name"], general["version"], general["license"], list(config["cuda"]["capabilities"]))
+    return [] if floor == "off" else ["-include", str(config.root / GLIBC_FLOOR_HEADER)]
 
 
 def cuda_toolkit_available() -> bool:
@@ -86,8 +71,12 @@ def arch_list(config: BuildConfig) -> str:
     return os.environ.get("TORCH_CUDA_ARCH_LIST") or ";".join(config.cuda_capabilities)
 
 
-def build_id(config: BuildConfig, sources: list[Path], cuda: bool, glibc_floor: str = "2.28") -> str:
-    """Content hash of everything that decides the binary: the op namespace is derived from it."""
+def build_id(config: BuildConfig, cuda: bool, glibc_floor: str = "2.28") -> str:
+    """Content hash of everything that decides the binary: the op namespace is derived from it.
+
+    Paths enter only relative to the checkout (and the prefix maps are left out), so one commit gets one
+    id wherever it is checked out.
+    """
     import torch
 
     digest = hashlib.sha256()
@@ -95,9 +84,77 @@ def build_id(config: BuildConfig, sources: list[Path], cuda: bool, glibc_floor: 
                  arch_list(config) if cuda else "", " ".join(CXX_FLAGS + (NVCC_FLAGS if cuda else [])),
                  f"glibc-floor={glibc_floor}"):
         digest.update(part.encode() + b"\0")
-    for path in sorted(set(sources + HEADERS + [PACKAGE / "_ops.py.in"])):
-        digest.update(path.relative_to(ROOT).as_posix().encode() + b"\0" + path.read_bytes())
+    for relative in sorted({*config.sources(cuda), f"{config.package_dir}/_ops.py.in"}):
+        digest.update(relative.encode() + b"\0" + (config.root / relative).read_bytes())
     return digest.hexdigest()[:10]
+
+
+def stage_sources(config: BuildConfig, key: str, stage_root: Path = SOURCE_STAGE) -> BuildConfig:
+    """The declared sources copied to `<stage_root>/<key>`, a path that depends on their content only.
+
+    nvcc has no prefix map for device code: it names anonymous namespaces after the source path it is given
+    and records that path in the line info (-lineinfo), and torch's extension builder always passes absolute
+    paths. Compiling from a content-addressed copy gives every checkout of one commit the same paths.
+    An existing copy is reused only if its files are byte-identical to the sources (`key` is their hash).
+    """
+    stage = stage_root / key
+    files = {path: (config.root / path).read_bytes() for path in config.sources(cuda=True)}
+    if not stage.exists():
+        stage_root.mkdir(parents=True, exist_ok=True)
+        scratch = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=stage_root))
+        for path, data in files.items():
+            (scratch / path).parent.mkdir(parents=True, exist_ok=True)
+            (scratch / path).write_bytes(data)
+        try:
+            scratch.rename(stage)
+        except OSError:  # another build staged the same sources first
+            shutil.rmtree(scratch, ignore_errors=True)
+    stale = [path for path, data in files.items() if not (stage / path).is_file() or (stage / path).read_bytes() != data]
+    if stale:
+        raise SystemExit(f"build_op: {stage} holds other bytes for {', '.join(stale)}; remove {stage} and build again")
+    return dataclasses.replace(config, root=stage)
+
+
+def prefix_maps(config: BuildConfig, cuda: bool) -> dict[str, str]:
+    """Build-machine directories -> the fixed names recorded instead (in __FILE__ strings, debug info).
+
+    The checkout, torch's headers and the CUDA toolkit would otherwise put their absolute paths into the
+    library, and one commit built in two directories would differ.
+    """
+    import torch
+    from torch.utils import cpp_extension
+
+    roots = {ROOT: config.name, config.root: config.name, Path(torch.__file__).parent: "torch"}
+    if cuda and cpp_extension.CUDA_HOME:
+        roots[Path(cpp_extension.CUDA_HOME)] = "cuda"
+    maps: dict[str, str] = {}
+    for directory, name in roots.items():
+        for spelling in {str(directory), os.path.realpath(directory)}:  # as the compiler sees it, and resolved
+            if "," in spelling or "=" in spelling:
+                raise SystemExit(f"build_op: cannot map the path {spelling!r} (it holds ',' or '='); "
+                                 "build from a directory without them")
+            maps[spelling] = f"/{name}"
+    return maps
+
+
+def prefix_map_flags(maps: dict[str, str]) -> tuple[list[str], list[str]]:
+    """(g++ flags, nvcc flags). GCC tries the last -ffile-prefix-map first, so the longest paths go last:
+    torch inside a virtual environment inside the checkout maps to /torch, not to /img2gray/.venv/..."""
+    ordered = sorted(maps.items(), key=lambda item: len(item[0]))
+    cxx = [f"-ffile-prefix-map={old}={new}" for old, new in ordered]
+    cxx += [f"-fmacro-prefix-map={old}={new}" for old, new in ordered]
+    return cxx, [flag for option in cxx for flag in ("-Xcompiler", option)]
+
+
+def fixed_timestamp() -> str:
+    """SOURCE_DATE_EPOCH for the compilers (__DATE__/__TIME__): the caller's, else the commit time, else 0."""
+    if epoch := os.environ.get("SOURCE_DATE_EPOCH"):
+        return epoch
+    try:
+        return subprocess.run(["git", "-C", str(ROOT), "log", "-1", "--format=%ct"], capture_output=True,
+                              text=True, check=True).stdout.strip() or "0"
+    except (OSError, subprocess.CalledProcessError):
+        return "0"
 
 
 def source_commit() -> str | None:
@@ -105,7 +162,7 @@ def source_commit() -> str | None:
         return commit
     try:
         head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, check=True)
-        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--", "csrc", "torch-ext", "build.toml"],
+        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--", *BuildConfig.load().build_inputs()],
                                capture_output=True, text=True, check=True)
     except (OSError, subprocess.CalledProcessError):
         return None
@@ -120,19 +177,24 @@ def compiler_version() -> str:
         return compiler
 
 
-def compile_library(namespace: str, sources: list[Path], cuda: bool, build_dir: Path, verbose: bool,
+def compile_library(config: BuildConfig, namespace: str, cuda: bool, build_dir: Path, verbose: bool,
                     glibc_floor: str = "2.28") -> Path:
+    """Compile the sources of `config` (staged: see stage_sources) into `build_dir`; return the library."""
     from torch.utils import cpp_extension
 
     build_dir.mkdir(parents=True, exist_ok=True)
-    defines = (["-DIMG2GRAY_WITH_CUDA"] if cuda else []) + glibc_floor_flags(glibc_floor)
+    defines = (["-DIMG2GRAY_WITH_CUDA"] if cuda else []) + glibc_floor_flags(config, glibc_floor)
+    cxx_maps, nvcc_maps = prefix_map_flags(prefix_maps(config, cuda))
+    # Local symbols are dropped at link time (-Wl,-x): nvcc names the host translation unit after a temp
+    # file carrying its process id (tmpxft_<pid>_...), and that file symbol would differ on every build.
     return Path(
         cpp_extension.load(
             name=namespace,
-            sources=[str(s) for s in sources],
-            extra_cflags=CXX_FLAGS + defines,
-            extra_cuda_cflags=NVCC_FLAGS + defines,
-            extra_include_paths=[str(CSRC), str(TORCH_EXT)],
+            sources=[str(s) for s in config.compiled(cuda)],
+            extra_cflags=CXX_FLAGS + defines + cxx_maps,
+            extra_cuda_cflags=NVCC_FLAGS + defines + nvcc_maps,
+            extra_ldflags=["-Wl,-x"],
+            extra_include_paths=[str(config.root / path) for path in INCLUDE_DIRS],
             build_directory=str(build_dir),
             with_cuda=cuda,
             is_python_module=False,
@@ -160,11 +222,12 @@ def nvcc_compile_check(object_dir: Path) -> Path:
     """
     from torch.utils import cpp_extension
 
-    config = BuildConfig.load()
+    checkout = BuildConfig.load()
+    config = stage_sources(checkout, build_id(checkout, cuda=True))
     nvcc = Path(cpp_extension.CUDA_HOME or "/usr/local/cuda", "bin", "nvcc")
     if not nvcc.exists():
         nvcc = Path(shutil.which("nvcc") or "nvcc")
-    includes = list(cpp_extension.include_paths()) + [str(CSRC), str(TORCH_EXT)]
+    includes = list(cpp_extension.include_paths()) + [str(config.root / path) for path in INCLUDE_DIRS]
     shim = object_dir / "shim"
     generated = Path("c10/cuda/impl/cuda_cmake_macros.h")
     if not any(Path(inc, generated).exists() for inc in includes):
@@ -172,10 +235,12 @@ def nvcc_compile_check(object_dir: Path) -> Path:
         (shim / generated).write_text("#pragma once\n#define C10_CUDA_BUILD_SHARED_LIBS\n")
         includes.append(str(shim))
     obj = object_dir / "img2gray.cu.o"
-    command = [str(nvcc), "-std=c++20", "-c", str(CUDA_SOURCES[0]), "-o", str(obj), "-DIMG2GRAY_WITH_CUDA",
-               "-Xptxas=-warn-spills", *NVCC_FLAGS, *glibc_floor_flags("2.28"), *gencode_flags(arch_list(config).split(";")),
-               *(f"-I{inc}" for inc in includes)]
-    subprocess.run(command, check=True)
+    [cuda_source] = [path for path in config.compiled(cuda=True) if path.suffix == ".cu"]
+    command = [str(nvcc), "-std=c++20", "-c", str(cuda_source), "-o", str(obj), "-DIMG2GRAY_WITH_CUDA",
+               "-Xptxas=-warn-spills", *NVCC_FLAGS, *glibc_floor_flags(config, "2.28"),
+               *gencode_flags(arch_list(config).split(";")),
+               *prefix_map_flags(prefix_maps(config, cuda=True))[1], *(f"-I{inc}" for inc in includes)]
+    subprocess.run(command, check=True, env={**os.environ, "SOURCE_DATE_EPOCH": fixed_timestamp()})
     return obj
 
 
@@ -188,11 +253,11 @@ def build(out: Path, cuda_mode: str = "auto", build_root: Path | None = None, ve
     cuda = want_cuda(cuda_mode)
     if cuda:
         os.environ["TORCH_CUDA_ARCH_LIST"] = arch_list(config)
-    sources = CPU_SOURCES + (CUDA_SOURCES if cuda else [])
-    namespace = f"_{config.name}_{build_id(config, sources, cuda, glibc_floor)}"
+    os.environ["SOURCE_DATE_EPOCH"] = fixed_timestamp()  # read by the compilers cpp_extension starts
+    namespace = f"_{config.name}_{build_id(config, cuda, glibc_floor)}"
     library_name = f"{namespace}.abi3.so"
     build_dir = (build_root or ROOT / "build" / "obj") / namespace
-    library = compile_library(namespace, sources, cuda, build_dir, verbose, glibc_floor)
+    library = compile_library(stage_sources(config, namespace), namespace, cuda, build_dir, verbose, glibc_floor)
 
     variant = Variant.from_versions(torch.__version__, torch.version.cuda if cuda else None, platform.machine())
     backend: dict = {"type": "cpu"}
@@ -201,9 +266,10 @@ def build(out: Path, cuda_mode: str = "auto", build_root: Path | None = None, ve
 
     # Assembled next to the destination, then swapped in: a reader never sees a half-written variant.
     with staged_directory(out.resolve()) as staging:
-        for source in sorted(PACKAGE.glob("*.py")):
+        package = config.root / config.package_dir
+        for source in sorted(package.glob("*.py")):
             shutil.copyfile(source, staging / source.name)
-        template = (PACKAGE / "_ops.py.in").read_text()
+        template = (package / "_ops.py.in").read_text()
         (staging / "_ops.py").write_text(template.replace("@NAMESPACE@", namespace).replace("@LIBRARY@", library_name))
         shutil.copyfile(library, staging / library_name)
         commit = source_commit()

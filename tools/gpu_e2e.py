@@ -19,7 +19,6 @@ import platform
 import sys
 import tempfile
 import time
-import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -39,6 +38,7 @@ from testkit.releasing import (
     run,
     stage,
 )
+from tools.build_config import BuildConfig  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -57,7 +57,7 @@ def loop(work: Path, device: str, report: dict[str, Any], log: Callable[[str], N
     import torch
 
     cuda = device == "cuda"
-    version = tomllib.loads((ROOT / "build.toml").read_text())["general"]["version"]
+    version = BuildConfig.load().version
     if cuda:
         check(torch.version.cuda is not None and torch.cuda.is_available(), "environment",
               f"torch {torch.__version__} sees no CUDA GPU")

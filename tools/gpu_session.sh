@@ -8,7 +8,7 @@ mkdir -p "$OUT"
 PY=${PYTHON:-python3}
 export PYTHONUNBUFFERED=1
 status=0
-STEPS=${STEPS:-build tests memcheck bench ncu conda}
+STEPS=${STEPS:-build tests memcheck bench ncu conda repro}
 step() {
   local name=$1
   shift
@@ -36,10 +36,12 @@ TAIL=40 step ncu ncu --clock-control none --kernel-name regex:"planar_packets|in
 # The CUDA conda package through the recipe (offline stand-ins for this machine's toolchain), installed into
 # a fresh prefix, where the package's own GPU check runs.
 conda_package() {
-  $PY tools/conda_build.py --offline --output-dir output &&
-    $PY tools/conda_install.py --offline --prefix /tmp/img2gray-env &&
+  $PY -m tools.conda.build --offline --output-dir output &&
+    $PY -m tools.conda.install --offline --prefix /tmp/img2gray-env &&
     /tmp/img2gray-env/bin/python recipe/check_img2gray.py &&
     mkdir -p "$OUT/linux-64" && cp output/linux-64/*.conda "$OUT/linux-64/"
 }
 TAIL=12 step conda conda_package
+# Bit-reproducibility of the CUDA build: one commit from two checkout paths, sha256 of library + metadata.json.
+TAIL=12 step repro $PY -m tools.repro_check --cuda on
 exit $status

@@ -46,11 +46,16 @@ void check_dtype(const at::Tensor& input) {
               "; supported are uint8, float16, bfloat16, float32 and float64 (convert with .to(torch.float32))");
 }
 
-void check_weights(at::ArrayRef<double> weights) {
+void check_weights(at::ArrayRef<double> weights, at::ScalarType dtype) {
   TORCH_CHECK(weights.size() == 3, "img2gray: expected 3 channel weights (R, G, B), got ",
               std::to_string(weights.size()));
+  // Checked in the precision they are applied in: float64 for float64 inputs, float32 for every other
+  // dtype (acc_t), where e.g. 1e39 is already inf.
+  const bool in_double = dtype == at::kDouble;
   for (double w : weights) {
-    TORCH_CHECK(std::isfinite(w), "img2gray: channel weights must be finite, got ", describe(weights));
+    const bool finite = in_double ? std::isfinite(w) : std::isfinite(static_cast<float>(w));
+    TORCH_CHECK(finite, "img2gray: channel weights must be finite in ", in_double ? "float64" : "float32",
+                " (the precision they are applied in for this input dtype), got ", describe(weights));
   }
 }
 
@@ -62,7 +67,7 @@ std::vector<int64_t> output_shape(const at::Tensor& input, int64_t dim) {
 
 int64_t checked_inputs(const at::Tensor& input, int64_t dim, at::ArrayRef<double> weights) {
   check_dtype(input);
-  check_weights(weights);
+  check_weights(weights, input.scalar_type());
   return checked_channel_dim(input, dim);
 }
 
@@ -141,6 +146,19 @@ at::Tensor img2gray_autograd(const at::Tensor& input, int64_t dim, at::ArrayRef<
   return Img2grayFunction::apply(input, dim, weights.vec());
 }
 
+// The out= overload records no graph, so with a gradient required it refuses, as torch's own out= ops do
+// (torch.mul(x, 2, out=o) with x.requires_grad); without this kernel it silently returned `out` detached.
+void img2gray_out_autograd(const at::Tensor& input, int64_t dim, at::ArrayRef<double> weights, at::Tensor& out) {
+  TORCH_CHECK(!(at::GradMode::is_enabled() && (input.requires_grad() || out.requires_grad())),
+              "img2gray.out(): functions with out=... arguments don't support automatic differentiation, but one "
+              "of the arguments requires grad; call img2gray without out= (or under torch.no_grad())");
+  at::AutoDispatchBelowAutograd below_autograd;  // ADInplaceOrView still bumps out's version counter
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow(IMG2GRAY_STRINGIFY(TORCH_EXTENSION_NAME) "::img2gray", "out")
+                             .typed<void(const at::Tensor&, int64_t, at::ArrayRef<double>, at::Tensor&)>();
+  op.call(input, dim, weights, out);
+}
+
 }  // namespace
 }  // namespace img2gray
 
@@ -155,6 +173,7 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, m) {
 
 TORCH_LIBRARY_IMPL_EXPAND(TORCH_EXTENSION_NAME, Autograd, m) {
   m.impl("img2gray", &img2gray::img2gray_autograd);
+  m.impl("img2gray.out", &img2gray::img2gray_out_autograd);
 }
 
 TORCH_LIBRARY_IMPL_EXPAND(TORCH_EXTENSION_NAME, CPU, m) {

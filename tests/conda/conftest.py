@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-# tools/ holds scripts, not a package: their modules import each other as siblings.
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
-
-from conda_build import build_offline  # noqa: E402
-from conda_standins import detect_machine  # noqa: E402
-from tests.conda.conda_test_support import OfflineBuild  # noqa: E402
+from tests.conda.support import OfflineBuild
+from tools.conda.build import build_offline
+from tools.conda.standins import detect_machine
 
 
 @pytest.fixture(scope="session")

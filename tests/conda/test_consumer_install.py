@@ -7,10 +7,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from tests.conda.conda_test_support import OfflineBuild
 
-from conda_build import conda_forge_variant_config, cuda_version_of, render_variants
-from conda_channel import NoCandidateError, install_environment, solve_environment
+from tests.conda.support import OfflineBuild
+from tools.conda.build import conda_forge_variant_config, cuda_version_of, render_variants
+from tools.conda.channel import NoCandidateError, install_environment, solve_environment
 
 # conda-forge's builds of pytorch, as repodata records only (no archives): the same names, versions and build
 # string convention ({cpu|cudaXYZ}_{blas}_py{XY}_h{hash}_{n}, CUDA builds +200 and requiring __cuda).

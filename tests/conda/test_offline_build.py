@@ -1,4 +1,4 @@
-"""The offline build (`tools/conda_build.py --offline`) yields a real, indexed channel with the CPU package."""
+"""The offline build (`python -m tools.conda.build --offline`) yields a real, indexed channel with the CPU package."""
 
 from __future__ import annotations
 
@@ -7,13 +7,12 @@ import re
 from pathlib import Path
 
 import pytest
-
-from tests.conda.conda_test_support import OfflineBuild, machine_like_h200
 from rattler_build import Package
 
-from conda_build import build_offline, offline_variant_config, render_variants
-from conda_channel import NoCandidateError, solve_environment
-from conda_standins import build_standin_channel, standins
+from tests.conda.support import OfflineBuild, machine_like_h200
+from tools.conda.build import build_offline, offline_variant_config, render_variants
+from tools.conda.channel import NoCandidateError, solve_environment
+from tools.conda.standins import build_standin_channel, standins
 
 
 def test_cpu_package_is_named_after_both_pins_and_indexed(offline_build: OfflineBuild) -> None:
@@ -55,7 +54,7 @@ def test_offline_build_refuses_a_flavour_the_installed_torch_is_not(tmp_path: Pa
 
 
 def test_h200_cuda_variant_environments_resolve_against_its_stand_ins(tmp_path: Path) -> None:
-    """Render + solve (no nvcc here) of what `conda_build.py --offline` builds on the H200."""
+    """Render + solve (no nvcc here) of what `tools.conda.build --offline` builds on the H200."""
     cuda_machine = machine_like_h200(torch_cuda="13.0", cuda_home="/usr/local/cuda", nvcc_version="13.0.88")
     channel = build_standin_channel(cuda_machine, tmp_path / "standins")
     [variant] = render_variants(offline_variant_config(cuda_machine))

@@ -1,4 +1,9 @@
-"""pixi.toml and the consumer example point at what this repository really has (no pixi binary here)."""
+"""pixi.toml and the consumer example point at what this repository really has (no pixi binary here).
+
+pixi's manifest rules checked here (pixi >= 0.71, manifest reference and schema): `[workspace].platforms`
+entries are conda subdirs or inline tables `{ name?, platform, <virtual package keys> }` with unique names;
+a feature's `platforms` names workspace platforms; `[system-requirements]` is deprecated in their favour.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +11,20 @@ import re
 import tomllib
 from pathlib import Path
 
-from conda_build import REPO_ROOT, main as conda_build_main
+import pytest
+from packaging.specifiers import SpecifierSet
 
-WORKSPACE = tomllib.loads((REPO_ROOT / "pixi.toml").read_text())
+from tools.conda.build import REPO_ROOT, conda_forge_variant_config, render_variants, select_variants
+from tools.conda.build import main as conda_build_main
+
 CONSUMER_DIR = REPO_ROOT / "examples" / "consumer"
-CONSUMER = tomllib.loads((CONSUMER_DIR / "pixi.toml").read_text())
+MANIFESTS = {"workspace": REPO_ROOT / "pixi.toml", "consumer": CONSUMER_DIR / "pixi.toml"}
+WORKSPACE = tomllib.loads(MANIFESTS["workspace"].read_text())
+CONSUMER = tomllib.loads(MANIFESTS["consumer"].read_text())
+SUBDIRS = {"linux-64", "linux-aarch64", "osx-64", "osx-arm64", "win-64", "noarch"}
+# Virtual-package keys pixi accepts on a platform table, and the platform table's own keys.
+VIRTUAL_PACKAGE_KEYS = {"cuda", "glibc", "libc", "linux", "archspec", "macos", "osx", "windows"}
+PLATFORM_KEYS = {"name", "platform"} | VIRTUAL_PACKAGE_KEYS
 
 
 def _all_tasks() -> dict[str, dict]:
@@ -18,6 +32,26 @@ def _all_tasks() -> dict[str, dict]:
     for name, feature in WORKSPACE["feature"].items():
         tasks |= {f"{name}.{task}": spec for task, spec in feature.get("tasks", {}).items()}
     return tasks
+
+
+def _platforms(manifest: dict) -> dict[str, dict]:
+    """Workspace platform name -> its table (a bare subdir is a table without virtual packages)."""
+    named: dict[str, dict] = {}
+    for entry in manifest["workspace"]["platforms"]:
+        table = {"platform": entry} if isinstance(entry, str) else entry
+        assert set(table) <= PLATFORM_KEYS, f"unknown platform keys {set(table) - PLATFORM_KEYS} in {entry}"
+        assert table.get("platform", table.get("name")) in SUBDIRS, entry
+        name = table.get("name", table.get("platform"))
+        assert name not in named, f"platform name {name} declared twice"
+        named[name] = table
+    return named
+
+
+def _tables(value: object, path: str = ""):
+    if isinstance(value, dict):
+        for key, child in value.items():
+            yield f"{path}.{key}".lstrip("."), child
+            yield from _tables(child, f"{path}.{key}")
 
 
 def test_every_script_a_task_runs_exists() -> None:
@@ -33,31 +67,68 @@ def test_every_script_a_task_runs_exists() -> None:
             assert (REPO_ROOT / (module.replace(".", "/") + ".py")).exists(), f"task {name}: {tasks[name]['cmd']}"
 
 
-def test_build_task_arguments_are_conda_build_options(capsys) -> None:
+def _rendered_build(*args: str) -> list[str]:
     build = WORKSPACE["tasks"]["build"]
-    rendered = build["cmd"].replace("{{ variant }}", build["args"][0]["default"]).split()
+    values = {spec["arg"]: spec["default"] for spec in build["args"]}
+    values |= dict(zip(values, args))
+    command = build["cmd"]
+    for name, value in values.items():
+        command = command.replace("{{ " + name + " }}", value)
+    return command.split()
 
-    assert rendered[:2] == ["python", "tools/conda_build.py"]
-    try:
-        conda_build_main([*rendered[2:], "--help"])
-    except SystemExit as exit:
-        assert exit.code == 0
+
+def test_build_task_arguments_are_conda_build_options(capsys) -> None:
+    rendered = _rendered_build()
+
+    assert rendered[:3] == ["python", "-m", "tools.conda.build"]
+    with pytest.raises(SystemExit) as exited:
+        conda_build_main([*rendered[3:], "--help"])
+    assert exited.value.code == 0
     assert "--variant" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("args", "count"), [((), 9), (("cpu",), 3), (("cuda", "2.13"), 2), (("cuda", "2.13", "13.0"), 1),
+                                             (("cpu", "2.11", "None"), 1)])
+def test_build_task_arguments_select_variants(args: tuple[str, ...], count: int) -> None:
+    """`pixi run build cuda 2.13 13.0` (what a CI job runs) selects exactly one variant of the matrix."""
+    rendered = _rendered_build(*args)
+    options = dict(zip(rendered[3::2], rendered[4::2]))
+    variants = render_variants(conda_forge_variant_config())
+    which = "all" if options["--variant"] == "auto" else options["--variant"]
+
+    assert len(select_variants(variants, which, options["--pytorch"], options["--cuda"])) == count
+
+
+@pytest.mark.parametrize("manifest", list(MANIFESTS))
+def test_manifests_declare_virtual_packages_on_platforms_not_system_requirements(manifest: str) -> None:
+    data = tomllib.loads(MANIFESTS[manifest].read_text())
+    platforms = _platforms(data)
+
+    assert not [path for path, _ in _tables(data) if path.endswith("system-requirements")]
+    assert SpecifierSet(data["workspace"]["requires-pixi"]).contains("0.71.0")
+    assert not SpecifierSet(data["workspace"]["requires-pixi"]).contains("0.70.9")
+    for name, feature in data.get("feature", {}).items():
+        for platform in feature.get("platforms", []):
+            assert platform in platforms, f"feature {name} names platform {platform}, not declared in [workspace]"
 
 
 def test_environments_pair_a_torch_flavour_with_its_virtual_packages() -> None:
     features = WORKSPACE["feature"]
+    platforms = _platforms(WORKSPACE)
+
     assert features["cpu"]["dependencies"]["pytorch"]["build"] == "cpu*"
     assert features["cuda"]["dependencies"]["pytorch"]["build"] == "cuda*"
-    assert features["cuda"]["system-requirements"]["cuda"].startswith("13")
+    assert all(platforms[name].get("cuda", "").startswith("13") for name in features["cuda"]["platforms"])
+    assert not any("cuda" in platforms[name] for name in features["cpu"]["platforms"])
     assert set(WORKSPACE["environments"]) == {"cpu", "cuda"}
 
 
 def test_consumer_uses_the_built_channel_before_conda_forge() -> None:
     local, *rest = CONSUMER["workspace"]["channels"]
+    platforms = _platforms(CONSUMER)
 
-    assert (CONSUMER_DIR / local).resolve() == REPO_ROOT / "output"  # conda_build.py's default --output-dir
+    assert (CONSUMER_DIR / local).resolve() == REPO_ROOT / "output"  # tools.conda.build's default --output-dir
     assert rest == ["conda-forge"]
     assert "img2gray" in CONSUMER["dependencies"]
-    assert CONSUMER["feature"]["gpu"]["system-requirements"]["cuda"].startswith("13")
+    assert all(platforms[name]["cuda"].startswith("13") for name in CONSUMER["feature"]["gpu"]["platforms"])
     assert (CONSUMER_DIR / "check.py").exists()

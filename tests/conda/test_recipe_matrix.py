@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import re
-import tomllib
-from pathlib import Path
 
-from conda_build import conda_forge_variant_config, cuda_version_of, offline_variant_config, render_variants
-from tests.conda.conda_test_support import machine_like_h200
+from tests.conda.support import machine_like_h200
+from tools.build_config import BuildConfig
+from tools.conda.build import conda_forge_variant_config, cuda_version_of, offline_variant_config, render_variants
 
-BUILD_TOML = tomllib.loads((Path(__file__).resolve().parents[2] / "build.toml").read_text())
+BUILD = BuildConfig.load()
 
 
 def test_full_matrix_is_every_pytorch_minor_times_every_cuda_flavour() -> None:
@@ -21,7 +20,7 @@ def test_full_matrix_is_every_pytorch_minor_times_every_cuda_flavour() -> None:
     assert len({v.recipe.build.string for v in variants}) == 9
     for v in variants:
         assert v.recipe.package.name == "img2gray"
-        assert str(v.recipe.package.version) == BUILD_TOML["general"]["version"]
+        assert str(v.recipe.package.version) == BUILD.version
 
 
 def test_build_strings_and_requirements_name_both_pins() -> None:
@@ -47,7 +46,7 @@ def test_build_strings_and_requirements_name_both_pins() -> None:
             assert f"cuda-version =={cuda}" in requirements["host"]
             assert "__cuda" in requirements["run"]
             arch_list = script["env"]["TORCH_CUDA_ARCH_LIST"].split(";")
-            assert arch_list == BUILD_TOML["cuda"]["capabilities"]
+            assert arch_list == list(BUILD.cuda_capabilities)
             assert {"8.0", "9.0"} <= set(arch_list) and arch_list[-1].endswith("+PTX")
 
 
@@ -61,7 +60,7 @@ def test_offline_override_points_the_same_recipe_at_machine_stand_ins() -> None:
 
 
 def test_offline_override_on_a_cuda_machine_renders_its_cuda_variant() -> None:
-    """What `tools/conda_build.py --offline` renders on the H200 (torch 2.11+cu130, nvcc 13.0)."""
+    """What `python -m tools.conda.build --offline` renders on the H200 (torch 2.11+cu130, nvcc 13.0)."""
     cuda_machine = machine_like_h200(torch_cuda="13.0", cuda_home="/usr/local/cuda", nvcc_version="13.0.88")
     [cuda_variant] = render_variants(offline_variant_config(cuda_machine))
     requirements = cuda_variant.recipe.requirements.to_dict()

@@ -16,7 +16,7 @@ def test_lock_sync_load(img2gray, project, cli, hf_env):
     assert status == 0, err
     pinned = lockfile.read(root / "kernelpin.lock")
     (kernel,) = pinned.kernels
-    assert (kernel.version, kernel.ref, kernel.requirement) == ("0.1.1", "refs/tags/v0.1.1", '"^0.1"')
+    assert (kernel.version, kernel.ref, kernel.requirement) == ("0.1.1", "refs/tags/v0.1.1", "^0.1")
     assert sorted(v.name for v in kernel.variants) == sorted(VARIANTS)
     cuda = kernel.variant("torch213-cxx11-cu130-x86_64-linux")
     assert cuda.backend == "cuda" and cuda.archs == ("8.0", "9.0", "12.0+PTX")

@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from testkit.fake_kernel import CPU_213, publish
@@ -21,14 +20,9 @@ from kernelpin.source import HubSettings, HubSource
 from kernelpin.sync import Installer, sync
 from kernelpin.variant import Environment
 from testkit.hub import HubServer
+from tests.kernelpin.helpers import REPO_ROOT, snapshot_files
 
 CPU_ENV = Environment(torch=(2, 13), cuda=None)
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-def snapshot_files(cache: Path, repo_id: str, commit: str) -> dict[str, Path]:
-    snapshot = cache / f"models--{repo_id.replace('/', '--')}" / "snapshots" / commit
-    return {str(p.relative_to(snapshot)): p for p in snapshot.rglob("*") if p.is_file()}
 
 
 def test_server_stopped_mid_sync(tmp_path, project, cli, hf_env, monkeypatch):
@@ -50,7 +44,7 @@ def test_server_stopped_mid_sync(tmp_path, project, cli, hf_env, monkeypatch):
                 return super().update(n)
 
         installer = Installer(HubSource(HubSettings.from_env()), tqdm_class=KillServerDuringTransfer)
-        with pytest.raises(KernelpinError, match=rf"downloading build/{CPU_213}/_big.so of acme/big failed: cannot reach"):
+        with pytest.raises(KernelpinError, match=rf"downloading build/{CPU_213}/_big.so of acme/big at [0-9a-f]{{12}} failed: cannot reach"):
             sync(pinned, installer, CPU_ENV)
         # The cache holds no partial or unverified file under a usable name.
         (kernel,) = pinned.kernels
@@ -166,6 +160,9 @@ def test_two_syncs_at_once(img2gray, project, cli, hf_env):
         ('"acme/img2gray" = { version = "^0.1", revision = "main" }\n', "give exactly one of 'version'"),
         ('"acme/img2gray" = { verison = "^0.1" }\n', "unknown key(s) verison"),
         ('"acme/img2gray" = true\n', "is not a requirement; use e.g."),
+        ('"acme/k." = "^0.1"\n', "'acme/k.' is not a Hub repository id"),
+        ('"acme/img2gray" = { version = -1 }\n', "a major version is a number from 0 to 999999, not -1"),
+        ('"acme/img2gray" = -1\n', "a major version is a number from 0 to 999999, not -1"),
         ('"acme/no-such-kernel" = "^1"\n',
          "acme/no-such-kernel: no kernel or model repository of that name at http://127.0.0.1:"),
         ('"acme/img2gray" = "^0.3"\n',
@@ -199,3 +196,17 @@ def test_commands_that_need_no_torch_do_not_import_it(img2gray, project, cli, hf
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "usage: kernelpin" in done.stdout and "IMPORTED []" in done.stdout
+
+
+def test_the_load_path_imports_no_editing_or_network_library():
+    # `import kernelpin.runtime` runs in every application that loads a kernel: it reads the lock with
+    # tomllib; tomlkit (editing), filelock (writing) and huggingface_hub (downloading) load only when needed.
+    script = (
+        "import sys\n"
+        "import kernelpin.runtime\n"
+        "print(sorted(m for m in ('tomlkit', 'filelock', 'huggingface_hub', 'httpx2', 'rich', 'torch') if m in sys.modules))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

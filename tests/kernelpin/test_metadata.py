@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from kernelpin import lockfile
-from kernelpin.metadata import MetadataError, check_kernels_format, parse, sha256_base64
+from kernelpin.errors import KernelpinError
+from kernelpin.metadata import MetadataError, check_kernels_format, parse_metadata, sha256_base64
 from testkit.fake_kernel import CPU_213, sha256, variant_files, write_variant
 from testkit.releasing import ROOT, run
 
@@ -41,38 +42,40 @@ def test_kernels_data_parses_what_we_write_and_validates_its_digest(tmp_path, va
     metadata = kernels_data.Metadata.read_from_file(directory / "metadata.json")
     assert (metadata.version, metadata.id, str(metadata.name)) == (2, "_img2gray_test", "img2gray")
     metadata.digest.validate(kernels_data.Digest.hash_variant(kernels_data.DigestAlgorithm.SHA256, directory))
-    ours = parse((directory / "metadata.json").read_bytes(), "here")
+    ours = parse_metadata((directory / "metadata.json").read_bytes(), "here")
     assert (str(ours.semver), ours.major, ours.variant, ours.legacy) == ("2.3.1", 2, variant, False)
     assert ours.digests == {name: sha256((directory / name).read_bytes()) for name in ("__init__.py", "_impl.py")}
     check_kernels_format(ours, "here")
 
 
 def test_legacy_and_kernel_builder_metadata_are_read():
-    legacy = parse(legacy_variant_files("0.3.0", CPU_213)["metadata.json"], "old")
+    legacy = parse_metadata(legacy_variant_files("0.3.0", CPU_213)["metadata.json"], "old")
     assert (str(legacy.semver), legacy.major, legacy.legacy, legacy.backend) == ("0.3.0", 0, True, "cpu")
     assert legacy.digests["_impl.py"] == sha256(variant_files("0.3.0", CPU_213)["_impl.py"])
-    foreign = parse(kernel_builder_metadata({"__init__.py": b"x"}), "kb")
+    foreign = parse_metadata(kernel_builder_metadata({"__init__.py": b"x"}), "kb")
     assert (foreign.semver, foreign.major, foreign.archs, foreign.digests) == (None, 1, ("9.0",), {"__init__.py": sha256(b"x")})
 
 
 @pytest.mark.parametrize(
     ("document", "message"),
     [
-        ({"version": "one"}, '"version": '),
-        ({"version": -1}, '"version" must be the kernel\'s major version as an unsigned integer (e.g. 1), not -1'),
+        ({"version": "one"}, "not valid kernel metadata (version: "),
+        ({"version": -1}, "version must be the kernel's major version as an unsigned integer (e.g. 1), not -1"),
         ({"version": True}, "not True"),
-        ({"version": 1, "semver": "2.0.0"}, '"semver" 2.0.0 is not on major version 1'),
+        ({"version": 1, "semver": "2.0.0"}, "semver 2.0.0 is not on major version 1 (version)"),
         ({"version": 1, "digest": {"algorithm": "sha256", "files": {"a.py": "00" * 32}}},
-         "digest of a.py: "),
-        ({"version": 1, "digest": {"algorithm": "md5", "files": {}}}, "digest algorithm 'md5' is not sha256"),
-        ({"version": 1, "backend": {"type": "cuda", "archs": "9.0"}}, '"backend.archs" must be a list'),
+         "digest.files['a.py'] is not a sha256 in base64 (as kernels_data writes it)"),
+        ({"version": "1.0.0", "digest": {"algorithm": "sha256", "files": {"a.py": "AA=="}}},
+         "digest.files['a.py'] is not a sha256 of 64 hex digits"),
+        ({"version": 1, "digest": {"algorithm": "md5", "files": {}}}, "digest.algorithm 'md5' is not sha256"),
+        ({"version": 1, "backend": {"type": "cuda", "archs": "9.0"}}, "backend.archs is a string, not a list"),
         ({"version": 1, "digest": {"files": {"../x": "AA=="}}}, "refusing unsafe path '../x'"),
-        ([], "expected a JSON object, got list"),
+        ([], "the document is a list, not an object"),
     ],
 )
 def test_malformed_metadata_is_refused_with_the_field(document, message):
-    with pytest.raises(Exception) as refused:
-        parse(json.dumps(document), "build/x/metadata.json")
+    with pytest.raises(KernelpinError) as refused:
+        parse_metadata(json.dumps(document), "build/x/metadata.json")
     assert message in str(refused.value)
 
 
@@ -86,7 +89,7 @@ def test_publishing_refuses_what_kernels_would_refuse(tmp_path):
     assert done.returncode == 1
     assert "old metadata format (\"version\" is the SemVer string, digests are hex), which the `kernels` package refuses" in done.stderr
     with pytest.raises(MetadataError, match="no \"semver\""):
-        check_kernels_format(parse(kernel_builder_metadata({"__init__.py": b"x"}), "kb"), "kb")
+        check_kernels_format(parse_metadata(kernel_builder_metadata({"__init__.py": b"x"}), "kb"), "kb")
 
 
 @pytest.mark.parametrize("form", ["legacy", "kernel-builder"])

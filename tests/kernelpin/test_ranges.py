@@ -544,3 +544,30 @@ def test_node_semver_agrees_except_where_documented() -> None:
     assert node["best"] == [candidates[0], candidates[1]]
     assert {str(Range.parse(text).best([Version.parse(v) for v in order])) for order in (candidates, candidates[::-1])} \
         == {"1.2.3+b"}
+
+
+HUGE = "9" * 4301  # one digit past Python's int-conversion limit
+
+
+@pytest.mark.parametrize(
+    "text",
+    [f"1.0.{HUGE}", f"{HUGE}.0.0", f"1.0.0-{HUGE}", "1.0." + "9" * 21],
+    ids=["patch", "major", "prerelease", "21-digits"],
+)
+def test_huge_numbers_are_version_errors(text: str) -> None:
+    with pytest.raises(VersionError, match=r"has \d+ digits; at most 20 are allowed"):
+        Version.parse(text)
+    with pytest.raises(RangeError, match=r"has \d+ digits; at most 20 are allowed"):
+        Range.parse(f">={text}")
+    # One hostile tag must not crash resolution for everyone: it is simply not a version.
+    assert Version.from_tag(f"v{text}") is None
+    assert Version.parse("1.0." + "9" * 20).patch == 10**20 - 1
+
+
+@pytest.mark.parametrize("text", ["x" * 10_000, "^1 <" + "1" * 10_000, "1.2.3 " + "?" * 10_000])
+def test_error_messages_quote_only_the_start_of_long_input(text: str) -> None:
+    for parse in (Range.parse, Version.parse):
+        with pytest.raises(ValueError) as caught:
+            parse(text)
+        message = str(caught.value)
+        assert len(message) < 600 and f"({len(text)} characters)" in message

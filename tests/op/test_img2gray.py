@@ -289,3 +289,33 @@ def test_second_gpu(img2gray):
         result = img2gray.img2gray(x)
     assert result.device == x.device
     check(result, x, -3)
+
+
+def test_out_with_a_gradient_is_refused_as_torch_does(img2gray, device):
+    # torch.mul(x, 2, out=o) raises when x (or o) requires grad: out= records no graph.
+    x = torch.rand(3, 4, 4, device=device, requires_grad=True)
+    out = torch.empty(1, 4, 4, device=device)
+    with pytest.raises(RuntimeError, match="don't support automatic differentiation"):
+        torch.mul(x, 2, out=torch.empty(3, 4, 4, device=device))
+    for call in (lambda: img2gray.img2gray(x, out=out),
+                 lambda: img2gray.ops.img2gray.out(x, -3, list(BT601), out=out),
+                 lambda: torch.ops.img2gray.img2gray.out(x, out=out),
+                 lambda: img2gray.img2gray(x.detach(), out=out.clone().requires_grad_())):
+        with pytest.raises(RuntimeError, match="don't support automatic differentiation"):
+            call()
+    with torch.no_grad():
+        img2gray.img2gray(x, out=out)
+    expected = img2gray.img2gray(x.detach())
+    torch.testing.assert_close(out, expected)
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.float16, torch.float32], ids=str)
+def test_weights_must_be_finite_in_the_precision_they_are_applied_in(img2gray, device, dtype):
+    # 1e39 is finite as a double but inf in float32, the precision of every dtype but float64.
+    x = random_image((3, 4, 4), dtype, device)
+    with pytest.raises(RuntimeError, match="finite in float32"):
+        img2gray.img2gray(x, weights=(1e39, 0, 0))
+    with pytest.raises(RuntimeError, match="finite in float32"):
+        torch.compile(lambda t: img2gray.img2gray(t, weights=(1e39, 0, 0)), fullgraph=True, backend="eager")(x)
+    y = torch.ones(3, 2, 2, dtype=torch.float64, device=device)
+    assert img2gray.img2gray(y, weights=(1e39, 0, 0)).flatten().tolist() == [1e39] * 4

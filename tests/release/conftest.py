@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,24 +24,23 @@ from testkit.releasing import (
     source_tree,
     stage,
 )
-
-CONDA_BUILD = ROOT / "tools" / "conda_build.py"
+from tools.build_config import BuildConfig
 
 
 @pytest.fixture(scope="session")
 def builds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """version -> build. The checkout's own version comes from the conda package (the bits `pixi add` installs)
-    when the recipe is present, else from tools/build_op.py; v0.2.0 is a build_op build of a copy of the
-    sources with the version bumped; both compile at once (one job each). The prerelease is a fake kernel."""
+    """version -> build. The checkout's own version comes from the conda package (the bits `pixi add`
+    installs); v0.2.0 is a build_op build of a copy of the sources with the version bumped; both compile at
+    once (one job each). The prerelease is a fake kernel: it only has to be skipped."""
     root = tmp_path_factory.mktemp("builds")
-    own_version = tomllib.loads((ROOT / "build.toml").read_text())["general"]["version"]
+    own_version = BuildConfig.load().version
     env = {**os.environ, "MAX_JOBS": "1"}
     jobs: dict[str, tuple[subprocess.Popen, Path, Path]] = {}
     for version in BUILT_VERSIONS:
         log = root / f"build-{version}.log"
-        if version == own_version and CONDA_BUILD.exists():
+        if version == own_version:
             out = root / "conda-channel"
-            command = [sys.executable, str(CONDA_BUILD), "--offline", "--variant", "cpu", "--output-dir", str(out)]
+            command = [sys.executable, "-m", "tools.conda.build", "--offline", "--variant", "cpu", "--output-dir", str(out)]
             sources = ROOT
         else:
             sources = ROOT if version == own_version else source_tree(version, root / f"sources-{version}")

@@ -7,6 +7,7 @@ needed.
 from __future__ import annotations
 
 import math
+import struct
 from collections.abc import Sequence
 
 import torch
@@ -72,12 +73,26 @@ def img2gray(
     return out
 
 
+def _finite_in(weight: float, dtype: str) -> bool:
+    if dtype == "float64":
+        return math.isfinite(weight)
+    try:
+        struct.pack("f", weight)  # rounds to float32 as the native cast does; too large raises
+    except OverflowError:
+        return False
+    return math.isfinite(weight)
+
+
 def _fake_result_shape(x: torch.Tensor, dim: int, weights: Sequence[float]) -> list[int]:
     # Mirrors the checks of the native binding so that compiled code fails the same way as eager code.
     if x.dtype not in SUPPORTED_DTYPES:
         raise RuntimeError(f"img2gray: unsupported dtype {x.dtype}; supported are uint8, float16, bfloat16, float32 and float64")
     if len(weights) != 3:
         raise RuntimeError(f"img2gray: expected 3 channel weights (R, G, B), got {len(weights)}")
+    applied = "float64" if x.dtype == torch.float64 else "float32"
+    if not all(_finite_in(w, applied) for w in weights):
+        raise RuntimeError(f"img2gray: channel weights must be finite in {applied} "
+                           f"(the precision they are applied in for this input dtype), got {list(weights)}")
     if x.dim() == 0:
         raise RuntimeError("img2gray: expected an image tensor with a channel dimension of size 3, got a 0-d tensor")
     if not -x.dim() <= dim < x.dim():

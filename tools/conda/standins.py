@@ -293,7 +293,7 @@ def build_standin_channel(machine: Machine, channel_dir: Path) -> str:
     """Build every stand-in into `channel_dir` (a conda channel, indexed) and return its file:// URL."""
     from rattler_build import Stage0Recipe, ToolConfiguration
 
-    from conda_channel import index_channel
+    from tools.conda.channel import index_channel
 
     channel_dir = channel_dir.resolve()
     work_dir = channel_dir.parent / f"{channel_dir.name}-work"

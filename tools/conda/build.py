@@ -2,11 +2,11 @@
 
 The one code path for conda packages: `pixi run build` calls it with conda-forge as the channel; `--offline`
 builds the same recipe against a local channel of stand-ins for this machine's compilers, python and torch
-(tools/conda_standins.py), selected by a variant-config override, so the recipe stays the one conda-forge
+(tools/conda/standins.py), selected by a variant-config override, so the recipe stays the one conda-forge
 users build.
 
-    python tools/conda_build.py --offline                  # this machine: the installed torch's flavour
-    python tools/conda_build.py --variant all              # with conda-forge: the whole recipe/variants.yaml matrix
+    python -m tools.conda.build --offline                  # this machine: the installed torch's flavour
+    python -m tools.conda.build --variant all              # with conda-forge: the whole recipe/variants.yaml matrix
 
 Packages land in `<output-dir>/<subdir>/img2gray-<version>-<build>.conda`; the directory is an indexed channel.
 """
@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
+from rattler import Subdir
 from rattler_build import (
     PlatformConfig,
     RattlerBuildError,
@@ -34,14 +35,11 @@ from rattler_build import (
 )
 from rattler_build.progress import BuildStepEvent, LogEvent
 
-# Its conda_* siblings, and the repository root for tools.build_op (which imports kernelpin).
-sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parent.parent)]
+from tools.build_op import source_commit
+from tools.conda.channel import DETECT, index_channel, virtual_packages
+from tools.conda.standins import Machine, build_standin_channel, detect_machine, offline_variant_overrides
 
-from tools.build_op import source_commit  # noqa: E402
-from conda_channel import DETECT, index_channel, virtual_packages  # noqa: E402
-from conda_standins import Machine, build_standin_channel, detect_machine, offline_variant_overrides  # noqa: E402
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 RECIPE = REPO_ROOT / "recipe" / "recipe.yaml"
 VARIANTS = REPO_ROOT / "recipe" / "variants.yaml"
 CONDA_FORGE = "conda-forge"
@@ -62,10 +60,11 @@ def offline_variant_config(machine: Machine) -> VariantConfig:
 
 
 def render_variants(variant_config: VariantConfig, *, target_platform: str = "linux-64") -> list[RenderedVariant]:
+    """Render recipe/recipe.yaml for every variant (no build), as plain `rattler-build build` does: no
+    experimental features."""
     # The recipe reads the provenance commit from the environment (its source copy has no .git).
     os.environ.setdefault("IMG2GRAY_SOURCE_COMMIT", source_commit() or "")
-    """Render recipe/recipe.yaml for every variant (no build). `load_from_file` needs the experimental flag."""
-    platform = PlatformConfig(target_platform=target_platform, experimental=True)
+    platform = PlatformConfig(target_platform=target_platform, experimental=False)
     return Stage0Recipe.from_file(RECIPE).render(variant_config, RenderConfig(platform=platform))
 
 
@@ -74,19 +73,30 @@ def cuda_version_of(variant: RenderedVariant) -> str | None:
     return None if version == "None" else version
 
 
+ANY = "any"
+
+
 def select_variants(
-    variants: Sequence[RenderedVariant], which: Literal["cpu", "cuda", "all"], pytorch: str | None = None
+    variants: Sequence[RenderedVariant],
+    which: Literal["cpu", "cuda", "all"],
+    pytorch: str | None = None,
+    cuda: str | None = None,
 ) -> list[RenderedVariant]:
-    """The rendered variants of one flavour (`cpu`, `cuda`) or all, optionally of one pytorch minor."""
+    """The rendered variants of one flavour (`cpu`, `cuda`) or all, optionally of one pytorch minor and one
+    CUDA version (`cuda="13.0"`; `None` or "any" = every one). A CI job names all three to build one variant."""
+    pytorch = None if pytorch == ANY else pytorch
+    cuda = None if cuda == ANY else cuda
     chosen = [
         variant
         for variant in variants
         if (which == "all" or (which == "cuda") == (cuda_version_of(variant) is not None))
         and (pytorch is None or str(variant.variant.get("pytorch")) == pytorch)
+        and (cuda is None or (cuda_version_of(variant) or "None") == cuda)
     ]
     if not chosen:
         offered = sorted({f"pytorch {v.variant.get('pytorch')} / cuda {cuda_version_of(v)}" for v in variants})
-        raise ValueError(f"no {which} variant for pytorch {pytorch or 'any'}; the matrix has: {', '.join(offered)}")
+        raise ValueError(f"no {which} variant for pytorch {pytorch or ANY}, cuda {cuda or ANY}; "
+                         f"the matrix has: {', '.join(offered)}")
     return chosen
 
 
@@ -195,11 +205,14 @@ def build_offline(
         return build_variants(variants, output_dir, [channel])
 
 
-def build_conda_forge(output_dir: Path, *, which: Which = "auto", pytorch: str | None = None) -> list[Path]:
-    """Build recipe/variants.yaml's matrix (`auto` = all of it) against conda-forge."""
-    variants = render_variants(conda_forge_variant_config())
-    return build_variants(select_variants(variants, "all" if which == "auto" else which, pytorch), output_dir,
-                          [CONDA_FORGE])
+def build_conda_forge(
+    output_dir: Path, *, which: Which = "auto", pytorch: str | None = None, cuda: str | None = None,
+    target_platform: str = "linux-64",
+) -> list[Path]:
+    """Build recipe/variants.yaml's matrix (`auto` = all of it), or the part selected, against conda-forge."""
+    variants = render_variants(conda_forge_variant_config(), target_platform=target_platform)
+    chosen = select_variants(variants, "all" if which == "auto" else which, pytorch, cuda)
+    return build_variants(chosen, output_dir, [CONDA_FORGE])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -208,20 +221,26 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="build against stand-ins for this machine's compilers, python and torch (no network)")
     parser.add_argument("--variant", choices=["cpu", "cuda", "auto", "all"], default="auto",
                         help="which flavour to build (auto: offline = the installed torch's flavour; online = all)")
-    parser.add_argument("--pytorch", help="only this pytorch minor, e.g. 2.13 (online; offline uses the installed torch)")
+    parser.add_argument("--pytorch", default=ANY,
+                        help="only this pytorch minor, e.g. 2.13 (online; offline uses the installed torch)")
+    parser.add_argument("--cuda", default=ANY,
+                        help="only this CUDA version, e.g. 13.0, or None for the CPU build (online)")
+    parser.add_argument("--target-platform", default=str(Subdir.current()),
+                        help="conda subdir to build for (online; default: this machine's, as CI runners build natively)")
     parser.add_argument("--output-dir", type=Path, default=REPO_ROOT / "output", help="channel to build into")
     parser.add_argument("--standins-dir", type=Path, help="keep the offline stand-in channel here")
     args = parser.parse_args(argv)
     output_dir = args.output_dir.resolve()
-    if args.offline and args.pytorch:
-        parser.error("--pytorch applies to conda-forge builds; offline builds use the installed torch")
+    if args.offline and (args.pytorch != ANY or args.cuda != ANY):
+        parser.error("--pytorch/--cuda apply to conda-forge builds; offline builds use the installed torch")
     try:
         if args.offline:
             packages = build_offline(output_dir, which=args.variant, standins_dir=args.standins_dir)
         else:
-            packages = build_conda_forge(output_dir, which=args.variant, pytorch=args.pytorch)
+            packages = build_conda_forge(output_dir, which=args.variant, pytorch=args.pytorch, cuda=args.cuda,
+                                         target_platform=args.target_platform)
     except (RuntimeError, ValueError) as error:  # failed builds, missing tools, a flavour this machine lacks
-        print(f"conda_build: {error}", file=sys.stderr)
+        print(f"tools.conda.build: {error}", file=sys.stderr)
         return 1
     print(f"channel {output_dir.as_uri()}:")
     for package in packages:

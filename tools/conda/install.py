@@ -1,7 +1,7 @@
 """Install packages from the built channel into a fresh prefix, as `pixi add img2gray` would (py-rattler).
 
-    python tools/conda_install.py --prefix /tmp/env --offline          # output/ + this machine's stand-ins
-    python tools/conda_install.py --prefix /tmp/env                    # output/ + conda-forge
+    python -m tools.conda.install --prefix /tmp/env --offline          # output/ + this machine's stand-ins
+    python -m tools.conda.install --prefix /tmp/env                    # output/ + conda-forge
     /tmp/env/bin/python -c "import torch, img2gray; print(img2gray.metadata()['variant'])"
 
 The GPU decides the flavour: with a CUDA driver (`__cuda`) the CUDA build wins, without one the CPU build.
@@ -16,12 +16,10 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from tools.conda.channel import DETECT, NoCandidateError, install_environment
+from tools.conda.standins import build_standin_channel, detect_machine
 
-from conda_channel import DETECT, NoCandidateError, install_environment  # noqa: E402
-from conda_standins import build_standin_channel, detect_machine  # noqa: E402
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -36,7 +34,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.prefix.exists():
         parser.error(f"--prefix {args.prefix} exists; give a new directory")
     if not (args.channel / "noarch" / "repodata.json").exists():
-        parser.error(f"--channel {args.channel} is not a built channel; run `python tools/conda_build.py` first")
+        parser.error(f"--channel {args.channel} is not a built channel; run `python -m tools.conda.build` first")
     cuda = {"auto": DETECT, "none": None}.get(args.cuda, args.cuda)
     with tempfile.TemporaryDirectory(prefix="img2gray-standins-") as scratch:
         second = build_standin_channel(detect_machine(), Path(scratch) / "standins") if args.offline else "conda-forge"

@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from conda_standins import Machine
+from tools.conda.standins import Machine
 
 
 @dataclass(frozen=True)

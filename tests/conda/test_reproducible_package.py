@@ -1,0 +1,50 @@
+"""Two offline conda builds of one commit from two checkout paths install the same bytes.
+
+The package archives themselves differ: rattler-build records the build time (info/index.json `timestamp`)
+and its build directories (info/recipe/rendered_recipe.yaml, info/about.json channels). What the package
+installs (and info/paths.json, which lists each file's sha256) must not.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from rattler.package_streaming import extract
+
+from tests.conda.support import OfflineBuild
+from tools.build_config import BuildConfig, copy_build_inputs
+
+RECIPE_SIDE = ("recipe", "tools", "LICENSE")  # what the offline build needs besides the build inputs
+
+
+def _payload(package: Path, into: Path) -> dict[str, bytes]:
+    extract(package, into)
+    files = {p.relative_to(into).as_posix(): p.read_bytes() for p in into.rglob("*") if p.is_file()}
+    return {name: data for name, data in files.items() if not name.startswith("info/") or name == "info/paths.json"}
+
+
+def test_second_checkout_builds_a_package_with_identical_contents(offline_build: OfflineBuild, tmp_path: Path) -> None:
+    config = BuildConfig.load()
+    checkout = copy_build_inputs(config, tmp_path / "another" / "checkout")
+    for name in RECIPE_SIDE:
+        source = config.root / name
+        if source.is_dir():
+            shutil.copytree(source, checkout / name, dirs_exist_ok=True,
+                            ignore=shutil.ignore_patterns("__pycache__", "node_modules"))
+        else:
+            shutil.copyfile(source, checkout / name)
+    channel = tmp_path / "channel"
+
+    subprocess.run([sys.executable, "-m", "tools.conda.build", "--offline", "--variant", "cpu", "--output-dir",
+                    str(channel)], cwd=checkout, check=True, capture_output=True, env=os.environ.copy())
+    [package] = (channel / "linux-64").glob("*.conda")
+
+    assert package.name == offline_build.package.name
+    first = _payload(offline_build.package, tmp_path / "first")
+    second = _payload(package, tmp_path / "second")
+    assert any(name.endswith(".abi3.so") for name in first)
+    assert first == second

@@ -1,0 +1,396 @@
+"""Issue 9: kernelpin under attack. Only verified bytes run, nothing outside kernelpin's files is touched,
+hostile locks and metadata give clear errors, nothing hangs, edits do not race."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import huggingface_hub.utils._http as hf_http
+import pytest
+
+import kernelpin
+from kernelpin import lockfile
+from kernelpin.errors import IntegrityError, KernelpinError
+from kernelpin.runtime import module_name
+from kernelpin.sync import Installer
+from testkit.fake_kernel import CPU_213, kernel_files, publish, variant_files
+from testkit.faulty_hub import SilentServer, StatusServer
+from tests.kernelpin.helpers import REPO_ROOT, snapshot_dir, snapshot_files
+
+
+def locked_kernel(root: Path) -> lockfile.LockedKernel:
+    (kernel,) = lockfile.read(root / "kernelpin.lock").kernels
+    return kernel
+
+
+def fresh_load(kernel: lockfile.LockedKernel, **kwargs):
+    """kernelpin.load as a new process would do it (the module is not imported yet)."""
+    name = module_name(kernel.repo_id, kernel.commit, CPU_213)
+    for loaded in [key for key in sys.modules if key == name or key.startswith(name + ".")]:
+        del sys.modules[loaded]
+    return kernelpin.load(kernel.repo_id, **kwargs)
+
+
+def synced_variant(project, cli, hf_env) -> tuple[lockfile.LockedKernel, Path]:
+    root = project('"acme/img2gray" = "^0.1"\n')
+    assert cli("sync", "--torch", "2.13")[0] == 0
+    kernel = locked_kernel(root)
+    return kernel, snapshot_dir(hf_env, kernel.repo_id, kernel.commit) / "build" / CPU_213
+
+
+def evil_source(marker: Path) -> str:
+    return f"open({str(marker)!r}, 'w').close()\nVARIANT = 'evil'\n\ndef gray(pixels):\n    return pixels\n"
+
+
+# --- 1. only verified bytes run ------------------------------------------------------------------
+
+
+def test_a_planted_package_next_to_a_listed_module_never_runs(img2gray, project, cli, hf_env, tmp_path):
+    kernel, variant = synced_variant(project, cli, hf_env)
+    marker = tmp_path / "planted-code-ran"
+    (variant / "_impl").mkdir()
+    (variant / "_impl" / "__init__.py").write_text(evil_source(marker))  # a package wins over _impl.py
+    assert fresh_load(kernel).VARIANT == CPU_213
+    assert not marker.exists()
+    status, _, err = cli("verify")
+    assert status == 1 and f"unlisted: acme/img2gray {CPU_213}/_impl" in err
+    status, _, err = cli("sync", "--torch", "2.13")
+    assert status == 0 and f"build/{CPU_213}/_impl is not in the lock; removed" in err
+    assert not (variant / "_impl").exists() and cli("verify")[0] == 0
+
+
+def test_bytecode_caches_are_neither_read_nor_written(img2gray, project, cli, hf_env, tmp_path):
+    kernel, variant = synced_variant(project, cli, hf_env)
+    marker = tmp_path / "cached-bytecode-ran"
+    impl = variant / "_impl.py"
+    # A .pyc that Python's own loader would accept for _impl.py: it records the source's mtime and size.
+    stat = impl.stat()
+    code = compile(evil_source(marker), str(impl), "exec")
+    pyc = importlib._bootstrap_external._code_to_timestamp_pyc(code, int(stat.st_mtime), stat.st_size)
+    cached = Path(importlib.util.cache_from_source(str(impl)))
+    cached.parent.mkdir()
+    cached.write_bytes(pyc)
+    assert fresh_load(kernel).VARIANT == CPU_213
+    assert not marker.exists()
+    assert [p.name for p in cached.parent.iterdir()] == [cached.name]  # nothing written
+
+
+def test_a_lock_that_omits_the_package_code_is_refused(img2gray, project, cli, hf_env, tmp_path):
+    kernel, variant = synced_variant(project, cli, hf_env)
+    lock_path = Path.cwd() / "kernelpin.lock"
+
+    def relock(keep: set[str]) -> None:
+        variants = tuple(
+            dataclasses.replace(v, files=tuple(f for f in v.files if f.path in keep)) if v.name == CPU_213 else v
+            for v in kernel.variants
+        )
+        lockfile.write(lock_path, lockfile.Lock((dataclasses.replace(kernel, variants=variants),)))
+
+    relock({"metadata.json"})  # the cache still holds __init__.py and _impl.py from the sync
+    with pytest.raises(KernelpinError, match=r"lists no __init__.py for variant .*nothing verified can be imported"):
+        fresh_load(kernel)
+    relock({"metadata.json", "__init__.py"})  # __init__ imports ._impl, which the lock does not list
+    with pytest.raises(ModuleNotFoundError, match=r"lists no such module"):
+        fresh_load(kernel)
+    assert not any(name.startswith(module_name(kernel.repo_id, kernel.commit, CPU_213)) for name in sys.modules)
+    status, _, err = cli("verify")
+    assert status == 1 and f"unlisted: acme/img2gray {CPU_213}/_impl.py" in err
+
+
+def test_a_shared_library_is_verified_right_before_the_package_runs(new_repo, project, cli, hf_env, monkeypatch):
+    repo_id, repo = new_repo()
+    init = b"from pathlib import Path\nLIBRARY = Path(__file__).with_name('_lib.so').read_bytes()\n"
+    publish(repo, "1.0.0", variants=(CPU_213,), extra={"__init__.py": init, "_lib.so": b"\x7fELF the real one\n"})
+    root = project(f'"{repo_id}" = "^1"\n')
+    assert cli("sync", "--torch", "2.13")[0] == 0
+    kernel = locked_kernel(root)
+    assert fresh_load(kernel).LIBRARY == b"\x7fELF the real one\n"
+    install = Installer.install
+
+    def install_then_swap_the_library(self, *args, **kwargs):
+        # A local attacker who can write the cache swaps the library after kernelpin checked the files.
+        result = install(self, *args, **kwargs)
+        (result.directory / "_lib.so").write_bytes(b"\x7fELF the evil one\n")
+        return result
+
+    monkeypatch.setattr(Installer, "install", install_then_swap_the_library)
+    with pytest.raises(IntegrityError, match=r"_lib.so: sha256 .* It is not loaded; run `kernelpin sync`"):
+        fresh_load(kernel)
+
+
+# --- 2. nothing outside kernelpin's files is touched ---------------------------------------------
+
+
+def test_repair_replaces_a_link_never_what_it_points_to(img2gray, project, cli, hf_env, tmp_path):
+    root = project('"acme/img2gray" = "^0.1"\n')
+    vendor = tmp_path / "vendor"
+    assert cli("sync", "--target", str(vendor), "--torch", "2.13")[0] == 0
+    kernel = locked_kernel(root)
+    precious = tmp_path / "precious.txt"
+    precious.write_text("the user's own file\n")
+    vendored = vendor / "acme" / "img2gray" / kernel.commit / "build" / CPU_213 / "_impl.py"
+    vendored.unlink()
+    vendored.symlink_to(precious)
+    status, out, err = cli("sync", "--target", str(vendor), "--torch", "2.13")
+    assert status == 0, err
+    assert precious.read_text() == "the user's own file\n"
+    assert not vendored.is_symlink() and cli("verify", "--target", str(vendor))[0] == 0
+    # The Hub cache, where snapshot entries are links to blobs: a relinked entry is replaced, the user's
+    # file is kept, and the entry points at a verified blob again.
+    assert cli("sync", "--torch", "2.13")[0] == 0
+    entry = snapshot_dir(hf_env, kernel.repo_id, kernel.commit) / "build" / CPU_213 / "_impl.py"
+    entry.unlink()
+    entry.symlink_to(precious)
+    status, out, err = cli("sync", "--torch", "2.13")
+    assert status == 0 and "1 replaced" in out, err
+    assert precious.read_text() == "the user's own file\n"
+    assert entry.resolve().parent.name == "blobs" and cli("verify")[0] == 0
+
+
+# --- 3. lock fields are validated when the lock is parsed ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ('commit = "', 'commit = "../../../ESCAPED', "commit '../../../ESCAPED"),
+        ('repo = "acme/img2gray"', 'repo = "../.."', "'../..' is not a Hub repository id"),
+        ('repo-type = "model"', 'repo-type = "../../x"', "repo-type '../../x' is not one of kernel, model"),
+        ('version = "0.1.1"', 'version = "0.1"', "version is not a SemVer version"),
+        ("size = ", "size = -", "size -"),
+        ('sha256 = "', 'sha256 = "zz', "is not 64 lowercase hex digits"),
+        (f'name = "{CPU_213}"', 'name = "../../x"', "name '../../x' is not a variant directory name"),
+        ('archs = ["8.0", "9.0", "12.0+PTX"]', 'archs = "9.0"', "archs must be list, not str"),
+        ('requirement = "^0.1"', 'requirement = "^0.1 <<"', "invalid version range"),
+    ],
+    ids=["commit", "repo", "repo-type", "version", "size", "sha256", "variant-name", "archs", "requirement"],
+)
+def test_every_lock_field_is_validated(img2gray, project, cli, tmp_path, old, new, message):
+    root = project('"acme/img2gray" = "^0.1"\n')
+    assert cli("lock")[0] == 0
+    text = (root / "kernelpin.lock").read_text()
+    assert old in text
+    (root / "kernelpin.lock").write_text(text.replace(old, new, 1))
+    vendor = tmp_path / "vendor"
+    for command in (["lock", "--check"], ["sync", "--frozen", "--all-variants", "--target", str(vendor)]):
+        status, _, err = cli(*command)
+        assert status == 1 and message in err and "[[kernel]] #1" in err and "run `kernelpin lock`" in err
+    assert not vendor.exists() and not list(tmp_path.rglob("ESCAPED*"))
+
+
+# --- 4-6. nothing hangs, nothing sticks, errors say what happened --------------------------------
+
+
+def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    return subprocess.run([sys.executable, "-m", "kernelpin", *args], env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_a_silent_hub_times_out_with_a_clear_error(img2gray, project, cli, monkeypatch):
+    project('"acme/img2gray" = "^0.1"\n')
+    assert cli("lock")[0] == 0
+    with SilentServer() as endpoint:
+        monkeypatch.setenv("HF_ENDPOINT", endpoint)
+        monkeypatch.setenv("KERNELPIN_HTTP_TIMEOUT", "0.5")
+        # Subprocesses, so that a hang fails the test (TimeoutExpired) instead of stalling the suite.
+        done = run_cli("sync", "--frozen", "--torch", "2.13", timeout=30)
+        assert done.returncode == 1
+        assert f"no answer from {endpoint}/acme/img2gray/resolve/" in done.stderr and "within 0.5 s" in done.stderr
+        assert "KERNELPIN_HTTP_TIMEOUT" in done.stderr
+        done = run_cli("lock", "--upgrade", timeout=30)
+        assert done.returncode == 1 and f"listing tags of acme/img2gray failed: no answer from {endpoint}/api/" in done.stderr
+    monkeypatch.setenv("KERNELPIN_HTTP_TIMEOUT", "soon")
+    status, _, err = cli("lock", "--upgrade")
+    assert status == 1 and "KERNELPIN_HTTP_TIMEOUT='soon' is not a number of seconds" in err
+
+
+def test_a_corrupted_metadata_json_in_the_cache_is_evicted(new_repo, project, cli, hf_env):
+    repo_id, repo = new_repo()
+    publish(repo, "1.0.0", variants=(CPU_213,))
+    root = project(f'"{repo_id}" = "^1"\n')
+    assert cli("lock")[0] == 0
+    kernel = locked_kernel(root)
+    (root / "kernelpin.lock").unlink()
+    cached = snapshot_files(hf_env, repo_id, kernel.commit)[f"build/{CPU_213}/metadata.json"]
+    flipped = bytearray(cached.read_bytes())
+    flipped[20] ^= 1
+    cached.write_bytes(bytes(flipped))  # through the snapshot link: the blob itself
+    status, _, err = cli("lock")
+    assert status == 1 and "does not match the repository listing" in err
+    status, _, err = cli("lock")  # the bad copy was evicted: fetched again, verified
+    assert status == 0, err
+
+
+@pytest.fixture
+def no_backoff_waits(monkeypatch):
+    """huggingface_hub retries 5xx five times with 1-8 s waits (23 s); the retries still happen."""
+    monkeypatch.setattr(hf_http.time, "sleep", lambda seconds: None)
+
+
+def test_server_errors_and_missing_revisions_are_named(img2gray, project, cli, no_backoff_waits, monkeypatch):
+    root = project('"acme/img2gray" = "^0.1"\n')
+    assert cli("lock")[0] == 0
+    kernel = locked_kernel(root)
+    with StatusServer(500) as endpoint:
+        monkeypatch.setenv("HF_ENDPOINT", endpoint)
+        status, _, err = cli("sync", "--frozen", "--torch", "2.13")
+        assert status == 1 and "cannot reach" not in err
+        assert f"at {kernel.commit[:12]} failed at {endpoint}: HTTP 500" in err and "the server failed" in err
+    with StatusServer(503) as endpoint:
+        monkeypatch.setenv("HF_ENDPOINT", endpoint)
+        status, _, err = cli("lock", "--upgrade")
+        assert status == 1 and f"listing tags of acme/img2gray failed at {endpoint}: HTTP 503" in err
+    # The Hub's answer for a commit that is gone (force-pushed away, repository rewritten).
+    with StatusServer(404, {"X-Error-Code": "RevisionNotFound", "X-Error-Message": "Invalid rev id"}) as endpoint:
+        monkeypatch.setenv("HF_ENDPOINT", endpoint)
+        status, _, err = cli("sync", "--frozen", "--torch", "2.13")
+        assert status == 1
+        assert f"of acme/img2gray at {kernel.commit[:12]} failed at {endpoint}: HTTP 404" in err
+        assert "that revision does not exist on the server" in err and "--upgrade-package acme/img2gray" in err
+
+
+# --- 7. loading needs read access only -----------------------------------------------------------
+
+
+def test_load_from_a_read_only_target_and_cache_as_another_user(img2gray, project, cli, hf_env, tmp_path):
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("needs root and setpriv to run the load as an unprivileged user (root ignores permissions)")
+    root = project('"acme/img2gray" = "^0.1"\n')
+    assert cli("sync", "--target", str(tmp_path / "vendor"), "--torch", "2.13")[0] == 0
+    assert cli("sync", "--torch", "2.13")[0] == 0
+    # pytest's tmp_path is private to root: a world-readable copy, then nothing in it is writable.
+    shared = Path(tempfile.mkdtemp(prefix="kernelpin-readonly-"))
+    try:
+        shutil.copy(root / "kernelpin.lock", shared)
+        shutil.copytree(tmp_path / "vendor", shared / "vendor", symlinks=True)
+        shutil.copytree(hf_env, shared / "cache", symlinks=True)
+        subprocess.run(["chmod", "-R", "a+rX,a-w", str(shared)], check=True)
+        script = (
+            "import sys, kernelpin\n"
+            "print('target', kernelpin.load('acme/img2gray', lock=sys.argv[1], target=sys.argv[2]).VARIANT)\n"
+            "for name in [m for m in sys.modules if m.startswith('_kernelpin_')]: del sys.modules[name]\n"
+            "print('cache', kernelpin.load('acme/img2gray', lock=sys.argv[1]).VARIANT)\n"
+        )
+        env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(shared / "cache"),
+               "HF_HOME": str(shared / "hf-home"), "HOME": str(shared)}
+        done = subprocess.run(
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c", script,
+             str(shared), str(shared / "vendor")],
+            env=env, capture_output=True, text=True, timeout=120,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert done.stdout.split() == ["target", CPU_213, "cache", CPU_213]
+    finally:
+        subprocess.run(["chmod", "-R", "u+w", str(shared)], check=True)
+        shutil.rmtree(shared)
+
+
+# --- 8. concurrent edits -------------------------------------------------------------------------
+
+
+def test_concurrent_adds_keep_every_entry(new_repo, project, cli):
+    repos = []
+    for _ in range(6):  # 6 at once loses entries on 2 cores every time without the project lock
+        repo_id, repo = new_repo()
+        publish(repo, "1.0.0", variants=(CPU_213,))
+        repos.append(repo_id)
+    root = project("")
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    runs = [subprocess.Popen([sys.executable, "-m", "kernelpin", "add", f"{repo_id}@^1"], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for repo_id in repos]
+    outcomes = [(run.wait(timeout=120), run.stderr.read()) for run in runs]
+    assert [status for status, _ in outcomes] == [0] * len(repos), outcomes
+    text = (root / "pyproject.toml").read_text()
+    assert all(f'"{repo_id}" = "^1"' in text for repo_id in repos), text
+    assert sorted(k.repo_id for k in lockfile.read(root / "kernelpin.lock").kernels) == sorted(repos)
+    assert cli("lock", "--check")[0] == 0
+
+
+# --- 9-10. hostile metadata.json, bad pyproject entries ------------------------------------------
+
+
+def _metadata_with(**fields) -> bytes:
+    document = json.loads(variant_files("1.0.0", CPU_213)["metadata.json"])
+    document.update(fields)
+    return json.dumps(document).encode()
+
+
+@pytest.mark.parametrize(
+    ("metadata", "message"),
+    [
+        (_metadata_with(backend={"type": "cuda", "archs": "9.0"}), "backend.archs is a string, not a list"),
+        (b"[" * 200_000 + b"]" * 200_000, "nested too deeply"),
+        (_metadata_with(padding="x" * (1 << 20)), "more than the 1048576 bytes a kernel's metadata.json may have"),
+        (_metadata_with(digest={"algorithm": "sha256", "files": {"_impl.py": 5}}), "is not a sha256 in base64"),
+    ],
+    ids=["archs-string", "deep-nesting", "oversized", "digest-type"],
+)
+def test_hostile_metadata_is_refused_clearly(new_repo, project, cli, hf_env, metadata, message):
+    repo_id, repo = new_repo()
+    files = kernel_files("1.0.0", variants=(CPU_213,))
+    files[f"build/{CPU_213}/metadata.json"] = metadata
+    repo.write(files)
+    repo.commit("release 1.0.0")
+    repo.tag("v1.0.0")
+    root = project(f'"{repo_id}" = "^1"\n')
+    status, _, err = cli("lock")
+    assert status == 1 and message in err and f"build/{CPU_213}/metadata.json" in err
+    assert not (root / "kernelpin.lock").exists()
+    if "bytes" in message:  # refused from the listing, before downloading
+        assert not list(hf_env.rglob("metadata.json"))
+
+
+def test_pyproject_tables_of_the_wrong_type_are_clear_errors(project, cli):
+    root = project("")
+    (root / "pyproject.toml").write_text('[project]\nname = "app"\n\n[tool]\nkernels = 5\n')
+    status, _, err = cli("lock")
+    assert status == 1 and "[tool.kernels] in pyproject.toml must be a table, not Integer" in err
+
+
+# --- 12. tag ambiguity and moved tags ------------------------------------------------------------
+
+
+def test_versions_that_differ_only_in_build_metadata_or_prefix_are_refused(new_repo, project, cli):
+    repo_id, repo = new_repo()
+    publish(repo, "1.0.0", variants=(CPU_213,))
+    for tag in ("v1.0.0+aaa", "v1.0.0+zzz"):
+        publish(repo, "1.0.0", tag=tag, variants=(CPU_213,), extra={"_tag.py": tag.encode()})
+    project(f'"{repo_id}" = "=1.0.0"\n')
+    status, _, err = cli("lock")
+    assert status == 1 and f"{repo_id}: version 1.0.0+zzz is ambiguous" in err
+    assert "v1.0.0 -> " in err and "v1.0.0+aaa -> " in err and '{ revision = "v1.0.0" }' in err
+    project(f'"{repo_id}" = {{ revision = "v1.0.0+aaa" }}\n')
+    assert cli("lock")[0] == 0
+
+    repo_id, repo = new_repo()
+    publish(repo, "2.0.0", tag="2.0.0", variants=(CPU_213,))
+    publish(repo, "2.0.0", tag="v2.0.0", variants=(CPU_213,), extra={"_other.py": b""})
+    project(f'"{repo_id}" = "^2"\n')
+    status, _, err = cli("lock")
+    assert status == 1 and "2.0.0 -> " in err and "v2.0.0 -> " in err
+    repo.tag("v2.0.1")
+    repo.tag("2.0.1")  # both spellings on one commit: not ambiguous
+    assert cli("lock")[0] == 0
+
+
+def test_a_moved_tag_is_reported_loudly(new_repo, project, cli):
+    repo_id, repo = new_repo()
+    first = publish(repo, "1.0.0", variants=(CPU_213,))
+    project(f'"{repo_id}" = "^1"\n')
+    assert cli("lock")[0] == 0
+    repo.write({"CHANGELOG": "rebuilt"})
+    second = repo.commit("rebuild")
+    repo.git("tag", "-f", "v1.0.0")
+    status, out, err = cli("lock", "--upgrade")
+    assert status == 0, err
+    assert (f"warning: {repo_id}: version 1.0.0 now points at another commit ({first[:12]} -> {second[:12]}): "
+            "the publisher moved its tag") in err
