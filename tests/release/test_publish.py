@@ -54,7 +54,7 @@ def test_stage_lays_out_every_variant(builds, tmp_path):
         (lambda d: (d / "_impl.py").unlink(), "_impl.py: listed in the digest but missing"),
         (lambda d: (d / "_impl.py").unlink() or (d / "_impl.py").symlink_to("/etc/hostname"),
          "_impl.py is a symbolic link"),
-        (lambda d: (d / "metadata.json").write_text("{"), "metadata.json: not valid JSON"),
+        (lambda d: (d / "metadata.json").write_text("{"), "metadata.json: not valid kernel metadata (Expecting"),
     ],
     ids=["modified", "extra", "missing", "symlink", "bad-json"],
 )
