@@ -94,3 +94,15 @@ def test_gate_command_line(libraries, tmp_path):
     assert "ABI gate passed: 1 shared library meets manylinux_2_28" in passed.stdout
     refused = run([sys.executable, "-m", "kernelpin.abi_gate", str(good), str(bad)], cwd=ROOT, check=False)
     assert refused.returncode == 1 and "1 ABI violation(s)" in refused.stderr
+
+
+def test_ci_gate_over_a_conda_channel_and_variant_dirs(builds, libraries, tmp_path):
+    """`python -m tools.abi_gate output` (the CI workflow's ABI gate step): the conda package of the offline
+    build passes; a variant with a glibc 2.32 library next to it is refused by name."""
+    channel = builds["0.1.0"]
+    assert any(channel.rglob("*.conda"))
+    passed = run([sys.executable, "-m", "tools.abi_gate", str(channel)], cwd=ROOT)
+    assert "ABI gate passed: 1 shared library meets manylinux_2_28 and abi3" in passed.stdout
+    bad = variant_with(tmp_path, libraries["plain"])
+    refused = run([sys.executable, "-m", "tools.abi_gate", str(channel), str(bad)], cwd=ROOT, check=False)
+    assert refused.returncode == 1 and f"{bad}: _keep.abi3.so: __libc_single_threaded needs GLIBC_2.32" in refused.stderr
