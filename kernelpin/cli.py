@@ -341,15 +341,20 @@ def cmd_publish(ctx: Context) -> int:
     args = ctx.args
     check_repo_id(args.repo)
     release = check_release(Path(args.directory), args.version)
+    branch = None if release.version.is_prerelease else f"v{release.version.major}"
     variants = f"{len(release.variants)} variant" + ("" if len(release.variants) == 1 else "s")
     summary = f"{len(release.files)} files ({release.size / 1e6:.1f} MB), {variants}, to {args.repo} tagged {release.tag}"
     if args.dry_run:
         if args.json:
-            _emit_json({"repo": args.repo, "tag": release.tag, "version": str(release.version),
+            _emit_json({"repo": args.repo, "tag": release.tag, "branch": branch, "version": str(release.version),
                         "variants": sorted(release.variants), "size": release.size,
                         "files": [{"path": f.path, "size": f.size, "sha256": f.sha256} for f in release.files]})
             return 0
         ctx.out.print(f"Dry run: would upload {summary}")
+        if branch is None:
+            ctx.out.print(f"  {release.version} is a prerelease: no major-version branch is moved")
+        else:
+            ctx.out.print(f"  and move branch {branch} to it, unless {branch} holds a newer release (it never moves back)")
         for item in release.files:  # sha256sum's layout, with the size: complete lines at any terminal width
             ctx.out.print(f"{item.sha256}  {item.size:>10}  {item.path}")
         ctx.out.print("Nothing was uploaded; the Hub was not contacted.")
@@ -357,9 +362,12 @@ def cmd_publish(ctx: Context) -> int:
     published = publish(ctx.source.api, release, args.repo, args.repo_type)
     if args.json:
         _emit_json({"repo": published.repo_id, "repo_type": published.repo_type, "tag": published.tag,
-                    "commit": published.commit, "url": published.url})
+                    "commit": published.commit, "url": published.url,
+                    "branch": {"name": published.branch.branch, "moved": published.branch.move,
+                               "note": published.branch.note}})
         return 0
     ctx.out.print(f"Published {summary} ({published.repo_type} repo), commit {published.commit[:12]}")
+    ctx.out.print(f"  {published.branch.note}")
     ctx.out.print(f"  {published.url}", style="dim")
     return 0
 
@@ -472,7 +480,8 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--json", action="store_true")
     verify.set_defaults(run=cmd_verify)
 
-    publish = command("publish", help="upload a release layout (build/<variant>/) and tag it v<version>")
+    publish = command("publish", help="upload a release layout (build/<variant>/), tag it v<version>, "
+                                      "move branch v<major> to it")
     publish.add_argument("directory", metavar="DIR", help="the release layout (e.g. from `python -m tools.release stage`)")
     publish.add_argument("--repo", required=True, metavar="ORG/NAME", help="the Hub repository")
     publish.add_argument("--version", help="fail unless the release is this version")

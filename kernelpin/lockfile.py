@@ -272,14 +272,12 @@ def why_stale(requirement: Requirement, locked: LockedKernel) -> str | None:
     if requirement.repo_type is not None and requirement.repo_type != locked.repo_type:
         return f"repo-type changed to {requirement.repo_type} (locked: {locked.repo_type})"
     if requirement.range is not None:
+        if requirement.branch is not None and locked.ref == f"refs/heads/{requirement.branch}":
+            return None  # the line's branch, locked because the repository has no version tag on it
         if locked.version is None or locked.ref is None or not locked.ref.startswith("refs/tags/"):
             return f"now a version range {requirement.range.text}, locked as a revision"
         if not requirement.range.contains(Version.parse(locked.version)):
             return f"locked version {locked.version} does not satisfy {requirement.range.text}"
-        return None
-    if requirement.major is not None:
-        if locked.ref != f"refs/heads/{requirement.branch}":
-            return f"now the major-version branch {requirement.branch}, locked: {locked.ref or locked.commit}"
         return None
     pinned = {locked.commit, locked.ref, (locked.ref or "").rpartition("/")[2]}
     if requirement.revision not in pinned:

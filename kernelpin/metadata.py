@@ -1,46 +1,124 @@
-"""A build variant's metadata.json as kernelpin trusts it: size-capped, parsed defensively, schema-checked.
+"""metadata.json of a kernel variant: the one place that writes it and the one place that reads it.
 
-The file comes from the repository (a publisher kernelpin does not trust yet), so a wrong type is an error
-that names the field, never a string iterated as a list ("9.0" -> ["9", ".", "0"]) or a traceback.
+The format is the `kernels` ecosystem's (PyPI `kernels-data` parses it; `kernels` refuses anything else):
+`version` is the kernel's major version as an integer (its `v<major>` branch), `digest.files` maps every
+other file of the variant to the base64 of its sha256, and `provenance`, when present, names the build
+tool under `kernel-builder.version`. kernelpin adds the full SemVer of the release under `semver`
+(unknown keys are ignored by `kernels`). Variants written before this format (`version` the SemVer string,
+hex digests: "legacy") are still read, so locks of older releases keep working; publishing one is refused.
+
+A metadata.json from a repository comes from a publisher kernelpin does not trust yet: it is size-capped,
+parsed defensively and schema-checked, so a wrong type is an error that names the field, never a string
+iterated as a list ("9.0" -> ["9", ".", "0"]) or a traceback.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import re
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from kernelpin.errors import KernelpinError
 from kernelpin.integrity import check_repo_path
+from kernelpin.ranges import Version, VersionError
 from kernelpin.variant import is_arch
 
+DIGEST_ALGORITHM = "sha256"
+SEMVER_KEY = "semver"
 MAX_METADATA_SIZE = 1 << 20  # 1 MiB: real ones are a few KiB; checked against the listing before downloading
-_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+_REQUIRED = ("id", "name", "version", "license", "python-depends", "backend")
+_HEX_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 _BACKEND_RE = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+
+
+class MetadataError(KernelpinError):
+    """A metadata.json that is not kernel metadata; the message says which field and what is expected."""
+
+
+def sha256_base64(hex_digest: str) -> str:
+    """A sha256 as `kernels_data.Digest` writes it: standard base64 of the 32 raw bytes."""
+    return base64.b64encode(bytes.fromhex(hex_digest)).decode("ascii")
+
+
+def sha256_hex(base64_digest: str) -> str:
+    """The inverse of sha256_base64; raises ValueError unless it is the base64 of 32 bytes."""
+    raw = base64.b64decode(base64_digest, validate=True)
+    if len(raw) != 32:
+        raise ValueError(f"{base64_digest[:60]!r} is not the base64 of a sha256 (32 bytes)")
+    return raw.hex()
+
+
+def compose(
+    *,
+    op_id: str,
+    name: str,
+    version: Version,
+    license: str,
+    variant: str,
+    backend: Mapping[str, Any],
+    files: Mapping[str, str],
+    builder: Mapping[str, str],
+    provenance: Mapping[str, Any] | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The metadata.json document of one variant. `files`: path -> hex sha256 of every other file;
+    `builder`: {"name", "version"} of the build tool (recorded as provenance's `kernel-builder`)."""
+    if "version" not in builder:
+        raise ValueError("builder needs a 'version' (kernels requires provenance.kernel-builder.version)")
+    return {
+        **(extra or {}),
+        "id": op_id,
+        "name": name,
+        "version": version.major,
+        SEMVER_KEY: str(version),
+        "license": license,
+        "variant": variant,
+        "backend": dict(backend),
+        "python-depends": [],
+        "digest": {
+            "algorithm": DIGEST_ALGORITHM,
+            "files": {path: sha256_base64(digest) for path, digest in sorted(files.items())},
+        },
+        "provenance": {**(provenance or {}), "kernel-builder": dict(builder)},
+    }
+
+
+def render(document: Mapping[str, Any]) -> str:
+    return json.dumps(document, indent=2, sort_keys=True) + "\n"
 
 
 @dataclass(frozen=True)
 class BuildMetadata:
-    digests: dict[str, str]  # path relative to the variant directory -> sha256 (hex)
+    """What kernelpin needs from a metadata.json, in either format."""
+
+    digests: dict[str, str]  # path relative to the variant directory -> sha256 (hex); empty without a digest
     backend: str | None
     archs: tuple[str, ...] | None
+    major: int | None = None  # the `v<major>` line; None when the build does not say
+    semver: Version | None = None  # None for builds that record only the major (kernel-builder's)
+    variant: str | None = None  # the variant name the build says it is, when it says
+    legacy: bool = False  # written before the kernels format (SemVer `version`, hex digests)
+    document: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 def check_size(size: int, where: str) -> None:
     if size > MAX_METADATA_SIZE:
-        raise KernelpinError(
+        raise MetadataError(
             f"{where}: {size} bytes, more than the {MAX_METADATA_SIZE} bytes a kernel's metadata.json may have; "
             "the build is broken or hostile: do not use this revision"
         )
 
 
-def parse_metadata(content: bytes, where: str) -> BuildMetadata:
-    """The digests, backend and compute capabilities of one variant; KernelpinError names what is wrong."""
+def parse_metadata(content: bytes | str, where: str) -> BuildMetadata:
+    """Read one variant's metadata.json (either format); MetadataError names what is wrong."""
     check_size(len(content), where)
 
-    def broken(problem: str) -> KernelpinError:
-        return KernelpinError(f"{where}: not valid kernel metadata ({problem}); the build is broken")
+    def broken(problem: str) -> MetadataError:
+        return MetadataError(f"{where}: not valid kernel metadata ({problem}); the build is broken")
 
     try:
         document = json.loads(content)
@@ -51,16 +129,31 @@ def parse_metadata(content: bytes, where: str) -> BuildMetadata:
     if not isinstance(document, dict):
         raise broken(f"the document is {_kind(document)}, not an object")
     digest = _optional(document, "digest", dict, broken) or {}
-    algorithm = _optional(digest, "algorithm", str, broken, "digest.")
-    if algorithm is not None and algorithm != "sha256":
-        raise broken(f"digest.algorithm {algorithm[:40]!r} is not sha256")
     files = _optional(digest, "files", dict, broken, "digest.") or {}
+    for path in files:  # before anything else of a hostile file is looked at
+        check_repo_path(path, where)
+    algorithm = _optional(digest, "algorithm", str, broken, "digest.")
+    if algorithm is not None and algorithm != DIGEST_ALGORITHM:
+        raise broken(f"digest.algorithm {algorithm[:40]!r} is not {DIGEST_ALGORITHM}")
+
+    version = document.get("version")
+    legacy = isinstance(version, str)
+    major, semver = None, None
+    if legacy:
+        semver = _semver(version, "version", broken)
+        major = semver.major
+    elif isinstance(version, int) and not isinstance(version, bool) and 0 <= version < 10**20:
+        major = version
+        if document.get(SEMVER_KEY) is not None:
+            semver = _semver(document[SEMVER_KEY], SEMVER_KEY, broken)
+            if semver.major != major:
+                raise broken(f"{SEMVER_KEY} {semver} is not on major version {major} (version)")
+    elif version is not None:
+        raise broken(f"version must be the kernel's major version as an unsigned integer (e.g. 1), not {str(version)[:40]}")
+
     digests = {}
     for path, value in files.items():
-        check_repo_path(path, where)
-        if not isinstance(value, str) or not _SHA256_RE.match(value.lower()):
-            raise broken(f"digest.files[{path[:80]!r}] is not a sha256 of 64 hex digits")
-        digests[path] = value.lower()
+        digests[path] = _digest(path, value, legacy, broken)
     backend = _optional(document, "backend", dict, broken) or {}
     backend_type = _optional(backend, "type", str, broken, "backend.")
     if backend_type is not None and not _BACKEND_RE.match(backend_type):
@@ -68,10 +161,70 @@ def parse_metadata(content: bytes, where: str) -> BuildMetadata:
     archs = _optional(backend, "archs", list, broken, "backend.")
     if archs is not None and not all(isinstance(arch, str) and is_arch(arch) for arch in archs):
         raise broken('backend.archs must list compute capabilities such as "8.0", "9.0a", "12.0+PTX"')
-    return BuildMetadata(digests, backend_type, None if archs is None else tuple(archs))
+    variant = _optional(document, "variant", str, broken)
+    return BuildMetadata(
+        digests=digests,
+        backend=backend_type,
+        archs=None if archs is None else tuple(archs),
+        major=major,
+        semver=semver,
+        variant=variant,
+        legacy=legacy,
+        document=document,
+    )
 
 
-def _optional(table: dict, key: str, kind: type, broken: Any, prefix: str = "") -> Any:
+def check_kernels_format(metadata: BuildMetadata, where: str) -> None:
+    """Refuse what `kernels` would refuse to load: the legacy format, missing required fields, a
+    provenance without `kernel-builder.version`, a variant without a digest, or one without a SemVer."""
+    if metadata.legacy:
+        raise MetadataError(
+            f"{where}: old metadata format (\"version\" is the SemVer string, digests are hex), which the "
+            "`kernels` package refuses to load; rebuild the variant with tools/build_op.py"
+        )
+    document = metadata.document
+    missing = [key for key in _REQUIRED if key not in document]
+    if missing:
+        raise MetadataError(f"{where}: missing {', '.join(missing)} (required by the kernels metadata format)")
+    provenance = document.get("provenance")
+    if provenance is not None and not (
+        isinstance(provenance, dict) and isinstance((provenance.get("kernel-builder") or {}).get("version"), str)
+    ):
+        raise MetadataError(f"{where}: \"provenance\" must name the build tool: {{\"kernel-builder\": {{\"version\": ...}}}}")
+    if metadata.major is None:
+        raise MetadataError(f"{where}: no \"version\" (the kernel's major version, an integer)")
+    if not metadata.digests:
+        raise MetadataError(f"{where}: no \"digest\"; every released variant lists the sha256 of its files")
+    if metadata.semver is None:
+        raise MetadataError(
+            f"{where}: no \"{SEMVER_KEY}\": kernelpin releases are tagged with the full version "
+            f"(e.g. \"{SEMVER_KEY}\": \"{metadata.major}.1.0\"); rebuild with tools/build_op.py"
+        )
+
+
+def _semver(value: Any, key: str, broken: Callable[[str], MetadataError]) -> Version:
+    if not isinstance(value, str):
+        raise broken(f"{key} is {_kind(value)}, not a version string")
+    try:
+        return Version.parse(value)
+    except VersionError as error:
+        raise broken(f"{key}: {error}") from None
+
+
+def _digest(path: str, value: Any, legacy: bool, broken: Callable[[str], MetadataError]) -> str:
+    if legacy:
+        if not isinstance(value, str) or not _HEX_SHA256_RE.match(value.lower()):
+            raise broken(f"digest.files[{path[:80]!r}] is not a sha256 of 64 hex digits")
+        return value.lower()
+    try:
+        if not isinstance(value, str):
+            raise ValueError
+        return sha256_hex(value)
+    except (ValueError, binascii.Error):
+        raise broken(f"digest.files[{path[:80]!r}] is not a sha256 in base64 (as kernels_data writes it)") from None
+
+
+def _optional(table: dict, key: str, kind: type, broken: Callable[[str], MetadataError], prefix: str = "") -> Any:
     value = table.get(key)
     if value is not None and not isinstance(value, kind):
         raise broken(f"{prefix}{key} is {_kind(value)}, not {_kinds[kind]}")

@@ -6,22 +6,25 @@ Generic for any kernel laid out as the `kernels` ecosystem expects:
     <dir>/build/<variant>/metadata.json        (name, version, backend, digest{sha256 of every other file})
     <dir>/build/<variant>/<files of the variant>
 
-Checking is pure (no network); `publish` speaks to the Hub through huggingface_hub only. A release tag is
-never moved: publishing a version whose tag exists is refused before anything is uploaded.
+Checking is pure (no network; shared libraries pass the ABI gate, kernelpin.abi_gate); `publish` speaks to
+the Hub through huggingface_hub only. A release tag is never moved: publishing a version whose tag exists is
+refused before anything is uploaded. The branch `v<major>` follows the newest release of its major version
+(`kernels.get_kernel(repo, version=<major>)` loads it) and never moves back.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kernelpin import abi_gate
 from kernelpin.errors import KernelpinError
 from kernelpin.integrity import check_repo_path, sha256_file
 from kernelpin.layout import BUILD_DIR, METADATA
-from kernelpin.ranges import Version, VersionError
-from kernelpin.source import http_status, translate_errors
+from kernelpin.metadata import SEMVER_KEY, MetadataError, check_kernels_format, parse_metadata
+from kernelpin.ranges import Version
+from kernelpin.source import http_status, repository_refs, translate_errors
 from kernelpin.spec import REPO_TYPES, check_repo_id
 from kernelpin.variant import Variant
 
@@ -80,33 +83,23 @@ def _files_under(directory: Path, where: str) -> dict[str, Path]:
 
 
 def read_variant(directory: Path, name: str | None = None) -> dict[str, Any]:
-    """The metadata.json of one variant directory, after checking that its digest covers exactly the
-    files present and that each file's sha256 matches. `name` is the variant the directory must be."""
+    """The metadata.json of one variant directory, after checking that it is in the `kernels` format,
+    that its digest covers exactly the files present and that each file's sha256 matches. `name` is the
+    variant the directory must be."""
     where = str(directory)
     metadata_path = directory / METADATA
     if not metadata_path.is_file():
         raise PublishError(f"{where}: no {METADATA}; every variant needs one (name, version, backend, digest)")
     try:
-        metadata = json.loads(metadata_path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise PublishError(f"{metadata_path}: not valid JSON ({error}); rebuild the variant") from None
-    if not isinstance(metadata, dict):
-        raise PublishError(f"{metadata_path}: expected a JSON object")
-    digest = metadata.get("digest")
-    if not isinstance(digest, dict) or digest.get("algorithm") != "sha256" or not isinstance(digest.get("files"), dict):
-        raise PublishError(f"{metadata_path}: needs \"digest\": {{\"algorithm\": \"sha256\", \"files\": {{path: hex}}}}")
-    if "version" not in metadata:
-        raise PublishError(f"{metadata_path}: no \"version\"")
-    try:
-        Version.parse(str(metadata["version"]))
-    except VersionError as error:
-        raise PublishError(f"{metadata_path}: {error}") from None
-    declared = metadata.get("variant")
-    if name is not None and declared is not None and declared != name:
-        raise PublishError(f"{metadata_path}: says variant {declared!r} but lies in build/{name}/; rebuild or move it")
+        metadata = parse_metadata(metadata_path.read_bytes(), str(metadata_path))
+        check_kernels_format(metadata, str(metadata_path))
+    except MetadataError as error:
+        raise PublishError(str(error)) from None
+    if name is not None and metadata.variant is not None and metadata.variant != name:
+        raise PublishError(f"{metadata_path}: says variant {metadata.variant!r} but lies in build/{name}/; rebuild or move it")
 
     present = {path: file for path, file in _files_under(directory, where).items() if path != METADATA}
-    expected: dict[str, str] = digest["files"]
+    expected = metadata.digests
     problems = [f"{path}: listed in the digest but missing" for path in sorted(expected.keys() - present.keys())]
     problems += [f"{path}: present but not in the digest" for path in sorted(present.keys() - expected.keys())]
     for path in sorted(expected.keys() & present.keys()):
@@ -118,7 +111,12 @@ def read_variant(directory: Path, name: str | None = None) -> dict[str, Any]:
             f"{where}: the files do not match {METADATA}:\n  " + "\n  ".join(problems)
             + "\nThe build was modified after it was made; rebuild it instead of editing files."
         )
-    return metadata
+    return metadata.document
+
+
+def release_version(metadata: dict[str, Any]) -> str:
+    """The SemVer of a checked variant's metadata (read_variant made sure it has one)."""
+    return str(metadata[SEMVER_KEY])
 
 
 def check_release(root: Path, version: str | None = None) -> Release:
@@ -139,19 +137,52 @@ def check_release(root: Path, version: str | None = None) -> Release:
     if not variants:
         raise PublishError(f"{build}: no variants; stage at least one build")
 
-    versions = {str(metadata["version"]) for metadata in variants.values()}
+    versions = {release_version(metadata) for metadata in variants.values()}
     if len(versions) > 1:
-        listing = ", ".join(f"{name}: {metadata['version']}" for name, metadata in variants.items())
+        listing = ", ".join(f"{name}: {release_version(metadata)}" for name, metadata in variants.items())
         raise PublishError(f"{root}: variants of different versions ({listing}); a release has one version")
     (found,) = versions
     if version is not None and Version.parse(version.removeprefix("v")) != Version.parse(found):
         raise PublishError(f"{root}: --version {version} but the variants are version {found}")
 
+    abi_gate.gate([build], relative_to=root)  # every shared library meets manylinux_2_28 and abi3
     files = tuple(
         ReleaseFile(path, file.stat().st_size, sha256_file(file))
         for path, file in _files_under(root, str(root)).items()
     )
     return Release(root, Version.parse(found), variants, files)
+
+
+@dataclass(frozen=True)
+class BranchPlan:
+    """What publishing a version does to its major-version branch `v<major>` (what `kernels` loads with
+    `get_kernel(repo, version=<major>)`): it follows the newest release of its line, never going back."""
+
+    branch: str
+    move: bool
+    note: str
+
+
+def plan_major_branch(version: Version, tags: dict[str, str], branches: dict[str, str]) -> BranchPlan:
+    """Pure: whether publishing `version` moves `v<major>` to the release commit, given the repository's
+    refs before the release. Prereleases never move it; a branch at a newer release stays there."""
+    branch = f"v{version.major}"
+    if version.is_prerelease:
+        return BranchPlan(branch, False, f"{branch} not moved: {version} is a prerelease")
+    current = branches.get(branch)
+    if current is None:
+        return BranchPlan(branch, True, f"{branch} created at {version}")
+    at_branch = [v for tag, commit in tags.items() if commit == current and (v := Version.from_tag(tag)) is not None]
+    if not at_branch:
+        return BranchPlan(
+            branch, False,
+            f"{branch} not moved: it points at {current[:12]}, which no version tag names, so kernelpin cannot "
+            f"tell whether {version} is newer; move it yourself if it is",
+        )
+    newest = max(at_branch)
+    if newest > version:
+        return BranchPlan(branch, False, f"{branch} stays at {newest}: it is newer than {version} (branches never move back)")
+    return BranchPlan(branch, True, f"{branch} moved from {newest} to {version}")
 
 
 @dataclass(frozen=True)
@@ -161,26 +192,7 @@ class Published:
     tag: str
     commit: str
     url: str
-
-
-def _existing_tags(api: HfApi, repo_id: str, repo_type: str | None) -> tuple[str, dict[str, str] | None]:
-    """(repo type, tags by name) of an existing repository, or (type to create, None) when there is none.
-
-    Without a repo type, an existing kernel repository wins over a model repository (as kernelpin reads
-    them); a new one is made a kernel repository.
-    """
-    from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
-
-    for candidate in (repo_type,) if repo_type else REPO_TYPES:
-        try:
-            refs = api.list_repo_refs(repo_id, repo_type=candidate)
-        except HfHubHTTPError as error:
-            # The Hub answers 401 (RepositoryNotFoundError) for a missing repository, mirrors plain 404.
-            if isinstance(error, RepositoryNotFoundError) or http_status(error) == 404:
-                continue
-            raise
-        return candidate, {ref.name: ref.target_commit for ref in refs.tags}
-    return repo_type or REPO_TYPES[0], None
+    branch: BranchPlan
 
 
 def _refuse_existing(release: Release, repo_id: str, commit: str | None) -> TagExistsError:
@@ -192,7 +204,8 @@ def _refuse_existing(release: Release, repo_id: str, commit: str | None) -> TagE
 
 
 def publish(api: HfApi, release: Release, repo_id: str, repo_type: str | None = None) -> Published:
-    """Upload `release` in one commit ("Release vX") and tag that commit `vX`.
+    """Upload `release` in one commit ("Release vX"), tag that commit `vX` and move the branch
+    `v<major>` to it when plan_major_branch says so.
 
     Refused before any upload when the tag exists. Files of variants that the release no longer has are
     removed in the same commit, so the tagged tree is exactly the release.
@@ -201,13 +214,15 @@ def publish(api: HfApi, release: Release, repo_id: str, repo_type: str | None = 
 
     check_repo_id(repo_id)
     with translate_errors(f"reading the tags of {repo_id}", api.endpoint):
-        repo_type, tags = _existing_tags(api, repo_id, repo_type)
-    if tags is not None and release.tag in tags:
-        raise _refuse_existing(release, repo_id, tags[release.tag])
+        refs = repository_refs(api, repo_id, repo_type)
+    repo_type = refs.repo_type if refs else (repo_type or REPO_TYPES[0])
+    if refs is not None and release.tag in refs.tags:
+        raise _refuse_existing(release, repo_id, refs.tags[release.tag])
+    plan = plan_major_branch(release.version, refs.tags if refs else {}, refs.branches if refs else {})
     message = f"Release {release.tag}"
     try:
         with translate_errors(f"uploading {release.tag} to {repo_id}", api.endpoint):
-            if tags is None:
+            if refs is None:
                 api.create_repo(repo_id, repo_type=repo_type, exist_ok=True)
             commit = api.upload_folder(
                 repo_id=repo_id, repo_type=repo_type, folder_path=release.root, commit_message=message,
@@ -216,7 +231,7 @@ def publish(api: HfApi, release: Release, repo_id: str, repo_type: str | None = 
     except KernelpinError as error:
         status = http_status(error.__cause__) if isinstance(error.__cause__, HfHubHTTPError) else None
         # 405, or 404 for a repository the server just listed: it serves repositories but takes no uploads.
-        if status == 405 or (status == 404 and tags is not None):
+        if status == 405 or (status == 404 and refs is not None):
             raise PublishError(
                 f"{api.endpoint} does not accept uploads to {repo_id} ({status}): is HF_ENDPOINT a read-only "
                 "mirror? Publish to the Hub itself (unset HF_ENDPOINT) or to a server that takes uploads"
@@ -232,4 +247,17 @@ def publish(api: HfApi, release: Release, repo_id: str, repo_type: str | None = 
         raise PublishError(
             f"{error}. Commit {commit.oid} is uploaded but not tagged: re-run the same publish to tag it"
         ) from cause
-    return Published(repo_id, repo_type, release.tag, commit.oid, commit.commit_url)
+    if plan.move:
+        try:
+            with translate_errors(f"moving branch {plan.branch} of {repo_id} to {release.tag}", api.endpoint):
+                # The Hub API has no ref update: the branch is re-created at the release commit.
+                if refs is not None and plan.branch in refs.branches:
+                    api.delete_branch(repo_id, branch=plan.branch, repo_type=repo_type)
+                api.create_branch(repo_id, branch=plan.branch, revision=commit.oid, repo_type=repo_type)
+        except KernelpinError as error:
+            raise PublishError(
+                f"{error}. {release.tag} is published; point the branch at it by hand: "
+                f"HfApi().create_branch({repo_id!r}, branch={plan.branch!r}, revision={commit.oid!r}, "
+                f"repo_type={repo_type!r})"
+            ) from error.__cause__
+    return Published(repo_id, repo_type, release.tag, commit.oid, commit.commit_url, plan)

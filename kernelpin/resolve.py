@@ -58,25 +58,21 @@ def pick_revision(requirement: Requirement, refs: Refs) -> Pick:
     repo_id = requirement.repo_id
     if requirement.range is not None:
         best = requirement.range.best(versions)
-        if best is None:
-            raise KernelpinError(
-                f"{repo_id}: no version satisfies {requirement.range.text} "
-                f"(available: {describe_versions(list(versions))}); "
-                "change the requirement in [tool.kernels.dependencies] or publish a matching tag"
-            )
-        check_unambiguous(repo_id, best, refs.tags)
-        tag = versions[best]
-        return Pick(refs.tags[tag], f"refs/tags/{tag}", best)
-    if requirement.major is not None:
+        if best is not None:
+            check_unambiguous(repo_id, best, refs.tags)
+            tag = versions[best]
+            return Pick(refs.tags[tag], f"refs/tags/{tag}", best)
         branch = requirement.branch
-        if branch not in refs.branches:
-            raise KernelpinError(
-                f"{repo_id}: no branch {branch} for major version {requirement.major} "
-                f"(branches: {', '.join(sorted(refs.branches)) or 'none'}); use a version range instead, "
-                f"e.g. \"^{requirement.major}\""
-            )
-        commit = refs.branches[branch]
-        return Pick(commit, f"refs/heads/{branch}", _version_at(commit, refs.tags, versions))
+        if branch is not None and branch in refs.branches:  # a line published without tags (kernel-builder)
+            commit = refs.branches[branch]
+            return Pick(commit, f"refs/heads/{branch}", _version_at(commit, refs.tags, versions))
+        fallback = "" if branch is None else (
+            f" and no branch {branch} (branches: {', '.join(sorted(refs.branches)) or 'none'})")
+        raise KernelpinError(
+            f"{repo_id}: no version satisfies {requirement.range.text} "
+            f"(available: {describe_versions(list(versions))}){fallback}; "
+            "change the requirement in [tool.kernels.dependencies] or publish a matching tag"
+        )
     revision = requirement.revision
     if revision in refs.tags:
         commit = refs.tags[revision]

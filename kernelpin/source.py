@@ -105,26 +105,15 @@ class HubSource:
     def refs(self, repo_id: str, repo_type: str | None) -> Refs:
         """Tags and branches of a repository; with repo_type None, try a kernel repo, then a model repo."""
         self._require_online(f"resolving {repo_id}")
-        from huggingface_hub.errors import HfHubHTTPError
-
-        for candidate in (repo_type,) if repo_type else REPO_TYPES:
-            try:
-                with translate_errors(f"listing tags of {repo_id}", self.settings.endpoint):
-                    refs = self.api.list_repo_refs(repo_id, repo_type=candidate)
-            except KernelpinError as error:
-                if isinstance(error.__cause__, HfHubHTTPError) and http_status(error.__cause__) == 404:
-                    continue
-                raise
-            return Refs(
-                repo_type=candidate,
-                tags={ref.name: ref.target_commit for ref in refs.tags},
-                branches={ref.name: ref.target_commit for ref in refs.branches},
+        with translate_errors(f"listing tags of {repo_id}", self.settings.endpoint):
+            found = repository_refs(self.api, repo_id, repo_type)
+        if found is None:
+            kinds = repo_type or " or ".join(REPO_TYPES)
+            raise KernelpinError(
+                f"{repo_id}: no {kinds} repository of that name at {self.settings.endpoint}; "
+                "check the name in [tool.kernels.dependencies] (and HF_ENDPOINT / HF_TOKEN for private repos)"
             )
-        kinds = repo_type or " or ".join(REPO_TYPES)
-        raise KernelpinError(
-            f"{repo_id}: no {kinds} repository of that name at {self.settings.endpoint}; "
-            "check the name in [tool.kernels.dependencies] (and HF_ENDPOINT / HF_TOKEN for private repos)"
-        )
+        return found
 
     def tree(self, repo_id: str, repo_type: str, commit: str) -> list[RemoteFile]:
         self._require_online(f"listing files of {repo_id}")
@@ -204,10 +193,34 @@ class HubSource:
             )
 
 
-def http_status(error: BaseException) -> int | None:
+def http_status(error: BaseException | None) -> int | None:
     """The HTTP status code of a huggingface_hub/httpx error, or None when it carries no response."""
     response = getattr(error, "response", None)
     return getattr(response, "status_code", None)
+
+
+def repository_refs(api: HfApi, repo_id: str, repo_type: str | None) -> Refs | None:
+    """The one probe over repository types: tags and branches of `repo_id` as `repo_type`, or (None) of the
+    first of kernel, model that exists; None when there is no such repository.
+
+    "Does not exist" is the Hub's 401/404 RepositoryNotFoundError (it answers 401 to an anonymous client for a
+    missing or private repository) or a mirror's plain 404; any other error is raised.
+    """
+    from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
+
+    for candidate in (repo_type,) if repo_type else REPO_TYPES:
+        try:
+            refs = api.list_repo_refs(repo_id, repo_type=candidate)
+        except HfHubHTTPError as error:
+            if isinstance(error, RepositoryNotFoundError) or http_status(error) == 404:
+                continue
+            raise
+        return Refs(
+            repo_type=candidate,
+            tags={ref.name: ref.target_commit for ref in refs.tags},
+            branches={ref.name: ref.target_commit for ref in refs.branches},
+        )
+    return None
 
 
 def _underlying(error: BaseException) -> BaseException:

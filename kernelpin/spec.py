@@ -22,13 +22,15 @@ _EXAMPLE = (
     '  "acme/img2gray" = "^0.1"\n'
     '  "acme/other" = { version = ">=1.2, <2" }\n'
     '  "acme/pinned" = { revision = "v0.3.0" }\n'
-    '  "acme/branch" = 1   # the Hub major-version branch v1'
+    '  "acme/line" = 1   # the v1 line, as `kernels lock` writes it: >=1.0.0, <2.0.0-0'
 )
 
 
 @dataclass(frozen=True)
 class Requirement:
-    """One kernel the project needs: exactly one of `range`, `revision` or `major` is set."""
+    """One kernel the project needs: a `range` or a `revision`. The integer form (`= 1`, what `kernels lock`
+    reads and writes) sets `major` too: its range is the v1 line, >=1.0.0, <2.0.0-0, and a repository
+    without version tags on that line (kernel-builder publishes only the branch) resolves to branch `v1`."""
 
     repo_id: str
     value: RequirementValue  # the requirement as written in pyproject.toml, kept in the lock as data
@@ -44,8 +46,14 @@ class Requirement:
 
     @property
     def branch(self) -> str | None:
-        """The Hub major-version branch an integer requirement stands for."""
+        """The Hub major-version branch of an integer requirement (its fallback when no tag is on the line)."""
         return None if self.major is None else f"v{self.major}"
+
+
+def major_line(repo_id: str, value: RequirementValue, major: int, repo_type: str | None = None) -> Requirement:
+    """The integer form: the major version's line as a range, with the branch `v<major>` as fallback."""
+    return Requirement(repo_id, value, range=Range.parse(f">={major}.0.0, <{major + 1}.0.0-0"), major=major,
+                       repo_type=repo_type)
 
 
 def describe_value(value: RequirementValue) -> str:
@@ -75,7 +83,7 @@ def parse_requirement(repo_id: str, value: Any, where: str | None = None) -> Req
     if isinstance(value, bool):
         raise KernelpinError(f"{where}: {value!r} is not a requirement; use e.g.\n{_EXAMPLE}")
     if isinstance(value, int):
-        return Requirement(repo_id, value, major=_major(where, value))
+        return major_line(repo_id, value, _major(where, value))
     if isinstance(value, str):
         return Requirement(repo_id, value, range=_parse_range(where, value))
     if isinstance(value, Mapping):
@@ -93,7 +101,7 @@ def parse_requirement(repo_id: str, value: Any, where: str | None = None) -> Req
             version = value["version"]
             plain = dict(value)
             if isinstance(version, int) and not isinstance(version, bool):
-                return Requirement(repo_id, plain, major=_major(where, version), repo_type=repo_type)
+                return major_line(repo_id, plain, _major(where, version), repo_type)
             if not isinstance(version, str):
                 raise KernelpinError(f"{where}: 'version' must be a range string such as \"^1.2\"")
             return Requirement(repo_id, plain, range=_parse_range(where, version), repo_type=repo_type)
@@ -105,9 +113,9 @@ def parse_requirement(repo_id: str, value: Any, where: str | None = None) -> Req
 
 
 def _major(where: str, value: int) -> int:
-    # Hub branches are v0, v1, ...: a negative or absurdly long number names no branch.
+    # Major versions (and their Hub branches v0, v1, ...): a negative or absurdly long number names none.
     if not 0 <= value < 10**6:
-        raise KernelpinError(f"{where}: a major-version branch is a number from 0 to 999999, not {str(value)[:20]}")
+        raise KernelpinError(f"{where}: a major version is a number from 0 to 999999, not {str(value)[:20]}")
     return value
 
 

@@ -6,12 +6,19 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-_VARIANT_RE = re.compile(
-    r"^torch(?P<torch_major>\d)(?P<torch_minor>\d+)"
-    r"(?:-cxx(?P<abi>11|98))?"
-    r"-(?:(?P<cpu>cpu)|cu(?P<cuda_major>\d\d)(?P<cuda_minor>\d))"
-    r"-(?P<arch>x86_64|aarch64)-(?P<os>linux)$"
+# The names `kernels` (0.17) loads: arch builds `torch{MAJ}{MIN}[-cxx11|-cxx98]-{backend}-{arch}-{os}` and
+# `torch-stable-abi{MAJ}{MIN}-{backend}-{arch}-{os}` (LibTorch stable ABI: one build serves that torch and
+# newer), and Python-only "noarch" builds `torch-{backend}` (`torch-cpu`, `torch-cuda`, ...; the older
+# `torch-universal` runs anywhere).
+_ARCH_VARIANT_RE = re.compile(
+    r"^(?:torch(?P<torch_major>\d)(?P<torch_minor>\d+)(?:-cxx(?P<abi>11|98))?"
+    r"|torch-stable-abi(?P<stable_major>\d)(?P<stable_minor>\d+))"
+    r"-(?P<backend>cpu|cu(?P<cuda_major>\d\d)(?P<cuda_minor>\d)|rocm\d+|xpu\d+|cann\d+|metal|neuron|tpu)"
+    r"-(?P<arch>x86_64|aarch64)-(?P<os>linux|darwin|windows)$"
 )
+_NOARCH_RE = re.compile(r"^torch-(?P<backend>[a-z]+)$")
+# Backends kernelpin selects; builds for others (ROCm, XPU, Metal, ...) are listed and locked, never chosen.
+SELECTABLE_BACKENDS = ("cpu", "cuda")
 
 _ARCH_RE = re.compile(r"^(?P<major>\d{1,3})\.(?P<minor>\d{1,3})(?P<suffix>[af]?)(?P<ptx>\+PTX)?$")
 
@@ -20,42 +27,70 @@ def is_arch(text: str) -> bool:
     """Whether `text` is a compute capability in TORCH_CUDA_ARCH_LIST syntax ('8.0', '9.0a', '12.0+PTX')."""
     return _ARCH_RE.match(text) is not None
 
+TORCH, STABLE_ABI, NOARCH = "torch", "torch-stable-abi", "noarch"
 
-@dataclass(frozen=True, order=True)
+
+@dataclass(frozen=True)
 class Variant:
-    """One build configuration: torch major.minor, CUDA major.minor (None for CPU), CPU arch, OS.
+    """One build configuration.
 
-    `cxx11_abi` is None when the name carries no ABI tag (upstream is dropping it; such builds fit either).
+    `framework` TORCH: built for torch `torch` (major, minor) exactly; STABLE_ABI: against the stable ABI of
+    torch `torch`, so it runs on that torch and newer; NOARCH: Python only (`torch`, `arch`, `os` are None).
+    `backend` is "cpu", "cuda" (then `cuda` is its major.minor), another accelerator's tag (e.g. "rocm71"),
+    or for NOARCH a backend name ("cpu", "cuda", "universal", ...). `cxx11_abi` is None when the name
+    carries no ABI tag (upstream is dropping it; such builds fit either).
     """
 
-    torch: tuple[int, int]
+    torch: tuple[int, int] | None
     cuda: tuple[int, int] | None
-    arch: str = "x86_64"
-    os: str = "linux"
+    arch: str | None = "x86_64"
+    os: str | None = "linux"
     cxx11_abi: bool | None = True
+    framework: str = TORCH
+    backend: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.backend:
+            object.__setattr__(self, "backend", "cpu" if self.cuda is None else "cuda")
 
     @property
     def name(self) -> str:
-        backend = "cpu" if self.cuda is None else f"cu{self.cuda[0]}{self.cuda[1]}"
-        abi = {True: "-cxx11", False: "-cxx98", None: ""}[self.cxx11_abi]
-        return f"torch{self.torch[0]}{self.torch[1]}{abi}-{backend}-{self.arch}-{self.os}"
+        if self.framework == NOARCH:
+            return f"torch-{self.backend}"
+        tag = {"cpu": "cpu", "cuda": f"cu{self.cuda[0]}{self.cuda[1]}" if self.cuda else "cuda"}.get(self.backend, self.backend)
+        assert self.torch is not None
+        if self.framework == STABLE_ABI:
+            framework = f"torch-stable-abi{self.torch[0]}{self.torch[1]}"
+        else:
+            abi = {True: "-cxx11", False: "-cxx98", None: ""}[self.cxx11_abi]
+            framework = f"torch{self.torch[0]}{self.torch[1]}{abi}"
+        return f"{framework}-{tag}-{self.arch}-{self.os}"
 
     @classmethod
     def parse(cls, name: str) -> Variant:
-        """Parse a variant directory name; raise ValueError naming the expected form."""
-        match = _VARIANT_RE.match(name)
+        """Parse a variant directory name; raise ValueError naming the expected forms."""
+        noarch = _NOARCH_RE.match(name)
+        if noarch is not None:
+            return cls(torch=None, cuda=None, arch=None, os=None, cxx11_abi=None, framework=NOARCH,
+                       backend=noarch["backend"])
+        match = _ARCH_VARIANT_RE.match(name)
         if match is None:
             raise ValueError(
-                f"not a kernel variant name: {name!r} "
-                "(expected e.g. 'torch211-cxx11-cu130-x86_64-linux' or 'torch213-cxx11-cpu-x86_64-linux')"
+                f"not a kernel variant name: {name!r} (expected e.g. 'torch211-cxx11-cu130-x86_64-linux', "
+                "'torch213-cxx11-cpu-x86_64-linux', 'torch-stable-abi29-cu130-x86_64-linux' or 'torch-cuda')"
             )
-        cuda = None if match["cpu"] else (int(match["cuda_major"]), int(match["cuda_minor"]))
+        cuda = None if match["cuda_major"] is None else (int(match["cuda_major"]), int(match["cuda_minor"]))
+        backend = "cuda" if cuda else match["backend"]
+        if match["stable_major"] is not None:
+            return cls(torch=(int(match["stable_major"]), int(match["stable_minor"])), cuda=cuda, arch=match["arch"],
+                       os=match["os"], cxx11_abi=None, framework=STABLE_ABI, backend=backend)
         return cls(
             torch=(int(match["torch_major"]), int(match["torch_minor"])),
             cuda=cuda,
             arch=match["arch"],
             os=match["os"],
             cxx11_abi=None if match["abi"] is None else match["abi"] == "11",
+            backend=backend,
         )
 
     @classmethod
@@ -121,11 +156,23 @@ def arch_covers(arch: str, device: tuple[int, int]) -> bool:
 
 def rejection(variant: Variant, archs: Sequence[str] | None, env: Environment) -> str | None:
     """Why `variant` cannot run in `env`, or None when it can."""
+    if variant.framework == NOARCH:
+        if variant.backend in ("universal", "cpu"):
+            return None
+        if variant.backend == "cuda":
+            return None if env.cuda is not None else "Python-only CUDA build (torch-cuda), this environment has no CUDA"
+        return f"Python-only build for backend {variant.backend}; kernelpin selects {' and '.join(SELECTABLE_BACKENDS)} builds only"
+    if variant.backend not in SELECTABLE_BACKENDS:
+        return f"{variant.backend} build; kernelpin selects {' and '.join(SELECTABLE_BACKENDS)} builds only"
     if variant.os != env.os:
         return f"built for {variant.os}, this is {env.os}"
     if variant.arch != env.arch:
         return f"built for {variant.arch}, this is {env.arch}"
-    if variant.torch != env.torch:
+    assert variant.torch is not None
+    if variant.framework == STABLE_ABI:
+        if variant.torch > env.torch:
+            return f"torch stable ABI {_dotted(variant.torch)} is newer than torch {_dotted(env.torch)}"
+    elif variant.torch != env.torch:
         return f"torch {_dotted(variant.torch)} != {_dotted(env.torch)}"
     if variant.cxx11_abi is not None and variant.cxx11_abi != env.cxx11_abi:
         return "C++ ABI differs from this torch's" + (" (cxx11)" if env.cxx11_abi else " (pre-cxx11)")
@@ -144,12 +191,24 @@ def rejection(variant: Variant, archs: Sequence[str] | None, env: Environment) -
     return None
 
 
-def select(variants: Mapping[str, Sequence[str] | None], env: Environment) -> Selection:
-    """Choose among variant names (each with its compute capabilities, None when unknown) for `env`.
+def preference(variant: Variant, env: Environment) -> tuple:
+    """Sort key among fitting variants, best first: `kernels`' order within a backend (stable-ABI builds,
+    newest ABI first; then per-torch builds, untagged before ABI-tagged; then Python-only builds; the highest
+    CUDA minor within each), the environment's own backend first. kernelpin goes one step further than
+    `kernels`, which never loads a CPU build on a CUDA machine: there CPU builds are the last resort, after
+    `torch-universal`, so a CUDA build that fits always wins."""
+    own = "cuda" if env.cuda is not None else "cpu"
+    tier = 0 if variant.backend == own else 1 if variant.backend == "universal" else 2
+    framework = {STABLE_ABI: 0, TORCH: 1, NOARCH: 2}[variant.framework]
+    stable = tuple(-part for part in variant.torch) if variant.framework == STABLE_ABI and variant.torch else (0, 0)
+    tagged = 0 if variant.cxx11_abi is None else 1
+    cuda_minor = -variant.cuda[1] if variant.cuda else 0
+    return (tier, framework, stable, tagged, cuda_minor)
 
-    CUDA builds come first, the highest fitting CUDA minor winning; a CPU build is the fallback (and the
-    only choice without CUDA).
-    """
+
+def select(variants: Mapping[str, Sequence[str] | None], env: Environment) -> Selection:
+    """Choose among variant names (each with its compute capabilities, None when unknown) for `env`, in
+    the order `preference` gives; the others are listed with why they were passed over."""
     rejected: dict[str, str] = {}
     fitting: list[tuple[Variant, str]] = []
     for name, archs in variants.items():
@@ -165,9 +224,8 @@ def select(variants: Mapping[str, Sequence[str] | None], env: Environment) -> Se
             rejected[name] = reason
     if not fitting:
         return Selection(None, rejected)
-    # Highest CUDA minor first, CPU (cuda None) last; an explicit ABI tag beats an untagged name.
-    fitting.sort(key=lambda item: (item[0].cuda is not None, item[0].cuda or (0, 0), item[0].cxx11_abi is not None))
-    (_, chosen), *others = reversed(fitting)
+    fitting.sort(key=lambda item: (preference(item[0], env), item[1]))
+    (_, chosen), *others = fitting
     for _, other in others:
         rejected[other] = f"fits, but {chosen} is preferred"
     return Selection(chosen, rejected)

@@ -19,9 +19,9 @@ def reference(x: torch.Tensor) -> torch.Tensor:
 
 x = torch.rand(1, 3, 64, 64, generator=torch.Generator().manual_seed(0))
 torch.testing.assert_close(torch.ops.img2gray.img2gray(x).double(), reference(x), rtol=1e-6, atol=1e-6)
-print(f"img2gray {metadata['version']} ({metadata['variant']}): CPU result matches the reference")
+print(f"img2gray {metadata['semver']} ({metadata['variant']}): CPU result matches the reference")
 if cuda_build and torch.cuda.is_available():
     result = torch.ops.img2gray.img2gray(x.cuda()).cpu().double()
     torch.testing.assert_close(result, reference(x), rtol=1e-6, atol=1e-6)
-    print(f"img2gray {metadata['version']} ({metadata['variant']}): CUDA result on "
+    print(f"img2gray {metadata['semver']} ({metadata['variant']}): CUDA result on "
           f"{torch.cuda.get_device_name()} matches the reference")

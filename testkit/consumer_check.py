@@ -36,7 +36,7 @@ def main(repo_id: str, image: str, device: str) -> None:
     opencv = cv2.cvtColor(rgb, cv2.COLOR_RGB2GRAY)
     metadata = module.metadata()
     print(json.dumps({
-        "version": metadata["version"],
+        "version": metadata.get("semver", metadata["version"]),
         "variant": metadata["variant"],
         "namespace": module.NAMESPACE,
         "directory": str(Path(module.__file__).parent),

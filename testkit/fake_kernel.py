@@ -1,5 +1,6 @@
 """Fake kernels: small pure-Python kernel variants laid out and hashed as tools/build_op.py lays out the
-operator (files + metadata.json with a sha256 digest of each), for tests that need no compiler.
+operator (files + metadata.json written by the same kernelpin.metadata.compose), for tests that need no
+compiler.
 
 One definition serves both forms a test needs: a repository tree (`kernel_files`, `publish`) and a variant
 directory on disk (`write_variant`).
@@ -8,11 +9,14 @@ directory on disk (`write_variant`).
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 
+from kernelpin import metadata as kernel_metadata
+from kernelpin.layout import METADATA
+from kernelpin.ranges import Version
 from testkit.hub import MirrorRepo
 
+BUILDER = {"name": "testkit.fake_kernel", "version": "1.0.0"}
 CPU_213 = "torch213-cxx11-cpu-x86_64-linux"
 VARIANTS = (
     CPU_213,
@@ -44,14 +48,15 @@ def variant_files(
     }
     if metadata:
         cuda = "-cu" in variant
-        document = {
-            "id": "_img2gray_test", "name": "img2gray", "version": version, "license": "Apache-2.0",
-            "variant": variant,
-            "backend": {"type": "cuda", "version": "13.0", "archs": list(archs)} if cuda else {"type": "cpu"},
-            "digest": {"algorithm": "sha256", "files": {path: sha256(data) for path, data in files.items()}},
-            "provenance": {"source_commit": None, "torch": "2.13.0", "cuda": "13.0" if cuda else None},
-        }
-        files["metadata.json"] = (json.dumps(document, indent=2, sort_keys=True) + "\n").encode()
+        document = kernel_metadata.compose(
+            op_id="_img2gray_test", name="img2gray", version=Version.parse(version), license="Apache-2.0",
+            variant=variant,
+            backend={"type": "cuda", "version": "13.0", "archs": list(archs)} if cuda else {"type": "cpu"},
+            files={path: sha256(data) for path, data in files.items()},
+            builder=BUILDER,
+            provenance={"source_commit": None, "torch": "2.13.0", "cuda": "13.0" if cuda else None},
+        )
+        files[METADATA] = kernel_metadata.render(document).encode()
     return files
 
 
@@ -74,9 +79,11 @@ def publish(repo: MirrorRepo, version: str, tag: str | None = None, annotated: b
     return commit
 
 
-def write_variant(directory: Path, version: str, variant: str, archs: tuple[str, ...] = ARCHS) -> Path:
-    """One variant directory on disk, as tools/build_op.py would leave it."""
+def write_variant(
+    directory: Path, version: str, variant: str, archs: tuple[str, ...] = ARCHS, extra: dict[str, bytes] | None = None
+) -> Path:
+    """One variant directory on disk, as tools/build_op.py would leave it (`extra`: more files, e.g. a library)."""
     directory.mkdir(parents=True)
-    for name, data in variant_files(version, variant, archs).items():
+    for name, data in variant_files(version, variant, archs, extra=extra).items():
         (directory / name).write_bytes(data)
     return directory

@@ -1,11 +1,11 @@
 """A real Hub API for tests: olah (PyPI) in offline mode, serving git repositories made on the spot.
 
     server = HubServer(tmp_path)
-    repo = server.repo("acme/img2gray")               # git repo under <mirrors>/models/acme/img2gray
+    repo = server.repo("acme/img2gray", "kernel")     # a kernel repository (default: a model repository)
     repo.write({"build/x/__init__.py": "..."})
     repo.commit("v0.1.0"); repo.tag("v0.1.0", annotated=True)
     with server:                                       # starts olah on a free 127.0.0.1 port
-        HfApi(endpoint=server.endpoint).list_repo_refs("acme/img2gray")
+        HfApi(endpoint=server.endpoint).list_repo_refs("acme/img2gray", repo_type="kernel")
 
 Repositories can be changed while the server runs: olah reads the git repositories on every request.
 """
@@ -89,6 +89,18 @@ class MirrorRepo:
     def branch(self, name: str, commit: str = "HEAD") -> None:
         self.git("branch", "-f", name, commit)
 
+    def refs(self) -> tuple[dict[str, str], dict[str, str]]:
+        """(tags, branches): name -> commit (annotated tags peeled), as the Hub lists them."""
+        listing = self.git("for-each-ref", "--format=%(refname) %(objectname) %(*objectname)", "refs/tags", "refs/heads")
+        tags, branches = {}, {}
+        for line in filter(None, listing.splitlines()):
+            ref, target, peeled = (line.split(" ") + [""])[:3]
+            if ref.startswith("refs/tags/"):
+                tags[ref.removeprefix("refs/tags/")] = peeled or target
+            else:
+                branches[ref.removeprefix("refs/heads/")] = target
+        return tags, branches
+
     def commit_tree(self, tree: dict, message: str) -> str:
         """Commit a tree given as {name: bytes | subtree}, names taken verbatim (e.g. '..' or 'a\\b'),
         as only a hostile server would serve them. git's porcelain refuses such names; `git mktree`
@@ -108,14 +120,25 @@ class MirrorRepo:
 
 
 class HubServer:
-    """olah on 127.0.0.1 serving `<root>/mirrors/<type>s/<org>/<name>` git repositories, offline."""
+    """A Hub API on 127.0.0.1 over git repositories, offline: model (and dataset, space) repositories at
+    `<root>/mirrors/<type>s/<org>/<name>` and kernel repositories at `<root>/kernel-mirror/models/<org>/<name>`.
 
-    def __init__(self, root: Path) -> None:
+    olah serves both trees (one process each: it knows no kernel type); testkit/hub_front.py, on `port`,
+    answers the Hub's paths for both, rewriting the kernel ones (`/api/kernels/...`, `/kernels/...`) onto
+    the olah that holds the kernel repositories. `trusted_publishers` are the organizations whose
+    overview says `trustedKernelPublisher` (what `kernels` checks before loading without trust_remote_code).
+    """
+
+    def __init__(self, root: Path, trusted_publishers: tuple[str, ...] = ()) -> None:
         self.root = root
         self.mirrors = root / "mirrors"
-        self.mirrors.mkdir(parents=True, exist_ok=True)
+        self.kernel_mirrors = root / "kernel-mirror"
+        for directory in (self.mirrors, self.kernel_mirrors / "models"):
+            directory.mkdir(parents=True, exist_ok=True)
+        self.trusted_publishers = trusted_publishers
         self.port: int | None = None
-        self._process: subprocess.Popen | None = None
+        self._olah_ports: dict[str, int] = {}
+        self._processes: list[subprocess.Popen] = []
 
     @property
     def endpoint(self) -> str:
@@ -125,43 +148,64 @@ class HubServer:
 
     def repo(self, repo_id: str, repo_type: str = "model") -> MirrorRepo:
         org, name = repo_id.split("/")
+        if repo_type == "kernel":
+            return MirrorRepo(self.kernel_mirrors / "models" / org / name)
         return MirrorRepo(self.mirrors / f"{repo_type}s" / org / name)
 
-    def start(self, port: int | None = None, timeout: float = 30.0) -> str:
-        self.port = port or free_port()
-        config = self.root / "olah.toml"
+    def _spawn(self, name: str, command: list[str]) -> None:
+        workdir = self.root / name
+        workdir.mkdir(exist_ok=True)
+        with open(self.root / f"{name}.log", "ab") as log:
+            # cwd: olah writes ./logs; its own process group so stop() ends it and its children only.
+            self._processes.append(subprocess.Popen(
+                command, cwd=workdir, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+
+    def _olah(self, name: str, mirrors: Path, port: int) -> None:
+        config = self.root / f"{name}.toml"
         config.write_text(
             "[basic]\n"
-            f'host = "127.0.0.1"\nport = {self.port}\n'
-            f'repos-path = "{self.root / "olah-cache"}"\n'
-            f'mirrors-path = ["{self.mirrors}"]\n'
+            f'host = "127.0.0.1"\nport = {port}\n'
+            f'repos-path = "{self.root / (name + "-cache")}"\n'
+            f'mirrors-path = ["{mirrors}"]\n'
             "[accessibility]\noffline = true\n"
         )
-        log = open(self.root / "olah.log", "ab")
-        # cwd=root: olah writes ./logs; its own process group so stop() ends it and its children only.
-        self._process = subprocess.Popen(
-            [_olah_cli(), "-c", str(config)], cwd=self.root, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        log.close()
+        self._spawn(name, [_olah_cli(), "-c", str(config)])
+
+    def start(self, port: int | None = None, timeout: float = 30.0) -> str:
+        self.port = port or self.port or free_port()
+        for kind in ("model", "kernel"):
+            self._olah_ports.setdefault(kind, free_port())
+        self._olah("olah", self.mirrors, self._olah_ports["model"])
+        self._olah("olah-kernels", self.kernel_mirrors, self._olah_ports["kernel"])
+        front = [sys.executable, str(Path(__file__).with_name("hub_front.py")), "--port", str(self.port),
+                 "--models", f"http://127.0.0.1:{self._olah_ports['model']}",
+                 "--kernels", f"http://127.0.0.1:{self._olah_ports['kernel']}"]
+        for org in self.trusted_publishers:
+            front += ["--trusted-publisher", org]
+        self._spawn("front", front)
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self._process.poll() is not None:
-                raise RuntimeError(f"olah exited with {self._process.returncode}; see {self.root / 'olah.log'}")
+        waiting = [self.port, *self._olah_ports.values()]
+        while waiting and time.monotonic() < deadline:
+            if dead := [p for p in self._processes if p.poll() is not None]:
+                self.stop()
+                raise RuntimeError(f"{dead[0].args[:2]} exited with {dead[0].returncode}; see the logs in {self.root}")
             try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    return self.endpoint
+                with socket.create_connection(("127.0.0.1", waiting[0]), timeout=0.5):
+                    waiting.pop(0)
             except OSError:
                 time.sleep(0.1)
-        self.stop()
-        raise RuntimeError(f"olah did not listen on port {self.port} within {timeout}s; see {self.root / 'olah.log'}")
+        if waiting:
+            self.stop()
+            raise RuntimeError(f"the test Hub did not listen on port {waiting[0]} within {timeout}s; see the logs in {self.root}")
+        return self.endpoint
 
     def stop(self) -> None:
-        """Kill the server at once (as a crash or a network cut would), keeping `port` for a restart."""
-        if self._process is not None and self._process.poll() is None:
-            os.killpg(self._process.pid, signal.SIGKILL)
-            self._process.wait()
-        self._process = None
+        """Kill the servers at once (as a crash or a network cut would), keeping the ports for a restart."""
+        for process in self._processes:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+        self._processes = []
 
     def __enter__(self) -> HubServer:
         self.start()

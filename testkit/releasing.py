@@ -19,14 +19,18 @@ from pathlib import Path
 
 import tomlkit
 
+from kernelpin.publish import plan_major_branch
+from kernelpin.ranges import Version
 from testkit.hub import HubServer, MirrorRepo
 from tools.build_config import BuildConfig, copy_build_inputs
 
 REPO_ID = "acme/img2gray"
 VERSIONS = ("0.1.0", "0.2.0", "0.2.1-rc.1")
+BUILT_VERSIONS = VERSIONS[:2]  # compiled; the prerelease is a fake kernel (it only shows it is never picked)
 ROOT = Path(__file__).resolve().parents[1]
 IMAGE = ROOT / "examples" / "chelsea.png"
 CONSUMER_CHECK = Path(__file__).with_name("consumer_check.py")
+KERNELS_CHECK = Path(__file__).with_name("kernels_check.py")
 
 
 @dataclass(frozen=True)
@@ -62,11 +66,16 @@ def stage(sources: list[Path], out: Path, repo_id: str) -> Path:
 
 
 def release_into_mirror(repo: MirrorRepo, staged: Path, tag: str) -> str:
-    """Commit the staged release as the repository's whole tree and tag it; return the commit."""
+    """What `kernelpin publish` does on the Hub, done with git: commit the staged release as the repository's
+    whole tree, tag it, and move the branch v<major> by the rule publish follows (plan_major_branch)."""
+    tags, branches = repo.refs()
+    plan = plan_major_branch(Version.parse(tag.removeprefix("v")), tags, branches)
     files = {path.relative_to(staged).as_posix(): path.read_bytes() for path in staged.rglob("*") if path.is_file()}
     repo.write(files, clear=True)
     commit = repo.commit(f"Release {tag}")
     repo.tag(tag, annotated=True)
+    if plan.move:
+        repo.branch(plan.branch, commit)
     return commit
 
 
@@ -115,3 +124,17 @@ def load_and_check(project: Path, repo_id: str, env: Mapping[str, str], device: 
     shutil.copyfile(CONSUMER_CHECK, app)
     done = run([sys.executable, str(app), repo_id, str(IMAGE), device], cwd=project, env=env)
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def kernels_get_and_check(repo_id: str, major: int, env: Mapping[str, str], device: str = "cpu") -> dict:
+    """kernels.get_kernel(repo_id, version=major) in a fresh process, then the op on examples/chelsea.png vs
+    the reference (testkit/kernels_check.py). `env` must not set HF_HUB_DISABLE_TELEMETRY=1: kernels 0.17.2
+    then sends a User-Agent that huggingface_hub's HTTP client rejects."""
+    done = run([sys.executable, str(KERNELS_CHECK), repo_id, str(major), str(IMAGE), device], env=env)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def kernels_cli(args: list[str], env: Mapping[str, str], check: bool = True) -> subprocess.CompletedProcess[str]:
+    """The `kernels` command line (e.g. `versions REPO`, `lock DIR`) in its own process."""
+    code = "import sys; from kernels.cli import main; sys.argv = ['kernels', *sys.argv[1:]]; main()"
+    return run([sys.executable, "-c", code, *args], env=env, check=check)

@@ -2,7 +2,7 @@
 
 This is the one build of the operator: tests, the demo, the conda recipe and the release step all call it.
 
-    python -m tools.build_op --out DIR [--cuda auto|on|off] [--build-dir DIR] [--verbose]
+    python -m tools.build_op --out DIR [--cuda auto|on|off] [--glibc-floor 2.28|off] [--build-dir DIR] [--verbose]
 
 DIR receives a flat Python package (`__init__.py`, `functional.py`, `_ops.py`, `_img2gray_<id>.abi3.so`,
 `metadata.json`) that can be imported as `img2gray` or under any other module name.
@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import hashlib
-import json
 import os
 import platform
 import shutil
@@ -22,7 +21,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+from kernelpin import metadata as variant_metadata
 from kernelpin.integrity import sha256_file, staged_directory
+from kernelpin.layout import METADATA
+from kernelpin.ranges import Version
 from kernelpin.variant import Variant  # names the build; kernelpin is pure Python
 from tools.build_config import BuildConfig
 
@@ -36,6 +38,15 @@ SOURCE_STAGE = Path("/tmp/img2gray-sources")
 # backend); torch ships the libgomp it resolves to.
 CXX_FLAGS = ["-O3", "-ffp-contract=off", "-fno-math-errno", "-fopenmp"]
 NVCC_FLAGS = ["-O3", "-lineinfo", "--fmad=false"]
+# Recorded in metadata.json as provenance "kernel-builder" (kernels requires its version).
+BUILDER = {"name": "img2gray tools/build_op.py", "version": "1.0.0"}
+GLIBC_FLOORS = ("2.28", "off")
+GLIBC_FLOOR_HEADER = "csrc/glibc_floor.h"  # declared in build.toml, so staged and hashed with the sources
+
+
+def glibc_floor_flags(config: BuildConfig, floor: str) -> list[str]:
+    """Compiler flags that keep glibc symbol versions <= the floor (manylinux_2_28): csrc/glibc_floor.h says how."""
+    return [] if floor == "off" else ["-include", str(config.root / GLIBC_FLOOR_HEADER)]
 
 
 def cuda_toolkit_available() -> bool:
@@ -60,7 +71,7 @@ def arch_list(config: BuildConfig) -> str:
     return os.environ.get("TORCH_CUDA_ARCH_LIST") or ";".join(config.cuda_capabilities)
 
 
-def build_id(config: BuildConfig, cuda: bool) -> str:
+def build_id(config: BuildConfig, cuda: bool, glibc_floor: str = "2.28") -> str:
     """Content hash of everything that decides the binary: the op namespace is derived from it.
 
     Paths enter only relative to the checkout (and the prefix maps are left out), so one commit gets one
@@ -70,7 +81,8 @@ def build_id(config: BuildConfig, cuda: bool) -> str:
 
     digest = hashlib.sha256()
     for part in (config.name, config.version, torch.__version__, str(torch.version.cuda if cuda else None),
-                 arch_list(config) if cuda else "", " ".join(CXX_FLAGS + (NVCC_FLAGS if cuda else []))):
+                 arch_list(config) if cuda else "", " ".join(CXX_FLAGS + (NVCC_FLAGS if cuda else [])),
+                 f"glibc-floor={glibc_floor}"):
         digest.update(part.encode() + b"\0")
     for relative in sorted({*config.sources(cuda), f"{config.package_dir}/_ops.py.in"}):
         digest.update(relative.encode() + b"\0" + (config.root / relative).read_bytes())
@@ -167,12 +179,13 @@ def compiler_version() -> str:
         return compiler
 
 
-def compile_library(config: BuildConfig, namespace: str, cuda: bool, build_dir: Path, verbose: bool) -> Path:
+def compile_library(config: BuildConfig, namespace: str, cuda: bool, build_dir: Path, verbose: bool,
+                    glibc_floor: str = "2.28") -> Path:
     """Compile the sources of `config` (staged: see stage_sources) into `build_dir`; return the library."""
     from torch.utils import cpp_extension
 
     build_dir.mkdir(parents=True, exist_ok=True)
-    defines = ["-DIMG2GRAY_WITH_CUDA"] if cuda else []
+    defines = (["-DIMG2GRAY_WITH_CUDA"] if cuda else []) + glibc_floor_flags(config, glibc_floor)
     cxx_maps, nvcc_maps = prefix_map_flags(prefix_maps(config, cuda))
     # Local symbols are dropped at link time (-Wl,-x): nvcc names the host translation unit after a temp
     # file carrying its process id (tmpxft_<pid>_...), and that file symbol would differ on every build.
@@ -226,13 +239,15 @@ def nvcc_compile_check(object_dir: Path) -> Path:
     obj = object_dir / "img2gray.cu.o"
     [cuda_source] = [path for path in config.compiled(cuda=True) if path.suffix == ".cu"]
     command = [str(nvcc), "-std=c++20", "-c", str(cuda_source), "-o", str(obj), "-DIMG2GRAY_WITH_CUDA",
-               "-Xptxas=-warn-spills", *NVCC_FLAGS, *gencode_flags(arch_list(config).split(";")),
+               "-Xptxas=-warn-spills", *NVCC_FLAGS, *glibc_floor_flags(config, "2.28"),
+               *gencode_flags(arch_list(config).split(";")),
                *prefix_map_flags(prefix_maps(config, cuda=True))[1], *(f"-I{inc}" for inc in includes)]
     subprocess.run(command, check=True, env={**os.environ, "SOURCE_DATE_EPOCH": fixed_timestamp()})
     return obj
 
 
-def build(out: Path, cuda_mode: str = "auto", build_root: Path | None = None, verbose: bool = False) -> dict:
+def build(out: Path, cuda_mode: str = "auto", build_root: Path | None = None, verbose: bool = False,
+          glibc_floor: str = "2.28") -> dict:
     """Compile and lay out one variant directory at `out`; return its metadata."""
     import torch
 
@@ -241,10 +256,10 @@ def build(out: Path, cuda_mode: str = "auto", build_root: Path | None = None, ve
     if cuda:
         os.environ["TORCH_CUDA_ARCH_LIST"] = arch_list(config)
     os.environ["SOURCE_DATE_EPOCH"] = fixed_timestamp()  # read by the compilers cpp_extension starts
-    namespace = f"_{config.name}_{build_id(config, cuda)}"
+    namespace = f"_{config.name}_{build_id(config, cuda, glibc_floor)}"
     library_name = f"{namespace}.abi3.so"
     build_dir = (build_root or ROOT / "build" / "obj") / namespace
-    library = compile_library(stage_sources(config, namespace, cuda), namespace, cuda, build_dir, verbose)
+    library = compile_library(stage_sources(config, namespace, cuda), namespace, cuda, build_dir, verbose, glibc_floor)
 
     variant = Variant.from_versions(torch.__version__, torch.version.cuda if cuda else None, platform.machine())
     backend: dict = {"type": "cpu"}
@@ -259,28 +274,34 @@ def build(out: Path, cuda_mode: str = "auto", build_root: Path | None = None, ve
         template = (package / "_ops.py.in").read_text()
         (staging / "_ops.py").write_text(template.replace("@NAMESPACE@", namespace).replace("@LIBRARY@", library_name))
         shutil.copyfile(library, staging / library_name)
-        files = sorted(p.name for p in staging.iterdir())
-        metadata = {
-            "id": namespace,
-            "name": config.name,
-            "version": config.version,
-            "license": config.license,
-            "variant": variant.name,
-            "torch": f"{variant.torch[0]}.{variant.torch[1]}",
-            "cxx11_abi": bool(torch._C._GLIBCXX_USE_CXX11_ABI),
-            "os": variant.os,
-            "arch": variant.arch,
-            "backend": backend,
-            "digest": {"algorithm": "sha256", "files": {name: sha256_file(staging / name) for name in files}},
-            "python-depends": [],
-            "provenance": {
-                "source_commit": source_commit(),
-                "compiler": compiler_version(),
-                "torch": torch.__version__,
-                "cuda": torch.version.cuda if cuda else None,
-            },
+        commit = source_commit()
+        provenance = {
+            "source_commit": commit,
+            "compiler": compiler_version(),
+            "glibc_floor": glibc_floor,
+            "torch": torch.__version__,
+            "cuda": torch.version.cuda if cuda else None,
         }
-        (staging / "metadata.json").write_text(json.dumps(metadata, indent=2, sort_keys=True) + "\n")
+        if commit:  # kernels warns about builds from a dirty tree
+            provenance["kernel"] = {"commit": commit.removesuffix("-dirty"), "dirty": commit.endswith("-dirty")}
+        metadata = variant_metadata.compose(
+            op_id=namespace,
+            name=config.name,
+            version=Version.parse(config.version),
+            license=config.license,
+            variant=variant.name,
+            backend=backend,
+            files={path.name: sha256_file(path) for path in staging.iterdir()},
+            builder=BUILDER,
+            provenance=provenance,
+            extra={
+                "torch": f"{variant.torch[0]}.{variant.torch[1]}",
+                "cxx11_abi": bool(torch._C._GLIBCXX_USE_CXX11_ABI),
+                "os": variant.os,
+                "arch": variant.arch,
+            },
+        )
+        (staging / METADATA).write_text(variant_metadata.render(metadata))
     return metadata
 
 
@@ -291,6 +312,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="only compile the CUDA source with nvcc (no CUDA-enabled torch needed) and exit")
     parser.add_argument("--cuda", choices=["auto", "on", "off"], default="auto",
                         help="build the CUDA kernel too (auto: when torch has CUDA and nvcc is found)")
+    parser.add_argument("--glibc-floor", choices=GLIBC_FLOORS, default="2.28",
+                        help="keep glibc symbol versions <= 2.28 (manylinux_2_28, what Hub kernels must meet); "
+                             "off: whatever the build machine's glibc headers give")
     parser.add_argument("--build-dir", type=Path, default=None, help="where objects are kept between builds")
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args(argv)
@@ -301,8 +325,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.out is None:
         parser.error("--out is required (or --nvcc-check)")
-    metadata = build(args.out, args.cuda, args.build_dir, args.verbose)
-    print(f"built {metadata['name']} {metadata['version']} ({metadata['variant']}, namespace {metadata['id']}) -> {args.out}")
+    metadata = build(args.out, args.cuda, args.build_dir, args.verbose, args.glibc_floor)
+    print(f"built {metadata['name']} {metadata['semver']} ({metadata['variant']}, namespace {metadata['id']}) -> {args.out}")
     return 0
 
 

@@ -1,11 +1,14 @@
-"""The release loop on a GPU machine, offline: build the CUDA variant, stage it, release it into a local Hub
-(olah), then in a consumer project lock, sync and load it with kernelpin and run the op on the GPU.
+"""The release loop on a GPU machine, offline: build the CUDA variant, pass the ABI gate, stage it, release it
+into a kernel repository of a local Hub (olah + testkit/hub_front.py: tag v<version> and branch v<major>),
+then load it both ways: `kernels.get_kernel(repo, version=<major>)` and, in a consumer project, kernelpin
+lock/sync/load; the op runs on the GPU and must match the reference on examples/chelsea.png.
 
     PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH python3 -m tools.gpu_e2e [--workdir DIR] [--json FILE]
 
-Needs a CUDA build of torch, nvcc, and olah + kernelpin's dependencies importable (docs/releasing.md says how
-to carry them as wheels). `--device cpu` runs the same loop with the CPU variant (a check of the script on a
-machine without a GPU). The last line printed is `GPU E2E PASS: ...` or `GPU E2E FAIL: <step>: <why>`.
+Needs a CUDA build of torch, nvcc, and olah, kernels, kernels-data, kernel-abi-check + kernelpin's
+dependencies importable (docs/releasing.md says how to carry them as wheels). `--device cpu` runs the same
+loop with the CPU variant (the check of the script on a machine without a GPU). The last line printed is
+`GPU E2E PASS: ...` or `GPU E2E FAIL: <step>: <why>`.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kernelpin.abi_gate import gate
 from testkit.hub import HubServer
 from testkit.releasing import (
     REPO_ID,
@@ -27,6 +31,8 @@ from testkit.releasing import (
     consumer_project,
     hub_env,
     kernelpin,
+    kernels_cli,
+    kernels_get_and_check,
     load_and_check,
     release_into_mirror,
     run,
@@ -67,13 +73,32 @@ def loop(work: Path, device: str, report: dict[str, Any], log: Callable[[str], N
     check(metadata["backend"]["type"] == ("cuda" if cuda else "cpu"), "build", f"backend {metadata['backend']}")
     log(f"built {metadata['variant']} ({metadata['backend']}) in {report['build_s']} s")
 
+    report["abi_gate_libraries"] = gate([variant_dir])  # raises AbiError naming each symbol and what to do
+    log(f"ABI gate passed (manylinux_2_28, abi3): {report['abi_gate_libraries']} shared library file(s)")
     staged = stage([variant_dir], work / "staged", REPO_ID)
     hub = HubServer(work / "hub")
-    commit = release_into_mirror(hub.repo(REPO_ID), staged, f"v{version}")
-    log(f"released v{version} as {commit[:12]} into {hub.mirrors}")
+    repo = hub.repo(REPO_ID, "kernel")
+    commit = release_into_mirror(repo, staged, f"v{version}")
+    major = int(version.split(".")[0])
+    check(repo.refs()[1].get(f"v{major}") == commit, "release", f"branch v{major} not at v{version}")
+    log(f"released v{version} (branch v{major}) as {commit[:12]} into the kernel repository {REPO_ID}")
 
     with hub:
         env = hub_env(hub.endpoint, work / "hf")
+        # kernels 0.17.2 with HF_HUB_DISABLE_TELEMETRY=1 sends a User-Agent httpx rejects: not set for it.
+        kernels_env = hub_env(hub.endpoint, work / "hf-kernels", HF_HUB_DISABLE_TELEMETRY="0")
+        listed = kernels_cli(["versions", REPO_ID], kernels_env).stdout
+        check(f"Version {major}:" in listed and metadata["variant"] in listed, "kernels versions", listed.strip())
+        loaded = kernels_get_and_check(REPO_ID, major, kernels_env, device)
+        report["kernels"] = loaded
+        check(loaded["loaded"], "kernels.get_kernel", f"{loaded.get('type')}: {loaded.get('message')}")
+        check(loaded["metadata"]["variant"] == metadata["variant"], "kernels.get_kernel",
+              f"loaded {loaded['metadata']['variant']}")
+        check(loaded["device"].startswith(device), "kernels.get_kernel", f"ran on {loaded['device']}")
+        check(loaded["mismatches"] == 0, "kernels op", f"{loaded['mismatches']} pixels differ from the reference")
+        log(f"kernels.get_kernel({REPO_ID!r}, version={major}) loaded {loaded['metadata']['variant']}, op on "
+            f"{loaded['device']}: 0 mismatches")
+
         plan = json.loads(run([sys.executable, "-m", "kernelpin", "publish", str(staged), "--repo", REPO_ID,
                                "--dry-run", "--json"], env=env).stdout)
         check(plan["variants"] == [metadata["variant"]], "publish --dry-run", f"variants {plan['variants']}")
@@ -122,8 +147,9 @@ def main(argv: list[str] | None = None) -> int:
         args.json.write_text(json.dumps(report, indent=2) + "\n")
     op = report.get("op", {})
     details = (f"{report.get('variant')} archs {report.get('backend', {}).get('archs')} on {report.get('gpu', args.device)}"
-               f" (capability {report.get('capability')}), torch {report.get('torch')}, "
-               f"op on {op.get('device')}: {op.get('mismatches')} mismatches vs reference")
+               f" (capability {report.get('capability')}), torch {report.get('torch')}, ABI gate passed, "
+               f"kernels.get_kernel and kernelpin.load: op on {op.get('device')}, {op.get('mismatches')} mismatches "
+               "vs reference")
     print(f"GPU E2E {report['result'].split(':')[0]}: {details}" if report["result"] == "PASS"
           else f"GPU E2E {report['result']}")
     return 0 if report["result"] == "PASS" else 1

@@ -23,7 +23,7 @@ from typing import Any
 from kernelpin.errors import KernelpinError
 from kernelpin.integrity import staged_directory
 from kernelpin.layout import BUILD_DIR, METADATA
-from kernelpin.publish import PublishError, Release, check_release, read_variant
+from kernelpin.publish import PublishError, Release, check_release, read_variant, release_version
 from kernelpin.spec import check_repo_id
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -89,7 +89,7 @@ def collect(sources: Iterable[Path], workdir: Path) -> dict[str, tuple[Path, dic
 def readme(repo_id: str, variants: dict[str, dict[str, Any]]) -> str:
     """The repository's README.md: what this release is, its variants, how to pin it with kernelpin."""
     first = variants[min(variants)]
-    name, version = first.get("name", repo_id.split("/")[1]), str(first["version"])
+    name, version = first.get("name", repo_id.split("/")[1]), release_version(first)
     rows = []
     for variant, metadata in sorted(variants.items()):
         backend = metadata.get("backend", {})
@@ -144,9 +144,9 @@ def stage(sources: Sequence[Path], out: Path, repo_id: str) -> Release:
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".release-work-", dir=out.parent) as work:
         variants = collect(sources, Path(work))
-        versions = sorted({str(metadata["version"]) for _, metadata, _ in variants.values()})
+        versions = sorted({release_version(metadata) for _, metadata, _ in variants.values()})
         if len(versions) > 1:
-            listing = "\n  ".join(f"{origin}: {metadata['version']}" for _, metadata, origin in variants.values())
+            listing = "\n  ".join(f"{origin}: {release_version(metadata)}" for _, metadata, origin in variants.values())
             raise PublishError(f"the sources are of different versions ({', '.join(versions)}):\n  {listing}\n"
                                "stage one version at a time")
         # Assembled next to `out`, then swapped in: a half-staged release is never left at `out`.

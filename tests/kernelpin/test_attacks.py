@@ -337,7 +337,7 @@ def _metadata_with(**fields) -> bytes:
         (_metadata_with(backend={"type": "cuda", "archs": "9.0"}), "backend.archs is a string, not a list"),
         (b"[" * 200_000 + b"]" * 200_000, "nested too deeply"),
         (_metadata_with(padding="x" * (1 << 20)), "more than the 1048576 bytes a kernel's metadata.json may have"),
-        (_metadata_with(digest={"algorithm": "sha256", "files": {"_impl.py": 5}}), "is not a sha256 of 64 hex"),
+        (_metadata_with(digest={"algorithm": "sha256", "files": {"_impl.py": 5}}), "is not a sha256 in base64"),
     ],
     ids=["archs-string", "deep-nesting", "oversized", "digest-type"],
 )

@@ -29,10 +29,10 @@ def test_lock_is_deterministic_and_documented(img2gray, project, cli, hf_env):
 
 
 def test_requirement_kinds(img2gray, project, cli, hf_env):
-    root = project('"acme/img2gray" = 0\n')
+    root = project('"acme/img2gray" = 0\n')  # the v0 line, as `kernels lock` writes it: >=0.0.0, <1.0.0-0
     assert cli("lock")[0] == 0
     (kernel,) = lockfile.read(root / "kernelpin.lock").kernels
-    assert (kernel.ref, kernel.version) == ("refs/heads/v0", "0.2.0")  # branch v0 is at the 0.2.0 release
+    assert (kernel.ref, kernel.version) == ("refs/tags/0.2.0", "0.2.0")  # the newest 0.x release, not 1.0.0-rc.1
     project('"acme/img2gray" = { revision = "latest" }\n')
     assert cli("lock")[0] == 0
     (kernel,) = lockfile.read(root / "kernelpin.lock").kernels
@@ -204,3 +204,22 @@ def test_lock_sends_only_the_requests_it_needs_and_writes_no_cache(new_repo, pro
     project(f'"{model_id}" = "^1"\n')
     assert cli("lock")[0] == 0
     assert len(sent) == 3 + len(VARIANTS), sent
+
+
+def test_integer_requirement_on_a_repository_with_only_major_branches(new_repo, project, cli, hf_env):
+    """kernel-builder publishes a line as the branch v<major> only (no version tags): `= 1` then locks that
+    branch, and stays fresh while it is the requirement."""
+    repo_id, repo = new_repo("branch-only", "kernel")
+    publish(repo, "1.4.0", tag="build-1")
+    repo.branch("v1")
+    root = project(f'"{repo_id}" = 1\n')
+    status, _, err = cli("lock")
+    assert status == 0, err
+    (kernel,) = lockfile.read(root / "kernelpin.lock").kernels
+    assert (kernel.ref, kernel.repo_type, kernel.commit) == ("refs/heads/v1", "kernel", repo.head())
+    assert cli("lock", "--check")[0] == 0
+    project(f'"{repo_id}" = 2\n')
+    status, _, err = cli("lock")
+    assert status == 1
+    assert f"{repo_id}: no version satisfies >=2.0.0, <3.0.0-0 (available: none" in err
+    assert "and no branch v2 (branches: main, v1)" in err

@@ -81,3 +81,86 @@ def test_abi_tag_is_optional():
         "torch213-cxx98-cpu-x86_64-linux": "C++ ABI differs from this torch's (cxx11)"
     }
     assert select({"torch213-cpu-x86_64-linux": None}, env()).chosen == "torch213-cpu-x86_64-linux"
+
+
+# The names `kernels` 0.17 loads besides torch{MM}-...: stable-ABI builds and Python-only ("noarch") builds.
+ECOSYSTEM = {
+    "torch-stable-abi210-cu130-x86_64-linux": ARCHS,
+    "torch-stable-abi212-cu130-x86_64-linux": ARCHS,
+    "torch-stable-abi212-cpu-x86_64-linux": None,
+    "torch213-cu130-x86_64-linux": ARCHS,
+    "torch213-cxx11-cu130-x86_64-linux": ARCHS,
+    "torch213-cxx11-cpu-x86_64-linux": None,
+    "torch-cuda": None,
+    "torch-cpu": None,
+    "torch-universal": None,
+    "torch-rocm": None,
+    "torch213-cxx11-rocm71-x86_64-linux": None,
+}
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["torch-stable-abi210-cu128-x86_64-linux", "torch-stable-abi29-cpu-aarch64-linux", "torch-cuda", "torch-universal",
+     "torch213-cxx11-rocm71-x86_64-linux", "torch212-cpu-aarch64-darwin", "torch213-cxx11-xpu20253-x86_64-linux"],
+)
+def test_ecosystem_names_parse_and_round_trip(name):
+    assert Variant.parse(name).name == name
+
+
+@pytest.mark.parametrize(
+    ("environment", "order"),
+    [
+        # CUDA machine: kernels' order (newest stable ABI first, then per-torch builds, untagged before tagged,
+        # then Python-only CUDA builds), then torch-universal; CPU builds only as the last resort.
+        (env(cuda=(13, 0)), ["torch-stable-abi212-cu130-x86_64-linux", "torch-stable-abi210-cu130-x86_64-linux",
+                             "torch213-cu130-x86_64-linux", "torch213-cxx11-cu130-x86_64-linux", "torch-cuda",
+                             "torch-universal", "torch-stable-abi212-cpu-x86_64-linux",
+                             "torch213-cxx11-cpu-x86_64-linux", "torch-cpu"]),
+        (env(), ["torch-stable-abi212-cpu-x86_64-linux", "torch213-cxx11-cpu-x86_64-linux", "torch-cpu",
+                 "torch-universal"]),
+    ],
+    ids=["cuda", "cpu"],
+)
+def test_preference_order_follows_kernels(environment, order):
+    remaining = dict(ECOSYSTEM)
+    chosen = []
+    while (pick := select(remaining, environment).chosen) is not None:
+        chosen.append(pick)
+        del remaining[pick]
+    assert chosen == order
+
+
+def test_ecosystem_rejections_name_the_difference():
+    rejected = select(ECOSYSTEM, env(torch=(2, 11), cuda=(13, 0))).rejected
+    assert rejected["torch-stable-abi212-cu130-x86_64-linux"] == "torch stable ABI 2.12 is newer than torch 2.11"
+    assert rejected["torch-rocm"] == "Python-only build for backend rocm; kernelpin selects cpu and cuda builds only"
+    assert rejected["torch213-cxx11-rocm71-x86_64-linux"] == "rocm71 build; kernelpin selects cpu and cuda builds only"
+    assert select({"torch-cuda": None}, env()).rejected == {
+        "torch-cuda": "Python-only CUDA build (torch-cuda), this environment has no CUDA"}
+
+
+def test_a_cpu_build_is_never_picked_where_a_cuda_build_fits():
+    for cpu in ("torch213-cxx11-cpu-x86_64-linux", "torch-cpu", "torch-stable-abi212-cpu-x86_64-linux"):
+        for cuda in ("torch213-cxx11-cu130-x86_64-linux", "torch-cuda", "torch-stable-abi210-cu130-x86_64-linux"):
+            assert select({cpu: None, cuda: ARCHS}, env(cuda=(13, 0), capability=(9, 0))).chosen == cuda
+
+
+@pytest.mark.parametrize("cuda", [(13, 0), None], ids=["cuda", "cpu"])
+def test_order_matches_kernels_own_resolver(cuda):
+    """Measured against `kernels` 0.17.2 itself: the variants it accepts, in its order, are kernelpin's order
+    (kernelpin then adds the CPU builds kernels refuses on a CUDA machine, as a last resort)."""
+    variants = pytest.importorskip("kernels.variants")
+    from kernels.backends import CPU, CUDA
+    from packaging.version import Version as PyVersion
+
+    backend = CUDA(version=PyVersion(f"{cuda[0]}.{cuda[1]}")) if cuda else CPU()
+    accepted, _ = variants._resolve_variant_for_system(
+        [variants.parse_variant(name) for name in ECOSYSTEM], backend, "x86_64", "linux", PyVersion("2.13"), True, None)
+    theirs = [v.variant_str for v in accepted]
+    remaining, ours = dict(ECOSYSTEM), []
+    while (pick := select(remaining, env(cuda=cuda)).chosen) is not None:
+        ours.append(pick)
+        del remaining[pick]
+    assert ours[: len(theirs)] == theirs
+    assert all(Variant.parse(name).backend == "cpu" for name in ours[len(theirs):])

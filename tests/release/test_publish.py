@@ -54,7 +54,7 @@ def test_stage_lays_out_every_variant(builds, tmp_path):
         (lambda d: (d / "_impl.py").unlink(), "_impl.py: listed in the digest but missing"),
         (lambda d: (d / "_impl.py").unlink() or (d / "_impl.py").symlink_to("/etc/hostname"),
          "_impl.py is a symbolic link"),
-        (lambda d: (d / "metadata.json").write_text("{"), "metadata.json: not valid JSON"),
+        (lambda d: (d / "metadata.json").write_text("{"), "metadata.json: not valid kernel metadata (Expecting"),
     ],
     ids=["modified", "extra", "missing", "symlink", "bad-json"],
 )
@@ -82,7 +82,7 @@ def test_check_release_refuses_what_publish_must_not_upload(builds, tmp_path):
         check_release(root, "1.0.1")
     cuda_metadata = root / "build" / CUDA / "metadata.json"
     document = json.loads(cuda_metadata.read_text())
-    cuda_metadata.write_text(json.dumps({**document, "version": "1.1.0"}))
+    cuda_metadata.write_text(json.dumps({**document, "semver": "1.1.0"}))
     with pytest.raises(PublishError, match=r"variants of different versions \(torch213-cxx11-cpu-x86_64-linux: 1.0.0, "):
         check_release(root)
     cuda_metadata.write_text(json.dumps({**document, "variant": CPU}))

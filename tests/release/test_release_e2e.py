@@ -1,7 +1,8 @@
 """build -> stage -> Hub -> lock -> sync -> load, with real builds, a real Hub API (olah) and the real CLI.
 
-An application pins `"acme/img2gray" = "^0.1"`, gets exactly the bits of v0.1.0 and runs the op on a real
-image; bumping to `^0.2` gets v0.2.0, never the prerelease v0.2.1-rc.1.
+The release lives in a kernel repository (the Hub's type for kernels). An application pins
+`"acme/img2gray" = "^0.1"`, gets exactly the bits of v0.1.0 and runs the op on a real image; bumping to `^0.2`
+gets v0.2.0, never the prerelease v0.2.1-rc.1.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ from huggingface_hub import HfApi
 
 from kernelpin import lockfile
 from kernelpin.integrity import sha256_file
+from kernelpin.metadata import sha256_hex
 from testkit.releasing import (
+    BUILT_VERSIONS,
     REPO_ID,
     VERSIONS,
     Released,
@@ -32,19 +35,25 @@ def metadata_of(released: Released, version: str) -> dict:
     return json.loads((released.staged[version] / "build" / CPU_VARIANT / "metadata.json").read_text())
 
 
+def digest_of(released: Released, version: str) -> dict[str, str]:
+    """path -> hex sha256 from metadata.json (which stores base64, as kernels_data does)."""
+    return {path: sha256_hex(value) for path, value in metadata_of(released, version)["digest"]["files"].items()}
+
+
 def test_staged_layout_is_the_build(released: Released):
     for version in VERSIONS:
         staged = released.staged[version]
         variant = staged / "build" / CPU_VARIANT
         metadata = metadata_of(released, version)
-        assert metadata["version"] == version and metadata["variant"] == CPU_VARIANT
-        assert sorted(p.name for p in variant.iterdir()) == sorted([*metadata["digest"]["files"], "metadata.json"])
-        assert {name: sha256_file(variant / name) for name in metadata["digest"]["files"]} == metadata["digest"]["files"]
+        assert (metadata["version"], metadata["semver"], metadata["variant"]) == (0, version, CPU_VARIANT)
+        digest = digest_of(released, version)
+        assert sorted(p.name for p in variant.iterdir()) == sorted([*digest, "metadata.json"])
+        assert {name: sha256_file(variant / name) for name in digest} == digest
         readme = (staged / "README.md").read_text()
         assert f"# img2gray {version}" in readme and f"`{CPU_VARIANT}`" in readme
         assert f'"{REPO_ID}" = "^{version}"' in readme
     # One namespace per build: versions can be loaded side by side.
-    assert len({metadata_of(released, v)["id"] for v in VERSIONS}) == len(VERSIONS)
+    assert len({metadata_of(released, v)["id"] for v in BUILT_VERSIONS}) == len(BUILT_VERSIONS)
 
 
 def test_dry_run_lists_exactly_what_the_tag_serves(released: Released, tmp_path: Path):
@@ -52,23 +61,28 @@ def test_dry_run_lists_exactly_what_the_tag_serves(released: Released, tmp_path:
     done = run([sys.executable, "-m", "kernelpin", "publish", str(released.staged["0.1.0"]), "--repo", REPO_ID,
                 "--dry-run", "--json"], env=env)
     plan = json.loads(done.stdout)
-    assert (plan["tag"], plan["version"], plan["variants"]) == ("v0.1.0", "0.1.0", [CPU_VARIANT])
-    served = HfApi(endpoint=released.hub.endpoint).list_repo_tree(REPO_ID, recursive=True, revision="v0.1.0")
+    assert (plan["tag"], plan["branch"], plan["version"], plan["variants"]) == ("v0.1.0", "v0", "0.1.0", [CPU_VARIANT])
+    served = HfApi(endpoint=released.hub.endpoint).list_repo_tree(REPO_ID, recursive=True, revision="v0.1.0",
+                                                                  repo_type="kernel")
     assert sorted((f["path"], f["size"]) for f in plan["files"]) == sorted(
         (entry.path, entry.size) for entry in served if hasattr(entry, "size"))
-    digest = metadata_of(released, "0.1.0")["digest"]["files"]
+    digest = digest_of(released, "0.1.0")
     listed = {f["path"]: f["sha256"] for f in plan["files"]}
     assert all(listed[f"build/{CPU_VARIANT}/{name}"] == sha for name, sha in digest.items())
 
     human = run([sys.executable, "-m", "kernelpin", "publish", str(released.staged["0.1.0"]), "--repo", REPO_ID,
                  "--dry-run"], env=env).stdout
     assert "Dry run: would upload" in human and "tagged v0.1.0" in human and "Hub was not contacted" in human
+    assert "and move branch v0 to it, unless v0 holds a newer release" in human
+    prerelease = run([sys.executable, "-m", "kernelpin", "publish", str(released.staged["0.2.1-rc.1"]), "--repo",
+                      REPO_ID, "--dry-run"], env=env).stdout
+    assert "0.2.1-rc.1 is a prerelease: no major-version branch is moved" in prerelease
 
 
 def test_publish_refuses_to_move_a_release_tag(released: Released, tmp_path: Path):
     before = (released.repo.head(), released.repo.git("show-ref", "--tags"))
     env = hub_env(released.hub.endpoint, tmp_path / "hf")
-    for repo_type in ([], ["--repo-type", "model"]):
+    for repo_type in ([], ["--repo-type", "kernel"]):
         done = run([sys.executable, "-m", "kernelpin", "publish", str(released.staged["0.1.0"]), "--repo", REPO_ID,
                     *repo_type], env=env, check=False)
         assert done.returncode == 1
@@ -84,8 +98,9 @@ def test_lock_sync_load_then_bump(released: Released, tmp_path: Path):
     kernelpin(["lock"], project, env)
     (kernel,) = lockfile.read(project / "kernelpin.lock").kernels
     assert (kernel.version, kernel.ref, kernel.commit) == ("0.1.0", "refs/tags/v0.1.0", released.commits["0.1.0"])
+    assert kernel.repo_type == "kernel"  # found as a kernel repository (the lock records the type it resolved)
     (variant,) = kernel.variants
-    digest = metadata_of(released, "0.1.0")["digest"]["files"]
+    digest = digest_of(released, "0.1.0")
     assert variant.name == CPU_VARIANT and variant.backend == "cpu"
     assert {f.path: f.sha256 for f in variant.files if f.path != "metadata.json"} == digest
 

@@ -1,0 +1,136 @@
+"""The ABI gate: every shared library of a release must meet the Hub's kernel ABI rules.
+
+    python -m kernelpin.abi_gate DIR...        exit 0 when every ELF file below DIR passes, 1 otherwise
+
+The rules are the ones kernel-builder enforces and `kernels` users rely on: glibc (and libstdc++) symbol
+versions allowed by manylinux_2_28, and only Python's stable ABI (abi3) as of Python 3.9. The check is
+HF's own checker (PyPI `kernel-abi-check`); `tools/release.py stage` and `kernelpin publish` run it, so a
+library that would fail to load on an older system is refused before it reaches the Hub.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from kernelpin.errors import KernelpinError
+
+MANYLINUX = "manylinux_2_28"
+PYTHON_ABI = "3.9"
+_ELF_MAGIC = b"\x7fELF"
+_FLOOR_HINT = (
+    "build with tools/build_op.py --glibc-floor 2.28 (the default; csrc/glibc_floor.h) or against glibc 2.28 "
+    "headers (a manylinux_2_28 sysroot, as conda-forge and kernel-builder do)"
+)
+
+
+class AbiError(KernelpinError):
+    """Shared libraries that break the Hub's ABI rules; the message lists each symbol and what to do."""
+
+
+@dataclass(frozen=True)
+class Violation:
+    library: str  # path as given to the gate
+    symbol: str
+    needs: str  # e.g. "GLIBC_2.32", "Python 3.10", "not in the stable ABI"
+    advice: str
+
+    def __str__(self) -> str:
+        return f"{self.library}: {self.symbol} needs {self.needs}: {self.advice}"
+
+
+def advice_for(symbol: str, dependency: str) -> str:
+    """What to do about one symbol that needs a newer glibc/libstdc++ than manylinux_2_28 allows."""
+    if symbol == "__libc_single_threaded":
+        return ("libstdc++ reads it when compiled against glibc >= 2.32 headers (<sys/single_threaded.h>); "
+                + _FLOOR_HINT)
+    if symbol.startswith("__isoc23_"):
+        return (f"glibc >= 2.38 headers redirect {symbol.removeprefix('__isoc23_')}() there in C23/_GNU_SOURCE "
+                "mode; " + _FLOOR_HINT + ", or avoid the strtol/scanf family (std::from_chars)")
+    if dependency.upper().startswith("GLIBC"):
+        return f"the function is newer than glibc 2.28: avoid it, or {_FLOOR_HINT}"
+    return f"{dependency} is newer than {MANYLINUX} allows: build with the manylinux_2_28 toolchain (gcc-toolset) or link it statically"
+
+
+def shared_libraries(roots: Iterable[Path]) -> list[Path]:
+    """Every ELF file below the roots (by content, whatever its name), sorted."""
+    found = []
+    for root in roots:
+        candidates = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink())
+        for path in candidates:
+            with open(path, "rb") as stream:
+                if stream.read(4) == _ELF_MAGIC:
+                    found.append(path)
+    return found
+
+
+def check_library(path: Path, label: str | None = None) -> list[Violation]:
+    """The violations of one ELF file (empty when it passes)."""
+    try:
+        from kernel_abi_check import IncompatibleAbi3Symbol, ObjectFile
+    except ImportError:
+        raise AbiError(
+            f"{path} is a shared library and checking it needs HF's ABI checker: "
+            "pip install kernel-abi-check==0.14.1"
+        ) from None
+    label = label or str(path)
+    try:
+        library = ObjectFile(str(path))
+        manylinux = library.check_manylinux(MANYLINUX)
+        python = library.check_python_abi(PYTHON_ABI)
+    except (OSError, ValueError) as error:
+        raise AbiError(f"{label}: cannot be checked as a shared library ({error}); is it a broken build?") from None
+    found = [Violation(label, v.name, f"{v.dep}_{v.version}", advice_for(v.name, v.dep)) for v in manylinux]
+    for symbol in python:
+        if isinstance(symbol, IncompatibleAbi3Symbol):
+            found.append(Violation(label, symbol.name, f"Python {symbol.version_added}",
+                                   f"not in the stable ABI of Python {PYTHON_ABI}: avoid it or raise Py_LIMITED_API's floor"))
+        else:
+            found.append(Violation(label, symbol.name, "the full Python C API (not abi3)",
+                                   "build with Py_LIMITED_API=0x03090000 (abi3) and use only the stable ABI"))
+    return found
+
+
+def refusal(violations: Sequence[Violation]) -> AbiError:
+    lines = "\n  ".join(str(v) for v in violations)
+    return AbiError(
+        f"{len(violations)} ABI violation(s) of the Hub's kernel rules ({MANYLINUX}, abi3 for Python >= {PYTHON_ABI}):"
+        f"\n  {lines}\nSuch a library does not load on every system `kernels` supports; rebuild it as said above."
+    )
+
+
+def gate(roots: Sequence[Path], relative_to: Path | None = None) -> int:
+    """Raise AbiError listing every violation below the roots; return how many libraries passed."""
+    libraries = shared_libraries(roots)
+    violations = [v for library in libraries
+                  for v in check_library(library, str(library.relative_to(relative_to)) if relative_to else None)]
+    if violations:
+        raise refusal(violations)
+    return len(libraries)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m kernelpin.abi_gate", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("paths", nargs="+", type=Path, metavar="DIR", help="release layouts, variant dirs or libraries")
+    args = parser.parse_args(argv)
+    missing = [str(p) for p in args.paths if not p.exists()]
+    if missing:
+        print(f"error: no such file or directory: {', '.join(missing)}", file=sys.stderr)
+        return 2
+    try:
+        passed = gate(args.paths)
+    except AbiError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    libraries = "1 shared library meets" if passed == 1 else f"{passed} shared libraries meet"
+    print(f"ABI gate passed: {libraries} {MANYLINUX} and abi3 (Python >= {PYTHON_ABI})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

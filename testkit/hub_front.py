@@ -1,0 +1,156 @@
+"""The kernel-repository face of the test Hub: a thin HTTP front that rewrites the Hub's kernel paths onto
+olah, which serves model, dataset and space repositories only.
+
+    python testkit/hub_front.py --port P --models http://127.0.0.1:M --kernels http://127.0.0.1:K \
+        [--trusted-publisher ORG ...]
+
+- `/api/kernels/<repo>/...` -> `/api/models/<repo>/...` and `/kernels/<repo>/...` -> `/<repo>/...` of the
+  olah that serves the kernel repositories (its mirror holds them as `models/<org>/<name>`);
+- every other path goes unchanged to the olah that serves model (and dataset) repositories;
+- a revision given as a full ref name (`refs/heads/v0`, as the Hub accepts it) is passed on as its short
+  name, the only form olah resolves;
+- `/api/organizations/<org>/overview` answers the organization settings the test Hub was started with
+  (`trustedKernelPublisher`), which olah does not know; nothing about repositories is made up here.
+
+Bodies are streamed, `Content-Length` is kept (also on HEAD replies, where huggingface_hub reads a file's
+size from it) and redirects keep pointing at the front, on the repository type that was asked for. Standard
+library only: it runs as its own process next to olah.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import re
+import socketserver
+import sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlsplit
+
+_HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-connection"}
+_ORG_OVERVIEW = re.compile(r"^/api/organizations/(?P<org>[A-Za-z0-9][A-Za-z0-9._-]*)/overview/?$")
+_CHUNK = 1 << 16
+
+
+_FULL_REF = re.compile(r"/refs(?:%2F|/)(?:heads|tags)(?:%2F|/)", re.IGNORECASE)
+
+
+def route(path: str) -> tuple[str, str]:
+    """("kernel" | "model", upstream path) for a request path (query string included)."""
+    # The Hub takes full ref names as revisions (`kernels versions` asks for tree/refs%2Fheads%2Fv0);
+    # olah resolves short names only.
+    path = _FULL_REF.sub("/", path, count=1)
+    if path.startswith("/api/kernels/"):
+        return "kernel", "/api/models/" + path[len("/api/kernels/"):]
+    if path.startswith("/kernels/"):
+        return "kernel", path[len("/kernels"):]
+    return "model", path
+
+
+def rewrite_location(location: str, kind: str, front: str) -> str:
+    """A redirect from olah, made to point at the front and, for kernel requests, at the kernel paths."""
+    parts = urlsplit(location)
+    path = location if not parts.scheme else location[len(f"{parts.scheme}://{parts.netloc}"):]
+    if kind == "kernel" and path.startswith("/"):
+        path = "/api/kernels/" + path[len("/api/models/"):] if path.startswith("/api/models/") else "/kernels" + path
+    return front + path if parts.scheme else path
+
+
+class Front(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, port: int, upstreams: dict[str, str], trusted: set[str]) -> None:
+        super().__init__(("127.0.0.1", port), Handler)
+        self.upstreams = {kind: urlsplit(url) for kind, url in upstreams.items()}
+        self.trusted = trusted
+        self.public = f"http://127.0.0.1:{port}"
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: Front
+
+    def log_message(self, format: str, *args: object) -> None:  # one line per request, on stderr (the log file)
+        sys.stderr.write(f"front: {self.command} {self.path} -> {format % args}\n")
+
+    def do_GET(self) -> None:
+        self._forward()
+
+    def do_HEAD(self) -> None:
+        self._forward()
+
+    def do_POST(self) -> None:
+        self._forward()
+
+    def do_PUT(self) -> None:
+        self._forward()
+
+    def do_DELETE(self) -> None:
+        self._forward()
+
+    def _forward(self) -> None:
+        organization = _ORG_OVERVIEW.match(self.path.split("?", 1)[0])
+        if organization and self.command == "GET":
+            return self._organization(organization["org"])
+        kind, path = route(self.path)
+        upstream = self.server.upstreams[kind]
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else None
+        headers = {name: value for name, value in self.headers.items()
+                   if name.lower() not in _HOP_BY_HOP and name.lower() != "host"}
+        headers["Host"] = upstream.netloc
+        connection = http.client.HTTPConnection(upstream.hostname, upstream.port, timeout=120)
+        try:
+            connection.request(self.command, path, body=body, headers=headers)
+            reply = connection.getresponse()
+            self.send_response_only(reply.status, reply.reason)
+            known_length = reply.getheader("Content-Length")
+            for name, value in reply.getheaders():
+                if name.lower() in _HOP_BY_HOP:
+                    continue
+                if name.lower() == "location":
+                    value = rewrite_location(value, kind, self.server.public)
+                self.send_header(name, value)
+            if known_length is None and self.command != "HEAD":
+                self.send_header("Connection", "close")  # the body ends when the connection does
+                self.close_connection = True
+            self.end_headers()
+            if self.command != "HEAD":
+                while chunk := reply.read(_CHUNK):
+                    self.wfile.write(chunk)
+        except (ConnectionError, OSError) as error:
+            self.log_message("upstream %s failed: %s", upstream.netloc, error)
+            self.close_connection = True
+        finally:
+            connection.close()
+
+    def _organization(self, org: str) -> None:
+        body = json.dumps({
+            "name": org, "fullname": org, "avatarUrl": "", "isVerified": False, "isFollowing": False,
+            "numUsers": 0, "numModels": 0, "numSpaces": 0, "numDatasets": 0, "numFollowers": 0, "numPapers": 0,
+            "trustedKernelPublisher": org in self.server.trusted,
+        }).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--models", required=True, help="olah serving model/dataset/space repositories")
+    parser.add_argument("--kernels", required=True, help="olah serving the kernel repositories (as models)")
+    parser.add_argument("--trusted-publisher", action="append", default=[], metavar="ORG")
+    args = parser.parse_args(argv)
+    socketserver.TCPServer.allow_reuse_address = True
+    with Front(args.port, {"model": args.models, "kernel": args.kernels}, set(args.trusted_publisher)) as front:
+        front.serve_forever()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

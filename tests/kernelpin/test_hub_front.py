@@ -1,0 +1,68 @@
+"""The test Hub's kernel repositories (testkit/hub_front.py over a second olah): the Hub's kernel paths are
+answered from real git repositories, with the HTTP details huggingface_hub relies on."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import urllib.error
+import urllib.request
+
+import pytest
+from huggingface_hub import HfApi, hf_hub_download
+
+from testkit.fake_kernel import CPU_213, publish
+from testkit.hub_front import rewrite_location, route
+
+
+def request(url: str, method: str = "GET") -> tuple[int, dict[str, str], bytes]:
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, method=method), timeout=30) as reply:
+            return reply.status, {k.lower(): v for k, v in reply.headers.items()}, reply.read()
+    except urllib.error.HTTPError as error:
+        return error.code, {k.lower(): v for k, v in error.headers.items()}, error.read()
+
+
+@pytest.mark.parametrize(
+    ("path", "kind", "upstream"),
+    [
+        ("/api/kernels/acme/k/refs", "kernel", "/api/models/acme/k/refs"),
+        ("/kernels/acme/k/resolve/v1/build/x/a.py", "kernel", "/acme/k/resolve/v1/build/x/a.py"),
+        ("/api/kernels/acme/k/tree/refs%2Fheads%2Fv0/build?recursive=false", "kernel", "/api/models/acme/k/tree/v0/build?recursive=false"),
+        ("/api/models/acme/m/refs", "model", "/api/models/acme/m/refs"),
+        ("/acme/m/resolve/main/a.py", "model", "/acme/m/resolve/main/a.py"),
+    ],
+)
+def test_route(path, kind, upstream):
+    assert route(path) == (kind, upstream)
+
+
+def test_redirects_point_back_at_the_front_on_the_type_asked_for():
+    front = "http://127.0.0.1:9"
+    assert rewrite_location("http://127.0.0.1:5/acme/k/resolve/abc/a.py", "kernel", front) == f"{front}/kernels/acme/k/resolve/abc/a.py"
+    assert rewrite_location("/api/models/acme/k/tree/abc", "kernel", front) == "/api/kernels/acme/k/tree/abc"
+    assert rewrite_location("http://127.0.0.1:5/acme/m/resolve/abc/a.py", "model", front) == f"{front}/acme/m/resolve/abc/a.py"
+
+
+def test_kernel_repositories_are_served_apart_from_model_repositories(hub, new_repo):
+    repo_id, repo = new_repo("front", "kernel")
+    big = os.urandom(3 << 20)  # streamed through the front
+    commit = publish(repo, "1.0.0", variants=(CPU_213,), extra={"_big.so": big})
+    api = HfApi(endpoint=hub.endpoint)
+    refs = api.list_repo_refs(repo_id, repo_type="kernel")
+    assert {t.name: t.target_commit for t in refs.tags} == {"v1.0.0": commit}
+    status, _, _ = request(f"{hub.endpoint}/api/models/{repo_id}/refs")
+    assert status in (401, 404)  # a kernel repository is not a model repository
+
+    path = f"build/{CPU_213}/_big.so"
+    status, headers, body = request(f"{hub.endpoint}/kernels/{repo_id}/resolve/{commit}/{path}", "HEAD")
+    assert status == 200 and body == b""
+    assert int(headers["content-length"]) == len(big)  # huggingface_hub reads a file's size from HEAD
+    downloaded = hf_hub_download(repo_id, path, revision=commit, repo_type="kernel", endpoint=hub.endpoint,
+                                 cache_dir=hub.root / f"cache-{repo_id.split('/')[1]}")
+    assert hashlib.sha256(open(downloaded, "rb").read()).digest() == hashlib.sha256(big).digest()
+
+
+def test_organization_overview_says_whether_a_publisher_is_trusted(hub):
+    assert request(f"{hub.endpoint}/api/organizations/acme/overview")[0] == 200
+    assert HfApi(endpoint=hub.endpoint).get_organization_overview("acme").trustedKernelPublisher is False

@@ -1,0 +1,118 @@
+"""metadata.json: one writer (kernelpin.metadata.compose, used by tools/build_op.py and the fake kernels) in
+the format `kernels` reads, and one reader for it, for kernel-builder's builds and for the legacy format."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from kernelpin import lockfile
+from kernelpin.errors import KernelpinError
+from kernelpin.metadata import MetadataError, check_kernels_format, parse_metadata, sha256_base64
+from testkit.fake_kernel import CPU_213, sha256, variant_files, write_variant
+from testkit.releasing import ROOT, run
+
+CUDA = "torch213-cxx11-cu130-x86_64-linux"
+
+
+def legacy_variant_files(version: str, variant: str) -> dict[str, bytes]:
+    """A variant as build_op wrote it before the kernels format: SemVer `version`, hex digests."""
+    files = {name: data for name, data in variant_files(version, variant).items() if name != "metadata.json"}
+    document = {"id": "_img2gray_old", "name": "img2gray", "version": version, "license": "Apache-2.0",
+                "variant": variant, "backend": {"type": "cpu"}, "python-depends": [],
+                "digest": {"algorithm": "sha256", "files": {p: sha256(d) for p, d in files.items()}}}
+    return {**files, "metadata.json": json.dumps(document).encode()}
+
+
+def kernel_builder_metadata(files: dict[str, bytes]) -> bytes:
+    """What kernel-builder writes: the major only, base64 digests, no variant, no SemVer."""
+    return json.dumps({"id": "_act_0123", "name": "activation", "version": 1, "license": "Apache-2.0",
+                       "python-depends": [], "backend": {"type": "cuda", "archs": ["9.0"]},
+                       "digest": {"algorithm": "sha256", "files": {p: sha256_base64(sha256(d)) for p, d in files.items()}},
+                       "provenance": {"kernel-builder": {"version": "0.12.0"}}}).encode()
+
+
+@pytest.mark.parametrize("variant", [CPU_213, CUDA])
+def test_kernels_data_parses_what_we_write_and_validates_its_digest(tmp_path, variant):
+    kernels_data = pytest.importorskip("kernels_data")
+    directory = write_variant(tmp_path / "v", "2.3.1", variant)
+    metadata = kernels_data.Metadata.read_from_file(directory / "metadata.json")
+    assert (metadata.version, metadata.id, str(metadata.name)) == (2, "_img2gray_test", "img2gray")
+    metadata.digest.validate(kernels_data.Digest.hash_variant(kernels_data.DigestAlgorithm.SHA256, directory))
+    ours = parse_metadata((directory / "metadata.json").read_bytes(), "here")
+    assert (str(ours.semver), ours.major, ours.variant, ours.legacy) == ("2.3.1", 2, variant, False)
+    assert ours.digests == {name: sha256((directory / name).read_bytes()) for name in ("__init__.py", "_impl.py")}
+    check_kernels_format(ours, "here")
+
+
+def test_legacy_and_kernel_builder_metadata_are_read():
+    legacy = parse_metadata(legacy_variant_files("0.3.0", CPU_213)["metadata.json"], "old")
+    assert (str(legacy.semver), legacy.major, legacy.legacy, legacy.backend) == ("0.3.0", 0, True, "cpu")
+    assert legacy.digests["_impl.py"] == sha256(variant_files("0.3.0", CPU_213)["_impl.py"])
+    foreign = parse_metadata(kernel_builder_metadata({"__init__.py": b"x"}), "kb")
+    assert (foreign.semver, foreign.major, foreign.archs, foreign.digests) == (None, 1, ("9.0",), {"__init__.py": sha256(b"x")})
+
+
+@pytest.mark.parametrize(
+    ("document", "message"),
+    [
+        ({"version": "one"}, "not valid kernel metadata (version: "),
+        ({"version": -1}, "version must be the kernel's major version as an unsigned integer (e.g. 1), not -1"),
+        ({"version": True}, "not True"),
+        ({"version": 1, "semver": "2.0.0"}, "semver 2.0.0 is not on major version 1 (version)"),
+        ({"version": 1, "digest": {"algorithm": "sha256", "files": {"a.py": "00" * 32}}},
+         "digest.files['a.py'] is not a sha256 in base64 (as kernels_data writes it)"),
+        ({"version": "1.0.0", "digest": {"algorithm": "sha256", "files": {"a.py": "AA=="}}},
+         "digest.files['a.py'] is not a sha256 of 64 hex digits"),
+        ({"version": 1, "digest": {"algorithm": "md5", "files": {}}}, "digest.algorithm 'md5' is not sha256"),
+        ({"version": 1, "backend": {"type": "cuda", "archs": "9.0"}}, "backend.archs is a string, not a list"),
+        ({"version": 1, "digest": {"files": {"../x": "AA=="}}}, "refusing unsafe path '../x'"),
+        ([], "the document is a list, not an object"),
+    ],
+)
+def test_malformed_metadata_is_refused_with_the_field(document, message):
+    with pytest.raises(KernelpinError) as refused:
+        parse_metadata(json.dumps(document), "build/x/metadata.json")
+    assert message in str(refused.value)
+
+
+def test_publishing_refuses_what_kernels_would_refuse(tmp_path):
+    old = tmp_path / "old"
+    old.mkdir()
+    for name, data in legacy_variant_files("0.3.0", CPU_213).items():
+        (old / name).write_bytes(data)
+    done = run([sys.executable, "-m", "tools.release", "stage", str(old), "--repo", "acme/gray", "--out",
+                str(tmp_path / "r")], cwd=ROOT, check=False)
+    assert done.returncode == 1
+    assert "old metadata format (\"version\" is the SemVer string, digests are hex), which the `kernels` package refuses" in done.stderr
+    with pytest.raises(MetadataError, match="no \"semver\""):
+        check_kernels_format(parse_metadata(kernel_builder_metadata({"__init__.py": b"x"}), "kb"), "kb")
+
+
+@pytest.mark.parametrize("form", ["legacy", "kernel-builder"])
+def test_lock_and_sync_read_older_and_foreign_metadata(new_repo, project, cli, form):
+    repo_id, repo = new_repo(form, "kernel")
+    files = legacy_variant_files("0.3.0", CPU_213)
+    if form == "kernel-builder":
+        files["metadata.json"] = kernel_builder_metadata({k: v for k, v in files.items() if k != "metadata.json"})
+    repo.write({f"build/{CPU_213}/{name}": data for name, data in files.items()})
+    repo.commit("release")
+    repo.tag("v0.3.0")
+    root = project(f'"{repo_id}" = "^0.3"\n')
+    status, _, err = cli("lock")
+    assert status == 0, err
+    (variant,) = lockfile.read(root / "kernelpin.lock").kernels[0].variants
+    assert variant.file("_impl.py").sha256 == sha256(files["_impl.py"])
+    status, _, err = cli("sync", "--torch", "2.13")
+    assert status == 0, err
+
+
+def test_kernelpin_needs_none_of_the_kernels_packages_to_run():
+    """kernels-data and kernel-abi-check are used by tests (and the ABI gate when a release has libraries);
+    kernelpin itself, load path and CLI, imports neither them nor `kernels`."""
+    code = ("import sys, kernelpin, kernelpin.runtime, kernelpin.cli, kernelpin.publish, kernelpin.metadata; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('kernels', 'kernels_data', 'kernel_abi_check')))")
+    assert run([sys.executable, "-c", code], cwd=ROOT).stdout.strip() == "[]"
