@@ -70,7 +70,8 @@ def test_sync_refuses_a_build_that_does_not_cover_the_gpu(app, capability):
             f"CUDA 13.0, GPU capability {capability})") in done.stderr
     assert f"{CUDA}: compute capabilities 8.0;8.6;9.0 do not cover this GPU's {capability}" in done.stderr
     snapshot = Path(env["HF_HUB_CACHE"]) / "models--acme--cuda-only" / "snapshots"
-    assert sorted(p.name for p in snapshot.rglob("*") if p.is_file()) == ["metadata.json"]  # only what lock read
+    # Refused before any download; lock read each metadata.json into memory, so the cache holds nothing.
+    assert sorted(p.name for p in snapshot.rglob("*") if p.is_file()) == []
 
 
 def test_load_refuses_before_importing(app, monkeypatch):
