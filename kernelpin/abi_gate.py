@@ -10,6 +10,7 @@ library that would fail to load on an older system is refused before it reaches 
 
 from __future__ import annotations
 
+import struct
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -41,8 +42,17 @@ class Violation:
         return f"{self.library}: {self.symbol} needs {self.needs}: {self.advice}"
 
 
-def advice_for(symbol: str, dependency: str) -> str:
+_STATIC_LIBSTDCXX_HINT = (
+    "it comes from a copy of libstdc++ linked into the library (it does not need libstdc++.so.6): that "
+    "archive was built against the build machine's glibc. Link libstdc++ dynamically, as torch does "
+    "(tools/build_op.py does, even when the compiler driver adds -static-libstdc++)"
+)
+
+
+def advice_for(symbol: str, dependency: str, static_libstdcxx: bool = False) -> str:
     """What to do about one symbol that needs a newer glibc/libstdc++ than manylinux_2_28 allows."""
+    if static_libstdcxx and dependency.upper().startswith("GLIBC"):
+        return _STATIC_LIBSTDCXX_HINT
     if symbol == "__libc_single_threaded":
         return ("libstdc++ reads it when compiled against glibc >= 2.32 headers (<sys/single_threaded.h>); "
                 + _FLOOR_HINT)
@@ -52,6 +62,35 @@ def advice_for(symbol: str, dependency: str) -> str:
     if dependency.upper().startswith("GLIBC"):
         return f"the function is newer than glibc 2.28: avoid it, or {_FLOOR_HINT}"
     return f"{dependency} is newer than {MANYLINUX} allows: build with the manylinux_2_28 toolchain (gcc-toolset) or link it statically"
+
+
+def needed_libraries(path: Path) -> list[str] | None:
+    """The DT_NEEDED entries of a 64-bit little-endian ELF file (x86_64, aarch64), None for any other ELF."""
+    data = path.read_bytes()
+    if data[:4] != _ELF_MAGIC or data[4] != 2 or data[5] != 1:
+        return None
+    phoff, = struct.unpack_from("<Q", data, 0x20)
+    phentsize, phnum = struct.unpack_from("<HH", data, 0x36)
+    segments = [struct.unpack_from("<IIQQQQ", data, phoff + i * phentsize) for i in range(phnum)]
+    # (p_type, p_flags, p_offset, p_vaddr, p_paddr, p_filesz); PT_LOAD = 1 maps addresses, PT_DYNAMIC = 2
+    loads = [(vaddr, offset, size) for kind, _, offset, vaddr, _, size in segments if kind == 1]
+    dynamic = next(((offset, size) for kind, _, offset, _, _, size in segments if kind == 2), None)
+    if dynamic is None:
+        return []
+    entries = [struct.unpack_from("<qQ", data, dynamic[0] + i) for i in range(0, dynamic[1], 16)]
+    strtab = next((value for tag, value in entries if tag == 5), None)  # DT_STRTAB, a virtual address
+    if strtab is None:
+        return []
+    base = next(offset + strtab - vaddr for vaddr, offset, size in loads if vaddr <= strtab < vaddr + size)
+    return [data[base + value:data.index(b"\0", base + value)].decode() for tag, value in entries if tag == 1]
+
+
+def links_libstdcxx_statically(path: Path) -> bool:
+    """A C++ library that does not need libstdc++.so.6 carries its own copy of (part of) libstdc++."""
+    needed = needed_libraries(path)
+    if needed is None or any(name.startswith("libstdc++.so") for name in needed):
+        return False
+    return b"_ZNSt" in path.read_bytes() or b"_ZSt" in path.read_bytes()
 
 
 def shared_libraries(roots: Iterable[Path]) -> list[Path]:
@@ -82,7 +121,9 @@ def check_library(path: Path, label: str | None = None) -> list[Violation]:
         python = library.check_python_abi(PYTHON_ABI)
     except (OSError, ValueError) as error:
         raise AbiError(f"{label}: cannot be checked as a shared library ({error}); is it a broken build?") from None
-    found = [Violation(label, v.name, f"{v.dep}_{v.version}", advice_for(v.name, v.dep)) for v in manylinux]
+    static_libstdcxx = bool(manylinux) and links_libstdcxx_statically(path)
+    found = [Violation(label, v.name, f"{v.dep}_{v.version}", advice_for(v.name, v.dep, static_libstdcxx))
+             for v in manylinux]
     for symbol in python:
         if isinstance(symbol, IncompatibleAbi3Symbol):
             found.append(Violation(label, symbol.name, f"Python {symbol.version_added}",

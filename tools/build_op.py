@@ -38,6 +38,26 @@ SOURCE_STAGE = Path("/tmp/img2gray-sources")
 # backend); torch ships the libgomp it resolves to.
 CXX_FLAGS = ["-O3", "-ffp-contract=off", "-fno-math-errno", "-fopenmp"]
 NVCC_FLAGS = ["-O3", "-lineinfo", "--fmad=false"]
+# libstdc++ is linked dynamically, as torch's own libraries link it, even where the compiler driver adds
+# -static-libstdc++ (the H200 image's CXX wrapper does): a static copy would bring the build machine's glibc
+# symbols (pthread_once@GLIBC_2.34, arc4random@GLIBC_2.36, __isoc23_strtoul@GLIBC_2.38, ...) past the
+# manylinux_2_28 gate, and put a second libstdc++ next to torch's in the process. The shared library resolves
+# every libstdc++ symbol before the driver's trailing static archive is read, so that contributes nothing.
+LIBSTDCXX_DYNAMIC = ["-Wl,--push-state,-Bdynamic", "-lstdc++", "-Wl,--pop-state"]
+
+
+def link_flags(cuda: bool) -> list[str]:
+    """Linker flags of the op library. torch's libraries come before libstdc++, as in the link line torch's
+    extension builder writes itself: the std:: template instances they export bind there (unversioned), and
+    only the rest binds to libstdc++.so.6, so no GLIBCXX/CXXABI version newer than the build needs is pulled
+    in. Local symbols are dropped (-Wl,-x): nvcc names the host translation unit after a temp file carrying
+    its process id (tmpxft_<pid>_...), and that file symbol would differ on every build."""
+    from torch.utils.cpp_extension import TORCH_LIB_PATH
+
+    torch_libraries = ["c10", "torch_cpu", "torch", *(["c10_cuda", "torch_cuda"] if cuda else [])]
+    return ["-Wl,-x", f"-L{TORCH_LIB_PATH}", *(f"-l{name}" for name in torch_libraries), *LIBSTDCXX_DYNAMIC]
+
+
 # Recorded in metadata.json as provenance "kernel-builder" (kernels requires its version).
 BUILDER = {"name": "img2gray tools/build_op.py", "version": "1.0.0"}
 GLIBC_FLOORS = ("2.28", "off")
@@ -187,15 +207,13 @@ def compile_library(config: BuildConfig, namespace: str, cuda: bool, build_dir: 
     build_dir.mkdir(parents=True, exist_ok=True)
     defines = (["-DIMG2GRAY_WITH_CUDA"] if cuda else []) + glibc_floor_flags(config, glibc_floor)
     cxx_maps, nvcc_maps = prefix_map_flags(prefix_maps(config, cuda))
-    # Local symbols are dropped at link time (-Wl,-x): nvcc names the host translation unit after a temp
-    # file carrying its process id (tmpxft_<pid>_...), and that file symbol would differ on every build.
     return Path(
         cpp_extension.load(
             name=namespace,
             sources=[str(s) for s in config.compiled(cuda)],
             extra_cflags=CXX_FLAGS + defines + cxx_maps,
             extra_cuda_cflags=NVCC_FLAGS + defines + nvcc_maps,
-            extra_ldflags=["-Wl,-x"],
+            extra_ldflags=link_flags(cuda),
             extra_include_paths=[str(config.root / path) for path in INCLUDE_DIRS],
             build_directory=str(build_dir),
             with_cuda=cuda,

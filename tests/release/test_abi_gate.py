@@ -8,6 +8,7 @@ build's glibc floor (csrc/glibc_floor.h, what tools/build_op.py pre-includes), i
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -15,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from kernelpin.abi_gate import AbiError, gate
+from kernelpin.abi_gate import AbiError, gate, needed_libraries
 from testkit.fake_kernel import write_variant
 from testkit.releasing import ROOT, run
+from tools.build_op import LIBSTDCXX_DYNAMIC
 
 pytest.importorskip("kernel_abi_check")
 
@@ -26,17 +28,24 @@ SOURCE = """
 #include <memory>
 std::shared_ptr<int> keep(const std::shared_ptr<int>& p) { std::shared_ptr<int> copy = p; return copy; }
 """
+# libstdc++'s own compiled code (locale, streams, call_once), which a static link copies into the library.
+STREAMING_SOURCE = """
+#include <sstream>
+#include <string>
+std::string show(int value) { std::ostringstream stream; stream << value; return stream.str(); }
+"""
 HAS_SINGLE_THREADED_H = Path("/usr/include/x86_64-linux-gnu/sys/single_threaded.h").exists() or Path(
     "/usr/include/sys/single_threaded.h").exists()
 
 
-def compile_library(directory: Path, *flags: str) -> Path:
+def compile_library(directory: Path, *flags: str, source: str = SOURCE, link: tuple[str, ...] = ()) -> Path:
+    """Compile `source` into a shared library; `link` flags follow the object, as in a real link line."""
     compiler = shutil.which("g++") or pytest.skip("no g++")
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / "keep.cpp").write_text(SOURCE)
+    (directory / "keep.cpp").write_text(source)
     library = directory / "_keep.abi3.so"
-    subprocess.run([compiler, "-shared", "-fPIC", "-O2", *flags, str(directory / "keep.cpp"), "-o", str(library)],
-                   check=True)
+    subprocess.run([compiler, "-shared", "-fPIC", "-O2", *flags, str(directory / "keep.cpp"), *link,
+                    "-o", str(library)], check=True)
     (directory / "keep.cpp").unlink()
     return library
 
@@ -46,9 +55,15 @@ def libraries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
     if not HAS_SINGLE_THREADED_H:
         pytest.skip("this machine's glibc headers predate 2.32: its builds never reference __libc_single_threaded")
     root = tmp_path_factory.mktemp("libs")
+    floor = ("-include", str(ROOT / "csrc" / "glibc_floor.h"))
     return {
         "plain": compile_library(root / "plain").read_bytes(),
-        "floor": compile_library(root / "floor", "-include", str(ROOT / "csrc" / "glibc_floor.h")).read_bytes(),
+        "floor": compile_library(root / "floor", *floor).read_bytes(),
+        # What the H200 image's compiler wrapper does: -static-libstdc++ copies libstdc++.a into the library.
+        "static-libstdc++": compile_library(root / "static", *floor, "-static-libstdc++",
+                                            source=STREAMING_SOURCE).read_bytes(),
+        "static-libstdc++ relinked": compile_library(root / "relinked", *floor, "-static-libstdc++",
+                                                     source=STREAMING_SOURCE, link=tuple(LIBSTDCXX_DYNAMIC)).read_bytes(),
     }
 
 
@@ -67,6 +82,34 @@ def test_gate_refuses_glibc_2_32_and_says_what_to_do(libraries, tmp_path):
 
 def test_the_glibc_floor_header_makes_the_same_code_pass(libraries, tmp_path):
     assert gate([variant_with(tmp_path, libraries["floor"])]) == 1
+
+
+def test_a_static_libstdcxx_is_named_as_the_cause(libraries, tmp_path):
+    """libstdc++.a brings the build machine's glibc symbols (on the H200 image: __isoc23_strtoul,
+    __libc_single_threaded, arc4random, pthread_once) whatever the headers say; the gate says where they
+    come from instead of pointing at the headers."""
+    with pytest.raises(AbiError) as refused:
+        gate([variant_with(tmp_path, libraries["static-libstdc++"])])
+    message = str(refused.value)
+    assert "it comes from a copy of libstdc++ linked into the library (it does not need libstdc++.so.6)" in message
+    assert "--glibc-floor" not in message
+
+
+def test_build_op_links_libstdcxx_dynamically_even_when_the_driver_adds_static(libraries, tmp_path):
+    """tools/build_op.py's link flags undo a driver's -static-libstdc++: the library needs libstdc++.so.6,
+    as torch's own libraries do, and passes the gate."""
+    directory = variant_with(tmp_path, libraries["static-libstdc++ relinked"])
+    assert "libstdc++.so.6" in needed_libraries(directory / "_keep.abi3.so")
+    assert gate([directory]) == 1
+
+
+@pytest.mark.skipif(shutil.which("readelf") is None, reason="needs binutils' readelf to compare with")
+def test_needed_libraries_agree_with_readelf(libraries, tmp_path):
+    library = tmp_path / "lib.so"
+    library.write_bytes(libraries["static-libstdc++ relinked"])
+    listing = subprocess.run(["readelf", "-d", str(library)], capture_output=True, text=True, check=True).stdout
+    expected = [line.rsplit("[", 1)[1].rstrip("]") for line in listing.splitlines() if "(NEEDED)" in line]
+    assert needed_libraries(library) == expected
 
 
 def test_stage_and_publish_run_the_gate(libraries, tmp_path):
@@ -106,3 +149,18 @@ def test_ci_gate_over_a_conda_channel_and_variant_dirs(builds, libraries, tmp_pa
     bad = variant_with(tmp_path, libraries["plain"])
     refused = run([sys.executable, "-m", "tools.abi_gate", str(channel), str(bad)], cwd=ROOT, check=False)
     assert refused.returncode == 1 and f"{bad}: _keep.abi3.so: __libc_single_threaded needs GLIBC_2.32" in refused.stderr
+
+
+def test_op_built_by_a_driver_that_links_libstdcxx_statically_passes(tmp_path):
+    """The H200 image's CXX is a wrapper that adds -static-libstdc++: the op built through it referenced
+    pthread_once@GLIBC_2.34, arc4random@GLIBC_2.36, ... and the gate refused it. tools/build_op.py links
+    libstdc++ dynamically after torch's libraries, so the wrapper's build needs libstdc++.so.6 and passes."""
+    wrapper = tmp_path / "g++-static-libstdc++"
+    wrapper.write_text(f'#!/bin/sh\nexec {shutil.which("g++") or pytest.skip("no g++")} "$@" -static-libstdc++\n')
+    wrapper.chmod(0o755)
+    out = tmp_path / "variant" / "img2gray"
+    run([sys.executable, "-m", "tools.build_op", "--out", str(out), "--build-dir", str(tmp_path / "obj")],
+        cwd=ROOT, env={**os.environ, "CXX": str(wrapper)})
+    (library,) = out.glob("*.so")
+    assert "libstdc++.so.6" in needed_libraries(library)
+    assert gate([out]) == 1
