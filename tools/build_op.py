@@ -43,7 +43,9 @@ NVCC_FLAGS = ["-O3", "-lineinfo", "--fmad=false"]
 # symbols (pthread_once@GLIBC_2.34, arc4random@GLIBC_2.36, __isoc23_strtoul@GLIBC_2.38, ...) past the
 # manylinux_2_28 gate, and put a second libstdc++ next to torch's in the process. The shared library resolves
 # every libstdc++ symbol before the driver's trailing static archive is read, so that contributes nothing.
-LIBSTDCXX_DYNAMIC = ["-Wl,--push-state,-Bdynamic", "-lstdc++", "-Wl,--pop-state"]
+# It is named by its runtime file name: such a driver's own library directory may hold only libstdc++.a
+# (the H200 image's does), where a plain -lstdc++ would find the archive first.
+LIBSTDCXX_DYNAMIC = ["-l:libstdc++.so.6"]
 
 
 def link_flags(cuda: bool) -> list[str]:

@@ -155,8 +155,15 @@ def test_op_built_by_a_driver_that_links_libstdcxx_statically_passes(tmp_path):
     """The H200 image's CXX is a wrapper that adds -static-libstdc++: the op built through it referenced
     pthread_once@GLIBC_2.34, arc4random@GLIBC_2.36, ... and the gate refused it. tools/build_op.py links
     libstdc++ dynamically after torch's libraries, so the wrapper's build needs libstdc++.so.6 and passes."""
+    compiler = shutil.which("g++") or pytest.skip("no g++")
+    # Like the image's toolchain, the wrapper's own library directory holds libstdc++.a and no libstdc++.so.
+    archive = subprocess.run([compiler, "-print-file-name=libstdc++.a"], capture_output=True, text=True).stdout.strip()
+    if not Path(archive).is_file():
+        pytest.skip("no libstdc++.a to link statically")
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "libstdc++.a").symlink_to(archive)
     wrapper = tmp_path / "g++-static-libstdc++"
-    wrapper.write_text(f'#!/bin/sh\nexec {shutil.which("g++") or pytest.skip("no g++")} "$@" -static-libstdc++\n')
+    wrapper.write_text(f'#!/bin/sh\nexec {compiler} "$@" -L{tmp_path / "lib"} -static-libstdc++\n')
     wrapper.chmod(0o755)
     out = tmp_path / "variant" / "img2gray"
     run([sys.executable, "-m", "tools.build_op", "--out", str(out), "--build-dir", str(tmp_path / "obj")],
