@@ -152,6 +152,11 @@ def gate(roots: Sequence[Path], relative_to: Path | None = None) -> int:
     return len(libraries)
 
 
+def passed_message(count: int) -> str:
+    libraries = "1 shared library meets" if count == 1 else f"{count} shared libraries meet"
+    return f"ABI gate passed: {libraries} {MANYLINUX} and abi3 (Python >= {PYTHON_ABI})"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     import argparse
 
@@ -168,8 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except AbiError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
-    libraries = "1 shared library meets" if passed == 1 else f"{passed} shared libraries meet"
-    print(f"ABI gate passed: {libraries} {MANYLINUX} and abi3 (Python >= {PYTHON_ABI})")
+    print(passed_message(passed))
     return 0
 
 

@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from kernelpin.abi_gate import AbiError, Violation, check_library, refusal, shared_libraries
+from kernelpin.abi_gate import AbiError, Violation, check_library, passed_message, refusal, shared_libraries
 from kernelpin.errors import KernelpinError
 from tools.release import CONDA_SUFFIX, conda_packages, extract_variant
 
@@ -57,8 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KernelpinError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
-    libraries = "1 shared library meets" if checked == 1 else f"{checked} shared libraries meet"
-    print(f"ABI gate passed: {libraries} manylinux_2_28 and abi3 (Python >= 3.9)")
+    print(passed_message(checked))
     return 0
 
 
