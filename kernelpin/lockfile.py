@@ -82,6 +82,11 @@ class Lock:
         return next((k for k in self.kernels if k.repo_id == repo_id), None)
 
 
+def is_variant_name(name: str) -> bool:
+    """Whether a lock can hold `name` as a variant (the reader refuses others, e.g. `__pycache__`, `.x`)."""
+    return _VARIANT_NAME_RE.match(name) is not None
+
+
 def render(lock: Lock) -> str:
     """The lock as TOML; the same lock always gives the same bytes."""
     import tomlkit  # only writers need it; reading is on every application's load path

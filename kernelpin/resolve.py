@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from kernelpin.errors import KernelpinError
 from kernelpin.integrity import check_repo_path, discard_file, git_blob_sha1
 from kernelpin.layout import BUILD_DIR, METADATA
-from kernelpin.lockfile import Lock, LockedFile, LockedKernel, LockedVariant, why_stale
+from kernelpin.lockfile import Lock, LockedFile, LockedKernel, LockedVariant, is_variant_name, why_stale
 from kernelpin.metadata import check_size as check_metadata_size
 from kernelpin.metadata import parse_metadata
 from kernelpin.ranges import Version
@@ -215,6 +215,11 @@ def resolve_one(source: HubSource, requirement: Requirement, note: Callable[[str
     pick = pick_revision(requirement, refs)
     pinner = Pinner(source, requirement.repo_id, refs.repo_type, pick.commit)
     variants = group_variants(source.tree(requirement.repo_id, refs.repo_type, pick.commit), pinner.where)
+    # Stray folders (build/__pycache__/, build/.ipynb_checkpoints/) are no builds; the lock cannot name them.
+    stray = sorted(name for name in variants if not is_variant_name(name))
+    if stray:
+        note(f"{pinner.where}: ignored {', '.join(f'{BUILD_DIR}/{name}/' for name in stray)} (not variant names)")
+        variants = {name: files for name, files in variants.items() if name not in stray}
     if not variants:
         raise KernelpinError(
             f"{pinner.where}: no build/<variant>/ directories; this revision has no kernel builds"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 
-from testkit.fake_kernel import publish
+from testkit.fake_kernel import CPU_213, kernel_files, publish
 
 from kernelpin import lockfile
 
@@ -223,3 +223,21 @@ def test_integer_requirement_on_a_repository_with_only_major_branches(new_repo, 
     assert status == 1
     assert f"{repo_id}: no version satisfies >=2.0.0, <3.0.0-0 (available: none" in err
     assert "and no branch v2 (branches: main, v1)" in err
+
+
+def test_a_build_directory_the_lock_cannot_name_does_not_make_an_unreadable_lock(new_repo, project, cli, hf_env):
+    # upload_folder skips only .git and .cache: a stray build/__pycache__/ (or build/.ipynb_checkpoints/)
+    # reaches the Hub. The lock reader refuses such variant names, so writing one would leave a lock that
+    # every later command, `kernelpin lock` included, refuses to read.
+    repo_id, repo = new_repo()
+    repo.write({**kernel_files("1.0.0", variants=(CPU_213,)),
+                "build/__pycache__/x.cpython-312.pyc": b"\0", "build/.ipynb_checkpoints/a.py": b""}, clear=True)
+    commit = repo.commit("release with stray directories")
+    repo.tag("v1.0.0")
+    root = project(f'"{repo_id}" = "^1"\n')
+    status, _, err = cli("lock", "-v")
+    assert status == 0, err
+    assert "__pycache__" in err and ".ipynb_checkpoints" in err  # -v says what was left out
+    (kernel,) = lockfile.read(root / "kernelpin.lock").kernels
+    assert (kernel.commit, [v.name for v in kernel.variants]) == (commit, [CPU_213])
+    assert cli("lock")[0] == 0 and cli("sync")[0] == 0
