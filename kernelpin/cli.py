@@ -504,6 +504,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KernelpinError as error:
         ctx.err.print(f"error: {error}", style="red")
         return 1
+    except OSError as error:  # a read-only checkout or Hub cache, a full disk: the path and the cause, no traceback
+        where = f"{error.filename}: " if error.filename else ""
+        ctx.err.print(f"error: {where}{error.strerror or error}; check that path's permissions and free space "
+                      "(the Hub cache is HF_HUB_CACHE or HF_HOME/hub)", style="red")
+        return 1
     except KeyboardInterrupt:
         ctx.err.print("interrupted; files already verified are kept, re-run to finish")
         return 130

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from importlib.metadata import version
 from pathlib import Path
@@ -145,3 +147,36 @@ def test_interrupt_exits_130_and_says_what_is_kept(tmp_path):
             connection.close()
     assert process.returncode == 130
     assert "interrupted; files already verified are kept, re-run to finish" in err
+
+
+def test_a_path_kernelpin_cannot_write_is_an_error_not_a_traceback(img2gray, project, hub, tmp_path):
+    """A read-only checkout (kernelpin.lock cannot be written) and a read-only shared Hub cache (the project's
+    edit lock lives there): each names the path and the cause, exit 1."""
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("needs root and setpriv to run as an unprivileged user (root ignores permissions)")
+    shared = Path(tempfile.mkdtemp(prefix="kernelpin-readonly-"))
+    try:
+        app, cache, home = shared / "app", shared / "cache", shared / "home"
+        for folder in (app, cache, home):
+            folder.mkdir()
+        (app / "pyproject.toml").write_text('[project]\nname = "app"\nversion = "1"\n\n'
+                                            '[tool.kernels.dependencies]\n"acme/img2gray" = "^0.1"\n')
+        subprocess.run(["chmod", "-R", "a+rX,a-w", str(shared)], check=True)
+        subprocess.run(["chmod", "a+w", str(home)], check=True)
+
+        def lock_as_nobody(cache_dir: Path) -> subprocess.CompletedProcess[str]:
+            env = {key: value for key, value in os.environ.items() if not key.startswith(("HF_", "KERNELPIN_"))}
+            env.update(HF_ENDPOINT=hub.endpoint, HF_HUB_CACHE=str(cache_dir), HF_HOME=str(home), HOME=str(home),
+                       PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+            return subprocess.run(
+                ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-m", "kernelpin",
+                 "lock"], cwd=app, env=env, capture_output=True, text=True, timeout=120,
+            )
+
+        for cache_dir, unwritable in ((home / "cache", app), (cache, cache)):
+            done = lock_as_nobody(cache_dir)
+            assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
+            assert "error:" in done.stderr and "Permission denied" in done.stderr and str(unwritable) in done.stderr
+    finally:
+        subprocess.run(["chmod", "-R", "u+w", str(shared)], check=True)
+        shutil.rmtree(shared)
