@@ -8,7 +8,7 @@ import functools
 import hashlib
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ from rich.table import Table
 
 from kernelpin import lockfile
 from kernelpin.errors import KernelpinError
+from kernelpin.integrity import write_atomic
 from kernelpin.layout import BUILD_DIR
 from kernelpin.project import Project, find_project, read_requirements, remove_requirement, set_requirement
 from kernelpin.ranges import Range, RangeError
@@ -75,6 +76,19 @@ class Context:
 
     def lock(self) -> lockfile.Lock | None:
         return lockfile.read(self.project.lockfile)
+
+    def edit_and_relock(self, edit: Callable[[Project], None]) -> tuple[lockfile.Lock, list[str]]:
+        """Change pyproject.toml with `edit`, then re-lock. When locking fails, pyproject.toml is put back
+        byte for byte (as `uv add` does): a requirement that cannot be locked is never left behind."""
+        with self.editing:
+            with open(self.project.pyproject, encoding="utf-8", newline="") as stream:
+                original = stream.read()
+            edit(self.project)
+            try:
+                return self.relock()
+            except BaseException:
+                write_atomic(self.project.pyproject, original)
+                raise
 
     def relock(self, upgrade: set[str] | None = None, upgrade_all: bool = False, dry_run: bool = False) -> tuple[lockfile.Lock, list[str]]:
         """Resolve and (unless dry_run) write the lock; return it with the list of changes."""
@@ -216,9 +230,7 @@ def cmd_add(ctx: Context) -> int:
         Range.parse(range_text)
     except RangeError as error:
         raise KernelpinError(f"{repo_id}: {error}") from None
-    with ctx.editing:
-        set_requirement(ctx.project, repo_id, range_text)
-        new, changed = ctx.relock()
+    new, changed = ctx.edit_and_relock(lambda project: set_requirement(project, repo_id, range_text))
     if ctx.args.json:
         _emit_json({"added": {"repo": repo_id, "requirement": range_text}, "pyproject": str(ctx.project.pyproject),
                     "changes": changed, "kernels": [_kernel_json(k) for k in new.kernels]})
@@ -231,9 +243,7 @@ def cmd_add(ctx: Context) -> int:
 
 def cmd_remove(ctx: Context) -> int:
     check_repo_id(ctx.args.repo)
-    with ctx.editing:
-        remove_requirement(ctx.project, ctx.args.repo)
-        new, changed = ctx.relock()
+    new, changed = ctx.edit_and_relock(lambda project: remove_requirement(project, ctx.args.repo))
     if ctx.args.json:
         _emit_json({"removed": ctx.args.repo, "pyproject": str(ctx.project.pyproject), "changes": changed,
                     "kernels": [_kernel_json(k) for k in new.kernels]})

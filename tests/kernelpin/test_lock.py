@@ -241,3 +241,17 @@ def test_a_build_directory_the_lock_cannot_name_does_not_make_an_unreadable_lock
     (kernel,) = lockfile.read(root / "kernelpin.lock").kernels
     assert (kernel.commit, [v.name for v in kernel.variants]) == (commit, [CPU_213])
     assert cli("lock")[0] == 0 and cli("sync")[0] == 0
+
+
+def test_add_that_cannot_be_locked_leaves_pyproject_and_lock_as_they_were(img2gray, new_repo, project, cli):
+    repo_id, repo = new_repo()
+    publish(repo, "1.0.0", variants=(CPU_213,))
+    root = project('"acme/img2gray" = "^0.1"  # keep on 0.1\n')
+    assert cli("lock")[0] == 0
+    pyproject, lock = (root / "pyproject.toml").read_text(), (root / "kernelpin.lock").read_text()
+    status, _, err = cli("add", f"{repo_id}@^9")
+    assert status == 1 and "no version satisfies ^9" in err
+    # Not added: a pyproject.toml naming a requirement no lock satisfies would fail every later sync.
+    assert (root / "pyproject.toml").read_text() == pyproject
+    assert (root / "kernelpin.lock").read_text() == lock
+    assert cli("sync", "--locked", "--torch", "2.13")[0] == 0
