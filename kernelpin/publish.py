@@ -23,7 +23,7 @@ from kernelpin.errors import KernelpinError
 from kernelpin.integrity import check_repo_path, sha256_file
 from kernelpin.layout import BUILD_DIR, METADATA
 from kernelpin.metadata import SEMVER_KEY, MetadataError, check_kernels_format, parse_metadata
-from kernelpin.ranges import Version
+from kernelpin.ranges import Version, VersionError
 from kernelpin.source import http_status, repository_refs, translate_errors
 from kernelpin.spec import REPO_TYPES, check_repo_id
 from kernelpin.variant import Variant
@@ -142,8 +142,13 @@ def check_release(root: Path, version: str | None = None) -> Release:
         listing = ", ".join(f"{name}: {release_version(metadata)}" for name, metadata in variants.items())
         raise PublishError(f"{root}: variants of different versions ({listing}); a release has one version")
     (found,) = versions
-    if version is not None and Version.parse(version.removeprefix("v")) != Version.parse(found):
-        raise PublishError(f"{root}: --version {version} but the variants are version {found}")
+    if version is not None:
+        try:
+            wanted = Version.parse(version.removeprefix("v"))
+        except VersionError as error:
+            raise PublishError(f"--version {version}: {error}") from None
+        if wanted != Version.parse(found):
+            raise PublishError(f"{root}: --version {version} but the variants are version {found}")
 
     abi_gate.gate([build], relative_to=root)  # every shared library meets manylinux_2_28 and abi3
     files = tuple(

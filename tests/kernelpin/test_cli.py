@@ -180,3 +180,9 @@ def test_a_path_kernelpin_cannot_write_is_an_error_not_a_traceback(img2gray, pro
     finally:
         subprocess.run(["chmod", "-R", "u+w", str(shared)], check=True)
         shutil.rmtree(shared)
+
+
+def test_publish_with_a_version_that_is_not_one_is_an_error_not_a_traceback(cli, tmp_path):
+    write_variant(tmp_path / "release" / "build" / CPU_213, "1.0.0", CPU_213)
+    status, _, err = cli("publish", str(tmp_path / "release"), "--repo", "acme/x", "--version", "banana", "--dry-run")
+    assert status == 1 and "--version banana" in err and "invalid version 'banana'" in err
