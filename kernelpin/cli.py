@@ -97,7 +97,12 @@ class Context:
 
     def _relock(self, upgrade: set[str], upgrade_all: bool, dry_run: bool) -> tuple[lockfile.Lock, list[str]]:
         requirements = self.requirements()
-        previous = self.lock()
+        try:
+            previous = self.lock()
+        except KernelpinError as error:
+            # A damaged or hand-edited lock: its error says "run `kernelpin lock`", so that has to work.
+            self.err.print(f"warning: {error}; it is regenerated from pyproject.toml", style="yellow")
+            previous = None
         unknown = upgrade - {r.repo_id for r in requirements}
         if unknown:
             raise KernelpinError(

@@ -265,7 +265,11 @@ def read(path: Path) -> Lock | None:
     """The lock at `path`, or None when there is none yet."""
     if not path.is_file():
         return None
-    return parse(path.read_text(encoding="utf-8"), str(path))
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise KernelpinError(f"{path}: not UTF-8 ({error.reason} at byte {error.start}); {_FIX}") from None
+    return parse(text, str(path))
 
 
 def write(path: Path, lock: Lock) -> None:

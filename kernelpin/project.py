@@ -42,6 +42,9 @@ def find_project(start: Path) -> Project:
 def read_document(project: Project) -> tomlkit.TOMLDocument:
     try:
         return tomlkit.parse(project.pyproject.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as error:
+        raise KernelpinError(f"{project.pyproject}: not UTF-8 ({error.reason} at byte {error.start}); "
+                             "TOML files are UTF-8: save it as UTF-8 and retry") from None
     except TOMLKitError as error:
         raise KernelpinError(f"{project.pyproject}: not valid TOML: {error}; fix the file and retry") from None
 

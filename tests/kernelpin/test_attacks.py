@@ -186,6 +186,32 @@ def test_every_lock_field_is_validated(img2gray, project, cli, tmp_path, old, ne
     assert not vendor.exists() and not list(tmp_path.rglob("ESCAPED*"))
 
 
+@pytest.mark.parametrize("damage", [b'sha256 = "zz', b"\xff"], ids=["field", "not-utf8"])
+def test_kernelpin_lock_regenerates_a_lock_it_cannot_read_as_its_error_says(img2gray, project, cli, damage):
+    root = project('"acme/img2gray" = "^0.1"\n')
+    assert cli("lock")[0] == 0
+    good = (root / "kernelpin.lock").read_bytes()
+    (root / "kernelpin.lock").write_bytes(good.replace(b'sha256 = "', damage, 1))
+    status, _, err = cli("sync", "--torch", "2.13")
+    assert status == 1 and "run `kernelpin lock` to regenerate the lock" in err
+    status, _, err = cli("lock")  # what the error says to do: it must not fail on the same lock again
+    assert status == 0, err
+    assert "warning:" in err and "regenerated from pyproject.toml" in err
+    assert (root / "kernelpin.lock").read_bytes() == good
+
+
+@pytest.mark.parametrize("name", ["kernelpin.lock", "pyproject.toml"])
+def test_a_lock_or_pyproject_that_is_not_utf8_is_an_error_not_a_traceback(img2gray, project, cli, name):
+    root = project('"acme/img2gray" = "^0.1"\n')
+    assert cli("lock")[0] == 0
+    (root / name).write_bytes((root / name).read_bytes() + b"# \xff\xfe latin-1 from an editor\n")
+    status, _, err = cli("lock", "--check")
+    assert status == 1 and f"{root / name}: not UTF-8" in err
+    if name == "kernelpin.lock":
+        with pytest.raises(KernelpinError, match="not UTF-8"):
+            kernelpin.load("acme/img2gray", lock=root)
+
+
 # --- 4-6. nothing hangs, nothing sticks, errors say what happened --------------------------------
 
 
