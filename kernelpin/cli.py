@@ -322,7 +322,7 @@ def cmd_verify(ctx: Context) -> int:
     for kernel in locked.kernels:
         for variant in kernel.variants:
             for locked_file in variant.files:
-                # Locking caches every variant's metadata.json, so presence is judged file by file.
+                # Sync installs one variant (lock downloads only files without a digest): judged file by file.
                 path = installer.present(kernel, f"{BUILD_DIR}/{variant.name}/{locked_file.path}")
                 if path is None:
                     continue
