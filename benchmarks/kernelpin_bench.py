@@ -113,7 +113,8 @@ def main() -> None:
     parser.add_argument("--lock-only", action="store_true", help="lock and its floor only; print, write nothing")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="kernelpin-bench-"))
-    server = HubServer(work / "hub")
+    # acme is a trusted publisher on the test Hub (its organization overview says so), as `kernels lock` checks.
+    server = HubServer(work / "hub", trusted_publishers=("acme",))
     repo_ids = [f"acme/bench-{i:02d}" for i in range(args.kernels)]
     for repo_id in repo_ids:
         repo = server.repo(repo_id, repo_type="kernel")
@@ -217,29 +218,31 @@ def main() -> None:
 
     # The `kernels` package on the same server and repositories, as subprocesses (and kernelpin likewise).
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    # kernels 0.17.2 with HF_HUB_DISABLE_TELEMETRY=1 sends a user agent ending in "; ", which httpx rejects.
+    kernels_env = {key: value for key, value in env.items() if key != "HF_HUB_DISABLE_TELEMETRY"}
     kernels_cli = str(Path(sys.executable).with_name("kernels"))
     comparison: dict[str, object] = {}
     cold()
-    elapsed, status, tail = timed_subprocess([kernels_cli, "lock", str(project)], env, project)
+    elapsed, status, tail = timed_subprocess([kernels_cli, "lock", str(project)], kernels_env, project)
     comparison["kernels_lock"] = {"seconds": elapsed, "exit": status, "last_line": tail}
     cold()
     elapsed, status, tail = timed_subprocess([sys.executable, "-m", "kernelpin", "lock"], env, project)
     comparison["kernelpin_lock_subprocess"] = {"seconds": elapsed, "exit": status}
-    # kernels download from a kernels.lock with the commits kernelpin resolved (its lock cannot be made here
-    # if `kernels lock` failed).
-    from kernels._rust import KernelDependency, KernelLock, KernelLocks, KernelVersion
+    if comparison["kernels_lock"]["exit"] != 0:
+        # kernels download from a kernels.lock with the commits kernelpin resolved.
+        from kernels._rust import KernelDependency, KernelLock, KernelLocks, KernelVersion
 
-    locks = KernelLocks(locks={KernelDependency(repo_id=k.repo_id, version=KernelVersion.Version(1)):
-                               KernelLock(commit=k.commit) for k in lockfile.read(lock_path).kernels})
-    (project / "kernels.lock").write_text(locks.to_json())
+        locks = KernelLocks(locks={KernelDependency(repo_id=k.repo_id, version=KernelVersion.Version(1)):
+                                   KernelLock(commit=k.commit) for k in lockfile.read(lock_path).kernels})
+        (project / "kernels.lock").write_text(locks.to_json())
     shutil.rmtree(cache, ignore_errors=True)
-    elapsed, status, tail = timed_subprocess([kernels_cli, "download", str(project)], env, project)
+    elapsed, status, tail = timed_subprocess([kernels_cli, "download", str(project)], kernels_env, project)
     comparison["kernels_download"] = {"seconds": elapsed, "exit": status, "last_line": tail}
     shutil.rmtree(cache, ignore_errors=True)
     elapsed, status, tail = timed_subprocess(
         [sys.executable, "-m", "kernelpin", "sync", "--frozen", "--torch", "2.13"], env, project)
     comparison["kernelpin_sync_subprocess"] = {"seconds": elapsed, "exit": status}
-    elapsed, status, tail = timed_subprocess([kernels_cli, "download", str(project)], env, project)
+    elapsed, status, tail = timed_subprocess([kernels_cli, "download", str(project)], kernels_env, project)
     comparison["kernels_download_noop"] = {"seconds": elapsed, "exit": status, "last_line": tail}
     elapsed, status, tail = timed_subprocess(
         [sys.executable, "-m", "kernelpin", "sync", "--frozen", "--torch", "2.13"], env, project)
@@ -265,6 +268,11 @@ def render_markdown(r: dict) -> str:
 
     def outcome(entry: dict) -> str:
         return f"{entry['seconds']:.2f} s" if entry["exit"] == 0 else f"fails: `{entry['last_line']}`"
+
+    def ratio(theirs: dict, ours: dict) -> str:
+        if theirs["exit"] != 0 or ours["exit"] != 0:
+            return "-"
+        return f"{theirs['seconds'] / ours['seconds']:.2f}x"
 
     return f"""# kernelpin benchmark
 
@@ -295,18 +303,17 @@ order (each needs the answer before it), in rounds alternating with the lock.
 
 Requirement `= 1` (branch `v1`, the only form `kernels` accepts), repositories of type `kernel`.
 
-| operation | kernels | kernelpin |
-|---|---|---|
-| lock | {outcome(c['kernels_lock'])} | {outcome(c['kernelpin_lock_subprocess'])} |
-| download / sync, cold | {outcome(c['kernels_download'])} | {outcome(c['kernelpin_sync_subprocess'])} |
-| download / sync, no-op | {outcome(c['kernels_download_noop'])} | {outcome(c['kernelpin_sync_noop_subprocess'])} |
+| operation | kernels | kernelpin | kernels' time / kernelpin's |
+|---|---|---|---|
+| lock | {outcome(c['kernels_lock'])} | {outcome(c['kernelpin_lock_subprocess'])} | {ratio(c['kernels_lock'], c['kernelpin_lock_subprocess'])} |
+| download / sync, cold | {outcome(c['kernels_download'])} | {outcome(c['kernelpin_sync_subprocess'])} | {ratio(c['kernels_download'], c['kernelpin_sync_subprocess'])} |
+| download / sync, no-op | {outcome(c['kernels_download_noop'])} | {outcome(c['kernelpin_sync_noop_subprocess'])} | {ratio(c['kernels_download_noop'], c['kernelpin_sync_noop_subprocess'])} |
 
-Why `kernels` cannot be timed here: `kernels lock` first checks that the publisher organisation is a
-"trusted kernel publisher" through `HfApi.get_organization_overview`, an endpoint olah does not serve, and
-`kernels lock` has no option to skip it. `kernels download` (given a `kernels.lock` written with the commits
-kernelpin resolved) sends the user agent `kernels/<v>; hf_hub/<v>; python/<v>; ` whose trailing `; ` httpx2
-(huggingface_hub 2.4's HTTP client) rejects as an illegal header value before any request leaves the
-process. Even where it works, its lock pins only a commit per kernel: no requirement, no per-file hashes.
+Each command is one process, start-up included. The test Hub answers `kernels lock`'s trusted-publisher
+check (the organization overview) for `acme`; `kernels` runs without HF_HUB_DISABLE_TELEMETRY, with which
+0.17.2 sends a user agent that httpx rejects. What each lock holds differs: `kernels.lock` pins a commit and
+a hash per variant directory; `kernelpin.lock` keeps the requirement, the resolved version and ref, and the
+size and sha256 of every file, and `sync` verifies each file against it (a no-op sync re-hashes them all).
 """
 
 
