@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -13,6 +14,9 @@ from pathlib import Path, PurePosixPath
 from kernelpin.errors import IntegrityError, KernelpinError
 
 _CHUNK = 1 << 20
+GIT_OBJECT_ID_RE = re.compile(r"^[0-9a-f]{40}$")  # a commit or blob id (SHA-1), as the Hub and locks write it
+SHA256_HEX_RE = re.compile(r"^[0-9a-f]{64}$")
+MAX_FILE_SIZE = 1 << 40  # 1 TiB: larger sizes are typos or attacks, not kernels
 
 
 def sha256_file(path: Path) -> str:
@@ -70,7 +74,12 @@ def discard_file(path: Path, blobs: Path | None = None) -> None:
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Write a text file so that readers see either the old or the new content, never a mix."""
+    """Write a text file so that readers see either the old or the new content, never a mix.
+
+    A symbolic link (a pyproject.toml shared between checkouts, say) stays a link: its target is replaced.
+    """
+    if path.is_symlink():
+        path = Path(os.path.realpath(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kernelpin.errors import KernelpinError
-from kernelpin.integrity import check_repo_path
+from kernelpin.integrity import SHA256_HEX_RE, check_repo_path
 from kernelpin.ranges import Version, VersionError
 from kernelpin.variant import is_arch
 
@@ -31,8 +31,7 @@ DIGEST_ALGORITHM = "sha256"
 SEMVER_KEY = "semver"
 MAX_METADATA_SIZE = 1 << 20  # 1 MiB: real ones are a few KiB; checked against the listing before downloading
 _REQUIRED = ("id", "name", "version", "license", "python-depends", "backend")
-_HEX_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
-_BACKEND_RE = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+BACKEND_NAME_RE = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")  # cpu, cuda, rocm, xpu, metal, ...
 
 
 class MetadataError(KernelpinError):
@@ -156,7 +155,7 @@ def parse_metadata(content: bytes | str, where: str) -> BuildMetadata:
         digests[path] = _digest(path, value, legacy, broken)
     backend = _optional(document, "backend", dict, broken) or {}
     backend_type = _optional(backend, "type", str, broken, "backend.")
-    if backend_type is not None and not _BACKEND_RE.match(backend_type):
+    if backend_type is not None and not BACKEND_NAME_RE.match(backend_type):
         raise broken(f"backend.type {backend_type[:40]!r} is not a backend name such as cpu or cuda")
     archs = _optional(backend, "archs", list, broken, "backend.")
     if archs is not None and not all(isinstance(arch, str) and is_arch(arch) for arch in archs):
@@ -213,7 +212,7 @@ def _semver(value: Any, key: str, broken: Callable[[str], MetadataError]) -> Ver
 
 def _digest(path: str, value: Any, legacy: bool, broken: Callable[[str], MetadataError]) -> str:
     if legacy:
-        if not isinstance(value, str) or not _HEX_SHA256_RE.match(value.lower()):
+        if not isinstance(value, str) or not SHA256_HEX_RE.match(value.lower()):
             raise broken(f"digest.files[{path[:80]!r}] is not a sha256 of 64 hex digits")
         return value.lower()
     try:

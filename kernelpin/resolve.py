@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from kernelpin.errors import KernelpinError
-from kernelpin.integrity import check_repo_path, discard_file, git_blob_sha1
+from kernelpin.integrity import GIT_OBJECT_ID_RE, check_repo_path, discard_file, git_blob_sha1
 from kernelpin.layout import BUILD_DIR, METADATA
 from kernelpin.lockfile import Lock, LockedFile, LockedKernel, LockedVariant, is_variant_name, why_stale
 from kernelpin.metadata import check_size as check_metadata_size
@@ -19,7 +18,6 @@ from kernelpin.ranges import Version
 from kernelpin.source import HubSource, Refs, RemoteFile
 from kernelpin.spec import Requirement
 
-_COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
 
 
 @dataclass(frozen=True)
@@ -80,7 +78,7 @@ def pick_revision(requirement: Requirement, refs: Refs) -> Pick:
     if revision in refs.branches:
         commit = refs.branches[revision]
         return Pick(commit, f"refs/heads/{revision}", _version_at(commit, refs.tags, versions))
-    if _COMMIT_RE.match(revision):
+    if GIT_OBJECT_ID_RE.match(revision):
         return Pick(revision, None, _version_at(revision, refs.tags, versions))
     raise KernelpinError(
         f"{repo_id}: revision {revision!r} is neither a tag nor a branch nor a full 40-character commit sha "

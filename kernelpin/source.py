@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kernelpin.errors import KernelpinError
+from kernelpin.integrity import GIT_OBJECT_ID_RE, MAX_FILE_SIZE, SHA256_HEX_RE
 from kernelpin.spec import REPO_TYPES
 
 if TYPE_CHECKING:
@@ -64,6 +65,23 @@ class RemoteFile:
     size: int
     blob_id: str | None  # git SHA-1 of the blob (of the LFS pointer for LFS files)
     lfs_sha256: str | None
+
+
+def remote_file(path: str, size: object, blob_id: object, lfs_sha256: object, where: str) -> RemoteFile:
+    """A file of a repository listing, its fields checked: they end up in the lock, which refuses bad ones."""
+    problem = None
+    if not isinstance(size, int) or isinstance(size, bool) or not 0 <= size <= MAX_FILE_SIZE:
+        problem = f"size {str(size)[:20]} is not between 0 and {MAX_FILE_SIZE}"
+    elif blob_id is not None and not (isinstance(blob_id, str) and GIT_OBJECT_ID_RE.match(blob_id)):
+        problem = f"git blob id {str(blob_id)[:50]!r} is not 40 lowercase hex digits"
+    elif lfs_sha256 is not None and not (isinstance(lfs_sha256, str) and SHA256_HEX_RE.match(lfs_sha256)):
+        problem = f"LFS sha256 {str(lfs_sha256)[:70]!r} is not 64 lowercase hex digits"
+    if problem:
+        raise KernelpinError(
+            f"{where}: the repository listing gives {str(path)[:200]!r} a {problem}; "
+            "the server is broken or hostile: do not use this revision"
+        )
+    return RemoteFile(path, size, blob_id, lfs_sha256)
 
 
 @dataclass(frozen=True)
@@ -121,13 +139,9 @@ class HubSource:
 
         with translate_errors(f"listing files of {repo_id} at {commit[:12]}", self.settings.endpoint, repo_id):
             entries = list(self.api.list_repo_tree(repo_id, recursive=True, revision=commit, repo_type=repo_type))
+        where = f"{repo_id} at {commit[:12]}"
         return [
-            RemoteFile(
-                path=entry.path,
-                size=entry.size,
-                blob_id=entry.blob_id,
-                lfs_sha256=entry.lfs.sha256 if entry.lfs else None,
-            )
+            remote_file(entry.path, entry.size, entry.blob_id, entry.lfs.sha256 if entry.lfs else None, where)
             for entry in entries
             if isinstance(entry, RepoFile)
         ]

@@ -19,7 +19,9 @@ import pytest
 import kernelpin
 from kernelpin import lockfile
 from kernelpin.errors import IntegrityError, KernelpinError
+from kernelpin.integrity import write_atomic
 from kernelpin.runtime import module_name
+from kernelpin.source import remote_file
 from kernelpin.sync import Installer
 from testkit.fake_kernel import CPU_213, kernel_files, publish, variant_files
 from testkit.faulty_hub import SilentServer, StatusServer
@@ -427,3 +429,40 @@ def test_a_moved_tag_is_reported_loudly(new_repo, project, cli):
     assert status == 0, err
     assert (f"warning: {repo_id}: version 1.0.0 now points at another commit ({first[:12]} -> {second[:12]}): "
             "the publisher moved its tag") in err
+
+
+@pytest.mark.parametrize(
+    ("size", "blob_id", "lfs_sha256", "problem"),
+    [
+        (1 << 41, None, None, "size 2199023255552 is not between 0"),
+        (-1, None, None, "size -1 is not between 0"),
+        (10, "../../x", None, "git blob id '../../x' is not 40 lowercase hex digits"),
+        (10, None, "ZZ" * 32, "LFS sha256 'ZZZZ"),
+        (10, None, "A" * 64, "is not 64 lowercase hex digits"),
+    ],
+    ids=["huge-size", "negative-size", "bad-blob-id", "junk-lfs-sha256", "uppercase-lfs-sha256"],
+)
+def test_a_listing_with_fields_the_lock_would_refuse_is_refused_when_read(size, blob_id, lfs_sha256, problem):
+    # Failed before: these values went into kernelpin.lock unchecked, and every later command refused the lock.
+    with pytest.raises(KernelpinError) as refused:
+        remote_file("build/v/_ops.so", size, blob_id, lfs_sha256, "acme/x at 0123456789ab")
+    message = str(refused.value)
+    assert problem in message and "acme/x at 0123456789ab" in message and "do not use this revision" in message
+
+
+def test_a_well_formed_listing_entry_is_kept_as_given():
+    entry = remote_file("build/v/_ops.so", 10, "a" * 40, "b" * 64, "acme/x at 0123456789ab")
+    assert (entry.path, entry.size, entry.blob_id, entry.lfs_sha256) == ("build/v/_ops.so", 10, "a" * 40, "b" * 64)
+
+
+def test_an_edited_pyproject_that_is_a_link_stays_a_link(tmp_path):
+    # Failed before: the atomic rename replaced the link by a plain file and left its target unchanged.
+    shared = tmp_path / "shared" / "pyproject.toml"
+    shared.parent.mkdir()
+    shared.write_text("[project]\n")
+    link = tmp_path / "app" / "pyproject.toml"
+    link.parent.mkdir()
+    link.symlink_to(shared)
+    write_atomic(link, "[project]\nname = 'app'\n")
+    assert link.is_symlink() and link.resolve() == shared.resolve()
+    assert shared.read_text() == "[project]\nname = 'app'\n"
