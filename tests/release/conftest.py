@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,7 +15,6 @@ from testkit.hub import HubServer
 from testkit.releasing import (
     BUILT_VERSIONS,
     REPO_ID,
-    ROOT,
     VERSIONS,
     Released,
     build_command,
@@ -28,33 +26,30 @@ from tools.build_config import BuildConfig
 
 
 @pytest.fixture(scope="session")
-def builds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """version -> build. The checkout's own version comes from the conda package (the bits `pixi add`
-    installs); v0.2.0 is a build_op build of a copy of the sources with the version bumped; both compile at
-    once (one job each). The prerelease is a fake kernel: it only has to be skipped."""
+def builds(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> dict[str, Path]:
+    """version -> build. The checkout's own version comes from the session's offline conda package (the bits
+    `pixi add` installs; the conda tests use the same build); the others are build_op builds of a copy of the
+    sources with the version bumped, compiled (one job each) while the conda package builds. The prerelease is
+    a fake kernel: it only has to be skipped."""
     root = tmp_path_factory.mktemp("builds")
     own_version = BuildConfig.load().version
     env = {**os.environ, "MAX_JOBS": "1"}
     jobs: dict[str, tuple[subprocess.Popen, Path, Path]] = {}
     for version in BUILT_VERSIONS:
-        log = root / f"build-{version}.log"
         if version == own_version:
-            out = root / "conda-channel"
-            command = [sys.executable, "-m", "tools.conda.build", "--offline", "--variant", "cpu", "--output-dir", str(out)]
-            sources = ROOT
-        else:
-            sources = ROOT if version == own_version else source_tree(version, root / f"sources-{version}")
-            out = root / version / "img2gray"
-            command = build_command(out, root / "objects")
+            continue
+        log = root / f"build-{version}.log"
+        out = root / version / "img2gray"
         with open(log, "w") as stream:
-            jobs[version] = (subprocess.Popen(command, cwd=sources, stdout=stream, stderr=subprocess.STDOUT, env=env),
-                             out, log)
+            jobs[version] = (subprocess.Popen(build_command(out, root / "objects"), cwd=source_tree(
+                version, root / f"sources-{version}"), stdout=stream, stderr=subprocess.STDOUT, env=env), out, log)
+    built = {own_version: request.getfixturevalue("offline_build").channel_dir}  # while those compile
     failed = [f"{version}: exit {process.wait()}, see {log}:\n{log.read_text()[-3000:]}"
               for version, (process, _, log) in jobs.items() if process.wait() != 0]
     if failed:
         raise RuntimeError("builds failed:\n" + "\n".join(failed))
     prerelease = VERSIONS[-1]
-    return {**{version: out for version, (_, out, _) in jobs.items()},
+    return {**built, **{version: out for version, (_, out, _) in jobs.items()},
             prerelease: write_variant(root / prerelease / "img2gray", prerelease, "torch213-cxx11-cpu-x86_64-linux")}
 
 

@@ -1,4 +1,5 @@
-"""One real offline build per test session: stand-in channel + the CPU variant of recipe/, built and tested."""
+"""One real offline conda build per test session (stand-in channel + the CPU variant of recipe/, built and tested),
+shared by the conda tests and the release tests (which release the checkout's own version from it)."""
 
 from __future__ import annotations
 
