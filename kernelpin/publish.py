@@ -14,6 +14,7 @@ refused before anything is uploaded. The branch `v<major>` follows the newest re
 
 from __future__ import annotations
 
+import glob
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -208,6 +209,12 @@ def _refuse_existing(release: Release, repo_id: str, commit: str | None) -> TagE
     )
 
 
+def upload_patterns(release: Release) -> list[str]:
+    """The release's files as upload_folder patterns: each matches exactly its own path (upload patterns are
+    fnmatch globs, so a `[`, `*` or `?` in a file name is escaped)."""
+    return [glob.escape(f.path) for f in release.files]
+
+
 def publish(api: HfApi, release: Release, repo_id: str, repo_type: str | None = None) -> Published:
     """Upload `release` in one commit ("Release vX"), tag that commit `vX` and move the branch
     `v<major>` to it when plan_major_branch says so.
@@ -231,7 +238,7 @@ def publish(api: HfApi, release: Release, repo_id: str, repo_type: str | None = 
                 api.create_repo(repo_id, repo_type=repo_type, exist_ok=True)
             commit = api.upload_folder(
                 repo_id=repo_id, repo_type=repo_type, folder_path=release.root, commit_message=message,
-                allow_patterns=[f.path for f in release.files], delete_patterns=[f"{BUILD_DIR}/**"],
+                allow_patterns=upload_patterns(release), delete_patterns=[f"{BUILD_DIR}/**"],
             )
     except KernelpinError as error:
         status = http_status(error.__cause__) if isinstance(error.__cause__, HfHubHTTPError) else None

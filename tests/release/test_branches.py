@@ -12,8 +12,9 @@ from types import SimpleNamespace
 
 import pytest
 from huggingface_hub import HfApi
+from huggingface_hub.utils import filter_repo_objects
 
-from kernelpin.publish import BranchPlan, check_release, plan_major_branch, publish
+from kernelpin.publish import BranchPlan, check_release, plan_major_branch, publish, upload_patterns
 from kernelpin.ranges import Version
 from testkit.fake_kernel import write_variant
 from testkit.hub import HubServer
@@ -104,3 +105,15 @@ def test_publish_moves_the_branch_after_tagging(tmp_path, version, branches, exp
     published = publish(hub, check_release(staged), "acme/lines")
     assert hub.calls == [("upload_folder", "kernel"), ("create_tag", f"v{version}", C), *expected]
     assert published.branch.move is bool(expected)
+
+
+def test_upload_patterns_match_every_file_of_the_release_and_nothing_else(tmp_path):
+    # upload_folder's allow_patterns are fnmatch globs: a file named a[1].bin was not uploaded before,
+    # and the tag would have lacked it.
+    variant = write_variant(tmp_path / "b", "1.0.0", CPU, extra={"table[1].bin": b"x", "star*.bin": b"y"})
+    release = check_release(stage([variant], tmp_path / "s", "acme/lines"))
+    paths = [f.path for f in release.files]
+    assert "build/torch213-cxx11-cpu-x86_64-linux/table[1].bin" in paths
+    assert list(filter_repo_objects(paths, allow_patterns=upload_patterns(release))) == paths
+    assert list(filter_repo_objects(["build/torch213-cxx11-cpu-x86_64-linux/stars.bin"],
+                                    allow_patterns=upload_patterns(release))) == []
