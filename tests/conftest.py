@@ -20,3 +20,15 @@ def offline_build(tmp_path_factory: pytest.TempPathFactory) -> OfflineBuild:
     assert len(packages) == 1, packages
     # The stand-in channel the build resolved against stays in place and serves consumer installs.
     return OfflineBuild(machine, channel_dir, standins_dir.resolve().as_uri(), packages[0])
+
+
+# Tests that share a session's heavy builds run on one pytest-xdist worker (`--dist loadgroup`), so that each
+# build happens once: the offline conda package (conda and release tests), the op build (op tests).
+_BUILD_GROUPS = {"conda": "conda-builds", "release": "conda-builds", "op": "op-build"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        group = _BUILD_GROUPS.get(item.path.parent.name)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
