@@ -2,9 +2,23 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def fresh_interpreter(code: str) -> tuple[str, set[str]]:
+    """Run `code` in a fresh interpreter, in the working directory, with this checkout first on its path:
+    (what it printed, the names of every module loaded by then)."""
+    script = f"{code}\nimport sys\nprint('\\nMODULES', *sys.modules)"
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    assert done.returncode == 0, done.stderr
+    output, _, modules = done.stdout.rpartition("\nMODULES ")
+    return output, set(modules.split())
 
 
 def snapshot_dir(cache: Path, repo_id: str, commit: str, repo_type: str = "model") -> Path:

@@ -14,6 +14,7 @@ from kernelpin.errors import KernelpinError
 from kernelpin.metadata import MetadataError, check_kernels_format, parse_metadata, sha256_base64
 from testkit.fake_kernel import CPU_213, sha256, variant_files, write_variant
 from testkit.releasing import ROOT, run
+from tests.kernelpin.helpers import fresh_interpreter
 
 CUDA = "torch213-cxx11-cu130-x86_64-linux"
 
@@ -113,6 +114,5 @@ def test_lock_and_sync_read_older_and_foreign_metadata(new_repo, project, cli, f
 def test_kernelpin_needs_none_of_the_kernels_packages_to_run():
     """kernels-data and kernel-abi-check are used by tests (and the ABI gate when a release has libraries);
     kernelpin itself, load path and CLI, imports neither them nor `kernels`."""
-    code = ("import sys, kernelpin, kernelpin.runtime, kernelpin.cli, kernelpin.publish, kernelpin.metadata; "
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('kernels', 'kernels_data', 'kernel_abi_check')))")
-    assert run([sys.executable, "-c", code], cwd=ROOT).stdout.strip() == "[]"
+    _, loaded = fresh_interpreter("import kernelpin, kernelpin.runtime, kernelpin.cli, kernelpin.publish, kernelpin.metadata")
+    assert {name.split(".")[0] for name in loaded} & {"kernels", "kernels_data", "kernel_abi_check"} == set()

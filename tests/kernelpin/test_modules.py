@@ -4,20 +4,15 @@ reaches into another's private names."""
 from __future__ import annotations
 
 import ast
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.kernelpin.helpers import fresh_interpreter
+
 PACKAGE = Path(__file__).resolve().parents[2] / "kernelpin"
 
 
-def _loaded_after(statement: str) -> set[str]:
-    """The kernelpin modules a fresh interpreter has loaded after `statement`."""
-    code = f"import sys\n{statement}\nprint(' '.join(m for m in sys.modules if m.startswith('kernelpin')))"
-    done = subprocess.run([sys.executable, "-c", code], cwd=PACKAGE.parent, capture_output=True, text=True, check=True)
-    return set(done.stdout.split())
 
 
 @pytest.mark.parametrize(("statement", "absent"), [
@@ -28,7 +23,7 @@ def _loaded_after(statement: str) -> set[str]:
     ("import kernelpin.publish", {"kernelpin.resolve", "kernelpin.project", "kernelpin.sync"}),
 ])
 def test_modules_load_only_what_they_use(statement: str, absent: set[str]) -> None:
-    loaded = _loaded_after(statement)
+    loaded = {name for name in fresh_interpreter(statement)[1] if name.startswith("kernelpin")}
     assert "kernelpin.layout" in loaded
     assert loaded & absent == set()
 
