@@ -138,16 +138,16 @@ def cmd_lock(ctx: Context) -> int:
     if args.json:
         _emit_json({"changes": changed, "written": not args.dry_run and bool(changed), "kernels": [_kernel_json(k) for k in new.kernels]})
         return 0
-    verb = "Would change" if args.dry_run else "Locked"
-    for line in changed:
-        ctx.out.print(f"{verb}: {line}")
-    _warn_moved_tags(ctx, changed)
+    _report_changes(ctx, changed, ctx.out.print, "Would change" if args.dry_run else "Locked")
     if not changed:
         ctx.out.print(f"{ctx.project.lockfile.name} is up to date ({len(new.kernels)} kernels)")
     return 0
 
 
-def _warn_moved_tags(ctx: Context, changed: list[str]) -> None:
+def _report_changes(ctx: Context, changed: list[str], say: Callable[[str], None], verb: str = "Locked") -> None:
+    """Each change of the lock, then a warning for each release tag that now names another commit."""
+    for line in changed:
+        say(f"{verb}: {line}")
     for line in changed:
         if line.startswith("!"):
             ctx.err.print(f"warning: {line[2:]}", style="bold yellow")
@@ -174,9 +174,7 @@ def _locked_for_sync(ctx: Context) -> lockfile.Lock:
             + "\n  ".join(reasons) + "\nRun `kernelpin lock` and commit the result."
         )
     new, changed = ctx.relock()
-    for line in changed:
-        ctx.progress(f"Locked: {line}")
-    _warn_moved_tags(ctx, changed)
+    _report_changes(ctx, changed, ctx.progress)
     return new
 
 
@@ -241,8 +239,7 @@ def cmd_add(ctx: Context) -> int:
                     "changes": changed, "kernels": [_kernel_json(k) for k in new.kernels]})
         return 0
     ctx.out.print(f"Added {repo_id} = \"{range_text}\" to {ctx.project.pyproject.name}")
-    for line in changed:
-        ctx.out.print(f"Locked: {line}")
+    _report_changes(ctx, changed, ctx.out.print)
     return 0
 
 
@@ -254,8 +251,7 @@ def cmd_remove(ctx: Context) -> int:
                     "kernels": [_kernel_json(k) for k in new.kernels]})
         return 0
     ctx.out.print(f"Removed {ctx.args.repo} from {ctx.project.pyproject.name}")
-    for line in changed:
-        ctx.out.print(f"Locked: {line}")
+    _report_changes(ctx, changed, ctx.out.print)
     return 0
 
 
