@@ -3,11 +3,27 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
+# Runs a command as the unprivileged user nobody: root ignores permission bits, so read-only tests need it.
+AS_NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+
+def require_nobody() -> None:
+    """Skip unless this test process can run this checkout's kernelpin as the user nobody."""
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("needs root and setpriv to run as an unprivileged user (root ignores permissions)")
+    probe = subprocess.run([*AS_NOBODY, sys.executable, "-c", "import kernelpin, huggingface_hub"],
+                           env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip(f"the user nobody cannot read this checkout or its Python environment ({REPO_ROOT}, "
+                    f"{sys.prefix}): {probe.stderr.strip().splitlines()[-1][:200]}")
 
 
 def fresh_interpreter(code: str) -> tuple[str, set[str]]:

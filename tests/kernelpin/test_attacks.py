@@ -25,7 +25,7 @@ from kernelpin.source import remote_file
 from kernelpin.sync import Installer
 from testkit.fake_kernel import CPU_213, kernel_files, publish, variant_files
 from testkit.faulty_hub import SilentServer, StatusServer
-from tests.kernelpin.helpers import REPO_ROOT, snapshot_dir, snapshot_files
+from tests.kernelpin.helpers import AS_NOBODY, REPO_ROOT, require_nobody, snapshot_dir, snapshot_files
 
 
 def locked_kernel(root: Path) -> lockfile.LockedKernel:
@@ -297,8 +297,7 @@ def test_server_errors_and_missing_revisions_are_named(img2gray, project, cli, n
 
 
 def test_load_from_a_read_only_target_and_cache_as_another_user(img2gray, project, cli, hf_env, tmp_path):
-    if os.geteuid() != 0 or not shutil.which("setpriv"):
-        pytest.skip("needs root and setpriv to run the load as an unprivileged user (root ignores permissions)")
+    require_nobody()
     root = project('"acme/img2gray" = "^0.1"\n')
     assert cli("sync", "--target", str(tmp_path / "vendor"), "--torch", "2.13")[0] == 0
     assert cli("sync", "--torch", "2.13")[0] == 0
@@ -318,8 +317,7 @@ def test_load_from_a_read_only_target_and_cache_as_another_user(img2gray, projec
         env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(shared / "cache"),
                "HF_HOME": str(shared / "hf-home"), "HOME": str(shared)}
         done = subprocess.run(
-            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c", script,
-             str(shared), str(shared / "vendor")],
+            [*AS_NOBODY, sys.executable, "-c", script, str(shared), str(shared / "vendor")],
             env=env, capture_output=True, text=True, timeout=120,
         )
         assert done.returncode == 0, done.stderr[-2000:]

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from testkit.fake_kernel import CPU_213, write_variant
+from tests.kernelpin.helpers import AS_NOBODY, require_nobody
 
 from kernelpin import lockfile
 from kernelpin.cli import main
@@ -152,8 +153,7 @@ def test_interrupt_exits_130_and_says_what_is_kept(tmp_path):
 def test_a_path_kernelpin_cannot_write_is_an_error_not_a_traceback(img2gray, project, hub, tmp_path):
     """A read-only checkout (kernelpin.lock cannot be written) and a read-only shared Hub cache (the project's
     edit lock lives there): each names the path and the cause, exit 1."""
-    if os.geteuid() != 0 or not shutil.which("setpriv"):
-        pytest.skip("needs root and setpriv to run as an unprivileged user (root ignores permissions)")
+    require_nobody()
     shared = Path(tempfile.mkdtemp(prefix="kernelpin-readonly-"))
     try:
         app, cache, home = shared / "app", shared / "cache", shared / "home"
@@ -169,8 +169,7 @@ def test_a_path_kernelpin_cannot_write_is_an_error_not_a_traceback(img2gray, pro
             env.update(HF_ENDPOINT=hub.endpoint, HF_HUB_CACHE=str(cache_dir), HF_HOME=str(home), HOME=str(home),
                        PYTHONPATH=str(Path(__file__).resolve().parents[2]))
             return subprocess.run(
-                ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-m", "kernelpin",
-                 "lock"], cwd=app, env=env, capture_output=True, text=True, timeout=120,
+                [*AS_NOBODY, sys.executable, "-m", "kernelpin", "lock"], cwd=app, env=env, capture_output=True, text=True, timeout=120,
             )
 
         for cache_dir, unwritable in ((home / "cache", app), (cache, cache)):
