@@ -92,6 +92,8 @@ def gpu_cases(quick: bool):
     return cases
 
 
+NEW_OUTPUT = "img2gray (new output)"
+
 # Every case rotates over input sets of at least this many bytes in all (the H200's L2 is 60 MB), so that
 # no timed call finds its input in L2.
 ROTATION_BYTES = 512 << 20
@@ -130,6 +132,11 @@ def bench_gpu(img2gray, quick: bool, with_peers: bool = True) -> list[dict]:
         row = {"case": name, "bytes_moved": moved, "copy_ms": copy_ms, "results": {}}
         ours = gpu_median_ms(lambda i: img2gray.img2gray(inputs[i], dim=dim, out=outputs[i]), sets, repeats)
         row["results"]["img2gray"] = ours
+        # Called the way the peers are called: a new output per call. The caching allocator hands every call
+        # the block the previous call freed, so an output that fits in L2 is overwritten there and never
+        # reaches DRAM (out= above writes a fresh buffer each call, as the copy does). Peers are compared
+        # with this row: same calling convention, same cache effects.
+        row["results"][NEW_OUTPUT] = gpu_median_ms(lambda i: img2gray.img2gray(inputs[i], dim=dim), sets, repeats)
         expected = eager_expression(probe, dim).unsqueeze(dim)
         got = img2gray.img2gray(probe, dim=dim)
         tolerance = 1 if dtype == torch.uint8 else (1e-2 if dtype in (torch.float16, torch.bfloat16) else 1e-5)
@@ -256,13 +263,15 @@ def print_table(rows: list[dict], device: str) -> None:
             continue
         print(f"\n{row['case']}: copy of the same bytes {row['copy_ms']:.3f} ms "
               f"({row['bytes_moved'] / row['copy_ms'] / 1e6:.0f} GB/s)")
-        ours = row["results"]["img2gray"]
+        # Peers against img2gray called as they are (a new output per call), where that row exists.
+        ours = row["results"].get(NEW_OUTPUT) or row["results"]["img2gray"]
         for peer, ms in row["results"].items():
             if ms is None:
                 print(f"  {peer:<30} failed")
                 continue
+            versus = "" if peer.startswith("img2gray") else f"  img2gray is {ms / ours:5.2f}x faster"
             print(f"  {peer:<30} {ms:8.3f} ms  {row['bytes_moved'] / ms / 1e6:7.0f} GB/s  "
-                  f"{100 * row['copy_ms'] / ms:5.1f}% copy  img2gray is {ms / ours:5.2f}x faster")
+                  f"{100 * row['copy_ms'] / ms:5.1f}% copy{versus}")
 
 
 def main() -> None:

@@ -103,6 +103,14 @@ IMG2GRAY_HOST_DEVICE uint8_t from_acc<uint8_t>(float v) {
   return static_cast<uint8_t>(bits & 0xFFu);
 }
 
+// True when no weighted sum of bytes can leave [0, 255.25) under `w`, so that the clamp of from_acc<uint8_t>
+// cannot change a uint8 result (a sum in (255, 255.5) rounds to 255 with or without it) and a kernel may skip
+// it. With non-negative weights every rounded product and sum is monotone in each channel, so (255, 255, 255)
+// gives the largest sum; the quarter below 255.5 absorbs any host/device difference in its last bits.
+inline bool saturation_is_identity(const Weights<float>& w) {
+  return w.r >= 0.0f && w.g >= 0.0f && w.b >= 0.0f && luma(255.0f, 255.0f, 255.0f, w) < 255.25f;
+}
+
 template <typename scalar_t>
 IMG2GRAY_HOST_DEVICE scalar_t gray(scalar_t r, scalar_t g, scalar_t b, const Weights<acc_t<scalar_t>>& w) {
   return from_acc<scalar_t>(luma(to_acc(r), to_acc(g), to_acc(b), w));

@@ -1,7 +1,7 @@
 // The CUDA kernels and their launch shape, free of ATen so that standalone experiments
-// (benchmarks/experiments/launch_shapes.cu) time exactly the product's code.
+// (benchmarks/experiments/frame_shapes.cu) time exactly the product's code.
 //
-// Dense layouts move 16-byte packets (4-byte packets on tiny 8/16-bit inputs, to fill the GPU), one per
+// Dense layouts move packets of 16 bytes (8 for uint8 interleaved input, 4 on tiny 8/16-bit inputs), one per
 // thread (`launch` at the end says why); everything else takes a per-pixel strided path.
 #pragma once
 
@@ -67,8 +67,10 @@ __device__ __forceinline__ float byte_as_float(uint32_t word, uint32_t exponent)
 // from_acc<uint8_t> with the byte left in the low 8 bits of the result: saturate, then 2^23 + v rounds
 // half to even. fmaxf/fminf equal the contract's comparisons for every non-NaN value, and a finite
 // weighted sum of bytes is never NaN.
+template <bool kSaturate>
 __device__ __forceinline__ uint32_t rounded_byte_bits(float v) {
-  return __float_as_uint(__fadd_rn(fminf(fmaxf(v, 0.0f), 255.0f), 8388608.0f));
+  if constexpr (kSaturate) v = fminf(fmaxf(v, 0.0f), 255.0f);
+  return __float_as_uint(__fadd_rn(v, 8388608.0f));
 }
 
 // Four results' low bytes into one word: three byte permutes.
@@ -77,22 +79,23 @@ __device__ __forceinline__ uint32_t pack_low_bytes(uint32_t b0, uint32_t b1, uin
 }
 
 // Pixel k of a run of uint8 pixels whose channel c sits at byte Index::at<k, c>() of the channel's words.
-template <int k, typename Index, int kWords>
+template <int k, typename Index, bool kSaturate, int kWords>
 __device__ __forceinline__ uint32_t gray_byte_bits(const uint32_t (&r)[kWords], const uint32_t (&g)[kWords],
                                                    const uint32_t (&b)[kWords], const Weights<float>& w, uint32_t e) {
   constexpr int ri = Index::template at<k, 0>(), gi = Index::template at<k, 1>(), bi = Index::template at<k, 2>();
-  return rounded_byte_bits(luma(byte_as_float<ri % 4>(r[ri / 4], e), byte_as_float<gi % 4>(g[gi / 4], e),
+  return rounded_byte_bits<kSaturate>(luma(byte_as_float<ri % 4>(r[ri / 4], e), byte_as_float<gi % 4>(g[gi / 4], e),
                                 byte_as_float<bi % 4>(b[bi / 4], e), w));
 }
 
 // Four pixels per output word: word j holds pixels 4j..4j+3.
-template <typename Index, int kIn, int kOut, int... k4>
+template <typename Index, bool kSaturate, int kIn, int kOut, int... k4>
 __device__ __forceinline__ void gray_bytes(const uint32_t (&r)[kIn], const uint32_t (&g)[kIn],
                                            const uint32_t (&b)[kIn], const Weights<float>& w, uint32_t e,
                                            uint32_t (&out)[kOut], std::integer_sequence<int, k4...>) {
-  ((out[k4] = pack_low_bytes(gray_byte_bits<4 * k4, Index>(r, g, b, w, e), gray_byte_bits<4 * k4 + 1, Index>(r, g, b, w, e),
-                             gray_byte_bits<4 * k4 + 2, Index>(r, g, b, w, e),
-                             gray_byte_bits<4 * k4 + 3, Index>(r, g, b, w, e))),
+  ((out[k4] = pack_low_bytes(gray_byte_bits<4 * k4, Index, kSaturate>(r, g, b, w, e),
+                             gray_byte_bits<4 * k4 + 1, Index, kSaturate>(r, g, b, w, e),
+                             gray_byte_bits<4 * k4 + 2, Index, kSaturate>(r, g, b, w, e),
+                             gray_byte_bits<4 * k4 + 3, Index, kSaturate>(r, g, b, w, e))),
    ...);
 }
 
@@ -121,68 +124,34 @@ __device__ __forceinline__ void store_packet(scalar_t* p, const Packet<scalar_t,
   *reinterpret_cast<typename RawPacket<kBytes>::type*>(p) = packet.raw;
 }
 
-// Planar (..., 3, inner) with `inner` a multiple of the packet size: a packet of pixels reads one packet
-// from each of the three planes and writes one.
-template <typename scalar_t, int kBytes, typename index_t>
-struct PlanarPackets {
-  using Pkt = Packet<scalar_t, kBytes>;
-  using Index = index_t;
-  static constexpr int kSize = Pkt::kSize;
-  const scalar_t* __restrict__ in;
-  scalar_t* __restrict__ out;
-  index_t packets, packets_per_plane, inner;
-  uint32_t exponent = kFloatExponent23;  // uint8 only (byte_as_float)
-
-  __device__ __forceinline__ void load(index_t p, Pkt (&channel)[3]) const {
-    const index_t plane = p / packets_per_plane;
-    const scalar_t* r = in + plane * 3 * inner + (p - plane * packets_per_plane) * kSize;
+// The gray packet of one packet of pixels given as three planar packets, one per channel.
+template <bool kSaturate = true, typename scalar_t, int kBytes>
+__device__ __forceinline__ Packet<scalar_t, kBytes> planar_gray(const Packet<scalar_t, kBytes> (&channel)[3],
+                                                                const Weights<acc_t<scalar_t>>& w, uint32_t exponent) {
+  Packet<scalar_t, kBytes> result;
+  if constexpr (std::is_same_v<scalar_t, uint8_t>) {
+    gray_bytes<PlanarBytes, kSaturate>(channel[0].words, channel[1].words, channel[2].words, w, exponent, result.words,
+                            std::make_integer_sequence<int, kBytes / 4>{});
+  } else {
 #pragma unroll
-    for (int c = 0; c < 3; ++c) channel[c] = load_packet<scalar_t, kBytes>(r + c * inner);
+    for (int k = 0; k < result.kSize; ++k) result.values[k] = gray(channel[0].values[k], channel[1].values[k], channel[2].values[k], w);
   }
-  __device__ __forceinline__ void store(index_t p, const Pkt (&channel)[3], const Weights<acc_t<scalar_t>>& w) const {
-    const index_t plane = p / packets_per_plane;
-    Pkt result;
-    if constexpr (std::is_same_v<scalar_t, uint8_t>) {
-      gray_bytes<PlanarBytes>(channel[0].words, channel[1].words, channel[2].words, w, exponent, result.words,
-                              std::make_integer_sequence<int, kBytes / 4>{});
-    } else {
-#pragma unroll
-      for (int k = 0; k < kSize; ++k) result.values[k] = gray(channel[0].values[k], channel[1].values[k], channel[2].values[k], w);
-    }
-    store_packet(out + plane * inner + (p - plane * packets_per_plane) * kSize, result);
-  }
-  __device__ __forceinline__ void tail(const Weights<acc_t<scalar_t>>&) const {}
-};
+  return result;
+}
 
-// Interleaved (..., 3) dense pixels: a packet of kSize pixels reads three packets and writes one. The last,
-// partial packet is done pixel by pixel.
-template <typename scalar_t, int kBytes, typename index_t>
-struct InterleavedPackets {
-  using Pkt = Packet<scalar_t, kBytes>;
-  using Index = index_t;
-  static constexpr int kSize = Pkt::kSize;
-  const scalar_t* __restrict__ in;
-  scalar_t* __restrict__ out;
-  index_t packets;  // whole packets
-  index_t pixels;
-  uint32_t exponent = kFloatExponent23;  // uint8 only (byte_as_float)
-
-  __device__ __forceinline__ void load(index_t p, Pkt (&chunk)[3]) const {
+// The gray packet of kSize interleaved pixels, given as three consecutive packets (r0 g0 b0 r1 ...).
+template <bool kSaturate = true, typename scalar_t, int kBytes>
+__device__ __forceinline__ Packet<scalar_t, kBytes> interleaved_gray(const Packet<scalar_t, kBytes> (&chunk)[3],
+                                                                     const Weights<acc_t<scalar_t>>& w, uint32_t exponent) {
+  constexpr int kSize = Packet<scalar_t, kBytes>::kSize;
+  Packet<scalar_t, kBytes> result;
+  if constexpr (std::is_same_v<scalar_t, uint8_t>) {
+    // The three packets as one run of 3 * kBytes bytes.
+    uint32_t run[3 * kBytes / 4];
 #pragma unroll
-    for (int c = 0; c < 3; ++c) chunk[c] = load_packet<scalar_t, kBytes>(in + 3 * p * kSize + c * kSize);
-  }
-  __device__ __forceinline__ void store(index_t p, const Pkt (&chunk)[3], const Weights<acc_t<scalar_t>>& w) const {
-    Pkt result;
-    if constexpr (std::is_same_v<scalar_t, uint8_t>) {
-      // The three packets as one run of 3 * kBytes bytes.
-      uint32_t run[3 * kBytes / 4];
-#pragma unroll
-      for (int i = 0; i < 3 * kBytes / 4; ++i) run[i] = chunk[i / (kBytes / 4)].words[i % (kBytes / 4)];
-      gray_bytes<InterleavedBytes>(run, run, run, w, exponent, result.words,
-                                   std::make_integer_sequence<int, kBytes / 4>{});
-      store_packet(out + p * kSize, result);
-      return;
-    }
+    for (int i = 0; i < 3 * kBytes / 4; ++i) run[i] = chunk[i / (kBytes / 4)].words[i % (kBytes / 4)];
+    gray_bytes<InterleavedBytes, kSaturate>(run, run, run, w, exponent, result.words, std::make_integer_sequence<int, kBytes / 4>{});
+  } else {
 #pragma unroll
     for (int k = 0; k < kSize; ++k) {
       // Channel j of pixel k is value 3k+j of the 3*kSize loaded values; indices are compile-time.
@@ -191,41 +160,50 @@ struct InterleavedPackets {
       const scalar_t b = chunk[(3 * k + 2) / kSize].values[(3 * k + 2) % kSize];
       result.values[k] = gray(r, g, b, w);
     }
-    store_packet(out + p * kSize, result);
   }
-  // The pixels after the last whole packet (fewer than kSize), by the grid's last thread.
-  __device__ __forceinline__ void tail(const Weights<acc_t<scalar_t>>& w) const {
-    if (blockIdx.x == gridDim.x - 1 && threadIdx.x == blockDim.x - 1) {
-      for (index_t i = packets * kSize; i < pixels; ++i) out[i] = gray(in[3 * i], in[3 * i + 1], in[3 * i + 2], w);
-    }
-  }
-};
+  return result;
+}
 
-// Grid-stride over packets: thread t of T takes packets t, t + T, t + 2T, ..., so every warp access is
-// coalesced and any grid is correct. The product launches a grid that covers the input (one step per
-// thread); the launch-shape experiment also runs one or two resident waves and kUnroll > 1 (kUnroll packets
-// loaded before the first is used).
-template <typename Work, int kUnroll, typename acc>
-__global__ void __launch_bounds__(kThreads) dense_packets(const Work work, const Weights<acc> w) {
-  using Pkt = typename Work::Pkt;
-  using index_t = typename Work::Index;
-  const index_t stride = static_cast<index_t>(gridDim.x) * kThreads;
-  index_t p = static_cast<index_t>(blockIdx.x) * kThreads + threadIdx.x;
-  if constexpr (kUnroll > 1) {
-    for (; p + (kUnroll - 1) * stride < work.packets; p += kUnroll * stride) {
-      Pkt channels[kUnroll][3];
+// Dense layouts: one packet of pixels per thread, on a grid that covers the input (no loop: a grid-stride
+// loop cost single frames about 1%, benchmarks/experiments/README.md). kSaturate false skips the clamp to
+// [0, 255] of uint8 results, for weights under which it cannot change a result (saturation_is_identity).
+
+// Planar (..., 3, inner) with `inner` a multiple of the packet size, on a 2D grid: blockIdx.x counts packets
+// within a plane, blockIdx.y planes (no thread divides to find its plane; at most 65535 rows of blocks, each
+// row then takes every 65535th plane). A packet reads one packet from each of the three planes, writes one.
+template <typename scalar_t, int kBytes, typename index_t, bool kSaturate>
+__global__ void __launch_bounds__(kThreads) planar_packets(const scalar_t* __restrict__ in, scalar_t* __restrict__ out,
+                                                           index_t packets_per_plane, int64_t inner, int64_t planes,
+                                                           const Weights<acc_t<scalar_t>> w, uint32_t exponent) {
+  constexpr int kSize = Packet<scalar_t, kBytes>::kSize;
+  const index_t q = static_cast<index_t>(blockIdx.x) * kThreads + static_cast<index_t>(threadIdx.x);
+  if (q >= packets_per_plane) return;
+  for (int64_t plane = blockIdx.y; plane < planes; plane += gridDim.y) {
+    const scalar_t* r = in + plane * 3 * inner + q * kSize;
+    Packet<scalar_t, kBytes> channel[3];
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) work.load(p + u * stride, channels[u]);
+    for (int c = 0; c < 3; ++c) channel[c] = load_packet<scalar_t, kBytes>(r + c * inner);
+    store_packet(out + plane * inner + q * kSize, planar_gray<kSaturate>(channel, w, exponent));
+  }
+}
+
+// Interleaved (..., 3) dense pixels: a packet of kSize pixels reads three packets and writes one. The pixels
+// after the last whole packet (fewer than kSize) are done one by one by the grid's last thread.
+template <typename scalar_t, int kBytes, typename index_t, bool kSaturate>
+__global__ void __launch_bounds__(kThreads) interleaved_packets(const scalar_t* __restrict__ in, scalar_t* __restrict__ out,
+                                                                index_t packets, index_t pixels,
+                                                                const Weights<acc_t<scalar_t>> w, uint32_t exponent) {
+  constexpr int kSize = Packet<scalar_t, kBytes>::kSize;
+  const index_t q = static_cast<index_t>(blockIdx.x) * kThreads + static_cast<index_t>(threadIdx.x);
+  if (q < packets) {
+    Packet<scalar_t, kBytes> chunk[3];
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) work.store(p + u * stride, channels[u], w);
-    }
+    for (int c = 0; c < 3; ++c) chunk[c] = load_packet<scalar_t, kBytes>(in + (3 * q + c) * kSize);
+    store_packet(out + q * kSize, interleaved_gray<kSaturate>(chunk, w, exponent));
   }
-  for (; p < work.packets; p += stride) {
-    Pkt channels[3];
-    work.load(p, channels);
-    work.store(p, channels, w);
+  if (blockIdx.x == gridDim.x - 1 && threadIdx.x == kThreads - 1) {
+    for (index_t i = packets * kSize; i < pixels; ++i) out[i] = gray(in[3 * i], in[3 * i + 1], in[3 * i + 2], w);
   }
-  work.tail(w);
 }
 
 // Where a pixel's first channel lives, for the per-pixel path.
@@ -267,52 +245,28 @@ inline int multiprocessors(int device) {
   return cache[device];
 }
 
-// Blocks of `kernel` resident on one multiprocessor at once (registers and threads decide), cached per
-// kernel and device.
-template <auto kernel>
-int resident_blocks_per_sm(int device) {
-  static int cache[C10_COMPILE_TIME_MAX_GPUS] = {};
-  if (cache[device] == 0) {
-    int blocks = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kThreads, 0) != cudaSuccess || blocks <= 0) {
-      return 1;
-    }
-    cache[device] = blocks;
-  }
-  return cache[device];
-}
+inline int64_t blocks_for(int64_t items) { return (items + kThreads - 1) / kThreads; }
 
-template <auto kernel, int kUnroll, typename Work, typename acc>
-void launch_grid_stride(const Work& work, const Weights<acc>& w, int max_waves, int device, cudaStream_t stream) {
-  const int64_t per_block = int64_t{kThreads} * kUnroll;
-  int64_t blocks = std::max<int64_t>(1, (int64_t{work.packets} + per_block - 1) / per_block);
-  if (max_waves > 0) {
-    blocks = std::min<int64_t>(blocks, int64_t{max_waves} * resident_blocks_per_sm<kernel>(device) * multiprocessors(device));
-  }
-  blocks = std::min<int64_t>(blocks, std::numeric_limits<int32_t>::max());
-  kernel<<<static_cast<unsigned int>(blocks), kThreads, 0, stream>>>(work, w);
-}
-
-// Dense layouts in packets of kBytes, kUnroll per thread per step, on a grid of at most `max_waves` resident
-// waves (0: one block per kUnroll packets of every thread); false when alignment or shape rule it out.
-template <typename scalar_t, int kBytes, int kUnroll, typename index_t>
+// Dense layouts in packets of kBytes; false when alignment, shape or grid limits rule them out.
+template <typename scalar_t, int kBytes, typename index_t, bool kSaturate>
 bool launch_packets(const scalar_t* in, scalar_t* out, const Plan& plan, const Weights<acc_t<scalar_t>>& w,
-                    int max_waves, int device, cudaStream_t stream) {
-  using Acc = acc_t<scalar_t>;
+                    cudaStream_t stream) {
   constexpr int kSize = Packet<scalar_t, kBytes>::kSize;
+  constexpr int64_t kMaxBlocks = std::numeric_limits<int32_t>::max();
   if (!is_aligned(in, kBytes) || !is_aligned(out, kBytes)) return false;
   if (plan.layout == Layout::Planar && plan.inner % kSize == 0) {
-    using Work = PlanarPackets<scalar_t, kBytes, index_t>;
     const int64_t per_plane = plan.inner / kSize;
-    const Work work{in, out, static_cast<index_t>(plan.outer * per_plane), static_cast<index_t>(per_plane),
-                    static_cast<index_t>(plan.inner)};
-    launch_grid_stride<dense_packets<Work, kUnroll, Acc>, kUnroll>(work, w, max_waves, device, stream);
+    if (blocks_for(per_plane) > kMaxBlocks) return false;
+    const dim3 grid(static_cast<unsigned int>(blocks_for(per_plane)), static_cast<unsigned int>(std::min<int64_t>(plan.outer, 65535)));
+    planar_packets<scalar_t, kBytes, index_t, kSaturate><<<grid, kThreads, 0, stream>>>(
+        in, out, static_cast<index_t>(per_plane), plan.inner, plan.outer, w, kFloatExponent23);
     return true;
   }
   if (plan.layout == Layout::Interleaved) {
-    using Work = InterleavedPackets<scalar_t, kBytes, index_t>;
-    const Work work{in, out, static_cast<index_t>(plan.pixels / kSize), static_cast<index_t>(plan.pixels)};
-    launch_grid_stride<dense_packets<Work, kUnroll, Acc>, kUnroll>(work, w, max_waves, device, stream);
+    const int64_t packets = plan.pixels / kSize;
+    if (blocks_for(packets) > kMaxBlocks) return false;
+    interleaved_packets<scalar_t, kBytes, index_t, kSaturate><<<static_cast<unsigned int>(std::max<int64_t>(1, blocks_for(packets))), kThreads, 0, stream>>>(
+        in, out, static_cast<index_t>(packets), static_cast<index_t>(plan.pixels), w, kFloatExponent23);
     return true;
   }
   return false;
@@ -337,24 +291,39 @@ void launch_per_pixel(const scalar_t* in, scalar_t* out, const Plan& plan, const
   }
 }
 
-// The product's choice of shape, measured on the H200 (benchmarks/experiments/README.md): one 16-byte packet
-// per thread and a block per 256 packets, whatever the size: within 2% of the best shape on every case from
-// one 720p frame to 64x1080p, where one resident wave looping over the input (grid-stride) lost 2-5% on large
-// inputs and four packets per thread lost 8% on 8x1080p uint8 (more registers: a partial second wave). The
-// kernel still loops, so any grid is correct. Tiny 8/16-bit inputs take 4-byte packets, four times the threads.
+// The product's choice of shape, measured on the H200 (benchmarks/experiments/README.md, frame_shapes.cu):
+// 16-byte packets, except uint8 interleaved input, which takes 8-byte packets (8 pixels per thread: its
+// per-pixel arithmetic otherwise left single frames and small batches 2-5% short of a copy; with 8 they reach
+// the memory floor). Tiny 8/16-bit inputs take 4-byte packets, to fill the GPU with threads. 32-bit indices
+// wherever the input allows them.
+template <typename scalar_t, bool kSaturate>
+bool launch_dense(const scalar_t* in, scalar_t* out, const Plan& plan, const Weights<acc_t<scalar_t>>& w, int device,
+                  cudaStream_t stream) {
+  constexpr int kMaxSize = 16 / sizeof(scalar_t);
+  if (plan.pixels * 3 > std::numeric_limits<int32_t>::max()) {
+    return launch_packets<scalar_t, 16, int64_t, kSaturate>(in, out, plan, w, stream);
+  }
+  if constexpr (sizeof(scalar_t) < 4) {
+    if (plan.pixels / kMaxSize < int64_t{kThreads} * multiprocessors(device)) {
+      return launch_packets<scalar_t, 4, int32_t, kSaturate>(in, out, plan, w, stream);
+    }
+  }
+  if constexpr (std::is_same_v<scalar_t, uint8_t>) {
+    if (plan.layout == Layout::Interleaved) return launch_packets<scalar_t, 8, int32_t, kSaturate>(in, out, plan, w, stream);
+  }
+  return launch_packets<scalar_t, 16, int32_t, kSaturate>(in, out, plan, w, stream);
+}
+
 template <typename scalar_t>
 void launch(const scalar_t* in, scalar_t* out, const Plan& plan, const Weights<acc_t<scalar_t>>& w, int device,
             cudaStream_t stream) {
-  constexpr int kMaxSize = 16 / sizeof(scalar_t);
   bool launched = false;
   if (plan.layout != Layout::Strided) {
-    const int64_t packets = plan.pixels / kMaxSize;
-    if (plan.pixels * 3 > std::numeric_limits<int32_t>::max()) {
-      launched = launch_packets<scalar_t, 16, 1, int64_t>(in, out, plan, w, 0, device, stream);
-    } else if (sizeof(scalar_t) >= 4 || packets >= int64_t{kThreads} * multiprocessors(device)) {
-      launched = launch_packets<scalar_t, 16, 1, int32_t>(in, out, plan, w, 0, device, stream);
-    } else if constexpr (sizeof(scalar_t) < 4) {
-      launched = launch_packets<scalar_t, 4, 1, int32_t>(in, out, plan, w, 0, device, stream);
+    if constexpr (std::is_same_v<scalar_t, uint8_t>) {
+      launched = saturation_is_identity(w) ? launch_dense<scalar_t, false>(in, out, plan, w, device, stream)
+                                           : launch_dense<scalar_t, true>(in, out, plan, w, device, stream);
+    } else {
+      launched = launch_dense<scalar_t, true>(in, out, plan, w, device, stream);
     }
   }
   if (!launched) launch_per_pixel(in, out, plan, w, stream);

@@ -46,7 +46,7 @@ fi
 step build $PY -m tools.build_op --out build/gpu/img2gray --cuda on
 step experiment bash -c "nvcc -O3 --fmad=false -std=c++20 -arch=sm_90 -Icsrc \
   \$($PY -c 'import torch.utils.cpp_extension as c; print(\" \".join(\"-I\" + p for p in c.include_paths()))') \
-  benchmarks/experiments/launch_shapes.cu -o build/launch_shapes && build/launch_shapes"
+  benchmarks/experiments/frame_shapes.cu -o build/frame_shapes && build/frame_shapes"
 if [[ " $STEPS " == *" before "* ]]; then
   wait "$before_build"
   before() {

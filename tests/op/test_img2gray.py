@@ -119,6 +119,39 @@ def test_uint8_within_one_of_opencv(img2gray, device, dim):
         assert (result - expected).abs().max().item() <= 1
 
 
+# Inputs (built interleaved, then moved to `dim`) that reach each dense uint8 kernel of CUDA's `launch_dense`
+# (csrc/img2gray_kernels.cuh): 4-byte packets for tiny inputs, 8-byte packets for interleaved, 16-byte for
+# planar; pixel counts that leave a partial last packet where the layout allows one.
+UINT8_DENSE_PATHS = {
+    "tiny-planar": ((2, 9, 40, 3), -3),
+    "tiny-interleaved-partial": ((1001, 3), -1),
+    "planar": ((1, 768, 1024, 3), -3),
+    "interleaved-partial": ((600_001, 3), -1),
+}
+
+
+@pytest.mark.parametrize("path", UINT8_DENSE_PATHS)
+@pytest.mark.parametrize("weights", [BT601, (0.5, -0.25, 1.5), (0.5, 0.5, 0.0021)],
+                         ids=["bt601", "saturates-both-ways", "white-sums-to-255.54"])
+def test_uint8_saturates_wherever_the_weights_need_it(img2gray, device, path, weights):
+    """CUDA skips the clamp to [0, 255] where the weights keep every sum below 255.25 (saturation_is_identity in
+    csrc/img2gray.h) and must keep it everywhere else: with (0.5, 0.5, 0.0021) white sums to 255.54, which
+    rounds to 256, a 0 byte without the clamp. Black and white pixels are in every input."""
+    hwc_shape, dim = UINT8_DENSE_PATHS[path]
+    hwc = random_image(hwc_shape, torch.uint8, device)
+    hwc.view(-1, 3)[0] = 255
+    hwc.view(-1, 3)[1] = 0
+    x = hwc.movedim(-1, dim).contiguous()
+    check(img2gray.img2gray(x, dim=dim, weights=weights), x, dim, weights)
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.float32], ids=str)
+def test_more_planes_than_cuda_grid_rows(img2gray, device, dtype):
+    """70,000 planes: the planar CUDA kernel's grid has at most 65,535 rows of blocks, so a row takes several."""
+    x = random_image((70_000, 3, 1, 16), dtype, device)
+    check(img2gray.img2gray(x), x, -3)
+
+
 NON_CONTIGUOUS = {
     "channels_last": lambda t: t.contiguous(memory_format=torch.channels_last),
     "sliced": lambda t: t[:, :, 1::2, 3:],

@@ -1,0 +1,372 @@
+// Experiment (not part of the product): which kernel shape closes the last gap to a device copy on single
+// frames and small batches, timed the way bench_op.py times the product (each call queued behind a GPU
+// busy-wait, so the events time GPU work only; inputs rotated across 512 MB). The shapes reuse the product's
+// own arithmetic and stores (csrc/img2gray_kernels.cuh: planar_gray, interleaved_gray, store_packet); they
+// differ in grid (1D, or 2D with the plane as blockIdx.y), block size and the cache hint of the loads.
+// Every shape's output is compared with the product's, byte for byte.
+//   nvcc -O3 --fmad=false -std=c++20 -arch=sm_90 -Icsrc $(torch include flags) \
+//        benchmarks/experiments/frame_shapes.cu -o frame_shapes && ./frame_shapes
+// Medians over ROUNDS timed calls per shape (argument 1, default 101); argument 2 `reverse` times the shapes
+// in reverse order (a check that order does not decide the ranking).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "img2gray_kernels.cuh"
+
+using namespace img2gray;
+using namespace img2gray::kernels;
+
+#define CHECK(x)                                                                          \
+  do {                                                                                    \
+    cudaError_t e = (x);                                                                  \
+    if (e != cudaSuccess) {                                                               \
+      std::printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e), __FILE__, __LINE__); \
+      std::exit(1);                                                                       \
+    }                                                                                     \
+  } while (0)
+
+// ---- shapes -------------------------------------------------------------------------------------------
+
+// How a thread loads its 16-byte packets: __ldg (read-only path, allocates in L1: the product today),
+// __ldcg (ld.global.cg: cached in L2 only), ld.global.nc.L1::no_allocate (read-only path, no L1 line), and
+// plain ld.global (what Triton emits for torch.compile's kernels).
+enum class Hint { kLdg, kCg, kNoL1, kGlobal };
+
+template <Hint kHint, typename scalar_t>
+__device__ __forceinline__ Packet<scalar_t, 16> load_hinted(const scalar_t* p) {
+  Packet<scalar_t, 16> packet;
+  uint4& v = packet.raw;
+  if constexpr (kHint == Hint::kLdg) {
+    v = __ldg(reinterpret_cast<const uint4*>(p));
+  } else if constexpr (kHint == Hint::kCg) {
+    v = __ldcg(reinterpret_cast<const uint4*>(p));
+  } else if constexpr (kHint == Hint::kNoL1) {
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  } else {
+    asm("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  }
+  return packet;
+}
+
+// Planar on a 2D grid: blockIdx.y is the plane, so no thread divides to find it.
+template <Hint kHint, int kBlock, typename scalar_t, bool kSaturate = true>
+__global__ void __launch_bounds__(kBlock) planar_rows(const scalar_t* __restrict__ in, scalar_t* __restrict__ out,
+                                                      int32_t packets_per_plane, int64_t inner, int64_t planes,
+                                                      const Weights<acc_t<scalar_t>> w, uint32_t exponent) {
+  constexpr int kSize = 16 / sizeof(scalar_t);
+  const int32_t q = static_cast<int32_t>(blockIdx.x) * kBlock + static_cast<int32_t>(threadIdx.x);
+  if (q >= packets_per_plane) return;
+  for (int64_t plane = blockIdx.y; plane < planes; plane += gridDim.y) {  // gridDim.y is at most 65535
+    const scalar_t* r = in + plane * 3 * inner + int64_t{q} * kSize;
+    Packet<scalar_t, 16> channel[3];
+#pragma unroll
+    for (int c = 0; c < 3; ++c) channel[c] = load_hinted<kHint>(r + c * inner);
+    store_packet(out + plane * inner + int64_t{q} * kSize, planar_gray<kSaturate>(channel, w, exponent));
+  }
+}
+
+// Interleaved, one packet of kSize pixels per thread; the last thread of the grid does the partial packet.
+// kSaturate false: no clamp to [0, 255] (uint8 only; exact when the weights cannot leave [0, 255.5)).
+template <Hint kHint, int kBlock, typename scalar_t, int kBytes = 16, bool kSaturate = true>
+__global__ void __launch_bounds__(kBlock) interleaved_flat(const scalar_t* __restrict__ in, scalar_t* __restrict__ out,
+                                                           int32_t packets, int32_t pixels,
+                                                           const Weights<acc_t<scalar_t>> w, uint32_t exponent) {
+  constexpr int kSize = kBytes / sizeof(scalar_t);
+  const int32_t q = static_cast<int32_t>(blockIdx.x) * kBlock + static_cast<int32_t>(threadIdx.x);
+  if (q < packets) {
+    Packet<scalar_t, kBytes> chunk[3];
+#pragma unroll
+    for (int c = 0; c < 3; ++c) {
+      if constexpr (kBytes == 16) {
+        chunk[c] = load_hinted<kHint>(in + (3 * q + c) * kSize);
+      } else {
+        chunk[c] = load_packet<scalar_t, kBytes>(in + (3 * q + c) * kSize);
+      }
+    }
+    store_packet(out + q * kSize, interleaved_gray<kSaturate>(chunk, w, exponent));
+  }
+  if (blockIdx.x == gridDim.x - 1 && threadIdx.x == kBlock - 1) {
+    for (int32_t i = packets * kSize; i < pixels; ++i) out[i] = gray(in[3 * i], in[3 * i + 1], in[3 * i + 2], w);
+  }
+}
+
+// The memory floor of the interleaved shape: the same loads and stores, no arithmetic (wrong output).
+template <int kBlock, typename scalar_t>
+__global__ void __launch_bounds__(kBlock) interleaved_floor(const scalar_t* __restrict__ in, scalar_t* __restrict__ out, int32_t packets) {
+  constexpr int kSize = 16 / sizeof(scalar_t);
+  const int32_t q = static_cast<int32_t>(blockIdx.x) * kBlock + static_cast<int32_t>(threadIdx.x);
+  if (q >= packets) return;
+  Packet<scalar_t, 16> chunk[3], result;
+#pragma unroll
+  for (int c = 0; c < 3; ++c) chunk[c] = load_packet<scalar_t, 16>(in + (3 * q + c) * kSize);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) result.words[i] = chunk[0].words[i] ^ chunk[1].words[i] ^ chunk[2].words[i];
+  store_packet(out + q * kSize, result);
+}
+
+// Interleaved through shared memory: each warp loads its 3 * 512 bytes as three contiguous 512-byte rows
+// (16 sectors per instruction instead of 32 for a thread's own 48 bytes at a 48-byte stride), then every
+// thread reads its 48 bytes back (3 x 16 bytes at a 48-byte stride: conflict-free per quarter-warp).
+template <Hint kHint, int kBlock, typename scalar_t>
+__global__ void __launch_bounds__(kBlock) interleaved_staged(const scalar_t* __restrict__ in, scalar_t* __restrict__ out,
+                                                             int32_t packets, int32_t pixels,
+                                                             const Weights<acc_t<scalar_t>> w, uint32_t exponent) {
+  constexpr int kSize = 16 / sizeof(scalar_t);
+  __shared__ uint4 staged[3 * kBlock];
+  const int lane = threadIdx.x % 32, warp_first = threadIdx.x - lane;
+  const int32_t warp_packet = static_cast<int32_t>(blockIdx.x) * kBlock + warp_first;  // first packet of the warp
+  const int32_t q = warp_packet + lane;
+  if (warp_packet + 32 <= packets) {
+    // Whole warp: packet rows c*32 + lane of the warp's 96 consecutive 16-byte pieces.
+#pragma unroll
+    for (int c = 0; c < 3; ++c) staged[3 * warp_first + 32 * c + lane] = load_hinted<kHint>(in + (int64_t{3} * warp_packet + 32 * c + lane) * kSize).raw;
+    __syncwarp();
+    Packet<scalar_t, 16> chunk[3];
+#pragma unroll
+    for (int c = 0; c < 3; ++c) chunk[c].raw = staged[3 * warp_first + 3 * lane + c];
+    store_packet(out + int64_t{q} * kSize, interleaved_gray(chunk, w, exponent));
+  } else if (q < packets) {
+    Packet<scalar_t, 16> chunk[3];
+#pragma unroll
+    for (int c = 0; c < 3; ++c) chunk[c] = load_hinted<kHint>(in + (int64_t{3} * q + c) * kSize);
+    store_packet(out + int64_t{q} * kSize, interleaved_gray(chunk, w, exponent));
+  }
+  if (blockIdx.x == gridDim.x - 1 && threadIdx.x == kBlock - 1) {
+    for (int32_t i = packets * kSize; i < pixels; ++i) out[i] = gray(in[3 * i], in[3 * i + 1], in[3 * i + 2], w);
+  }
+}
+
+// One shape: a name and a launcher over (in, out).
+template <typename scalar_t>
+struct Shape {
+  std::string name;
+  std::function<void(const scalar_t*, scalar_t*)> run;
+};
+
+template <typename scalar_t>
+Weights<acc_t<scalar_t>> bt601() {
+  using Acc = acc_t<scalar_t>;
+  return {Acc(0.299), Acc(0.587), Acc(0.114)};
+}
+
+unsigned covering(int64_t items, int per_block) {
+  return static_cast<unsigned>(std::max<int64_t>(1, (items + per_block - 1) / per_block));
+}
+
+const char* hint_name(Hint hint) {
+  switch (hint) {
+    case Hint::kLdg: return "ldg";
+    case Hint::kCg: return "cg";
+    case Hint::kNoL1: return "noL1";
+    default: return "ld.global";
+  }
+}
+
+template <Hint kHint, int kBlock, typename scalar_t, bool kSaturate = true>
+void add_planar(std::vector<Shape<scalar_t>>& shapes, const Plan& plan) {
+  constexpr int kSize = 16 / sizeof(scalar_t);
+  const int32_t per_plane = static_cast<int32_t>(plan.inner / kSize);
+  const int32_t outer = static_cast<int32_t>(plan.outer), inner = static_cast<int32_t>(plan.inner);
+  shapes.push_back({std::string("2D ") + std::to_string(kBlock) + " " + hint_name(kHint) + (kSaturate ? "" : " no clamp"), [=](const scalar_t* in, scalar_t* out) {
+                      planar_rows<kHint, kBlock, scalar_t, kSaturate><<<dim3(covering(per_plane, kBlock), std::min(outer, 65535)), kBlock>>>(
+                          in, out, per_plane, inner, outer, bt601<scalar_t>(), kFloatExponent23);
+                    }});
+}
+
+template <Hint kHint, int kBlock, typename scalar_t, int kBytes = 16, bool kSaturate = true>
+void add_interleaved(std::vector<Shape<scalar_t>>& shapes, const Plan& plan) {
+  constexpr int kSize = kBytes / sizeof(scalar_t);
+  const int32_t packets = static_cast<int32_t>(plan.pixels / kSize), pixels = static_cast<int32_t>(plan.pixels);
+  shapes.push_back({std::string("1D ") + std::to_string(kBlock) + " " + hint_name(kHint) + (kBytes == 16 ? "" : " 8B") + (kSaturate ? "" : " no clamp"),
+                    [=](const scalar_t* in, scalar_t* out) {
+                      interleaved_flat<kHint, kBlock, scalar_t, kBytes, kSaturate><<<covering(packets, kBlock), kBlock>>>(
+                          in, out, packets, pixels, bt601<scalar_t>(), kFloatExponent23);
+                    }});
+}
+
+template <Hint kHint, int kBlock, typename scalar_t>
+void add_staged(std::vector<Shape<scalar_t>>& shapes, const Plan& plan) {
+  constexpr int kSize = 16 / sizeof(scalar_t);
+  const int32_t packets = static_cast<int32_t>(plan.pixels / kSize), pixels = static_cast<int32_t>(plan.pixels);
+  shapes.push_back({std::string("staged ") + std::to_string(kBlock) + " " + hint_name(kHint), [=](const scalar_t* in, scalar_t* out) {
+                      interleaved_staged<kHint, kBlock, scalar_t><<<covering(packets, kBlock), kBlock>>>(
+                          in, out, packets, pixels, bt601<scalar_t>(), kFloatExponent23);
+                    }});
+}
+
+template <typename scalar_t>
+std::vector<Shape<scalar_t>> shapes_for(const Plan& plan) {
+  std::vector<Shape<scalar_t>> shapes;
+  shapes.push_back({"product", [=](const scalar_t* in, scalar_t* out) { launch<scalar_t>(in, out, plan, bt601<scalar_t>(), 0, 0); }});
+  if (plan.layout == Layout::Planar) {
+    add_planar<Hint::kLdg, 128>(shapes, plan);
+    add_planar<Hint::kLdg, 256>(shapes, plan);
+    if constexpr (std::is_same_v<scalar_t, uint8_t>) add_planar<Hint::kLdg, 256, scalar_t, false>(shapes, plan);
+  } else {
+    add_interleaved<Hint::kLdg, 256>(shapes, plan);
+    add_interleaved<Hint::kLdg, 128>(shapes, plan);
+    if constexpr (std::is_same_v<scalar_t, uint8_t>) {
+      add_interleaved<Hint::kLdg, 256, scalar_t, 16, false>(shapes, plan);
+      add_interleaved<Hint::kLdg, 256, scalar_t, 8>(shapes, plan);
+      add_interleaved<Hint::kLdg, 256, scalar_t, 8, false>(shapes, plan);
+    }
+    const int32_t packets = static_cast<int32_t>(plan.pixels / (16 / sizeof(scalar_t)));
+    shapes.push_back({"floor: no arithmetic", [=](const scalar_t* in, scalar_t* out) {
+                        interleaved_floor<256, scalar_t><<<covering(packets, 256), 256>>>(in, out, packets);
+                      }});
+  }
+  return shapes;
+}
+
+// ---- timing -------------------------------------------------------------------------------------------
+
+__global__ void busy_wait(long long cycles) {
+  const long long start = clock64();
+  while (clock64() - start < cycles) {
+  }
+}
+
+__global__ void fill_random(uint32_t* p, size_t words, uint32_t seed) {
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < words; i += size_t{gridDim.x} * blockDim.x) {
+    uint32_t x = static_cast<uint32_t>(i) * 2654435761u ^ seed;
+    x ^= x >> 13;
+    x *= 0x5bd1e995u;
+    x ^= x >> 15;
+    p[i] = x & 0x3F3F3F3Fu;  // keeps float/half bit patterns finite and small
+  }
+}
+
+// GPU time of fn, queued behind ~100 us of busy-wait as bench_op.py does (HOST_HEADSTART_CYCLES).
+float time_ms(const std::function<void()>& fn, cudaEvent_t start, cudaEvent_t end) {
+  busy_wait<<<1, 1>>>(200000);
+  CHECK(cudaEventRecord(start));
+  fn();
+  CHECK(cudaEventRecord(end));
+  CHECK(cudaEventSynchronize(end));
+  float ms = 0;
+  CHECK(cudaEventElapsedTime(&ms, start, end));
+  return ms;
+}
+
+float median(std::vector<float> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+struct Case {
+  std::string name;
+  int64_t outer, inner;  // planar: outer x 3 x inner; interleaved: pixels = outer * inner
+  bool interleaved;
+};
+
+template <typename scalar_t>
+void run_case(const Case& c, int rounds, bool reverse) {
+  Plan plan{};
+  plan.layout = c.interleaved ? Layout::Interleaved : Layout::Planar;
+  plan.pixels = c.outer * c.inner;
+  plan.outer = c.outer;
+  plan.inner = c.inner;
+  const size_t in_bytes = 3 * plan.pixels * sizeof(scalar_t), out_bytes = plan.pixels * sizeof(scalar_t);
+  const size_t moved = in_bytes + out_bytes;
+  const int sets = static_cast<int>(std::max<size_t>(2, (size_t{512} << 20) / moved + 1));
+  std::vector<scalar_t*> ins(sets), outs(sets);
+  std::vector<uint8_t*> copy_src(sets), copy_dst(sets);
+  for (int s = 0; s < sets; ++s) {
+    CHECK(cudaMalloc(&ins[s], in_bytes));
+    CHECK(cudaMalloc(&outs[s], out_bytes));
+    CHECK(cudaMalloc(&copy_src[s], moved / 2));
+    CHECK(cudaMalloc(&copy_dst[s], moved / 2));
+    fill_random<<<1024, 256>>>(reinterpret_cast<uint32_t*>(ins[s]), in_bytes / 4, 17 + s);
+  }
+  CHECK(cudaDeviceSynchronize());
+  const std::vector<Shape<scalar_t>> shapes = shapes_for<scalar_t>(plan);
+
+  // Byte-for-byte agreement with the product on set 0.
+  std::vector<uint8_t> want(out_bytes), got(out_bytes);
+  shapes[0].run(ins[0], outs[0]);
+  CHECK(cudaMemcpy(want.data(), outs[0], out_bytes, cudaMemcpyDeviceToHost));
+  std::vector<bool> correct(shapes.size(), true);
+  for (size_t v = 1; v < shapes.size(); ++v) {
+    CHECK(cudaMemset(outs[0], 0xAB, out_bytes));
+    shapes[v].run(ins[0], outs[0]);
+    CHECK(cudaMemcpy(got.data(), outs[0], out_bytes, cudaMemcpyDeviceToHost));
+    correct[v] = std::memcmp(want.data(), got.data(), out_bytes) == 0;
+  }
+
+  cudaEvent_t start, end;
+  CHECK(cudaEventCreate(&start));
+  CHECK(cudaEventCreate(&end));
+  std::vector<std::vector<float>> times(shapes.size() + 1);
+  // As bench_op.py runs a candidate: a run of consecutive calls, each on the next set, each timed call behind
+  // the busy-wait. A call's time depends on what ran before it (a kernel pays for the dirty L2 lines its
+  // predecessor left, and a no-L1-allocate kernel measured 5-10% faster right after an L1-allocating one
+  // than after itself), so a shape is timed after calls of itself only. The runs of all shapes alternate
+  // in `blocks` blocks, so drift on the machine reaches every shape alike.
+  int turn = 0;  // one rotation over all calls of the case: no call finds its input in L2
+  const int blocks = 4, warmup = 5, per_block = (rounds + blocks - 1) / blocks;
+  auto run = [&](const std::function<void(int)>& call, std::vector<float>& out) {
+    for (int i = 0; i < warmup; ++i) call(turn++ % sets);
+    for (int i = 0; i < per_block; ++i) {
+      const int s = turn++ % sets;
+      out.push_back(time_ms([&] { call(s); }, start, end));
+    }
+  };
+  for (int block = 0; block < blocks; ++block) {
+    run([&](int s) { CHECK(cudaMemcpyAsync(copy_dst[s], copy_src[s], moved / 2, cudaMemcpyDeviceToDevice)); }, times[0]);
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      const size_t v = reverse ? shapes.size() - 1 - i : i;
+      run([&](int s) { shapes[v].run(ins[s], outs[s]); }, times[v + 1]);
+    }
+  }
+  CHECK(cudaGetLastError());
+  const float copy = median(times[0]);
+  std::printf("%-28s %7.1f MB  copy %8.2f us\n", c.name.c_str(), moved / 1e6, copy * 1e3);
+  for (size_t v = 0; v < shapes.size(); ++v) {
+    const float t = median(times[v + 1]);
+    const bool floor = shapes[v].name.rfind("floor", 0) == 0;  // no arithmetic: its output is not gray
+    std::printf("    %-32s %8.2f us  %6.1f%% copy%s\n", shapes[v].name.c_str(), t * 1e3, 100.0 * copy / t,
+                correct[v] || floor ? "" : "  WRONG OUTPUT");
+  }
+  for (int s = 0; s < sets; ++s) {
+    CHECK(cudaFree(ins[s]));
+    CHECK(cudaFree(outs[s]));
+    CHECK(cudaFree(copy_src[s]));
+    CHECK(cudaFree(copy_dst[s]));
+  }
+  CHECK(cudaEventDestroy(start));
+  CHECK(cudaEventDestroy(end));
+}
+
+int main(int argc, char** argv) {
+  const int rounds = argc > 1 ? std::atoi(argv[1]) : 101;
+  const bool reverse = argc > 2 && std::string(argv[2]) == "reverse";  // shapes timed in reverse order
+  const int64_t p720 = 720 * 1280, p1080 = 1080 * 1920, p4k = 2160 * 3840;
+  int l2 = 0;
+  CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0));
+  std::printf("SMs %d, L2 %d bytes, %d rounds\n", multiprocessors(0), l2, rounds);
+  for (const Case& c : {Case{"uint8 HWC 720p", 1, p720, true}, Case{"uint8 HWC 1080p", 1, p1080, true},
+                        Case{"uint8 HWC 4K", 1, p4k, true}, Case{"uint8 NCHW 4K", 1, p4k, false}, Case{"uint8 HWC 8x1080p", 8, p1080, true},
+                        Case{"uint8 HWC 2x1080p", 2, p1080, true}, Case{"uint8 NCHW 8x1080p", 8, p1080, false},
+                        Case{"uint8 NCHW 64x1080p", 64, p1080, false}, Case{"uint8 HWC 64x1080p", 64, p1080, true}}) {
+    run_case<uint8_t>(c, rounds, reverse);
+  }
+  for (const Case& c : {Case{"float16 NCHW 720p", 1, p720, false}, Case{"float16 NCHW 1080p", 1, p1080, false},
+                        Case{"float16 NCHW 4K", 1, p4k, false}, Case{"float16 NCHW 8x720p", 8, p720, false},
+                        Case{"float16 NCHW 64x1080p", 64, p1080, false}}) {
+    run_case<c10::Half>(c, rounds, reverse);
+  }
+  for (const Case& c : {Case{"float32 NCHW 720p", 1, p720, false}, Case{"float32 NCHW 1080p", 1, p1080, false},
+                        Case{"float32 NCHW 4K", 1, p4k, false}, Case{"float32 NCHW 64x1080p", 64, p1080, false},
+                        Case{"float32 HWC 1080p", 1, p1080, true}, Case{"float32 HWC 64x1080p", 64, p1080, true}}) {
+    run_case<float>(c, rounds, reverse);
+  }
+  return 0;
+}
