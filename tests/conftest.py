@@ -3,15 +3,21 @@ shared by the conda tests and the release tests (which release the checkout's ow
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 
-from tests.conda.support import OfflineBuild
-from tools.conda.build import build_offline
-from tools.conda.standins import detect_machine
+if TYPE_CHECKING:
+    from tests.conda.support import OfflineBuild
 
 
 @pytest.fixture(scope="session")
 def offline_build(tmp_path_factory: pytest.TempPathFactory) -> OfflineBuild:
+    # Imported here: the conda tooling needs py-rattler, which the op tests (run alone on a GPU machine) do not.
+    from tests.conda.support import OfflineBuild
+    from tools.conda.build import build_offline
+    from tools.conda.standins import detect_machine
+
     machine = detect_machine()
     root = tmp_path_factory.mktemp("conda")
     standins_dir = root / "standins"
