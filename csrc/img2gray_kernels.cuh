@@ -1,8 +1,8 @@
 // The CUDA kernels and their launch shape, free of ATen so that standalone experiments
 // (benchmarks/experiments/frame_shapes.cu) time exactly the product's code.
 //
-// Dense layouts move packets of 16 bytes (8 for uint8 interleaved input, 4 on tiny 8/16-bit inputs), one per
-// thread (`launch` at the end says why); everything else takes a per-pixel strided path.
+// Dense layouts move packets of 16 or 8 bytes (4 on tiny 8/16-bit inputs), one per thread (`launch_dense` at
+// the end says which and why); everything else takes a per-pixel strided path.
 #pragma once
 
 #include <c10/cuda/CUDAMacros.h>
@@ -326,10 +326,11 @@ void launch_per_pixel(const scalar_t* in, scalar_t* out, const Plan& plan, const
 }
 
 // The product's choice of shape, measured on the H200 (benchmarks/experiments/README.md, frame_shapes.cu):
-// 16-byte packets, except uint8 interleaved input, which takes 8-byte packets (8 pixels per thread: its
-// per-pixel arithmetic otherwise left single frames and small batches 2-5% short of a copy; with 8 they reach
-// the memory floor). Tiny 8/16-bit inputs take 4-byte packets, to fill the GPU with threads. 32-bit indices
-// wherever the input allows them.
+// 8-byte packets for uint8 interleaved input (8 pixels per thread: with 16, its per-pixel arithmetic left
+// single frames and small batches 2-5% short of a copy; with 8 they reach the memory floor) and for 16/32-bit
+// planar input (1-3% faster on single frames, the same on large batches); 16-byte packets for the rest (uint8
+// planar lost 3-8% with 8). Tiny 8/16-bit inputs take 4-byte packets, to fill the GPU with threads. 32-bit
+// indices wherever the input allows them.
 template <typename scalar_t, bool kSaturate>
 bool launch_dense(const scalar_t* in, scalar_t* out, const Plan& plan, const Weights<acc_t<scalar_t>>& w, int device,
                   cudaStream_t stream) {
@@ -344,6 +345,8 @@ bool launch_dense(const scalar_t* in, scalar_t* out, const Plan& plan, const Wei
   }
   if constexpr (std::is_same_v<scalar_t, uint8_t>) {
     if (plan.layout == Layout::Interleaved) return launch_packets<scalar_t, 8, int32_t, kSaturate>(in, out, plan, w, stream);
+  } else if constexpr (sizeof(scalar_t) <= 4) {
+    if (plan.layout == Layout::Planar) return launch_packets<scalar_t, 8, int32_t, kSaturate>(in, out, plan, w, stream);
   }
   return launch_packets<scalar_t, 16, int32_t, kSaturate>(in, out, plan, w, stream);
 }

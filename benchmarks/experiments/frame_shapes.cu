@@ -76,6 +76,22 @@ __global__ void __launch_bounds__(kBlock) planar_rows(const scalar_t* __restrict
 
 // Planar on a 2D grid with kPer packets per thread (a block owns kBlock * kPer consecutive packets of a
 // plane; all loads issued before the first packet is converted): fewer threads, more bytes in flight each.
+// Planar on a 2D grid in packets of kBytes (8: half the bytes per thread, twice the threads).
+template <int kBlock, int kBytes, typename scalar_t>
+__global__ void __launch_bounds__(kBlock) planar_narrow(const scalar_t* __restrict__ in, scalar_t* __restrict__ out,
+                                                        int32_t packets_per_plane, int32_t inner, int32_t planes,
+                                                        const Weights<acc_t<scalar_t>> w, uint32_t exponent) {
+  constexpr int kSize = kBytes / sizeof(scalar_t);
+  const int32_t q = static_cast<int32_t>(blockIdx.x) * kBlock + static_cast<int32_t>(threadIdx.x);
+  if (q >= packets_per_plane) return;
+  for (int32_t plane = blockIdx.y; plane < planes; plane += gridDim.y) {
+    Packet<scalar_t, kBytes> channel[3];
+#pragma unroll
+    for (int c = 0; c < 3; ++c) channel[c] = load_packet<scalar_t, kBytes>(in + plane * 3 * inner + c * inner + q * kSize);
+    store_packet(out + plane * inner + q * kSize, planar_gray(channel, w, exponent));
+  }
+}
+
 template <int kBlock, int kPer, typename scalar_t>
 __global__ void __launch_bounds__(kBlock) planar_tiles(const scalar_t* __restrict__ in, scalar_t* __restrict__ out,
                                                        int32_t packets_per_plane, int64_t inner, int64_t planes,
@@ -208,6 +224,17 @@ void add_planar(std::vector<Shape<scalar_t>>& shapes, const Plan& plan) {
                     }});
 }
 
+template <int kBlock, int kBytes, typename scalar_t>
+void add_planar_narrow(std::vector<Shape<scalar_t>>& shapes, const Plan& plan) {
+  constexpr int kSize = kBytes / sizeof(scalar_t);
+  const int32_t per_plane = static_cast<int32_t>(plan.inner / kSize);
+  const int32_t outer = static_cast<int32_t>(plan.outer), inner = static_cast<int32_t>(plan.inner);
+  shapes.push_back({std::string("2D ") + std::to_string(kBlock) + " " + std::to_string(kBytes) + "B", [=](const scalar_t* in, scalar_t* out) {
+                      planar_narrow<kBlock, kBytes, scalar_t><<<dim3(covering(per_plane, kBlock), std::min(outer, 65535)), kBlock>>>(
+                          in, out, per_plane, inner, outer, bt601<scalar_t>(), kFloatExponent23);
+                    }});
+}
+
 template <int kBlock, int kPer, typename scalar_t>
 void add_planar_tiles(std::vector<Shape<scalar_t>>& shapes, const Plan& plan) {
   constexpr int kSize = 16 / sizeof(scalar_t);
@@ -247,8 +274,8 @@ std::vector<Shape<scalar_t>> shapes_for(const Plan& plan) {
   if (plan.layout == Layout::Planar) {
     add_planar<Hint::kLdg, 128>(shapes, plan);
     add_planar_tiles<128, 2>(shapes, plan);
-    add_planar_tiles<256, 2>(shapes, plan);
-    add_planar_tiles<128, 4>(shapes, plan);
+    add_planar_narrow<256, 8>(shapes, plan);
+    add_planar_narrow<128, 8>(shapes, plan);
   } else {
     add_interleaved<Hint::kLdg, 256>(shapes, plan);
   }
