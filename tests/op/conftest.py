@@ -1,4 +1,4 @@
-"""Builds the operator once per test session (`python -m tools.build_op`, the same build every consumer uses)."""
+"""Builds the operator once per test run (`python -m tools.build_op`, the same build every consumer uses)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from testkit.build_once import build_once
+
 ROOT = Path(__file__).resolve().parents[2]
 
 DEVICES = [
@@ -20,16 +22,19 @@ DEVICES = [
 
 @pytest.fixture(scope="session")
 def img2gray(tmp_path_factory):
-    out = tmp_path_factory.mktemp("variant") / "img2gray"
-    # A separate process: the build loads the library it compiles, and a process may register a
-    # torch.ops namespace only once.
-    subprocess.run([sys.executable, "-m", "tools.build_op", "--out", str(out)], cwd=ROOT, check=True)
+    def build(variants: Path) -> None:
+        # A separate process: the build loads the library it compiles, and a process may register a
+        # torch.ops namespace only once.
+        subprocess.run([sys.executable, "-m", "tools.build_op", "--out", str(variants / "img2gray")], cwd=ROOT,
+                       check=True)
+
+    variants = build_once(tmp_path_factory, "op-build", build)
     # As a consumer imports a variant directory (PYTHONPATH=build/dev in pixi.toml), for this session only.
-    sys.path.insert(0, str(out.parent))
+    sys.path.insert(0, str(variants))
     try:
         yield importlib.import_module("img2gray")
     finally:
-        sys.path.remove(str(out.parent))
+        sys.path.remove(str(variants))
 
 
 @pytest.fixture(params=DEVICES)
