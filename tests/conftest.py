@@ -1,8 +1,15 @@
-"""One real offline conda build per test run (stand-in channel + the CPU variant of recipe/, built and tested),
-shared by the conda tests and the release tests (which release the checkout's own version from it)."""
+"""The session builds shared by several test folders, each made once per test run (testkit/build_once.py):
+
+- the operator built from this checkout (tools/build_op.py), loaded by the op tests and compared with a second
+  checkout's build by the reproducibility tests;
+- one real offline conda build (stand-in channel + the CPU variant of recipe/, built and tested), used by the
+  conda tests and the release tests (which release the checkout's own version from it).
+"""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,6 +18,21 @@ from tests.conda.support import OfflineBuild
 from testkit.build_once import build_once
 from tools.conda.build import build_offline
 from tools.conda.standins import detect_machine
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def checkout_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The variant directory of `python -m tools.build_op --out DIR` run in this checkout, the build every
+    consumer uses (CUDA too where torch has CUDA and nvcc is found)."""
+
+    def build(root: Path) -> None:
+        # A separate process: the build loads the library it compiles, and a process may register a
+        # torch.ops namespace only once.
+        subprocess.run([sys.executable, "-m", "tools.build_op", "--out", str(root / "img2gray")], cwd=ROOT, check=True)
+
+    return build_once(tmp_path_factory, "checkout-build", build) / "img2gray"
 
 
 @pytest.fixture(scope="session")
