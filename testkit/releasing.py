@@ -58,6 +58,27 @@ def build_command(out: Path, build_dir: Path, cuda: str = "off") -> list[str]:
     return [sys.executable, "-m", "tools.build_op", "--out", str(out), "--cuda", cuda, "--build-dir", str(build_dir)]
 
 
+STATIC_LIBSTDCXX_DRIVER = "g++-static-libstdc++"
+
+
+def write_static_libstdcxx_driver(into: Path) -> None:
+    """Write `<into>/g++-static-libstdc++`, a C++ compiler driver like the H200 image's CXX: g++ with
+    -static-libstdc++ after every command line, and a library directory of its own that holds libstdc++.a and no
+    libstdc++.so. It appends each command line it runs to `<into>/commands.log`. Writes nothing where this
+    machine has no g++ or no libstdc++.a."""
+    compiler = shutil.which("g++")
+    if compiler is None:
+        return
+    archive = subprocess.run([compiler, "-print-file-name=libstdc++.a"], capture_output=True, text=True).stdout.strip()
+    if not Path(archive).is_file():
+        return
+    (into / "lib").mkdir(parents=True)
+    (into / "lib" / "libstdc++.a").symlink_to(archive)
+    driver, log = into / STATIC_LIBSTDCXX_DRIVER, into / "commands.log"
+    driver.write_text(f'#!/bin/sh\necho "$*" >> "{log}"\nexec {compiler} "$@" -L{into / "lib"} -static-libstdc++\n')
+    driver.chmod(0o755)
+
+
 def stage(sources: list[Path], out: Path, repo_id: str) -> Path:
     """`python -m tools.release stage`, as a release manager runs it."""
     run([sys.executable, "-m", "tools.release", "stage", *map(str, sources), "--repo", repo_id, "--out", str(out)],

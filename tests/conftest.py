@@ -1,14 +1,39 @@
-"""One real offline conda build per test session (stand-in channel + the CPU variant of recipe/, built and tested),
-shared by the conda tests and the release tests (which release the checkout's own version from it)."""
+"""The session builds shared by several test folders, each made once per test run (testkit/build_once.py):
+
+- the operator built from this checkout (tools/build_op.py), loaded by the op tests and compared with a second
+  checkout's build by the reproducibility tests;
+- one real offline conda build (stand-in channel + the CPU variant of recipe/, built and tested), used by the
+  conda tests and the release tests (which release the checkout's own version from it).
+"""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
+from testkit.build_once import build_once
+
 if TYPE_CHECKING:
     from tests.conda.support import OfflineBuild
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def checkout_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The variant directory of `python -m tools.build_op --out DIR` run in this checkout, the build every
+    consumer uses (CUDA too where torch has CUDA and nvcc is found)."""
+
+    def build(root: Path) -> None:
+        # A separate process: the build loads the library it compiles, and a process may register a
+        # torch.ops namespace only once.
+        subprocess.run([sys.executable, "-m", "tools.build_op", "--out", str(root / "img2gray")], cwd=ROOT, check=True)
+
+    return build_once(tmp_path_factory, "checkout-build", build) / "img2gray"
 
 
 @pytest.fixture(scope="session")
@@ -19,22 +44,13 @@ def offline_build(tmp_path_factory: pytest.TempPathFactory) -> OfflineBuild:
     from tools.conda.standins import detect_machine
 
     machine = detect_machine()
-    root = tmp_path_factory.mktemp("conda")
-    standins_dir = root / "standins"
+
+    def build(root: Path) -> None:
+        packages = build_offline(root / "output", which="cpu", standins_dir=root / "standins", machine=machine)
+        assert len(packages) == 1, packages
+
+    root = build_once(tmp_path_factory, "offline-conda-build", build)
     channel_dir = root / "output"
-    packages = build_offline(channel_dir, which="cpu", standins_dir=standins_dir, machine=machine)
-    assert len(packages) == 1, packages
+    [package] = (channel_dir / "linux-64").glob("*.conda")
     # The stand-in channel the build resolved against stays in place and serves consumer installs.
-    return OfflineBuild(machine, channel_dir, standins_dir.resolve().as_uri(), packages[0])
-
-
-# Tests that share a session's heavy builds run on one pytest-xdist worker (`--dist loadgroup`), so that each
-# build happens once: the offline conda package (conda and release tests), the op build (op tests).
-_BUILD_GROUPS = {"conda": "conda-builds", "release": "conda-builds", "op": "op-build"}
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        group = _BUILD_GROUPS.get(item.path.parent.name)
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
+    return OfflineBuild(machine, channel_dir, (root / "standins").resolve().as_uri(), package)

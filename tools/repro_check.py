@@ -23,7 +23,7 @@ from pathlib import Path
 
 from kernelpin.integrity import sha256_file
 from tools.build_config import BuildConfig, copy_build_inputs
-from tools.build_op import source_commit
+from tools.build_op import fixed_timestamp, source_commit
 
 # Two checkouts that differ in every path component and in length.
 CHECKOUTS = ("a/img2gray", "second-checkout/nested/deeper/src")
@@ -34,6 +34,12 @@ class BuiltVariant:
     checkout: Path
     library: Path
     metadata: Path
+
+    @classmethod
+    def of(cls, checkout: Path, variant: Path) -> BuiltVariant:
+        """The build of `checkout` that tools/build_op.py wrote to the variant directory `variant`."""
+        [library] = variant.glob("*.so")
+        return cls(checkout, library, variant / "metadata.json")
 
     @property
     def hashes(self) -> tuple[str, str]:
@@ -48,23 +54,26 @@ def build_in(checkout: Path, cuda: str, env: dict[str, str]) -> subprocess.Popen
     return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=checkout)
 
 
-def build_twice(root: Path, cuda: str) -> list[BuiltVariant]:
-    """Build from both checkouts under `root` at once (one compile job each)."""
+def this_commit_env() -> dict[str, str]:
+    """What a build in a copy of this checkout (no .git) needs to record what a build in the checkout records:
+    the commit (provenance) and its time (SOURCE_DATE_EPOCH), as another clone of the commit would."""
+    commit = source_commit()
+    return {**({"IMG2GRAY_SOURCE_COMMIT": commit} if commit else {}), "SOURCE_DATE_EPOCH": fixed_timestamp()}
+
+
+def build_copies(root: Path, cuda: str, names: Sequence[str] = CHECKOUTS) -> list[BuiltVariant]:
+    """Copy this checkout's build inputs to `root/<name>` for each of `names` and build them all at once (one
+    compile job each)."""
     config = BuildConfig.load()
-    checkouts = [copy_build_inputs(config, root / name) for name in CHECKOUTS]
-    # Same provenance for both (the copies have no .git), one job each so the two builds overlap.
-    env = {**os.environ, "IMG2GRAY_SOURCE_COMMIT": source_commit() or "unknown", "MAX_JOBS": "1"}
+    checkouts = [copy_build_inputs(config, root / name) for name in names]
+    # One job each so that the builds overlap.
+    env = {**os.environ, **this_commit_env(), "MAX_JOBS": "1"}
     processes = [build_in(checkout, cuda, env) for checkout in checkouts]
     failed = [checkout for checkout, process in zip(checkouts, processes) if process.wait() != 0]
     if failed:
         logs = "\n".join((c.parent / (c.name + "-build.log")).read_text()[-3000:] for c in failed)
         raise RuntimeError(f"build failed in {', '.join(map(str, failed))}:\n{logs}")
-    built = []
-    for checkout in checkouts:
-        variant = checkout.parent / (checkout.name + "-variant")
-        [library] = variant.glob("*.so")
-        built.append(BuiltVariant(checkout, library, variant / "metadata.json"))
-    return built
+    return [BuiltVariant.of(checkout, checkout.parent / (checkout.name + "-variant")) for checkout in checkouts]
 
 
 def leaked_paths(library: Path, root: Path) -> list[str]:
@@ -80,7 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="img2gray-repro-") as scratch:
         root = (args.keep or Path(scratch)).resolve()
-        first, second = build_twice(root, args.cuda)
+        first, second = build_copies(root, args.cuda)
         for built in (first, second):
             library_hash, metadata_hash = built.hashes
             print(f"{built.checkout.relative_to(root)}:")

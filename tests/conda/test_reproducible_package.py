@@ -39,8 +39,11 @@ def test_second_checkout_builds_a_package_with_identical_contents(offline_build:
             shutil.copyfile(source, checkout / name)
     channel = tmp_path / "channel"
 
+    # A package cache of its own, as on another machine: the build evicts the cached extraction of the package it
+    # rebuilds (tools/conda/build.py), which tests on another pytest-xdist worker may be installing at that moment.
+    env = {**os.environ, "RATTLER_CACHE_DIR": str(tmp_path / "rattler-cache")}
     subprocess.run([sys.executable, "-m", "tools.conda.build", "--offline", "--variant", "cpu", "--output-dir",
-                    str(channel)], cwd=checkout, check=True, capture_output=True, env=os.environ.copy())
+                    str(channel)], cwd=checkout, check=True, capture_output=True, env=env)
     [package] = (channel / "linux-64").glob("*.conda")
 
     assert package.name == offline_build.package.name

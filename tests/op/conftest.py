@@ -1,16 +1,13 @@
-"""Builds the operator once per test session (`python -m tools.build_op`, the same build every consumer uses)."""
+"""The operator as this checkout builds it (the session's `checkout_build`, tests/conftest.py), imported."""
 
 from __future__ import annotations
 
 import importlib
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
-
-ROOT = Path(__file__).resolve().parents[2]
 
 DEVICES = [
     "cpu",
@@ -19,17 +16,13 @@ DEVICES = [
 
 
 @pytest.fixture(scope="session")
-def img2gray(tmp_path_factory):
-    out = tmp_path_factory.mktemp("variant") / "img2gray"
-    # A separate process: the build loads the library it compiles, and a process may register a
-    # torch.ops namespace only once.
-    subprocess.run([sys.executable, "-m", "tools.build_op", "--out", str(out)], cwd=ROOT, check=True)
+def img2gray(checkout_build: Path):
     # As a consumer imports a variant directory (PYTHONPATH=build/dev in pixi.toml), for this session only.
-    sys.path.insert(0, str(out.parent))
+    sys.path.insert(0, str(checkout_build.parent))
     try:
         yield importlib.import_module("img2gray")
     finally:
-        sys.path.remove(str(out.parent))
+        sys.path.remove(str(checkout_build.parent))
 
 
 @pytest.fixture(params=DEVICES)

@@ -8,7 +8,6 @@ build's glibc floor (csrc/glibc_floor.h, what tools/build_op.py pre-includes), i
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -18,7 +17,8 @@ import pytest
 
 from kernelpin.abi_gate import AbiError, gate, needed_libraries
 from testkit.fake_kernel import write_variant
-from testkit.releasing import ROOT, run
+from testkit.releasing import BUILT_VERSIONS, ROOT, run
+from tools.build_config import BuildConfig
 from tools.build_op import LIBSTDCXX_DYNAMIC
 
 pytest.importorskip("kernel_abi_check")
@@ -151,23 +151,20 @@ def test_ci_gate_over_a_conda_channel_and_variant_dirs(builds, libraries, tmp_pa
     assert refused.returncode == 1 and f"{bad}: _keep.abi3.so: __libc_single_threaded needs GLIBC_2.32" in refused.stderr
 
 
-def test_op_built_by_a_driver_that_links_libstdcxx_statically_passes(tmp_path):
+def test_op_built_by_a_driver_that_links_libstdcxx_statically_passes(builds, static_libstdcxx_driver):
     """The H200 image's CXX is a wrapper that adds -static-libstdc++: the op built through it referenced
     pthread_once@GLIBC_2.34, arc4random@GLIBC_2.36, ... and the gate refused it. tools/build_op.py links
-    libstdc++ dynamically after torch's libraries, so the wrapper's build needs libstdc++.so.6 and passes."""
-    compiler = shutil.which("g++") or pytest.skip("no g++")
-    # Like the image's toolchain, the wrapper's own library directory holds libstdc++.a and no libstdc++.so.
-    archive = subprocess.run([compiler, "-print-file-name=libstdc++.a"], capture_output=True, text=True).stdout.strip()
-    if not Path(archive).is_file():
-        pytest.skip("no libstdc++.a to link statically")
-    (tmp_path / "lib").mkdir()
-    (tmp_path / "lib" / "libstdc++.a").symlink_to(archive)
-    wrapper = tmp_path / "g++-static-libstdc++"
-    wrapper.write_text(f'#!/bin/sh\nexec {compiler} "$@" -L{tmp_path / "lib"} -static-libstdc++\n')
-    wrapper.chmod(0o755)
-    out = tmp_path / "variant" / "img2gray"
-    run([sys.executable, "-m", "tools.build_op", "--out", str(out), "--build-dir", str(tmp_path / "obj")],
-        cwd=ROOT, env={**os.environ, "CXX": str(wrapper)})
-    (library,) = out.glob("*.so")
-    assert "libstdc++.so.6" in needed_libraries(library)
-    assert gate([out]) == 1
+    libstdc++ dynamically after torch's libraries, so the wrapper's build needs libstdc++.so.6 and passes.
+    The release fixture compiles its bumped versions through such a wrapper (the real build_op build)."""
+    if static_libstdcxx_driver is None:
+        pytest.skip("needs g++ and its libstdc++.a to make a driver that links libstdc++ statically")
+    linked = static_libstdcxx_driver.with_name("commands.log").read_text()
+    for version in BUILT_VERSIONS:
+        if version == BuildConfig.load().version:
+            continue  # the conda package: built by the recipe's compiler
+        out = builds[version]
+        (library,) = out.glob("*.so")
+        namespace = library.name.removesuffix(".abi3.so")  # build_op renames the library torch's builder links
+        assert f"-o {namespace}.so" in linked  # the build's link went through the driver
+        assert "libstdc++.so.6" in needed_libraries(library)
+        assert gate([out]) == 1

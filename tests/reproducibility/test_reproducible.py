@@ -10,16 +10,32 @@ from pathlib import Path
 
 import pytest
 
+from testkit.releasing import ROOT, build_command, run
 from tools import repro_check
 from tools.build_config import BuildConfig, copy_build_inputs
+from tools.build_op import want_cuda
 
 
-def test_cpu_build_is_bit_identical_from_two_checkout_paths(tmp_path: Path) -> None:
-    first, second = repro_check.build_twice(tmp_path, cuda="off")
+@pytest.fixture
+def checkout_cpu_build(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
+    """This checkout's CPU build: the session's `checkout_build` (the op tests' build) where that is a CPU build,
+    else one made here."""
+    if not want_cuda("auto"):
+        return request.getfixturevalue("checkout_build")
+    out = tmp_path / "checkout-cpu" / "img2gray"
+    run(build_command(out, tmp_path / "checkout-cpu" / "obj", cuda="off"), cwd=ROOT)
+    return out
 
-    assert first.checkout != second.checkout and len(str(first.checkout)) != len(str(second.checkout))
+
+def test_cpu_build_is_bit_identical_from_two_checkout_paths(checkout_cpu_build: Path, tmp_path: Path) -> None:
+    """The checkout's own build and the build of a copy at a path that differs in every component and in length."""
+    first = repro_check.BuiltVariant.of(ROOT, checkout_cpu_build)
+    [second] = repro_check.build_copies(tmp_path, cuda="off", names=repro_check.CHECKOUTS[1:])
+
+    assert len(str(first.checkout)) != len(str(second.checkout))
     assert first.library.name == second.library.name  # the build id ignores where the checkout is
-    assert repro_check.leaked_paths(first.library, tmp_path) == []
+    assert repro_check.leaked_paths(first.library, ROOT) == []
+    assert repro_check.leaked_paths(second.library, tmp_path) == []
     assert first.hashes == second.hashes
 
 
