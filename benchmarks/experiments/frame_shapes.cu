@@ -272,12 +272,27 @@ std::vector<Shape<scalar_t>> shapes_for(const Plan& plan) {
   std::vector<Shape<scalar_t>> shapes;
   shapes.push_back({"product", [=](const scalar_t* in, scalar_t* out) { launch<scalar_t>(in, out, plan, bt601<scalar_t>(), 0, 0); }});
   if (plan.layout == Layout::Planar) {
+    add_planar<Hint::kLdg, 256>(shapes, plan);
     add_planar<Hint::kLdg, 128>(shapes, plan);
+    add_planar<Hint::kNoL1, 128>(shapes, plan);
+    add_planar<Hint::kCg, 128>(shapes, plan);
+    if constexpr (std::is_same_v<scalar_t, uint8_t>) add_planar<Hint::kLdg, 256, scalar_t, false>(shapes, plan);
     add_planar_tiles<128, 2>(shapes, plan);
     add_planar_narrow<256, 8>(shapes, plan);
-    add_planar_narrow<128, 8>(shapes, plan);
   } else {
     add_interleaved<Hint::kLdg, 256>(shapes, plan);
+    add_interleaved<Hint::kNoL1, 128>(shapes, plan);
+    add_staged<Hint::kLdg, 128>(shapes, plan);
+    add_staged<Hint::kNoL1, 128>(shapes, plan);
+    if constexpr (std::is_same_v<scalar_t, uint8_t>) {
+      add_interleaved<Hint::kLdg, 256, scalar_t, 16, false>(shapes, plan);
+      add_interleaved<Hint::kLdg, 256, scalar_t, 8>(shapes, plan);
+      add_interleaved<Hint::kLdg, 256, scalar_t, 8, false>(shapes, plan);
+    }
+    const int32_t packets = static_cast<int32_t>(plan.pixels / (16 / sizeof(scalar_t)));
+    shapes.push_back({"floor: no arithmetic", [=](const scalar_t* in, scalar_t* out) {
+                        interleaved_floor<256, scalar_t><<<covering(packets, 256), 256>>>(in, out, packets);
+                      }});
   }
   return shapes;
 }
