@@ -23,20 +23,32 @@ class HubTimeout(KernelpinError):
     """A request got no answer within the timeout."""
 
 
+def capped_timeouts(requested: dict[str, float | None], seconds: float) -> dict[str, float]:
+    """httpx's per-request timeouts (connect, read, write, pool) with none longer than `seconds`: caps
+    huggingface_hub's own long ones (60 s on its retried metadata request) and keeps its short ones (3 s on its
+    once-a-day, best-effort fetch of the agent-harness registry, which a flat `seconds` stretched to 30 s:
+    a silent Hub then cost two full timeouts per command instead of one)."""
+    return {kind: seconds if requested.get(kind) is None else min(requested[kind], seconds)
+            for kind in ("connect", "read", "write", "pool")}
+
+
 class _DeadlineTransport(httpx2.BaseTransport):
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
         self.inner = httpx2.HTTPTransport()
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
-        # Also caps huggingface_hub's own per-call timeouts (e.g. 60 s on its retried metadata request).
-        request.extensions["timeout"] = httpx2.Timeout(self.seconds).as_dict()
+        timeouts = capped_timeouts(request.extensions.get("timeout", {}), self.seconds)
+        request.extensions["timeout"] = timeouts
         try:
             return self.inner.handle_request(request)
         except httpx2.TimeoutException as error:
             url = request.url.copy_with(query=None)
+            phase = {httpx2.ConnectTimeout: "connect", httpx2.ReadTimeout: "read", httpx2.WriteTimeout: "write",
+                     httpx2.PoolTimeout: "pool"}.get(type(error))
+            waited = timeouts[phase] if phase else max(timeouts.values())
             raise HubTimeout(
-                f"no answer from {url} within {self.seconds:g} s ({type(error).__name__}); the server is down "
+                f"no answer from {url} within {waited:g} s ({type(error).__name__}); the server is down "
                 "or overloaded: retry later, or set KERNELPIN_HTTP_TIMEOUT=SECONDS to wait longer"
             ) from None
 

@@ -19,6 +19,7 @@ import pytest
 import kernelpin
 from kernelpin import lockfile
 from kernelpin.errors import IntegrityError, KernelpinError
+from kernelpin.hubclient import capped_timeouts
 from kernelpin.integrity import write_atomic
 from kernelpin.runtime import module_name
 from kernelpin.source import remote_file
@@ -221,6 +222,17 @@ def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     return subprocess.run([sys.executable, "-m", "kernelpin", *args], env=env, capture_output=True, text=True,
                           timeout=timeout)
+
+
+def test_the_http_deadline_caps_huggingface_hubs_timeouts_and_keeps_its_shorter_ones():
+    """KERNELPIN_HTTP_TIMEOUT caps every request, and must not stretch huggingface_hub's shorter ones: its
+    once-a-day, best-effort fetch of the agent-harness registry asks for 3 s, and a flat deadline made a silent
+    Hub cost two full timeouts per command (measured: 8.4 s at KERNELPIN_HTTP_TIMEOUT=4)."""
+    every = ("connect", "read", "write", "pool")
+    assert capped_timeouts(dict.fromkeys(every, 3.0), 30) == dict.fromkeys(every, 3.0)
+    assert capped_timeouts({"connect": 60.0, "read": 10.0, "write": None}, 30) == {
+        "connect": 30, "read": 10.0, "write": 30, "pool": 30}
+    assert capped_timeouts({}, 30) == dict.fromkeys(every, 30)
 
 
 def test_a_silent_hub_times_out_with_a_clear_error(img2gray, project, cli, monkeypatch):

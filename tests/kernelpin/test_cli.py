@@ -128,24 +128,42 @@ def test_sync_help_compares_locked_and_frozen_with_uv_and_cargo(capsys):
 
 
 def test_interrupt_exits_130_and_says_what_is_kept(tmp_path):
-    """Ctrl-C while the Hub does not answer (a server that accepts and never replies)."""
+    """Ctrl-C while the Hub does not answer (a server that accepts and never replies).
+
+    The signal goes out once kernelpin's own request has arrived (not merely some connection: a stray client
+    of a recycled port would be accepted first), and the HTTP deadline is far beyond the test's, so only the
+    interrupt can end the command in time. A hang is reported with the child's signal state and stacks."""
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
         server.listen()
+        server.settimeout(60)
         (tmp_path / "pyproject.toml").write_text('[project]\nname = "app"\nversion = "1"\n')
-        env = {key: value for key, value in os.environ.items() if not key.startswith("HF_")}
+        env = {key: value for key, value in os.environ.items() if not key.startswith(("HF_", "KERNELPIN_"))}
         env.update(HF_ENDPOINT=f"http://127.0.0.1:{server.getsockname()[1]}", HF_HOME=str(tmp_path / "hf"),
-                   PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+                   PYTHONPATH=str(Path(__file__).resolve().parents[2]), KERNELPIN_HTTP_TIMEOUT="600",
+                   PYTHONFAULTHANDLER="1")
         process = subprocess.Popen([sys.executable, "-m", "kernelpin", "versions", "acme/x"], cwd=tmp_path, env=env,
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        connection, _ = server.accept()  # the request is on its way: kernelpin now waits for an answer
-        time.sleep(0.2)
-        process.send_signal(signal.SIGINT)
+        connections = []
         try:
-            _, err = process.communicate(timeout=30)
+            while True:  # until kernelpin's request for acme/x's refs has arrived: it now waits for an answer
+                connection, _ = server.accept()
+                connections.append(connection)
+                connection.settimeout(60)
+                if b"acme/x" in connection.recv(65536):
+                    break
+            process.send_signal(signal.SIGINT)
+            try:
+                _, err = process.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                status = Path(f"/proc/{process.pid}/status").read_text()
+                process.send_signal(signal.SIGABRT)  # faulthandler prints every thread's stack
+                _, err = process.communicate(timeout=30)
+                pytest.fail(f"kernelpin ignored SIGINT for 60 s\n{status}\n{err}")
         finally:
             process.kill()
-            connection.close()
+            for connection in connections:
+                connection.close()
     assert process.returncode == 130
     assert "interrupted; files already verified are kept, re-run to finish" in err
 
