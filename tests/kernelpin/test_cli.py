@@ -164,7 +164,7 @@ def test_interrupt_exits_130_and_says_what_is_kept(tmp_path):
             process.kill()
             for connection in connections:
                 connection.close()
-    assert process.returncode == 130
+    assert process.returncode == 130, err
     assert "interrupted; files already verified are kept, re-run to finish" in err
 
 
