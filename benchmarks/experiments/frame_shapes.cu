@@ -25,14 +25,7 @@
 using namespace img2gray;
 using namespace img2gray::kernels;
 
-#define CHECK(x)                                                                          \
-  do {                                                                                    \
-    cudaError_t e = (x);                                                                  \
-    if (e != cudaSuccess) {                                                               \
-      std::printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e), __FILE__, __LINE__); \
-      std::exit(1);                                                                       \
-    }                                                                                     \
-  } while (0)
+#include "cuda_check.h"
 
 // ---- shapes -------------------------------------------------------------------------------------------
 

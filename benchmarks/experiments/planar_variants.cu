@@ -8,14 +8,7 @@
 #include <cstdio>
 #include <vector>
 
-#define CHECK(x)                                                                        \
-  do {                                                                                  \
-    cudaError_t e = (x);                                                                \
-    if (e != cudaSuccess) {                                                             \
-      std::printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e), __FILE__, __LINE__); \
-      std::exit(1);                                                                     \
-    }                                                                                   \
-  } while (0)
+#include "cuda_check.h"
 
 template <typename T>
 union Packet {

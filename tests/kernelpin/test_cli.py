@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from testkit.fake_kernel import CPU_213, write_variant
-from tests.kernelpin.helpers import AS_NOBODY, require_nobody
+from tests.kernelpin.helpers import AS_NOBODY, fresh_interpreter, require_nobody
 
 from kernelpin import lockfile
 from kernelpin.cli import main
@@ -130,9 +131,11 @@ def test_sync_help_compares_locked_and_frozen_with_uv_and_cargo(capsys):
 def test_interrupt_exits_130_and_says_what_is_kept(tmp_path):
     """Ctrl-C while the Hub does not answer (a server that accepts and never replies).
 
-    The signal goes out once kernelpin's own request has arrived (not merely some connection: a stray client
-    of a recycled port would be accepted first), and the HTTP deadline is far beyond the test's, so only the
-    interrupt can end the command in time. A hang is reported with the child's signal state and stacks."""
+    The signal goes out once kernelpin's own request has arrived: not merely some connection (huggingface_hub's
+    own registry fetch comes first) nor a request of another test's client that reached this port after its
+    server had freed it (the repository name is this run's own). The HTTP deadline is far beyond the test's, so
+    only the interrupt can end the command in time; a hang is reported with the child's signal state and stacks."""
+    repo_id = f"acme/interrupt-{secrets.token_hex(6)}"
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
         server.listen()
@@ -142,15 +145,15 @@ def test_interrupt_exits_130_and_says_what_is_kept(tmp_path):
         env.update(HF_ENDPOINT=f"http://127.0.0.1:{server.getsockname()[1]}", HF_HOME=str(tmp_path / "hf"),
                    PYTHONPATH=str(Path(__file__).resolve().parents[2]), KERNELPIN_HTTP_TIMEOUT="600",
                    PYTHONFAULTHANDLER="1")
-        process = subprocess.Popen([sys.executable, "-m", "kernelpin", "versions", "acme/x"], cwd=tmp_path, env=env,
+        process = subprocess.Popen([sys.executable, "-m", "kernelpin", "versions", repo_id], cwd=tmp_path, env=env,
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         connections = []
         try:
-            while True:  # until kernelpin's request for acme/x's refs has arrived: it now waits for an answer
+            while True:  # until kernelpin's request for the repository's refs has arrived: it now waits for an answer
                 connection, _ = server.accept()
                 connections.append(connection)
                 connection.settimeout(60)
-                if b"acme/x" in connection.recv(65536):
+                if repo_id.encode() in connection.recv(65536):
                     break
             process.send_signal(signal.SIGINT)
             try:
@@ -166,6 +169,31 @@ def test_interrupt_exits_130_and_says_what_is_kept(tmp_path):
                 connection.close()
     assert process.returncode == 130, err
     assert "interrupted; files already verified are kept, re-run to finish" in err
+
+
+def test_ctrl_c_that_a_library_turns_into_another_error_still_exits_130(monkeypatch, tmp_path):
+    """An HTTP library cleaning up a half-sent request can replace the KeyboardInterrupt with an error of its
+    own (the full suite caught `kernelpin versions` exiting 1 after Ctrl-C): it is still an interrupt."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "app"\nversion = "1"\n')
+    output, _ = fresh_interpreter(
+        "import os, signal, time\n"
+        "from kernelpin import cli\n"
+        "from kernelpin.errors import KernelpinError\n"
+        "def interrupted_mid_request(ctx):\n"
+        "    try:\n"
+        "        os.kill(os.getpid(), signal.SIGINT)\n"
+        "        time.sleep(30)\n"
+        "    except KeyboardInterrupt:\n"
+        "        raise KernelpinError('listing tags of acme/x failed: connection torn down') from None\n"
+        "cli.cmd_versions = interrupted_mid_request\n"
+        "import contextlib, io\n"
+        "err = io.StringIO()\n"
+        "with contextlib.redirect_stderr(err):\n"
+        "    status = cli.main(['versions', 'acme/x'])\n"
+        "print(status, err.getvalue())\n"
+    )
+    assert output.startswith("130 ") and "interrupted; files already verified are kept" in output, output
 
 
 def test_a_path_kernelpin_cannot_write_is_an_error_not_a_traceback(img2gray, project, hub, tmp_path):
