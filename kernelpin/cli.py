@@ -7,9 +7,7 @@ import dataclasses
 import functools
 import hashlib
 import json
-import signal
 import sys
-import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -506,59 +504,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-class _CtrlC:
-    """Ctrl-C for the duration of a command: raises KeyboardInterrupt as Python's own handler does, and
-    remembers that it came. The KeyboardInterrupt can surface as another error: raised inside an HTTP
-    library's cleanup of a half-sent request, it was replaced by a protocol error, and the command ended with
-    `error: ...` and exit 1 instead of exit 130. Installed only over Python's default handler, in the main
-    thread: a parent that ignores SIGINT (a background job) keeps it ignored."""
-
-    def __init__(self) -> None:
-        self.received = False
-        self.previous: Any = None
-
-    def __enter__(self) -> _CtrlC:
-        if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-            self.previous = signal.signal(signal.SIGINT, self._handle)
-        return self
-
-    def _handle(self, signum: int, frame: Any) -> None:
-        self.received = True
-        raise KeyboardInterrupt
-
-    def __exit__(self, *exc_info: object) -> None:
-        if self.previous is not None:
-            signal.signal(signal.SIGINT, self.previous)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.quiet and args.verbose:
         parser.error("-q/--quiet and -v/--verbose contradict each other; give one")
     ctx = Context(args)
-    with _CtrlC() as ctrl_c:
-        try:
-            return args.run(ctx)
-        except Exception as error:
-            if ctrl_c.received:  # what the interrupt left behind, not a failure of its own
-                return _interrupted(ctx)
-            if isinstance(error, KernelpinError):
-                ctx.err.print(f"error: {error}", style="red")
-                return 1
-            if isinstance(error, OSError):  # a read-only checkout or Hub cache, a full disk: path and cause, no traceback
-                where = f"{error.filename}: " if error.filename else ""
-                ctx.err.print(f"error: {where}{error.strerror or error}; check that path's permissions and free space "
-                              "(the Hub cache is HF_HUB_CACHE or HF_HOME/hub)", style="red")
-                return 1
-            raise
-        except KeyboardInterrupt:
-            return _interrupted(ctx)
-
-
-def _interrupted(ctx: Context) -> int:
-    ctx.err.print("interrupted; files already verified are kept, re-run to finish")
-    return 130
+    try:
+        return args.run(ctx)
+    except KernelpinError as error:
+        ctx.err.print(f"error: {error}", style="red")
+        return 1
+    except OSError as error:  # a read-only checkout or Hub cache, a full disk: the path and the cause, no traceback
+        where = f"{error.filename}: " if error.filename else ""
+        ctx.err.print(f"error: {where}{error.strerror or error}; check that path's permissions and free space "
+                      "(the Hub cache is HF_HUB_CACHE or HF_HOME/hub)", style="red")
+        return 1
+    except KeyboardInterrupt:
+        ctx.err.print("interrupted; files already verified are kept, re-run to finish")
+        return 130
 
 
 if __name__ == "__main__":

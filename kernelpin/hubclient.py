@@ -69,6 +69,7 @@ def use_timeout(seconds: float) -> None:
 
         def factory() -> httpx2.Client:
             return httpx2.Client(
+                timeout=seconds,  # for requests that ask for none (httpx would give them 5 s); the transport caps the rest
                 transport=_DeadlineTransport(seconds),
                 event_hooks={"request": [hf_http.hf_request_event_hook]},
                 follow_redirects=True,

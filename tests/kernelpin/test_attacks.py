@@ -235,6 +235,19 @@ def test_the_http_deadline_caps_huggingface_hubs_timeouts_and_keeps_its_shorter_
     assert capped_timeouts({}, 30) == dict.fromkeys(every, 30)
 
 
+def test_requests_that_ask_for_no_timeout_get_kernelpin_http_timeout():
+    """huggingface_hub's API calls ask for no timeout of their own; httpx would give them its 5 s default, so
+    KERNELPIN_HTTP_TIMEOUT=60 ("wait longer") would have been capped at 5 s."""
+    from kernelpin.hubclient import use_timeout
+    from kernelpin.source import DEFAULT_HTTP_TIMEOUT
+
+    use_timeout(42.0)
+    try:
+        assert hf_http.get_session().timeout.as_dict() == dict.fromkeys(("connect", "read", "write", "pool"), 42.0)
+    finally:
+        use_timeout(DEFAULT_HTTP_TIMEOUT)
+
+
 def test_a_silent_hub_times_out_with_a_clear_error(img2gray, project, cli, monkeypatch):
     project('"acme/img2gray" = "^0.1"\n')
     assert cli("lock")[0] == 0
