@@ -279,13 +279,13 @@ inline int multiprocessors(int device) {
 }
 
 inline int64_t blocks_for(int64_t items) { return (items + kThreads - 1) / kThreads; }
+constexpr int64_t kMaxBlocks = std::numeric_limits<int32_t>::max();  // of a grid's x dimension
 
 // Dense layouts in packets of kBytes; false when alignment, shape or grid limits rule them out.
 template <typename scalar_t, int kBytes, typename index_t, bool kSaturate>
 bool launch_packets(const scalar_t* in, scalar_t* out, const Plan& plan, const Weights<acc_t<scalar_t>>& w,
                     cudaStream_t stream) {
   constexpr int kSize = Packet<scalar_t, kBytes>::kSize;
-  constexpr int64_t kMaxBlocks = std::numeric_limits<int32_t>::max();
   if (!is_aligned(in, kBytes) || !is_aligned(out, kBytes)) return false;
   if (plan.layout == Layout::Planar && plan.inner % kSize == 0) {
     const int64_t per_plane = plan.inner / kSize;
@@ -307,8 +307,7 @@ bool launch_packets(const scalar_t* in, scalar_t* out, const Plan& plan, const W
 }
 
 inline unsigned int per_pixel_blocks(int64_t pixels) {
-  return static_cast<unsigned int>(
-      std::min<int64_t>((pixels + kThreads - 1) / kThreads, std::numeric_limits<int32_t>::max()));
+  return static_cast<unsigned int>(std::min(blocks_for(pixels), kMaxBlocks));  // the kernel loops past the grid
 }
 
 template <typename scalar_t>

@@ -39,7 +39,7 @@ __device__ __forceinline__ Packet<scalar_t, 16> load_hinted(const scalar_t* p) {
   Packet<scalar_t, 16> packet;
   uint4& v = packet.raw;
   if constexpr (kHint == Hint::kLdg) {
-    v = __ldg(reinterpret_cast<const uint4*>(p));
+    return load_packet<scalar_t, 16>(p);  // the product's load
   } else if constexpr (kHint == Hint::kCg) {
     v = __ldcg(reinterpret_cast<const uint4*>(p));
   } else if constexpr (kHint == Hint::kNoL1) {
