@@ -202,22 +202,22 @@ __device__ __forceinline__ Packet<scalar_t, kBytes> interleaved_gray(const Packe
 // [0, 255] of uint8 results, for weights under which it cannot change a result (saturation_is_identity).
 
 // Planar (..., 3, inner) with `inner` a multiple of the packet size, on a 2D grid: blockIdx.x counts packets
-// within a plane, blockIdx.y planes (no thread divides to find its plane; at most 65535 rows of blocks, each
-// row then takes every 65535th plane). A packet reads one packet from each of the three planes, writes one.
+// within a plane, blockIdx.y planes. No thread divides to find its plane and none loops: a grid has at most
+// 65535 rows, so more planes take more launches (launch_packets). A thread reads one packet from each of the
+// three planes and writes one.
 template <typename scalar_t, int kBytes, typename index_t, bool kSaturate>
 __global__ void __launch_bounds__(kThreads) planar_packets(const scalar_t* __restrict__ in, scalar_t* __restrict__ out,
-                                                           index_t packets_per_plane, index_t inner, index_t planes,
+                                                           index_t packets_per_plane, index_t inner,
                                                            const Weights<acc_t<scalar_t>> w, uint32_t exponent) {
-  constexpr int kSize = Packet<scalar_t, kBytes>::kSize;
+  constexpr index_t kSize = Packet<scalar_t, kBytes>::kSize;
   const index_t q = static_cast<index_t>(blockIdx.x) * kThreads + static_cast<index_t>(threadIdx.x);
   if (q >= packets_per_plane) return;
-  for (index_t plane = blockIdx.y; plane < planes; plane += gridDim.y) {
-    const scalar_t* r = in + plane * 3 * inner + q * kSize;
-    Packet<scalar_t, kBytes> channel[3];
+  const index_t plane = blockIdx.y;
+  const scalar_t* r = in + plane * 3 * inner + q * kSize;
+  Packet<scalar_t, kBytes> channel[3];
 #pragma unroll
-    for (int c = 0; c < 3; ++c) channel[c] = load_packet<scalar_t, kBytes>(r + c * inner);
-    store_packet(out + plane * inner + q * kSize, planar_gray<kSaturate>(channel, w, exponent));
-  }
+  for (int c = 0; c < 3; ++c) channel[c] = load_packet<scalar_t, kBytes>(r + c * inner);
+  store_packet(out + plane * inner + q * kSize, planar_gray<kSaturate>(channel, w, exponent));
 }
 
 // Interleaved (..., 3) dense pixels: a packet of kSize pixels reads three packets and writes one. The pixels
@@ -226,7 +226,7 @@ template <typename scalar_t, int kBytes, typename index_t, bool kSaturate>
 __global__ void __launch_bounds__(kThreads) interleaved_packets(const scalar_t* __restrict__ in, scalar_t* __restrict__ out,
                                                                 index_t packets, index_t pixels,
                                                                 const Weights<acc_t<scalar_t>> w, uint32_t exponent) {
-  constexpr int kSize = Packet<scalar_t, kBytes>::kSize;
+  constexpr index_t kSize = Packet<scalar_t, kBytes>::kSize;
   const index_t q = static_cast<index_t>(blockIdx.x) * kThreads + static_cast<index_t>(threadIdx.x);
   if (q < packets) {
     Packet<scalar_t, kBytes> chunk[3];
@@ -280,6 +280,7 @@ inline int multiprocessors(int device) {
 
 inline int64_t blocks_for(int64_t items) { return (items + kThreads - 1) / kThreads; }
 constexpr int64_t kMaxBlocks = std::numeric_limits<int32_t>::max();  // of a grid's x dimension
+constexpr int64_t kMaxGridRows = 65535;                                // of its y dimension
 
 // Dense layouts in packets of kBytes; false when alignment, shape or grid limits rule them out.
 template <typename scalar_t, int kBytes, typename index_t, bool kSaturate>
@@ -290,10 +291,13 @@ bool launch_packets(const scalar_t* in, scalar_t* out, const Plan& plan, const W
   if (plan.layout == Layout::Planar && plan.inner % kSize == 0) {
     const int64_t per_plane = plan.inner / kSize;
     if (blocks_for(per_plane) > kMaxBlocks) return false;
-    const dim3 grid(static_cast<unsigned int>(blocks_for(per_plane)), static_cast<unsigned int>(std::min<int64_t>(plan.outer, 65535)));
-    planar_packets<scalar_t, kBytes, index_t, kSaturate><<<grid, kThreads, 0, stream>>>(
-        in, out, static_cast<index_t>(per_plane), static_cast<index_t>(plan.inner), static_cast<index_t>(plan.outer), w,
-        kFloatExponent23);
+    for (int64_t first = 0; first < plan.outer; first += kMaxGridRows) {
+      const dim3 grid(static_cast<unsigned int>(blocks_for(per_plane)),
+                      static_cast<unsigned int>(std::min(plan.outer - first, kMaxGridRows)));
+      planar_packets<scalar_t, kBytes, index_t, kSaturate><<<grid, kThreads, 0, stream>>>(
+          in + first * 3 * plan.inner, out + first * plan.inner, static_cast<index_t>(per_plane),
+          static_cast<index_t>(plan.inner), w, kFloatExponent23);
+    }
     return true;
   }
   if (plan.layout == Layout::Interleaved) {
@@ -328,8 +332,9 @@ void launch_per_pixel(const scalar_t* in, scalar_t* out, const Plan& plan, const
 // 8-byte packets for uint8 interleaved input (8 pixels per thread: with 16, its per-pixel arithmetic left
 // single frames and small batches 2-5% short of a copy; with 8 they reach the memory floor) and for 16/32-bit
 // planar input (1-3% faster on single frames, the same on large batches); 16-byte packets for the rest (uint8
-// planar lost 3-8% with 8). Tiny 8/16-bit inputs take 4-byte packets, to fill the GPU with threads. 32-bit
-// indices wherever the input allows them.
+// planar lost 3-8% with 8). Tiny 8/16-bit inputs take 4-byte packets, to fill the GPU with threads. Unsigned
+// 32-bit indices wherever the input allows them (with the loop-free planar grid: 16/32-bit frames 0.5-2% faster
+// than signed indices and a plane loop, ../benchmarks/results/h200-frame-shapes-5-lean-*.txt).
 template <typename scalar_t, bool kSaturate>
 bool launch_dense(const scalar_t* in, scalar_t* out, const Plan& plan, const Weights<acc_t<scalar_t>>& w, int device,
                   cudaStream_t stream) {
@@ -339,15 +344,15 @@ bool launch_dense(const scalar_t* in, scalar_t* out, const Plan& plan, const Wei
   }
   if constexpr (sizeof(scalar_t) < 4) {
     if (plan.pixels / kMaxSize < int64_t{kThreads} * multiprocessors(device)) {
-      return launch_packets<scalar_t, 4, int32_t, kSaturate>(in, out, plan, w, stream);
+      return launch_packets<scalar_t, 4, uint32_t, kSaturate>(in, out, plan, w, stream);
     }
   }
   if constexpr (std::is_same_v<scalar_t, uint8_t>) {
-    if (plan.layout == Layout::Interleaved) return launch_packets<scalar_t, 8, int32_t, kSaturate>(in, out, plan, w, stream);
+    if (plan.layout == Layout::Interleaved) return launch_packets<scalar_t, 8, uint32_t, kSaturate>(in, out, plan, w, stream);
   } else if constexpr (sizeof(scalar_t) <= 4) {
-    if (plan.layout == Layout::Planar) return launch_packets<scalar_t, 8, int32_t, kSaturate>(in, out, plan, w, stream);
+    if (plan.layout == Layout::Planar) return launch_packets<scalar_t, 8, uint32_t, kSaturate>(in, out, plan, w, stream);
   }
-  return launch_packets<scalar_t, 16, int32_t, kSaturate>(in, out, plan, w, stream);
+  return launch_packets<scalar_t, 16, uint32_t, kSaturate>(in, out, plan, w, stream);
 }
 
 template <typename scalar_t>

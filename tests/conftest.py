@@ -16,11 +16,33 @@ from typing import TYPE_CHECKING
 import pytest
 
 from testkit.build_once import build_once
+from testkit.schedule import heavy_first
 
 if TYPE_CHECKING:
     from tests.conda.support import OfflineBuild
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# CPU seconds (2-core CI machine) of the session builds, paid by the first test that asks for one.
+SESSION_BUILD_SECONDS = {"checkout_build": 22, "offline_build": 27, "builds": 22}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "heavy(cpu_seconds): a test that builds for tens of seconds; it is run first "
+                                       "(testkit/schedule.py)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    cost: dict[pytest.Item, float] = {}
+    for item in items:
+        if marker := item.get_closest_marker("heavy"):
+            cost[item] = marker.kwargs["cpu_seconds"]
+    for fixture, seconds in SESSION_BUILD_SECONDS.items():
+        if first := next((item for item in items if fixture in getattr(item, "fixturenames", ())), None):
+            cost[first] = cost.get(first, 0) + seconds
+    # Under pytest-xdist every worker collects and orders alike; `workerinput` says how many there are.
+    workers = getattr(config, "workerinput", {}).get("workercount", 1)
+    items[:] = heavy_first(items, cost, workers)
 
 
 @pytest.fixture(scope="session")

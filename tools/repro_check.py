@@ -61,11 +61,11 @@ def this_commit_env() -> dict[str, str]:
     return {**({"IMG2GRAY_SOURCE_COMMIT": commit} if commit else {}), "SOURCE_DATE_EPOCH": fixed_timestamp()}
 
 
-def build_copies(root: Path, cuda: str, names: Sequence[str] = CHECKOUTS) -> list[BuiltVariant]:
-    """Copy this checkout's build inputs to `root/<name>` for each of `names` and build them all at once (one
+def build_copies(root: Path, cuda: str) -> list[BuiltVariant]:
+    """Copy this checkout's build inputs to `root/<name>` for each of CHECKOUTS and build them all at once (one
     compile job each)."""
     config = BuildConfig.load()
-    checkouts = [copy_build_inputs(config, root / name) for name in names]
+    checkouts = [copy_build_inputs(config, root / name) for name in CHECKOUTS]
     # One job each so that the builds overlap.
     env = {**os.environ, **this_commit_env(), "MAX_JOBS": "1"}
     processes = [build_in(checkout, cuda, env) for checkout in checkouts]

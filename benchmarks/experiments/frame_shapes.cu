@@ -8,7 +8,8 @@
 //        benchmarks/experiments/frame_shapes.cu -o frame_shapes && ./frame_shapes
 // Medians over ROUNDS timed calls per shape (argument 1, default 101); argument 2 `reverse` times the shapes
 // in reverse order (a check that order does not decide the ranking), `forward` does not; argument 3
-// `same-output` has every call write one output buffer (a caller that allocates per call).
+// `same-output` has every call write one output buffer (a caller that allocates per call); argument 4
+// `floats` runs the float16/float32 cases only.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -181,6 +182,30 @@ __global__ void __launch_bounds__(kBlock) interleaved_staged(const scalar_t* __r
 }
 
 // One shape: a name and a launcher over (in, out).
+// Planar, lean: one plane per row of blocks and no plane loop (at most 65535 planes), 32-bit unsigned offsets,
+// kPackets adjacent packets of kBytes per channel per thread (torch.compile's Triton kernels for these frames:
+// 128 threads with 16 bytes per channel for float16, 2 x 16 bytes for float32; 256 threads x 4 bytes for a
+// float16 720p frame).
+template <int kBlock, int kBytes, int kPackets, typename scalar_t>
+__global__ void __launch_bounds__(kBlock) planar_lean(const scalar_t* __restrict__ in, scalar_t* __restrict__ out,
+                                                      uint32_t packets_per_plane, uint32_t inner,
+                                                      const Weights<acc_t<scalar_t>> w, uint32_t exponent) {
+  constexpr uint32_t kSize = kBytes / sizeof(scalar_t);
+  const uint32_t first = (blockIdx.x * kBlock + threadIdx.x) * kPackets;
+  if (first >= packets_per_plane) return;
+  const scalar_t* r = in + blockIdx.y * 3u * inner + first * kSize;
+  Packet<scalar_t, kBytes> channel[kPackets][3];
+#pragma unroll
+  for (int u = 0; u < kPackets; ++u) {
+#pragma unroll
+    for (int c = 0; c < 3; ++c) channel[u][c] = load_packet<scalar_t, kBytes>(r + c * inner + u * kSize);
+  }
+#pragma unroll
+  for (int u = 0; u < kPackets; ++u) {
+    store_packet(out + blockIdx.y * inner + (first + u) * kSize, planar_gray(channel[u], w, exponent));
+  }
+}
+
 template <typename scalar_t>
 struct Shape {
   std::string name;
@@ -239,6 +264,19 @@ void add_planar_tiles(std::vector<Shape<scalar_t>>& shapes, const Plan& plan) {
                     }});
 }
 
+template <int kBlock, int kBytes, int kPackets, typename scalar_t>
+void add_planar_lean(std::vector<Shape<scalar_t>>& shapes, const Plan& plan) {
+  constexpr int kSize = kBytes / sizeof(scalar_t);
+  const uint32_t per_plane = static_cast<uint32_t>(plan.inner / kSize), inner = static_cast<uint32_t>(plan.inner);
+  const unsigned outer = static_cast<unsigned>(plan.outer);
+  if (per_plane % kPackets != 0 || outer > 65535) return;
+  shapes.push_back({std::string("lean ") + std::to_string(kBlock) + " " + std::to_string(kPackets) + "x" + std::to_string(kBytes) + "B",
+                    [=](const scalar_t* in, scalar_t* out) {
+                      planar_lean<kBlock, kBytes, kPackets, scalar_t><<<dim3(covering(per_plane, kBlock * kPackets), outer), kBlock>>>(
+                          in, out, per_plane, inner, bt601<scalar_t>(), kFloatExponent23);
+                    }});
+}
+
 template <Hint kHint, int kBlock, typename scalar_t, int kBytes = 16, bool kSaturate = true>
 void add_interleaved(std::vector<Shape<scalar_t>>& shapes, const Plan& plan) {
   constexpr int kSize = kBytes / sizeof(scalar_t);
@@ -272,6 +310,15 @@ std::vector<Shape<scalar_t>> shapes_for(const Plan& plan) {
     if constexpr (std::is_same_v<scalar_t, uint8_t>) add_planar<Hint::kLdg, 256, scalar_t, false>(shapes, plan);
     add_planar_tiles<128, 2>(shapes, plan);
     add_planar_narrow<256, 8>(shapes, plan);
+    if constexpr (!std::is_same_v<scalar_t, uint8_t>) {
+      add_planar_lean<256, 8, 1>(shapes, plan);
+      add_planar_lean<128, 8, 1>(shapes, plan);
+      add_planar_lean<128, 16, 1>(shapes, plan);
+      add_planar_lean<256, 16, 1>(shapes, plan);
+      add_planar_lean<128, 16, 2>(shapes, plan);
+      add_planar_lean<64, 16, 2>(shapes, plan);
+      add_planar_lean<256, 4, 1>(shapes, plan);
+    }
   } else {
     add_interleaved<Hint::kLdg, 256>(shapes, plan);
     add_interleaved<Hint::kNoL1, 128>(shapes, plan);
@@ -415,6 +462,7 @@ int main(int argc, char** argv) {
   // Every call writes one output buffer, as a caller allocating per call gets it back from the caching
   // allocator (and the peers in bench_op.py are called): an output that fits in L2 stays there.
   const bool same_output = argc > 3 && std::string(argv[3]) == "same-output";
+  const bool floats_only = argc > 4 && std::string(argv[4]) == "floats";  // the float16/float32 cases only
   const int64_t p720 = 720 * 1280, p1080 = 1080 * 1920, p4k = 2160 * 3840;
   int l2 = 0;
   CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0));
@@ -423,7 +471,7 @@ int main(int argc, char** argv) {
                         Case{"uint8 HWC 4K", 1, p4k, true}, Case{"uint8 NCHW 4K", 1, p4k, false}, Case{"uint8 HWC 8x1080p", 8, p1080, true},
                         Case{"uint8 HWC 2x1080p", 2, p1080, true}, Case{"uint8 NCHW 8x1080p", 8, p1080, false},
                         Case{"uint8 NCHW 64x1080p", 64, p1080, false}, Case{"uint8 HWC 64x1080p", 64, p1080, true}}) {
-    run_case<uint8_t>(c, rounds, reverse, same_output);
+    if (!floats_only) run_case<uint8_t>(c, rounds, reverse, same_output);
   }
   for (const Case& c : {Case{"float16 NCHW 720p", 1, p720, false}, Case{"float16 NCHW 1080p", 1, p1080, false},
                         Case{"float16 NCHW 4K", 1, p4k, false}, Case{"float16 NCHW 8x720p", 8, p720, false},

@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from rattler.package_streaming import extract
 
 from tests.conda.support import OfflineBuild
@@ -27,7 +28,8 @@ def _payload(package: Path, into: Path) -> dict[str, bytes]:
     return {name: data for name, data in files.items() if not name.startswith("info/") or name == "info/paths.json"}
 
 
-def test_second_checkout_builds_a_package_with_identical_contents(offline_build: OfflineBuild, tmp_path: Path) -> None:
+@pytest.mark.heavy(cpu_seconds=27)
+def test_second_checkout_builds_a_package_with_identical_contents(request: pytest.FixtureRequest, tmp_path: Path) -> None:
     config = BuildConfig.load()
     checkout = copy_build_inputs(config, tmp_path / "another" / "checkout")
     for name in RECIPE_SIDE:
@@ -45,6 +47,8 @@ def test_second_checkout_builds_a_package_with_identical_contents(offline_build:
     subprocess.run([sys.executable, "-m", "tools.conda.build", "--offline", "--variant", "cpu", "--output-dir",
                     str(channel)], cwd=checkout, check=True, capture_output=True, env=env)
     [package] = (channel / "linux-64").glob("*.conda")
+    # Asked for only now: the session's build may still be running on another worker while this one built.
+    offline_build: OfflineBuild = request.getfixturevalue("offline_build")
 
     assert package.name == offline_build.package.name
     first = _payload(offline_build.package, tmp_path / "first")

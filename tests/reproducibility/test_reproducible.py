@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -9,7 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from rattler.package_streaming import extract
 
+from tests.conda.support import OfflineBuild
 from testkit.releasing import ROOT, build_command, run
 from tools import repro_check
 from tools.build_config import BuildConfig, copy_build_inputs
@@ -27,18 +30,29 @@ def checkout_cpu_build(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
     return out
 
 
-def test_cpu_build_is_bit_identical_from_two_checkout_paths(checkout_cpu_build: Path, tmp_path: Path) -> None:
-    """The checkout's own build and the build of a copy at a path that differs in every component and in length."""
+def test_cpu_build_is_bit_identical_from_two_checkout_paths(checkout_cpu_build: Path, offline_build: OfflineBuild,
+                                                           tmp_path: Path) -> None:
+    """The checkout's own build and the library of the session's offline conda package: a second build of this
+    commit, from rattler-build's copy of the sources in its work directory, against the torch of its build
+    environment, with the conda toolchain (tests/conda/test_reproducible_package.py compares the package built from
+    a third checkout path). The packaged library is what `pixi add` installs: the dev build gives the same bits."""
     first = repro_check.BuiltVariant.of(ROOT, checkout_cpu_build)
-    [second] = repro_check.build_copies(tmp_path, cuda="off", names=repro_check.CHECKOUTS[1:])
+    extract(offline_build.package, tmp_path / "package")
+    second = repro_check.BuiltVariant.of(offline_build.channel_dir, tmp_path / "package" / "site-packages" / "img2gray")
 
-    assert len(str(first.checkout)) != len(str(second.checkout))
     assert first.library.name == second.library.name  # the build id ignores where the checkout is
     assert repro_check.leaked_paths(first.library, ROOT) == []
-    assert repro_check.leaked_paths(second.library, tmp_path) == []
-    assert first.hashes == second.hashes
+    assert repro_check.leaked_paths(second.library, offline_build.channel_dir) == []  # its work dir, its torch
+    assert first.library.read_bytes() == second.library.read_bytes()
+    # metadata.json differs in one field only: the compiler driver as invoked (`c++` here, the conda toolchain's
+    # `g++`); its version must agree.
+    first_metadata, second_metadata = (json.loads(built.metadata.read_text()) for built in (first, second))
+    drivers = [metadata["provenance"].pop("compiler").split(" ", 1) for metadata in (first_metadata, second_metadata)]
+    assert drivers[0][1] == drivers[1][1], drivers
+    assert first_metadata == second_metadata
 
 
+@pytest.mark.heavy(cpu_seconds=29)
 @pytest.mark.skipif(shutil.which("nvcc") is None or shutil.which("objcopy") is None, reason="needs nvcc and objcopy")
 def test_cuda_object_is_identical_from_two_checkout_paths(tmp_path: Path) -> None:
     """The device code too (no CUDA torch needed: build_op --nvcc-check, one architecture to keep it short).
