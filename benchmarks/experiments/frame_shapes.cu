@@ -35,18 +35,23 @@ using namespace img2gray::kernels;
 // plain ld.global (what Triton emits for torch.compile's kernels).
 enum class Hint { kLdg, kCg, kNoL1, kGlobal };
 
-template <Hint kHint, typename scalar_t>
-__device__ __forceinline__ Packet<scalar_t, 16> load_hinted(const scalar_t* p) {
-  Packet<scalar_t, 16> packet;
-  uint4& v = packet.raw;
+template <Hint kHint, typename scalar_t, int kBytes = 16>
+__device__ __forceinline__ Packet<scalar_t, kBytes> load_hinted(const scalar_t* p) {
+  static_assert(kHint == Hint::kLdg || kBytes == 8 || kBytes == 16);
+  Packet<scalar_t, kBytes> packet;
+  auto& v = packet.words;
   if constexpr (kHint == Hint::kLdg) {
-    return load_packet<scalar_t, 16>(p);  // the product's load
+    return load_packet<scalar_t, kBytes>(p);  // the product's load
   } else if constexpr (kHint == Hint::kCg) {
-    v = __ldcg(reinterpret_cast<const uint4*>(p));
+    packet.raw = __ldcg(reinterpret_cast<const typename RawPacket<kBytes>::type*>(p));
+  } else if constexpr (kHint == Hint::kNoL1 && kBytes == 16) {
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3]) : "l"(p));
   } else if constexpr (kHint == Hint::kNoL1) {
-    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(v[0]), "=r"(v[1]) : "l"(p));
+  } else if constexpr (kBytes == 16) {
+    asm("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3]) : "l"(p));
   } else {
-    asm("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    asm("ld.global.v2.u32 {%0, %1}, [%2];" : "=r"(v[0]), "=r"(v[1]) : "l"(p));
   }
   return packet;
 }
@@ -186,7 +191,7 @@ __global__ void __launch_bounds__(kBlock) interleaved_staged(const scalar_t* __r
 // kPackets adjacent packets of kBytes per channel per thread (torch.compile's Triton kernels for these frames:
 // 128 threads with 16 bytes per channel for float16, 2 x 16 bytes for float32; 256 threads x 4 bytes for a
 // float16 720p frame).
-template <int kBlock, int kBytes, int kPackets, typename scalar_t>
+template <int kBlock, int kBytes, int kPackets, typename scalar_t, Hint kHint = Hint::kLdg>
 __global__ void __launch_bounds__(kBlock) planar_lean(const scalar_t* __restrict__ in, scalar_t* __restrict__ out,
                                                       uint32_t packets_per_plane, uint32_t inner,
                                                       const Weights<acc_t<scalar_t>> w, uint32_t exponent) {
@@ -198,7 +203,7 @@ __global__ void __launch_bounds__(kBlock) planar_lean(const scalar_t* __restrict
 #pragma unroll
   for (int u = 0; u < kPackets; ++u) {
 #pragma unroll
-    for (int c = 0; c < 3; ++c) channel[u][c] = load_packet<scalar_t, kBytes>(r + c * inner + u * kSize);
+    for (int c = 0; c < 3; ++c) channel[u][c] = load_hinted<kHint, scalar_t, kBytes>(r + c * inner + u * kSize);
   }
 #pragma unroll
   for (int u = 0; u < kPackets; ++u) {
@@ -264,15 +269,16 @@ void add_planar_tiles(std::vector<Shape<scalar_t>>& shapes, const Plan& plan) {
                     }});
 }
 
-template <int kBlock, int kBytes, int kPackets, typename scalar_t>
+template <int kBlock, int kBytes, int kPackets, typename scalar_t, Hint kHint = Hint::kLdg>
 void add_planar_lean(std::vector<Shape<scalar_t>>& shapes, const Plan& plan) {
   constexpr int kSize = kBytes / sizeof(scalar_t);
   const uint32_t per_plane = static_cast<uint32_t>(plan.inner / kSize), inner = static_cast<uint32_t>(plan.inner);
   const unsigned outer = static_cast<unsigned>(plan.outer);
   if (per_plane % kPackets != 0 || outer > 65535) return;
-  shapes.push_back({std::string("lean ") + std::to_string(kBlock) + " " + std::to_string(kPackets) + "x" + std::to_string(kBytes) + "B",
+  shapes.push_back({std::string("lean ") + std::to_string(kBlock) + " " + std::to_string(kPackets) + "x" + std::to_string(kBytes) + "B" +
+                        (kHint == Hint::kLdg ? "" : std::string(" ") + hint_name(kHint)),
                     [=](const scalar_t* in, scalar_t* out) {
-                      planar_lean<kBlock, kBytes, kPackets, scalar_t><<<dim3(covering(per_plane, kBlock * kPackets), outer), kBlock>>>(
+                      planar_lean<kBlock, kBytes, kPackets, scalar_t, kHint><<<dim3(covering(per_plane, kBlock * kPackets), outer), kBlock>>>(
                           in, out, per_plane, inner, bt601<scalar_t>(), kFloatExponent23);
                     }});
 }
@@ -318,6 +324,12 @@ std::vector<Shape<scalar_t>> shapes_for(const Plan& plan) {
       add_planar_lean<128, 16, 2>(shapes, plan);
       add_planar_lean<64, 16, 2>(shapes, plan);
       add_planar_lean<256, 4, 1>(shapes, plan);
+      add_planar_lean<256, 8, 1, scalar_t, Hint::kGlobal>(shapes, plan);
+      add_planar_lean<256, 8, 1, scalar_t, Hint::kNoL1>(shapes, plan);
+      add_planar_lean<256, 8, 1, scalar_t, Hint::kCg>(shapes, plan);
+      add_planar_lean<128, 16, 1, scalar_t, Hint::kGlobal>(shapes, plan);
+      add_planar_lean<128, 16, 1, scalar_t, Hint::kNoL1>(shapes, plan);
+      add_planar_lean<512, 8, 1>(shapes, plan);
     }
   } else {
     add_interleaved<Hint::kLdg, 256>(shapes, plan);
@@ -355,7 +367,8 @@ __global__ void fill_random(uint32_t* p, size_t words, uint32_t seed) {
   }
 }
 
-// GPU time of fn, queued behind ~100 us of busy-wait as bench_op.py does (HOST_HEADSTART_CYCLES).
+// GPU time of fn, queued behind ~100 us of busy-wait (bench_op.py waits 1 ms, HOST_HEADSTART_CYCLES: its
+// torch.compile peer has a longer host path than one kernel launch from C++).
 float time_ms(const std::function<void()>& fn, cudaEvent_t start, cudaEvent_t end) {
   busy_wait<<<1, 1>>>(200000);
   CHECK(cudaEventRecord(start));

@@ -18,6 +18,7 @@ from rattler.package_streaming import extract
 
 from tests.conda.support import OfflineBuild
 from tools.build_config import BuildConfig, copy_build_inputs
+from tools.repro_check import this_commit_env
 
 RECIPE_SIDE = ("recipe", "tools", "LICENSE")  # what the offline build needs besides the build inputs
 
@@ -43,7 +44,9 @@ def test_second_checkout_builds_a_package_with_identical_contents(request: pytes
 
     # A package cache of its own, as on another machine: the build evicts the cached extraction of the package it
     # rebuilds (tools/conda/build.py), which tests on another pytest-xdist worker may be installing at that moment.
-    env = {**os.environ, "RATTLER_CACHE_DIR": str(tmp_path / "rattler-cache")}
+    # The commit and its time as a clone of it records them (the copy has no .git); it used to pass only where the
+    # session's own build had left IMG2GRAY_SOURCE_COMMIT in this process's environment.
+    env = {**os.environ, **this_commit_env(), "RATTLER_CACHE_DIR": str(tmp_path / "rattler-cache")}
     subprocess.run([sys.executable, "-m", "tools.conda.build", "--offline", "--variant", "cpu", "--output-dir",
                     str(channel)], cwd=checkout, check=True, capture_output=True, env=env)
     [package] = (channel / "linux-64").glob("*.conda")
