@@ -98,7 +98,7 @@ void run(const at::Tensor& input, at::Tensor& out, const Plan& plan, Weights<acc
 }  // namespace
 
 void img2gray_cpu(const at::Tensor& input, int64_t dim, at::ArrayRef<double> weights, at::Tensor& out) {
-  const Plan plan = make_plan(input, dim);
+  const Plan plan = make_plan(input.sizes(), input.strides(), dim, input.is_contiguous());
   AT_DISPATCH_FLOATING_TYPES_AND3(at::kByte, at::kHalf, at::kBFloat16, input.scalar_type(), "img2gray_cpu", [&] {
     using acc = acc_t<scalar_t>;
     const Weights<acc> w{static_cast<acc>(weights[0]), static_cast<acc>(weights[1]), static_cast<acc>(weights[2])};

@@ -1,8 +1,10 @@
-// How an input tensor is laid out in memory, decided once on the host and shared by both devices.
+// How an input tensor is laid out in memory, decided once on the host and shared by both devices. Free of ATen
+// (sizes and strides in, a Plan out): the CUDA translation unit that includes it compiles without ATen's headers.
 #pragma once
 
-#include <ATen/core/Tensor.h>
+#include <c10/util/ArrayRef.h>
 #include <c10/util/Exception.h>
+#include <c10/util/accumulate.h>
 
 #include <cstdint>
 #include <string>
@@ -37,30 +39,32 @@ struct Plan {
 
 // True when the channel dim is innermost in memory and the pixels are dense in logical order, i.e.
 // `input.movedim(dim, -1).is_contiguous()`, computed without creating a view (this runs per call).
-inline bool is_interleaved(const at::Tensor& input, int64_t dim) {
-  if (input.stride(dim) != 1) return false;
+inline bool is_interleaved(c10::IntArrayRef sizes, c10::IntArrayRef strides, int64_t dim) {
+  if (strides[dim] != 1) return false;
   int64_t expected = 3;
-  for (int64_t d = input.dim() - 1; d >= 0; --d) {
+  for (int64_t d = static_cast<int64_t>(sizes.size()) - 1; d >= 0; --d) {
     if (d == dim) continue;
-    if (input.size(d) != 1 && input.stride(d) != expected) return false;
-    expected *= input.size(d);
+    if (sizes[d] != 1 && strides[d] != expected) return false;
+    expected *= sizes[d];
   }
   return true;
 }
 
-inline Plan make_plan(const at::Tensor& input, int64_t dim) {
+// The plan of an input of `sizes` and `strides` (elements) with 3 channels at `dim`; `contiguous` is the
+// tensor's own is_contiguous().
+inline Plan make_plan(c10::IntArrayRef sizes, c10::IntArrayRef strides, int64_t dim, bool contiguous) {
   Plan plan{};
-  plan.pixels = input.numel() / 3;
+  plan.pixels = c10::multiply_integers(sizes) / 3;
   plan.outer = 1;
-  for (int64_t d = 0; d < dim; ++d) plan.outer *= input.size(d);
+  for (int64_t d = 0; d < dim; ++d) plan.outer *= sizes[d];
   plan.inner = plan.pixels / (plan.outer == 0 ? 1 : plan.outer);
 
   // Checked first: a contiguous (..., H, W, 3) tensor is also "planar" with planes of one element.
-  if (is_interleaved(input, dim)) {
+  if (is_interleaved(sizes, strides, dim)) {
     plan.layout = Layout::Interleaved;
     return plan;
   }
-  if (input.is_contiguous()) {
+  if (contiguous) {
     plan.layout = Layout::Planar;
     return plan;
   }
@@ -69,19 +73,19 @@ inline Plan make_plan(const at::Tensor& input, int64_t dim) {
   // pixel), and drop size-1 dims.
   plan.layout = Layout::Strided;
   StridedGeometry& geo = plan.strided;
-  geo.channel_stride = input.stride(dim);
+  geo.channel_stride = strides[dim];
   geo.ndim = 0;
   int64_t merged_sizes[64];
   int64_t merged_strides[64];
   int merged = 0;
-  for (int64_t d = 0; d < input.dim(); ++d) {
-    if (d == dim || input.size(d) == 1) continue;
-    if (merged > 0 && merged_strides[merged - 1] == input.stride(d) * input.size(d)) {
-      merged_sizes[merged - 1] *= input.size(d);
-      merged_strides[merged - 1] = input.stride(d);
+  for (int64_t d = 0; d < static_cast<int64_t>(sizes.size()); ++d) {
+    if (d == dim || sizes[d] == 1) continue;
+    if (merged > 0 && merged_strides[merged - 1] == strides[d] * sizes[d]) {
+      merged_sizes[merged - 1] *= sizes[d];
+      merged_strides[merged - 1] = strides[d];
     } else {
-      merged_sizes[merged] = input.size(d);
-      merged_strides[merged] = input.stride(d);
+      merged_sizes[merged] = sizes[d];
+      merged_strides[merged] = strides[d];
       ++merged;
     }
   }

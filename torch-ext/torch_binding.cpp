@@ -15,6 +15,10 @@
 
 #include "registration.h"
 #include "torch_binding.h"
+#ifdef IMG2GRAY_WITH_CUDA
+#include "img2gray_cuda.h"
+#include "layout.h"
+#endif
 
 namespace img2gray {
 namespace {
@@ -84,6 +88,13 @@ at::Tensor& run_into(Kernel kernel, const at::Tensor& input, int64_t dim, at::Ar
   out.copy_(dense);
   return out;
 }
+
+#ifdef IMG2GRAY_WITH_CUDA
+void img2gray_cuda_tensors(const at::Tensor& input, int64_t dim, at::ArrayRef<double> weights, at::Tensor& out) {
+  img2gray_cuda(make_plan(input.sizes(), input.strides(), dim, input.is_contiguous()), input.scalar_type(),
+                input.const_data_ptr(), out.mutable_data_ptr(), weights, input.device().index());
+}
+#endif
 
 template <Kernel kernel>
 at::Tensor img2gray(const at::Tensor& input, int64_t dim, at::ArrayRef<double> weights) {
@@ -220,7 +231,7 @@ TORCH_LIBRARY_IMPL_EXPAND(TORCH_EXTENSION_NAME, CPU, m) {
 
 #ifdef IMG2GRAY_WITH_CUDA
 TORCH_LIBRARY_IMPL_EXPAND(TORCH_EXTENSION_NAME, CUDA, m) {
-  m.impl("img2gray", &img2gray::img2gray<img2gray::img2gray_cuda>);
-  m.impl("img2gray.out", &img2gray::img2gray_out<img2gray::img2gray_cuda>);
+  m.impl("img2gray", &img2gray::img2gray<img2gray::img2gray_cuda_tensors>);
+  m.impl("img2gray.out", &img2gray::img2gray_out<img2gray::img2gray_cuda_tensors>);
 }
 #endif

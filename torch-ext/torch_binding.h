@@ -9,8 +9,6 @@ namespace img2gray {
 // wrapped), a supported dtype and at least one element; `out` is contiguous, of the output shape, dtype
 // and device, and does not overlap `input`; `weights` holds three finite numbers.
 void img2gray_cpu(const at::Tensor& input, int64_t dim, at::ArrayRef<double> weights, at::Tensor& out);
-#ifdef IMG2GRAY_WITH_CUDA
-void img2gray_cuda(const at::Tensor& input, int64_t dim, at::ArrayRef<double> weights, at::Tensor& out);
-#endif
+// The CUDA kernel takes a plan and raw pointers instead (csrc/img2gray_cuda.h); torch_binding.cpp adapts it.
 
 }  // namespace img2gray
