@@ -42,7 +42,7 @@ def test_cpu_builds_of_checkouts_that_differ_in_a_cuda_file_share_a_stage(tmp_pa
     assert (cuda.root / "csrc/kernel.cuh").read_bytes() == b"// v2\n"
 
 
-@pytest.mark.heavy(cpu_seconds=38)
+@pytest.mark.heavy(cpu_seconds=31)
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
 def test_cuda_source_compiles_for_every_capability_of_the_release(tmp_path):
     """`build_op --nvcc-check` with build.toml's capabilities: no CUDA torch needed, so CUDA code is compiled for
