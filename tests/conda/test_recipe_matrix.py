@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 
 from tests.conda.support import machine_like_h200
@@ -69,3 +70,23 @@ def test_offline_override_on_a_cuda_machine_renders_its_cuda_variant() -> None:
     assert "machine-cuda-nvcc_linux-64 13.0.*" in requirements["build"]
     assert {"pytorch 2.11.* cuda*", "cuda-version ==13.0"} <= set(requirements["host"])
     assert "__cuda" in requirements["run"]
+
+
+def test_rendering_records_the_commit_and_leaves_the_environment_alone(monkeypatch) -> None:
+    # Failed before: rendering set IMG2GRAY_SOURCE_COMMIT in the process environment and left it there, so a later
+    # build in a copy without .git (tests/conda/test_reproducible_package.py) recorded this checkout's commit only
+    # where a render had run before it in the same process.
+    monkeypatch.delenv("IMG2GRAY_SOURCE_COMMIT", raising=False)
+    [variant, *_] = render_variants(conda_forge_variant_config())
+
+    assert "IMG2GRAY_SOURCE_COMMIT" not in os.environ
+    commit = variant.recipe.build.script["env"]["IMG2GRAY_SOURCE_COMMIT"]
+    assert re.fullmatch(r"[0-9a-f]{40}(-dirty)?", commit), commit
+
+
+def test_rendering_keeps_a_commit_the_caller_gives(monkeypatch) -> None:
+    monkeypatch.setenv("IMG2GRAY_SOURCE_COMMIT", "0123456789abcdef0123456789abcdef01234567")
+    [variant, *_] = render_variants(conda_forge_variant_config())
+
+    assert variant.recipe.build.script["env"]["IMG2GRAY_SOURCE_COMMIT"] == "0123456789abcdef0123456789abcdef01234567"
+    assert os.environ["IMG2GRAY_SOURCE_COMMIT"] == "0123456789abcdef0123456789abcdef01234567"

@@ -14,12 +14,13 @@ Packages land in `<output-dir>/<subdir>/img2gray-<version>-<build>.conda`; the d
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import sys
 import sysconfig
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -62,10 +63,24 @@ def offline_variant_config(machine: Machine) -> VariantConfig:
 def render_variants(variant_config: VariantConfig, *, target_platform: str = "linux-64") -> list[RenderedVariant]:
     """Render recipe/recipe.yaml for every variant (no build), as plain `rattler-build build` does: no
     experimental features."""
-    # The recipe reads the provenance commit from the environment (its source copy has no .git).
-    os.environ.setdefault("IMG2GRAY_SOURCE_COMMIT", source_commit() or "")
     platform = PlatformConfig(target_platform=target_platform, experimental=False)
-    return Stage0Recipe.from_file(RECIPE).render(variant_config, RenderConfig(platform=platform))
+    with _commit_in_environment():
+        return Stage0Recipe.from_file(RECIPE).render(variant_config, RenderConfig(platform=platform))
+
+
+@contextlib.contextmanager
+def _commit_in_environment() -> Iterator[None]:
+    """The recipe reads the provenance commit from the environment (its source copy has no .git): this checkout's
+    commit while rendering, unless the caller set one. Removed afterwards, so that nothing later in the process
+    (a build of another checkout) inherits it."""
+    if "IMG2GRAY_SOURCE_COMMIT" in os.environ:
+        yield
+        return
+    os.environ["IMG2GRAY_SOURCE_COMMIT"] = source_commit() or ""
+    try:
+        yield
+    finally:
+        del os.environ["IMG2GRAY_SOURCE_COMMIT"]
 
 
 def cuda_version_of(variant: RenderedVariant) -> str | None:
