@@ -15,9 +15,8 @@ namespace {
 template <typename scalar_t>
 void run(const Plan& plan, const void* input, void* out, c10::ArrayRef<double> weights, int device,
          cudaStream_t stream) {
-  using acc = acc_t<scalar_t>;
-  const Weights<acc> w{static_cast<acc>(weights[0]), static_cast<acc>(weights[1]), static_cast<acc>(weights[2])};
-  kernels::launch<scalar_t>(static_cast<const scalar_t*>(input), static_cast<scalar_t*>(out), plan, w, device, stream);
+  kernels::launch<scalar_t>(static_cast<const scalar_t*>(input), static_cast<scalar_t*>(out), plan,
+                            weights_as<acc_t<scalar_t>>(weights.data()), device, stream);
 }
 
 }  // namespace

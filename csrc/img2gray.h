@@ -32,6 +32,12 @@ struct Weights {
   acc r, g, b;
 };
 
+// The channel weights (R, G, B, as the op takes them) in the precision they are applied in.
+template <typename acc>
+Weights<acc> weights_as(const double* rgb) {
+  return {static_cast<acc>(rgb[0]), static_cast<acc>(rgb[1]), static_cast<acc>(rgb[2])};
+}
+
 // Products and sums are rounded one at a time (never fused into an FMA), so the CPU kernel, the CUDA
 // kernel and the reference expression `(wr * r + wg * g) + wb * b` agree to the last bit. That matters
 // for uint8, where a one-ulp difference can flip the rounding of a .5 result.

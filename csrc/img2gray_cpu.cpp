@@ -97,12 +97,9 @@ void run(const at::Tensor& input, at::Tensor& out, const Plan& plan, Weights<acc
 
 }  // namespace
 
-void img2gray_cpu(const at::Tensor& input, int64_t dim, at::ArrayRef<double> weights, at::Tensor& out) {
-  const Plan plan = make_plan(input.sizes(), input.strides(), dim, input.is_contiguous());
+void img2gray_cpu(const at::Tensor& input, const Plan& plan, at::ArrayRef<double> weights, at::Tensor& out) {
   AT_DISPATCH_FLOATING_TYPES_AND3(at::kByte, at::kHalf, at::kBFloat16, input.scalar_type(), "img2gray_cpu", [&] {
-    using acc = acc_t<scalar_t>;
-    const Weights<acc> w{static_cast<acc>(weights[0]), static_cast<acc>(weights[1]), static_cast<acc>(weights[2])};
-    run<scalar_t>(input, out, plan, w);
+    run<scalar_t>(input, out, plan, weights_as<acc_t<scalar_t>>(weights.data()));
   });
 }
 

@@ -17,13 +17,12 @@
 #include "torch_binding.h"
 #ifdef IMG2GRAY_WITH_CUDA
 #include "img2gray_cuda.h"
-#include "layout.h"
 #endif
 
 namespace img2gray {
 namespace {
 
-using Kernel = void (*)(const at::Tensor&, int64_t, at::ArrayRef<double>, at::Tensor&);
+using Kernel = void (*)(const at::Tensor&, const Plan&, at::ArrayRef<double>, at::Tensor&);
 
 template <typename T>
 std::string describe(at::ArrayRef<T> values) {
@@ -78,21 +77,23 @@ int64_t checked_inputs(const at::Tensor& input, int64_t dim, at::ArrayRef<double
 at::Tensor& run_into(Kernel kernel, const at::Tensor& input, int64_t dim, at::ArrayRef<double> weights,
                      at::Tensor& out) {
   if (input.numel() == 0) return out;
+  // Planned here, once, for either device (the CUDA translation unit has no ATen to plan with).
+  const Plan plan = make_plan(input.sizes(), input.strides(), dim, input.is_contiguous());
   if (out.is_contiguous()) {
-    kernel(input, dim, weights, out);
+    kernel(input, plan, weights, out);
     return out;
   }
   // Kernels write densely; a strided `out` is filled through a temporary.
   at::Tensor dense = at::empty(out.sizes(), out.options());
-  kernel(input, dim, weights, dense);
+  kernel(input, plan, weights, dense);
   out.copy_(dense);
   return out;
 }
 
 #ifdef IMG2GRAY_WITH_CUDA
-void img2gray_cuda_tensors(const at::Tensor& input, int64_t dim, at::ArrayRef<double> weights, at::Tensor& out) {
-  img2gray_cuda(make_plan(input.sizes(), input.strides(), dim, input.is_contiguous()), input.scalar_type(),
-                input.const_data_ptr(), out.mutable_data_ptr(), weights, input.device().index());
+void img2gray_cuda_tensors(const at::Tensor& input, const Plan& plan, at::ArrayRef<double> weights, at::Tensor& out) {
+  img2gray_cuda(plan, input.scalar_type(), input.const_data_ptr(), out.mutable_data_ptr(), weights,
+                input.device().index());
 }
 #endif
 

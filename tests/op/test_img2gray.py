@@ -147,7 +147,8 @@ def test_uint8_saturates_wherever_the_weights_need_it(img2gray, device, path, we
 
 @pytest.mark.parametrize("dtype", [torch.uint8, torch.float32], ids=str)
 def test_more_planes_than_cuda_grid_rows(img2gray, device, dtype):
-    """70,000 planes: the planar CUDA kernel's grid has at most 65,535 rows of blocks, so a row takes several."""
+    """70,000 planes: the planar CUDA kernel's grid has at most 65,535 rows of blocks (one per plane), so the
+    planes past them take a second launch."""
     x = random_image((70_000, 3, 1, 16), dtype, device)
     check(img2gray.img2gray(x), x, -3)
 
