@@ -47,12 +47,13 @@ def eager_expression(x: torch.Tensor, dim: int) -> torch.Tensor:
 HOST_HEADSTART_CYCLES = 2_000_000
 
 
-def gpu_median_ms(fn: Callable[[int], object], sets: int, repeats: int, warmup: int = 3) -> float:
-    for i in range(warmup):
+def gpu_times_ms(fn: Callable[[int], object], sets: int, repeats: int, warmup: int = 3, first: int = 0) -> list[float]:
+    """GPU times of `repeats` calls fn(i), i rotating over `sets` from `first` after `warmup` untimed calls."""
+    for i in range(first, first + warmup):
         fn(i % sets)
     torch.cuda.synchronize()
     times = []
-    for i in range(warmup, warmup + repeats):  # continue the rotation: no set comes back while still in L2
+    for i in range(first + warmup, first + warmup + repeats):  # continue the rotation: no set comes back while still in L2
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         torch.cuda._sleep(HOST_HEADSTART_CYCLES)
         start.record()
@@ -60,7 +61,11 @@ def gpu_median_ms(fn: Callable[[int], object], sets: int, repeats: int, warmup: 
         end.record()
         end.synchronize()
         times.append(start.elapsed_time(end))
-    return statistics.median(times)
+    return times
+
+
+def gpu_median_ms(fn: Callable[[int], object], sets: int, repeats: int, warmup: int = 3) -> float:
+    return statistics.median(gpu_times_ms(fn, sets, repeats, warmup))
 
 
 def input_sets(shape, dtype, layout: str, count: int, device: str) -> list[torch.Tensor]:

@@ -2,7 +2,7 @@
 # Everything that needs the GPU, in one pass (the lent H200 is scarce): build the CUDA variant, run the
 # op tests, run the CUDA tests under compute-sanitizer memcheck, benchmark, profile with Nsight Compute.
 # Logs and results go to $OUT (default ./gpu-out). Each step runs even if an earlier one failed.
-#   STEPS="build tests memcheck bench ncu conda"   (default; also: experiment, before)
+#   STEPS="build tests memcheck bench ncu conda"   (default; also: experiment, variants, before)
 #   BEFORE=DIR   a checkout of the code to compare against (step `before`: its build, img2gray-only bench, ncu)
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
@@ -47,6 +47,19 @@ step build $PY -m tools.build_op --out build/gpu/img2gray --cuda on
 step experiment bash -c "nvcc -O3 --fmad=false -std=c++20 -arch=sm_90 -Icsrc \
   \$($PY -c 'import torch.utils.cpp_extension as c; print(\" \".join(\"-I\" + p for p in c.include_paths()))') \
   benchmarks/experiments/frame_shapes.cu -o build/frame_shapes && build/frame_shapes"
+# Planar float variants against the product and torch.compile's Triton kernel, same process; then Nsight
+# Compute of each (L2 flushed before every launch, so every candidate starts from the same cache state).
+variants() {
+  local torch_includes
+  torch_includes=$($PY -c 'import torch.utils.cpp_extension as c; print(" ".join("-I" + p for p in c.include_paths()))')
+  nvcc -O3 --fmad=false -std=c++20 -arch=sm_90 -shared -Xcompiler -fPIC -Icsrc $torch_includes \
+    benchmarks/experiments/frame_variants.cu -o build/frame_variants.so &&
+    PYTHONPATH=$PWD/build/gpu TORCH_LOGS=output_code $PY benchmarks/experiments/frame_variants.py build/frame_variants.so \
+      --json "$OUT/variants.json" 2>"$OUT/variants-inductor.log" &&
+    PYTHONPATH=$PWD/build/gpu ncu --clock-control none --cache-control all --nvtx --print-nvtx-rename kernel \
+      --kernel-name regex:"triton|planar_packets|planar_variant" --csv --metrics "$NCU_METRICS,smsp__inst_executed.sum,launch__block_size" \
+      $PY benchmarks/experiments/frame_variants.py build/frame_variants.so --ncu >"$OUT/variants-ncu.csv"
+}
 if [[ " $STEPS " == *" before "* ]]; then
   wait "$before_build"
   before() {
@@ -65,6 +78,7 @@ step memcheck compute-sanitizer --tool memcheck --error-exitcode 9 --print-limit
 memcheck_job=$!
 wait $tests_job || status=1
 wait $memcheck_job || status=1
+TAIL=80 step variants variants
 TAIL=60 step bench $PY benchmarks/bench_op.py --device cuda ${BENCH_ARGS:-} --json "$OUT/bench-h200.json"
 TAIL=40 step ncu profile "$PWD/build/gpu"
 # The CUDA conda package through the recipe (offline stand-ins for this machine's toolchain), installed into

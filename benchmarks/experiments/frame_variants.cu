@@ -1,0 +1,218 @@
+// Experiment (not part of the product): planar float kernels that differ from the product in one respect
+// each, built as a shared library so that frame_variants.py can time them in one process with the product
+// op and torch.compile's own Triton kernel (the peer the last 1% is lost to). What differs:
+//   - threads per block and bytes per channel per thread (Triton: 128 x 16 B for float16, 128 x 2 x 16 B
+//     for float32 with the two packets 128 packets apart, 256 x 4 B for the float16 720p frame);
+//   - FMA contraction (Triton's arithmetic; it breaks the product's bitwise agreement with eager PyTorch);
+//   - the plane size as a compile-time constant (Triton specializes on it) and per-channel base pointers.
+// Build (sm_90; torch's c10 headers for Half/BFloat16; a CPU-only torch lacks one generated header, so a shim
+// directory with c10/cuda/impl/cuda_cmake_macros.h may be put first):
+//   nvcc -O3 --fmad=false -std=c++20 -arch=sm_90 -shared -Xcompiler -fPIC -Icsrc $(torch include flags) \
+//        benchmarks/experiments/frame_variants.cu -o build/exp/frame_variants.so
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "img2gray_kernels.cuh"
+
+namespace img2gray::kernels {
+namespace {
+
+enum class Channels { kOffsets, kPointers };
+
+template <bool kFma>
+__device__ __forceinline__ float luma_of(float r, float g, float b, const Weights<float>& w) {
+  if constexpr (kFma) return __fmaf_rn(w.b, b, __fmaf_rn(w.g, g, __fmul_rn(w.r, r)));
+  return luma(r, g, b, w);
+}
+
+// kRep packets of kBytes per channel per thread, kBlock packets apart (each load instruction of a warp covers
+// one contiguous run, as Triton lays them out); kInner 0 takes the plane size from the argument.
+template <int kBlock, int kBytes, int kRep, bool kFma, uint32_t kInner, Channels kChannels, typename scalar_t>
+__global__ void __launch_bounds__(kBlock) planar_variant(const scalar_t* __restrict__ in, const scalar_t* __restrict__ in_g,
+                                                         const scalar_t* __restrict__ in_b, scalar_t* __restrict__ out,
+                                                         uint32_t packets_per_plane, uint32_t inner_arg,
+                                                         const Weights<float> w) {
+  constexpr uint32_t kSize = kBytes / sizeof(scalar_t);
+  const uint32_t inner = kInner != 0 ? kInner : inner_arg;
+  const uint32_t first = blockIdx.x * (kBlock * kRep) + threadIdx.x;
+  const uint32_t plane_in = blockIdx.y * 3u * inner, plane_out = blockIdx.y * inner;
+  Packet<scalar_t, kBytes> channel[kRep][3];
+#pragma unroll
+  for (int u = 0; u < kRep; ++u) {
+    const uint32_t q = first + u * kBlock;
+    if (q < packets_per_plane) {
+      if constexpr (kChannels == Channels::kPointers) {
+        channel[u][0] = load_packet<scalar_t, kBytes>(in + plane_in + q * kSize);
+        channel[u][1] = load_packet<scalar_t, kBytes>(in_g + plane_in + q * kSize);
+        channel[u][2] = load_packet<scalar_t, kBytes>(in_b + plane_in + q * kSize);
+      } else {
+#pragma unroll
+        for (int c = 0; c < 3; ++c) channel[u][c] = load_packet<scalar_t, kBytes>(in + plane_in + c * inner + q * kSize);
+      }
+    }
+  }
+#pragma unroll
+  for (int u = 0; u < kRep; ++u) {
+    const uint32_t q = first + u * kBlock;
+    if (q < packets_per_plane) {
+      float v[kSize];
+#pragma unroll
+      for (int k = 0; k < int{kSize}; ++k) {
+        v[k] = luma_of<kFma>(to_acc(channel[u][0].values[k]), to_acc(channel[u][1].values[k]),
+                             to_acc(channel[u][2].values[k]), w);
+      }
+      store_packet(out + plane_out + q * kSize, stored<scalar_t, kBytes>(v));
+    }
+  }
+}
+
+// The product's shape with a shorter road to the first load: byte offsets, the plane's base computed from
+// block-uniform values (the uniform datapath, beside the per-thread index), the channel planes a 64-bit add
+// apart, and no bounds check when the grid covers the plane exactly (kExact); kOnePlane: no plane term at all.
+template <int kBlock, int kBytes, bool kExact, bool kOnePlane, typename scalar_t>
+__global__ void __launch_bounds__(kBlock) planar_bytes(const scalar_t* __restrict__ in, scalar_t* __restrict__ out,
+                                                       uint32_t packets_per_plane, uint64_t channel_bytes,
+                                                       const Weights<float> w) {
+  const uint32_t q = blockIdx.x * kBlock + threadIdx.x;
+  if (!kExact && q >= packets_per_plane) return;
+  const uint32_t plane = kOnePlane ? 0u : blockIdx.y;
+  const char* r = reinterpret_cast<const char*>(in) + plane * (3 * channel_bytes) + q * uint64_t{kBytes};
+  Packet<scalar_t, kBytes> channel[3];
+  channel[0] = load_packet<scalar_t, kBytes>(reinterpret_cast<const scalar_t*>(r));
+  channel[1] = load_packet<scalar_t, kBytes>(reinterpret_cast<const scalar_t*>(r + channel_bytes));
+  channel[2] = load_packet<scalar_t, kBytes>(reinterpret_cast<const scalar_t*>(r + 2 * channel_bytes));
+  char* o = reinterpret_cast<char*>(out) + plane * channel_bytes + q * uint64_t{kBytes};
+  store_packet(reinterpret_cast<scalar_t*>(o), planar_gray(channel, w, kFloatExponent23));
+}
+
+using Launcher = bool (*)(int dtype, const void* in, void* out, int64_t planes, int64_t inner, cudaStream_t stream);
+
+constexpr Weights<float> kBt601{0.299f, 0.587f, 0.114f};
+
+template <typename scalar_t>
+bool product(const void* in, void* out, int64_t planes, int64_t inner, cudaStream_t stream) {
+  Plan plan{};
+  plan.layout = Layout::Planar;
+  plan.outer = planes;
+  plan.inner = inner;
+  plan.pixels = planes * inner;
+  launch<scalar_t>(static_cast<const scalar_t*>(in), static_cast<scalar_t*>(out), plan, kBt601, 0, stream);
+  return true;
+}
+
+template <int kBlock, int kBytes, int kRep, bool kFma, uint32_t kInner, Channels kChannels, typename scalar_t>
+bool variant(const void* in_raw, void* out_raw, int64_t planes, int64_t inner, cudaStream_t stream) {
+  constexpr int64_t kSize = kBytes / sizeof(scalar_t);
+  if ((kInner != 0 && inner != kInner) || inner % kSize != 0 || planes > 65535 || 3 * planes * inner > INT32_MAX) return false;
+  const auto* in = static_cast<const scalar_t*>(in_raw);
+  const int64_t packets = inner / kSize, per_block = int64_t{kBlock} * kRep;
+  const dim3 grid(static_cast<unsigned>((packets + per_block - 1) / per_block), static_cast<unsigned>(planes));
+  planar_variant<kBlock, kBytes, kRep, kFma, kInner, kChannels, scalar_t><<<grid, kBlock, 0, stream>>>(
+      in, in + inner, in + 2 * inner, static_cast<scalar_t*>(out_raw), static_cast<uint32_t>(packets),
+      static_cast<uint32_t>(inner), kBt601);
+  return true;
+}
+
+template <int kBlock, int kBytes, bool kExact, bool kOnePlane, typename scalar_t>
+void launch_bytes(const void* in, void* out, dim3 grid, int64_t packets, uint64_t channel_bytes, cudaStream_t stream) {
+  planar_bytes<kBlock, kBytes, kExact, kOnePlane, scalar_t><<<grid, kBlock, 0, stream>>>(
+      static_cast<const scalar_t*>(in), static_cast<scalar_t*>(out), static_cast<uint32_t>(packets), channel_bytes, kBt601);
+}
+
+template <int kBlock, int kBytes, bool kOnePlane, typename scalar_t>
+bool bytes_variant(const void* in, void* out, int64_t planes, int64_t inner, cudaStream_t stream) {
+  constexpr int64_t kSize = kBytes / sizeof(scalar_t);
+  if (inner % kSize != 0 || planes > 65535 || 3 * planes * inner > INT32_MAX || (kOnePlane && planes != 1)) return false;
+  const int64_t packets = inner / kSize;
+  const dim3 grid(static_cast<unsigned>((packets + kBlock - 1) / kBlock), static_cast<unsigned>(planes));
+  const uint64_t channel_bytes = inner * sizeof(scalar_t);
+  if (packets % kBlock == 0) {
+    launch_bytes<kBlock, kBytes, true, kOnePlane, scalar_t>(in, out, grid, packets, channel_bytes, stream);
+  } else {
+    launch_bytes<kBlock, kBytes, false, kOnePlane, scalar_t>(in, out, grid, packets, channel_bytes, stream);
+  }
+  return true;
+}
+
+// dtype: 0 float16, 1 bfloat16, 2 float32.
+template <template <typename> class F>
+bool by_dtype(int dtype, const void* in, void* out, int64_t planes, int64_t inner, cudaStream_t stream) {
+  switch (dtype) {
+    case 0: return F<c10::Half>::run(in, out, planes, inner, stream);
+    case 1: return F<c10::BFloat16>::run(in, out, planes, inner, stream);
+    case 2: return F<float>::run(in, out, planes, inner, stream);
+    default: return false;
+  }
+}
+
+template <typename scalar_t>
+struct Product {
+  static bool run(const void* in, void* out, int64_t planes, int64_t inner, cudaStream_t s) {
+    return product<scalar_t>(in, out, planes, inner, s);
+  }
+};
+
+template <int kBlock, int kBytes, int kRep, bool kFma = false, uint32_t kInner = 0, Channels kChannels = Channels::kOffsets>
+struct V {
+  template <typename scalar_t>
+  struct T {
+    static bool run(const void* in, void* out, int64_t planes, int64_t inner, cudaStream_t s) {
+      return variant<kBlock, kBytes, kRep, kFma, kInner, kChannels, scalar_t>(in, out, planes, inner, s);
+    }
+  };
+};
+
+template <int kBlock, int kBytes, bool kOnePlane = false>
+struct B {
+  template <typename scalar_t>
+  struct T {
+    static bool run(const void* in, void* out, int64_t planes, int64_t inner, cudaStream_t s) {
+      return bytes_variant<kBlock, kBytes, kOnePlane, scalar_t>(in, out, planes, inner, s);
+    }
+  };
+};
+
+constexpr uint32_t k720p = 720 * 1280, k1080p = 1080 * 1920;
+
+struct Entry {
+  const char* name;
+  Launcher launch;
+};
+
+const Entry kVariants[] = {
+    {"product", by_dtype<Product>},
+    {"256x8B", by_dtype<V<256, 8, 1>::T>},
+    {"256x8B fma", by_dtype<V<256, 8, 1, true>::T>},
+    {"256x8B const 720p", by_dtype<V<256, 8, 1, false, k720p>::T>},
+    {"256x8B const 1080p", by_dtype<V<256, 8, 1, false, k1080p>::T>},
+    {"256x8B pointers", by_dtype<V<256, 8, 1, false, 0, Channels::kPointers>::T>},
+    {"256x4B", by_dtype<V<256, 4, 1>::T>},
+    {"256x4B fma", by_dtype<V<256, 4, 1, true>::T>},
+    {"128x16B", by_dtype<V<128, 16, 1>::T>},
+    {"128x16B fma", by_dtype<V<128, 16, 1, true>::T>},
+    {"128x2x16B", by_dtype<V<128, 16, 2>::T>},
+    {"128x2x16B fma", by_dtype<V<128, 16, 2, true>::T>},
+    {"128x2x8B", by_dtype<V<128, 8, 2>::T>},
+    {"256x2x8B", by_dtype<V<256, 8, 2>::T>},
+    {"bytes 256x8B", by_dtype<B<256, 8>::T>},
+    {"bytes 256x4B", by_dtype<B<256, 4>::T>},
+    {"bytes 128x16B", by_dtype<B<128, 16>::T>},
+    {"bytes 128x8B", by_dtype<B<128, 8>::T>},
+    {"bytes 256x16B", by_dtype<B<256, 16>::T>},
+    {"bytes 256x8B one plane", by_dtype<B<256, 8, true>::T>},
+    {"bytes 256x4B one plane", by_dtype<B<256, 4, true>::T>},
+};
+
+}  // namespace
+}  // namespace img2gray::kernels
+
+extern "C" {
+int fv_count() { return sizeof(img2gray::kernels::kVariants) / sizeof(img2gray::kernels::kVariants[0]); }
+const char* fv_name(int i) { return img2gray::kernels::kVariants[i].name; }
+// 1: launched; 0: the variant does not apply to this input; -1: a CUDA error.
+int fv_launch(int i, int dtype, const void* in, void* out, long long planes, long long inner, void* stream) {
+  if (!img2gray::kernels::kVariants[i].launch(dtype, in, out, planes, inner, static_cast<cudaStream_t>(stream))) return 0;
+  return cudaPeekAtLastError() == cudaSuccess ? 1 : -1;
+}
+}
