@@ -47,8 +47,21 @@ def eager_expression(x: torch.Tensor, dim: int) -> torch.Tensor:
 HOST_HEADSTART_CYCLES = 2_000_000
 
 
+# Bytes read before each candidate's run so that it starts from an L2 holding no dirty lines (the H200's L2
+# holds 60 MB): a kernel pays for the dirty lines its predecessor left (their write-back competes with its
+# own traffic), so without this a candidate's time depended on which candidate ran before it.
+L2_CLEAN_BYTES = 256 << 20
+
+
+def clean_l2() -> None:
+    """Read L2_CLEAN_BYTES: the dirty lines of earlier calls are written back now, not during the next run."""
+    torch.empty(L2_CLEAN_BYTES, dtype=torch.uint8, device="cuda").amax()
+
+
 def gpu_times_ms(fn: Callable[[int], object], sets: int, repeats: int, warmup: int = 3, first: int = 0) -> list[float]:
-    """GPU times of `repeats` calls fn(i), i rotating over `sets` from `first` after `warmup` untimed calls."""
+    """GPU times of `repeats` calls fn(i), i rotating over `sets` from `first` after `warmup` untimed calls,
+    starting from a clean L2."""
+    clean_l2()
     for i in range(first, first + warmup):
         fn(i % sets)
     torch.cuda.synchronize()

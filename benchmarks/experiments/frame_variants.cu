@@ -67,23 +67,29 @@ __global__ void __launch_bounds__(kBlock) planar_variant(const scalar_t* __restr
   }
 }
 
-// The product's shape with a shorter road to the first load: byte offsets, the plane's base computed from
-// block-uniform values (the uniform datapath, beside the per-thread index), the channel planes a 64-bit add
-// apart, and no bounds check when the grid covers the plane exactly (kExact); kOnePlane: no plane term at all.
-template <int kBlock, int kBytes, bool kExact, bool kOnePlane, typename scalar_t>
+// The product's shape with a shorter road to the first load: byte offsets, the channel planes a 64-bit add
+// apart, no plane term at all for a single plane (kOnePlane), and one of three ways to treat the threads
+// past the plane's end: none exist (kExact: the grid covers the plane exactly), they exit before loading
+// (kExit, the product's way), or they load the plane's last packet again and skip the store (kClamp: no
+// branch before the loads).
+enum class Guard { kExact, kExit, kClamp };
+
+template <int kBlock, int kBytes, Guard kGuard, bool kOnePlane, bool kSaturate, typename scalar_t>
 __global__ void __launch_bounds__(kBlock) planar_bytes(const scalar_t* __restrict__ in, scalar_t* __restrict__ out,
                                                        uint32_t packets_per_plane, uint64_t channel_bytes,
-                                                       const Weights<float> w) {
+                                                       const Weights<float> w, uint32_t exponent) {
   const uint32_t q = blockIdx.x * kBlock + threadIdx.x;
-  if (!kExact && q >= packets_per_plane) return;
+  if (kGuard == Guard::kExit && q >= packets_per_plane) return;
+  const uint32_t p = kGuard == Guard::kClamp ? min(q, packets_per_plane - 1) : q;
   const uint32_t plane = kOnePlane ? 0u : blockIdx.y;
-  const char* r = reinterpret_cast<const char*>(in) + plane * (3 * channel_bytes) + q * uint64_t{kBytes};
+  const char* r = reinterpret_cast<const char*>(in) + plane * (3 * channel_bytes) + p * uint64_t{kBytes};
   Packet<scalar_t, kBytes> channel[3];
   channel[0] = load_packet<scalar_t, kBytes>(reinterpret_cast<const scalar_t*>(r));
   channel[1] = load_packet<scalar_t, kBytes>(reinterpret_cast<const scalar_t*>(r + channel_bytes));
   channel[2] = load_packet<scalar_t, kBytes>(reinterpret_cast<const scalar_t*>(r + 2 * channel_bytes));
-  char* o = reinterpret_cast<char*>(out) + plane * channel_bytes + q * uint64_t{kBytes};
-  store_packet(reinterpret_cast<scalar_t*>(o), planar_gray(channel, w, kFloatExponent23));
+  if (kGuard == Guard::kClamp && q >= packets_per_plane) return;
+  char* o = reinterpret_cast<char*>(out) + plane * channel_bytes + p * uint64_t{kBytes};
+  store_packet(reinterpret_cast<scalar_t*>(o), planar_gray<kSaturate>(channel, w, exponent));
 }
 
 using Launcher = bool (*)(int dtype, const void* in, void* out, int64_t planes, int64_t inner, cudaStream_t stream);
@@ -114,40 +120,45 @@ bool variant(const void* in_raw, void* out_raw, int64_t planes, int64_t inner, c
   return true;
 }
 
-template <int kBlock, int kBytes, bool kExact, bool kOnePlane, typename scalar_t>
-void launch_bytes(const void* in, void* out, dim3 grid, int64_t packets, uint64_t channel_bytes, cudaStream_t stream) {
-  planar_bytes<kBlock, kBytes, kExact, kOnePlane, scalar_t><<<grid, kBlock, 0, stream>>>(
-      static_cast<const scalar_t*>(in), static_cast<scalar_t*>(out), static_cast<uint32_t>(packets), channel_bytes, kBt601);
-}
-
-template <int kBlock, int kBytes, bool kOnePlane, typename scalar_t>
+// kGuard kExact takes kExit where the grid does not cover the plane exactly.
+template <int kBlock, int kBytes, Guard kGuard, bool kOnePlane, typename scalar_t>
 bool bytes_variant(const void* in, void* out, int64_t planes, int64_t inner, cudaStream_t stream) {
   constexpr int64_t kSize = kBytes / sizeof(scalar_t);
+  constexpr bool kSaturate = !std::is_same_v<scalar_t, uint8_t>;  // BT.601 cannot saturate (saturation_is_identity)
   if (inner % kSize != 0 || planes > 65535 || 3 * planes * inner > INT32_MAX || (kOnePlane && planes != 1)) return false;
   const int64_t packets = inner / kSize;
   const dim3 grid(static_cast<unsigned>((packets + kBlock - 1) / kBlock), static_cast<unsigned>(planes));
   const uint64_t channel_bytes = inner * sizeof(scalar_t);
-  if (packets % kBlock == 0) {
-    launch_bytes<kBlock, kBytes, true, kOnePlane, scalar_t>(in, out, grid, packets, channel_bytes, stream);
+  const auto* x = static_cast<const scalar_t*>(in);
+  auto* y = static_cast<scalar_t*>(out);
+  if (kGuard == Guard::kExact && packets % kBlock == 0) {
+    planar_bytes<kBlock, kBytes, Guard::kExact, kOnePlane, kSaturate><<<grid, kBlock, 0, stream>>>(
+        x, y, static_cast<uint32_t>(packets), channel_bytes, kBt601, kFloatExponent23);
   } else {
-    launch_bytes<kBlock, kBytes, false, kOnePlane, scalar_t>(in, out, grid, packets, channel_bytes, stream);
+    constexpr Guard kFallback = kGuard == Guard::kExact ? Guard::kExit : kGuard;
+    planar_bytes<kBlock, kBytes, kFallback, kOnePlane, kSaturate><<<grid, kBlock, 0, stream>>>(
+        x, y, static_cast<uint32_t>(packets), channel_bytes, kBt601, kFloatExponent23);
   }
   return true;
 }
 
-// dtype: 0 float16, 1 bfloat16, 2 float32.
+// dtype: 0 float16, 1 bfloat16, 2 float32, 3 uint8 (the product and the bytes family only).
 template <template <typename> class F>
 bool by_dtype(int dtype, const void* in, void* out, int64_t planes, int64_t inner, cudaStream_t stream) {
   switch (dtype) {
     case 0: return F<c10::Half>::run(in, out, planes, inner, stream);
     case 1: return F<c10::BFloat16>::run(in, out, planes, inner, stream);
     case 2: return F<float>::run(in, out, planes, inner, stream);
+    case 3:
+      if constexpr (F<uint8_t>::kTakesBytes) return F<uint8_t>::run(in, out, planes, inner, stream);
+      return false;
     default: return false;
   }
 }
 
 template <typename scalar_t>
 struct Product {
+  static constexpr bool kTakesBytes = true;
   static bool run(const void* in, void* out, int64_t planes, int64_t inner, cudaStream_t s) {
     return product<scalar_t>(in, out, planes, inner, s);
   }
@@ -157,18 +168,21 @@ template <int kBlock, int kBytes, int kRep, bool kFma = false, uint32_t kInner =
 struct V {
   template <typename scalar_t>
   struct T {
+    static constexpr bool kTakesBytes = false;
     static bool run(const void* in, void* out, int64_t planes, int64_t inner, cudaStream_t s) {
       return variant<kBlock, kBytes, kRep, kFma, kInner, kChannels, scalar_t>(in, out, planes, inner, s);
     }
   };
 };
 
-template <int kBlock, int kBytes, bool kOnePlane = false>
+// The product's packet size: 16 bytes for uint8, 8 for 16/32-bit types.
+template <Guard kGuard, bool kOnePlane>
 struct B {
   template <typename scalar_t>
   struct T {
+    static constexpr bool kTakesBytes = true;
     static bool run(const void* in, void* out, int64_t planes, int64_t inner, cudaStream_t s) {
-      return bytes_variant<kBlock, kBytes, kOnePlane, scalar_t>(in, out, planes, inner, s);
+      return bytes_variant<256, sizeof(scalar_t) == 1 ? 16 : 8, kGuard, kOnePlane, scalar_t>(in, out, planes, inner, s);
     }
   };
 };
@@ -195,13 +209,12 @@ const Entry kVariants[] = {
     {"128x2x16B fma", by_dtype<V<128, 16, 2, true>::T>},
     {"128x2x8B", by_dtype<V<128, 8, 2>::T>},
     {"256x2x8B", by_dtype<V<256, 8, 2>::T>},
-    {"bytes 256x8B", by_dtype<B<256, 8>::T>},
-    {"bytes 256x4B", by_dtype<B<256, 4>::T>},
-    {"bytes 128x16B", by_dtype<B<128, 16>::T>},
-    {"bytes 128x8B", by_dtype<B<128, 8>::T>},
-    {"bytes 256x16B", by_dtype<B<256, 16>::T>},
-    {"bytes 256x8B one plane", by_dtype<B<256, 8, true>::T>},
-    {"bytes 256x4B one plane", by_dtype<B<256, 4, true>::T>},
+    {"bytes exit", by_dtype<B<Guard::kExit, false>::T>},
+    {"bytes clamp", by_dtype<B<Guard::kClamp, false>::T>},
+    {"bytes exact", by_dtype<B<Guard::kExact, false>::T>},
+    {"bytes exit one plane", by_dtype<B<Guard::kExit, true>::T>},
+    {"bytes clamp one plane", by_dtype<B<Guard::kClamp, true>::T>},
+    {"bytes exact one plane", by_dtype<B<Guard::kExact, true>::T>},
 };
 
 }  // namespace

@@ -1,10 +1,11 @@
 """Experiment: the planar float kernels of frame_variants.cu against the product op and torch.compile's own
 Triton kernel, in one process, on the frames where torch.compile was up to 1% ahead.
 
-    python benchmarks/experiments/frame_variants.py LIB.so [--rounds N] [--json F] [--ncu]
+    python benchmarks/experiments/frame_variants.py LIB.so [--rounds N] [--json F] [--ncu] [--only RE] [--cases RE]
 
 Timed as bench_op.py times (each call behind ~1 ms of GPU busy-wait, inputs rotated over 512 MB), but the
-candidates alternate in blocks (`--rounds` blocks of 30 calls each), so drift reaches every candidate alike,
+candidates alternate in blocks (`--rounds` blocks of 30 calls each, each from a clean L2: bench_op.clean_l2), so
+drift reaches every candidate alike,
 and the mean is reported beside the median: the CUDA event timer ticks in 32 ns, about 0.6% of a 720p
 frame, and the mean of many calls resolves below a tick where the median cannot. Every variant writes one
 output buffer per call (the "new output" convention of the peers). Variants' outputs are compared with the
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import json
+import re
 import statistics
 import sys
 from pathlib import Path
@@ -34,8 +36,10 @@ CASES = [
     ("8x720p float16", (8, 3, 720, 1280), torch.float16),
     ("4K float16", (1, 3, 2160, 3840), torch.float16),
     ("4K float32", (1, 3, 2160, 3840), torch.float32),
+    ("4K uint8", (1, 3, 2160, 3840), torch.uint8),
+    ("8x1080p uint8", (8, 3, 1080, 1920), torch.uint8),
 ]
-DTYPE_CODE = {torch.float16: 0, torch.bfloat16: 1, torch.float32: 2}
+DTYPE_CODE = {torch.float16: 0, torch.bfloat16: 1, torch.float32: 2, torch.uint8: 3}
 BLOCK_CALLS = 30
 
 
@@ -47,7 +51,7 @@ def load_variants(path: Path) -> tuple[ctypes.CDLL, list[str]]:
     return lib, [lib.fv_name(i).decode() for i in range(lib.fv_count())]
 
 
-def candidates(lib, names, img2gray, shape, dtype, inputs, out) -> dict:
+def candidates(lib, names, img2gray, shape, dtype, inputs, out, only: re.Pattern) -> dict:
     planes, inner = shape[0], shape[2] * shape[3]
     stream = torch.cuda.current_stream().cuda_stream
     torch._dynamo.reset()
@@ -55,6 +59,9 @@ def candidates(lib, names, img2gray, shape, dtype, inputs, out) -> dict:
     found = {"img2gray (new output)": lambda i: img2gray.img2gray(inputs[i], dim=-3),
              "torch.compile": lambda i: compiled(inputs[i], -3)}
     for index, name in enumerate(names):
+        if not only.search(name):
+            continue
+
         def call(i, index=index):
             if lib.fv_launch(index, DTYPE_CODE[dtype], inputs[i].data_ptr(), out.data_ptr(), planes, inner, stream) != 1:
                 raise RuntimeError(f"variant {names[index]} failed")
@@ -81,18 +88,20 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=16)
     parser.add_argument("--json", type=Path)
     parser.add_argument("--ncu", action="store_true")
+    parser.add_argument("--only", type=re.compile, default=re.compile(""), help="variants whose name matches")
+    parser.add_argument("--cases", type=re.compile, default=re.compile(""), help="cases whose name matches")
     args = parser.parse_args()
     import img2gray
 
     lib, names = load_variants(args.lib)
     report = []
-    for case, shape, dtype in CASES:
+    for case, shape, dtype in (c for c in CASES if args.cases.search(c[0])):
         probe = input_sets(shape, dtype, "nchw", 1, "cuda")[0]
         moved = probe.numel() * probe.element_size() * 4 // 3
         sets = max(2, -(-ROTATION_BYTES // moved))
         inputs = [probe] + input_sets(shape, dtype, "nchw", sets - 1, "cuda")
         out = torch.empty((shape[0], 1, shape[2], shape[3]), dtype=dtype, device="cuda")
-        found = candidates(lib, names, img2gray, shape, dtype, inputs, out)
+        found = candidates(lib, names, img2gray, shape, dtype, inputs, out, args.only)
         if args.ncu:
             for fn in found.values():  # compiles torch.compile's kernel outside the profiled ranges
                 fn(0)
@@ -115,7 +124,7 @@ def main() -> None:
             checks[name] = agreement(out.clone(), product, reference["torch.compile"])
         copy_src = [torch.empty(moved // 2, dtype=torch.uint8, device="cuda") for _ in inputs]
         copy_dst = [torch.empty_like(t) for t in copy_src]
-        found_timed = {"copy": lambda i: copy_dst[i].copy_(copy_src[i]), **found}
+        found_timed = {**found, "copy": lambda i: copy_dst[i].copy_(copy_src[i])}
         samples = {name: [] for name in found_timed}
         round_means = {name: [] for name in found_timed}
         turn = 0
