@@ -74,7 +74,7 @@ __global__ void __launch_bounds__(kBlock) planar_variant(const scalar_t* __restr
 // branch before the loads).
 enum class Guard { kExact, kExit, kClamp };
 
-template <int kBlock, int kBytes, Guard kGuard, bool kOnePlane, bool kSaturate, typename scalar_t>
+template <int kBlock, int kBytes, Guard kGuard, bool kOnePlane, bool kSaturate, bool kFma, typename scalar_t>
 __global__ void __launch_bounds__(kBlock) planar_bytes(const scalar_t* __restrict__ in, scalar_t* __restrict__ out,
                                                        uint32_t packets_per_plane, uint64_t channel_bytes,
                                                        const Weights<float> w, uint32_t exponent) {
@@ -89,7 +89,17 @@ __global__ void __launch_bounds__(kBlock) planar_bytes(const scalar_t* __restric
   channel[2] = load_packet<scalar_t, kBytes>(reinterpret_cast<const scalar_t*>(r + 2 * channel_bytes));
   if (kGuard == Guard::kClamp && q >= packets_per_plane) return;
   char* o = reinterpret_cast<char*>(out) + plane * channel_bytes + p * uint64_t{kBytes};
-  store_packet(reinterpret_cast<scalar_t*>(o), planar_gray<kSaturate>(channel, w, exponent));
+  if constexpr (kFma && !std::is_same_v<scalar_t, uint8_t>) {
+    constexpr int kSize = Packet<scalar_t, kBytes>::kSize;
+    float v[kSize];
+#pragma unroll
+    for (int k = 0; k < kSize; ++k) {
+      v[k] = luma_of<true>(to_acc(channel[0].values[k]), to_acc(channel[1].values[k]), to_acc(channel[2].values[k]), w);
+    }
+    store_packet(reinterpret_cast<scalar_t*>(o), stored<scalar_t, kBytes>(v));
+  } else {
+    store_packet(reinterpret_cast<scalar_t*>(o), planar_gray<kSaturate>(channel, w, exponent));
+  }
 }
 
 using Launcher = bool (*)(int dtype, const void* in, void* out, int64_t planes, int64_t inner, cudaStream_t stream);
@@ -121,7 +131,7 @@ bool variant(const void* in_raw, void* out_raw, int64_t planes, int64_t inner, c
 }
 
 // kGuard kExact takes kExit where the grid does not cover the plane exactly.
-template <int kBlock, int kBytes, Guard kGuard, bool kOnePlane, typename scalar_t>
+template <int kBlock, int kBytes, Guard kGuard, bool kOnePlane, bool kFma, typename scalar_t>
 bool bytes_variant(const void* in, void* out, int64_t planes, int64_t inner, cudaStream_t stream) {
   constexpr int64_t kSize = kBytes / sizeof(scalar_t);
   constexpr bool kSaturate = !std::is_same_v<scalar_t, uint8_t>;  // BT.601 cannot saturate (saturation_is_identity)
@@ -132,11 +142,11 @@ bool bytes_variant(const void* in, void* out, int64_t planes, int64_t inner, cud
   const auto* x = static_cast<const scalar_t*>(in);
   auto* y = static_cast<scalar_t*>(out);
   if (kGuard == Guard::kExact && packets % kBlock == 0) {
-    planar_bytes<kBlock, kBytes, Guard::kExact, kOnePlane, kSaturate><<<grid, kBlock, 0, stream>>>(
+    planar_bytes<kBlock, kBytes, Guard::kExact, kOnePlane, kSaturate, kFma><<<grid, kBlock, 0, stream>>>(
         x, y, static_cast<uint32_t>(packets), channel_bytes, kBt601, kFloatExponent23);
   } else {
     constexpr Guard kFallback = kGuard == Guard::kExact ? Guard::kExit : kGuard;
-    planar_bytes<kBlock, kBytes, kFallback, kOnePlane, kSaturate><<<grid, kBlock, 0, stream>>>(
+    planar_bytes<kBlock, kBytes, kFallback, kOnePlane, kSaturate, kFma><<<grid, kBlock, 0, stream>>>(
         x, y, static_cast<uint32_t>(packets), channel_bytes, kBt601, kFloatExponent23);
   }
   return true;
@@ -175,14 +185,15 @@ struct V {
   };
 };
 
-// The product's packet size: 16 bytes for uint8, 8 for 16/32-bit types.
-template <Guard kGuard, bool kOnePlane>
+// kBytes 0: the product's packet size (16 bytes for uint8, 8 for 16/32-bit types).
+template <Guard kGuard, bool kOnePlane, int kBlock = 256, int kBytes = 0, bool kFma = false>
 struct B {
   template <typename scalar_t>
   struct T {
     static constexpr bool kTakesBytes = true;
     static bool run(const void* in, void* out, int64_t planes, int64_t inner, cudaStream_t s) {
-      return bytes_variant<256, sizeof(scalar_t) == 1 ? 16 : 8, kGuard, kOnePlane, scalar_t>(in, out, planes, inner, s);
+      constexpr int kPacket = kBytes != 0 ? kBytes : sizeof(scalar_t) == 1 ? 16 : 8;
+      return bytes_variant<kBlock, kPacket, kGuard, kOnePlane, kFma, scalar_t>(in, out, planes, inner, s);
     }
   };
 };
@@ -215,6 +226,11 @@ const Entry kVariants[] = {
     {"bytes exit one plane", by_dtype<B<Guard::kExit, true>::T>},
     {"bytes clamp one plane", by_dtype<B<Guard::kClamp, true>::T>},
     {"bytes exact one plane", by_dtype<B<Guard::kExact, true>::T>},
+    {"bytes clamp one plane 4B", by_dtype<B<Guard::kClamp, true, 256, 4>::T>},
+    {"bytes clamp one plane 16B", by_dtype<B<Guard::kClamp, true, 256, 16>::T>},
+    {"bytes clamp one plane 128 thr", by_dtype<B<Guard::kClamp, true, 128>::T>},
+    {"bytes clamp one plane 512 thr", by_dtype<B<Guard::kClamp, true, 512>::T>},
+    {"bytes clamp one plane fma", by_dtype<B<Guard::kClamp, true, 256, 0, true>::T>},
 };
 
 }  // namespace
