@@ -85,6 +85,21 @@ def test_large_inputs(img2gray, device, dtype, dim, size):
     check(img2gray.img2gray(x, dim=dim), x, dim)
 
 
+@pytest.mark.parametrize("dtype", [torch.uint8, *FLOAT_DTYPES], ids=str)
+@pytest.mark.parametrize("planes", [1, 2])
+def test_planar_partial_last_block(img2gray, device, dtype, planes):
+    """740x752 planes: a multiple of every packet size, large enough for full-size packets (not the 4-byte
+    packets of small inputs) on a GPU of up to 132 SMs, and a plane's packets fill no whole number of 256-thread
+    blocks. The CUDA kernel's threads past a plane's end read its last packet again and must store nothing:
+    the result is checked, and nothing after the output is written (out= into the front of a larger buffer)."""
+    x = random_image((planes, 3, 740, 752), dtype, device)
+    buffer = torch.full((planes * 740 * 752 + 64,), 7, dtype=dtype, device=device)
+    out = buffer[: planes * 740 * 752].view(planes, 1, 740, 752)
+    img2gray.img2gray(x, out=out)
+    check(out, x, -3)
+    assert torch.equal(buffer[-64:].cpu(), torch.full((64,), 7, dtype=dtype))
+
+
 @pytest.mark.parametrize("dtype", [torch.uint8, torch.float32], ids=str)
 def test_weights_names_and_custom(img2gray, device, dtype):
     x = random_image((2, 3, 9, 40), dtype, device)
