@@ -57,7 +57,7 @@ variants() {
     PYTHONPATH=$PWD/build/gpu TORCH_LOGS=output_code $PY benchmarks/experiments/frame_variants.py build/frame_variants.so ${VARIANT_ARGS:-} \
       --json "$OUT/variants.json" 2>"$OUT/variants-inductor.log" &&
     PYTHONPATH=$PWD/build/gpu ncu --clock-control none --cache-control all --nvtx --print-nvtx-rename kernel \
-      --kernel-name regex:"triton|planar_packets|planar_variant" --csv --metrics "$NCU_METRICS,smsp__inst_executed.sum,launch__block_size" \
+      --kernel-name regex:"triton|planar_packets|planar_variant|planar_bytes" --csv --metrics "$NCU_METRICS,smsp__inst_executed.sum,launch__block_size" \
       $PY benchmarks/experiments/frame_variants.py build/frame_variants.so ${VARIANT_ARGS:-} --ncu >"$OUT/variants-ncu.csv"
 }
 if [[ " $STEPS " == *" before "* ]]; then
