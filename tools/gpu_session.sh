@@ -54,11 +54,11 @@ variants() {
   torch_includes=$($PY -c 'import torch.utils.cpp_extension as c; print(" ".join("-I" + p for p in c.include_paths()))')
   nvcc -O3 --fmad=false -std=c++20 -arch=sm_90 -shared -Xcompiler -fPIC -Icsrc $torch_includes \
     benchmarks/experiments/frame_variants.cu -o build/frame_variants.so &&
-    PYTHONPATH=$PWD/build/gpu TORCH_LOGS=output_code $PY benchmarks/experiments/frame_variants.py build/frame_variants.so ${VARIANT_ARGS:-} \
+    PYTHONPATH=$PWD/build/gpu TORCH_LOGS=output_code $PY -m benchmarks.experiments.frame_variants build/frame_variants.so ${VARIANT_ARGS:-} \
       --json "$OUT/variants.json" 2>"$OUT/variants-inductor.log" &&
     PYTHONPATH=$PWD/build/gpu ncu --clock-control none --cache-control all --nvtx --print-nvtx-rename kernel \
       --kernel-name regex:"triton|planar_packets|planar_variant|planar_bytes" --csv --metrics "$NCU_METRICS,smsp__inst_executed.sum,launch__block_size" \
-      $PY benchmarks/experiments/frame_variants.py build/frame_variants.so ${VARIANT_ARGS:-} --ncu >"$OUT/variants-ncu.csv"
+      $PY -m benchmarks.experiments.frame_variants build/frame_variants.so ${VARIANT_ARGS:-} --ncu >"$OUT/variants-ncu.csv"
 }
 if [[ " $STEPS " == *" before "* ]]; then
   wait "$before_build"

@@ -1,7 +1,7 @@
 """Experiment: the planar float kernels of frame_variants.cu against the product op and torch.compile's own
 Triton kernel, in one process, on the frames where torch.compile was up to 1% ahead.
 
-    python benchmarks/experiments/frame_variants.py LIB.so [--rounds N] [--json F] [--ncu] [--only RE] [--cases RE]
+    python -m benchmarks.experiments.frame_variants LIB.so [--rounds N] [--json F] [--ncu] [--only RE] [--cases RE]
 
 Timed as bench_op.py times (each call behind ~1 ms of GPU busy-wait, inputs rotated over 512 MB), but the
 candidates alternate in blocks (`--rounds` blocks of 30 calls each, each from a clean L2: bench_op.clean_l2), so
@@ -20,13 +20,11 @@ import ctypes
 import json
 import re
 import statistics
-import sys
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench_op import ROTATION_BYTES, eager_expression, gpu_times_ms, input_sets  # noqa: E402
+from benchmarks.bench_op import ROTATION_BYTES, eager_expression, gpu_times_ms, input_sets
 
 CASES = [
     ("720p float16", (1, 3, 720, 1280), torch.float16),
