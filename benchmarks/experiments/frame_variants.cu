@@ -74,7 +74,7 @@ __global__ void __launch_bounds__(kBlock) planar_variant(const scalar_t* __restr
 // branch before the loads).
 enum class Guard { kExact, kExit, kClamp };
 
-template <int kBlock, int kBytes, Guard kGuard, bool kOnePlane, bool kSaturate, bool kFma, typename scalar_t>
+template <int kBlock, int kBytes, Guard kGuard, bool kOnePlane, bool kSaturate, bool kFma, bool kNoL1, typename scalar_t>
 __global__ void __launch_bounds__(kBlock) planar_bytes(const scalar_t* __restrict__ in, scalar_t* __restrict__ out,
                                                        uint32_t packets_per_plane, uint64_t channel_bytes,
                                                        const Weights<float> w, uint32_t exponent) {
@@ -84,9 +84,16 @@ __global__ void __launch_bounds__(kBlock) planar_bytes(const scalar_t* __restric
   const uint32_t plane = kOnePlane ? 0u : blockIdx.y;
   const char* r = reinterpret_cast<const char*>(in) + plane * (3 * channel_bytes) + p * uint64_t{kBytes};
   Packet<scalar_t, kBytes> channel[3];
-  channel[0] = load_packet<scalar_t, kBytes>(reinterpret_cast<const scalar_t*>(r));
-  channel[1] = load_packet<scalar_t, kBytes>(reinterpret_cast<const scalar_t*>(r + channel_bytes));
-  channel[2] = load_packet<scalar_t, kBytes>(reinterpret_cast<const scalar_t*>(r + 2 * channel_bytes));
+#pragma unroll
+  for (int c = 0; c < 3; ++c) {
+    const auto* at = reinterpret_cast<const scalar_t*>(r + c * channel_bytes);
+    if constexpr (kNoL1 && kBytes == 8) {
+      asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(channel[c].words[0]), "=r"(channel[c].words[1]) : "l"(at));
+    } else {
+      static_assert(!kNoL1 || kBytes == 8, "no-L1 loads: 8-byte packets only");
+      channel[c] = load_packet<scalar_t, kBytes>(at);
+    }
+  }
   if (kGuard == Guard::kClamp && q >= packets_per_plane) return;
   char* o = reinterpret_cast<char*>(out) + plane * channel_bytes + p * uint64_t{kBytes};
   if constexpr (kFma && !std::is_same_v<scalar_t, uint8_t>) {
@@ -131,7 +138,7 @@ bool variant(const void* in_raw, void* out_raw, int64_t planes, int64_t inner, c
 }
 
 // kGuard kExact takes kExit where the grid does not cover the plane exactly.
-template <int kBlock, int kBytes, Guard kGuard, bool kOnePlane, bool kFma, typename scalar_t>
+template <int kBlock, int kBytes, Guard kGuard, bool kOnePlane, bool kFma, bool kNoL1, typename scalar_t>
 bool bytes_variant(const void* in, void* out, int64_t planes, int64_t inner, cudaStream_t stream) {
   constexpr int64_t kSize = kBytes / sizeof(scalar_t);
   constexpr bool kSaturate = !std::is_same_v<scalar_t, uint8_t>;  // BT.601 cannot saturate (saturation_is_identity)
@@ -142,11 +149,11 @@ bool bytes_variant(const void* in, void* out, int64_t planes, int64_t inner, cud
   const auto* x = static_cast<const scalar_t*>(in);
   auto* y = static_cast<scalar_t*>(out);
   if (kGuard == Guard::kExact && packets % kBlock == 0) {
-    planar_bytes<kBlock, kBytes, Guard::kExact, kOnePlane, kSaturate, kFma><<<grid, kBlock, 0, stream>>>(
+    planar_bytes<kBlock, kBytes, Guard::kExact, kOnePlane, kSaturate, kFma, kNoL1><<<grid, kBlock, 0, stream>>>(
         x, y, static_cast<uint32_t>(packets), channel_bytes, kBt601, kFloatExponent23);
   } else {
     constexpr Guard kFallback = kGuard == Guard::kExact ? Guard::kExit : kGuard;
-    planar_bytes<kBlock, kBytes, kFallback, kOnePlane, kSaturate, kFma><<<grid, kBlock, 0, stream>>>(
+    planar_bytes<kBlock, kBytes, kFallback, kOnePlane, kSaturate, kFma, kNoL1><<<grid, kBlock, 0, stream>>>(
         x, y, static_cast<uint32_t>(packets), channel_bytes, kBt601, kFloatExponent23);
   }
   return true;
@@ -186,14 +193,18 @@ struct V {
 };
 
 // kBytes 0: the product's packet size (16 bytes for uint8, 8 for 16/32-bit types).
-template <Guard kGuard, bool kOnePlane, int kBlock = 256, int kBytes = 0, bool kFma = false>
+template <Guard kGuard, bool kOnePlane, int kBlock = 256, int kBytes = 0, bool kFma = false, bool kNoL1 = false>
 struct B {
   template <typename scalar_t>
   struct T {
     static constexpr bool kTakesBytes = true;
     static bool run(const void* in, void* out, int64_t planes, int64_t inner, cudaStream_t s) {
       constexpr int kPacket = kBytes != 0 ? kBytes : sizeof(scalar_t) == 1 ? 16 : 8;
-      return bytes_variant<kBlock, kPacket, kGuard, kOnePlane, kFma, scalar_t>(in, out, planes, inner, s);
+      if constexpr (kNoL1 && kPacket != 8) {
+        return false;
+      } else {
+        return bytes_variant<kBlock, kPacket, kGuard, kOnePlane, kFma, kNoL1, scalar_t>(in, out, planes, inner, s);
+      }
     }
   };
 };
@@ -231,6 +242,9 @@ const Entry kVariants[] = {
     {"bytes clamp one plane 128 thr", by_dtype<B<Guard::kClamp, true, 128>::T>},
     {"bytes clamp one plane 512 thr", by_dtype<B<Guard::kClamp, true, 512>::T>},
     {"bytes clamp one plane fma", by_dtype<B<Guard::kClamp, true, 256, 0, true>::T>},
+    {"bytes clamp one plane noL1", by_dtype<B<Guard::kClamp, true, 256, 0, false, true>::T>},
+    {"bytes clamp one plane 512 thr 4B", by_dtype<B<Guard::kClamp, true, 512, 4>::T>},
+    {"bytes clamp one plane 512 thr fma", by_dtype<B<Guard::kClamp, true, 512, 0, true>::T>},
 };
 
 }  // namespace
