@@ -2,15 +2,19 @@
 Triton kernel, in one process, on the frames where torch.compile was up to 1% ahead.
 
     python -m benchmarks.experiments.frame_variants LIB.so [--rounds N] [--json F] [--ncu] [--only RE] [--cases RE]
+                                                         [--fresh-outputs]
 
 Timed as bench_op.py times (each call behind ~1 ms of GPU busy-wait, inputs rotated over 512 MB), but the
 candidates alternate in blocks (`--rounds` blocks of 30 calls each, each from a clean L2: bench_op.clean_l2), so
-drift reaches every candidate alike,
-and the mean is reported beside the median: the CUDA event timer ticks in 32 ns, about 0.6% of a 720p
-frame, and the mean of many calls resolves below a tick where the median cannot. Every variant returns a new
-output per call (the "new output" convention of the peers). Variants' outputs are compared with the
-product's (bitwise) and torch.compile's (max difference, share of elements that differ).
-`--ncu`: each candidate three times per case inside NVTX ranges "case | candidate", for Nsight Compute.
+that drift reaches every candidate alike. Reported: median, trimmed mean, and the mean of per-round differences
+against torch.compile with its standard error; the CUDA event timer ticks in 32 ns, about 0.6% of a 720p frame,
+and means of many calls resolve below a tick where medians cannot.
+Outputs: by default every candidate returns a new output per call (the "new output" convention of the peers: the
+caching allocator hands each call the block the previous call freed, so an output that fits in L2 stays there);
+`--fresh-outputs` has the op (out=) and the variants write outputs that rotate with the inputs, as the copy does
+(torch.compile keeps its own convention there, as a fixed point of reference).
+Variants' outputs are compared with the product's (bitwise) and torch.compile's (max difference, share of
+elements that differ). `--ncu`: each candidate three times per case, for Nsight Compute.
 """
 
 from __future__ import annotations
@@ -49,28 +53,34 @@ def load_variants(path: Path) -> tuple[ctypes.CDLL, list[str]]:
     return lib, [lib.fv_name(i).decode() for i in range(lib.fv_count())]
 
 
-def candidates(lib, names, img2gray, shape, dtype, inputs, only: re.Pattern) -> dict:
-    """Every candidate returns a new output per call, as the op and torch.compile do: the caching allocator
-    hands each call the block the previous call freed, so all write the same block (a fixed buffer of
-    their own measured up to 100 ns apart from it on the same kernel: where an output lies matters)."""
+def candidates(lib, names, img2gray, shape, dtype, inputs, outputs, only: re.Pattern) -> dict:
+    """The op, torch.compile and the variants that apply, each as fn(i) on inputs[i]. With `outputs` (fresh
+    outputs) the op and the variants write outputs[i]; without, each call returns a new output, as the op and
+    torch.compile do (a fixed buffer of a variant's own measured 30-100 ns apart from the same kernel writing
+    the allocator's block: where an output lies matters)."""
     planes, inner = shape[0], shape[2] * shape[3]
     out_shape = (planes, 1, shape[2], shape[3])
     stream = torch.cuda.current_stream().cuda_stream
     torch._dynamo.reset()
     compiled = torch.compile(eager_expression, dynamic=False)
-    found = {"img2gray (new output)": lambda i: img2gray.img2gray(inputs[i], dim=-3),
-             "torch.compile": lambda i: compiled(inputs[i], -3)}
+
+    def output(i: int) -> torch.Tensor:
+        return outputs[i] if outputs else torch.empty(out_shape, dtype=dtype, device="cuda")
+
+    found = {"img2gray (out=)": lambda i: img2gray.img2gray(inputs[i], dim=-3, out=outputs[i])} if outputs else \
+        {"img2gray (new output)": lambda i: img2gray.img2gray(inputs[i], dim=-3)}
+    found["torch.compile"] = lambda i: compiled(inputs[i], -3)
     for index, name in enumerate(names):
         if not only.search(name):
             continue
 
         def call(i, index=index):
-            out = torch.empty(out_shape, dtype=dtype, device="cuda")
+            out = output(i)
             if lib.fv_launch(index, DTYPE_CODE[dtype], inputs[i].data_ptr(), out.data_ptr(), planes, inner, stream) != 1:
                 raise RuntimeError(f"variant {names[index]} failed")
             return out
-        probe = torch.empty(out_shape, dtype=dtype, device="cuda")
-        if lib.fv_launch(index, DTYPE_CODE[dtype], inputs[0].data_ptr(), probe.data_ptr(), planes, inner, stream) == 1:
+
+        if lib.fv_launch(index, DTYPE_CODE[dtype], inputs[0].data_ptr(), output(0).data_ptr(), planes, inner, stream) == 1:
             found[name] = call
     return found
 
@@ -87,6 +97,26 @@ def trimmed_mean(values: list[float], cut: float = 0.1) -> float:
     return statistics.fmean(ordered[k:len(ordered) - k])
 
 
+def paired(round_means: list[float], base: list[float]) -> tuple[float, float, int]:
+    """Mean and standard error of the per-round differences (µs) against `base`, and the rounds it was faster."""
+    diffs = [a - b for a, b in zip(round_means, base)]
+    return statistics.fmean(diffs), statistics.stdev(diffs) / len(diffs) ** 0.5, sum(d < 0 for d in diffs)
+
+
+def time_blocks(timed: dict, sets: int, rounds: int) -> tuple[dict, dict]:
+    """All samples (ms) and per-round trimmed means (µs) of each candidate, timed in alternating blocks."""
+    samples = {name: [] for name in timed}
+    round_means = {name: [] for name in timed}
+    turn = 0  # one rotation over all calls of the case: no call finds its input in L2
+    for _ in range(rounds):
+        for name, fn in timed.items():
+            block = gpu_times_ms(fn, sets, BLOCK_CALLS, warmup=3, first=turn)
+            samples[name] += block
+            round_means[name].append(trimmed_mean(block) * 1e3)
+            turn += BLOCK_CALLS + 3
+    return samples, round_means
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("lib", type=Path)
@@ -95,6 +125,7 @@ def main() -> None:
     parser.add_argument("--ncu", action="store_true")
     parser.add_argument("--only", type=re.compile, default=re.compile(""), help="variants whose name matches")
     parser.add_argument("--cases", type=re.compile, default=re.compile(""), help="cases whose name matches")
+    parser.add_argument("--fresh-outputs", action="store_true", help="op (out=) and variants write rotating outputs")
     args = parser.parse_args()
     import img2gray
 
@@ -105,7 +136,9 @@ def main() -> None:
         moved = probe.numel() * probe.element_size() * 4 // 3
         sets = max(2, -(-ROTATION_BYTES // moved))
         inputs = [probe] + input_sets(shape, dtype, "nchw", sets - 1, "cuda")
-        found = candidates(lib, names, img2gray, shape, dtype, inputs, args.only)
+        outputs = [torch.empty((shape[0], 1, shape[2], shape[3]), dtype=dtype, device="cuda") for _ in inputs] \
+            if args.fresh_outputs else None
+        found = candidates(lib, names, img2gray, shape, dtype, inputs, outputs, args.only)
         if args.ncu:
             for fn in found.values():  # compiles torch.compile's kernel outside the profiled ranges
                 fn(0)
@@ -117,39 +150,29 @@ def main() -> None:
             torch.cuda.synchronize()
             continue
         product = img2gray.img2gray(probe, dim=-3)
-        compiled = found["torch.compile"]
-        reference = {"torch.compile": compiled(0).unsqueeze(-3).clone()}
-        checks = {}
-        for name, fn in found.items():
-            if name in ("img2gray (new output)", "torch.compile"):
-                continue
-            checks[name] = agreement(fn(0), product, reference["torch.compile"])
+        compiled_result = found["torch.compile"](0).unsqueeze(-3).clone()
+        checks = {name: agreement(fn(0), product, compiled_result) for name, fn in found.items()
+                  if not name.startswith(("img2gray", "torch.compile"))}
         copy_src = [torch.empty(moved // 2, dtype=torch.uint8, device="cuda") for _ in inputs]
         copy_dst = [torch.empty_like(t) for t in copy_src]
-        found_timed = {**found, "copy": lambda i: copy_dst[i].copy_(copy_src[i])}
-        samples = {name: [] for name in found_timed}
-        round_means = {name: [] for name in found_timed}
-        turn = 0
-        for _ in range(args.rounds):
-            for name, fn in found_timed.items():
-                block = gpu_times_ms(fn, sets, BLOCK_CALLS, warmup=3, first=turn)
-                samples[name] += block
-                round_means[name].append(trimmed_mean(block) * 1e3)
-                turn += BLOCK_CALLS + 3
-        base = trimmed_mean(samples["torch.compile"])
+        samples, round_means = time_blocks({**found, "copy": lambda i: copy_dst[i].copy_(copy_src[i])}, sets,
+                                           args.rounds)
+        base = round_means["torch.compile"]
         rows = []
         for name, times in samples.items():
-            row = {"candidate": name, "median_us": statistics.median(times) * 1e3, "mean_us": trimmed_mean(times) * 1e3,
-                   "vs_compile": base / trimmed_mean(times), "round_means_us": round_means[name],
-                   **checks.get(name, {})}
-            rows.append(row)
-        print(f"{case}: {moved / 1e6:.1f} MB, {len(samples['copy'])} calls per candidate")
+            diff, error, faster = paired(round_means[name], base)
+            rows.append({"candidate": name, "median_us": statistics.median(times) * 1e3,
+                         "mean_us": trimmed_mean(times) * 1e3, "vs_compile_ns": diff * 1e3, "vs_compile_se_ns": error * 1e3,
+                         "rounds_faster": faster, "round_means_us": round_means[name], **checks.get(name, {})})
+        print(f"{case}: {moved / 1e6:.1f} MB, {len(samples['copy'])} calls per candidate; "
+              f"paired against torch.compile over {args.rounds} rounds")
         for row in rows:
             flag = "" if row.get("equals product", True) else f"  (differs: max {row['max diff vs torch.compile']:.3g} vs compile)"
-            print(f"    {row['candidate']:<26} median {row['median_us']:7.2f} us  mean {row['mean_us']:7.3f} us  "
-                  f"{row['vs_compile']:6.3f}x compile{flag}")
+            print(f"    {row['candidate']:<34} median {row['median_us']:7.2f} us  mean {row['mean_us']:7.3f} us  "
+                  f"{row['vs_compile_ns']:+7.1f} ± {row['vs_compile_se_ns']:4.1f} ns, faster in "
+                  f"{row['rounds_faster']}/{args.rounds}{flag}")
         report.append({"case": case, "moved_bytes": moved, "rows": rows})
-        del inputs, copy_src, copy_dst
+        del inputs, outputs, copy_src, copy_dst
         torch.cuda.empty_cache()
     if args.json:
         args.json.write_text(json.dumps({"torch": torch.__version__, "device": torch.cuda.get_device_name(),
