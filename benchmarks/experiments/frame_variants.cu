@@ -26,6 +26,18 @@ __device__ __forceinline__ float luma_of(float r, float g, float b, const Weight
   return luma(r, g, b, w);
 }
 
+// The gray packet of three planar float packets (16/32-bit types), with or without FMA contraction.
+template <bool kFma, typename scalar_t, int kBytes>
+__device__ __forceinline__ Packet<scalar_t, kBytes> gray_of(const Packet<scalar_t, kBytes> (&channel)[3], const Weights<float>& w) {
+  constexpr int kSize = Packet<scalar_t, kBytes>::kSize;
+  float v[kSize];
+#pragma unroll
+  for (int k = 0; k < kSize; ++k) {
+    v[k] = luma_of<kFma>(to_acc(channel[0].values[k]), to_acc(channel[1].values[k]), to_acc(channel[2].values[k]), w);
+  }
+  return stored<scalar_t, kBytes>(v);
+}
+
 // kRep packets of kBytes per channel per thread, kBlock packets apart (each load instruction of a warp covers
 // one contiguous run, as Triton lays them out); kInner 0 takes the plane size from the argument.
 template <int kBlock, int kBytes, int kRep, bool kFma, uint32_t kInner, Channels kChannels, typename scalar_t>
@@ -55,15 +67,7 @@ __global__ void __launch_bounds__(kBlock) planar_variant(const scalar_t* __restr
 #pragma unroll
   for (int u = 0; u < kRep; ++u) {
     const uint32_t q = first + u * kBlock;
-    if (q < packets_per_plane) {
-      float v[kSize];
-#pragma unroll
-      for (int k = 0; k < int{kSize}; ++k) {
-        v[k] = luma_of<kFma>(to_acc(channel[u][0].values[k]), to_acc(channel[u][1].values[k]),
-                             to_acc(channel[u][2].values[k]), w);
-      }
-      store_packet(out + plane_out + q * kSize, stored<scalar_t, kBytes>(v));
-    }
+    if (q < packets_per_plane) store_packet(out + plane_out + q * kSize, gray_of<kFma>(channel[u], w));
   }
 }
 
@@ -97,13 +101,7 @@ __global__ void __launch_bounds__(kBlock) planar_bytes(const scalar_t* __restric
   if (kGuard == Guard::kClamp && q >= packets_per_plane) return;
   char* o = reinterpret_cast<char*>(out) + plane * channel_bytes + p * uint64_t{kBytes};
   if constexpr (kFma && !std::is_same_v<scalar_t, uint8_t>) {
-    constexpr int kSize = Packet<scalar_t, kBytes>::kSize;
-    float v[kSize];
-#pragma unroll
-    for (int k = 0; k < kSize; ++k) {
-      v[k] = luma_of<true>(to_acc(channel[0].values[k]), to_acc(channel[1].values[k]), to_acc(channel[2].values[k]), w);
-    }
-    store_packet(reinterpret_cast<scalar_t*>(o), stored<scalar_t, kBytes>(v));
+    store_packet(reinterpret_cast<scalar_t*>(o), gray_of<true>(channel, w));
   } else {
     store_packet(reinterpret_cast<scalar_t*>(o), planar_gray<kSaturate>(channel, w, exponent));
   }
