@@ -78,10 +78,37 @@ __global__ void __launch_bounds__(kBlock) planar_variant(const scalar_t* __restr
 // branch before the loads).
 enum class Guard { kExact, kExit, kClamp };
 
-template <int kBlock, int kBytes, Guard kGuard, bool kOnePlane, bool kSaturate, bool kFma, bool kNoL1, typename scalar_t>
+// How the three channel packets are loaded: the product's read-only path (__ldg), without allocating in L1,
+// as streaming data (__ldcs: evict-first in L1 and L2, so that the inputs, read once, do not push the output
+// out of L2), or as a last use (__ldlu).
+enum class Load { kCached, kNoL1, kStreaming, kLastUse };
+
+template <typename scalar_t, int kBytes, Load kLoad>
+__device__ __forceinline__ Packet<scalar_t, kBytes> load_as(const scalar_t* at) {
+  using Raw = typename RawPacket<kBytes>::type;
+  Packet<scalar_t, kBytes> packet;
+  if constexpr (kLoad == Load::kNoL1) {
+    static_assert(kBytes == 8, "no-L1 loads: 8-byte packets only");
+    asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(packet.words[0]), "=r"(packet.words[1]) : "l"(at));
+  } else if constexpr (kLoad == Load::kStreaming) {
+    packet.raw = __ldcs(reinterpret_cast<const Raw*>(at));
+  } else if constexpr (kLoad == Load::kLastUse) {
+    packet.raw = __ldlu(reinterpret_cast<const Raw*>(at));
+  } else {
+    packet = load_packet<scalar_t, kBytes>(at);
+  }
+  return packet;
+}
+
+// kPackets: the plane's packets as a compile-time constant (0: the argument), as Triton specializes on the
+// frame size: the channel offsets become immediates of the load instructions.
+template <int kBlock, int kBytes, Guard kGuard, bool kOnePlane, bool kSaturate, bool kFma, Load kLoad, uint32_t kPackets,
+          typename scalar_t>
 __global__ void __launch_bounds__(kBlock) planar_bytes(const scalar_t* __restrict__ in, scalar_t* __restrict__ out,
-                                                       uint32_t packets_per_plane, uint64_t channel_bytes,
+                                                       uint32_t packets_arg, uint64_t channel_bytes_arg,
                                                        const Weights<float> w, uint32_t exponent) {
+  const uint32_t packets_per_plane = kPackets != 0 ? kPackets : packets_arg;
+  const uint64_t channel_bytes = kPackets != 0 ? uint64_t{kPackets} * kBytes : channel_bytes_arg;
   const uint32_t q = blockIdx.x * kBlock + threadIdx.x;
   if (kGuard == Guard::kExit && q >= packets_per_plane) return;
   const uint32_t p = kGuard == Guard::kClamp ? min(q, packets_per_plane - 1) : q;
@@ -89,15 +116,7 @@ __global__ void __launch_bounds__(kBlock) planar_bytes(const scalar_t* __restric
   const char* r = reinterpret_cast<const char*>(in) + plane * (3 * channel_bytes) + p * uint64_t{kBytes};
   Packet<scalar_t, kBytes> channel[3];
 #pragma unroll
-  for (int c = 0; c < 3; ++c) {
-    const auto* at = reinterpret_cast<const scalar_t*>(r + c * channel_bytes);
-    if constexpr (kNoL1 && kBytes == 8) {
-      asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(channel[c].words[0]), "=r"(channel[c].words[1]) : "l"(at));
-    } else {
-      static_assert(!kNoL1 || kBytes == 8, "no-L1 loads: 8-byte packets only");
-      channel[c] = load_packet<scalar_t, kBytes>(at);
-    }
-  }
+  for (int c = 0; c < 3; ++c) channel[c] = load_as<scalar_t, kBytes, kLoad>(reinterpret_cast<const scalar_t*>(r + c * channel_bytes));
   if (kGuard == Guard::kClamp && q >= packets_per_plane) return;
   char* o = reinterpret_cast<char*>(out) + plane * channel_bytes + p * uint64_t{kBytes};
   if constexpr (kFma && !std::is_same_v<scalar_t, uint8_t>) {
@@ -110,6 +129,37 @@ __global__ void __launch_bounds__(kBlock) planar_bytes(const scalar_t* __restric
 using Launcher = bool (*)(int dtype, const void* in, void* out, int64_t planes, int64_t inner, cudaStream_t stream);
 
 constexpr Weights<float> kBt601{0.299f, 0.587f, 0.114f};
+
+// A single plane with one base pointer per channel (computed on the host): each load address is one multiply-add
+// from the packet index, as the constant offsets of a specialized kernel make it, for any frame size.
+template <int kBlock, int kBytes, typename scalar_t>
+__global__ void __launch_bounds__(kBlock) planar_pointers(const scalar_t* __restrict__ in_r, const scalar_t* __restrict__ in_g,
+                                                          const scalar_t* __restrict__ in_b, scalar_t* __restrict__ out,
+                                                          uint32_t packets_per_plane, const Weights<float> w, uint32_t exponent) {
+  const uint32_t q = blockIdx.x * kBlock + threadIdx.x;
+  const uint32_t p = min(q, packets_per_plane - 1);
+  constexpr uint32_t kSize = kBytes / sizeof(scalar_t);
+  const Packet<scalar_t, kBytes> channel[3] = {load_packet<scalar_t, kBytes>(in_r + p * kSize),
+                                               load_packet<scalar_t, kBytes>(in_g + p * kSize),
+                                               load_packet<scalar_t, kBytes>(in_b + p * kSize)};
+  if (q >= packets_per_plane) return;
+  store_packet(out + p * kSize, planar_gray<!std::is_same_v<scalar_t, uint8_t>>(channel, w, exponent));
+}
+
+template <typename scalar_t>
+struct OnePlanePointers {
+  static constexpr bool kTakesBytes = true;
+  static bool run(const void* in_raw, void* out, int64_t planes, int64_t inner, cudaStream_t s) {
+    constexpr int kBytes = sizeof(scalar_t) == 1 ? 16 : 8;
+    constexpr int64_t kSize = kBytes / sizeof(scalar_t);
+    if (planes != 1 || inner % kSize != 0 || 3 * inner > INT32_MAX) return false;
+    const auto* in = static_cast<const scalar_t*>(in_raw);
+    const int64_t packets = inner / kSize;
+    planar_pointers<256, kBytes><<<static_cast<unsigned>((packets + 255) / 256), 256, 0, s>>>(
+        in, in + inner, in + 2 * inner, static_cast<scalar_t*>(out), static_cast<uint32_t>(packets), kBt601, kFloatExponent23);
+    return true;
+  }
+};
 
 template <typename scalar_t>
 bool product(const void* in, void* out, int64_t planes, int64_t inner, cudaStream_t stream) {
@@ -135,23 +185,26 @@ bool variant(const void* in_raw, void* out_raw, int64_t planes, int64_t inner, c
   return true;
 }
 
-// kGuard kExact takes kExit where the grid does not cover the plane exactly.
-template <int kBlock, int kBytes, Guard kGuard, bool kOnePlane, bool kFma, bool kNoL1, typename scalar_t>
+// kGuard kExact takes kExit where the grid does not cover the plane exactly. kInner (pixels per plane, 0: any)
+// specializes on a frame size; other sizes do not apply.
+template <int kBlock, int kBytes, Guard kGuard, bool kOnePlane, bool kFma, Load kLoad, uint32_t kInner, typename scalar_t>
 bool bytes_variant(const void* in, void* out, int64_t planes, int64_t inner, cudaStream_t stream) {
   constexpr int64_t kSize = kBytes / sizeof(scalar_t);
+  constexpr uint32_t kPackets = kInner / kSize;
   constexpr bool kSaturate = !std::is_same_v<scalar_t, uint8_t>;  // BT.601 cannot saturate (saturation_is_identity)
   if (inner % kSize != 0 || planes > 65535 || 3 * planes * inner > INT32_MAX || (kOnePlane && planes != 1)) return false;
+  if (kInner != 0 && inner != kInner) return false;
   const int64_t packets = inner / kSize;
   const dim3 grid(static_cast<unsigned>((packets + kBlock - 1) / kBlock), static_cast<unsigned>(planes));
   const uint64_t channel_bytes = inner * sizeof(scalar_t);
   const auto* x = static_cast<const scalar_t*>(in);
   auto* y = static_cast<scalar_t*>(out);
   if (kGuard == Guard::kExact && packets % kBlock == 0) {
-    planar_bytes<kBlock, kBytes, Guard::kExact, kOnePlane, kSaturate, kFma, kNoL1><<<grid, kBlock, 0, stream>>>(
+    planar_bytes<kBlock, kBytes, Guard::kExact, kOnePlane, kSaturate, kFma, kLoad, kPackets><<<grid, kBlock, 0, stream>>>(
         x, y, static_cast<uint32_t>(packets), channel_bytes, kBt601, kFloatExponent23);
   } else {
     constexpr Guard kFallback = kGuard == Guard::kExact ? Guard::kExit : kGuard;
-    planar_bytes<kBlock, kBytes, kFallback, kOnePlane, kSaturate, kFma, kNoL1><<<grid, kBlock, 0, stream>>>(
+    planar_bytes<kBlock, kBytes, kFallback, kOnePlane, kSaturate, kFma, kLoad, kPackets><<<grid, kBlock, 0, stream>>>(
         x, y, static_cast<uint32_t>(packets), channel_bytes, kBt601, kFloatExponent23);
   }
   return true;
@@ -191,17 +244,18 @@ struct V {
 };
 
 // kBytes 0: the product's packet size (16 bytes for uint8, 8 for 16/32-bit types).
-template <Guard kGuard, bool kOnePlane, int kBlock = 256, int kBytes = 0, bool kFma = false, bool kNoL1 = false>
+template <Guard kGuard, bool kOnePlane, int kBlock = 256, int kBytes = 0, bool kFma = false, Load kLoad = Load::kCached,
+          uint32_t kInner = 0>
 struct B {
   template <typename scalar_t>
   struct T {
     static constexpr bool kTakesBytes = true;
     static bool run(const void* in, void* out, int64_t planes, int64_t inner, cudaStream_t s) {
       constexpr int kPacket = kBytes != 0 ? kBytes : sizeof(scalar_t) == 1 ? 16 : 8;
-      if constexpr (kNoL1 && kPacket != 8) {
+      if constexpr (kLoad == Load::kNoL1 && kPacket != 8) {
         return false;
       } else {
-        return bytes_variant<kBlock, kPacket, kGuard, kOnePlane, kFma, kNoL1, scalar_t>(in, out, planes, inner, s);
+        return bytes_variant<kBlock, kPacket, kGuard, kOnePlane, kFma, kLoad, kInner, scalar_t>(in, out, planes, inner, s);
       }
     }
   };
@@ -240,7 +294,13 @@ const Entry kVariants[] = {
     {"bytes clamp one plane 128 thr", by_dtype<B<Guard::kClamp, true, 128>::T>},
     {"bytes clamp one plane 512 thr", by_dtype<B<Guard::kClamp, true, 512>::T>},
     {"bytes clamp one plane fma", by_dtype<B<Guard::kClamp, true, 256, 0, true>::T>},
-    {"bytes clamp one plane noL1", by_dtype<B<Guard::kClamp, true, 256, 0, false, true>::T>},
+    {"bytes clamp one plane noL1", by_dtype<B<Guard::kClamp, true, 256, 0, false, Load::kNoL1>::T>},
+    {"bytes clamp one plane streaming", by_dtype<B<Guard::kClamp, true, 256, 0, false, Load::kStreaming>::T>},
+    {"bytes clamp one plane last use", by_dtype<B<Guard::kClamp, true, 256, 0, false, Load::kLastUse>::T>},
+    {"clamp one plane pointers", by_dtype<OnePlanePointers>},
+    {"bytes exact one plane const 720p", by_dtype<B<Guard::kExact, true, 256, 0, false, Load::kCached, k720p>::T>},
+    {"bytes exact one plane const 1080p", by_dtype<B<Guard::kExact, true, 256, 0, false, Load::kCached, k1080p>::T>},
+    {"bytes exact const 720p", by_dtype<B<Guard::kExact, false, 256, 0, false, Load::kCached, k720p>::T>},
     {"bytes clamp one plane 512 thr 4B", by_dtype<B<Guard::kClamp, true, 512, 4>::T>},
     {"bytes clamp one plane 512 thr fma", by_dtype<B<Guard::kClamp, true, 512, 0, true>::T>},
 };
