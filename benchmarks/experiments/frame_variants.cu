@@ -80,16 +80,20 @@ enum class Guard { kExact, kExit, kClamp };
 
 // How the three channel packets are loaded: the product's read-only path (__ldg), without allocating in L1,
 // as streaming data (__ldcs: evict-first in L1 and L2, so that the inputs, read once, do not push the output
-// out of L2), or as a last use (__ldlu).
-enum class Load { kCached, kNoL1, kStreaming, kLastUse };
+// out of L2), as a last use (__ldlu), or by a plain ld.global (Triton's LDG.E, not the read-only path).
+enum class Load { kCached, kNoL1, kStreaming, kLastUse, kPlain };
 
 template <typename scalar_t, int kBytes, Load kLoad>
 __device__ __forceinline__ Packet<scalar_t, kBytes> load_as(const scalar_t* at) {
   using Raw = typename RawPacket<kBytes>::type;
   Packet<scalar_t, kBytes> packet;
-  if constexpr (kLoad == Load::kNoL1) {
-    static_assert(kBytes == 8, "no-L1 loads: 8-byte packets only");
-    asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(packet.words[0]), "=r"(packet.words[1]) : "l"(at));
+  if constexpr (kLoad == Load::kNoL1 || kLoad == Load::kPlain) {
+    static_assert(kBytes == 8, "no-L1 and plain loads: 8-byte packets only");
+    if constexpr (kLoad == Load::kNoL1) {
+      asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(packet.words[0]), "=r"(packet.words[1]) : "l"(at));
+    } else {
+      asm volatile("ld.global.v2.u32 {%0, %1}, [%2];" : "=r"(packet.words[0]), "=r"(packet.words[1]) : "l"(at));
+    }
   } else if constexpr (kLoad == Load::kStreaming) {
     packet.raw = __ldcs(reinterpret_cast<const Raw*>(at));
   } else if constexpr (kLoad == Load::kLastUse) {
@@ -252,7 +256,7 @@ struct B {
     static constexpr bool kTakesBytes = true;
     static bool run(const void* in, void* out, int64_t planes, int64_t inner, cudaStream_t s) {
       constexpr int kPacket = kBytes != 0 ? kBytes : sizeof(scalar_t) == 1 ? 16 : 8;
-      if constexpr (kLoad == Load::kNoL1 && kPacket != 8) {
+      if constexpr ((kLoad == Load::kNoL1 || kLoad == Load::kPlain) && kPacket != 8) {
         return false;
       } else {
         return bytes_variant<kBlock, kPacket, kGuard, kOnePlane, kFma, kLoad, kInner, scalar_t>(in, out, planes, inner, s);
@@ -297,6 +301,7 @@ const Entry kVariants[] = {
     {"bytes clamp one plane noL1", by_dtype<B<Guard::kClamp, true, 256, 0, false, Load::kNoL1>::T>},
     {"bytes clamp one plane streaming", by_dtype<B<Guard::kClamp, true, 256, 0, false, Load::kStreaming>::T>},
     {"bytes clamp one plane last use", by_dtype<B<Guard::kClamp, true, 256, 0, false, Load::kLastUse>::T>},
+    {"bytes clamp one plane plain loads", by_dtype<B<Guard::kClamp, true, 256, 0, false, Load::kPlain>::T>},
     {"clamp one plane pointers", by_dtype<OnePlanePointers>},
     {"bytes exact one plane const 720p", by_dtype<B<Guard::kExact, true, 256, 0, false, Load::kCached, k720p>::T>},
     {"bytes exact one plane const 1080p", by_dtype<B<Guard::kExact, true, 256, 0, false, Load::kCached, k1080p>::T>},

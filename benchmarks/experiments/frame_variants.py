@@ -4,11 +4,11 @@ Triton kernel, in one process, on the frames where torch.compile was up to 1% ah
     python -m benchmarks.experiments.frame_variants LIB.so [--rounds N] [--json F] [--ncu] [--only RE] [--cases RE]
                                                          [--fresh-outputs]
 
-Timed as bench_op.py times (each call behind ~1 ms of GPU busy-wait, inputs rotated over 512 MB), but the
-candidates alternate in blocks (`--rounds` blocks of 30 calls each, each from a clean L2: bench_op.clean_l2), so
-that drift reaches every candidate alike. Reported: median, trimmed mean, and the mean of per-round differences
-against torch.compile with its standard error; the CUDA event timer ticks in 32 ns, about 0.6% of a 720p frame,
-and means of many calls resolve below a tick where medians cannot.
+Timed as bench_op.py times (each call behind ~1 ms of GPU busy-wait, inputs rotated over 512 MB, candidates
+taking turns in blocks, each from a clean L2, after a round that is not kept: bench_op.time_rounds), with more and
+longer rounds (`--rounds` blocks of 30 calls). Reported: median, trimmed mean, and the mean of per-round
+differences against torch.compile with its standard error; the CUDA event timer ticks in 32 ns, about 0.6% of a
+720p frame, and means of many calls resolve below a tick where medians cannot.
 Outputs: by default every candidate returns a new output per call (the "new output" convention of the peers: the
 caching allocator hands each call the block the previous call freed, so an output that fits in L2 stays there);
 `--fresh-outputs` has the op (out=) and the variants write outputs that rotate with the inputs, as the copy does
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.bench_op import ROTATION_BYTES, eager_expression, gpu_times_ms, input_sets
+from benchmarks.bench_op import ROTATION_BYTES, eager_expression, input_sets, paired, time_rounds, trimmed_mean
 
 CASES = [
     ("720p float16", (1, 3, 720, 1280), torch.float16),
@@ -91,32 +91,6 @@ def agreement(got: torch.Tensor, product: torch.Tensor, compiled: torch.Tensor) 
             "share differing from torch.compile": (got != compiled).double().mean().item()}
 
 
-def trimmed_mean(values: list[float], cut: float = 0.1) -> float:
-    ordered = sorted(values)
-    k = int(len(ordered) * cut)
-    return statistics.fmean(ordered[k:len(ordered) - k])
-
-
-def paired(round_means: list[float], base: list[float]) -> tuple[float, float, int]:
-    """Mean and standard error of the per-round differences (µs) against `base`, and the rounds it was faster."""
-    diffs = [a - b for a, b in zip(round_means, base)]
-    return statistics.fmean(diffs), statistics.stdev(diffs) / len(diffs) ** 0.5, sum(d < 0 for d in diffs)
-
-
-def time_blocks(timed: dict, sets: int, rounds: int) -> tuple[dict, dict]:
-    """All samples (ms) and per-round trimmed means (µs) of each candidate, timed in alternating blocks."""
-    samples = {name: [] for name in timed}
-    round_means = {name: [] for name in timed}
-    turn = 0  # one rotation over all calls of the case: no call finds its input in L2
-    for _ in range(rounds):
-        for name, fn in timed.items():
-            block = gpu_times_ms(fn, sets, BLOCK_CALLS, warmup=3, first=turn)
-            samples[name] += block
-            round_means[name].append(trimmed_mean(block) * 1e3)
-            turn += BLOCK_CALLS + 3
-    return samples, round_means
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("lib", type=Path)
@@ -155,15 +129,16 @@ def main() -> None:
                   if not name.startswith(("img2gray", "torch.compile"))}
         copy_src = [torch.empty(moved // 2, dtype=torch.uint8, device="cuda") for _ in inputs]
         copy_dst = [torch.empty_like(t) for t in copy_src]
-        samples, round_means = time_blocks({**found, "copy": lambda i: copy_dst[i].copy_(copy_src[i])}, sets,
-                                           args.rounds)
+        samples, round_means = time_rounds({**found, "copy": lambda i: copy_dst[i].copy_(copy_src[i])}, sets,
+                                           args.rounds, BLOCK_CALLS)
         base = round_means["torch.compile"]
         rows = []
         for name, times in samples.items():
             diff, error, faster = paired(round_means[name], base)
             rows.append({"candidate": name, "median_us": statistics.median(times) * 1e3,
-                         "mean_us": trimmed_mean(times) * 1e3, "vs_compile_ns": diff * 1e3, "vs_compile_se_ns": error * 1e3,
-                         "rounds_faster": faster, "round_means_us": round_means[name], **checks.get(name, {})})
+                         "mean_us": trimmed_mean(times) * 1e3, "vs_compile_ns": diff * 1e6, "vs_compile_se_ns": error * 1e6,
+                         "rounds_faster": faster, "round_means_us": [m * 1e3 for m in round_means[name]],
+                         **checks.get(name, {})})
         print(f"{case}: {moved / 1e6:.1f} MB, {len(samples['copy'])} calls per candidate; "
               f"paired against torch.compile over {args.rounds} rounds")
         for row in rows:
