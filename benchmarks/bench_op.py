@@ -95,16 +95,20 @@ def paired(round_means: list[float], base: list[float]) -> tuple[float, float, i
 
 def time_rounds(timed: dict[str, Callable[[int], object]], sets: int, rounds: int,
                 calls: int) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
-    """All samples (ms) and per-round trimmed means (ms) of each candidate, timed in alternating blocks of `calls`,
-    each from a clean L2, after one round that is not kept. Taking turns spreads the machine's drift over every
-    candidate alike; timed one after another, the candidate that ran first carried it (in one H200 run the first
-    block of a case ran 145-344 ns slow, benchmarks/results/h200-frame-variants-6-*.txt)."""
-    samples: dict[str, list[float]] = {name: [] for name in timed}
-    round_means: dict[str, list[float]] = {name: [] for name in timed}
+    """All samples (ms) and per-round trimmed means (ms) of each candidate, timed in blocks of `calls` that take
+    turns, each from a clean L2, after one round that is not kept. Taking turns spreads the machine's drift over
+    every candidate alike, and each round starts one candidate later, so that no candidate keeps a place in the
+    order. In the H200 runs before this (benchmarks/results/h200-frame-variants-*.txt) the first block of a case
+    ran 145-344 ns slow (it was always the op's), and on the 720p float16 frame the candidate timed last before
+    the copy came out best in runs 3 to 7, a different kernel each time."""
+    names = list(timed)
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    round_means: dict[str, list[float]] = {name: [] for name in names}
     turn = 0  # one rotation over all calls of the case: no call finds its input in L2
     for round_index in range(rounds + 1):
-        for name, fn in timed.items():
-            block = gpu_times_ms(fn, sets, calls, warmup=3, first=turn)
+        shift = round_index % len(names)
+        for name in names[shift:] + names[:shift]:
+            block = gpu_times_ms(timed[name], sets, calls, warmup=3, first=turn)
             turn += calls + 3
             if round_index == 0:
                 continue
