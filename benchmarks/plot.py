@@ -2,7 +2,8 @@
 
     python benchmarks/plot.py benchmarks/results/h200.json benchmarks/results/cpu.json
 
-Writes `<result>.png` next to each JSON file (needs matplotlib).
+Writes `<result>.png` next to each JSON file (needs matplotlib) and prints the GPU results as the markdown table
+of benchmarks/README.md.
 """
 
 from __future__ import annotations
@@ -40,6 +41,33 @@ def plot(path: Path) -> Path:
     return target
 
 
+GPU_COLUMNS = ("img2gray", "img2gray (new output)", "torch.compile", "torchvision", "torch eager")
+
+
+def duration(ms: float) -> str:
+    return f"{ms * 1e3:.1f} µs" if ms < 0.1 else f"{ms:.3f} ms"
+
+
+def gpu_table(path: Path) -> str:
+    """The README table of a bench_op GPU result: time and % of copy per library, and the paired difference of
+    img2gray (new output) against torch.compile."""
+    rows = [row for row in json.loads(path.read_text())["rows"] if "copy_ms" in row]
+    lines = ["| input | copy | **img2gray, out=** | **img2gray, new output** | torch.compile | torchvision | torch eager "
+             "| new output - torch.compile, paired |", "|---" * 8 + "|"]
+    for row in rows:
+        cells = [row["case"], duration(row["copy_ms"])]
+        for library in GPU_COLUMNS:
+            ms = row["results"].get(library)
+            cell = f"{duration(ms)} ({100 * row['copy_ms'] / ms:.1f}%)" if ms else "-"
+            cells.append(f"**{cell}**" if library.startswith("img2gray") else cell)
+        paired = row.get("vs_torch_compile_ns", {}).get("img2gray (new output)")
+        cells.append(f"{paired['mean']:+.0f} ± {paired['standard_error']:.0f} ns" if paired else "-")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 if __name__ == "__main__":
     for argument in sys.argv[1:]:
         print(plot(Path(argument)))
+        if any("torch.compile" in row.get("results", {}) for row in json.loads(Path(argument).read_text())["rows"]):
+            print(gpu_table(Path(argument)))
