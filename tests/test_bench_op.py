@@ -1,0 +1,57 @@
+"""The GPU benchmark's timing schedule (benchmarks/bench_op.py), checked without a GPU: the per-block timer is
+replaced by one that records which candidate ran when."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks import bench_op
+
+
+@pytest.fixture
+def schedule(monkeypatch):
+    """(candidate, first input index) of every block time_rounds times, in the order it times them."""
+    order: list[tuple[str, int]] = []
+
+    def fake_times(fn, sets, repeats, warmup=3, first=0):
+        order.append((fn.__name__, first))
+        return [fn(first)] * repeats
+
+    monkeypatch.setattr(bench_op, "gpu_times_ms", fake_times)
+    return order
+
+
+def candidate(name: str, value: float):
+    def fn(first: int) -> float:
+        return value
+
+    fn.__name__ = name
+    return fn
+
+
+def test_rounds_rotate_the_order_and_drop_the_first(schedule):
+    timed = {name: candidate(name, value) for name, value in (("a", 1.0), ("b", 2.0), ("c", 3.0))}
+    samples, round_means = bench_op.time_rounds(timed, sets=7, rounds=3, calls=4)
+    names = [name for name, _ in schedule]
+    assert names == ["a", "b", "c", "b", "c", "a", "c", "a", "b", "a", "b", "c"]
+    # Round 0 (the first three blocks) is timed but not kept.
+    assert {name: len(values) for name, values in samples.items()} == {"a": 12, "b": 12, "c": 12}
+    assert round_means == {"a": [1.0] * 3, "b": [2.0] * 3, "c": [3.0] * 3}
+    # One rotation over the inputs across every block (warm-up calls included): no block reuses another's inputs.
+    starts = [first for _, first in schedule]
+    assert starts == [block * (4 + 3) for block in range(12)]
+
+
+def test_each_candidate_leads_a_round_as_often_as_the_others(schedule):
+    timed = {name: candidate(name, 0.0) for name in "abcd"}
+    bench_op.time_rounds(timed, sets=2, rounds=8, calls=1)
+    leaders = [schedule[4 * r][0] for r in range(1, 9)]  # kept rounds only
+    assert sorted(leaders) == sorted("abcd" * 2)
+
+
+def test_paired_differences_and_trimmed_mean():
+    mean, error, faster = bench_op.paired([1.0, 2.0, 4.0], [2.0, 2.0, 2.0])
+    assert (mean, faster) == (1.0 / 3.0, 1)
+    assert error == pytest.approx(7 ** 0.5 / 3)  # differences -1, 0, 2: sample deviation (7/3) ** 0.5, over 3 ** 0.5
+    # A tenth trimmed from each end: the one stretched call of ten does not move the mean.
+    assert bench_op.trimmed_mean([1.0] * 8 + [0.0, 100.0]) == 1.0
