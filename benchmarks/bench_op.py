@@ -6,8 +6,8 @@ GPU: CUDA-event medians (GPU time: the host enqueues each call while the GPU is 
 sets rotated across more than 512 MB (the L2 holds 60 MB), peers torch eager, torch.compile of
 the same expression, torchvision and kornia (when installed). The candidates of a case take turns in rounds
 (time_rounds); against torch.compile, img2gray is also given as the mean of per-round differences with its
-standard error. "% copy" is the op's effective bandwidth
-(3 channels read + 1 written) over that of a device-to-device copy moving the same number of bytes.
+standard error. "% copy" is the op's effective bandwidth (3 channels read + 1 written) over that of a
+device-to-device copy moving the same number of bytes.
 img2gray is timed twice: with out= into a fresh buffer per call (as the copy writes), and returning a new
 output per call, as the peers are called and compared.
 CPU: warmed-up medians with every library on the same thread count; peers OpenCV, PIL, torch eager.
