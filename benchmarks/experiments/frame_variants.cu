@@ -4,7 +4,8 @@
 //   - threads per block and bytes per channel per thread (Triton: 128 x 16 B for float16, 128 x 2 x 16 B
 //     for float32 with the two packets 128 packets apart, 256 x 4 B for the float16 720p frame);
 //   - FMA contraction (Triton's arithmetic; it breaks the product's bitwise agreement with eager PyTorch);
-//   - the plane size as a compile-time constant (Triton specializes on it) and per-channel base pointers.
+//   - the plane size as a compile-time constant (Triton specializes on it) and per-channel base pointers;
+//   - how the loads use the caches (the read-only path, no L1 allocation, evict-first, last use, plain ld.global).
 // Build (sm_90; torch's c10 headers for Half/BFloat16; a CPU-only torch lacks one generated header, so a shim
 // directory with c10/cuda/impl/cuda_cmake_macros.h may be put first):
 //   nvcc -O3 --fmad=false -std=c++20 -arch=sm_90 -shared -Xcompiler -fPIC -Icsrc $(torch include flags) \
@@ -92,7 +93,7 @@ __device__ __forceinline__ Packet<scalar_t, kBytes> load_as(const scalar_t* at) 
     if constexpr (kLoad == Load::kNoL1) {
       asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(packet.words[0]), "=r"(packet.words[1]) : "l"(at));
     } else {
-      asm volatile("ld.global.v2.u32 {%0, %1}, [%2];" : "=r"(packet.words[0]), "=r"(packet.words[1]) : "l"(at));
+      asm("ld.global.v2.u32 {%0, %1}, [%2];" : "=r"(packet.words[0]), "=r"(packet.words[1]) : "l"(at));
     }
   } else if constexpr (kLoad == Load::kStreaming) {
     packet.raw = __ldcs(reinterpret_cast<const Raw*>(at));
