@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "cache_loads.cuh"
 #include "img2gray_kernels.cuh"
 
 using namespace img2gray;
@@ -30,34 +31,8 @@ using namespace img2gray::kernels;
 
 // ---- shapes -------------------------------------------------------------------------------------------
 
-// How a thread loads its 16-byte packets: __ldg (read-only path, allocates in L1: the product today),
-// __ldcg (ld.global.cg: cached in L2 only), ld.global.nc.L1::no_allocate (read-only path, no L1 line), and
-// plain ld.global (what Triton emits for torch.compile's kernels).
-enum class Hint { kLdg, kCg, kNoL1, kGlobal };
-
-template <Hint kHint, typename scalar_t, int kBytes = 16>
-__device__ __forceinline__ Packet<scalar_t, kBytes> load_hinted(const scalar_t* p) {
-  static_assert(kHint == Hint::kLdg || kBytes == 8 || kBytes == 16);
-  Packet<scalar_t, kBytes> packet;
-  auto& v = packet.words;
-  if constexpr (kHint == Hint::kLdg) {
-    return load_packet<scalar_t, kBytes>(p);  // the product's load
-  } else if constexpr (kHint == Hint::kCg) {
-    packet.raw = __ldcg(reinterpret_cast<const typename RawPacket<kBytes>::type*>(p));
-  } else if constexpr (kHint == Hint::kNoL1 && kBytes == 16) {
-    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3]) : "l"(p));
-  } else if constexpr (kHint == Hint::kNoL1) {
-    asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(v[0]), "=r"(v[1]) : "l"(p));
-  } else if constexpr (kBytes == 16) {
-    asm("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3]) : "l"(p));
-  } else {
-    asm("ld.global.v2.u32 {%0, %1}, [%2];" : "=r"(v[0]), "=r"(v[1]) : "l"(p));
-  }
-  return packet;
-}
-
 // Planar on a 2D grid: blockIdx.y is the plane, so no thread divides to find it.
-template <Hint kHint, int kBlock, typename scalar_t, bool kSaturate = true>
+template <Load kLoad, int kBlock, typename scalar_t, bool kSaturate = true>
 __global__ void __launch_bounds__(kBlock) planar_rows(const scalar_t* __restrict__ in, scalar_t* __restrict__ out,
                                                       int32_t packets_per_plane, int64_t inner, int64_t planes,
                                                       const Weights<acc_t<scalar_t>> w, uint32_t exponent) {
@@ -68,7 +43,7 @@ __global__ void __launch_bounds__(kBlock) planar_rows(const scalar_t* __restrict
     const scalar_t* r = in + plane * 3 * inner + int64_t{q} * kSize;
     Packet<scalar_t, 16> channel[3];
 #pragma unroll
-    for (int c = 0; c < 3; ++c) channel[c] = load_hinted<kHint>(r + c * inner);
+    for (int c = 0; c < 3; ++c) channel[c] = load_with<kLoad>(r + c * inner);
     store_packet(out + plane * inner + int64_t{q} * kSize, planar_gray<kSaturate>(channel, w, exponent));
   }
 }
@@ -117,7 +92,7 @@ __global__ void __launch_bounds__(kBlock) planar_tiles(const scalar_t* __restric
 
 // Interleaved, one packet of kSize pixels per thread; the last thread of the grid does the partial packet.
 // kSaturate false: no clamp to [0, 255] (uint8 only; exact when the weights cannot leave [0, 255.5)).
-template <Hint kHint, int kBlock, typename scalar_t, int kBytes = 16, bool kSaturate = true>
+template <Load kLoad, int kBlock, typename scalar_t, int kBytes = 16, bool kSaturate = true>
 __global__ void __launch_bounds__(kBlock) interleaved_flat(const scalar_t* __restrict__ in, scalar_t* __restrict__ out,
                                                            int32_t packets, int32_t pixels,
                                                            const Weights<acc_t<scalar_t>> w, uint32_t exponent) {
@@ -128,7 +103,7 @@ __global__ void __launch_bounds__(kBlock) interleaved_flat(const scalar_t* __res
 #pragma unroll
     for (int c = 0; c < 3; ++c) {
       if constexpr (kBytes == 16) {
-        chunk[c] = load_hinted<kHint>(in + (3 * q + c) * kSize);
+        chunk[c] = load_with<kLoad>(in + (3 * q + c) * kSize);
       } else {
         chunk[c] = load_packet<scalar_t, kBytes>(in + (3 * q + c) * kSize);
       }
@@ -157,7 +132,7 @@ __global__ void __launch_bounds__(kBlock) interleaved_floor(const scalar_t* __re
 // Interleaved through shared memory: each warp loads its 3 * 512 bytes as three contiguous 512-byte rows
 // (16 sectors per instruction instead of 32 for a thread's own 48 bytes at a 48-byte stride), then every
 // thread reads its 48 bytes back (3 x 16 bytes at a 48-byte stride: conflict-free per quarter-warp).
-template <Hint kHint, int kBlock, typename scalar_t>
+template <Load kLoad, int kBlock, typename scalar_t>
 __global__ void __launch_bounds__(kBlock) interleaved_staged(const scalar_t* __restrict__ in, scalar_t* __restrict__ out,
                                                              int32_t packets, int32_t pixels,
                                                              const Weights<acc_t<scalar_t>> w, uint32_t exponent) {
@@ -169,7 +144,7 @@ __global__ void __launch_bounds__(kBlock) interleaved_staged(const scalar_t* __r
   if (warp_packet + 32 <= packets) {
     // Whole warp: packet rows c*32 + lane of the warp's 96 consecutive 16-byte pieces.
 #pragma unroll
-    for (int c = 0; c < 3; ++c) staged[3 * warp_first + 32 * c + lane] = load_hinted<kHint>(in + (int64_t{3} * warp_packet + 32 * c + lane) * kSize).raw;
+    for (int c = 0; c < 3; ++c) staged[3 * warp_first + 32 * c + lane] = load_with<kLoad>(in + (int64_t{3} * warp_packet + 32 * c + lane) * kSize).raw;
     __syncwarp();
     Packet<scalar_t, 16> chunk[3];
 #pragma unroll
@@ -178,7 +153,7 @@ __global__ void __launch_bounds__(kBlock) interleaved_staged(const scalar_t* __r
   } else if (q < packets) {
     Packet<scalar_t, 16> chunk[3];
 #pragma unroll
-    for (int c = 0; c < 3; ++c) chunk[c] = load_hinted<kHint>(in + (int64_t{3} * q + c) * kSize);
+    for (int c = 0; c < 3; ++c) chunk[c] = load_with<kLoad>(in + (int64_t{3} * q + c) * kSize);
     store_packet(out + int64_t{q} * kSize, interleaved_gray(chunk, w, exponent));
   }
   if (blockIdx.x == gridDim.x - 1 && threadIdx.x == kBlock - 1) {
@@ -191,7 +166,7 @@ __global__ void __launch_bounds__(kBlock) interleaved_staged(const scalar_t* __r
 // kPackets adjacent packets of kBytes per channel per thread (torch.compile's Triton kernels for these frames:
 // 128 threads with 16 bytes per channel for float16, 2 x 16 bytes for float32; 256 threads x 4 bytes for a
 // float16 720p frame).
-template <int kBlock, int kBytes, int kPackets, typename scalar_t, Hint kHint = Hint::kLdg>
+template <int kBlock, int kBytes, int kPackets, typename scalar_t, Load kLoad = Load::kLdg>
 __global__ void __launch_bounds__(kBlock) planar_lean(const scalar_t* __restrict__ in, scalar_t* __restrict__ out,
                                                       uint32_t packets_per_plane, uint32_t inner,
                                                       const Weights<acc_t<scalar_t>> w, uint32_t exponent) {
@@ -203,7 +178,7 @@ __global__ void __launch_bounds__(kBlock) planar_lean(const scalar_t* __restrict
 #pragma unroll
   for (int u = 0; u < kPackets; ++u) {
 #pragma unroll
-    for (int c = 0; c < 3; ++c) channel[u][c] = load_hinted<kHint, scalar_t, kBytes>(r + c * inner + u * kSize);
+    for (int c = 0; c < 3; ++c) channel[u][c] = load_with<kLoad, scalar_t, kBytes>(r + c * inner + u * kSize);
   }
 #pragma unroll
   for (int u = 0; u < kPackets; ++u) {
@@ -227,22 +202,13 @@ unsigned covering(int64_t items, int per_block) {
   return static_cast<unsigned>(std::max<int64_t>(1, (items + per_block - 1) / per_block));
 }
 
-const char* hint_name(Hint hint) {
-  switch (hint) {
-    case Hint::kLdg: return "ldg";
-    case Hint::kCg: return "cg";
-    case Hint::kNoL1: return "noL1";
-    default: return "ld.global";
-  }
-}
-
-template <Hint kHint, int kBlock, typename scalar_t, bool kSaturate = true>
+template <Load kLoad, int kBlock, typename scalar_t, bool kSaturate = true>
 void add_planar(std::vector<Shape<scalar_t>>& shapes, const Plan& plan) {
   constexpr int kSize = 16 / sizeof(scalar_t);
   const int32_t per_plane = static_cast<int32_t>(plan.inner / kSize);
   const int32_t outer = static_cast<int32_t>(plan.outer), inner = static_cast<int32_t>(plan.inner);
-  shapes.push_back({std::string("2D ") + std::to_string(kBlock) + " " + hint_name(kHint) + (kSaturate ? "" : " no clamp"), [=](const scalar_t* in, scalar_t* out) {
-                      planar_rows<kHint, kBlock, scalar_t, kSaturate><<<dim3(covering(per_plane, kBlock), std::min(outer, 65535)), kBlock>>>(
+  shapes.push_back({std::string("2D ") + std::to_string(kBlock) + " " + load_name(kLoad) + (kSaturate ? "" : " no clamp"), [=](const scalar_t* in, scalar_t* out) {
+                      planar_rows<kLoad, kBlock, scalar_t, kSaturate><<<dim3(covering(per_plane, kBlock), std::min(outer, 65535)), kBlock>>>(
                           in, out, per_plane, inner, outer, bt601<scalar_t>(), kFloatExponent23);
                     }});
 }
@@ -269,37 +235,37 @@ void add_planar_tiles(std::vector<Shape<scalar_t>>& shapes, const Plan& plan) {
                     }});
 }
 
-template <int kBlock, int kBytes, int kPackets, typename scalar_t, Hint kHint = Hint::kLdg>
+template <int kBlock, int kBytes, int kPackets, typename scalar_t, Load kLoad = Load::kLdg>
 void add_planar_lean(std::vector<Shape<scalar_t>>& shapes, const Plan& plan) {
   constexpr int kSize = kBytes / sizeof(scalar_t);
   const uint32_t per_plane = static_cast<uint32_t>(plan.inner / kSize), inner = static_cast<uint32_t>(plan.inner);
   const unsigned outer = static_cast<unsigned>(plan.outer);
   if (per_plane % kPackets != 0 || outer > 65535) return;
   shapes.push_back({std::string("lean ") + std::to_string(kBlock) + " " + std::to_string(kPackets) + "x" + std::to_string(kBytes) + "B" +
-                        (kHint == Hint::kLdg ? "" : std::string(" ") + hint_name(kHint)),
+                        (kLoad == Load::kLdg ? "" : std::string(" ") + load_name(kLoad)),
                     [=](const scalar_t* in, scalar_t* out) {
-                      planar_lean<kBlock, kBytes, kPackets, scalar_t, kHint><<<dim3(covering(per_plane, kBlock * kPackets), outer), kBlock>>>(
+                      planar_lean<kBlock, kBytes, kPackets, scalar_t, kLoad><<<dim3(covering(per_plane, kBlock * kPackets), outer), kBlock>>>(
                           in, out, per_plane, inner, bt601<scalar_t>(), kFloatExponent23);
                     }});
 }
 
-template <Hint kHint, int kBlock, typename scalar_t, int kBytes = 16, bool kSaturate = true>
+template <Load kLoad, int kBlock, typename scalar_t, int kBytes = 16, bool kSaturate = true>
 void add_interleaved(std::vector<Shape<scalar_t>>& shapes, const Plan& plan) {
   constexpr int kSize = kBytes / sizeof(scalar_t);
   const int32_t packets = static_cast<int32_t>(plan.pixels / kSize), pixels = static_cast<int32_t>(plan.pixels);
-  shapes.push_back({std::string("1D ") + std::to_string(kBlock) + " " + hint_name(kHint) + (kBytes == 16 ? "" : " 8B") + (kSaturate ? "" : " no clamp"),
+  shapes.push_back({std::string("1D ") + std::to_string(kBlock) + " " + load_name(kLoad) + (kBytes == 16 ? "" : " 8B") + (kSaturate ? "" : " no clamp"),
                     [=](const scalar_t* in, scalar_t* out) {
-                      interleaved_flat<kHint, kBlock, scalar_t, kBytes, kSaturate><<<covering(packets, kBlock), kBlock>>>(
+                      interleaved_flat<kLoad, kBlock, scalar_t, kBytes, kSaturate><<<covering(packets, kBlock), kBlock>>>(
                           in, out, packets, pixels, bt601<scalar_t>(), kFloatExponent23);
                     }});
 }
 
-template <Hint kHint, int kBlock, typename scalar_t>
+template <Load kLoad, int kBlock, typename scalar_t>
 void add_staged(std::vector<Shape<scalar_t>>& shapes, const Plan& plan) {
   constexpr int kSize = 16 / sizeof(scalar_t);
   const int32_t packets = static_cast<int32_t>(plan.pixels / kSize), pixels = static_cast<int32_t>(plan.pixels);
-  shapes.push_back({std::string("staged ") + std::to_string(kBlock) + " " + hint_name(kHint), [=](const scalar_t* in, scalar_t* out) {
-                      interleaved_staged<kHint, kBlock, scalar_t><<<covering(packets, kBlock), kBlock>>>(
+  shapes.push_back({std::string("staged ") + std::to_string(kBlock) + " " + load_name(kLoad), [=](const scalar_t* in, scalar_t* out) {
+                      interleaved_staged<kLoad, kBlock, scalar_t><<<covering(packets, kBlock), kBlock>>>(
                           in, out, packets, pixels, bt601<scalar_t>(), kFloatExponent23);
                     }});
 }
@@ -309,11 +275,11 @@ std::vector<Shape<scalar_t>> shapes_for(const Plan& plan) {
   std::vector<Shape<scalar_t>> shapes;
   shapes.push_back({"product", [=](const scalar_t* in, scalar_t* out) { launch<scalar_t>(in, out, plan, bt601<scalar_t>(), 0, 0); }});
   if (plan.layout == Layout::Planar) {
-    add_planar<Hint::kLdg, 256>(shapes, plan);
-    add_planar<Hint::kLdg, 128>(shapes, plan);
-    add_planar<Hint::kNoL1, 128>(shapes, plan);
-    add_planar<Hint::kCg, 128>(shapes, plan);
-    if constexpr (std::is_same_v<scalar_t, uint8_t>) add_planar<Hint::kLdg, 256, scalar_t, false>(shapes, plan);
+    add_planar<Load::kLdg, 256>(shapes, plan);
+    add_planar<Load::kLdg, 128>(shapes, plan);
+    add_planar<Load::kNoL1, 128>(shapes, plan);
+    add_planar<Load::kCg, 128>(shapes, plan);
+    if constexpr (std::is_same_v<scalar_t, uint8_t>) add_planar<Load::kLdg, 256, scalar_t, false>(shapes, plan);
     add_planar_tiles<128, 2>(shapes, plan);
     add_planar_narrow<256, 8>(shapes, plan);
     if constexpr (!std::is_same_v<scalar_t, uint8_t>) {
@@ -324,22 +290,22 @@ std::vector<Shape<scalar_t>> shapes_for(const Plan& plan) {
       add_planar_lean<128, 16, 2>(shapes, plan);
       add_planar_lean<64, 16, 2>(shapes, plan);
       add_planar_lean<256, 4, 1>(shapes, plan);
-      add_planar_lean<256, 8, 1, scalar_t, Hint::kGlobal>(shapes, plan);
-      add_planar_lean<256, 8, 1, scalar_t, Hint::kNoL1>(shapes, plan);
-      add_planar_lean<256, 8, 1, scalar_t, Hint::kCg>(shapes, plan);
-      add_planar_lean<128, 16, 1, scalar_t, Hint::kGlobal>(shapes, plan);
-      add_planar_lean<128, 16, 1, scalar_t, Hint::kNoL1>(shapes, plan);
+      add_planar_lean<256, 8, 1, scalar_t, Load::kGlobal>(shapes, plan);
+      add_planar_lean<256, 8, 1, scalar_t, Load::kNoL1>(shapes, plan);
+      add_planar_lean<256, 8, 1, scalar_t, Load::kCg>(shapes, plan);
+      add_planar_lean<128, 16, 1, scalar_t, Load::kGlobal>(shapes, plan);
+      add_planar_lean<128, 16, 1, scalar_t, Load::kNoL1>(shapes, plan);
       add_planar_lean<512, 8, 1>(shapes, plan);
     }
   } else {
-    add_interleaved<Hint::kLdg, 256>(shapes, plan);
-    add_interleaved<Hint::kNoL1, 128>(shapes, plan);
-    add_staged<Hint::kLdg, 128>(shapes, plan);
-    add_staged<Hint::kNoL1, 128>(shapes, plan);
+    add_interleaved<Load::kLdg, 256>(shapes, plan);
+    add_interleaved<Load::kNoL1, 128>(shapes, plan);
+    add_staged<Load::kLdg, 128>(shapes, plan);
+    add_staged<Load::kNoL1, 128>(shapes, plan);
     if constexpr (std::is_same_v<scalar_t, uint8_t>) {
-      add_interleaved<Hint::kLdg, 256, scalar_t, 16, false>(shapes, plan);
-      add_interleaved<Hint::kLdg, 256, scalar_t, 8>(shapes, plan);
-      add_interleaved<Hint::kLdg, 256, scalar_t, 8, false>(shapes, plan);
+      add_interleaved<Load::kLdg, 256, scalar_t, 16, false>(shapes, plan);
+      add_interleaved<Load::kLdg, 256, scalar_t, 8>(shapes, plan);
+      add_interleaved<Load::kLdg, 256, scalar_t, 8, false>(shapes, plan);
     }
     const int32_t packets = static_cast<int32_t>(plan.pixels / (16 / sizeof(scalar_t)));
     shapes.push_back({"floor: no arithmetic", [=](const scalar_t* in, scalar_t* out) {

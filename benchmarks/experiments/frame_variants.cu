@@ -14,6 +14,7 @@
 
 #include <cstdint>
 
+#include "cache_loads.cuh"
 #include "img2gray_kernels.cuh"
 
 namespace img2gray::kernels {
@@ -79,32 +80,6 @@ __global__ void __launch_bounds__(kBlock) planar_variant(const scalar_t* __restr
 // branch before the loads).
 enum class Guard { kExact, kExit, kClamp };
 
-// How the three channel packets are loaded: the product's read-only path (__ldg), without allocating in L1,
-// as streaming data (__ldcs: evict-first in L1 and L2, so that the inputs, read once, do not push the output
-// out of L2), as a last use (__ldlu), or by a plain ld.global (Triton's LDG.E, not the read-only path).
-enum class Load { kCached, kNoL1, kStreaming, kLastUse, kPlain };
-
-template <typename scalar_t, int kBytes, Load kLoad>
-__device__ __forceinline__ Packet<scalar_t, kBytes> load_as(const scalar_t* at) {
-  using Raw = typename RawPacket<kBytes>::type;
-  Packet<scalar_t, kBytes> packet;
-  if constexpr (kLoad == Load::kNoL1 || kLoad == Load::kPlain) {
-    static_assert(kBytes == 8, "no-L1 and plain loads: 8-byte packets only");
-    if constexpr (kLoad == Load::kNoL1) {
-      asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(packet.words[0]), "=r"(packet.words[1]) : "l"(at));
-    } else {
-      asm("ld.global.v2.u32 {%0, %1}, [%2];" : "=r"(packet.words[0]), "=r"(packet.words[1]) : "l"(at));
-    }
-  } else if constexpr (kLoad == Load::kStreaming) {
-    packet.raw = __ldcs(reinterpret_cast<const Raw*>(at));
-  } else if constexpr (kLoad == Load::kLastUse) {
-    packet.raw = __ldlu(reinterpret_cast<const Raw*>(at));
-  } else {
-    packet = load_packet<scalar_t, kBytes>(at);
-  }
-  return packet;
-}
-
 // kPackets: the plane's packets as a compile-time constant (0: the argument), as Triton specializes on the
 // frame size: the channel offsets become immediates of the load instructions.
 template <int kBlock, int kBytes, Guard kGuard, bool kOnePlane, bool kSaturate, bool kFma, Load kLoad, uint32_t kPackets,
@@ -121,7 +96,7 @@ __global__ void __launch_bounds__(kBlock) planar_bytes(const scalar_t* __restric
   const char* r = reinterpret_cast<const char*>(in) + plane * (3 * channel_bytes) + p * uint64_t{kBytes};
   Packet<scalar_t, kBytes> channel[3];
 #pragma unroll
-  for (int c = 0; c < 3; ++c) channel[c] = load_as<scalar_t, kBytes, kLoad>(reinterpret_cast<const scalar_t*>(r + c * channel_bytes));
+  for (int c = 0; c < 3; ++c) channel[c] = load_with<kLoad, scalar_t, kBytes>(reinterpret_cast<const scalar_t*>(r + c * channel_bytes));
   if (kGuard == Guard::kClamp && q >= packets_per_plane) return;
   char* o = reinterpret_cast<char*>(out) + plane * channel_bytes + p * uint64_t{kBytes};
   if constexpr (kFma && !std::is_same_v<scalar_t, uint8_t>) {
@@ -249,7 +224,7 @@ struct V {
 };
 
 // kBytes 0: the product's packet size (16 bytes for uint8, 8 for 16/32-bit types).
-template <Guard kGuard, bool kOnePlane, int kBlock = 256, int kBytes = 0, bool kFma = false, Load kLoad = Load::kCached,
+template <Guard kGuard, bool kOnePlane, int kBlock = 256, int kBytes = 0, bool kFma = false, Load kLoad = Load::kLdg,
           uint32_t kInner = 0>
 struct B {
   template <typename scalar_t>
@@ -257,7 +232,7 @@ struct B {
     static constexpr bool kTakesBytes = true;
     static bool run(const void* in, void* out, int64_t planes, int64_t inner, cudaStream_t s) {
       constexpr int kPacket = kBytes != 0 ? kBytes : sizeof(scalar_t) == 1 ? 16 : 8;
-      if constexpr ((kLoad == Load::kNoL1 || kLoad == Load::kPlain) && kPacket != 8) {
+      if constexpr ((kLoad == Load::kNoL1 || kLoad == Load::kGlobal) && kPacket != 8) {  // timed in 8-byte packets only
         return false;
       } else {
         return bytes_variant<kBlock, kPacket, kGuard, kOnePlane, kFma, kLoad, kInner, scalar_t>(in, out, planes, inner, s);
@@ -302,11 +277,11 @@ const Entry kVariants[] = {
     {"bytes clamp one plane noL1", by_dtype<B<Guard::kClamp, true, 256, 0, false, Load::kNoL1>::T>},
     {"bytes clamp one plane streaming", by_dtype<B<Guard::kClamp, true, 256, 0, false, Load::kStreaming>::T>},
     {"bytes clamp one plane last use", by_dtype<B<Guard::kClamp, true, 256, 0, false, Load::kLastUse>::T>},
-    {"bytes clamp one plane plain loads", by_dtype<B<Guard::kClamp, true, 256, 0, false, Load::kPlain>::T>},
+    {"bytes clamp one plane plain loads", by_dtype<B<Guard::kClamp, true, 256, 0, false, Load::kGlobal>::T>},
     {"clamp one plane pointers", by_dtype<OnePlanePointers>},
-    {"bytes exact one plane const 720p", by_dtype<B<Guard::kExact, true, 256, 0, false, Load::kCached, k720p>::T>},
-    {"bytes exact one plane const 1080p", by_dtype<B<Guard::kExact, true, 256, 0, false, Load::kCached, k1080p>::T>},
-    {"bytes exact const 720p", by_dtype<B<Guard::kExact, false, 256, 0, false, Load::kCached, k720p>::T>},
+    {"bytes exact one plane const 720p", by_dtype<B<Guard::kExact, true, 256, 0, false, Load::kLdg, k720p>::T>},
+    {"bytes exact one plane const 1080p", by_dtype<B<Guard::kExact, true, 256, 0, false, Load::kLdg, k1080p>::T>},
+    {"bytes exact const 720p", by_dtype<B<Guard::kExact, false, 256, 0, false, Load::kLdg, k720p>::T>},
     {"bytes clamp one plane 512 thr 4B", by_dtype<B<Guard::kClamp, true, 512, 4>::T>},
     {"bytes clamp one plane 512 thr fma", by_dtype<B<Guard::kClamp, true, 512, 0, true>::T>},
 };
