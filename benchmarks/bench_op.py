@@ -182,12 +182,12 @@ def bench_gpu(img2gray, quick: bool, with_peers: bool = True, only: re.Pattern =
         moved = in_bytes * 4 // 3  # read 3 channels, write 1
         sets = max(2, -(-ROTATION_BYTES // moved))
         inputs = [probe] + input_sets(shape, dtype, layout, sets - 1, "cuda")
-        outputs = [torch.empty(img2gray.img2gray(probe, dim=dim).shape, dtype=dtype, device="cuda") for _ in inputs]
+        got = img2gray.img2gray(probe, dim=dim)
+        outputs = [torch.empty(got.shape, dtype=dtype, device="cuda") for _ in inputs]
         # A copy moving the same bytes: read and write half of the op's traffic each.
         copy_src = [torch.empty(moved // 2, dtype=torch.uint8, device="cuda") for _ in inputs]
         copy_dst = [torch.empty_like(t) for t in copy_src]
         expected = eager_expression(probe, dim).unsqueeze(dim)
-        got = img2gray.img2gray(probe, dim=dim)
         tolerance = 1 if dtype == torch.uint8 else (1e-2 if dtype in (torch.float16, torch.bfloat16) else 1e-5)
         assert (got.double() - expected.double()).abs().max().item() <= tolerance, name
         timed: dict[str, Callable[[int], object]] = {
