@@ -205,13 +205,16 @@ def cmd_sync(ctx: Context) -> int:
             ctx.err.print(f"warning: {result.repo_id}: {path} did not match the lock; replaced", style="yellow")
         for path in result.removed:
             ctx.err.print(f"warning: {result.repo_id}: {path} is not in the lock; removed", style="yellow")
+        for link in result.unlinked:
+            ctx.err.print(f"warning: {result.repo_id}: {link} was a symbolic link; removed the link (not what it "
+                          "points to) and installed the verified files in its place", style="yellow")
     return 0
 
 
 def _synced_json(result: SyncedVariant) -> dict[str, Any]:
     return {"repo": result.repo_id, "variant": result.variant, "directory": str(result.directory),
             "downloaded": result.downloaded, "reused": result.reused, "repaired": result.repaired,
-            "removed": result.removed}
+            "removed": result.removed, "unlinked": result.unlinked}
 
 
 def _split_spec(text: str) -> tuple[str, str | None]:
@@ -317,6 +320,10 @@ def cmd_verify(ctx: Context) -> int:
     report = []
     for kernel in locked.kernels:
         for variant in kernel.variants:
+            linked = installer.linked_directory(kernel, variant.name)
+            if linked is not None:  # what it points to is not kernelpin's: never listed nor hashed
+                report.append({"repo": kernel.repo_id, "variant": variant.name, "path": str(linked), "status": "link"})
+                continue
             for locked_file in variant.files:
                 # Sync installs one variant (lock downloads only files without a digest): judged file by file.
                 path = installer.present(kernel, f"{BUILD_DIR}/{variant.name}/{locked_file.path}")
@@ -337,6 +344,10 @@ def cmd_verify(ctx: Context) -> int:
         _emit_json({"ok": not bad, "files": report})
         return 1 if bad else 0
     for row in bad:
+        if row["status"] == "link":
+            ctx.err.print(f"link: {row['repo']} {row['variant']}: {row['path']} is a symbolic link, not a directory "
+                          "kernelpin installed", style="red")
+            continue
         ctx.err.print(f"{row['status']}: {row['repo']} {row['variant']}/{row['path']}", style="red")
     if not report:
         ctx.out.print("nothing installed yet; run `kernelpin sync`")

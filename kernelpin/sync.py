@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ class SyncedVariant:
     reused: list[str] = field(default_factory=list)
     repaired: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)  # unlisted entries deleted from the variant directory
+    unlinked: list[str] = field(default_factory=list)  # symbolic links that stood for one of its directories
 
 
 def choose_variant(kernel: LockedKernel, env: Environment) -> str:
@@ -51,9 +53,24 @@ class Installer:
     def __init__(self, source: HubSource, target: Path | None = None, tqdm_class: type | None = None) -> None:
         self.source, self.target, self.tqdm_class = source, target, tqdm_class
 
+    @property
+    def root(self) -> Path:
+        """The directory kernelpin installs under: the `--target` directory or the Hub cache."""
+        return self.target if self.target is not None else self.source.settings.cache_dir
+
     def _lock_path(self, kernel: LockedKernel) -> Path:
-        root = self.target if self.target is not None else self.source.settings.cache_dir
-        return root / ".kernelpin-locks" / f"{kernel.repo_id.replace('/', '--')}--{kernel.commit}.lock"
+        return self.root / ".kernelpin-locks" / f"{kernel.repo_id.replace('/', '--')}--{kernel.commit}.lock"
+
+    def linked_directory(self, kernel: LockedKernel, variant_name: str) -> Path | None:
+        """The first directory on the way from the root to the variant directory that is a symbolic link.
+        kernelpin never follows one: listing, removing or repairing through it would touch what it points to
+        (a user's own directory), so sync replaces the link itself and load refuses it."""
+        current = self.root
+        for part in self.variant_directory(kernel, variant_name).relative_to(self.root).parts:
+            current = current / part
+            if current.is_symlink():
+                return current
+        return None
 
     def present(self, kernel: LockedKernel, path: str) -> Path | None:
         if self.target is not None:
@@ -79,6 +96,20 @@ class Installer:
         check_repo_path(variant.name, kernel.repo_id)
         prefix = f"{BUILD_DIR}/{variant.name}/"
         result = SyncedVariant(kernel.repo_id, kernel.label, variant.name, self.variant_directory(kernel, variant.name))
+        linked = self.linked_directory(kernel, variant.name)
+        if linked is not None:
+            if not repair:
+                raise IntegrityError(
+                    f"{kernel.label}: {linked} is a symbolic link (to {os.readlink(linked)}), not the directory "
+                    "kernelpin installed; nothing is loaded through it. Run `kernelpin sync` to replace the link"
+                )
+            result.unlinked.append(f"{linked} (to {os.readlink(linked)})")
+            linked.unlink()  # the link only, never what it points to
+        if repair:
+            # Before any file is verified or repaired: a linked subdirectory must go before a file is read through it.
+            for extra in unlisted_entries(result.directory, variant):
+                _remove_entry(result.directory / extra)
+                result.removed.append(f"{prefix}{extra}")
         files = [(prefix + check_repo_path(locked.path, kernel.repo_id), locked) for locked in variant.files]
         missing = [(path, locked) for path, locked in files if not self._reuse(kernel, path, locked, repair, result)]
         if missing:
@@ -91,10 +122,6 @@ class Installer:
                     # Another process may have installed it while this one waited for the lock.
                     if not self._reuse(kernel, path, locked, repair, result):
                         self._download(kernel, path, locked, result)
-        if repair:
-            for extra in unlisted_entries(result.directory, variant):
-                _remove_entry(result.directory / extra)
-                result.removed.append(f"{prefix}{extra}")
         return result
 
     def variant_directory(self, kernel: LockedKernel, variant_name: str) -> Path:
@@ -140,8 +167,9 @@ class Installer:
 
 def unlisted_entries(directory: Path, variant: LockedVariant) -> list[str]:
     """Entries of a variant directory the lock does not list (planted files, links, bytecode caches):
-    never imported, reported by `verify`, removed by `sync`. Links are not followed."""
-    if not directory.is_dir():
+    never imported, reported by `verify`, removed by `sync`. Links are not followed, `directory` included
+    (Installer.linked_directory checks the directories above it)."""
+    if directory.is_symlink() or not directory.is_dir():
         return []
     listed = {f.path for f in variant.files}
     parents = {"/".join(p.split("/")[:i]) for p in listed for i in range(1, p.count("/") + 1)}

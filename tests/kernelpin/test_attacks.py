@@ -158,6 +158,82 @@ def test_repair_replaces_a_link_never_what_it_points_to(img2gray, project, cli, 
     assert entry.resolve().parent.name == "blobs" and cli("verify")[0] == 0
 
 
+def user_directory(tmp_path: Path) -> Path:
+    """A user's own directory: files named like a variant's (one must not be "repaired") and others."""
+    home = tmp_path / "user-data"
+    home.mkdir()
+    (home / "_impl.py").write_text("# the user's own _impl.py\n")
+    (home / "notes.txt").write_text("the user's notes\n")
+    return home
+
+
+@pytest.mark.parametrize("linked", ["variant", "build"])
+def test_a_linked_directory_in_the_target_is_replaced_never_followed(img2gray, project, cli, tmp_path, linked):
+    # Failed before: sync "removed" the user's notes.txt as not in the lock, "repaired" their _impl.py (deleted
+    # it and downloaded the kernel's in its place), and exited 0.
+    root = project('"acme/img2gray" = "^0.1"\n')
+    vendor = tmp_path / "vendor"
+    assert cli("sync", "--target", str(vendor), "--torch", "2.13")[0] == 0
+    kernel = locked_kernel(root)
+    build = vendor / "acme" / "img2gray" / kernel.commit / "build"
+    home = user_directory(tmp_path)
+    link = build / CPU_213 if linked == "variant" else build
+    shutil.rmtree(link)
+    link.symlink_to(home / CPU_213 if linked == "build" else home)
+    if linked == "build":
+        (home / CPU_213).mkdir()
+        (home / CPU_213 / "_impl.py").write_text("# the user's own _impl.py\n")
+    before = {p: p.read_bytes() for p in home.rglob("*") if p.is_file()}
+    status, _, err = cli("verify", "--target", str(vendor))
+    assert status == 1 and f"{link} is a symbolic link" in err
+    with pytest.raises(IntegrityError, match="is a symbolic link"):
+        fresh_load(kernel, target=vendor)
+    status, _, err = cli("sync", "--target", str(vendor), "--torch", "2.13")
+    assert status == 0, err
+    assert f"{link} (to {home / CPU_213 if linked == 'build' else home}) was a symbolic link; removed the link" in err
+    assert {p: p.read_bytes() for p in home.rglob("*") if p.is_file()} == before
+    assert not link.is_symlink() and (build / CPU_213).is_dir()
+    assert cli("verify", "--target", str(vendor))[0] == 0
+    assert fresh_load(kernel, target=vendor).VARIANT == CPU_213
+
+
+def test_a_linked_variant_directory_in_the_hub_cache_is_replaced_never_followed(img2gray, project, cli, hf_env, tmp_path):
+    kernel, variant = synced_variant(project, cli, hf_env)
+    home = user_directory(tmp_path)
+    before = {p: p.read_bytes() for p in home.rglob("*") if p.is_file()}
+    shutil.rmtree(variant)
+    variant.symlink_to(home)
+    status, _, err = cli("verify")
+    assert status == 1 and f"{variant} is a symbolic link" in err
+    with pytest.raises(IntegrityError, match="is a symbolic link"):
+        fresh_load(kernel)
+    status, _, err = cli("sync", "--torch", "2.13")
+    assert status == 0 and f"{variant} (to {home}) was a symbolic link; removed the link" in err
+    assert {p: p.read_bytes() for p in home.rglob("*") if p.is_file()} == before
+    assert not variant.is_symlink() and cli("verify")[0] == 0
+    assert fresh_load(kernel).VARIANT == CPU_213
+
+
+def test_a_linked_subdirectory_of_a_variant_is_removed_before_a_file_is_read_through_it(
+        new_repo, project, cli, hf_env, tmp_path):
+    repo_id, repo = new_repo()
+    publish(repo, "1.0.0", variants=(CPU_213,), extra={"pkg/__init__.py": b"NAME = 'pkg'\n"})
+    root = project(f'"{repo_id}" = "^1"\n')
+    vendor = tmp_path / "vendor"
+    assert cli("sync", "--target", str(vendor), "--torch", "2.13")[0] == 0
+    kernel = locked_kernel(root)
+    package = vendor / repo_id / kernel.commit / "build" / CPU_213 / "pkg"
+    home = tmp_path / "user-data"
+    home.mkdir()
+    (home / "__init__.py").write_text("# the user's own file\n")
+    shutil.rmtree(package)
+    package.symlink_to(home)
+    status, _, err = cli("sync", "--target", str(vendor), "--torch", "2.13")
+    assert status == 0 and f"build/{CPU_213}/pkg is not in the lock; removed" in err
+    assert (home / "__init__.py").read_text() == "# the user's own file\n"
+    assert not package.is_symlink() and cli("verify", "--target", str(vendor))[0] == 0
+
+
 # --- 3. lock fields are validated when the lock is parsed ----------------------------------------
 
 
