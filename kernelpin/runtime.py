@@ -6,6 +6,7 @@ import functools
 import os
 import re
 import sys
+import threading
 from pathlib import Path
 from types import ModuleType
 
@@ -56,6 +57,18 @@ def module_name(repo_id: str, commit: str, variant: str) -> str:
     return "_kernelpin_" + re.sub(r"\W", "_", f"{repo_id}_{commit[:12]}_{variant}")
 
 
+_module_locks: dict[str, threading.RLock] = {}
+_module_locks_guard = threading.Lock()
+
+
+def _module_lock(name: str) -> threading.RLock:
+    """One lock per kernel module: a concurrent load() waits for the import in progress instead of getting
+    the half-executed module from sys.modules. Re-entrant, so a kernel that loads itself while it is being
+    imported gets the partial module, as a circular import does."""
+    with _module_locks_guard:
+        return _module_locks.setdefault(name, threading.RLock())
+
+
 def load(repo_id: str, *, lock: str | os.PathLike | None = None, target: str | os.PathLike | None = None) -> ModuleType:
     """Import the kernel `repo_id` as the project's kernelpin.lock pins it.
 
@@ -87,10 +100,11 @@ def load(repo_id: str, *, lock: str | os.PathLike | None = None, target: str | o
         )
     variant = choose_variant(kernel, _environment())
     name = module_name(kernel.repo_id, kernel.commit, variant)
-    if name in sys.modules:
-        return sys.modules[name]
-    target = target or os.environ.get("KERNELPIN_TARGET") or None
-    installer = Installer(HubSource(HubSettings.from_env()), Path(target) if target else None)
-    # Verifies every file (downloading missing ones); needs only read access when all are present.
-    directory = installer.install(kernel, variant, repair=False).directory
-    return import_verified(name, directory, kernel.variant(variant), f"{kernel.label} ({variant})")
+    with _module_lock(name):
+        if name in sys.modules:
+            return sys.modules[name]
+        target = target or os.environ.get("KERNELPIN_TARGET") or None
+        installer = Installer(HubSource(HubSettings.from_env()), Path(target) if target else None)
+        # Verifies every file (downloading missing ones); needs only read access when all are present.
+        directory = installer.install(kernel, variant, repair=False).directory
+        return import_verified(name, directory, kernel.variant(variant), f"{kernel.label} ({variant})")
