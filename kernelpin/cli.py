@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
-import hashlib
 import json
 import sys
 from collections.abc import Callable, Sequence
@@ -61,15 +60,8 @@ class Context:
 
     @functools.cached_property
     def editing(self) -> Any:
-        """A lock held while pyproject.toml and kernelpin.lock are read, changed and written, so that
-        concurrent `add`/`remove`/`lock` runs on one project apply one after another (re-entrant)."""
-        from filelock import FileLock
-
-        root = str(self.project.root.resolve())
-        name = f"project-{hashlib.sha256(root.encode()).hexdigest()[:24]}.lock"
-        path = self.source.settings.cache_dir / ".kernelpin-locks" / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        return FileLock(str(path))
+        """The project's edit lock (re-entrant: relock runs inside edit_and_relock), see Project.edit_lock."""
+        return self.project.edit_lock()
 
     def requirements(self) -> list[Requirement]:
         return read_requirements(self.project)

@@ -3,3 +3,4 @@
 LOCKFILE = "kernelpin.lock"  # next to pyproject.toml
 BUILD_DIR = "build"  # a kernel repository's variants: build/<variant>/
 METADATA = "metadata.json"  # in every variant: name, version, backend, file digests
+PROJECT_STATE_DIR = ".kernelpin"  # next to pyproject.toml: kernelpin's own files (the edit lock), git-ignored

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,7 +13,7 @@ from tomlkit.items import Table
 
 from kernelpin.errors import KernelpinError
 from kernelpin.integrity import write_atomic
-from kernelpin.layout import LOCKFILE
+from kernelpin.layout import LOCKFILE, PROJECT_STATE_DIR
 from kernelpin.spec import Requirement, check_repo_id, parse_dependencies
 
 PYPROJECT = "pyproject.toml"
@@ -28,6 +30,25 @@ class Project:
     @property
     def lockfile(self) -> Path:
         return self.root / LOCKFILE
+
+    def edit_lock(self) -> contextlib.AbstractContextManager[object]:
+        """A lock held while pyproject.toml and kernelpin.lock are read, changed and written, so that concurrent
+        `add`/`remove`/`lock` runs apply one after another, whatever Hub cache each uses: it lives in the project,
+        in .kernelpin/ (which ignores itself in git, as .pytest_cache does). A project directory nobody may
+        write needs none: no edit can be written there either (files are replaced by renames in it)."""
+        from filelock import FileLock
+
+        state = self.root / PROJECT_STATE_DIR
+        try:
+            state.mkdir(exist_ok=True)
+            ignore = state / ".gitignore"
+            if not ignore.exists():
+                write_atomic(ignore, "# Created by kernelpin: its own files (a lock of concurrent edits), never committed.\n*\n")
+        except OSError as error:
+            if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+                return contextlib.nullcontext()
+            raise
+        return FileLock(str(state / "edit.lock"))
 
 
 def find_project(start: Path) -> Project:

@@ -431,22 +431,50 @@ def test_load_from_a_read_only_target_and_cache_as_another_user(img2gray, projec
 # --- 8. concurrent edits -------------------------------------------------------------------------
 
 
-def test_concurrent_adds_keep_every_entry(new_repo, project, cli):
+def test_concurrent_adds_keep_every_entry(new_repo, project, cli, tmp_path):
     repos = []
     for _ in range(6):  # 6 at once loses entries on 2 cores every time without the project lock
         repo_id, repo = new_repo()
         publish(repo, "1.0.0", variants=(CPU_213,))
         repos.append(repo_id)
     root = project("")
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    runs = [subprocess.Popen([sys.executable, "-m", "kernelpin", "add", f"{repo_id}@^1"], env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for repo_id in repos]
+    # Each run with a Hub cache of its own: the edit lock belongs to the project, not to a cache (failed
+    # before: the lock lived in the cache, all 6 exited 0, pyproject.toml kept 3 entries and the lock 2).
+    runs = [subprocess.Popen([sys.executable, "-m", "kernelpin", "add", f"{repo_id}@^1"],
+                             env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "HF_HUB_CACHE": str(tmp_path / f"cache-{n}")},
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for n, repo_id in enumerate(repos)]
     outcomes = [(run.wait(timeout=120), run.stderr.read()) for run in runs]
     assert [status for status, _ in outcomes] == [0] * len(repos), outcomes
     text = (root / "pyproject.toml").read_text()
     assert all(f'"{repo_id}" = "^1"' in text for repo_id in repos), text
     assert sorted(k.repo_id for k in lockfile.read(root / "kernelpin.lock").kernels) == sorted(repos)
     assert cli("lock", "--check")[0] == 0
+    # The lock's directory ignores itself: `git add -A` in the project never commits it.
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    untracked = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=all"],
+                               capture_output=True, text=True, check=True).stdout.split()
+    assert sorted(untracked) == ["??", "??", "kernelpin.lock", "pyproject.toml"]
+
+
+def test_a_fresh_lock_in_a_read_only_project_needs_no_edit_lock(img2gray, project, cli, hf_env):
+    require_nobody()
+    root = project('"acme/img2gray" = "^0.1"\n')
+    assert cli("lock")[0] == 0
+    shared = Path(tempfile.mkdtemp(prefix="kernelpin-readonly-project-"))
+    try:
+        shutil.copy(root / "pyproject.toml", shared)
+        shutil.copy(root / "kernelpin.lock", shared)
+        subprocess.run(["chmod", "-R", "a+rX,a-w", str(shared)], check=True)
+        env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HF_HUB_CACHE": str(shared / "cache"),
+               "HF_HOME": str(shared / "hf-home"), "HOME": str(shared)}
+        done = subprocess.run([*AS_NOBODY, sys.executable, "-m", "kernelpin", "--project", str(shared), "lock"],
+                              env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0 and "is up to date" in done.stdout, done.stderr[-2000:]
+        assert sorted(p.name for p in shared.iterdir()) == ["kernelpin.lock", "pyproject.toml"]
+    finally:
+        subprocess.run(["chmod", "-R", "u+w", str(shared)], check=True)
+        shutil.rmtree(shared)
 
 
 # --- 9-10. hostile metadata.json, bad pyproject entries ------------------------------------------
