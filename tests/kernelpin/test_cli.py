@@ -176,8 +176,8 @@ def test_interrupt_exits_130_and_says_what_is_kept(tmp_path):
 
 
 def test_a_path_kernelpin_cannot_write_is_an_error_not_a_traceback(img2gray, project, hub, tmp_path):
-    """A read-only checkout (kernelpin.lock cannot be written) and a read-only shared Hub cache (the project's
-    edit lock lives there): each names the path and the cause, exit 1."""
+    """A read-only checkout (kernelpin.lock cannot be written) and a read-only shared Hub cache (sync installs
+    there): each names the path and the cause, exit 1."""
     require_nobody()
     shared = Path(tempfile.mkdtemp(prefix="kernelpin-readonly-"))
     try:
@@ -189,16 +189,23 @@ def test_a_path_kernelpin_cannot_write_is_an_error_not_a_traceback(img2gray, pro
         subprocess.run(["chmod", "-R", "a+rX,a-w", str(shared)], check=True)
         subprocess.run(["chmod", "a+w", str(home)], check=True)
 
-        def lock_as_nobody(cache_dir: Path) -> subprocess.CompletedProcess[str]:
+        writable_app = home / "app"
+        writable_app.mkdir()
+        shutil.copy(app / "pyproject.toml", writable_app)
+
+        def as_nobody(cache_dir: Path, project: Path, command: list[str]) -> subprocess.CompletedProcess[str]:
             env = {key: value for key, value in os.environ.items() if not key.startswith(("HF_", "KERNELPIN_"))}
             env.update(HF_ENDPOINT=hub.endpoint, HF_HUB_CACHE=str(cache_dir), HF_HOME=str(home), HOME=str(home),
                        PYTHONPATH=str(Path(__file__).resolve().parents[2]))
             return subprocess.run(
-                [*AS_NOBODY, sys.executable, "-m", "kernelpin", "lock"], cwd=app, env=env, capture_output=True, text=True, timeout=120,
+                [*AS_NOBODY, sys.executable, "-m", "kernelpin", *command], cwd=project, env=env, capture_output=True,
+                text=True, timeout=120,
             )
 
-        for cache_dir, unwritable in ((home / "cache", app), (cache, cache)):
-            done = lock_as_nobody(cache_dir)
+        subprocess.run(["chmod", "-R", "a+w", str(writable_app)], check=True)
+        for cache_dir, project_dir, command, unwritable in ((home / "cache", app, ["lock"], app),
+                                                           (cache, writable_app, ["sync", "--torch", "2.13"], cache)):
+            done = as_nobody(cache_dir, project_dir, command)
             assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
             assert "error:" in done.stderr and "Permission denied" in done.stderr and str(unwritable) in done.stderr
     finally:
