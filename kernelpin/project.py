@@ -60,14 +60,26 @@ def find_project(start: Path) -> Project:
     raise KernelpinError(f"no {PYPROJECT} found in {start} or its parents; run kernelpin inside your project")
 
 
+_BOM = "\ufeff"  # some Windows editors start UTF-8 files with it; TOML parsers take it for a key
+
+
 def read_document(project: Project) -> tomlkit.TOMLDocument:
+    """pyproject.toml, parsed with its formatting; a leading UTF-8 byte-order mark is accepted (and kept by
+    `write_document`)."""
     try:
-        return tomlkit.parse(project.pyproject.read_text(encoding="utf-8"))
+        return tomlkit.parse(project.pyproject.read_text(encoding="utf-8").removeprefix(_BOM))
     except UnicodeDecodeError as error:
         raise KernelpinError(f"{project.pyproject}: not UTF-8 ({error.reason} at byte {error.start}); "
                              "TOML files are UTF-8: save it as UTF-8 and retry") from None
     except TOMLKitError as error:
         raise KernelpinError(f"{project.pyproject}: not valid TOML: {error}; fix the file and retry") from None
+
+
+def write_document(project: Project, document: tomlkit.TOMLDocument) -> None:
+    """Write pyproject.toml back, with its byte-order mark if it had one (its editor may rely on it)."""
+    with open(project.pyproject, encoding="utf-8") as stream:
+        bom = _BOM if stream.read(1) == _BOM else ""
+    write_atomic(project.pyproject, bom + tomlkit.dumps(document))
 
 
 def _dependencies(document: tomlkit.TOMLDocument, create: bool) -> Table | None:
@@ -103,7 +115,7 @@ def set_requirement(project: Project, repo_id: str, range_text: str) -> None:
     document = read_document(project)
     table = _dependencies(document, create=True)
     table[repo_id] = range_text
-    write_atomic(project.pyproject, tomlkit.dumps(document))
+    write_document(project, document)
 
 
 def remove_requirement(project: Project, repo_id: str) -> None:
@@ -113,4 +125,4 @@ def remove_requirement(project: Project, repo_id: str) -> None:
         present = ", ".join(sorted(table)) if table else "none"
         raise KernelpinError(f"{repo_id} is not in [tool.kernels.dependencies] (present: {present})")
     del table[repo_id]
-    write_atomic(project.pyproject, tomlkit.dumps(document))
+    write_document(project, document)

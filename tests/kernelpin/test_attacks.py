@@ -291,6 +291,23 @@ def test_a_lock_or_pyproject_that_is_not_utf8_is_an_error_not_a_traceback(img2gr
             kernelpin.load("acme/img2gray", lock=root)
 
 
+def test_a_pyproject_starting_with_a_byte_order_mark_is_read_and_keeps_it(img2gray, new_repo, project, cli):
+    # Failed before: "not valid TOML: Empty key at line 1 col 0" (some Windows editors write the mark).
+    root = project('"acme/img2gray" = "^0.1"\n')
+    pyproject = root / "pyproject.toml"
+    pyproject.write_bytes(b"\xef\xbb\xbf" + pyproject.read_bytes())
+    status, _, err = cli("lock")
+    assert status == 0, err
+    repo_id, repo = new_repo()
+    publish(repo, "1.0.0", variants=(CPU_213,))
+    assert cli("add", f"{repo_id}@^1")[0] == 0
+    assert cli("remove", "acme/img2gray")[0] == 0
+    text = pyproject.read_bytes()
+    assert text.startswith(b"\xef\xbb\xbf[project]") and text.count(b"\xef\xbb\xbf") == 1
+    assert f'"{repo_id}" = "^1"'.encode() in text and b"img2gray" not in text
+    assert cli("lock", "--check")[0] == 0
+
+
 # --- 4-6. nothing hangs, nothing sticks, errors say what happened --------------------------------
 
 
