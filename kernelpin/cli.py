@@ -316,10 +316,16 @@ def cmd_verify(ctx: Context) -> int:
             if linked is not None:  # what it points to is not kernelpin's: never listed nor hashed
                 report.append({"repo": kernel.repo_id, "variant": variant.name, "path": str(linked), "status": "link"})
                 continue
+            found = {f.path: installer.present(kernel, f"{BUILD_DIR}/{variant.name}/{f.path}") for f in variant.files}
+            # Sync installs one variant per environment: one not installed at all is no problem, a missing file
+            # of an installed one is (load would need the network for it).
+            installed = any(path is not None for path in found.values())
             for locked_file in variant.files:
-                # Sync installs one variant (lock downloads only files without a digest): judged file by file.
-                path = installer.present(kernel, f"{BUILD_DIR}/{variant.name}/{locked_file.path}")
+                path = found[locked_file.path]
                 if path is None:
+                    if installed:
+                        report.append({"repo": kernel.repo_id, "variant": variant.name, "path": locked_file.path,
+                                       "status": "missing"})
                     continue
                 try:
                     verify_file(path, locked_file.size, locked_file.sha256, locked_file.path)
@@ -345,7 +351,8 @@ def cmd_verify(ctx: Context) -> int:
         ctx.out.print("nothing installed yet; run `kernelpin sync`")
     else:
         ctx.out.print(f"verified {len(report)} installed files: {len(report) - len(bad)} match the lock"
-                      + ("" if not bad else f", {len(bad)} modified or not in the lock; run `kernelpin sync` to repair"))
+                      + ("" if not bad else f", {len(bad)} modified, missing or not in the lock; "
+                                            "run `kernelpin sync` to repair"))
     return 1 if bad else 0
 
 

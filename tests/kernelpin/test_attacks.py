@@ -234,6 +234,18 @@ def test_a_linked_subdirectory_of_a_variant_is_removed_before_a_file_is_read_thr
     assert not package.is_symlink() and cli("verify", "--target", str(vendor))[0] == 0
 
 
+def test_verify_fails_when_a_locked_file_of_an_installed_variant_is_missing(img2gray, project, cli, hf_env, tmp_path):
+    # Failed before: verify skipped files it did not find and exited 0.
+    kernel, variant = synced_variant(project, cli, hf_env)
+    (variant / "_impl.py").unlink()
+    status, out, err = cli("verify")
+    assert status == 1 and f"missing: acme/img2gray {CPU_213}/_impl.py" in err and "missing" in out
+    status, out, _ = cli("verify", "--json")
+    assert status == 1 and {"repo": "acme/img2gray", "variant": CPU_213, "path": "_impl.py",
+                            "status": "missing"} in json.loads(out)["files"]
+    assert cli("sync", "--torch", "2.13")[0] == 0 and cli("verify")[0] == 0  # other variants: not installed, fine
+
+
 # --- 3. lock fields are validated when the lock is parsed ----------------------------------------
 
 
