@@ -72,14 +72,15 @@ def pick_revision(requirement: Requirement, refs: Refs) -> Pick:
             "change the requirement in [tool.kernels.dependencies] or publish a matching tag"
         )
     revision = requirement.revision
+    if GIT_OBJECT_ID_RE.match(revision):
+        # A full sha means that commit, as in git: a tag or branch named like it must not redirect the pin.
+        return Pick(revision, None, _version_at(revision, refs.tags, versions))
     if revision in refs.tags:
         commit = refs.tags[revision]
         return Pick(commit, f"refs/tags/{revision}", Version.from_tag(revision) or _version_at(commit, refs.tags, versions))
     if revision in refs.branches:
         commit = refs.branches[revision]
         return Pick(commit, f"refs/heads/{revision}", _version_at(commit, refs.tags, versions))
-    if GIT_OBJECT_ID_RE.match(revision):
-        return Pick(revision, None, _version_at(revision, refs.tags, versions))
     raise KernelpinError(
         f"{repo_id}: revision {revision!r} is neither a tag nor a branch nor a full 40-character commit sha "
         f"(tags: {', '.join(sorted(refs.tags)) or 'none'}; branches: {', '.join(sorted(refs.branches)) or 'none'})"

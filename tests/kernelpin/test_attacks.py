@@ -573,6 +573,24 @@ def test_versions_that_differ_only_in_build_metadata_or_prefix_are_refused(new_r
     assert cli("lock")[0] == 0
 
 
+@pytest.mark.parametrize("ref", ["tag", "branch"])
+def test_a_full_sha_pin_means_that_commit_even_when_a_ref_is_named_like_it(new_repo, project, cli, ref):
+    # Failed before (tag): the pin was silently redirected to the commit the tag named.
+    repo_id, repo = new_repo()
+    pinned = publish(repo, "1.0.0", variants=(CPU_213,))
+    other = publish(repo, "2.0.0", variants=(CPU_213,))
+    if ref == "tag":
+        repo.tag(pinned, commit=other)
+    else:
+        repo.branch(pinned, commit=other)
+    root = project(f'"{repo_id}" = {{ revision = "{pinned}" }}\n')
+    status, _, err = cli("lock")
+    assert status == 0, err
+    kernel = locked_kernel(root)
+    assert (kernel.commit, kernel.ref, kernel.version) == (pinned, None, "1.0.0")
+    assert cli("lock", "--check")[0] == 0
+
+
 def test_a_moved_tag_is_reported_loudly(new_repo, project, cli):
     repo_id, repo = new_repo()
     first = publish(repo, "1.0.0", variants=(CPU_213,))
