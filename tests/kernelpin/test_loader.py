@@ -4,6 +4,8 @@ run, and concurrent loads of one kernel see one complete module."""
 from __future__ import annotations
 
 import hashlib
+import os
+import runpy
 import sys
 import threading
 import types
@@ -13,8 +15,8 @@ import pytest
 
 import kernelpin
 from kernelpin import lockfile
-from kernelpin.errors import IntegrityError
-from kernelpin.runtime import module_name
+from kernelpin.errors import IntegrityError, KernelpinError
+from kernelpin.runtime import find_lock, module_name
 from testkit.fake_kernel import CPU_213, variant_files
 
 REPO = "acme/loader-test"
@@ -85,3 +87,44 @@ def test_a_second_thread_waits_for_the_first_load_and_gets_the_complete_module_o
     assert outcomes == {"first": expected, "second": expected}
     assert gate.runs == (2 if fails else 1)  # a failed import is retried by the next load, as Python's import does
     assert (name in sys.modules) is not fails
+
+
+NOBODY = 65534
+
+
+@pytest.fixture
+def shared_parent(tmp_path: Path) -> Path:
+    """A directory like /tmp (root's, mode 1777) holding an application directory of this user's."""
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        pytest.skip("needs root to give files to another user")
+    shared = tmp_path / "shared"
+    (shared / "app").mkdir(parents=True)
+    shared.chmod(0o1777)
+    return shared
+
+
+def test_lock_discovery_refuses_a_lock_another_user_planted_in_a_shared_parent(tmp_path, shared_parent):
+    # Failed before: the planted lock was found and used.
+    lock, _, _ = vendor(tmp_path)
+    planted = shared_parent / "kernelpin.lock"
+    planted.write_bytes(lock.read_bytes())
+    os.chown(planted, NOBODY, NOBODY)
+    with pytest.raises(KernelpinError, match=rf"{planted} belongs to another user \(uid {NOBODY}\), so it is not used"):
+        find_lock(shared_parent / "app" / "main.py")
+    os.chown(planted, os.geteuid(), os.getegid())
+    assert find_lock(shared_parent / "app" / "main.py") == planted
+
+
+def test_lock_discovery_stops_at_a_directory_another_user_owns(tmp_path, shared_parent, monkeypatch):
+    lock, _, _ = vendor(tmp_path)
+    monkeypatch.chdir(shared_parent / "app")  # load() also searches above the working directory
+    (shared_parent / "kernelpin.lock").write_bytes(lock.read_bytes())
+    (shared_parent / "app" / "kernelpin.lock").write_bytes(lock.read_bytes())
+    assert find_lock(shared_parent / "app") == shared_parent / "app" / "kernelpin.lock"
+    (shared_parent / "app" / "kernelpin.lock").unlink()
+    os.chown(shared_parent, NOBODY, NOBODY)
+    assert find_lock(shared_parent / "app") is None
+    script = shared_parent / "app" / "main.py"
+    script.write_text(f"import kernelpin\nkernelpin.load({REPO!r})\n")
+    with pytest.raises(KernelpinError, match="the search stops at a directory owned by another user"):
+        runpy.run_path(str(script))
