@@ -21,6 +21,17 @@ NODE_MODULES = Path(__file__).resolve().parents[2] / "tools" / "node" / "node_mo
 # and the Cargo book's "Specifying dependencies". Where the two disagree (a bare version), Cargo wins:
 # "1.2" means "^1.2", so those rows are marked.
 CONTAINS = [
+    # a strict bound on "*" admits nothing (a mutation run found no test noticing ">*" matching everything)
+    (">*", "1.0.0", False),
+    (">x", "0.0.0", False),
+    ("<X", "0.0.0", False),
+    (">=*", "1.0.0", True),
+    ("<=x", "1.0.0", True),
+    # an item after another narrows the alternative, never replaces what came before
+    (">=1.5 1.2", "1.3.0", False),
+    (">=1.5 1.2", "2.0.0", False),
+    ("<1.4, >=1.2", "1.5.0", False),
+    ("1.2 - 1.4 >=1.3", "1.2.5", False),
     # caret
     ("^1.2.3", "1.2.3", True),
     ("^1.2.3", "1.8.1", True),

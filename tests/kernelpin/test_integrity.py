@@ -1,0 +1,205 @@
+"""kernelpin.integrity and the lock reader's refusals, tested directly: each case is one a mutation run
+showed no other test would notice (an unsafe path accepted, a temp file written elsewhere, a field read as
+None), so each assertion is the one that fails when the check stops refusing."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from kernelpin import lockfile
+from kernelpin.errors import IntegrityError, KernelpinError
+from kernelpin.integrity import (
+    check_repo_path, discard_file, git_blob_sha1, sha256_file, staged_directory, verify_file, write_atomic,
+)
+from kernelpin.spec import parse_requirement
+
+
+@pytest.mark.parametrize(
+    ("path", "problem"),
+    [
+        ("", "is empty"),
+        ("a\\b", "contains a backslash or NUL"),
+        ("a\0b", "contains a backslash or NUL"),
+        ("/etc/passwd", "is absolute"),
+        ("C:/x", "is absolute"),
+        ("C:x", "is absolute"),
+        ("..", "contains '..', '.' or an empty component"),
+        ("a/../../b", "contains '..', '.' or an empty component"),
+        (".", "contains '..', '.' or an empty component"),
+        ("a/./b", "contains '..', '.' or an empty component"),
+        ("a//b", "contains '..', '.' or an empty component"),
+        ("a/", "contains '..', '.' or an empty component"),
+    ],
+)
+def test_check_repo_path_refuses_paths_that_could_escape(path, problem):
+    with pytest.raises(KernelpinError) as refused:
+        check_repo_path(path, "acme/x at 0123456789ab")
+    message = str(refused.value)
+    assert message.startswith(f"acme/x at 0123456789ab: refusing unsafe path {path!r} (it {problem})")
+    assert "do not use this revision" in message
+
+
+@pytest.mark.parametrize("path", ["a", "_", "a/b", "build/v/_ops.so", "ab:c/z", "..a", "a..", ".hidden/a.py"])
+def test_check_repo_path_returns_safe_paths_unchanged(path):
+    assert check_repo_path(path, "acme/x") == path
+
+
+def test_hashes_match_sha256_and_git(tmp_path):
+    content = b"kernel bytes\n" * 1000
+    (tmp_path / "f").write_bytes(content)
+    assert sha256_file(tmp_path / "f") == hashlib.sha256(content).hexdigest()
+    subprocess.run(["git", "init", "-q", str(tmp_path / "repo")], check=True)
+    blob = subprocess.run(["git", "-C", str(tmp_path / "repo"), "hash-object", "--stdin"], input=content,
+                          capture_output=True, check=True).stdout.decode().strip()
+    assert git_blob_sha1(content) == blob
+
+
+def test_verify_file_checks_size_then_digest(tmp_path):
+    path = tmp_path / "f"
+    path.write_bytes(b"abc")
+    digest = hashlib.sha256(b"abc").hexdigest()
+    verify_file(path, 3, digest, "what")
+    with pytest.raises(IntegrityError, match=r"^what: size 3 != 4 pinned in the lock$"):
+        verify_file(path, 4, digest, "what")
+    with pytest.raises(IntegrityError, match=rf"^what: sha256 {digest} != {'0' * 64} pinned in the lock$"):
+        verify_file(path, 3, "0" * 64, "what")
+
+
+def test_discard_file_removes_a_link_and_only_its_own_blob(tmp_path):
+    blobs = tmp_path / "blobs"
+    blobs.mkdir()
+    blob, elsewhere = blobs / "abc", tmp_path / "user-file"
+    blob.write_text("bad blob")
+    elsewhere.write_text("the user's")
+    to_blob, to_elsewhere, plain = tmp_path / "to-blob", tmp_path / "to-elsewhere", tmp_path / "plain"
+    to_blob.symlink_to(blob)
+    to_elsewhere.symlink_to(elsewhere)
+    plain.write_text("bad copy")
+    discard_file(to_blob, blobs)
+    discard_file(to_elsewhere, blobs)
+    discard_file(plain, blobs)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["blobs", "user-file"]
+    assert list(blobs.iterdir()) == [] and elsewhere.read_text() == "the user's"
+    (tmp_path / "to-blob").symlink_to(blob.with_name("gone"))
+    blob.with_name("gone").write_text("x")
+    discard_file(tmp_path / "to-blob")  # no blobs directory given (a --target copy): the link only
+    assert blob.with_name("gone").exists() and not (tmp_path / "to-blob").is_symlink()
+
+
+def test_write_atomic_writes_its_temporary_file_beside_the_target(tmp_path, monkeypatch):
+    # A temporary file elsewhere (another filesystem) cannot be renamed into place atomically.
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "no-such-temporary-directory"))
+    target = tmp_path / "project" / "kernelpin.lock"
+    write_atomic(target, "new\n")
+    assert target.read_text() == "new\n" and os.listdir(target.parent) == ["kernelpin.lock"]
+    assert stat.S_IMODE(target.stat().st_mode) == 0o644  # not mkstemp's 0600: others read the project
+    target.chmod(0o640)
+    write_atomic(target, "newer\n")
+    assert target.read_text() == "newer\n" and stat.S_IMODE(target.stat().st_mode) == 0o640
+
+
+def test_write_atomic_leaves_the_old_file_and_no_temporary_when_it_fails(tmp_path, monkeypatch):
+    target = tmp_path / "pyproject.toml"
+    target.write_text("old\n")
+
+    def full_disk(*args):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        write_atomic(target, "new\n")
+    assert target.read_text() == "old\n" and os.listdir(tmp_path) == ["pyproject.toml"]
+
+
+def test_staged_directory_replaces_the_target_whole_or_not_at_all(tmp_path):
+    target = tmp_path / "variant"
+    target.mkdir()
+    (target / "old").write_text("old")
+    with pytest.raises(RuntimeError):
+        with staged_directory(target) as staging:
+            (staging / "half").write_text("half")
+            raise RuntimeError("interrupted")
+    assert os.listdir(tmp_path) == ["variant"] and os.listdir(target) == ["old"]
+    with staged_directory(target) as staging:
+        assert staging.parent == tmp_path and stat.S_IMODE(staging.stat().st_mode) == 0o755
+        (staging / "new").write_text("new")
+    assert os.listdir(tmp_path) == ["variant"] and os.listdir(target) == ["new"]
+
+
+# --- the lock reader: a required field that is absent is an error, never None --------------------
+
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+GOOD_LOCK = f'''version = 2
+
+[[kernel]]
+repo = "acme/x"
+repo-type = "model"
+requirement = "^1"
+version = "1.0.0"
+ref = "refs/tags/v1.0.0"
+commit = "{COMMIT}"
+
+[[kernel.variant]]
+name = "torch213-cxx11-cpu-x86_64-linux"
+files = [
+    {{path = "__init__.py", size = 3, sha256 = "{"a" * 64}"}},
+]
+'''
+
+
+def test_the_lock_reader_accepts_the_good_lock():
+    (kernel,) = lockfile.parse(GOOD_LOCK, "kernelpin.lock").kernels
+    assert (kernel.commit, kernel.variants[0].name, kernel.variants[0].files[0].sha256) == (
+        COMMIT, "torch213-cxx11-cpu-x86_64-linux", "a" * 64)
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        (f'commit = "{COMMIT}"\n', "[[kernel]] #1 (acme/x): commit is missing"),
+        ('name = "torch213-cxx11-cpu-x86_64-linux"\n', "variant #1: name is missing"),
+        (f', sha256 = "{"a" * 64}"', "file #1: sha256 is missing"),
+        ('repo-type = "model"\n', "repo-type is missing"),
+        ('requirement = "^1"\n', "requirement is missing"),
+        ("size = 3, ", "size is missing"),
+        ('path = "__init__.py", ', "path is missing"),
+    ],
+    ids=["commit", "variant-name", "file-sha256", "repo-type", "requirement", "size", "path"],
+)
+def test_a_lock_missing_a_required_field_is_refused(line, message):
+    assert line in GOOD_LOCK
+    with pytest.raises(KernelpinError, match="run `kernelpin lock` to regenerate the lock") as refused:
+        lockfile.parse(GOOD_LOCK.replace(line, "", 1), "kernelpin.lock")
+    assert message in str(refused.value)
+
+
+def _locked(**changes) -> lockfile.LockedKernel:
+    (kernel,) = lockfile.parse(GOOD_LOCK, "kernelpin.lock").kernels
+    return kernel if not changes else lockfile.LockedKernel(**{**kernel.__dict__, **changes})
+
+
+@pytest.mark.parametrize(
+    ("value", "locked", "reason"),
+    [
+        ({"version": "^1", "repo-type": "model"}, {}, None),
+        ({"version": "^1", "repo-type": "kernel"}, {}, "repo-type changed to kernel (locked: model)"),
+        ({"revision": COMMIT}, {"ref": None, "version": None}, None),
+        ({"revision": "v1.0.0"}, {}, None),
+        ({"revision": "refs/tags/v1.0.0"}, {}, None),
+        ({"revision": "v1.0.1"}, {}, "revision changed to v1.0.1 (locked: refs/tags/v1.0.0)"),
+        ({"revision": "f" * 40}, {"ref": None, "version": None}, f"revision changed to {'f' * 40} (locked: {COMMIT})"),
+        ("^2", {}, "locked version 1.0.0 does not satisfy ^2"),
+        ("^1", {"ref": None}, "now a version range ^1, locked as a revision"),
+    ],
+    ids=["same-type", "type-changed", "commit-pin", "tag-pin", "ref-pin", "tag-changed", "commit-changed",
+         "range-unsatisfied", "range-after-revision"],
+)
+def test_why_stale(value, locked, reason):
+    assert lockfile.why_stale(parse_requirement("acme/x", value), _locked(**locked)) == reason
