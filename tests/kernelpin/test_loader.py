@@ -4,7 +4,13 @@ run, and concurrent loads of one kernel see one complete module."""
 from __future__ import annotations
 
 import hashlib
+import importlib
+import importlib.machinery
+import importlib.util
+import inspect
+import itertools
 import os
+import re
 import runpy
 import sys
 import threading
@@ -16,6 +22,7 @@ import pytest
 import kernelpin
 from kernelpin import lockfile
 from kernelpin.errors import IntegrityError, KernelpinError
+from kernelpin.loader import import_verified
 from kernelpin.runtime import find_lock, module_name
 from testkit.fake_kernel import CPU_213, variant_files
 
@@ -128,3 +135,102 @@ def test_lock_discovery_stops_at_a_directory_another_user_owns(tmp_path, shared_
     script.write_text(f"import kernelpin\nkernelpin.load({REPO!r})\n")
     with pytest.raises(KernelpinError, match="the search stops at a directory owned by another user"):
         runpy.run_path(str(script))
+
+
+# --- kernelpin.loader, called directly --------------------------------------------------------------
+
+
+_package_numbers = itertools.count()
+
+
+def variant_on_disk(tmp_path: Path, files: dict[str, bytes]) -> tuple[Path, lockfile.LockedVariant, str]:
+    directory = tmp_path / "variant"
+    for path, data in files.items():
+        (directory / path).parent.mkdir(parents=True, exist_ok=True)
+        (directory / path).write_bytes(data)
+    name = f"_kernelpin_loader_test_{next(_package_numbers)}"
+    return directory, locked_variant(files), name
+
+
+@pytest.fixture
+def imported():
+    """Forget the modules a test imported (as a new process would not have them)."""
+    names: list[str] = []
+    yield names
+    for name in names:
+        for loaded in [key for key in sys.modules if key == name or key.startswith(name + ".")]:
+            del sys.modules[loaded]
+
+
+def test_only_listed_modules_are_imported_and_a_listed_package_wins_over_a_module(tmp_path, imported):
+    files = {
+        "__init__.py": b"from . import helper, sub\nVALUE = helper.VALUE + sub.VALUE\n",
+        "helper.py": b"VALUE = 1\n",
+        "sub/__init__.py": b"VALUE = 10\n",
+        "sub.py": b"raise RuntimeError('the module sub.py must lose to the package sub/')\n",
+        "not-a-module.py": b"raise RuntimeError('not an identifier: never importable')\n",
+        "data.txt": b"not code\n",
+    }
+    directory, variant, name = variant_on_disk(tmp_path, files)
+    imported.append(name)
+    (directory / "planted.py").write_text("VALUE = 'planted'\n")  # on disk, not in the lock
+    module = import_verified(name, directory, variant, "acme/x 1.0.0")
+    assert module.VALUE == 11 and module.__file__ == str(directory / "__init__.py")
+    assert module.sub.__file__ == str(directory / "sub" / "__init__.py")
+    with pytest.raises(ModuleNotFoundError, match=rf"{name}.planted: acme/x 1.0.0 lists no such module, so it is not "
+                                                   rf"imported from {directory}"):
+        importlib.import_module(f"{name}.planted")
+    # The source a debugger or inspect reads is the verified one.
+    assert inspect.getsource(module.helper) == "VALUE = 1\n"
+
+
+def test_source_changed_after_verification_is_not_run(tmp_path, imported):
+    files = {"__init__.py": b"from . import late\n", "late.py": b"VALUE = 'verified'\n"}
+    directory, variant, name = variant_on_disk(tmp_path, files)
+    imported.append(name)
+    for edit in (b"VALUE = 'edited!!'\n", b"VALUE = 'verified'\n# one more line\n"):  # same size, then longer
+        (directory / "late.py").write_bytes(edit)
+        with pytest.raises(IntegrityError, match=rf"acme/x 1.0.0: late.py does not match the lock; it is not imported"):
+            import_verified(name, directory, variant, "acme/x 1.0.0")
+        assert not any(key == name or key.startswith(name + ".") for key in sys.modules)  # rolled back
+    (directory / "late.py").write_bytes(files["late.py"])
+    assert import_verified(name, directory, variant, "acme/x 1.0.0").late.VALUE == "verified"
+
+
+def test_a_variant_without_a_listed_init_is_refused(tmp_path):
+    directory, variant, name = variant_on_disk(tmp_path, {"_impl.py": b"VALUE = 1\n"})
+    with pytest.raises(KernelpinError, match=r"acme/x 1.0.0: the lock lists no __init__.py for variant "):
+        import_verified(name, directory, variant, "acme/x 1.0.0")
+
+
+@pytest.mark.parametrize("library", ["_ops.so", "libfoo.so.1"])
+def test_shared_libraries_are_reverified_before_the_package_runs(tmp_path, imported, library):
+    files = {"__init__.py": b"RAN = True\n", library: b"\x7fELF the verified one\n"}
+    directory, variant, name = variant_on_disk(tmp_path, files)
+    imported.append(name)
+    (directory / library).write_bytes(b"\x7fELF swapped in after sync\n")
+    with pytest.raises(IntegrityError, match=rf"{library}: size .* It is not loaded; run `kernelpin sync`"):
+        import_verified(name, directory, variant, "acme/x 1.0.0")
+    (directory / library).unlink()
+    with pytest.raises(IntegrityError, match=rf"{library} is missing; run `kernelpin sync`"):
+        import_verified(name, directory, variant, "acme/x 1.0.0")
+    (directory / library).write_bytes(files[library])
+    assert import_verified(name, directory, variant, "acme/x 1.0.0").RAN
+
+
+def test_an_extension_module_is_verified_right_before_dlopen(tmp_path, imported):
+    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
+    origin = importlib.util.find_spec("_json").origin
+    if not origin.endswith(suffix):
+        pytest.skip("_json is built into this Python; no extension module file to copy")
+    source = Path(origin)
+    files = {"__init__.py": b"from . import _json\n", f"_json{suffix}": source.read_bytes()}
+    directory, variant, name = variant_on_disk(tmp_path, files)
+    imported.append(name)
+    verified = files[f"_json{suffix}"]
+    (directory / f"_json{suffix}").write_bytes(verified[:-1] + bytes([verified[-1] ^ 1]))
+    with pytest.raises(IntegrityError, match=rf"_json{re.escape(suffix)}: sha256 .* It is not loaded"):
+        import_verified(name, directory, variant, "acme/x 1.0.0")
+    (directory / f"_json{suffix}").write_bytes(verified)
+    module = import_verified(name, directory, variant, "acme/x 1.0.0")
+    assert module._json.__file__ == str(directory / f"_json{suffix}") and module._json.scanstring
