@@ -4,7 +4,8 @@ The normal import machinery would run whatever the variant directory holds: a pl
 next to the listed `_impl.py` (a package wins over a module), a `__pycache__/*.pyc` written by anyone, any
 unlisted module. Here a finder placed first on `sys.meta_path` answers for every module of a loaded kernel
 package: it knows only the modules the lock lists and refuses the rest. Python source is read once, its
-bytes hashed and compiled from memory (no bytecode cache is read or written); extension modules and the
+bytes hashed and compiled from memory (no bytecode cache is read or written) and its verified lines are
+what linecache (inspect, tracebacks) serves afterwards; extension modules and the
 shared libraries the package loads itself (e.g. `torch.ops.load_library` in `_ops.py`) are re-hashed right
 before the package's code runs. What this does not cover is documented in docs/kernelpin.md (threat model).
 """
@@ -15,6 +16,7 @@ import hashlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
+import linecache
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -133,8 +135,13 @@ class _VerifiedSourceLoader(importlib.abc.Loader):
     def exec_module(self, module: ModuleType) -> None:
         if module.__name__ == self.package.name:
             _verify_shared_libraries(self.package)
-        code = compile(self._verified_source(), str(self.package.path(self.file)), "exec", dont_inherit=True)
-        exec(code, module.__dict__)
+        source, filename = self._verified_source(), str(self.package.path(self.file))
+        # What reads source again after the import (inspect.getsource: TorchScript, Triton's @jit, tracebacks)
+        # goes through linecache, which would read the file from disk, edited or not; an entry without an mtime
+        # is never re-checked against the file, so they see the verified source.
+        lines = importlib.util.decode_source(source).splitlines(keepends=True)
+        linecache.cache[filename] = (len(source), None, lines, filename)
+        exec(compile(source, filename, "exec", dont_inherit=True), module.__dict__)
 
 
 class _VerifiedExtensionLoader(importlib.machinery.ExtensionFileLoader):

@@ -9,6 +9,7 @@ import importlib.machinery
 import importlib.util
 import inspect
 import itertools
+import linecache
 import os
 import re
 import runpy
@@ -234,3 +235,14 @@ def test_an_extension_module_is_verified_right_before_dlopen(tmp_path, imported)
     (directory / f"_json{suffix}").write_bytes(verified)
     module = import_verified(name, directory, variant, "acme/x 1.0.0")
     assert module._json.__file__ == str(directory / f"_json{suffix}") and module._json.scanstring
+
+
+def test_source_read_again_after_the_import_is_the_verified_source(tmp_path, imported):
+    # Failed before: inspect (what TorchScript and Triton's @jit compile) read the edited file from disk.
+    files = {"__init__.py": b"def kernel(x):\n    return x + 1\n"}
+    directory, variant, name = variant_on_disk(tmp_path, files)
+    imported.append(name)
+    module = import_verified(name, directory, variant, "acme/x 1.0.0")
+    (directory / "__init__.py").write_bytes(b"def kernel(x):\n    return __import__('os').system('evil')\n")
+    linecache.checkcache()  # what traceback and inspect call before reading
+    assert inspect.getsource(module.kernel) == "def kernel(x):\n    return x + 1\n"
