@@ -77,7 +77,7 @@ def parse_refs(data: Any, repo_type: str, where: str, limit: int) -> Refs:
         raise malformed(where, f"the refs listing is {type(data).__name__}, not an object")
     found: dict[str, dict[str, str]] = {}
     count = 0
-    for kind in ("tags", "branches"):
+    for kind, one in (("tags", "tag"), ("branches", "branch")):
         entries = data.get(kind, [])
         if not isinstance(entries, list):
             raise malformed(where, f"'{kind}' is {type(entries).__name__}, not a list")
@@ -89,8 +89,8 @@ def parse_refs(data: Any, repo_type: str, where: str, limit: int) -> Refs:
                 raise malformed(where, f"an entry of '{kind}' is {type(entry).__name__} {_short(entry, 40)}, not an object")
             name = check_ref_name(entry.get("name"), where)
             if name in named:
-                raise malformed(where, f"{kind[:-1]} {name!r} is listed twice")
-            named[name] = check_commit(entry.get("targetCommit"), f"{where}: {kind[:-1]} {name!r}")
+                raise malformed(where, f"{one} {name!r} is listed twice")
+            named[name] = check_commit(entry.get("targetCommit"), f"{where}: {one} {name!r}")
     return Refs(repo_type=repo_type, tags=found["tags"], branches=found["branches"])
 
 

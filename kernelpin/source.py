@@ -275,13 +275,13 @@ _DISK_ERRORS = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota 
                 errno.EPERM: "permission denied"}
 
 
-def local_write_problem(error: OSError, what: str) -> KernelpinError | None:
-    """A KernelpinError naming the path, the cause and the fix when `error` is a disk or permission
-    problem; None for other errors."""
+def local_write_problem(error: OSError, what: str, path: Path | str | None = None) -> KernelpinError | None:
+    """A KernelpinError naming the path (the error's, else `path`), the cause and the fix when `error` is a
+    disk or permission problem; None for other errors."""
     cause = _DISK_ERRORS.get(error.errno or 0)
     if cause is None:
         return None
-    where = f" {error.filename}" if error.filename else ""
+    where = f" {error.filename or path}" if error.filename or path else ""
     if error.errno in (errno.ENOSPC, errno.EDQUOT):
         fix = "free space there, or point HF_HUB_CACHE (or `sync --target DIR`) at a file system with room"
     else:

@@ -22,6 +22,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NoReturn
 
 from kernelpin.errors import IntegrityError, KernelpinError
 from kernelpin.integrity import check_repo_path, discard_file, verify_file
@@ -142,10 +143,7 @@ class Store:
                     stale.unlink(missing_ok=True)
                 yield
         except OSError as error:
-            problem = local_write_problem(error, what)
-            if problem is None:
-                raise
-            raise problem from error
+            _raise_local(error, what, lock_path.parent)
 
     def _real_directory(self, kernel: LockedKernel, directory: Path, what: str) -> None:
         """Create `directory` below the kernel's root one level at a time, refusing any level that is a
@@ -183,7 +181,10 @@ class Store:
             with os.fdopen(fd, "wb") as stream:
                 def sink(chunk: bytes) -> None:
                     digest.update(chunk)
-                    stream.write(chunk)
+                    try:
+                        stream.write(chunk)
+                    except OSError as error:  # before the transfer's error handling calls it a network problem
+                        _raise_local(error, what, temporary)
 
                 self.source.stream(kernel.repo_id, kernel.repo_type, kernel.commit, prefix + locked.path,
                                    locked.size, sink)
@@ -197,6 +198,9 @@ class Store:
                 )
             os.chmod(temporary, 0o644)
             os.replace(temporary, destination)
+        except OSError as error:
+            Path(temporary).unlink(missing_ok=True)
+            _raise_local(error, what, temporary)
         except BaseException:
             Path(temporary).unlink(missing_ok=True)
             raise
@@ -226,11 +230,16 @@ class Store:
                 Path(temporary).unlink(missing_ok=True)
                 raise
         except OSError as error:
-            problem = local_write_problem(error, what)
-            if problem is None:
-                raise
-            raise problem from error
+            _raise_local(error, what, ref)
         return ref
+
+
+def _raise_local(error: OSError, what: str, path: Path | str) -> NoReturn:
+    """Re-raise a disk or permission error as one that names the path and the fix (others as they are)."""
+    problem = local_write_problem(error, what, path)
+    if problem is None:
+        raise error
+    raise problem from error
 
 
 def _matches(path: Path, locked: LockedFile) -> bool:
