@@ -124,6 +124,7 @@ class HostileHub:
         self.lies, self.upstream = lies, urlsplit(upstream)
         self.requests = 0
         self._stopped = threading.Event()
+        self._tree_started = 0.0
         hub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -161,8 +162,10 @@ class HostileHub:
             return self._json(handler, lies.refs)
         if kind == "tree" and lies.tree_forever:
             page = int(parse_qs(urlsplit(handler.path).query).get("cursor", ["0"])[0])
+            self._tree_started = self._tree_started or time.monotonic()
             entry = {"type": "file", "path": f"build/x/file{page}.py", "size": 1, "oid": "0" * 40}
-            return self._json(handler, [entry], f"{self.endpoint}{path}?cursor={page + 1}")
+            more = time.monotonic() < self._tree_started + lies.endless_for
+            return self._json(handler, [entry], f"{self.endpoint}{path}?cursor={page + 1}" if more else None)
         if kind == "tree" and lies.tree is not None:
             return self._json(handler, lies.tree)
         if kind == "file" and lies.endless_file and handler.command == "GET":

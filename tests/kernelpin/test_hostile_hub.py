@@ -166,7 +166,7 @@ def test_a_listing_the_hub_cannot_mean_is_refused_in_one_line(hub, released, loc
 
 def test_a_listing_that_pages_forever_stops_at_the_deadline_or_the_entry_limit(hub, locked, cli, monkeypatch):
     # Failed before: the pages were followed without end (60 s, 3 M entries, 1 GB and growing).
-    with HostileHub(hub.endpoint, Lies(tree_forever=True)) as endpoint:
+    with HostileHub(hub.endpoint, Lies(tree_forever=True, endless_for=30)) as endpoint:
         monkeypatch.setenv("HF_ENDPOINT", endpoint)
         status, _, err = cli("lock", "--upgrade")
         one_line_error(status, err, "KERNELPIN_DEADLINE", endpoint)
