@@ -69,18 +69,25 @@ def fresh_load(repo_id: str, commit: str, **kwargs):
 # --- 1-2. headers name no file: ETag and X-Repo-Commit are never used --------------------------------
 
 
-def test_an_etag_that_is_a_path_writes_nothing_outside_the_cache(hub, released, locked, cli, tmp_path, monkeypatch):
+def test_an_etag_that_is_a_path_writes_nothing_outside_the_cache(hub, released, locked, new_repo, project, cli,
+                                                                  tmp_path, monkeypatch):
     # Failed before: huggingface_hub named the blob after the ETag, so the server's bytes landed in
-    # tmp_path/OUTSIDE/planted.pth (a .pth runs at the next Python start), and sync failed on the link.
+    # tmp_path/OUTSIDE/planted.pth (a .pth runs at the next Python start), and sync failed on the link;
+    # in `sync`, in `load`, and in `lock` of a build without digests (its files were downloaded to be hashed).
     repo_id, commit = released
+    undigested, repo = new_repo("no-digest", "kernel")
+    publish(repo, "1.0.0", variants=(CPU_213,), metadata=False)
     with HostileHub(hub.endpoint, Lies(file_headers={"ETag": '"../../../OUTSIDE/planted.pth"'})) as endpoint:
         monkeypatch.setenv("HF_ENDPOINT", endpoint)
         status, _, err = cli("sync", "--torch", "2.13")
         assert status == 0, err
         shutil.rmtree(snapshot_dir(locked.parent / "hf-cache", repo_id, commit, "kernel"))
         assert fresh_load(repo_id, commit).VERSION == "1.0.0"
+        assert cli("verify")[0] == 0
+        project(f'"{undigested}" = "^1"\n')
+        status, _, err = cli("lock")
+        assert status == 0, err
     assert outside(tmp_path) == []
-    assert cli("verify")[0] == 0
 
 
 def test_an_x_repo_commit_that_is_a_path_writes_nothing_outside_the_cache(hub, released, locked, cli, tmp_path,
