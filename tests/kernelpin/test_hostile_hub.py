@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -264,14 +265,24 @@ def test_a_full_disk_is_reported_as_a_full_disk(hub, released, locked, tmp_path)
     assert "cannot reach" not in done.stderr
 
 
-def test_partial_downloads_left_by_a_killed_process_are_removed(released, locked, cli, tmp_path):
-    repo_id, _ = released
-    blobs = tmp_path / "hf-cache" / f"kernels--{repo_id.replace('/', '--')}" / "blobs"
-    blobs.mkdir(parents=True)
-    stale = blobs / f".{'0' * 64}.abc123{PARTIAL}"
-    stale.write_bytes(b"half a file")
-    assert cli("sync", "--torch", "2.13")[0] == 0
-    assert not stale.exists() and cli("verify")[0] == 0
+def test_a_partial_download_left_by_a_killed_sync_is_removed_by_the_next(hub, locked, cli, tmp_path):
+    cache = tmp_path / "hf-cache"
+    with HostileHub(hub.endpoint, Lies(drip="file", endless_for=30)) as endpoint:
+        env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HF_ENDPOINT": endpoint}
+        syncing = subprocess.Popen([sys.executable, "-m", "kernelpin", "sync", "--frozen", "--torch", "2.13"],
+                                   cwd=locked, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            for _ in range(600):  # until the download has begun (at most a minute)
+                if list(cache.rglob(f"*{PARTIAL}")):
+                    break
+                assert syncing.poll() is None
+                time.sleep(0.1)
+        finally:
+            syncing.kill()  # SIGKILL: no handler runs, the partial file stays
+            syncing.wait()
+    (partial,) = cache.rglob(f"*{PARTIAL}")
+    assert cli("sync", "--frozen", "--torch", "2.13")[0] == 0
+    assert not partial.exists() and not list(cache.rglob(f"*{PARTIAL}")) and cli("verify")[0] == 0
 
 
 def test_a_read_only_cache_without_a_file_names_the_file_and_the_fix(released, locked, cli, tmp_path):
