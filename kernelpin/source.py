@@ -143,6 +143,9 @@ class HubSource:
             params: dict[str, str] | None = {"recursive": "true", "expand": "false"}
             while url is not None:
                 data, url = self._get_json(url, params)
+                if url is not None and not same_origin(url, self.settings.endpoint):
+                    # It would get this client's token (HF_TOKEN) with the request.
+                    raise malformed(where, f"the next page is on another server ({url[:100]})")
                 page = parse_tree_page(data, where)
                 if url is not None and not page:
                     raise malformed(where, "a page without entries points to a next page")
@@ -193,6 +196,13 @@ class HubSource:
         content = bytearray()
         self.stream(repo_id, repo_type, commit, path, size, content.extend)
         return bytes(content)
+
+
+def same_origin(url: str, endpoint: str) -> bool:
+    from urllib.parse import urlsplit
+
+    one, other = urlsplit(url), urlsplit(endpoint)
+    return (one.scheme, one.netloc) == (other.scheme, other.netloc)
 
 
 def http_status(error: BaseException | None) -> int | None:

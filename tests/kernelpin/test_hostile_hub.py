@@ -177,6 +177,7 @@ def test_a_listing_the_hub_cannot_mean_is_refused_in_one_line(hub, released, loc
         (None, [_file("build/../../a.py")], "refusing unsafe path 'build/../../a.py'"),
         (None, [_file("build/x/a.py", size="1")], "size 1 is not between 0"),
         (None, [{"type": "directory", "path": "build"}, _file("build")], "'build' is listed twice"),
+        (None, [_file("build/x"), _file("build/x/a.py")], "'build/x' is listed as a file and as a directory"),
     ],
 )
 def test_every_malformed_answer_is_refused_by_the_listing_parser(refs, tree, message):
@@ -188,6 +189,13 @@ def test_every_malformed_answer_is_refused_by_the_listing_parser(refs, tree, mes
 
 
 # --- 5-6. deadlines and limits ------------------------------------------------------------------------
+
+
+def test_a_next_page_on_another_server_is_refused(hub, locked, cli, monkeypatch):
+    # It would receive the request, and with it the user's HF_TOKEN.
+    with HostileHub(hub.endpoint, Lies(tree_forever=True, next_page_host="127.0.0.2:9")) as endpoint:
+        monkeypatch.setenv("HF_ENDPOINT", endpoint)
+        one_line_error(*cli("lock", "--upgrade")[::2], "the next page is on another server (http://127.0.0.2:9/")
 
 
 def test_a_listing_that_pages_forever_stops_at_the_deadline_or_the_entry_limit(hub, locked, cli, monkeypatch):
