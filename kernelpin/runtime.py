@@ -56,7 +56,13 @@ def module_name(repo_id: str, commit: str, variant: str) -> str:
     return "_kernelpin_" + re.sub(r"\W", "_", f"{repo_id}_{commit[:12]}_{variant}")
 
 
-def load(repo_id: str, *, lock: str | os.PathLike | None = None, target: str | os.PathLike | None = None) -> ModuleType:
+def load(
+    repo_id: str,
+    *,
+    lock: str | os.PathLike | None = None,
+    target: str | os.PathLike | None = None,
+    backend: str | None = None,
+) -> ModuleType:
     """Import the kernel `repo_id` as the project's kernelpin.lock pins it.
 
     The lock is `lock` (a file or its directory) or the nearest kernelpin.lock above the calling module
@@ -64,6 +70,8 @@ def load(repo_id: str, *, lock: str | os.PathLike | None = None, target: str | o
     directory) or the Hub cache, downloading missing ones unless HF_HUB_OFFLINE=1. Every file is
     verified against the lock before import; a modified file raises IntegrityError and is never imported.
     Only modules the lock lists are importable, compiled from the bytes that were hashed (kernelpin.loader).
+    `backend="cpu"` takes a CPU build on an accelerator's machine (as kernels' backend="cpu"); by default
+    the variant is the one `kernels.get_kernel` would choose.
     """
     if lock is not None:
         lock_path = Path(lock)
@@ -85,7 +93,8 @@ def load(repo_id: str, *, lock: str | os.PathLike | None = None, target: str | o
         raise KernelpinError(
             f"{repo_id} is not in {lock_path} (locked: {locked}); run `kernelpin add {repo_id}`"
         )
-    variant = choose_variant(kernel, _environment())
+    env = _environment() if backend is None else environment.with_backend(_environment(), backend)
+    variant = choose_variant(kernel, env)
     name = module_name(kernel.repo_id, kernel.commit, variant)
     if name in sys.modules:
         return sys.modules[name]
