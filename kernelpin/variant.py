@@ -244,18 +244,18 @@ def cuda_arch_covers(arch: str, device: tuple[int, int]) -> bool | None:
     return device[0] == built[0] and device[1] >= built[1]
 
 
-def arch_rejection(archs: Sequence[str] | None, env: Environment) -> str | None:
-    """Why a build listing `archs` cannot run on the GPU of `env`, or None: `kernels`' check_arch, which it
-    applies to the chosen variant only. Without archs or a known GPU nothing is checked; CUDA archs none
-    of which kernelpin can read are assumed to fit; a ROCm GPU's gfx name must be listed."""
+def arch_rejection(variant: Variant, archs: Sequence[str] | None, env: Environment) -> str | None:
+    """Why `variant`, listing `archs`, cannot run on the GPU of `env`, or None: `kernels`' check_arch, which it
+    applies to the chosen variant only, for CUDA and ROCm builds. Without archs or a known GPU nothing is
+    checked; CUDA archs none of which can be read are assumed to fit; a ROCm GPU's gfx name must be listed."""
     if not archs:
         return None
-    if env.selected.name == "cuda" and env.gpu_capability is not None:
+    if variant.backend.name == "cuda" and env.selected.name == "cuda" and env.gpu_capability is not None:
         covers = [cuda_arch_covers(arch, env.gpu_capability) for arch in archs]
         if all(cover is None for cover in covers) or any(covers):
             return None
         return f"compute capabilities {';'.join(archs)} do not cover this GPU's {_dotted(env.gpu_capability)}"
-    if env.selected.name == "rocm" and env.gpu_arch is not None:
+    if variant.backend.name == "rocm" and env.selected.name == "rocm" and env.gpu_arch is not None:
         gpu = env.gpu_arch.split(":")[0]  # gfx90a:sramecc+:xnack- -> gfx90a
         return None if gpu in archs else f"ROCm archs {';'.join(archs)} do not include this GPU's {gpu}"
     return None
@@ -344,8 +344,8 @@ def select(variants: Mapping[str, Sequence[str] | None], env: Environment) -> Se
     if not fitting:
         return Selection(None, rejected, _cpu_hint(variants, env))
     fitting.sort(key=lambda item: (preference(item[0]), item[1]))
-    (_, chosen), *others = fitting
-    arch_reason = arch_rejection(variants[chosen], env)
+    (best, chosen), *others = fitting
+    arch_reason = arch_rejection(best, variants[chosen], env)
     if arch_reason is not None:
         rejected[chosen] = arch_reason
         for _, other in others:

@@ -305,3 +305,9 @@ def test_preference_tie_breakers(environment, expected):
     ]
     assert order(names, environment) == expected
     assert order(reversed(names), environment) == expected  # the listing's order never matters
+
+
+def test_names_that_rank_alike_are_chosen_by_name_not_listing_order():
+    alike = ["tvm-ffi01-cpu-x86_64-linux", "tvm-ffi001-cpu-x86_64-linux"]  # both tvm-ffi 0.1, CPU
+    for names in (alike, alike[::-1]):
+        assert select(dict.fromkeys(names), env(tvm_ffi=(0, 1))).chosen == "tvm-ffi001-cpu-x86_64-linux"
