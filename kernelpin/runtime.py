@@ -19,11 +19,32 @@ from kernelpin.sync import Installer, choose_variant
 from kernelpin.variant import Environment
 
 
+def _other_owner(path: Path) -> int | None:
+    """The owner of `path` when it is neither this user nor root; None for those (and where there are no uids)."""
+    if not hasattr(os, "geteuid"):
+        return None
+    owner = path.stat().st_uid
+    return None if owner in (os.geteuid(), 0) else owner
+
+
 def find_lock(start: Path) -> Path | None:
+    """The nearest kernelpin.lock at or above `start`, trusting only what this user or root owns (as git's
+    safe.directory check does): the search stops at a directory another user owns, and a lock another user
+    owns is refused, since in a shared parent (/tmp, a group directory) anyone can plant one."""
     start = start.resolve()
     for directory in (start if start.is_dir() else start.parent, *start.parents):
-        if (directory / LOCKFILE).is_file():
-            return directory / LOCKFILE
+        if _other_owner(directory) is not None:
+            return None
+        candidate = directory / LOCKFILE
+        if candidate.is_file():
+            owner = _other_owner(candidate)
+            if owner is not None:
+                raise KernelpinError(
+                    f"{candidate} belongs to another user (uid {owner}), so it is not used: whoever can write "
+                    f"{directory} could have put it there. Pass load(..., lock='path/to/kernelpin.lock') to "
+                    "name your project's lock"
+                )
+            return candidate
     return None
 
 
@@ -81,7 +102,8 @@ def load(
         lock_path = (find_lock(caller) if caller else None) or find_lock(Path.cwd())
         if lock_path is None:
             raise KernelpinError(
-                f"no {LOCKFILE} found above {caller or Path.cwd()}; run `kernelpin lock` in your project "
+                f"no {LOCKFILE} found above {caller or Path.cwd()} (the search stops at a directory owned by "
+                "another user, as git's does); run `kernelpin lock` in your project "
                 "or pass load(..., lock='path/to/kernelpin.lock')"
             )
     pinned = read_lock_cached(lock_path)
