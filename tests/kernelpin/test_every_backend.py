@@ -10,7 +10,10 @@ import pytest
 from huggingface_hub import HfApi
 from packaging.version import Version
 
-from kernelpin import lockfile
+import kernelpin
+from kernelpin import lockfile, runtime
+from kernelpin.errors import KernelpinError, NoVariantError
+from kernelpin.variant import Environment
 from testkit.fake_kernel import ROCM_ARCHS, publish
 
 variants = pytest.importorskip("kernels.variants")
@@ -144,3 +147,17 @@ def test_a_cpu_build_on_a_cuda_machine_only_when_asked(new_repo, project, cli):
     status, out, err = cli("sync", "--json", "--torch", "2.13", "--backend", "cpu")
     assert status == 0, err
     assert json.loads(out)["synced"][0]["variant"] == "torch213-cxx11-cpu-x86_64-linux"
+
+
+def test_load_takes_a_cpu_build_on_a_cuda_machine_only_when_asked(new_repo, project, cli, monkeypatch):
+    """load() detects the machine from the running torch; a CUDA 11.8 machine is simulated at that edge."""
+    repo_id, repo = new_repo()
+    publish(repo, "1.0.0")
+    root = project(f'"{repo_id}" = "^1"\n')
+    assert cli("lock")[0] == 0
+    monkeypatch.setattr(runtime, "_environment", lambda: Environment(torch=(2, 13), cuda=(11, 8), gpu_capability=(9, 0)))
+    with pytest.raises(NoVariantError, match='kernelpin.load\\(..., backend="cpu"\\)'):
+        kernelpin.load(repo_id, lock=root)
+    assert kernelpin.load(repo_id, lock=root, backend="cpu").VARIANT == "torch213-cxx11-cpu-x86_64-linux"
+    with pytest.raises(KernelpinError, match="backend 'rocm71' is not this machine's"):
+        kernelpin.load(repo_id, lock=root, backend="rocm71")
