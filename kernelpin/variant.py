@@ -215,12 +215,13 @@ class Environment:
 
 @dataclass(frozen=True)
 class Selection:
-    """The chosen variant (None when nothing fits), why each other variant was passed over, and, when nothing
-    fits, what the user could ask for instead (`hint`, "" when nothing)."""
+    """The chosen variant (None when nothing fits), why each other variant was passed over, when nothing fits
+    what the user could ask for instead (`hint`, "" when nothing), and the ranking by name (`ranked`)."""
 
     chosen: str | None
     rejected: dict[str, str] = field(default_factory=dict)
     hint: str = ""
+    ranked: tuple[str, ...] = ()  # every variant that fits by name, best first (chosen first when it fits the GPU)
 
     def explain(self) -> str:
         lines = [f"  {name}: {reason}" for name, reason in sorted(self.rejected.items())]
@@ -344,16 +345,17 @@ def select(variants: Mapping[str, Sequence[str] | None], env: Environment) -> Se
     if not fitting:
         return Selection(None, rejected, _cpu_hint(variants, env))
     fitting.sort(key=lambda item: (preference(item[0]), item[1]))
+    ranked = tuple(name for _, name in fitting)
     (best, chosen), *others = fitting
     arch_reason = arch_rejection(best, variants[chosen], env)
     if arch_reason is not None:
         rejected[chosen] = arch_reason
         for _, other in others:
             rejected[other] = f"fits, but {chosen} comes first and (as in kernels) a build missing the GPU is not passed over"
-        return Selection(None, rejected)
+        return Selection(None, rejected, ranked=ranked)
     for _, other in others:
         rejected[other] = f"fits, but {chosen} is preferred"
-    return Selection(chosen, rejected)
+    return Selection(chosen, rejected, ranked=ranked)
 
 
 def _cpu_hint(variants: Mapping[str, Sequence[str] | None], env: Environment) -> str:

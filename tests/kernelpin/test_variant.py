@@ -305,6 +305,7 @@ def test_preference_tie_breakers(environment, expected):
     ]
     assert order(names, environment) == expected
     assert order(reversed(names), environment) == expected  # the listing's order never matters
+    assert select(dict.fromkeys(names), environment).ranked == tuple(expected)
 
 
 def test_names_that_rank_alike_are_chosen_by_name_not_listing_order():
