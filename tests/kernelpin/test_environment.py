@@ -58,12 +58,13 @@ def test_a_bad_description_is_one_clear_error(given, message):
 
 
 def test_detection_takes_only_cpu_or_its_own_backend():
-    """This machine's torch is a CPU build: --backend cpu is its own; an accelerator's needs a description."""
+    """Without a description, --backend is kernels' backend=: cpu or the detected torch's own, nothing else."""
     pytest.importorskip("torch")
     detected = describe()
-    assert detected == describe(backend="cpu")
-    with pytest.raises(KernelpinError, match="backend 'cu130' is not this machine's"):
-        describe(backend="cu130")
+    assert describe(backend=detected.selected.tag) == detected
+    assert describe(backend="cpu").selected == CPU
+    with pytest.raises(KernelpinError, match="backend 'rocm71' is not this machine's"):
+        describe(backend="rocm71")
     assert environment.with_backend(detected.__class__(torch=(2, 13), cuda=(13, 0), gpu_capability=(9, 0)),
                                     "cpu").selected == CPU
 
