@@ -13,6 +13,7 @@ from packaging.version import Version
 import kernelpin
 from kernelpin import lockfile, runtime
 from kernelpin.errors import KernelpinError, NoVariantError
+from kernelpin.metadata import MetadataError, parse_metadata
 from kernelpin.variant import Environment
 from testkit.fake_kernel import ROCM_ARCHS, publish
 
@@ -161,3 +162,26 @@ def test_load_takes_a_cpu_build_on_a_cuda_machine_only_when_asked(new_repo, proj
     assert kernelpin.load(repo_id, lock=root, backend="cpu").VARIANT == "torch213-cxx11-cpu-x86_64-linux"
     with pytest.raises(KernelpinError, match="backend 'rocm71' is not this machine's"):
         kernelpin.load(repo_id, lock=root, backend="rocm71")
+
+
+@pytest.mark.parametrize(
+    ("archs", "valid"),
+    [(["gfx90a", "gfx942"], True), (["8.0", "9.0a", "10.0f+PTX", "sm_120"], True), (["gfx942:sramecc+"], True),
+     (["../x"], False), (["a b"], False), (["x" * 65], False), ([9.0], False), ([""], False)],
+)
+def test_archs_in_metadata_and_lock(archs, valid, tmp_path):
+    """ROCm's gfx names and forms a newer kernel-builder may write are read (kernels assumes those fit);
+    what cannot be an arch name is refused, in metadata.json and in the lock alike."""
+    document = json.dumps({"version": 1, "backend": {"type": "rocm", "archs": archs}})
+    lock = tmp_path / "kernelpin.lock"
+    lock.write_text(
+        f'version = 2\n[[kernel]]\nrepo = "acme/k"\nrepo-type = "kernel"\nrequirement = 1\ncommit = "{"a" * 40}"\n'
+        f'[[kernel.variant]]\nname = "torch-rocm"\narchs = {json.dumps(archs)}\nfiles = []\n')
+    if valid:
+        assert parse_metadata(document, "m").archs == tuple(archs)
+        assert lockfile.read(lock).kernels[0].variants[0].archs == tuple(archs)
+    else:
+        with pytest.raises(MetadataError, match="backend.archs must list GPU archs"):
+            parse_metadata(document, "m")
+        with pytest.raises(KernelpinError, match="archs: must list GPU archs|archs.*must list GPU archs"):
+            lockfile.read(lock)
