@@ -58,18 +58,20 @@ NAMES = [
     "torch-stable-abi210-rocm71-x86_64-linux", "torch-stable-abi210-xpu20253-x86_64-linux",
     "torch-stable-abi210-metal-aarch64-darwin", "torch-stable-abi212-cu130-x86_64-windows",
     "torch-stable-abi210-cu130-aarch64-linux", "torch-stable-abi210-cann81-aarch64-linux",
+    "torch213-cxx11-neuron-x86_64-linux", "torch-stable-abi210-tpu-x86_64-linux",
     # tvm-ffi
     "tvm-ffi01-cu130-x86_64-linux", "tvm-ffi01-cu128-x86_64-linux", "tvm-ffi01-cpu-x86_64-linux",
     "tvm-ffi02-cu130-x86_64-linux", "tvm-ffi01-rocm71-x86_64-linux", "tvm-ffi01-metal-aarch64-darwin",
     # Python-only
-    *(f"torch-{name}" for name in ("universal", "cpu", "cuda", "rocm", "xpu", "metal", "npu")),
+    *(f"torch-{name}" for name in ("universal", "cpu", "cuda", "rocm", "xpu", "metal", "npu", "neuron", "tpu")),
     # names neither reads
     "torch213-cxx11-cu130-x86_64", "torch213-cuda-x86_64-linux", "tvm-ffi-cpu-x86_64-linux", "build",
 ]
 
 PLATFORMS = [("linux", "x86_64"), ("linux", "aarch64"), ("darwin", "aarch64"), ("windows", "x86_64")]
 BACKENDS = {
-    "linux": ["cpu", "cu118", "cu128", "cu129", "cu130", "cu131", "rocm70", "rocm71", "xpu20253", "cann81"],
+    "linux": ["cpu", "cu118", "cu128", "cu129", "cu130", "cu131", "rocm70", "rocm71", "xpu20253", "cann81", "neuron",
+              "tpu"],
     "darwin": ["cpu", "metal"],
     "windows": ["cpu", "cu130", "xpu20253"],
 }
@@ -127,7 +129,8 @@ def tie_order(names: Iterable[str]) -> list[str]:
 def _backend(backend: Backend):
     """The judge's backend object for kernelpin's."""
     if backend.version is None:
-        return {"cpu": kernels_backends.CPU, "metal": kernels_backends.Metal}[backend.name]()
+        return {"cpu": kernels_backends.CPU, "metal": kernels_backends.Metal, "neuron": kernels_backends.Neuron,
+                "tpu": kernels_backends.TPU}[backend.name]()
     version = Version(f"{backend.version[0]}.{backend.version[1]}")
     return {"cuda": kernels_backends.CUDA, "rocm": kernels_backends.ROCm, "xpu": kernels_backends.XPU,
             "cann": kernels_backends.CANN}[backend.name](version=version)

@@ -30,8 +30,8 @@ MACHINES = machines()
 
 
 def test_grid_covers_every_backend_and_kind():
-    assert len(MACHINES) > 700 and DEVIATIONS == ("TIES",)
-    assert {env.selected.name for env in MACHINES} == {"cpu", "cuda", "rocm", "xpu", "metal", "cann"}
+    assert len(MACHINES) > 800 and DEVIATIONS == ("TIES",)
+    assert {env.selected.name for env in MACHINES} == {"cpu", "cuda", "rocm", "xpu", "metal", "cann", "neuron", "tpu"}
     assert {Variant.parse(name).framework for name in NAMES if parses(name)} == {
         "torch", "torch-stable-abi", "tvm-ffi", "noarch"}
     assert len([name for name in NAMES if not parses(name)]) == 4
@@ -86,6 +86,9 @@ TORCHES = {
     "mps": dict(cuda=None, hip=None, mps=True, xpu=None),
     "xpu": dict(cuda=None, hip=None, mps=False, xpu="20250301"),
     "cpu": dict(cuda=None, hip=None, mps=False, xpu=None),
+    "npu": dict(cuda=None, hip=None, mps=False, xpu=None, privateuse="npu"),
+    "neuron": dict(cuda="12.8", hip=None, mps=False, xpu=None, neuron=True),  # before CUDA, as kernels checks
+    "tpu": dict(cuda=None, hip=None, mps=False, xpu=None, tpu=True),
 }
 SYSTEMS = {"linux": ("Linux", "x86_64", ""), "linux-arm": ("Linux", "aarch64", ""),
            "mac26": ("Darwin", "arm64", "26.1"), "mac15": ("Darwin", "arm64", "15.5"),
@@ -94,14 +97,19 @@ SYSTEMS = {"linux": ("Linux", "x86_64", ""), "linux-arm": ("Linux", "aarch64", "
 
 def simulated_torch(kind: str, cxx11: bool) -> SimpleNamespace:
     spec = TORCHES[kind]
-    return SimpleNamespace(
+    torch = SimpleNamespace(
         __version__="2.13.1+x",
         version=SimpleNamespace(cuda=spec["cuda"], hip=spec["hip"], xpu=spec["xpu"]),
         backends=SimpleNamespace(mps=SimpleNamespace(is_available=lambda: spec["mps"])),
         cuda=SimpleNamespace(is_available=lambda: False),
         compiled_with_cxx11_abi=lambda: cxx11,
-        _C=SimpleNamespace(_get_privateuse1_backend_name=lambda: "privateuseone"),
+        _C=SimpleNamespace(_get_privateuse1_backend_name=lambda: spec.get("privateuse", "privateuseone")),
     )
+    if spec.get("tpu"):
+        torch.backends.tpu = SimpleNamespace()
+    if spec.get("neuron"):
+        torch.neuron = SimpleNamespace()
+    return torch
 
 
 @pytest.mark.parametrize("system", SYSTEMS)
@@ -110,6 +118,10 @@ def simulated_torch(kind: str, cxx11: bool) -> SimpleNamespace:
 def test_detection_chooses_what_kernels_chooses(monkeypatch, system, kind, cxx11):
     name, machine, mac = SYSTEMS[system]
     monkeypatch.setitem(sys.modules, "torch", simulated_torch(kind, cxx11))
+    collect_env = SimpleNamespace(get_cann_version=lambda: "8.1.RC1")  # what torch_npu reports
+    for module in ("torch_npu", "torch_npu.utils"):
+        monkeypatch.setitem(sys.modules, module, SimpleNamespace(utils=SimpleNamespace(collect_env=collect_env)))
+    monkeypatch.setitem(sys.modules, "torch_npu.utils.collect_env", collect_env)
     monkeypatch.setattr("platform.system", lambda: name)
     monkeypatch.setattr("platform.machine", lambda: machine)
     monkeypatch.setattr("platform.mac_ver", lambda: (mac, ("", "", ""), ""))
