@@ -5,6 +5,7 @@ variant `kernels` chooses for that machine from the same Hub listing (its own ge
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 from huggingface_hub import HfApi
@@ -16,6 +17,7 @@ from kernelpin.errors import KernelpinError, NoVariantError
 from kernelpin.metadata import MetadataError, parse_metadata
 from kernelpin.variant import Environment
 from testkit.fake_kernel import ROCM_ARCHS, publish
+from testkit.releasing import hub_env, run
 
 variants = pytest.importorskip("kernels.variants")
 from kernels.backends import CPU, CUDA, XPU, Metal, ROCm  # noqa: E402
@@ -185,3 +187,18 @@ def test_archs_in_metadata_and_lock(archs, valid, tmp_path):
             parse_metadata(document, "m")
         with pytest.raises(KernelpinError, match="archs: must list GPU archs|archs.*must list GPU archs"):
             lockfile.read(lock)
+
+
+def test_load_imports_the_build_kernels_get_kernel_imports(every_kind, hub, project, cli, tmp_path):
+    """On this machine (detected: its torch, OS and CPU), kernels.get_kernel in its own process and
+    kernelpin.load import the same build of the every-kind repository."""
+    repo_id, commit = every_kind
+    root = project(f'"{repo_id}" = "^1"\n')
+    assert cli("lock")[0] == 0
+    env = hub_env(hub.endpoint, tmp_path / "kernels-home")
+    del env["HF_HUB_DISABLE_TELEMETRY"]  # kernels 0.17.2 then sends a User-Agent httpx rejects
+    code = ("import kernels; module = kernels.get_kernel(%r, revision=%r, trust_remote_code=True); "
+            "print(module.VARIANT)" % (repo_id, commit))
+    theirs = run([sys.executable, "-c", code], env=env).stdout.split()[-1]
+    assert theirs in EVERY_KIND  # torch213-cxx11-cpu-x86_64-linux on CI's machine
+    assert kernelpin.load(repo_id, lock=root).VARIANT == theirs
