@@ -352,7 +352,7 @@ def select(variants: Mapping[str, Sequence[str] | None], env: Environment) -> Se
         rejected[chosen] = arch_reason
         for _, other in others:
             rejected[other] = f"fits, but {chosen} comes first and (as in kernels) a build missing the GPU is not passed over"
-        return Selection(None, rejected, ranked=ranked)
+        return Selection(None, rejected, _cpu_hint(variants, env), ranked)
     for _, other in others:
         rejected[other] = f"fits, but {chosen} is preferred"
     return Selection(chosen, rejected, ranked=ranked)

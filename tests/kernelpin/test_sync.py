@@ -35,6 +35,7 @@ def test_no_fitting_variant_lists_every_variant_and_why(img2gray, project, cli):
     # The CUDA build kernels would choose does not cover sm_75: refused, as kernels refuses it (no CPU fallback).
     assert status == 1
     assert "torch213-cxx11-cu130-x86_64-linux: compute capabilities 8.0;9.0;12.0+PTX do not cover this GPU's 7.5" in err
+    assert "A CPU build fits (torch213-cxx11-cpu-x86_64-linux): ask for it with `kernelpin sync --backend cpu`" in err
     assert cli("sync", "--torch", "2.13", "--backend", "cpu")[0] == 0
     status, _, err = cli("sync", "--torch", "2.11")
     assert status == 1
