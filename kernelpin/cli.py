@@ -14,10 +14,9 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from kernelpin import lockfile
+from kernelpin import environment, lockfile
 from kernelpin.errors import KernelpinError
 from kernelpin.integrity import write_atomic
-from kernelpin.layout import BUILD_DIR
 from kernelpin.project import Project, find_project, read_requirements, remove_requirement, set_requirement
 from kernelpin.ranges import Range, RangeError
 from kernelpin.resolve import resolve, tag_versions
@@ -171,15 +170,9 @@ def _locked_for_sync(ctx: Context) -> lockfile.Lock:
 
 
 def cmd_sync(ctx: Context) -> int:
-    from kernelpin import environment
-
     args = ctx.args
     locked = _locked_for_sync(ctx)
-    env = None if args.all_variants else environment.current(args.torch, args.cuda, args.gpu_capability)
-    if args.json:
-        from huggingface_hub.utils import disable_progress_bars
-
-        disable_progress_bars()
+    env = None if args.all_variants else environment.current(vars(args))
     target = Path(args.target).resolve() if args.target else None
     results = sync(locked, Installer(ctx.source, target), env, all_variants=args.all_variants)
     if args.json:
@@ -316,7 +309,7 @@ def cmd_verify(ctx: Context) -> int:
             if linked is not None:  # what it points to is not kernelpin's: never listed nor hashed
                 report.append({"repo": kernel.repo_id, "variant": variant.name, "path": str(linked), "status": "link"})
                 continue
-            found = {f.path: installer.present(kernel, f"{BUILD_DIR}/{variant.name}/{f.path}") for f in variant.files}
+            found = {f.path: installer.present(kernel, variant.name, f) for f in variant.files}
             # Sync installs one variant per environment: one not installed at all is no problem, a missing file
             # of an installed one is (load would need the network for it).
             installed = any(path is not None for path in found.values())
@@ -471,9 +464,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="use the lock as it is, resolving nothing; may still download (cargo's --frozen implies --offline)")
     sync_parser.add_argument("--all-variants", action="store_true", help="every locked variant, not only this environment's")
     sync_parser.add_argument("--target", metavar="DIR", help="vendor into DIR (DIR/<org>/<name>/<commit>/build/<variant>)")
-    sync_parser.add_argument("--torch", metavar="X.Y", help="select for this torch instead of detecting it")
-    sync_parser.add_argument("--cuda", metavar="X.Y|none", help="with --torch: the system CUDA (default none)")
-    sync_parser.add_argument("--gpu-capability", metavar="X.Y", help="with --torch: the GPU's compute capability")
+    environment.add_arguments(sync_parser)
     sync_parser.add_argument("--json", action="store_true", help="machine-readable output")
     sync_parser.set_defaults(run=cmd_sync)
 

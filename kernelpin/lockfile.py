@@ -46,7 +46,7 @@ class LockedVariant:
     name: str
     files: tuple[LockedFile, ...]
     backend: str | None = None  # "cpu", "cuda", ... from metadata.json when present
-    archs: tuple[str, ...] | None = None  # compute capabilities from metadata.json when present
+    archs: tuple[str, ...] | None = None  # backend.archs of metadata.json when present (CUDA or gfx names)
 
     def file(self, path: str) -> LockedFile | None:
         return next((f for f in self.files if f.path == path), None)
@@ -238,7 +238,7 @@ def _parse_variant(table: Any, where: str) -> LockedVariant:
     entry.where = f"{where} ({name})"
     archs = entry.get("archs", list, required=False)
     if archs is not None and not all(isinstance(arch, str) and is_arch(arch) for arch in archs):
-        raise entry.fail("archs", "must list compute capabilities such as \"8.0\", \"9.0a\", \"12.0+PTX\"")
+        raise entry.fail("archs", "must list GPU archs such as \"8.0\", \"9.0a\", \"12.0+PTX\", \"gfx942\"")
     files = []
     for index, item in enumerate(entry.get("files", list)):
         file = _Entry(item, f"{entry.where} file #{index + 1}")

@@ -16,7 +16,8 @@ from kernelpin.errors import KernelpinError
 from kernelpin.layout import LOCKFILE
 from kernelpin.loader import import_verified
 from kernelpin.source import HubSettings, HubSource
-from kernelpin.sync import Installer, choose_variant
+from kernelpin.store import Store
+from kernelpin.sync import choose_variant
 from kernelpin.variant import Environment
 
 
@@ -90,7 +91,13 @@ def _module_lock(name: str) -> threading.RLock:
         return _module_locks.setdefault(name, threading.RLock())
 
 
-def load(repo_id: str, *, lock: str | os.PathLike | None = None, target: str | os.PathLike | None = None) -> ModuleType:
+def load(
+    repo_id: str,
+    *,
+    lock: str | os.PathLike | None = None,
+    target: str | os.PathLike | None = None,
+    backend: str | None = None,
+) -> ModuleType:
     """Import the kernel `repo_id` as the project's kernelpin.lock pins it.
 
     The lock is `lock` (a file or its directory) or the nearest kernelpin.lock above the calling module
@@ -98,6 +105,8 @@ def load(repo_id: str, *, lock: str | os.PathLike | None = None, target: str | o
     directory) or the Hub cache, downloading missing ones unless HF_HUB_OFFLINE=1. Every file is
     verified against the lock before import; a modified file raises IntegrityError and is never imported.
     Only modules the lock lists are importable, compiled from the bytes that were hashed (kernelpin.loader).
+    `backend="cpu"` takes a CPU build on an accelerator's machine (as kernels' backend="cpu"); by default
+    the variant is the one `kernels.get_kernel` would choose.
     """
     if lock is not None:
         lock_path = Path(lock)
@@ -120,13 +129,14 @@ def load(repo_id: str, *, lock: str | os.PathLike | None = None, target: str | o
         raise KernelpinError(
             f"{repo_id} is not in {lock_path} (locked: {locked}); run `kernelpin add {repo_id}`"
         )
-    variant = choose_variant(kernel, _environment())
+    env = _environment() if backend is None else environment.with_backend(_environment(), backend)
+    variant = choose_variant(kernel, env)
     name = module_name(kernel.repo_id, kernel.commit, variant)
     with _module_lock(name):
         if name in sys.modules:
             return sys.modules[name]
         target = target or os.environ.get("KERNELPIN_TARGET") or None
-        installer = Installer(HubSource(HubSettings.from_env()), Path(target) if target else None)
         # Verifies every file (downloading missing ones); needs only read access when all are present.
-        directory = installer.install(kernel, variant, repair=False).directory
+        directory = Store(HubSource(HubSettings.from_env()), Path(target) if target else None).ensure_variant(
+            kernel, variant).directory
         return import_verified(name, directory, kernel.variant(variant), f"{kernel.label} ({variant})")
