@@ -9,7 +9,6 @@ import os
 import stat
 import subprocess
 import tempfile
-from pathlib import Path
 
 import pytest
 
