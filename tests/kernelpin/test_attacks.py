@@ -20,7 +20,6 @@ import kernelpin
 from kernelpin import lockfile
 from kernelpin.errors import IntegrityError, KernelpinError
 from kernelpin.hubclient import capped_timeouts
-from kernelpin.integrity import write_atomic
 from kernelpin.runtime import module_name
 from kernelpin.listing import remote_file
 from kernelpin.store import Store
@@ -627,16 +626,3 @@ def test_a_listing_with_fields_the_lock_would_refuse_is_refused_when_read(size, 
 def test_a_well_formed_listing_entry_is_kept_as_given():
     entry = remote_file("build/v/_ops.so", 10, "a" * 40, "b" * 64, "acme/x at 0123456789ab")
     assert (entry.path, entry.size, entry.blob_id, entry.lfs_sha256) == ("build/v/_ops.so", 10, "a" * 40, "b" * 64)
-
-
-def test_an_edited_pyproject_that_is_a_link_stays_a_link(tmp_path):
-    # Failed before: the atomic rename replaced the link by a plain file and left its target unchanged.
-    shared = tmp_path / "shared" / "pyproject.toml"
-    shared.parent.mkdir()
-    shared.write_text("[project]\n")
-    link = tmp_path / "app" / "pyproject.toml"
-    link.parent.mkdir()
-    link.symlink_to(shared)
-    write_atomic(link, "[project]\nname = 'app'\n")
-    assert link.is_symlink() and link.resolve() == shared.resolve()
-    assert shared.read_text() == "[project]\nname = 'app'\n"

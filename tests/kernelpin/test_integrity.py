@@ -29,6 +29,7 @@ from kernelpin.spec import parse_requirement
         ("/etc/passwd", "is absolute"),
         ("C:/x", "is absolute"),
         ("C:x", "is absolute"),
+        ("C:", "is absolute"),
         ("..", "contains '..', '.' or an empty component"),
         ("a/../../b", "contains '..', '.' or an empty component"),
         (".", "contains '..', '.' or an empty component"),
@@ -102,6 +103,19 @@ def test_write_atomic_writes_its_temporary_file_beside_the_target(tmp_path, monk
     target.chmod(0o640)
     write_atomic(target, "newer\n")
     assert target.read_text() == "newer\n" and stat.S_IMODE(target.stat().st_mode) == 0o640
+
+
+def test_an_edited_pyproject_that_is_a_link_stays_a_link(tmp_path):
+    # Failed before: the atomic rename replaced the link by a plain file and left its target unchanged.
+    shared = tmp_path / "shared" / "pyproject.toml"
+    shared.parent.mkdir()
+    shared.write_text("[project]\n")
+    link = tmp_path / "app" / "pyproject.toml"
+    link.parent.mkdir()
+    link.symlink_to(shared)
+    write_atomic(link, "[project]\nname = 'app'\n")
+    assert link.is_symlink() and link.resolve() == shared.resolve()
+    assert shared.read_text() == "[project]\nname = 'app'\n"
 
 
 def test_write_atomic_leaves_the_old_file_and_no_temporary_when_it_fails(tmp_path, monkeypatch):

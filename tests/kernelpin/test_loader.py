@@ -177,7 +177,8 @@ def test_only_listed_modules_are_imported_and_a_listed_package_wins_over_a_modul
     (directory / "planted.py").write_text("VALUE = 'planted'\n")  # on disk, not in the lock
     module = import_verified(name, directory, variant, "acme/x 1.0.0")
     assert module.VALUE == 11 and module.__file__ == str(directory / "__init__.py")
-    assert module.sub.__file__ == str(directory / "sub" / "__init__.py")
+    assert module.sub.__file__ == str(directory / "sub" / "__init__.py") and hasattr(module.sub, "__path__")
+    assert not hasattr(module.helper, "__path__")  # a module, not a package: nothing is imported below it
     with pytest.raises(ModuleNotFoundError, match=rf"{name}.planted: acme/x 1.0.0 lists no such module, so it is not "
                                                    rf"imported from {directory}"):
         importlib.import_module(f"{name}.planted")
@@ -246,3 +247,27 @@ def test_source_read_again_after_the_import_is_the_verified_source(tmp_path, imp
     (directory / "__init__.py").write_bytes(b"def kernel(x):\n    return __import__('os').system('evil')\n")
     linecache.checkcache()  # what traceback and inspect call before reading
     assert inspect.getsource(module.kernel) == "def kernel(x):\n    return x + 1\n"
+    assert module.kernel.__code__.co_filename == str(directory / "__init__.py")
+
+
+def test_a_failed_import_forgets_every_module_it_imported(tmp_path, imported):
+    files = {"__init__.py": b"from . import helper\nraise RuntimeError('init failed after importing helper')\n",
+             "helper.py": b"VALUE = 1\n"}
+    directory, variant, name = variant_on_disk(tmp_path, files)
+    imported.append(name)
+    with pytest.raises(RuntimeError, match="init failed"):
+        import_verified(name, directory, variant, "acme/x 1.0.0")
+    assert [key for key in sys.modules if key == name or key.startswith(name + ".")] == []
+
+
+def test_only_shared_libraries_are_rehashed_before_the_package_runs(tmp_path, imported):
+    # A directory named like a library version (x.so.d/) holds data: changing it does not stop the import.
+    files = {"__init__.py": b"RAN = True\n", "x.so.d/notes.txt": b"notes\n", "lib/libx.so.2": b"\x7fELF\n"}
+    directory, variant, name = variant_on_disk(tmp_path, files)
+    imported.append(name)
+    (directory / "x.so.d" / "notes.txt").write_bytes(b"edited\n")
+    assert import_verified(name, directory, variant, "acme/x 1.0.0").RAN
+    del sys.modules[name]
+    (directory / "lib" / "libx.so.2").write_bytes(b"\x7fELF swapped\n")
+    with pytest.raises(IntegrityError, match=r"lib/libx.so.2: size"):
+        import_verified(name, directory, variant, "acme/x 1.0.0")
