@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -58,6 +59,15 @@ def ensure_mutmut(venv: Path) -> Path:
     # Appended after mutmut's own site-packages: its pinned dependencies win, the project's fill the rest.
     (Path(site) / "project-environment.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     return executable
+
+
+MEMORY_LIMIT = 3 << 30  # bytes of address space per process: a mutant that loops appending (e.g. in _tokenize) stops there
+
+
+def limit_memory() -> None:
+    """In mutmut and the mutant processes it forks: a runaway mutant fails with MemoryError (and counts as
+    killed) instead of filling a shared machine's memory."""
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
 
 
 def mutmut_config(modules: Sequence[str], tests: Sequence[str]) -> str:
@@ -126,7 +136,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     prepare(args.work, args.modules, args.tests)
     # The copy's code, never a checkout's that PYTHONPATH may name.
     env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
-    subprocess.run([str(mutmut), "run", "--max-children", str(args.max_children)], cwd=args.work, env=env, check=True)
+    subprocess.run([str(mutmut), "run", "--max-children", str(args.max_children)], cwd=args.work, env=env, check=True,
+                   preexec_fn=limit_memory)
     results = subprocess.run([str(mutmut), "results", "--all", "true"], cwd=args.work, env=env, capture_output=True,
                              text=True, check=True).stdout
     by_module, survivors = scores(results)
