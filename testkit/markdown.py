@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # A block is skipped by the doc tests only where the document says why, in a comment just above the fence.
-NOT_RUN = re.compile(r"<!--\s*not run by (?P<by>\S+?):\s*(?P<reason>.+?)\s*-->\s*$")
+COMMENT = re.compile(r"<!--\s*(?P<text>.+?)\s*-->\s*$")
+NOT_RUN = re.compile(r"not run by (?P<by>\S+?):\s*(?P<reason>.+)$")
 FENCE = re.compile(r"^(?P<indent>[ \t]*)```(?P<language>[\w+-]*)\s*$")
 
 
@@ -17,7 +18,13 @@ class CodeBlock:
     line: int  # of the opening fence, 1-based
     language: str
     text: str
-    not_run: str | None  # the stated reason, when the document marks the block as not run
+    comment: str | None  # an HTML comment on the line above the fence: how the doc tests are to treat it
+
+    @property
+    def not_run(self) -> str | None:
+        """The stated reason, when the document marks the block as not run."""
+        marker = NOT_RUN.match(self.comment or "")
+        return marker["reason"] if marker else None
 
     @property
     def where(self) -> str:
@@ -39,8 +46,8 @@ def code_blocks(path: Path) -> list[CodeBlock]:
             raise ValueError(f"{path.name}:{index + 1}: code fence never closed")
         body = [line[len(indent):] if line.startswith(indent) else line for line in lines[index + 1:end]]
         previous = next((lines[i] for i in range(index - 1, -1, -1) if lines[i].strip()), "")
-        marker = NOT_RUN.search(previous)
+        comment = COMMENT.search(previous)
         blocks.append(CodeBlock(path, index + 1, opening["language"], "\n".join(body) + "\n",
-                                marker["reason"] if marker else None))
+                                comment["text"] if comment else None))
         index = end + 1
     return blocks
