@@ -141,3 +141,25 @@ def test_local_hub_walkthrough(checkout_build: Path, tmp_path: Path) -> None:
         server.send_signal(signal.SIGTERM)
         server.communicate(timeout=60)
     assert server.returncode == 0
+
+
+def _shape(value: object) -> object:
+    """The keys of a JSON document, recursively (file names under digest.files aside: they name the build)."""
+    if isinstance(value, dict):
+        return {key: (type(item).__name__ if key == "files" else _shape(item)) for key, item in value.items()}
+    return type(value).__name__
+
+
+def test_design_shows_the_metadata_json_a_build_writes(checkout_build: Path) -> None:
+    # Failed before: DESIGN.md showed "version": "0.1.0" and hex digests, not what compose writes.
+    import json
+
+    [block] = [b for b in code_blocks(ROOT / "docs" / "DESIGN.md") if (b.comment or "").startswith("checked by")]
+    shown = json.loads(block.text)
+    built = json.loads((checkout_build / "metadata.json").read_text())
+    if built["backend"]["type"] == "cuda":  # the doc shows the CPU build; a CUDA one adds its archs and version
+        built["backend"], built["provenance"]["cuda"] = shown["backend"], shown["provenance"]["cuda"]
+    assert _shape(shown) == _shape(built)
+    assert isinstance(shown["version"], int) and shown["semver"].count(".") == 2
+    digest = next(iter(shown["digest"]["files"].values()))
+    assert len(digest) == 44 and digest.endswith("=")  # base64 of 32 bytes, not 64 hex digits
