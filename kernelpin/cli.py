@@ -20,7 +20,6 @@ from rich.table import Table
 from kernelpin import lockfile
 from kernelpin.errors import KernelpinError
 from kernelpin.integrity import write_atomic
-from kernelpin.layout import BUILD_DIR
 from kernelpin.project import Project, find_project, read_requirements, remove_requirement, set_requirement
 from kernelpin.ranges import Range, RangeError
 from kernelpin.resolve import resolve, tag_versions
@@ -230,10 +229,6 @@ def cmd_sync(ctx: Context) -> int:
     args = ctx.args
     locked = _locked_for_sync(ctx)
     env = None if args.all_variants else environment.current(args.torch, args.cuda, args.gpu_capability)
-    if args.json:
-        from huggingface_hub.utils import disable_progress_bars
-
-        disable_progress_bars()
     target = Path(args.target).resolve() if args.target else None
     installer = Installer(ctx.source, target)
     if args.dry_run:
@@ -445,7 +440,7 @@ def cmd_verify(ctx: Context) -> int:
         for variant in kernel.variants:
             for locked_file in variant.files:
                 # Sync installs one variant (lock downloads only files without a digest): judged file by file.
-                path = installer.present(kernel, f"{BUILD_DIR}/{variant.name}/{locked_file.path}")
+                path = installer.present(kernel, variant.name, locked_file)
                 if path is None:
                     continue
                 try:
