@@ -268,8 +268,7 @@ def _sync_dry_run(ctx: Context, locked: lockfile.Lock, installer: Installer, env
         for name in names:
             variant = kernel.variant(name)
             assert variant is not None
-            missing = [f.path for f in variant.files
-                       if installer.present(kernel, f"{BUILD_DIR}/{name}/{f.path}") is None]
+            missing = [f.path for f in variant.files if installer.present(kernel, name, f) is None]
             rows.append({"repo": kernel.repo_id, "variant": name, "missing": missing,
                          "directory": str(installer.variant_directory(kernel, name))})
     if ctx.args.json:
