@@ -20,14 +20,16 @@ BLOCKS = code_blocks(ROOT / "README.md")
 
 
 def _blocks(language: str) -> list:
-    return [pytest.param(block, id=block.where) for block in BLOCKS if block.language == language and not block.not_run]
+    runnable = [pytest.param(block, id=block.where) for block in BLOCKS if block.language == language and not block.not_run]
+    return runnable or [pytest.param(None, id="none", marks=pytest.mark.skip(
+        reason=f"README.md has no ```{language} block to run (any it has is marked not run, with the reason)"))]
 
 
 def test_every_block_runs_or_says_why_not() -> None:
     runnable = {"python", "toml", "bash"}
     for block in BLOCKS:
         assert block.language in runnable or block.not_run, f"{block.where}: a ```{block.language} block no test runs"
-    assert _blocks("python"), "the Quick start is a python block"
+    assert any(b.language == "python" and not b.not_run for b in BLOCKS), "the Quick start is a python block"
 
 
 def _python_env(checkout_build: Path) -> dict[str, str]:
