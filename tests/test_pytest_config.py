@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib
 import re
 import subprocess
-import sys
 import tomllib
 import warnings
 from pathlib import Path
