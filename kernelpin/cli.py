@@ -52,6 +52,14 @@ class Context:
             return Table(*columns, title=title)
         return Table(*columns, title=title, box=None, show_edge=False, pad_edge=False, title_justify="left")
 
+    def show(self, table: Table) -> None:
+        if self.out.is_terminal:
+            self.out.print(table)
+            return
+        with self.out.capture() as captured:  # rich pads every cell to the column width; a pipe gets no trailing blanks
+            self.out.print(table)
+        self.out.print("\n".join(line.rstrip() for line in captured.get().splitlines()))
+
     def fail(self, message: str) -> int:
         """An error: one line on stderr, and with --json also {"error": message} on stdout (exit 1)."""
         if getattr(self.args, "json", False):
@@ -396,7 +404,7 @@ def cmd_outdated(ctx: Context) -> int:
     for row in rows:
         table.add_row(row["repo"], describe_value(row["requirement"]), row["locked"] or "-",
                       row["newest_satisfying"] or "-", row["newest"] or "-")
-    ctx.out.print(table)
+    ctx.show(table)
     return 0
 
 
@@ -420,7 +428,7 @@ def cmd_versions(ctx: Context) -> int:
     for row in rows:
         satisfies = {None: "", True: "yes", False: "no"}[row["satisfies"]]
         table.add_row(row["version"], row["tag"], row["commit"][:12], satisfies, "*" if row["locked"] else "")
-    ctx.out.print(table)
+    ctx.show(table)
     if ignored:
         ctx.note(f"ignored tags (not versions): {', '.join(ignored)}")
     return 0
@@ -547,7 +555,7 @@ def cmd_cache(ctx: Context) -> int:
         table.add_row(row["repo"], row["repo_type"], row["commit"][:12], _size(row["size"]),
                       "yes" if row["locked"] else "no")
     if shown:
-        ctx.out.print(table)
+        ctx.show(table)
     total = _size(sum(row["size"] for row in unused))
     if not prune:
         ctx.out.print(f"{len(rows)} revisions, {_size(sum(row['size'] for row in rows))}; {len(unused)} not used by "

@@ -180,3 +180,11 @@ def test_cache_lists_and_prunes_what_the_lock_does_not_use(img2gray, project, cl
     assert status == 0 and "deleted 1 revisions" in out
     assert [r["locked"] for r in json.loads(cli("cache", "--json")[1])["revisions"]] == [True]
     assert cli("verify")[0] == 0 and lockfile.read(root / "kernelpin.lock").kernels[0].version == "0.2.0"
+
+
+def test_plain_tables_have_no_trailing_blanks(img2gray, project, cli):
+    project('"acme/img2gray" = "^0.1"\n')
+    assert cli("lock")[0] == 0
+    status, out, _ = cli("outdated")
+    assert status == 0 and out.splitlines()[1].split() == ["acme/img2gray", "^0.1", "0.1.1", "0.1.1", "0.2.0"]
+    assert all(line == line.rstrip() for line in out.splitlines())
