@@ -47,12 +47,14 @@ def main(argv: list[str] | None = None) -> int:
     root = args.root or Path(tempfile.mkdtemp(prefix="kernelpin-local-hub-"))
     root.mkdir(parents=True, exist_ok=True)
     hub = HubServer(root, trusted_publishers=("acme",))
-    print(f"building this checkout's operator and releasing it on a local Hub in {root} ...", flush=True)
+    what = args.variant or "this checkout's operator (building it into build/dev)"
+    print(f"releasing {what} on a local Hub in {root} ...", flush=True)
     tag = publish_checkout(hub, root, args.variant)
     try:
         hub.start(args.port)
     except RuntimeError as error:
-        sys.exit(f"error: {error} (is port {args.port} taken? give another with --port)")
+        hint = f" (is port {args.port} taken? give another with --port)" if "port" in str(error) or "exited" in str(error) else ""
+        sys.exit(f"error: {error}{hint}")
     print(f"serving {REPO_ID} {tag} (this checkout's CPU build) on a local Hub; in another shell:", flush=True)
     print(f"  export HF_ENDPOINT={hub.endpoint}", flush=True)
     print("Ctrl-C stops it.", flush=True)

@@ -119,7 +119,7 @@ def _walkthrough(step: str):
 
 def test_dev_hub_is_the_local_hub_module() -> None:
     assert _walkthrough("serve").text.split("#")[0].split() == ["./dev", "hub"]
-    assert 'exec python -m testkit.local_hub "$@"' in (ROOT / "dev").read_text()
+    assert 'exec python -m testkit.local_hub --variant build/dev/img2gray "$@"' in (ROOT / "dev").read_text()
 
 
 def test_local_hub_walkthrough(checkout_build: Path, tmp_path: Path) -> None:
