@@ -20,9 +20,9 @@ from kernelpin.errors import KernelpinError
 from kernelpin.integrity import write_atomic
 from kernelpin.layout import BUILD_DIR
 from kernelpin.project import Project, find_project, read_requirements, remove_requirement, set_requirement
-from kernelpin.ranges import Range, RangeError
+from kernelpin.ranges import Range, RangeError, Version
 from kernelpin.resolve import resolve, tag_versions
-from kernelpin.source import HubSettings, HubSource
+from kernelpin.source import HubSettings, HubSource, Refs
 from kernelpin.spec import Requirement, check_repo_id, describe_value
 from kernelpin.sync import Installer, SyncedVariant, sync, unlisted_entries
 
@@ -260,24 +260,40 @@ def cmd_outdated(ctx: Context) -> int:
     rows = []
     for requirement in ctx.requirements():
         current = locked.kernel(requirement.repo_id) if locked else None
-        versions, _ = tag_versions(ctx.source.refs(requirement.repo_id, requirement.repo_type).tags)
+        refs = ctx.source.refs(requirement.repo_id, requirement.repo_type)
+        versions, _ = tag_versions(refs.tags)
         releases = [v for v in versions if not v.is_prerelease]
-        satisfying = requirement.range.best(versions) if requirement.range is not None else None
-        rows.append({
+        row = {
             "repo": requirement.repo_id, "requirement": requirement.value,
-            "locked": current.version if current else None,
-            "newest_satisfying": None if satisfying is None else str(satisfying),
-            "newest": str(max(releases)) if releases else None,
-        })
+            "locked": None if current is None else current.version or _short_pin(current.ref, current.commit),
+            "newest_satisfying": None, "newest": str(max(releases)) if releases else None,
+        }
+        if requirement.branch is not None:  # `= N`: the newest is the branch head, which moves without a tag
+            head = refs.branches.get(requirement.branch)
+            at_head = [v for v, tag in versions.items() if refs.tags[tag] == head]
+            if head is not None:
+                row["newest_satisfying"] = str(max(at_head)) if at_head else _short_pin(f"refs/heads/{requirement.branch}", head)
+            row["branch_moved"] = current is not None and head is not None and head != current.commit
+        elif requirement.range is not None and (satisfying := requirement.range.best(versions)) is not None:
+            row["newest_satisfying"] = str(satisfying)
+        rows.append(row)
     if ctx.args.json:
         _emit_json(rows)
         return 0
     table = Table("kernel", "requirement", "locked", "newest satisfying", "newest")
     for row in rows:
+        newest_satisfying = row["newest_satisfying"] or "-"
+        if row.get("branch_moved"):
+            newest_satisfying += " (branch moved: `kernelpin lock --upgrade-package` follows it)"
         table.add_row(row["repo"], describe_value(row["requirement"]), row["locked"] or "-",
-                      row["newest_satisfying"] or "-", row["newest"] or "-")
+                      newest_satisfying, row["newest"] or "-")
     ctx.out.print(table)
     return 0
+
+
+def _short_pin(ref: str | None, commit: str) -> str:
+    """`v1@0123456789ab`: a branch (or commit) pin that no release tag names."""
+    return f"{ref.rpartition('/')[2]}@{commit[:12]}" if ref else commit[:12]
 
 
 def cmd_versions(ctx: Context) -> int:
@@ -288,7 +304,7 @@ def cmd_versions(ctx: Context) -> int:
     locked = ctx.lock()
     locked_kernel = locked.kernel(repo_id) if locked else None
     rows = [{"version": str(v), "tag": versions[v], "commit": refs.tags[versions[v]],
-             "satisfies": None if requirement is None or requirement.range is None else requirement.range.contains(v),
+             "satisfies": _satisfies(requirement, refs, v, versions[v]),
              "locked": locked_kernel is not None and locked_kernel.version == str(v)}
             for v in sorted(versions, reverse=True)]
     if ctx.args.json:
@@ -304,6 +320,15 @@ def cmd_versions(ctx: Context) -> int:
     if ignored:
         ctx.note(f"ignored tags (not versions): {', '.join(ignored)}")
     return 0
+
+
+def _satisfies(requirement: Requirement | None, refs: Refs, version: Version, tag: str) -> bool | None:
+    """Whether a tagged version meets the requirement: in its range, or (`= N`) at the head of branch vN."""
+    if requirement is None:
+        return None
+    if requirement.branch is not None:
+        return refs.tags[tag] == refs.branches.get(requirement.branch)
+    return None if requirement.range is None else requirement.range.contains(version)
 
 
 def cmd_verify(ctx: Context) -> int:

@@ -61,6 +61,7 @@ class LockedKernel:
     ref: str | None  # refs/tags/v1.2.3, refs/heads/v1, or None for a commit pin
     version: str | None
     variants: tuple[LockedVariant, ...]
+    tag: str | None = None  # the release tag on `commit` when `ref` is a branch or absent (e.g. "v1.2.0")
 
     def variant(self, name: str) -> LockedVariant | None:
         return next((v for v in self.variants if v.name == name), None)
@@ -107,6 +108,8 @@ def render(lock: Lock) -> str:
             table.add("version", kernel.version)
         if kernel.ref is not None:
             table.add("ref", kernel.ref)
+        if kernel.tag is not None:
+            table.add("tag", kernel.tag)
         table.add("commit", kernel.commit)
         variants = tomlkit.aot()
         for variant in sorted(kernel.variants, key=lambda v: v.name):
@@ -201,6 +204,9 @@ def _parse_kernel(table: Any, schema: int, where: str) -> LockedKernel:
             Version.parse(version)
         except VersionError as error:
             raise entry.fail("version", f"is not a SemVer version ({error})") from None
+    tag = entry.get("tag", str, required=False)
+    if tag is not None and not _REF_RE.match(f"refs/tags/{tag}"):
+        raise entry.fail("tag", f"{tag[:80]!r} is not a tag name")
     variants = entry.get("variant", list)
     parsed = tuple(_parse_variant(variant, f"{entry.where} variant #{index + 1}")
                    for index, variant in enumerate(variants))
@@ -215,6 +221,7 @@ def _parse_kernel(table: Any, schema: int, where: str) -> LockedKernel:
         ref=entry.matching("ref", _REF_RE, "refs/tags/<tag> or refs/heads/<branch>", required=False),
         version=version,
         variants=parsed,
+        tag=tag,
     )
 
 
@@ -277,11 +284,16 @@ def why_stale(requirement: Requirement, locked: LockedKernel) -> str | None:
     """Why `locked` no longer satisfies `requirement`, or None when it still does."""
     if requirement.repo_type is not None and requirement.repo_type != locked.repo_type:
         return f"repo-type changed to {requirement.repo_type} (locked: {locked.repo_type})"
+    if requirement.branch is not None:
+        # Fresh while it pins that branch: a branch that moved since is news for `outdated`, and
+        # `lock --upgrade-package` follows it, as a newer tag within a range is.
+        if locked.ref != f"refs/heads/{requirement.branch}":
+            return (f"now the branch {requirement.branch} (`= {requirement.major}`, as `kernels` reads it), "
+                    f"locked as {locked.ref or locked.commit}")
+        return None
     if requirement.range is not None:
-        if requirement.branch is not None and locked.ref == f"refs/heads/{requirement.branch}":
-            return None  # the line's branch, locked because the repository has no version tag on it
         if locked.version is None or locked.ref is None or not locked.ref.startswith("refs/tags/"):
-            return f"now a version range {requirement.range.text}, locked as a revision"
+            return f"now a version range {requirement.range.text}, locked as {locked.ref or 'a revision'}"
         if not requirement.range.contains(Version.parse(locked.version)):
             return f"locked version {locked.version} does not satisfy {requirement.range.text}"
         return None

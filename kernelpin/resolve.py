@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -19,7 +20,6 @@ from kernelpin.source import HubSource, Refs, RemoteFile
 from kernelpin.spec import Requirement
 
 
-
 @dataclass(frozen=True)
 class Pick:
     """The revision a requirement resolves to."""
@@ -27,6 +27,7 @@ class Pick:
     commit: str
     ref: str | None
     version: Version | None
+    tag: str | None = None  # the release tag on the commit, when `ref` is not already that tag
 
 
 def tag_versions(tags: dict[str, str]) -> tuple[dict[Version, str], list[str]]:
@@ -54,21 +55,26 @@ def pick_revision(requirement: Requirement, refs: Refs) -> Pick:
     """Which commit a requirement means, given the repository's refs; errors list what exists."""
     versions, _ = tag_versions(refs.tags)
     repo_id = requirement.repo_id
+    if requirement.branch is not None:  # `= N`: the branch vN, as `kernels` reads it; never a tag fallback
+        branch = requirement.branch
+        if branch not in refs.branches:
+            lines = sorted((b for b in refs.branches if re.fullmatch(r"v\d+", b)), key=lambda b: int(b[1:]))
+            raise KernelpinError(
+                f"{repo_id}: no branch {branch} (`= {requirement.major}` is the branch {branch}, as `kernels` "
+                f"reads it; major-version branches: {', '.join(lines) or 'none'}; version tags: "
+                f"{describe_versions(list(versions))}); require an existing major, or a tag range such as "
+                f"\"^{requirement.major}\" (kernelpin only: `kernels lock` cannot read it)"
+            )
+        return _at_commit(refs.branches[branch], f"refs/heads/{branch}", refs.tags, versions)
     if requirement.range is not None:
         best = requirement.range.best(versions)
         if best is not None:
             check_unambiguous(repo_id, best, refs.tags)
             tag = versions[best]
             return Pick(refs.tags[tag], f"refs/tags/{tag}", best)
-        branch = requirement.branch
-        if branch is not None and branch in refs.branches:  # a line published without tags (kernel-builder)
-            commit = refs.branches[branch]
-            return Pick(commit, f"refs/heads/{branch}", _version_at(commit, refs.tags, versions))
-        fallback = "" if branch is None else (
-            f" and no branch {branch} (branches: {', '.join(sorted(refs.branches)) or 'none'})")
         raise KernelpinError(
             f"{repo_id}: no version satisfies {requirement.range.text} "
-            f"(available: {describe_versions(list(versions))}){fallback}; "
+            f"(available: {describe_versions(list(versions))}); "
             "change the requirement in [tool.kernels.dependencies] or publish a matching tag"
         )
     revision = requirement.revision
@@ -76,14 +82,19 @@ def pick_revision(requirement: Requirement, refs: Refs) -> Pick:
         commit = refs.tags[revision]
         return Pick(commit, f"refs/tags/{revision}", Version.from_tag(revision) or _version_at(commit, refs.tags, versions))
     if revision in refs.branches:
-        commit = refs.branches[revision]
-        return Pick(commit, f"refs/heads/{revision}", _version_at(commit, refs.tags, versions))
+        return _at_commit(refs.branches[revision], f"refs/heads/{revision}", refs.tags, versions)
     if GIT_OBJECT_ID_RE.match(revision):
-        return Pick(revision, None, _version_at(revision, refs.tags, versions))
+        return _at_commit(revision, None, refs.tags, versions)
     raise KernelpinError(
         f"{repo_id}: revision {revision!r} is neither a tag nor a branch nor a full 40-character commit sha "
         f"(tags: {', '.join(sorted(refs.tags)) or 'none'}; branches: {', '.join(sorted(refs.branches)) or 'none'})"
     )
+
+
+def _at_commit(commit: str, ref: str | None, tags: dict[str, str], versions: dict[Version, str]) -> Pick:
+    """A branch or commit pick, with the highest release tag on that commit (none on an untagged rebuild)."""
+    version = _version_at(commit, tags, versions)
+    return Pick(commit, ref, version, None if version is None else versions[version])
 
 
 def check_unambiguous(repo_id: str, chosen: Version, tags: dict[str, str]) -> None:
@@ -229,6 +240,7 @@ def resolve_one(source: HubSource, requirement: Requirement, note: Callable[[str
         commit=pick.commit,
         ref=pick.ref,
         version=None if pick.version is None else str(pick.version),
+        tag=pick.tag,
         variants=tuple(pinner.variant(name, files) for name, files in sorted(variants.items())),
     )
 

@@ -29,10 +29,10 @@ def test_lock_is_deterministic_and_documented(img2gray, project, cli, hf_env):
 
 
 def test_requirement_kinds(img2gray, project, cli, hf_env):
-    root = project('"acme/img2gray" = 0\n')  # the v0 line, as `kernels lock` writes it: >=0.0.0, <1.0.0-0
+    root = project('"acme/img2gray" = 0\n')  # the branch v0, as `kernels lock` reads it
     assert cli("lock")[0] == 0
     (kernel,) = lockfile.read(root / "kernelpin.lock").kernels
-    assert (kernel.ref, kernel.version) == ("refs/tags/0.2.0", "0.2.0")  # the newest 0.x release, not 1.0.0-rc.1
+    assert (kernel.ref, kernel.version, kernel.tag) == ("refs/heads/v0", "0.2.0", "0.2.0")  # the tag on its head
     project('"acme/img2gray" = { revision = "latest" }\n')
     assert cli("lock")[0] == 0
     (kernel,) = lockfile.read(root / "kernelpin.lock").kernels
@@ -221,8 +221,8 @@ def test_integer_requirement_on_a_repository_with_only_major_branches(new_repo, 
     project(f'"{repo_id}" = 2\n')
     status, _, err = cli("lock")
     assert status == 1
-    assert f"{repo_id}: no version satisfies >=2.0.0, <3.0.0-0 (available: none" in err
-    assert "and no branch v2 (branches: main, v1)" in err
+    assert f"{repo_id}: no branch v2 (`= 2` is the branch v2, as `kernels` reads it; major-version branches: v1; " \
+           "version tags: none (no tag of the form v1.2.3 or 1.2.3))" in err
 
 
 def test_a_build_directory_the_lock_cannot_name_does_not_make_an_unreadable_lock(new_repo, project, cli, hf_env):

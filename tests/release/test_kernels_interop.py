@@ -82,8 +82,8 @@ def test_kernels_versions_lists_our_variants(released: Released, tmp_path: Path)
 
 
 def test_kernels_lock_and_kernelpin_lock_read_one_pyproject(released: Released, tmp_path: Path):
-    """`"acme/img2gray" = 0` in [tool.kernels.dependencies]: kernels locks the head of branch v0, kernelpin the
-    newest 0.x release (>=0.0.0, <1.0.0-0); publishing keeps them the same commit."""
+    """`"acme/img2gray" = 0` in [tool.kernels.dependencies]: both lock the head of branch v0, which publishing
+    moved to the newest 0.x release; kernelpin records the tag on it too."""
     env = kernels_env(released, tmp_path / "hf")
     project = consumer_project(tmp_path / "app", 0, REPO_ID)
     kernels_cli(["lock", str(project)], env)
@@ -93,7 +93,7 @@ def test_kernels_lock_and_kernelpin_lock_read_one_pyproject(released: Released, 
     kernelpin(["lock"], project, env)
     (kernel,) = lockfile.read(project / "kernelpin.lock").kernels
     assert (kernel.version, kernel.commit, kernel.repo_type) == ("0.2.0", released.commits["0.2.0"], "kernel")
-    assert kernel.ref == "refs/tags/v0.2.0"
+    assert (kernel.ref, kernel.tag) == ("refs/heads/v0", "v0.2.0")
 
 
 def test_get_kernel_with_telemetry_disabled_sends_an_illegal_header(released: Released, tmp_path: Path):

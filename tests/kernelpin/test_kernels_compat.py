@@ -1,0 +1,113 @@
+"""One pyproject for `kernels` (PyPI 0.17.2) and kernelpin, judged by the real `kernels` code against the test Hub:
+`= N` is the branch vN for both (same commit as `kernels lock`), `kernelpin add` writes what `kernels lock` reads,
+and a kept `kernels.lock` names the commits kernelpin resolved."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kernelpin import lockfile
+from testkit.fake_kernel import CPU_213, kernel_files, publish
+from testkit.releasing import hub_env, kernels_cli
+
+from .conftest import TRUSTED_ORG
+
+pytest.importorskip("kernels")
+
+
+def kernels_env(endpoint: str, home: Path) -> dict[str, str]:
+    # Telemetry left on: with HF_HUB_DISABLE_TELEMETRY=1 kernels 0.17.2 sends a header httpx rejects (ANCHORS §8).
+    return hub_env(endpoint, home, HF_HUB_DISABLE_TELEMETRY="0")
+
+
+def rebuild(repo, version: str, branch: str) -> str:
+    """An untagged upload pushed onto `branch`, as kernel-builder pushes every build."""
+    repo.write(kernel_files(version, variants=(CPU_213,), extra={"rebuild.txt": version.encode()}), clear=True)
+    commit = repo.commit(f"rebuild {version}")
+    repo.branch(branch, commit)
+    return commit
+
+
+@pytest.fixture
+def lines(new_repo) -> dict[str, tuple[str, str, str | None]]:
+    """Three kernel repositories, each `= 1` meaning a different thing to tags and to the branch:
+    name -> (repo_id, the commit of branch v1, the tag on that commit)."""
+    ahead_id, ahead = new_repo("branch-ahead", "kernel", TRUSTED_ORG)
+    publish(ahead, "1.0.0", variants=(CPU_213,))
+    ahead.branch("v1")
+    ahead_head = rebuild(ahead, "1.0.1", "v1")  # untagged rebuild on v1 after tag v1.0.0
+
+    behind_id, behind = new_repo("tag-ahead", "kernel", TRUSTED_ORG)
+    behind_head = publish(behind, "1.0.0", variants=(CPU_213,))
+    behind.branch("v1")
+    publish(behind, "1.2.0", variants=(CPU_213,))  # tag v1.2.0 newer than branch v1
+
+    only_id, only = new_repo("branch-only", "kernel", TRUSTED_ORG)
+    only_head = rebuild(only, "1.3.0", "v1")  # no tags at all
+    return {"ahead": (ahead_id, ahead_head, None), "behind": (behind_id, behind_head, "v1.0.0"),
+            "only": (only_id, only_head, None)}
+
+
+def test_integer_major_locks_the_commit_kernels_lock_locks(hub, lines, project, cli, tmp_path):
+    """Failed before: kernelpin read `= 1` as ^1 over tags and locked v1.0.0 (branch ahead) and v1.2.0 (tag ahead)
+    where `kernels lock` locks the head of branch v1."""
+    root = project("".join(f'"{repo_id}" = 1\n' for repo_id, _, _ in lines.values()))
+    kernels_cli(["lock", str(root)], kernels_env(hub.endpoint, tmp_path / "kernels-home"))
+    by_kernels = {entry["dependency"]["repo-id"]: entry["lock"]["commit"]
+                  for entry in json.loads((root / "kernels.lock").read_text())}
+    (root / "kernels.lock").unlink()  # kernelpin is judged on its own lock here
+    status, _, err = cli("lock")
+    assert status == 0, err
+    locked = {k.repo_id: k for k in lockfile.read(root / "kernelpin.lock").kernels}
+    assert {repo_id: kernel.commit for repo_id, kernel in locked.items()} == by_kernels
+    for repo_id, head, tag in lines.values():
+        assert by_kernels[repo_id] == head
+        assert (locked[repo_id].ref, locked[repo_id].tag) == ("refs/heads/v1", tag)
+    assert locked[lines["behind"][0]].version == "1.0.0" and locked[lines["ahead"][0]].version is None
+    assert cli("lock", "--check")[0] == 0
+
+
+def test_a_moved_branch_keeps_the_lock_fresh_and_outdated_reports_it(hub, lines, project, cli):
+    repo_id, head, _ = lines["ahead"]
+    root = project(f'"{repo_id}" = 1\n')
+    assert cli("lock")[0] == 0
+    moved = rebuild(hub.repo(repo_id, "kernel"), "1.0.2", "v1")
+    # Fresh: the lock still pins branch v1 (as a range lock stays fresh when a newer tag appears).
+    assert cli("lock", "--check")[0] == 0
+    status, out, _ = cli("outdated", "--json")
+    (row,) = json.loads(out)
+    assert row["branch_moved"] is True and row["locked"] == f"v1@{head[:12]}"
+    assert row["newest_satisfying"] == f"v1@{moved[:12]}"
+    status, out, _ = cli("outdated")
+    assert "branch moved" in out
+    assert cli("lock", "--upgrade-package", repo_id)[0] == 0
+    (kernel,) = lockfile.read(root / "kernelpin.lock").kernels
+    assert kernel.commit == moved
+    status, out, _ = cli("outdated", "--json")
+    assert json.loads(out)[0]["branch_moved"] is False
+
+
+def test_a_range_lock_is_stale_under_an_integer_requirement(lines, project, cli):
+    """A lock written for `"^1"` (or by kernelpin before `= 1` meant the branch) is stale under `= 1`."""
+    repo_id, head, _ = lines["behind"]
+    root = project(f'"{repo_id}" = "^1"\n')
+    assert cli("lock")[0] == 0
+    assert lockfile.read(root / "kernelpin.lock").kernels[0].ref == "refs/tags/v1.2.0"
+    project(f'"{repo_id}" = {{ version = 1 }}\n')
+    status, _, err = cli("lock", "--check")
+    assert status == 1 and f"{repo_id}: now the branch v1 (`= 1`, as `kernels` reads it), locked as refs/tags/v1.2.0" in err
+    assert cli("lock")[0] == 0
+    assert lockfile.read(root / "kernelpin.lock").kernels[0].commit == head
+
+
+def test_an_integer_without_its_branch_is_refused_naming_the_alternatives(lines, project, cli):
+    repo_id, _, _ = lines["behind"]
+    project(f'"{repo_id}" = 2\n')
+    status, _, err = cli("lock")
+    assert status == 1
+    assert (f"{repo_id}: no branch v2 (`= 2` is the branch v2, as `kernels` reads it; major-version branches: v1; "
+            "version tags: 1.2.0, 1.0.0)") in err
+    assert '"^2" (kernelpin only' in err
