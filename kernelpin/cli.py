@@ -19,8 +19,10 @@ from kernelpin import lockfile
 from kernelpin.errors import KernelpinError
 from kernelpin.integrity import write_atomic
 from kernelpin.layout import BUILD_DIR
-from kernelpin.project import Project, find_project, read_requirements, remove_requirement, set_requirement
-from kernelpin.ranges import Range, RangeError, Version
+from kernelpin.project import (
+    Project, entry_to_add, find_project, read_requirements, remove_requirement, set_requirement,
+)
+from kernelpin.ranges import Version
 from kernelpin.resolve import resolve, tag_versions
 from kernelpin.source import HubSettings, HubSource, Refs
 from kernelpin.spec import Requirement, check_repo_id, describe_value
@@ -222,23 +224,20 @@ def _split_spec(text: str) -> tuple[str, str | None]:
 
 def cmd_add(ctx: Context) -> int:
     repo_id, range_text = _split_spec(ctx.args.spec)
-    if range_text is None:
-        versions, _ = tag_versions(ctx.source.refs(repo_id, None).tags)
-        releases = [v for v in versions if not v.is_prerelease] or list(versions)
-        if not releases:
-            raise KernelpinError(f"{repo_id} has no version tags (v1.2.3); add it as {repo_id}@RANGE after tagging, "
-                                 "or pin a revision in pyproject.toml: { revision = \"...\" }")
-        range_text = f"^{max(releases)}"
-    try:
-        Range.parse(range_text)
-    except RangeError as error:
-        raise KernelpinError(f"{repo_id}: {error}") from None
-    new, changed = ctx.edit_and_relock(lambda project: set_requirement(project, repo_id, range_text))
+    refs = ctx.source.refs(repo_id, None)
+    versions, _ = tag_versions(refs.tags)
+    entry = entry_to_add(repo_id, range_text, list(versions), set(refs.branches))
+    new, changed = ctx.edit_and_relock(lambda project: set_requirement(project, repo_id, entry.value))
     if ctx.args.json:
-        _emit_json({"added": {"repo": repo_id, "requirement": range_text}, "pyproject": str(ctx.project.pyproject),
-                    "changes": changed, "kernels": [_kernel_json(k) for k in new.kernels]})
+        _emit_json({"added": {"repo": repo_id, "requirement": entry.value, "kernels_lock_reads": entry.kernels_reads,
+                              "note": entry.note},
+                    "pyproject": str(ctx.project.pyproject), "changes": changed,
+                    "kernels": [_kernel_json(k) for k in new.kernels]})
         return 0
-    ctx.out.print(f"Added {repo_id} = \"{range_text}\" to {ctx.project.pyproject.name}")
+    ctx.out.print(f"Added {repo_id} = {json.dumps(entry.value)} to {ctx.project.pyproject.name} ({entry.note})"
+                  if entry.kernels_reads else f"Added {repo_id} = {json.dumps(entry.value)} to {ctx.project.pyproject.name}")
+    if not entry.kernels_reads:
+        ctx.err.print(f"warning: {repo_id}: {entry.note}", style="yellow")
     _report_changes(ctx, changed, ctx.out.print)
     return 0
 

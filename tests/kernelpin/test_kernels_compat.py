@@ -111,3 +111,40 @@ def test_an_integer_without_its_branch_is_refused_naming_the_alternatives(lines,
     assert (f"{repo_id}: no branch v2 (`= 2` is the branch v2, as `kernels` reads it; major-version branches: v1; "
             "version tags: 1.2.0, 1.0.0)") in err
     assert '"^2" (kernelpin only' in err
+
+
+def test_kernelpin_add_writes_what_kernels_lock_reads(hub, lines, project, cli, tmp_path):
+    """Failed before: `add` wrote `"^1.2.0"` and the next `kernels lock .` died with TypeError ('str' object
+    cannot be interpreted as an integer)."""
+    root = project("")
+    behind_id, behind_head, _ = lines["behind"]
+    only_id, only_head, _ = lines["only"]
+    status, out, err = cli("add", behind_id)
+    assert status == 0, err
+    assert f"Added {behind_id} = 1 to pyproject.toml (the branch v1 (newest release 1.2.0))" in out
+    status, out, err = cli("add", f"{only_id}@^1")  # a whole major line is said as the integer
+    assert status == 0 and "warning" not in err, err
+    text = (root / "pyproject.toml").read_text()
+    assert f'"{behind_id}" = 1\n' in text and f'"{only_id}" = 1\n' in text
+    kernels_cli(["lock", str(root)], kernels_env(hub.endpoint, tmp_path / "kernels-home"))
+    by_kernels = {entry["dependency"]["repo-id"]: entry["lock"]["commit"]
+                  for entry in json.loads((root / "kernels.lock").read_text())}
+    assert by_kernels == {behind_id: behind_head, only_id: only_head}
+    assert {k.repo_id: k.commit for k in lockfile.read(root / "kernelpin.lock").kernels} == by_kernels
+
+
+def test_add_of_a_range_kernels_cannot_express_says_so(lines, new_repo, project, cli):
+    root = project("")
+    behind_id, _, _ = lines["behind"]
+    status, out, err = cli("add", f"{behind_id}@^1.1")
+    assert status == 0 and f'Added {behind_id} = "^1.1"' in out
+    assert (f"warning: {behind_id}: `kernels lock` will not read this entry (it takes only an integer major, the "
+            "branch v<N>); kernelpin resolves it against version tags") in err
+    tags_only_id, tags_only = new_repo("tags-only", "kernel", TRUSTED_ORG)
+    publish(tags_only, "2.0.0", variants=(CPU_213,))
+    status, out, err = cli("add", "--json", tags_only_id)
+    assert status == 0, err
+    added = json.loads(out)["added"]
+    assert (added["requirement"], added["kernels_lock_reads"]) == ("^2.0.0", False)
+    assert "the repository has no branch v2, which `= 2` would name" in added["note"]
+    assert f'"{tags_only_id}" = "^2.0.0"' in (root / "pyproject.toml").read_text()
