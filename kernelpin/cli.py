@@ -15,7 +15,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from kernelpin import lockfile
+from kernelpin import kernels_lock, lockfile
 from kernelpin.errors import KernelpinError
 from kernelpin.integrity import write_atomic
 from kernelpin.layout import BUILD_DIR
@@ -119,13 +119,17 @@ class Context:
                            f"{lockfile.SCHEMA_VERSION} (requirements are now stored as data)")
         if not dry_run and (previous is None or changed):
             lockfile.write(self.project.lockfile, new)
+        changed += kernels_lock.keep(self.project.root / kernels_lock.KERNELS_LOCK, new, dry_run)
         return new, changed
 
 
 def cmd_lock(ctx: Context) -> int:
     args = ctx.args
     if args.check:
-        reasons = lockfile.staleness(ctx.requirements(), ctx.lock())
+        locked = ctx.lock()
+        reasons = lockfile.staleness(ctx.requirements(), locked)
+        if locked is not None and not reasons:
+            reasons += filter(None, [kernels_lock.out_of_step(ctx.project.root / kernels_lock.KERNELS_LOCK, locked)])
         if args.json:
             _emit_json({"fresh": not reasons, "reasons": reasons})
         elif reasons:

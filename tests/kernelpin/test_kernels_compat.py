@@ -5,13 +5,14 @@ and a kept `kernels.lock` names the commits kernelpin resolved."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
 
 from kernelpin import lockfile
 from testkit.fake_kernel import CPU_213, kernel_files, publish
-from testkit.releasing import hub_env, kernels_cli
+from testkit.releasing import hub_env, kernels_cli, run
 
 from .conftest import TRUSTED_ORG
 
@@ -148,3 +149,54 @@ def test_add_of_a_range_kernels_cannot_express_says_so(lines, new_repo, project,
     assert (added["requirement"], added["kernels_lock_reads"]) == ("^2.0.0", False)
     assert "the repository has no branch v2, which `= 2` would name" in added["note"]
     assert f'"{tags_only_id}" = "^2.0.0"' in (root / "pyproject.toml").read_text()
+
+
+def kernels_load(calls: dict[str, str], env: dict[str, str]) -> dict[str, dict]:
+    """Evaluate each `kernels.<call>` (returning a kernel module) in one fresh process; what each kernel says."""
+    script = ("import json, kernels\nfrom pathlib import Path\nfound = {}\n"
+              + "".join(f"module = kernels.{call}\nfound[{key!r}] = {{'version': module.VERSION, "
+                        f"'variant': module.VARIANT, 'file': module.__file__}}\n" for key, call in calls.items())
+              + "print(json.dumps(found))")
+    done = run([sys.executable, "-c", script], env=env)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_kernelpin_lock_keeps_a_kernels_lock_in_step(hub, lines, project, cli, tmp_path):
+    """Failed before: kernelpin never touched kernels.lock, so kernels loaded other commits than kernelpin."""
+    ahead_id, ahead_head, _ = lines["ahead"]
+    behind_id, _, _ = lines["behind"]
+    env = kernels_env(hub.endpoint, tmp_path / "kernels-home")
+    root = project(f'"{ahead_id}" = 1\n"{behind_id}" = 1\n')
+    kernels_cli(["lock", str(root)], env)
+    written_by_kernels = (root / "kernels.lock").read_bytes()
+    assert cli("lock")[0] == 0
+    assert (root / "kernels.lock").read_bytes() == written_by_kernels  # in step already: the same bytes
+    # A range `kernels lock` cannot read: kernelpin resolves it (tag v1.2.0) and names that commit in kernels.lock.
+    project(f'"{ahead_id}" = 1\n"{behind_id}" = "^1"\n')
+    status, out, err = cli("lock")
+    assert status == 0 and "~ kernels.lock: kept in step with kernelpin.lock (2 kernels)" in out, err
+    locked = {k.repo_id: k.commit for k in lockfile.read(root / "kernelpin.lock").kernels}
+    entries = json.loads((root / "kernels.lock").read_text())
+    assert entries == [
+        {"dependency": {"repo-id": ahead_id, "version": 1}, "lock": {"commit": ahead_head}},
+        {"dependency": {"repo-id": behind_id, "revision": "v1.2.0"}, "lock": {"commit": locked[behind_id]}},
+    ]
+    # kernels' own reader and loader take it: get_locked_kernel loads the build kernelpin resolved.
+    kernels_lock = str(root / "kernels.lock")
+    loaded = kernels_load({repo_id: f"get_locked_kernel({repo_id!r}, lockfile=Path({kernels_lock!r}))"
+                           for repo_id in (behind_id, ahead_id)}, env)
+    assert {repo_id: (found["version"], found["variant"]) for repo_id, found in loaded.items()} == {
+        behind_id: ("1.2.0", CPU_213), ahead_id: ("1.0.1", CPU_213)}
+    assert all(locked[repo_id] in found["file"] for repo_id, found in loaded.items())
+    # Out of step (edited, or re-locked by `kernels lock` to other commits): `lock --check` says so, `lock` repairs.
+    (root / "kernels.lock").write_text((root / "kernels.lock").read_text().replace(locked[behind_id], "0" * 40))
+    status, _, err = cli("lock", "--check")
+    assert status == 1 and f"kernels.lock does not name the commits of kernelpin.lock ({behind_id})" in err
+    assert cli("lock")[0] == 0 and cli("lock", "--check")[0] == 0
+    assert json.loads((root / "kernels.lock").read_text()) == entries
+
+
+def test_no_kernels_lock_is_created(lines, project, cli):
+    root = project(f'"{lines["ahead"][0]}" = 1\n')
+    assert cli("lock")[0] == 0
+    assert not (root / "kernels.lock").exists()
