@@ -383,10 +383,15 @@ def cmd_publish(ctx: Context) -> int:
     branch = None if release.version.is_prerelease else f"v{release.version.major}"
     variants = f"{len(release.variants)} variant" + ("" if len(release.variants) == 1 else "s")
     summary = f"{len(release.files)} files ({release.size / 1e6:.1f} MB), {variants}, to {args.repo} tagged {release.tag}"
+    if release.without_compat_package:  # HF's kernel requirements still ask for it (kernels before the flat layout)
+        ctx.err.print(f"warning: no build/<variant>/<name>/ package in {', '.join(release.without_compat_package)}: "
+                      "`kernels` releases older than the flat layout cannot load them (kernelpin.metadata."
+                      "compat_package gives the files; tools/build_op.py writes them)", style="yellow")
     if args.dry_run:
         if args.json:
             _emit_json({"repo": args.repo, "tag": release.tag, "branch": branch, "version": str(release.version),
                         "variants": sorted(release.variants), "size": release.size,
+                        "without_compat_package": release.without_compat_package,
                         "files": [{"path": f.path, "size": f.size, "sha256": f.sha256} for f in release.files]})
             return 0
         ctx.out.print(f"Dry run: would upload {summary}")

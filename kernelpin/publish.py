@@ -23,7 +23,7 @@ from kernelpin import abi_gate
 from kernelpin.errors import KernelpinError
 from kernelpin.integrity import check_repo_path, sha256_file
 from kernelpin.layout import BUILD_DIR, METADATA
-from kernelpin.metadata import SEMVER_KEY, MetadataError, check_kernels_format, parse_metadata
+from kernelpin.metadata import SEMVER_KEY, MetadataError, check_kernels_format, compat_package_name, parse_metadata
 from kernelpin.ranges import Version, VersionError
 from kernelpin.source import http_status, repository_refs, translate_errors
 from kernelpin.spec import REPO_TYPES, check_repo_id
@@ -59,6 +59,13 @@ class Release:
     version: Version
     variants: dict[str, dict[str, Any]]  # variant name -> metadata.json
     files: tuple[ReleaseFile, ...]
+
+    @property
+    def without_compat_package(self) -> list[str]:
+        """Variants without `<name>/__init__.py`, which `kernels` releases before the flat layout cannot load."""
+        paths = {f.path for f in self.files}
+        return sorted(name for name, metadata in self.variants.items()
+                      if f"{BUILD_DIR}/{name}/{compat_package_name(str(metadata['name']))}/__init__.py" not in paths)
 
     @property
     def tag(self) -> str:
