@@ -105,7 +105,8 @@ class Context:
             # A damaged or hand-edited lock: its error says "run `kernelpin lock`", so that has to work.
             self.err.print(f"warning: {error}; it is regenerated from pyproject.toml", style="yellow")
             previous = None
-        unknown = upgrade - {r.repo_id for r in requirements}
+        dependencies = {k.repo_id for k in previous.kernels if k.required_by} if previous else set()
+        unknown = upgrade - {r.repo_id for r in requirements} - dependencies
         if unknown:
             raise KernelpinError(
                 f"--upgrade-package {', '.join(sorted(unknown))}: not in [tool.kernels.dependencies] "
@@ -116,7 +117,7 @@ class Context:
         changed = lockfile.changes(previous, new)
         if previous is not None and previous.schema != lockfile.SCHEMA_VERSION:
             changed.append(f"~ {self.project.lockfile.name}: schema version {previous.schema} -> "
-                           f"{lockfile.SCHEMA_VERSION} (requirements are now stored as data)")
+                           f"{lockfile.SCHEMA_VERSION}")
         if not dry_run and (previous is None or changed):
             lockfile.write(self.project.lockfile, new)
         changed += kernels_lock.keep(self.project.root / kernels_lock.KERNELS_LOCK, new, dry_run)

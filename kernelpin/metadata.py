@@ -25,6 +25,7 @@ from typing import Any
 from kernelpin.errors import KernelpinError
 from kernelpin.integrity import SHA256_HEX_RE, check_repo_path
 from kernelpin.ranges import Version, VersionError
+from kernelpin.spec import is_repo_id
 from kernelpin.variant import is_arch
 
 DIGEST_ALGORITHM = "sha256"
@@ -35,6 +36,7 @@ BACKEND_NAME_RE = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")  # cpu, cuda, rocm, xpu
 # Optional keys `kernels` shows (`kernels info`) and checks: the oldest `kernels` that loads the variant, as
 # three numbers (kernels refuses `0.11` or `v0.11.0`), and the kernel's upstream repository, a git URL.
 KERNELS_MINVER_KEY, UPSTREAM_KEY = "kernels-minver", "upstream"
+DEPENDS_KEY = "kernel-depends"  # other Hub kernels this variant loads with kernels.get_kernel_dep
 _KERNELS_MINVER_RE = re.compile(r"^\d+\.\d+\.\d+$")
 _GIT_URL_RE = re.compile(r"^(?:(?:https?|ssh|git)://[^\s/]+/\S+|[\w.-]+@[\w.-]+:\S+)$")
 
@@ -143,6 +145,8 @@ class BuildMetadata:
     variant: str | None = None  # the variant name the build says it is, when it says
     legacy: bool = False  # written before the kernels format (SemVer `version`, hex digests)
     document: dict[str, Any] = field(default_factory=dict, repr=False)
+    # `kernel-depends`: (repo id, requirement as kernelpin writes it: N for {"version": N}, {"revision": r})
+    kernel_depends: tuple[tuple[str, int | dict[str, str]], ...] = ()
 
 
 def check_size(size: int, where: str) -> None:
@@ -202,6 +206,7 @@ def parse_metadata(content: bytes | str, where: str) -> BuildMetadata:
     if archs is not None and not all(isinstance(arch, str) and is_arch(arch) for arch in archs):
         raise broken('backend.archs must list compute capabilities such as "8.0", "9.0a", "12.0+PTX"')
     variant = _optional(document, "variant", str, broken)
+    kernel_depends = tuple(_kernel_dependency(item, broken) for item in _optional(document, DEPENDS_KEY, list, broken) or ())
     return BuildMetadata(
         digests=digests,
         backend=backend_type,
@@ -211,7 +216,24 @@ def parse_metadata(content: bytes | str, where: str) -> BuildMetadata:
         variant=variant,
         legacy=legacy,
         document=document,
+        kernel_depends=kernel_depends,
     )
+
+
+def _kernel_dependency(item: Any, broken: Callable[[str], MetadataError]) -> tuple[str, int | dict[str, str]]:
+    """One `kernel-depends` entry as `kernels` writes it: {"repo-id", "version": N} or {"repo-id", "revision"}."""
+    if not isinstance(item, dict) or not isinstance(item.get("repo-id"), str) or not is_repo_id(item["repo-id"]):
+        raise broken(f'{DEPENDS_KEY} entries must be {{"repo-id": "org/name", "version": N}}, not {str(item)[:80]}')
+    version, revision = item.get("version"), item.get("revision")
+    if (version is None) == (revision is None):
+        raise broken(f'{DEPENDS_KEY} entry {item["repo-id"]}: give exactly one of "version" or "revision"')
+    if version is not None:
+        if not isinstance(version, int) or isinstance(version, bool) or not 0 <= version < 10**6:
+            raise broken(f"{DEPENDS_KEY} entry {item['repo-id']}: version must be a major version (0 to 999999)")
+        return item["repo-id"], version
+    if not isinstance(revision, str) or not revision.strip():
+        raise broken(f"{DEPENDS_KEY} entry {item['repo-id']}: revision must be a tag, branch or commit (a string)")
+    return item["repo-id"], {"revision": revision.strip()}
 
 
 def check_kernels_format(metadata: BuildMetadata, where: str) -> None:

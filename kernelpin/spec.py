@@ -70,8 +70,12 @@ def _toml_scalar(value: object) -> str:
     return json.dumps(value) if isinstance(value, str) else str(value)
 
 
+def is_repo_id(repo_id: object) -> bool:
+    return isinstance(repo_id, str) and bool(REPO_ID_RE.match(repo_id)) and ".." not in repo_id and "--" not in repo_id
+
+
 def check_repo_id(repo_id: object) -> str:
-    if not isinstance(repo_id, str) or not REPO_ID_RE.match(repo_id) or ".." in repo_id or "--" in repo_id:
+    if not is_repo_id(repo_id):
         shown = repo_id[:200] if isinstance(repo_id, str) else repo_id
         raise KernelpinError(
             f"{shown!r} is not a Hub repository id; write it as 'org/name' (letters, digits, '.', '_', '-'; "

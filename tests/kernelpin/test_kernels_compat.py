@@ -11,10 +11,12 @@ from pathlib import Path
 import pytest
 
 from kernelpin import lockfile
-from testkit.fake_kernel import CPU_213, kernel_files, publish
+from kernelpin.metadata import render
+from testkit.fake_kernel import CPU_213, kernel_files, publish, variant_files
 from testkit.releasing import hub_env, kernels_cli, run
 
 from .conftest import TRUSTED_ORG
+from .helpers import fresh_interpreter, snapshot_dir
 
 pytest.importorskip("kernels")
 
@@ -200,3 +202,86 @@ def test_no_kernels_lock_is_created(lines, project, cli):
     root = project(f'"{lines["ahead"][0]}" = 1\n')
     assert cli("lock")[0] == 0
     assert not (root / "kernels.lock").exists()
+
+
+def publish_depending(repo, version: str, depends: list[dict], init: str) -> str:
+    """A kernel release whose variant's __init__.py is `init` and whose metadata.json lists `kernel-depends`,
+    pushed onto branch v<major> as kernel-builder publishes."""
+    own = variant_files(version, CPU_213, extra={"__init__.py": init.encode()})
+    document = json.loads(own["metadata.json"])
+    own["metadata.json"] = render({**document, "kernel-depends": depends}).encode()
+    repo.write({f"build/{CPU_213}/{path}": data for path, data in own.items()}, clear=True)
+    commit = repo.commit(f"build {version}")
+    repo.branch(f"v{version.split('.')[0]}", commit)
+    return commit
+
+
+@pytest.fixture
+def with_dependency(new_repo) -> tuple[str, str, str, str]:
+    """(kernel, its commit, dependency, its commit): the kernel calls kernels.get_kernel_dep while it loads."""
+    dep_id, dep = new_repo("multi", "kernel", TRUSTED_ORG)
+    dep_commit = rebuild(dep, "1.4.0", "v1")
+    kernel_id, kernel = new_repo("uses-multi", "kernel", TRUSTED_ORG)
+    init = (f"import kernels\n_dep = kernels.get_kernel_dep({dep_id!r})\nDEP_VERSION = _dep.VERSION\n"
+            "DEP_FILE = _dep.__file__\nfrom ._impl import VARIANT, gray\nVERSION = '2.0.0'\n")
+    commit = publish_depending(kernel, "2.0.0", [{"repo-id": dep_id, "version": 1}], init)
+    return kernel_id, commit, dep_id, dep_commit
+
+
+def test_a_kernel_dependency_is_locked_synced_verified_and_loaded(hub, with_dependency, project, cli, hf_env, tmp_path):
+    """Failed before: the dependency was not locked, and kernelpin.load raised `RuntimeError: get_kernel_dep only
+    works during kernel loading` where kernels.get_kernel loads the kernel with its dependency."""
+    kernel_id, commit, dep_id, dep_commit = with_dependency
+    root = project(f'"{kernel_id}" = 2\n')
+    kernels_cli(["lock", str(root)], kernels_env(hub.endpoint, tmp_path / "kernels-home"))
+    by_kernels = {entry["dependency"]["repo-id"]: entry["lock"]["commit"]
+                  for entry in json.loads((root / "kernels.lock").read_text())}
+    assert by_kernels == {kernel_id: commit, dep_id: dep_commit}  # kernels locks the dependency transitively
+    status, out, err = cli("lock")
+    assert status == 0, err
+    lock = lockfile.read(root / "kernelpin.lock")
+    assert {k.repo_id: k.commit for k in lock.kernels} == by_kernels
+    assert lock.kernel(kernel_id).variant(CPU_213).depends == ((dep_id, 1),)
+    assert lock.kernel(dep_id).required_by == (kernel_id,)
+    assert "kept in step" not in out  # the kernels.lock `kernels lock` wrote names the same commits
+    assert cli("lock", "--check")[0] == 0
+    status, out, err = cli("sync", "--torch", "2.13")
+    assert status == 0 and f"{dep_id} " in out, err
+    assert cli("verify")[0] == 0
+    code = ("import kernelpin\nfrom kernelpin.errors import IntegrityError\n"
+            f"module = kernelpin.load({kernel_id!r})\nprint(module.VERSION, module.DEP_VERSION, module.DEP_FILE)\n")
+    printed, modules = fresh_interpreter(code)
+    version, dep_version, dep_file = printed.split()
+    assert (version, dep_version) == ("2.0.0", "1.4.0") and dep_commit in dep_file
+    # Every file of the dependency is checked as the kernel's own: a modified one is not imported.
+    impl = next(p for p in snapshot_dir(hf_env, dep_id, dep_commit, "kernel").rglob("_impl.py"))
+    impl.unlink()
+    impl.write_text("VARIANT = 'planted'\n")
+    printed, _ = fresh_interpreter("import kernelpin\nfrom kernelpin.errors import IntegrityError\ntry:\n"
+                                   f"    kernelpin.load({kernel_id!r})\nexcept IntegrityError as error:\n    print(error)\n")
+    assert f"{dep_id} refs/heads/v1: build/{CPU_213}/_impl.py: size 20 != 137 pinned in the lock" in printed
+
+
+def test_a_kernel_without_dependencies_loads_without_kernels(lines, project, cli):
+    project(f'"{lines["ahead"][0]}" = 1\n')
+    assert cli("lock")[0] == 0 and cli("sync", "--torch", "2.13")[0] == 0
+    printed, modules = fresh_interpreter(f"import kernelpin\nprint(kernelpin.load({lines['ahead'][0]!r}).VERSION)")
+    assert printed.strip() == "1.0.1" and "kernels" not in modules
+
+
+def test_dependency_cycles_and_conflicts_are_refused_naming_them(with_dependency, new_repo, project, cli):
+    kernel_id, _, dep_id, _ = with_dependency
+    project(f'"{kernel_id}" = 2\n"{dep_id}" = {{ revision = "main" }}\n')
+    status, _, err = cli("lock")
+    assert status == 1
+    assert (f"{dep_id}: {kernel_id} ({CPU_213}, kernel-depends) requires 1, but [tool.kernels.dependencies] "
+            'requires { revision = "main" }; kernelpin locks one build per repository') in err
+    project(f'"{kernel_id}" = 2\n"{dep_id}" = {{ version = 1 }}\n')  # the same requirement, written as a table
+    assert cli("lock")[0] == 0
+    first_id, first = new_repo("cycle-a", "kernel", TRUSTED_ORG)
+    second_id, second = new_repo("cycle-b", "kernel", TRUSTED_ORG)
+    publish_depending(first, "1.0.0", [{"repo-id": second_id, "version": 1}], "VERSION = 'a'\n")
+    publish_depending(second, "1.0.0", [{"repo-id": first_id, "version": 1}], "VERSION = 'b'\n")
+    project(f'"{first_id}" = 1\n')
+    status, _, err = cli("lock")
+    assert status == 1 and f"kernel dependency cycle: {first_id} -> {second_id} -> {first_id}" in err
