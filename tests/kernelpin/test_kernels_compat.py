@@ -71,6 +71,9 @@ def test_integer_major_locks_the_commit_kernels_lock_locks(hub, lines, project, 
         assert (locked[repo_id].ref, locked[repo_id].tag) == ("refs/heads/v1", tag)
     assert locked[lines["behind"][0]].version == "1.0.0" and locked[lines["ahead"][0]].version is None
     assert cli("lock", "--check")[0] == 0
+    status, out, _ = cli("versions", lines["behind"][0], "--json")  # satisfies `= 1`: the tag on the head of v1
+    assert [(v["version"], v["satisfies"], v["locked"]) for v in json.loads(out)["versions"]] == [
+        ("1.2.0", False, False), ("1.0.0", True, True)]
 
 
 def test_a_moved_branch_keeps_the_lock_fresh_and_outdated_reports_it(hub, lines, project, cli):

@@ -43,7 +43,7 @@ def test_stage_lays_out_every_variant(builds, tmp_path):
         ["README.md"] + [f"build/{v}/{n}" for v in (CPU, CUDA) for n in ("__init__.py", "_impl.py", "metadata.json")])
     readme = (tmp_path / "r" / "README.md").read_text()
     assert "| `torch213-cxx11-cu130-x86_64-linux` | cuda 13.0 | 8.0, 9.0, 12.0+PTX |" in readme
-    assert '"acme/gray" = "^1.0.0"' in readme
+    assert '"acme/gray" = 1\n' in readme and '`"^1.0.0"` resolves against the version tags' in readme
 
 
 @pytest.mark.parametrize(
