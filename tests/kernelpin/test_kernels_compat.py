@@ -288,3 +288,23 @@ def test_dependency_cycles_and_conflicts_are_refused_naming_them(with_dependency
     project(f'"{first_id}" = 1\n')
     status, _, err = cli("lock")
     assert status == 1 and f"kernel dependency cycle: {first_id} -> {second_id} -> {first_id}" in err
+
+
+def test_after_sync_kernels_finds_the_files_offline_by_version(hub, lines, project, cli, hf_env, tmp_path):
+    """Failed before: kernelpin's downloads had no refs/v<N> in the Hub cache, so `kernels` offline could not
+    resolve version=N (only an explicit revision)."""
+    repo_id, head, _ = lines["ahead"]
+    project(f'"{repo_id}" = 1\n')
+    assert cli("lock")[0] == 0 and cli("sync", "--torch", "2.13")[0] == 0
+    ref = hf_env / f"kernels--{repo_id.replace('/', '--')}" / "refs" / "v1"
+    assert ref.read_text() == head
+    offline = {**kernels_env(hub.endpoint, tmp_path / "kernels-home"), "HF_HUB_CACHE": str(hf_env),
+               "HF_HUB_OFFLINE": "1"}
+    code = ("import json\nfrom kernels._rust import KernelDependency, KernelVersion\n"
+            "from kernels._versions import resolve_kernel_version\n"
+            f"print(resolve_kernel_version(KernelDependency(repo_id={repo_id!r}, version=KernelVersion.Version(1)),"
+            " local_files_only=True))")
+    done = run([sys.executable, "-c", code], env=offline)
+    assert done.stdout.strip() == head
+    loaded = kernels_load({repo_id: f"get_kernel({repo_id!r}, version=1)"}, offline)
+    assert loaded[repo_id]["version"] == "1.0.1" and head in loaded[repo_id]["file"]
