@@ -294,7 +294,8 @@ def test_after_sync_kernels_finds_the_files_offline_by_version(hub, lines, proje
     """Failed before: kernelpin's downloads had no refs/v<N> in the Hub cache, so `kernels` offline could not
     resolve version=N (only an explicit revision)."""
     repo_id, head, _ = lines["ahead"]
-    project(f'"{repo_id}" = 1\n')
+    root = project(f'"{repo_id}" = 1\n')
+    (root / "kernels.lock").write_text("[]")  # kept in step from here on
     assert cli("lock")[0] == 0 and cli("sync", "--torch", "2.13")[0] == 0
     ref = hf_env / f"kernels--{repo_id.replace('/', '--')}" / "refs" / "v1"
     assert ref.read_text() == head
@@ -306,5 +307,6 @@ def test_after_sync_kernels_finds_the_files_offline_by_version(hub, lines, proje
             " local_files_only=True))")
     done = run([sys.executable, "-c", code], env=offline)
     assert done.stdout.strip() == head
-    loaded = kernels_load({repo_id: f"get_kernel({repo_id!r}, version=1)"}, offline)
-    assert loaded[repo_id]["version"] == "1.0.1" and head in loaded[repo_id]["file"]
+    loaded = kernels_load({"by version": f"get_kernel({repo_id!r}, version=1)",
+                           "locked": f"load_kernel({repo_id!r}, lockfile=Path({str(root / 'kernels.lock')!r}))"}, offline)
+    assert all(found["version"] == "1.0.1" and head in found["file"] for found in loaded.values()), loaded
