@@ -310,3 +310,26 @@ def test_after_sync_kernels_finds_the_files_offline_by_version(hub, lines, proje
     loaded = kernels_load({"by version": f"get_kernel({repo_id!r}, version=1)",
                            "locked": f"load_kernel({repo_id!r}, lockfile=Path({str(root / 'kernels.lock')!r}))"}, offline)
     assert all(found["version"] == "1.0.1" and head in found["file"] for found in loaded.values()), loaded
+
+
+def test_locked_layer_repository_loads_the_layer_kernelpin_resolved(hub, new_repo, project, cli, tmp_path):
+    """LockedLayerRepository (kernelize, how transformers uses kernels) reads the kept kernels.lock, here for a
+    tag range `kernels lock` cannot express."""
+    repo_id, repo = new_repo("layered", "kernel", TRUSTED_ORG)
+    layer = ("import torch\n\n\nclass Gray(torch.nn.Module):\n    def forward(self, x):\n        return x\n\n\n"
+             "class layers:\n    Gray = Gray\n\n\nGray.VERSION = {!r}\n")
+    publish_depending(repo, "1.0.0", [], layer.format("1.0.0"))
+    repo.tag("v1.0.0")
+    commit = publish_depending(repo, "1.1.0", [], layer.format("1.1.0"))
+    repo.tag("v1.1.0")
+    publish_depending(repo, "1.2.0", [], layer.format("1.2.0-untagged"))  # branch v1 moves on, untagged
+    root = project(f'"{repo_id}" = "~1.1"\n')
+    (root / "kernels.lock").write_text("[]")
+    assert cli("lock")[0] == 0
+    assert json.loads((root / "kernels.lock").read_text()) == [
+        {"dependency": {"repo-id": repo_id, "revision": "v1.1.0"}, "lock": {"commit": commit}}]
+    code = ("from pathlib import Path\nfrom kernels import LockedLayerRepository\n"
+            f"layer = LockedLayerRepository({repo_id!r}, lockfile=Path({str(root / 'kernels.lock')!r}), "
+            "layer_name='Gray').load()\nprint(layer.VERSION)")
+    done = run([sys.executable, "-c", code], env=kernels_env(hub.endpoint, tmp_path / "kernels-home"))
+    assert done.stdout.strip().splitlines()[-1] == "1.1.0"
