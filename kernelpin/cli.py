@@ -18,7 +18,6 @@ from rich.table import Table
 from kernelpin import kernels_lock, lockfile
 from kernelpin.errors import KernelpinError
 from kernelpin.integrity import write_atomic
-from kernelpin.layout import BUILD_DIR
 from kernelpin.project import (
     Project, entry_to_add, find_project, read_requirements, remove_requirement, set_requirement,
 )
@@ -191,10 +190,6 @@ def cmd_sync(ctx: Context) -> int:
     args = ctx.args
     locked = _locked_for_sync(ctx)
     env = None if args.all_variants else environment.current(args.torch, args.cuda, args.gpu_capability)
-    if args.json:
-        from huggingface_hub.utils import disable_progress_bars
-
-        disable_progress_bars()
     target = Path(args.target).resolve() if args.target else None
     results = sync(locked, Installer(ctx.source, target), env, all_variants=args.all_variants)
     if args.json:
@@ -348,7 +343,7 @@ def cmd_verify(ctx: Context) -> int:
         for variant in kernel.variants:
             for locked_file in variant.files:
                 # Sync installs one variant (lock downloads only files without a digest): judged file by file.
-                path = installer.present(kernel, f"{BUILD_DIR}/{variant.name}/{locked_file.path}")
+                path = installer.present(kernel, variant.name, locked_file)
                 if path is None:
                     continue
                 try:

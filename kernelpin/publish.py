@@ -23,9 +23,10 @@ from kernelpin import abi_gate
 from kernelpin.errors import KernelpinError
 from kernelpin.integrity import check_repo_path, sha256_file
 from kernelpin.layout import BUILD_DIR, METADATA
+from kernelpin.limits import Limits
 from kernelpin.metadata import SEMVER_KEY, MetadataError, check_kernels_format, compat_package_name, parse_metadata
 from kernelpin.ranges import Version, VersionError
-from kernelpin.source import http_status, repository_refs, translate_errors
+from kernelpin.source import http_status, list_refs, repository_refs, translate_errors
 from kernelpin.spec import REPO_TYPES, check_repo_id
 from kernelpin.variant import Variant
 
@@ -233,7 +234,8 @@ def publish(api: HfApi, release: Release, repo_id: str, repo_type: str | None = 
 
     check_repo_id(repo_id)
     with translate_errors(f"reading the tags of {repo_id}", api.endpoint):
-        refs = repository_refs(api, repo_id, repo_type)
+        refs = repository_refs(lambda kind: list_refs(api.endpoint, repo_id, kind, Limits.from_env().max_listing),
+                               repo_type)
     repo_type = refs.repo_type if refs else (repo_type or REPO_TYPES[0])
     if refs is not None and release.tag in refs.tags:
         raise _refuse_existing(release, repo_id, refs.tags[release.tag])

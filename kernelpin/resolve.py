@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from kernelpin.errors import KernelpinError
-from kernelpin.integrity import GIT_OBJECT_ID_RE, check_repo_path, discard_file, git_blob_sha1
+from kernelpin.integrity import GIT_OBJECT_ID_RE, check_repo_path, git_blob_sha1
 from kernelpin.layout import BUILD_DIR, METADATA
 from kernelpin.lockfile import Lock, LockedFile, LockedKernel, LockedVariant, is_variant_name, why_stale
 from kernelpin.metadata import check_size as check_metadata_size
@@ -137,27 +137,31 @@ class Pinner:
 
     A variant's metadata.json (one GET into memory, checked against its git blob id: locking writes nothing to
     the Hub cache) carries sha256 digests of the other files, so binaries are never downloaded to lock; LFS
-    files come with their sha256. Anything else is downloaded (into the Hub cache, where sync finds it later)
-    and hashed.
+    files come with their sha256. Anything else is streamed and hashed, never stored.
     """
 
     def __init__(self, source: HubSource, repo_id: str, repo_type: str, commit: str) -> None:
         self.source, self.repo_id, self.repo_type, self.commit = source, repo_id, repo_type, commit
         self.where = f"{repo_id} at {commit[:12]}"
 
-    def _fetch_checked(self, remote: RemoteFile) -> bytes:
-        """A file without a published digest: into the Hub cache (where sync finds it later), checked."""
-        path = self.source.download(self.repo_id, self.repo_type, self.commit, remote.path)
-        content = path.read_bytes()
-        if not self._matches_listing(remote, content):
-            # Evicted: a bad copy left in the cache would be served again to every later run.
-            discard_file(path, self.source.blobs_dir(self.repo_id, self.repo_type))
+    def _hash_checked(self, remote: RemoteFile) -> str:
+        """The sha256 of a file without a published digest, streamed and hashed (kept neither in memory nor
+        on disk), checked against the listing's git blob id or LFS sha256."""
+        sha256 = hashlib.sha256()
+        blob = hashlib.sha1(b"blob %d\0" % remote.size)  # git's blob id, computed on the way
+
+        def sink(chunk: bytes) -> None:
+            sha256.update(chunk)
+            blob.update(chunk)
+
+        self.source.stream(self.repo_id, self.repo_type, self.commit, remote.path, remote.size, sink)
+        if remote.blob_id and remote.blob_id != blob.hexdigest():  # only files without LFS digest come here
             raise self._altered(remote)
-        return content
+        return sha256.hexdigest()
 
     def _read_metadata_checked(self, remote: RemoteFile) -> bytes:
         """metadata.json in one GET, in memory, checked against the listing (lock needs no cached copy)."""
-        content = self.source.read(self.repo_id, self.repo_type, self.commit, remote.path, limit=remote.size)
+        content = self.source.read(self.repo_id, self.repo_type, self.commit, remote.path, remote.size)
         if not self._matches_listing(remote, content):
             raise self._altered(remote)
         return content
@@ -203,7 +207,7 @@ class Pinner:
             if digest is None:
                 digest = remote.lfs_sha256
             if digest is None:
-                digest = hashlib.sha256(self._fetch_checked(remote)).hexdigest()
+                digest = self._hash_checked(remote)
             pinned[relative] = digest
         missing = sorted(set(digests) - set(by_relative))
         if missing:

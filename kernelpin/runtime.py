@@ -17,7 +17,8 @@ from kernelpin.errors import KernelpinError
 from kernelpin.layout import LOCKFILE
 from kernelpin.loader import import_verified
 from kernelpin.source import HubSettings, HubSource
-from kernelpin.sync import Installer, choose_variant
+from kernelpin.store import Store
+from kernelpin.sync import choose_variant
 from kernelpin.variant import Environment
 
 
@@ -92,9 +93,9 @@ def load(repo_id: str, *, lock: str | os.PathLike | None = None, target: str | o
     if name in sys.modules:
         return sys.modules[name]
     target = target or os.environ.get("KERNELPIN_TARGET") or None
-    installer = Installer(HubSource(HubSettings.from_env()), Path(target) if target else None)
     # Verifies every file (downloading missing ones); needs only read access when all are present.
-    directory = installer.install(kernel, variant, repair=False).directory
+    directory = Store(HubSource(HubSettings.from_env()), Path(target) if target else None).ensure_variant(
+        kernel, variant).directory
     locked_variant = kernel.variant(variant)
     what = f"{kernel.label} ({variant})"
     if not locked_variant.depends:  # no `kernels` needed
