@@ -15,7 +15,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from kernelpin import kernels_lock, lockfile
+from kernelpin import environment, kernels_lock, lockfile
 from kernelpin.errors import KernelpinError
 from kernelpin.integrity import write_atomic
 from kernelpin.project import (
@@ -185,11 +185,9 @@ def _locked_for_sync(ctx: Context) -> lockfile.Lock:
 
 
 def cmd_sync(ctx: Context) -> int:
-    from kernelpin import environment
-
     args = ctx.args
     locked = _locked_for_sync(ctx)
-    env = None if args.all_variants else environment.current(args.torch, args.cuda, args.gpu_capability)
+    env = None if args.all_variants else environment.current(vars(args))
     target = Path(args.target).resolve() if args.target else None
     results = sync(locked, Installer(ctx.source, target), env, all_variants=args.all_variants)
     if args.json:
@@ -490,9 +488,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="use the lock as it is, resolving nothing; may still download (cargo's --frozen implies --offline)")
     sync_parser.add_argument("--all-variants", action="store_true", help="every locked variant, not only this environment's")
     sync_parser.add_argument("--target", metavar="DIR", help="vendor into DIR (DIR/<org>/<name>/<commit>/build/<variant>)")
-    sync_parser.add_argument("--torch", metavar="X.Y", help="select for this torch instead of detecting it")
-    sync_parser.add_argument("--cuda", metavar="X.Y|none", help="with --torch: the system CUDA (default none)")
-    sync_parser.add_argument("--gpu-capability", metavar="X.Y", help="with --torch: the GPU's compute capability")
+    environment.add_arguments(sync_parser)
     sync_parser.add_argument("--json", action="store_true", help="machine-readable output")
     sync_parser.set_defaults(run=cmd_sync)
 

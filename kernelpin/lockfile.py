@@ -48,7 +48,7 @@ class LockedVariant:
     name: str
     files: tuple[LockedFile, ...]
     backend: str | None = None  # "cpu", "cuda", ... from metadata.json when present
-    archs: tuple[str, ...] | None = None  # compute capabilities from metadata.json when present
+    archs: tuple[str, ...] | None = None  # backend.archs of metadata.json when present (CUDA or gfx names)
     # metadata.json's `kernel-depends`: (repo id, requirement) of each kernel this variant loads with
     # kernels.get_kernel_dep; each is locked as a kernel of its own.
     depends: tuple[tuple[str, RequirementValue], ...] = ()
@@ -265,7 +265,7 @@ def _parse_variant(table: Any, where: str) -> LockedVariant:
     entry.where = f"{where} ({name})"
     archs = entry.get("archs", list, required=False)
     if archs is not None and not all(isinstance(arch, str) and is_arch(arch) for arch in archs):
-        raise entry.fail("archs", "must list compute capabilities such as \"8.0\", \"9.0a\", \"12.0+PTX\"")
+        raise entry.fail("archs", "must list GPU archs such as \"8.0\", \"9.0a\", \"12.0+PTX\", \"gfx942\"")
     files = []
     for index, item in enumerate(entry.get("files", list)):
         file = _Entry(item, f"{entry.where} file #{index + 1}")

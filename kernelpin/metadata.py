@@ -204,7 +204,7 @@ def parse_metadata(content: bytes | str, where: str) -> BuildMetadata:
         raise broken(f"backend.type {backend_type[:40]!r} is not a backend name such as cpu or cuda")
     archs = _optional(backend, "archs", list, broken, "backend.")
     if archs is not None and not all(isinstance(arch, str) and is_arch(arch) for arch in archs):
-        raise broken('backend.archs must list compute capabilities such as "8.0", "9.0a", "12.0+PTX"')
+        raise broken('backend.archs must list GPU archs such as "8.0", "9.0a", "12.0+PTX", "gfx942"')
     variant = _optional(document, "variant", str, broken)
     kernel_depends = tuple(_kernel_dependency(item, broken) for item in _optional(document, DEPENDS_KEY, list, broken) or ())
     return BuildMetadata(

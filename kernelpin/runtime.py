@@ -22,11 +22,32 @@ from kernelpin.sync import choose_variant
 from kernelpin.variant import Environment
 
 
+def _other_owner(path: Path) -> int | None:
+    """The owner of `path` when it is neither this user nor root; None for those (and where there are no uids)."""
+    if not hasattr(os, "geteuid"):
+        return None
+    owner = path.stat().st_uid
+    return None if owner in (os.geteuid(), 0) else owner
+
+
 def find_lock(start: Path) -> Path | None:
+    """The nearest kernelpin.lock at or above `start`, trusting only what this user or root owns (as git's
+    safe.directory check does): the search stops at a directory another user owns, and a lock another user
+    owns is refused, since in a shared parent (/tmp, a group directory) anyone can plant one."""
     start = start.resolve()
     for directory in (start if start.is_dir() else start.parent, *start.parents):
-        if (directory / LOCKFILE).is_file():
-            return directory / LOCKFILE
+        if _other_owner(directory) is not None:
+            return None
+        candidate = directory / LOCKFILE
+        if candidate.is_file():
+            owner = _other_owner(candidate)
+            if owner is not None:
+                raise KernelpinError(
+                    f"{candidate} belongs to another user (uid {owner}), so it is not used: whoever can write "
+                    f"{directory} could have put it there. Pass load(..., lock='path/to/kernelpin.lock') to "
+                    "name your project's lock"
+                )
+            return candidate
     return None
 
 
@@ -59,7 +80,13 @@ def module_name(repo_id: str, commit: str, variant: str) -> str:
     return "_kernelpin_" + re.sub(r"\W", "_", f"{repo_id}_{commit[:12]}_{variant}")
 
 
-def load(repo_id: str, *, lock: str | os.PathLike | None = None, target: str | os.PathLike | None = None) -> ModuleType:
+def load(
+    repo_id: str,
+    *,
+    lock: str | os.PathLike | None = None,
+    target: str | os.PathLike | None = None,
+    backend: str | None = None,
+) -> ModuleType:
     """Import the kernel `repo_id` as the project's kernelpin.lock pins it.
 
     The lock is `lock` (a file or its directory) or the nearest kernelpin.lock above the calling module
@@ -67,6 +94,8 @@ def load(repo_id: str, *, lock: str | os.PathLike | None = None, target: str | o
     directory) or the Hub cache, downloading missing ones unless HF_HUB_OFFLINE=1. Every file is
     verified against the lock before import; a modified file raises IntegrityError and is never imported.
     Only modules the lock lists are importable, compiled from the bytes that were hashed (kernelpin.loader).
+    `backend="cpu"` takes a CPU build on an accelerator's machine (as kernels' backend="cpu"); by default
+    the variant is the one `kernels.get_kernel` would choose.
     """
     if lock is not None:
         lock_path = Path(lock)
@@ -76,7 +105,8 @@ def load(repo_id: str, *, lock: str | os.PathLike | None = None, target: str | o
         lock_path = (find_lock(caller) if caller else None) or find_lock(Path.cwd())
         if lock_path is None:
             raise KernelpinError(
-                f"no {LOCKFILE} found above {caller or Path.cwd()}; run `kernelpin lock` in your project "
+                f"no {LOCKFILE} found above {caller or Path.cwd()} (the search stops at a directory owned by "
+                "another user, as git's does); run `kernelpin lock` in your project "
                 "or pass load(..., lock='path/to/kernelpin.lock')"
             )
     pinned = read_lock_cached(lock_path)
@@ -88,7 +118,8 @@ def load(repo_id: str, *, lock: str | os.PathLike | None = None, target: str | o
         raise KernelpinError(
             f"{repo_id} is not in {lock_path} (locked: {locked}); run `kernelpin add {repo_id}`"
         )
-    variant = choose_variant(kernel, _environment())
+    env = _environment() if backend is None else environment.with_backend(_environment(), backend)
+    variant = choose_variant(kernel, env)
     name = module_name(kernel.repo_id, kernel.commit, variant)
     if name in sys.modules:
         return sys.modules[name]
