@@ -34,7 +34,7 @@ class Limits:
     http_timeout: float = 30.0  # seconds without progress (connect, next bytes) before a request fails
     deadline: float = 600.0  # seconds one command may spend on the Hub in all, transfers included
     max_listing: int = 100_000  # entries of one refs or file listing (all pages together)
-    max_response_bytes: int = 64 << 20  # one API answer (refs, a listing page); file bodies: their pinned size
+    max_response_bytes: int = 16 << 20  # one API answer (refs, a listing page); file bodies: their pinned size
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> Limits:

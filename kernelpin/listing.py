@@ -137,11 +137,17 @@ def parse_tree_page(data: Any, where: str) -> list[RemoteFile | str]:
 
 
 def files_of(entries: list[RemoteFile | str], where: str) -> list[RemoteFile]:
-    """The files of a whole listing; a path listed twice (or as a file and a directory) is refused."""
+    """The files of a whole listing; a path listed twice, or a file that other files are listed below
+    (no directory can hold both), is refused."""
     seen: set[str] = set()
     for entry in entries:
         path = entry if isinstance(entry, str) else entry.path
         if path in seen:
             raise malformed(where, f"{path!r} is listed twice")
         seen.add(path)
-    return [entry for entry in entries if isinstance(entry, RemoteFile)]
+    files = [entry for entry in entries if isinstance(entry, RemoteFile)]
+    folders = {path.rsplit("/", 1)[0] for path in seen if "/" in path}
+    below = next((file.path for file in files if file.path in folders), None)
+    if below is not None:
+        raise malformed(where, f"{below!r} is listed as a file and as a directory")
+    return files

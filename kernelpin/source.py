@@ -93,15 +93,30 @@ class HubSource:
             )
 
     def _api_url(self, repo_id: str, repo_type: str, *parts: str) -> str:
-        return api_url(self.settings.endpoint, repo_id, repo_type, *parts)
+        from urllib.parse import quote
+
+        base = f"{self.settings.endpoint}/api/{repo_type}s/{repo_id}"
+        return "/".join([base, *(quote(part, safe="") for part in parts)])
 
     def _get_json(self, url: str, params: dict[str, str] | None = None) -> tuple[object, str | None]:
+        """One API answer, parsed as JSON (its size capped by the transport while a budget runs), and the URL
+        of its next page, if any."""
+        from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
+
         self._use_timeout()
-        return get_json(url, params)
+        with get_session().stream("GET", url, params=params, headers=build_hf_headers()) as response:
+            hf_raise_for_status(response)
+            body = b"".join(response.iter_bytes())
+            following = response.links.get("next", {}).get("url")
+        try:
+            return json.loads(body), following
+        except (ValueError, RecursionError):
+            raise malformed(url.split("?")[0], "the answer is not JSON") from None
 
     def _list_refs(self, repo_id: str, repo_type: str) -> Refs:
-        self._use_timeout()
-        return list_refs(self.settings.endpoint, repo_id, repo_type, self.settings.limits.max_listing)
+        data, _ = self._get_json(self._api_url(repo_id, repo_type, "refs"))
+        return parse_refs(data, repo_type, f"the refs of {repo_id} at {self.settings.endpoint}",
+                          self.settings.limits.max_listing)
 
     def refs(self, repo_id: str, repo_type: str | None) -> Refs:
         """Tags and branches of a repository; with repo_type None, try a kernel repo, then a model repo."""
@@ -128,6 +143,9 @@ class HubSource:
             params: dict[str, str] | None = {"recursive": "true", "expand": "false"}
             while url is not None:
                 data, url = self._get_json(url, params)
+                if url is not None and not same_origin(url, self.settings.endpoint):
+                    # It would get this client's token (HF_TOKEN) with the request.
+                    raise malformed(where, f"the next page is on another server ({url[:100]})")
                 page = parse_tree_page(data, where)
                 if url is not None and not page:
                     raise malformed(where, "a page without entries points to a next page")
@@ -180,31 +198,11 @@ class HubSource:
         return bytes(content)
 
 
-def api_url(endpoint: str, repo_id: str, repo_type: str, *parts: str) -> str:
-    from urllib.parse import quote
+def same_origin(url: str, endpoint: str) -> bool:
+    from urllib.parse import urlsplit
 
-    return "/".join([f"{endpoint}/api/{repo_type}s/{repo_id}", *(quote(part, safe="") for part in parts)])
-
-
-def get_json(url: str, params: dict[str, str] | None = None) -> tuple[object, str | None]:
-    """One API answer, parsed as JSON (its size capped by the transport while a budget runs), and the URL of
-    its next page, if any."""
-    from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
-
-    with get_session().stream("GET", url, params=params, headers=build_hf_headers()) as response:
-        hf_raise_for_status(response)
-        body = b"".join(response.iter_bytes())
-        following = response.links.get("next", {}).get("url")
-    try:
-        return json.loads(body), following
-    except (ValueError, RecursionError):
-        raise malformed(url.split("?")[0], "the answer is not JSON") from None
-
-
-def list_refs(endpoint: str, repo_id: str, repo_type: str, limit: int) -> Refs:
-    """The tags and branches of a repository of a given type, checked (kernelpin.listing)."""
-    data, _ = get_json(api_url(endpoint, repo_id, repo_type, "refs"))
-    return parse_refs(data, repo_type, f"the refs of {repo_id} at {endpoint}", limit)
+    one, other = urlsplit(url), urlsplit(endpoint)
+    return (one.scheme, one.netloc) == (other.scheme, other.netloc)
 
 
 def http_status(error: BaseException | None) -> int | None:

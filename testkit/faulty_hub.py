@@ -95,7 +95,8 @@ class Lies:
 
     refs: the JSON of every refs listing (`/api/<type>s/<org>/<name>/refs`).
     tree: the JSON of every file-listing page.
-    tree_forever: file listings are pages of one new file each, each page linking to the next, without end.
+    tree_forever: file listings are pages of one new file each, each page linking to the next, without end
+        (on `next_page_host` when given, e.g. another server that would collect the client's token).
     file_status / file_headers: the status of file answers (`.../resolve/...`, GET and HEAD), and headers
         added to them (an `ETag`, an `X-Repo-Commit`); the body stays the upstream's unless the status changes.
     drip: "refs", "tree" or "file": that answer comes one byte every `drip_seconds`, without end.
@@ -107,6 +108,7 @@ class Lies:
     refs: Any = None
     tree: Any = None
     tree_forever: bool = False
+    next_page_host: str | None = None
     file_status: int | None = None
     file_headers: dict[str, str] = field(default_factory=dict)
     drip: str | None = None
@@ -165,7 +167,8 @@ class HostileHub:
             self._tree_started = self._tree_started or time.monotonic()
             entry = {"type": "file", "path": f"build/x/file{page}.py", "size": 1, "oid": "0" * 40}
             more = time.monotonic() < self._tree_started + lies.endless_for
-            return self._json(handler, [entry], f"{self.endpoint}{path}?cursor={page + 1}" if more else None)
+            host = f"http://{lies.next_page_host}" if lies.next_page_host else self.endpoint
+            return self._json(handler, [entry], f"{host}{path}?cursor={page + 1}" if more else None)
         if kind == "tree" and lies.tree is not None:
             return self._json(handler, lies.tree)
         if kind == "file" and lies.endless_file and handler.command == "GET":

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tools.build_config import BuildConfig
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -62,7 +64,7 @@ def test_demo_prints_the_release_version(checkout_build: Path, tmp_path: Path) -
     from PIL import Image
 
     Image.new("RGB", (8, 6), (200, 100, 50)).save(image)
-    version = tomllib.loads((ROOT / "build.toml").read_text())["general"]["version"]
+    version = BuildConfig.load().version
     done = _demo(checkout_build, str(image), "--device", "cpu")
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(f"img2gray {version} (")

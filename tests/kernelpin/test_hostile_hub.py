@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -69,18 +70,25 @@ def fresh_load(repo_id: str, commit: str, **kwargs):
 # --- 1-2. headers name no file: ETag and X-Repo-Commit are never used --------------------------------
 
 
-def test_an_etag_that_is_a_path_writes_nothing_outside_the_cache(hub, released, locked, cli, tmp_path, monkeypatch):
+def test_an_etag_that_is_a_path_writes_nothing_outside_the_cache(hub, released, locked, new_repo, project, cli,
+                                                                  tmp_path, monkeypatch):
     # Failed before: huggingface_hub named the blob after the ETag, so the server's bytes landed in
-    # tmp_path/OUTSIDE/planted.pth (a .pth runs at the next Python start), and sync failed on the link.
+    # tmp_path/OUTSIDE/planted.pth (a .pth runs at the next Python start), and sync failed on the link;
+    # in `sync`, in `load`, and in `lock` of a build without digests (its files were downloaded to be hashed).
     repo_id, commit = released
+    undigested, repo = new_repo("no-digest", "kernel")
+    publish(repo, "1.0.0", variants=(CPU_213,), metadata=False)
     with HostileHub(hub.endpoint, Lies(file_headers={"ETag": '"../../../OUTSIDE/planted.pth"'})) as endpoint:
         monkeypatch.setenv("HF_ENDPOINT", endpoint)
         status, _, err = cli("sync", "--torch", "2.13")
         assert status == 0, err
         shutil.rmtree(snapshot_dir(locked.parent / "hf-cache", repo_id, commit, "kernel"))
         assert fresh_load(repo_id, commit).VERSION == "1.0.0"
+        assert cli("verify")[0] == 0
+        project(f'"{undigested}" = "^1"\n')
+        status, _, err = cli("lock")
+        assert status == 0, err
     assert outside(tmp_path) == []
-    assert cli("verify")[0] == 0
 
 
 def test_an_x_repo_commit_that_is_a_path_writes_nothing_outside_the_cache(hub, released, locked, cli, tmp_path,
@@ -169,6 +177,7 @@ def test_a_listing_the_hub_cannot_mean_is_refused_in_one_line(hub, released, loc
         (None, [_file("build/../../a.py")], "refusing unsafe path 'build/../../a.py'"),
         (None, [_file("build/x/a.py", size="1")], "size 1 is not between 0"),
         (None, [{"type": "directory", "path": "build"}, _file("build")], "'build' is listed twice"),
+        (None, [_file("build/x"), _file("build/x/a.py")], "'build/x' is listed as a file and as a directory"),
     ],
 )
 def test_every_malformed_answer_is_refused_by_the_listing_parser(refs, tree, message):
@@ -180,6 +189,13 @@ def test_every_malformed_answer_is_refused_by_the_listing_parser(refs, tree, mes
 
 
 # --- 5-6. deadlines and limits ------------------------------------------------------------------------
+
+
+def test_a_next_page_on_another_server_is_refused(hub, locked, cli, monkeypatch):
+    # It would receive the request, and with it the user's HF_TOKEN.
+    with HostileHub(hub.endpoint, Lies(tree_forever=True, next_page_host="127.0.0.2:9")) as endpoint:
+        monkeypatch.setenv("HF_ENDPOINT", endpoint)
+        one_line_error(*cli("lock", "--upgrade")[::2], "the next page is on another server (http://127.0.0.2:9/")
 
 
 def test_a_listing_that_pages_forever_stops_at_the_deadline_or_the_entry_limit(hub, locked, cli, monkeypatch):
@@ -257,14 +273,24 @@ def test_a_full_disk_is_reported_as_a_full_disk(hub, released, locked, tmp_path)
     assert "cannot reach" not in done.stderr
 
 
-def test_partial_downloads_left_by_a_killed_process_are_removed(released, locked, cli, tmp_path):
-    repo_id, _ = released
-    blobs = tmp_path / "hf-cache" / f"kernels--{repo_id.replace('/', '--')}" / "blobs"
-    blobs.mkdir(parents=True)
-    stale = blobs / f".{'0' * 64}.abc123{PARTIAL}"
-    stale.write_bytes(b"half a file")
-    assert cli("sync", "--torch", "2.13")[0] == 0
-    assert not stale.exists() and cli("verify")[0] == 0
+def test_a_partial_download_left_by_a_killed_sync_is_removed_by_the_next(hub, locked, cli, tmp_path):
+    cache = tmp_path / "hf-cache"
+    with HostileHub(hub.endpoint, Lies(drip="file", endless_for=30)) as endpoint:
+        env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HF_ENDPOINT": endpoint}
+        syncing = subprocess.Popen([sys.executable, "-m", "kernelpin", "sync", "--frozen", "--torch", "2.13"],
+                                   cwd=locked, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            for _ in range(600):  # until the download has begun (at most a minute)
+                if list(cache.rglob(f"*{PARTIAL}")):
+                    break
+                assert syncing.poll() is None
+                time.sleep(0.1)
+        finally:
+            syncing.kill()  # SIGKILL: no handler runs, the partial file stays
+            syncing.wait()
+    (partial,) = cache.rglob(f"*{PARTIAL}")
+    assert cli("sync", "--frozen", "--torch", "2.13")[0] == 0
+    assert not partial.exists() and not list(cache.rglob(f"*{PARTIAL}")) and cli("verify")[0] == 0
 
 
 def test_a_read_only_cache_without_a_file_names_the_file_and_the_fix(released, locked, cli, tmp_path):
