@@ -197,6 +197,9 @@ def test_kernelpin_lock_keeps_a_kernels_lock_in_step(hub, lines, project, cli, t
     (root / "kernels.lock").write_text((root / "kernels.lock").read_text().replace(locked[behind_id], "0" * 40))
     status, _, err = cli("lock", "--check")
     assert status == 1 and f"kernels.lock does not name the commits of kernelpin.lock ({behind_id})" in err
+    edited = (root / "kernels.lock").read_bytes()
+    status, out, _ = cli("lock", "--dry-run")
+    assert "Would change: ~ kernels.lock: kept in step" in out and (root / "kernels.lock").read_bytes() == edited
     assert cli("lock")[0] == 0 and cli("lock", "--check")[0] == 0
     assert json.loads((root / "kernels.lock").read_text()) == entries
 
