@@ -254,18 +254,20 @@ def test_a_kernel_dependency_is_locked_synced_verified_and_loaded(hub, with_depe
     status, out, err = cli("sync", "--torch", "2.13")
     assert status == 0 and f"{dep_id} " in out, err
     assert cli("verify")[0] == 0
-    code = ("import kernelpin\nfrom kernelpin.errors import IntegrityError\n"
-            f"module = kernelpin.load({kernel_id!r})\nprint(module.VERSION, module.DEP_VERSION, module.DEP_FILE)\n")
-    printed, modules = fresh_interpreter(code)
-    version, dep_version, dep_file = printed.split()
-    assert (version, dep_version) == ("2.0.0", "1.4.0") and dep_commit in dep_file
-    # Every file of the dependency is checked as the kernel's own: a modified one is not imported.
+    # Every file of the dependency is checked as the kernel's own: a modified one is not imported; once
+    # `kernelpin sync` has replaced it, the kernel loads with its dependency (one fresh process for both).
     impl = next(p for p in snapshot_dir(hf_env, dep_id, dep_commit, "kernel").rglob("_impl.py"))
     impl.unlink()
     impl.write_text("VARIANT = 'planted'\n")
-    printed, _ = fresh_interpreter("import kernelpin\nfrom kernelpin.errors import IntegrityError\ntry:\n"
-                                   f"    kernelpin.load({kernel_id!r})\nexcept IntegrityError as error:\n    print(error)\n")
-    assert f"{dep_id} refs/heads/v1: build/{CPU_213}/_impl.py: size 20 != 137 pinned in the lock" in printed
+    code = ("import kernelpin\nfrom kernelpin.cli import main\nfrom kernelpin.errors import IntegrityError\ntry:\n"
+            f"    kernelpin.load({kernel_id!r})\nexcept IntegrityError as error:\n    print('refused:', error)\n"
+            "assert main(['-q', 'sync', '--torch', '2.13']) == 0\n"
+            f"module = kernelpin.load({kernel_id!r})\nprint('loaded:', module.VERSION, module.DEP_VERSION, module.DEP_FILE)\n")
+    printed, _ = fresh_interpreter(code)
+    refused, loaded = printed.strip().splitlines()[-2:]
+    assert refused.startswith(f"refused: {dep_id} refs/heads/v1: build/{CPU_213}/_impl.py: size 20 != 137 pinned")
+    _, version, dep_version, dep_file = loaded.split()
+    assert (version, dep_version) == ("2.0.0", "1.4.0") and dep_commit in dep_file
 
 
 def test_a_kernel_without_dependencies_loads_without_kernels(lines, project, cli):
