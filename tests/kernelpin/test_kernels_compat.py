@@ -338,3 +338,26 @@ def test_locked_layer_repository_loads_the_layer_kernelpin_resolved(hub, new_rep
             "layer_name='Gray').load()\nprint(layer.VERSION)")
     done = run([sys.executable, "-c", code], env=kernels_env(hub.endpoint, tmp_path / "kernels-home"))
     assert done.stdout.strip().splitlines()[-1] == "1.1.0"
+
+
+def test_kernels_lock_rendering_is_what_kernels_own_reader_and_writer_give():
+    """Every requirement form, in kernels' format: its reader takes it and its writer gives the same bytes back
+    (order and layout included); model repositories are left out (kernels reads kernel repositories only)."""
+    from kernels._rust import KernelLocks
+
+    from kernelpin import kernels_lock
+    from kernelpin.lockfile import Lock, LockedKernel
+
+    def kernel(repo_id: str, requirement, ref: str | None, repo_type: str = "kernel") -> LockedKernel:
+        return LockedKernel(repo_id, repo_type, requirement, commit=f"{abs(hash(repo_id)) % 10**40:040d}", ref=ref,
+                            version=None, variants=())
+
+    lock = Lock((kernel("z/major", 1, "refs/heads/v1"), kernel("a/range", "^1.2", "refs/tags/v1.3.0"),
+                 kernel("m/table", {"version": 2}, "refs/heads/v2"), kernel("c/commit", {"revision": "a" * 40}, None),
+                 kernel("b/branch", {"revision": "main"}, "refs/heads/main"), kernel("o/model", 1, "refs/heads/v1", "model")))
+    text = kernels_lock.render(lock)
+    assert KernelLocks.from_json(text).to_json() == text
+    assert [(e["dependency"]["repo-id"], e["dependency"].get("version"), e["dependency"].get("revision"))
+            for e in json.loads(text)] == [("a/range", None, "v1.3.0"), ("b/branch", None, "main"),
+                                            ("c/commit", None, "a" * 40), ("m/table", 2, None), ("z/major", 1, None)]
+    assert kernels_lock.left_out(lock) == ["o/model"]
