@@ -262,10 +262,16 @@ def test_a_kernel_dependency_is_locked_synced_verified_and_loaded(hub, with_depe
     code = ("import kernelpin\nfrom kernelpin.cli import main\nfrom kernelpin.errors import IntegrityError\ntry:\n"
             f"    kernelpin.load({kernel_id!r})\nexcept IntegrityError as error:\n    print('refused:', error)\n"
             "assert main(['-q', 'sync', '--torch', '2.13']) == 0\n"
+            "import sys\nsys.modules['kernels'] = sys.modules['kernels.deps'] = None  # as if not installed\n"
+            f"try:\n    kernelpin.load({kernel_id!r})\nexcept Exception as error:\n    print('without kernels:', error)\n"
+            "del sys.modules['kernels'], sys.modules['kernels.deps']\n"
             f"module = kernelpin.load({kernel_id!r})\nprint('loaded:', module.VERSION, module.DEP_VERSION, module.DEP_FILE)\n")
     printed, _ = fresh_interpreter(code)
-    refused, loaded = printed.strip().splitlines()[-2:]
+    refused, without_kernels, loaded = printed.strip().splitlines()[-3:]
     assert refused.startswith(f"refused: {dep_id} refs/heads/v1: build/{CPU_213}/_impl.py: size 20 != 137 pinned")
+    assert without_kernels == (f"without kernels: {kernel_id} refs/heads/v2 ({CPU_213}) depends on {dep_id} (kernel-depends) "
+                               "and gets them with kernels.get_kernel_dep, which needs the `kernels` package: "
+                               "pip install kernels")
     _, version, dep_version, dep_file = loaded.split()
     assert (version, dep_version) == ("2.0.0", "1.4.0") and dep_commit in dep_file
 
