@@ -23,7 +23,7 @@ from kernelpin import lockfile
 from kernelpin.errors import KernelpinError
 from kernelpin.listing import files_of, parse_refs, parse_tree_page
 from kernelpin.runtime import module_name
-from kernelpin.store import PARTIAL
+from kernelpin.layout import PARTIAL
 from testkit.fake_kernel import CPU_213, publish
 from testkit.faulty_hub import HostileHub, Lies
 from tests.kernelpin.helpers import AS_NOBODY, REPO_ROOT, require_nobody, snapshot_dir
