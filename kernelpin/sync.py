@@ -3,6 +3,7 @@ repair what changed and remove what the lock does not list."""
 
 from __future__ import annotations
 
+import re
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -68,6 +69,14 @@ class Installer:
                 result.removed.append(f"{BUILD_DIR}/{variant_name}/{extra}")
         return result
 
+    def record_major_ref(self, kernel: LockedKernel) -> None:
+        """For a branch pin `refs/heads/vN` in the Hub cache: record `refs/vN` at the locked commit, so `kernels`
+        finds the synced files offline by version (`get_kernel(repo, version=N)` with HF_HUB_OFFLINE=1 reads
+        the cache's refs/v<N>). Not for a vendoring target, which `kernels` never reads."""
+        branch = (kernel.ref or "").removeprefix("refs/heads/")
+        if self.store.target is None and kernel.repo_type == "kernel" and re.fullmatch(r"v\d+", branch):
+            self.store.write_ref(kernel.repo_id, kernel.repo_type, branch, kernel.commit)
+
 
 def unlisted_entries(directory: Path, variant: LockedVariant) -> list[str]:
     """Entries of a variant directory the lock does not list (planted files, links, bytecode caches):
@@ -116,4 +125,5 @@ def sync(
             assert env is not None, "an environment is needed to choose variants"
             names = [choose_variant(kernel, env)]
         done.extend(installer.install(kernel, name, repair) for name in names)
+        installer.record_major_ref(kernel)
     return done

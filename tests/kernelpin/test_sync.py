@@ -32,8 +32,11 @@ def test_sync_selects_for_the_environment(img2gray, project, cli, flags, variant
 def test_no_fitting_variant_lists_every_variant_and_why(img2gray, project, cli):
     project('"acme/img2gray" = "^0.1"\n')
     status, _, err = cli("sync", "--torch", "2.13", "--cuda", "13.0", "--gpu-capability", "7.5")
-    # No CUDA build covers sm_75, so the CPU build is the fallback.
-    assert status == 0
+    # The CUDA build kernels would choose does not cover sm_75: refused, as kernels refuses it (no CPU fallback).
+    assert status == 1
+    assert "torch213-cxx11-cu130-x86_64-linux: compute capabilities 8.0;9.0;12.0+PTX do not cover this GPU's 7.5" in err
+    assert "A CPU build fits (torch213-cxx11-cpu-x86_64-linux): ask for it with `kernelpin sync --backend cpu`" in err
+    assert cli("sync", "--torch", "2.13", "--backend", "cpu")[0] == 0
     status, _, err = cli("sync", "--torch", "2.11")
     assert status == 1
     assert "acme/img2gray 0.1.1: no build variant fits this environment (linux/x86_64, torch 2.11" in err
@@ -112,7 +115,7 @@ def test_load_errors(img2gray, project, cli, tmp_path):
     lockfile.write(root / "kernelpin.lock", lockfile.Lock((cuda_only,)))
     with pytest.raises(NoVariantError) as caught:
         kernelpin.load("acme/img2gray", lock=root)
-    assert "torch213-cxx11-cu130-x86_64-linux: CUDA 13.0 build, this environment has no CUDA" in str(caught.value)
+    assert "torch213-cxx11-cu130-x86_64-linux: CUDA 13.0 build, this machine's backend is CPU" in str(caught.value)
 
 
 def test_the_hub_cache_layout_is_huggingface_hubs_and_refs_can_name_a_snapshot(img2gray, project, cli, hf_env, tmp_path):
