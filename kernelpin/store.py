@@ -145,17 +145,19 @@ class Store:
             _raise_local(error, what, lock_path.parent)
 
     def _real_directory(self, kernel: LockedKernel, directory: Path, what: str) -> None:
-        """Create `directory` below the kernel's root one level at a time, refusing any level that is a
-        symbolic link (written through, it would put files, or remove them, outside the store)."""
-        root = self.root(kernel)
-        parts = directory.relative_to(root).parts
-        for level in [root, *(root.joinpath(*parts[: depth + 1]) for depth in range(len(parts)))]:
+        """Create `directory` one level at a time below the store's top (the target directory, or the
+        repository's folder in the Hub cache), refusing any level that is a symbolic link: written through,
+        it would put files, or remove them, outside the store."""
+        top = self.target if self.target is not None else self.root(kernel)
+        parts = directory.relative_to(top).parts
+        levels = [top.joinpath(*parts[: depth + 1]) for depth in range(len(parts))]
+        for level in levels if self.target is not None else [top, *levels]:
             if level.is_symlink():
                 raise KernelpinError(
                     f"{what}: {level} is a symbolic link; kernelpin writes only into directories of its own. "
                     "Remove the link (it is not kernelpin's) and run `kernelpin sync` again"
                 )
-            level.mkdir(parents=level == root, exist_ok=True)
+            level.mkdir(parents=True, exist_ok=True)
 
     def _download(self, kernel: LockedKernel, directory: Path, locked: LockedFile, prefix: str) -> None:
         """Stream one file into a temporary file, hash it on the way, and move it into place when it matches
