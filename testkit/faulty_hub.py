@@ -9,6 +9,7 @@ front of a real Hub. All listen on 127.0.0.1 in a thread and stop with their `wi
 
 from __future__ import annotations
 
+import gzip
 import http.client
 import json
 import re
@@ -101,6 +102,7 @@ class Lies:
         added to them (an `ETag`, an `X-Repo-Commit`); the body stays the upstream's unless the status changes.
     drip: "refs", "tree" or "file": that answer comes one byte every `drip_seconds`, without end.
     endless_file: file bodies never end (no Content-Length, bytes until the client hangs up).
+    gzip_refs: refs listings come gzip-compressed (Content-Encoding: gzip), asked for or not.
     "Without end" is `endless_for` seconds at most, so that a client that fails to stop fails its test
     instead of hanging it.
     """
@@ -115,6 +117,7 @@ class Lies:
     drip_seconds: float = 0.2
     endless_file: bool = False
     endless_for: float = 60.0
+    gzip_refs: bool = False
 
 
 class HostileHub:
@@ -161,6 +164,10 @@ class HostileHub:
         if kind == lies.drip:
             return self._drip(handler)
         if kind == "refs" and lies.refs is not None:
+            body = lies.refs if isinstance(lies.refs, bytes) else json.dumps(lies.refs).encode()
+            if lies.gzip_refs:
+                return self._send(handler, 200, gzip.compress(body), {"Content-Type": "application/json",
+                                                                      "Content-Encoding": "gzip"})
             return self._json(handler, lies.refs)
         if kind == "tree" and lies.tree_forever:
             page = int(parse_qs(urlsplit(handler.path).query).get("cursor", ["0"])[0])
