@@ -19,7 +19,6 @@ from pathlib import Path
 import pytest
 
 import kernelpin
-from kernelpin import lockfile
 from kernelpin.errors import KernelpinError
 from kernelpin.listing import files_of, parse_refs, parse_tree_page
 from kernelpin.runtime import module_name
