@@ -52,7 +52,8 @@ class Store:
     """The Hub cache (or a `sync --target` directory) as kernelpin fills it. `progress`, when given, makes a
     progress bar per download (called with `total` bytes and `desc`; tqdm's interface: update, close)."""
 
-    def __init__(self, source: HubSource, target: Path | None = None, progress: Callable[..., Any] | None = None) -> None:
+    def __init__(self, source: HubSource, target: Path | None = None,
+                 progress: Callable[..., Any] | None = None) -> None:
         self.source, self.target, self.progress = source, target, progress
 
     def root(self, kernel: LockedKernel) -> Path:
@@ -198,7 +199,8 @@ class Store:
                 raise IntegrityError(
                     f"{what}: sha256 {digest.hexdigest()} != {locked.sha256} pinned in the lock. The downloaded file "
                     "was deleted. The server's content differs from what was locked: if the publisher re-tagged on "
-                    f"purpose, run `kernelpin lock --upgrade-package {kernel.repo_id}`; otherwise do not trust this server"
+                    f"purpose, run `kernelpin lock --upgrade-package {kernel.repo_id}`; "
+                    "otherwise do not trust this server"
                 )
             os.chmod(temporary, 0o644)
             os.replace(temporary, destination)

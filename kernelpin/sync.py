@@ -46,7 +46,8 @@ class Installer:
     """`sync`'s side of the store: installs variants, repairs what changed, removes what the lock does not list,
     and reports it all."""
 
-    def __init__(self, source: HubSource, target: Path | None = None, progress: Callable[..., Any] | None = None) -> None:
+    def __init__(self, source: HubSource, target: Path | None = None,
+                 progress: Callable[..., Any] | None = None) -> None:
         self.store = Store(source, target, progress)
 
     def present(self, kernel: LockedKernel, variant_name: str, locked: LockedFile) -> Path | None:
