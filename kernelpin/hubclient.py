@@ -80,7 +80,8 @@ class _DeadlineTransport(httpx2.BaseTransport):
                     f"{url}: the server compressed its answer ({encoding[:20]}) though kernelpin asked for none; "
                     "its size cannot be bounded before it is expanded. The server is broken or hostile"
                 )
-            limit = request.extensions.get(EXPECT_SIZE)
+            # The expected size is the file's; an error page or a redirect is another document.
+            limit = request.extensions.get(EXPECT_SIZE) if 200 <= response.status_code < 300 else None
             response.stream = _BoundedBody(response, budget, url, limit, timeouts, self)
         return response
 

@@ -99,7 +99,7 @@ class Lies:
     tree_forever: file listings are pages of one new file each, each page linking to the next, without end
         (on `next_page_host` when given, e.g. another server that would collect the client's token).
     file_status / file_headers: the status of file answers (`.../resolve/...`, GET and HEAD), and headers
-        added to them (an `ETag`, an `X-Repo-Commit`); the body stays the upstream's unless the status changes.
+        added to them (an `ETag`, an `X-Repo-Commit`); with a status, the body is a JSON error of ~250 bytes.
     drip: "refs", "tree" or "file": that answer comes one byte every `drip_seconds`, without end.
     endless_file: file bodies never end (no Content-Length, bytes until the client hangs up).
     gzip_refs: refs listings come gzip-compressed (Content-Encoding: gzip), asked for or not.
@@ -181,7 +181,10 @@ class HostileHub:
         if kind == "file" and lies.endless_file and handler.command == "GET":
             return self._endless(handler)
         if kind == "file" and lies.file_status is not None:
-            return self._send(handler, lies.file_status, b"", lies.file_headers)
+            # An error page longer than the small files it stands for, as the Hub's JSON errors are.
+            error = json.dumps({"error": f"status {lies.file_status}", "detail": "x" * 200}).encode()
+            return self._send(handler, lies.file_status, error, {"Content-Type": "application/json",
+                                                                 **lies.file_headers})
         status, headers, body = self._forward(handler)
         extra = lies.file_headers if kind == "file" else {}
         self._send(handler, status, body, {**headers, **extra})
