@@ -243,7 +243,12 @@ def cmd_sync(ctx: Context) -> int:
     locked = _locked_for_sync(ctx)
     env = None if args.all_variants else environment.current(vars(args))
     target = Path(args.target).resolve() if args.target else None
-    installer = Installer(ctx.source, target)
+    progress = None
+    if not (args.json or args.quiet or args.dry_run) and sys.stderr.isatty():  # bars for people; logs get the summary only
+        from huggingface_hub.utils import tqdm  # huggingface_hub's bars: HF_HUB_DISABLE_PROGRESS_BARS=1 hides them
+
+        progress = functools.partial(tqdm, unit="B", unit_scale=True, leave=False)
+    installer = Installer(ctx.source, target, progress)
     if args.dry_run:
         return _sync_dry_run(ctx, locked, installer, env)
     if env is not None:
