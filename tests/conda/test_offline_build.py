@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import stat
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,8 @@ def test_cpu_package_is_named_after_both_pins_and_indexed(offline_build: Offline
     assert re.fullmatch(rf"img2gray-0\.1\.0-cpu_torch{torch_tag}_h[0-9a-f]{{7}}_0\.conda", offline_build.package.name)
     assert list(repodata["packages.conda"]) == [offline_build.package.name]
     assert (offline_build.channel_dir / "noarch" / "repodata.json").exists()
+    # Readable by a channel server and other users (failed before: rattler-build leaves it 0600).
+    assert stat.S_IMODE(offline_build.package.stat().st_mode) == 0o644
 
 
 def test_cpu_package_metadata_and_files(offline_build: OfflineBuild) -> None:
