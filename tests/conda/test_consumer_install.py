@@ -61,7 +61,7 @@ def solver_channels(offline_build: OfflineBuild, tmp_path_factory: pytest.TempPa
     """[img2gray channel, conda-forge stand-in records].
 
     The img2gray channel holds the records of the real CPU build plus the CUDA 13.0 variant of the same
-    pytorch minor as recipe/variants.yaml renders it (build string, build number, run requirements; no
+    pytorch minor as the project's matrix renders it (build string, build number, run requirements; no
     archive, since nvcc cannot build it on this machine). It serves solving only.
     """
     root = tmp_path_factory.mktemp("solver")
