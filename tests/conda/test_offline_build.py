@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import stat
 from pathlib import Path
 
 import pytest
+from rattler.package import AboutJson
+from rattler.package_streaming import PackageArchive
 from rattler_build import Package
 
 from tests.conda.support import OfflineBuild, machine_like_h200
@@ -26,6 +29,16 @@ def test_cpu_package_is_named_after_both_pins_and_indexed(offline_build: Offline
     assert (offline_build.channel_dir / "noarch" / "repodata.json").exists()
     # Readable by a channel server and other users (failed before: rattler-build leaves it 0600).
     assert stat.S_IMODE(offline_build.package.stat().st_mode) == 0o644
+
+
+def test_cpu_package_records_no_path_of_the_build_machine_in_about_json(offline_build: OfflineBuild) -> None:
+    """Failed before: info/about.json listed the stand-in channel, file:///tmp/img2gray-standins-.../standins/."""
+    async def read_about() -> AboutJson:
+        return await (await PackageArchive.from_path(offline_build.package)).about_json()
+
+    about = asyncio.run(read_about())
+    assert about.channels == []
+    assert about.license == "Apache-2.0" and about.home  # the rest of the record is intact
 
 
 def test_cpu_package_metadata_and_files(offline_build: OfflineBuild) -> None:

@@ -16,11 +16,15 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
+import json
 import os
 import shutil
 import sys
 import sysconfig
+import tarfile
 import tempfile
+import zipfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Literal
@@ -155,6 +159,48 @@ def evict_from_package_cache(package_stem: str) -> None:
     (cache / f"{package_stem}.lock").unlink(missing_ok=True)
 
 
+def finish_package(package: Path) -> None:
+    """Undo what rattler-build leaves in a package that a published one must not have.
+
+    - info/about.json lists the channels of the build, an offline build's being the stand-ins' temporary
+      directory (`file:///tmp/...`): a path of the build machine, meaningless elsewhere. Local (`file:`)
+      channels are dropped; the info archive is re-packed with its members' order and metadata, the package's
+      files (pkg-*.tar.zst) are copied as they are.
+    - the archive is written 0600: a channel server under its own account, or another user, could not read it.
+    """
+    with zipfile.ZipFile(package) as archive:
+        entries = [(info, archive.read(info)) for info in archive.infolist()]
+    if any(info.filename.startswith("info-") and info.filename.endswith(".tar.zst") for info, _ in entries):
+        entries = [(info, _without_local_channels(data) if info.filename.startswith("info-") else data)
+                   for info, data in entries]
+        with tempfile.NamedTemporaryFile(dir=package.parent, prefix=f".{package.name}.", delete=False) as stream:
+            with zipfile.ZipFile(stream, "w", zipfile.ZIP_STORED) as archive:
+                for info, data in entries:  # fresh headers: the zip64 extras of the old ones would be stale
+                    header = zipfile.ZipInfo(info.filename, date_time=info.date_time)
+                    header.external_attr = info.external_attr
+                    archive.writestr(header, data)
+        os.replace(stream.name, package)
+    package.chmod(0o644)
+
+
+def _without_local_channels(info_archive: bytes) -> bytes:
+    import zstandard  # the .conda format's compression (requirements/dev.txt, pixi.toml)
+
+    with zstandard.ZstdDecompressor().stream_reader(io.BytesIO(info_archive)) as stream:
+        source = tarfile.open(fileobj=io.BytesIO(stream.read()))
+    repacked = io.BytesIO()
+    with source, tarfile.open(fileobj=repacked, mode="w") as target:
+        for member in source.getmembers():
+            content = source.extractfile(member).read() if member.isfile() else None
+            if member.name == "info/about.json":
+                about = json.loads(content)
+                about["channels"] = [url for url in about.get("channels", []) if not url.startswith("file:")]
+                content = json.dumps(about, indent=2, sort_keys=True).encode()
+                member.size = len(content)
+            target.addfile(member, io.BytesIO(content) if content is not None else None)
+    return zstandard.ZstdCompressor(level=19).compress(repacked.getvalue())
+
+
 class BuildLog:
     """Collects rattler-build's log lines so that a failed build can show why it failed."""
 
@@ -194,8 +240,7 @@ def build_variants(
             tail = "\n".join(log.lines[-80:])
             raise RuntimeError(f"building {name} failed: {error}\n--- last lines of the build log ---\n{tail}") from error
         for package in result.packages:
-            # rattler-build writes the archive 0600: a channel server or another user could not read it.
-            Path(package).chmod(0o644)
+            finish_package(Path(package))
             packages.append(Path(package))
         for line in result.log:  # the recipe tests' verdicts
             if "matches the reference" in line or "tests passed" in line:
