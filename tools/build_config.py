@@ -44,6 +44,8 @@ class BuildConfig:
     cuda_capabilities: tuple[str, ...]
     torch_sources: tuple[str, ...]
     backend_sources: dict[str, tuple[str, ...]]  # "cpu" / "cuda" -> repository-relative paths
+    upstream: str | None = None  # [general] upstream: the repository the kernel comes from (metadata `upstream`)
+    kernels_minver: str | None = None  # [general] kernels-minver: the oldest `kernels` that loads the builds
 
     @classmethod
     def load(cls, root: Path = ROOT) -> BuildConfig:
@@ -75,6 +77,8 @@ class BuildConfig:
             cuda_capabilities=tuple(_table(config, "cuda").get("capabilities", ())),
             torch_sources=_sources(_table(config, "torch"), "torch", root),
             backend_sources=backend_sources,
+            upstream=_optional_string(general, "general", "upstream"),
+            kernels_minver=_optional_string(general, "general", "kernels-minver"),
         )
 
     @property
@@ -116,6 +120,10 @@ def _table(config: dict, key: str) -> dict:
     if not isinstance(value, dict):
         raise BuildConfigError(f"build.toml has no [{key}] table; see the comments in build.toml for its layout")
     return value
+
+
+def _optional_string(table: dict, where: str, key: str) -> str | None:
+    return None if table.get(key) is None else _string(table, where, key)
 
 
 def _string(table: dict, where: str, key: str) -> str:

@@ -329,6 +329,9 @@ def build(out: Path, cuda_mode: str = "auto", build_root: Path | None = None, ve
         template = (package / "_ops.py.in").read_text()
         (staging / "_ops.py").write_text(template.replace("@NAMESPACE@", namespace).replace("@LIBRARY@", library_name))
         shutil.copyfile(library, staging / library_name)
+        for relative, content in variant_metadata.compat_package(config.name).items():  # for `kernels` before the flat layout
+            (staging / relative).parent.mkdir(parents=True, exist_ok=True)
+            (staging / relative).write_bytes(content)
         commit = source_commit()
         provenance = {
             "source_commit": commit,
@@ -346,9 +349,13 @@ def build(out: Path, cuda_mode: str = "auto", build_root: Path | None = None, ve
             license=config.license,
             variant=variant.name,
             backend=backend,
-            files={path.name: sha256_file(path) for path in staging.iterdir()},
+            files={path.relative_to(staging).as_posix(): sha256_file(path)
+                   for path in staging.rglob("*") if path.is_file()},
             builder=BUILDER,
             provenance=provenance,
+            # A kernel of its own (not a port of another project's) has its own repository as its upstream.
+            upstream=config.upstream or config.repository,
+            kernels_minver=config.kernels_minver,
             extra={
                 "torch": f"{variant.torch[0]}.{variant.torch[1]}",
                 "cxx11_abi": bool(torch._C._GLIBCXX_USE_CXX11_ABI),
