@@ -19,16 +19,22 @@ from tools.lowest_deps import declared_floors, uv
 
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
-# Imported inside the functions that need them and never installed by kernelpin: the caller's torch (load)
-# and its `publish` extra's checker.
-OPTIONAL = {"torch": "the application's torch", "kernel_abi_check": "the publish extra"}
 
 
-def imported_top_level_modules(package: Path) -> set[str]:
+def module_level_imports(package: Path) -> set[str]:
+    """Top-level names imported when kernelpin's modules are imported. Function-level imports are the optional
+    ones (the caller's torch, kernels, the publish extra's checker, ...)."""
     modules = set()
     for path in package.rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Import):
+        statements = list(ast.parse(path.read_text()).body)
+        while statements:
+            node = statements.pop()
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                continue
+            if isinstance(node, (ast.If, ast.Try)):
+                statements += [*node.body, *node.orelse, *getattr(node, "finalbody", []),
+                               *(line for handler in getattr(node, "handlers", []) for line in handler.body)]
+            elif isinstance(node, ast.Import):
                 modules |= {alias.name.split(".")[0] for alias in node.names}
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 modules.add(node.module.split(".")[0])
@@ -38,10 +44,10 @@ def imported_top_level_modules(package: Path) -> set[str]:
 def test_every_distribution_kernelpin_imports_is_declared() -> None:
     """Failed before: kernelpin/hubclient.py imports httpx2, which pyproject.toml did not declare (only
     huggingface_hub >= 2.0 brings it)."""
-    third_party = imported_top_level_modules(ROOT / "kernelpin") - set(sys.stdlib_module_names) - {"kernelpin"}
+    third_party = module_level_imports(ROOT / "kernelpin") - set(sys.stdlib_module_names) - {"kernelpin"}
     distributions = importlib.metadata.packages_distributions()
     declared = {canonicalize_name(Requirement(line).name) for line in PROJECT["project"]["dependencies"]}
-    undeclared = {module: distributions.get(module, [module]) for module in third_party - set(OPTIONAL)
+    undeclared = {module: distributions.get(module, [module]) for module in third_party
                   if not {canonicalize_name(name) for name in distributions.get(module, [module])} & declared}
     assert not undeclared, f"kernelpin imports these without declaring them in pyproject.toml: {undeclared}"
     assert {canonicalize_name(name) for name in declared_floors()} == declared  # every dependency has a floor (name>=X) for tools.lowest_deps
