@@ -85,3 +85,16 @@ def test_h200_cuda_variant_environments_resolve_against_its_stand_ins(tmp_path: 
         ("pytorch", "cuda130_generic_py312"), ("cuda-version", "machine"), ("cuda-cudart-dev", "machine")}
     with pytest.raises(NoCandidateError, match="__cuda"):
         solve_environment([channel], requirements["host"], cuda=None)  # a CUDA torch needs the driver
+
+
+def test_library_uses_no_python_abi_beyond_the_packages_python_floor(offline_build: OfflineBuild, tmp_path: Path) -> None:
+    """The package is Python-version independent (one build for every python >= its floor): abi3audit's check,
+    through HF's kernel-abi-check, on the library inside the .conda, at the floor its run requirement states."""
+    from kernel_abi_check import ObjectFile
+    from rattler.package_streaming import extract
+
+    [floor] = [spec.removeprefix("python >=") for spec in Package.from_file(offline_build.package).depends
+               if spec.startswith("python >=")]
+    extract(offline_build.package, tmp_path)
+    [library] = (tmp_path / "site-packages" / "img2gray").glob("*.abi3.so")
+    assert ObjectFile(str(library)).check_python_abi(floor) == []
