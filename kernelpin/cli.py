@@ -189,7 +189,12 @@ def cmd_sync(ctx: Context) -> int:
     locked = _locked_for_sync(ctx)
     env = None if args.all_variants else environment.current(vars(args))
     target = Path(args.target).resolve() if args.target else None
-    results = sync(locked, Installer(ctx.source, target), env, all_variants=args.all_variants)
+    progress = None
+    if not (args.json or args.quiet) and sys.stderr.isatty():  # bars for people; logs get the summary only
+        from huggingface_hub.utils import tqdm  # huggingface_hub's bars: HF_HUB_DISABLE_PROGRESS_BARS=1 hides them
+
+        progress = functools.partial(tqdm, unit="B", unit_scale=True, leave=False)
+    results = sync(locked, Installer(ctx.source, target, progress), env, all_variants=args.all_variants)
     if args.json:
         _emit_json({"environment": None if env is None else env.describe(), "synced": [_synced_json(r) for r in results]})
         return 0

@@ -8,6 +8,7 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from kernelpin.errors import NoVariantError
 from kernelpin.layout import BUILD_DIR
@@ -45,8 +46,9 @@ class Installer:
     """`sync`'s side of the store: installs variants, repairs what changed, removes what the lock does not list,
     and reports it all."""
 
-    def __init__(self, source: HubSource, target: Path | None = None) -> None:
-        self.store = Store(source, target)
+    def __init__(self, source: HubSource, target: Path | None = None,
+                 progress: Callable[..., Any] | None = None) -> None:
+        self.store = Store(source, target, progress)
 
     def present(self, kernel: LockedKernel, variant_name: str, locked: LockedFile) -> Path | None:
         return self.store.installed(kernel, variant_name, locked)

@@ -16,7 +16,7 @@ from kernelpin import lockfile
 from kernelpin.errors import IntegrityError, KernelpinError
 from kernelpin.runtime import module_name
 from kernelpin.source import HubSettings, HubSource
-from kernelpin.store import PARTIAL
+from kernelpin.layout import PARTIAL
 from kernelpin.sync import Installer, sync
 from kernelpin.variant import Environment
 from testkit.hub import HubServer

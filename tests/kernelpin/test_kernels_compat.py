@@ -197,6 +197,9 @@ def test_kernelpin_lock_keeps_a_kernels_lock_in_step(hub, lines, project, cli, t
     (root / "kernels.lock").write_text((root / "kernels.lock").read_text().replace(locked[behind_id], "0" * 40))
     status, _, err = cli("lock", "--check")
     assert status == 1 and f"kernels.lock does not name the commits of kernelpin.lock ({behind_id})" in err
+    edited = (root / "kernels.lock").read_bytes()
+    status, out, _ = cli("lock", "--dry-run")
+    assert "Would change: ~ kernels.lock: kept in step" in out and (root / "kernels.lock").read_bytes() == edited
     assert cli("lock")[0] == 0 and cli("lock", "--check")[0] == 0
     assert json.loads((root / "kernels.lock").read_text()) == entries
 
@@ -251,18 +254,26 @@ def test_a_kernel_dependency_is_locked_synced_verified_and_loaded(hub, with_depe
     status, out, err = cli("sync", "--torch", "2.13")
     assert status == 0 and f"{dep_id} " in out, err
     assert cli("verify")[0] == 0
-    code = ("import kernelpin\nfrom kernelpin.errors import IntegrityError\n"
-            f"module = kernelpin.load({kernel_id!r})\nprint(module.VERSION, module.DEP_VERSION, module.DEP_FILE)\n")
-    printed, modules = fresh_interpreter(code)
-    version, dep_version, dep_file = printed.split()
-    assert (version, dep_version) == ("2.0.0", "1.4.0") and dep_commit in dep_file
-    # Every file of the dependency is checked as the kernel's own: a modified one is not imported.
+    # Every file of the dependency is checked as the kernel's own: a modified one is not imported; once
+    # `kernelpin sync` has replaced it, the kernel loads with its dependency (one fresh process for both).
     impl = next(p for p in snapshot_dir(hf_env, dep_id, dep_commit, "kernel").rglob("_impl.py"))
     impl.unlink()
     impl.write_text("VARIANT = 'planted'\n")
-    printed, _ = fresh_interpreter("import kernelpin\nfrom kernelpin.errors import IntegrityError\ntry:\n"
-                                   f"    kernelpin.load({kernel_id!r})\nexcept IntegrityError as error:\n    print(error)\n")
-    assert f"{dep_id} refs/heads/v1: build/{CPU_213}/_impl.py: size 20 != 137 pinned in the lock" in printed
+    code = ("import kernelpin\nfrom kernelpin.cli import main\nfrom kernelpin.errors import IntegrityError\ntry:\n"
+            f"    kernelpin.load({kernel_id!r})\nexcept IntegrityError as error:\n    print('refused:', error)\n"
+            "assert main(['-q', 'sync', '--torch', '2.13']) == 0\n"
+            "import sys\nsys.modules['kernels'] = sys.modules['kernels.deps'] = None  # as if not installed\n"
+            f"try:\n    kernelpin.load({kernel_id!r})\nexcept Exception as error:\n    print('without kernels:', error)\n"
+            "del sys.modules['kernels'], sys.modules['kernels.deps']\n"
+            f"module = kernelpin.load({kernel_id!r})\nprint('loaded:', module.VERSION, module.DEP_VERSION, module.DEP_FILE)\n")
+    printed, _ = fresh_interpreter(code)
+    refused, without_kernels, loaded = printed.strip().splitlines()[-3:]
+    assert refused.startswith(f"refused: {dep_id} refs/heads/v1: build/{CPU_213}/_impl.py: size 20 != 137 pinned")
+    assert without_kernels == (f"without kernels: {kernel_id} refs/heads/v2 ({CPU_213}) depends on {dep_id} (kernel-depends) "
+                               "and gets them with kernels.get_kernel_dep, which needs the `kernels` package: "
+                               "pip install kernels")
+    _, version, dep_version, dep_file = loaded.split()
+    assert (version, dep_version) == ("2.0.0", "1.4.0") and dep_commit in dep_file
 
 
 def test_a_kernel_without_dependencies_loads_without_kernels(lines, project, cli):
@@ -333,3 +344,26 @@ def test_locked_layer_repository_loads_the_layer_kernelpin_resolved(hub, new_rep
             "layer_name='Gray').load()\nprint(layer.VERSION)")
     done = run([sys.executable, "-c", code], env=kernels_env(hub.endpoint, tmp_path / "kernels-home"))
     assert done.stdout.strip().splitlines()[-1] == "1.1.0"
+
+
+def test_kernels_lock_rendering_is_what_kernels_own_reader_and_writer_give():
+    """Every requirement form, in kernels' format: its reader takes it and its writer gives the same bytes back
+    (order and layout included); model repositories are left out (kernels reads kernel repositories only)."""
+    from kernels._rust import KernelLocks
+
+    from kernelpin import kernels_lock
+    from kernelpin.lockfile import Lock, LockedKernel
+
+    def kernel(repo_id: str, requirement, ref: str | None, repo_type: str = "kernel") -> LockedKernel:
+        return LockedKernel(repo_id, repo_type, requirement, commit=f"{abs(hash(repo_id)) % 10**40:040d}", ref=ref,
+                            version=None, variants=())
+
+    lock = Lock((kernel("z/major", 1, "refs/heads/v1"), kernel("a/range", "^1.2", "refs/tags/v1.3.0"),
+                 kernel("m/table", {"version": 2}, "refs/heads/v2"), kernel("c/commit", {"revision": "a" * 40}, None),
+                 kernel("b/branch", {"revision": "main"}, "refs/heads/main"), kernel("o/model", 1, "refs/heads/v1", "model")))
+    text = kernels_lock.render(lock)
+    assert KernelLocks.from_json(text).to_json() == text
+    assert [(e["dependency"]["repo-id"], e["dependency"].get("version"), e["dependency"].get("revision"))
+            for e in json.loads(text)] == [("a/range", None, "v1.3.0"), ("b/branch", None, "main"),
+                                            ("c/commit", None, "a" * 40), ("m/table", 2, None), ("z/major", 1, None)]
+    assert kernels_lock.left_out(lock) == ["o/model"]
