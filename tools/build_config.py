@@ -9,9 +9,16 @@ the tests. Sources are declared as kernel-builder declares them: `[torch] src` f
 from __future__ import annotations
 
 import shutil
-import tomllib
+import sys
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+
+# The recipe runs this module on its host python, conda-forge's python_min (3.10), which has no tomllib: there
+# tomli (the package tomllib was taken from, same API) is a host requirement of the recipe.
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD_TOML = "build.toml"
