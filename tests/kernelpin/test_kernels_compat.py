@@ -15,7 +15,7 @@ from kernelpin.metadata import render
 from testkit.fake_kernel import CPU_213, kernel_files, publish, variant_files
 from testkit.releasing import hub_env, kernels_cli, run
 
-from .conftest import TRUSTED_ORG
+from tests.kernelpin.helpers import TRUSTED_ORG
 from .helpers import fresh_interpreter, snapshot_dir
 
 pytest.importorskip("kernels")
