@@ -9,7 +9,8 @@ which huggingface_hub does not retry: one silent server costs one timeout, and t
 While a command's budget runs (kernelpin.limits), every request made in its context is also held to the
 command's deadline, from the connection to the last byte of the body (a server that drips one byte at a
 time is cut off at the deadline, not at the next timeout), and every body to a size: the size the request
-declares (`expect_size`: a file's pinned or listed size) or KERNELPIN_MAX_RESPONSE_BYTES (API answers).
+declares (`expect_size`: a file's pinned or listed size) or KERNELPIN_MAX_RESPONSE_BYTES (API answers);
+such requests ask for uncompressed answers and refuse compressed ones, whose size is known only once expanded.
 Requests made outside a budget (other code of the process using huggingface_hub) get the timeouts only.
 Imported only when kernelpin talks to a Hub (it imports httpx2 and huggingface_hub).
 """
@@ -62,6 +63,8 @@ class _DeadlineTransport(httpx2.BaseTransport):
             budget.check(f"requesting {url}")
             remaining = budget.remaining()
             timeouts = {kind: min(value, remaining) for kind, value in timeouts.items()}
+            # A compressed answer's size is known only once it is expanded (a few KB can expand to GBs).
+            request.headers["Accept-Encoding"] = "identity"
         request.extensions["timeout"] = timeouts
         try:
             response = self.inner.handle_request(request)
@@ -70,7 +73,15 @@ class _DeadlineTransport(httpx2.BaseTransport):
                 raise budget.exceeded(f"requesting {url}") from None
             raise self._timeout(error, url, timeouts) from None
         if budget is not None:
-            limit = request.extensions.get(EXPECT_SIZE)
+            encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
+            if encoding not in ("", "identity"):
+                response.close()
+                raise LimitExceeded(
+                    f"{url}: the server compressed its answer ({encoding[:20]}) though kernelpin asked for none; "
+                    "its size cannot be bounded before it is expanded. The server is broken or hostile"
+                )
+            # The expected size is the file's; an error page or a redirect is another document.
+            limit = request.extensions.get(EXPECT_SIZE) if 200 <= response.status_code < 300 else None
             response.stream = _BoundedBody(response, budget, url, limit, timeouts, self)
         return response
 

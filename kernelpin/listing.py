@@ -86,7 +86,8 @@ def parse_refs(data: Any, repo_type: str, where: str, limit: int) -> Refs:
         named = found[kind] = {}
         for entry in entries:
             if not isinstance(entry, dict):
-                raise malformed(where, f"an entry of '{kind}' is {type(entry).__name__} {_short(entry, 40)}, not an object")
+                raise malformed(where, f"an entry of '{kind}' is {type(entry).__name__} {_short(entry, 40)}, "
+                                       "not an object")
             name = check_ref_name(entry.get("name"), where)
             if name in named:
                 raise malformed(where, f"{one} {name!r} is listed twice")
@@ -130,7 +131,8 @@ def parse_tree_page(data: Any, where: str) -> list[RemoteFile | str]:
             lfs = entry.get("lfs")
             if lfs is not None and not isinstance(lfs, dict):
                 raise malformed(where, f"{path!r}: 'lfs' is {type(lfs).__name__}, not an object")
-            entries.append(remote_file(path, entry.get("size"), entry.get("oid"), lfs.get("oid") if lfs else None, where))
+            lfs_sha256 = lfs.get("oid") if lfs else None
+            entries.append(remote_file(path, entry.get("size"), entry.get("oid"), lfs_sha256, where))
         else:
             raise malformed(where, f"{path!r}: type {_short(kind, 40)} is neither 'file' nor 'directory'")
     return entries

@@ -24,7 +24,7 @@ from kernelpin.errors import KernelpinError
 from kernelpin.integrity import check_repo_path, sha256_file
 from kernelpin.layout import BUILD_DIR, METADATA
 from kernelpin.limits import Limits
-from kernelpin.metadata import SEMVER_KEY, MetadataError, check_kernels_format, parse_metadata
+from kernelpin.metadata import SEMVER_KEY, MetadataError, check_kernels_format, compat_package_name, parse_metadata
 from kernelpin.ranges import Version, VersionError
 from kernelpin.listing import Refs, parse_refs
 from kernelpin.source import http_status, repository_refs, translate_errors
@@ -61,6 +61,13 @@ class Release:
     version: Version
     variants: dict[str, dict[str, Any]]  # variant name -> metadata.json
     files: tuple[ReleaseFile, ...]
+
+    @property
+    def without_compat_package(self) -> list[str]:
+        """Variants without `<name>/__init__.py`, which `kernels` releases before the flat layout cannot load."""
+        paths = {f.path for f in self.files}
+        return sorted(name for name, metadata in self.variants.items()
+                      if f"{BUILD_DIR}/{name}/{compat_package_name(str(metadata['name']))}/__init__.py" not in paths)
 
     @property
     def tag(self) -> str:

@@ -7,11 +7,13 @@ import os
 import re
 import sys
 import threading
+from contextvars import ContextVar
 from pathlib import Path
 from types import ModuleType
 
 from kernelpin import environment
 from kernelpin import lockfile
+from kernelpin.lockfile import LockedKernel, LockedVariant
 from kernelpin.errors import KernelpinError
 from kernelpin.layout import LOCKFILE
 from kernelpin.loader import import_verified
@@ -139,4 +141,43 @@ def load(
         # Verifies every file (downloading missing ones); needs only read access when all are present.
         directory = Store(HubSource(HubSettings.from_env()), Path(target) if target else None).ensure_variant(
             kernel, variant).directory
-        return import_verified(name, directory, kernel.variant(variant), f"{kernel.label} ({variant})")
+        locked_variant = kernel.variant(variant)
+        what = f"{kernel.label} ({variant})"
+        if not locked_variant.depends:  # no `kernels` needed
+            return import_verified(name, directory, locked_variant, what)
+        dependencies = _load_dependencies(kernel, locked_variant.depends, lock_path, target)
+        return _import_with_dependencies(name, directory, locked_variant, what, dependencies)
+
+
+_loading: ContextVar[tuple[str, ...]] = ContextVar("_loading", default=())  # the chain of kernels being loaded
+
+
+def _load_dependencies(kernel: LockedKernel, depends: tuple, lock_path: Path, target: object) -> dict[str, ModuleType]:
+    """Each kernel the variant names in `kernel-depends`, loaded (verified) from the same lock first."""
+    chain = (*_loading.get(), kernel.repo_id)
+    token = _loading.set(chain)
+    try:
+        modules = {}
+        for repo_id, _ in depends:
+            if repo_id in chain:  # only a hand-edited lock has one: locking refuses cycles
+                raise KernelpinError(f"{lock_path}: kernel dependency cycle {' -> '.join((*chain, repo_id))}; "
+                                     "run `kernelpin lock` to regenerate the lock")
+            modules[repo_id] = load(repo_id, lock=lock_path, target=target)
+        return modules
+    finally:
+        _loading.reset(token)
+
+
+def _import_with_dependencies(name: str, directory: Path, variant: LockedVariant, what: str,
+                              dependencies: dict[str, ModuleType]) -> ModuleType:
+    """Import a kernel whose code calls `kernels.get_kernel_dep(repo)` while it loads: `kernels` keeps the
+    dependencies of the kernel being loaded in a context variable (kernels.deps.use_kernel_deps), set here."""
+    try:
+        from kernels.deps import use_kernel_deps
+    except ImportError:
+        raise KernelpinError(
+            f"{what} depends on {', '.join(dependencies)} (kernel-depends) and gets them with "
+            "kernels.get_kernel_dep, which needs the `kernels` package: pip install kernels"
+        ) from None
+    with use_kernel_deps(dependencies):
+        return import_verified(name, directory, variant, what)

@@ -19,19 +19,17 @@ import contextlib
 import hashlib
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from kernelpin.errors import IntegrityError, KernelpinError
 from kernelpin.integrity import check_repo_path, discard_file, verify_file
-from kernelpin.layout import BUILD_DIR
+from kernelpin.layout import BUILD_DIR, LOCKS_DIR, PARTIAL
 from kernelpin.listing import check_commit, check_ref_name
 from kernelpin.lockfile import LockedFile, LockedKernel
 from kernelpin.source import HubSource, local_write_problem
-
-PARTIAL = ".kernelpin-partial"  # suffix of a download in progress (or left by a killed process)
 
 
 @dataclass
@@ -51,10 +49,12 @@ def checkout_dir(target: Path, kernel: LockedKernel) -> Path:
 
 
 class Store:
-    """The Hub cache (or a `sync --target` directory) as kernelpin fills it."""
+    """The Hub cache (or a `sync --target` directory) as kernelpin fills it. `progress`, when given, makes a
+    progress bar per download (called with `total` bytes and `desc`; tqdm's interface: update, close)."""
 
-    def __init__(self, source: HubSource, target: Path | None = None) -> None:
-        self.source, self.target = source, target
+    def __init__(self, source: HubSource, target: Path | None = None,
+                 progress: Callable[..., Any] | None = None) -> None:
+        self.source, self.target, self.progress = source, target, progress
 
     def root(self, kernel: LockedKernel) -> Path:
         """The directory of `kernel` that kernelpin owns: nothing is written above it but the file lock."""
@@ -71,7 +71,7 @@ class Store:
     def linked_directory(self, kernel: LockedKernel, variant_name: str) -> Path | None:
         """The first directory from the cache or target directory down to the variant directory that is a
         symbolic link, or None. Nothing is read, listed or removed through one: it would reach what it points to
-        (a user's own directory); `load` refuses it, `sync` replaces the link itself."""
+        (a user's own directory); `sync`, `load` and `verify` refuse it."""
         base = self.target if self.target is not None else self.source.settings.cache_dir
         current = base
         for part in self.variant_directory(kernel, variant_name).relative_to(base).parts:
@@ -95,10 +95,11 @@ class Store:
         if variant is None:
             raise KernelpinError(f"{kernel.label}: variant {variant_name} is not in the lock")
         linked = self.linked_directory(kernel, variant.name)
-        if linked is not None and not repair:
+        if linked is not None:
             raise IntegrityError(
-                f"{kernel.label}: {linked} is a symbolic link (to {os.readlink(linked)}), not the directory "
-                "kernelpin installed; nothing is loaded through it. Run `kernelpin sync` to replace the link"
+                f"{kernel.label}: {linked} is a symbolic link (to {os.readlink(linked)}), not a directory kernelpin "
+                "made; nothing is read, listed, removed or loaded through it. Remove the link (it is not kernelpin's) "
+                "and run `kernelpin sync` again"
             )
         result = Installed(self.variant_directory(kernel, variant.name))
         prefix = f"{BUILD_DIR}/{variant.name}/"
@@ -151,7 +152,7 @@ class Store:
         from filelock import FileLock  # only writers lock: loading verified files needs read access only
 
         base = self.target if self.target is not None else self.source.settings.cache_dir
-        lock_path = base / ".kernelpin-locks" / f"{kernel.repo_type}s--{kernel.repo_id.replace('/', '--')}.lock"
+        lock_path = base / LOCKS_DIR / f"{kernel.repo_type}s--{kernel.repo_id.replace('/', '--')}.lock"
         try:
             lock_path.parent.mkdir(parents=True, exist_ok=True)
             with FileLock(str(lock_path)):
@@ -164,17 +165,19 @@ class Store:
             _raise_local(error, what, lock_path.parent)
 
     def _real_directory(self, kernel: LockedKernel, directory: Path, what: str) -> None:
-        """Create `directory` below the kernel's root one level at a time, refusing any level that is a
-        symbolic link (written through, it would put files, or remove them, outside the store)."""
-        root = self.root(kernel)
-        parts = directory.relative_to(root).parts
-        for level in [root, *(root.joinpath(*parts[: depth + 1]) for depth in range(len(parts)))]:
+        """Create `directory` one level at a time below the store's top (the target directory, or the
+        repository's folder in the Hub cache), refusing any level that is a symbolic link: written through,
+        it would put files, or remove them, outside the store."""
+        top = self.target if self.target is not None else self.root(kernel)
+        parts = directory.relative_to(top).parts
+        levels = [top.joinpath(*parts[: depth + 1]) for depth in range(len(parts))]
+        for level in levels if self.target is not None else [top, *levels]:
             if level.is_symlink():
                 raise KernelpinError(
                     f"{what}: {level} is a symbolic link; kernelpin writes only into directories of its own. "
                     "Remove the link (it is not kernelpin's) and run `kernelpin sync` again"
                 )
-            level.mkdir(parents=level == root, exist_ok=True)
+            level.mkdir(parents=True, exist_ok=True)
 
     def _download(self, kernel: LockedKernel, directory: Path, locked: LockedFile, prefix: str) -> None:
         """Stream one file into a temporary file, hash it on the way, and move it into place when it matches
@@ -194,6 +197,7 @@ class Store:
 
     def _fetch_into(self, kernel: LockedKernel, destination: Path, locked: LockedFile, prefix: str, what: str) -> None:
         fd, temporary = tempfile.mkstemp(prefix=f".{destination.name}.", suffix=PARTIAL, dir=self._partial_dir(kernel))
+        bar = self.progress(total=locked.size, desc=locked.path) if self.progress is not None else None
         try:
             digest = hashlib.sha256()
             with os.fdopen(fd, "wb") as stream:
@@ -203,6 +207,8 @@ class Store:
                         stream.write(chunk)
                     except OSError as error:  # before the transfer's error handling calls it a network problem
                         _raise_local(error, what, temporary)
+                    if bar is not None:
+                        bar.update(len(chunk))
 
                 self.source.stream(kernel.repo_id, kernel.repo_type, kernel.commit, prefix + locked.path,
                                    locked.size, sink)
@@ -212,7 +218,8 @@ class Store:
                 raise IntegrityError(
                     f"{what}: sha256 {digest.hexdigest()} != {locked.sha256} pinned in the lock. The downloaded file "
                     "was deleted. The server's content differs from what was locked: if the publisher re-tagged on "
-                    f"purpose, run `kernelpin lock --upgrade-package {kernel.repo_id}`; otherwise do not trust this server"
+                    f"purpose, run `kernelpin lock --upgrade-package {kernel.repo_id}`; "
+                    "otherwise do not trust this server"
                 )
             os.chmod(temporary, 0o644)
             os.replace(temporary, destination)
@@ -222,6 +229,9 @@ class Store:
         except BaseException:
             Path(temporary).unlink(missing_ok=True)
             raise
+        finally:
+            if bar is not None:
+                bar.close()
 
     def write_ref(self, repo_id: str, repo_type: str, name: str, commit: str) -> Path:
         """Record in the Hub cache that revision `name` (a branch such as `v1`, a tag) is at `commit`:

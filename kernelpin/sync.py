@@ -3,11 +3,12 @@ repair what changed and remove what the lock does not list."""
 
 from __future__ import annotations
 
-import os
+import re
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from kernelpin.errors import NoVariantError
 from kernelpin.layout import BUILD_DIR
@@ -27,7 +28,6 @@ class SyncedVariant:
     reused: list[str] = field(default_factory=list)
     repaired: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)  # unlisted entries deleted from the variant directory
-    unlinked: list[str] = field(default_factory=list)  # symbolic links that stood for one of its directories
 
 
 def choose_variant(kernel: LockedKernel, env: Environment) -> str:
@@ -46,8 +46,9 @@ class Installer:
     """`sync`'s side of the store: installs variants, repairs what changed, removes what the lock does not list,
     and reports it all."""
 
-    def __init__(self, source: HubSource, target: Path | None = None) -> None:
-        self.store = Store(source, target)
+    def __init__(self, source: HubSource, target: Path | None = None,
+                 progress: Callable[..., Any] | None = None) -> None:
+        self.store = Store(source, target, progress)
 
     def present(self, kernel: LockedKernel, variant_name: str, locked: LockedFile) -> Path | None:
         return self.store.installed(kernel, variant_name, locked)
@@ -59,24 +60,26 @@ class Installer:
         return self.store.linked_directory(kernel, variant_name)
 
     def install(self, kernel: LockedKernel, variant_name: str, repair: bool) -> SyncedVariant:
-        """Make every file of one variant present and verified (see Store.ensure_variant); with `repair`, first
-        replace a symbolic link that stands for one of its directories by a directory (the link goes, never
-        what it points to) and remove the entries of the variant directory that the lock does not list."""
-        unlinked, removed = [], []
-        variant = kernel.variant(variant_name)
-        if repair and variant is not None:
-            linked = self.store.linked_directory(kernel, variant_name)
-            if linked is not None:
-                unlinked.append(f"{linked} (to {os.readlink(linked)})")
-                linked.unlink()
-            # Before any file is verified or repaired: a linked subdirectory must go before a file is read through it.
-            directory = self.store.variant_directory(kernel, variant_name)
-            for extra in unlisted_entries(directory, variant):
-                _remove_entry(directory / extra)
-                removed.append(f"{BUILD_DIR}/{variant_name}/{extra}")
+        """Make every file of one variant present and verified (see Store.ensure_variant); with `repair`, also
+        remove the entries of the variant directory that the lock does not list."""
         installed = self.store.ensure_variant(kernel, variant_name, repair)
-        return SyncedVariant(kernel.repo_id, kernel.label, variant_name, installed.directory, installed.downloaded,
-                             installed.reused, installed.repaired, removed, unlinked)
+        result = SyncedVariant(kernel.repo_id, kernel.label, variant_name, installed.directory,
+                               installed.downloaded, installed.reused, installed.repaired)
+        variant = kernel.variant(variant_name)
+        assert variant is not None  # ensure_variant refused it otherwise
+        if repair:
+            for extra in unlisted_entries(result.directory, variant):
+                _remove_entry(result.directory / extra)
+                result.removed.append(f"{BUILD_DIR}/{variant_name}/{extra}")
+        return result
+
+    def record_major_ref(self, kernel: LockedKernel) -> None:
+        """For a branch pin `refs/heads/vN` in the Hub cache: record `refs/vN` at the locked commit, so `kernels`
+        finds the synced files offline by version (`get_kernel(repo, version=N)` with HF_HUB_OFFLINE=1 reads
+        the cache's refs/v<N>). Not for a vendoring target, which `kernels` never reads."""
+        branch = (kernel.ref or "").removeprefix("refs/heads/")
+        if self.store.target is None and kernel.repo_type == "kernel" and re.fullmatch(r"v\d+", branch):
+            self.store.write_ref(kernel.repo_id, kernel.repo_type, branch, kernel.commit)
 
 
 def unlisted_entries(directory: Path, variant: LockedVariant) -> list[str]:
@@ -127,4 +130,5 @@ def sync(
             assert env is not None, "an environment is needed to choose variants"
             names = [choose_variant(kernel, env)]
         done.extend(installer.install(kernel, name, repair) for name in names)
+        installer.record_major_ref(kernel)
     return done

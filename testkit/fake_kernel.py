@@ -103,5 +103,6 @@ def write_variant(
     """One variant directory on disk, as tools/build_op.py would leave it (`extra`: more files, e.g. a library)."""
     directory.mkdir(parents=True)
     for name, data in variant_files(version, variant, archs, extra=extra).items():
+        (directory / name).parent.mkdir(parents=True, exist_ok=True)
         (directory / name).write_bytes(data)
     return directory

@@ -9,6 +9,7 @@ front of a real Hub. All listen on 127.0.0.1 in a thread and stop with their `wi
 
 from __future__ import annotations
 
+import gzip
 import http.client
 import json
 import re
@@ -98,9 +99,10 @@ class Lies:
     tree_forever: file listings are pages of one new file each, each page linking to the next, without end
         (on `next_page_host` when given, e.g. another server that would collect the client's token).
     file_status / file_headers: the status of file answers (`.../resolve/...`, GET and HEAD), and headers
-        added to them (an `ETag`, an `X-Repo-Commit`); the body stays the upstream's unless the status changes.
+        added to them (an `ETag`, an `X-Repo-Commit`); with a status, the body is a JSON error of ~250 bytes.
     drip: "refs", "tree" or "file": that answer comes one byte every `drip_seconds`, without end.
     endless_file: file bodies never end (no Content-Length, bytes until the client hangs up).
+    gzip_refs: refs listings come gzip-compressed (Content-Encoding: gzip), asked for or not.
     "Without end" is `endless_for` seconds at most, so that a client that fails to stop fails its test
     instead of hanging it.
     """
@@ -115,6 +117,7 @@ class Lies:
     drip_seconds: float = 0.2
     endless_file: bool = False
     endless_for: float = 60.0
+    gzip_refs: bool = False
 
 
 class HostileHub:
@@ -161,6 +164,10 @@ class HostileHub:
         if kind == lies.drip:
             return self._drip(handler)
         if kind == "refs" and lies.refs is not None:
+            body = lies.refs if isinstance(lies.refs, bytes) else json.dumps(lies.refs).encode()
+            if lies.gzip_refs:
+                return self._send(handler, 200, gzip.compress(body), {"Content-Type": "application/json",
+                                                                      "Content-Encoding": "gzip"})
             return self._json(handler, lies.refs)
         if kind == "tree" and lies.tree_forever:
             page = int(parse_qs(urlsplit(handler.path).query).get("cursor", ["0"])[0])
@@ -174,7 +181,10 @@ class HostileHub:
         if kind == "file" and lies.endless_file and handler.command == "GET":
             return self._endless(handler)
         if kind == "file" and lies.file_status is not None:
-            return self._send(handler, lies.file_status, b"", lies.file_headers)
+            # An error page longer than the small files it stands for, as the Hub's JSON errors are.
+            error = json.dumps({"error": f"status {lies.file_status}", "detail": "x" * 200}).encode()
+            return self._send(handler, lies.file_status, error, {"Content-Type": "application/json",
+                                                                 **lies.file_headers})
         status, headers, body = self._forward(handler)
         extra = lies.file_headers if kind == "file" else {}
         self._send(handler, status, body, {**headers, **extra})

@@ -9,9 +9,16 @@ the tests. Sources are declared as kernel-builder declares them: `[torch] src` f
 from __future__ import annotations
 
 import shutil
-import tomllib
+import sys
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+
+# The recipe runs this module on its host python, conda-forge's python_min (3.10), which has no tomllib: there
+# tomli (the package tomllib was taken from, same API) is a host requirement of the recipe.
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD_TOML = "build.toml"
@@ -37,6 +44,8 @@ class BuildConfig:
     cuda_capabilities: tuple[str, ...]
     torch_sources: tuple[str, ...]
     backend_sources: dict[str, tuple[str, ...]]  # "cpu" / "cuda" -> repository-relative paths
+    upstream: str | None = None  # [general] upstream: the repository the kernel comes from (metadata `upstream`)
+    kernels_minver: str | None = None  # [general] kernels-minver: the oldest `kernels` that loads the builds
 
     @classmethod
     def load(cls, root: Path = ROOT) -> BuildConfig:
@@ -68,6 +77,8 @@ class BuildConfig:
             cuda_capabilities=tuple(_table(config, "cuda").get("capabilities", ())),
             torch_sources=_sources(_table(config, "torch"), "torch", root),
             backend_sources=backend_sources,
+            upstream=_optional_string(general, "general", "upstream"),
+            kernels_minver=_optional_string(general, "general", "kernels-minver"),
         )
 
     @property
@@ -109,6 +120,10 @@ def _table(config: dict, key: str) -> dict:
     if not isinstance(value, dict):
         raise BuildConfigError(f"build.toml has no [{key}] table; see the comments in build.toml for its layout")
     return value
+
+
+def _optional_string(table: dict, where: str, key: str) -> str | None:
+    return None if table.get(key) is None else _string(table, where, key)
 
 
 def _string(table: dict, where: str, key: str) -> str:

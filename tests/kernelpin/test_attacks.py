@@ -167,9 +167,9 @@ def user_directory(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("linked", ["variant", "build"])
-def test_a_linked_directory_in_the_target_is_replaced_never_followed(img2gray, project, cli, tmp_path, linked):
+def test_a_linked_directory_in_the_target_is_refused_never_followed(img2gray, project, cli, tmp_path, linked):
     # Failed before: sync "removed" the user's notes.txt as not in the lock, "repaired" their _impl.py (deleted
-    # it and downloaded the kernel's in its place), and exited 0.
+    # it and downloaded the kernel's in its place), and exited 0; verify listed and hashed the user's files.
     root = project('"acme/img2gray" = "^0.1"\n')
     vendor = tmp_path / "vendor"
     assert cli("sync", "--target", str(vendor), "--torch", "2.13")[0] == 0
@@ -184,19 +184,21 @@ def test_a_linked_directory_in_the_target_is_replaced_never_followed(img2gray, p
         (home / CPU_213 / "_impl.py").write_text("# the user's own _impl.py\n")
     before = {p: p.read_bytes() for p in home.rglob("*") if p.is_file()}
     status, _, err = cli("verify", "--target", str(vendor))
-    assert status == 1 and f"{link} is a symbolic link" in err
+    assert status == 1 and f"{link} is a symbolic link" in err and "remove the link" in err
     with pytest.raises(IntegrityError, match="is a symbolic link"):
         fresh_load(kernel, target=vendor)
     status, _, err = cli("sync", "--target", str(vendor), "--torch", "2.13")
-    assert status == 0, err
-    assert f"{link} (to {home / CPU_213 if linked == 'build' else home}) was a symbolic link; removed the link" in err
+    assert status == 1 and f"{link} is a symbolic link (to {link.readlink()})" in err
+    assert "Remove the link (it is not kernelpin's)" in err
     assert {p: p.read_bytes() for p in home.rglob("*") if p.is_file()} == before
-    assert not link.is_symlink() and (build / CPU_213).is_dir()
+    link.unlink()  # what the error says to do
+    assert cli("sync", "--target", str(vendor), "--torch", "2.13")[0] == 0
     assert cli("verify", "--target", str(vendor))[0] == 0
     assert fresh_load(kernel, target=vendor).VARIANT == CPU_213
+    assert {p: p.read_bytes() for p in home.rglob("*") if p.is_file()} == before
 
 
-def test_a_linked_variant_directory_in_the_hub_cache_is_replaced_never_followed(img2gray, project, cli, hf_env, tmp_path):
+def test_a_linked_variant_directory_in_the_hub_cache_is_refused_never_followed(img2gray, project, cli, hf_env, tmp_path):
     kernel, variant = synced_variant(project, cli, hf_env)
     home = user_directory(tmp_path)
     before = {p: p.read_bytes() for p in home.rglob("*") if p.is_file()}
@@ -207,13 +209,14 @@ def test_a_linked_variant_directory_in_the_hub_cache_is_replaced_never_followed(
     with pytest.raises(IntegrityError, match="is a symbolic link"):
         fresh_load(kernel)
     status, _, err = cli("sync", "--torch", "2.13")
-    assert status == 0 and f"{variant} (to {home}) was a symbolic link; removed the link" in err
+    assert status == 1 and f"{variant} is a symbolic link (to {home})" in err
     assert {p: p.read_bytes() for p in home.rglob("*") if p.is_file()} == before
-    assert not variant.is_symlink() and cli("verify")[0] == 0
+    variant.unlink()
+    assert cli("sync", "--torch", "2.13")[0] == 0 and cli("verify")[0] == 0
     assert fresh_load(kernel).VARIANT == CPU_213
 
 
-def test_a_linked_subdirectory_of_a_variant_is_removed_before_a_file_is_read_through_it(
+def test_a_linked_subdirectory_of_a_variant_is_never_repaired_through(
         new_repo, project, cli, hf_env, tmp_path):
     repo_id, repo = new_repo()
     publish(repo, "1.0.0", variants=(CPU_213,), extra={"pkg/__init__.py": b"NAME = 'pkg'\n"})
@@ -228,9 +231,11 @@ def test_a_linked_subdirectory_of_a_variant_is_removed_before_a_file_is_read_thr
     shutil.rmtree(package)
     package.symlink_to(home)
     status, _, err = cli("sync", "--target", str(vendor), "--torch", "2.13")
-    assert status == 0 and f"build/{CPU_213}/pkg is not in the lock; removed" in err
+    assert status == 1 and f"{package} is a symbolic link" in err
     assert (home / "__init__.py").read_text() == "# the user's own file\n"
-    assert not package.is_symlink() and cli("verify", "--target", str(vendor))[0] == 0
+    package.unlink()
+    assert cli("sync", "--target", str(vendor), "--torch", "2.13")[0] == 0
+    assert cli("verify", "--target", str(vendor))[0] == 0 and (home / "__init__.py").read_text() == "# the user's own file\n"
 
 
 def test_verify_fails_when_a_locked_file_of_an_installed_variant_is_missing(img2gray, project, cli, hf_env, tmp_path):

@@ -16,7 +16,7 @@ from kernelpin import lockfile
 from kernelpin.errors import IntegrityError, KernelpinError
 from kernelpin.runtime import module_name
 from kernelpin.source import HubSettings, HubSource
-from kernelpin.store import PARTIAL
+from kernelpin.layout import PARTIAL
 from kernelpin.sync import Installer, sync
 from kernelpin.variant import Environment
 from testkit.hub import HubServer
@@ -180,8 +180,8 @@ def test_two_syncs_at_once(img2gray, project, cli, hf_env):
          "acme/no-such-kernel: no kernel or model repository of that name at http://127.0.0.1:"),
         ('"acme/img2gray" = "^0.3"\n',
          "acme/img2gray: no version satisfies ^0.3 (available: 1.0.0-rc.1, 0.2.0, 0.1.1, 0.1.0)"),
-        ('"acme/img2gray" = 7\n', "acme/img2gray: no version satisfies >=7.0.0, <8.0.0-0 (available: 1.0.0-rc.1, "
-                                 "0.2.0, 0.1.1, 0.1.0) and no branch v7 (branches: main, v0)"),
+        ('"acme/img2gray" = 7\n', "acme/img2gray: no branch v7 (`= 7` is the branch v7, as `kernels` reads it; "
+                                 "major-version branches: v0; version tags: 1.0.0-rc.1, 0.2.0, 0.1.1, 0.1.0)"),
         ('"acme/img2gray" = { revision = "nope" }\n',
          "acme/img2gray: revision 'nope' is neither a tag nor a branch nor a full 40-character commit sha"),
     ],

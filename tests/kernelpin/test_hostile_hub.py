@@ -19,11 +19,10 @@ from pathlib import Path
 import pytest
 
 import kernelpin
-from kernelpin import lockfile
 from kernelpin.errors import KernelpinError
 from kernelpin.listing import files_of, parse_refs, parse_tree_page
 from kernelpin.runtime import module_name
-from kernelpin.store import PARTIAL
+from kernelpin.layout import PARTIAL
 from testkit.fake_kernel import CPU_213, publish
 from testkit.faulty_hub import HostileHub, Lies
 from tests.kernelpin.helpers import AS_NOBODY, REPO_ROOT, require_nobody, snapshot_dir
@@ -249,6 +248,12 @@ def test_refs_listings_are_bounded_in_entries_and_bytes(hub, locked, cli, monkey
         one_line_error(*cli("lock", "--upgrade")[::2], "more than 100 entries (KERNELPIN_MAX_LISTING)")
         monkeypatch.setenv("KERNELPIN_MAX_RESPONSE_BYTES", "4096")
         one_line_error(*cli("outdated")[::2], "longer than 4096 bytes (KERNELPIN_MAX_RESPONSE_BYTES)")
+    # 20 MB of JSON (valid: whitespace, then an empty listing) in 20 KB of gzip: expanded, it would pass
+    # every byte limit counted on the wire.
+    bomb = b" " * (20 << 20) + b'{"tags": [], "branches": []}'
+    with HostileHub(hub.endpoint, Lies(refs=bomb, gzip_refs=True)) as endpoint:
+        monkeypatch.setenv("HF_ENDPOINT", endpoint)
+        one_line_error(*cli("outdated")[::2], "the server compressed its answer (gzip) though kernelpin asked for none")
     monkeypatch.setenv("KERNELPIN_DEADLINE", "soon")
     one_line_error(*cli("outdated")[::2], "KERNELPIN_DEADLINE='soon' is not a number of seconds")
 
