@@ -239,6 +239,15 @@ BAD_INPUTS = {
     "two weights": (lambda d: torch.rand(3, 4, 4, device=d), {"weights": (0.5, 0.5)}, ValueError, "three finite"),
     "nan weight": (lambda d: torch.rand(3, 4, 4, device=d), {"weights": (0.5, float("nan"), 0.5)}, ValueError,
                    "three finite"),
+    "weights None": (lambda d: torch.rand(3, 4, 4, device=d), {"weights": None}, ValueError,
+                     r"weights must be a name \(bt601, bt709\) or three finite numbers \(R, G, B\), got None"),
+    "weights mapping": (lambda d: torch.rand(3, 4, 4, device=d), {"weights": {"r": 1}}, ValueError,
+                        r"weights must be a name .* got a mapping \{'r': 1\}"),
+    "weights not numbers": (lambda d: torch.rand(3, 4, 4, device=d), {"weights": ("r", "g", "b")}, ValueError,
+                            r"three finite numbers \(R, G, B\), got \('r', 'g', 'b'\)"),
+    "dim out of range, keepdim=False, out": (lambda d: torch.rand(3, 4, 4, device=d),
+                                             {"dim": 7, "keepdim": False, "out": "dropped"}, IndexError,
+                                             r"dim=7 is out of range .* \(accepted: one of -3\.\.2\)"),
     "out shape": (lambda d: torch.rand(3, 4, 4, device=d), {"out": "shape"}, RuntimeError, "out has shape"),
     "out dtype": (lambda d: torch.rand(3, 4, 4, device=d), {"out": "dtype"}, RuntimeError, "out has dtype"),
     "out overlaps input": (lambda d: torch.rand(3, 4, 4, device=d), {"out": "alias"}, RuntimeError,
@@ -256,6 +265,8 @@ def test_bad_input_is_a_clear_error(img2gray, device, case):
         kwargs = {"out": torch.empty(1, 4, 4, dtype=torch.float64, device=device)}
     elif kwargs.get("out") == "alias":
         kwargs = {"out": x[:1]}
+    elif kwargs.get("out") == "dropped":
+        kwargs = {**kwargs, "out": torch.empty(4, 4, device=device)}
     with pytest.raises(error, match=message):
         img2gray.img2gray(x, **kwargs)
 

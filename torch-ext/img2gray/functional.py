@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import torch
 
@@ -39,10 +39,26 @@ def channel_weights(weights: Weights) -> list[float]:
             raise ValueError(
                 f"img2gray: unknown weights {weights!r}; use one of {sorted(WEIGHTS)} or three floats (R, G, B)"
             ) from None
-    values = [float(w) for w in weights]
+    problem = f"img2gray: weights must be a name ({', '.join(sorted(WEIGHTS))}) or three finite numbers (R, G, B)"
+    if isinstance(weights, Mapping):  # iterating one gives its keys, in no channel order
+        raise ValueError(f"{problem}, got a mapping {weights!r}; pass (R, G, B) as a tuple")
+    try:
+        values = [float(w) for w in weights]
+    except (TypeError, ValueError):
+        raise ValueError(f"{problem}, got {weights!r}") from None
     if len(values) != 3 or not all(math.isfinite(w) for w in values):
-        raise ValueError(f"img2gray: weights must be three finite numbers (R, G, B), got {list(weights)!r}")
+        raise ValueError(f"{problem}, got {values!r}")
     return values
+
+
+def checked_dim(x: torch.Tensor, dim: int) -> int:
+    """`dim` as a non-negative index into `x`'s dims; an IndexError naming `dim` and its range otherwise."""
+    rank = x.dim()
+    if not -rank <= dim < rank:
+        accepted = f"one of {-rank}..{rank - 1}" if rank else "none: the input is 0-d"
+        raise IndexError(f"img2gray: dim={dim} is out of range for an input of shape {tuple(x.shape)} "
+                         f"(accepted: {accepted}); use dim=-3 for (..., 3, H, W) and dim=-1 for (..., H, W, 3)")
+    return dim % rank
 
 
 def img2gray(
@@ -64,8 +80,8 @@ def img2gray(
         result = ops.img2gray.default(x, dim) if w is _DEFAULT_WEIGHTS else ops.img2gray.default(x, dim, w)
         return result if keepdim else result.squeeze(dim)
     if not keepdim:
-        out_dim = dim if dim >= 0 else dim + x.dim()
-        if out.dim() != x.dim() - 1 or not 0 <= out_dim <= out.dim():
+        out_dim = checked_dim(x, dim)  # before out's shape: a wrong dim is the caller's real mistake
+        if out.dim() != x.dim() - 1:
             raise RuntimeError(
                 f"img2gray: out has shape {tuple(out.shape)} but the result (keepdim=False) has {x.dim() - 1} dims"
             )
