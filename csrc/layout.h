@@ -100,6 +100,28 @@ inline Plan make_plan(c10::IntArrayRef sizes, c10::IntArrayRef strides, int64_t 
   return plan;
 }
 
+// The bytes [begin, end) that a tensor's elements lie within (sizes and strides in elements; torch strides are
+// never negative). Empty for a tensor without elements.
+struct Extent {
+  uintptr_t begin;
+  uintptr_t end;
+};
+
+inline Extent memory_extent(const void* data, c10::IntArrayRef sizes, c10::IntArrayRef strides, int64_t element_size) {
+  const auto begin = reinterpret_cast<uintptr_t>(data);
+  int64_t last = 0;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (sizes[d] == 0) return {begin, begin};
+    last += (sizes[d] - 1) * strides[d];
+  }
+  return {begin, begin + static_cast<uintptr_t>((last + 1) * element_size)};
+}
+
+// True when the kernels may not write `out` while reading `input`: their extents intersect. For dense tensors
+// that is exactly "some element is shared"; for a strided one it may also refuse an `out` that only lies in the
+// input's gaps, the price of never reading a value the same call has already overwritten.
+inline bool extents_intersect(Extent a, Extent b) { return a.begin < b.end && b.begin < a.end; }
+
 // Offset in elements of the first channel of output pixel `index` (Strided layout).
 template <typename index_t>
 #if defined(__CUDACC__)

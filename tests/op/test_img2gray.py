@@ -213,6 +213,23 @@ def test_keepdim_false_and_out(img2gray, device):
     check(strided_out, x, -3)
 
 
+def test_out_within_a_strided_inputs_memory_is_refused(img2gray, device):
+    """at::assert_no_overlap cannot decide for a non-dense input and let a contiguous out over its memory through:
+    the kernel then read channels it had already overwritten and returned wrong values silently (issue 20)."""
+    base = random_image((3, 4, 8), torch.float32, device)
+    x = base[:, :, ::2]  # (3, 4, 4), not dense
+    out = base.view(-1)[:16].view(1, 4, 4)  # contiguous, over x's first plane
+    before = base.clone()
+    for call in (lambda: img2gray.img2gray(x, out=out), lambda: torch.ops.img2gray.img2gray.out(x, out=out),
+                 lambda: img2gray.img2gray(x, keepdim=False, out=out[0])):
+        with pytest.raises(RuntimeError, match="out overlaps the input's memory"):
+            call()
+    assert torch.equal(base, before)
+    beside = torch.empty(2, 4, 8, device=device)[:1, :, ::2]  # a strided out of its own memory is fine
+    img2gray.img2gray(x, out=beside)
+    check(beside, x, -3)
+
+
 def test_public_namespace_alias(img2gray, device):
     x = random_image((1, 3, 64, 64), torch.float32, device)
     check(torch.ops.img2gray.img2gray(x), x, -3)
