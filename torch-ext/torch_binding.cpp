@@ -13,8 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "img2gray_cpu.h"
+#include "layout.h"
 #include "registration.h"
-#include "torch_binding.h"
 #ifdef IMG2GRAY_WITH_CUDA
 #include "img2gray_cuda.h"
 #endif
@@ -90,9 +91,15 @@ at::Tensor& run_into(Kernel kernel, const at::Tensor& input, int64_t dim, at::Ar
   return out;
 }
 
+// The device kernels take raw pointers (csrc/img2gray_cpu.h, csrc/img2gray_cuda.h), shared with the stable-ABI
+// binding; these adapt them.
+void img2gray_cpu_tensors(const at::Tensor& input, const Plan& plan, at::ArrayRef<double> weights, at::Tensor& out) {
+  img2gray_cpu(plan, input.scalar_type(), input.const_data_ptr(), out.mutable_data_ptr(), weights.data());
+}
+
 #ifdef IMG2GRAY_WITH_CUDA
 void img2gray_cuda_tensors(const at::Tensor& input, const Plan& plan, at::ArrayRef<double> weights, at::Tensor& out) {
-  img2gray_cuda(plan, input.scalar_type(), input.const_data_ptr(), out.mutable_data_ptr(), weights,
+  img2gray_cuda(plan, input.scalar_type(), input.const_data_ptr(), out.mutable_data_ptr(), weights.data(),
                 input.device().index());
 }
 #endif
@@ -232,8 +239,8 @@ TORCH_LIBRARY_IMPL_EXPAND(TORCH_EXTENSION_NAME, Autograd, m) {
 }
 
 TORCH_LIBRARY_IMPL_EXPAND(TORCH_EXTENSION_NAME, CPU, m) {
-  m.impl("img2gray", &img2gray::img2gray<img2gray::img2gray_cpu>);
-  m.impl("img2gray.out", &img2gray::img2gray_out<img2gray::img2gray_cpu>);
+  m.impl("img2gray", &img2gray::img2gray<img2gray::img2gray_cpu_tensors>);
+  m.impl("img2gray.out", &img2gray::img2gray_out<img2gray::img2gray_cpu_tensors>);
 }
 
 #ifdef IMG2GRAY_WITH_CUDA

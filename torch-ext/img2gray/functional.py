@@ -1,7 +1,7 @@
 """The Python face of the operator: argument handling and fake (meta) kernels for torch.compile.
 
-Autograd is registered in C++ (torch-ext/torch_binding.cpp), where it costs nothing when no gradient is
-needed.
+The exact build registers autograd in C++ (torch-ext/torch_binding.cpp), where it costs nothing when no
+gradient is needed; the stable-ABI build has no C++ autograd and registers it from Python (stable_abi.py).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
-from ._ops import add_op_namespace_prefix, ops
+from ._ops import ABI, NAMESPACE, ops
 
 WEIGHTS: dict[str, tuple[float, float, float]] = {
     "bt601": (0.299, 0.587, 0.114),  # ITU-R BT.601: torchvision, OpenCV, PIL
@@ -61,6 +61,18 @@ def checked_dim(x: torch.Tensor, dim: int) -> int:
     return dim % rank
 
 
+def _call(op, x: torch.Tensor, dim: int, *args, **kwargs):
+    """The op; a dim out of range raises IndexError from either build. The stable-ABI library can only raise
+    RuntimeError (c10::IndexError is libtorch's C++ ABI), so that one case is told apart here, after the fact:
+    the call that succeeds pays nothing for it."""
+    try:
+        return op(x, dim, *args, **kwargs)
+    except RuntimeError:
+        if x.dim():
+            checked_dim(x, dim)
+        raise
+
+
 def img2gray(
     x: torch.Tensor,
     *,
@@ -77,7 +89,7 @@ def img2gray(
     """
     w = channel_weights(weights)
     if out is None:
-        result = ops.img2gray.default(x, dim) if w is _DEFAULT_WEIGHTS else ops.img2gray.default(x, dim, w)
+        result = _call(ops.img2gray.default, x, dim) if w is _DEFAULT_WEIGHTS else _call(ops.img2gray.default, x, dim, w)
         return result if keepdim else result.squeeze(dim)
     if not keepdim:
         out_dim = checked_dim(x, dim)  # before out's shape: a wrong dim is the caller's real mistake
@@ -85,9 +97,9 @@ def img2gray(
             raise RuntimeError(
                 f"img2gray: out has shape {tuple(out.shape)} but the result (keepdim=False) has {x.dim() - 1} dims"
             )
-        ops.img2gray.out(x, dim, w, out=out.unsqueeze(out_dim))
+        _call(ops.img2gray.out, x, dim, w, out=out.unsqueeze(out_dim))
         return out
-    ops.img2gray.out(x, dim, w, out=out)
+    _call(ops.img2gray.out, x, dim, w, out=out)
     return out
 
 
@@ -124,15 +136,26 @@ def _fake_result_shape(x: torch.Tensor, dim: int, weights: Sequence[float]) -> l
 
 
 # Defaults as in the schema: the dispatcher drops arguments that equal their defaults.
-@torch.library.register_fake(add_op_namespace_prefix("img2gray"))
-def _(x: torch.Tensor, dim: int = -3, weights: Sequence[float] = WEIGHTS["bt601"]) -> torch.Tensor:
+def _fake(x: torch.Tensor, dim: int = -3, weights: Sequence[float] = WEIGHTS["bt601"]) -> torch.Tensor:
     return x.new_empty(_fake_result_shape(x, dim, weights))
 
 
-@torch.library.register_fake(add_op_namespace_prefix("img2gray.out"))
-def _(
+def _fake_out(
     x: torch.Tensor, dim: int = -3, weights: Sequence[float] = WEIGHTS["bt601"], *, out: torch.Tensor
 ) -> None:
     shape = _fake_result_shape(x, dim, weights)
     if list(out.shape) != shape or out.dtype != x.dtype or out.device != x.device:
         raise RuntimeError(f"img2gray: out must have shape {shape}, dtype {x.dtype} and device {x.device}")
+
+
+def register_fakes(namespace: str) -> None:
+    torch.library.register_fake(f"{namespace}::img2gray", _fake)
+    torch.library.register_fake(f"{namespace}::img2gray.out", _fake_out)
+
+
+if ABI == "stable":
+    from . import stable_abi
+
+    stable_abi.define(NAMESPACE, register_fakes)
+else:  # the exact library defined the ops (and the public name, which forwards to them in C++)
+    register_fakes(NAMESPACE)
