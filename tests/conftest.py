@@ -56,6 +56,9 @@ def checkout_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The variant directory of `python -m tools.build_op --out DIR` run in this checkout, the build every
     consumer uses (CUDA too where torch has CUDA and nvcc is found); `--abi $IMG2GRAY_OP_ABI`."""
 
+    if prebuilt := os.environ.get("IMG2GRAY_OP_BUILD"):  # a variant directory built elsewhere (tools/stable_abi_matrix.py)
+        return Path(prebuilt)
+
     def build(root: Path) -> None:
         # A separate process: the build loads the library it compiles, and a process may register a
         # torch.ops namespace only once.

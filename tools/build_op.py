@@ -61,7 +61,7 @@ def stable_flags(config: BuildConfig, cuda: bool) -> list[str]:
     return [f"-DTORCH_TARGET_VERSION={config.stable_abi.target:#018x}", *(["-DUSE_CUDA"] if cuda else [])]
 
 
-def link_flags(cuda: bool, abi: str = "exact") -> list[str]:
+def link_flags(cuda: bool) -> list[str]:
     """Linker flags of the op library. torch's libraries come before libstdc++, as in the link line torch's
     extension builder writes itself: the std:: template instances they export bind there (unversioned), and
     only the rest binds to libstdc++.so.6, so no GLIBCXX/CXXABI version newer than the build needs is pulled
@@ -69,9 +69,9 @@ def link_flags(cuda: bool, abi: str = "exact") -> list[str]:
     its process id (tmpxft_<pid>_...), and that file symbol would differ on every build."""
     from torch.utils.cpp_extension import TORCH_LIB_PATH
 
+    # The stable build links the same libraries: its C shims live in torch_cpu (the CUDA ones in torch_cuda), and
+    # c10 exports the std:: instances (stringstream, ...) that would otherwise bind to GLIBCXX_3.4.26+ symbols.
     torch_libraries = ["c10", "torch_cpu", "torch", *(["c10_cuda", "torch_cuda"] if cuda else [])]
-    if abi == "stable":  # the C shims live in torch_cpu (torch_cuda: the CUDA ones); nothing of c10 is used
-        torch_libraries = ["torch_cpu", "torch", *(["torch_cuda"] if cuda else [])]
     return ["-Wl,-x", f"-L{TORCH_LIB_PATH}", *(f"-l{name}" for name in torch_libraries), *LIBSTDCXX_DYNAMIC]
 
 
@@ -234,7 +234,7 @@ def compile_library(config: BuildConfig, namespace: str, cuda: bool, build_dir: 
             sources=[str(s) for s in config.compiled(cuda, abi)],
             extra_cflags=cxx_flags + defines + cxx_maps,
             extra_cuda_cflags=NVCC_FLAGS + defines + nvcc_maps,
-            extra_ldflags=link_flags(cuda, abi),
+            extra_ldflags=link_flags(cuda),
             extra_include_paths=[str(config.root / path) for path in INCLUDE_DIRS],
             build_directory=str(build_dir),
             with_cuda=cuda,
