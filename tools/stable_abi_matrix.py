@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -24,7 +23,6 @@ from pathlib import Path
 from kernelpin.integrity import sha256_file
 
 ROOT = Path(__file__).resolve().parent.parent
-SUMMARY = re.compile(r"^=*\s*(?P<summary>(\d+ \w+(, )?)+).* in [\d.]+s", re.MULTILINE)
 
 
 def build_variant(into: Path) -> Path:
@@ -42,13 +40,12 @@ def run_suite(python: str, variant: Path) -> dict:
     started = time.monotonic()
     result = subprocess.run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/op"], cwd=ROOT, env=env,
                             capture_output=True, text=True)
-    found = SUMMARY.findall(result.stdout)
-    summary = SUMMARY.search(result.stdout)
+    lines = [line for line in result.stdout.splitlines() if line.strip()]
     return {
         "python": python,
         "torch": probe.stdout.strip(),
         "passed": result.returncode == 0,
-        "summary": summary["summary"] if summary and found else result.stdout.strip().splitlines()[-1:],
+        "summary": lines[-1].strip("= ") if lines else result.stderr.strip()[-300:],
         "failures": [line for line in result.stdout.splitlines() if line.startswith(("FAILED", "ERROR"))],
         "seconds": round(time.monotonic() - started, 1),
     }
@@ -65,14 +62,14 @@ def main(argv: list[str] | None = None) -> int:
         variant = build_variant(Path(scratch))
         metadata = json.loads((variant / "metadata.json").read_text())
         [library] = variant.glob("*.so")
-        runs = [run_suite(python, variant) for python in args.python]
-    record = {
-        "variant": metadata["variant"],
-        "built_with_torch": torch.__version__,
-        "library": library.name,
-        "library_sha256": sha256_file(library),
-        "runs": runs,
-    }
+        record = {
+            "variant": metadata["variant"],
+            "built_with_torch": torch.__version__,
+            "library": library.name,
+            "library_sha256": sha256_file(library),
+            "runs": [run_suite(python, variant) for python in args.python],
+        }
+    runs = record["runs"]
     for run in runs:
         print(f"torch {run['torch']}: {'PASS' if run['passed'] else 'FAIL'} ({run['summary']})")
     if args.out:
