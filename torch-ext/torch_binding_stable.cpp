@@ -196,19 +196,22 @@ void img2gray_out(Tensor input, int64_t dim, std::vector<double> weights, Tensor
 }  // namespace
 }  // namespace img2gray
 
-// Registers this library's CPU (and CUDA) kernels for `img2gray` and `img2gray.out` of `ns`, whose schemas Python
-// has defined; returns 0, or 1 when torch refused (Python then says so). The library objects must outlive the
-// process's use of the op (their destructors would deregister the kernels), so they are never freed.
-extern "C" __attribute__((visibility("default"))) int img2gray_register_kernels(const char* ns) {
+// Registers this library's CPU (and CUDA) kernels for `img2gray` and `img2gray.out` of `ns` (and, with
+// `no_grad_overload`, `img2gray.no_grad`), whose schemas Python has defined; returns 0, or 1 when torch refused
+// (Python then says so). The library objects must outlive the process's use of the op (their destructors would
+// deregister the kernels), so they are never freed.
+extern "C" __attribute__((visibility("default"))) int img2gray_register_kernels(const char* ns, int no_grad_overload) {
   using torch::stable::detail::StableLibrary;
+  const auto register_for = [&](const char* key) {
+    auto* library = new StableLibrary(StableLibrary::Kind::IMPL, ns, key, __FILE__, __LINE__);
+    library->impl("img2gray", TORCH_BOX(&img2gray::img2gray_functional));
+    library->impl("img2gray.out", TORCH_BOX(&img2gray::img2gray_out));
+    if (no_grad_overload) library->impl("img2gray.no_grad", TORCH_BOX(&img2gray::img2gray_functional));
+  };
   try {
-    auto* cpu = new StableLibrary(StableLibrary::Kind::IMPL, ns, "CPU", __FILE__, __LINE__);
-    cpu->impl("img2gray", TORCH_BOX(&img2gray::img2gray_functional));
-    cpu->impl("img2gray.out", TORCH_BOX(&img2gray::img2gray_out));
+    register_for("CPU");
 #ifdef IMG2GRAY_WITH_CUDA
-    auto* cuda = new StableLibrary(StableLibrary::Kind::IMPL, ns, "CUDA", __FILE__, __LINE__);
-    cuda->impl("img2gray", TORCH_BOX(&img2gray::img2gray_functional));
-    cuda->impl("img2gray.out", TORCH_BOX(&img2gray::img2gray_out));
+    register_for("CUDA");
 #endif
   } catch (const std::exception&) {  // an exception must not cross the C boundary into ctypes
     return 1;

@@ -16,6 +16,10 @@ from ._ops import LIBRARY
 PUBLIC_NAMESPACE = "img2gray"
 # As in torch-ext/torch_binding.cpp, the exact build's one place for them.
 SCHEMA = "img2gray(Tensor input, int dim=-3, float[] weights=[0.299, 0.587, 0.114]) -> Tensor"
+# The same op without an autograd kernel, in this build's own namespace only: img2gray.img2gray calls it when no
+# gradient is needed, so that such a call runs no Python kernel (a Python autograd kernel costs more than a small
+# image's whole conversion); torch's C++ autograd fallback passes it through.
+NO_GRAD_SCHEMA = "img2gray.no_grad(Tensor input, int dim=-3, float[] weights=[0.299, 0.587, 0.114]) -> Tensor"
 OUT_SCHEMA = "img2gray.out(Tensor input, int dim=-3, float[] weights=[0.299, 0.587, 0.114], *, Tensor(a!) out) -> ()"
 BT601 = [0.299, 0.587, 0.114]
 OUT_WITH_GRAD = ("img2gray.out(): functions with out=... arguments don't support automatic differentiation, but one "
@@ -49,16 +53,18 @@ def _refuse_out_with_grad(namespace: str) -> Callable:
     return autograd_kernel
 
 
-def _define_namespace(namespace: str, kind: str, register_fakes: Callable[[str], None]) -> None:
+def _define_namespace(namespace: str, kind: str, register_fakes: Callable[[str, bool], None], no_grad: bool) -> None:
     library = torch.library.Library(namespace, kind)
     _LIBRARIES.append(library)
     tags = (torch.Tag.pt2_compliant_tag,)
     library.define(SCHEMA, tags=tags)
     library.define(OUT_SCHEMA, tags=tags)
-    if ctypes.CDLL(str(LIBRARY)).img2gray_register_kernels(namespace.encode()) != 0:
+    if no_grad:
+        library.define(NO_GRAD_SCHEMA, tags=tags)
+    if ctypes.CDLL(str(LIBRARY)).img2gray_register_kernels(namespace.encode(), int(no_grad)) != 0:
         raise ImportError(f"img2gray: torch refused the kernels of {LIBRARY.name} for torch.ops.{namespace}; "
                           f"this build needs torch >= its stable ABI version (metadata.json), found {torch.__version__}")
-    register_fakes(namespace)
+    register_fakes(namespace, no_grad)
     torch.library.register_autograd(f"{namespace}::img2gray", _backward, setup_context=_setup_context)
     library.impl("img2gray.out", _refuse_out_with_grad(namespace), "Autograd", with_keyset=True)
 
@@ -71,8 +77,8 @@ def _public_name_defined() -> bool:
     return True
 
 
-def define(namespace: str, register_fakes: Callable[[str], None]) -> None:
+def define(namespace: str, register_fakes: Callable[[str, bool], None]) -> None:
     """Define this build's ops under `namespace`, and the public name unless another build already did."""
-    _define_namespace(namespace, "DEF", register_fakes)
+    _define_namespace(namespace, "DEF", register_fakes, no_grad=True)
     if not _public_name_defined():
-        _define_namespace(PUBLIC_NAMESPACE, "FRAGMENT", register_fakes)
+        _define_namespace(PUBLIC_NAMESPACE, "FRAGMENT", register_fakes, no_grad=False)
