@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import re
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernelpin.errors import IntegrityError, KernelpinError, NoVariantError
-from kernelpin.integrity import check_repo_path, discard_file, verify_file, write_atomic
+from kernelpin.integrity import check_repo_path, discard_file, verify_file
 from kernelpin.layout import BUILD_DIR
 from kernelpin.lockfile import Lock, LockedFile, LockedKernel, LockedVariant
 from kernelpin.source import HubSource
@@ -97,20 +96,6 @@ class Installer:
                 _remove_entry(result.directory / extra)
                 result.removed.append(f"{prefix}{extra}")
         return result
-
-    def record_major_ref(self, kernel: LockedKernel) -> None:
-        """For a branch pin `refs/heads/vN` in the Hub cache: write `refs/vN` (the commit), as huggingface_hub
-        does for a revision it resolved, so `kernels` finds the synced files offline by version
-        (`get_kernel(repo, version=N)` with HF_HUB_OFFLINE=1 reads the cache's refs/v<N>). Not for a vendoring
-        target, which `kernels` never reads."""
-        branch = (kernel.ref or "").removeprefix("refs/heads/")
-        if self.target is not None or kernel.repo_type != "kernel" or not re.fullmatch(r"v\d+", branch):
-            return
-        ref = self.source.repo_folder(kernel.repo_id, kernel.repo_type) / "refs" / branch
-        if ref.is_symlink():  # huggingface_hub never makes one; replaced, never written through
-            ref.unlink()
-        if not (ref.is_file() and ref.read_text(encoding="ascii", errors="replace").strip() == kernel.commit):
-            write_atomic(ref, kernel.commit)
 
     def variant_directory(self, kernel: LockedKernel, variant_name: str) -> Path:
         if self.target is not None:
@@ -200,5 +185,4 @@ def sync(
             assert env is not None, "an environment is needed to choose variants"
             names = [choose_variant(kernel, env)]
         done.extend(installer.install(kernel, name, repair) for name in names)
-        installer.record_major_ref(kernel)
     return done

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parents[1]
 
 # CPU seconds (2-core CI machine) of the session builds, paid by the first test that asks for one.
-SESSION_BUILD_SECONDS = {"checkout_build": 22, "offline_build": 27, "builds": 22}
+SESSION_BUILD_SECONDS = {"checkout_build": 22, "offline_build": 27, "builds": 22, "stable_build": 8}
 
 
 def pytest_configure(config: pytest.Config) -> None:
