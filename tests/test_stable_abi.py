@@ -46,3 +46,21 @@ def test_the_stable_abi_build_keeps_the_stable_abi(stable_build):
     [library] = stable_build.glob("*.so")
     imported = undefined_symbols(library)
     assert any(name.startswith("aoti_torch_") for name in imported)  # the rule had shims to check
+
+
+def test_a_release_carries_the_stable_variant_and_loaders_prefer_it(checkout_build, stable_build, tmp_path):
+    """Staged beside the exact build, the stable variant is released as its own build/<variant>/; a loader on
+    torch 2.13 (what kernels 0.17.2 does too) takes it over the exact torch213 build, and one on torch 2.14 (no
+    exact build for it) still finds a variant."""
+    from kernelpin.variant import Environment, select
+    from tools.release import stage
+
+    release = stage([checkout_build, stable_build], tmp_path / "release", "acme/img2gray")
+    stable = json.loads((stable_build / "metadata.json").read_text())["variant"]
+    exact = json.loads((checkout_build / "metadata.json").read_text())["variant"]
+    assert set(release.variants) == {stable, exact}
+    assert (release.root / "build" / stable / "metadata.json").is_file()
+    offered = dict.fromkeys(release.variants)
+    assert select(offered, Environment(torch=(2, 13), cuda=None)).chosen == stable
+    assert select(offered, Environment(torch=(2, 14), cuda=None)).chosen == stable
+    assert select(offered, Environment(torch=(2, 10), cuda=None)).chosen is None
