@@ -127,7 +127,7 @@ def main() -> None:
                        "HF_HUB_DISABLE_TELEMETRY": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1"})
     project = work / "app"
     project.mkdir()
-    # `= 1` is the one requirement form both tools understand (kernels: branch v1; kernelpin: the v1 line, here v1.1.0).
+    # `= 1` is the one requirement form both tools understand: the branch v1 for both (here at v1.1.0).
     (project / "pyproject.toml").write_text(
         '[project]\nname = "app"\nversion = "1"\n\n[tool.kernels.dependencies]\n'
         + "".join(f'"{repo_id}" = 1\n' for repo_id in repo_ids)

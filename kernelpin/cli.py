@@ -15,14 +15,15 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from kernelpin import lockfile
+from kernelpin import environment, kernels_lock, lockfile
 from kernelpin.errors import KernelpinError
 from kernelpin.integrity import write_atomic
-from kernelpin.layout import BUILD_DIR
-from kernelpin.project import Project, find_project, read_requirements, remove_requirement, set_requirement
-from kernelpin.ranges import Range, RangeError
+from kernelpin.project import (
+    Project, entry_to_add, find_project, read_requirements, remove_requirement, set_requirement,
+)
+from kernelpin.ranges import Version
 from kernelpin.resolve import resolve, tag_versions
-from kernelpin.source import HubSettings, HubSource
+from kernelpin.source import HubSettings, HubSource, Refs
 from kernelpin.spec import Requirement, check_repo_id, describe_value
 from kernelpin.sync import Installer, SyncedVariant, sync, unlisted_entries
 
@@ -103,7 +104,8 @@ class Context:
             # A damaged or hand-edited lock: its error says "run `kernelpin lock`", so that has to work.
             self.err.print(f"warning: {error}; it is regenerated from pyproject.toml", style="yellow")
             previous = None
-        unknown = upgrade - {r.repo_id for r in requirements}
+        dependencies = {k.repo_id for k in previous.kernels if k.required_by} if previous else set()
+        unknown = upgrade - {r.repo_id for r in requirements} - dependencies
         if unknown:
             raise KernelpinError(
                 f"--upgrade-package {', '.join(sorted(unknown))}: not in [tool.kernels.dependencies] "
@@ -114,16 +116,20 @@ class Context:
         changed = lockfile.changes(previous, new)
         if previous is not None and previous.schema != lockfile.SCHEMA_VERSION:
             changed.append(f"~ {self.project.lockfile.name}: schema version {previous.schema} -> "
-                           f"{lockfile.SCHEMA_VERSION} (requirements are now stored as data)")
+                           f"{lockfile.SCHEMA_VERSION}")
         if not dry_run and (previous is None or changed):
             lockfile.write(self.project.lockfile, new)
+        changed += kernels_lock.keep(self.project.root / kernels_lock.KERNELS_LOCK, new, dry_run)
         return new, changed
 
 
 def cmd_lock(ctx: Context) -> int:
     args = ctx.args
     if args.check:
-        reasons = lockfile.staleness(ctx.requirements(), ctx.lock())
+        locked = ctx.lock()
+        reasons = lockfile.staleness(ctx.requirements(), locked)
+        if locked is not None and not reasons:
+            reasons += filter(None, [kernels_lock.out_of_step(ctx.project.root / kernels_lock.KERNELS_LOCK, locked)])
         if args.json:
             _emit_json({"fresh": not reasons, "reasons": reasons})
         elif reasons:
@@ -179,17 +185,16 @@ def _locked_for_sync(ctx: Context) -> lockfile.Lock:
 
 
 def cmd_sync(ctx: Context) -> int:
-    from kernelpin import environment
-
     args = ctx.args
     locked = _locked_for_sync(ctx)
-    env = None if args.all_variants else environment.current(args.torch, args.cuda, args.gpu_capability)
-    if args.json:
-        from huggingface_hub.utils import disable_progress_bars
-
-        disable_progress_bars()
+    env = None if args.all_variants else environment.current(vars(args))
     target = Path(args.target).resolve() if args.target else None
-    results = sync(locked, Installer(ctx.source, target), env, all_variants=args.all_variants)
+    progress = None
+    if not (args.json or args.quiet) and sys.stderr.isatty():  # bars for people; logs get the summary only
+        from huggingface_hub.utils import tqdm  # huggingface_hub's bars: HF_HUB_DISABLE_PROGRESS_BARS=1 hides them
+
+        progress = functools.partial(tqdm, unit="B", unit_scale=True, leave=False)
+    results = sync(locked, Installer(ctx.source, target, progress), env, all_variants=args.all_variants)
     if args.json:
         _emit_json({"environment": None if env is None else env.describe(), "synced": [_synced_json(r) for r in results]})
         return 0
@@ -222,23 +227,20 @@ def _split_spec(text: str) -> tuple[str, str | None]:
 
 def cmd_add(ctx: Context) -> int:
     repo_id, range_text = _split_spec(ctx.args.spec)
-    if range_text is None:
-        versions, _ = tag_versions(ctx.source.refs(repo_id, None).tags)
-        releases = [v for v in versions if not v.is_prerelease] or list(versions)
-        if not releases:
-            raise KernelpinError(f"{repo_id} has no version tags (v1.2.3); add it as {repo_id}@RANGE after tagging, "
-                                 "or pin a revision in pyproject.toml: { revision = \"...\" }")
-        range_text = f"^{max(releases)}"
-    try:
-        Range.parse(range_text)
-    except RangeError as error:
-        raise KernelpinError(f"{repo_id}: {error}") from None
-    new, changed = ctx.edit_and_relock(lambda project: set_requirement(project, repo_id, range_text))
+    refs = ctx.source.refs(repo_id, None)
+    versions, _ = tag_versions(refs.tags)
+    entry = entry_to_add(repo_id, range_text, list(versions), set(refs.branches))
+    new, changed = ctx.edit_and_relock(lambda project: set_requirement(project, repo_id, entry.value))
     if ctx.args.json:
-        _emit_json({"added": {"repo": repo_id, "requirement": range_text}, "pyproject": str(ctx.project.pyproject),
-                    "changes": changed, "kernels": [_kernel_json(k) for k in new.kernels]})
+        _emit_json({"added": {"repo": repo_id, "requirement": entry.value, "kernels_lock_reads": entry.kernels_reads,
+                              "note": entry.note},
+                    "pyproject": str(ctx.project.pyproject), "changes": changed,
+                    "kernels": [_kernel_json(k) for k in new.kernels]})
         return 0
-    ctx.out.print(f"Added {repo_id} = \"{range_text}\" to {ctx.project.pyproject.name}")
+    ctx.out.print(f"Added {repo_id} = {json.dumps(entry.value)} to {ctx.project.pyproject.name} ({entry.note})"
+                  if entry.kernels_reads else f"Added {repo_id} = {json.dumps(entry.value)} to {ctx.project.pyproject.name}")
+    if not entry.kernels_reads:
+        ctx.err.print(f"warning: {repo_id}: {entry.note}", style="yellow")
     _report_changes(ctx, changed, ctx.out.print)
     return 0
 
@@ -260,24 +262,40 @@ def cmd_outdated(ctx: Context) -> int:
     rows = []
     for requirement in ctx.requirements():
         current = locked.kernel(requirement.repo_id) if locked else None
-        versions, _ = tag_versions(ctx.source.refs(requirement.repo_id, requirement.repo_type).tags)
+        refs = ctx.source.refs(requirement.repo_id, requirement.repo_type)
+        versions, _ = tag_versions(refs.tags)
         releases = [v for v in versions if not v.is_prerelease]
-        satisfying = requirement.range.best(versions) if requirement.range is not None else None
-        rows.append({
+        row = {
             "repo": requirement.repo_id, "requirement": requirement.value,
-            "locked": current.version if current else None,
-            "newest_satisfying": None if satisfying is None else str(satisfying),
-            "newest": str(max(releases)) if releases else None,
-        })
+            "locked": None if current is None else current.version or _short_pin(current.ref, current.commit),
+            "newest_satisfying": None, "newest": str(max(releases)) if releases else None,
+        }
+        if requirement.branch is not None:  # `= N`: the newest is the branch head, which moves without a tag
+            head = refs.branches.get(requirement.branch)
+            at_head = [v for v, tag in versions.items() if refs.tags[tag] == head]
+            if head is not None:
+                row["newest_satisfying"] = str(max(at_head)) if at_head else _short_pin(f"refs/heads/{requirement.branch}", head)
+            row["branch_moved"] = current is not None and head is not None and head != current.commit
+        elif requirement.range is not None and (satisfying := requirement.range.best(versions)) is not None:
+            row["newest_satisfying"] = str(satisfying)
+        rows.append(row)
     if ctx.args.json:
         _emit_json(rows)
         return 0
     table = Table("kernel", "requirement", "locked", "newest satisfying", "newest")
     for row in rows:
+        newest_satisfying = row["newest_satisfying"] or "-"
+        if row.get("branch_moved"):
+            newest_satisfying += " (branch moved: `kernelpin lock --upgrade-package` follows it)"
         table.add_row(row["repo"], describe_value(row["requirement"]), row["locked"] or "-",
-                      row["newest_satisfying"] or "-", row["newest"] or "-")
+                      newest_satisfying, row["newest"] or "-")
     ctx.out.print(table)
     return 0
+
+
+def _short_pin(ref: str | None, commit: str) -> str:
+    """`v1@0123456789ab`: a branch (or commit) pin that no release tag names."""
+    return f"{ref.rpartition('/')[2]}@{commit[:12]}" if ref else commit[:12]
 
 
 def cmd_versions(ctx: Context) -> int:
@@ -288,7 +306,7 @@ def cmd_versions(ctx: Context) -> int:
     locked = ctx.lock()
     locked_kernel = locked.kernel(repo_id) if locked else None
     rows = [{"version": str(v), "tag": versions[v], "commit": refs.tags[versions[v]],
-             "satisfies": None if requirement is None or requirement.range is None else requirement.range.contains(v),
+             "satisfies": _satisfies(requirement, refs, v, versions[v]),
              "locked": locked_kernel is not None and locked_kernel.version == str(v)}
             for v in sorted(versions, reverse=True)]
     if ctx.args.json:
@@ -306,6 +324,15 @@ def cmd_versions(ctx: Context) -> int:
     return 0
 
 
+def _satisfies(requirement: Requirement | None, refs: Refs, version: Version, tag: str) -> bool | None:
+    """Whether a tagged version meets the requirement: in its range, or (`= N`) at the head of branch vN."""
+    if requirement is None:
+        return None
+    if requirement.branch is not None:
+        return refs.tags[tag] == refs.branches.get(requirement.branch)
+    return None if requirement.range is None else requirement.range.contains(version)
+
+
 def cmd_verify(ctx: Context) -> int:
     from kernelpin.integrity import verify_file
 
@@ -319,7 +346,7 @@ def cmd_verify(ctx: Context) -> int:
         for variant in kernel.variants:
             for locked_file in variant.files:
                 # Sync installs one variant (lock downloads only files without a digest): judged file by file.
-                path = installer.present(kernel, f"{BUILD_DIR}/{variant.name}/{locked_file.path}")
+                path = installer.present(kernel, variant.name, locked_file)
                 if path is None:
                     continue
                 try:
@@ -355,10 +382,15 @@ def cmd_publish(ctx: Context) -> int:
     branch = None if release.version.is_prerelease else f"v{release.version.major}"
     variants = f"{len(release.variants)} variant" + ("" if len(release.variants) == 1 else "s")
     summary = f"{len(release.files)} files ({release.size / 1e6:.1f} MB), {variants}, to {args.repo} tagged {release.tag}"
+    if release.without_compat_package:  # HF's kernel requirements still ask for it (kernels before the flat layout)
+        ctx.err.print(f"warning: no build/<variant>/<name>/ package in {', '.join(release.without_compat_package)}: "
+                      "`kernels` releases older than the flat layout cannot load them (kernelpin.metadata."
+                      "compat_package gives the files; tools/build_op.py writes them)", style="yellow")
     if args.dry_run:
         if args.json:
             _emit_json({"repo": args.repo, "tag": release.tag, "branch": branch, "version": str(release.version),
                         "variants": sorted(release.variants), "size": release.size,
+                        "without_compat_package": release.without_compat_package,
                         "files": [{"path": f.path, "size": f.size, "sha256": f.sha256} for f in release.files]})
             return 0
         ctx.out.print(f"Dry run: would upload {summary}")
@@ -461,9 +493,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="use the lock as it is, resolving nothing; may still download (cargo's --frozen implies --offline)")
     sync_parser.add_argument("--all-variants", action="store_true", help="every locked variant, not only this environment's")
     sync_parser.add_argument("--target", metavar="DIR", help="vendor into DIR (DIR/<org>/<name>/<commit>/build/<variant>)")
-    sync_parser.add_argument("--torch", metavar="X.Y", help="select for this torch instead of detecting it")
-    sync_parser.add_argument("--cuda", metavar="X.Y|none", help="with --torch: the system CUDA (default none)")
-    sync_parser.add_argument("--gpu-capability", metavar="X.Y", help="with --torch: the GPU's compute capability")
+    environment.add_arguments(sync_parser)
     sync_parser.add_argument("--json", action="store_true", help="machine-readable output")
     sync_parser.set_defaults(run=cmd_sync)
 

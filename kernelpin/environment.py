@@ -1,33 +1,113 @@
-"""What this machine is: detected from torch (an I/O edge, only sync and load call it) or given explicitly.
+"""What this machine is: detected from torch as `kernels` detects it (an I/O edge: only sync and load call it),
+or described explicitly for another machine.
 
-`--torch/--cuda/--gpu-capability` (or KERNELPIN_TORCH / KERNELPIN_CUDA / KERNELPIN_GPU_CAPABILITY) describe
-an environment without importing torch, e.g. to sync for a container image from a machine without torch.
+A description (`--torch X.Y` or KERNELPIN_TORCH, plus the other flags / KERNELPIN_* variables below) imports
+nothing, e.g. to vendor a Linux CUDA image's kernels from a CPU-only CI runner or a Mac. Without --torch the
+machine is detected and only --backend may be given: `cpu`, or the machine's own, as kernels' backend=.
 """
 
 from __future__ import annotations
 
+import argparse
+import importlib.util
 import os
 import platform
 import sys
+import sysconfig
 from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
 
 from kernelpin.errors import KernelpinError
-from kernelpin.variant import Environment
+from kernelpin.variant import CPU, Backend, Environment
 
 _ARCH_ALIASES = {"amd64": "x86_64", "arm64": "aarch64"}
+_OS_NAMES = ("linux", "darwin", "windows")
+_CXX_ABIS = {"cxx11": True, "cxx98": False, "none": None}
+
+# Every fact a description can give: flag --<name with dashes>, variable KERNELPIN_<NAME>, and its help.
+DESCRIPTION = {
+    "torch": ("X.Y|none", "describe the target machine instead of detecting it: its torch (needed by every other "
+                          "flag below but --backend)"),
+    "backend": ("TAG", "the backend as variant names spell it: cpu, cu130, rocm71, xpu20253, cann81, metal, neuron, "
+                       "tpu; without --torch only cpu (or this machine's own), as kernels' backend="),
+    "cuda": ("X.Y|none", "the CUDA version (same as --backend cuXY; default none: CPU)"),
+    "os": ("linux|darwin|windows", "the target's OS (default this machine's)"),
+    "cpu_arch": ("x86_64|aarch64", "the target's CPU (default this machine's)"),
+    "cxx_abi": ("cxx11|cxx98|none", "its torch's C++ ABI (default cxx11 on Linux, none elsewhere)"),
+    "macos": ("X.Y", "the macOS version (Metal builds need 26 or later; default this Mac's)"),
+    "tvm_ffi": ("X.Y|none", "the installed tvm-ffi version (default none)"),
+    "free_threaded": ("yes|no", "a free-threaded Python before 3.15, which loads no compiled build (default no)"),
+    "gpu_capability": ("X.Y", "the CUDA GPU's compute capability (default: not checked)"),
+    "gpu_arch": ("GFX", "the ROCm GPU's gcnArchName, e.g. gfx942 (default: not checked)"),
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The description flags, for the commands that choose a variant."""
+    group = parser.add_argument_group("target machine (default: detected from the installed torch)")
+    for name, (metavar, help_text) in DESCRIPTION.items():
+        group.add_argument(f"--{name.replace('_', '-')}", dest=name, metavar=metavar, help=help_text)
 
 
 def _pair(text: str, what: str) -> tuple[int, int]:
     try:
-        major, minor = (int(part) for part in text.split("+")[0].split(".")[:2])
+        major, minor = (int(part) for part in text.strip().split("+")[0].split(".")[:2])
     except ValueError:
         raise KernelpinError(f"{what} {text!r} is not MAJOR.MINOR (e.g. 2.13)") from None
     return major, minor
 
 
+def _none(text: str) -> bool:
+    return text.strip().lower() in ("", "none")
+
+
 def machine() -> tuple[str, str]:
+    """(os, cpu) as `kernels` names them: platform.system() lowercased ("linux", "darwin", "windows", never
+    sys.platform's "win32") and platform.machine() with amd64/arm64 as x86_64/aarch64."""
     arch = platform.machine().lower()
-    return sys.platform if sys.platform != "linux2" else "linux", _ARCH_ALIASES.get(arch, arch)
+    return platform.system().lower(), _ARCH_ALIASES.get(arch, arch)
+
+
+def _macos_version() -> tuple[int, int] | None:
+    release = platform.mac_ver()[0]
+    return _pair(release + ".0", "macOS version") if release else None
+
+
+def _free_threaded() -> bool:
+    return sys.version_info < (3, 15) and bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+
+
+def _tvm_ffi_version() -> tuple[int, int] | None:
+    if importlib.util.find_spec("tvm_ffi") is None:
+        return None
+    import tvm_ffi
+
+    return _pair(tvm_ffi.__version__, "tvm-ffi version")
+
+
+def _torch_backend(torch: Any) -> Backend:
+    """The backend of the running torch, in `kernels`' order (kernels.backends._backend)."""
+    if hasattr(torch.backends, "tpu"):
+        return Backend("tpu")
+    if hasattr(torch, "neuron"):
+        return Backend("neuron")
+    if torch.version.cuda is not None:
+        return Backend("cuda", _pair(torch.version.cuda, "CUDA version"))
+    if torch.version.hip is not None:
+        return Backend("rocm", _pair(torch.version.hip.split("-")[0], "ROCm version"))
+    if torch.backends.mps.is_available():
+        return Backend("metal")
+    xpu = getattr(torch.version, "xpu", None)
+    if xpu is not None:
+        return Backend("xpu", (int(xpu[0:4]), int(xpu[5:6])))  # "20250301" -> 2025.3, as kernels reads it
+    privateuse = getattr(torch._C, "_get_privateuse1_backend_name", None)
+    if privateuse is not None and privateuse() == "npu":
+        from torch_npu.utils.collect_env import get_cann_version
+
+        version = get_cann_version()
+        return Backend("cann", (int(version[0]), int(version[2])))
+    return CPU
 
 
 def detect() -> Environment:
@@ -37,42 +117,107 @@ def detect() -> Environment:
     except ImportError:
         raise KernelpinError(
             "torch is not installed, so this environment cannot be detected; install torch or describe the "
-            "target with --torch 2.13 [--cuda 13.0] (or KERNELPIN_TORCH / KERNELPIN_CUDA)"
+            "target with --torch 2.13 [--backend cu130] (or KERNELPIN_TORCH / KERNELPIN_BACKEND)"
         ) from None
     os_name, arch = machine()
-    capability = None
-    if torch.version.cuda and torch.cuda.is_available():
-        capability = tuple(torch.cuda.get_device_capability())
+    backend = _torch_backend(torch)
+    capability = gpu_arch = None
+    if backend.name in ("cuda", "rocm") and torch.cuda.is_available():
+        if backend.name == "cuda":
+            capability = tuple(torch.cuda.get_device_capability())
+        else:
+            gpu_arch = torch.cuda.get_device_properties(torch.cuda.current_device()).gcnArchName.split(":")[0]
     return Environment(
         torch=_pair(torch.__version__, "torch version"),
-        cuda=_pair(torch.version.cuda, "CUDA version") if torch.version.cuda else None,
         arch=arch,
         os=os_name,
-        cxx11_abi=bool(torch.compiled_with_cxx11_abi()),
+        cxx11_abi=bool(torch.compiled_with_cxx11_abi()) if os_name == "linux" else None,
         gpu_capability=capability,
+        backend=backend,
+        gpu_arch=gpu_arch,
+        macos=_macos_version() if os_name == "darwin" else None,
+        tvm_ffi=_tvm_ffi_version(),
+        free_threaded=_free_threaded(),
     )
 
 
-def current(
-    torch: str | None = None,
-    cuda: str | None = None,
-    gpu_capability: str | None = None,
-    environ: Mapping[str, str] = os.environ,
-) -> Environment:
-    """The given environment when a torch version is given (flags first, then KERNELPIN_*), else detect()."""
-    torch = torch or environ.get("KERNELPIN_TORCH")
-    cuda = cuda if cuda is not None else environ.get("KERNELPIN_CUDA")
-    gpu_capability = gpu_capability or environ.get("KERNELPIN_GPU_CAPABILITY")
-    if not torch:
-        if cuda or gpu_capability:
-            raise KernelpinError("--cuda/--gpu-capability need --torch too (or KERNELPIN_TORCH)")
-        return detect()
-    os_name, arch = machine()
-    no_cuda = cuda is None or cuda.strip().lower() in ("", "none", "cpu")
+def with_backend(env: Environment, backend: str) -> Environment:
+    """`env` with the backend asked for: `cpu` or the machine's own (kernels' backend= allows nothing else)."""
+    chosen = parse_backend(backend)
+    if chosen not in (CPU, env.selected):
+        raise KernelpinError(
+            f"backend {backend!r} is not this machine's ({env.selected.tag}) nor cpu; to select for another "
+            "machine describe it with --torch (and --backend, --os, ...)"
+        )
+    if chosen == env.selected:
+        return env
+    return replace(env, cuda=None, backend=CPU, gpu_capability=None, gpu_arch=None)
+
+
+def parse_backend(text: str) -> Backend:
+    try:
+        return Backend.parse(text.strip().lower())
+    except ValueError as error:
+        raise KernelpinError(f"backend {text!r}: {error}") from None
+
+
+def current(given: Mapping[str, str | None], environ: Mapping[str, str] = os.environ) -> Environment:
+    """The described environment when a torch version is given (flags first, then KERNELPIN_*), else detect()
+    with the asked backend. `given` maps DESCRIPTION's names to flag values (None when not given)."""
+    values = {name: given.get(name) for name in DESCRIPTION}
+    backend_given = values["backend"] is not None or values["cuda"] is not None
+    for name, value in values.items():
+        if value is None and not (backend_given and name in ("backend", "cuda")):  # a flag beats both variables
+            values[name] = environ.get(f"KERNELPIN_{name.upper()}") or None
+    if not values["torch"]:
+        extra = sorted(name for name, value in values.items() if value is not None and name != "backend")
+        if extra:
+            flags = ", ".join(f"--{name.replace('_', '-')}" for name in extra)
+            raise KernelpinError(f"{flags} describe another machine: give its torch too (--torch X.Y or KERNELPIN_TORCH)")
+        env = detect()
+        return env if values["backend"] is None else with_backend(env, values["backend"])
+    return describe(values)
+
+
+def describe(values: Mapping[str, str | None]) -> Environment:
+    """An environment from description values (DESCRIPTION's names; None: this machine's or the default)."""
+    host_os, host_arch = machine()
+    os_name = (values.get("os") or host_os).strip().lower()
+    if os_name not in _OS_NAMES:
+        raise KernelpinError(f"OS {os_name!r} is not one of {', '.join(_OS_NAMES)} (as variant names spell it)")
+    arch = (values.get("cpu_arch") or host_arch).strip().lower()
+    arch = _ARCH_ALIASES.get(arch, arch)
+    backend = CPU
+    no_cuda = _none(values.get("cuda") or "") or (values.get("cuda") or "").strip().lower() == "cpu"
+    if values.get("backend") and not no_cuda:
+        raise KernelpinError("give either --backend or --cuda, not both")
+    if values.get("backend"):
+        backend = parse_backend(values["backend"] or "")
+    elif not no_cuda:
+        backend = Backend("cuda", _pair(values["cuda"] or "", "CUDA version"))
+    cxx_abi = (values.get("cxx_abi") or ("cxx11" if os_name == "linux" else "none")).strip().lower()
+    if cxx_abi not in _CXX_ABIS:
+        raise KernelpinError(f"C++ ABI {cxx_abi!r} is not one of cxx11, cxx98, none")
+    macos = values.get("macos")
+    tvm_ffi = values.get("tvm_ffi")
+    free_threaded = (values.get("free_threaded") or "no").strip().lower()
+    if free_threaded not in ("yes", "no", "1", "0", "true", "false"):
+        raise KernelpinError(f"--free-threaded {free_threaded!r} is not yes or no")
+    capability, gpu_arch = values.get("gpu_capability"), values.get("gpu_arch")
+    if capability and backend.name != "cuda":
+        raise KernelpinError("--gpu-capability is a CUDA GPU's; give --backend cuXY (or --cuda X.Y) too")
+    if gpu_arch and backend.name != "rocm":
+        raise KernelpinError("--gpu-arch is a ROCm GPU's; give --backend rocmXY too")
+    torch = values.get("torch") or ""
     return Environment(
-        torch=_pair(torch, "torch version"),
-        cuda=None if no_cuda else _pair(cuda, "CUDA version"),
+        torch=None if _none(torch) else _pair(torch, "torch version"),
         arch=arch,
         os=os_name,
-        gpu_capability=None if not gpu_capability else _pair(gpu_capability, "GPU capability"),
+        cxx11_abi=_CXX_ABIS[cxx_abi],
+        gpu_capability=_pair(capability, "GPU capability") if capability else None,
+        backend=backend,
+        gpu_arch=gpu_arch.strip() if gpu_arch else None,
+        macos=_pair(macos, "macOS version") if macos else (_macos_version() if os_name == host_os == "darwin" else None),
+        tvm_ffi=None if not tvm_ffi or _none(tvm_ffi) else _pair(tvm_ffi, "tvm-ffi version"),
+        free_threaded=free_threaded in ("yes", "1", "true"),
     )

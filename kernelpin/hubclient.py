@@ -5,18 +5,36 @@ that accepts connections and never answers blocks a command for many minutes. ke
 huggingface_hub's documented `set_client_factory`) a client whose transport gives every request
 connect/read/write timeouts of KERNELPIN_HTTP_TIMEOUT seconds and reports an expired one as HubTimeout,
 which huggingface_hub does not retry: one silent server costs one timeout, and the error names it.
+
+While a command's budget runs (kernelpin.limits), every request made in its context is also held to the
+command's deadline, from the connection to the last byte of the body (a server that drips one byte at a
+time is cut off at the deadline, not at the next timeout), and every body to a size: the size the request
+declares (`expect_size`: a file's pinned or listed size) or KERNELPIN_MAX_RESPONSE_BYTES (API answers);
+such requests ask for uncompressed answers and refuse compressed ones, whose size is known only once expanded.
+Requests made outside a budget (other code of the process using huggingface_hub) get the timeouts only.
 Imported only when kernelpin talks to a Hub (it imports httpx2 and huggingface_hub).
 """
 
 from __future__ import annotations
 
+import socket
 import threading
+from collections.abc import Iterator
 
 import httpx2
 from huggingface_hub.utils import _http as hf_http
 from huggingface_hub.utils import set_client_factory
 
+from kernelpin import limits
 from kernelpin.errors import KernelpinError
+from kernelpin.limits import MAX_RESPONSE_BYTES, LimitExceeded
+
+EXPECT_SIZE = "kernelpin_expect_size"  # request extension: the body must be exactly this long (bytes)
+
+
+def expect_size(size: int) -> dict[str, int]:
+    """Request extensions for a body of a known size (a file whose size the lock or the listing gives)."""
+    return {EXPECT_SIZE: size}
 
 
 class HubTimeout(KernelpinError):
@@ -39,18 +57,101 @@ class _DeadlineTransport(httpx2.BaseTransport):
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
         timeouts = capped_timeouts(request.extensions.get("timeout", {}), self.seconds)
+        url = request.url.copy_with(query=None)
+        budget = limits.current()
+        if budget is not None:
+            budget.check(f"requesting {url}")
+            remaining = budget.remaining()
+            timeouts = {kind: min(value, remaining) for kind, value in timeouts.items()}
+            # A compressed answer's size is known only once it is expanded (a few KB can expand to GBs).
+            request.headers["Accept-Encoding"] = "identity"
         request.extensions["timeout"] = timeouts
         try:
-            return self.inner.handle_request(request)
+            response = self.inner.handle_request(request)
         except httpx2.TimeoutException as error:
-            url = request.url.copy_with(query=None)
-            phase = {httpx2.ConnectTimeout: "connect", httpx2.ReadTimeout: "read", httpx2.WriteTimeout: "write",
-                     httpx2.PoolTimeout: "pool"}.get(type(error))
-            waited = timeouts[phase] if phase else max(timeouts.values())
-            raise HubTimeout(
-                f"no answer from {url} within {waited:g} s ({type(error).__name__}); the server is down "
-                "or overloaded: retry later, or set KERNELPIN_HTTP_TIMEOUT=SECONDS to wait longer"
-            ) from None
+            if budget is not None and budget.expired():
+                raise budget.exceeded(f"requesting {url}") from None
+            raise self._timeout(error, url, timeouts) from None
+        if budget is not None:
+            encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
+            if encoding not in ("", "identity"):
+                response.close()
+                raise LimitExceeded(
+                    f"{url}: the server compressed its answer ({encoding[:20]}) though kernelpin asked for none; "
+                    "its size cannot be bounded before it is expanded. The server is broken or hostile"
+                )
+            # The expected size is the file's; an error page or a redirect is another document.
+            limit = request.extensions.get(EXPECT_SIZE) if 200 <= response.status_code < 300 else None
+            response.stream = _BoundedBody(response, budget, url, limit, timeouts, self)
+        return response
+
+    def _timeout(self, error: httpx2.TimeoutException, url: httpx2.URL, timeouts: dict[str, float]) -> HubTimeout:
+        phase = {httpx2.ConnectTimeout: "connect", httpx2.ReadTimeout: "read", httpx2.WriteTimeout: "write",
+                 httpx2.PoolTimeout: "pool"}.get(type(error))
+        waited = timeouts[phase] if phase else max(timeouts.values())
+        return HubTimeout(
+            f"no answer from {url} within {waited:g} s ({type(error).__name__}); the server is down "
+            "or overloaded: retry later, or set KERNELPIN_HTTP_TIMEOUT=SECONDS to wait longer"
+        )
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class _BoundedBody(httpx2.SyncByteStream):
+    """A response body held to the command's deadline and to a size. The deadline is checked after every
+    chunk, and a watchdog shuts the socket down when it passes, so a read that waits for a silent server
+    returns at the deadline instead of after the next timeout."""
+
+    def __init__(self, response: httpx2.Response, budget: limits.Budget, url: httpx2.URL, expected: int | None,
+                 timeouts: dict[str, float], transport: _DeadlineTransport) -> None:
+        self.inner, self.budget, self.url, self.expected = response.stream, budget, url, expected
+        self.limit = budget.limits.max_response_bytes if expected is None else expected
+        self.timeouts, self.transport = timeouts, transport
+        self.network = response.extensions.get("network_stream")
+
+    def _cut(self) -> None:
+        sock = self.network.get_extra_info("socket") if self.network is not None else None
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # already closed
+
+    def __iter__(self) -> Iterator[bytes]:
+        what = f"receiving {self.url}"
+        watchdog = threading.Timer(max(self.budget.remaining(), 0), self._cut)
+        watchdog.daemon = True
+        watchdog.start()
+        received = 0
+        try:
+            for chunk in self.inner:
+                received += len(chunk)
+                self.budget.check(what)
+                if received > self.limit:
+                    raise self._too_long()
+                yield chunk
+        except httpx2.TimeoutException as error:
+            if self.budget.expired():
+                raise self.budget.exceeded(what) from None
+            raise self.transport._timeout(error, self.url, self.timeouts) from None
+        except httpx2.TransportError:
+            if self.budget.expired():  # the watchdog cut the connection
+                raise self.budget.exceeded(what) from None
+            raise
+        finally:
+            watchdog.cancel()
+
+    def _too_long(self) -> LimitExceeded:
+        if self.expected is None:
+            return LimitExceeded(
+                f"{self.url}: the answer is longer than {self.limit} bytes ({MAX_RESPONSE_BYTES}); the server "
+                f"is broken or hostile. If the answer is genuine, set {MAX_RESPONSE_BYTES}=N to allow more"
+            )
+        return LimitExceeded(
+            f"{self.url}: the server sends more than the {self.expected} bytes the file has (as locked or "
+            "listed); the download was stopped and nothing of it is kept. The server is broken or hostile"
+        )
 
     def close(self) -> None:
         self.inner.close()

@@ -3,3 +3,5 @@
 LOCKFILE = "kernelpin.lock"  # next to pyproject.toml
 BUILD_DIR = "build"  # a kernel repository's variants: build/<variant>/
 METADATA = "metadata.json"  # in every variant: name, version, backend, file digests
+LOCKS_DIR = ".kernelpin-locks"  # in the Hub cache (or a --target directory): one file lock per repository
+PARTIAL = ".kernelpin-partial"  # suffix of a download in progress (or left by a killed process)

@@ -25,6 +25,7 @@ from typing import Any
 from kernelpin.errors import KernelpinError
 from kernelpin.integrity import SHA256_HEX_RE, check_repo_path
 from kernelpin.ranges import Version, VersionError
+from kernelpin.spec import is_repo_id
 from kernelpin.variant import is_arch
 
 DIGEST_ALGORITHM = "sha256"
@@ -32,6 +33,12 @@ SEMVER_KEY = "semver"
 MAX_METADATA_SIZE = 1 << 20  # 1 MiB: real ones are a few KiB; checked against the listing before downloading
 _REQUIRED = ("id", "name", "version", "license", "python-depends", "backend")
 BACKEND_NAME_RE = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")  # cpu, cuda, rocm, xpu, metal, ...
+# Optional keys `kernels` shows (`kernels info`) and checks: the oldest `kernels` that loads the variant, as
+# three numbers (kernels refuses `0.11` or `v0.11.0`), and the kernel's upstream repository, a git URL.
+KERNELS_MINVER_KEY, UPSTREAM_KEY = "kernels-minver", "upstream"
+DEPENDS_KEY = "kernel-depends"  # other Hub kernels this variant loads with kernels.get_kernel_dep
+_KERNELS_MINVER_RE = re.compile(r"^\d+\.\d+\.\d+$")
+_GIT_URL_RE = re.compile(r"^(?:(?:https?|ssh|git)://[^\s/]+/\S+|[\w.-]+@[\w.-]+:\S+)$")
 
 
 class MetadataError(KernelpinError):
@@ -63,13 +70,19 @@ def compose(
     builder: Mapping[str, str],
     provenance: Mapping[str, Any] | None = None,
     extra: Mapping[str, Any] | None = None,
+    upstream: str | None = None,
+    kernels_minver: str | None = None,
 ) -> dict[str, Any]:
     """The metadata.json document of one variant. `files`: path -> hex sha256 of every other file;
-    `builder`: {"name", "version"} of the build tool (recorded as provenance's `kernel-builder`)."""
+    `builder`: {"name", "version"} of the build tool (recorded as provenance's `kernel-builder`);
+    `upstream` and `kernels_minver` become the optional keys `kernels` reads, when given."""
     if "version" not in builder:
         raise ValueError("builder needs a 'version' (kernels requires provenance.kernel-builder.version)")
+    optional = {key: value for key, value in ((UPSTREAM_KEY, upstream), (KERNELS_MINVER_KEY, kernels_minver))
+                if value is not None}
     return {
         **(extra or {}),
+        **optional,
         "id": op_id,
         "name": name,
         "version": version.major,
@@ -84,6 +97,36 @@ def compose(
         },
         "provenance": {**(provenance or {}), "kernel-builder": dict(builder)},
     }
+
+
+# What HF's kernel requirements still ask of every variant for `kernels` releases older than the flat layout:
+# a package `build/<variant>/<name>/` (the kernel's name, `-` as `_`) exporting what `build/<variant>/__init__.py`
+# exports. Those releases import that package by its file path; it runs the variant's own __init__.py as a
+# subpackage and re-exports its names, so both layouts run the same code (and the same library).
+COMPAT_INIT = b"""\
+# Written by kernelpin for `kernels` releases that import build/<variant>/<name>/__init__.py: runs the
+# variant's own __init__.py (one directory up) as a subpackage and re-exports its public names.
+import importlib.util as _util
+import sys as _sys
+from pathlib import Path as _Path
+
+_spec = _util.spec_from_file_location(f"{__name__}._variant", _Path(__file__).resolve().parent.parent / "__init__.py")
+_variant = _util.module_from_spec(_spec)
+_sys.modules[_spec.name] = _variant
+_spec.loader.exec_module(_variant)
+globals().update({key: value for key, value in vars(_variant).items() if not key.startswith("__")})
+if hasattr(_variant, "__all__"):
+    __all__ = list(_variant.__all__)
+"""
+
+
+def compat_package_name(kernel_name: str) -> str:
+    return kernel_name.replace("-", "_")
+
+
+def compat_package(kernel_name: str) -> dict[str, bytes]:
+    """The compatibility package's files, relative to the variant directory."""
+    return {f"{compat_package_name(kernel_name)}/__init__.py": COMPAT_INIT}
 
 
 def render(document: Mapping[str, Any]) -> str:
@@ -102,6 +145,8 @@ class BuildMetadata:
     variant: str | None = None  # the variant name the build says it is, when it says
     legacy: bool = False  # written before the kernels format (SemVer `version`, hex digests)
     document: dict[str, Any] = field(default_factory=dict, repr=False)
+    # `kernel-depends`: (repo id, requirement as kernelpin writes it: N for {"version": N}, {"revision": r})
+    kernel_depends: tuple[tuple[str, int | dict[str, str]], ...] = ()
 
 
 def check_size(size: int, where: str) -> None:
@@ -159,8 +204,9 @@ def parse_metadata(content: bytes | str, where: str) -> BuildMetadata:
         raise broken(f"backend.type {backend_type[:40]!r} is not a backend name such as cpu or cuda")
     archs = _optional(backend, "archs", list, broken, "backend.")
     if archs is not None and not all(isinstance(arch, str) and is_arch(arch) for arch in archs):
-        raise broken('backend.archs must list compute capabilities such as "8.0", "9.0a", "12.0+PTX"')
+        raise broken('backend.archs must list GPU archs such as "8.0", "9.0a", "12.0+PTX", "gfx942"')
     variant = _optional(document, "variant", str, broken)
+    kernel_depends = tuple(_kernel_dependency(item, broken) for item in _optional(document, DEPENDS_KEY, list, broken) or ())
     return BuildMetadata(
         digests=digests,
         backend=backend_type,
@@ -170,7 +216,24 @@ def parse_metadata(content: bytes | str, where: str) -> BuildMetadata:
         variant=variant,
         legacy=legacy,
         document=document,
+        kernel_depends=kernel_depends,
     )
+
+
+def _kernel_dependency(item: Any, broken: Callable[[str], MetadataError]) -> tuple[str, int | dict[str, str]]:
+    """One `kernel-depends` entry as `kernels` writes it: {"repo-id", "version": N} or {"repo-id", "revision"}."""
+    if not isinstance(item, dict) or not isinstance(item.get("repo-id"), str) or not is_repo_id(item["repo-id"]):
+        raise broken(f'{DEPENDS_KEY} entries must be {{"repo-id": "org/name", "version": N}}, not {str(item)[:80]}')
+    version, revision = item.get("version"), item.get("revision")
+    if (version is None) == (revision is None):
+        raise broken(f'{DEPENDS_KEY} entry {item["repo-id"]}: give exactly one of "version" or "revision"')
+    if version is not None:
+        if not isinstance(version, int) or isinstance(version, bool) or not 0 <= version < 10**6:
+            raise broken(f"{DEPENDS_KEY} entry {item['repo-id']}: version must be a major version (0 to 999999)")
+        return item["repo-id"], version
+    if not isinstance(revision, str) or not revision.strip():
+        raise broken(f"{DEPENDS_KEY} entry {item['repo-id']}: revision must be a tag, branch or commit (a string)")
+    return item["repo-id"], {"revision": revision.strip()}
 
 
 def check_kernels_format(metadata: BuildMetadata, where: str) -> None:
@@ -190,6 +253,14 @@ def check_kernels_format(metadata: BuildMetadata, where: str) -> None:
         isinstance(provenance, dict) and isinstance((provenance.get("kernel-builder") or {}).get("version"), str)
     ):
         raise MetadataError(f"{where}: \"provenance\" must name the build tool: {{\"kernel-builder\": {{\"version\": ...}}}}")
+    minver = document.get(KERNELS_MINVER_KEY)
+    if minver is not None and not (isinstance(minver, str) and _KERNELS_MINVER_RE.match(minver)):
+        raise MetadataError(f"{where}: \"{KERNELS_MINVER_KEY}\" {str(minver)[:40]!r} is not a kernels version of "
+                            "three numbers (e.g. \"0.17.0\"); kernels refuses to parse it")
+    upstream = document.get(UPSTREAM_KEY)
+    if upstream is not None and not (isinstance(upstream, str) and _GIT_URL_RE.match(upstream)):
+        raise MetadataError(f"{where}: \"{UPSTREAM_KEY}\" {str(upstream)[:80]!r} is not a git URL "
+                            "(e.g. \"https://github.com/org/kernel\"); kernels refuses to parse it")
     if metadata.major is None:
         raise MetadataError(f"{where}: no \"version\" (the kernel's major version, an integer)")
     if not metadata.digests:

@@ -12,7 +12,8 @@ from tomlkit.items import Table
 from kernelpin.errors import KernelpinError
 from kernelpin.integrity import write_atomic
 from kernelpin.layout import LOCKFILE
-from kernelpin.spec import Requirement, check_repo_id, parse_dependencies
+from kernelpin.ranges import Range, RangeError, Version
+from kernelpin.spec import Requirement, RequirementValue, check_repo_id, line_major, parse_dependencies
 
 PYPROJECT = "pyproject.toml"
 
@@ -76,12 +77,51 @@ def read_requirements(project: Project) -> list[Requirement]:
     return parse_dependencies(table.unwrap())
 
 
-def set_requirement(project: Project, repo_id: str, range_text: str) -> None:
-    """Add or replace `repo_id = "range"`, keeping every comment and the rest of the formatting."""
+@dataclass(frozen=True)
+class NewEntry:
+    """What `kernelpin add` writes for a repository, and whether `kernels lock` can read it."""
+
+    value: str | int  # an integer major (the branch v<N>) or a range string
+    kernels_reads: bool
+    note: str
+
+
+def entry_to_add(repo_id: str, range_text: str | None, versions: list[Version], branches: set[str]) -> NewEntry:
+    """The requirement to write: the integer major `kernels lock` reads (`= N`, the branch vN) whenever the
+    request is a whole major line whose branch exists (no range: the newest release's line; `1`, `^1`, `1.x`,
+    `>=1, <2`); otherwise the range as asked, with a note that `kernels lock` will not read that entry."""
+    majors = {int(name[1:]) for name in branches if name[1:].isdigit() and name.startswith("v")}
+    if range_text is None:
+        releases = [v for v in versions if not v.is_prerelease] or versions
+        if releases:
+            newest = max(releases)
+            if newest.major in majors:
+                return NewEntry(newest.major, True, f"the branch v{newest.major} (newest release {newest})")
+            range_text = f"^{newest}"
+        elif majors:
+            return NewEntry(max(majors), True, f"the branch v{max(majors)} (no version tags; its newest branch)")
+        else:
+            raise KernelpinError(
+                f"{repo_id} has neither version tags (v1.2.3) nor major-version branches (v1); add it as "
+                f"{repo_id}@RANGE after tagging, or pin a revision in pyproject.toml: {{ revision = \"...\" }}")
+    try:
+        major = line_major(Range.parse(range_text))
+    except RangeError as error:
+        raise KernelpinError(f"{repo_id}: {error}") from None
+    if major is not None and major in majors:
+        return NewEntry(major, True, f"the branch v{major}: {range_text!r} written as `kernels lock` reads it")
+    why = ("it takes only an integer major, the branch v<N>" if major is None
+           else f"the repository has no branch v{major}, which `= {major}` would name")
+    return NewEntry(range_text, False, f"`kernels lock` will not read this entry ({why}); kernelpin resolves it "
+                                       "against version tags")
+
+
+def set_requirement(project: Project, repo_id: str, value: RequirementValue) -> None:
+    """Add or replace `repo_id = value`, keeping every comment and the rest of the formatting."""
     check_repo_id(repo_id)
     document = read_document(project)
     table = _dependencies(document, create=True)
-    table[repo_id] = range_text
+    table[repo_id] = value
     write_atomic(project.pyproject, tomlkit.dumps(document))
 
 

@@ -23,8 +23,10 @@ from kernelpin import abi_gate
 from kernelpin.errors import KernelpinError
 from kernelpin.integrity import check_repo_path, sha256_file
 from kernelpin.layout import BUILD_DIR, METADATA
-from kernelpin.metadata import SEMVER_KEY, MetadataError, check_kernels_format, parse_metadata
+from kernelpin.limits import Limits
+from kernelpin.metadata import SEMVER_KEY, MetadataError, check_kernels_format, compat_package_name, parse_metadata
 from kernelpin.ranges import Version, VersionError
+from kernelpin.listing import Refs, parse_refs
 from kernelpin.source import http_status, repository_refs, translate_errors
 from kernelpin.spec import REPO_TYPES, check_repo_id
 from kernelpin.variant import Variant
@@ -59,6 +61,13 @@ class Release:
     version: Version
     variants: dict[str, dict[str, Any]]  # variant name -> metadata.json
     files: tuple[ReleaseFile, ...]
+
+    @property
+    def without_compat_package(self) -> list[str]:
+        """Variants without `<name>/__init__.py`, which `kernels` releases before the flat layout cannot load."""
+        paths = {f.path for f in self.files}
+        return sorted(name for name, metadata in self.variants.items()
+                      if f"{BUILD_DIR}/{name}/{compat_package_name(str(metadata['name']))}/__init__.py" not in paths)
 
     @property
     def tag(self) -> str:
@@ -215,6 +224,14 @@ def upload_patterns(release: Release) -> list[str]:
     return [glob.escape(f.path) for f in release.files]
 
 
+def _refs(api: HfApi, repo_id: str, repo_type: str) -> Refs:
+    """The tags and branches of the repository published to, through kernelpin's checks (commit ids, names)."""
+    listing = api.list_repo_refs(repo_id, repo_type=repo_type)
+    data = {kind: [{"name": ref.name, "targetCommit": ref.target_commit} for ref in getattr(listing, kind)]
+            for kind in ("tags", "branches")}
+    return parse_refs(data, repo_type, f"the refs of {repo_id} at {api.endpoint}", Limits.from_env().max_listing)
+
+
 def publish(api: HfApi, release: Release, repo_id: str, repo_type: str | None = None) -> Published:
     """Upload `release` in one commit ("Release vX"), tag that commit `vX` and move the branch
     `v<major>` to it when plan_major_branch says so.
@@ -226,7 +243,7 @@ def publish(api: HfApi, release: Release, repo_id: str, repo_type: str | None = 
 
     check_repo_id(repo_id)
     with translate_errors(f"reading the tags of {repo_id}", api.endpoint):
-        refs = repository_refs(api, repo_id, repo_type)
+        refs = repository_refs(lambda kind: _refs(api, repo_id, kind), repo_type)
     repo_type = refs.repo_type if refs else (repo_type or REPO_TYPES[0])
     if refs is not None and release.tag in refs.tags:
         raise _refuse_existing(release, repo_id, refs.tags[release.tag])

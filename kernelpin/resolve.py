@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from kernelpin.errors import KernelpinError
-from kernelpin.integrity import GIT_OBJECT_ID_RE, check_repo_path, discard_file, git_blob_sha1
+from kernelpin.integrity import GIT_OBJECT_ID_RE, check_repo_path, git_blob_sha1
 from kernelpin.layout import BUILD_DIR, METADATA
 from kernelpin.lockfile import Lock, LockedFile, LockedKernel, LockedVariant, is_variant_name, why_stale
 from kernelpin.metadata import check_size as check_metadata_size
 from kernelpin.metadata import parse_metadata
 from kernelpin.ranges import Version
 from kernelpin.source import HubSource, Refs, RemoteFile
-from kernelpin.spec import Requirement
-
+from kernelpin.spec import Requirement, RequirementValue, describe_value, parse_requirement
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,7 @@ class Pick:
     commit: str
     ref: str | None
     version: Version | None
+    tag: str | None = None  # the release tag on the commit, when `ref` is not already that tag
 
 
 def tag_versions(tags: dict[str, str]) -> tuple[dict[Version, str], list[str]]:
@@ -54,21 +55,26 @@ def pick_revision(requirement: Requirement, refs: Refs) -> Pick:
     """Which commit a requirement means, given the repository's refs; errors list what exists."""
     versions, _ = tag_versions(refs.tags)
     repo_id = requirement.repo_id
+    if requirement.branch is not None:  # `= N`: the branch vN, as `kernels` reads it; never a tag fallback
+        branch = requirement.branch
+        if branch not in refs.branches:
+            lines = sorted((b for b in refs.branches if re.fullmatch(r"v\d+", b)), key=lambda b: int(b[1:]))
+            raise KernelpinError(
+                f"{repo_id}: no branch {branch} (`= {requirement.major}` is the branch {branch}, as `kernels` "
+                f"reads it; major-version branches: {', '.join(lines) or 'none'}; version tags: "
+                f"{describe_versions(list(versions))}); require an existing major, or a tag range such as "
+                f"\"^{requirement.major}\" (kernelpin only: `kernels lock` cannot read it)"
+            )
+        return _at_commit(refs.branches[branch], f"refs/heads/{branch}", refs.tags, versions)
     if requirement.range is not None:
         best = requirement.range.best(versions)
         if best is not None:
             check_unambiguous(repo_id, best, refs.tags)
             tag = versions[best]
             return Pick(refs.tags[tag], f"refs/tags/{tag}", best)
-        branch = requirement.branch
-        if branch is not None and branch in refs.branches:  # a line published without tags (kernel-builder)
-            commit = refs.branches[branch]
-            return Pick(commit, f"refs/heads/{branch}", _version_at(commit, refs.tags, versions))
-        fallback = "" if branch is None else (
-            f" and no branch {branch} (branches: {', '.join(sorted(refs.branches)) or 'none'})")
         raise KernelpinError(
             f"{repo_id}: no version satisfies {requirement.range.text} "
-            f"(available: {describe_versions(list(versions))}){fallback}; "
+            f"(available: {describe_versions(list(versions))}); "
             "change the requirement in [tool.kernels.dependencies] or publish a matching tag"
         )
     revision = requirement.revision
@@ -76,14 +82,19 @@ def pick_revision(requirement: Requirement, refs: Refs) -> Pick:
         commit = refs.tags[revision]
         return Pick(commit, f"refs/tags/{revision}", Version.from_tag(revision) or _version_at(commit, refs.tags, versions))
     if revision in refs.branches:
-        commit = refs.branches[revision]
-        return Pick(commit, f"refs/heads/{revision}", _version_at(commit, refs.tags, versions))
+        return _at_commit(refs.branches[revision], f"refs/heads/{revision}", refs.tags, versions)
     if GIT_OBJECT_ID_RE.match(revision):
-        return Pick(revision, None, _version_at(revision, refs.tags, versions))
+        return _at_commit(revision, None, refs.tags, versions)
     raise KernelpinError(
         f"{repo_id}: revision {revision!r} is neither a tag nor a branch nor a full 40-character commit sha "
         f"(tags: {', '.join(sorted(refs.tags)) or 'none'}; branches: {', '.join(sorted(refs.branches)) or 'none'})"
     )
+
+
+def _at_commit(commit: str, ref: str | None, tags: dict[str, str], versions: dict[Version, str]) -> Pick:
+    """A branch or commit pick, with the highest release tag on that commit (none on an untagged rebuild)."""
+    version = _version_at(commit, tags, versions)
+    return Pick(commit, ref, version, None if version is None else versions[version])
 
 
 def check_unambiguous(repo_id: str, chosen: Version, tags: dict[str, str]) -> None:
@@ -126,27 +137,31 @@ class Pinner:
 
     A variant's metadata.json (one GET into memory, checked against its git blob id: locking writes nothing to
     the Hub cache) carries sha256 digests of the other files, so binaries are never downloaded to lock; LFS
-    files come with their sha256. Anything else is downloaded (into the Hub cache, where sync finds it later)
-    and hashed.
+    files come with their sha256. Anything else is streamed and hashed, never stored.
     """
 
     def __init__(self, source: HubSource, repo_id: str, repo_type: str, commit: str) -> None:
         self.source, self.repo_id, self.repo_type, self.commit = source, repo_id, repo_type, commit
         self.where = f"{repo_id} at {commit[:12]}"
 
-    def _fetch_checked(self, remote: RemoteFile) -> bytes:
-        """A file without a published digest: into the Hub cache (where sync finds it later), checked."""
-        path = self.source.download(self.repo_id, self.repo_type, self.commit, remote.path)
-        content = path.read_bytes()
-        if not self._matches_listing(remote, content):
-            # Evicted: a bad copy left in the cache would be served again to every later run.
-            discard_file(path, self.source.blobs_dir(self.repo_id, self.repo_type))
+    def _hash_checked(self, remote: RemoteFile) -> str:
+        """The sha256 of a file without a published digest, streamed and hashed (kept neither in memory nor
+        on disk), checked against the listing's git blob id or LFS sha256."""
+        sha256 = hashlib.sha256()
+        blob = hashlib.sha1(b"blob %d\0" % remote.size)  # git's blob id, computed on the way
+
+        def sink(chunk: bytes) -> None:
+            sha256.update(chunk)
+            blob.update(chunk)
+
+        self.source.stream(self.repo_id, self.repo_type, self.commit, remote.path, remote.size, sink)
+        if remote.blob_id and remote.blob_id != blob.hexdigest():  # only files without LFS digest come here
             raise self._altered(remote)
-        return content
+        return sha256.hexdigest()
 
     def _read_metadata_checked(self, remote: RemoteFile) -> bytes:
         """metadata.json in one GET, in memory, checked against the listing (lock needs no cached copy)."""
-        content = self.source.read(self.repo_id, self.repo_type, self.commit, remote.path, limit=remote.size)
+        content = self.source.read(self.repo_id, self.repo_type, self.commit, remote.path, remote.size)
         if not self._matches_listing(remote, content):
             raise self._altered(remote)
         return content
@@ -170,6 +185,7 @@ class Pinner:
         by_relative = {remote.path[len(prefix):]: remote for remote in files}
         digests: dict[str, str] = {}
         backend = archs = None
+        depends: tuple = ()
         pinned: dict[str, str] = {}
         if METADATA in by_relative:
             where = f"{self.where}: {prefix}{METADATA}"
@@ -178,6 +194,7 @@ class Pinner:
             pinned[METADATA] = hashlib.sha256(content).hexdigest()
             metadata = parse_metadata(content, where)
             digests, backend, archs = metadata.digests, metadata.backend, metadata.archs
+            depends = metadata.kernel_depends
         for relative, remote in sorted(by_relative.items()):
             if relative in pinned:
                 continue
@@ -190,7 +207,7 @@ class Pinner:
             if digest is None:
                 digest = remote.lfs_sha256
             if digest is None:
-                digest = hashlib.sha256(self._fetch_checked(remote)).hexdigest()
+                digest = self._hash_checked(remote)
             pinned[relative] = digest
         missing = sorted(set(digests) - set(by_relative))
         if missing:
@@ -202,6 +219,7 @@ class Pinner:
             files=tuple(LockedFile(rel, by_relative[rel].size, pinned[rel]) for rel in sorted(pinned)),
             backend=backend,
             archs=archs,
+            depends=depends,
         )
 
 
@@ -229,6 +247,7 @@ def resolve_one(source: HubSource, requirement: Requirement, note: Callable[[str
         commit=pick.commit,
         ref=pick.ref,
         version=None if pick.version is None else str(pick.version),
+        tag=pick.tag,
         variants=tuple(pinner.variant(name, files) for name, files in sorted(variants.items())),
     )
 
@@ -241,18 +260,75 @@ def resolve(
     note: Callable[[str], None] = lambda message: None,
     workers: int = 8,
 ) -> Lock:
-    """The lock for `requirements`: entries that still satisfy are kept (unless `upgrade(repo_id)`),
-    the others are resolved in parallel."""
+    """The lock for `requirements` and, transitively, the kernels their variants depend on (`kernel-depends`):
+    entries that still satisfy are kept (unless `upgrade(repo_id)`), the others are resolved in parallel."""
+
+    def kept_or_none(requirement: Requirement) -> LockedKernel | None:
+        locked = previous.kernel(requirement.repo_id) if previous else None
+        if locked is not None and not upgrade(requirement.repo_id) and why_stale(requirement, locked) is None:
+            return dataclasses.replace(locked, requirement=requirement.value, required_by=())
+        return None
+
     kept: dict[str, LockedKernel] = {}
     todo: list[Requirement] = []
     for requirement in requirements:
-        locked = previous.kernel(requirement.repo_id) if previous else None
-        if locked is not None and not upgrade(requirement.repo_id) and why_stale(requirement, locked) is None:
-            kept[requirement.repo_id] = dataclasses.replace(locked, requirement=requirement.value)
+        locked = kept_or_none(requirement)
+        if locked is not None:
+            kept[requirement.repo_id] = locked
         else:
             todo.append(requirement)
     if todo:
         with ThreadPoolExecutor(max_workers=max(1, min(workers, len(todo)))) as pool:
             for locked in pool.map(lambda r: resolve_one(source, r, note), todo):
                 kept[locked.repo_id] = locked
-    return Lock(tuple(kept[r.repo_id] for r in requirements))
+    top = {r.repo_id: r for r in requirements}
+    dependencies = _resolve_dependencies(kept, top, lambda r: kept_or_none(r) or resolve_one(source, r, note))
+    return Lock(tuple(kept[r.repo_id] for r in requirements) + tuple(dependencies[k] for k in sorted(dependencies)))
+
+
+def _meaning(requirement: Requirement) -> tuple:
+    """What a requirement asks for, however it is written (`1` and `{ version = 1 }` are the same)."""
+    return requirement.major, None if requirement.range is None else str(requirement.range), requirement.revision
+
+
+def _resolve_dependencies(
+    kernels: dict[str, LockedKernel], top: dict[str, Requirement], lock_one: Callable[[Requirement], LockedKernel],
+) -> dict[str, LockedKernel]:
+    """Lock every kernel the variants of `kernels` depend on, transitively, as `kernels lock` does; one build
+    per repository, so two different requirements on one repository are refused, and so is a cycle. Returns
+    the dependencies that are not top-level requirements (with `required_by`); `kernels` gets theirs filled."""
+    wanted: dict[str, tuple[RequirementValue, str]] = {}  # repo -> (requirement, who asked first)
+    required_by: dict[str, set[str]] = {}
+    done: set[str] = set()
+    found: dict[str, LockedKernel] = {}
+
+    def visit(kernel: LockedKernel, chain: tuple[str, ...]) -> None:
+        chain = (*chain, kernel.repo_id)
+        for variant in kernel.variants:
+            for repo_id, value in variant.depends:
+                asker = f"{kernel.repo_id} ({variant.name}, kernel-depends)"
+                if repo_id in chain:
+                    cycle = " -> ".join((*chain[chain.index(repo_id):], repo_id))
+                    raise KernelpinError(f"kernel dependency cycle: {cycle} ({asker}); a kernel cannot depend on "
+                                         "itself, through others or not: ask the publisher to break the cycle")
+                requirement = parse_requirement(repo_id, value, where=f"{asker} {repo_id!r}")
+                first = ((top[repo_id].value, "[tool.kernels.dependencies]") if repo_id in top
+                         else wanted.setdefault(repo_id, (value, asker)))
+                if _meaning(parse_requirement(repo_id, first[0])) != _meaning(requirement):
+                    raise KernelpinError(
+                        f"{repo_id}: {asker} requires {describe_value(value)}, but {first[1]} requires "
+                        f"{describe_value(first[0])}; kernelpin locks one build per repository: make them agree "
+                        f"(e.g. require {repo_id!r} = {describe_value(value)} in [tool.kernels.dependencies])"
+                    )
+                required_by.setdefault(repo_id, set()).add(kernel.repo_id)
+                if repo_id not in kernels and repo_id not in found:
+                    found[repo_id] = lock_one(requirement)
+                if repo_id not in done:
+                    visit(kernels.get(repo_id) or found[repo_id], chain)
+        done.add(kernel.repo_id)
+
+    for kernel in list(kernels.values()):
+        if kernel.repo_id not in done:
+            visit(kernel, ())
+    return {repo_id: dataclasses.replace(kernel, required_by=tuple(sorted(required_by[repo_id])))
+            for repo_id, kernel in found.items()}

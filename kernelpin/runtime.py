@@ -6,24 +6,48 @@ import functools
 import os
 import re
 import sys
+from contextvars import ContextVar
 from pathlib import Path
 from types import ModuleType
 
 from kernelpin import environment
 from kernelpin import lockfile
+from kernelpin.lockfile import LockedKernel, LockedVariant
 from kernelpin.errors import KernelpinError
 from kernelpin.layout import LOCKFILE
 from kernelpin.loader import import_verified
 from kernelpin.source import HubSettings, HubSource
-from kernelpin.sync import Installer, choose_variant
+from kernelpin.store import Store
+from kernelpin.sync import choose_variant
 from kernelpin.variant import Environment
 
 
+def _other_owner(path: Path) -> int | None:
+    """The owner of `path` when it is neither this user nor root; None for those (and where there are no uids)."""
+    if not hasattr(os, "geteuid"):
+        return None
+    owner = path.stat().st_uid
+    return None if owner in (os.geteuid(), 0) else owner
+
+
 def find_lock(start: Path) -> Path | None:
+    """The nearest kernelpin.lock at or above `start`, trusting only what this user or root owns (as git's
+    safe.directory check does): the search stops at a directory another user owns, and a lock another user
+    owns is refused, since in a shared parent (/tmp, a group directory) anyone can plant one."""
     start = start.resolve()
     for directory in (start if start.is_dir() else start.parent, *start.parents):
-        if (directory / LOCKFILE).is_file():
-            return directory / LOCKFILE
+        if _other_owner(directory) is not None:
+            return None
+        candidate = directory / LOCKFILE
+        if candidate.is_file():
+            owner = _other_owner(candidate)
+            if owner is not None:
+                raise KernelpinError(
+                    f"{candidate} belongs to another user (uid {owner}), so it is not used: whoever can write "
+                    f"{directory} could have put it there. Pass load(..., lock='path/to/kernelpin.lock') to "
+                    "name your project's lock"
+                )
+            return candidate
     return None
 
 
@@ -56,7 +80,13 @@ def module_name(repo_id: str, commit: str, variant: str) -> str:
     return "_kernelpin_" + re.sub(r"\W", "_", f"{repo_id}_{commit[:12]}_{variant}")
 
 
-def load(repo_id: str, *, lock: str | os.PathLike | None = None, target: str | os.PathLike | None = None) -> ModuleType:
+def load(
+    repo_id: str,
+    *,
+    lock: str | os.PathLike | None = None,
+    target: str | os.PathLike | None = None,
+    backend: str | None = None,
+) -> ModuleType:
     """Import the kernel `repo_id` as the project's kernelpin.lock pins it.
 
     The lock is `lock` (a file or its directory) or the nearest kernelpin.lock above the calling module
@@ -64,6 +94,8 @@ def load(repo_id: str, *, lock: str | os.PathLike | None = None, target: str | o
     directory) or the Hub cache, downloading missing ones unless HF_HUB_OFFLINE=1. Every file is
     verified against the lock before import; a modified file raises IntegrityError and is never imported.
     Only modules the lock lists are importable, compiled from the bytes that were hashed (kernelpin.loader).
+    `backend="cpu"` takes a CPU build on an accelerator's machine (as kernels' backend="cpu"); by default
+    the variant is the one `kernels.get_kernel` would choose.
     """
     if lock is not None:
         lock_path = Path(lock)
@@ -73,7 +105,8 @@ def load(repo_id: str, *, lock: str | os.PathLike | None = None, target: str | o
         lock_path = (find_lock(caller) if caller else None) or find_lock(Path.cwd())
         if lock_path is None:
             raise KernelpinError(
-                f"no {LOCKFILE} found above {caller or Path.cwd()}; run `kernelpin lock` in your project "
+                f"no {LOCKFILE} found above {caller or Path.cwd()} (the search stops at a directory owned by "
+                "another user, as git's does); run `kernelpin lock` in your project "
                 "or pass load(..., lock='path/to/kernelpin.lock')"
             )
     pinned = read_lock_cached(lock_path)
@@ -85,12 +118,52 @@ def load(repo_id: str, *, lock: str | os.PathLike | None = None, target: str | o
         raise KernelpinError(
             f"{repo_id} is not in {lock_path} (locked: {locked}); run `kernelpin add {repo_id}`"
         )
-    variant = choose_variant(kernel, _environment())
+    env = _environment() if backend is None else environment.with_backend(_environment(), backend)
+    variant = choose_variant(kernel, env)
     name = module_name(kernel.repo_id, kernel.commit, variant)
     if name in sys.modules:
         return sys.modules[name]
     target = target or os.environ.get("KERNELPIN_TARGET") or None
-    installer = Installer(HubSource(HubSettings.from_env()), Path(target) if target else None)
     # Verifies every file (downloading missing ones); needs only read access when all are present.
-    directory = installer.install(kernel, variant, repair=False).directory
-    return import_verified(name, directory, kernel.variant(variant), f"{kernel.label} ({variant})")
+    directory = Store(HubSource(HubSettings.from_env()), Path(target) if target else None).ensure_variant(
+        kernel, variant).directory
+    locked_variant = kernel.variant(variant)
+    what = f"{kernel.label} ({variant})"
+    if not locked_variant.depends:  # no `kernels` needed
+        return import_verified(name, directory, locked_variant, what)
+    dependencies = _load_dependencies(kernel, locked_variant.depends, lock_path, target)
+    return _import_with_dependencies(name, directory, locked_variant, what, dependencies)
+
+
+_loading: ContextVar[tuple[str, ...]] = ContextVar("_loading", default=())  # the chain of kernels being loaded
+
+
+def _load_dependencies(kernel: LockedKernel, depends: tuple, lock_path: Path, target: object) -> dict[str, ModuleType]:
+    """Each kernel the variant names in `kernel-depends`, loaded (verified) from the same lock first."""
+    chain = (*_loading.get(), kernel.repo_id)
+    token = _loading.set(chain)
+    try:
+        modules = {}
+        for repo_id, _ in depends:
+            if repo_id in chain:  # only a hand-edited lock has one: locking refuses cycles
+                raise KernelpinError(f"{lock_path}: kernel dependency cycle {' -> '.join((*chain, repo_id))}; "
+                                     "run `kernelpin lock` to regenerate the lock")
+            modules[repo_id] = load(repo_id, lock=lock_path, target=target)
+        return modules
+    finally:
+        _loading.reset(token)
+
+
+def _import_with_dependencies(name: str, directory: Path, variant: LockedVariant, what: str,
+                              dependencies: dict[str, ModuleType]) -> ModuleType:
+    """Import a kernel whose code calls `kernels.get_kernel_dep(repo)` while it loads: `kernels` keeps the
+    dependencies of the kernel being loaded in a context variable (kernels.deps.use_kernel_deps), set here."""
+    try:
+        from kernels.deps import use_kernel_deps
+    except ImportError:
+        raise KernelpinError(
+            f"{what} depends on {', '.join(dependencies)} (kernel-depends) and gets them with "
+            "kernels.get_kernel_dep, which needs the `kernels` package: pip install kernels"
+        ) from None
+    with use_kernel_deps(dependencies):
+        return import_verified(name, directory, variant, what)

@@ -1,4 +1,5 @@
-"""The Hub edge: refs, trees and downloads through huggingface_hub, with errors translated for people.
+"""The Hub edge: refs, trees and file bodies over huggingface_hub's HTTP client, with errors translated for
+people. Answers are parsed by kernelpin.listing; nothing here builds a path from a server's data.
 
 Settings are read from the environment when a command runs (not when huggingface_hub is imported), so
 HF_ENDPOINT, HF_HUB_CACHE/HF_HOME and HF_HUB_OFFLINE can change between calls in one process.
@@ -7,14 +8,20 @@ HF_ENDPOINT, HF_HUB_CACHE/HF_HOME and HF_HUB_OFFLINE can change between calls in
 from __future__ import annotations
 
 import contextlib
+import errno
+import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kernelpin.errors import KernelpinError
-from kernelpin.integrity import GIT_OBJECT_ID_RE, MAX_FILE_SIZE, SHA256_HEX_RE
+from kernelpin.errors import IntegrityError, KernelpinError
+from kernelpin.integrity import check_repo_path
+from kernelpin.limits import Budget, Limits, running
+from kernelpin.listing import (
+    Refs, RemoteFile, check_commit, check_count, files_of, malformed, parse_refs, parse_tree_page,
+)
 from kernelpin.spec import REPO_TYPES
 
 if TYPE_CHECKING:
@@ -23,19 +30,7 @@ if TYPE_CHECKING:
 _DEFAULT_ENDPOINT = "https://huggingface.co"
 _TRUE = {"1", "on", "yes", "true"}
 OFFLINE = "offline mode is on (--offline or HF_HUB_OFFLINE=1)"
-DEFAULT_HTTP_TIMEOUT = 30.0  # seconds without progress before a request fails (KERNELPIN_HTTP_TIMEOUT)
-
-
-def _timeout(text: str | None) -> float:
-    if not text:
-        return DEFAULT_HTTP_TIMEOUT
-    try:
-        seconds = float(text)
-    except ValueError:
-        seconds = -1.0
-    if not 0 < seconds <= 3600:
-        raise KernelpinError(f"KERNELPIN_HTTP_TIMEOUT={text[:20]!r} is not a number of seconds in (0, 3600]")
-    return seconds
+DEFAULT_HTTP_TIMEOUT = Limits.http_timeout  # seconds without progress before a request fails (KERNELPIN_HTTP_TIMEOUT)
 
 
 @dataclass(frozen=True)
@@ -43,7 +38,7 @@ class HubSettings:
     endpoint: str
     cache_dir: Path
     offline: bool
-    http_timeout: float = DEFAULT_HTTP_TIMEOUT
+    limits: Limits = Limits()
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> HubSettings:
@@ -55,52 +50,24 @@ class HubSettings:
             endpoint=(environ.get("HF_ENDPOINT") or _DEFAULT_ENDPOINT).rstrip("/"),
             cache_dir=Path(cache).expanduser(),
             offline=environ.get("HF_HUB_OFFLINE", "").strip().lower() in _TRUE,
-            http_timeout=_timeout(environ.get("KERNELPIN_HTTP_TIMEOUT")),
+            limits=Limits.from_env(environ),
         )
-
-
-@dataclass(frozen=True)
-class RemoteFile:
-    path: str
-    size: int
-    blob_id: str | None  # git SHA-1 of the blob (of the LFS pointer for LFS files)
-    lfs_sha256: str | None
-
-
-def remote_file(path: str, size: object, blob_id: object, lfs_sha256: object, where: str) -> RemoteFile:
-    """A file of a repository listing, its fields checked: they end up in the lock, which refuses bad ones."""
-    problem = None
-    if not isinstance(size, int) or isinstance(size, bool) or not 0 <= size <= MAX_FILE_SIZE:
-        problem = f"size {str(size)[:20]} is not between 0 and {MAX_FILE_SIZE}"
-    elif blob_id is not None and not (isinstance(blob_id, str) and GIT_OBJECT_ID_RE.match(blob_id)):
-        problem = f"git blob id {str(blob_id)[:50]!r} is not 40 lowercase hex digits"
-    elif lfs_sha256 is not None and not (isinstance(lfs_sha256, str) and SHA256_HEX_RE.match(lfs_sha256)):
-        problem = f"LFS sha256 {str(lfs_sha256)[:70]!r} is not 64 lowercase hex digits"
-    if problem:
-        raise KernelpinError(
-            f"{where}: the repository listing gives {str(path)[:200]!r} a {problem}; "
-            "the server is broken or hostile: do not use this revision"
-        )
-    return RemoteFile(path, size, blob_id, lfs_sha256)
-
-
-@dataclass(frozen=True)
-class Refs:
-    repo_type: str
-    tags: dict[str, str]  # name -> commit
-    branches: dict[str, str]
 
 
 class HubSource:
-    """One Hub (or mirror) as kernelpin uses it. Thread-safe: resolution runs one kernel per thread."""
+    """One Hub (or mirror) as kernelpin uses it: every answer goes through kernelpin.listing's checks
+    before anything else sees it, and every request is held to the command's limits (kernelpin.limits).
+    Thread-safe: resolution runs one kernel per thread."""
 
     def __init__(self, settings: HubSettings) -> None:
         self.settings = settings
         self._api: HfApi | None = None
+        self._budget = Budget(settings.limits)  # the command's deadline runs from here
 
     @property
     def api(self) -> HfApi:
-        self._require_online("this command")  # every API call (refs, trees, publishing) comes through here
+        """huggingface_hub's client, for publishing (callers run it inside `budget()`)."""
+        self._require_online("this command")
         self._use_timeout()
         if self._api is None:
             from huggingface_hub import HfApi
@@ -108,10 +75,15 @@ class HubSource:
             self._api = HfApi(endpoint=self.settings.endpoint)
         return self._api
 
+    def budget(self) -> contextlib.AbstractContextManager[Budget]:
+        """Hold the requests made inside to this command's limits (its deadline counts from the creation
+        of this source, in every thread)."""
+        return running(self._budget)
+
     def _use_timeout(self) -> None:
         from kernelpin.hubclient import use_timeout
 
-        use_timeout(self.settings.http_timeout)
+        use_timeout(self.settings.limits.http_timeout)
 
     def _require_online(self, what: str) -> None:
         if self.settings.offline:
@@ -120,11 +92,37 @@ class HubSource:
                 "or work from an up-to-date kernelpin.lock and the cache with `kernelpin sync --frozen`"
             )
 
+    def _api_url(self, repo_id: str, repo_type: str, *parts: str) -> str:
+        from urllib.parse import quote
+
+        base = f"{self.settings.endpoint}/api/{repo_type}s/{repo_id}"
+        return "/".join([base, *(quote(part, safe="") for part in parts)])
+
+    def _get_json(self, url: str, params: dict[str, str] | None = None) -> tuple[object, str | None]:
+        """One API answer, parsed as JSON (its size capped by the transport while a budget runs), and the URL
+        of its next page, if any."""
+        from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
+
+        self._use_timeout()
+        with get_session().stream("GET", url, params=params, headers=build_hf_headers()) as response:
+            hf_raise_for_status(response)
+            body = b"".join(response.iter_bytes())
+            following = response.links.get("next", {}).get("url")
+        try:
+            return json.loads(body), following
+        except (ValueError, RecursionError):
+            raise malformed(url.split("?")[0], "the answer is not JSON") from None
+
+    def _list_refs(self, repo_id: str, repo_type: str) -> Refs:
+        data, _ = self._get_json(self._api_url(repo_id, repo_type, "refs"))
+        return parse_refs(data, repo_type, f"the refs of {repo_id} at {self.settings.endpoint}",
+                          self.settings.limits.max_listing)
+
     def refs(self, repo_id: str, repo_type: str | None) -> Refs:
         """Tags and branches of a repository; with repo_type None, try a kernel repo, then a model repo."""
         self._require_online(f"resolving {repo_id}")
-        with translate_errors(f"listing tags of {repo_id}", self.settings.endpoint):
-            found = repository_refs(self.api, repo_id, repo_type)
+        with self.budget(), translate_errors(f"listing tags of {repo_id}", self.settings.endpoint):
+            found = repository_refs(lambda kind: self._list_refs(repo_id, kind), repo_type)
         if found is None:
             kinds = repo_type or " or ".join(REPO_TYPES)
             raise KernelpinError(
@@ -134,77 +132,77 @@ class HubSource:
         return found
 
     def tree(self, repo_id: str, repo_type: str, commit: str) -> list[RemoteFile]:
+        """Every file of a repository at a commit, page after page, bounded by KERNELPIN_MAX_LISTING."""
         self._require_online(f"listing files of {repo_id}")
-        from huggingface_hub.hf_api import RepoFile
-
-        with translate_errors(f"listing files of {repo_id} at {commit[:12]}", self.settings.endpoint, repo_id):
-            entries = list(self.api.list_repo_tree(repo_id, recursive=True, revision=commit, repo_type=repo_type))
-        where = f"{repo_id} at {commit[:12]}"
-        return [
-            remote_file(entry.path, entry.size, entry.blob_id, entry.lfs.sha256 if entry.lfs else None, where)
-            for entry in entries
-            if isinstance(entry, RepoFile)
-        ]
+        where = f"the file listing of {repo_id} at {commit[:12]} ({self.settings.endpoint})"
+        limit = self.settings.limits.max_listing
+        entries: list[RemoteFile | str] = []
+        with self.budget(), translate_errors(f"listing files of {repo_id} at {commit[:12]}",
+                                             self.settings.endpoint, repo_id):
+            url: str | None = self._api_url(repo_id, repo_type, "tree", check_commit(commit, where))
+            params: dict[str, str] | None = {"recursive": "true", "expand": "false"}
+            while url is not None:
+                data, url = self._get_json(url, params)
+                if url is not None and not same_origin(url, self.settings.endpoint):
+                    # It would get this client's token (HF_TOKEN) with the request.
+                    raise malformed(where, f"the next page is on another server ({url[:100]})")
+                page = parse_tree_page(data, where)
+                if url is not None and not page:
+                    raise malformed(where, "a page without entries points to a next page")
+                entries += page
+                check_count(len(entries), limit, where)
+                params = None  # the next page's URL carries them
+        return files_of(entries, where)
 
     def repo_folder(self, repo_id: str, repo_type: str) -> Path:
         """A repository's folder in the Hub cache: <cache>/<type>s--<org>--<name>/{blobs,snapshots/...}."""
         return self.settings.cache_dir / f"{repo_type}s--{repo_id.replace('/', '--')}"
 
-    def blobs_dir(self, repo_id: str, repo_type: str) -> Path:
-        return self.repo_folder(repo_id, repo_type) / "blobs"
-
-    def cached(self, repo_id: str, repo_type: str, commit: str, path: str) -> Path | None:
-        """The file in the Hub cache at exactly this commit, without touching the network."""
-        from huggingface_hub import try_to_load_from_cache
-
-        found = try_to_load_from_cache(
-            repo_id, path, cache_dir=self.settings.cache_dir, revision=commit, repo_type=repo_type
-        )
-        return Path(found) if isinstance(found, str) else None
-
-    def read(self, repo_id: str, repo_type: str, commit: str, path: str, limit: int) -> bytes:
-        """One file at a commit, in memory, with a single GET (hf_hub_download sends a HEAD first and
-        writes blobs, links and lock files into the cache). At most `limit` + 1 bytes are read: the caller
-        knows the size from the tree listing and checks the content against it."""
-        self._require_online(f"downloading {path} of {repo_id}")
-        from huggingface_hub import hf_hub_url
-        from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
-
-        self._use_timeout()
-        url = hf_hub_url(repo_id, path, repo_type=repo_type, revision=commit, endpoint=self.settings.endpoint)
-        with translate_errors(f"downloading {path} of {repo_id} at {commit[:12]}", self.settings.endpoint, repo_id):
-            with get_session().stream("GET", url, headers=build_hf_headers()) as response:
-                hf_raise_for_status(response)
-                content = bytearray()
-                for chunk in response.iter_bytes():
-                    content += chunk
-                    if len(content) > limit:
-                        break
-                return bytes(content)
-
-    def download(
-        self, repo_id: str, repo_type: str, commit: str, path: str, local_dir: Path | None = None,
-        tqdm_class: type | None = None,
-    ) -> Path:
-        """Fetch one file at a commit into the Hub cache (or `local_dir`)."""
+    def stream(self, repo_id: str, repo_type: str, commit: str, path: str, size: int,
+               sink: Callable[[bytes], None]) -> None:
+        """One file at a commit, handed to `sink` chunk by chunk, with a single GET (no HEAD, no header of
+        the answer is used). The body must be exactly `size` bytes (from the lock or the listing): a longer
+        one is cut off at `size` by the transport, a shorter one is an error. The caller checks the content."""
         if self.settings.offline:
             raise KernelpinError(
                 f"{repo_id}: {path} at {commit[:12]} is not in the cache ({self.settings.cache_dir}) and "
                 f"{OFFLINE}, so it cannot be downloaded: run `kernelpin sync` with network access first, "
                 "or vendor the kernels with `kernelpin sync --target DIR`"
             )
-        from huggingface_hub import hf_hub_download
+        from huggingface_hub import hf_hub_url
+        from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
+
+        from kernelpin.hubclient import expect_size
 
         self._use_timeout()
         what = f"downloading {path} of {repo_id} at {commit[:12]}"
-        with translate_errors(what, self.settings.endpoint, repo_id):
-            return Path(
-                hf_hub_download(
-                    repo_id, path, revision=commit, repo_type=repo_type, endpoint=self.settings.endpoint,
-                    cache_dir=self.settings.cache_dir, local_dir=local_dir, tqdm_class=tqdm_class,
-                    etag_timeout=self.settings.http_timeout,
-                )
+        url = hf_hub_url(repo_id, check_repo_path(path, repo_id), repo_type=repo_type,
+                         revision=check_commit(commit, repo_id), endpoint=self.settings.endpoint)
+        received = 0
+        with self.budget(), translate_errors(what, self.settings.endpoint, repo_id):
+            with get_session().stream("GET", url, headers=build_hf_headers(), extensions=expect_size(size)) as response:
+                hf_raise_for_status(response)
+                for chunk in response.iter_bytes():
+                    received += len(chunk)
+                    sink(chunk)
+        if received != size:
+            raise IntegrityError(
+                f"{what}: the server sent {received} bytes, not the {size} the file has (as locked or listed); "
+                "nothing of it is kept. Retry; if it persists, the server is broken or hostile"
             )
+
+    def read(self, repo_id: str, repo_type: str, commit: str, path: str, size: int) -> bytes:
+        """One small file (a metadata.json) in memory, exactly `size` bytes; the caller checks the content."""
+        content = bytearray()
+        self.stream(repo_id, repo_type, commit, path, size, content.extend)
+        return bytes(content)
+
+
+def same_origin(url: str, endpoint: str) -> bool:
+    from urllib.parse import urlsplit
+
+    one, other = urlsplit(url), urlsplit(endpoint)
+    return (one.scheme, one.netloc) == (other.scheme, other.netloc)
 
 
 def http_status(error: BaseException | None) -> int | None:
@@ -213,9 +211,9 @@ def http_status(error: BaseException | None) -> int | None:
     return getattr(response, "status_code", None)
 
 
-def repository_refs(api: HfApi, repo_id: str, repo_type: str | None) -> Refs | None:
-    """The one probe over repository types: tags and branches of `repo_id` as `repo_type`, or (None) of the
-    first of kernel, model that exists; None when there is no such repository.
+def repository_refs(list_refs: Callable[[str], Refs], repo_type: str | None) -> Refs | None:
+    """The one probe over repository types: `list_refs(type)` for `repo_type`, or (None) for the first of
+    kernel, model that exists; None when there is no such repository.
 
     "Does not exist" is the Hub's 401/404 RepositoryNotFoundError (it answers 401 to an anonymous client for a
     missing or private repository) or a mirror's plain 404; any other error is raised.
@@ -224,16 +222,11 @@ def repository_refs(api: HfApi, repo_id: str, repo_type: str | None) -> Refs | N
 
     for candidate in (repo_type,) if repo_type else REPO_TYPES:
         try:
-            refs = api.list_repo_refs(repo_id, repo_type=candidate)
+            return list_refs(candidate)
         except HfHubHTTPError as error:
             if isinstance(error, RepositoryNotFoundError) or http_status(error) == 404:
                 continue
             raise
-        return Refs(
-            repo_type=candidate,
-            tags={ref.name: ref.target_commit for ref in refs.tags},
-            branches={ref.name: ref.target_commit for ref in refs.branches},
-        )
     return None
 
 
@@ -274,6 +267,27 @@ def _http_problem(error: Exception, what: str, endpoint: str, repo_id: str | Non
     return KernelpinError(f"{what} failed at {endpoint}: HTTP {status} ({first_line}); {hint}")
 
 
+# A local file system that refuses a write: not the network's fault, and not fixed by retrying.
+_DISK_ERRORS = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is exceeded",
+                errno.EROFS: "the file system is read-only", errno.EACCES: "permission denied",
+                errno.EPERM: "permission denied"}
+
+
+def local_write_problem(error: OSError, what: str, path: Path | str | None = None) -> KernelpinError | None:
+    """A KernelpinError naming the path (the error's, else `path`), the cause and the fix when `error` is a
+    disk or permission problem; None for other errors."""
+    cause = _DISK_ERRORS.get(error.errno or 0)
+    if cause is None:
+        return None
+    where = f" {error.filename or path}" if error.filename or path else ""
+    if error.errno in (errno.ENOSPC, errno.EDQUOT):
+        fix = "free space there, or point HF_HUB_CACHE (or `sync --target DIR`) at a file system with room"
+    else:
+        fix = ("run `kernelpin sync` as a user who can write there, or point HF_HUB_CACHE (or `sync --target DIR`) "
+               "at a writable directory; loading needs write access only to download missing files")
+    return KernelpinError(f"{what}: cannot write{where}: {cause}; {fix}")
+
+
 @contextlib.contextmanager
 def translate_errors(what: str, endpoint: str, repo_id: str | None = None) -> Iterator[None]:
     """Turn huggingface_hub and network exceptions into KernelpinError that says what happened and what to do."""
@@ -290,6 +304,8 @@ def translate_errors(what: str, endpoint: str, repo_id: str | None = None) -> It
     except HfHubHTTPError as error:
         raise _http_problem(error, what, endpoint, repo_id) from error
     except (LocalEntryNotFoundError, OSError, ConnectionError) as error:
+        if isinstance(error, OSError) and (local := local_write_problem(error, what)) is not None:
+            raise local from error
         cause = _underlying(error)
         if isinstance(cause, HubTimeout):
             raise KernelpinError(f"{what} failed: {cause}") from error
@@ -297,7 +313,7 @@ def translate_errors(what: str, endpoint: str, repo_id: str | None = None) -> It
             raise _http_problem(cause, what, endpoint, repo_id) from error
         raise KernelpinError(
             f"{what} failed: cannot reach {endpoint} ({type(error).__name__}); check the network and "
-            "HF_ENDPOINT, then re-run: completed files are kept, partial ones are resumed or discarded"
+            "HF_ENDPOINT, then re-run: completed files are kept, partial ones are discarded"
         ) from error
     except Exception as error:
         import httpx2

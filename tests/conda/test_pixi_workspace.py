@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from packaging.specifiers import SpecifierSet
 
-from tools.conda.build import REPO_ROOT, conda_forge_variant_config, render_variants, select_variants
+from tools.conda.build import REPO_ROOT, variant_config, render_variants, select_variants
 from tools.conda.build import main as conda_build_main
 
 CONSUMER_DIR = REPO_ROOT / "examples" / "consumer"
@@ -93,7 +93,7 @@ def test_build_task_arguments_select_variants(args: tuple[str, ...], count: int)
     """`pixi run build cuda 2.13 13.0` (what a CI job runs) selects exactly one variant of the matrix."""
     rendered = _rendered_build(*args)
     options = dict(zip(rendered[3::2], rendered[4::2]))
-    variants = render_variants(conda_forge_variant_config())
+    variants = render_variants(variant_config())
     which = "all" if options["--variant"] == "auto" else options["--variant"]
 
     assert len(select_variants(variants, which, options["--pytorch"], options["--cuda"])) == count
@@ -132,3 +132,50 @@ def test_consumer_uses_the_built_channel_before_conda_forge() -> None:
     assert "img2gray" in CONSUMER["dependencies"]
     assert all(platforms[name]["cuda"].startswith("13") for name in CONSUMER["feature"]["gpu"]["platforms"])
     assert (CONSUMER_DIR / "check.py").exists()
+
+
+def _environments_with_task(task: str) -> list[str]:
+    """The environments of pixi.toml in which `pixi run TASK` finds the task (default: [tasks] only)."""
+    environments = {"default": [], **{name: spec["features"] for name, spec in WORKSPACE["environments"].items()}}
+    return [name for name, features in environments.items()
+            if task in WORKSPACE.get("tasks", {}) or any(task in WORKSPACE["feature"][f].get("tasks", {}) for f in features)]
+
+
+def test_documented_pixi_commands_name_an_environment_where_the_task_is_ambiguous() -> None:
+    """`pixi run TASK` for a task of several environments makes pixi ask which one (or fail without a terminal).
+    Failed before: README said `pixi run publish-dry-run`, a task of both `cpu` and `cuda`."""
+    documents = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]
+    for document in documents:
+        for command in re.findall(r"pixi run ((?:-e \S+ )?[\w-]+)", document.read_text()):
+            environment, _, task = command.rpartition(" ")
+            found = _environments_with_task(task)
+            if not found:  # a command, not a task (pixi run python ...)
+                continue
+            # pixi takes the default environment when the task is there, else the only one that has it.
+            assert environment or "default" in found or len(found) == 1, (
+                f"{document.name}: `pixi run {task}` is a task of {found}: say -e")
+            if environment:
+                assert environment.removeprefix("-e ") in found, f"{document.name}: `pixi run {command}`"
+
+
+def test_publish_tasks_default_to_the_repository_the_docs_name() -> None:
+    """Failed before: pixi.toml published to kernels-community/img2gray, README/docs/build.toml say acme/img2gray."""
+    from tools.build_config import BuildConfig
+
+    repository = "/".join(BuildConfig.load().repository.rstrip("/").split("/")[-2:])
+    for name in ("publish", "publish-dry-run"):
+        [argument] = WORKSPACE["feature"]["dev"]["tasks"][name]["args"]
+        assert argument["default"] == repository, name
+    assert f'"{repository}"' in (REPO_ROOT / "README.md").read_text()
+
+
+def test_environments_install_what_their_tasks_and_tests_import() -> None:
+    """Failed before: PyYAML (tests) came only through another package, matplotlib (benchmarks/plot.py) from
+    nowhere, and the cuda bench's torchvision and kornia peers from nowhere."""
+    dev = WORKSPACE["feature"]["dev"]["dependencies"]
+    cuda = WORKSPACE["feature"]["cuda"]["dependencies"]
+    assert "import yaml" in (REPO_ROOT / "tests" / "conda" / "test_feedstock.py").read_text() and "pyyaml" in dev
+    assert "import matplotlib" in (REPO_ROOT / "benchmarks" / "plot.py").read_text() and "matplotlib-base" in dev
+    peers = re.findall(r"torchvision|kornia", WORKSPACE["feature"]["cuda"]["tasks"]["bench"]["description"])
+    assert peers and all(peer in cuda for peer in peers)
+    assert "plot" in WORKSPACE["feature"]["dev"]["tasks"]

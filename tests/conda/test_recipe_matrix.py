@@ -1,19 +1,54 @@
-"""Rendering recipe/ (no build): the conda-forge variant matrix and the offline override."""
+"""Rendering recipe/ (no build): with conda-forge's global pins alone, with the project's matrix
+(tools/conda/variants.yaml) and with the offline override."""
 
 from __future__ import annotations
 
 import os
 import re
 
-from tests.conda.support import machine_like_h200
+import pytest
+
+from tests.conda.support import conda_forge_pins, machine_like_h200
 from tools.build_config import BuildConfig
-from tools.conda.build import conda_forge_variant_config, cuda_version_of, offline_variant_config, render_variants
+from tools.conda.build import RECIPE, cuda_version_of, offline_variant_config, render_variants, variant_config
 
 BUILD = BuildConfig.load()
 
 
+@pytest.mark.parametrize("target_platform", ["linux-64", "linux-aarch64"])
+def test_recipe_renders_with_conda_forge_global_pins_alone(target_platform: str) -> None:
+    """The recipe defers to the global pins: it has no variant file, and every compiler, CUDA, python and pytorch
+    pin of a rendered variant is the global pins' own. Failed before: recipe/variants.yaml overrode pytorch,
+    cxx_compiler_version, cuda_compiler_version and zip_keys, and conda-forge would have built its matrix."""
+    assert sorted(path.name for path in RECIPE.parent.iterdir() if path.suffix in (".yaml", ".yml")) == ["recipe.yaml"]
+    pins = conda_forge_pins(target_platform)
+    variants = render_variants(pins, target_platform=target_platform)
+    [python_min], [pytorch] = pins["python_min"], pins["pytorch"]
+    by_cuda = {(cuda_version_of(v) or "None"): v for v in variants}
+
+    assert sorted(by_cuda) == sorted(pins["cuda_compiler_version"])
+    for cuda, variant in by_cuda.items():
+        requirements = variant.recipe.requirements.to_dict()
+        position = pins["cuda_compiler_version"].index(cuda)  # zipped with the compiler and stdlib versions
+        assert f"gxx_{target_platform} {pins['cxx_compiler_version'][position]}.*" in requirements["build"]
+        assert f"sysroot_{target_platform} {pins['c_stdlib_version'][position]}.*" in requirements["build"]
+        assert f"python {python_min}.*" in requirements["host"] and f"python >={python_min}" in requirements["run"]
+        assert any(spec.startswith(f"pytorch {pytorch}.*") for spec in requirements["run"])
+        arm_variant = [spec for spec in requirements["build"] if spec.startswith("arm-variant")]
+        wanted = [f"arm-variant * {pins['arm_variant_type'][0]}"] if cuda != "None" and "aarch64" in target_platform else []
+        assert arm_variant == wanted
+
+
+def test_version_independent_package_is_tested_on_the_oldest_and_newest_python() -> None:
+    """conda-smithy's hint for version-independent Python packages: the Python test runs at python_min and at the
+    newest python."""
+    [variant, *_] = render_variants(variant_config())
+    [python_test] = [test["python"] for test in variant.recipe.to_dict()["tests"] if "python" in test]
+    assert python_test["python_version"] == [f"{variant.variant['python_min']}.*", "*"]
+
+
 def test_full_matrix_is_every_pytorch_minor_times_every_cuda_flavour() -> None:
-    variants = render_variants(conda_forge_variant_config())
+    variants = render_variants(variant_config())
     by_pins = {(str(v.variant["pytorch"]), cuda_version_of(v)): v for v in variants}
 
     assert len(variants) == 9
@@ -25,7 +60,7 @@ def test_full_matrix_is_every_pytorch_minor_times_every_cuda_flavour() -> None:
 
 
 def test_build_strings_and_requirements_name_both_pins() -> None:
-    for variant in render_variants(conda_forge_variant_config()):
+    for variant in render_variants(variant_config()):
         torch, cuda = str(variant.variant["pytorch"]), cuda_version_of(variant)
         requirements = variant.recipe.requirements.to_dict()
         flavour = "cpu" if cuda is None else "cuda" + cuda.replace(".", "")
@@ -77,7 +112,7 @@ def test_rendering_records_the_commit_and_leaves_the_environment_alone(monkeypat
     # build in a copy without .git (tests/conda/test_reproducible_package.py) recorded this checkout's commit only
     # where a render had run before it in the same process.
     monkeypatch.delenv("IMG2GRAY_SOURCE_COMMIT", raising=False)
-    [variant, *_] = render_variants(conda_forge_variant_config())
+    [variant, *_] = render_variants(variant_config())
 
     assert "IMG2GRAY_SOURCE_COMMIT" not in os.environ
     commit = variant.recipe.build.script["env"]["IMG2GRAY_SOURCE_COMMIT"]
@@ -86,7 +121,7 @@ def test_rendering_records_the_commit_and_leaves_the_environment_alone(monkeypat
 
 def test_rendering_keeps_a_commit_the_caller_gives(monkeypatch) -> None:
     monkeypatch.setenv("IMG2GRAY_SOURCE_COMMIT", "0123456789abcdef0123456789abcdef01234567")
-    [variant, *_] = render_variants(conda_forge_variant_config())
+    [variant, *_] = render_variants(variant_config())
 
     assert variant.recipe.build.script["env"]["IMG2GRAY_SOURCE_COMMIT"] == "0123456789abcdef0123456789abcdef01234567"
     assert os.environ["IMG2GRAY_SOURCE_COMMIT"] == "0123456789abcdef0123456789abcdef01234567"

@@ -10,7 +10,7 @@ from rattler_build import PlatformConfig, RenderConfig, Stage0Recipe
 
 from tools.build_config import BUILD_TOML, BuildConfig, BuildConfigError
 from tools.conda import recipe_sync
-from tools.conda.build import RECIPE, conda_forge_variant_config
+from tools.conda.build import RECIPE, variant_config
 
 BUILD = BuildConfig.load()
 
@@ -19,7 +19,7 @@ def test_recipe_renders_without_experimental_features() -> None:
     text = RECIPE.read_text()
     platform = PlatformConfig(target_platform="linux-64", experimental=False)
 
-    variants = Stage0Recipe.from_file(RECIPE).render(conda_forge_variant_config(), RenderConfig(platform=platform))
+    variants = Stage0Recipe.from_file(RECIPE).render(variant_config(), RenderConfig(platform=platform))
 
     assert "load_from_file" not in text and "--experimental" not in text.replace("no experimental", "")
     assert {str(v.recipe.package.version) for v in variants} == {BUILD.version}

@@ -13,9 +13,12 @@ from testkit.fake_kernel import publish
 from testkit.hub import HubServer, MirrorRepo
 
 
+TRUSTED_ORG = "trusted"  # a trusted kernel publisher (`kernels lock` and `get_kernel` check); acme is not
+
+
 @pytest.fixture(scope="session")
 def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubServer]:
-    with HubServer(tmp_path_factory.mktemp("hub")) as server:
+    with HubServer(tmp_path_factory.mktemp("hub"), trusted_publishers=(TRUSTED_ORG,)) as server:
         yield server
 
 
@@ -26,8 +29,8 @@ _names = itertools.count()
 def new_repo(hub: HubServer) -> Callable[..., tuple[str, MirrorRepo]]:
     """A fresh, empty repository with a unique name: (repo_id, repo)."""
 
-    def make(prefix: str = "kernel", repo_type: str = "model") -> tuple[str, MirrorRepo]:
-        repo_id = f"acme/{prefix}-{next(_names)}"
+    def make(prefix: str = "kernel", repo_type: str = "model", org: str = "acme") -> tuple[str, MirrorRepo]:
+        repo_id = f"{org}/{prefix}-{next(_names)}"
         return repo_id, hub.repo(repo_id, repo_type)
 
     return make

@@ -22,8 +22,8 @@ from kernelpin.errors import IntegrityError, KernelpinError
 from kernelpin.hubclient import capped_timeouts
 from kernelpin.integrity import write_atomic
 from kernelpin.runtime import module_name
-from kernelpin.source import remote_file
-from kernelpin.sync import Installer
+from kernelpin.listing import remote_file
+from kernelpin.store import Store
 from testkit.fake_kernel import CPU_213, kernel_files, publish, variant_files
 from testkit.faulty_hub import SilentServer, StatusServer
 from tests.kernelpin.helpers import AS_NOBODY, REPO_ROOT, require_nobody, snapshot_dir, snapshot_files
@@ -116,15 +116,15 @@ def test_a_shared_library_is_verified_right_before_the_package_runs(new_repo, pr
     assert cli("sync", "--torch", "2.13")[0] == 0
     kernel = locked_kernel(root)
     assert fresh_load(kernel).LIBRARY == b"\x7fELF the real one\n"
-    install = Installer.install
+    ensure_variant = Store.ensure_variant
 
     def install_then_swap_the_library(self, *args, **kwargs):
         # A local attacker who can write the cache swaps the library after kernelpin checked the files.
-        result = install(self, *args, **kwargs)
+        result = ensure_variant(self, *args, **kwargs)
         (result.directory / "_lib.so").write_bytes(b"\x7fELF the evil one\n")
         return result
 
-    monkeypatch.setattr(Installer, "install", install_then_swap_the_library)
+    monkeypatch.setattr(Store, "ensure_variant", install_then_swap_the_library)
     with pytest.raises(IntegrityError, match=r"_lib.so: sha256 .* It is not loaded; run `kernelpin sync`"):
         fresh_load(kernel)
 

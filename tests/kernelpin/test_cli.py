@@ -82,7 +82,7 @@ def test_offline(img2gray, project, cli, monkeypatch, tmp_path, offline):
     assert cli("sync", "--frozen", "--torch", "2.13", *offline)[0] == 0
     assert cli(*offline, "sync", "--torch", "2.13")[0] == 0  # the lock is fresh: nothing to resolve
     status, _, err = cli("sync", "--frozen", "--torch", "2.12", "--cuda", "12.9", *offline)
-    assert status == 1 and "torch212-cxx11-cu129-x86_64-linux/__init__.py at" in err
+    assert status == 1 and "torch212-cxx11-cu129-x86_64-linux/_impl.py at" in err  # __init__.py: a cached blob
     assert "offline mode is on (--offline or HF_HUB_OFFLINE=1)" in err
     project('"acme/img2gray" = "^0.2"\n')
     status, _, err = cli("lock", *offline)
@@ -100,7 +100,9 @@ def test_add_and_remove_json(img2gray, new_repo, project, cli):
     status, out, _ = cli("add", "acme/img2gray@^0.2", "--json")
     assert status == 0
     added = json.loads(out)
-    assert added["added"] == {"repo": "acme/img2gray", "requirement": "^0.2"}
+    assert added["added"] == {"repo": "acme/img2gray", "requirement": "^0.2", "kernels_lock_reads": False,
+                              "note": "`kernels lock` will not read this entry (it takes only an integer major, "
+                                      "the branch v<N>); kernelpin resolves it against version tags"}
     assert added["pyproject"] == str(root / "pyproject.toml")
     assert added["changes"] == ["~ acme/img2gray: 0.1.1 -> 0.2.0"]
     assert [(k["repo"], k["version"]) for k in added["kernels"]] == [("acme/img2gray", "0.2.0")]

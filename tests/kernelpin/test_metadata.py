@@ -116,3 +116,27 @@ def test_kernelpin_needs_none_of_the_kernels_packages_to_run():
     kernelpin itself, load path and CLI, imports neither them nor `kernels`."""
     _, loaded = fresh_interpreter("import kernelpin, kernelpin.runtime, kernelpin.cli, kernelpin.publish, kernelpin.metadata")
     assert {name.split(".")[0] for name in loaded} & {"kernels", "kernels_data", "kernel_abi_check"} == set()
+
+
+def test_optional_kernels_minver_and_upstream_are_written_as_kernels_reads_them():
+    """`kernels info` shows `kernels-minver` and `upstream`; kernels refuses a metadata.json whose values it cannot
+    parse, so publishing refuses them first."""
+    kernels_rust = pytest.importorskip("kernels._rust")
+    from kernelpin.metadata import compose, render
+    from kernelpin.ranges import Version
+
+    def document(**optional: str) -> bytes:
+        return render(compose(op_id="_img2gray_x", name="img2gray", version=Version.parse("1.2.0"), license="MIT",
+                              variant=CPU_213, backend={"type": "cpu"}, files={"__init__.py": "0" * 64},
+                              builder={"name": "test", "version": "1"}, **optional)).encode()
+
+    read = kernels_rust.Metadata.from_bytes(document(upstream="https://github.com/acme/img2gray", kernels_minver="0.17.0"))
+    assert (str(read.kernels_minver), read.upstream) == ("0.17.0", "https://github.com/acme/img2gray")
+    assert "upstream" not in json.loads(document()) and "kernels-minver" not in json.loads(document())
+    check_kernels_format(parse_metadata(document(upstream="git@github.com:acme/img2gray.git"), "m"), "m")
+    for optional, message in (({"kernels_minver": "0.17"}, '"kernels-minver" \'0.17\' is not a kernels version'),
+                              ({"upstream": "acme/img2gray"}, '"upstream" \'acme/img2gray\' is not a git URL')):
+        with pytest.raises(ValueError):  # kernels' own parser refuses it ...
+            kernels_rust.Metadata.from_bytes(document(**optional))
+        with pytest.raises(MetadataError, match=message):  # ... and so does publishing
+            check_kernels_format(parse_metadata(document(**optional), "m"), "m")

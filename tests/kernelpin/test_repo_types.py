@@ -11,6 +11,7 @@ from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
 
 import kernelpin
 from kernelpin import lockfile
+from kernelpin.listing import Refs
 from kernelpin.source import repository_refs
 from testkit.fake_kernel import CPU_213, publish
 
@@ -45,22 +46,18 @@ def test_a_kernel_repository_wins_over_a_model_repository_of_the_same_name(new_r
     assert lockfile.read(root / "kernelpin.lock").kernels[0].repo_type == "model"
 
 
-class Refs:
-    tags, branches = [], []
-
-
-class ScriptedApi:
-    """list_repo_refs answering per repository type as a server would: the probe's rule is what is tested."""
+class ScriptedRefs:
+    """A refs listing answering per repository type as a server would: the probe's rule is what is tested."""
 
     def __init__(self, answers: dict[str, int]) -> None:
         self.answers, self.asked = answers, []
 
-    def list_repo_refs(self, repo_id: str, repo_type: str) -> Refs:
+    def __call__(self, repo_type: str) -> Refs:
         self.asked.append(repo_type)
         status = self.answers[repo_type]
         if status == 200:
-            return Refs()
-        response = httpx2.Response(status, request=httpx2.Request("GET", f"http://hub/api/{repo_type}s/{repo_id}/refs"))
+            return Refs(repo_type, {}, {})
+        response = httpx2.Response(status, request=httpx2.Request("GET", f"http://hub/api/{repo_type}s/acme/x/refs"))
         error = RepositoryNotFoundError if status in (401, 404) and repo_type == "kernel" else HfHubHTTPError
         raise error(f"{status} Client Error", response=response)
 
@@ -76,11 +73,11 @@ class ScriptedApi:
     ids=["hub-401", "mirror-404", "kernel-first", "none"],
 )
 def test_one_probe_over_repository_types(answers, found, asked):
-    api = ScriptedApi(answers)
-    refs = repository_refs(api, "acme/x", None)
-    assert (refs.repo_type if refs else None, api.asked) == (found, asked)
+    list_refs = ScriptedRefs(answers)
+    refs = repository_refs(list_refs, None)
+    assert (refs.repo_type if refs else None, list_refs.asked) == (found, asked)
 
 
 def test_the_probe_raises_what_is_not_absence():
     with pytest.raises(HfHubHTTPError, match="500"):
-        repository_refs(ScriptedApi({"kernel": 500, "model": 200}), "acme/x", None)
+        repository_refs(ScriptedRefs({"kernel": 500, "model": 200}), None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from testkit.fake_kernel import CPU_213, publish
@@ -31,8 +32,11 @@ def test_sync_selects_for_the_environment(img2gray, project, cli, flags, variant
 def test_no_fitting_variant_lists_every_variant_and_why(img2gray, project, cli):
     project('"acme/img2gray" = "^0.1"\n')
     status, _, err = cli("sync", "--torch", "2.13", "--cuda", "13.0", "--gpu-capability", "7.5")
-    # No CUDA build covers sm_75, so the CPU build is the fallback.
-    assert status == 0
+    # The CUDA build kernels would choose does not cover sm_75: refused, as kernels refuses it (no CPU fallback).
+    assert status == 1
+    assert "torch213-cxx11-cu130-x86_64-linux: compute capabilities 8.0;9.0;12.0+PTX do not cover this GPU's 7.5" in err
+    assert "A CPU build fits (torch213-cxx11-cpu-x86_64-linux): ask for it with `kernelpin sync --backend cpu`" in err
+    assert cli("sync", "--torch", "2.13", "--backend", "cpu")[0] == 0
     status, _, err = cli("sync", "--torch", "2.11")
     assert status == 1
     assert "acme/img2gray 0.1.1: no build variant fits this environment (linux/x86_64, torch 2.11" in err
@@ -90,7 +94,8 @@ def test_offline_sync_uses_the_cache_and_says_what_is_missing(img2gray, project,
     assert cli("sync", "--torch", "2.13")[0] == 0  # the lock is fresh: nothing to resolve
     status, _, err = cli("sync", "--frozen", "--torch", "2.12", "--cuda", "12.9")
     assert status == 1
-    assert "torch212-cxx11-cu129-x86_64-linux/__init__.py at" in err and "offline mode is on (--offline or HF_HUB_OFFLINE=1)" in err
+    # __init__.py is the CPU build's, already in the cache (blobs are shared by content): _impl.py is missing.
+    assert "torch212-cxx11-cu129-x86_64-linux/_impl.py at" in err and "offline mode is on (--offline or HF_HUB_OFFLINE=1)" in err
     project('"acme/img2gray" = "^0.2"\n')
     status, _, err = cli("lock")
     assert status == 1 and "resolving acme/img2gray needs the Hub, but offline mode is on" in err
@@ -110,4 +115,39 @@ def test_load_errors(img2gray, project, cli, tmp_path):
     lockfile.write(root / "kernelpin.lock", lockfile.Lock((cuda_only,)))
     with pytest.raises(NoVariantError) as caught:
         kernelpin.load("acme/img2gray", lock=root)
-    assert "torch213-cxx11-cu130-x86_64-linux: CUDA 13.0 build, this environment has no CUDA" in str(caught.value)
+    assert "torch213-cxx11-cu130-x86_64-linux: CUDA 13.0 build, this machine's backend is CPU" in str(caught.value)
+
+
+def test_the_hub_cache_layout_is_huggingface_hubs_and_refs_can_name_a_snapshot(img2gray, project, cli, hf_env, tmp_path):
+    """kernelpin's downloads are found where huggingface_hub (and so `kernels`) looks offline: by commit after
+    a sync, by name (e.g. `v0`, what `kernels.get_kernel(version=0)` asks for) once Store.write_ref records it."""
+    from huggingface_hub import snapshot_download, try_to_load_from_cache
+
+    from kernelpin.integrity import sha256_file
+    from kernelpin.source import HubSettings, HubSource
+    from kernelpin.store import Store
+
+    root = project('"acme/img2gray" = "^0.1"\n')
+    assert cli("sync", "--torch", "2.13")[0] == 0
+    (kernel,) = lockfile.read(root / "kernelpin.lock").kernels
+    impl = kernel.variant(CPU_213).file("_impl.py")
+    found = try_to_load_from_cache(kernel.repo_id, f"build/{CPU_213}/_impl.py", cache_dir=hf_env,
+                                   revision=kernel.commit, repo_type=kernel.repo_type)
+    assert isinstance(found, str) and sha256_file(Path(found)) == impl.sha256
+    assert Path(found).resolve().name == impl.sha256  # the blob is named by the lock's sha256
+    store = Store(HubSource(HubSettings.from_env()))
+    ref = store.write_ref(kernel.repo_id, kernel.repo_type, "v0", kernel.commit)
+    assert ref.read_text() == kernel.commit
+    snapshot = snapshot_download(kernel.repo_id, revision="v0", repo_type=kernel.repo_type, cache_dir=hf_env,
+                                 local_files_only=True)
+    assert (Path(snapshot) / "build" / CPU_213 / "_impl.py").is_file()
+    # Names and commits are checked; an existing ref that is a link is replaced, never written through.
+    for name, commit in (("../../x", kernel.commit), ("v0", kernel.commit.upper()), ("v 0", kernel.commit)):
+        with pytest.raises(KernelpinError):
+            store.write_ref(kernel.repo_id, kernel.repo_type, name, commit)
+    victim = tmp_path / "victim"
+    victim.write_text("keep")
+    ref.unlink()
+    ref.symlink_to(victim)
+    store.write_ref(kernel.repo_id, kernel.repo_type, "v0", kernel.commit)
+    assert victim.read_text() == "keep" and not ref.is_symlink() and ref.read_text() == kernel.commit

@@ -1,10 +1,16 @@
-"""Variant choice: pure functions over variant names, compute capabilities and an Environment."""
+"""Variant choice: pure functions over variant names, GPU archs and an Environment.
+
+The choice is `kernels` 0.17.2's (test_variant_differential.py compares the two over a grid); these tests pin
+the rules one by one, including the edge cases a mutation of the rules would otherwise leave alive.
+"""
 
 from __future__ import annotations
 
 import pytest
 
-from kernelpin.variant import Environment, Variant, arch_covers, select
+from kernelpin.variant import (
+    CPU, NOARCH, STABLE_ABI, TORCH, TVM_FFI, Backend, Environment, Variant, cuda, cuda_arch_covers, select,
+)
 
 ARCHS = ("8.0", "9.0", "12.0+PTX")
 LOCKED = {
@@ -30,11 +36,20 @@ def env(torch=(2, 13), cuda=None, capability=None, **kwargs) -> Environment:
         (env(cuda=(12, 9)), "torch213-cxx11-cu128-x86_64-linux"),  # minor fallback within major 12
         (env(torch=(2, 12), cuda=(12, 9)), "torch212-cxx11-cu129-x86_64-linux"),
         (env(cuda=(13, 0), arch="aarch64"), "torch213-cxx11-cu130-aarch64-linux"),
-        (env(cuda=(11, 8)), "torch213-cxx11-cpu-x86_64-linux"),  # no CUDA 11 build: CPU fallback
+        (env(cuda=(11, 8)), None),  # no CUDA 11 build: like kernels, no CPU build on a CUDA machine
+        (env(backend=CPU), "torch213-cxx11-cpu-x86_64-linux"),  # unless asked for (kernels' backend="cpu")
     ],
 )
 def test_select(environment, chosen):
     assert select(LOCKED, environment).chosen == chosen
+
+
+def test_a_cpu_build_is_offered_not_taken_on_a_cuda_machine():
+    selection = select(LOCKED, env(cuda=(11, 8)))
+    assert selection.rejected["torch213-cxx11-cpu-x86_64-linux"] == "CPU build, this machine's backend is CUDA 11.8"
+    assert "kernelpin sync --backend cpu" in selection.explain()
+    assert "backend=\"cpu\"" in selection.hint and "torch213-cxx11-cpu-x86_64-linux" in selection.hint
+    assert select({"torch213-cxx11-cu128-x86_64-linux": None}, env(cuda=(11, 8))).hint == ""
 
 
 def test_rejections_give_one_reason_per_variant():
@@ -53,25 +68,68 @@ def test_rejections_give_one_reason_per_variant():
 def test_cpu_environment_rejects_cuda_builds_and_unknown_names():
     selection = select({"torch213-cxx11-cu130-x86_64-linux": None, "weird": None}, env())
     assert selection.chosen is None
-    assert selection.rejected["torch213-cxx11-cu130-x86_64-linux"] == "CUDA 13.0 build, this environment has no CUDA"
-    assert selection.rejected["weird"] == "not a variant name this loader knows"
+    assert selection.rejected["torch213-cxx11-cu130-x86_64-linux"] == "CUDA 13.0 build, this machine's backend is CPU"
+    assert selection.rejected["weird"] == "not a variant name kernelpin (or kernels) knows"
+
+
+@pytest.mark.parametrize("first", ["weird", "torch213-cxx11-cpu-x86_64-linux"])
+def test_an_unparseable_name_does_not_stop_the_scan(first):
+    names = [first, *({"weird", "torch213-cxx11-cpu-x86_64-linux", "torch-cpu-"} - {first})]
+    assert select(dict.fromkeys(names), env()).chosen == "torch213-cxx11-cpu-x86_64-linux"
 
 
 @pytest.mark.parametrize(
     ("arch", "device", "covers"),
     [
-        ("8.0", (8, 6), True), ("8.6", (8, 0), False), ("8.0", (9, 0), False),
-        ("12.0+PTX", (12, 1), True), ("12.0+PTX", (13, 0), True), ("12.0+PTX", (9, 0), False),
+        ("8.0", (8, 6), True), ("8.6", (8, 0), False), ("8.0", (9, 0), False), ("8.0", (8, 0), True),
+        ("12.0+PTX", (12, 0), True), ("12.0+PTX", (12, 1), True), ("12.0+PTX", (13, 0), True),
+        ("12.0+PTX", (9, 0), False),
         ("9.0a", (9, 0), True), ("9.0a", (9, 1), False),
+        # arch- and family-specific builds don't run on later generations, +PTX or not (kernels.archs)
+        ("9.0a+PTX", (9, 0), True), ("9.0a+PTX", (10, 0), False), ("9.0a+PTX", (9, 1), False),
+        ("10.0f", (10, 3), True), ("10.0f", (11, 0), False), ("10.3f", (10, 0), False),
+        ("10.0f+PTX", (10, 1), True), ("10.0f+PTX", (11, 0), False),
+        ("gfx942", (9, 0), None), ("sm_90", (9, 0), None), ("9.0x", (9, 0), None),
     ],
 )
-def test_arch_covers(arch, device, covers):
-    assert arch_covers(arch, device) is covers
+def test_cuda_arch_covers(arch, device, covers):
+    assert cuda_arch_covers(arch, device) is covers
 
 
-def test_capabilities_are_checked_only_when_known():
-    variants = {"torch213-cxx11-cu130-x86_64-linux": None}
-    assert select(variants, env(cuda=(13, 0), capability=(7, 5))).chosen == "torch213-cxx11-cu130-x86_64-linux"
+@pytest.mark.parametrize(
+    ("archs", "capability", "fits"),
+    [
+        (None, (7, 5), True),  # unknown archs: not checked
+        ((), (7, 5), True),
+        (("sm_100", "compute_100"), (7, 5), True),  # none readable: assumed compatible, as kernels does
+        (("sm_100", "8.0"), (7, 5), False),  # one readable and not covering: refused
+        (("sm_100", "8.0"), (8, 6), True),
+        (("12.0+PTX",), (12, 0), True),  # +PTX covers exactly its own capability
+    ],
+)
+def test_cuda_archs_are_checked_only_when_readable(archs, capability, fits):
+    chosen = select({"torch213-cxx11-cu130-x86_64-linux": archs}, env(cuda=(13, 0), capability=capability)).chosen
+    assert (chosen is not None) is fits
+
+
+def test_rocm_archs_are_gfx_names_compared_with_the_gpu():
+    rocm = Environment(torch=(2, 13), backend=Backend("rocm", (7, 1)), gpu_arch="gfx942:sramecc+:xnack-")
+    names = {"torch213-cxx11-rocm71-x86_64-linux": ("gfx90a", "gfx942"), "torch213-cxx11-cpu-x86_64-linux": None}
+    assert select(names, rocm).chosen == "torch213-cxx11-rocm71-x86_64-linux"
+    other_gpu = select(names, Environment(torch=(2, 13), backend=Backend("rocm", (7, 1)), gpu_arch="gfx1100"))
+    assert other_gpu.chosen is None
+    assert other_gpu.rejected["torch213-cxx11-rocm71-x86_64-linux"] == (
+        "ROCm archs gfx90a;gfx942 do not include this GPU's gfx1100")
+    assert select(names, Environment(torch=(2, 13), backend=Backend("rocm", (7, 0)))).chosen is None  # exact version
+
+
+def test_the_preferred_build_missing_the_gpu_is_refused_not_passed_over():
+    """kernels checks the archs of the variant it chose and raises; it does not try the next one."""
+    names = {"torch-stable-abi210-cu130-x86_64-linux": ("9.0",), "torch213-cxx11-cu130-x86_64-linux": ("12.0",)}
+    selection = select(names, env(cuda=(13, 0), capability=(12, 0)))
+    assert selection.chosen is None
+    assert selection.rejected["torch213-cxx11-cu130-x86_64-linux"].startswith(
+        "fits, but torch-stable-abi210-cu130-x86_64-linux comes first")
 
 
 def test_abi_tag_is_optional():
@@ -80,87 +138,177 @@ def test_abi_tag_is_optional():
     assert select({"torch213-cxx98-cpu-x86_64-linux": None}, env()).rejected == {
         "torch213-cxx98-cpu-x86_64-linux": "C++ ABI differs from this torch's (cxx11)"
     }
+    assert select({"torch213-cxx98-cpu-x86_64-linux": None}, env(cxx11_abi=False)).chosen is not None
     assert select({"torch213-cpu-x86_64-linux": None}, env()).chosen == "torch213-cpu-x86_64-linux"
+    # kernels reads the ABI on Linux only: a tagged build never fits elsewhere, an untagged one does
+    mac = env(os="darwin", arch="aarch64", cxx11_abi=None)
+    assert select({"torch213-cxx11-cpu-aarch64-darwin": None, "torch213-cpu-aarch64-darwin": None}, mac).chosen == (
+        "torch213-cpu-aarch64-darwin")
 
 
-# The names `kernels` 0.17 loads besides torch{MM}-...: stable-ABI builds and Python-only ("noarch") builds.
-ECOSYSTEM = {
-    "torch-stable-abi210-cu130-x86_64-linux": ARCHS,
-    "torch-stable-abi212-cu130-x86_64-linux": ARCHS,
-    "torch-stable-abi212-cpu-x86_64-linux": None,
-    "torch213-cu130-x86_64-linux": ARCHS,
-    "torch213-cxx11-cu130-x86_64-linux": ARCHS,
+@pytest.mark.parametrize(
+    ("name", "framework", "version", "backend"),
+    [
+        ("torch-stable-abi210-cu128-x86_64-linux", STABLE_ABI, (2, 10), cuda(12, 8)),
+        ("torch-stable-abi29-cpu-aarch64-linux", STABLE_ABI, (2, 9), CPU),
+        ("torch-stable-abi210-rocm71-x86_64-linux", STABLE_ABI, (2, 10), Backend("rocm", (7, 1))),
+        ("torch-stable-abi210-xpu20253-x86_64-linux", STABLE_ABI, (2, 10), Backend("xpu", (2025, 3))),
+        ("torch-stable-abi210-metal-aarch64-darwin", STABLE_ABI, (2, 10), Backend("metal")),
+        ("torch-cuda", NOARCH, None, Backend("cuda")),
+        ("torch-universal", NOARCH, None, Backend("universal")),
+        ("torch-npu", NOARCH, None, Backend("npu")),
+        ("torch213-cxx11-rocm71-x86_64-linux", TORCH, (2, 13), Backend("rocm", (7, 1))),
+        ("torch212-cpu-aarch64-darwin", TORCH, (2, 12), CPU),
+        ("torch213-cxx11-xpu20253-x86_64-linux", TORCH, (2, 13), Backend("xpu", (2025, 3))),
+        ("torch213-cann81-aarch64-linux", TORCH, (2, 13), Backend("cann", (8, 1))),
+        ("torch213-cu130-x86_64-windows", TORCH, (2, 13), cuda(13, 0)),
+        ("torch210-metal-aarch64-darwin", TORCH, (2, 10), Backend("metal")),
+        ("tvm-ffi01-cu130-x86_64-linux", TVM_FFI, (0, 1), cuda(13, 0)),
+        ("tvm-ffi012-cpu-x86_64-linux", TVM_FFI, (0, 12), CPU),
+    ],
+)
+def test_ecosystem_names_parse_and_round_trip(name, framework, version, backend):
+    variant = Variant.parse(name)
+    assert (variant.framework, variant.version, variant.backend) == (framework, version, backend)
+    assert variant.name == name
+
+
+@pytest.mark.parametrize("name", ["torch213-cuda-x86_64-linux", "torch213-cu1-x86_64-linux", "torch-stable-abi-cpu",
+                                  "torch213-cxx11-cpu-x86_64", "tvm-ffi-cpu-x86_64-linux", "cpu-x86_64-linux",
+                                  "torch213-cxx11-npu-x86_64-linux", "torchx-cpu-x86_64-linux"])
+def test_names_kernels_does_not_read_are_refused(name):
+    with pytest.raises(ValueError, match="not a"):
+        Variant.parse(name)
+
+
+ROCM = Environment(torch=(2, 13), backend=Backend("rocm", (7, 1)))
+XPU = Environment(torch=(2, 13), backend=Backend("xpu", (2025, 3)))
+MAC = Environment(torch=(2, 13), os="darwin", arch="aarch64", cxx11_abi=None, backend=Backend("metal"), macos=(26, 1))
+OLD_MAC = Environment(torch=(2, 13), os="darwin", arch="aarch64", cxx11_abi=None, backend=Backend("metal"), macos=(15, 5))
+NPU = Environment(torch=(2, 13), arch="aarch64", backend=Backend("cann", (8, 1)))
+WINDOWS = Environment(torch=(2, 13), os="windows", cxx11_abi=None, backend=cuda(13, 0))
+TVM = Environment(torch=None, cxx11_abi=None, backend=cuda(13, 0), tvm_ffi=(0, 1))
+FREE_THREADED = Environment(torch=(2, 13), free_threaded=True)
+
+EVERY_BACKEND = {
+    "torch-stable-abi210-cu130-x86_64-linux": None,
+    "torch213-cxx11-cu130-x86_64-linux": None,
+    "torch213-cxx11-rocm71-x86_64-linux": None,
+    "torch213-cxx11-rocm70-x86_64-linux": None,
+    "torch213-cxx11-xpu20253-x86_64-linux": None,
+    "torch213-metal-aarch64-darwin": None,
+    "torch213-cann81-aarch64-linux": None,
+    "torch213-cu130-x86_64-windows": None,
+    "tvm-ffi01-cu130-x86_64-linux": None,
     "torch213-cxx11-cpu-x86_64-linux": None,
-    "torch-cuda": None,
+    "torch-metal": None,
+    "torch-npu": None,
+    "torch-rocm": None,
     "torch-cpu": None,
     "torch-universal": None,
-    "torch-rocm": None,
-    "torch213-cxx11-rocm71-x86_64-linux": None,
 }
 
 
 @pytest.mark.parametrize(
-    "name",
-    ["torch-stable-abi210-cu128-x86_64-linux", "torch-stable-abi29-cpu-aarch64-linux", "torch-cuda", "torch-universal",
-     "torch213-cxx11-rocm71-x86_64-linux", "torch212-cpu-aarch64-darwin", "torch213-cxx11-xpu20253-x86_64-linux"],
+    ("environment", "chosen"),
+    [
+        (ROCM, "torch213-cxx11-rocm71-x86_64-linux"),
+        (XPU, "torch213-cxx11-xpu20253-x86_64-linux"),
+        (MAC, "torch213-metal-aarch64-darwin"),
+        (OLD_MAC, "torch-metal"),  # Metal builds need macOS 26
+        (NPU, "torch213-cann81-aarch64-linux"),
+        (WINDOWS, "torch213-cu130-x86_64-windows"),
+        (TVM, "tvm-ffi01-cu130-x86_64-linux"),
+        (FREE_THREADED, "torch-cpu"),  # no compiled build on free-threaded Python < 3.15
+        (env(cuda=(13, 0)), "torch-stable-abi210-cu130-x86_64-linux"),
+        (env(), "torch213-cxx11-cpu-x86_64-linux"),
+    ],
+    ids=["rocm", "xpu", "metal", "metal-macos15", "npu", "windows", "tvm-ffi", "free-threaded", "cuda", "cpu"],
 )
-def test_ecosystem_names_parse_and_round_trip(name):
-    assert Variant.parse(name).name == name
+def test_every_backend(environment, chosen):
+    assert select(EVERY_BACKEND, environment).chosen == chosen
+
+
+def test_noarch_builds_follow_the_backend():
+    assert select({"torch-npu": None, "torch-universal": None}, NPU).chosen == "torch-npu"
+    assert select({"torch-rocm": None, "torch-cpu": None}, ROCM).chosen == "torch-rocm"
+    assert select({"torch-cpu": None}, ROCM).rejected == {
+        "torch-cpu": "Python-only build for cpu; this machine's backend is rocm"}
+    assert select({"torch-universal": None}, ROCM).chosen == "torch-universal"
 
 
 @pytest.mark.parametrize(
-    ("environment", "order"),
-    [
-        # CUDA machine: kernels' order (newest stable ABI first, then per-torch builds, untagged before tagged,
-        # then Python-only CUDA builds), then torch-universal; CPU builds only as the last resort.
-        (env(cuda=(13, 0)), ["torch-stable-abi212-cu130-x86_64-linux", "torch-stable-abi210-cu130-x86_64-linux",
-                             "torch213-cu130-x86_64-linux", "torch213-cxx11-cu130-x86_64-linux", "torch-cuda",
-                             "torch-universal", "torch-stable-abi212-cpu-x86_64-linux",
-                             "torch213-cxx11-cpu-x86_64-linux", "torch-cpu"]),
-        (env(), ["torch-stable-abi212-cpu-x86_64-linux", "torch213-cxx11-cpu-x86_64-linux", "torch-cpu",
-                 "torch-universal"]),
-    ],
-    ids=["cuda", "cpu"],
+    ("name", "backend"),
+    [("torch-stable-abi212-rocm71-x86_64-linux", Backend("rocm", (7, 1))),
+     ("torch-stable-abi212-xpu20253-x86_64-linux", Backend("xpu", (2025, 3))),
+     ("torch-stable-abi212-metal-aarch64-darwin", Backend("metal")),
+     ("torch-stable-abi212-cu130-x86_64-linux", cuda(13, 0))],
 )
-def test_preference_order_follows_kernels(environment, order):
-    remaining = dict(ECOSYSTEM)
-    chosen = []
+def test_non_cpu_stable_abi_builds_are_not_cpu_builds(name, backend):
+    assert Variant.parse(name).backend == backend
+    assert select({name: None}, env()).chosen is None
+
+
+def test_a_stable_abi_build_fits_its_own_torch_and_newer_only():
+    name = "torch-stable-abi213-cpu-x86_64-linux"
+    assert select({name: None}, env(torch=(2, 13))).chosen == name
+    assert select({name: None}, env(torch=(2, 14))).chosen == name
+    assert select({name: None}, env(torch=(3, 0))).chosen == name
+    assert select({name: None}, env(torch=(2, 12))).rejected == {name: "torch stable ABI 2.13 is newer than torch 2.12"}
+    assert select({name: None}, env(torch=None)).chosen is None
+
+
+def test_tvm_ffi_builds_need_exactly_that_tvm_ffi():
+    name = "tvm-ffi01-cpu-x86_64-linux"
+    assert select({name: None}, env(tvm_ffi=(0, 1))).chosen == name
+    assert select({name: None}, env(tvm_ffi=(0, 2))).chosen is None
+    assert select({name: None}, env()).rejected == {name: "tvm-ffi 0.1 build, this machine has no tvm-ffi"}
+
+
+def test_windows_builds_fit_windows():
+    """kernels compares with platform.system().lower(): 'windows', never sys.platform's 'win32'."""
+    assert select({"torch213-cpu-x86_64-windows": None}, env(os="windows", cxx11_abi=None)).chosen is not None
+    assert select({"torch213-cpu-x86_64-windows": None}, env()).rejected == {
+        "torch213-cpu-x86_64-windows": "built for windows, this is linux"}
+
+
+def order(variants, environment) -> list[str]:
+    remaining, chosen = dict.fromkeys(variants), []
     while (pick := select(remaining, environment).chosen) is not None:
         chosen.append(pick)
         del remaining[pick]
-    assert chosen == order
+    return chosen
 
 
-def test_ecosystem_rejections_name_the_difference():
-    rejected = select(ECOSYSTEM, env(torch=(2, 11), cuda=(13, 0))).rejected
-    assert rejected["torch-stable-abi212-cu130-x86_64-linux"] == "torch stable ABI 2.12 is newer than torch 2.11"
-    assert rejected["torch-rocm"] == "Python-only build for backend rocm; kernelpin selects cpu and cuda builds only"
-    assert rejected["torch213-cxx11-rocm71-x86_64-linux"] == "rocm71 build; kernelpin selects cpu and cuda builds only"
-    assert select({"torch-cuda": None}, env()).rejected == {
-        "torch-cuda": "Python-only CUDA build (torch-cuda), this environment has no CUDA"}
+@pytest.mark.parametrize(
+    ("environment", "expected"),
+    [
+        # newest stable ABI first; stable ABI before per-torch; untagged before tagged even with an older CUDA
+        # minor; the highest CUDA minor within one kind; then tvm-ffi, Python-only, torch-universal last
+        (env(cuda=(13, 1), tvm_ffi=(0, 1)),
+         ["torch-stable-abi212-cu130-x86_64-linux", "torch-stable-abi210-cu131-x86_64-linux",
+          "torch-stable-abi210-cu130-x86_64-linux", "torch213-cu130-x86_64-linux", "torch213-cxx11-cu131-x86_64-linux",
+          "torch213-cxx11-cu130-x86_64-linux", "tvm-ffi01-cu131-x86_64-linux", "tvm-ffi01-cu130-x86_64-linux",
+          "torch-cuda", "torch-universal"]),
+        (env(tvm_ffi=(0, 1)), ["torch-stable-abi212-cpu-x86_64-linux", "torch213-cxx11-cpu-x86_64-linux",
+                               "tvm-ffi01-cpu-x86_64-linux", "torch-cpu", "torch-universal"]),
+    ],
+    ids=["cuda", "cpu"],
+)
+def test_preference_tie_breakers(environment, expected):
+    names = [
+        "torch-universal", "torch-cpu", "torch-cuda", "tvm-ffi01-cpu-x86_64-linux", "tvm-ffi01-cu130-x86_64-linux",
+        "tvm-ffi01-cu131-x86_64-linux", "torch213-cxx11-cpu-x86_64-linux", "torch213-cxx11-cu130-x86_64-linux",
+        "torch213-cxx11-cu131-x86_64-linux", "torch213-cu130-x86_64-linux", "torch-stable-abi210-cu130-x86_64-linux",
+        "torch-stable-abi210-cu131-x86_64-linux", "torch-stable-abi212-cu130-x86_64-linux",
+        "torch-stable-abi212-cpu-x86_64-linux",
+    ]
+    assert order(names, environment) == expected
+    assert order(reversed(names), environment) == expected  # the listing's order never matters
+    assert select(dict.fromkeys(names), environment).ranked == tuple(expected)
 
 
-def test_a_cpu_build_is_never_picked_where_a_cuda_build_fits():
-    for cpu in ("torch213-cxx11-cpu-x86_64-linux", "torch-cpu", "torch-stable-abi212-cpu-x86_64-linux"):
-        for cuda in ("torch213-cxx11-cu130-x86_64-linux", "torch-cuda", "torch-stable-abi210-cu130-x86_64-linux"):
-            assert select({cpu: None, cuda: ARCHS}, env(cuda=(13, 0), capability=(9, 0))).chosen == cuda
-
-
-@pytest.mark.parametrize("cuda", [(13, 0), None], ids=["cuda", "cpu"])
-def test_order_matches_kernels_own_resolver(cuda):
-    """Measured against `kernels` 0.17.2 itself: the variants it accepts, in its order, are kernelpin's order
-    (kernelpin then adds the CPU builds kernels refuses on a CUDA machine, as a last resort)."""
-    variants = pytest.importorskip("kernels.variants")
-    from kernels.backends import CPU, CUDA
-    from packaging.version import Version as PyVersion
-
-    backend = CUDA(version=PyVersion(f"{cuda[0]}.{cuda[1]}")) if cuda else CPU()
-    accepted, _ = variants._resolve_variant_for_system(
-        [variants.parse_variant(name) for name in ECOSYSTEM], backend, "x86_64", "linux", PyVersion("2.13"), True, None)
-    theirs = [v.variant_str for v in accepted]
-    remaining, ours = dict(ECOSYSTEM), []
-    while (pick := select(remaining, env(cuda=cuda)).chosen) is not None:
-        ours.append(pick)
-        del remaining[pick]
-    assert ours[: len(theirs)] == theirs
-    assert all(Variant.parse(name).backend == "cpu" for name in ours[len(theirs):])
+def test_names_that_rank_alike_are_chosen_by_name_not_listing_order():
+    alike = ["tvm-ffi01-cpu-x86_64-linux", "tvm-ffi001-cpu-x86_64-linux"]  # both tvm-ffi 0.1, CPU
+    for names in (alike, alike[::-1]):
+        assert select(dict.fromkeys(names), env(tvm_ffi=(0, 1))).chosen == "tvm-ffi001-cpu-x86_64-linux"

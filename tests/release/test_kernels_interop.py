@@ -14,6 +14,7 @@ rejects before any request. Its processes here run with telemetry left on (nothi
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -48,12 +49,11 @@ def test_staged_metadata_parses_and_its_digest_validates_with_kernels_data(relea
     assert metadata.version == 0 and str(metadata.name) == "img2gray" and metadata.backend.backend_type == kernels_data.Backend.CPU
     actual = kernels_data.Digest.hash_variant(kernels_data.DigestAlgorithm.SHA256, variant)
     metadata.digest.validate(actual)  # raises DigestValidationError listing each violation
-    assert sorted(metadata.digest.files) == sorted(p.name for p in variant.iterdir() if p.name != "metadata.json")
+    files = sorted(p.relative_to(variant).as_posix() for p in variant.rglob("*") if p.is_file())
+    assert sorted(metadata.digest.files) == [path for path in files if path != "metadata.json"]
     # Its validation is not a formality: one changed byte is reported as a hash mismatch.
     tampered = variant.parent.parent.parent.with_name(f"tampered-{version}")
-    tampered.mkdir()
-    for path in variant.iterdir():
-        (tampered / path.name).write_bytes(path.read_bytes())
+    shutil.copytree(variant, tampered)
     (tampered / "_ops.py").write_bytes((tampered / "_ops.py").read_bytes() + b"#")
     with pytest.raises(kernels_data.DigestValidationError) as refused:
         metadata.digest.validate(kernels_data.Digest.hash_variant(kernels_data.DigestAlgorithm.SHA256, tampered))
@@ -71,8 +71,8 @@ def test_get_kernel_version_0_loads_the_newest_release_from_the_kernel_repositor
     loaded = Path(outcome["file"]).parent
     assert "kernels--acme--img2gray" in str(loaded)
     staged = released.staged["0.2.0"] / "build" / VARIANT
-    assert {p.name: sha256_file(p) for p in staged.iterdir()} == {
-        name: sha256_file(loaded / name) for name in (p.name for p in staged.iterdir())}
+    files = [p.relative_to(staged) for p in staged.rglob("*") if p.is_file()]
+    assert {path: sha256_file(staged / path) for path in files} == {path: sha256_file(loaded / path) for path in files}
 
 
 def test_kernels_versions_lists_our_variants(released: Released, tmp_path: Path):
@@ -82,8 +82,8 @@ def test_kernels_versions_lists_our_variants(released: Released, tmp_path: Path)
 
 
 def test_kernels_lock_and_kernelpin_lock_read_one_pyproject(released: Released, tmp_path: Path):
-    """`"acme/img2gray" = 0` in [tool.kernels.dependencies]: kernels locks the head of branch v0, kernelpin the
-    newest 0.x release (>=0.0.0, <1.0.0-0); publishing keeps them the same commit."""
+    """`"acme/img2gray" = 0` in [tool.kernels.dependencies]: both lock the head of branch v0, which publishing
+    moved to the newest 0.x release; kernelpin records the tag on it too."""
     env = kernels_env(released, tmp_path / "hf")
     project = consumer_project(tmp_path / "app", 0, REPO_ID)
     kernels_cli(["lock", str(project)], env)
@@ -93,7 +93,7 @@ def test_kernels_lock_and_kernelpin_lock_read_one_pyproject(released: Released, 
     kernelpin(["lock"], project, env)
     (kernel,) = lockfile.read(project / "kernelpin.lock").kernels
     assert (kernel.version, kernel.commit, kernel.repo_type) == ("0.2.0", released.commits["0.2.0"], "kernel")
-    assert kernel.ref == "refs/tags/v0.2.0"
+    assert (kernel.ref, kernel.tag) == ("refs/heads/v0", "v0.2.0")
 
 
 def test_get_kernel_with_telemetry_disabled_sends_an_illegal_header(released: Released, tmp_path: Path):

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from kernelpin.metadata import compat_package
 from kernelpin.publish import PublishError, check_release
 from testkit.hub import HubServer
 from testkit.fake_kernel import write_variant
@@ -42,7 +43,7 @@ def test_stage_lays_out_every_variant(builds, tmp_path):
         ["README.md"] + [f"build/{v}/{n}" for v in (CPU, CUDA) for n in ("__init__.py", "_impl.py", "metadata.json")])
     readme = (tmp_path / "r" / "README.md").read_text()
     assert "| `torch213-cxx11-cu130-x86_64-linux` | cuda 13.0 | 8.0, 9.0, 12.0+PTX |" in readme
-    assert '"acme/gray" = "^1.0.0"' in readme
+    assert '"acme/gray" = 1\n' in readme and '`"^1.0.0"` resolves against the version tags' in readme
 
 
 @pytest.mark.parametrize(
@@ -94,6 +95,43 @@ def test_check_release_refuses_what_publish_must_not_upload(builds, tmp_path):
         check_release(root)
     with pytest.raises(PublishError, match=r"no build/ directory"):
         check_release(tmp_path)
+
+
+def test_a_release_carries_the_package_folder_older_kernels_import(tmp_path):
+    """HF's kernel requirements still ask every variant for build/<variant>/<name>/ (kernels releases before
+    the flat layout import it by path): tools/build_op.py writes kernelpin.metadata.compat_package into every
+    build, the digest covers it, and imported as those releases import it, it exports the variant's names.
+    Failed before: releases had no such folder (and publish did not say so)."""
+    import importlib.util
+
+    kernels_data = pytest.importorskip("kernels_data")
+    with_compat = write_variant(tmp_path / "with", "1.0.0", CPU, extra=compat_package("img2gray"))
+    root = stage([with_compat], tmp_path / "r", "acme/img2gray")
+    release = check_release(root)
+    assert f"build/{CPU}/img2gray/__init__.py" in {f.path for f in release.files}
+    assert release.without_compat_package == []
+    variant = root / "build" / CPU
+    metadata = kernels_data.Metadata.read_from_file(variant / "metadata.json")
+    metadata.digest.validate(kernels_data.Digest.hash_variant(kernels_data.DigestAlgorithm.SHA256, variant))
+    # As an older kernels imports it: the compat package's __init__.py by file path, under a name of its own.
+    spec = importlib.util.spec_from_file_location("img2gray_0123abcd", variant / "img2gray" / "__init__.py")
+    old_style = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = old_style
+    try:
+        spec.loader.exec_module(old_style)
+    finally:
+        for name in [n for n in sys.modules if n.startswith(spec.name)]:
+            del sys.modules[name]
+    assert (old_style.VERSION, old_style.VARIANT) == ("1.0.0", CPU)
+    assert old_style.gray([(255, 0, 0), (10, 20, 30)]) == [76, 18]
+    assert Path(old_style._variant.__file__) == (variant / "__init__.py").resolve()  # the variant's own code ran
+
+    # A release without it is published with a warning that names the variants.
+    root = stage([write_variant(tmp_path / "without", "1.0.0", CPU)], tmp_path / "r2", "acme/img2gray")
+    assert check_release(root).without_compat_package == [CPU]
+    done = run([sys.executable, "-m", "kernelpin", "publish", str(root), "--repo", "acme/img2gray", "--dry-run"],
+               cwd=ROOT, env=hub_env("http://127.0.0.1:9", tmp_path / "hf"))
+    assert f"warning: no build/<variant>/<name>/ package in {CPU}: `kernels` releases older than the flat" in done.stderr
 
 
 @pytest.fixture(scope="module")

@@ -47,11 +47,14 @@ def test_staged_layout_is_the_build(released: Released):
         metadata = metadata_of(released, version)
         assert (metadata["version"], metadata["semver"], metadata["variant"]) == (0, version, CPU_VARIANT)
         digest = digest_of(released, version)
-        assert sorted(p.name for p in variant.iterdir()) == sorted([*digest, "metadata.json"])
+        files = sorted(p.relative_to(variant).as_posix() for p in variant.rglob("*") if p.is_file())
+        assert files == sorted([*digest, "metadata.json"])
         assert {name: sha256_file(variant / name) for name in digest} == digest
+        if version in BUILT_VERSIONS:  # real builds carry the package folder older kernels import, and `upstream`
+            assert "img2gray/__init__.py" in digest and metadata["upstream"] == "https://github.com/acme/img2gray"
         readme = (staged / "README.md").read_text()
         assert f"# img2gray {version}" in readme and f"`{CPU_VARIANT}`" in readme
-        assert f'"{REPO_ID}" = "^{version}"' in readme
+        assert f'"{REPO_ID}" = 0\n' in readme
     # One namespace per build: versions can be loaded side by side.
     assert len({metadata_of(released, v)["id"] for v in BUILT_VERSIONS}) == len(BUILT_VERSIONS)
 
@@ -130,15 +133,15 @@ def test_the_release_holds_the_bits_that_were_built(released: Released, tmp_path
     checkout), else the files tools/build_op.py wrote."""
     source = released.sources["0.1.0"]
     if (source / "metadata.json").is_file():
-        built = {path.name: sha256_file(path) for path in source.iterdir()}
+        built = {path.relative_to(source).as_posix(): sha256_file(path) for path in source.rglob("*") if path.is_file()}
     else:
         from rattler.package.paths_json import PathsJson
         from rattler.package_streaming import extract
 
         (package,) = sorted(source.rglob("img2gray-0.1.0-*.conda"))
         extract(package, tmp_path / "package")
-        built = {entry.relative_path.name: entry.sha256.hex()
+        built = {"/".join(entry.relative_path.parts[2:]): entry.sha256.hex()
                  for entry in PathsJson.from_package_directory(tmp_path / "package").paths
                  if entry.relative_path.parts[:2] == ("site-packages", "img2gray")}
     staged = released.staged["0.1.0"] / "build" / CPU_VARIANT
-    assert {path.name: sha256_file(path) for path in staged.iterdir()} == built
+    assert {path.relative_to(staged).as_posix(): sha256_file(path) for path in staged.rglob("*") if path.is_file()} == built

@@ -6,7 +6,8 @@ builds the same recipe against a local channel of stand-ins for this machine's c
 users build.
 
     python -m tools.conda.build --offline                  # this machine: the installed torch's flavour
-    python -m tools.conda.build --variant all              # with conda-forge: the whole recipe/variants.yaml matrix
+    python -m tools.conda.build --variant all              # with conda-forge: the project's whole matrix
+                                                           # (tools/conda/variants.yaml; -m FILE for another)
 
 Packages land in `<output-dir>/<subdir>/img2gray-<version>-<build>.conda`; the directory is an indexed channel.
 """
@@ -15,11 +16,15 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
+import json
 import os
 import shutil
 import sys
 import sysconfig
+import tarfile
 import tempfile
+import zipfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Literal
@@ -42,20 +47,22 @@ from tools.conda.standins import Machine, build_standin_channel, detect_machine,
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RECIPE = REPO_ROOT / "recipe" / "recipe.yaml"
-VARIANTS = REPO_ROOT / "recipe" / "variants.yaml"
+# The project's matrix (pytorch minors x CUDA versions, compilers, stdlib, python_min): what the project's builds
+# pass where conda-forge passes its global pins. The recipe has no variant file of its own.
+PROJECT_VARIANTS = REPO_ROOT / "tools" / "conda" / "variants.yaml"
 CONDA_FORGE = "conda-forge"
 
 Which = Literal["cpu", "cuda", "auto", "all"]
 
 
-def conda_forge_variant_config() -> VariantConfig:
-    """The variant matrix of recipe/variants.yaml, as conda-forge users build it."""
-    return VariantConfig.from_file(VARIANTS)
+def variant_config(files: Sequence[Path] = (PROJECT_VARIANTS,)) -> VariantConfig:
+    """`files` merged in order (later files win), as rattler-build merges its `-m` files."""
+    return VariantConfig.from_files(list(files))
 
 
-def offline_variant_config(machine: Machine) -> VariantConfig:
-    """recipe/variants.yaml with the keys that name compilers, stdlib, python and torch pointed at `machine`."""
-    base = conda_forge_variant_config()
+def offline_variant_config(machine: Machine, files: Sequence[Path] = (PROJECT_VARIANTS,)) -> VariantConfig:
+    """The variant config with the keys that name compilers, stdlib, python and torch pointed at `machine`."""
+    base = variant_config(files)
     values = base.to_dict() | offline_variant_overrides(machine)
     return VariantConfig(values, zip_keys=base.zip_keys)
 
@@ -152,6 +159,48 @@ def evict_from_package_cache(package_stem: str) -> None:
     (cache / f"{package_stem}.lock").unlink(missing_ok=True)
 
 
+def finish_package(package: Path) -> None:
+    """Undo what rattler-build leaves in a package that a published one must not have.
+
+    - info/about.json lists the channels of the build, an offline build's being the stand-ins' temporary
+      directory (`file:///tmp/...`): a path of the build machine, meaningless elsewhere. Local (`file:`)
+      channels are dropped; the info archive is re-packed with its members' order and metadata, the package's
+      files (pkg-*.tar.zst) are copied as they are.
+    - the archive is written 0600: a channel server under its own account, or another user, could not read it.
+    """
+    with zipfile.ZipFile(package) as archive:
+        entries = [(info, archive.read(info)) for info in archive.infolist()]
+    if any(info.filename.startswith("info-") and info.filename.endswith(".tar.zst") for info, _ in entries):
+        entries = [(info, _without_local_channels(data) if info.filename.startswith("info-") else data)
+                   for info, data in entries]
+        with tempfile.NamedTemporaryFile(dir=package.parent, prefix=f".{package.name}.", delete=False) as stream:
+            with zipfile.ZipFile(stream, "w", zipfile.ZIP_STORED) as archive:
+                for info, data in entries:  # fresh headers: the zip64 extras of the old ones would be stale
+                    header = zipfile.ZipInfo(info.filename, date_time=info.date_time)
+                    header.external_attr = info.external_attr
+                    archive.writestr(header, data)
+        os.replace(stream.name, package)
+    package.chmod(0o644)
+
+
+def _without_local_channels(info_archive: bytes) -> bytes:
+    import zstandard  # the .conda format's compression (requirements/dev.txt, pixi.toml)
+
+    with zstandard.ZstdDecompressor().stream_reader(io.BytesIO(info_archive)) as stream:
+        source = tarfile.open(fileobj=io.BytesIO(stream.read()))
+    repacked = io.BytesIO()
+    with source, tarfile.open(fileobj=repacked, mode="w") as target:
+        for member in source.getmembers():
+            content = source.extractfile(member).read() if member.isfile() else None
+            if member.name == "info/about.json":
+                about = json.loads(content)
+                about["channels"] = [url for url in about.get("channels", []) if not url.startswith("file:")]
+                content = json.dumps(about, indent=2, sort_keys=True).encode()
+                member.size = len(content)
+            target.addfile(member, io.BytesIO(content) if content is not None else None)
+    return zstandard.ZstdCompressor(level=19).compress(repacked.getvalue())
+
+
 class BuildLog:
     """Collects rattler-build's log lines so that a failed build can show why it failed."""
 
@@ -190,7 +239,9 @@ def build_variants(
         except RattlerBuildError as error:
             tail = "\n".join(log.lines[-80:])
             raise RuntimeError(f"building {name} failed: {error}\n--- last lines of the build log ---\n{tail}") from error
-        packages += [Path(package) for package in result.packages]
+        for package in result.packages:
+            finish_package(Path(package))
+            packages.append(Path(package))
         for line in result.log:  # the recipe tests' verdicts
             if "matches the reference" in line or "tests passed" in line:
                 print(f"  {line.strip()}")
@@ -200,7 +251,8 @@ def build_variants(
 
 
 def build_offline(
-    output_dir: Path, *, which: Which = "auto", standins_dir: Path | None = None, machine: Machine | None = None
+    output_dir: Path, *, which: Which = "auto", standins_dir: Path | None = None, machine: Machine | None = None,
+    variant_files: Sequence[Path] = (PROJECT_VARIANTS,),
 ) -> list[Path]:
     """Build this machine's variant against stand-ins for its toolchain.
 
@@ -214,7 +266,7 @@ def build_offline(
             f"--offline --variant {which}: this machine's torch {machine.torch_version} is a {flavour} build, "
             f"so offline it builds the {flavour} variant only (build the {which} variant where torch is one)"
         )
-    variants = render_variants(offline_variant_config(machine))
+    variants = render_variants(offline_variant_config(machine, variant_files))
     with tempfile.TemporaryDirectory(prefix="img2gray-standins-") as scratch:
         channel = build_standin_channel(machine, standins_dir or Path(scratch) / "standins")
         return build_variants(variants, output_dir, [channel])
@@ -222,10 +274,10 @@ def build_offline(
 
 def build_conda_forge(
     output_dir: Path, *, which: Which = "auto", pytorch: str | None = None, cuda: str | None = None,
-    target_platform: str = "linux-64",
+    target_platform: str = "linux-64", variant_files: Sequence[Path] = (PROJECT_VARIANTS,),
 ) -> list[Path]:
-    """Build recipe/variants.yaml's matrix (`auto` = all of it), or the part selected, against conda-forge."""
-    variants = render_variants(conda_forge_variant_config(), target_platform=target_platform)
+    """Build the matrix of `variant_files` (`auto` = all of it), or the part selected, against conda-forge."""
+    variants = render_variants(variant_config(variant_files), target_platform=target_platform)
     chosen = select_variants(variants, "all" if which == "auto" else which, pytorch, cuda)
     return build_variants(chosen, output_dir, [CONDA_FORGE])
 
@@ -244,16 +296,21 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="conda subdir to build for (online; default: this machine's, as CI runners build natively)")
     parser.add_argument("--output-dir", type=Path, default=REPO_ROOT / "output", help="channel to build into")
     parser.add_argument("--standins-dir", type=Path, help="keep the offline stand-in channel here")
+    parser.add_argument("-m", "--variant-config", type=Path, action="append", dest="variant_files",
+                        help="variant config file(s), merged in order (default: the "
+                             f"project's matrix {PROJECT_VARIANTS.relative_to(REPO_ROOT)}; rattler-build's -m)")
     args = parser.parse_args(argv)
     output_dir = args.output_dir.resolve()
     if args.offline and (args.pytorch != ANY or args.cuda != ANY):
         parser.error("--pytorch/--cuda apply to conda-forge builds; offline builds use the installed torch")
+    variant_files = [path.resolve() for path in args.variant_files or [PROJECT_VARIANTS]]
     try:
         if args.offline:
-            packages = build_offline(output_dir, which=args.variant, standins_dir=args.standins_dir)
+            packages = build_offline(output_dir, which=args.variant, standins_dir=args.standins_dir,
+                                     variant_files=variant_files)
         else:
             packages = build_conda_forge(output_dir, which=args.variant, pytorch=args.pytorch, cuda=args.cuda,
-                                         target_platform=args.target_platform)
+                                         target_platform=args.target_platform, variant_files=variant_files)
     except (RuntimeError, ValueError) as error:  # failed builds, missing tools, a flavour this machine lacks
         print(f"tools.conda.build: {error}", file=sys.stderr)
         return 1

@@ -6,7 +6,8 @@
 2. its sha256;
 3. `<out>/recipe/recipe.yaml`: recipe/recipe.yaml with the local `path: ..` source replaced by the url of the
    archive as a GitHub release asset (`<repository>/releases/download/v<version>/<archive>`) and its sha256,
-   and the provenance commit written in; plus recipe/variants.yaml and the recipe's test script.
+   and the provenance commit written in; plus the recipe's test script (no variant file: conda-forge's
+   global pins choose compilers, CUDA, python_min and pytorch).
 
 Upload the archive to the release (`gh release upload v<version> <out>/<archive>`), then copy `<out>/recipe/`
 into the feedstock. The archive is the release asset: GitHub's own "Source code" tarballs are generated on
@@ -30,7 +31,7 @@ from kernelpin.integrity import write_atomic
 from tools.build_config import BuildConfig
 from tools.conda.recipe_sync import RECIPE, replace_block
 
-RECIPE_FILES = ("variants.yaml", "check_img2gray.py")
+RECIPE_FILES = ("check_img2gray.py",)  # no variant file: the feedstock builds with the global pins
 # The recipe's provenance expression; a feedstock build has no checkout to ask, so the commit is written in.
 COMMIT_FROM_ENVIRONMENT = '${{ env.get("IMG2GRAY_SOURCE_COMMIT", default="") }}'
 

@@ -319,7 +319,7 @@ def offline_variant_overrides(machine: Machine) -> dict[str, list[str]]:
     """Variant values that make the recipe's requirements resolve to the stand-ins of `machine`.
 
     The flavour is the installed torch's: a CPU torch gives the CPU variant, a CUDA torch (with nvcc) the
-    CUDA variant of its CUDA version. Keys zipped in recipe/variants.yaml get lists of equal length.
+    CUDA variant of its CUDA version. Keys zipped in the variant config get lists of equal length.
     """
     if machine.torch_cuda and machine.cuda_version is None:
         raise RuntimeError(

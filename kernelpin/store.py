@@ -1,0 +1,272 @@
+"""Where verified kernel files are kept, and the one way they get there.
+
+In the Hub cache the layout is huggingface_hub's, so `kernels` finds kernelpin's downloads offline:
+`<cache>/<type>s--<org>--<name>/blobs/<sha256>` holds the bytes (named by the sha256 the LOCK records, never
+by a server's ETag) and `snapshots/<commit>/build/<variant>/<path>` links to them (the commit is the lock's,
+never a server's X-Repo-Commit). With `sync --target DIR` the files are plain copies in
+`DIR/<org>/<name>/<commit>/build/<variant>/<path>`. Every path is built from validated values only: the
+lock's commit, repository id, variant name and checked paths.
+
+A download streams into a temporary file beside its destination, is hashed on the way, stops at the locked
+size, and is renamed into place only when size and sha256 match. Temporary files a killed process left
+behind are removed by the next writer, which holds the repository's file lock. Writing never follows a
+symbolic link out of the store: a directory on the way that is a link is refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NoReturn
+
+from kernelpin.errors import IntegrityError, KernelpinError
+from kernelpin.integrity import check_repo_path, discard_file, verify_file
+from kernelpin.layout import BUILD_DIR, LOCKS_DIR, PARTIAL
+from kernelpin.listing import check_commit, check_ref_name
+from kernelpin.lockfile import LockedFile, LockedKernel
+from kernelpin.source import HubSource, local_write_problem
+
+
+@dataclass
+class Installed:
+    """One variant made present and verified: where it is, and what was done on the way."""
+
+    directory: Path
+    downloaded: list[str] = field(default_factory=list)  # paths relative to the repository
+    reused: list[str] = field(default_factory=list)
+    repaired: list[str] = field(default_factory=list)
+
+
+def checkout_dir(target: Path, kernel: LockedKernel) -> Path:
+    """Where `--target` vendoring puts a kernel: DIR/<org>/<name>/<commit>/ (the repository layout below)."""
+    org, name = kernel.repo_id.split("/")
+    return target / org / name / kernel.commit
+
+
+class Store:
+    """The Hub cache (or a `sync --target` directory) as kernelpin fills it. `progress`, when given, makes a
+    progress bar per download (called with `total` bytes and `desc`; tqdm's interface: update, close)."""
+
+    def __init__(self, source: HubSource, target: Path | None = None,
+                 progress: Callable[..., Any] | None = None) -> None:
+        self.source, self.target, self.progress = source, target, progress
+
+    def root(self, kernel: LockedKernel) -> Path:
+        """The directory of `kernel` that kernelpin owns: nothing is written above it but the file lock."""
+        if self.target is not None:
+            return checkout_dir(self.target, kernel)
+        return self.source.repo_folder(kernel.repo_id, kernel.repo_type)
+
+    def variant_directory(self, kernel: LockedKernel, variant_name: str) -> Path:
+        variant = check_repo_path(variant_name, kernel.repo_id)
+        if self.target is not None:
+            return self.root(kernel) / BUILD_DIR / variant
+        return self.root(kernel) / "snapshots" / check_commit(kernel.commit, kernel.repo_id) / BUILD_DIR / variant
+
+    def installed(self, kernel: LockedKernel, variant_name: str, locked: LockedFile) -> Path | None:
+        """The installed file (not verified), or None when there is none."""
+        path = self.variant_directory(kernel, variant_name) / check_repo_path(locked.path, kernel.repo_id)
+        return path if path.is_file() else None
+
+    def ensure_variant(self, kernel: LockedKernel, variant_name: str, repair: bool = False) -> Installed:
+        """Make every file of one locked variant present and verified; return where it is.
+
+        A present file that fails verification is discarded and downloaded again when `repair`, else it is an
+        IntegrityError (load never repairs). When every file is present and verified nothing is written, so a
+        read-only cache or target works."""
+        variant = kernel.variant(variant_name)
+        if variant is None:
+            raise KernelpinError(f"{kernel.label}: variant {variant_name} is not in the lock")
+        result = Installed(self.variant_directory(kernel, variant.name))
+        prefix = f"{BUILD_DIR}/{variant.name}/"
+        missing = [locked for locked in variant.files if not self._reuse(kernel, variant.name, locked, repair, result)]
+        if missing:
+            what = f"{kernel.label}: installing {prefix}{missing[0].path}"
+            with self._writing(kernel, what):
+                self._real_directory(kernel, result.directory, what)
+                for locked in missing:
+                    # Another process may have installed it while this one waited for the lock.
+                    if not self._reuse(kernel, variant.name, locked, repair, result):
+                        self._download(kernel, result.directory, locked, prefix)
+                        if prefix + locked.path not in result.repaired:
+                            result.downloaded.append(prefix + locked.path)
+        return result
+
+    def _reuse(self, kernel: LockedKernel, variant_name: str, locked: LockedFile, repair: bool,
+               result: Installed) -> bool:
+        """Whether the installed file is present and verified; a bad one is discarded (repair) or refused."""
+        present = self.installed(kernel, variant_name, locked)
+        path = f"{BUILD_DIR}/{variant_name}/{locked.path}"
+        if present is None:
+            return False
+        try:
+            verify_file(present, locked.size, locked.sha256, f"{kernel.label}: {path}")
+        except IntegrityError as error:
+            if not repair:
+                raise IntegrityError(
+                    f"{error}. The installed file was modified or corrupted and is not used; "
+                    "run `kernelpin sync` to replace it"
+                ) from None
+            self._real_directory(kernel, present.parent, f"{kernel.label}: repairing {path}")
+            discard_file(present, None if self.target is not None else self._blobs(kernel))
+            result.repaired.append(path)
+            return False
+        if path not in result.repaired:
+            result.reused.append(path)
+        return True
+
+    def _blobs(self, kernel: LockedKernel) -> Path:
+        return self.root(kernel) / "blobs"
+
+    def _partial_dir(self, kernel: LockedKernel) -> Path:
+        return self.root(kernel) if self.target is not None else self._blobs(kernel)
+
+    @contextlib.contextmanager
+    def _writing(self, kernel: LockedKernel, what: str) -> Iterator[None]:
+        """Hold the repository's file lock (one writer per repository), clear what killed writers left,
+        and report a disk that refuses writes as such (never as a network problem)."""
+        from filelock import FileLock  # only writers lock: loading verified files needs read access only
+
+        base = self.target if self.target is not None else self.source.settings.cache_dir
+        lock_path = base / LOCKS_DIR / f"{kernel.repo_type}s--{kernel.repo_id.replace('/', '--')}.lock"
+        try:
+            lock_path.parent.mkdir(parents=True, exist_ok=True)
+            with FileLock(str(lock_path)):
+                partial_dir = self._partial_dir(kernel)
+                self._real_directory(kernel, partial_dir, what)
+                for stale in partial_dir.glob(f".*{PARTIAL}"):
+                    stale.unlink(missing_ok=True)
+                yield
+        except OSError as error:
+            _raise_local(error, what, lock_path.parent)
+
+    def _real_directory(self, kernel: LockedKernel, directory: Path, what: str) -> None:
+        """Create `directory` one level at a time below the store's top (the target directory, or the
+        repository's folder in the Hub cache), refusing any level that is a symbolic link: written through,
+        it would put files, or remove them, outside the store."""
+        top = self.target if self.target is not None else self.root(kernel)
+        parts = directory.relative_to(top).parts
+        levels = [top.joinpath(*parts[: depth + 1]) for depth in range(len(parts))]
+        for level in levels if self.target is not None else [top, *levels]:
+            if level.is_symlink():
+                raise KernelpinError(
+                    f"{what}: {level} is a symbolic link; kernelpin writes only into directories of its own. "
+                    "Remove the link (it is not kernelpin's) and run `kernelpin sync` again"
+                )
+            level.mkdir(parents=True, exist_ok=True)
+
+    def _download(self, kernel: LockedKernel, directory: Path, locked: LockedFile, prefix: str) -> None:
+        """Stream one file into a temporary file, hash it on the way, and move it into place when it matches
+        the lock; otherwise delete it. In the Hub cache the bytes become blobs/<sha256> and the snapshot entry
+        a relative link to it."""
+        destination = directory / locked.path
+        what = f"{kernel.label}: {prefix}{locked.path}"
+        if self.target is None:
+            blob = self._blobs(kernel) / locked.sha256
+            if not (blob.is_file() and not blob.is_symlink() and _matches(blob, locked)):
+                self._fetch_into(kernel, blob, locked, prefix, what)
+            self._real_directory(kernel, destination.parent, what)
+            _replace_with_link(destination, os.path.relpath(blob, destination.parent))
+        else:
+            self._real_directory(kernel, destination.parent, what)
+            self._fetch_into(kernel, destination, locked, prefix, what)
+
+    def _fetch_into(self, kernel: LockedKernel, destination: Path, locked: LockedFile, prefix: str, what: str) -> None:
+        fd, temporary = tempfile.mkstemp(prefix=f".{destination.name}.", suffix=PARTIAL, dir=self._partial_dir(kernel))
+        bar = self.progress(total=locked.size, desc=locked.path) if self.progress is not None else None
+        try:
+            digest = hashlib.sha256()
+            with os.fdopen(fd, "wb") as stream:
+                def sink(chunk: bytes) -> None:
+                    digest.update(chunk)
+                    try:
+                        stream.write(chunk)
+                    except OSError as error:  # before the transfer's error handling calls it a network problem
+                        _raise_local(error, what, temporary)
+                    if bar is not None:
+                        bar.update(len(chunk))
+
+                self.source.stream(kernel.repo_id, kernel.repo_type, kernel.commit, prefix + locked.path,
+                                   locked.size, sink)
+                stream.flush()
+                os.fsync(stream.fileno())
+            if digest.hexdigest() != locked.sha256:
+                raise IntegrityError(
+                    f"{what}: sha256 {digest.hexdigest()} != {locked.sha256} pinned in the lock. The downloaded file "
+                    "was deleted. The server's content differs from what was locked: if the publisher re-tagged on "
+                    f"purpose, run `kernelpin lock --upgrade-package {kernel.repo_id}`; "
+                    "otherwise do not trust this server"
+                )
+            os.chmod(temporary, 0o644)
+            os.replace(temporary, destination)
+        except OSError as error:
+            Path(temporary).unlink(missing_ok=True)
+            _raise_local(error, what, temporary)
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
+        finally:
+            if bar is not None:
+                bar.close()
+
+    def write_ref(self, repo_id: str, repo_type: str, name: str, commit: str) -> Path:
+        """Record in the Hub cache that revision `name` (a branch such as `v1`, a tag) is at `commit`:
+        `<repo folder>/refs/<name>`, as huggingface_hub does, so `kernels` finds the snapshot offline by that
+        name (e.g. `get_kernel(repo, version=1)` reads refs/v1). Both values are checked; a link on the way
+        is refused, and an existing ref (or a link in its place) is replaced, never written through."""
+        check_ref_name(name, repo_id)
+        check_commit(commit, repo_id)
+        folder = self.source.repo_folder(repo_id, repo_type)
+        ref = folder / "refs" / check_repo_path(name, repo_id)
+        what = f"{repo_id}: recording ref {name}"
+        try:
+            for level in [folder, folder / "refs", *ref.parents[: len(Path(name).parts) - 1][::-1]]:
+                if level.is_symlink():
+                    raise KernelpinError(f"{what}: {level} is a symbolic link; remove it and run `kernelpin sync`")
+                level.mkdir(parents=level == folder, exist_ok=True)
+            fd, temporary = tempfile.mkstemp(prefix=f".{ref.name}.", suffix=PARTIAL, dir=ref.parent)
+            try:
+                with os.fdopen(fd, "w", encoding="ascii") as stream:
+                    stream.write(commit)
+                os.chmod(temporary, 0o644)
+                os.replace(temporary, ref)
+            except BaseException:
+                Path(temporary).unlink(missing_ok=True)
+                raise
+        except OSError as error:
+            _raise_local(error, what, ref)
+        return ref
+
+
+def _raise_local(error: OSError, what: str, path: Path | str) -> NoReturn:
+    """Re-raise a disk or permission error as one that names the path and the fix (others as they are)."""
+    problem = local_write_problem(error, what, path)
+    if problem is None:
+        raise error
+    raise problem from error
+
+
+def _matches(path: Path, locked: LockedFile) -> bool:
+    try:
+        verify_file(path, locked.size, locked.sha256, locked.path)
+    except IntegrityError:
+        return False
+    return True
+
+
+def _replace_with_link(path: Path, target: str) -> None:
+    """Make `path` a symbolic link to `target`, atomically; whatever was at `path` (a link too) is replaced,
+    never followed."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}{PARTIAL}")
+    temporary.unlink(missing_ok=True)
+    os.symlink(target, temporary)
+    try:
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise

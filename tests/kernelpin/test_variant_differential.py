@@ -1,0 +1,138 @@
+"""kernelpin's variant choice against HF `kernels` 0.17.2's own resolver, over a grid of machines x variant names.
+
+The judge (testkit/variant_judge.py) is kernels' code, imported, never a copy of its rules. kernelpin must agree
+everywhere but where a documented deviation (variant_judge.DEVIATIONS, docs/kernelpin.md "Which variant") says
+otherwise. `python -m testkit.variant_judge` runs the bigger grid of the issue.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+pytest.importorskip("kernels.variants")
+
+from kernels import backends as kernels_backends  # noqa: E402
+from kernels import variants  # noqa: E402
+
+from kernelpin import environment  # noqa: E402
+from kernelpin.variant import NOARCH, TVM_FFI, Variant, select  # noqa: E402
+from testkit.variant_judge import (  # noqa: E402
+    DEVIATIONS, NAMES, gpu_machines, kernels_accepted, kernels_choice, kernelpin_order, machines, parses,
+    random_repository, tie_order,
+)
+
+MACHINES = machines()
+
+
+def test_grid_covers_every_backend_and_kind():
+    assert len(MACHINES) > 800 and DEVIATIONS == ("TIES",)
+    assert {env.selected.name for env in MACHINES} == {"cpu", "cuda", "rocm", "xpu", "metal", "cann", "neuron", "tpu"}
+    assert {Variant.parse(name).framework for name in NAMES if parses(name)} == {
+        "torch", "torch-stable-abi", "tvm-ffi", "noarch"}
+    assert len([name for name in NAMES if not parses(name)]) == 4
+
+
+def test_same_variants_in_the_same_order_on_every_machine():
+    """Every name accepted by one is accepted by the other, ranked alike: this covers the choice among any
+    subset of NAMES (the best of a subset is the first of it in this order)."""
+    ordered = tie_order(NAMES)
+    disagreements = []
+    for env in MACHINES:
+        theirs, ours = kernels_accepted(ordered, env), kernelpin_order(ordered, env)
+        if theirs != ours:
+            disagreements.append(f"{env.describe()}:\n  kernels:   {theirs}\n  kernelpin: {ours}")
+    assert not disagreements, f"{len(disagreements)} of {len(MACHINES)} machines:\n" + "\n".join(disagreements[:5])
+
+
+def test_ties_are_only_the_documented_ones():
+    """Where kernels' order depends on its input's, the pair is a tvm-ffi and a Python-only build (TIES)."""
+    ordered = tie_order(NAMES)
+    ties = set()
+    for env in MACHINES:
+        forward, backward = kernels_accepted(ordered, env), kernels_accepted(ordered[::-1], env)
+        for a, b in itertools.combinations(forward, 2):
+            if backward.index(a) > backward.index(b):
+                ties.add(frozenset((Variant.parse(a).framework, Variant.parse(b).framework)))
+    assert ties == {frozenset((TVM_FFI, NOARCH))}
+
+
+def test_gpu_archs_of_the_chosen_build():
+    """On machines with a GPU, over random variant sets with random archs: kernels loads its first choice when
+    its arch check passes and fails otherwise (no fallback); kernelpin chooses that build or refuses."""
+    rng = random.Random(21)
+    grid = gpu_machines(env for env in MACHINES if env.torch == (2, 13) and env.os == "linux" and env.arch == "x86_64"
+                        and env.cxx11_abi and env.tvm_ffi is None and not env.free_threaded)
+    checked = refused = 0
+    for env in grid:
+        for _ in range(25):
+            repository = random_repository(rng, env, 8)
+            expected = kernels_choice(repository, env)
+            refused += expected is None and bool(kernels_accepted(tie_order(repository), env))
+            assert select(repository, env).chosen == expected, (env.describe(), repository)
+            checked += 1
+    assert checked > 1000 and refused > 50  # the arch check was exercised both ways
+
+
+# Detection: kernelpin's environment.detect() and kernels' resolve_variants read the same simulated torch and
+# platform; the choice must be the same.
+TORCHES = {
+    "cuda": dict(cuda="13.0", hip=None, mps=False, xpu=None),
+    "rocm": dict(cuda=None, hip="7.1.25424-abc", mps=False, xpu=None),
+    "mps": dict(cuda=None, hip=None, mps=True, xpu=None),
+    "xpu": dict(cuda=None, hip=None, mps=False, xpu="20250301"),
+    "cpu": dict(cuda=None, hip=None, mps=False, xpu=None),
+    "npu": dict(cuda=None, hip=None, mps=False, xpu=None, privateuse="npu"),
+    "neuron": dict(cuda="12.8", hip=None, mps=False, xpu=None, neuron=True),  # before CUDA, as kernels checks
+    "tpu": dict(cuda=None, hip=None, mps=False, xpu=None, tpu=True),
+}
+SYSTEMS = {"linux": ("Linux", "x86_64", ""), "linux-arm": ("Linux", "aarch64", ""),
+           "mac26": ("Darwin", "arm64", "26.1"), "mac15": ("Darwin", "arm64", "15.5"),
+           "windows": ("Windows", "AMD64", "")}
+
+
+def simulated_torch(kind: str, cxx11: bool) -> SimpleNamespace:
+    spec = TORCHES[kind]
+    torch = SimpleNamespace(
+        __version__="2.13.1+x",
+        version=SimpleNamespace(cuda=spec["cuda"], hip=spec["hip"], xpu=spec["xpu"]),
+        backends=SimpleNamespace(mps=SimpleNamespace(is_available=lambda: spec["mps"])),
+        cuda=SimpleNamespace(is_available=lambda: False),
+        compiled_with_cxx11_abi=lambda: cxx11,
+        _C=SimpleNamespace(_get_privateuse1_backend_name=lambda: spec.get("privateuse", "privateuseone")),
+    )
+    if spec.get("tpu"):
+        torch.backends.tpu = SimpleNamespace()
+    if spec.get("neuron"):
+        torch.neuron = SimpleNamespace()
+    return torch
+
+
+@pytest.mark.parametrize("system", SYSTEMS)
+@pytest.mark.parametrize("kind", TORCHES)
+@pytest.mark.parametrize("cxx11", [True, False])
+def test_detection_chooses_what_kernels_chooses(monkeypatch, system, kind, cxx11):
+    name, machine, mac = SYSTEMS[system]
+    monkeypatch.setitem(sys.modules, "torch", simulated_torch(kind, cxx11))
+    collect_env = SimpleNamespace(get_cann_version=lambda: "8.1.RC1")  # what torch_npu reports
+    for module in ("torch_npu", "torch_npu.utils"):
+        monkeypatch.setitem(sys.modules, module, SimpleNamespace(utils=SimpleNamespace(collect_env=collect_env)))
+    monkeypatch.setitem(sys.modules, "torch_npu.utils.collect_env", collect_env)
+    monkeypatch.setattr("platform.system", lambda: name)
+    monkeypatch.setattr("platform.machine", lambda: machine)
+    monkeypatch.setattr("platform.mac_ver", lambda: (mac, ("", "", ""), ""))
+    monkeypatch.setattr(kernels_backends, "has_torch", True)
+    monkeypatch.setattr(variants, "has_torch", True)
+    monkeypatch.setattr(variants, "has_tvm_ffi", False)
+    monkeypatch.setattr(environment, "_tvm_ffi_version", lambda: None)
+    parsed = [variants.parse_variant(name) for name in tie_order(NAMES) if parses(name)]
+    theirs, _ = variants.resolve_variants(parsed)
+    env = environment.detect()
+    assert kernelpin_order(tie_order(NAMES), env) == [v.variant_str for v in theirs], env.describe()
+    cpu, _ = variants.resolve_variants(parsed, backend="cpu")
+    as_cpu = environment.with_backend(env, "cpu")
+    assert kernelpin_order(tie_order(NAMES), as_cpu) == [v.variant_str for v in cpu], as_cpu.describe()

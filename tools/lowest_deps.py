@@ -1,0 +1,83 @@
+"""kernelpin's tests against the lowest versions of its dependencies that pyproject.toml declares.
+
+    python -m tools.lowest_deps [--venv DIR] [PYTEST ARGS ...]      (default: the suite below)
+
+A floor is only true when kernelpin works there. This makes a virtual environment of its own with uv
+(requirements/dev.txt installs it), installs kernelpin with its `test` extra resolved with
+`--resolution lowest-direct`, holds every `name>=X` of [project.dependencies] at exactly X (`--override`: a
+test tool that wants more, such as kernels' tomlkit, cannot lift a floor), and runs pytest there. torch and
+hypothesis, which the tests use but kernelpin does not depend on, are the running environment's versions.
+CI runs it after the suite (.ci/run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+from packaging.requirements import Requirement
+
+ROOT = Path(__file__).resolve().parent.parent
+# Used by the tests, not by kernelpin: kept at this environment's versions (numpy: torch warns without it).
+TEST_TOOLS = ("torch", "numpy", "hypothesis", "pytest-xdist")
+# The tests of the commands that use the dependencies (huggingface_hub and httpx2: lock, versions, sync,
+# outdated, the Hub's faults; tomlkit: add/remove; rich: the CLI's output; filelock: lock and sync), not the
+# whole directory: kernelpin's pure core (ranges, variants, metadata) imports none of them, and CI time counts.
+SUITE = [f"tests/kernelpin/{name}" for name in ("test_cli.py", "test_lock.py", "test_sync.py", "test_end_to_end.py",
+                                                "test_repo_types.py", "test_faults.py")]
+
+
+def declared_floors(pyproject: Path = ROOT / "pyproject.toml") -> dict[str, str]:
+    """{distribution: X} for every `name>=X` of [project.dependencies]; a dependency without a floor is an error."""
+    floors = {}
+    for line in tomllib.loads(pyproject.read_text())["project"]["dependencies"]:
+        requirement = Requirement(line)
+        lower = [spec.version for spec in requirement.specifier if spec.operator in (">=", "==", "~=")]
+        if len(lower) != 1:
+            raise SystemExit(f"lowest_deps: {pyproject} dependency {line!r} needs one lower bound (name>=X)")
+        floors[requirement.name] = lower[0]
+    return floors
+
+
+def uv() -> str:
+    found = shutil.which("uv", path=str(Path(sys.executable).parent)) or shutil.which("uv")
+    if not found:
+        raise SystemExit("lowest_deps: no `uv` found; `pip install -r requirements/dev.txt` installs it")
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--venv", type=Path, default=ROOT / "build" / "lowest-deps",
+                        help="the environment to (re)create")
+    args, pytest_args = parser.parse_known_args(argv)
+    floors = declared_floors()
+    venv = args.venv.resolve()
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    overrides = venv.parent / f"{venv.name}.overrides.txt"
+    overrides.write_text("".join(f"{name}=={version}\n" for name, version in sorted(floors.items())))
+    env = {**os.environ, "VIRTUAL_ENV": str(venv)}
+    if "UV_FIND_LINKS" not in env and env.get("PIP_FIND_LINKS"):  # where this machine's pip finds its torch
+        env["UV_FIND_LINKS"] = env["PIP_FIND_LINKS"]
+    tools = [f"{name}=={importlib.metadata.version(name)}" for name in TEST_TOOLS]
+    subprocess.run([uv(), "venv", "--quiet", "--clear", "--python", sys.executable, str(venv)], check=True, env=env)
+    subprocess.run([uv(), "pip", "install", "--quiet", "--resolution", "lowest-direct", "--override", str(overrides),
+                    "-e", f"{ROOT}[test]", *tools], check=True, env=env)
+    installed = subprocess.run([str(venv / "bin" / "python"), "-c",
+                                "import importlib.metadata as m, sys; "
+                                "print(' '.join(f'{n}=={m.version(n)}' for n in sys.argv[1:]))", *floors],
+                               check=True, capture_output=True, text=True).stdout.strip()
+    print(f"lowest declared versions: {installed}", flush=True)
+    done = subprocess.run([str(venv / "bin" / "python"), "-m", "pytest", "-p", "no:cacheprovider",
+                           *(pytest_args or ["-q", "-n", "auto", *SUITE])], cwd=ROOT, env={**env, "PYTHONPATH": str(ROOT)})
+    return done.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())
