@@ -16,7 +16,9 @@ CPU: warmed-up medians with every library on the same thread count; peers OpenCV
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import os
 import platform
 import re
 import statistics
@@ -98,7 +100,7 @@ def time_rounds(timed: dict[str, Callable[[int], object]], sets: int, rounds: in
     """All samples (ms) and per-round trimmed means (ms) of each candidate, timed in blocks of `calls` that take
     turns, each from a clean L2, after one round that is not kept. Taking turns spreads the machine's drift over
     every candidate alike, and each round starts one candidate later, so that no candidate keeps a place in the
-    order. In the H200 runs before this (benchmarks/results/h200-frame-variants-*.txt) the first block of a case
+    order. In the H200 runs before this (benchmarks/experiments/README.md) the first block of a case
     ran 145-344 ns slow (it was always the op's), and on the 720p float16 frame the candidate timed last before
     the copy came out best in runs 3 to 7, a different kernel each time."""
     names = list(timed)
@@ -267,7 +269,7 @@ def bench_gpu_latency(img2gray) -> dict:
     return {"case": "1x3x64x64 float32, us per call", "baseline_us": baseline, "results": results, "ratios": ratios}
 
 
-def cpu_median_ms(fn: Callable[[], object], repeats: int) -> float:
+def cpu_times_ms(fn: Callable[[], object], repeats: int) -> list[float]:
     for _ in range(3):
         fn()
     times = []
@@ -275,7 +277,45 @@ def cpu_median_ms(fn: Callable[[], object], repeats: int) -> float:
         start = time.perf_counter()
         fn()
         times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times)
+    return times
+
+
+def cpu_median_ms(fn: Callable[[], object], repeats: int) -> float:
+    return statistics.median(cpu_times_ms(fn, repeats))
+
+
+def relative_spread(times: list[float]) -> float:
+    """The interquartile range over the median: 0.05 on a quiet machine, 0.3 and more when others share the CPUs."""
+    quartiles = statistics.quantiles(times, n=4)
+    return (quartiles[2] - quartiles[0]) / statistics.median(times)
+
+
+def versus(ours_ms: float, peer_ms: float) -> str:
+    """How img2gray compares with a peer, as a reader says it: "2.50x faster" or "12.0x slower", never "0.08x faster"."""
+    if peer_ms >= ours_ms:
+        return f"img2gray is {peer_ms / ours_ms:.2f}x faster"
+    return f"img2gray is {ours_ms / peer_ms:.2f}x slower"
+
+
+def cpu_model(cpuinfo: str) -> str | None:
+    """The `model name` of /proc/cpuinfo (Linux x86 and most others), e.g. "AMD EPYC 9454 48-Core Processor"."""
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "model name" and value.strip():
+            return value.strip()
+    return None
+
+
+def busy_warning(load_average: float, cores: int) -> str | None:
+    """A warning when other processes already keep the CPUs busy (load average over the core count before the
+    benchmark starts): a multi-threaded run then waits for descheduled workers, and its times are noise."""
+    if load_average < 0.75 * cores:
+        return None
+    return (f"warning: the machine is busy (load average {load_average:.1f} on {cores} cores): times are noisy and "
+            "multi-threaded runs stall; compare ratios within this run, re-run when it is quiet, or use --threads 1")
+
+
+SPREAD_WARNING = 0.25  # interquartile range over the median
 
 
 def cpu_copy_ms(moved: int, repeats: int) -> float:
@@ -313,10 +353,13 @@ def bench_cpu(img2gray, quick: bool, threads: int) -> list[dict]:
         moved = array.nbytes * 4 // 3
         row = {"case": f"{height}x{width}x3 uint8 HWC", "bytes_moved": moved, "results": {},
                "copy_ms": cpu_copy_ms(moved, repeats)}
-        row["results"]["img2gray"] = cpu_median_ms(
-            lambda: img2gray.img2gray(tensor, dim=-1, keepdim=False, out=out), repeats)
-        for peer, fn in peers_hwc.items():
-            row["results"][peer] = cpu_median_ms(lambda: fn(array, tensor), repeats)
+        timed = {"img2gray": lambda: img2gray.img2gray(tensor, dim=-1, keepdim=False, out=out)}
+        timed |= {peer: functools.partial(fn, array, tensor) for peer, fn in peers_hwc.items()}
+        row["spread"] = {}
+        for name, fn in timed.items():
+            times = cpu_times_ms(fn, repeats)
+            row["results"][name] = statistics.median(times)
+            row["spread"][name] = relative_spread(times)
         rows.append(row)
     for layout in ("nchw", "channels_last"):
         x = input_sets((1, 3, 1080, 1920), torch.float32, layout, 1, "cpu")[0]
@@ -324,8 +367,12 @@ def bench_cpu(img2gray, quick: bool, threads: int) -> list[dict]:
         moved = x.numel() * 4 * 4 // 3
         row = {"case": f"1x3x1080x1920 float32 {layout}", "bytes_moved": moved, "results": {},
                "copy_ms": cpu_copy_ms(moved, repeats)}
-        row["results"]["img2gray"] = cpu_median_ms(lambda: img2gray.img2gray(x, out=out), repeats)
-        row["results"]["torch eager"] = cpu_median_ms(lambda: eager_expression(x, -3), repeats)
+        row["spread"] = {}
+        for name, fn in (("img2gray", lambda: img2gray.img2gray(x, out=out)),
+                         ("torch eager", lambda: eager_expression(x, -3))):
+            times = cpu_times_ms(fn, repeats)
+            row["results"][name] = statistics.median(times)
+            row["spread"][name] = relative_spread(times)
         rows.append(row)
     return rows
 
@@ -345,9 +392,14 @@ def print_table(rows: list[dict], device: str) -> None:
             if ms is None:
                 print(f"  {peer:<30} failed")
                 continue
-            versus = "" if peer.startswith("img2gray") else f"  img2gray is {ms / ours:5.2f}x faster"
+            comparison = "" if peer.startswith("img2gray") else f"  {versus(ours, ms)}"
             print(f"  {peer:<30} {ms:8.3f} ms  {row['bytes_moved'] / ms / 1e6:7.0f} GB/s  "
-                  f"{100 * row['copy_ms'] / ms:5.1f}% copy{versus}")
+                  f"{100 * row['copy_ms'] / ms:5.1f}% copy{comparison}")
+        wide = {name: spread for name, spread in row.get("spread", {}).items() if spread > SPREAD_WARNING}
+        if wide:
+            print("  warning: wide spread between calls (interquartile range "
+                  + ", ".join(f"{name} {100 * spread:.0f}%" for name, spread in wide.items())
+                  + " of the median): the machine is busy or throttling; these medians are rough")
         for peer, diff in row.get("vs_torch_compile_ns", {}).items():
             print(f"  {peer:<30} {diff['mean']:+8.1f} ± {diff['standard_error']:.1f} ns against torch.compile, "
                   f"faster in {diff['rounds_faster']}/{diff['rounds']} rounds")
@@ -376,15 +428,24 @@ def main() -> None:
             torch.cuda.nvtx.range_pop()
             torch.cuda.synchronize()
         return
+    if args.device == "cpu" and (warning := busy_warning(os.getloadavg()[0], os.cpu_count() or 1)):
+        print(warning)
     if args.device == "cuda" and args.latency:
         rows = [bench_gpu_latency(img2gray)]
     else:
         rows = bench_gpu(img2gray, args.quick, not args.no_peers, args.cases) if args.device == "cuda" else bench_cpu(img2gray, args.quick, args.threads)
+    if args.device == "cpu":
+        cpuinfo = Path("/proc/cpuinfo")
+        model = cpu_model(cpuinfo.read_text()) if cpuinfo.is_file() else None
+        device = f"{model or platform.processor() or platform.machine()}, {os.cpu_count()} cores"
+    else:
+        device = torch.cuda.get_device_name()
     environment = {
-        "device": torch.cuda.get_device_name() if args.device == "cuda" else platform.processor() or platform.machine(),
+        "device": device,
         "torch": torch.__version__,
         "img2gray": img2gray.metadata()["variant"],
         "threads": args.threads if args.device == "cpu" else None,
+        "load_average": round(os.getloadavg()[0], 2) if args.device == "cpu" else None,
     }
     print(f"{environment}")
     print_table(rows, args.device)

@@ -207,7 +207,7 @@ __device__ __forceinline__ Packet<scalar_t, kBytes> interleaved_gray(const Packe
 // plane's end (in its last block) read the plane's last packet again and store nothing, so that no branch
 // stands before the loads: on the H200 that was 0.3-0.9% faster on frames and small batches than an exit
 // before the loads, and than a grid without such threads and without a test at all
-// (benchmarks/experiments/frame_variants.cu, ../benchmarks/results/h200-frame-variants-*.txt).
+// (benchmarks/experiments/frame_variants.cu, ../benchmarks/experiments/README.md).
 template <typename scalar_t, int kBytes, typename index_t, bool kSaturate, bool kOnePlane>
 __global__ void __launch_bounds__(kThreads) planar_packets(const scalar_t* __restrict__ in, scalar_t* __restrict__ out,
                                                            index_t packets_per_plane, uint64_t plane_bytes,
@@ -350,7 +350,7 @@ void launch_per_pixel(const scalar_t* in, scalar_t* out, const Plan& plan, const
 // planar input (1-3% faster on single frames, the same on large batches); 16-byte packets for the rest (uint8
 // planar lost 3-8% with 8). Tiny 8/16-bit inputs take 4-byte packets, to fill the GPU with threads. Unsigned
 // 32-bit indices wherever the input allows them (with the loop-free planar grid: 16/32-bit frames 0.5-2% faster
-// than signed indices and a plane loop, ../benchmarks/results/h200-frame-shapes-5-lean-*.txt).
+// than signed indices and a plane loop, ../benchmarks/experiments/README.md).
 template <typename scalar_t, bool kSaturate>
 bool launch_dense(const scalar_t* in, scalar_t* out, const Plan& plan, const Weights<acc_t<scalar_t>>& w, int device,
                   cudaStream_t stream) {

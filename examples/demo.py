@@ -8,6 +8,7 @@ Writes `<name>.gray.png` beside IMAGE and prints how it compares with OpenCV whe
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -24,14 +25,19 @@ def main() -> None:
     parser.add_argument("image", nargs="?", type=Path, default=DEFAULT_IMAGE)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = parser.parse_args()
-
-    rgb = np.asarray(Image.open(args.image).convert("RGB")).copy()  # (H, W, 3) uint8, as decoders give it
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        sys.exit(f"error: --device {args.device}: this torch ({torch.__version__}) sees no CUDA GPU; use --device cpu")
+    try:
+        rgb = np.asarray(Image.open(args.image).convert("RGB")).copy()  # (H, W, 3) uint8, as decoders give it
+    except (OSError, Image.DecompressionBombError) as error:  # missing, unreadable, not an image
+        sys.exit(f"error: {args.image}: cannot read it as an image ({error.__class__.__name__}: {error})")
     gray = img2gray.img2gray(torch.from_numpy(rgb).to(args.device), dim=-1, keepdim=False).cpu().numpy()
     target = args.image.with_name(f"{args.image.stem}.gray.png")
     Image.fromarray(gray, mode="L").save(target)
 
     build = img2gray.metadata()
-    print(f"img2gray {build['version']} ({build['variant']}) on {args.device}: {args.image} {rgb.shape} -> {target}")
+    # "semver": the release version; metadata.json's "version" is its major (the `kernels` format).
+    print(f"img2gray {build['semver']} ({build['variant']}) on {args.device}: {args.image} {rgb.shape} -> {target}")
     try:
         import cv2
     except ImportError:

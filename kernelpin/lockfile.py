@@ -144,7 +144,9 @@ def render(lock: Lock) -> str:
             variants.append(variant_table)
         table.add("variant", variants)
         kernels.append(table)
-    document.add("kernel", kernels)
+    # An empty array of tables renders as `kernel = []` above everything else, header included: a plain array stays
+    # in place.
+    document.add("kernel", kernels if lock.kernels else tomlkit.array())
     return tomlkit.dumps(document)
 
 

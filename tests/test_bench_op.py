@@ -55,3 +55,31 @@ def test_paired_differences_and_trimmed_mean():
     assert error == pytest.approx(7 ** 0.5 / 3)  # differences -1, 0, 2: sample deviation (7/3) ** 0.5, over 3 ** 0.5
     # A tenth trimmed from each end: the one stretched call of ten does not move the mean.
     assert bench_op.trimmed_mean([1.0] * 8 + [0.0, 100.0]) == 1.0
+
+
+def test_a_slower_op_is_called_slower():
+    # Failed before: "img2gray is  0.08x faster" for 11.99 ms against OpenCV's 0.99 ms.
+    assert bench_op.versus(11.99, 0.99) == "img2gray is 12.11x slower"
+    assert bench_op.versus(0.2, 0.5) == "img2gray is 2.50x faster"
+
+
+def test_the_cpu_is_named_from_cpuinfo():
+    cpuinfo = "processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 9454 48-Core Processor\nflags\t: fpu\n"
+    assert bench_op.cpu_model(cpuinfo) == "AMD EPYC 9454 48-Core Processor"
+    assert bench_op.cpu_model("processor\t: 0\nBogoMIPS\t: 50.00\n") is None
+
+
+def test_a_busy_machine_is_called_out():
+    assert bench_op.busy_warning(0.4, 2) is None
+    warning = bench_op.busy_warning(4.1, 2)
+    assert warning.startswith("warning: the machine is busy (load average 4.1 on 2 cores)")
+
+
+def test_spread_warning_names_the_noisy_candidates(capsys):
+    assert bench_op.relative_spread([1.0, 1.0, 1.0, 1.0, 1.0]) == 0.0
+    row = {"case": "c", "bytes_moved": 100, "copy_ms": 1.0, "results": {"img2gray": 2.0, "OpenCV cvtColor": 1.0},
+           "spread": {"img2gray": 0.5, "OpenCV cvtColor": 0.01}}
+    bench_op.print_table([row], "cpu")
+    out = capsys.readouterr().out
+    assert "img2gray is 2.00x slower" in out
+    assert "warning: wide spread between calls (interquartile range img2gray 50% of the median)" in out

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tools.build_config import BuildConfig
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -22,11 +24,81 @@ def _this_venv_is_devs() -> bool:
     return stamp.is_file() and stamp.read_text().strip() == want
 
 
-def test_usage_lists_every_command() -> None:
-    done = subprocess.run([str(ROOT / "dev")], capture_output=True, text=True)
+@pytest.mark.parametrize("argv", [[], ["-h"], ["--help"], ["help"]], ids=["bare", "-h", "--help", "help"])
+def test_usage_lists_every_command(argv: list[str]) -> None:
+    # Failed before: the script's comment lines, "#" and all, with exit status 2.
+    done = subprocess.run([str(ROOT / "dev"), *argv], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: ./dev COMMAND")
+    assert not any(line.lstrip().startswith("#") for line in done.stdout.splitlines()), done.stdout
+    for command in ("demo", "test", "bench", "setup"):
+        assert f"\n  {command} " in done.stdout
+    assert "--quick" in done.stdout and "--threads" in done.stdout
+
+
+def test_unknown_command_suggests_the_nearest() -> None:
+    done = subprocess.run([str(ROOT / "dev"), "tests"], capture_output=True, text=True)
     assert done.returncode == 2
-    for command in ("demo", "test", "bench"):
-        assert f"./dev {command}" in done.stdout
+    assert done.stderr == "error: ./dev: unknown command 'tests' (did you mean 'test'?); run ./dev help\n"
+
+
+@pytest.mark.parametrize("argv", [["missing.png"], ["--colour"]], ids=["missing-image", "unknown-option"])
+def test_demo_rejects_bad_arguments_before_building(argv: list[str], tmp_path: Path) -> None:
+    # Failed before: a raw traceback from PIL, after minutes of conda build. Now one line, and nothing is set up.
+    env = {**os.environ, "IMG2GRAY_VENV": str(tmp_path / "venv")}
+    done = subprocess.run([str(ROOT / "dev"), "demo", *argv], capture_output=True, text=True, env=env)
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: ./dev demo: ") and done.stderr.count("\n") == 1, done.stderr
+    assert not (tmp_path / "venv").exists()
+
+
+def _demo(checkout_build: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(checkout_build.parent)}
+    return subprocess.run([sys.executable, str(ROOT / "examples" / "demo.py"), *argv], capture_output=True, text=True,
+                          env=env, cwd=ROOT)
+
+
+def test_demo_prints_the_release_version(checkout_build: Path, tmp_path: Path) -> None:
+    # Failed before: "img2gray 0 (...)", metadata.json's "version" (the major, in the kernels format).
+    image = tmp_path / "square.png"
+    from PIL import Image
+
+    Image.new("RGB", (8, 6), (200, 100, 50)).save(image)
+    version = BuildConfig.load().version
+    done = _demo(checkout_build, str(image), "--device", "cpu")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"img2gray {version} (")
+    assert Image.open(tmp_path / "square.gray.png").size == (8, 6)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["README.md"], "README.md: cannot read it as an image"),
+    (["missing.png"], "missing.png: cannot read it as an image"),
+    pytest.param(["--device", "cuda"], "--device cuda: this torch", marks=pytest.mark.skipif(
+        __import__("torch").cuda.is_available(), reason="the machine has a CUDA GPU: --device cuda works")),
+], ids=["not-an-image", "missing", "cuda-without-gpu"])
+def test_demo_errors_are_one_line(argv: list[str], message: str, checkout_build: Path) -> None:
+    done = _demo(checkout_build, *argv)
+    assert done.returncode == 1
+    assert done.stderr.startswith(f"error: {message}") and done.stderr.count("\n") == 1, done.stderr
+
+
+@pytest.mark.heavy(cpu_seconds=70)
+@pytest.mark.skipif(not _this_venv_is_devs(), reason="runs ./dev only inside the venv ./dev created")
+def test_second_demo_reuses_the_package() -> None:
+    # Failed before: every `./dev demo IMAGE` rebuilt the conda package (about 100 s) to convert one image.
+    env = {**os.environ, "IMG2GRAY_VENV": sys.prefix}
+    env.pop("PYTHONPATH", None)
+    first = subprocess.run([str(ROOT / "dev"), "demo"], capture_output=True, text=True, env=env)
+    assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-4000:]
+    [package] = (ROOT / "output" / "linux-64").glob("img2gray-*.conda")
+    built = package.stat().st_mtime_ns
+    second = subprocess.run([str(ROOT / "dev"), "demo", "examples/chelsea.png"], capture_output=True, text=True,
+                            env=env)
+    assert second.returncode == 0, second.stdout[-2000:] + second.stderr[-4000:]
+    assert "are up to date" in second.stdout and "building the conda package" not in second.stdout
+    assert package.stat().st_mtime_ns == built
+    assert "max |img2gray - OpenCV cvtColor| = 0" in second.stdout
 
 
 @pytest.mark.skipif(not _this_venv_is_devs(), reason="runs ./dev only inside the venv ./dev created")

@@ -8,7 +8,7 @@ lock/sync/load; the op runs on the GPU and must match the reference on examples/
 Needs a CUDA build of torch, nvcc, and olah, kernels, kernels-data, kernel-abi-check + kernelpin's
 dependencies importable (docs/releasing.md says how to carry them as wheels). `--device cpu` runs the same
 loop with the CPU variant (the check of the script on a machine without a GPU). The last line printed is
-`GPU E2E PASS: ...` or `GPU E2E FAIL: <step>: <why>`.
+`GPU E2E PASS: ...` or `GPU E2E FAIL: <step>: <why>` (with --device cpu: `E2E on CPU (...) PASS|FAIL ...`).
 """
 
 from __future__ import annotations
@@ -147,14 +147,22 @@ def main(argv: list[str] | None = None) -> int:
         report["result"] = f"FAIL: {type(error).__name__}: {str(error).strip()[-2000:]}"
     if args.json:
         args.json.write_text(json.dumps(report, indent=2) + "\n")
-    op = report.get("op", {})
-    details = (f"{report.get('variant')} archs {report.get('backend', {}).get('archs')} on {report.get('gpu', args.device)}"
-               f" (capability {report.get('capability')}), torch {report.get('torch')}, ABI gate passed, "
-               f"kernels.get_kernel and kernelpin.load: op on {op.get('device')}, {op.get('mismatches')} mismatches "
-               "vs reference")
-    print(f"GPU E2E {report['result'].split(':')[0]}: {details}" if report["result"] == "PASS"
-          else f"GPU E2E {report['result']}")
+    print(summary_line(report))
     return 0 if report["result"] == "PASS" else 1
+
+
+def summary_line(report: dict[str, Any]) -> str:
+    """The last line: what ran and the result. With --device cpu it names the CPU loop, never "GPU" (no GPU ran)."""
+    on_gpu = report["device"] == "cuda"
+    label = "GPU E2E" if on_gpu else "E2E on CPU (the release loop with the CPU variant; no GPU was used)"
+    if report["result"] != "PASS":
+        return f"{label} {report['result']}"
+    op = report.get("op", {})
+    where = (f"{report.get('gpu')} (capability {report.get('capability')}), archs {report.get('backend', {}).get('archs')}"
+             if on_gpu else "CPU")
+    return (f"{label} PASS: {report.get('variant')} on {where}, torch {report.get('torch')}, ABI gate passed, "
+            f"kernels.get_kernel and kernelpin.load: op on {op.get('device')}, {op.get('mismatches')} mismatches "
+            "vs reference")
 
 
 if __name__ == "__main__":

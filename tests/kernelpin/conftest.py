@@ -11,9 +11,9 @@ import pytest
 from kernelpin.cli import main
 from testkit.fake_kernel import publish
 from testkit.hub import HubServer, MirrorRepo
+from tests.kernelpin.helpers import TRUSTED_ORG
 
 
-TRUSTED_ORG = "trusted"  # a trusted kernel publisher (`kernels lock` and `get_kernel` check); acme is not
 
 
 @pytest.fixture(scope="session")

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+TRUSTED_ORG = "trusted"  # a trusted kernel publisher (`kernels lock` and `get_kernel` check); acme is not
 # Runs a command as the unprivileged user nobody: root ignores permission bits, so read-only tests need it.
 AS_NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 

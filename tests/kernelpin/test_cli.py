@@ -100,15 +100,16 @@ def test_add_and_remove_json(img2gray, new_repo, project, cli):
     status, out, _ = cli("add", "acme/img2gray@^0.2", "--json")
     assert status == 0
     added = json.loads(out)
-    assert added["added"] == {"repo": "acme/img2gray", "requirement": "^0.2", "kernels_lock_reads": False,
-                              "note": "`kernels lock` will not read this entry (it takes only an integer major, "
-                                      "the branch v<N>); kernelpin resolves it against version tags"}
+    assert added["added"] == [{"repo": "acme/img2gray", "requirement": "^0.2", "kernels_lock_reads": False,
+                               "note": "`kernels lock` will not read this entry (it takes only an integer major, "
+                                       "the branch v<N>); kernelpin resolves it against version tags"}]
+    assert added["dry_run"] is False
     assert added["pyproject"] == str(root / "pyproject.toml")
     assert added["changes"] == ["~ acme/img2gray: 0.1.1 -> 0.2.0"]
     assert [(k["repo"], k["version"]) for k in added["kernels"]] == [("acme/img2gray", "0.2.0")]
     status, out, _ = cli("remove", "acme/img2gray", "--json")
     assert status == 0
-    assert json.loads(out) == {"removed": "acme/img2gray", "pyproject": str(root / "pyproject.toml"),
+    assert json.loads(out) == {"removed": ["acme/img2gray"], "pyproject": str(root / "pyproject.toml"),
                                "changes": ["- acme/img2gray 0.2.0"], "kernels": []}
 
 

@@ -15,7 +15,7 @@ from kernelpin.metadata import render
 from testkit.fake_kernel import CPU_213, kernel_files, publish, variant_files
 from testkit.releasing import hub_env, kernels_cli, run
 
-from .conftest import TRUSTED_ORG
+from tests.kernelpin.helpers import TRUSTED_ORG
 from .helpers import fresh_interpreter, snapshot_dir
 
 pytest.importorskip("kernels")
@@ -150,7 +150,7 @@ def test_add_of_a_range_kernels_cannot_express_says_so(lines, new_repo, project,
     publish(tags_only, "2.0.0", variants=(CPU_213,))
     status, out, err = cli("add", "--json", tags_only_id)
     assert status == 0, err
-    added = json.loads(out)["added"]
+    [added] = json.loads(out)["added"]  # one entry per repository given
     assert (added["requirement"], added["kernels_lock_reads"]) == ("^2.0.0", False)
     assert "the repository has no branch v2, which `= 2` would name" in added["note"]
     assert f'"{tags_only_id}" = "^2.0.0"' in (root / "pyproject.toml").read_text()

@@ -44,8 +44,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         except NoCandidateError as error:
             print(error, file=sys.stderr)
             return 1
+    standin_names = {r.name.normalized for r in records if args.offline and str(r.url).startswith(second)}
     for record in sorted(records, key=lambda r: r.name.normalized):
-        print(f"  {record.name.normalized} {record.version} {record.build}")
+        marker = "  (stand-in)" if record.name.normalized in standin_names else ""
+        print(f"  {record.name.normalized} {record.version} {record.build}{marker}")
+    if standin_names:
+        print("  stand-in: a package made on the spot that wraps this machine's own interpreter, torch or compiler, "
+              "so that the recipe resolves offline (tools/conda/standins.py); with network these come from conda-forge")
     print(f"installed into {args.prefix}")
     return 0
 
