@@ -4,13 +4,13 @@
 
 The rules are the ones kernel-builder enforces and `kernels` users rely on: glibc (and libstdc++) symbol
 versions allowed by manylinux_2_28, and only Python's stable ABI (abi3) as of Python 3.9. The check is
-HF's own checker (PyPI `kernel-abi-check`); `tools/release.py stage` and `kernelpin publish` run it, so a
+HF's own checker (PyPI `kernel-abi-check`); `tools/release/stage.py stage` and `kernelpin publish` run it, so a
 library that would fail to load on an older system is refused before it reaches the Hub.
 
 A library of a stable-ABI variant (`torch-stable-abi<maj><min>-...`, by its directory's name or metadata.json)
 must also keep kernel-abi-check's stable-ABI rule, checked here (the PyPI package's Python API lacks it): no
 C++ symbol of libtorch (`c10::`, `at::`, `torch::`), and no C shim newer than the variant's torch
-(stable_abi_shims.json, from torch's own headers: tools/stable_abi_shims.py).
+(stable_abi_shims.json, from torch's own headers: tools/release/stable_abi_shims.py).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ MANYLINUX = "manylinux_2_28"
 PYTHON_ABI = "3.9"
 _ELF_MAGIC = b"\x7fELF"
 _FLOOR_HINT = (
-    "build with tools/build_op.py --glibc-floor 2.28 (the default; csrc/glibc_floor.h) or against glibc 2.28 "
+    "build with tools/build/op.py --glibc-floor 2.28 (the default; csrc/glibc_floor.h) or against glibc 2.28 "
     "headers (a manylinux_2_28 sysroot, as conda-forge and kernel-builder do)"
 )
 
@@ -55,7 +55,7 @@ class Violation:
 _STATIC_LIBSTDCXX_HINT = (
     "it comes from a copy of libstdc++ linked into the library (it does not need libstdc++.so.6): that "
     "archive was built against the build machine's glibc. Link libstdc++ dynamically, as torch does "
-    "(tools/build_op.py does, even when the compiler driver adds -static-libstdc++)"
+    "(tools/build/op.py does, even when the compiler driver adds -static-libstdc++)"
 )
 
 
@@ -162,7 +162,7 @@ def stable_abi_violations(path: Path, label: str, target: tuple[int, int]) -> li
             elif added > target:
                 found.append(Violation(label, symbol, f"torch {added[0]}.{added[1]} (a shim newer than the variant's "
                                                       f"{wanted})",
-                                       f"build with -DTORCH_TARGET_VERSION for {wanted} (tools/build_op.py --abi "
+                                       f"build with -DTORCH_TARGET_VERSION for {wanted} (tools/build/op.py --abi "
                                        "stable does), which hides newer shims, or raise the variant's stable ABI"))
     return found
 

@@ -1,4 +1,4 @@
-"""Real builds, staged releases and a consumer project: shared by tests/release, tools/gpu_e2e.py and benchmarks.
+"""Real builds, staged releases and a consumer project: shared by tests/release, tools/gpu/e2e.py and benchmarks.
 
 olah is a read-only mirror: it serves local git repositories and accepts no uploads. A release reaches the
 test Hub as the tree `kernelpin publish` would upload (`tools.release stage`'s layout), committed
@@ -22,7 +22,7 @@ import tomlkit
 from kernelpin.publish import plan_major_branch
 from kernelpin.ranges import Version
 from testkit.hub import HubServer, MirrorRepo
-from tools.build_config import BuildConfig, copy_build_inputs
+from tools.build.config import BuildConfig, copy_build_inputs
 
 REPO_ID = "acme/img2gray"
 VERSIONS = ("0.1.0", "0.2.0", "0.2.1-rc.1")
@@ -55,7 +55,7 @@ def source_tree(version: str, into: Path) -> Path:
 
 def build_command(out: Path, build_dir: Path, cuda: str = "off", abi: str = "exact") -> list[str]:
     """The build of the sources in the working directory it runs in (ROOT or a `source_tree`)."""
-    return [sys.executable, "-m", "tools.build_op", "--out", str(out), "--cuda", cuda, "--build-dir", str(build_dir),
+    return [sys.executable, "-m", "tools.build.op", "--out", str(out), "--cuda", cuda, "--build-dir", str(build_dir),
             "--abi", abi]
 
 

@@ -1,4 +1,4 @@
-"""tools/build_op.py: the CUDA build's private staged sources and the CUDA compile."""
+"""tools/build/op.py: the CUDA build's private staged sources and the CUDA compile."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tools.build_config import ROOT, BuildConfig
-from tools.build_op import staged_sources
+from tools.build.config import ROOT, BuildConfig
+from tools.build.op import staged_sources
 
 FILES = {"csrc/cpu.cpp": b"int cpu;\n", "csrc/shared.h": b"#pragma once\n", "csrc/kernel.cu": b"// v1\n",
          "csrc/kernel.cuh": b"// v1\n", "torch-ext/binding.cpp": b"int binding;\n"}
@@ -102,7 +102,7 @@ def test_cuda_source_compiles_for_every_capability_of_the_release(tmp_path):
     """`build_op --nvcc-check` with build.toml's capabilities: no CUDA torch needed, so CUDA code is compiled for
     every release target on any machine with nvcc (CI), not only where a GPU build runs."""
     env = {name: value for name, value in os.environ.items() if name != "TORCH_CUDA_ARCH_LIST"}
-    done = subprocess.run([sys.executable, "-m", "tools.build_op", "--nvcc-check", "--build-dir", str(tmp_path)],
+    done = subprocess.run([sys.executable, "-m", "tools.build.op", "--nvcc-check", "--build-dir", str(tmp_path)],
                           cwd=ROOT, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     # The host object plus one device ELF image (SASS) per capability; "+PTX" adds text, not an ELF image.

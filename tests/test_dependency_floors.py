@@ -1,5 +1,5 @@
 """pyproject.toml's declared floors are true: every distribution kernelpin imports is declared, and the declared
-build backend builds kernelpin. (The runtime floors are exercised by `python -m tools.lowest_deps`, which CI
+build backend builds kernelpin. (The runtime floors are exercised by `python -m tools.ci.lowest_deps`, which CI
 runs after the suite: kernelpin's tests against exactly the declared lowest versions.)"""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from tools.lowest_deps import declared_floors, uv
+from tools.ci.lowest_deps import declared_floors, uv
 
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
@@ -50,7 +50,7 @@ def test_every_distribution_kernelpin_imports_is_declared() -> None:
     undeclared = {module: distributions.get(module, [module]) for module in third_party
                   if not {canonicalize_name(name) for name in distributions.get(module, [module])} & declared}
     assert not undeclared, f"kernelpin imports these without declaring them in pyproject.toml: {undeclared}"
-    assert {canonicalize_name(name) for name in declared_floors()} == declared  # every dependency has a floor (name>=X) for tools.lowest_deps
+    assert {canonicalize_name(name) for name in declared_floors()} == declared  # every dependency has a floor (name>=X) for tools.ci.lowest_deps
 
 
 def test_the_declared_build_backend_floor_builds_kernelpin(tmp_path: Path) -> None:

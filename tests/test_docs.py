@@ -23,7 +23,7 @@ DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "bench
         ROOT / "examples" / "README.md"]
 # Written by builds and runs, not kept in git: a doc may name them though a fresh clone lacks them.
 GENERATED = ("build/", "output/", ".venv", "examples/chelsea.gray.png", "kernelpin.lock", "kernels.lock",
-             "vendor/", "tools/node/node_modules", ".pixi")
+             "vendor/", "tools/ci/node/node_modules", ".pixi")
 # Paths that look like this checkout's but name another project's files.
 ELSEWHERE = {"recipe/conda_build_config.yaml"}  # conda-forge-pinning's global pinning file
 LINK = re.compile(r"\]\((?P<target>[^)\s]+)\)")

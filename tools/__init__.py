@@ -1,1 +1,2 @@
-"""Build, packaging and release tools of img2gray; run them from the repository root as `python -m tools.<name>`."""
+"""Build, packaging and release tools of img2gray, grouped by job (tools/README.md draws the pipeline); run them
+from the repository root as modules, e.g. `python -m tools.build.op`."""

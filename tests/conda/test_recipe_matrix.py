@@ -9,7 +9,7 @@ import re
 import pytest
 
 from tests.conda.support import conda_forge_pins, machine_like_h200
-from tools.build_config import BuildConfig
+from tools.build.config import BuildConfig
 from tools.conda.build import RECIPE, cuda_version_of, offline_variant_config, render_variants, variant_config
 
 BUILD = BuildConfig.load()

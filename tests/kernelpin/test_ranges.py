@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from kernelpin.ranges import Range, RangeError, Version, VersionError
 
-NODE_MODULES = Path(__file__).resolve().parents[2] / "tools" / "node" / "node_modules"
+NODE_MODULES = Path(__file__).resolve().parents[2] / "tools" / "ci" / "node" / "node_modules"
 
 # (range, version, expected). Rows follow node-semver's README and its range-include/exclude fixtures,
 # and the Cargo book's "Specifying dependencies". Where the two disagree (a bare version), Cargo wins:
@@ -532,14 +532,14 @@ console.log(JSON.stringify({
 
 
 def _node_semver(rows: list[tuple[str, str]]) -> dict:
-    """node-semver's answers, from the `semver` package tools/node pins (./dev setup installs it)."""
+    """node-semver's answers, from the `semver` package tools/ci/node pins (./dev setup installs it)."""
     node = shutil.which("node")
     if node is None:
         pytest.skip("node is not installed: the node-semver comparison needs it")
     env = {**os.environ, "NODE_PATH": str(NODE_MODULES)}
     found = subprocess.run([node, "-e", "require.resolve('semver')"], capture_output=True, env=env)
     if found.returncode != 0:
-        pytest.fail(f"node-semver is not installed in {NODE_MODULES}: run ./dev setup (npm ci --prefix tools/node)")
+        pytest.fail(f"node-semver is not installed in {NODE_MODULES}: run ./dev setup (npm ci --prefix tools/ci/node)")
     done = subprocess.run([node, "-e", NODE_SEMVER], input=json.dumps({"rows": rows, "tie": BUILD_TIE}),
                           capture_output=True, text=True, check=True, env=env)
     return json.loads(done.stdout)

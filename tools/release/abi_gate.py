@@ -2,8 +2,8 @@
 staged release layouts. Every shared library must meet the Hub's kernel rules (manylinux_2_28, abi3 for
 Python >= 3.9), checked by kernelpin.abi_gate with HF's kernel-abi-check; CI runs it before releasing.
 
-    python -m tools.abi_gate output              # every .conda package below output/
-    python -m tools.abi_gate build/release       # a staged release, or a variant dir from tools/build_op.py
+    python -m tools.release.abi_gate output              # every .conda package below output/
+    python -m tools.release.abi_gate build/release       # a staged release, or a variant dir from tools/build/op.py
 
 Exit 0 when everything passes; 1 with each violation (library, symbol, the version it needs, what to do).
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from kernelpin.abi_gate import AbiError, Violation, check_library, passed_message, refusal, shared_libraries
 from kernelpin.errors import KernelpinError
-from tools.release import CONDA_SUFFIX, conda_packages, extract_variant
+from tools.release.stage import CONDA_SUFFIX, conda_packages, extract_variant
 
 
 def check_sources(sources: Sequence[Path], workdir: Path) -> tuple[int, list[Violation]]:
@@ -43,7 +43,7 @@ def check_sources(sources: Sequence[Path], workdir: Path) -> tuple[int, list[Vio
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.abi_gate", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m tools.release.abi_gate", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("sources", nargs="+", type=Path, metavar="SOURCE")
     args = parser.parse_args(argv)

@@ -1,8 +1,8 @@
 """One stable-ABI build of the operator, loaded and tested under several torch releases.
 
-    python -m tools.stable_abi_matrix --python /venvs/torch-2.11/bin/python [--python ...] [--out FILE.json]
+    python -m tools.maintainer.stable_abi_matrix --python /venvs/torch-2.11/bin/python [--python ...] [--out FILE.json]
 
-Builds the CPU stable-ABI variant once, with this interpreter's torch (`tools/build_op.py --abi stable`), then
+Builds the CPU stable-ABI variant once, with this interpreter's torch (`tools/build/op.py --abi stable`), then
 runs tests/op against that same variant directory (IMG2GRAY_OP_BUILD) under each given interpreter, whose
 torch may be older or newer than the one it was built with (down to build.toml's [torch.stable-abi] version).
 Each interpreter needs torch, pytest, numpy, pillow and filelock. Prints a table, writes the results as JSON
@@ -22,12 +22,12 @@ from pathlib import Path
 
 from kernelpin.integrity import sha256_file
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def build_variant(into: Path) -> Path:
     variant = into / "img2gray"
-    subprocess.run([sys.executable, "-m", "tools.build_op", "--abi", "stable", "--cuda", "off", "--out", str(variant)],
+    subprocess.run([sys.executable, "-m", "tools.build.op", "--abi", "stable", "--cuda", "off", "--out", str(variant)],
                    cwd=ROOT, check=True)
     return variant
 

@@ -2,7 +2,7 @@
 
 This is the one build of the operator: tests, the demo, the conda recipe and the release step all call it.
 
-    python -m tools.build_op --out DIR [--abi exact|stable] [--cuda auto|on|off] [--glibc-floor 2.28|off]
+    python -m tools.build.op --out DIR [--abi exact|stable] [--cuda auto|on|off] [--glibc-floor 2.28|off]
                              [--build-dir DIR] [--verbose]
 
 --abi exact (the default) links libtorch's C++ ABI: the variant serves one torch minor (`torch213-cxx11-...`).
@@ -35,9 +35,9 @@ from kernelpin.layout import METADATA
 from kernelpin.ranges import Version
 from kernelpin.variant import Variant  # names the build; kernelpin is pure Python
 from kernelpin.variant import STABLE_ABI
-from tools.build_config import ABIS, BuildConfig
+from tools.build.config import ABIS, BuildConfig
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 INCLUDE_DIRS = ["csrc", "torch-ext"]  # relative to the source root
 # Where CUDA builds compile their sources from: a fixed place, since nvcc records the path (see staged_sources).
@@ -79,7 +79,7 @@ def link_flags(cuda: bool) -> list[str]:
 
 
 # Recorded in metadata.json as provenance "kernel-builder" (kernels requires its version).
-BUILDER = {"name": "img2gray tools/build_op.py", "version": "1.0.0"}
+BUILDER = {"name": "img2gray tools/build/op.py", "version": "1.0.0"}
 GLIBC_FLOORS = ("2.28", "off")
 GLIBC_FLOOR_HEADER = "csrc/glibc_floor.h"  # declared in build.toml, so staged and hashed with the sources
 

@@ -1,6 +1,6 @@
 """Write kernelpin/stable_abi_shims.json: the C shims of PyTorch's stable ABI, by the torch release that added them.
 
-    python -m tools.stable_abi_shims 2.11=/venv211/.../torch/include 2.12=... [2.13=...] ...
+    python -m tools.release.stable_abi_shims 2.11=/venv211/.../torch/include 2.12=... [2.13=...] ...
 
 Each argument names a torch release and its include directory (a wheel's `torch/include`). A shim is every
 AOTI_TORCH_EXPORT function declared in torch/csrc/inductor/aoti_torch/c/shim.h or torch/csrc/stable/c/shim.h;
@@ -15,7 +15,7 @@ import re
 import sys
 from pathlib import Path
 
-OUT = Path(__file__).resolve().parent.parent / "kernelpin" / "stable_abi_shims.json"
+OUT = Path(__file__).resolve().parents[2] / "kernelpin" / "stable_abi_shims.json"
 HEADERS = ("torch/csrc/inductor/aoti_torch/c/shim.h", "torch/csrc/stable/c/shim.h")
 DECLARATION = re.compile(r"AOTI_TORCH_EXPORT\s+[\w\s\*]*?\b(\w+)\s*\(")
 

@@ -1,6 +1,6 @@
 """kernelpin's tests against the lowest versions of its dependencies that pyproject.toml declares.
 
-    python -m tools.lowest_deps [--venv DIR] [PYTEST ARGS ...]      (default: the suite below)
+    python -m tools.ci.lowest_deps [--venv DIR] [PYTEST ARGS ...]      (default: the suite below)
 
 A floor is only true when kernelpin works there. This makes a virtual environment of its own with uv
 (requirements/dev.txt installs it), installs kernelpin with its `test` extra resolved with
@@ -23,7 +23,7 @@ from pathlib import Path
 
 from packaging.requirements import Requirement
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 # Used by the tests, not by kernelpin: kept at this environment's versions (numpy: torch warns without it).
 TEST_TOOLS = ("torch", "numpy", "hypothesis", "pytest-xdist")
 # The tests of the commands that use the dependencies (huggingface_hub and httpx2: lock, versions, sync,

@@ -1,7 +1,7 @@
 """build.toml, read in one place: the kernel's identity, its CUDA capabilities and its declared sources.
 
 Everything that needs the name, the version or the list of sources asks `BuildConfig.load()`: the build
-(tools/build_op.py), the conda tooling (the recipe's generated context, tools/conda/), the release step and
+(tools/build/op.py), the conda tooling (the recipe's generated context, tools/conda/), the release step and
 the tests. Sources are declared as kernel-builder declares them: `[torch] src` for the binding and one
 `[kernel.<name>]` table per backend with its `backend` and `src`.
 """
@@ -21,13 +21,13 @@ if sys.version_info >= (3, 11):
 else:
     import tomli as tomllib
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BUILD_TOML = "build.toml"
 BACKENDS = ("cpu", "cuda")
 COMPILED_SUFFIXES = (".cpp", ".cu")
 # What a build reads besides build.toml and the declared sources: the build tool itself and the
 # pure-Python kernelpin modules it names the variant with (the Python package dir is added per kernel).
-BUILD_TOOLS = ("tools/__init__.py", "tools/build_config.py", "tools/build_op.py", "kernelpin")
+BUILD_TOOLS = ("tools/__init__.py", "tools/build/__init__.py", "tools/build/config.py", "tools/build/op.py", "kernelpin")
 
 
 ABIS = ("exact", "stable")

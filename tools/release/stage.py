@@ -5,7 +5,7 @@
 
 Each SOURCE is a conda package (`.conda`, the bits `pixi add img2gray` installs), a directory holding
 conda packages (e.g. `output/`, the channel `pixi run build` writes), or a variant directory written by
-`python -m tools.build_op --out DIR`. A conda package installs the variant directory as `site-packages/<name>/`;
+`python -m tools.build.op --out DIR`. A conda package installs the variant directory as `site-packages/<name>/`;
 that directory is taken as it is. Every file is checked against its metadata.json digest before it is
 staged; variants of different versions, or two builds of one variant, are refused.
 """
@@ -26,7 +26,7 @@ from kernelpin.layout import BUILD_DIR, METADATA
 from kernelpin.publish import PublishError, Release, check_release, read_variant, release_version
 from kernelpin.spec import check_repo_id
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CONDA_SUFFIX = ".conda"
 
 
@@ -61,7 +61,7 @@ def collect(sources: Iterable[Path], workdir: Path) -> dict[str, tuple[Path, dic
         metadata = read_variant(directory)
         name = metadata.get("variant")
         if not isinstance(name, str):
-            raise PublishError(f"{origin}: {METADATA} has no \"variant\"; rebuild with `python -m tools.build_op`")
+            raise PublishError(f"{origin}: {METADATA} has no \"variant\"; rebuild with `python -m tools.build.op`")
         if name in variants:
             raise PublishError(
                 f"two builds of variant {name}: {variants[name][2]} and {origin}; pass only the one to release"
@@ -161,7 +161,7 @@ def stage(sources: Sequence[Path], out: Path, repo_id: str) -> Release:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(prog="python -m tools.release", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
     staging = commands.add_parser("stage", help="lay out build/<variant>/ + README.md from conda packages or builds")
     staging.add_argument("sources", nargs="+", type=Path, metavar="SOURCE")

@@ -1,10 +1,10 @@
 """Is the operator build bit-reproducible? Build one source tree from two different checkout paths, compare.
 
-    python -m tools.repro_check --cuda off          # CPU library (any machine)
-    python -m tools.repro_check --cuda on           # CUDA library (a CUDA torch and nvcc; the H200)
+    python -m tools.build.repro_check --cuda off          # CPU library (any machine)
+    python -m tools.build.repro_check --cuda on           # CUDA library (a CUDA torch and nvcc; the H200)
 
 Copies the build inputs declared in build.toml into two directories of different names and depths, runs
-tools/build_op.py in each (same torch, same compiler, same commit id for provenance), and prints the sha256 of
+tools/build/op.py in each (same torch, same compiler, same commit id for provenance), and prints the sha256 of
 the library and of metadata.json from both, then PASS or FAIL (exit 1). On FAIL it lists the strings of
 the libraries that name a checkout path: what a prefix map missed.
 """
@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernelpin.integrity import sha256_file
-from tools.build_config import BuildConfig, copy_build_inputs
-from tools.build_op import fixed_timestamp, source_commit
+from tools.build.config import BuildConfig, copy_build_inputs
+from tools.build.op import fixed_timestamp, source_commit
 
 # Two checkouts that differ in every path component and in length.
 CHECKOUTS = ("a/img2gray", "second-checkout/nested/deeper/src")
@@ -37,7 +37,7 @@ class BuiltVariant:
 
     @classmethod
     def of(cls, checkout: Path, variant: Path) -> BuiltVariant:
-        """The build of `checkout` that tools/build_op.py wrote to the variant directory `variant`."""
+        """The build of `checkout` that tools/build/op.py wrote to the variant directory `variant`."""
         [library] = variant.glob("*.so")
         return cls(checkout, library, variant / "metadata.json")
 
@@ -48,7 +48,7 @@ class BuiltVariant:
 
 def build_in(checkout: Path, cuda: str, env: dict[str, str]) -> subprocess.Popen:
     out = checkout.parent / (checkout.name + "-variant")
-    command = [sys.executable, "-m", "tools.build_op", "--out", str(out), "--cuda", cuda,
+    command = [sys.executable, "-m", "tools.build.op", "--out", str(out), "--cuda", cuda,
                "--build-dir", str(checkout / "build" / "obj")]  # run in the checkout: its tools and kernelpin
     log = open(checkout.parent / (checkout.name + "-build.log"), "w")  # noqa: SIM115 (closed by the caller)
     return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=checkout)

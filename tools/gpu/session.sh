@@ -38,12 +38,14 @@ $PY -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cu
 
 # The comparison build compiles while this one does (independent directories).
 if [[ " $STEPS " == *" before "* ]]; then
-  # As a script with the checkout on PYTHONPATH: works for checkouts before and after tools/ became a package.
-  (cd "$BEFORE" && PYTHONPATH=$BEFORE $PY tools/build_op.py --out "$PWD/build/gpu/img2gray" --cuda on \
+  # As a script with the checkout on PYTHONPATH: works for checkouts before and after tools/ became a package
+  # and before and after it was grouped by job (tools/build_op.py, then tools/build/op.py).
+  before_op=tools/build/op.py; [[ -f $BEFORE/$before_op ]] || before_op=tools/build_op.py
+  (cd "$BEFORE" && PYTHONPATH=$BEFORE $PY $before_op --out "$PWD/build/gpu/img2gray" --cuda on \
     >"$OUT/before-build.log" 2>&1) &
   before_build=$!
 fi
-step build $PY -m tools.build_op --out build/gpu/img2gray --cuda on
+step build $PY -m tools.build.op --out build/gpu/img2gray --cuda on
 # The standalone experiments (benchmarks/experiments): nvcc for the H200 with torch's headers (c10's Half/BFloat16).
 experiment_nvcc() {
   nvcc -O3 --fmad=false -std=c++20 -arch=sm_90 -Icsrc \
@@ -95,5 +97,5 @@ conda_package() {
 }
 TAIL=12 step conda conda_package
 # Bit-reproducibility of the CUDA build: one commit from two checkout paths, sha256 of library + metadata.json.
-TAIL=12 step repro $PY -m tools.repro_check --cuda on
+TAIL=12 step repro $PY -m tools.build.repro_check --cuda on
 exit $status

@@ -1,8 +1,8 @@
 """Mutation testing of kernelpin's checks: would a test notice if one stopped refusing? (run by hand, not CI)
 
-    python -m tools.mutation                         # integrity, lockfile, loader, ranges; 2 workers
-    python -m tools.mutation --modules integrity     # one module
-    python -m tools.mutation --max-children 8        # on a bigger machine
+    python -m tools.maintainer.mutation                         # integrity, lockfile, loader, ranges; 2 workers
+    python -m tools.maintainer.mutation --modules integrity     # one module
+    python -m tools.maintainer.mutation --max-children 8        # on a bigger machine
 
 mutmut (https://github.com/boxed/mutmut) changes one operator, constant or argument at a time in the modules
 named and runs the tests that cover the changed function; a mutant that no test fails on "survived": a check
@@ -31,7 +31,7 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 MUTMUT = "mutmut==3.8.1"
 MODULES = ("integrity", "lockfile", "loader", "ranges")
 # The tests that exercise those modules directly and quickly: mutmut runs, per mutant, the tests its first pass
