@@ -1,8 +1,8 @@
 // The per-pixel math of img2gray, shared by the CPU and CUDA kernels.
 #pragma once
 
-#include <c10/util/BFloat16.h>
-#include <c10/util/Half.h>
+#include <torch/headeronly/util/BFloat16.h>  // c10::BFloat16, header-only
+#include <torch/headeronly/util/Half.h>
 
 #include <cstdint>
 #include <cstring>

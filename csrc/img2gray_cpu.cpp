@@ -1,22 +1,26 @@
-// CPU kernel: parallel over pixels with ATen's thread pool. uint8 spans use hand-written AVX2/AVX-512
+// CPU kernel: parallel over pixels with torch's thread pool. uint8 spans use hand-written AVX2/AVX-512
 // (img2gray_cpu_simd.h); the other loops are written so the compiler vectorizes them, compiled for AVX2
-// and a baseline x86-64 with a run-time choice between the two.
-#include <ATen/Dispatch.h>
+// and a baseline x86-64 with a run-time choice between the two. Compiled for either build: with
+// TORCH_TARGET_VERSION (the stable-ABI build) the thread pool is reached through torch's C shim.
+#ifdef TORCH_TARGET_VERSION
+#include <torch/csrc/stable/ops.h>  // torch::stable::parallel_for
+#else
 #include <ATen/Parallel.h>
-#include <ATen/core/Tensor.h>
-
-#include <algorithm>
-#include <type_traits>
-
-#include "img2gray.h"
-#include "img2gray_cpu_simd.h"
-#include "layout.h"
-
 // With torch's OpenMP backend, at::parallel_for is a header template that needs -fopenmp in this
 // translation unit; without it the op silently runs on one thread (half the speed on two cores).
 #if AT_PARALLEL_OPENMP && !defined(_OPENMP)
 #warning "img2gray: compile the CPU kernel with -fopenmp, or at::parallel_for runs on a single thread"
 #endif
+#endif
+#include <torch/headeronly/util/Exception.h>
+
+#include <algorithm>
+#include <type_traits>
+
+#include "img2gray.h"
+#include "img2gray_cpu.h"
+#include "img2gray_cpu_simd.h"
+#include "layout.h"
 
 namespace img2gray {
 namespace {
@@ -26,6 +30,15 @@ namespace {
 #else
 #define IMG2GRAY_CPU_CLONES
 #endif
+
+template <typename F>
+void parallel_for(int64_t begin, int64_t end, int64_t grain, const F& f) {
+#ifdef TORCH_TARGET_VERSION
+  torch::stable::parallel_for(begin, end, grain, f);
+#else
+  at::parallel_for(begin, end, grain, f);
+#endif
+}
 
 // Enough pixels per task that scheduling cost disappears, few enough that two cores share a 1080p frame.
 constexpr int64_t kGrainPixels = 1 << 15;
@@ -60,18 +73,18 @@ void interleaved_span(const scalar_t* rgb, scalar_t* out, int64_t n, Weights<acc
 }
 
 template <typename scalar_t>
-void run(const at::Tensor& input, at::Tensor& out, const Plan& plan, Weights<acc_t<scalar_t>> w) {
-  const scalar_t* in = input.const_data_ptr<scalar_t>();
-  scalar_t* dst = out.mutable_data_ptr<scalar_t>();
+void run(const void* input, void* out, const Plan& plan, Weights<acc_t<scalar_t>> w) {
+  const auto* in = static_cast<const scalar_t*>(input);
+  auto* dst = static_cast<scalar_t*>(out);
   switch (plan.layout) {
     case Layout::Interleaved:
-      at::parallel_for(0, plan.pixels, kGrainPixels, [&](int64_t begin, int64_t end) {
+      parallel_for(0, plan.pixels, kGrainPixels, [&](int64_t begin, int64_t end) {
         interleaved_span(in + 3 * begin, dst + begin, end - begin, w);
       });
       break;
     case Layout::Planar:
       // Pixels are split into runs that stay within one (r, g, b) plane triple.
-      at::parallel_for(0, plan.pixels, kGrainPixels, [&](int64_t begin, int64_t end) {
+      parallel_for(0, plan.pixels, kGrainPixels, [&](int64_t begin, int64_t end) {
         while (begin < end) {
           const int64_t o = begin / plan.inner;
           const int64_t i = begin % plan.inner;
@@ -84,7 +97,7 @@ void run(const at::Tensor& input, at::Tensor& out, const Plan& plan, Weights<acc
       break;
     case Layout::Strided: {
       const StridedGeometry& geo = plan.strided;
-      at::parallel_for(0, plan.pixels, kGrainPixels, [&](int64_t begin, int64_t end) {
+      parallel_for(0, plan.pixels, kGrainPixels, [&](int64_t begin, int64_t end) {
         for (int64_t p = begin; p < end; ++p) {
           const scalar_t* px = in + strided_offset(geo, p);
           dst[p] = gray(px[0], px[geo.channel_stride], px[2 * geo.channel_stride], w);
@@ -97,10 +110,15 @@ void run(const at::Tensor& input, at::Tensor& out, const Plan& plan, Weights<acc
 
 }  // namespace
 
-void img2gray_cpu(const at::Tensor& input, const Plan& plan, at::ArrayRef<double> weights, at::Tensor& out) {
-  AT_DISPATCH_FLOATING_TYPES_AND3(at::kByte, at::kHalf, at::kBFloat16, input.scalar_type(), "img2gray_cpu", [&] {
-    run<scalar_t>(input, out, plan, weights_as<acc_t<scalar_t>>(weights.data()));
-  });
+void img2gray_cpu(const Plan& plan, c10::ScalarType dtype, const void* input, void* out, const double* weights) {
+  switch (dtype) {
+    case c10::ScalarType::Byte: run<uint8_t>(input, out, plan, weights_as<float>(weights)); break;
+    case c10::ScalarType::Half: run<c10::Half>(input, out, plan, weights_as<float>(weights)); break;
+    case c10::ScalarType::BFloat16: run<c10::BFloat16>(input, out, plan, weights_as<float>(weights)); break;
+    case c10::ScalarType::Float: run<float>(input, out, plan, weights_as<float>(weights)); break;
+    case c10::ScalarType::Double: run<double>(input, out, plan, weights_as<double>(weights)); break;
+    default: STD_TORCH_CHECK(false, "img2gray_cpu: unsupported dtype");  // the binding checked it already
+  }
 }
 
 }  // namespace img2gray

@@ -5,7 +5,6 @@
 // the end says which and why); everything else takes a per-pixel strided path.
 #pragma once
 
-#include <c10/cuda/CUDAMacros.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -271,10 +270,16 @@ __global__ void per_pixel(const scalar_t* __restrict__ in, scalar_t* __restrict_
 
 inline bool is_aligned(const void* p, int bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
-// Multiprocessors of `device`, cached: the attribute query would otherwise run on every call. Sized as
-// torch sizes its per-device tables (writes are idempotent, so racing first calls are harmless).
+// Multiprocessors of `device`, cached: the attribute query would otherwise run on every call. Sized as torch's
+// C10_COMPILE_TIME_MAX_GPUS (a c10/cuda macro the stable-ABI build cannot include); writes are idempotent, so
+// racing first calls are harmless.
+constexpr int kCachedDevices = 120;
 inline int multiprocessors(int device) {
-  static int cache[C10_COMPILE_TIME_MAX_GPUS] = {};
+  static int cache[kCachedDevices] = {};
+  if (device < 0 || device >= kCachedDevices) {
+    int count = 0;
+    return cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) == cudaSuccess && count > 0 ? count : 1;
+  }
   if (cache[device] == 0) {
     int count = 0;
     if (cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || count <= 0) return 1;

@@ -1,10 +1,10 @@
-// How an input tensor is laid out in memory, decided once on the host and shared by both devices. Free of ATen
-// (sizes and strides in, a Plan out): the CUDA translation unit that includes it compiles without ATen's headers.
+// How an input tensor is laid out in memory, decided once on the host and shared by both devices. Header-only
+// torch (sizes and strides in, a Plan out): the CUDA translation unit that includes it compiles without ATen's
+// headers, and the stable-ABI build (torch_binding_stable.cpp) uses it as the exact build does.
 #pragma once
 
-#include <c10/util/ArrayRef.h>
-#include <c10/util/Exception.h>
-#include <c10/util/accumulate.h>
+#include <torch/headeronly/util/Exception.h>
+#include <torch/headeronly/util/HeaderOnlyArrayRef.h>
 
 #include <cstdint>
 #include <string>
@@ -39,7 +39,7 @@ struct Plan {
 
 // True when the channel dim is innermost in memory and the pixels are dense in logical order, i.e.
 // `input.movedim(dim, -1).is_contiguous()`, computed without creating a view (this runs per call).
-inline bool is_interleaved(c10::IntArrayRef sizes, c10::IntArrayRef strides, int64_t dim) {
+inline bool is_interleaved(torch::headeronly::IntHeaderOnlyArrayRef sizes, torch::headeronly::IntHeaderOnlyArrayRef strides, int64_t dim) {
   if (strides[dim] != 1) return false;
   int64_t expected = 3;
   for (int64_t d = static_cast<int64_t>(sizes.size()) - 1; d >= 0; --d) {
@@ -52,9 +52,11 @@ inline bool is_interleaved(c10::IntArrayRef sizes, c10::IntArrayRef strides, int
 
 // The plan of an input of `sizes` and `strides` (elements) with 3 channels at `dim`; `contiguous` is the
 // tensor's own is_contiguous().
-inline Plan make_plan(c10::IntArrayRef sizes, c10::IntArrayRef strides, int64_t dim, bool contiguous) {
+inline Plan make_plan(torch::headeronly::IntHeaderOnlyArrayRef sizes, torch::headeronly::IntHeaderOnlyArrayRef strides, int64_t dim, bool contiguous) {
   Plan plan{};
-  plan.pixels = c10::multiply_integers(sizes) / 3;
+  plan.pixels = 1;
+  for (const int64_t size : sizes) plan.pixels *= size;
+  plan.pixels /= 3;
   plan.outer = 1;
   for (int64_t d = 0; d < dim; ++d) plan.outer *= sizes[d];
   plan.inner = plan.pixels / (plan.outer == 0 ? 1 : plan.outer);
@@ -89,7 +91,7 @@ inline Plan make_plan(c10::IntArrayRef sizes, c10::IntArrayRef strides, int64_t 
       ++merged;
     }
   }
-  TORCH_CHECK(merged <= kMaxStridedDims, "img2gray: input strides are too irregular (", std::to_string(merged),
+  STD_TORCH_CHECK(merged <= kMaxStridedDims, "img2gray: input strides are too irregular (", std::to_string(merged),
               " non-mergeable dimensions, at most ", std::to_string(kMaxStridedDims),
               " supported); call .contiguous() on the input first");
   for (int i = 0; i < merged; ++i) {
@@ -99,6 +101,28 @@ inline Plan make_plan(c10::IntArrayRef sizes, c10::IntArrayRef strides, int64_t 
   geo.ndim = merged;
   return plan;
 }
+
+// The bytes [begin, end) that a tensor's elements lie within (sizes and strides in elements; torch strides are
+// never negative). Empty for a tensor without elements.
+struct Extent {
+  uintptr_t begin;
+  uintptr_t end;
+};
+
+inline Extent memory_extent(const void* data, torch::headeronly::IntHeaderOnlyArrayRef sizes, torch::headeronly::IntHeaderOnlyArrayRef strides, int64_t element_size) {
+  const auto begin = reinterpret_cast<uintptr_t>(data);
+  int64_t last = 0;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (sizes[d] == 0) return {begin, begin};
+    last += (sizes[d] - 1) * strides[d];
+  }
+  return {begin, begin + static_cast<uintptr_t>((last + 1) * element_size)};
+}
+
+// True when the kernels may not write `out` while reading `input`: their extents intersect. For dense tensors
+// that is exactly "some element is shared"; for a strided one it may also refuse an `out` that only lies in the
+// input's gaps, the price of never reading a value the same call has already overwritten.
+inline bool extents_intersect(Extent a, Extent b) { return a.begin < b.end && b.begin < a.end; }
 
 // Offset in elements of the first channel of output pixel `index` (Strided layout).
 template <typename index_t>

@@ -6,17 +6,27 @@ The rules are the ones kernel-builder enforces and `kernels` users rely on: glib
 versions allowed by manylinux_2_28, and only Python's stable ABI (abi3) as of Python 3.9. The check is
 HF's own checker (PyPI `kernel-abi-check`); `tools/release.py stage` and `kernelpin publish` run it, so a
 library that would fail to load on an older system is refused before it reaches the Hub.
+
+A library of a stable-ABI variant (`torch-stable-abi<maj><min>-...`, by its directory's name or metadata.json)
+must also keep kernel-abi-check's stable-ABI rule, checked here (the PyPI package's Python API lacks it): no
+C++ symbol of libtorch (`c10::`, `at::`, `torch::`), and no C shim newer than the variant's torch
+(stable_abi_shims.json, from torch's own headers: tools/stable_abi_shims.py).
 """
 
 from __future__ import annotations
 
+import json
+import re
 import struct
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 from kernelpin.errors import KernelpinError
+from kernelpin.layout import METADATA
+from kernelpin.variant import STABLE_ABI, Variant
 
 MANYLINUX = "manylinux_2_28"
 PYTHON_ABI = "3.9"
@@ -85,6 +95,78 @@ def needed_libraries(path: Path) -> list[str] | None:
     return [data[base + value:data.index(b"\0", base + value)].decode() for tag, value in entries if tag == 1]
 
 
+def undefined_symbols(path: Path) -> list[str]:
+    """The names of the undefined (imported) symbols of a 64-bit little-endian ELF file's .dynsym."""
+    data = path.read_bytes()
+    if data[:4] != _ELF_MAGIC or data[4] != 2 or data[5] != 1:
+        return []
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
+    # (sh_name, sh_type, sh_flags, sh_addr, sh_offset, sh_size, sh_link): SHT_DYNSYM = 11
+    sections = [struct.unpack_from("<IIQQQQI", data, shoff + i * shentsize) for i in range(shnum)]
+    names = []
+    for _, kind, _, _, offset, size, link in sections:
+        if kind != 11:
+            continue
+        strings = sections[link][4]
+        for entry in range(offset, offset + size, 24):
+            name, _, _, shndx = struct.unpack_from("<IBBH", data, entry)
+            if name and shndx == 0:  # SHN_UNDEF
+                names.append(data[strings + name:data.index(b"\0", strings + name)].decode())
+    return names
+
+
+# Itanium-mangled names in namespace c10, at or torch (functions, members, vtables, typeinfo).
+_LIBTORCH_CXX = re.compile(r"^_Z(?:T[VIS])?N?[rVKRO]*(?:3c10|2at|5torch)")
+
+
+@cache
+def stable_abi_shims() -> dict[str, tuple[int, int]]:
+    """Each C shim of torch's stable ABI -> the torch release that added it."""
+    added = json.loads(Path(__file__).with_name("stable_abi_shims.json").read_text())["added"]
+    return {name: tuple(int(p) for p in version.split(".")) for version, names in added.items() for name in names}
+
+
+def stable_abi_target(library: Path) -> tuple[int, int] | None:
+    """The torch version of the stable-ABI variant a library belongs to (its directory), None for other builds."""
+    directory = library.parent
+    name = directory.name
+    if not name.startswith("torch-stable-abi") and (directory / METADATA).is_file():
+        try:
+            name = json.loads((directory / METADATA).read_text()).get("variant") or ""
+        except (OSError, ValueError):
+            return None
+    try:
+        variant = Variant.parse(name)
+    except ValueError:
+        return None
+    return variant.torch if variant.framework == STABLE_ABI else None
+
+
+def stable_abi_violations(path: Path, label: str, target: tuple[int, int]) -> list[Violation]:
+    """kernel-abi-check's stable-ABI rule for a library built for torch `target` and newer."""
+    shims = stable_abi_shims()
+    newest = max(shims.values())
+    wanted = f"torch {target[0]}.{target[1]}"
+    found = []
+    for symbol in undefined_symbols(path):
+        if _LIBTORCH_CXX.match(symbol):
+            found.append(Violation(label, symbol, "libtorch's C++ ABI (not in the stable ABI)",
+                                   "use only torch/csrc/stable and torch/headeronly; a c10::/at::/torch:: symbol "
+                                   "ties the library to the torch release it was built with"))
+        elif symbol.startswith(("aoti_torch_", "torch_")):
+            added = shims.get(symbol)
+            if added is None:
+                found.append(Violation(label, symbol, f"a C shim unknown up to torch {newest[0]}.{newest[1]}",
+                                       f"it is not in the stable ABI of {wanted}; avoid it"))
+            elif added > target:
+                found.append(Violation(label, symbol, f"torch {added[0]}.{added[1]} (a shim newer than the variant's "
+                                                      f"{wanted})",
+                                       f"build with -DTORCH_TARGET_VERSION for {wanted} (tools/build_op.py --abi "
+                                       "stable does), which hides newer shims, or raise the variant's stable ABI"))
+    return found
+
+
 def links_libstdcxx_statically(path: Path) -> bool:
     """A C++ library that does not need libstdc++.so.6 carries its own copy of (part of) libstdc++."""
     needed = needed_libraries(path)
@@ -124,6 +206,8 @@ def check_library(path: Path, label: str | None = None) -> list[Violation]:
     static_libstdcxx = bool(manylinux) and links_libstdcxx_statically(path)
     found = [Violation(label, v.name, f"{v.dep}_{v.version}", advice_for(v.name, v.dep, static_libstdcxx))
              for v in manylinux]
+    if target := stable_abi_target(path):
+        found += stable_abi_violations(path, label, target)
     for symbol in python:
         if isinstance(symbol, IncompatibleAbi3Symbol):
             found.append(Violation(label, symbol.name, f"Python {symbol.version_added}",

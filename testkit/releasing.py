@@ -53,9 +53,10 @@ def source_tree(version: str, into: Path) -> Path:
     return into
 
 
-def build_command(out: Path, build_dir: Path, cuda: str = "off") -> list[str]:
+def build_command(out: Path, build_dir: Path, cuda: str = "off", abi: str = "exact") -> list[str]:
     """The build of the sources in the working directory it runs in (ROOT or a `source_tree`)."""
-    return [sys.executable, "-m", "tools.build_op", "--out", str(out), "--cuda", cuda, "--build-dir", str(build_dir)]
+    return [sys.executable, "-m", "tools.build_op", "--out", str(out), "--cuda", cuda, "--build-dir", str(build_dir),
+            "--abi", abi]
 
 
 STATIC_LIBSTDCXX_DRIVER = "g++-static-libstdc++"

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parents[1]
 
 # CPU seconds (2-core CI machine) of the session builds, paid by the first test that asks for one.
-SESSION_BUILD_SECONDS = {"checkout_build": 22, "offline_build": 27, "builds": 22}
+SESSION_BUILD_SECONDS = {"checkout_build": 22, "offline_build": 27, "builds": 22, "stable_build": 8}
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -45,17 +46,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items[:] = heavy_first(items, cost, workers)
 
 
+# Which build of the operator the session's `checkout_build` is: "exact" (libtorch's C++ ABI, the default) or
+# "stable" (torch's stable C ABI; tests/op/test_stable_abi.py runs tests/op again with it).
+OP_ABI = os.environ.get("IMG2GRAY_OP_ABI", "exact")
+
+
 @pytest.fixture(scope="session")
 def checkout_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The variant directory of `python -m tools.build_op --out DIR` run in this checkout, the build every
-    consumer uses (CUDA too where torch has CUDA and nvcc is found)."""
+    consumer uses (CUDA too where torch has CUDA and nvcc is found); `--abi $IMG2GRAY_OP_ABI`."""
+
+    if prebuilt := os.environ.get("IMG2GRAY_OP_BUILD"):  # a variant directory built elsewhere (tools/stable_abi_matrix.py)
+        return Path(prebuilt)
 
     def build(root: Path) -> None:
         # A separate process: the build loads the library it compiles, and a process may register a
         # torch.ops namespace only once.
-        subprocess.run([sys.executable, "-m", "tools.build_op", "--out", str(root / "img2gray")], cwd=ROOT, check=True)
+        subprocess.run([sys.executable, "-m", "tools.build_op", "--abi", OP_ABI, "--out", str(root / "img2gray")],
+                       cwd=ROOT, check=True)
 
-    return build_once(tmp_path_factory, "checkout-build", build) / "img2gray"
+    return build_once(tmp_path_factory, f"checkout-build-{OP_ABI}", build) / "img2gray"
 
 
 @pytest.fixture(scope="session")

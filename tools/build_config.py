@@ -8,6 +8,7 @@ the tests. Sources are declared as kernel-builder declares them: `[torch] src` f
 
 from __future__ import annotations
 
+import re
 import shutil
 import sys
 from dataclasses import dataclass
@@ -29,6 +30,23 @@ COMPILED_SUFFIXES = (".cpp", ".cu")
 BUILD_TOOLS = ("tools/__init__.py", "tools/build_config.py", "tools/build_op.py", "kernelpin")
 
 
+ABIS = ("exact", "stable")
+
+
+@dataclass(frozen=True)
+class StableAbi:
+    """The stable-ABI build: its oldest torch ("2.11") and the binding sources that replace [torch] src."""
+
+    version: str
+    sources: tuple[str, ...]
+
+    @property
+    def target(self) -> int:
+        """TORCH_TARGET_VERSION: major << 56 | minor << 48."""
+        major, minor = (int(part) for part in self.version.split("."))
+        return major << 56 | minor << 48
+
+
 class BuildConfigError(ValueError):
     """build.toml is missing something or names a file that is not there."""
 
@@ -44,6 +62,7 @@ class BuildConfig:
     cuda_capabilities: tuple[str, ...]
     torch_sources: tuple[str, ...]
     backend_sources: dict[str, tuple[str, ...]]  # "cpu" / "cuda" -> repository-relative paths
+    stable_abi: StableAbi | None = None  # [torch.stable-abi]: the binding of the stable-ABI build
     upstream: str | None = None  # [general] upstream: the repository the kernel comes from (metadata `upstream`)
     kernels_minver: str | None = None  # [general] kernels-minver: the oldest `kernels` that loads the builds
 
@@ -77,6 +96,7 @@ class BuildConfig:
             cuda_capabilities=tuple(_table(config, "cuda").get("capabilities", ())),
             torch_sources=_sources(_table(config, "torch"), "torch", root),
             backend_sources=backend_sources,
+            stable_abi=_stable_abi(_table(config, "torch"), root),
             upstream=_optional_string(general, "general", "upstream"),
             kernels_minver=_optional_string(general, "general", "kernels-minver"),
         )
@@ -86,19 +106,29 @@ class BuildConfig:
         """The Python package every build lays out next to the library."""
         return f"torch-ext/{self.name}"
 
-    def sources(self, cuda: bool) -> list[str]:
-        """Every declared file of a build (CPU builds: torch + cpu; CUDA builds: + cuda), without repeats."""
+    def sources(self, cuda: bool, abi: str = "exact") -> list[str]:
+        """Every declared file of a build (CPU builds: torch + cpu; CUDA builds: + cuda), without repeats; the
+        stable-ABI build takes [torch.stable-abi] src for [torch] src."""
         backends = ("cpu", "cuda") if cuda else ("cpu",)
-        declared = self.torch_sources + tuple(path for backend in backends for path in self.backend_sources.get(backend, ()))
+        declared = self.binding_sources(abi) + tuple(path for backend in backends for path in self.backend_sources.get(backend, ()))
         return list(dict.fromkeys(declared))
 
-    def compiled(self, cuda: bool) -> list[Path]:
+    def binding_sources(self, abi: str) -> tuple[str, ...]:
+        if abi == "exact":
+            return self.torch_sources
+        if abi == "stable" and self.stable_abi:
+            return self.stable_abi.sources
+        raise BuildConfigError(f"build.toml declares no {abi!r} build (abi is one of {ABIS}; stable needs "
+                               "a [torch.stable-abi] table)")
+
+    def compiled(self, cuda: bool, abi: str = "exact") -> list[Path]:
         """The translation units of a build, as absolute paths."""
-        return [self.root / path for path in self.sources(cuda) if path.endswith(COMPILED_SUFFIXES)]
+        return [self.root / path for path in self.sources(cuda, abi) if path.endswith(COMPILED_SUFFIXES)]
 
     def build_inputs(self) -> list[str]:
         """Repository-relative paths a build reads: what a source copy (recipe, release rebuild) must hold."""
-        declared = self.sources(cuda=True) + [path for paths in self.backend_sources.values() for path in paths]
+        stable = list(self.stable_abi.sources) if self.stable_abi else []
+        declared = self.sources(cuda=True) + stable + [path for paths in self.backend_sources.values() for path in paths]
         return sorted(set([BUILD_TOML, self.package_dir, *declared, *BUILD_TOOLS]))
 
 
@@ -113,6 +143,17 @@ def copy_build_inputs(config: BuildConfig, into: Path) -> Path:
         else:
             shutil.copyfile(source, target)
     return into
+
+
+def _stable_abi(torch_table: dict, root: Path) -> StableAbi | None:
+    table = torch_table.get("stable-abi")
+    if table is None:
+        return None
+    version = table.get("version") if isinstance(table, dict) else None
+    if not isinstance(version, str) or not re.fullmatch(r"2\.\d+", version) or int(version.split(".")[1]) < 10:
+        raise BuildConfigError(f"build.toml [torch.stable-abi] needs version = \"2.N\" (N >= 10, the first torch "
+                               f"that enforces TORCH_TARGET_VERSION), got {version!r}")
+    return StableAbi(version, _sources(table, "torch.stable-abi", root))
 
 
 def _table(config: dict, key: str) -> dict:

@@ -2,7 +2,12 @@
 
 This is the one build of the operator: tests, the demo, the conda recipe and the release step all call it.
 
-    python -m tools.build_op --out DIR [--cuda auto|on|off] [--glibc-floor 2.28|off] [--build-dir DIR] [--verbose]
+    python -m tools.build_op --out DIR [--abi exact|stable] [--cuda auto|on|off] [--glibc-floor 2.28|off]
+                             [--build-dir DIR] [--verbose]
+
+--abi exact (the default) links libtorch's C++ ABI: the variant serves one torch minor (`torch213-cxx11-...`).
+--abi stable compiles build.toml's [torch.stable-abi] binding against torch's stable C shims only, with
+-DTORCH_TARGET_VERSION of its version: the variant (`torch-stable-abi211-...`) serves that torch and every newer one.
 
 DIR receives a flat Python package (`__init__.py`, `functional.py`, `_ops.py`, `_img2gray_<id>.abi3.so`,
 `metadata.json`) that can be imported as `img2gray` or under any other module name.
@@ -29,7 +34,8 @@ from kernelpin.integrity import sha256_file, staged_directory
 from kernelpin.layout import METADATA
 from kernelpin.ranges import Version
 from kernelpin.variant import Variant  # names the build; kernelpin is pure Python
-from tools.build_config import BuildConfig
+from kernelpin.variant import STABLE_ABI
+from tools.build_config import ABIS, BuildConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -51,6 +57,13 @@ NVCC_FLAGS = ["-O3", "-lineinfo", "--fmad=false"]
 LIBSTDCXX_DYNAMIC = ["-l:libstdc++.so.6"]
 
 
+def stable_flags(config: BuildConfig, cuda: bool) -> list[str]:
+    """Defines of a stable-ABI build: the target torch (the headers then offer nothing newer) and, for CUDA, the
+    shims declared under USE_CUDA (aoti_torch_get_current_cuda_stream)."""
+    assert config.stable_abi is not None
+    return [f"-DTORCH_TARGET_VERSION={config.stable_abi.target:#018x}", *(["-DUSE_CUDA"] if cuda else [])]
+
+
 def link_flags(cuda: bool) -> list[str]:
     """Linker flags of the op library. torch's libraries come before libstdc++, as in the link line torch's
     extension builder writes itself: the std:: template instances they export bind there (unversioned), and
@@ -59,6 +72,8 @@ def link_flags(cuda: bool) -> list[str]:
     its process id (tmpxft_<pid>_...), and that file symbol would differ on every build."""
     from torch.utils.cpp_extension import TORCH_LIB_PATH
 
+    # The stable build links the same libraries: its C shims live in torch_cpu (the CUDA ones in torch_cuda), and
+    # c10 exports the std:: instances (stringstream, ...) that would otherwise bind to GLIBCXX_3.4.26+ symbols.
     torch_libraries = ["c10", "torch_cpu", "torch", *(["c10_cuda", "torch_cuda"] if cuda else [])]
     return ["-Wl,-x", f"-L{TORCH_LIB_PATH}", *(f"-l{name}" for name in torch_libraries), *LIBSTDCXX_DYNAMIC]
 
@@ -96,7 +111,7 @@ def arch_list(config: BuildConfig) -> str:
     return os.environ.get("TORCH_CUDA_ARCH_LIST") or ";".join(config.cuda_capabilities)
 
 
-def build_id(config: BuildConfig, cuda: bool, glibc_floor: str = "2.28") -> str:
+def build_id(config: BuildConfig, cuda: bool, glibc_floor: str = "2.28", abi: str = "exact") -> str:
     """Content hash of everything that decides the binary: the op namespace is derived from it.
 
     Paths enter only relative to the checkout (and the prefix maps are left out), so one commit gets one
@@ -107,16 +122,16 @@ def build_id(config: BuildConfig, cuda: bool, glibc_floor: str = "2.28") -> str:
     digest = hashlib.sha256()
     for part in (config.name, config.version, torch.__version__, str(torch.version.cuda if cuda else None),
                  arch_list(config) if cuda else "", " ".join(CXX_FLAGS + (NVCC_FLAGS if cuda else [])),
-                 f"glibc-floor={glibc_floor}"):
+                 f"glibc-floor={glibc_floor}", *([f"abi=stable-{config.stable_abi.version}"] if abi == "stable" else [])):
         digest.update(part.encode() + b"\0")
-    for relative in sorted({*config.sources(cuda), f"{config.package_dir}/_ops.py.in"}):
+    for relative in sorted({*config.sources(cuda, abi), f"{config.package_dir}/_ops.py.in"}):
         digest.update(relative.encode() + b"\0" + (config.root / relative).read_bytes())
     return digest.hexdigest()[:10]
 
 
 @contextlib.contextmanager
 def staged_sources(config: BuildConfig, key: str, cuda: bool,
-                   stage_parent: Path = CUDA_STAGE_PARENT) -> Iterator[BuildConfig]:
+                   stage_parent: Path = CUDA_STAGE_PARENT, abi: str = "exact") -> Iterator[BuildConfig]:
     """The config to compile from: the checkout itself for a CPU build, for a CUDA build a copy of exactly its
     declared sources at `<stage_parent>/<name>-sources-<key>` (`key` hashes their content: `build_id`).
 
@@ -136,7 +151,7 @@ def staged_sources(config: BuildConfig, key: str, cuda: bool,
             shutil.rmtree(leftover) if leftover.is_dir() and not leftover.is_symlink() else leftover.unlink()
         # -lineinfo's file table records each file's mtime too: the copies get the fixed build time.
         epoch = int(fixed_timestamp())
-        for path in config.sources(cuda):
+        for path in config.sources(cuda, abi):
             (stage / path).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(config.root / path, stage / path)
             os.utime(stage / path, (epoch, epoch))
@@ -232,18 +247,21 @@ def compiler_version() -> str:
 
 
 def compile_library(config: BuildConfig, namespace: str, cuda: bool, build_dir: Path, verbose: bool,
-                    glibc_floor: str = "2.28") -> Path:
+                    glibc_floor: str = "2.28", abi: str = "exact") -> Path:
     """Compile the sources of `config` (see staged_sources) into `build_dir`; return the library."""
     from torch.utils import cpp_extension
 
     build_dir.mkdir(parents=True, exist_ok=True)
     defines = (["-DIMG2GRAY_WITH_CUDA"] if cuda else []) + glibc_floor_flags(config, glibc_floor)
+    defines += stable_flags(config, cuda) if abi == "stable" else []
+    # The stable build reaches torch's thread pool through a C shim: no OpenMP of its own.
+    cxx_flags = [flag for flag in CXX_FLAGS if abi == "exact" or flag != "-fopenmp"]
     cxx_maps, nvcc_maps = prefix_map_flags(prefix_maps(config, cuda))
     return Path(
         cpp_extension.load(
             name=namespace,
-            sources=[str(s) for s in config.compiled(cuda)],
-            extra_cflags=CXX_FLAGS + defines + cxx_maps,
+            sources=[str(s) for s in config.compiled(cuda, abi)],
+            extra_cflags=cxx_flags + defines + cxx_maps,
             extra_cuda_cflags=NVCC_FLAGS + defines + nvcc_maps,
             extra_ldflags=link_flags(cuda),
             extra_include_paths=[str(config.root / path) for path in INCLUDE_DIRS],
@@ -301,7 +319,7 @@ def _nvcc_compile(config: BuildConfig, object_dir: Path) -> Path:
 
 
 def build(out: Path, cuda_mode: str = "auto", build_root: Path | None = None, verbose: bool = False,
-          glibc_floor: str = "2.28") -> dict:
+          glibc_floor: str = "2.28", abi: str = "exact") -> dict:
     """Compile and lay out one variant directory at `out`; return its metadata."""
     import torch
 
@@ -310,13 +328,18 @@ def build(out: Path, cuda_mode: str = "auto", build_root: Path | None = None, ve
     if cuda:
         os.environ["TORCH_CUDA_ARCH_LIST"] = arch_list(config)
     os.environ["SOURCE_DATE_EPOCH"] = fixed_timestamp()  # read by the compilers cpp_extension starts
-    namespace = f"_{config.name}_{build_id(config, cuda, glibc_floor)}"
+    config.binding_sources(abi)  # a clear error when build.toml declares no such build
+    namespace = f"_{config.name}_{build_id(config, cuda, glibc_floor, abi)}"
     library_name = f"{namespace}.abi3.so"
     build_dir = (build_root or ROOT / "build" / "obj") / namespace
-    with staged_sources(config, namespace, cuda) as sources:
-        library = compile_library(sources, namespace, cuda, build_dir, verbose, glibc_floor)
+    with staged_sources(config, namespace, cuda, abi=abi) as sources:
+        library = compile_library(sources, namespace, cuda, build_dir, verbose, glibc_floor, abi)
 
     variant = Variant.from_versions(torch.__version__, torch.version.cuda if cuda else None, platform.machine())
+    if abi == "stable":
+        assert config.stable_abi is not None
+        stable_torch = tuple(int(part) for part in config.stable_abi.version.split("."))
+        variant = dataclasses.replace(variant, version=stable_torch, cxx11_abi=None, framework=STABLE_ABI)
     backend: dict = {"type": "cpu"}
     if cuda:
         backend = {"type": "cuda", "version": torch.version.cuda, "archs": arch_list(config).split(";")}
@@ -327,7 +350,8 @@ def build(out: Path, cuda_mode: str = "auto", build_root: Path | None = None, ve
         for source in sorted(package.glob("*.py")):
             shutil.copyfile(source, staging / source.name)
         template = (package / "_ops.py.in").read_text()
-        (staging / "_ops.py").write_text(template.replace("@NAMESPACE@", namespace).replace("@LIBRARY@", library_name))
+        (staging / "_ops.py").write_text(template.replace("@NAMESPACE@", namespace).replace("@LIBRARY@", library_name)
+                                         .replace("@ABI@", abi))
         shutil.copyfile(library, staging / library_name)
         for relative, content in variant_metadata.compat_package(config.name).items():  # for `kernels` before the flat layout
             (staging / relative).parent.mkdir(parents=True, exist_ok=True)
@@ -339,6 +363,7 @@ def build(out: Path, cuda_mode: str = "auto", build_root: Path | None = None, ve
             "glibc_floor": glibc_floor,
             "torch": torch.__version__,
             "cuda": torch.version.cuda if cuda else None,
+            "abi": abi,
         }
         if commit:  # kernels warns about builds from a dirty tree
             provenance["kernel"] = {"commit": commit.removesuffix("-dirty"), "dirty": commit.endswith("-dirty")}
@@ -358,6 +383,7 @@ def build(out: Path, cuda_mode: str = "auto", build_root: Path | None = None, ve
             kernels_minver=config.kernels_minver,
             extra={
                 "torch": f"{variant.torch[0]}.{variant.torch[1]}",
+                **({"torch-stable-abi": config.stable_abi.version} if abi == "stable" and config.stable_abi else {}),
                 "cxx11_abi": bool(torch._C._GLIBCXX_USE_CXX11_ABI),
                 "os": variant.os,
                 "arch": variant.arch,
@@ -372,6 +398,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="variant directory to write (replaced if present)")
     parser.add_argument("--nvcc-check", action="store_true",
                         help="only compile the CUDA source with nvcc (no CUDA-enabled torch needed) and exit")
+    parser.add_argument("--abi", choices=ABIS, default="exact",
+                        help="exact: libtorch's C++ ABI, one torch minor; stable: torch's stable C ABI from "
+                             "build.toml [torch.stable-abi] version on (torch-stable-abi<maj><min>-... variants)")
     parser.add_argument("--cuda", choices=["auto", "on", "off"], default="auto",
                         help="build the CUDA kernel too (auto: when torch has CUDA and nvcc is found)")
     parser.add_argument("--glibc-floor", choices=GLIBC_FLOORS, default="2.28",
@@ -387,7 +416,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.out is None:
         parser.error("--out is required (or --nvcc-check)")
-    metadata = build(args.out, args.cuda, args.build_dir, args.verbose, args.glibc_floor)
+    metadata = build(args.out, args.cuda, args.build_dir, args.verbose, args.glibc_floor, args.abi)
     print(f"built {metadata['name']} {metadata['semver']} ({metadata['variant']}, namespace {metadata['id']}) -> {args.out}")
     return 0
 

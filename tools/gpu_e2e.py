@@ -53,7 +53,7 @@ def check(condition: bool, step: str, why: str) -> None:
         raise StepFailed(step, why)
 
 
-def loop(work: Path, device: str, report: dict[str, Any], log: Callable[[str], None]) -> None:
+def loop(work: Path, device: str, report: dict[str, Any], log: Callable[[str], None], abi: str = "exact") -> None:
     import torch
 
     cuda = device == "cuda"
@@ -67,7 +67,7 @@ def loop(work: Path, device: str, report: dict[str, Any], log: Callable[[str], N
 
     started = time.monotonic()
     variant_dir = work / "build" / "img2gray"
-    run(build_command(variant_dir, work / "objects", "on" if cuda else "off"), cwd=ROOT)
+    run(build_command(variant_dir, work / "objects", "on" if cuda else "off", abi), cwd=ROOT)
     metadata = json.loads((variant_dir / "metadata.json").read_text())
     report.update(variant=metadata["variant"], backend=metadata["backend"], build_s=round(time.monotonic() - started))
     check(metadata["backend"]["type"] == ("cuda" if cuda else "cpu"), "build", f"backend {metadata['backend']}")
@@ -130,6 +130,8 @@ def loop(work: Path, device: str, report: dict[str, Any], log: Callable[[str], N
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    parser.add_argument("--abi", choices=["exact", "stable"], default="exact",
+                        help="the build to release: exact (torch<maj><min>-...) or stable (torch-stable-abi...)")
     parser.add_argument("--workdir", type=Path, help="keep builds, the Hub and logs here (default: a temp dir)")
     parser.add_argument("--json", type=Path, help="write the report here")
     args = parser.parse_args(argv)
@@ -137,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     report: dict[str, Any] = {"device": args.device, "python": platform.python_version(), "workdir": str(work)}
     try:
-        loop(work, args.device, report, lambda line: print(line, flush=True))
+        loop(work, args.device, report, lambda line: print(line, flush=True), args.abi)
         report["result"] = "PASS"
     except StepFailed as failure:
         report["result"] = f"FAIL: {failure}"

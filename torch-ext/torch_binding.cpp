@@ -13,8 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "img2gray_cpu.h"
+#include "layout.h"
 #include "registration.h"
-#include "torch_binding.h"
 #ifdef IMG2GRAY_WITH_CUDA
 #include "img2gray_cuda.h"
 #endif
@@ -90,9 +91,15 @@ at::Tensor& run_into(Kernel kernel, const at::Tensor& input, int64_t dim, at::Ar
   return out;
 }
 
+// The device kernels take raw pointers (csrc/img2gray_cpu.h, csrc/img2gray_cuda.h), shared with the stable-ABI
+// binding; these adapt them.
+void img2gray_cpu_tensors(const at::Tensor& input, const Plan& plan, at::ArrayRef<double> weights, at::Tensor& out) {
+  img2gray_cpu(plan, input.scalar_type(), input.const_data_ptr(), out.mutable_data_ptr(), weights.data());
+}
+
 #ifdef IMG2GRAY_WITH_CUDA
 void img2gray_cuda_tensors(const at::Tensor& input, const Plan& plan, at::ArrayRef<double> weights, at::Tensor& out) {
-  img2gray_cuda(plan, input.scalar_type(), input.const_data_ptr(), out.mutable_data_ptr(), weights,
+  img2gray_cuda(plan, input.scalar_type(), input.const_data_ptr(), out.mutable_data_ptr(), weights.data(),
                 input.device().index());
 }
 #endif
@@ -115,7 +122,13 @@ void img2gray_out(const at::Tensor& input, int64_t dim, at::ArrayRef<double> wei
   TORCH_CHECK(out.sizes() == at::IntArrayRef(expected), "img2gray: out has shape ", describe(out.sizes()),
               " but the result has shape ", describe(at::IntArrayRef(expected)));
   at::assert_no_internal_overlap(out);
-  at::assert_no_overlap(out, input);
+  // Not at::assert_no_overlap: it lets through any pair it finds too hard to decide (a non-dense input), and a
+  // contiguous out inside a strided input's memory was then read after being written.
+  TORCH_CHECK(!extents_intersect(memory_extent(out.const_data_ptr(), out.sizes(), out.strides(), out.element_size()),
+                                 memory_extent(input.const_data_ptr(), input.sizes(), input.strides(),
+                                               input.element_size())),
+              "img2gray: out overlaps the input's memory (some elements of out and input may refer to a single memory "
+              "location); write into a tensor that shares no memory with the input, or clone() the input");
   run_into(kernel, input, dim, weights, out);
 }
 
@@ -226,8 +239,8 @@ TORCH_LIBRARY_IMPL_EXPAND(TORCH_EXTENSION_NAME, Autograd, m) {
 }
 
 TORCH_LIBRARY_IMPL_EXPAND(TORCH_EXTENSION_NAME, CPU, m) {
-  m.impl("img2gray", &img2gray::img2gray<img2gray::img2gray_cpu>);
-  m.impl("img2gray.out", &img2gray::img2gray_out<img2gray::img2gray_cpu>);
+  m.impl("img2gray", &img2gray::img2gray<img2gray::img2gray_cpu_tensors>);
+  m.impl("img2gray.out", &img2gray::img2gray_out<img2gray::img2gray_cpu_tensors>);
 }
 
 #ifdef IMG2GRAY_WITH_CUDA

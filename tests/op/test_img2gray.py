@@ -213,6 +213,23 @@ def test_keepdim_false_and_out(img2gray, device):
     check(strided_out, x, -3)
 
 
+def test_out_within_a_strided_inputs_memory_is_refused(img2gray, device):
+    """at::assert_no_overlap cannot decide for a non-dense input and let a contiguous out over its memory through:
+    the kernel then read channels it had already overwritten and returned wrong values silently (issue 20)."""
+    base = random_image((3, 4, 8), torch.float32, device)
+    x = base[:, :, ::2]  # (3, 4, 4), not dense
+    out = base.view(-1)[:16].view(1, 4, 4)  # contiguous, over x's first plane
+    before = base.clone()
+    for call in (lambda: img2gray.img2gray(x, out=out), lambda: torch.ops.img2gray.img2gray.out(x, out=out),
+                 lambda: img2gray.img2gray(x, keepdim=False, out=out[0])):
+        with pytest.raises(RuntimeError, match="out overlaps the input's memory"):
+            call()
+    assert torch.equal(base, before)
+    beside = torch.empty(2, 4, 8, device=device)[:1, :, ::2]  # a strided out of its own memory is fine
+    img2gray.img2gray(x, out=beside)
+    check(beside, x, -3)
+
+
 def test_public_namespace_alias(img2gray, device):
     x = random_image((1, 3, 64, 64), torch.float32, device)
     check(torch.ops.img2gray.img2gray(x), x, -3)
@@ -223,10 +240,14 @@ def test_public_namespace_alias(img2gray, device):
 
 
 def test_public_name_forwards_in_cpp(img2gray):
-    """The public op's kernel is C++ (a Python forwarding kernel cost 1.21x of a small call's floor)."""
+    """The public op's kernel is C++ (a Python forwarding kernel cost 1.21x of a small call's floor): the exact build
+    forwards to its own op (CompositeImplicitAutograd), the stable-ABI build registers its kernels under both names."""
     for overload in ("img2gray::img2gray", "img2gray::img2gray.out"):
         registrations = torch._C._dispatch_dump(overload)
-        assert "CompositeImplicitAutograd" in registrations and "torch_binding.cpp" in registrations, registrations
+        kernel = "CompositeImplicitAutograd[alias]: registered at /img2gray/torch-ext/torch_binding.cpp"
+        if img2gray._ops.ABI == "stable":  # the build says which it is
+            kernel = "CPU: registered at /img2gray/torch-ext/torch_binding_stable.cpp"
+        assert kernel in registrations, registrations
 
 
 BAD_INPUTS = {
@@ -239,6 +260,15 @@ BAD_INPUTS = {
     "two weights": (lambda d: torch.rand(3, 4, 4, device=d), {"weights": (0.5, 0.5)}, ValueError, "three finite"),
     "nan weight": (lambda d: torch.rand(3, 4, 4, device=d), {"weights": (0.5, float("nan"), 0.5)}, ValueError,
                    "three finite"),
+    "weights None": (lambda d: torch.rand(3, 4, 4, device=d), {"weights": None}, ValueError,
+                     r"weights must be a name \(bt601, bt709\) or three finite numbers \(R, G, B\), got None"),
+    "weights mapping": (lambda d: torch.rand(3, 4, 4, device=d), {"weights": {"r": 1}}, ValueError,
+                        r"weights must be a name .* got a mapping \{'r': 1\}"),
+    "weights not numbers": (lambda d: torch.rand(3, 4, 4, device=d), {"weights": ("r", "g", "b")}, ValueError,
+                            r"three finite numbers \(R, G, B\), got \('r', 'g', 'b'\)"),
+    "dim out of range, keepdim=False, out": (lambda d: torch.rand(3, 4, 4, device=d),
+                                             {"dim": 7, "keepdim": False, "out": "dropped"}, IndexError,
+                                             r"dim=7 is out of range .* \(accepted: one of -3\.\.2\)"),
     "out shape": (lambda d: torch.rand(3, 4, 4, device=d), {"out": "shape"}, RuntimeError, "out has shape"),
     "out dtype": (lambda d: torch.rand(3, 4, 4, device=d), {"out": "dtype"}, RuntimeError, "out has dtype"),
     "out overlaps input": (lambda d: torch.rand(3, 4, 4, device=d), {"out": "alias"}, RuntimeError,
@@ -256,6 +286,8 @@ def test_bad_input_is_a_clear_error(img2gray, device, case):
         kwargs = {"out": torch.empty(1, 4, 4, dtype=torch.float64, device=device)}
     elif kwargs.get("out") == "alias":
         kwargs = {"out": x[:1]}
+    elif kwargs.get("out") == "dropped":
+        kwargs = {**kwargs, "out": torch.empty(4, 4, device=device)}
     with pytest.raises(error, match=message):
         img2gray.img2gray(x, **kwargs)
 

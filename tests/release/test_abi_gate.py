@@ -168,3 +168,41 @@ def test_op_built_by_a_driver_that_links_libstdcxx_statically_passes(builds, sta
         assert f"-o {namespace}.so" in linked  # the build's link went through the driver
         assert "libstdc++.so.6" in needed_libraries(library)
         assert gate([out]) == 1
+
+
+STABLE = "torch-stable-abi211-cpu-x86_64-linux"
+# Real libraries calling a shim of the target (aoti_torch_get_dim), one of torch 2.13 (torch_exception_get_what)
+# and a C++ function of c10: what a stable-ABI build gets when TORCH_TARGET_VERSION is forgotten or an ATen
+# header slips in. They load on new torch and fail only on old, so the gate must refuse them.
+STABLE_SOURCES = {
+    "target shim": 'extern "C" int aoti_torch_get_dim(void*, long*);\n'
+                   "long dims(void* t) { long d = 0; aoti_torch_get_dim(t, &d); return d; }",
+    "newer shim": 'extern "C" const char* torch_exception_get_what();\n'
+                  "const char* what() { return torch_exception_get_what(); }",
+    "c10 symbol": "namespace c10 { void warn_once(); }\nvoid call() { c10::warn_once(); }",
+}
+
+
+@pytest.mark.parametrize("case,refusal", [("target shim", None),
+                                          ("newer shim", r"torch_exception_get_what needs torch 2\.13 \(a shim newer "
+                                                         r"than the variant's torch 2\.11\): build with "
+                                                         r"-DTORCH_TARGET_VERSION"),
+                                          ("c10 symbol", r"_ZN3c109warn_onceEv needs libtorch's C\+\+ ABI")])
+def test_stable_abi_variants_keep_the_stable_abi_rule(tmp_path, case, refusal):
+    stable = compile_library(tmp_path / STABLE, source=STABLE_SOURCES[case])
+    if refusal is None:
+        assert gate([stable.parent]) == 1
+    else:
+        with pytest.raises(AbiError, match=refusal):
+            gate([stable.parent])
+    # The rule is the stable variants' own: an exact build may use libtorch's C++ ABI and every shim.
+    exact = compile_library(tmp_path / CPU, source=STABLE_SOURCES[case])
+    assert gate([exact.parent]) == 1
+
+
+def test_stable_abi_variant_found_by_its_metadata(tmp_path):
+    """A variant directory of another name (tools/build_op.py --out DIR) is known by its metadata.json."""
+    library = compile_library(tmp_path / "img2gray", source=STABLE_SOURCES["newer shim"])
+    (library.parent / "metadata.json").write_text(f'{{"variant": "{STABLE}"}}')
+    with pytest.raises(AbiError, match="torch_exception_get_what needs torch 2.13"):
+        gate([library.parent])

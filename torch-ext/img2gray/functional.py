@@ -1,18 +1,18 @@
 """The Python face of the operator: argument handling and fake (meta) kernels for torch.compile.
 
-Autograd is registered in C++ (torch-ext/torch_binding.cpp), where it costs nothing when no gradient is
-needed.
+The exact build registers autograd in C++ (torch-ext/torch_binding.cpp), where it costs nothing when no
+gradient is needed; the stable-ABI build has no C++ autograd and registers it from Python (stable_abi.py).
 """
 
 from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import torch
 
-from ._ops import add_op_namespace_prefix, ops
+from ._ops import ABI, NAMESPACE, ops
 
 WEIGHTS: dict[str, tuple[float, float, float]] = {
     "bt601": (0.299, 0.587, 0.114),  # ITU-R BT.601: torchvision, OpenCV, PIL
@@ -39,10 +39,46 @@ def channel_weights(weights: Weights) -> list[float]:
             raise ValueError(
                 f"img2gray: unknown weights {weights!r}; use one of {sorted(WEIGHTS)} or three floats (R, G, B)"
             ) from None
-    values = [float(w) for w in weights]
+    problem = f"img2gray: weights must be a name ({', '.join(sorted(WEIGHTS))}) or three finite numbers (R, G, B)"
+    if isinstance(weights, Mapping):  # iterating one gives its keys, in no channel order
+        raise ValueError(f"{problem}, got a mapping {weights!r}; pass (R, G, B) as a tuple")
+    try:
+        values = [float(w) for w in weights]
+    except (TypeError, ValueError):
+        raise ValueError(f"{problem}, got {weights!r}") from None
     if len(values) != 3 or not all(math.isfinite(w) for w in values):
-        raise ValueError(f"img2gray: weights must be three finite numbers (R, G, B), got {list(weights)!r}")
+        raise ValueError(f"{problem}, got {values!r}")
     return values
+
+
+def checked_dim(x: torch.Tensor, dim: int) -> int:
+    """`dim` as a non-negative index into `x`'s dims; an IndexError naming `dim` and its range otherwise."""
+    rank = x.dim()
+    if not -rank <= dim < rank:
+        accepted = f"one of {-rank}..{rank - 1}" if rank else "none: the input is 0-d"
+        raise IndexError(f"img2gray: dim={dim} is out of range for an input of shape {tuple(x.shape)} "
+                         f"(accepted: {accepted}); use dim=-3 for (..., 3, H, W) and dim=-1 for (..., H, W, 3)")
+    return dim % rank
+
+
+def _functional_op(x: torch.Tensor):
+    """The exact build's op (its C++ autograd kernel costs nothing without a gradient); in the stable-ABI build,
+    whose autograd kernel is Python, the overload without one when no gradient is needed (stable_abi.py)."""
+    if _NO_GRAD_OP is not None and not (x.requires_grad and torch.is_grad_enabled()):
+        return _NO_GRAD_OP
+    return _FUNCTIONAL_OP
+
+
+def _call(op, x: torch.Tensor, dim: int, *args, **kwargs):
+    """The op; a dim out of range raises IndexError from either build. The stable-ABI library can only raise
+    RuntimeError (c10::IndexError is libtorch's C++ ABI), so that one case is told apart here, after the fact:
+    the call that succeeds pays nothing for it."""
+    try:
+        return op(x, dim, *args, **kwargs)
+    except RuntimeError:
+        if x.dim():
+            checked_dim(x, dim)
+        raise
 
 
 def img2gray(
@@ -61,17 +97,18 @@ def img2gray(
     """
     w = channel_weights(weights)
     if out is None:
-        result = ops.img2gray.default(x, dim) if w is _DEFAULT_WEIGHTS else ops.img2gray.default(x, dim, w)
+        op = _functional_op(x)
+        result = _call(op, x, dim) if w is _DEFAULT_WEIGHTS else _call(op, x, dim, w)
         return result if keepdim else result.squeeze(dim)
     if not keepdim:
-        out_dim = dim if dim >= 0 else dim + x.dim()
-        if out.dim() != x.dim() - 1 or not 0 <= out_dim <= out.dim():
+        out_dim = checked_dim(x, dim)  # before out's shape: a wrong dim is the caller's real mistake
+        if out.dim() != x.dim() - 1:
             raise RuntimeError(
                 f"img2gray: out has shape {tuple(out.shape)} but the result (keepdim=False) has {x.dim() - 1} dims"
             )
-        ops.img2gray.out(x, dim, w, out=out.unsqueeze(out_dim))
+        _call(ops.img2gray.out, x, dim, w, out=out.unsqueeze(out_dim))
         return out
-    ops.img2gray.out(x, dim, w, out=out)
+    _call(ops.img2gray.out, x, dim, w, out=out)
     return out
 
 
@@ -108,15 +145,31 @@ def _fake_result_shape(x: torch.Tensor, dim: int, weights: Sequence[float]) -> l
 
 
 # Defaults as in the schema: the dispatcher drops arguments that equal their defaults.
-@torch.library.register_fake(add_op_namespace_prefix("img2gray"))
-def _(x: torch.Tensor, dim: int = -3, weights: Sequence[float] = WEIGHTS["bt601"]) -> torch.Tensor:
+def _fake(x: torch.Tensor, dim: int = -3, weights: Sequence[float] = WEIGHTS["bt601"]) -> torch.Tensor:
     return x.new_empty(_fake_result_shape(x, dim, weights))
 
 
-@torch.library.register_fake(add_op_namespace_prefix("img2gray.out"))
-def _(
+def _fake_out(
     x: torch.Tensor, dim: int = -3, weights: Sequence[float] = WEIGHTS["bt601"], *, out: torch.Tensor
 ) -> None:
     shape = _fake_result_shape(x, dim, weights)
     if list(out.shape) != shape or out.dtype != x.dtype or out.device != x.device:
         raise RuntimeError(f"img2gray: out must have shape {shape}, dtype {x.dtype} and device {x.device}")
+
+
+def register_fakes(namespace: str, no_grad: bool = False) -> None:
+    torch.library.register_fake(f"{namespace}::img2gray", _fake)
+    torch.library.register_fake(f"{namespace}::img2gray.out", _fake_out)
+    if no_grad:  # the stable-ABI build's overload without autograd (stable_abi.py)
+        torch.library.register_fake(f"{namespace}::img2gray.no_grad", _fake)
+
+
+if ABI == "stable":
+    from . import stable_abi
+
+    stable_abi.define(NAMESPACE, register_fakes)
+else:  # the exact library defined the ops (and the public name, which forwards to them in C++)
+    register_fakes(NAMESPACE)
+# Looked up once: an overload lookup on every call is measurable on a small image.
+_FUNCTIONAL_OP = ops.img2gray.default
+_NO_GRAD_OP = ops.img2gray.no_grad if ABI == "stable" else None
