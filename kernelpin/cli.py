@@ -20,7 +20,7 @@ from kernelpin import environment, kernels_lock, lockfile
 from kernelpin.errors import KernelpinError
 from kernelpin.integrity import write_atomic
 from kernelpin.project import (
-    NewEntry, Project, entry_to_add, find_project, read_requirements, remove_requirement, set_requirement,
+    PYPROJECT, NewEntry, Project, entry_to_add, find_project, read_requirements, remove_requirement, set_requirement,
 )
 from kernelpin.ranges import Version
 from kernelpin.resolve import resolve, tag_versions
@@ -84,6 +84,8 @@ class Context:
             problem = "is not a directory" if given.exists() else "does not exist"
             raise KernelpinError(f"--project {given}: the directory {problem}; give the directory of the project's "
                                  "pyproject.toml")
+        if (given / PYPROJECT).is_file():
+            return Project(given.resolve())  # named by the user: trusted whoever owns it (as load(lock=PATH))
         return find_project(given)
 
     def note(self, message: str) -> None:

@@ -19,6 +19,16 @@ SHA256_HEX_RE = re.compile(r"^[0-9a-f]{64}$")
 MAX_FILE_SIZE = 1 << 40  # 1 TiB: larger sizes are typos or attacks, not kernels
 
 
+def other_owner(path: Path) -> int | None:
+    """The owner of `path` when it is neither this user nor root; None for those (and where there are no uids).
+    What kernelpin finds by searching parent directories counts only when this is None (as git's
+    safe.directory check): in a shared parent (/tmp, a group directory) anyone can plant a file."""
+    if not hasattr(os, "geteuid"):
+        return None
+    owner = path.stat().st_uid
+    return None if owner in (os.geteuid(), 0) else owner
+
+
 def sha256_file(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as stream:

@@ -15,6 +15,7 @@ from kernelpin import environment
 from kernelpin import lockfile
 from kernelpin.lockfile import LockedKernel, LockedVariant
 from kernelpin.errors import KernelpinError
+from kernelpin.integrity import other_owner
 from kernelpin.layout import LOCKFILE
 from kernelpin.loader import import_verified
 from kernelpin.source import HubSettings, HubSource
@@ -23,25 +24,17 @@ from kernelpin.sync import choose_variant
 from kernelpin.variant import Environment
 
 
-def _other_owner(path: Path) -> int | None:
-    """The owner of `path` when it is neither this user nor root; None for those (and where there are no uids)."""
-    if not hasattr(os, "geteuid"):
-        return None
-    owner = path.stat().st_uid
-    return None if owner in (os.geteuid(), 0) else owner
-
-
 def find_lock(start: Path) -> Path | None:
     """The nearest kernelpin.lock at or above `start`, trusting only what this user or root owns (as git's
     safe.directory check does): the search stops at a directory another user owns, and a lock another user
     owns is refused, since in a shared parent (/tmp, a group directory) anyone can plant one."""
     start = start.resolve()
     for directory in (start if start.is_dir() else start.parent, *start.parents):
-        if _other_owner(directory) is not None:
+        if other_owner(directory) is not None:
             return None
         candidate = directory / LOCKFILE
         if candidate.is_file():
-            owner = _other_owner(candidate)
+            owner = other_owner(candidate)
             if owner is not None:
                 raise KernelpinError(
                     f"{candidate} belongs to another user (uid {owner}), so it is not used: whoever can write "
