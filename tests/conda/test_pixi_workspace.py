@@ -63,8 +63,9 @@ def test_every_script_a_task_runs_exists() -> None:
     for name, paths in scripts.items():
         assert all((REPO_ROOT / path).exists() for path in paths), f"task {name}: {tasks[name]['cmd']}"
     for name, names in modules.items():
-        for module in names:
-            assert (REPO_ROOT / (module.replace(".", "/") + ".py")).exists(), f"task {name}: {tasks[name]['cmd']}"
+        for module in names:  # a module file, or a package run through its __main__.py
+            path = REPO_ROOT.joinpath(*module.split("."))
+            assert path.with_suffix(".py").is_file() or (path / "__main__.py").is_file(), f"task {name}: {tasks[name]['cmd']}"
 
 
 def _rendered_build(*args: str) -> list[str]:
