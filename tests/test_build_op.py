@@ -99,7 +99,7 @@ def _staged_files(config: BuildConfig, stage_parent: Path) -> list[str]:
 @pytest.mark.heavy(cpu_seconds=31)
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
 def test_cuda_source_compiles_for_every_capability_of_the_release(tmp_path):
-    """`build_op --nvcc-check` with build.toml's capabilities: no CUDA torch needed, so CUDA code is compiled for
+    """`tools.build.op --nvcc-check` with build.toml's capabilities: no CUDA torch needed, so CUDA code is compiled for
     every release target on any machine with nvcc (CI), not only where a GPU build runs."""
     env = {name: value for name, value in os.environ.items() if name != "TORCH_CUDA_ARCH_LIST"}
     done = subprocess.run([sys.executable, "-m", "tools.build.op", "--nvcc-check", "--build-dir", str(tmp_path)],

@@ -55,7 +55,7 @@ def test_build_and_test_steps_run_on_the_recipe_python_floor() -> None:
 
 
 def test_the_build_reads_build_toml_below_python_311_with_a_host_requirement() -> None:
-    """tomllib is 3.11+: on a lower floor the recipe's host environment brings tomli, which build_config reads."""
+    """tomllib is 3.11+: on a lower floor the recipe's host environment brings tomli, which tools/build/config.py reads."""
     floor = tuple(int(part) for part in recipe_python_floor().split("."))
     [variant, *_] = render_variants(variant_config())
     assert ("tomli" in variant.recipe.requirements.to_dict()["host"]) == (floor < (3, 11))

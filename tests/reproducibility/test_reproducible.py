@@ -55,7 +55,7 @@ def test_cpu_build_is_bit_identical_from_two_checkout_paths(checkout_cpu_build: 
 @pytest.mark.heavy(cpu_seconds=25)
 @pytest.mark.skipif(shutil.which("nvcc") is None or shutil.which("objcopy") is None, reason="needs nvcc and objcopy")
 def test_cuda_object_is_identical_from_two_checkout_paths(tmp_path: Path) -> None:
-    """The device code too (no CUDA torch needed: build_op --nvcc-check, one architecture to keep it short).
+    """The device code too (no CUDA torch needed: tools.build.op --nvcc-check, one architecture to keep it short).
 
     Local symbols are discarded before comparing, as the link does (-Wl,-x): nvcc names the host translation
     unit after a temp file carrying its process id."""

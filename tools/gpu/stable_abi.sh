@@ -3,7 +3,7 @@
 # GPU, the ABI gate (stable-ABI rule included), tests/op and compute-sanitizer memcheck over the CUDA tests with
 # it, the benchmark against a same-bytes copy, small-call latency against the exact build in one process (each
 # build owning the public name once), and tools.gpu.e2e --abi stable (release into a local Hub, kernels.get_kernel
-# and kernelpin.load). Logs and results go to $OUT; wheels for gpu_e2e are installed from .whl/ when present
+# and kernelpin.load). Logs and results go to $OUT; wheels for tools.gpu.e2e are installed from .whl/ when present
 # (docs/releasing.md). Every step runs even if an earlier one failed.
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
