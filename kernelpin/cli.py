@@ -7,6 +7,7 @@ import dataclasses
 import difflib
 import functools
 import json
+import os
 import re
 import sys
 from collections.abc import Callable, Sequence
@@ -133,9 +134,22 @@ class Context:
 
     def _relock(self, upgrade: set[str], upgrade_all: bool, dry_run: bool) -> tuple[lockfile.Lock, list[str]]:
         requirements = self.requirements()
+        path = self.project.lockfile
+        if path.is_symlink() and not path.exists():
+            raise KernelpinError(
+                f"{path} is a symbolic link to {os.path.realpath(path)}, which does not exist; refusing to "
+                "create a file there: remove the link (or point it at a lock) and re-run"
+            )
         try:
             previous = self.lock()
         except KernelpinError as error:
+            if path.is_symlink():
+                # A link is kept as a link (a lock shared between checkouts); what it points at is not a lock,
+                # so it is someone else's file: never overwrite it.
+                raise KernelpinError(
+                    f"{path} is a symbolic link to {os.path.realpath(path)}, which is not a kernelpin lock "
+                    f"({error}); refusing to overwrite it: remove the link (or point it at a lock) and re-run"
+                ) from None
             # A damaged or hand-edited lock: its error says "run `kernelpin lock`", so that has to work.
             self.err.print(f"warning: {error}; it is regenerated from pyproject.toml", style="yellow")
             previous = None

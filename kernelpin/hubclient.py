@@ -82,7 +82,14 @@ class _DeadlineTransport(httpx2.BaseTransport):
                 )
             # The expected size is the file's; an error page or a redirect is another document.
             limit = request.extensions.get(EXPECT_SIZE) if 200 <= response.status_code < 300 else None
-            response.stream = _BoundedBody(response, budget, url, limit, timeouts, self)
+            body = _BoundedBody(response, budget, url, limit, timeouts, self)
+            declared = response.headers.get("Content-Length", "").strip()
+            # Refused before reading: a body announced longer than allowed would only be cut off later, and a
+            # server that then hangs up looks like a network failure. A HEAD's length is the file's, not a body.
+            if request.method != "HEAD" and declared.isdigit() and int(declared) > body.limit:
+                response.close()
+                raise body.too_long(announced=int(declared))
+            response.stream = body
         return response
 
     def _timeout(self, error: httpx2.TimeoutException, url: httpx2.URL, timeouts: dict[str, float]) -> HubTimeout:
@@ -129,8 +136,10 @@ class _BoundedBody(httpx2.SyncByteStream):
                 received += len(chunk)
                 self.budget.check(what)
                 if received > self.limit:
-                    raise self._too_long()
+                    raise self.too_long()
                 yield chunk
+            # A body without a length ends when the connection does, also when the watchdog cut it.
+            self.budget.check(what)
         except httpx2.TimeoutException as error:
             if self.budget.expired():
                 raise self.budget.exceeded(what) from None
@@ -142,14 +151,17 @@ class _BoundedBody(httpx2.SyncByteStream):
         finally:
             watchdog.cancel()
 
-    def _too_long(self) -> LimitExceeded:
+    def too_long(self, announced: int | None = None) -> LimitExceeded:
+        """The error for an answer longer than allowed, seen while reading or `announced` in its headers."""
         if self.expected is None:
+            how = "is longer" if announced is None else f"announces {announced} bytes, more"
             return LimitExceeded(
-                f"{self.url}: the answer is longer than {self.limit} bytes ({MAX_RESPONSE_BYTES}); the server "
+                f"{self.url}: the answer {how} than {self.limit} bytes ({MAX_RESPONSE_BYTES}); the server "
                 f"is broken or hostile. If the answer is genuine, set {MAX_RESPONSE_BYTES}=N to allow more"
             )
+        how = "sends more" if announced is None else f"announces {announced} bytes, more"
         return LimitExceeded(
-            f"{self.url}: the server sends more than the {self.expected} bytes the file has (as locked or "
+            f"{self.url}: the server {how} than the {self.expected} bytes the file has (as locked or "
             "listed); the download was stopped and nothing of it is kept. The server is broken or hostile"
         )
 

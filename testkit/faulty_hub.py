@@ -103,6 +103,7 @@ class Lies:
     drip: "refs", "tree" or "file": that answer comes one byte every `drip_seconds`, without end.
     endless_file: file bodies never end (no Content-Length, bytes until the client hangs up).
     gzip_refs: refs listings come gzip-compressed (Content-Encoding: gzip), asked for or not.
+    refs_announced: refs listings announce this Content-Length, send 100 KB and hang up.
     "Without end" is `endless_for` seconds at most, so that a client that fails to stop fails its test
     instead of hanging it.
     """
@@ -118,6 +119,7 @@ class Lies:
     endless_file: bool = False
     endless_for: float = 60.0
     gzip_refs: bool = False
+    refs_announced: int | None = None
 
 
 class HostileHub:
@@ -163,6 +165,9 @@ class HostileHub:
         kind = "refs" if _REFS.match(path) else "tree" if _TREE.match(path) else "file" if _FILE.search(path) else None
         if kind == lies.drip:
             return self._drip(handler)
+        if kind == "refs" and lies.refs_announced is not None:
+            return self._send(handler, 200, b" " * 100_000, {"Content-Length": str(lies.refs_announced),
+                                                             "Connection": "close"})
         if kind == "refs" and lies.refs is not None:
             body = lies.refs if isinstance(lies.refs, bytes) else json.dumps(lies.refs).encode()
             if lies.gzip_refs:
@@ -224,7 +229,7 @@ class HostileHub:
 
     def _drip(self, handler: BaseHTTPRequestHandler) -> None:
         handler.send_response(200)
-        handler.send_header("Content-Length", str(1 << 30))
+        handler.send_header("Connection", "close")  # no length: the body ends when the server hangs up
         handler.end_headers()
         ends = time.monotonic() + self.lies.endless_for
         while not self._stopped.wait(self.lies.drip_seconds) and time.monotonic() < ends:

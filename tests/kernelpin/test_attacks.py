@@ -295,6 +295,25 @@ def test_kernelpin_lock_regenerates_a_lock_it_cannot_read_as_its_error_says(img2
     assert (root / "kernelpin.lock").read_bytes() == good
 
 
+def test_a_lock_that_links_to_a_file_that_is_no_lock_is_never_overwritten(img2gray, project, cli, tmp_path):
+    # Failed before: `lock` wrote the new lock over the link's target (a user's file), then said "regenerated",
+    # and through a dangling link created a file wherever it pointed.
+    root = project('"acme/img2gray" = "^0.1"\n')
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine\n")
+    (root / "kernelpin.lock").symlink_to(notes)
+    status, _, err = cli("lock")
+    assert status == 1 and "is not a kernelpin lock" in err and "refusing to overwrite it" in err, err
+    assert notes.read_text() == "mine\n"
+    (root / "kernelpin.lock").unlink()
+    (root / "kernelpin.lock").symlink_to(tmp_path / "elsewhere" / "planted.pth")
+    status, _, err = cli("lock")
+    assert status == 1 and "which does not exist; refusing to create a file there" in err, err
+    assert not (tmp_path / "elsewhere").exists()
+    (root / "kernelpin.lock").unlink()
+    assert cli("lock")[0] == 0
+
+
 @pytest.mark.parametrize("name", ["kernelpin.lock", "pyproject.toml"])
 def test_a_lock_or_pyproject_that_is_not_utf8_is_an_error_not_a_traceback(img2gray, project, cli, name):
     root = project('"acme/img2gray" = "^0.1"\n')

@@ -247,7 +247,7 @@ def test_refs_listings_are_bounded_in_entries_and_bytes(hub, locked, cli, monkey
         monkeypatch.setenv("KERNELPIN_MAX_LISTING", "100")
         one_line_error(*cli("lock", "--upgrade")[::2], "more than 100 entries (KERNELPIN_MAX_LISTING)")
         monkeypatch.setenv("KERNELPIN_MAX_RESPONSE_BYTES", "4096")
-        one_line_error(*cli("outdated")[::2], "longer than 4096 bytes (KERNELPIN_MAX_RESPONSE_BYTES)")
+        one_line_error(*cli("outdated")[::2], "than 4096 bytes (KERNELPIN_MAX_RESPONSE_BYTES)")
     # 20 MB of JSON (valid: whitespace, then an empty listing) in 20 KB of gzip: expanded, it would pass
     # every byte limit counted on the wire.
     bomb = b" " * (20 << 20) + b'{"tags": [], "branches": []}'
@@ -259,6 +259,15 @@ def test_refs_listings_are_bounded_in_entries_and_bytes(hub, locked, cli, monkey
 
 
 # --- 8. the local disk: full, read-only, leftovers ----------------------------------------------------
+
+
+def test_an_answer_announced_longer_than_the_limit_is_refused_before_it_is_read(hub, locked, cli, monkeypatch):
+    # Failed before: a refs answer announcing 10**15 bytes was read until the server hung up, then reported as
+    # "cannot reach ... check the network and HF_ENDPOINT".
+    with HostileHub(hub.endpoint, Lies(refs_announced=10**15)) as endpoint:
+        monkeypatch.setenv("HF_ENDPOINT", endpoint)
+        one_line_error(*cli("lock", "--upgrade")[::2], "announces 1000000000000000 bytes",
+                       "KERNELPIN_MAX_RESPONSE_BYTES")
 
 
 def test_a_full_disk_is_reported_as_a_full_disk(hub, released, locked, tmp_path):
