@@ -29,6 +29,25 @@ def other_owner(path: Path) -> int | None:
     return None if owner in (os.geteuid(), 0) else owner
 
 
+def find_owned_upward(start: Path, name: str, fix: str) -> tuple[Path | None, Path | None]:
+    """Search `start` (a directory) and its parents for `name`, trusting only what this user or root owns:
+    (the file found, None) or (None, the directory owned by another user where the search stopped) or
+    (None, None). A `name` another user owns is refused with an error that ends with `fix`."""
+    for directory in (start, *start.parents):
+        if other_owner(directory) is not None:
+            return None, directory
+        candidate = directory / name
+        if candidate.is_file():
+            owner = other_owner(candidate)
+            if owner is not None:
+                raise KernelpinError(
+                    f"{candidate} belongs to another user (uid {owner}), so it is not used: whoever can write "
+                    f"{directory} could have put it there. {fix}"
+                )
+            return candidate, None
+    return None, None
+
+
 def sha256_file(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as stream:

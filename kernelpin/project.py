@@ -12,7 +12,7 @@ from tomlkit.exceptions import TOMLKitError
 from tomlkit.items import Table
 
 from kernelpin.errors import KernelpinError
-from kernelpin.integrity import other_owner, write_atomic
+from kernelpin.integrity import find_owned_upward, write_atomic
 from kernelpin.layout import LOCKFILE, PROJECT_STATE_DIR
 from kernelpin.ranges import Range, RangeError, Version
 from kernelpin.spec import Requirement, RequirementValue, check_repo_id, line_major, parse_dependencies
@@ -56,22 +56,15 @@ def find_project(start: Path) -> Project:
     """The nearest directory at or above `start` holding a pyproject.toml, trusting only what this user or root
     owns, as load()'s lock search does: a project another user planted in a shared parent is never used."""
     start = start.resolve()
-    for directory in (start, *start.parents):
-        if other_owner(directory) is not None:
-            raise KernelpinError(
-                f"no {PYPROJECT} found in {start} or its parents (the search stops at a directory owned by another "
-                f"user, {directory}, as git's does); run kernelpin inside your project, or name it with --project DIR"
-            )
-        candidate = directory / PYPROJECT
-        if candidate.is_file():
-            owner = other_owner(candidate)
-            if owner is not None:
-                raise KernelpinError(
-                    f"{candidate} belongs to another user (uid {owner}), so it is not used: whoever can write "
-                    f"{directory} could have put it there. Run kernelpin inside your project, or name it with "
-                    "--project DIR"
-                )
-            return Project(directory)
+    found, stopped = find_owned_upward(start, PYPROJECT, "Run kernelpin inside your project, or name it with "
+                                                         "--project DIR")
+    if found is not None:
+        return Project(found.parent)
+    if stopped is not None:
+        raise KernelpinError(
+            f"no {PYPROJECT} found in {start} or its parents (the search stops at a directory owned by another "
+            f"user, {stopped}, as git's does); run kernelpin inside your project, or name it with --project DIR"
+        )
     raise KernelpinError(f"no {PYPROJECT} found in {start} or its parents; run kernelpin inside your project")
 
 

@@ -15,7 +15,7 @@ from kernelpin import environment
 from kernelpin import lockfile
 from kernelpin.lockfile import LockedKernel, LockedVariant
 from kernelpin.errors import KernelpinError
-from kernelpin.integrity import other_owner
+from kernelpin.integrity import find_owned_upward
 from kernelpin.layout import LOCKFILE
 from kernelpin.loader import import_verified
 from kernelpin.source import HubSettings, HubSource
@@ -29,20 +29,9 @@ def find_lock(start: Path) -> Path | None:
     safe.directory check does): the search stops at a directory another user owns, and a lock another user
     owns is refused, since in a shared parent (/tmp, a group directory) anyone can plant one."""
     start = start.resolve()
-    for directory in (start if start.is_dir() else start.parent, *start.parents):
-        if other_owner(directory) is not None:
-            return None
-        candidate = directory / LOCKFILE
-        if candidate.is_file():
-            owner = other_owner(candidate)
-            if owner is not None:
-                raise KernelpinError(
-                    f"{candidate} belongs to another user (uid {owner}), so it is not used: whoever can write "
-                    f"{directory} could have put it there. Pass load(..., lock='path/to/kernelpin.lock') to "
-                    "name your project's lock"
-                )
-            return candidate
-    return None
+    found, _ = find_owned_upward(start if start.is_dir() else start.parent, LOCKFILE,
+                                 "Pass load(..., lock='path/to/kernelpin.lock') to name your project's lock")
+    return found
 
 
 def _caller_file(depth: int) -> Path | None:
