@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -93,3 +94,14 @@ def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., tuple[int, str, str
         return status, out, err
 
     return run
+
+
+@pytest.fixture
+def shared_parent(tmp_path: Path) -> Path:
+    """A directory like /tmp (root's, mode 1777) holding an application directory of this user's."""
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        pytest.skip("needs root to give files to another user")
+    shared = tmp_path / "shared"
+    (shared / "app").mkdir(parents=True)
+    shared.chmod(0o1777)
+    return shared

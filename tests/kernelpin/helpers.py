@@ -13,6 +13,7 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TRUSTED_ORG = "trusted"  # a trusted kernel publisher (`kernels lock` and `get_kernel` check); acme is not
 # Runs a command as the unprivileged user nobody: root ignores permission bits, so read-only tests need it.
+NOBODY = 65534  # the uid of the user nobody
 AS_NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 
 

@@ -26,6 +26,7 @@ from kernelpin.errors import IntegrityError, KernelpinError
 from kernelpin.loader import import_verified
 from kernelpin.runtime import find_lock, module_name
 from testkit.fake_kernel import CPU_213, variant_files
+from tests.kernelpin.helpers import NOBODY
 
 REPO = "acme/loader-test"
 COMMIT = "c0ffee" + "0" * 34
@@ -97,18 +98,6 @@ def test_a_second_thread_waits_for_the_first_load_and_gets_the_complete_module_o
     assert (name in sys.modules) is not fails
 
 
-NOBODY = 65534
-
-
-@pytest.fixture
-def shared_parent(tmp_path: Path) -> Path:
-    """A directory like /tmp (root's, mode 1777) holding an application directory of this user's."""
-    if not hasattr(os, "geteuid") or os.geteuid() != 0:
-        pytest.skip("needs root to give files to another user")
-    shared = tmp_path / "shared"
-    (shared / "app").mkdir(parents=True)
-    shared.chmod(0o1777)
-    return shared
 
 
 def test_lock_discovery_refuses_a_lock_another_user_planted_in_a_shared_parent(tmp_path, shared_parent):

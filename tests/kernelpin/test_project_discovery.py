@@ -10,20 +10,9 @@ import pytest
 
 from kernelpin.errors import KernelpinError
 from kernelpin.project import find_project
+from tests.kernelpin.helpers import NOBODY
 
-NOBODY = 65534
 PYPROJECT_TEXT = '[project]\nname = "planted"\nversion = "1.0"\n\n[tool.kernels.dependencies]\n"acme/evil" = "^1"\n'
-
-
-@pytest.fixture
-def shared_parent(tmp_path: Path) -> Path:
-    """A directory like /tmp (root's, mode 1777) holding an application directory of this user's."""
-    if not hasattr(os, "geteuid") or os.geteuid() != 0:
-        pytest.skip("needs root to give files to another user")
-    shared = tmp_path / "shared"
-    (shared / "app").mkdir(parents=True)
-    shared.chmod(0o1777)
-    return shared
 
 
 def test_a_pyproject_another_user_planted_in_a_shared_parent_is_refused(shared_parent):
