@@ -4,7 +4,6 @@ or root owns, so a project another user planted in a shared parent (/tmp, mode 1
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 
