@@ -1,8 +1,9 @@
 // The operator's kernels on PyTorch's stable ABI (torch/csrc/stable, C shims only): one library serves every
 // torch from the target version on (build.toml [torch.stable-abi], -DTORCH_TARGET_VERSION). The schemas, the
-// fake kernels, autograd and the out=/grad refusal are registered from Python (img2gray/functional.py): the
-// stable ABI has no C++ autograd, and schema tags need 2.12 there. Python calls img2gray_register_kernels once
-// per namespace (this build's own, and the public `img2gray` when no other build defined it first).
+// fake kernels and the gradient are registered from Python (img2gray/stable_abi.py): the stable ABI has no C++
+// autograd, and schema tags need 2.12 there. Python calls img2gray_register_kernels once per namespace (this
+// build's own, and the public `img2gray` when no other build defined it first). The op's Autograd kernels are
+// C++ routers (below), so that a call that needs no gradient never enters Python.
 //
 // Every check of the exact binding (torch_binding.cpp) is made here too, with the same text: an error thrown in
 // this library reaches Python with its message on every torch; one raised inside libtorch during a shim call
@@ -14,6 +15,7 @@
 #include <torch/csrc/stable/tensor.h>
 #include <torch/headeronly/core/ScalarType.h>
 
+#include <array>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -28,11 +30,16 @@
 namespace img2gray {
 namespace {
 
+// The text of this thread's last error raised here: a router reads it back when its nested dispatcher call
+// failed, since torch below 2.13 passes a stable-ABI library no error text across the C shim.
+thread_local std::string last_error;
+
 // The message alone, as the exact build's TORCH_CHECK shows it (STD_TORCH_CHECK prefixes function, file and line).
 template <typename... Parts>
 [[noreturn]] void fail(const Parts&... parts) {
   std::string message;
   ((message += parts), ...);
+  last_error = message;
   throw std::runtime_error(message);
 }
 #define IMG2GRAY_CHECK(condition, ...) \
@@ -193,26 +200,94 @@ void img2gray_out(Tensor input, int64_t dim, std::vector<double> weights, Tensor
   run_into(input, dim, weights, out);
 }
 
+// Autograd without Python on calls that need no gradient. The gradient is a Python autograd.Function on the
+// build namespace's overload `img2gray.differentiable` (torch.library.register_autograd); a Python autograd
+// kernel on the op itself would run on every call (dispatcher -> Python -> dispatcher: 1.9x a small CUDA call).
+// So the op's Autograd kernel is a C++ router: a call that records no graph goes to `img2gray.no_grad`, which
+// has no autograd kernel (torch's C++ fallback passes it through), one that does to `img2gray.differentiable`;
+// both dispatch on from there as the op would (fake tensors, modes and subclasses included). The out= router
+// refuses a gradient as torch's out= ops do and sends the rest to `img2gray.no_grad_out`.
+//
+// The stable ABI reads no requires_grad (torch 2.11-2.14): an input requires grad exactly when its alias, a
+// differentiable view, is not a leaf (it has a grad_fn), which two boxed aten calls tell.
+std::string& routed_op() {  // "<build namespace>::img2gray", set when the build namespace registers
+  static std::string name;
+  return name;
+}
+
+void call_op(const char* op, const char* overload, StableIValue* stack) {
+  last_error.clear();
+  if (torch_call_dispatcher(op, overload, stack, TORCH_ABI_VERSION) == AOTI_TORCH_SUCCESS) return;
+  // An error raised here (our checks, in the nested kernel) keeps its text; one raised by torch itself or a fake
+  // kernel reaches this library as a bare failure code below torch 2.13, which logs its text to stderr.
+  throw std::runtime_error(!last_error.empty() ? last_error
+                                               : std::string("img2gray: torch failed in ") + op + "." + overload +
+                                                     "; its message is in torch's log above (torch < 2.13 passes "
+                                                     "no error text to a stable-ABI library)");
+}
+
+bool requires_grad(AtenTensorHandle tensor) {
+  AtenTensorHandle copy = nullptr;
+  IMG2GRAY_CHECK(aoti_torch_new_tensor_handle(tensor, &copy) == AOTI_TORCH_SUCCESS,
+                  "img2gray: cannot read the input's autograd state");
+  std::array<StableIValue, 1> stack{torch::stable::detail::from(copy)};
+  call_op("aten::alias", "", stack.data());
+  call_op("aten::is_leaf", "", stack.data());
+  return !torch::stable::detail::to<bool>(stack[0]);
+}
+
+bool records_graph(AtenTensorHandle tensor) {
+  return aoti_torch_grad_mode_is_enabled() && requires_grad(tensor);
+}
+
+// Boxed kernels: `stack` holds the schema's arguments, owned by the callee; the nested call consumes them and
+// leaves the result in stack[0].
+void route_functional(StableIValue* stack, uint64_t, uint64_t) {
+  const bool differentiable = records_graph(torch::stable::detail::to<AtenTensorHandle>(stack[0]));
+  call_op(routed_op().c_str(), differentiable ? "differentiable" : "no_grad", stack);
+}
+
+void route_out(StableIValue* stack, uint64_t, uint64_t) {  // input, dim, weights, out
+  if (aoti_torch_grad_mode_is_enabled()) {
+    IMG2GRAY_CHECK(!requires_grad(torch::stable::detail::to<AtenTensorHandle>(stack[0])) &&
+                       !requires_grad(torch::stable::detail::to<AtenTensorHandle>(stack[3])),
+                   "img2gray.out(): functions with out=... arguments don't support automatic differentiation, but "
+                   "one of the arguments requires grad; call img2gray without out= (or under torch.no_grad())");
+  }
+  call_op(routed_op().c_str(), "no_grad_out", stack);
+}
+
 }  // namespace
 }  // namespace img2gray
 
-// Registers this library's CPU (and CUDA) kernels for `img2gray` and `img2gray.out` of `ns` (and, with
-// `no_grad_overload`, `img2gray.no_grad`), whose schemas Python has defined; returns 0, or 1 when torch refused
-// (Python then says so). The library objects must outlive the process's use of the op (their destructors would
-// deregister the kernels), so they are never freed.
-extern "C" __attribute__((visibility("default"))) int img2gray_register_kernels(const char* ns, int no_grad_overload) {
+// Registers this library's kernels for the ops of `ns`, whose schemas Python has defined: CPU (and CUDA) kernels
+// for `img2gray` and `img2gray.out` and the routers as their Autograd kernels; with `build_namespace` also the
+// overloads the routers call (`no_grad`, `no_grad_out`, `differentiable`), which must be registered first.
+// Returns 0, or 1 when torch refused (Python then says so). The library objects must outlive the process's use
+// of the op (their destructors would deregister the kernels), so they are never freed.
+extern "C" __attribute__((visibility("default"))) int img2gray_register_kernels(const char* ns, int build_namespace) {
   using torch::stable::detail::StableLibrary;
-  const auto register_for = [&](const char* key) {
-    auto* library = new StableLibrary(StableLibrary::Kind::IMPL, ns, key, __FILE__, __LINE__);
+  const auto library_for = [&](const char* key) {
+    return new StableLibrary(StableLibrary::Kind::IMPL, ns, key, __FILE__, __LINE__);
+  };
+  const auto register_kernels = [&](const char* key) {
+    StableLibrary* library = library_for(key);
     library->impl("img2gray", TORCH_BOX(&img2gray::img2gray_functional));
     library->impl("img2gray.out", TORCH_BOX(&img2gray::img2gray_out));
-    if (no_grad_overload) library->impl("img2gray.no_grad", TORCH_BOX(&img2gray::img2gray_functional));
+    if (!build_namespace) return;
+    library->impl("img2gray.no_grad", TORCH_BOX(&img2gray::img2gray_functional));
+    library->impl("img2gray.no_grad_out", TORCH_BOX(&img2gray::img2gray_out));
+    library->impl("img2gray.differentiable", TORCH_BOX(&img2gray::img2gray_functional));
   };
   try {
-    register_for("CPU");
+    if (build_namespace) img2gray::routed_op() = std::string(ns) + "::img2gray";
+    register_kernels("CPU");
 #ifdef IMG2GRAY_WITH_CUDA
-    register_for("CUDA");
+    register_kernels("CUDA");
 #endif
+    StableLibrary* autograd = library_for("Autograd");
+    autograd->impl("img2gray", &img2gray::route_functional);
+    autograd->impl("img2gray.out", &img2gray::route_out);
   } catch (const std::exception&) {  // an exception must not cross the C boundary into ctypes
     return 1;
   }

@@ -1,7 +1,8 @@
 """The Python face of the operator: argument handling and fake (meta) kernels for torch.compile.
 
 The exact build registers autograd in C++ (torch-ext/torch_binding.cpp), where it costs nothing when no
-gradient is needed; the stable-ABI build has no C++ autograd and registers it from Python (stable_abi.py).
+gradient is needed; the stable-ABI build has no C++ autograd: its gradient is registered from Python and its calls
+that need none are routed around it (stable_abi.py).
 """
 
 from __future__ import annotations
@@ -61,14 +62,6 @@ def checked_dim(x: torch.Tensor, dim: int) -> int:
     return dim % rank
 
 
-def _functional_op(x: torch.Tensor):
-    """The exact build's op (its C++ autograd kernel costs nothing without a gradient); in the stable-ABI build,
-    whose autograd kernel is Python, the overload without one when no gradient is needed (stable_abi.py)."""
-    if _NO_GRAD_OP is not None and not (x.requires_grad and torch.is_grad_enabled()):
-        return _NO_GRAD_OP
-    return _FUNCTIONAL_OP
-
-
 def _call(op, x: torch.Tensor, dim: int, *args, **kwargs):
     """The op; a dim out of range raises IndexError from either build. The stable-ABI library can only raise
     RuntimeError (c10::IndexError is libtorch's C++ ABI), so that one case is told apart here, after the fact:
@@ -97,7 +90,7 @@ def img2gray(
     """
     w = channel_weights(weights)
     if out is None:
-        op = _functional_op(x)
+        op = _FUNCTIONAL_OP
         result = _call(op, x, dim) if w is _DEFAULT_WEIGHTS else _call(op, x, dim, w)
         return result if keepdim else result.squeeze(dim)
     if not keepdim:
@@ -157,11 +150,13 @@ def _fake_out(
         raise RuntimeError(f"img2gray: out must have shape {shape}, dtype {x.dtype} and device {x.device}")
 
 
-def register_fakes(namespace: str, no_grad: bool = False) -> None:
+def register_fakes(namespace: str, internal_overloads: bool = False) -> None:
     torch.library.register_fake(f"{namespace}::img2gray", _fake)
     torch.library.register_fake(f"{namespace}::img2gray.out", _fake_out)
-    if no_grad:  # the stable-ABI build's overload without autograd (stable_abi.py)
+    if internal_overloads:  # the stable-ABI build's (stable_abi.py)
         torch.library.register_fake(f"{namespace}::img2gray.no_grad", _fake)
+        torch.library.register_fake(f"{namespace}::img2gray.no_grad_out", _fake_out)
+        torch.library.register_fake(f"{namespace}::img2gray.differentiable", _fake)
 
 
 if ABI == "stable":
@@ -170,6 +165,6 @@ if ABI == "stable":
     stable_abi.define(NAMESPACE, register_fakes)
 else:  # the exact library defined the ops (and the public name, which forwards to them in C++)
     register_fakes(NAMESPACE)
-# Looked up once: an overload lookup on every call is measurable on a small image.
+# Looked up once: an overload lookup on every call is measurable on a small image. In the stable-ABI build its
+# call skips autograd when no gradient is needed (stable_abi.py).
 _FUNCTIONAL_OP = ops.img2gray.default
-_NO_GRAD_OP = ops.img2gray.no_grad if ABI == "stable" else None
