@@ -3,11 +3,18 @@
 This is the one build of the operator: tests, the demo, the conda recipe and the release step all call it.
 
     python -m tools.build.op --out DIR [--abi exact|stable] [--cuda auto|on|off] [--glibc-floor 2.28|off]
-                             [--build-dir DIR] [--verbose]
+                             [--torch-cuda-libs DIR] [--build-dir DIR] [--verbose]
 
 --abi exact (the default) links libtorch's C++ ABI: the variant serves one torch minor (`torch213-cxx11-...`).
 --abi stable compiles build.toml's [torch.stable-abi] binding against torch's stable C shims only, with
 -DTORCH_TARGET_VERSION of its version: the variant (`torch-stable-abi211-...`) serves that torch and every newer one.
+
+CUDA: the exact build needs a CUDA-enabled torch and names its variant after torch.version.cuda. The stable build
+takes its CUDA version from the toolkit it compiles with (`$CUDA_HOME/bin/nvcc --version`: a 12.9 toolkit makes
+`torch-stable-abi211-cu129-...` whatever CUDA the build's torch has) and needs no CUDA torch: its headers are the
+same in CPU and CUDA wheels, and only the CUDA shims' libraries (libtorch_cuda.so, libc10_cuda.so) are missing from
+a CPU torch. --torch-cuda-libs DIR names a torch library directory that holds them (`torch/lib` of any CUDA torch
+wheel of the target version or later); it is searched after the build torch's own, for those two only.
 
 DIR receives a flat Python package (`__init__.py`, `functional.py`, `_ops.py`, `_img2gray_<id>.abi3.so`,
 `metadata.json`) that can be imported as `img2gray` or under any other module name.
@@ -22,6 +29,7 @@ import fcntl
 import hashlib
 import os
 import platform
+import re
 import shutil
 import stat
 import subprocess
@@ -64,18 +72,20 @@ def stable_flags(config: BuildConfig, cuda: bool) -> list[str]:
     return [f"-DTORCH_TARGET_VERSION={config.stable_abi.target:#018x}", *(["-DUSE_CUDA"] if cuda else [])]
 
 
-def link_flags(cuda: bool) -> list[str]:
+def link_flags(cuda: bool, torch_cuda_libs: Path | None = None) -> list[str]:
     """Linker flags of the op library. torch's libraries come before libstdc++, as in the link line torch's
     extension builder writes itself: the std:: template instances they export bind there (unversioned), and
     only the rest binds to libstdc++.so.6, so no GLIBCXX/CXXABI version newer than the build needs is pulled
-    in. Local symbols are dropped (-Wl,-x): nvcc names the host translation unit after a temp file carrying
+    in. `torch_cuda_libs` (a stable build on a CPU torch) is searched after torch's own directory, which then
+    lacks only the CUDA libraries. Local symbols are dropped (-Wl,-x): nvcc names the host translation unit after a temp file carrying
     its process id (tmpxft_<pid>_...), and that file symbol would differ on every build."""
     from torch.utils.cpp_extension import TORCH_LIB_PATH
 
     # The stable build links the same libraries: its C shims live in torch_cpu (the CUDA ones in torch_cuda), and
     # c10 exports the std:: instances (stringstream, ...) that would otherwise bind to GLIBCXX_3.4.26+ symbols.
     torch_libraries = ["c10", "torch_cpu", "torch", *(["c10_cuda", "torch_cuda"] if cuda else [])]
-    return ["-Wl,-x", f"-L{TORCH_LIB_PATH}", *(f"-l{name}" for name in torch_libraries), *LIBSTDCXX_DYNAMIC]
+    search = [f"-L{TORCH_LIB_PATH}", *([f"-L{torch_cuda_libs}"] if torch_cuda_libs else [])]
+    return ["-Wl,-x", *search, *(f"-l{name}" for name in torch_libraries), *LIBSTDCXX_DYNAMIC]
 
 
 # Recorded in metadata.json as provenance "kernel-builder" (kernels requires its version).
@@ -89,38 +99,112 @@ def glibc_floor_flags(config: BuildConfig, floor: str) -> list[str]:
     return [] if floor == "off" else ["-include", str(config.root / GLIBC_FLOOR_HEADER)]
 
 
+def cuda_home() -> str | None:
+    """The CUDA toolkit CUDA builds compile with: torch's CUDA_HOME. A CPU torch sets none (a stable build needs no
+    CUDA torch), so then the one torch would find (CUDA_HOME, CUDA_PATH, nvcc on PATH, /usr/local/cuda)."""
+    from torch.utils import cpp_extension
+
+    return cpp_extension.CUDA_HOME or cpp_extension._find_cuda_home()
+
+
 def cuda_toolkit_available() -> bool:
-    from torch.utils.cpp_extension import CUDA_HOME
+    home = cuda_home()
+    return home is not None and Path(home, "bin", "nvcc").exists()
 
-    return CUDA_HOME is not None and Path(CUDA_HOME, "bin", "nvcc").exists()
+
+@contextlib.contextmanager
+def extension_builder_cuda_home(home: str | None) -> Iterator[None]:
+    """torch's extension builder with `home` as CUDA_HOME: it finds nvcc, CUDA's headers and cudart there, and a
+    CPU torch leaves it unset."""
+    from torch.utils import cpp_extension
+
+    saved, cpp_extension.CUDA_HOME = cpp_extension.CUDA_HOME, home
+    try:
+        yield
+    finally:
+        cpp_extension.CUDA_HOME = saved
 
 
-def want_cuda(mode: str) -> bool:
+TORCH_CUDA_LIBRARIES = ("libtorch_cuda.so", "libc10_cuda.so")  # what --torch-cuda-libs must hold
+
+
+def cuda_build_problem(abi: str, torch_version: str, torch_cuda: str | None, toolkit: bool,
+                       torch_cuda_libs: Path | None) -> str | None:
+    """Why this machine cannot make a CUDA build of `abi` (None: it can). An exact build links libtorch's C++
+    ABI, so its torch must be the CUDA one it serves; a stable build needs only libtorch_cuda.so to link."""
+    if not toolkit:
+        return "needs nvcc (set CUDA_HOME or put nvcc on PATH)"
+    if abi == "exact" and torch_cuda is None:
+        return f"with --abi exact needs a CUDA-enabled torch (found {torch_version})"
+    if abi == "stable" and torch_cuda is None and torch_cuda_libs is None:
+        return (f"with --abi stable needs libtorch_cuda.so, which torch {torch_version} lacks: "
+                "name a CUDA torch's lib directory with --torch-cuda-libs DIR")
+    return None
+
+
+def want_cuda(mode: str, abi: str = "exact", torch_cuda_libs: Path | None = None) -> bool:
     import torch
 
-    available = torch.version.cuda is not None and cuda_toolkit_available()
-    if mode == "on" and not available:
-        raise SystemExit(
-            f"build_op: --cuda on needs a CUDA-enabled torch (found {torch.__version__}) and nvcc "
-            "(set CUDA_HOME or put nvcc on PATH)"
-        )
-    return available if mode == "auto" else mode == "on"
+    problem = cuda_build_problem(abi, torch.__version__, torch.version.cuda, cuda_toolkit_available(), torch_cuda_libs)
+    if mode == "on" and problem:
+        raise SystemExit(f"build_op: --cuda on {problem}")
+    return problem is None if mode == "auto" else mode == "on"
+
+
+def check_torch_cuda_libs(directory: Path, abi: str) -> Path:
+    """`directory` resolved, after checking it can serve as --torch-cuda-libs."""
+    if abi != "stable":
+        raise SystemExit("build_op: --torch-cuda-libs is for --abi stable: an exact build links the CUDA torch it "
+                         "compiles against")
+    missing = [name for name in TORCH_CUDA_LIBRARIES if not (directory / name).is_file()]
+    if missing:
+        raise SystemExit(f"build_op: --torch-cuda-libs {directory} lacks {', '.join(missing)}: name the torch/lib "
+                         "directory of a CUDA torch")
+    return directory.resolve()
+
+
+def toolkit_cuda_version(nvcc_version: str) -> str:
+    """The CUDA release of a toolkit, from its `nvcc --version` ("... release 12.9, V12.9.86" -> "12.9")."""
+    match = re.search(r"\brelease (\d+\.\d+),", nvcc_version)
+    if match is None:
+        raise SystemExit(f"build_op: no CUDA release in the output of nvcc --version: {nvcc_version.strip()!r}")
+    return match.group(1)
+
+
+def build_cuda_version(abi: str, torch_cuda: str | None, nvcc_version: str) -> str:
+    """The CUDA version a CUDA build serves (its variant's cuXYZ). An exact build serves its torch's CUDA; a stable
+    build serves the CUDA of the toolkit it compiles with, whatever CUDA (if any) the build's torch has."""
+    if abi == "stable":
+        return toolkit_cuda_version(nvcc_version)
+    assert torch_cuda is not None, "an exact CUDA build needs a CUDA torch (want_cuda)"
+    return torch_cuda
+
+
+def toolkit_nvcc() -> Path:
+    """The nvcc of the toolkit CUDA builds compile with (cuda_home), else PATH's."""
+    nvcc = Path(cuda_home() or "/usr/local/cuda", "bin", "nvcc")
+    return nvcc if nvcc.exists() else Path(shutil.which("nvcc") or "nvcc")
+
+
+def nvcc_version_output() -> str:
+    return subprocess.run([str(toolkit_nvcc()), "--version"], capture_output=True, text=True, check=True).stdout
 
 
 def arch_list(config: BuildConfig) -> str:
     return os.environ.get("TORCH_CUDA_ARCH_LIST") or ";".join(config.cuda_capabilities)
 
 
-def build_id(config: BuildConfig, cuda: bool, glibc_floor: str = "2.28", abi: str = "exact") -> str:
+def build_id(config: BuildConfig, cuda_version: str | None, glibc_floor: str = "2.28", abi: str = "exact") -> str:
     """Content hash of everything that decides the binary: the op namespace is derived from it.
 
     Paths enter only relative to the checkout (and the prefix maps are left out), so one commit gets one
-    id wherever it is checked out.
+    id wherever it is checked out. `cuda_version` is None for a CPU build.
     """
     import torch
 
+    cuda = cuda_version is not None
     digest = hashlib.sha256()
-    for part in (config.name, config.version, torch.__version__, str(torch.version.cuda if cuda else None),
+    for part in (config.name, config.version, torch.__version__, str(cuda_version),
                  arch_list(config) if cuda else "", " ".join(CXX_FLAGS + (NVCC_FLAGS if cuda else [])),
                  f"glibc-floor={glibc_floor}", *([f"abi=stable-{config.stable_abi.version}"] if abi == "stable" else [])):
         digest.update(part.encode() + b"\0")
@@ -194,8 +278,8 @@ def prefix_maps(config: BuildConfig, cuda: bool) -> dict[str, str]:
     from torch.utils import cpp_extension
 
     roots = {ROOT: config.name, config.root: config.name, Path(torch.__file__).parent: "torch"}
-    if cuda and cpp_extension.CUDA_HOME:
-        roots[Path(cpp_extension.CUDA_HOME)] = "cuda"
+    if cuda and (home := cuda_home()):
+        roots[Path(home)] = "cuda"
     maps: dict[str, str] = {}
     for directory, name in roots.items():
         for spelling in {str(directory), os.path.realpath(directory)}:  # as the compiler sees it, and resolved
@@ -247,8 +331,9 @@ def compiler_version() -> str:
 
 
 def compile_library(config: BuildConfig, namespace: str, cuda: bool, build_dir: Path, verbose: bool,
-                    glibc_floor: str = "2.28", abi: str = "exact") -> Path:
+                    glibc_floor: str = "2.28", abi: str = "exact", torch_cuda_libs: Path | None = None) -> Path:
     """Compile the sources of `config` (see staged_sources) into `build_dir`; return the library."""
+    import torch
     from torch.utils import cpp_extension
 
     build_dir.mkdir(parents=True, exist_ok=True)
@@ -257,20 +342,27 @@ def compile_library(config: BuildConfig, namespace: str, cuda: bool, build_dir: 
     # The stable build reaches torch's thread pool through a C shim: no OpenMP of its own.
     cxx_flags = [flag for flag in CXX_FLAGS if abi == "exact" or flag != "-fopenmp"]
     cxx_maps, nvcc_maps = prefix_map_flags(prefix_maps(config, cuda))
-    return Path(
-        cpp_extension.load(
-            name=namespace,
-            sources=[str(s) for s in config.compiled(cuda, abi)],
-            extra_cflags=cxx_flags + defines + cxx_maps,
-            extra_cuda_cflags=NVCC_FLAGS + defines + nvcc_maps,
-            extra_ldflags=link_flags(cuda),
-            extra_include_paths=[str(config.root / path) for path in INCLUDE_DIRS],
-            build_directory=str(build_dir),
-            with_cuda=cuda,
-            is_python_module=False,
-            verbose=verbose,
-        )
-    )
+    with extension_builder_cuda_home(cuda_home() if cuda else cpp_extension.CUDA_HOME):
+        try:
+            return Path(cpp_extension.load(
+                name=namespace,
+                sources=[str(s) for s in config.compiled(cuda, abi)],
+                extra_cflags=cxx_flags + defines + cxx_maps,
+                extra_cuda_cflags=NVCC_FLAGS + defines + nvcc_maps,
+                extra_ldflags=link_flags(cuda, torch_cuda_libs),
+                extra_include_paths=[str(config.root / path) for path in INCLUDE_DIRS],
+                build_directory=str(build_dir),
+                with_cuda=cuda,
+                is_python_module=False,
+                verbose=verbose,
+            ))
+        except OSError:
+            # load() loads what it built, and a torch without CUDA cannot load a library linked to libtorch_cuda.so
+            # (--torch-cuda-libs): a failed build raises RuntimeError, so the library is built and is checked by the
+            # ABI gate instead.
+            if torch_cuda_libs is None or torch.version.cuda is not None:
+                raise
+            return build_dir / f"{namespace}.so"
 
 
 def gencode_flags(archs: list[str]) -> list[str]:
@@ -291,16 +383,14 @@ def nvcc_compile_check(object_dir: Path) -> Path:
     equivalent is written to a private include dir so nvcc sees what a CUDA build of torch provides.
     """
     checkout = BuildConfig.load()
-    with staged_sources(checkout, build_id(checkout, cuda=True), cuda=True) as config:
+    with staged_sources(checkout, build_id(checkout, toolkit_cuda_version(nvcc_version_output())), cuda=True) as config:
         return _nvcc_compile(config, object_dir)
 
 
 def _nvcc_compile(config: BuildConfig, object_dir: Path) -> Path:
     from torch.utils import cpp_extension
 
-    nvcc = Path(cpp_extension.CUDA_HOME or "/usr/local/cuda", "bin", "nvcc")
-    if not nvcc.exists():
-        nvcc = Path(shutil.which("nvcc") or "nvcc")
+    nvcc = toolkit_nvcc()
     includes = list(cpp_extension.include_paths()) + [str(config.root / path) for path in INCLUDE_DIRS]
     shim = object_dir / "shim"
     generated = Path("c10/cuda/impl/cuda_cmake_macros.h")
@@ -319,30 +409,33 @@ def _nvcc_compile(config: BuildConfig, object_dir: Path) -> Path:
 
 
 def build(out: Path, cuda_mode: str = "auto", build_root: Path | None = None, verbose: bool = False,
-          glibc_floor: str = "2.28", abi: str = "exact") -> dict:
+          glibc_floor: str = "2.28", abi: str = "exact", torch_cuda_libs: Path | None = None) -> dict:
     """Compile and lay out one variant directory at `out`; return its metadata."""
     import torch
 
     config = BuildConfig.load()
-    cuda = want_cuda(cuda_mode)
+    if torch_cuda_libs is not None:
+        torch_cuda_libs = check_torch_cuda_libs(torch_cuda_libs, abi)
+    cuda = want_cuda(cuda_mode, abi, torch_cuda_libs)
+    cuda_version = build_cuda_version(abi, torch.version.cuda, nvcc_version_output()) if cuda else None
     if cuda:
         os.environ["TORCH_CUDA_ARCH_LIST"] = arch_list(config)
     os.environ["SOURCE_DATE_EPOCH"] = fixed_timestamp()  # read by the compilers cpp_extension starts
     config.binding_sources(abi)  # a clear error when build.toml declares no such build
-    namespace = f"_{config.name}_{build_id(config, cuda, glibc_floor, abi)}"
+    namespace = f"_{config.name}_{build_id(config, cuda_version, glibc_floor, abi)}"
     library_name = f"{namespace}.abi3.so"
     build_dir = (build_root or ROOT / "build" / "obj") / namespace
     with staged_sources(config, namespace, cuda, abi=abi) as sources:
-        library = compile_library(sources, namespace, cuda, build_dir, verbose, glibc_floor, abi)
+        library = compile_library(sources, namespace, cuda, build_dir, verbose, glibc_floor, abi, torch_cuda_libs)
 
-    variant = Variant.from_versions(torch.__version__, torch.version.cuda if cuda else None, platform.machine())
+    variant = Variant.from_versions(torch.__version__, cuda_version, platform.machine())
     if abi == "stable":
         assert config.stable_abi is not None
         stable_torch = tuple(int(part) for part in config.stable_abi.version.split("."))
         variant = dataclasses.replace(variant, version=stable_torch, cxx11_abi=None, framework=STABLE_ABI)
     backend: dict = {"type": "cpu"}
     if cuda:
-        backend = {"type": "cuda", "version": torch.version.cuda, "archs": arch_list(config).split(";")}
+        backend = {"type": "cuda", "version": cuda_version, "archs": arch_list(config).split(";")}
 
     # Assembled next to the destination, then swapped in: a reader never sees a half-written variant.
     with staged_directory(out.resolve()) as staging:
@@ -362,7 +455,7 @@ def build(out: Path, cuda_mode: str = "auto", build_root: Path | None = None, ve
             "compiler": compiler_version(),
             "glibc_floor": glibc_floor,
             "torch": torch.__version__,
-            "cuda": torch.version.cuda if cuda else None,
+            "cuda": cuda_version,
             "abi": abi,
         }
         if commit:  # kernels warns about builds from a dirty tree
@@ -406,6 +499,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--glibc-floor", choices=GLIBC_FLOORS, default="2.28",
                         help="keep glibc symbol versions <= 2.28 (manylinux_2_28, what Hub kernels must meet); "
                              "off: whatever the build machine's glibc headers give")
+    parser.add_argument("--torch-cuda-libs", type=Path, default=None, metavar="DIR",
+                        help="--abi stable on a torch without CUDA: a CUDA torch's lib directory holding "
+                             "libtorch_cuda.so and libc10_cuda.so, to link the CUDA shims against")
     parser.add_argument("--build-dir", type=Path, default=None, help="where objects are kept between builds")
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args(argv)
@@ -416,7 +512,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.out is None:
         parser.error("--out is required (or --nvcc-check)")
-    metadata = build(args.out, args.cuda, args.build_dir, args.verbose, args.glibc_floor, args.abi)
+    metadata = build(args.out, args.cuda, args.build_dir, args.verbose, args.glibc_floor, args.abi, args.torch_cuda_libs)
     print(f"built {metadata['name']} {metadata['semver']} ({metadata['variant']}, namespace {metadata['id']}) -> {args.out}")
     return 0
 
