@@ -1,4 +1,4 @@
-"""tools/build/op.py: the CUDA build's private staged sources and the CUDA compile."""
+"""tools/build/op.py: the CUDA build's private staged sources, the CUDA compile, and which CUDA a build serves."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from tools.build.config import ROOT, BuildConfig
-from tools.build.op import staged_sources
+from tools.build.op import (build_cuda_version, check_torch_cuda_libs, cuda_build_problem, staged_sources,
+                            toolkit_cuda_version)
 
 FILES = {"csrc/cpu.cpp": b"int cpu;\n", "csrc/shared.h": b"#pragma once\n", "csrc/kernel.cu": b"// v1\n",
          "csrc/kernel.cuh": b"// v1\n", "torch-ext/binding.cpp": b"int binding;\n"}
@@ -107,3 +108,65 @@ def test_cuda_source_compiles_for_every_capability_of_the_release(tmp_path):
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     # The host object plus one device ELF image (SASS) per capability; "+PTX" adds text, not an ELF image.
     assert (tmp_path / "img2gray.cu.o").read_bytes().count(b"\x7fELF") == 1 + len(BuildConfig.load().cuda_capabilities)
+
+
+NVCC_12_9 = """nvcc: NVIDIA (R) Cuda compiler driver
+Copyright (c) 2005-2025 NVIDIA Corporation
+Built on Tue_May_27_02:21:03_PDT_2025
+Cuda compilation tools, release 12.9, V12.9.86
+Build cuda_12.9.r12.9/compiler.36037853_0
+"""
+
+
+def test_the_toolkit_release_is_read_from_nvcc_version():
+    assert toolkit_cuda_version(NVCC_12_9) == "12.9"
+    assert toolkit_cuda_version(NVCC_12_9.replace("12.9", "13.0").replace("V13.0.86", "V13.0.88")) == "13.0"
+    with pytest.raises(SystemExit, match="no CUDA release in the output of nvcc --version"):
+        toolkit_cuda_version("bash: nvcc: command not found\n")
+
+
+@pytest.mark.parametrize("torch_cuda", [None, "13.0", "12.9"])
+def test_a_stable_cuda_build_serves_the_cuda_of_its_toolkit_whatever_torch_has(torch_cuda):
+    """Failed before: the variant was named after torch.version.cuda, so a 12.9 toolkit with a cu130 (or CPU) torch
+    made a cu130 (or no CUDA) variant."""
+    assert build_cuda_version("stable", torch_cuda, NVCC_12_9) == "12.9"
+
+
+def test_an_exact_cuda_build_serves_the_cuda_of_its_torch():
+    assert build_cuda_version("exact", "13.0", NVCC_12_9) == "13.0"
+
+
+def test_only_the_exact_build_needs_a_cuda_torch(tmp_path):
+    """Failed before: any CUDA build refused a CPU torch, though the stable one needs only libtorch_cuda.so to link."""
+    assert cuda_build_problem("stable", "2.13.0+cpu", None, True, tmp_path) is None
+    assert cuda_build_problem("stable", "2.13.0+cu130", "13.0", True, None) is None
+    assert "--torch-cuda-libs DIR" in cuda_build_problem("stable", "2.13.0+cpu", None, True, None)
+    assert "needs a CUDA-enabled torch (found 2.13.0+cpu)" in cuda_build_problem("exact", "2.13.0+cpu", None, True, tmp_path)
+    assert "needs nvcc" in cuda_build_problem("stable", "2.13.0+cu130", "13.0", False, tmp_path)
+
+
+def test_torch_cuda_libs_must_hold_the_cuda_libraries_and_serve_a_stable_build(tmp_path):
+    (tmp_path / "libtorch_cuda.so").write_bytes(b"")
+    with pytest.raises(SystemExit, match="lacks libc10_cuda.so: name the torch/lib directory of a CUDA torch"):
+        check_torch_cuda_libs(tmp_path, "stable")
+    (tmp_path / "libc10_cuda.so").write_bytes(b"")
+    assert check_torch_cuda_libs(tmp_path, "stable") == tmp_path.resolve()
+    with pytest.raises(SystemExit, match="--torch-cuda-libs is for --abi stable"):
+        check_torch_cuda_libs(tmp_path, "exact")
+
+
+def test_a_stable_cuda_build_on_a_cpu_torch_names_the_missing_library(tmp_path):
+    """The one-line error of `--abi stable --cuda on` on a CPU torch names the fix (failed before: it asked for a
+    CUDA-enabled torch)."""
+    pytest.importorskip("torch")
+    import torch
+
+    if torch.version.cuda is not None or shutil.which("nvcc") is None:
+        pytest.skip("needs a CPU torch and nvcc")
+    done = subprocess.run([sys.executable, "-m", "tools.build.op", "--abi", "stable", "--cuda", "on", "--out",
+                           str(tmp_path / "out")], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"build_op: --cuda on with --abi stable needs libtorch_cuda.so, which torch {torch.__version__} lacks: "
+        "name a CUDA torch's lib directory with --torch-cuda-libs DIR")
+    assert not (tmp_path / "out").exists()
