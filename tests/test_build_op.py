@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from tools.build.config import ROOT, BuildConfig
-from tools.build.op import (build_cuda_version, check_torch_cuda_libs, cuda_build_problem, staged_sources,
-                            toolkit_cuda_version)
+from tools.build.op import (build_cuda_version, check_torch_cuda_libs, staged_sources,
+                            toolkit_cuda_version, torch_cuda_problem)
 
 FILES = {"csrc/cpu.cpp": b"int cpu;\n", "csrc/shared.h": b"#pragma once\n", "csrc/kernel.cu": b"// v1\n",
          "csrc/kernel.cuh": b"// v1\n", "torch-ext/binding.cpp": b"int binding;\n"}
@@ -138,11 +138,11 @@ def test_an_exact_cuda_build_serves_the_cuda_of_its_torch():
 
 def test_only_the_exact_build_needs_a_cuda_torch(tmp_path):
     """Failed before: any CUDA build refused a CPU torch, though the stable one needs only libtorch_cuda.so to link."""
-    assert cuda_build_problem("stable", "2.13.0+cpu", None, True, tmp_path) is None
-    assert cuda_build_problem("stable", "2.13.0+cu130", "13.0", True, None) is None
-    assert "--torch-cuda-libs DIR" in cuda_build_problem("stable", "2.13.0+cpu", None, True, None)
-    assert "needs a CUDA-enabled torch (found 2.13.0+cpu)" in cuda_build_problem("exact", "2.13.0+cpu", None, True, tmp_path)
-    assert "needs nvcc" in cuda_build_problem("stable", "2.13.0+cu130", "13.0", False, tmp_path)
+    assert torch_cuda_problem("stable", "2.13.0+cpu", None, tmp_path) is None
+    assert torch_cuda_problem("stable", "2.13.0+cu130", "13.0", None) is None
+    assert torch_cuda_problem("exact", "2.13.0+cu130", "13.0", None) is None
+    assert "--torch-cuda-libs DIR" in torch_cuda_problem("stable", "2.13.0+cpu", None, None)
+    assert "needs a CUDA-enabled torch (found 2.13.0+cpu)" in torch_cuda_problem("exact", "2.13.0+cpu", None, tmp_path)
 
 
 def test_torch_cuda_libs_must_hold_the_cuda_libraries_and_serve_a_stable_build(tmp_path):

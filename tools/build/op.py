@@ -128,12 +128,9 @@ def extension_builder_cuda_home(home: str | None) -> Iterator[None]:
 TORCH_CUDA_LIBRARIES = ("libtorch_cuda.so", "libc10_cuda.so")  # what --torch-cuda-libs must hold
 
 
-def cuda_build_problem(abi: str, torch_version: str, torch_cuda: str | None, toolkit: bool,
-                       torch_cuda_libs: Path | None) -> str | None:
-    """Why this machine cannot make a CUDA build of `abi` (None: it can). An exact build links libtorch's C++
+def torch_cuda_problem(abi: str, torch_version: str, torch_cuda: str | None, torch_cuda_libs: Path | None) -> str | None:
+    """Why the build's torch cannot serve a CUDA build of `abi` (None: it can). An exact build links libtorch's C++
     ABI, so its torch must be the CUDA one it serves; a stable build needs only libtorch_cuda.so to link."""
-    if not toolkit:
-        return "needs nvcc (set CUDA_HOME or put nvcc on PATH)"
     if abi == "exact" and torch_cuda is None:
         return f"with --abi exact needs a CUDA-enabled torch (found {torch_version})"
     if abi == "stable" and torch_cuda is None and torch_cuda_libs is None:
@@ -145,10 +142,14 @@ def cuda_build_problem(abi: str, torch_version: str, torch_cuda: str | None, too
 def want_cuda(mode: str, abi: str = "exact", torch_cuda_libs: Path | None = None) -> bool:
     import torch
 
-    problem = cuda_build_problem(abi, torch.__version__, torch.version.cuda, cuda_toolkit_available(), torch_cuda_libs)
+    if mode == "off":
+        return False
+    problem = torch_cuda_problem(abi, torch.__version__, torch.version.cuda, torch_cuda_libs)
+    if problem is None and not cuda_toolkit_available():  # probed only when torch allows it: a CPU torch warns
+        problem = "needs nvcc (set CUDA_HOME or put nvcc on PATH)"
     if mode == "on" and problem:
         raise SystemExit(f"build_op: --cuda on {problem}")
-    return problem is None if mode == "auto" else mode == "on"
+    return problem is None
 
 
 def check_torch_cuda_libs(directory: Path, abi: str) -> Path:
