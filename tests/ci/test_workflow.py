@@ -81,9 +81,12 @@ def test_release_waits_for_every_build_and_the_abi_gate() -> None:
 
 # What the release must carry besides the conda packages: the stable-ABI variants (torch >= 2.11, any minor).
 STABLE_VARIANTS = {
-    "torch-stable-abi211-cpu-x86_64-linux", "torch-stable-abi211-cu130-x86_64-linux",
-    "torch-stable-abi211-cpu-aarch64-linux", "torch-stable-abi211-cu130-aarch64-linux",
+    "torch-stable-abi211-cpu-x86_64-linux", "torch-stable-abi211-cu129-x86_64-linux",
+    "torch-stable-abi211-cu130-x86_64-linux", "torch-stable-abi211-cpu-aarch64-linux",
+    "torch-stable-abi211-cu129-aarch64-linux", "torch-stable-abi211-cu130-aarch64-linux",
 }
+# The pixi environment whose nvcc makes each backend (a stable build serves its toolkit's CUDA).
+STABLE_ENVIRONMENTS = {"cpu": "cpu", "cu129": "cuda129", "cu130": "cuda"}
 
 
 def _steps(job: dict, name: str) -> list[str]:
@@ -102,10 +105,10 @@ def stable_release_problems(text: str) -> list[str]:
         out = build.rpartition("--out ")[2]
         variant = out.removeprefix("stable/")
         built.add(variant)
-        environment = "cuda" if "-cu" in variant else "cpu"
+        environment = STABLE_ENVIRONMENTS.get(variant.split("-")[3], "none")  # torch-stable-abi211-<backend>-...
         if not build.startswith(f"pixi run -e {environment} python -m tools.build.op --abi stable "):
             problems.append(f"{name}: not a stable build in pixi's {environment} environment: {build!r}")
-        if environment == "cuda" and ("--cuda on" not in build or "CONDA_OVERRIDE_CUDA" not in job.get("env", {})):
+        if environment != "cpu" and ("--cuda on" not in build or "CONDA_OVERRIDE_CUDA" not in job.get("env", {})):
             problems.append(f"{name}: a CUDA build must ask for CUDA (--cuda on) and state the driver pixi needs")
         if _steps(job, "ABI gate") != [f"pixi run -e {environment} python -m tools.release.abi_gate {out}"]:
             problems.append(f"{name}: its variant is not gated")
@@ -150,13 +153,16 @@ def test_a_workflow_without_the_stable_builds_is_refused() -> None:
 
 
 def test_the_stable_jobs_use_the_cuda_of_the_pixi_environment_they_build_in() -> None:
-    """The variant's CUDA is the one pixi.toml's cuda environment pins (torch.version.cuda there names it)."""
+    """Each CUDA variant's CUDA is the one its pixi environment pins: that of the nvcc it compiles with."""
     pixi = ci_workflow.tomllib.loads(ci_workflow.MANIFEST.read_text())
-    pinned = pixi["feature"]["cuda"]["dependencies"]["cuda-version"]
 
     cuda_jobs = [job for job in ci_workflow.stable_matrix() if job.cuda is not None]
 
-    assert cuda_jobs and all(pinned == f"{job.cuda}.*" for job in cuda_jobs)
+    assert {job.cuda for job in cuda_jobs} == {"12.9", "13.0"}
+    for job in cuda_jobs:
+        features = pixi["environments"][job.environment]["features"]
+        assert [pixi["feature"][name]["dependencies"].get("cuda-version") for name in features
+                if "cuda-version" in pixi["feature"][name].get("dependencies", {})] == [f"{job.cuda}.*"]
     assert ci_workflow.cuda_driver() == "13.0"
 
 

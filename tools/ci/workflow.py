@@ -65,16 +65,14 @@ class Job:
 @dataclass(frozen=True)
 class StableJob:
     """One stable-ABI variant: built once for its backend and platform, as it serves every torch from build.toml's
-    [torch.stable-abi] version on. `cuda` is the CUDA of pixi.toml's cuda environment (None: CPU)."""
+    [torch.stable-abi] version on. `cuda` is the CUDA its pixi environment pins, that of the nvcc it compiles
+    with (None: CPU)."""
 
     platform: str
     cuda: str | None
     torch: tuple[int, int]  # [torch.stable-abi] version
-
-    @property
-    def environment(self) -> str:
-        """The pixi environment with the torch (CPU or CUDA build) and, for CUDA, the nvcc it builds against."""
-        return "cpu" if self.cuda is None else "cuda"
+    # The pixi environment with the torch (CPU or CUDA build) and, for CUDA, the nvcc it builds with.
+    environment: str = "cpu"
 
     @property
     def variant(self) -> str:
@@ -117,17 +115,21 @@ def matrix() -> list[Job]:
 
 
 def stable_matrix(manifest: Path = MANIFEST) -> list[StableJob]:
-    """The stable-ABI variants: CPU on every plain platform; CUDA on each platform pixi.toml's cuda environment
-    is solved for (a named platform declaring a driver), with the CUDA that environment pins."""
+    """The stable-ABI variants: CPU on every plain platform; for each pixi environment whose feature pins a
+    `cuda-version` (its nvcc's), CUDA on each platform that feature is solved for (a named platform declaring a
+    driver), with that CUDA."""
     config = BuildConfig.load()
     if config.stable_abi is None:
         return []
     torch = tuple(int(part) for part in config.stable_abi.version.split("."))
     pixi = tomllib.loads(manifest.read_text())
     named = {entry["name"]: entry["platform"] for entry in pixi["workspace"]["platforms"] if isinstance(entry, dict)}
-    cuda_version = pixi["feature"]["cuda"]["dependencies"]["cuda-version"].removesuffix(".*")
     jobs = [StableJob(platform, None, torch) for platform in workspace_platforms(manifest)]
-    jobs += [StableJob(named[name], cuda_version, torch) for name in pixi["feature"]["cuda"]["platforms"]]
+    for environment, spec in pixi["environments"].items():
+        for feature in (pixi["feature"][name] for name in spec["features"]):
+            if cuda_version := feature.get("dependencies", {}).get("cuda-version"):
+                jobs += [StableJob(named[name], cuda_version.removesuffix(".*"), torch, environment)
+                         for name in feature["platforms"]]
     return sorted(jobs, key=lambda job: job.id)
 
 
