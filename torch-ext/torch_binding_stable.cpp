@@ -248,12 +248,10 @@ void route_functional(StableIValue* stack, uint64_t, uint64_t) {
 }
 
 void route_out(StableIValue* stack, uint64_t, uint64_t) {  // input, dim, weights, out
-  if (aoti_torch_grad_mode_is_enabled()) {
-    IMG2GRAY_CHECK(!requires_grad(torch::stable::detail::to<AtenTensorHandle>(stack[0])) &&
-                       !requires_grad(torch::stable::detail::to<AtenTensorHandle>(stack[3])),
-                   "img2gray.out(): functions with out=... arguments don't support automatic differentiation, but "
-                   "one of the arguments requires grad; call img2gray without out= (or under torch.no_grad())");
-  }
+  IMG2GRAY_CHECK(!records_graph(torch::stable::detail::to<AtenTensorHandle>(stack[0])) &&
+                     !records_graph(torch::stable::detail::to<AtenTensorHandle>(stack[3])),
+                 "img2gray.out(): functions with out=... arguments don't support automatic differentiation, but "
+                 "one of the arguments requires grad; call img2gray without out= (or under torch.no_grad())");
   call_op(routed_op().c_str(), "no_grad_out", stack);
 }
 

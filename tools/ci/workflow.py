@@ -42,6 +42,11 @@ STABLE_DIR = "stable"
 ABI_GATE = f"pixi run -e cpu python -m tools.release.abi_gate output {STABLE_DIR}"
 
 
+def flavour(cuda_version: str | None) -> str:
+    """A job's backend as its id spells it: cpu, cuda129, cuda130."""
+    return "cpu" if cuda_version is None else "cuda" + cuda_version.replace(".", "")
+
+
 @dataclass(frozen=True)
 class Job:
     platform: str
@@ -49,12 +54,8 @@ class Job:
     cuda: str | None
 
     @property
-    def flavour(self) -> str:
-        return "cpu" if self.cuda is None else "cuda" + self.cuda.replace(".", "")
-
-    @property
     def id(self) -> str:
-        return f"build-{self.platform}-{self.flavour}-torch{self.pytorch.replace('.', '')}"
+        return f"build-{self.platform}-{flavour(self.cuda)}-torch{self.pytorch.replace('.', '')}"
 
     @property
     def build_command(self) -> str:
@@ -81,7 +82,7 @@ class StableJob:
 
     @property
     def id(self) -> str:
-        return f"stable-{self.platform}-{'cpu' if self.cuda is None else 'cuda' + self.cuda.replace('.', '')}"
+        return f"stable-{self.platform}-{flavour(self.cuda)}"
 
     @property
     def out(self) -> str:
@@ -235,7 +236,7 @@ def render(jobs: Sequence[Job], stable: Sequence[StableJob]) -> str:
     for job in jobs:
         lines += [
             f"  {job.id}:",
-            f"    name: {job.platform} {job.flavour} torch {job.pytorch}",
+            f"    name: {job.platform} {flavour(job.cuda)} torch {job.pytorch}",
             f"    runs-on: {RUNNERS[job.platform]}",
             "    steps:",
             *_setup_steps(),

@@ -90,8 +90,7 @@ def img2gray(
     """
     w = channel_weights(weights)
     if out is None:
-        op = _FUNCTIONAL_OP
-        result = _call(op, x, dim) if w is _DEFAULT_WEIGHTS else _call(op, x, dim, w)
+        result = _call(_FUNCTIONAL_OP, x, dim) if w is _DEFAULT_WEIGHTS else _call(_FUNCTIONAL_OP, x, dim, w)
         return result if keepdim else result.squeeze(dim)
     if not keepdim:
         out_dim = checked_dim(x, dim)  # before out's shape: a wrong dim is the caller's real mistake

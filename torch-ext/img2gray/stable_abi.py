@@ -122,5 +122,6 @@ def define(namespace: str, register_fakes: Callable[[str, bool], None]) -> None:
     if not _public_name_defined():
         _define_namespace(PUBLIC_NAMESPACE, "FRAGMENT", register_fakes, build_namespace=False)
         namespaces.append(PUBLIC_NAMESPACE)
+    build_ops = getattr(torch.ops, namespace).img2gray
     for defined in namespaces:
-        _route_python_calls(defined, getattr(torch.ops, namespace).img2gray)
+        _route_python_calls(defined, build_ops)
