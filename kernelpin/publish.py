@@ -24,7 +24,9 @@ from kernelpin.errors import KernelpinError
 from kernelpin.integrity import check_repo_path, sha256_file
 from kernelpin.layout import BUILD_DIR, METADATA
 from kernelpin.limits import Limits
-from kernelpin.metadata import SEMVER_KEY, MetadataError, check_kernels_format, compat_package_name, parse_metadata
+from kernelpin.metadata import (
+    SEMVER_KEY, MetadataError, check_kernels_format, compat_package_name, digest_covers, parse_metadata,
+)
 from kernelpin.ranges import Version, VersionError
 from kernelpin.listing import Refs, parse_refs
 from kernelpin.source import http_status, repository_refs, translate_errors
@@ -108,7 +110,7 @@ def read_variant(directory: Path, name: str | None = None) -> dict[str, Any]:
     if name is not None and metadata.variant is not None and metadata.variant != name:
         raise PublishError(f"{metadata_path}: says variant {metadata.variant!r} but lies in build/{name}/; rebuild or move it")
 
-    present = {path: file for path, file in _files_under(directory, where).items() if path != METADATA}
+    present = {path: file for path, file in _files_under(directory, where).items() if digest_covers(path)}
     expected = metadata.digests
     problems = [f"{path}: listed in the digest but missing" for path in sorted(expected.keys() - present.keys())]
     problems += [f"{path}: present but not in the digest" for path in sorted(present.keys() - expected.keys())]
