@@ -175,9 +175,11 @@ def verify_bundle(repo_id: str, variant: str, metadata: bytes, bundle: bytes | N
     try:
         verifier.verify_artifact(metadata, parsed, recorder)
     except CertValidationError as error:
-        raise refuse(f"the certificate does not verify against the Sigstore trust root at the time the log "
-                     f"recorded the signature ({str(error)[:160]}): an expired certificate, or one from another CA",
-                     "do not use this release; ask the publisher to sign it again") from None
+        if "not valid at validation time" in str(error):
+            raise refuse("the certificate had expired (or was not yet valid) when the log recorded the signature",
+                         "do not use this release; ask the publisher to sign it again") from None
+        raise refuse(f"the certificate does not verify against the Sigstore trust root ({str(error)[:160]}): "
+                     "issued by another CA", "do not use this release; ask the publisher to sign it again") from None
     except VerificationError as error:
         text = str(error)
         if "Signature is invalid for input" in text or "inconsistent with other materials" in text:
