@@ -90,3 +90,24 @@ def test_kernels_verify_signature_accepts_the_staged_release(signed_variant, tmp
     repo.branch("v1")
     done = kernels_verify_signature()
     assert done.returncode == 1 and "metadata signature verification failed" in done.stdout, done.stdout + done.stderr
+
+
+def test_publish_checks_signatures(signed_variant, tmp_path: Path) -> None:
+    from kernelpin.publish import PublishError, check_signatures
+
+    root, variant = signed_variant
+    trusted_root = root.write_trusted_root(tmp_path / "trusted_root.json")
+    release = stage([variant], tmp_path / "release", "acme/img2gray")
+    signers = check_signatures(release.root, release.variants, required=True, trusted_root=trusted_root)
+    assert signers[CPU_213].identity.endswith("/.github/workflows/build.yaml@refs/heads/main")
+    staged = release.root / "build" / CPU_213
+    # A bad signature is refused whether or not signatures are required.
+    (staged / "metadata.json.sigstore").write_text("{}")
+    for required in (True, False):
+        with pytest.raises(PublishError, match="is not a Sigstore bundle.*python -m sigstore sign --bundle"):
+            check_signatures(release.root, release.variants, required=required, trusted_root=trusted_root)
+    # Unsigned: refused only when signatures are required (the CI release job requires them).
+    (staged / "metadata.json.sigstore").unlink()
+    assert check_signatures(release.root, release.variants, required=False, trusted_root=trusted_root) == {CPU_213: None}
+    with pytest.raises(PublishError, match=f"build/{CPU_213}: unsigned \\(no metadata.json.sigstore\\) and --require-signatures"):
+        check_signatures(release.root, release.variants, required=True, trusted_root=trusted_root)
