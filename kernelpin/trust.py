@@ -19,7 +19,7 @@ workflows, and required to be. An entry in pyproject.toml under that name replac
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +42,98 @@ class Signer:
 
     def describe(self) -> str:
         return self.identity if self.issuer == GITHUB_ISSUER else f"{self.identity} (issuer {self.issuer})"
+
+    @property
+    def continuity(self) -> str:
+        """What must stay the same from one release to the next: the identity, without the ref a GitHub
+        workflow ran on (a release workflow runs on each release's own tag)."""
+        if self.identity.startswith("https://github.com/") and "@" in self.identity:
+            return self.identity.rpartition("@")[0]
+        return self.identity
+
+
+@dataclass(frozen=True)
+class LockedSignature:
+    """What the lock records of a variant's signature, as `lock` verified it: the signer (None: the release is
+    unsigned), the bundle's sha256 and the transparency-log entry."""
+
+    signer: Signer | None
+    bundle_sha256: str | None = None
+    log_index: int | None = None
+    log_id: str | None = None
+    integrated_time: int | None = None
+
+    def to_table(self) -> dict[str, str | int | bool]:
+        if self.signer is None:
+            return {"unsigned": True}
+        table: dict[str, str | int | bool] = {"issuer": self.signer.issuer, "identity": self.signer.identity}
+        for key, value in (("source-repository", self.signer.source_repository),
+                           ("source-commit", self.signer.source_commit), ("source-ref", self.signer.source_ref),
+                           ("bundle-sha256", self.bundle_sha256), ("log-id", self.log_id),
+                           ("log-index", self.log_index), ("integrated-time", self.integrated_time)):
+            if value is not None:
+                table[key] = value
+        return table
+
+    @classmethod
+    def from_table(cls, table: Any, where: str, fix: str) -> LockedSignature:
+        """Read what `to_table` wrote; a malformed entry is an error naming it and the fix."""
+        def fail(problem: str) -> KernelpinError:
+            return KernelpinError(f"{where}: signature {problem}; {fix}")
+
+        if not isinstance(table, dict):
+            raise fail("must be a table")
+        if table.get("unsigned") is True and len(table) == 1:
+            return cls(None)
+        strings = {key: table.get(key) for key in ("issuer", "identity", "source-repository", "source-commit",
+                                                   "source-ref", "bundle-sha256", "log-id")}
+        numbers = {key: table.get(key) for key in ("log-index", "integrated-time")}
+        unknown = sorted(set(table) - strings.keys() - numbers.keys())
+        if unknown:
+            raise fail(f"has an unknown key {unknown[0][:40]!r}")
+        if not all(value is None or isinstance(value, str) and len(value) < 4096 for value in strings.values()):
+            raise fail("fields must be strings")
+        if not all(value is None or isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 63
+                   for value in numbers.values()):
+            raise fail("log-index and integrated-time must be whole numbers")
+        bundle = strings["bundle-sha256"]
+        if not strings["issuer"] or not strings["identity"] or bundle is None or not _is_sha256(bundle):
+            raise fail("needs issuer, identity and bundle-sha256 (64 lowercase hex digits)")
+        signer = Signer(strings["issuer"], strings["identity"], strings["source-repository"], strings["source-commit"],
+                        strings["source-ref"])
+        return cls(signer, bundle, numbers["log-index"], strings["log-id"], numbers["integrated-time"])
+
+
+def _is_sha256(text: str) -> bool:
+    return len(text) == 64 and all(c in "0123456789abcdef" for c in text)
+
+
+def signer_changes(repo_id: str, old: Mapping[str, LockedSignature | None], new: Mapping[str, LockedSignature],
+                   accepted: Collection[str]) -> list[str]:
+    """Signer continuity across a re-lock, for each variant of the new release: one refusal per variant whose
+    signer is not the one the lock recorded (for that variant, or for any variant when it is new), or that is
+    no longer signed. `accepted` holds the new identities (`Signer.continuity`, or UNSIGNED) the user named with
+    `--accept-signer REPO=...`. A lock that recorded no signer constrains nothing (unsigned -> signed is fine)."""
+    known = {variant: signature.signer for variant, signature in old.items()
+             if signature is not None and signature.signer is not None}
+    if not known:
+        return []
+    everyone = {signer.continuity for signer in known.values()}
+    problems = []
+    for variant, signature in sorted(new.items()):
+        before = known.get(variant)
+        allowed = {before.continuity} if before is not None else everyone
+        was = " or ".join(sorted(allowed))
+        if signature.signer is None:
+            if UNSIGNED not in accepted:
+                problems.append(f"{repo_id} {variant}: the new release is unsigned, but the locked one was signed by "
+                                f"{was}; if you accept an unsigned release, run `kernelpin lock --upgrade "
+                                f"--accept-signer {repo_id}={UNSIGNED}`")
+        elif signature.signer.continuity not in allowed and signature.signer.continuity not in accepted:
+            problems.append(f"{repo_id} {variant}: the new release is signed by {signature.signer.describe()}, but the "
+                            f"locked one by {was}: the publisher's signer changed. If you trust the new one, run "
+                            f"`kernelpin lock --upgrade --accept-signer {repo_id}={signature.signer.continuity}`")
+    return problems
 
 
 @dataclass(frozen=True)
@@ -124,6 +216,17 @@ class Policy:
         if entry is not None and entry.require_signatures is not None:
             return entry.require_signatures, entry.where
         return self.require_signatures, f"[{TABLE}] require-signatures"
+
+    def check_publisher(self, repo_id: str, hub_trusts: Callable[[str], bool]) -> None:
+        """The gate `kernels` has: a repository of a publisher the policy does not name is locked only when the
+        Hub marks its organization a trusted kernel publisher (`hub_trusts`, asked only then)."""
+        if self.publisher(repo_id) is not None:
+            return
+        org = repo_id.split("/", 1)[0]
+        if not hub_trusts(org):
+            raise KernelpinError(f"{repo_id}: untrusted publisher: the Hub does not mark {org} a trusted kernel "
+                                 f"publisher (trustedKernelPublisher) and pyproject.toml does not name it; if you "
+                                 f'trust it, add [{TABLE}.publishers."{org}"] (or "{repo_id}") to pyproject.toml')
 
     def check_signer(self, repo_id: str, variant: str, signer: Signer | None) -> None:
         """The check `load` makes on what the lock recorded (no cryptography: `lock` and `sync` verified the
