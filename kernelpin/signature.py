@@ -19,14 +19,16 @@ import contextlib
 import hashlib
 import json
 import logging
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kernelpin.errors import KernelpinError
+from kernelpin.layout import METADATA
 from kernelpin.layout import SIGNATURE as BUNDLE
-from kernelpin.trust import Policy, SignatureError, Signer
+from kernelpin.trust import LockedSignature, Policy, SignatureError, Signer
 
 if TYPE_CHECKING:
     from cryptography.x509 import Certificate
@@ -140,9 +142,10 @@ def oversized(repo_id: str, variant: str, size: int) -> SignatureError:
 
 
 def verify_bundle(repo_id: str, variant: str, metadata: bytes, bundle: bytes | None, policy: Policy,
-                  verifier: Verifier) -> Verified | None:
+                  verifier: Verifier | None) -> Verified | None:
     """Verify `bundle` over `metadata` (both as the release holds them) and its signer against `policy`.
-    None for an unsigned release the policy lets through; `SignatureError` for everything else."""
+    None for an unsigned release the policy lets through; `SignatureError` for everything else. `verifier`
+    may be None only for a release without a bundle."""
     from sigstore.errors import CertValidationError, VerificationError
     from sigstore.models import Bundle, InvalidBundle
 
@@ -172,6 +175,7 @@ def verify_bundle(repo_id: str, variant: str, metadata: bytes, bundle: bytes | N
     if digest is not None and digest.digest != hashlib.sha256(metadata).digest():
         raise other_bytes
     recorder = _Recorder()
+    assert verifier is not None, "a bundle needs a verifier"
     try:
         verifier.verify_artifact(metadata, parsed, recorder)
     except CertValidationError as error:
@@ -206,7 +210,6 @@ def verify_variant(directory: Path, repo_id: str, policy: Policy, verifier: Veri
     """The full check of an installed or staged variant, as `kernels verify-signature` makes it: the bundle
     over metadata.json's bytes (before they are parsed), then every file against the signed digest."""
     from kernelpin.integrity import sha256_file
-    from kernelpin.layout import METADATA
     from kernelpin.metadata import MetadataError, digest_covers, parse_metadata
 
     variant = directory.name
@@ -233,3 +236,50 @@ def verify_variant(directory: Path, repo_id: str, policy: Policy, verifier: Veri
         raise SignatureError(repo_id, variant, f"the files do not match the signed {METADATA} digest "
                              f"({', '.join(problems[:5]) or 'no digest'})", "do not use this build; sync it again")
     return verified
+
+
+class ReleaseChecker:
+    """The policy and its trust root, as `lock` and `sync` use them from several threads; the sigstore
+    verifier is made on first use (importing sigstore costs about a second, a lock of unsigned kernels never
+    pays it)."""
+
+    def __init__(self, policy: Policy, project_root: Path, refresh: bool = False) -> None:
+        self.policy, self.project_root, self.refresh = policy, project_root, refresh
+        self._verifier: Verifier | None = None
+        self._making = threading.Lock()
+
+    @property
+    def verifier(self) -> Verifier:
+        with self._making:
+            if self._verifier is None:
+                self._verifier = verifier(self.policy, self.project_root, self.refresh)
+            return self._verifier
+
+    def check(self, repo_id: str, variant: str, metadata: bytes | None, bundle: bytes | None) -> LockedSignature:
+        """What the lock records of one variant's signature, after verifying it (see verify_bundle)."""
+        if bundle is None:
+            verified = verify_bundle(repo_id, variant, metadata or b"", None, self.policy, None)
+        elif metadata is None:
+            raise SignatureError(repo_id, variant, f"{BUNDLE} without a metadata.json to sign",
+                                 "the release is broken; ask the publisher to fix it")
+        else:
+            verified = verify_bundle(repo_id, variant, metadata, bundle, self.policy, self.verifier)
+        if verified is None:
+            return LockedSignature(None)
+        return LockedSignature(verified.signer, verified.bundle_sha256, verified.log_index, verified.log_id,
+                               verified.integrated_time)
+
+    def recheck(self, repo_id: str, variant: str, directory: Path, locked: LockedSignature) -> None:
+        """`sync`'s check of an installed variant whose files matched the lock: its bundle verifies again,
+        offline, and names the signer the lock recorded (a lock edited to claim a signer is caught here)."""
+        if locked.signer is None:
+            self.policy.check_signer(repo_id, variant, None)
+            return
+        bundle = directory / BUNDLE
+        found = self.check(repo_id, variant, (directory / METADATA).read_bytes(),
+                           bundle.read_bytes() if bundle.is_file() else None)
+        if found.signer != locked.signer or found.bundle_sha256 != locked.bundle_sha256:
+            raise SignatureError(repo_id, variant, f"the lock records a signature by {locked.signer.describe()}, "
+                                 f"but the bundle is {'unsigned' if found.signer is None else 'by ' + found.signer.describe()}",
+                                 "the lock was edited: regenerate it with `kernelpin lock --upgrade-package "
+                                 f"{repo_id}` and review the change")
