@@ -21,13 +21,16 @@ from kernelpin import environment, kernels_lock, lockfile
 from kernelpin.errors import KernelpinError
 from kernelpin.integrity import write_atomic
 from kernelpin.project import (
-    PYPROJECT, NewEntry, Project, entry_to_add, find_project, read_requirements, remove_requirement, set_requirement,
+    PYPROJECT, NewEntry, Project, entry_to_add, find_project, read_policy, read_requirements, remove_requirement,
+    set_requirement,
 )
 from kernelpin.ranges import Version
 from kernelpin.resolve import resolve, tag_versions
+from kernelpin.signature import ReleaseChecker
 from kernelpin.source import HubSettings, HubSource, Refs
 from kernelpin.spec import Requirement, check_repo_id, describe_value
 from kernelpin.sync import Installer, SyncedVariant, choose_variant, sync, unlisted_entries
+from kernelpin.trust import UNSIGNED
 
 
 UNBOUNDED_WIDTH = 1 << 16  # columns, for output that is not a terminal
@@ -107,6 +110,24 @@ class Context:
     def requirements(self) -> list[Requirement]:
         return read_requirements(self.project)
 
+    @functools.cached_property
+    def checker(self) -> ReleaseChecker:
+        """The publisher policy of pyproject.toml with its Sigstore trust root (kernelpin.signature)."""
+        return ReleaseChecker(read_policy(self.project), self.project.root,
+                              refresh=bool(getattr(self.args, "refresh_trust_root", False)))
+
+    def accepted_signers(self) -> dict[str, set[str]]:
+        """`--accept-signer REPO=IDENTITY` (repeatable): new signers the user accepts, by repository."""
+        accepted: dict[str, set[str]] = {}
+        for given in getattr(self.args, "accept_signer", None) or ():
+            repo_id, equals, identity = given.partition("=")
+            if not equals or not identity:
+                raise KernelpinError(f"--accept-signer {given}: write REPO=IDENTITY (the identity the refusal "
+                                     f"named) or REPO={UNSIGNED}")
+            check_repo_id(repo_id)
+            accepted.setdefault(repo_id, set()).add(identity)
+        return accepted
+
     def lock(self) -> lockfile.Lock | None:
         return lockfile.read(self.project.lockfile)
 
@@ -161,7 +182,8 @@ class Context:
                 f"(present: {', '.join(r.repo_id for r in requirements) or 'none'})"
             )
         new = resolve(self.source, requirements, previous,
-                      upgrade=lambda repo_id: upgrade_all or repo_id in upgrade, note=self.note)
+                      upgrade=lambda repo_id: upgrade_all or repo_id in upgrade, note=self.note,
+                      checker=self.checker, accepted_signers=self.accepted_signers())
         changed = lockfile.changes(previous, new)
         if previous is not None and previous.schema != lockfile.SCHEMA_VERSION:
             changed.append(f"~ {self.project.lockfile.name}: schema version {previous.schema} -> "
@@ -754,6 +776,11 @@ def build_parser() -> argparse.ArgumentParser:
     upgrade.add_argument("--upgrade", action="store_true", help="re-resolve every kernel to its newest satisfying version")
     upgrade.add_argument("--upgrade-package", action="append", metavar="REPO", help="re-resolve only REPO (repeatable)")
     lock.add_argument("--dry-run", action="store_true", help="show what would change; write nothing")
+    lock.add_argument("--accept-signer", action="append", metavar="REPO=IDENTITY",
+                      help=f"accept a new signer of REPO's release (the identity the refusal names, or {UNSIGNED}); "
+                           "repeatable")
+    lock.add_argument("--refresh-trust-root", action="store_true",
+                      help="update Sigstore's trust root through TUF first (online); default: the one sigstore ships")
     json_option(lock)
     lock.set_defaults(run=cmd_lock)
 

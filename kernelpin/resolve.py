@@ -5,19 +5,21 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from kernelpin.errors import KernelpinError
 from kernelpin.integrity import GIT_OBJECT_ID_RE, check_repo_path, git_blob_sha1
-from kernelpin.layout import BUILD_DIR, METADATA
+from kernelpin.layout import BUILD_DIR, METADATA, SIGNATURE
 from kernelpin.lockfile import Lock, LockedFile, LockedKernel, LockedVariant, is_variant_name, why_stale
 from kernelpin.metadata import check_size as check_metadata_size
 from kernelpin.metadata import parse_metadata
 from kernelpin.ranges import Version
+from kernelpin.signature import MAX_BUNDLE_BYTES, ReleaseChecker, oversized
 from kernelpin.source import HubSource, Refs, RemoteFile
 from kernelpin.spec import Requirement, RequirementValue, describe_value, parse_requirement
+from kernelpin.trust import signer_changes
 
 
 @dataclass(frozen=True)
@@ -141,9 +143,11 @@ class Pinner:
     files come with their sha256. Anything else is streamed and hashed, never stored.
     """
 
-    def __init__(self, source: HubSource, repo_id: str, repo_type: str, commit: str) -> None:
+    def __init__(self, source: HubSource, repo_id: str, repo_type: str, commit: str,
+                 checker: ReleaseChecker | None = None) -> None:
         self.source, self.repo_id, self.repo_type, self.commit = source, repo_id, repo_type, commit
         self.where = f"{repo_id} at {commit[:12]}"
+        self.checker = checker  # verifies each variant's signature against the publisher policy
 
     def _hash_checked(self, remote: RemoteFile) -> str:
         """The sha256 of a file without a published digest, streamed and hashed (kept neither in memory nor
@@ -160,8 +164,9 @@ class Pinner:
             raise self._altered(remote)
         return sha256.hexdigest()
 
-    def _read_metadata_checked(self, remote: RemoteFile) -> bytes:
-        """metadata.json in one GET, in memory, checked against the listing (lock needs no cached copy)."""
+    def _read_checked(self, remote: RemoteFile) -> bytes:
+        """A small file (metadata.json, its signature) in one GET, in memory, checked against the listing (lock
+        needs no cached copy)."""
         content = self.source.read(self.repo_id, self.repo_type, self.commit, remote.path, remote.size)
         if not self._matches_listing(remote, content):
             raise self._altered(remote)
@@ -188,11 +193,20 @@ class Pinner:
         backend = archs = None
         depends: tuple = ()
         pinned: dict[str, str] = {}
+        content = bundle = None
+        if SIGNATURE in by_relative and self.checker is not None:
+            if by_relative[SIGNATURE].size > MAX_BUNDLE_BYTES:  # before downloading it
+                raise oversized(self.repo_id, name, by_relative[SIGNATURE].size)
+            bundle = self._read_checked(by_relative[SIGNATURE])
+            pinned[SIGNATURE] = hashlib.sha256(bundle).hexdigest()
         if METADATA in by_relative:
             where = f"{self.where}: {prefix}{METADATA}"
             check_metadata_size(by_relative[METADATA].size, where)  # before downloading it
-            content = self._read_metadata_checked(by_relative[METADATA])
+            content = self._read_checked(by_relative[METADATA])
             pinned[METADATA] = hashlib.sha256(content).hexdigest()
+        # The signature is verified before metadata.json is parsed: a hostile one never reaches the parser.
+        signature = None if self.checker is None else self.checker.check(self.repo_id, name, content, bundle)
+        if content is not None:
             metadata = parse_metadata(content, where)
             digests, backend, archs = metadata.digests, metadata.backend, metadata.archs
             depends = metadata.kernel_depends
@@ -221,16 +235,20 @@ class Pinner:
             backend=backend,
             archs=archs,
             depends=depends,
+            signature=signature,
         )
 
 
-def resolve_one(source: HubSource, requirement: Requirement, note: Callable[[str], None]) -> LockedKernel:
+def resolve_one(source: HubSource, requirement: Requirement, note: Callable[[str], None],
+                checker: ReleaseChecker | None = None) -> LockedKernel:
+    if checker is not None:
+        checker.policy.check_publisher(requirement.repo_id, source.trusted_publisher)
     refs = source.refs(requirement.repo_id, requirement.repo_type)
     _, ignored = tag_versions(refs.tags)
     if ignored:
         note(f"{requirement.repo_id}: ignored tags (not versions): {', '.join(ignored)}")
     pick = pick_revision(requirement, refs)
-    pinner = Pinner(source, requirement.repo_id, refs.repo_type, pick.commit)
+    pinner = Pinner(source, requirement.repo_id, refs.repo_type, pick.commit, checker)
     variants = group_variants(source.tree(requirement.repo_id, refs.repo_type, pick.commit), pinner.where)
     # Stray folders (build/__pycache__/, build/.ipynb_checkpoints/) are no builds; the lock cannot name them.
     stray = sorted(name for name in variants if not is_variant_name(name))
@@ -241,7 +259,7 @@ def resolve_one(source: HubSource, requirement: Requirement, note: Callable[[str
         raise KernelpinError(
             f"{pinner.where}: no build/<variant>/ directories; this revision has no kernel builds"
         )
-    return LockedKernel(
+    locked = LockedKernel(
         repo_id=requirement.repo_id,
         repo_type=refs.repo_type,
         requirement=requirement.value,
@@ -251,6 +269,11 @@ def resolve_one(source: HubSource, requirement: Requirement, note: Callable[[str
         tag=pick.tag,
         variants=tuple(pinner.variant(name, files) for name, files in sorted(variants.items())),
     )
+    unsigned = [v.name for v in locked.variants if v.signature is not None and v.signature.signer is None]
+    if unsigned:
+        note(f"warning: {locked.label}: unsigned ({', '.join(unsigned)}): locked without a signature; "
+             f"[tool.kernelpin.trust] require-signatures refuses such releases")
+    return locked
 
 
 def resolve(
@@ -260,15 +283,36 @@ def resolve(
     upgrade: Callable[[str], bool],
     note: Callable[[str], None] = lambda message: None,
     workers: int = 8,
+    checker: ReleaseChecker | None = None,
+    accepted_signers: Mapping[str, Collection[str]] | None = None,
 ) -> Lock:
     """The lock for `requirements` and, transitively, the kernels their variants depend on (`kernel-depends`):
-    entries that still satisfy are kept (unless `upgrade(repo_id)`), the others are resolved in parallel."""
+    entries that still satisfy are kept (unless `upgrade(repo_id)`), the others are resolved in parallel.
+    With a `checker`, every resolved release passes the publisher policy (kernelpin.trust) and keeps the
+    signer the previous lock recorded, unless `accepted_signers[repo]` names the new one; kept entries are
+    checked against the current policy too."""
 
     def kept_or_none(requirement: Requirement) -> LockedKernel | None:
         locked = previous.kernel(requirement.repo_id) if previous else None
         if locked is not None and not upgrade(requirement.repo_id) and why_stale(requirement, locked) is None:
+            if checker is not None:
+                for variant in locked.variants:
+                    if variant.signature is not None:
+                        checker.policy.check_signer(locked.repo_id, variant.name, variant.signature.signer)
             return dataclasses.replace(locked, requirement=requirement.value, required_by=())
         return None
+
+    def lock_one(requirement: Requirement) -> LockedKernel:
+        locked = resolve_one(source, requirement, note, checker)
+        before = previous.kernel(requirement.repo_id) if previous else None
+        if checker is not None and before is not None:
+            problems = signer_changes(
+                locked.repo_id, {v.name: v.signature for v in before.variants},
+                {v.name: v.signature for v in locked.variants if v.signature is not None},
+                (accepted_signers or {}).get(locked.repo_id, ()))
+            if problems:
+                raise KernelpinError("\n".join(problems))
+        return locked
 
     kept: dict[str, LockedKernel] = {}
     todo: list[Requirement] = []
@@ -280,10 +324,10 @@ def resolve(
             todo.append(requirement)
     if todo:
         with ThreadPoolExecutor(max_workers=max(1, min(workers, len(todo)))) as pool:
-            for locked in pool.map(lambda r: resolve_one(source, r, note), todo):
+            for locked in pool.map(lock_one, todo):
                 kept[locked.repo_id] = locked
     top = {r.repo_id: r for r in requirements}
-    dependencies = _resolve_dependencies(kept, top, lambda r: kept_or_none(r) or resolve_one(source, r, note))
+    dependencies = _resolve_dependencies(kept, top, lambda r: kept_or_none(r) or lock_one(r))
     return Lock(tuple(kept[r.repo_id] for r in requirements) + tuple(dependencies[k] for k in sorted(dependencies)))
 
 

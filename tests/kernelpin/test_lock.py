@@ -199,13 +199,17 @@ def test_lock_sends_only_the_requests_it_needs_and_writes_no_cache(new_repo, pro
     monkeypatch.setattr(httpx2.Client, "send", counting)
     project(f'"{kernel_id}" = "^1"\n')
     assert cli("lock")[0] == 0
-    assert [method for method, _ in sent] == ["GET"] * (2 + len(VARIANTS)), sent
+    # The organization's overview (is it a trusted kernel publisher?), the refs, the tree, each variant's metadata.
+    assert sent[0] == ("GET", "/api/organizations/acme/overview")
+    assert [method for method, _ in sent] == ["GET"] * (3 + len(VARIANTS)), sent
     assert not list(hf_env.glob("*--*"))  # no repository folder (blobs, snapshots, refs) in the Hub cache
-    # A model repository costs one more request: the probe tries the kernel type first.
+    # A model repository costs one more request: the probe tries the kernel type first. Two kernels of one
+    # organization ask for its overview once.
     sent.clear()
-    project(f'"{model_id}" = "^1"\n')
+    (project(f'"{model_id}" = "^1"\n"{kernel_id}" = "^1"\n') / "kernelpin.lock").unlink()
     assert cli("lock")[0] == 0
-    assert len(sent) == 3 + len(VARIANTS), sent
+    assert len(sent) == 1 + 3 + len(VARIANTS) + 2 + len(VARIANTS), sent
+    assert sent.count(("GET", "/api/organizations/acme/overview")) == 1
 
 
 def test_integer_requirement_on_a_repository_with_only_major_branches(new_repo, project, cli, hf_env):
