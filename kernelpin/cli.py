@@ -20,6 +20,7 @@ from rich.table import Table
 from kernelpin import environment, kernels_lock, lockfile
 from kernelpin.errors import KernelpinError
 from kernelpin.integrity import write_atomic
+from kernelpin.layout import SIGNATURE
 from kernelpin.project import (
     PYPROJECT, NewEntry, Project, entry_to_add, find_project, read_policy, read_requirements, remove_requirement,
     set_requirement,
@@ -283,7 +284,7 @@ def cmd_sync(ctx: Context) -> int:
         return _sync_dry_run(ctx, locked, installer, env)
     if env is not None:
         ctx.note(f"selecting variants for {env.describe()}")
-    results = sync(locked, installer, env, all_variants=args.all_variants)
+    results = sync(locked, installer, env, all_variants=args.all_variants, checker=ctx.checker)
     for result in results:
         for path in result.downloaded:
             ctx.note(f"{result.repo_id}: downloaded and verified {path}")
@@ -530,6 +531,15 @@ def cmd_verify(ctx: Context) -> int:
             # Never imported (load runs listed, verified files only), but not what was installed either.
             for extra in unlisted_entries(installer.variant_directory(kernel, variant.name), variant):
                 report.append({"repo": kernel.repo_id, "variant": variant.name, "path": extra, "status": "unlisted"})
+            if ctx.args.signatures and installed and variant.signature is not None:
+                try:  # the bundle and every file, as `kernels verify-signature` checks them, and the lock's signer
+                    ctx.checker.recheck(kernel.repo_id, variant.name, installer.variant_directory(kernel, variant.name),
+                                        variant.signature, files=True)
+                    status, why = "ok", None
+                except KernelpinError as error:
+                    status, why = "signature", str(error)
+                report.append({"repo": kernel.repo_id, "variant": variant.name, "path": SIGNATURE, "status": status,
+                               **({"error": why} if why else {})})
     bad = [row for row in report if row["status"] != "ok"]
     if ctx.args.json:
         _emit_json({"ok": not bad, "files": report})
@@ -539,6 +549,9 @@ def cmd_verify(ctx: Context) -> int:
             ctx.err.print(f"link: {row['repo']} {row['variant']}: {row['path']} is a symbolic link, not a directory "
                           "kernelpin installed; remove the link (it is not kernelpin's), then run `kernelpin sync`",
                           style="red")
+            continue
+        if row["status"] == "signature":
+            ctx.err.print(f"signature: {row['error']}", style="red")
             continue
         ctx.err.print(f"{row['status']}: {row['repo']} {row['variant']}/{row['path']}", style="red")
     if not locked.kernels:
@@ -553,11 +566,15 @@ def cmd_verify(ctx: Context) -> int:
 
 
 def cmd_publish(ctx: Context) -> int:
-    from kernelpin.publish import check_release, publish
+    from kernelpin.publish import check_release, check_signatures, publish
 
     args = ctx.args
     check_repo_id(args.repo)
     release = check_release(Path(args.directory), args.version)
+    signers = check_signatures(release.root, release.variants, args.require_signatures,
+                               Path(args.trusted_root) if args.trusted_root else None)
+    for name, signer in sorted(signers.items()):
+        ctx.note(f"{name}: {'signed by ' + signer.describe() if signer else 'unsigned'}")
     branch = None if release.version.is_prerelease else f"v{release.version.major}"
     variants = f"{len(release.variants)} variant" + ("" if len(release.variants) == 1 else "s")
     summary = f"{len(release.files)} files ({release.size / 1e6:.1f} MB), {variants}, to {args.repo} tagged {release.tag}"
@@ -822,6 +839,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     verify = command("verify", help="re-hash installed kernel files against the lock")
     verify.add_argument("--target", metavar="DIR", help="check a `sync --target` directory instead of the Hub cache")
+    verify.add_argument("--signatures", action="store_true",
+                        help="also verify each installed variant's Sigstore bundle and files against the policy")
     json_option(verify)
     verify.set_defaults(run=cmd_verify)
 
@@ -833,6 +852,10 @@ def build_parser() -> argparse.ArgumentParser:
     publish.add_argument("--version", help="fail unless the release is this version")
     publish.add_argument("--repo-type", choices=["kernel", "model"],
                          help="default: the existing repository's type, else a new kernel repository")
+    publish.add_argument("--require-signatures", action="store_true",
+                         help="refuse a variant without metadata.json.sigstore (a bad one is always refused)")
+    publish.add_argument("--trusted-root", metavar="FILE",
+                         help="verify signatures against this Sigstore trusted_root.json (default: Sigstore's own)")
     publish.add_argument("--dry-run", action="store_true", help="check and list the files; upload nothing")
     json_option(publish)
     publish.set_defaults(run=cmd_publish)

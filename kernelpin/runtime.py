@@ -7,6 +7,7 @@ import os
 import re
 import sys
 import threading
+import tomllib
 from contextvars import ContextVar
 from pathlib import Path
 from types import ModuleType
@@ -21,6 +22,7 @@ from kernelpin.loader import import_verified
 from kernelpin.source import HubSettings, HubSource
 from kernelpin.store import Store
 from kernelpin.sync import choose_variant
+from kernelpin.trust import Policy, parse_policy
 from kernelpin.variant import Environment
 
 
@@ -51,6 +53,25 @@ def read_lock_cached(path: Path) -> lockfile.Lock | None:
     except FileNotFoundError:
         return None
     return _read_lock(path.resolve(), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.cache
+def _read_policy(path: Path, mtime_ns: int, size: int) -> Policy:
+    try:
+        return parse_policy(tomllib.loads(path.read_text(encoding="utf-8")))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+        raise KernelpinError(f"{path}: not valid TOML ({error}); fix it (it holds [tool.kernelpin.trust])") from None
+
+
+def policy_beside(lock_path: Path) -> Policy:
+    """The publisher policy of the pyproject.toml beside the lock (the defaults without one), parsed once per
+    version of the file."""
+    path = lock_path.parent / "pyproject.toml"
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return Policy()
+    return _read_policy(path.resolve(), stat.st_mtime_ns, stat.st_size)
 
 
 @functools.cache
@@ -115,6 +136,10 @@ def load(
         )
     env = _environment() if backend is None else environment.with_backend(_environment(), backend)
     variant = choose_variant(kernel, env)
+    # The signer `lock` verified, against today's policy: string compares, no cryptography (`sync` and
+    # `kernelpin verify --signatures` verify the bundle itself; the lock pins its sha256 like any file's).
+    signature = kernel.variant(variant).signature
+    policy_beside(lock_path).check_signer(repo_id, variant, None if signature is None else signature.signer)
     name = module_name(kernel.repo_id, kernel.commit, variant)
     with _module_lock(name):
         if name in sys.modules:

@@ -269,15 +269,22 @@ class ReleaseChecker:
         return LockedSignature(verified.signer, verified.bundle_sha256, verified.log_index, verified.log_id,
                                verified.integrated_time)
 
-    def recheck(self, repo_id: str, variant: str, directory: Path, locked: LockedSignature) -> None:
+    def recheck(self, repo_id: str, variant: str, directory: Path, locked: LockedSignature,
+                files: bool = False) -> None:
         """`sync`'s check of an installed variant whose files matched the lock: its bundle verifies again,
-        offline, and names the signer the lock recorded (a lock edited to claim a signer is caught here)."""
+        offline, and names the signer the lock recorded (a lock edited to claim a signer is caught here).
+        `files`: also every file against the signed digest (`kernelpin verify --signatures`)."""
         if locked.signer is None:
             self.policy.check_signer(repo_id, variant, None)
             return
-        bundle = directory / BUNDLE
-        found = self.check(repo_id, variant, (directory / METADATA).read_bytes(),
-                           bundle.read_bytes() if bundle.is_file() else None)
+        if files:
+            verified = verify_variant(directory, repo_id, self.policy, self.verifier)
+            found = LockedSignature(None) if verified is None else LockedSignature(verified.signer,
+                                                                                  verified.bundle_sha256)
+        else:
+            bundle = directory / BUNDLE
+            found = self.check(repo_id, variant, (directory / METADATA).read_bytes(),
+                               bundle.read_bytes() if bundle.is_file() else None)
         if found.signer != locked.signer or found.bundle_sha256 != locked.bundle_sha256:
             raise SignatureError(repo_id, variant, f"the lock records a signature by {locked.signer.describe()}, "
                                  f"but the bundle is {'unsigned' if found.signer is None else 'by ' + found.signer.describe()}",

@@ -13,6 +13,7 @@ from typing import Any
 from kernelpin.errors import NoVariantError
 from kernelpin.layout import BUILD_DIR
 from kernelpin.lockfile import Lock, LockedFile, LockedKernel, LockedVariant
+from kernelpin.signature import ReleaseChecker
 from kernelpin.source import HubSource
 from kernelpin.store import Store
 from kernelpin.variant import Environment, select
@@ -118,8 +119,11 @@ def sync(
     all_variants: bool = False,
     repair: bool = True,
     only: Callable[[str], bool] = lambda repo_id: True,
+    checker: ReleaseChecker | None = None,
 ) -> list[SyncedVariant]:
-    """Install the variant each locked kernel needs in `env` (or every variant with `all_variants`)."""
+    """Install the variant each locked kernel needs in `env` (or every variant with `all_variants`). With a
+    `checker`, each installed variant's signature is verified again from its files, offline, against the signer
+    the lock recorded and the current policy (kernelpin.signature)."""
     done = []
     for kernel in lock.kernels:
         if not only(kernel.repo_id):
@@ -129,6 +133,11 @@ def sync(
         else:
             assert env is not None, "an environment is needed to choose variants"
             names = [choose_variant(kernel, env)]
-        done.extend(installer.install(kernel, name, repair) for name in names)
+        for name in names:
+            synced = installer.install(kernel, name, repair)
+            variant = kernel.variant(name)
+            if checker is not None and variant is not None and variant.signature is not None:
+                checker.recheck(kernel.repo_id, name, synced.directory, variant.signature)
+            done.append(synced)
         installer.record_major_ref(kernel)
     return done
