@@ -186,6 +186,12 @@ class Context:
                       upgrade=lambda repo_id: upgrade_all or repo_id in upgrade, note=self.note,
                       checker=self.checker, accepted_signers=self.accepted_signers())
         changed = lockfile.changes(previous, new)
+        for kernel in new.kernels:
+            unsigned = [v.name for v in kernel.variants if v.signature is not None and v.signature.signer is None]
+            if unsigned and (previous is None or previous.kernel(kernel.repo_id) != kernel):
+                self.err.print(f"warning: {kernel.label}: unsigned ({', '.join(unsigned)}): locked without a "
+                               "signature; `require-signatures = true` in [tool.kernelpin.trust] refuses such "
+                               "releases", style="yellow")
         if previous is not None and previous.schema != lockfile.SCHEMA_VERSION:
             changed.append(f"~ {self.project.lockfile.name}: schema version {previous.schema} -> "
                            f"{lockfile.SCHEMA_VERSION}")

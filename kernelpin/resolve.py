@@ -259,7 +259,7 @@ def resolve_one(source: HubSource, requirement: Requirement, note: Callable[[str
         raise KernelpinError(
             f"{pinner.where}: no build/<variant>/ directories; this revision has no kernel builds"
         )
-    locked = LockedKernel(
+    return LockedKernel(
         repo_id=requirement.repo_id,
         repo_type=refs.repo_type,
         requirement=requirement.value,
@@ -269,11 +269,6 @@ def resolve_one(source: HubSource, requirement: Requirement, note: Callable[[str
         tag=pick.tag,
         variants=tuple(pinner.variant(name, files) for name, files in sorted(variants.items())),
     )
-    unsigned = [v.name for v in locked.variants if v.signature is not None and v.signature.signer is None]
-    if unsigned:
-        note(f"warning: {locked.label}: unsigned ({', '.join(unsigned)}): locked without a signature; "
-             f"[tool.kernelpin.trust] require-signatures refuses such releases")
-    return locked
 
 
 def resolve(

@@ -285,3 +285,12 @@ class SigstoreRoot:
         bundle = variant / "metadata.json.sigstore"
         bundle.write_text(self.sign((variant / "metadata.json").read_bytes(), identity, **options))  # type: ignore[arg-type]
         return bundle
+
+    def sign_files(self, files: dict[str, bytes], identity: Identity = Identity(), **options: object) -> dict[str, bytes]:
+        """A repository tree (testkit.fake_kernel.kernel_files) with every `build/<variant>/metadata.json` signed:
+        the bundles added beside them."""
+        signed = dict(files)
+        for path, data in files.items():
+            if path.startswith("build/") and path.endswith("/metadata.json") and path.count("/") == 2:
+                signed[path + ".sigstore"] = self.sign(data, identity, **options).encode()  # type: ignore[arg-type]
+        return signed
