@@ -259,6 +259,8 @@ def resolve_one(source: HubSource, requirement: Requirement, note: Callable[[str
         raise KernelpinError(
             f"{pinner.where}: no build/<variant>/ directories; this revision has no kernel builds"
         )
+    if checker is not None and any(f.path.endswith(f"/{SIGNATURE}") for files in variants.values() for f in files):
+        checker.warm_up()
     return LockedKernel(
         repo_id=requirement.repo_id,
         repo_type=refs.repo_type,

@@ -247,6 +247,7 @@ class ReleaseChecker:
         self.policy, self.project_root, self.refresh = policy, project_root, refresh
         self._verifier: Verifier | None = None
         self._making = threading.Lock()
+        self._warming: threading.Thread | None = None
 
     @property
     def verifier(self) -> Verifier:
@@ -254,6 +255,19 @@ class ReleaseChecker:
             if self._verifier is None:
                 self._verifier = verifier(self.policy, self.project_root, self.refresh)
             return self._verifier
+
+    def warm_up(self) -> None:
+        """Start making the verifier in the background (once): `lock` calls it when a listing shows a
+        bundle, so sigstore's import overlaps the downloads of the metadata to verify."""
+        with self._making:
+            if self._verifier is not None or self._warming is not None:
+                return
+            self._warming = threading.Thread(target=self._warm, name="kernelpin-sigstore", daemon=True)
+            self._warming.start()
+
+    def _warm(self) -> None:
+        with contextlib.suppress(KernelpinError):  # reported by the first real use
+            _ = self.verifier
 
     def check(self, repo_id: str, variant: str, metadata: bytes | None, bundle: bytes | None) -> LockedSignature:
         """What the lock records of one variant's signature, after verifying it (see verify_bundle)."""
