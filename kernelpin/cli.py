@@ -700,7 +700,9 @@ DESCRIPTIONS = {
     "lock": "Resolve every requirement of [tool.kernels.dependencies] in pyproject.toml against the Hub's version "
             "tags and write kernelpin.lock: the commit, and the size and sha256 of every file of every variant. "
             "A requirement the lock already satisfies keeps its locked version unless --upgrade or "
-            "--upgrade-package asks for the newest.",
+            "--upgrade-package asks for the newest. Each release resolved passes the publisher policy of "
+            "[tool.kernelpin.trust]: a trusted publisher, a Sigstore signature that verifies (offline), the "
+            "signer recorded in the lock and kept across upgrades unless --accept-signer names the new one.",
     "sync": "Download the locked variant that fits this environment (torch, CUDA, GPU capability) into the Hub "
             "cache (or --target DIR) and verify every byte against kernelpin.lock. A stale lock is re-locked first "
             "unless --locked or --frozen says otherwise.",
@@ -713,7 +715,8 @@ DESCRIPTIONS = {
                 "requirement and which is locked.",
     "verify": "Re-hash the installed files of every locked kernel against kernelpin.lock (the Hub cache, or a "
               "`sync --target` directory). Exit 1 when a file was modified or an unlisted one was added; "
-              "`kernelpin sync` repairs them.",
+              "`kernelpin sync` repairs them. --signatures also verifies each installed variant's Sigstore "
+              "bundle and files against the policy and the signer the lock recorded.",
     "publish": "Upload a release layout (build/<variant>/..., each variant with its metadata.json) to a kernel "
                "repository, tag the commit v<version> and move the branch v<major> to it (what "
                "`kernels.get_kernel(repo, version=MAJOR)` loads). A checkout of this repository stages one with "

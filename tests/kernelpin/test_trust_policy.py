@@ -89,3 +89,30 @@ def test_load_checks_recorded_signers_against_the_current_policy() -> None:
         policy({"require-signatures": True}).check_signer("other/x", "v", None)
     with pytest.raises(SignatureError, match="kernelpin's built-in policy requires a signature"):
         policy({}).check_signer("kernels-community/x", "v", None)
+
+
+def test_the_documented_policy_means_what_docs_kernelpin_md_says() -> None:
+    import tomllib
+    from pathlib import Path
+
+    from testkit.markdown import code_blocks
+
+    [block] = [b for b in code_blocks(Path(__file__).resolve().parents[2] / "docs" / "kernelpin.md")
+               if (b.comment or "").startswith("policy:")]
+    documented = parse_policy({"tool": tomllib.loads(block.text)["tool"]})
+    release = Signer(GITHUB_ISSUER, "https://github.com/acme/kernels/.github/workflows/release.yaml@refs/tags/v2.0.0",
+                     "https://github.com/acme/kernels")
+    documented.check_signer("acme/other", "v", release)  # the organization's workflow, on any ref
+    with pytest.raises(SignatureError):
+        documented.check_signer("acme/other", "v", None)  # the organization requires signatures
+    with pytest.raises(SignatureError):
+        documented.check_signer("acme/img2gray", "v", release)  # its own entry replaces the organization's
+    documented.check_signer("acme/img2gray", "v", Signer("https://github.com/login/oauth", "release@acme.dev"))
+    documented.check_signer("acme/img2gray", "v", Signer(
+        GITHUB_ISSUER, "https://github.com/acme/img2gray/.github/workflows/conda-packages.yml@refs/tags/v0.2.0",
+        "https://github.com/acme/img2gray"))
+    documented.check_signer("acme/img2gray", "v", None)  # its entry does not require signatures
+    community = Signer(GITHUB_ISSUER, "https://github.com/huggingface/kernels-community/.github/workflows/"
+                       "build-mac.yaml@refs/heads/main", "https://github.com/huggingface/kernels-community")
+    documented.check_signer("kernels-community/x", "v", community)
+    assert documented.publisher("kernels-community/x").signers == parse_policy({}).publisher("kernels-community/x").signers
