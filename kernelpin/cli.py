@@ -28,7 +28,7 @@ from kernelpin.project import (
 from kernelpin.ranges import Version
 from kernelpin.resolve import resolve, tag_versions
 from kernelpin.signature import ReleaseChecker
-from kernelpin.source import HubSettings, HubSource, Refs
+from kernelpin.source import OFFLINE, HubSettings, HubSource, Refs
 from kernelpin.spec import Requirement, check_repo_id, describe_value
 from kernelpin.sync import Installer, SyncedVariant, choose_variant, sync, unlisted_entries
 from kernelpin.trust import UNSIGNED
@@ -114,8 +114,11 @@ class Context:
     @functools.cached_property
     def checker(self) -> ReleaseChecker:
         """The publisher policy of pyproject.toml with its Sigstore trust root (kernelpin.signature)."""
-        return ReleaseChecker(read_policy(self.project), self.project.root,
-                              refresh=bool(getattr(self.args, "refresh_trust_root", False)))
+        refresh = bool(getattr(self.args, "refresh_trust_root", False))
+        if refresh and self.source.settings.offline:
+            raise KernelpinError(f"--refresh-trust-root asks Sigstore's TUF repository for a newer trust root, but "
+                                 f"{OFFLINE}; go online, or drop --refresh-trust-root (the shipped root works offline)")
+        return ReleaseChecker(read_policy(self.project), self.project.root, refresh=refresh)
 
     def accepted_signers(self) -> dict[str, set[str]]:
         """`--accept-signer REPO=IDENTITY` (repeatable): new signers the user accepts, by repository."""
