@@ -111,3 +111,18 @@ def test_publish_checks_signatures(signed_variant, tmp_path: Path) -> None:
     assert check_signatures(release.root, release.variants, required=False, trusted_root=trusted_root) == {CPU_213: None}
     with pytest.raises(PublishError, match=f"build/{CPU_213}: unsigned \\(no metadata.json.sigstore\\) and --require-signatures"):
         check_signatures(release.root, release.variants, required=True, trusted_root=trusted_root)
+
+
+def test_publish_require_signatures_on_the_command_line(signed_variant, tmp_path: Path, cli) -> None:
+    root, variant = signed_variant
+    trusted_root = root.write_trusted_root(tmp_path / "trusted_root.json")
+    release = stage([variant], tmp_path / "release", "acme/img2gray")
+    args = ("publish", str(release.root), "--repo", "acme/img2gray", "--dry-run", "--require-signatures")
+    status, out, err = cli(*args, "--trusted-root", str(trusted_root))
+    assert status == 0 and "Dry run: would upload" in out, err
+    # Sigstore's own root does not trust the test kit's CA: the same signature is refused.
+    status, _, err = cli(*args)
+    assert status == 1 and "issued by another CA" in err
+    (release.root / "build" / CPU_213 / "metadata.json.sigstore").unlink()
+    status, _, err = cli(*args, "--trusted-root", str(trusted_root))
+    assert status == 1 and f"build/{CPU_213}: unsigned (no metadata.json.sigstore) and --require-signatures" in err
