@@ -241,9 +241,9 @@ class Pinner:
 
 def resolve_one(source: HubSource, requirement: Requirement, note: Callable[[str], None],
                 checker: ReleaseChecker | None = None) -> LockedKernel:
-    if checker is not None:
-        checker.policy.check_publisher(requirement.repo_id, source.trusted_publisher)
     refs = source.refs(requirement.repo_id, requirement.repo_type)
+    if checker is not None:  # the publisher gate `kernels` has, before anything of the release is read
+        checker.policy.check_publisher(requirement.repo_id, source.trusted_publisher)
     _, ignored = tag_versions(refs.tags)
     if ignored:
         note(f"{requirement.repo_id}: ignored tags (not versions): {', '.join(ignored)}")

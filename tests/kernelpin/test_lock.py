@@ -199,8 +199,8 @@ def test_lock_sends_only_the_requests_it_needs_and_writes_no_cache(new_repo, pro
     monkeypatch.setattr(httpx2.Client, "send", counting)
     project(f'"{kernel_id}" = "^1"\n')
     assert cli("lock")[0] == 0
-    # The organization's overview (is it a trusted kernel publisher?), the refs, the tree, each variant's metadata.
-    assert sent[0] == ("GET", "/api/organizations/acme/overview")
+    # The refs, the organization's overview (is it a trusted kernel publisher?), the tree, each variant's metadata.
+    assert sent[1] == ("GET", "/api/organizations/acme/overview")
     assert [method for method, _ in sent] == ["GET"] * (3 + len(VARIANTS)), sent
     assert not list(hf_env.glob("*--*"))  # no repository folder (blobs, snapshots, refs) in the Hub cache
     # A model repository costs one more request: the probe tries the kernel type first. Two kernels of one
