@@ -56,7 +56,7 @@ def read_lock_cached(path: Path) -> lockfile.Lock | None:
 
 
 @functools.cache
-def _read_policy(path: Path, mtime_ns: int, size: int) -> Policy:
+def _read_policy(path: Path, mtime_ns: int, size: int, inode: int) -> Policy:
     try:
         return parse_policy(tomllib.loads(path.read_text(encoding="utf-8")))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
@@ -71,7 +71,8 @@ def policy_beside(lock_path: Path) -> Policy:
         stat = path.stat()
     except FileNotFoundError:
         return Policy()
-    return _read_policy(path.resolve(), stat.st_mtime_ns, stat.st_size)
+    # Keyed by the path as given and the file's identity: resolving it costs more than the check (load's hot path).
+    return _read_policy(path, stat.st_mtime_ns, stat.st_size, stat.st_ino)
 
 
 @functools.cache
