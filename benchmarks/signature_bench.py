@@ -9,7 +9,8 @@ signed kernels vs unsigned ones, on the test Hub (olah) with the test kit's Sigs
 - the same as commands in fresh processes (`python -m kernelpin lock`): start-up and sigstore's import included,
   signed repositories vs the same content unsigned;
 - load(): 20 signed vs 20 unsigned kernels, already synced, each round in a fresh import state (load checks the
-  lock's recorded signer against the policy: no cryptography).
+  lock's recorded signer against the policy: no cryptography; the bundle is one more locked file to re-hash).
+Every variant is shaped like img2gray's CPU build (the files and sizes of `build/dev`, a 372 KB library).
 
 Prints the medians and ratios as JSON and writes benchmarks/results/signatures.json. Compare ratios, not
 absolute times: the machine is shared.
@@ -43,6 +44,10 @@ from testkit.sigstore_root import Identity, SigstoreRoot
 REPO_ROOT = Path(__file__).resolve().parents[1]
 RESULTS = REPO_ROOT / "benchmarks" / "results"
 SIGNER = Identity(repository="acme/kernels", workflow=".github/workflows/release.yaml", ref="refs/tags/v1.0.0")
+# Each variant shaped like img2gray's CPU build (build/dev): its files' count and sizes, the library included
+# (hashed at load like any listed file; the fake kernel never opens it).
+SHAPE = {"_img2gray_bench.abi3.so": 371_632, "functional.py": 7_733, "stable_abi.py": 6_328, "_ops.py": 589,
+         "img2gray/__init__.py": 120}
 
 
 def median(run, repeats: int, before=lambda: None) -> float:
@@ -78,7 +83,8 @@ def main() -> None:
     unsigned_ids = [f"acme/unsigned-{i:02d}" for i in range(args.kernels)]
     for repo_id in signed_ids + unsigned_ids:
         repo = server.repo(repo_id, repo_type="kernel")
-        files = kernel_files("1.0.0")
+        files = kernel_files("1.0.0", extra={path: os.urandom(size) if path.endswith(".so") else b"#" * size
+                                             for path, size in SHAPE.items()})
         repo.write(sigstore.sign_files(files, SIGNER) if repo_id in signed_ids else files, clear=True)
         repo.commit("release 1.0.0")
         repo.tag("v1.0.0")
