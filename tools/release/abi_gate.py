@@ -1,6 +1,6 @@
 """The ABI gate over what the build made: conda packages (a channel such as output/), variant directories or
 staged release layouts. Every shared library must meet the Hub's kernel rules (manylinux_2_28, abi3 for
-Python >= 3.9), checked by kernelpin.abi_gate with HF's kernel-abi-check; CI runs it before releasing.
+Python >= 3.9), checked by kernelpin.publisher.abi_gate with HF's kernel-abi-check; CI runs it before releasing.
 
     python -m tools.release.abi_gate output              # every .conda package below output/
     python -m tools.release.abi_gate build/release       # a staged release, or a variant dir from tools/build/op.py
@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from kernelpin.abi_gate import AbiError, Violation, check_library, passed_message, refusal, shared_libraries
+from kernelpin.publisher.abi_gate import AbiError, Violation, check_library, passed_message, refusal, shared_libraries
 from kernelpin.errors import KernelpinError
 from tools.release.stage import CONDA_SUFFIX, conda_packages, extract_variant
 

@@ -19,8 +19,8 @@ PACKAGE = Path(__file__).resolve().parents[2] / "kernelpin"
     # load() reads a lock; it neither resolves nor edits pyproject.toml.
     ("import kernelpin.runtime", {"kernelpin.resolve", "kernelpin.project", "kernelpin.cli"}),
     # Installing and publishing need the layout's names, not the resolver.
-    ("import kernelpin.sync", {"kernelpin.resolve", "kernelpin.project"}),
-    ("import kernelpin.publish", {"kernelpin.resolve", "kernelpin.project", "kernelpin.sync"}),
+    ("import kernelpin.install", {"kernelpin.resolve", "kernelpin.project"}),
+    ("import kernelpin.publisher.release", {"kernelpin.resolve", "kernelpin.project", "kernelpin.install"}),
 ])
 def test_modules_load_only_what_they_use(statement: str, absent: set[str]) -> None:
     loaded = {name for name in fresh_interpreter(statement)[1] if name.startswith("kernelpin")}

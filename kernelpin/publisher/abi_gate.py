@@ -1,6 +1,6 @@
 """The ABI gate: every shared library of a release must meet the Hub's kernel ABI rules.
 
-    python -m kernelpin.abi_gate DIR...        exit 0 when every ELF file below DIR passes, 1 otherwise
+    python -m kernelpin.publisher.abi_gate DIR...        exit 0 when every ELF file below DIR passes, 1 otherwise
 
 The rules are the ones kernel-builder enforces and `kernels` users rely on: glibc (and libstdc++) symbol
 versions allowed by manylinux_2_28, and only Python's stable ABI (abi3) as of Python 3.9. The check is
@@ -244,7 +244,7 @@ def passed_message(count: int) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m kernelpin.abi_gate", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m kernelpin.publisher.abi_gate", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("paths", nargs="+", type=Path, metavar="DIR", help="release layouts, variant dirs or libraries")
     args = parser.parse_args(argv)
