@@ -491,7 +491,9 @@ def cmd_publish(ctx: Context) -> int:
                      "delete them.")
 def cmd_cache(ctx: Context) -> int:
     prune = ctx.args.action == "prune"
-    found = cache(ctx.source.settings.cache_dir, ctx.project, prune=prune, delete=ctx.args.yes)
+    cache_dir = ctx.source.settings.cache_dir
+    # Outside a project `cache` still shows the Hub cache; pruning needs the project's lock (its error says so).
+    found = cache(cache_dir, ctx.project if prune else _project_if_any(ctx), prune=prune, delete=ctx.args.yes)
     cache_dir, rows, unused, deleted = found.cache_dir, found.revisions, found.unused, found.deleted
     if ctx.args.json:
         _emit_json({"cache_dir": str(cache_dir), "lock": str(ctx.project.lockfile),
@@ -520,6 +522,13 @@ def cmd_cache(ctx: Context) -> int:
         ctx.out.print(f"would delete {len(unused)} revisions ({total}) that this project's lock does not use; other "
                       "projects may use them: add --yes to delete")
     return 0
+
+
+def _project_if_any(ctx: Context) -> Project | None:
+    try:
+        return ctx.project
+    except KernelpinError:
+        return None
 
 
 def _size(size: int) -> str:

@@ -32,18 +32,21 @@ class CacheReport:
         return [row for row in self.revisions if not row.locked]
 
 
-def cache(cache_dir: Path, project: Project, prune: bool = False, delete: bool = False) -> CacheReport:
+def cache(cache_dir: Path, project: Project | None, prune: bool = False, delete: bool = False) -> CacheReport:
     """The revisions of kernel repositories in `cache_dir` (and of model repositories the project's lock names:
     other model repositories are someone else's weights), each marked with whether the lock uses it. With
-    `prune` and `delete`, the unused revisions are deleted."""
+    `prune` and `delete`, the unused revisions are deleted. Outside a project (None) nothing is marked used."""
     from huggingface_hub import scan_cache_dir
 
-    try:
-        locked = lockfile.read(project.lockfile) or lockfile.Lock()
-    except KernelpinError:
-        if prune:
-            raise  # pruning against a lock that cannot be read would remove what it names
-        locked = lockfile.Lock()
+    if prune and project is None:
+        raise KernelpinError("pruning needs a project: its kernelpin.lock names the revisions to keep")
+    locked = lockfile.Lock()
+    if project is not None:
+        try:
+            locked = lockfile.read(project.lockfile) or lockfile.Lock()
+        except KernelpinError:
+            if prune:
+                raise  # pruning against a lock that cannot be read would remove what it names
     in_lock = {(k.repo_type, k.repo_id): k.commit for k in locked.kernels}
     info = scan_cache_dir(cache_dir) if cache_dir.is_dir() else None
     rows = []
