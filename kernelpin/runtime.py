@@ -21,9 +21,8 @@ from kernelpin.layout import LOCKFILE
 from kernelpin.loader import import_verified
 from kernelpin.source import HubSettings, HubSource
 from kernelpin.store import Store
-from kernelpin.sync import choose_variant
 from kernelpin.trust import Policy, parse_policy
-from kernelpin.variant import Environment
+from kernelpin.variant import Environment, choose_variant
 
 
 def find_lock(start: Path) -> Path | None:

@@ -95,7 +95,7 @@ def test_the_documented_policy_means_what_docs_kernelpin_md_says() -> None:
     import tomllib
     from pathlib import Path
 
-    from testkit.markdown import code_blocks
+    from tests.markdown import code_blocks
 
     [block] = [b for b in code_blocks(Path(__file__).resolve().parents[2] / "docs" / "kernelpin.md")
                if (b.comment or "").startswith("policy:")]

@@ -31,7 +31,7 @@ TEST_TOOLS = ("torch", "numpy", "hypothesis", "pytest-xdist")
 # signatures), not the
 # whole directory: kernelpin's pure core (ranges, variants, metadata) imports none of them, and CI time counts.
 SUITE = [f"tests/kernelpin/{name}" for name in ("test_cli.py", "test_lock.py", "test_sync.py", "test_end_to_end.py",
-                                                "test_repo_types.py", "test_faults.py", "test_signature.py")]
+                                                "test_repo_types.py", "test_sync_faults.py", "test_signature.py")]
 
 
 def declared_floors(pyproject: Path = ROOT / "pyproject.toml") -> dict[str, str]:
