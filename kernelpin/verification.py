@@ -17,9 +17,10 @@ from kernelpin.source import HubSource
 
 # What verify found for a file: "ok" (its bytes match the lock), "modified", "missing" (a locked file of an
 # installed variant), "unlisted" (in a variant directory, not in the lock), "link" (the variant directory is a
-# symbolic link: what it points to is not kernelpin's, never listed nor hashed), "signature" (with `signatures`:
-# the variant's Sigstore bundle or files do not verify against the policy and the lock's signer; `error` says why).
-STATUSES = ("ok", "modified", "missing", "unlisted", "link", "signature")
+# symbolic link: what it points to is not kernelpin's, never listed nor hashed); with `signatures`, one row more per
+# installed signed variant: "signed" (its Sigstore bundle and files verify against the policy and the lock's
+# signer) or "signature" (they do not; `error` says why).
+STATUSES = ("ok", "modified", "missing", "unlisted", "link", "signed", "signature")
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,7 @@ class Verification:
 
     @property
     def problems(self) -> list[FileStatus]:
-        return [row for row in self.files if row.status != "ok"]
+        return [row for row in self.files if row.status not in ("ok", "signed")]
 
     @property
     def ok(self) -> bool:
@@ -85,7 +86,7 @@ def verify(project: Project, source: HubSource, target: Path | None = None, sign
                 try:
                     checker.recheck(kernel.repo_id, variant.name, installer.variant_directory(kernel, variant.name),
                                     variant.signature, files=True)
-                    report.append(FileStatus(kernel.repo_id, variant.name, SIGNATURE, "ok"))
+                    report.append(FileStatus(kernel.repo_id, variant.name, SIGNATURE, "signed"))
                 except KernelpinError as error:
                     report.append(FileStatus(kernel.repo_id, variant.name, SIGNATURE, "signature", str(error)))
     return Verification(len(locked.kernels), report)

@@ -63,7 +63,7 @@ def one_line(err: str) -> str:
     return line
 
 
-def test_a_signed_release_is_locked_with_its_signer(new_repo, app, cli, sigstore) -> None:
+def test_a_signed_release_is_locked_with_its_signer(new_repo, app, cli, sigstore, hf_env) -> None:
     repo_id, repo = new_repo("signed", "kernel")
     release(repo, sigstore, "1.0.0", ACME)
     root = app(f'"{repo_id}" = "^1"\n', f'[tool.kernelpin.trust.publishers.acme]\nsigners = {ACME_SIGNERS}\n')
@@ -86,7 +86,13 @@ def test_a_signed_release_is_locked_with_its_signer(new_repo, app, cli, sigstore
     assert status == 0, err
     status, out, err = cli("verify", "--signatures", "--json")
     assert status == 0, out + err
-    assert {"repo": repo_id, "variant": CPU_213, "path": "metadata.json.sigstore", "status": "ok"} in json.loads(out)["files"]
+    rows = json.loads(out)["files"]
+    assert {"repo": repo_id, "variant": CPU_213, "path": "metadata.json.sigstore", "status": "signed", "error": None} in rows
+    # A file changed after sync: verify --signatures names the signed digest it no longer matches.
+    impl = hf_env / f"kernels--{repo_id.replace('/', '--')}" / "snapshots" / lock.kernels[0].commit / "build" / CPU_213 / "_impl.py"
+    impl.write_bytes(b"import os\n")
+    status, out, err = cli("verify", "--signatures")
+    assert status == 1 and f"signature: {repo_id} {CPU_213}: the files do not match the signed metadata.json digest (_impl.py)" in err
 
 
 def test_an_unsigned_release_of_a_trusted_publisher_is_locked_with_a_notice(new_repo, app, cli, sigstore) -> None:

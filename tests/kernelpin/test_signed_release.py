@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelpin.publish import check_release
+from kernelpin.publisher.release import check_release
 from testkit.fake_kernel import CPU_213, write_variant
 from testkit.releasing import hub_env
 from testkit.sigstore_root import Identity, SigstoreRoot
@@ -93,7 +93,7 @@ def test_kernels_verify_signature_accepts_the_staged_release(signed_variant, tmp
 
 
 def test_publish_checks_signatures(signed_variant, tmp_path: Path) -> None:
-    from kernelpin.publish import PublishError, check_signatures
+    from kernelpin.publisher.release import PublishError, check_signatures
 
     root, variant = signed_variant
     trusted_root = root.write_trusted_root(tmp_path / "trusted_root.json")
