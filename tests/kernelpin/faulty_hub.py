@@ -163,7 +163,7 @@ class HostileHub:
     def _answer(self, handler: BaseHTTPRequestHandler) -> None:
         lies, path = self.lies, urlsplit(handler.path).path
         kind = "refs" if _REFS.match(path) else "tree" if _TREE.match(path) else "file" if _FILE.search(path) else None
-        if kind == lies.drip:
+        if kind is not None and kind == lies.drip:  # other requests (an organization's overview) are forwarded
             return self._drip(handler)
         if kind == "refs" and lies.refs_announced is not None:
             return self._send(handler, 200, b" " * 100_000, {"Content-Length": str(lies.refs_announced),
