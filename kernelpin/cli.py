@@ -431,7 +431,8 @@ def cmd_verify(ctx: Context) -> int:
     found = verify(project=ctx.project, source=ctx.source, target=target, signatures=ctx.args.signatures)
     report, bad = found.files, found.problems
     if ctx.args.json:
-        _emit_json({"ok": found.ok, "files": [dataclasses.asdict(row) for row in report]})
+        rows = [{key: value for key, value in dataclasses.asdict(row).items() if value is not None} for row in report]
+        _emit_json({"ok": found.ok, "files": rows})  # `error` only where there is one
         return 1 if bad else 0
     for row in bad:
         if row.status == "signature":
