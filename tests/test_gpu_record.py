@@ -1,0 +1,81 @@
+"""tools/gpu/record.py: the GPU scripts write what passed on which commit into docs/verification.md, their own
+section only, from the logs of the run (checked here without a GPU: real pytest logs, the real session script)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tools.gpu.record import begin_marker, end_marker, main, read_steps, replace_section, summary_of
+
+ROOT = Path(__file__).resolve().parents[1]
+DOC = ROOT / "docs" / "verification.md"
+SCRIPTS = ("tools/gpu/session.sh", "tools/gpu/stable_abi.sh")
+
+
+def _section(doc: str, script: str) -> str:
+    return doc[doc.index(begin_marker(script)):doc.index(end_marker(script)) + len(end_marker(script))]
+
+
+def _pytest_log(tmp_path: Path) -> str:
+    (tmp_path / "test_sample.py").write_text(
+        "import pytest\n\ndef test_ok():\n    pass\n\n@pytest.mark.skip(reason='a second GPU')\ndef test_two():\n    pass\n")
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_sample.py"],
+                          cwd=tmp_path, capture_output=True, text=True)
+    return done.stdout + done.stderr
+
+
+def test_the_doc_has_a_section_for_each_gpu_script() -> None:
+    doc = DOC.read_text()
+    for script in SCRIPTS:
+        assert doc.count(begin_marker(script)) == 1 and doc.count(end_marker(script)) == 1, script
+        assert f'-m tools.gpu.record "$OUT" --script {script} ' in (ROOT / script).read_text(), script
+
+
+def test_a_summary_is_pytests_counts_and_the_sanitizers_error_count(tmp_path: Path) -> None:
+    log = _pytest_log(tmp_path)
+    assert summary_of(log).startswith("1 passed, 1 skipped in ")
+    assert summary_of(log + "========= ERROR SUMMARY: 0 errors\n").endswith("; ERROR SUMMARY: 0 errors")
+    assert summary_of("building\nPASS: --cuda on builds are bit-identical\n\n") == "PASS: --cuda on builds are bit-identical"
+    assert summary_of("") == "(empty log)"
+
+
+def test_the_scripts_section_is_replaced_and_the_rest_kept(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "tests.log").write_text(_pytest_log(tmp_path))
+    (out / "repro.log").write_text("FAIL: the two builds differ | metadata.json\n")
+    (out / "steps.tsv").write_text("tests\t0\t118\nrepro\t1\t40\nconda\t0\t3\n")
+    (out / "gpu.txt").write_text("NVIDIA H200, 580.159.04\ntorch 2.11.0+cu130 cuda 13.0\n")
+    assert [(s.name, s.rc, s.seconds) for s in read_steps(out)] == [("tests", 0, 118), ("repro", 1, 40), ("conda", 0, 3)]
+    assert main([str(out), "--script", "tools/gpu/session.sh", "--commit", "0123abcdef", "--doc", str(DOC)]) == 0
+    written = (out / "verification.md").read_text()
+    section = _section(written, "tools/gpu/session.sh")
+    assert "Commit 0123abcdef, " in section and "NVIDIA H200, 580.159.04; torch 2.11.0+cu130 cuda 13.0." in section
+    assert "| tests | ok | 118 s | 1 passed, 1 skipped in " in section
+    assert "| repro | FAILED (exit 1) | 40 s | FAIL: the two builds differ \\| metadata.json |" in section
+    assert "| conda | ok | 3 s | (no log) |" in section
+    doc = DOC.read_text()
+    assert written.replace(section, "") == doc.replace(_section(doc, "tools/gpu/session.sh"), "")
+    # A second script of the same session reads what the first wrote.
+    assert main([str(out), "--script", "tools/gpu/stable_abi.sh", "--commit", "0123abcdef"]) == 0
+    both = (out / "verification.md").read_text()
+    assert _section(both, "tools/gpu/session.sh") == section and "| tests | ok |" in _section(both, "tools/gpu/stable_abi.sh")
+
+
+def test_a_doc_without_the_section_gets_it_appended() -> None:
+    new = f"{begin_marker('x.sh')}\nbody\n{end_marker('x.sh')}"
+    assert replace_section("# Records\n", "x.sh", new) == f"# Records\n\n{new}\n"
+    assert replace_section(replace_section("# Records\n", "x.sh", new), "x.sh", new) == f"# Records\n\n{new}\n"
+
+
+def test_the_session_script_writes_the_record_of_its_run(tmp_path: Path) -> None:
+    # Failed before: tools/gpu/session.sh left no record; the README carried the runs' results by hand.
+    env = {**os.environ, "OUT": str(tmp_path), "STEPS": "none", "PYTHON": sys.executable, "COMMIT": "feedc0de42"}
+    done = subprocess.run(["bash", "tools/gpu/session.sh"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    section = _section((tmp_path / "verification.md").read_text(), "tools/gpu/session.sh")
+    assert "Commit feedc0de42, " in section and "No step ran" in section
+    assert DOC.read_text().count("feedc0de42") == 0  # the checkout's doc is left alone
