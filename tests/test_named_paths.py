@@ -10,8 +10,8 @@ day and are not read. tests/test_docs.py checks the docs' links and doc-relative
 from __future__ import annotations
 
 import re
-from fnmatch import fnmatch
 import subprocess
+from fnmatch import fnmatch
 from functools import cache
 from pathlib import Path
 
@@ -20,7 +20,8 @@ from tests.test_docs import ELSEWHERE
 ROOT = Path(__file__).resolve().parents[1]
 TEXT_SUFFIXES = {".py", ".sh", ".toml", ".yaml", ".yml", ".md", ".cpp", ".h", ".cu", ".cuh", ".in", ".txt", ".cfg"}
 TEXT_NAMES = {"dev", "run", ".gitignore"}
-NOT_READ = ("benchmarks/results/",)  # records of runs: they name the paths of the day they ran
+# Records of runs name the paths of the day they ran; this file names missing paths as its examples.
+NOT_READ = ("benchmarks/results/", "tests/test_named_paths.py")
 # Written by builds and runs, not kept in git (fnmatch patterns): a file may name them though a clone lacks them.
 GENERATED = ("tools/ci/node/node_modules", "examples/*.gray.png")
 # Paths that a file names on purpose although this checkout lacks them: other projects' files, and the files of
@@ -34,6 +35,7 @@ NAMED_ON_PURPOSE = {
 }
 PLACEHOLDER = re.compile(r"[<>{}$%]|\.\.\.")
 MODULE_ROOTS = ("tools", "testkit", "benchmarks", "tests")
+FILE_SUFFIXES = {"log", "json", "txt", "md", "py", "sh", "toml", "yaml", "csv", "png"}  # tests.log: a file
 
 
 @cache
@@ -49,6 +51,8 @@ def _path_token() -> re.Pattern[str]:
     return re.compile(rf"(?<![\w.\-/:])(?P<path>(?:\.\./|\./)*(?:{top})/[\w.*/<>{{}}$%\-]*)")
 
 
+# The same path spelled as pathlib parts: ROOT / "tools" / "builder" / "config.py".
+PATH_PARTS = re.compile(r'(?:"[\w.*-]+"\s*/\s*)+"[\w.*-]+"')
 MODULE_TOKEN = re.compile(rf"(?<![\w./-])(?P<module>(?:{'|'.join(MODULE_ROOTS)})(?:\.[a-z_][a-z0-9_]*)+)")
 
 
@@ -72,31 +76,34 @@ def _exists(named_in: Path, token: str) -> bool:
 
 
 def _module_exists(module: str) -> bool:
-    """`tools.gpu.e2e`, `tools.builder.config.BuildConfig` (an attribute after the module), `tests.test_dev`."""
-    parts = module.split(".")
+    """`tools.gpu.e2e`, `tests.test_dev`, `tools.builder.config.BuildConfig` (after a module, its attributes).
+    These packages' __init__ files define nothing, so a name under a package is a module or a package."""
     path = ROOT
-    for depth, part in enumerate(parts):
-        if (path / part).is_dir():  # a package, namespace packages (testkit) too
-            path = path / part
-        elif (path / f"{part}.py").is_file():
+    for part in module.split("."):
+        if (path / f"{part}.py").is_file():
             return True
-        else:
-            return depth >= 2  # a package's attribute (tools.gpu.e2e... is a module; tools.nothere is not)
+        if not (path / part).is_dir():  # a package, namespace packages (testkit) too
+            return False
+        path = path / part
     return True
 
 
 def missing_paths(relative: str, text: str) -> list[str]:
     named_in = ROOT / relative
     missing = []
+    on_purpose = NAMED_ON_PURPOSE["*"] | NAMED_ON_PURPOSE.get(relative, set())
     for number, line in enumerate(text.splitlines(), 1):
         for match in _path_token().finditer(line):
             token = match["path"].rstrip(".,;:)'\"`")
-            on_purpose = NAMED_ON_PURPOSE["*"] | NAMED_ON_PURPOSE.get(relative, set())
             if not PLACEHOLDER.search(token) and token not in on_purpose and not _exists(named_in, token):
+                missing.append(f"{relative}:{number}: {token}")
+        for match in PATH_PARTS.finditer(line):
+            token = "/".join(re.findall(r'"([^"]+)"', match[0]))
+            if _path_token().fullmatch(token) and token not in on_purpose and not _exists(named_in, token):
                 missing.append(f"{relative}:{number}: {token}")
         for match in MODULE_TOKEN.finditer(line):
             module = match["module"].rstrip(".")
-            if not _module_exists(module):
+            if module.rsplit(".", 1)[1] not in FILE_SUFFIXES and not _module_exists(module):
                 missing.append(f"{relative}:{number}: {module}")
     return missing
 
@@ -104,11 +111,12 @@ def missing_paths(relative: str, text: str) -> list[str]:
 def test_the_check_finds_what_is_not_there() -> None:
     # The check itself: a missing file, a renamed folder, a dead module and a dead relative path are found;
     # placeholders, globs that match, generated files and present paths are not.
-    text = ("see tools/gpu/session.sh and `tools/gpu/gone.sh`; python -m tools.gpu.e2e, python -m tools.gone.op\n"
+    text = ("see tools/gpu/session.sh and `tools/gpu/gone.sh`; python -m tools.gpu.e2e, python -m tools.gpu.gone\n"
             "recipe/<variant>.yaml, tests/*/test_*.py, tools/ci/node/node_modules/.bin, ../csrc/layout.h, "
-            "../csrc/gone.h, tools.ci.workflow.flavour")
+            "../csrc/gone.h, tools.ci.workflow.flavour, ROOT / \"tools\" / \"gone\" / \"op.py\", \"tools\" / \"ci\"")
     assert missing_paths("csrc/img2gray.h", text) == [
-        "csrc/img2gray.h:1: tools/gpu/gone.sh", "csrc/img2gray.h:1: tools.gone.op", "csrc/img2gray.h:2: ../csrc/gone.h"]
+        "csrc/img2gray.h:1: tools/gpu/gone.sh", "csrc/img2gray.h:1: tools.gpu.gone", "csrc/img2gray.h:2: ../csrc/gone.h",
+        "csrc/img2gray.h:2: tools/gone/op.py"]
 
 
 def test_every_named_path_exists() -> None:
