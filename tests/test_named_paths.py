@@ -3,7 +3,7 @@
 What counts as a path: a token that starts with one of the checkout's tracked top-level folders and a slash
 (`tools/gpu/session.sh`, `tests/conda/`, `../csrc/layout.h` relative to the file that names it), and a module
 path under `tools.`/`testkit.`/`benchmarks.`/`tests.` (`python -m tools.gpu.e2e`: every dotted part up to the
-last module must exist). Tokens with placeholders (`<variant>`, `{name}`, `$OUT`, `...`) are patterns, not
+last module must exist); in C/C++ sources, a bare file name (`layout.h`) too. Tokens with placeholders (`<variant>`, `{name}`, `$OUT`, `...`) are patterns, not
 paths, and `*` globs must match something. Records of past runs (benchmarks/results/) name the paths of their
 day and are not read. tests/test_docs.py checks the docs' links and doc-relative paths besides."""
 
@@ -56,6 +56,11 @@ PATH_PARTS = re.compile(r'(?:"[\w.*-]+"\s*/\s*)+"[\w.*-]+"')
 MODULE_TOKEN = re.compile(rf"(?<![\w./-])(?P<module>(?:{'|'.join(MODULE_ROOTS)})(?:\.[a-z_][a-z0-9_]*)+)")
 
 
+# In C/C++ sources a bare file name is a sibling's: `layout.h`, `img2gray_kernels.cuh` (not `#include <...>`).
+C_SOURCES = {".h", ".cuh", ".cpp", ".cu"}
+C_FILE_NAME = re.compile(r"(?<![\w./<-])(?P<name>[A-Za-z_][\w-]*\.(?:h|cuh|cpp|cu))\b(?![\w/])")
+
+
 def _files_to_read() -> list[str]:
     return [path for path in _tracked() if not path.startswith(NOT_READ)
             and (Path(path).suffix in TEXT_SUFFIXES or Path(path).name in TEXT_NAMES)]
@@ -101,6 +106,9 @@ def missing_paths(relative: str, text: str) -> list[str]:
             token = "/".join(re.findall(r'"([^"]+)"', match[0]))
             if _path_token().fullmatch(token) and token not in on_purpose and not _exists(named_in, token):
                 missing.append(f"{relative}:{number}: {token}")
+        for match in C_FILE_NAME.finditer(line) if named_in.suffix in C_SOURCES else ():
+            if match["name"] not in {Path(path).name for path in _tracked()} and match["name"] not in on_purpose:
+                missing.append(f"{relative}:{number}: {match['name']}")
         for match in MODULE_TOKEN.finditer(line):
             module = match["module"].rstrip(".")
             if module.rsplit(".", 1)[1] not in FILE_SUFFIXES and not _module_exists(module):
@@ -113,10 +121,11 @@ def test_the_check_finds_what_is_not_there() -> None:
     # placeholders, globs that match, generated files and present paths are not.
     text = ("see tools/gpu/session.sh and `tools/gpu/gone.sh`; python -m tools.gpu.e2e, python -m tools.gpu.gone\n"
             "recipe/<variant>.yaml, tests/*/test_*.py, tools/ci/node/node_modules/.bin, ../csrc/layout.h, "
-            "../csrc/gone.h, tools.ci.workflow.flavour, ROOT / \"tools\" / \"gone\" / \"op.py\", \"tools\" / \"ci\"")
+            "../csrc/gone.h, tools.ci.workflow.flavour, ROOT / \"tools\" / \"gone\" / \"op.py\", \"tools\" / \"ci\"\n"
+            "#include <cuda_runtime.h> as layout.h plans it, in torch_binding.h")
     assert missing_paths("csrc/img2gray.h", text) == [
         "csrc/img2gray.h:1: tools/gpu/gone.sh", "csrc/img2gray.h:1: tools.gpu.gone", "csrc/img2gray.h:2: ../csrc/gone.h",
-        "csrc/img2gray.h:2: tools/gone/op.py"]
+        "csrc/img2gray.h:2: tools/gone/op.py", "csrc/img2gray.h:3: torch_binding.h"]
 
 
 def test_every_named_path_exists() -> None:
