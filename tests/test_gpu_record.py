@@ -71,11 +71,29 @@ def test_a_doc_without_the_section_gets_it_appended() -> None:
     assert replace_section(replace_section("# Records\n", "x.sh", new), "x.sh", new) == f"# Records\n\n{new}\n"
 
 
-def test_the_session_script_writes_the_record_of_its_run(tmp_path: Path) -> None:
-    # Failed before: tools/gpu/session.sh left no record; the README carried the runs' results by hand.
-    env = {**os.environ, "OUT": str(tmp_path), "STEPS": "none", "PYTHON": sys.executable, "COMMIT": "feedc0de42"}
+def _run_session(out: Path, **env: str) -> None:
+    env = {**os.environ, "OUT": str(out), "STEPS": "none", "PYTHON": sys.executable, **env}
     done = subprocess.run(["bash", "tools/gpu/session.sh"], cwd=ROOT, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+
+
+def test_the_session_script_writes_the_record_of_its_run(tmp_path: Path) -> None:
+    # Failed before: tools/gpu/session.sh left no record; the README carried the runs' results by hand.
+    _run_session(tmp_path, COMMIT="feedc0de42")
     section = _section((tmp_path / "verification.md").read_text(), "tools/gpu/session.sh")
     assert "Commit feedc0de42, " in section and "No step ran" in section
     assert DOC.read_text().count("feedc0de42") == 0  # the checkout's doc is left alone
+
+
+def test_record_into_updates_what_an_earlier_run_wrote(tmp_path: Path) -> None:
+    # Each script with its own OUT, one doc for both (RECORD_INTO).
+    shared = tmp_path / "verification.md"
+    doc = DOC.read_text()
+    stable = _section(doc, "tools/gpu/stable_abi.sh")
+    earlier = stable.replace(stable.split("\n")[1], "Commit 5ab1e00000, an earlier run.")
+    shared.write_text(doc.replace(stable, earlier))
+    _run_session(tmp_path / "exact", COMMIT="feedc0de42", RECORD_INTO=str(shared))
+    written = shared.read_text()
+    assert _section(written, "tools/gpu/stable_abi.sh") == earlier
+    assert "Commit feedc0de42, " in _section(written, "tools/gpu/session.sh")
+    assert not (tmp_path / "exact" / "verification.md").exists()

@@ -1,14 +1,14 @@
 """Write what a GPU session checked into docs/verification.md: the script's own section, replaced as a whole.
 
-    python -m tools.gpu.record OUT --script tools/gpu/session.sh [--commit REV] [--doc FILE] [--write FILE]
+    python -m tools.gpu.record OUT --script tools/gpu/session.sh [--commit REV] [--write FILE] [--doc FILE]
 
 OUT is the folder that tools/gpu/session.sh or tools/gpu/stable_abi.sh filled: `steps.tsv` (one line per step:
 name, exit status, seconds), `<step>.log` and `gpu.txt`. The section between the script's two marker comments
 becomes a table of its steps, each with the summary line of its log (pytest's counts, compute-sanitizer's error
-summary, else the log's last line); the rest of the doc is kept. Both scripts call this last, reading
-OUT/verification.md when an earlier script of the same session wrote it (else docs/verification.md) and
-writing OUT/verification.md, which goes to docs/verification.md with the commit of the run. Standard library
-only: it runs on the GPU machine's bare python.
+summary, else the log's last line); the rest of the doc is kept. Both scripts call this last and write
+OUT/verification.md (RECORD_INTO=FILE: there instead), updating what an earlier script of the same session
+wrote there, else docs/verification.md; the file goes to docs/verification.md with the commit of the run.
+Standard library only: it runs on the GPU machine's bare python.
 """
 
 from __future__ import annotations
@@ -94,17 +94,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("out", type=Path, help="the folder the GPU script wrote")
     parser.add_argument("--script", required=True, help="tools/gpu/session.sh or tools/gpu/stable_abi.sh")
     parser.add_argument("--commit", help="the commit that ran (default: git's HEAD here)")
-    parser.add_argument("--doc", type=Path, help="the doc to update (default: OUT/verification.md if there, "
+    parser.add_argument("--write", type=Path, help="where to write the doc (default: OUT/verification.md)")
+    parser.add_argument("--doc", type=Path, help="the doc to update (default: the --write file where it exists, "
                                                   "else docs/verification.md)")
-    parser.add_argument("--write", type=Path, help="where to write it (default: OUT/verification.md)")
     args = parser.parse_args(argv)
-    doc = args.doc or (args.out / "verification.md" if (args.out / "verification.md").is_file() else DOC)
+    target = args.write or args.out / "verification.md"
+    doc = args.doc or (target if target.is_file() else DOC)
     gpu = args.out / "gpu.txt"
     machine = "; ".join(line.strip() for line in gpu.read_text().splitlines() if line.strip()) if gpu.is_file() \
         else "machine not recorded"
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     new = section(args.script, args.commit or this_commit(), when, machine or "no GPU found", read_steps(args.out))
-    target = args.write or args.out / "verification.md"
     target.write_text(replace_section(doc.read_text(), args.script, new))
     print(f"{target}: the section of {args.script} written")
     return 0

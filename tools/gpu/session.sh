@@ -3,7 +3,8 @@
 # op tests, run the CUDA tests under compute-sanitizer memcheck, benchmark, profile with Nsight Compute.
 # Logs and results go to $OUT (default ./gpu-out). Each step runs even if an earlier one failed. Last,
 # tools/gpu/record.py writes the steps' outcome into $OUT/verification.md (docs/verification.md with this run's
-# section replaced: copy it there; COMMIT=REV names the commit where the checkout has no git).
+# section replaced: copy it there; COMMIT=REV names the commit where the checkout has no git; RECORD_INTO=FILE
+# writes it there instead, updating what an earlier run wrote there).
 #   STEPS="build tests memcheck bench ncu conda repro"   (default; also: experiment, variants, before; none)
 #   BEFORE=DIR   a checkout of the code to compare against (step `before`: its build, img2gray-only bench, ncu);
 #   BEFORE_OP    its build script, relative to it (default tools/builder/op.py; an older checkout names its own)
@@ -101,5 +102,6 @@ conda_package() {
 TAIL=12 step conda conda_package
 # Bit-reproducibility of the CUDA build: one commit from two checkout paths, sha256 of library + metadata.json.
 TAIL=12 step repro $PY -m tools.builder.repro_check --cuda on
-$PY -m tools.gpu.record "$OUT" --script tools/gpu/session.sh ${COMMIT:+--commit "$COMMIT"} || status=1
+$PY -m tools.gpu.record "$OUT" --script tools/gpu/session.sh --write "${RECORD_INTO:-$OUT/verification.md}" \
+  ${COMMIT:+--commit "$COMMIT"} || status=1
 exit $status

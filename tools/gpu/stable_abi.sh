@@ -6,7 +6,8 @@
 # and kernelpin.load). Logs and results go to $OUT; wheels for tools.gpu.e2e are installed from .whl/ when present
 # (docs/releasing.md). Every step runs even if an earlier one failed. Last, tools/gpu/record.py writes the steps'
 # outcome into $OUT/verification.md (docs/verification.md with this script's section replaced: copy it there;
-# COMMIT=REV names the commit where the checkout has no git).
+# COMMIT=REV names the commit where the checkout has no git; RECORD_INTO=FILE writes it there instead, updating
+# what an earlier run wrote there).
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
@@ -48,5 +49,6 @@ TAIL=12 step latency-stable-first 60 $PY benchmarks/stable_abi_latency.py --exac
   --stable "$STABLE" --device cuda --stable-first --json "$OUT/latency-stable-first.json"
 unset IMG2GRAY_OP_BUILD IMG2GRAY_OP_ABI
 step e2e 180 env PYTHONPATH=$SITE:$PWD PATH=$SITE/bin:$PATH $PY -m tools.gpu.e2e --abi stable --json "$OUT/e2e.json"
-$PY -m tools.gpu.record "$OUT" --script tools/gpu/stable_abi.sh ${COMMIT:+--commit "$COMMIT"} || status=1
+$PY -m tools.gpu.record "$OUT" --script tools/gpu/stable_abi.sh --write "${RECORD_INTO:-$OUT/verification.md}" \
+  ${COMMIT:+--commit "$COMMIT"} || status=1
 exit $status
