@@ -65,6 +65,23 @@ def test_the_scripts_section_is_replaced_and_the_rest_kept(tmp_path: Path) -> No
     assert _section(both, "tools/gpu/session.sh") == section and "| tests | ok |" in _section(both, "tools/gpu/stable_abi.sh")
 
 
+def test_a_session_split_over_calls_keeps_the_earlier_steps_of_its_commit(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+
+    def run(steps: str, commit: str) -> str:
+        (out / "steps.tsv").write_text(steps)
+        assert main([str(out), "--script", "tools/gpu/session.sh", "--commit", commit]) == 0
+        return _section((out / "verification.md").read_text(), "tools/gpu/session.sh")
+
+    run("build\t0\t90\ntests\t1\t100\n", "0123abcdef")
+    second = run("tests\t0\t110\nbench\t0\t200\n", "0123abcdef")  # tests again, then the rest
+    assert [row.split(" | ")[:3] for row in second.splitlines() if row.startswith(("| build", "| tests", "| bench"))] == [
+        ["| build", "ok", "90 s"], ["| tests", "ok", "110 s"], ["| bench", "ok", "200 s"]]
+    other = run("bench\t0\t201\n", "fedcba9876")  # another commit starts afresh
+    assert "| build |" not in other and "| tests |" not in other and "| bench | ok | 201 s |" in other
+
+
 def test_a_doc_without_the_section_gets_it_appended() -> None:
     new = f"{begin_marker('x.sh')}\nbody\n{end_marker('x.sh')}"
     assert replace_section("# Records\n", "x.sh", new) == f"# Records\n\n{new}\n"

@@ -5,7 +5,8 @@
 OUT is the folder that tools/gpu/session.sh or tools/gpu/stable_abi.sh filled: `steps.tsv` (one line per step:
 name, exit status, seconds), `<step>.log` and `gpu.txt`. The section between the script's two marker comments
 becomes a table of its steps, each with the summary line of its log (pytest's counts, compute-sanitizer's error
-summary, else the log's last line); the rest of the doc is kept. Both scripts call this last and write
+summary, else the log's last line); the rest of the doc is kept, and so are the rows of an earlier run of the
+same commit for steps this run did not take (a session split over several calls, STEPS=... each). Both scripts call this last and write
 OUT/verification.md (RECORD_INTO=FILE: there instead), updating what an earlier script of the same session
 wrote there, else docs/verification.md; the file goes to docs/verification.md with the commit of the run.
 Standard library only: it runs on the GPU machine's bare python.
@@ -62,9 +63,23 @@ def read_steps(out: Path) -> list[Step]:
     return steps
 
 
-def section(script: str, commit: str, when: str, machine: str, steps: list[Step]) -> str:
-    rows = [f"| {s.name} | {'ok' if s.rc == 0 else f'FAILED (exit {s.rc})'} | {s.seconds} s | {s.summary} |"
-            for s in steps]
+def _section_pattern(script: str) -> re.Pattern[str]:
+    return re.compile(re.escape(begin_marker(script).split(":")[0]) + r".*?" + re.escape(end_marker(script)), re.S)
+
+
+def earlier_rows(doc: str, script: str, commit: str, steps: list[Step]) -> list[str]:
+    """The rows of the doc's section for steps this run did not take, where that section is of the same commit."""
+    found = _section_pattern(script).search(doc)
+    if not found or f"\nCommit {commit}, " not in found[0]:
+        return []
+    taken = {step.name for step in steps}
+    rows = [line for line in found[0].splitlines() if line.startswith("| ") and not line.startswith(("| step |", "| --- |"))]
+    return [row for row in rows if row.split(" | ")[0].removeprefix("| ") not in taken]
+
+
+def section(script: str, commit: str, when: str, machine: str, steps: list[Step], kept: list[str] = ()) -> str:
+    rows = [*kept, *(f"| {s.name} | {'ok' if s.rc == 0 else f'FAILED (exit {s.rc})'} | {s.seconds} s | {s.summary} |"
+                     for s in steps)]
     table = ["| step | result | time | summary of its log |", "| --- | --- | --- | --- |", *rows] if rows else \
         ["No step ran (STEPS named none of the script's steps)."]
     return "\n".join([begin_marker(script), f"Commit {commit}, {when}; {machine}.", "", *table, end_marker(script)])
@@ -72,7 +87,7 @@ def section(script: str, commit: str, when: str, machine: str, steps: list[Step]
 
 def replace_section(doc: str, script: str, new: str) -> str:
     """The doc with the script's section replaced (appended when the doc has none yet)."""
-    pattern = re.compile(re.escape(begin_marker(script).split(":")[0]) + r".*?" + re.escape(end_marker(script)), re.S)
+    pattern = _section_pattern(script)
     if pattern.search(doc):
         return pattern.sub(lambda _: new, doc, count=1)
     return doc.rstrip("\n") + "\n\n" + new + "\n"
@@ -104,8 +119,9 @@ def main(argv: list[str] | None = None) -> int:
     machine = "; ".join(line.strip() for line in gpu.read_text().splitlines() if line.strip()) if gpu.is_file() \
         else "machine not recorded"
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    new = section(args.script, args.commit or this_commit(), when, machine or "no GPU found", read_steps(args.out))
-    target.write_text(replace_section(doc.read_text(), args.script, new))
+    commit, steps, text = args.commit or this_commit(), read_steps(args.out), doc.read_text()
+    new = section(args.script, commit, when, machine or "no GPU found", steps, earlier_rows(text, args.script, commit, steps))
+    target.write_text(replace_section(text, args.script, new))
     print(f"{target}: the section of {args.script} written")
     return 0
 
