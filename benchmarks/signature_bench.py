@@ -12,7 +12,7 @@ signed kernels vs unsigned ones, on the test Hub (olah) with the test kit's Sigs
   lock's recorded signer against the policy: no cryptography; the bundle is one more locked file to re-hash).
 Every variant is shaped like img2gray's CPU build (the files and sizes of `build/dev`, a 372 KB library).
 
-Prints the medians and ratios as JSON and writes benchmarks/results/signatures.json. Compare ratios, not
+Prints the medians and ratios as JSON and writes benchmarks/results/cpu/signatures.json. Compare ratios, not
 absolute times: the machine is shared.
 """
 
@@ -42,7 +42,7 @@ from testkit.hub import HubServer
 from testkit.sigstore_root import Identity, SigstoreRoot
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-RESULTS = REPO_ROOT / "benchmarks" / "results"
+RESULTS = REPO_ROOT / "benchmarks" / "results" / "cpu"  # the machine the test Hub runs on: one set per machine
 SIGNER = Identity(repository="acme/kernels", workflow=".github/workflows/release.yaml", ref="refs/tags/v1.0.0")
 # Each variant shaped like img2gray's CPU build (build/dev): its files' count and sizes, the library included
 # (hashed at load like any listed file; the fake kernel never opens it).
