@@ -431,8 +431,7 @@ def cmd_verify(ctx: Context) -> int:
     found = verify(project=ctx.project, source=ctx.source, target=target, signatures=ctx.args.signatures)
     report, bad = found.files, found.problems
     if ctx.args.json:
-        rows = [{key: value for key, value in dataclasses.asdict(row).items() if value is not None} for row in report]
-        _emit_json({"ok": found.ok, "files": rows})  # `error` only where there is one
+        _emit_json({"ok": found.ok, "files": [row.as_json() for row in report]})
         return 1 if bad else 0
     for row in bad:
         if row.status == "signature":

@@ -3,6 +3,7 @@ each one (ok, modified, missing, unlisted, or a linked variant directory kernelp
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +31,10 @@ class FileStatus:
     path: str  # below the variant directory; for "link", the link itself
     status: str  # one of STATUSES
     error: str | None = None  # for "signature": the one-line cause and fix
+
+    def as_json(self) -> dict[str, str]:
+        """The row as `kernelpin verify --json` prints it: `error` only where there is one."""
+        return {key: value for key, value in dataclasses.asdict(self).items() if value is not None}
 
 
 @dataclass(frozen=True)
