@@ -575,7 +575,7 @@ def cmd_publish(ctx: Context) -> int:
 def cmd_cache(ctx: Context) -> int:
     """The kernel repositories in the Hub cache (kernel repositories, and model repositories this project's lock
     names: other model repositories are someone else's weights), with the revisions the lock uses marked."""
-    from huggingface_hub import scan_cache_dir
+    from kernelpin import cache
 
     cache_dir = ctx.source.settings.cache_dir
     try:
@@ -585,20 +585,15 @@ def cmd_cache(ctx: Context) -> int:
             raise  # pruning against a lock that cannot be read would remove what it names
         locked = lockfile.Lock()
     in_lock = {(k.repo_type, k.repo_id): k.commit for k in locked.kernels}
-    info = scan_cache_dir(cache_dir) if cache_dir.is_dir() else None
-    rows = []
-    for repo in sorted(info.repos if info else (), key=lambda r: (r.repo_type, r.repo_id)):
-        if repo.repo_type != "kernel" and (repo.repo_type, repo.repo_id) not in in_lock:
-            continue
-        for revision in sorted(repo.revisions, key=lambda r: r.commit_hash):
-            rows.append({"repo": repo.repo_id, "repo_type": repo.repo_type, "commit": revision.commit_hash,
-                         "size": revision.size_on_disk, "refs": sorted(revision.refs),
-                         "locked": in_lock.get((repo.repo_type, repo.repo_id)) == revision.commit_hash})
+    revisions = [revision for revision in cache.scan(cache_dir)
+                 if revision.repo_type == "kernel" or (revision.repo_type, revision.repo_id) in in_lock]
+    rows = [{"repo": r.repo_id, "repo_type": r.repo_type, "commit": r.commit, "size": r.size, "refs": list(r.refs),
+             "locked": in_lock.get((r.repo_type, r.repo_id)) == r.commit} for r in revisions]
     prune = ctx.args.action == "prune"
     unused = [row for row in rows if not row["locked"]]
     deleted = False
-    if prune and ctx.args.yes and unused and info is not None:
-        info.delete_revisions(*(row["commit"] for row in unused)).execute()
+    if prune and ctx.args.yes and unused:
+        cache.prune(cache_dir, [revision for revision, row in zip(revisions, rows) if not row["locked"]])
         deleted = True
     if ctx.args.json:
         _emit_json({"cache_dir": str(cache_dir), "lock": str(ctx.project.lockfile), "revisions": rows,

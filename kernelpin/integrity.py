@@ -90,18 +90,6 @@ def verify_file(path: Path, size: int, sha256: str, what: str) -> None:
         raise IntegrityError(f"{what}: sha256 {actual} != {sha256} pinned in the lock")
 
 
-def discard_file(path: Path, blobs: Path | None = None) -> None:
-    """Remove a file that failed verification. A symlink is removed, never what it points to, unless that
-    is a blob directly inside `blobs` (a Hub-cache snapshot entry's own blob, bad as well)."""
-    if path.is_symlink():
-        target = path.resolve()
-        path.unlink()
-        if blobs is not None and target.parent == blobs.resolve():
-            target.unlink(missing_ok=True)
-    else:
-        path.unlink(missing_ok=True)
-
-
 def write_atomic(path: Path, text: str) -> None:
     """Write a text file so that readers see either the old or the new content, never a mix.
 

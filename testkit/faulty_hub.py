@@ -101,6 +101,9 @@ class Lies:
     file_status / file_headers: the status of file answers (`.../resolve/...`, GET and HEAD), and headers
         added to them (an `ETag`, an `X-Repo-Commit`); with a status, the body is a JSON error of ~250 bytes.
     drip: "refs", "tree" or "file": that answer comes one byte every `drip_seconds`, without end.
+    drip_head: "refs", "tree" or "file": that answer's status line and headers come one byte every
+        `drip_seconds`, a header without end (each byte well within any read timeout).
+    interim: "refs", "tree" or "file": that answer is `HTTP/1.1 100 Continue` every `drip_seconds`, without end.
     endless_file: file bodies never end (no Content-Length, bytes until the client hangs up).
     gzip_refs: refs listings come gzip-compressed (Content-Encoding: gzip), asked for or not.
     refs_announced: refs listings announce this Content-Length, send 100 KB and hang up.
@@ -115,6 +118,8 @@ class Lies:
     file_status: int | None = None
     file_headers: dict[str, str] = field(default_factory=dict)
     drip: str | None = None
+    drip_head: str | None = None
+    interim: str | None = None
     drip_seconds: float = 0.2
     endless_file: bool = False
     endless_for: float = 60.0
@@ -165,6 +170,10 @@ class HostileHub:
         kind = "refs" if _REFS.match(path) else "tree" if _TREE.match(path) else "file" if _FILE.search(path) else None
         if kind == lies.drip:
             return self._drip(handler)
+        if kind == lies.drip_head:
+            return self._raw_forever(handler, b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Padding: ", b"x")
+        if kind == lies.interim:
+            return self._raw_forever(handler, b"", b"HTTP/1.1 100 Continue\r\n\r\n")
         if kind == "refs" and lies.refs_announced is not None:
             return self._send(handler, 200, b" " * 100_000, {"Content-Length": str(lies.refs_announced),
                                                              "Connection": "close"})
@@ -234,6 +243,15 @@ class HostileHub:
         ends = time.monotonic() + self.lies.endless_for
         while not self._stopped.wait(self.lies.drip_seconds) and time.monotonic() < ends:
             handler.wfile.write(b" ")
+            handler.wfile.flush()
+
+    def _raw_forever(self, handler: BaseHTTPRequestHandler, opening: bytes, repeated: bytes) -> None:
+        """`opening`, then `repeated` every `drip_seconds`, as raw bytes: no status line of http.server's."""
+        handler.close_connection = True
+        handler.wfile.write(opening)
+        ends = time.monotonic() + self.lies.endless_for
+        while not self._stopped.wait(self.lies.drip_seconds) and time.monotonic() < ends:
+            handler.wfile.write(repeated)
             handler.wfile.flush()
 
     def _endless(self, handler: BaseHTTPRequestHandler) -> None:

@@ -15,7 +15,7 @@ import pytest
 from kernelpin import lockfile
 from kernelpin.errors import IntegrityError, KernelpinError
 from kernelpin.integrity import (
-    check_repo_path, discard_file, git_blob_sha1, sha256_file, staged_directory, verify_file, write_atomic,
+    check_repo_path, git_blob_sha1, sha256_file, staged_directory, verify_file, write_atomic,
 )
 from kernelpin.spec import parse_requirement
 
@@ -70,27 +70,6 @@ def test_verify_file_checks_size_then_digest(tmp_path):
         verify_file(path, 4, digest, "what")
     with pytest.raises(IntegrityError, match=rf"^what: sha256 {digest} != {'0' * 64} pinned in the lock$"):
         verify_file(path, 3, "0" * 64, "what")
-
-
-def test_discard_file_removes_a_link_and_only_its_own_blob(tmp_path):
-    blobs = tmp_path / "blobs"
-    blobs.mkdir()
-    blob, elsewhere = blobs / "abc", tmp_path / "user-file"
-    blob.write_text("bad blob")
-    elsewhere.write_text("the user's")
-    to_blob, to_elsewhere, plain = tmp_path / "to-blob", tmp_path / "to-elsewhere", tmp_path / "plain"
-    to_blob.symlink_to(blob)
-    to_elsewhere.symlink_to(elsewhere)
-    plain.write_text("bad copy")
-    discard_file(to_blob, blobs)
-    discard_file(to_elsewhere, blobs)
-    discard_file(plain, blobs)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["blobs", "user-file"]
-    assert list(blobs.iterdir()) == [] and elsewhere.read_text() == "the user's"
-    (tmp_path / "to-blob").symlink_to(blob.with_name("gone"))
-    blob.with_name("gone").write_text("x")
-    discard_file(tmp_path / "to-blob")  # no blobs directory given (a --target copy): the link only
-    assert blob.with_name("gone").exists() and not (tmp_path / "to-blob").is_symlink()
 
 
 def test_write_atomic_writes_its_temporary_file_beside_the_target(tmp_path, monkeypatch):
