@@ -130,11 +130,13 @@ class Lies:
 class HostileHub:
     """A Hub API in front of `upstream` (a real one, e.g. testkit.hub.HubServer's) that lies as `lies` says
     and forwards everything else. Endless answers end when the client hangs up or the server stops, so a
-    test's `with` block bounds them. `requests` counts the requests it answered."""
+    test's `with` block bounds them. `requests` counts the requests it answered; `seen` lists each one's path
+    and User-Agent."""
 
     def __init__(self, upstream: str, lies: Lies) -> None:
         self.lies, self.upstream = lies, urlsplit(upstream)
         self.requests = 0
+        self.seen: list[tuple[str, str]] = []
         self._stopped = threading.Event()
         self._tree_started = 0.0
         hub = self
@@ -145,6 +147,7 @@ class HostileHub:
 
             def do_GET(self) -> None:
                 hub.requests += 1
+                hub.seen.append((urlsplit(self.path).path, self.headers.get("User-Agent", "")))
                 try:
                     hub._answer(self)
                 except (ConnectionError, OSError):
