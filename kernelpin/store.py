@@ -125,9 +125,12 @@ class Store:
         """Whether the installed file is present and verified; a bad one is discarded (repair) or refused."""
         present = self.installed(kernel, variant_name, locked)
         path = f"{BUILD_DIR}/{variant_name}/{locked.path}"
-        if present is None:
-            return False
+        entry = self.variant_directory(kernel, variant_name) / locked.path
         try:
+            if present is None:
+                if entry.is_symlink() or not entry.exists():
+                    return False  # missing (a dangling link is replaced by the download)
+                raise IntegrityError(f"{kernel.label}: {path} is a directory (or no file), not the file the lock lists")
             verify_file(present, locked.size, locked.sha256, f"{kernel.label}: {path}")
         except IntegrityError as error:
             if not repair:
@@ -136,8 +139,7 @@ class Store:
                     "run `kernelpin sync` to replace it"
                 ) from None
             # The entry only: in the Hub cache a bad blob is replaced by the download, by name inside blobs/.
-            confined.remove(self.base, self.variant_directory(kernel, variant_name) / locked.path,
-                            f"{kernel.label}: repairing {path}")
+            confined.remove(self.base, entry, f"{kernel.label}: repairing {path}")
             result.repaired.append(path)
             return False
         if path not in result.repaired:
