@@ -46,6 +46,13 @@ class HubSettings:
             environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "huggingface"
         )
         cache = environ.get("HF_HUB_CACHE") or os.path.join(home, "hub")
+        for name, path in (("HF_HOME", home), ("HF_HUB_CACHE", cache)):
+            # Else reading the token or the cache fails as NotADirectoryError, which looks like a network error.
+            if os.path.exists(path) and not os.path.isdir(path):
+                raise KernelpinError(
+                    f"{name} is {path}, a file, not a directory: huggingface_hub keeps the token and the Hub cache "
+                    f"there. Point {name} at a directory (or move the file away)"
+                )
         return cls(
             endpoint=(environ.get("HF_ENDPOINT") or _DEFAULT_ENDPOINT).rstrip("/"),
             cache_dir=Path(cache).expanduser(),
