@@ -101,11 +101,10 @@ def _at_commit(commit: str, ref: str | None, tags: dict[str, str], versions: dic
 def check_unambiguous(repo_id: str, chosen: Version, tags: dict[str, str]) -> None:
     """Refuse a version whose tags disagree: `v1.0.0` vs `1.0.0`, or `1.0.0+aaa` vs `1.0.0+zzz` (equal
     under SemVer precedence) on different commits. Which one a publisher meant cannot be guessed."""
-    release = (chosen.major, chosen.minor, chosen.patch, chosen.prerelease)
     same = {}
     for tag, commit in tags.items():
         version = Version.from_tag(tag)
-        if version is not None and (version.major, version.minor, version.patch, version.prerelease) == release:
+        if version is not None and version.same_precedence(chosen):
             same[tag] = commit
     if len(set(same.values())) > 1:
         listed = ", ".join(f"{tag} -> {commit[:12]}" for tag, commit in sorted(same.items()))
