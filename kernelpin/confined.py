@@ -55,15 +55,16 @@ def directory(root: Path, path: Path, what: str, create: bool = False) -> Iterat
         reached = root
         for name in parts_below(root, path):
             reached = reached / name
-            if create:
-                with contextlib.suppress(FileExistsError):
-                    os.mkdir(name, 0o755, dir_fd=fd)
             try:
+                if create:
+                    with contextlib.suppress(FileExistsError):
+                        os.mkdir(name, 0o755, dir_fd=fd)
                 child = os.open(name, _LEVEL, dir_fd=fd)
             except OSError as error:
-                if error.errno not in (errno.ELOOP, errno.ENOTDIR):
-                    raise
-                raise LinkRefused(reached, what) from None
+                if error.errno in (errno.ELOOP, errno.ENOTDIR):
+                    raise LinkRefused(reached, what) from None
+                error.filename = str(reached)  # not just the name: errors say which directory refused
+                raise
             os.close(fd)
             fd = child
         yield fd
@@ -98,8 +99,8 @@ def remove_name(fd: int, name: str) -> None:
         os.unlink(name, dir_fd=fd)
 
 
-def new_file(fd: int, prefix: str, suffix: str) -> tuple[int, str]:
-    """A new, empty file (mode 0644 whatever the umask: others read the cache) in the directory open as `fd`:
+def new_file(fd: int, directory: Path, prefix: str, suffix: str) -> tuple[int, str]:
+    """A new, empty file (mode 0644 whatever the umask: others read the cache) in `directory`, open as `fd`:
     (its descriptor, its name)."""
     while True:
         name = f"{prefix}{secrets.token_hex(6)}{suffix}"
@@ -107,6 +108,9 @@ def new_file(fd: int, prefix: str, suffix: str) -> tuple[int, str]:
             created = os.open(name, _NEW_FILE, 0o644, dir_fd=fd)
         except FileExistsError:
             continue
+        except OSError as error:
+            error.filename = str(directory / name)
+            raise
         os.fchmod(created, 0o644)
         return created, name
 
@@ -120,9 +124,10 @@ def file_lock(root: Path, path: Path, what: str) -> Iterator[None]:
         try:
             fd = os.open(path.name, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=parent)
         except OSError as error:
-            if error.errno != errno.ELOOP:
-                raise
-            raise LinkRefused(path, what) from None
+            if error.errno == errno.ELOOP:
+                raise LinkRefused(path, what) from None
+            error.filename = str(path)
+            raise
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

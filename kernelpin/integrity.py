@@ -61,20 +61,33 @@ def git_blob_sha1(content: bytes) -> str:
     return hashlib.sha1(b"blob %d\0" % len(content) + content).hexdigest()
 
 
+MAX_NAME_BYTES = 255  # one path component (NAME_MAX of Linux and macOS file systems)
+MAX_PATH_BYTES = 512  # a whole repository path: with the cache's own prefix it stays within PATH_MAX
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # C0, DEL, C1: would move a terminal's cursor when printed
+
+
 def check_repo_path(path: str, where: str) -> str:
-    """Refuse a path from a repository (or a lock) that could escape the directory it is written into."""
+    """Refuse a path from a repository (or a lock) that could escape the directory it is written into, that a
+    file system cannot store there, or that would act on a terminal when printed."""
     problem = None
     if not path:
         problem = "is empty"
     elif "\\" in path or "\0" in path:
         problem = "contains a backslash or NUL"
+    elif _CONTROL_RE.search(path):
+        problem = "contains a control character"
     elif path.startswith("/") or PurePosixPath(path).is_absolute() or (len(path) > 1 and path[1] == ":"):
         problem = "is absolute"
     elif any(part in ("..", ".", "") for part in path.split("/")):
         problem = "contains '..', '.' or an empty component"
+    elif len(path.encode()) > MAX_PATH_BYTES:
+        problem = f"is {len(path.encode())} bytes long, more than the {MAX_PATH_BYTES} a path may have"
+    elif (longest := max(len(part.encode()) for part in path.split("/"))) > MAX_NAME_BYTES:
+        problem = f"has a {longest}-byte name, more than the {MAX_NAME_BYTES} a file system stores"
     if problem:
+        shown = repr(path[:100]) + (f"... ({len(path)} characters)" if len(path) > 100 else "")
         raise KernelpinError(
-            f"{where}: refusing unsafe path {path!r} (it {problem}); "
+            f"{where}: refusing unsafe path {shown} (it {problem}); "
             "the repository is malformed or hostile: do not use this revision"
         )
     return path

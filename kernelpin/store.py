@@ -189,7 +189,7 @@ class Store:
     def _fetch_between(self, kernel: LockedKernel, partial: int, into: int, name: str, locked: LockedFile,
                        prefix: str, what: str) -> None:
         """Download into a new file of the directory `partial`, then rename it to `name` in `into`."""
-        fd, temporary = confined.new_file(partial, f".{name}.", PARTIAL)
+        fd, temporary = confined.new_file(partial, self._partial_dir(kernel), f".{name}.", PARTIAL)
         bar = self.progress(total=locked.size, desc=locked.path) if self.progress is not None else None
         try:
             digest = hashlib.sha256()
@@ -249,7 +249,7 @@ class Store:
         what = f"{repo_id}: recording ref {name}"
         try:
             with confined.directory(self.source.settings.cache_dir, ref.parent, what, create=True) as refs:
-                fd, temporary = confined.new_file(refs, f".{ref.name}.", PARTIAL)
+                fd, temporary = confined.new_file(refs, ref.parent, f".{ref.name}.", PARTIAL)
                 try:
                     with os.fdopen(fd, "w", encoding="ascii") as stream:
                         stream.write(commit)

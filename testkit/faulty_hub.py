@@ -99,7 +99,8 @@ class Lies:
     tree_forever: file listings are pages of one new file each, each page linking to the next, without end
         (on `next_page_host` when given, e.g. another server that would collect the client's token).
     file_status / file_headers: the status of file answers (`.../resolve/...`, GET and HEAD), and headers
-        added to them (an `ETag`, an `X-Repo-Commit`); with a status, the body is a JSON error of ~250 bytes.
+        added to them (an `ETag`, an `X-Repo-Commit`); with a status, the body is a JSON error of ~250 bytes
+        whose message is `error_message` when given.
     drip: "refs", "tree" or "file": that answer comes one byte every `drip_seconds`, without end.
     drip_head: "refs", "tree" or "file": that answer's status line and headers come one byte every
         `drip_seconds`, a header without end (each byte well within any read timeout).
@@ -117,6 +118,7 @@ class Lies:
     next_page_host: str | None = None
     file_status: int | None = None
     file_headers: dict[str, str] = field(default_factory=dict)
+    error_message: str | None = None
     drip: str | None = None
     drip_head: str | None = None
     interim: str | None = None
@@ -199,7 +201,8 @@ class HostileHub:
             return self._endless(handler)
         if kind == "file" and lies.file_status is not None:
             # An error page longer than the small files it stands for, as the Hub's JSON errors are.
-            error = json.dumps({"error": f"status {lies.file_status}", "detail": "x" * 200}).encode()
+            message = lies.error_message or f"status {lies.file_status}"
+            error = json.dumps({"error": message, "detail": "x" * 200}).encode()
             return self._send(handler, lies.file_status, error, {"Content-Type": "application/json",
                                                                  **lies.file_headers})
         status, headers, body = self._forward(handler)

@@ -208,7 +208,7 @@ def test_new_files_are_readable_by_others_whatever_the_umask(tmp_path):
     old = os.umask(0o077)
     try:
         with confined.directory(tmp_path, tmp_path / "made" / "here", "test", create=True) as fd:
-            created, name = confined.new_file(fd, ".x.", ".part")
+            created, name = confined.new_file(fd, tmp_path / "made" / "here", ".x.", ".part")
             os.close(created)
     finally:
         os.umask(old)
