@@ -15,7 +15,7 @@ import pytest
 from kernelpin import lockfile
 from kernelpin.errors import IntegrityError, KernelpinError
 from kernelpin.integrity import (
-    check_repo_path, git_blob_sha1, sha256_file, staged_directory, verify_file, write_atomic,
+    MAX_NAME_BYTES, MAX_PATH_BYTES, check_repo_path, git_blob_sha1, sha256_file, staged_directory, verify_file, write_atomic,
 )
 from kernelpin.spec import parse_requirement
 
@@ -70,6 +70,19 @@ def test_verify_file_checks_size_then_digest(tmp_path):
         verify_file(path, 4, digest, "what")
     with pytest.raises(IntegrityError, match=rf"^what: sha256 {digest} != {'0' * 64} pinned in the lock$"):
         verify_file(path, 3, "0" * 64, "what")
+
+
+def test_names_at_the_limits_are_kept_and_bytes_count_not_characters():
+    assert check_repo_path("a" * MAX_NAME_BYTES, "x") == "a" * MAX_NAME_BYTES
+    with pytest.raises(KernelpinError, match="has a 256-byte name"):
+        check_repo_path("\u00e9" * 128, "x")  # 128 characters, 256 bytes in UTF-8
+    longest = "/".join(["d" * 128] * 4)[:MAX_PATH_BYTES]
+    assert len(longest.encode()) == MAX_PATH_BYTES and check_repo_path(longest, "x") == longest
+    with pytest.raises(KernelpinError, match=r"'dddd.*\.\.\. \(513 characters\) \(it is 513 bytes long"):
+        check_repo_path(longest + "e", "x")
+    for control in ("\x00", "\x1b", "\x7f", "\x85", "\t", "\n"):
+        with pytest.raises(KernelpinError):
+            check_repo_path(f"a{control}b", "x")
 
 
 def test_write_atomic_writes_its_temporary_file_beside_the_target(tmp_path, monkeypatch):
