@@ -7,10 +7,18 @@ from __future__ import annotations
 import pytest
 
 from kernelpin.errors import KernelpinError
+from testkit.fake_kernel import CPU_213, publish
 from testkit.faulty_hub import HostileHub, Lies
-from tests.kernelpin.test_hostile_hub import fresh_load, locked, one_line_error, released  # noqa: F401 (fixtures)
+from tests.kernelpin.test_hostile_hub import fresh_load, locked, one_line_error  # noqa: F401 (a fixture)
 
 DEADLINE = "stopped at the 0.3 s deadline for one command (KERNELPIN_DEADLINE)"
+
+@pytest.fixture(scope="module")
+def released(hub) -> tuple[str, str]:
+    """A kernel repository of this module's own, with one release."""
+    repo_id = "acme/deadline-target"
+    return repo_id, publish(hub.repo(repo_id, "kernel"), "1.0.0", variants=(CPU_213,))
+
 
 
 @pytest.mark.parametrize(("lie", "answer"), [("drip_head", "refs"), ("drip_head", "tree"), ("drip_head", "file"),

@@ -12,8 +12,16 @@ from huggingface_hub import constants
 from huggingface_hub.utils import _detect_agent
 
 from kernelpin.hubclient import request_headers
+from testkit.fake_kernel import CPU_213, publish
 from testkit.faulty_hub import HostileHub, Lies
-from tests.kernelpin.test_hostile_hub import fresh_load, locked, one_line_error, released  # noqa: F401 (fixtures)
+from tests.kernelpin.test_hostile_hub import fresh_load, locked, one_line_error  # noqa: F401 (a fixture)
+
+@pytest.fixture(scope="module")
+def released(hub) -> tuple[str, str]:
+    """A kernel repository of this module's own, with one release."""
+    repo_id = "acme/headers-target"
+    return repo_id, publish(hub.repo(repo_id, "kernel"), "1.0.0", variants=(CPU_213,))
+
 
 
 @pytest.fixture

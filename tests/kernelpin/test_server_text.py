@@ -13,10 +13,18 @@ import kernelpin
 from kernelpin import lockfile
 from kernelpin.errors import KernelpinError
 from kernelpin.terminal import SafeConsole, printable
+from testkit.fake_kernel import CPU_213, publish
 from testkit.faulty_hub import HostileHub, Lies
-from tests.kernelpin.test_hostile_hub import locked, one_line_error, released  # noqa: F401 (fixtures)
+from tests.kernelpin.test_hostile_hub import locked, one_line_error  # noqa: F401 (a fixture)
 
 ESCAPES = "\x1b[2J\x1b[31mcleared\r\nerror: faked line\u202egnp.exe\x07"
+
+@pytest.fixture(scope="module")
+def released(hub) -> tuple[str, str]:
+    """A kernel repository of this module's own, with one release."""
+    repo_id = "acme/text-target"
+    return repo_id, publish(hub.repo(repo_id, "kernel"), "1.0.0", variants=(CPU_213,))
+
 
 
 def tree(path: str) -> list[dict]:
