@@ -66,25 +66,30 @@ MAX_PATH_BYTES = 512  # a whole repository path: with the cache's own prefix it 
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # C0, DEL, C1: would move a terminal's cursor when printed
 
 
+def _path_problem(path: str) -> str | None:
+    if not path:
+        return "is empty"
+    if "\\" in path or "\0" in path:
+        return "contains a backslash or NUL"
+    if _CONTROL_RE.search(path):
+        return "contains a control character"
+    if PurePosixPath(path).is_absolute() or (len(path) > 1 and path[1] == ":"):
+        return "is absolute"
+    if any(part in ("..", ".", "") for part in path.split("/")):
+        return "contains '..', '.' or an empty component"
+    if len(path.encode()) > MAX_PATH_BYTES:
+        return f"is {len(path.encode())} bytes long, more than the {MAX_PATH_BYTES} a path may have"
+    longest = max(len(part.encode()) for part in path.split("/"))
+    if longest > MAX_NAME_BYTES:
+        return f"has a {longest}-byte name, more than the {MAX_NAME_BYTES} a file system stores"
+    return None
+
+
 def check_repo_path(path: str, where: str) -> str:
     """Refuse a path from a repository (or a lock) that could escape the directory it is written into, that a
     file system cannot store there, or that would act on a terminal when printed."""
-    problem = None
-    if not path:
-        problem = "is empty"
-    elif "\\" in path or "\0" in path:
-        problem = "contains a backslash or NUL"
-    elif _CONTROL_RE.search(path):
-        problem = "contains a control character"
-    elif path.startswith("/") or PurePosixPath(path).is_absolute() or (len(path) > 1 and path[1] == ":"):
-        problem = "is absolute"
-    elif any(part in ("..", ".", "") for part in path.split("/")):
-        problem = "contains '..', '.' or an empty component"
-    elif len(path.encode()) > MAX_PATH_BYTES:
-        problem = f"is {len(path.encode())} bytes long, more than the {MAX_PATH_BYTES} a path may have"
-    elif (longest := max(len(part.encode()) for part in path.split("/"))) > MAX_NAME_BYTES:
-        problem = f"has a {longest}-byte name, more than the {MAX_NAME_BYTES} a file system stores"
-    if problem:
+    problem = _path_problem(path)
+    if problem is not None:
         shown = repr(path[:100]) + (f"... ({len(path)} characters)" if len(path) > 100 else "")
         raise KernelpinError(
             f"{where}: refusing unsafe path {shown} (it {problem}); "
@@ -123,7 +128,7 @@ def write_atomic(path: Path, text: str) -> None:
             os.chmod(temporary, 0o644)
         os.replace(temporary, path)
     except BaseException:
-        Path(temporary).unlink(missing_ok=True)
+        Path(temporary).unlink()  # mkstemp made it, and only this function removes it
         raise
 
 

@@ -6,16 +6,19 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import stat
 import subprocess
+import sys
 import tempfile
+from pathlib import Path
 
 import pytest
 
 from kernelpin import lockfile
 from kernelpin.errors import IntegrityError, KernelpinError
 from kernelpin.integrity import (
-    MAX_NAME_BYTES, MAX_PATH_BYTES, check_repo_path, git_blob_sha1, sha256_file, staged_directory, verify_file, write_atomic,
+    MAX_NAME_BYTES, MAX_PATH_BYTES, check_repo_path, git_blob_sha1, other_owner, sha256_file, staged_directory, verify_file, write_atomic,
 )
 from kernelpin.spec import parse_requirement
 
@@ -36,14 +39,31 @@ from kernelpin.spec import parse_requirement
         ("a/./b", "contains '..', '.' or an empty component"),
         ("a//b", "contains '..', '.' or an empty component"),
         ("a/", "contains '..', '.' or an empty component"),
+        ("a\x1bb", "contains a control character"),
+        ("a\x9fb", "contains a control character"),
     ],
 )
 def test_check_repo_path_refuses_paths_that_could_escape(path, problem):
     with pytest.raises(KernelpinError) as refused:
         check_repo_path(path, "acme/x at 0123456789ab")
-    message = str(refused.value)
-    assert message.startswith(f"acme/x at 0123456789ab: refusing unsafe path {path!r} (it {problem})")
-    assert "do not use this revision" in message
+    assert str(refused.value) == (f"acme/x at 0123456789ab: refusing unsafe path {path!r} (it {problem}); the "
+                                  "repository is malformed or hostile: do not use this revision")
+
+
+def test_a_long_path_is_shown_cut_short_in_the_refusal():
+    for length, shown in ((100, repr("\\" * 100)), (101, repr("\\" * 100) + "... (101 characters)")):
+        with pytest.raises(KernelpinError, match="^x: refusing unsafe path " + re.escape(shown) + r" \(it contains"):
+            check_repo_path("\\" * length, "x")
+
+
+def test_a_file_another_user_owns_is_theirs(tmp_path):
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        pytest.skip("needs root to give a file to another user")
+    mine, theirs, roots = tmp_path / "mine", tmp_path / "theirs", tmp_path / "roots"
+    for path in (mine, theirs, roots):
+        path.write_text("x")
+    os.chown(theirs, 1, 1)
+    assert other_owner(mine) is None and other_owner(roots) is None and other_owner(theirs) == 1
 
 
 @pytest.mark.parametrize("path", ["a", "_", "a/b", "build/v/_ops.so", "ab:c/z", "..a", "a..", ".hidden/a.py"])
@@ -83,6 +103,26 @@ def test_names_at_the_limits_are_kept_and_bytes_count_not_characters():
     for control in ("\x00", "\x1b", "\x7f", "\x85", "\t", "\n"):
         with pytest.raises(KernelpinError):
             check_repo_path(f"a{control}b", "x")
+
+
+def test_write_atomic_makes_missing_directories_and_a_hidden_temporary_named_after_the_file(tmp_path, monkeypatch):
+    renamed = []
+    replace = os.replace
+    monkeypatch.setattr(os, "replace", lambda source, target: (renamed.append(source), replace(source, target)))
+    target = tmp_path / "a" / "b" / "kernelpin.lock"
+    write_atomic(target, "caf\u00e9\r\n")
+    assert target.read_bytes() == "caf\u00e9\r\n".encode()  # UTF-8 whatever the locale, no newline translation
+    (temporary,) = renamed
+    assert Path(temporary).parent == target.parent and re.fullmatch(r"\.kernelpin\.lock\.\w+\.tmp", Path(temporary).name)
+
+
+def test_write_atomic_writes_utf8_under_a_c_locale(tmp_path):
+    code = ("import sys; from pathlib import Path; from kernelpin.integrity import write_atomic; "
+            "write_atomic(Path(sys.argv[1]), 'caf\\u00e9')")
+    env = {**os.environ, "LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0",
+           "PYTHONIOENCODING": ""}
+    subprocess.run([sys.executable, "-c", code, str(tmp_path / "f")], env=env, check=True, timeout=60)
+    assert (tmp_path / "f").read_bytes() == "caf\u00e9".encode()
 
 
 def test_write_atomic_writes_its_temporary_file_beside_the_target(tmp_path, monkeypatch):
