@@ -77,7 +77,8 @@ class StatusServer:
         self._server.daemon_threads = True
 
     def __enter__(self) -> str:
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        # Polled every 20 ms, not 500: stopping the server (the `with` block's end) waits for the next poll.
+        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
         return f"http://127.0.0.1:{self._server.server_address[1]}"
 
     def __exit__(self, *exc: object) -> None:
@@ -162,7 +163,8 @@ class HostileHub:
         self.endpoint = f"http://127.0.0.1:{self._server.server_address[1]}"
 
     def __enter__(self) -> str:
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        # Polled every 20 ms, not 500: stopping the server (the `with` block's end) waits for the next poll.
+        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
         return self.endpoint
 
     def __exit__(self, *exc: object) -> None:

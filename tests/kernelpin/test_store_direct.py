@@ -56,7 +56,7 @@ def served(tmp_path: Path) -> Iterator[Served]:
         file.write_bytes(data)
     server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(root)))
     server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
     yield Served(root, f"http://127.0.0.1:{server.server_address[1]}")
     server.shutdown()
     server.server_close()
