@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelpin import cache, confined, lockfile
+from kernelpin import confined, hub_cache, lockfile
 from kernelpin.confined import LinkRefused
 from kernelpin.layout import LOCKS_DIR
 from testkit.fake_kernel import CPU_213
@@ -93,15 +93,15 @@ def test_cache_prune_removes_a_revision_and_only_the_blobs_no_other_revision_nam
     assert cli("lock", "--upgrade")[0] == 0 and cli("sync", "--torch", "2.13")[0] == 0
     (kernel,) = lockfile.read(root / "kernelpin.lock").kernels
     folder = hf_env / "models--acme--img2gray"
-    revisions = cache.scan(hf_env)
+    revisions = hub_cache.scan(hf_env)
     old = next(r for r in revisions if r.commit != kernel.commit)
     new = next(r for r in revisions if r.commit == kernel.commit)
     assert old.blobs & new.blobs and old.blobs - new.blobs and new.refs == ()
     assert new.size == sum((folder / "blobs" / name).stat().st_size for name in new.blobs)
-    cache.prune(hf_env, [old])
+    hub_cache.remove(hf_env, [old])
     assert sorted(p.name for p in (folder / "blobs").iterdir()) == sorted(new.blobs)
-    assert [r.commit for r in cache.scan(hf_env)] == [kernel.commit] and cli("verify")[0] == 0
-    cache.prune(hf_env, cache.scan(hf_env))  # the last revision: the repository goes whole
+    assert [r.commit for r in hub_cache.scan(hf_env)] == [kernel.commit] and cli("verify")[0] == 0
+    hub_cache.remove(hf_env, hub_cache.scan(hf_env))  # the last revision: the repository goes whole
     assert not folder.exists()
 
 
@@ -119,12 +119,12 @@ def test_cache_scan_reads_no_link_as_a_repository_revision_or_blob(tmp_path):
     (cache_dir / "kernels--nodashes").mkdir()
     (folder / "refs").mkdir()
     (folder / "refs" / "main").symlink_to(tmp_path / "victim")
-    (revision,) = cache.scan(cache_dir)
+    (revision,) = hub_cache.scan(cache_dir)
     assert (revision.repo_id, revision.repo_type, revision.commit) == ("acme/k", "kernel", "a" * 40)
     assert revision.size == 0 and revision.blobs == {"victim"} and revision.refs == ()
     linked_root = tmp_path / "cache-link"
     linked_root.symlink_to(cache_dir)  # HF_HUB_CACHE itself may be a link (to another disk)
-    assert [r.commit for r in cache.scan(linked_root)] == ["a" * 40]
+    assert [r.commit for r in hub_cache.scan(linked_root)] == ["a" * 40]
 
 
 def test_the_writers_lock_is_never_created_through_a_linked_locks_directory(img2gray, project, cli, hf_env,

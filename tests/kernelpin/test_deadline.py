@@ -8,8 +8,8 @@ import pytest
 
 from kernelpin.errors import KernelpinError
 from testkit.fake_kernel import CPU_213, publish
-from testkit.faulty_hub import HostileHub, Lies
-from tests.kernelpin.test_hostile_hub import fresh_load, locked, one_line_error  # noqa: F401 (a fixture)
+from tests.kernelpin.faulty_hub import HostileHub, Lies
+from tests.kernelpin.test_hub_answers import fresh_load, locked, one_line_error  # noqa: F401 (a fixture)
 
 DEADLINE = "stopped at the 0.3 s deadline for one command (KERNELPIN_DEADLINE)"
 

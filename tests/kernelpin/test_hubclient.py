@@ -15,7 +15,7 @@ from kernelpin.hubclient import (
     HubTimeout, _DeadlineTransport, _time_left, capped_timeouts, expect_size, request_headers, use_timeout,
 )
 from kernelpin.limits import Budget, LimitExceeded, Limits
-from testkit.faulty_hub import HostileHub, Lies, SilentServer, StatusServer
+from tests.kernelpin.faulty_hub import HostileHub, Lies, SilentServer, StatusServer
 
 NOWHERE = "http://127.0.0.1:9"  # HostileHub's upstream when every answer is a lie (nothing is forwarded)
 REFS = "/api/kernels/acme/x/refs"

@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 
 from kernelpin import lockfile
+from kernelpin.atomic import staged_directory, write_atomic
 from kernelpin.errors import IntegrityError, KernelpinError
 from kernelpin.integrity import (
-    MAX_NAME_BYTES, MAX_PATH_BYTES, check_repo_path, git_blob_sha1, other_owner, sha256_file, staged_directory, verify_file, write_atomic,
+    MAX_NAME_BYTES, MAX_PATH_BYTES, check_repo_path, git_blob_sha1, other_owner, sha256_file, verify_file,
 )
 from kernelpin.spec import parse_requirement
 
@@ -117,7 +118,7 @@ def test_write_atomic_makes_missing_directories_and_a_hidden_temporary_named_aft
 
 
 def test_write_atomic_writes_utf8_under_a_c_locale(tmp_path):
-    code = ("import sys; from pathlib import Path; from kernelpin.integrity import write_atomic; "
+    code = ("import sys; from pathlib import Path; from kernelpin.atomic import write_atomic; "
             "write_atomic(Path(sys.argv[1]), 'caf\\u00e9')")
     env = {**os.environ, "LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0",
            "PYTHONIOENCODING": ""}

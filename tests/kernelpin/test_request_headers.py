@@ -13,8 +13,8 @@ from huggingface_hub.utils import _detect_agent
 
 from kernelpin.hubclient import request_headers
 from testkit.fake_kernel import CPU_213, publish
-from testkit.faulty_hub import HostileHub, Lies
-from tests.kernelpin.test_hostile_hub import fresh_load, locked, one_line_error  # noqa: F401 (a fixture)
+from tests.kernelpin.faulty_hub import HostileHub, Lies
+from tests.kernelpin.test_hub_answers import fresh_load, locked, one_line_error  # noqa: F401 (a fixture)
 
 @pytest.fixture(scope="module")
 def released(hub) -> tuple[str, str]:

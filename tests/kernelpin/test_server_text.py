@@ -14,8 +14,8 @@ from kernelpin import lockfile
 from kernelpin.errors import KernelpinError
 from kernelpin.terminal import SafeConsole, printable
 from testkit.fake_kernel import CPU_213, publish
-from testkit.faulty_hub import HostileHub, Lies
-from tests.kernelpin.test_hostile_hub import locked, one_line_error  # noqa: F401 (a fixture)
+from tests.kernelpin.faulty_hub import HostileHub, Lies
+from tests.kernelpin.test_hub_answers import locked, one_line_error  # noqa: F401 (a fixture)
 
 ESCAPES = "\x1b[2J\x1b[31mcleared\r\nerror: faked line\u202egnp.exe\x07"
 

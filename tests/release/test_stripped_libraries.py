@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelpin.abi_gate import AbiError, gate, hides_its_imports
+from kernelpin.publisher.abi_gate import AbiError, gate, hides_its_imports
 from testkit.fake_kernel import write_variant
 
 pytest.importorskip("kernel_abi_check")

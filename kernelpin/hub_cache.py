@@ -1,11 +1,13 @@
-"""The Hub cache's revisions as kernelpin lists and prunes them, without following a link anywhere.
+"""`kernelpin cache`: the kernel repositories in the Hub cache (HF_HUB_CACHE), their revisions and sizes, which
+revisions the project's lock uses, and pruning the ones it does not.
 
-huggingface_hub's scan_cache_dir and delete_revisions resolve the snapshot entries (links to blobs/) and
-delete what they resolve to, wherever that is: an entry that someone with write access to a shared cache
-pointed at another user's file takes that file with it. Here a snapshot entry is read as what it says
-(`readlink`), counted only when it names a blob of its own repository, and removing a revision removes its
-snapshot directory, the refs naming it and the blobs no remaining revision names, through
-kernelpin.confined: by name inside directories opened without following links.
+Read and pruned without following a link anywhere: huggingface_hub's scan_cache_dir and delete_revisions
+resolve the snapshot entries (links to blobs/) and delete what they resolve to, wherever that is, so an entry
+that someone with write access to a shared cache pointed at another user's file took that file with it. Here
+a snapshot entry is read as what it says (`readlink`), counted only when it names a blob of its own
+repository, and removing a revision removes its snapshot directory, the refs naming it and the blobs no
+remaining revision names, through kernelpin.confined: by name inside directories opened without following
+links.
 """
 
 from __future__ import annotations
@@ -16,13 +18,64 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernelpin import confined
+from kernelpin import confined, lockfile
+from kernelpin.errors import KernelpinError
 from kernelpin.integrity import GIT_OBJECT_ID_RE
+from kernelpin.project import Project
 from kernelpin.spec import REPO_TYPES
 
 
 @dataclass(frozen=True)
 class CachedRevision:
+    repo: str
+    repo_type: str
+    commit: str
+    size: int  # bytes on disk
+    refs: list[str]
+    locked: bool  # the revision the project's lock pins
+
+
+@dataclass(frozen=True)
+class CacheReport:
+    cache_dir: Path
+    revisions: list[CachedRevision]
+    deleted: bool
+
+    @property
+    def unused(self) -> list[CachedRevision]:
+        return [row for row in self.revisions if not row.locked]
+
+
+def cache(cache_dir: Path, project: Project | None, prune: bool = False, delete: bool = False) -> CacheReport:
+    """The revisions of kernel repositories in `cache_dir` (and of model repositories the project's lock names:
+    other model repositories are someone else's weights), each marked with whether the lock uses it. With
+    `prune` and `delete`, the unused revisions are deleted. Outside a project (None) nothing is marked used."""
+    if prune and project is None:
+        raise KernelpinError("pruning needs a project: its kernelpin.lock names the revisions to keep")
+    locked = lockfile.Lock()
+    if project is not None:
+        try:
+            locked = lockfile.read(project.lockfile) or lockfile.Lock()
+        except KernelpinError:
+            if prune:
+                raise  # pruning against a lock that cannot be read would remove what it names
+    in_lock = {(k.repo_type, k.repo_id): k.commit for k in locked.kernels}
+    snapshots = [snapshot for snapshot in scan(cache_dir)
+                 if snapshot.repo_type == "kernel" or (snapshot.repo_type, snapshot.repo_id) in in_lock]
+    rows = [CachedRevision(snapshot.repo_id, snapshot.repo_type, snapshot.commit, snapshot.size, list(snapshot.refs),
+                           in_lock.get((snapshot.repo_type, snapshot.repo_id)) == snapshot.commit)
+            for snapshot in snapshots]
+    report = CacheReport(cache_dir, rows, deleted=False)
+    if prune and delete and report.unused:
+        remove(cache_dir, [snapshot for snapshot, row in zip(snapshots, rows) if not row.locked])
+        report = CacheReport(cache_dir, rows, deleted=True)
+    return report
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One revision of a repository in the cache, as its snapshot directory and links say."""
+
     repo_id: str
     repo_type: str
     commit: str
@@ -83,7 +136,7 @@ def repo_folder_name(repo_id: str, repo_type: str) -> str:
     return f"{repo_type}s--{repo_id.replace('/', '--')}"
 
 
-def scan(cache_dir: Path) -> list[CachedRevision]:
+def scan(cache_dir: Path) -> list[Snapshot]:
     """Every revision (snapshots/<40 hex>) of every kernel or model repository in the cache."""
     revisions = []
     top = sorted(os.scandir(cache_dir), key=lambda entry: entry.name) if cache_dir.is_dir() else []  # may be a link
@@ -97,13 +150,13 @@ def scan(cache_dir: Path) -> list[CachedRevision]:
             if not GIT_OBJECT_ID_RE.match(snapshot.name) or snapshot.is_symlink() or not snapshot.is_dir():
                 continue
             blobs = frozenset(_blob_names(folder, Path(snapshot.path)))
-            revisions.append(CachedRevision(
+            revisions.append(Snapshot(
                 rest.replace("--", "/", 1), kind, snapshot.name, sum(_blob_size(folder, name) for name in blobs),
                 tuple(sorted(name for name, commit in refs.items() if commit == snapshot.name)), blobs))
     return sorted(revisions, key=lambda r: (r.repo_type, r.repo_id, r.commit))
 
 
-def prune(cache_dir: Path, revisions: Iterable[CachedRevision]) -> None:
+def remove(cache_dir: Path, revisions: Iterable[Snapshot]) -> None:
     """Remove `revisions` (from `scan`): their snapshots, the refs naming them, the blobs no other revision of
     the repository names; a repository left without revisions goes whole."""
     doomed: dict[tuple[str, str], set[str]] = {}
