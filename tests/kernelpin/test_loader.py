@@ -340,3 +340,29 @@ def test_a_name_with_so_in_a_directory_is_no_shared_library():
     assert _is_shared_library("lib/libx.so.2") and _is_shared_library("_ops.so") and _is_shared_library("a/b/c.so")
     assert not _is_shared_library("data/x.so.d/notes.txt") and not _is_shared_library("x.so.d/notes.txt")
     assert not _is_shared_library("lib.so/readme")
+
+
+def test_the_finder_comes_first_and_linecache_holds_the_verified_lines_without_an_mtime(tmp_path, imported):
+    from kernelpin.loader import _FINDER
+
+    source = b"A = 1\n\ndef f():\n    return A\n"
+    directory, variant, name = variant_on_disk(tmp_path, {"__init__.py": source})
+    imported.append(name)
+    sys.meta_path.remove(_FINDER)
+    sys.meta_path.insert(0, importlib.machinery.PathFinder)  # another finder first: kernelpin's goes before it
+    try:
+        import_verified(name, directory, variant, "acme/x 1.0.0")
+        assert sys.meta_path[0] is _FINDER and sys.meta_path.count(_FINDER) == 1
+    finally:
+        sys.meta_path.remove(importlib.machinery.PathFinder)
+    filename = str(directory / "__init__.py")
+    assert linecache.cache[filename] == (len(source), None, source.decode().splitlines(keepends=True), filename)
+
+
+def test_a_lock_without_the_package_init_is_refused_with_the_fix(tmp_path):
+    directory, variant, name = variant_on_disk(tmp_path, {"sub/__init__.py": b""})
+    with pytest.raises(KernelpinError, match="^" + re.escape(
+            f"acme/x 1.0.0: the lock lists no __init__.py for variant {CPU_213}, so nothing verified can be imported "
+            "(a lock that omits the package's own code is damaged or hostile); run `kernelpin lock` to regenerate "
+            "it") + "$"):
+        import_verified(name, directory, variant, "acme/x 1.0.0")
