@@ -150,3 +150,28 @@ def test_a_whole_listing_has_each_path_once_and_no_file_with_files_below():
     with refused("'build/x' is listed as a file and as a directory"):
         files_of([RemoteFile("build/x", 1, None, None), files[0]], WHERE)
     assert files_of([RemoteFile("top", 1, None, None), RemoteFile("topper/a", 1, None, None)], WHERE)
+
+
+LONG = "z" * 100
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    ([LONG], f"a listing entry is str {repr(LONG)[:40]}, not an object"),
+    ([entry(["p"] * 30)], f"a listing entry's path is {repr(['p'] * 30)[:40]}, not a string"),
+    ([entry("a.py", kind=LONG)], f"'a.py': type {repr(LONG)[:40]} is neither 'file' nor 'directory'"),
+])
+def test_a_malformed_entry_is_quoted_cut_short(data, message):
+    with refused(message):
+        parse_tree_page(data, WHERE)
+
+
+def test_long_field_values_are_quoted_cut_short_and_errors_name_the_listing():
+    with refused(f"an entry of 'tags' is str {repr(LONG)[:40]}, not an object"):
+        parse_refs({"tags": [LONG]}, "kernel", WHERE, 10)
+    with pytest.raises(LimitExceeded, match="^" + re.escape(f"{WHERE}: more than 0 entries")):
+        parse_refs({"tags": [tag("a")]}, "kernel", WHERE, 0)
+    for size, blob, lfs, shown in ((10 ** 30, None, None, f"size {str(10 ** 30)[:20]} is not"),
+                                   (1, LONG, None, f"git blob id {LONG[:50]!r} is not"),
+                                   (1, None, LONG, f"LFS sha256 {LONG[:70]!r} is not")):
+        with pytest.raises(KernelpinError, match="^" + re.escape(f"{WHERE}: the repository listing gives 'a.py' a {shown}")):
+            parse_tree_page([entry("a.py", size=size, oid=blob, lfs={"oid": lfs} if lfs else None)], WHERE)
