@@ -3,6 +3,7 @@ limit at its edge and each error with its message, fast enough for a mutation ru
 
 from __future__ import annotations
 
+import json
 import re
 
 import httpcore2
@@ -160,5 +161,54 @@ def test_the_shared_client_gets_the_timeout_and_is_replaced_only_on_a_change():
         assert get_session() is first
         use_timeout(43.0)
         assert get_session().timeout.read == 43.0
+    finally:
+        use_timeout(DEFAULT_HTTP_TIMEOUT)
+
+
+def test_a_timeout_names_its_phase_and_the_time_waited():
+    transport = _DeadlineTransport(5)
+    url = httpx2.URL("http://127.0.0.1:9/x")
+    timeouts = {"connect": 1.0, "read": 2.0, "write": 3.0, "pool": 4.5}
+    for error, waited in ((httpx2.ConnectTimeout("c"), "1 s (ConnectTimeout)"), (httpx2.ReadTimeout("r"), "2 s (ReadTimeout)"),
+                          (httpx2.WriteTimeout("w"), "3 s (WriteTimeout)"), (httpx2.PoolTimeout("p"), "4.5 s (PoolTimeout)"),
+                          (httpx2.TimeoutException("t"), "4.5 s (TimeoutException)")):
+        assert str(transport._timeout(error, url, timeouts)) == (
+            f"no answer from {url} within {waited}; the server is down or overloaded: retry later, or set "
+            "KERNELPIN_HTTP_TIMEOUT=SECONDS to wait longer")
+
+
+def test_a_body_that_stalls_before_the_deadline_is_a_read_timeout():
+    with HostileHub(NOWHERE, Lies(drip="refs", drip_seconds=2, endless_for=10)) as endpoint:
+        with limits.running(budget(deadline=60)), pytest.raises(HubTimeout, match=re.escape(
+                f"no answer from {endpoint}{REFS} within 0.2 s (ReadTimeout)")):
+            get(endpoint + REFS, seconds=0.2)
+
+
+def test_an_answer_exactly_at_the_limit_is_taken():
+    many = {"tags": [{"name": f"t{i}", "targetCommit": "0" * 40} for i in range(40)]}
+    body = json.dumps(many).encode()
+    with HostileHub(NOWHERE, Lies(refs=many)) as endpoint, limits.running(budget(max_response_bytes=len(body))):
+        assert get(endpoint + REFS) == body
+
+
+def test_the_shared_client_follows_redirects_runs_huggingface_hubs_hook_and_holds_the_deadline(monkeypatch):
+    from huggingface_hub.errors import OfflineModeIsEnabled
+    from huggingface_hub.utils import get_session
+
+    from kernelpin.source import DEFAULT_HTTP_TIMEOUT
+
+    try:
+        use_timeout(5.0)
+        with StatusServer(200) as target, StatusServer(302, {"Location": f"{target}/moved"}) as moving:
+            answer = get_session().get(f"{moving}/x")
+            assert answer.status_code == 200 and str(answer.url) == f"{target}/moved"
+            assert answer.request.headers.get("X-Amzn-Trace-Id")  # huggingface_hub's request hook ran
+            monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+            with pytest.raises(OfflineModeIsEnabled):
+                get_session().get(f"{target}/x")
+        monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+        with HostileHub(NOWHERE, Lies(drip_head="refs", drip_seconds=0.02, endless_for=10)) as endpoint:
+            with limits.running(budget(deadline=0.3)), pytest.raises(LimitExceeded, match="0.3 s deadline"):
+                get_session().get(endpoint + REFS)
     finally:
         use_timeout(DEFAULT_HTTP_TIMEOUT)
