@@ -212,3 +212,54 @@ def test_the_shared_client_follows_redirects_runs_huggingface_hubs_hook_and_hold
                 get_session().get(endpoint + REFS)
     finally:
         use_timeout(DEFAULT_HTTP_TIMEOUT)
+
+
+def test_each_request_gets_its_own_capped_timeouts_and_asks_for_identity_inside_a_budget():
+    with StatusServer(200) as endpoint:
+        with httpx2.Client(transport=_DeadlineTransport(5), timeout=0.5) as http:
+            outside = http.get(f"{endpoint}/x").request
+            with limits.running(budget(deadline=100)):
+                inside = http.get(f"{endpoint}/x").request
+    assert outside.extensions["timeout"] == dict.fromkeys(("connect", "read", "write", "pool"), 0.5)
+    assert "identity" not in outside.headers.get("Accept-Encoding", "")
+    assert inside.headers["Accept-Encoding"] == "identity" and inside.extensions["timeout"]["read"] == 0.5
+
+
+def test_an_empty_content_encoding_is_no_compression():
+    with HostileHub(NOWHERE, Lies(file_status=200, file_headers={"Content-Encoding": ""})) as endpoint:
+        with limits.running(budget()):
+            assert b"status 200" in get(endpoint + FILE)
+    with HostileHub(NOWHERE, Lies(file_status=200, file_headers={"Content-Encoding": "x" * 30})) as endpoint:
+        with limits.running(budget()), pytest.raises(LimitExceeded, match="^" + re.escape(
+                f"{endpoint}{FILE}: the server compressed its answer ({'x' * 20}) though kernelpin asked for none; "
+                "its size cannot be bounded before it is expanded. The server is broken or hostile") + "$"):
+            get(endpoint + FILE)
+
+
+def test_a_server_that_never_reads_the_request_body_is_a_write_timeout():
+    with SilentServer() as endpoint, client(0.2) as http:
+        with pytest.raises(HubTimeout, match=re.escape(f"no answer from {endpoint}/upload within 0.2 s (WriteTimeout)")):
+            http.post(f"{endpoint}/upload", content=b"\0" * (64 << 20))
+
+
+def test_a_server_whose_backlog_is_full_is_a_connect_timeout():
+    import socket
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)  # never accepted: once the backlog is full, the kernel drops further connection attempts
+    address = listener.getsockname()
+    queued = []
+    try:
+        for _ in range(4):
+            try:
+                queued.append(socket.create_connection(address, timeout=0.2))
+            except OSError:
+                break
+        with client(0.2) as http, pytest.raises(HubTimeout, match=re.escape(
+                f"no answer from http://127.0.0.1:{address[1]}/x within 0.2 s (ConnectTimeout)")):
+            http.get(f"http://127.0.0.1:{address[1]}/x")
+    finally:
+        for connection in queued:
+            connection.close()
+        listener.close()
