@@ -9,6 +9,7 @@
 
 #include <torch/headeronly/util/Exception.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -274,89 +275,126 @@ inline int64_t planar_u8_avx512(const uint8_t* __restrict__ r, const uint8_t* __
 #define IMG2GRAY_AVX512_VNNI __attribute__((target("avx512f,avx512bw,avx512vbmi,avx512vnni")))
 
 struct Avx512Fixed {
-  __m512i d2, d1, d0, bias, ambiguous_bits;
+  __m512i d2, d1, d0, ambiguous_bits;
 };
 
+// The bias kFixedBias rides in the 4th byte of every pixel's dword, a constant 1 weighted by the bias's digits
+// (64, 8, 0: all below 128).
 IMG2GRAY_AVX512_VNNI inline Avx512Fixed avx512_fixed(const FixedPoint& fixed) {
-  return {_mm512_set1_epi32(fixed.digits[2]), _mm512_set1_epi32(fixed.digits[1]), _mm512_set1_epi32(fixed.digits[0]),
-          _mm512_set1_epi32(static_cast<int32_t>(kFixedBias)), _mm512_set1_epi32(static_cast<int32_t>(kFixedAmbiguous))};
+  const auto with_bias = [](int32_t digits, int k) {
+    return _mm512_set1_epi32(static_cast<int32_t>(static_cast<uint32_t>(digits) |
+                                                  ((kFixedBias >> (7 * k)) & 127u) << 24));
+  };
+  return {with_bias(fixed.digits[2], 2), with_bias(fixed.digits[1], 1), with_bias(fixed.digits[0], 0),
+          _mm512_set1_epi32(static_cast<int32_t>(kFixedAmbiguous))};
 }
 
-// 16 pixels as dwords (r, g, b, any byte) -> 16 int32 gray values, and the lanes that must take the float path.
-// Horner over the base-128 digits: each vpdpbusd adds r*d_r + g*d_g + b*d_b (+ 0 * the 4th byte).
-IMG2GRAY_AVX512_VNNI IMG2GRAY_AVX512 __m512i fixed_16(__m512i rgbx, const Avx512Fixed& f, __mmask16* ambiguous) {
-  __m512i z = _mm512_dpbusd_epi32(_mm512_setzero_si512(), rgbx, f.d2);
-  z = _mm512_dpbusd_epi32(_mm512_slli_epi32(z, 7), rgbx, f.d1);
-  z = _mm512_dpbusd_epi32(_mm512_slli_epi32(z, 7), rgbx, f.d0);
-  z = _mm512_add_epi32(z, f.bias);
-  *ambiguous = _mm512_testn_epi32_mask(z, f.ambiguous_bits);
-  return _mm512_srli_epi32(z, kFixedBits);
+// 16 pixels as dwords (r, g, b, 1) -> 16 int32 gray values; the lanes whose value must come from the float formula
+// instead are or-ed into `ambiguous`. Horner over the base-128 digits: each vpdpbusd adds r*d_r + g*d_g + b*d_b + the
+// bias's digit to the running sum.
+IMG2GRAY_AVX512_VNNI IMG2GRAY_AVX512 __m512i fixed_16(__m512i rgb1, const Avx512Fixed& f, __mmask16* ambiguous) {
+  __m512i sum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), rgb1, f.d2);
+  sum = _mm512_dpbusd_epi32(_mm512_slli_epi32(sum, 7), rgb1, f.d1);
+  sum = _mm512_dpbusd_epi32(_mm512_slli_epi32(sum, 7), rgb1, f.d0);
+  *ambiguous |= _mm512_testn_epi32_mask(sum, f.ambiguous_bits);
+  return _mm512_srli_epi32(sum, kFixedBits);
 }
+
+// The blocks of a run that hold an ambiguous lane, written again by the float path once the run is done: a branch
+// per block would be mispredicted in about one block of sixteen (random colours), and a scalar fix per pixel costs
+// more than the float path's block.
+struct Fixups {
+  static constexpr int kBlocks = 64;  // blocks of 64 pixels per run
+  int64_t block[kBlocks];
+  int count = 0;
+
+  void add(int64_t at, __mmask16 ambiguous) {  // branch-free
+    block[count] = at;
+    count += ambiguous != 0;
+  }
+  template <typename Redo>
+  void apply(bool streamed, const Redo& redo) {
+    if (count == 0) return;
+    if (streamed) _mm_sfence();  // the streamed lines first, then the blocks over them
+    for (int k = 0; k < count; ++k) redo(block[k]);
+    count = 0;
+  }
+};
 
 IMG2GRAY_AVX512_VNNI inline int64_t interleaved_u8_avx512_vnni(const uint8_t* __restrict__ rgb,
                                                                uint8_t* __restrict__ out, int64_t n,
                                                                const U8Call& call) {
-  const Avx512Weights w{_mm512_set1_ps(call.weights.r), _mm512_set1_ps(call.weights.g), _mm512_set1_ps(call.weights.b)};
   const Avx512Fixed f = avx512_fixed(call.fixed);
   const bool stream = stream_to(out, call.stream, 64);
-  // Dword j <- bytes 3j, 3j + 1, 3j + 2 (and 3j again, weighted 0).
-  const __m512i take_rgbx = _mm512_set_epi32(0x2D2F2E2D, 0x2A2C2B2A, 0x27292827, 0x24262524, 0x21232221, 0x1E201F1E,
-                                             0x1B1D1C1B, 0x181A1918, 0x15171615, 0x12141312, 0x0F11100F, 0x0C0E0D0C,
-                                             0x090B0A09, 0x06080706, 0x03050403, 0x00020100);
-  int64_t i = 0;
-  for (; i + 64 + 6 <= n; i += 64) {  // as in interleaved_u8_avx512
+  // Dword j <- bytes 3j, 3j + 1, 3j + 2 of the load and byte 0 of `ones` (index 64).
+  const __m512i take_rgb1 = _mm512_set_epi32(0x402F2E2D, 0x402C2B2A, 0x40292827, 0x40262524, 0x40232221, 0x40201F1E,
+                                             0x401D1C1B, 0x401A1918, 0x40171615, 0x40141312, 0x4011100F,
+                                             0x400E0D0C, 0x400B0A09, 0x40080706, 0x40050403, 0x40020100);
+  const __m512i ones = _mm512_set1_epi8(1);
+  const Avx512Weights w{_mm512_set1_ps(call.weights.r), _mm512_set1_ps(call.weights.g), _mm512_set1_ps(call.weights.b)};
+  Fixups fixups;
+  const auto redo = [&](int64_t i) {
     const uint8_t* p = rgb + 3 * i;
-    __m512i q[4];
-    __mmask16 ambiguous[4];
-    for (int j = 0; j < 4; ++j) {
-      q[j] = fixed_16(_mm512_permutexvar_epi8(take_rgbx, _mm512_loadu_si512(p + 48 * j)), f, &ambiguous[j]);
-    }
-    if ((ambiguous[0] | ambiguous[1] | ambiguous[2] | ambiguous[3]) != 0) {
+    store_64(out + i, gray_16_interleaved(p, w), gray_16_interleaved(p + 48, w), gray_16_interleaved(p + 96, w),
+             gray_16_interleaved(p + 144, w), false);
+  };
+  const int64_t blocks = n >= 70 ? (n - 6) / 64 : 0;  // as in interleaved_u8_avx512: 6 pixels readable after each
+  for (int64_t run = 0; run < blocks; run += Fixups::kBlocks) {
+    // No calls inside a run: the constants stay in registers.
+    for (int64_t i = 64 * run; i < 64 * std::min(blocks, run + Fixups::kBlocks); i += 64) {
+      const uint8_t* p = rgb + 3 * i;
+      __mmask16 ambiguous = 0;
+      __m512i q[4];
       for (int j = 0; j < 4; ++j) {
-        if (ambiguous[j] != 0) q[j] = _mm512_mask_mov_epi32(q[j], ambiguous[j], gray_16_interleaved(p + 48 * j, w));
+        q[j] = fixed_16(_mm512_permutex2var_epi8(_mm512_loadu_si512(p + 48 * j), take_rgb1, ones), f, &ambiguous);
       }
+      store_64(out + i, q[0], q[1], q[2], q[3], stream);
+      fixups.add(i, ambiguous);
     }
-    store_64(out + i, q[0], q[1], q[2], q[3], stream);
+    fixups.apply(stream, redo);
   }
   if (stream) _mm_sfence();
-  return i;
+  return 64 * blocks;
 }
 
 IMG2GRAY_AVX512_VNNI inline int64_t planar_u8_avx512_vnni(const uint8_t* __restrict__ r, const uint8_t* __restrict__ g,
                                                           const uint8_t* __restrict__ b, uint8_t* __restrict__ out,
                                                           int64_t n, const U8Call& call) {
-  const Avx512Weights w{_mm512_set1_ps(call.weights.r), _mm512_set1_ps(call.weights.g), _mm512_set1_ps(call.weights.b)};
   const Avx512Fixed f = avx512_fixed(call.fixed);
   const bool stream = stream_to(out, call.stream, 64);
-  // For the j-th 16 pixels of a 64-pixel block: dword m <- (r[16j + m], g[16j + m]) from two planes, then
-  // b[16j + m] into its byte 2.
-  __m512i take_rg[4], take_b[4];
-  const __m512i m = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  for (int j = 0; j < 4; ++j) {
-    const __m512i pixel = _mm512_add_epi32(m, _mm512_set1_epi32(16 * j));
-    take_rg[j] = _mm512_or_si512(pixel, _mm512_slli_epi32(_mm512_add_epi32(pixel, _mm512_set1_epi32(64)), 8));
-    take_b[j] = _mm512_slli_epi32(pixel, 16);
-  }
-  constexpr __mmask64 byte_2 = 0x4444444444444444ull;
-  int64_t i = 0;
-  for (; i + 64 <= n; i += 64) {
+  const __m512i ones = _mm512_set1_epi8(1);
+  const Avx512Weights w{_mm512_set1_ps(call.weights.r), _mm512_set1_ps(call.weights.g), _mm512_set1_ps(call.weights.b)};
+  Fixups fixups;
+  const auto redo = [&](int64_t i) {
+    store_64(out + i, gray_16_planar(r + i, g + i, b + i, w), gray_16_planar(r + i + 16, g + i + 16, b + i + 16, w),
+             gray_16_planar(r + i + 32, g + i + 32, b + i + 32, w),
+             gray_16_planar(r + i + 48, g + i + 48, b + i + 48, w), false);
+  };
+  const int64_t blocks = n / 64;
+  for (int64_t run = 0; run < blocks; run += Fixups::kBlocks) {
+    for (int64_t i = 64 * run; i < 64 * std::min(blocks, run + Fixups::kBlocks); i += 64) {  // as above
     const __m512i rv = _mm512_loadu_si512(r + i), gv = _mm512_loadu_si512(g + i), bv = _mm512_loadu_si512(b + i);
+    // In-lane unpacks (which, unlike byte permutes, leave vpdpbusd's pipes alone): vector j holds pixels
+    // 16L + 4j ... 16L + 4j + 3 of each 128-bit lane L, the order in which the packs below put them back.
+    const __m512i rg_low = _mm512_unpacklo_epi8(rv, gv), rg_high = _mm512_unpackhi_epi8(rv, gv);
+    const __m512i b1_low = _mm512_unpacklo_epi8(bv, ones), b1_high = _mm512_unpackhi_epi8(bv, ones);
+    const __m512i rgb1[4] = {_mm512_unpacklo_epi16(rg_low, b1_low), _mm512_unpackhi_epi16(rg_low, b1_low),
+                             _mm512_unpacklo_epi16(rg_high, b1_high), _mm512_unpackhi_epi16(rg_high, b1_high)};
+    __mmask16 ambiguous = 0;
     __m512i q[4];
-    __mmask16 ambiguous[4];
-    for (int j = 0; j < 4; ++j) {
-      const __m512i rg = _mm512_permutex2var_epi8(rv, take_rg[j], gv);
-      q[j] = fixed_16(_mm512_mask_permutexvar_epi8(rg, byte_2, take_b[j], bv), f, &ambiguous[j]);
+    for (int j = 0; j < 4; ++j) q[j] = fixed_16(rgb1[j], f, &ambiguous);
+    const __m512i bytes = _mm512_packus_epi16(_mm512_packs_epi32(q[0], q[1]), _mm512_packs_epi32(q[2], q[3]));
+    if (stream) {
+      _mm512_stream_si512(reinterpret_cast<__m512i*>(out + i), bytes);
+    } else {
+      _mm512_storeu_si512(out + i, bytes);
     }
-    if ((ambiguous[0] | ambiguous[1] | ambiguous[2] | ambiguous[3]) != 0) {
-      for (int j = 0; j < 4; ++j) {
-        const int64_t k = i + 16 * j;
-        if (ambiguous[j] != 0) q[j] = _mm512_mask_mov_epi32(q[j], ambiguous[j], gray_16_planar(r + k, g + k, b + k, w));
-      }
+    fixups.add(i, ambiguous);
     }
-    store_64(out + i, q[0], q[1], q[2], q[3], stream);
+    fixups.apply(stream, redo);
   }
   if (stream) _mm_sfence();
-  return i;
+  return 64 * blocks;
 }
 
 #undef IMG2GRAY_AVX512_VNNI
