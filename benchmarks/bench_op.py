@@ -349,8 +349,9 @@ UINT8_LAYOUTS = ("HWC", "NCHW", "channels_last")
 
 def cpu_cases(quick: bool) -> list[tuple[str, tuple[int, int], str]]:
     frames = {"1080p": FRAMES["1080p"]} if quick else FRAMES
-    return [(f"{h}x{w} uint8 {layout} ({label} frame)", (h, w), layout)
-            for label, (h, w) in frames.items() for layout in UINT8_LAYOUTS]
+    # Named as the GPU cases are: the shape img2gray gets.
+    return [(f"{h}x{w}x3 uint8 HWC ({label} frame)" if layout == "HWC" else f"1x3x{h}x{w} uint8 {layout} ({label} frame)",
+             (h, w), layout) for label, (h, w) in frames.items() for layout in UINT8_LAYOUTS]
 
 
 def bench_cpu(img2gray, quick: bool, threads: int) -> list[dict]:
