@@ -1,6 +1,6 @@
 """kernelpin: pin, install and load kernels published on the Hugging Face Hub.
 
-Importing kernelpin imports neither torch nor huggingface_hub; `load` imports them when called.
+Importing kernelpin imports neither torch nor huggingface_hub; `load` and `get_kernel` import them when called.
 """
 
 from __future__ import annotations
@@ -8,14 +8,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from kernelpin.lockless import get_kernel, has_kernel
     from kernelpin.runtime import load
 
-__all__ = ["load"]
+__all__ = ["get_kernel", "has_kernel", "load"]
+_HOMES = {"load": "kernelpin.runtime", "get_kernel": "kernelpin.lockless", "has_kernel": "kernelpin.lockless"}
 
 
 def __getattr__(name: str) -> Any:
-    if name == "load":
-        from kernelpin.runtime import load
+    if name in _HOMES:
+        import importlib
 
-        return load
+        return getattr(importlib.import_module(_HOMES[name]), name)
     raise AttributeError(f"module 'kernelpin' has no attribute {name!r}")

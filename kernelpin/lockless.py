@@ -1,0 +1,229 @@
+"""`get_kernel` without a lock: the notebook one-liner of `kernels`, with kernelpin's checks.
+
+`kernelpin.get_kernel(repo, version=1)` takes what `kernels.get_kernel` takes (switching is one import) and
+resolves on the spot: `version=N` is the branch vN as kernels reads it, `version="^1.2"` a range over version
+tags (kernelpin only), `revision=` a tag, branch or commit. Only the variant this machine needs is pinned
+(its metadata.json read in memory, checked against the file listing) and downloaded, every file checked
+against its metadata.json digest and size before it is used, the kernel's `python-depends` and
+`kernels-minver` are checked before any binary is downloaded, and only verified bytes are imported
+(kernelpin.loader). What was resolved is remembered where only this user writes (kernelpin.resolutions), so
+the same call works offline afterwards, `version=N` included. An `UnpinnedKernelWarning` says how to pin it.
+
+Seam for publisher trust (Sigstore, policy): `_check_trust` runs before anything of the kernel is read.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+from kernelpin import local_override, python_depends
+from kernelpin.errors import KernelpinError, NoVariantError
+from kernelpin.lockfile import LockedKernel
+from kernelpin.resolutions import Resolutions, state_dir
+from kernelpin.resolve import Pinner, locate
+from kernelpin.runtime import environment_for, import_with_dependencies, module_lock, module_name
+from kernelpin.source import HubSettings, HubSource
+from kernelpin.spec import Requirement, describe_value, parse_requirement
+from kernelpin.store import Store
+from kernelpin.variant import Environment, Variant, arch_rejection, select
+
+
+class UnpinnedKernelWarning(UserWarning):
+    """A kernel was loaded without a lock; the message says how to pin it."""
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """One kernel resolved for this machine: the kernel with (at least) the chosen variant pinned."""
+
+    kernel: LockedKernel
+    variant: str
+    requirement: Requirement
+
+
+def requirement_of(repo_id: str, version: int | str | None, revision: str | None) -> Requirement:
+    """The requirement kernels' arguments mean: exactly one of `version` (a major N, the branch vN, or a
+    range string) and `revision` (tag, branch or commit), as kernels demands."""
+    if (version is None) == (revision is None):
+        raise KernelpinError(
+            f"{repo_id}: give exactly one of version= (a major version such as 1, the branch v1, or a range such "
+            "as \"^1.2\") and revision= (a tag, branch or commit), as kernels.get_kernel requires"
+        )
+    value: int | dict[str, str] | str = {"revision": revision} if revision is not None else version  # type: ignore[assignment]
+    return parse_requirement(repo_id, value, where=f"get_kernel({repo_id!r}, {_arguments(version, revision)})")
+
+
+def _arguments(version: int | str | None, revision: str | None) -> str:
+    return f"revision={revision!r}" if revision is not None else f"version={version!r}"
+
+
+def pin_hint(requirement: Requirement) -> str:
+    """How to pin what get_kernel resolved, in this project's pyproject.toml and kernelpin.lock."""
+    value = requirement.value
+    if isinstance(value, dict):
+        return (f"add \"{requirement.repo_id}\" = {describe_value(value)} to [tool.kernels.dependencies] in "
+                "pyproject.toml and run `kernelpin lock`")
+    return f"run `kernelpin add {requirement.repo_id}@{value}`"
+
+
+def _trusted(repo_id: str, trust_remote_code: bool | Sequence[str]) -> bool:
+    if trust_remote_code is True:
+        return True
+    return not isinstance(trust_remote_code, bool) and repo_id in trust_remote_code
+
+
+def _check_trust(source: HubSource, repo_id: str, trust_remote_code: bool | Sequence[str]) -> None:
+    """Refuse a publisher the Hub does not mark trusted unless the caller trusts it (as kernels does)."""
+    if _trusted(repo_id, trust_remote_code) or source.publisher_trusted(repo_id):
+        return
+    raise KernelpinError(
+        f"{repo_id}: {repo_id.split('/')[0]} is not a trusted kernel publisher on {source.settings.endpoint}; "
+        f"if you trust it, pass trust_remote_code=True (or trust_remote_code=[{repo_id!r}])"
+    )
+
+
+def _no_fit(kernel_label: str, commit: str, selection_text: str, env: Environment) -> NoVariantError:
+    return NoVariantError(
+        f"{kernel_label}: no build variant fits this environment ({env.describe()}). Variants at {commit[:12]}:\n"
+        f"{selection_text}\nPick a kernel version built for this torch/backend, or change torch."
+    )
+
+
+def resolve_online(source: HubSource, requirement: Requirement, env: Environment, check_arch: bool,
+                   remembered: LockedKernel | None) -> tuple[Resolved, dict | None]:
+    """Resolve `requirement` on the Hub for `env`, pinning only the chosen variant (a variant already
+    remembered for the same commit is not fetched again). Returns the resolution and the chosen variant's
+    metadata.json document when it was read now (None when it was remembered)."""
+    located = locate(source, requirement, lambda message: None)
+    commit = located.pick.commit
+    selection = select(dict.fromkeys(located.variants), env)
+    label = f"{requirement.repo_id} {requirement.text}"
+    if selection.chosen is None:
+        raise _no_fit(label, commit, selection.explain(), env)
+    chosen = selection.chosen
+    known = remembered.variant(chosen) if remembered is not None and remembered.commit == commit else None
+    document = None
+    if known is None:
+        pinner = Pinner(source, requirement.repo_id, located.repo_type, commit)
+        known = pinner.variant(chosen, located.variants[chosen])
+        metadata = pinner.metadata.get(chosen)
+        document = None if metadata is None else metadata.document
+    if check_arch:
+        reason = arch_rejection(Variant.parse(chosen), known.archs, env)
+        if reason is not None:
+            raise _no_fit(label, commit, f"  {chosen}: {reason}", env)
+    return Resolved(located.kernel(requirement, (known,)), chosen, requirement), document
+
+
+def resolve_remembered(remembered: LockedKernel | None, requirement: Requirement, env: Environment,
+                       check_arch: bool, cache: Path) -> Resolved:
+    """Offline: the variant for `env` among those get_kernel pinned online before (as this user)."""
+    if remembered is None:
+        raise KernelpinError(
+            f"{requirement.repo_id} {requirement.text}: offline (HF_HUB_OFFLINE=1), and kernelpin has not resolved "
+            "it online before on this machine, so it cannot tell which files to trust in the cache "
+            f"({cache}); call get_kernel once online, or pin it ({pin_hint(requirement)}) and `kernelpin sync`"
+        )
+    selection = select({v.name: v.archs if check_arch else None for v in remembered.variants}, env)
+    if selection.chosen is None:
+        raise _no_fit(f"{remembered.label} (offline: the builds resolved before)", remembered.commit,
+                      selection.explain(), env)
+    return Resolved(remembered, selection.chosen, requirement)
+
+
+def get_kernel(
+    repo_id: str,
+    *,
+    revision: str | None = None,
+    version: int | str | None = None,
+    backend: str | None = None,
+    user_agent: str | dict | None = None,
+    trust_remote_code: bool | list[str] = False,
+    check_arch: bool = True,
+) -> ModuleType:
+    """Load a kernel from the Hub without a lock, verified; arguments as `kernels.get_kernel`'s.
+
+    `version` is a major version (the branch vN, as kernels reads it) or, kernelpin only, a range over
+    version tags ("^1.2"); `revision` a tag, branch or commit. `backend="cpu"` takes a CPU build on an
+    accelerator's machine; `check_arch=False` skips the GPU-arch check of the chosen build;
+    `trust_remote_code` (True, or a list of repository ids) allows publishers the Hub does not mark trusted.
+    `user_agent` is accepted for compatibility; kernelpin's requests carry huggingface_hub's user agent.
+    LOCAL_KERNELS overrides the Hub for the repositories it names (kernelpin.local_override).
+    """
+    del user_agent  # accepted so that switching from kernels is one import
+    requirement = requirement_of(repo_id, version, revision)
+    env = environment_for(backend)
+    override = local_override.override_for(repo_id)
+    if override is not None:
+        return local_override.load(repo_id, override, env, check_arch=check_arch)
+    return _load_resolved(requirement, env, check_arch, trust_remote_code)
+
+
+def _load_resolved(requirement: Requirement, env: Environment, check_arch: bool,
+                   trust_remote_code: bool | Sequence[str]) -> ModuleType:
+    settings = HubSettings.from_env()
+    source = HubSource(settings)
+    resolutions = Resolutions(settings.endpoint, state_dir())
+    remembered = resolutions.read(requirement)
+    if settings.offline:
+        resolved, document = resolve_remembered(remembered, requirement, env, check_arch, settings.cache_dir), None
+    else:
+        _check_trust(source, requirement.repo_id, trust_remote_code)
+        resolved, document = resolve_online(source, requirement, env, check_arch, remembered)
+    kernel, variant = resolved.kernel, resolved.kernel.variant(resolved.variant)
+    assert variant is not None
+    what = f"{kernel.label} ({variant.name})"
+    if document is not None:  # before anything is downloaded
+        python_depends.check(document, env.selected.name, what)
+    if not settings.offline:
+        resolutions.remember(kernel, requirement)
+    name = module_name(kernel.repo_id, kernel.commit, variant.name)
+    with module_lock(name):
+        if name in sys.modules:
+            return sys.modules[name]
+        directory = Store(source).ensure_variant(kernel, variant.name).directory
+        if document is None:  # remembered: checked from the verified store
+            python_depends.check_installed(directory, variant, env.selected.name, what)
+        dependencies = {dependency: _load_resolved(parse_requirement(dependency, value, f"{what} kernel-depends"),
+                                                   env, check_arch, trust_remote_code)
+                        for dependency, value in variant.depends}
+        module = import_with_dependencies(name, directory, variant, what, dependencies)
+    warnings.warn(f"{kernel.label} was loaded without a lock (commit {kernel.commit[:12]}); to pin it, "
+                  f"{pin_hint(requirement)}", UnpinnedKernelWarning, stacklevel=3)
+    return module
+
+
+def has_kernel(
+    repo_id: str,
+    *,
+    revision: str | None = None,
+    version: int | str | None = None,
+    backend: str | None = None,
+    trust_remote_code: bool | list[str] = False,
+    check_arch: bool = True,
+) -> bool:
+    """Whether a build of the kernel fits this machine (arguments as `kernels.has_kernel`'s); downloads no
+    binary (online it reads the listing and the chosen build's metadata.json; offline what was resolved)."""
+    requirement = requirement_of(repo_id, version, revision)
+    env = environment_for(backend)
+    override = local_override.override_for(repo_id)
+    try:
+        if override is not None:
+            local_override.choose(repo_id, override, env, check_arch)
+            return True
+        settings = HubSettings.from_env()
+        source = HubSource(settings)
+        remembered = Resolutions(settings.endpoint, state_dir()).read(requirement)
+        if settings.offline:
+            resolve_remembered(remembered, requirement, env, check_arch, settings.cache_dir)
+        else:
+            _check_trust(source, repo_id, trust_remote_code)
+            resolve_online(source, requirement, env, check_arch, remembered)
+    except NoVariantError:
+        return False
+    return True
