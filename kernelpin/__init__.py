@@ -8,11 +8,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from kernelpin.kernels_integration import integrate_kernels, integrated_kernels
     from kernelpin.lockless import get_kernel, has_kernel
     from kernelpin.runtime import load
 
-__all__ = ["get_kernel", "has_kernel", "load"]
-_HOMES = {"load": "kernelpin.runtime", "get_kernel": "kernelpin.lockless", "has_kernel": "kernelpin.lockless"}
+__all__ = ["get_kernel", "has_kernel", "integrate_kernels", "integrated_kernels", "load"]
+_HOMES = {"load": "kernelpin.runtime", "get_kernel": "kernelpin.lockless", "has_kernel": "kernelpin.lockless",
+          "integrate_kernels": "kernelpin.kernels_integration", "integrated_kernels": "kernelpin.kernels_integration"}
 
 
 def __getattr__(name: str) -> Any:
