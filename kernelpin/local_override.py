@@ -163,4 +163,4 @@ def load(repo_id: str, root: Path, env: Environment, check_arch: bool = True) ->
         if name in sys.modules:
             return sys.modules[name]
         variant = verified_variant(directory, metadata, what)
-        return import_with_dependencies(name, directory, variant, what, {})
+        return import_with_dependencies(name, directory, variant, what, {}, (repo_id, None))

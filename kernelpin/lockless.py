@@ -23,6 +23,7 @@ from types import ModuleType
 
 from kernelpin import local_override, python_depends
 from kernelpin.errors import KernelpinError, NoVariantError
+from kernelpin.inspection import VariantFit, kernel_variants, newer_build_hint
 from kernelpin.lockfile import LockedKernel
 from kernelpin.resolutions import Resolutions, state_dir
 from kernelpin.resolve import Pinner, locate
@@ -104,7 +105,8 @@ def resolve_online(source: HubSource, requirement: Requirement, env: Environment
     selection = select(dict.fromkeys(located.variants), env)
     label = f"{requirement.repo_id} {requirement.text}"
     if selection.chosen is None:
-        raise _no_fit(label, commit, selection.explain(), env)
+        hint = newer_build_hint(source, requirement.repo_id, located.repo_type, located.pick.version, env)
+        raise _no_fit(label, commit, "\n".join(filter(None, [selection.explain(), hint])), env)
     chosen = selection.chosen
     known = remembered.variant(chosen) if remembered is not None and remembered.commit == commit else None
     document = None
@@ -192,7 +194,8 @@ def _load_resolved(requirement: Requirement, env: Environment, check_arch: bool,
         dependencies = {dependency: _load_resolved(parse_requirement(dependency, value, f"{what} kernel-depends"),
                                                    env, check_arch, trust_remote_code)
                         for dependency, value in variant.depends}
-        module = import_with_dependencies(name, directory, variant, what, dependencies)
+        module = import_with_dependencies(name, directory, variant, what, dependencies,
+                                          (kernel.repo_id, kernel.commit))
     warnings.warn(f"{kernel.label} was loaded without a lock (commit {kernel.commit[:12]}); to pin it, "
                   f"{pin_hint(requirement)}", UnpinnedKernelWarning, stacklevel=3)
     return module
@@ -227,3 +230,16 @@ def has_kernel(
     except NoVariantError:
         return False
     return True
+
+
+def get_kernel_variants(
+    repo_id: str,
+    *,
+    revision: str | None = None,
+    version: int | str | None = None,
+    backend: str | None = None,
+) -> list[VariantFit]:
+    """Every build variant of the kernel judged for this machine (arguments as `kernels.get_kernel_variants`'):
+    those that fit first, the one get_kernel would choose leading, then the others with the reason."""
+    requirement = requirement_of(repo_id, version, revision)
+    return kernel_variants(HubSource(HubSettings.from_env()), requirement, environment_for(backend))

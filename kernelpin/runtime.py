@@ -135,7 +135,8 @@ def load(
         what = f"{kernel.label} ({variant})"
         python_depends.check_installed(directory, locked_variant, env.selected.name, what)
         dependencies = _load_dependencies(kernel, locked_variant.depends, lock_path, target)
-        return import_with_dependencies(name, directory, locked_variant, what, dependencies)
+        return import_with_dependencies(name, directory, locked_variant, what, dependencies,
+                                        (kernel.repo_id, kernel.commit))
 
 
 _loading: ContextVar[tuple[str, ...]] = ContextVar("_loading", default=())  # the chain of kernels being loaded
@@ -158,12 +159,12 @@ def _load_dependencies(kernel: LockedKernel, depends: tuple, lock_path: Path, ta
 
 
 def import_with_dependencies(name: str, directory: Path, variant: LockedVariant, what: str,
-                             dependencies: dict[str, ModuleType]) -> ModuleType:
+                             dependencies: dict[str, ModuleType], kernel: tuple[str, str | None] | None = None) -> ModuleType:
     """Import a verified variant. One with dependencies calls `kernels.get_kernel_dep(repo)` while it loads:
     `kernels` keeps the dependencies of the kernel being loaded in a context variable
     (kernels.deps.use_kernel_deps), set here; without dependencies no `kernels` is needed."""
     if not dependencies:
-        return import_verified(name, directory, variant, what)
+        return import_verified(name, directory, variant, what, kernel)
     try:
         from kernels.deps import use_kernel_deps
     except ImportError:
@@ -172,4 +173,4 @@ def import_with_dependencies(name: str, directory: Path, variant: LockedVariant,
             "kernels.get_kernel_dep, which needs the `kernels` package: pip install kernels"
         ) from None
     with use_kernel_deps(dependencies):
-        return import_verified(name, directory, variant, what)
+        return import_verified(name, directory, variant, what, kernel)
