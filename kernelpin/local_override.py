@@ -1,7 +1,7 @@
 """LOCAL_KERNELS: a kernel author's build on disk in place of the Hub, as `kernels` reads the variable.
 
 `LOCAL_KERNELS="org/a=/path/a:org/b=/path/b"`: each path a directory holding `build/<variant>/` (or the
-variants themselves, or one variant directory), used instead of the Hub for that repository by
+variants themselves, or one variant directory with its metadata.json, used whatever its name), used instead of the Hub for that repository by
 `get_kernel` and `has_kernel`. The override is never silent: every load through it warns
 (LocalKernelOverrideWarning) naming the repository and the directory. Where a lock decides what runs
 (`kernelpin.load`, the kernelize integration's locked layers) an override is refused unless it is allowed
@@ -74,16 +74,14 @@ def refuse_under_lock(repo_id: str, lock: object, environ: Mapping[str, str] = o
 
 
 def _candidates(root: Path) -> dict[str, Path]:
-    """Variant directories of a local kernel, searched as `kernels` does: ROOT/build/<variant>/, ROOT/<variant>/,
-    then ROOT itself when it holds a metadata.json (a single variant directory)."""
+    """Variant directories of a local kernel, searched as `kernels` does: ROOT/build/<variant>/, then
+    ROOT/<variant>/."""
     for base in (root / BUILD_DIR, root):
         if base.is_dir():
             found = {entry.name: entry for entry in sorted(base.iterdir())
                      if entry.is_dir() and is_variant_name(entry.name) and _is_variant(entry.name)}
             if found:
                 return found
-    if (root / METADATA).is_file():
-        return {root.resolve().name: root}
     return {}
 
 
@@ -108,6 +106,8 @@ def choose(repo_id: str, root: Path, env: Environment, check_arch: bool = True) 
     """The variant directory of the local build at `root` that fits `env`, and its metadata."""
     where = f"{VARIABLE} {repo_id}={root}"
     candidates = _candidates(root)
+    if not candidates and (root / METADATA).is_file():  # ROOT is one variant directory: used as it is (as kernels)
+        return root, _metadata(root, where)
     if not candidates:
         raise NoVariantError(f"{where}: no build variants there (expected {root}/{BUILD_DIR}/<variant>/)")
     metadata = {name: _metadata(directory, f"{where}: {directory}") for name, directory in candidates.items()}

@@ -93,3 +93,15 @@ def test_a_malformed_variable_is_one_clear_error(text, problem):
 
 def test_paths_may_hold_equals_signs_as_kernels_reads_them():
     assert parse("acme/a=/p/x=y:acme/b=/q") == {"acme/a": Path("/p/x=y"), "acme/b": Path("/q")}
+
+
+def test_a_path_to_one_variant_directory_is_used_as_it_is(tmp_path, monkeypatch):
+    """As kernels does for a path holding metadata.json (e.g. build/dev/img2gray, whose name is no variant's)."""
+    directory = write_variant(tmp_path / "dev" / "img2gray", "9.9.9", CPU_213)
+    monkeypatch.setenv("LOCAL_KERNELS", f"{REPO}={directory}")
+    try:
+        with pytest.warns(LocalKernelOverrideWarning):
+            assert kernelpin.get_kernel(REPO, version=9).VARIANT == CPU_213
+    finally:
+        for name in [name for name in sys.modules if name.startswith("_kernelpin_local_")]:
+            del sys.modules[name]
