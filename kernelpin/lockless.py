@@ -9,7 +9,7 @@ against its metadata.json digest and size before it is used, the kernel's `pytho
 (kernelpin.loader). What was resolved is remembered where only this user writes (kernelpin.resolutions), so
 the same call works offline afterwards, `version=N` included. An `UnpinnedKernelWarning` says how to pin it.
 
-Seam for publisher trust (Sigstore, policy): `_check_trust` runs before anything of the kernel is read.
+Seam for publisher trust (Sigstore, policy): `_check_trust` runs before any file of the kernel is read.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from __future__ import annotations
 import sys
 import warnings
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -25,8 +26,8 @@ from kernelpin import local_override, python_depends
 from kernelpin.errors import KernelpinError, NoVariantError
 from kernelpin.inspection import VariantFit, kernel_variants, newer_build_hint
 from kernelpin.lockfile import LockedKernel
-from kernelpin.resolutions import Resolutions, state_dir
-from kernelpin.resolve import Pinner, locate
+from kernelpin.resolutions import Remembered, Resolutions, state_dir
+from kernelpin.resolve import Located, Pinner, locate, pick_revision
 from kernelpin.runtime import environment_for, import_with_dependencies, module_lock, module_name
 from kernelpin.source import HubSettings, HubSource
 from kernelpin.spec import Requirement, describe_value, parse_requirement
@@ -96,33 +97,43 @@ def _no_fit(kernel_label: str, commit: str, selection_text: str, env: Environmen
 
 
 def resolve_online(source: HubSource, requirement: Requirement, env: Environment, check_arch: bool,
-                   remembered: LockedKernel | None) -> tuple[Resolved, dict | None]:
-    """Resolve `requirement` on the Hub for `env`, pinning only the chosen variant (a variant already
-    remembered for the same commit is not fetched again). Returns the resolution and the chosen variant's
-    metadata.json document when it was read now (None when it was remembered)."""
-    located = locate(source, requirement, lambda message: None)
-    commit = located.pick.commit
-    selection = select(dict.fromkeys(located.variants), env)
+                   remembered: Remembered | None,
+                   trust_remote_code: bool | Sequence[str]) -> tuple[Resolved, tuple[str, ...], dict | None]:
+    """Resolve `requirement` on the Hub for `env`, pinning only the chosen variant. At a commit resolved
+    before, neither its listing nor a variant pinned then is fetched again (a commit's files never change).
+    Returns the resolution, every variant name at the commit, and the chosen variant's metadata.json document
+    when it was read now (None when it was remembered)."""
+    with ThreadPoolExecutor(max_workers=1) as pool:  # the publisher check runs beside the refs request
+        trusted = pool.submit(_check_trust, source, requirement.repo_id, trust_remote_code)
+        refs = source.refs(requirement.repo_id, requirement.repo_type)
+        trusted.result()
+    pick = pick_revision(requirement, refs)
+    known = remembered if remembered is not None and remembered.kernel.commit == pick.commit else None
+    located = None if known is not None else locate(source, requirement, lambda message: None, refs)
+    names = known.variants if known is not None else tuple(sorted(located.variants))
+    selection = select(dict.fromkeys(names), env)
     label = f"{requirement.repo_id} {requirement.text}"
     if selection.chosen is None:
-        hint = newer_build_hint(source, requirement.repo_id, located.repo_type, located.pick.version, env)
-        raise _no_fit(label, commit, "\n".join(filter(None, [selection.explain(), hint])), env)
+        hint = newer_build_hint(source, requirement.repo_id, refs.repo_type, pick.version, env)
+        raise _no_fit(label, pick.commit, "\n".join(filter(None, [selection.explain(), hint])), env)
     chosen = selection.chosen
-    known = remembered.variant(chosen) if remembered is not None and remembered.commit == commit else None
+    variant = known.kernel.variant(chosen) if known is not None else None
     document = None
-    if known is None:
-        pinner = Pinner(source, requirement.repo_id, located.repo_type, commit)
-        known = pinner.variant(chosen, located.variants[chosen])
+    if variant is None:
+        located = located or locate(source, requirement, lambda message: None, refs)
+        pinner = Pinner(source, requirement.repo_id, refs.repo_type, pick.commit)
+        variant = pinner.variant(chosen, located.variants[chosen])
         metadata = pinner.metadata.get(chosen)
         document = None if metadata is None else metadata.document
     if check_arch:
-        reason = arch_rejection(Variant.parse(chosen), known.archs, env)
+        reason = arch_rejection(Variant.parse(chosen), variant.archs, env)
         if reason is not None:
-            raise _no_fit(label, commit, f"  {chosen}: {reason}", env)
-    return Resolved(located.kernel(requirement, (known,)), chosen, requirement), document
+            raise _no_fit(label, pick.commit, f"  {chosen}: {reason}", env)
+    kernel = Located(pick, refs.repo_type, {}).kernel(requirement, (variant,))
+    return Resolved(kernel, chosen, requirement), names, document
 
 
-def resolve_remembered(remembered: LockedKernel | None, requirement: Requirement, env: Environment,
+def resolve_remembered(remembered: Remembered | None, requirement: Requirement, env: Environment,
                        check_arch: bool, cache: Path) -> Resolved:
     """Offline: the variant for `env` among those get_kernel pinned online before (as this user)."""
     if remembered is None:
@@ -131,11 +142,12 @@ def resolve_remembered(remembered: LockedKernel | None, requirement: Requirement
             "it online before on this machine, so it cannot tell which files to trust in the cache "
             f"({cache}); call get_kernel once online, or pin it ({pin_hint(requirement)}) and `kernelpin sync`"
         )
-    selection = select({v.name: v.archs if check_arch else None for v in remembered.variants}, env)
+    kernel = remembered.kernel
+    selection = select({v.name: v.archs if check_arch else None for v in kernel.variants}, env)
     if selection.chosen is None:
-        raise _no_fit(f"{remembered.label} (offline: the builds resolved before)", remembered.commit,
+        raise _no_fit(f"{kernel.label} (offline: the builds resolved before)", kernel.commit,
                       selection.explain(), env)
-    return Resolved(remembered, selection.chosen, requirement)
+    return Resolved(kernel, selection.chosen, requirement)
 
 
 def get_kernel(
@@ -174,16 +186,17 @@ def _load_resolved(requirement: Requirement, env: Environment, check_arch: bool,
     remembered = resolutions.read(requirement)
     if settings.offline:
         resolved, document = resolve_remembered(remembered, requirement, env, check_arch, settings.cache_dir), None
+        names: tuple[str, ...] = ()
     else:
-        _check_trust(source, requirement.repo_id, trust_remote_code)
-        resolved, document = resolve_online(source, requirement, env, check_arch, remembered)
+        resolved, names, document = resolve_online(source, requirement, env, check_arch, remembered,
+                                                   trust_remote_code)
     kernel, variant = resolved.kernel, resolved.kernel.variant(resolved.variant)
     assert variant is not None
     what = f"{kernel.label} ({variant.name})"
     if document is not None:  # before anything is downloaded
         python_depends.check(document, env.selected.name, what)
     if not settings.offline:
-        resolutions.remember(kernel, requirement)
+        resolutions.remember(kernel, names, requirement)
     name = module_name(kernel.repo_id, kernel.commit, variant.name)
     with module_lock(name):
         if name in sys.modules:
@@ -225,8 +238,7 @@ def has_kernel(
         if settings.offline:
             resolve_remembered(remembered, requirement, env, check_arch, settings.cache_dir)
         else:
-            _check_trust(source, repo_id, trust_remote_code)
-            resolve_online(source, requirement, env, check_arch, remembered)
+            resolve_online(source, requirement, env, check_arch, remembered, trust_remote_code)
     except NoVariantError:
         return False
     return True

@@ -247,9 +247,11 @@ class Located:
         )
 
 
-def locate(source: HubSource, requirement: Requirement, note: Callable[[str], None]) -> Located:
-    """The revision `requirement` names on the Hub and the variants there (two requests: refs, file listing)."""
-    refs = source.refs(requirement.repo_id, requirement.repo_type)
+def locate(source: HubSource, requirement: Requirement, note: Callable[[str], None],
+           refs: Refs | None = None) -> Located:
+    """The revision `requirement` names on the Hub and the variants there (two requests: refs, unless given,
+    and the file listing)."""
+    refs = refs or source.refs(requirement.repo_id, requirement.repo_type)
     _, ignored = tag_versions(refs.tags)
     if ignored:
         note(f"{requirement.repo_id}: ignored tags (not versions): {', '.join(ignored)}")

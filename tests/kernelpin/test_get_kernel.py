@@ -187,3 +187,25 @@ def test_the_remembered_resolution_is_private_and_another_users_is_refused(line,
 def test_the_state_directory_follows_xdg():
     assert state_dir({"XDG_STATE_HOME": "/x"}) == Path("/x/kernelpin")
     assert state_dir({"KERNELPIN_STATE_DIR": "/y", "XDG_STATE_HOME": "/x"}) == Path("/y")
+
+
+def test_a_second_online_call_asks_only_for_the_refs_and_follows_a_moved_branch(line, state, monkeypatch,
+                                                                                fresh_modules):
+    from kernelpin.source import HubSource
+
+    repo_id, repo, _, _ = line
+    kernelpin.get_kernel(repo_id, version=1)
+    forget_kernels()
+    asked: list[str] = []
+    for method in ("tree", "stream"):
+        real = getattr(HubSource, method)
+        monkeypatch.setattr(HubSource, method, lambda self, *a, _real=real, _name=method, **k: (
+            asked.append(_name), _real(self, *a, **k))[1])
+    assert kernelpin.get_kernel(repo_id, version=1).VERSION == "1.1.0"
+    assert asked == []  # the commit is unchanged: its listing and files are what was resolved before
+    publish(repo, "1.2.0", variants=(CPU_213,))
+    repo.branch("v1")  # kernel-builder moved the branch
+    forget_kernels()
+    assert kernelpin.get_kernel(repo_id, version=1).VERSION == "1.2.0"
+    # metadata.json in memory, then the files whose bytes the cache lacks (_impl.py of 1.1.0 is the same blob)
+    assert asked.count("tree") == 1 and asked.count("stream") == 3
