@@ -175,11 +175,13 @@ def get_kernel(
     override = local_override.override_for(repo_id)
     if override is not None:
         return local_override.load(repo_id, override, env, check_arch=check_arch)
-    return _load_resolved(requirement, env, check_arch, trust_remote_code)
+    return _load_resolved(requirement, env, check_arch, trust_remote_code, ())
 
 
 def _load_resolved(requirement: Requirement, env: Environment, check_arch: bool,
-                   trust_remote_code: bool | Sequence[str]) -> ModuleType:
+                   trust_remote_code: bool | Sequence[str], chain: tuple[str, ...]) -> ModuleType:
+    """Load one kernel and, first, the kernels its variant depends on (`chain`: the kernels loading it)."""
+    chain = (*chain, requirement.repo_id)
     settings = HubSettings.from_env()
     source = HubSource(settings)
     resolutions = Resolutions(settings.endpoint, state_dir())
@@ -204,9 +206,13 @@ def _load_resolved(requirement: Requirement, env: Environment, check_arch: bool,
         directory = Store(source).ensure_variant(kernel, variant.name).directory
         if document is None:  # remembered: checked from the verified store
             python_depends.check_installed(directory, variant, env.selected.name, what)
-        dependencies = {dependency: _load_resolved(parse_requirement(dependency, value, f"{what} kernel-depends"),
-                                                   env, check_arch, trust_remote_code)
-                        for dependency, value in variant.depends}
+        dependencies = {}
+        for dependency, value in variant.depends:
+            if dependency in chain:
+                raise KernelpinError(f"kernel dependency cycle: {' -> '.join((*chain, dependency))} ({what}, "
+                                     "kernel-depends); a kernel cannot depend on itself: ask the publisher to break it")
+            dependencies[dependency] = _load_resolved(
+                parse_requirement(dependency, value, f"{what} kernel-depends"), env, check_arch, trust_remote_code, chain)
         module = import_with_dependencies(name, directory, variant, what, dependencies,
                                           (kernel.repo_id, kernel.commit))
     warnings.warn(f"{kernel.label} was loaded without a lock (commit {kernel.commit[:12]}); to pin it, "

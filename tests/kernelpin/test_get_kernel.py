@@ -21,6 +21,7 @@ from kernelpin.resolutions import state_dir
 from testkit.fake_kernel import CPU_213, kernel_files, publish
 from testkit.releasing import hub_env, run
 from tests.kernelpin.helpers import TRUSTED_ORG, snapshot_dir
+from tests.kernelpin.test_kernels_compat import publish_depending, with_dependency  # noqa: F401 (a fixture)
 
 OTHER = "torch213-cxx11-cu130-x86_64-linux"
 
@@ -209,3 +210,13 @@ def test_a_second_online_call_asks_only_for_the_refs_and_follows_a_moved_branch(
     assert kernelpin.get_kernel(repo_id, version=1).VERSION == "1.2.0"
     # metadata.json in memory, then the files whose bytes the cache lacks (_impl.py of 1.1.0 is the same blob)
     assert asked.count("tree") == 1 and asked.count("stream") == 3
+
+
+def test_kernel_dependencies_load_first_and_a_cycle_is_refused(with_dependency, new_repo, state, fresh_modules):
+    kernel_id, _, dep_id, dep_commit = with_dependency
+    module = kernelpin.get_kernel(kernel_id, version=2)
+    assert (module.VERSION, module.DEP_VERSION) == ("2.0.0", "1.4.0") and dep_commit in module.DEP_FILE
+    selfish_id, selfish = new_repo("selfish", "kernel", TRUSTED_ORG)
+    publish_depending(selfish, "1.0.0", [{"repo-id": selfish_id, "version": 1}], "VERSION = '1.0.0'\n")
+    with pytest.raises(KernelpinError, match=rf"kernel dependency cycle: {selfish_id} -> {selfish_id}"):
+        kernelpin.get_kernel(selfish_id, version=1)
