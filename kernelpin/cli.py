@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 from rich.console import Console
 from rich.table import Table
 
-from kernelpin import environment, install, locking, lockfile
+from kernelpin import environment, install, locking, lockfile, syncing
 from kernelpin.errors import KernelpinError
 from kernelpin.hub_cache import cache
 from kernelpin.install import Installer, SyncedVariant
@@ -232,7 +232,7 @@ def cmd_sync(ctx: Context) -> int:
         return _sync_dry_run(ctx, locked, installer, env)
     if env is not None:
         ctx.note(f"selecting variants for {env.describe()}")
-    results = install.sync(locked, installer, env, all_variants=args.all_variants)
+    results = syncing.install_lock(locked, installer, env, all_variants=args.all_variants)
     for result in results:
         for path in result.downloaded:
             ctx.note(f"{result.repo_id}: downloaded and verified {path}")

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from kernelpin import lockfile
 from kernelpin.errors import KernelpinError
-from kernelpin.integrity import write_atomic
+from kernelpin.atomic import write_atomic
 from kernelpin.lockfile import Lock, LockedKernel, is_variant_name
 from kernelpin.spec import Requirement
 

@@ -84,3 +84,14 @@ def test_loaded_kernels_lists_what_this_process_imported(grown):
     (loaded,) = [k for k in kernelpin.loaded_kernels() if k.repo_id == repo_id]
     assert sys.modules[loaded.module] is module
     assert loaded.variant == CPU_213 and loaded.directory.name == CPU_213 and len(loaded.commit) == 40
+
+
+def test_sync_of_a_locked_version_without_a_build_here_names_the_newer_one_that_has(grown, project, cli):
+    repo_id, _ = grown
+    project(f'"{repo_id}" = "~1.0"\n')
+    assert cli("lock")[0] == 0
+    status, _, err = cli("sync", "--torch", "2.13")
+    assert status == 1 and "no build variant fits this environment" in err
+    assert f"Version 1.1.0 (tag v1.1.0) has a build for this machine ({CPU_213}): require it" in err
+    status, _, err = cli("--offline", "sync", "--torch", "2.13")  # offline the Hub is not asked
+    assert status == 1 and "no build variant fits" in err and "Version 1.1.0" not in err
