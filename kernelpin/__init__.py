@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from kernelpin.environment import detect as detect_environment
     from kernelpin.hub_cache import cache
+    from kernelpin.inspection import info
     from kernelpin.kernels_integration import integrate_kernels, integrated_kernels
     from kernelpin.loader import loaded_kernels
     from kernelpin.lockless import get_kernel, get_kernel_variants, has_kernel
@@ -45,6 +46,7 @@ _EXPORTS = {
     "outdated": ("kernelpin.updates", "outdated"),
     "versions": ("kernelpin.updates", "versions"),
     "cache": ("kernelpin.hub_cache", "cache"),
+    "info": ("kernelpin.inspection", "info"),
     "check_release": ("kernelpin.publisher.release", "check_release"),
     "publish": ("kernelpin.publisher.release", "publish"),
     "find_project": ("kernelpin.project", "find_project"),

@@ -1,7 +1,8 @@
-"""Looking at a kernel before using it: what it is (`info`: license, upstream, backends, dependencies), which
-of its builds a machine can use (per variant, per version), and, when the version asked for has no build for
-this machine, which newer one has. `kernels info`, `kernels versions` and `get_kernel_variants`, answered
-from the repository listing and checked metadata.json files; nothing is downloaded to disk.
+"""Looking at a kernel before using it: what it is (`kernelpin info`: license, upstream, backends,
+dependencies), which of its builds a machine can use (per variant; `kernelpin versions --variants` per version),
+and, when the version asked for has no build for this machine, which newer one has. `kernels info`, `kernels
+versions` and `get_kernel_variants`, answered from the repository listing and checked metadata.json files;
+nothing is downloaded to disk.
 """
 
 from __future__ import annotations
@@ -11,11 +12,12 @@ from typing import Any
 
 from kernelpin.errors import KernelpinError
 from kernelpin.metadata import KERNELS_MINVER_KEY, UPSTREAM_KEY
+from kernelpin.project import Project, read_requirements
 from kernelpin.python_depends import declared
 from kernelpin.ranges import Version
-from kernelpin.resolve import Located, Pinner, group_variants, locate, tag_versions
+from kernelpin.resolve import Pinner, group_variants, locate, tag_versions
 from kernelpin.source import HubSource
-from kernelpin.spec import Requirement
+from kernelpin.spec import Requirement, check_repo_id, parse_requirement, requirement_from_arguments
 from kernelpin.variant import Environment, Selection, Variant, select
 
 
@@ -28,9 +30,6 @@ class VariantFit:
     chosen: bool
     reason: str | None  # why it is not chosen (None for the chosen one)
 
-    def as_json(self) -> dict[str, Any]:
-        return {"variant": self.name, "fits": self.fits, "chosen": self.chosen, "reason": self.reason}
-
 
 def fits(selection: Selection, names: list[str]) -> list[VariantFit]:
     """Every variant with the verdict of `selection`: those that fit first (the chosen leading, best first),
@@ -40,14 +39,9 @@ def fits(selection: Selection, names: list[str]) -> list[VariantFit]:
             for name in order]
 
 
-def variant_fits(located: Located, env: Environment) -> list[VariantFit]:
-    """The variants at a located revision judged for `env` by name (GPU archs are not read here)."""
-    names = sorted(located.variants)
-    return fits(select(dict.fromkeys(names), env), names)
-
-
 def kernel_variants(source: HubSource, requirement: Requirement, env: Environment) -> list[VariantFit]:
-    return variant_fits(locate(source, requirement, lambda message: None), env)
+    names = sorted(locate(source, requirement, lambda message: None).variants)
+    return fits(select(dict.fromkeys(names), env), names)
 
 
 def backends(names: list[str]) -> list[str]:
@@ -60,61 +54,70 @@ def backends(names: list[str]) -> list[str]:
     return sorted(found)
 
 
-def kernel_info(source: HubSource, requirement: Requirement) -> dict[str, Any]:
-    """What `kernels info` shows, from one variant's checked metadata.json (the fields that describe the
-    kernel, not a build, are the same in every variant): name, license, upstream, source, dependencies,
-    kernels-minver, backends and variants."""
+@dataclass(frozen=True)
+class KernelInfo:
+    """What `kernelpin info` shows (kernels info's fields, and the revision they were read at)."""
+
+    repo: str
+    repo_type: str
+    commit: str
+    ref: str | None
+    version: str | None  # the release tag's version on the commit, if any
+    name: str | None
+    major: int | None
+    license: str | None
+    upstream: str | None
+    source: str | None
+    kernels_minver: str | None
+    python_depends: list[str]
+    kernel_depends: list[dict[str, Any]]
+    backends: list[str]
+    variants: list[str]
+
+
+def info(source: HubSource, repo_id: str, *, version: int | str | None = None, revision: str | None = None,
+         project: Project | None = None) -> KernelInfo:
+    """What a kernel is, read from one variant's checked metadata.json (the fields that describe the kernel, not a
+    build, are the same in every variant) at the revision `version` or `revision` names; without either, the
+    project's requirement on it, else the newest major-version branch (as `kernels info`)."""
+    repo_id = check_repo_id(repo_id)
+    if version is not None or revision is not None:
+        requirement = requirement_from_arguments(repo_id, version, revision)
+    else:
+        required = read_requirements(project) if project is not None else []
+        requirement = next((r for r in required if r.repo_id == repo_id), None) or _newest_line(source, repo_id)
     located = locate(source, requirement, lambda message: None)
     names = sorted(located.variants)
     first = names[0]
-    pinner = Pinner(source, requirement.repo_id, located.repo_type, located.pick.commit)
+    pinner = Pinner(source, repo_id, located.repo_type, located.pick.commit)
     pinner.variant(first, located.variants[first])
     metadata = pinner.metadata.get(first)
     document = metadata.document if metadata is not None else {}
-    where = f"{requirement.repo_id} at {located.pick.commit[:12]}: build/{first}/metadata.json"
-    return {
-        "repo": requirement.repo_id,
-        "repo_type": located.repo_type,
-        "commit": located.pick.commit,
-        "ref": located.pick.ref,
-        "version": None if located.pick.version is None else str(located.pick.version),
-        "name": _text(document.get("name")),
-        "major": metadata.major if metadata is not None else None,
-        "license": _text(document.get("license")),
-        "upstream": _text(document.get(UPSTREAM_KEY)),
-        "source": _text(document.get("source")),
-        "kernels_minver": _text(document.get(KERNELS_MINVER_KEY)),
-        "python_depends": list(declared(document, where)),
-        "kernel_depends": [{"repo": repo_id, "requirement": value}
-                           for repo_id, value in (metadata.kernel_depends if metadata is not None else ())],
-        "backends": backends(names),
-        "variants": names,
-    }
+    where = f"{repo_id} at {located.pick.commit[:12]}: build/{first}/metadata.json"
+    return KernelInfo(
+        repo=repo_id, repo_type=located.repo_type, commit=located.pick.commit, ref=located.pick.ref,
+        version=None if located.pick.version is None else str(located.pick.version),
+        name=_text(document.get("name")), major=metadata.major if metadata is not None else None,
+        license=_text(document.get("license")), upstream=_text(document.get(UPSTREAM_KEY)),
+        source=_text(document.get("source")), kernels_minver=_text(document.get(KERNELS_MINVER_KEY)),
+        python_depends=list(declared(document, where)),
+        kernel_depends=[{"repo": dependency, "requirement": value}
+                        for dependency, value in (metadata.kernel_depends if metadata is not None else ())],
+        backends=backends(names), variants=names,
+    )
+
+
+def _newest_line(source: HubSource, repo_id: str) -> Requirement:
+    refs = source.refs(repo_id, None)
+    majors = sorted(int(name[1:]) for name in refs.branches if name.startswith("v") and name[1:].isdigit())
+    if not majors:
+        raise KernelpinError(f"{repo_id} has no major-version branch (v1, v2, ...); name the revision to show: "
+                             "--revision TAG|BRANCH|COMMIT (or --version)")
+    return parse_requirement(repo_id, majors[-1])
 
 
 def _text(value: object) -> str | None:
     return value[:500] if isinstance(value, str) else None
-
-
-def versions_with_variants(source: HubSource, repo_id: str, repo_type: str | None,
-                           env: Environment) -> list[dict[str, Any]]:
-    """Each version tag and major-version branch, newest first, with the verdict on each of its variants
-    for `env` (one listing request per revision)."""
-    refs = source.refs(repo_id, repo_type)
-    versions, _ = tag_versions(refs.tags)
-    revisions = [(str(version), f"refs/tags/{versions[version]}", refs.tags[versions[version]])
-                 for version in sorted(versions, reverse=True)]
-    branches = sorted((name for name in refs.branches if name[1:].isdigit() and name.startswith("v")),
-                      key=lambda name: -int(name[1:]))
-    revisions += [(f"branch {name}", f"refs/heads/{name}", refs.branches[name]) for name in branches]
-    rows = []
-    for label, ref, commit in revisions:
-        where = f"{repo_id} at {commit[:12]}"
-        variants = group_variants(source.tree(repo_id, refs.repo_type, commit), where)
-        names = sorted(variants)
-        rows.append({"version": label, "ref": ref, "commit": commit,
-                     "variants": [fit.as_json() for fit in fits(select(dict.fromkeys(names), env), names)]})
-    return rows
 
 
 def newer_build_hint(source: HubSource, repo_id: str, repo_type: str | None, than: Version | None,

@@ -30,7 +30,7 @@ from kernelpin.resolutions import Remembered, Resolutions, state_dir
 from kernelpin.resolve import Located, Pinner, locate, pick_revision
 from kernelpin.runtime import environment_for, import_with_dependencies, module_lock, module_name
 from kernelpin.source import HubSettings, HubSource
-from kernelpin.spec import Requirement, describe_value, parse_requirement
+from kernelpin.spec import Requirement, describe_value, parse_requirement, requirement_from_arguments
 from kernelpin.store import Store
 from kernelpin.variant import Environment, Variant, arch_rejection, select
 
@@ -46,22 +46,6 @@ class Resolved:
     kernel: LockedKernel
     variant: str
     requirement: Requirement
-
-
-def requirement_of(repo_id: str, version: int | str | None, revision: str | None) -> Requirement:
-    """The requirement kernels' arguments mean: exactly one of `version` (a major N, the branch vN, or a
-    range string) and `revision` (tag, branch or commit), as kernels demands."""
-    if (version is None) == (revision is None):
-        raise KernelpinError(
-            f"{repo_id}: give exactly one of version= (a major version such as 1, the branch v1, or a range such "
-            "as \"^1.2\") and revision= (a tag, branch or commit), as kernels.get_kernel requires"
-        )
-    value: int | dict[str, str] | str = {"revision": revision} if revision is not None else version  # type: ignore[assignment]
-    return parse_requirement(repo_id, value, where=f"get_kernel({repo_id!r}, {_arguments(version, revision)})")
-
-
-def _arguments(version: int | str | None, revision: str | None) -> str:
-    return f"revision={revision!r}" if revision is not None else f"version={version!r}"
 
 
 def pin_hint(requirement: Requirement) -> str:
@@ -170,7 +154,7 @@ def get_kernel(
     LOCAL_KERNELS overrides the Hub for the repositories it names (kernelpin.local_override).
     """
     del user_agent  # accepted so that switching from kernels is one import
-    requirement = requirement_of(repo_id, version, revision)
+    requirement = requirement_from_arguments(repo_id, version, revision)
     env = environment_for(backend)
     override = local_override.override_for(repo_id)
     if override is not None:
@@ -231,7 +215,7 @@ def has_kernel(
 ) -> bool:
     """Whether a build of the kernel fits this machine (arguments as `kernels.has_kernel`'s); downloads no
     binary (online it reads the listing and the chosen build's metadata.json; offline what was resolved)."""
-    requirement = requirement_of(repo_id, version, revision)
+    requirement = requirement_from_arguments(repo_id, version, revision)
     env = environment_for(backend)
     override = local_override.override_for(repo_id)
     try:
@@ -259,5 +243,5 @@ def get_kernel_variants(
 ) -> list[VariantFit]:
     """Every build variant of the kernel judged for this machine (arguments as `kernels.get_kernel_variants`'):
     those that fit first, the one get_kernel would choose leading, then the others with the reason."""
-    requirement = requirement_of(repo_id, version, revision)
+    requirement = requirement_from_arguments(repo_id, version, revision)
     return kernel_variants(HubSource(HubSettings.from_env()), requirement, environment_for(backend))

@@ -6,8 +6,6 @@ had no get_kernel."""
 from __future__ import annotations
 
 import inspect
-import json
-import os
 import sys
 import warnings
 from pathlib import Path

@@ -5,6 +5,7 @@ existed (kernelpin had no info, no per-variant verdicts, no loaded-kernel listin
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 
@@ -13,9 +14,7 @@ import pytest
 import kernelpin
 from kernelpin import environment
 from kernelpin.errors import NoVariantError
-from kernelpin.inspection import kernel_info, versions_with_variants
 from kernelpin.source import HubSettings, HubSource
-from kernelpin.spec import parse_requirement
 from testkit.fake_kernel import CPU_213, kernel_files, publish
 from tests.kernelpin.helpers import TRUSTED_ORG
 
@@ -45,28 +44,42 @@ def grown(new_repo, hf_env, tmp_path, monkeypatch):
         del sys.modules[name]
 
 
-def test_info_shows_license_upstream_backends_and_dependencies(grown):
+def test_info_shows_license_upstream_backends_and_dependencies(grown, cli):
     repo_id, first = grown
-    info = kernel_info(HubSource(HubSettings.from_env()), parse_requirement(repo_id, {"revision": "v1.0.0"}))
-    assert info["commit"] == first and info["version"] == "1.0.0"
-    assert (info["license"], info["upstream"], info["kernels_minver"]) == ("Apache-2.0", "https://github.com/acme/grown",
-                                                                          "0.11.0")
-    assert info["python_depends"] == ["einops"] and info["kernel_depends"] == []
-    assert info["backends"] == ["cpu", "cuda"] and info["variants"] == [CPU_212, CU130]
+    info = kernelpin.info(HubSource(HubSettings.from_env()), repo_id, revision="v1.0.0")
+    assert info.commit == first and info.version == "1.0.0" and info.ref == "refs/tags/v1.0.0"
+    assert (info.license, info.upstream, info.kernels_minver) == ("Apache-2.0", "https://github.com/acme/grown", "0.11.0")
+    assert info.python_depends == ["einops"] and info.kernel_depends == []
+    assert info.backends == ["cpu", "cuda"] and info.variants == [CPU_212, CU130]
+    status, out, err = cli("info", repo_id, "--json")  # no project here: the newest major-version branch, v1
+    assert status == 0, err
+    assert json.loads(out) == {**dataclasses.asdict(info), "ref": "refs/heads/v1"}
+    status, out, _ = cli("info", repo_id, "--version", "^1.1")
+    assert status == 0
+    assert "License: Apache-2.0\n" in out and "Python dependencies: -\n" in out and "Backends: cpu, cuda\n" in out
+    assert "Revision: refs/tags/v1.1.0" in out
 
 
-def test_variants_are_judged_for_this_machine_and_for_a_described_one(grown):
+def test_variants_are_judged_for_this_machine_and_for_a_described_one(grown, project, cli):
     repo_id, _ = grown
     fits = kernelpin.get_kernel_variants(repo_id, revision="v1.0.0")
     assert [(fit.name, fit.fits, fit.chosen) for fit in fits] == [(CPU_212, False, False), (CU130, False, False)]
     assert "torch 2.12 != 2.13" in fits[0].reason
     fits = kernelpin.get_kernel_variants(repo_id, revision="v1.1.0")
     assert [(fit.name, fit.fits, fit.chosen) for fit in fits] == [(CPU_213, True, True), (CU130, False, False)]
+    app = kernelpin.find_project(project(f'"{repo_id}" = 1\n'))
     other = environment.current({"torch": "2.13", "backend": "cu130"})
-    rows = versions_with_variants(HubSource(HubSettings.from_env()), repo_id, None, other)
-    assert [row["version"] for row in rows] == ["1.1.0", "1.0.0", "branch v1"]
-    assert [(v["variant"], v["fits"], v["chosen"]) for v in rows[1]["variants"]] == [(CU130, True, True),
-                                                                                    (CPU_212, False, False)]
+    listed = kernelpin.versions(app, HubSource(HubSettings.from_env()), repo_id, other)
+    assert [row.version for row in listed.versions] == ["1.1.0", "1.0.0"]
+    assert [(v.name, v.fits, v.chosen) for v in listed.versions[1].variants] == [(CU130, True, True),
+                                                                                (CPU_212, False, False)]
+    status, out, err = cli("versions", repo_id, "--variants", "--torch", "2.12", "--json")
+    assert status == 0, err
+    rows = json.loads(out)["versions"]
+    assert [[v["name"] for v in row["variants"] if v["chosen"]] for row in rows] == [[], [CPU_212]]
+    status, out, _ = cli("versions", repo_id, "--variants")  # this machine: torch 2.13, CPU
+    assert status == 0 and f"{CPU_213}" in out and "1 of 2 fit" in out
+    assert "variants" not in json.loads(cli("versions", repo_id, "--json")[1])["versions"][0]
 
 
 def test_no_build_for_this_machine_points_at_the_newer_version_that_has_one(grown):
