@@ -9,11 +9,11 @@ v<N> branches, kernel repo type) on the same repos.
     python -m benchmarks.kernelpin_bench [--kernels 20] [--repeats 5] [--lock-only]
     python -m benchmarks.kernelpin_bench --oneliner [--repeats 5]
 
-Writes benchmarks/results/kernelpin.json and kernelpin.md. Times are medians; compare ratios, not absolutes.
+Writes benchmarks/results/cpu/kernelpin.json and kernelpin.md. Times are medians; compare ratios, not absolutes.
 `--oneliner` measures only the lockless one-liner, `kernelpin.get_kernel(repo, version=1)` against
 `kernels.get_kernel` (cold cache, warm cache online, warm offline), each in a fresh process that has imported
 torch before the clock starts (both need it; the time counted is the package's import and the call), and
-writes benchmarks/results/kernelpin-oneliner.json and .md.
+writes benchmarks/results/cpu/kernelpin-oneliner.json and .md.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from testkit.fake_kernel import CPU_213, VARIANTS, publish
 from testkit.hub import HubServer
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-RESULTS = REPO_ROOT / "benchmarks" / "results"
+RESULTS = REPO_ROOT / "benchmarks" / "results" / "cpu"
 
 
 def median_time(run, repeats: int, before=lambda: None) -> float:

@@ -97,7 +97,7 @@ def _metadata(directory: Path, where: str) -> BuildMetadata:
     path = directory / METADATA
     if not path.is_file():
         raise KernelpinError(f"{where}: no {METADATA}; a local build needs one listing the sha256 of its files "
-                             "(tools/build/op.py and kernel-builder write it)")
+                             "(tools/builder/op.py and kernel-builder write it)")
     check_size(path.stat().st_size, where)
     return parse_metadata(path.read_bytes(), f"{where}/{METADATA}")
 

@@ -14,7 +14,7 @@ import pytest
 from testkit.fake_kernel import CPU_213, kernel_files
 from testkit.hub import HubServer
 from testkit.local_hub import publish_checkout
-from testkit.markdown import code_blocks
+from tests.markdown import code_blocks
 from testkit.releasing import hub_env
 
 ROOT = Path(__file__).resolve().parents[2]
