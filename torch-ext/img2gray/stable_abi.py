@@ -12,19 +12,25 @@ from collections.abc import Callable
 
 import torch
 
-from ._ops import LIBRARY
+from ._ops import LIBRARY, OUT_SCHEMA, SCHEMA
 
 PUBLIC_NAMESPACE = "img2gray"
-_ARGUMENTS = "Tensor input, int dim=-3, float[] weights=[0.299, 0.587, 0.114]"
-# As in torch-ext/torch_binding.cpp, the exact build's one place for them.
-SCHEMA = f"img2gray({_ARGUMENTS}) -> Tensor"
-OUT_SCHEMA = f"img2gray.out({_ARGUMENTS}, *, Tensor(a!) out) -> ()"
-# The overloads the op's C++ Autograd kernels route to, in this build's own namespace only: `no_grad` and
-# `no_grad_out` have no autograd kernel (torch's C++ fallback passes them through), `differentiable` has the
-# Python one.
-INTERNAL_SCHEMAS = (f"img2gray.no_grad({_ARGUMENTS}) -> Tensor",
-                    f"img2gray.no_grad_out({_ARGUMENTS}, *, Tensor(a!) out) -> ()",
-                    f"img2gray.differentiable({_ARGUMENTS}) -> Tensor")
+# The overloads the op's C++ Autograd kernels route to, in this build's own namespace only, with the op's own
+# arguments: `no_grad` and `no_grad_out` have no autograd kernel (torch's C++ fallback passes them through),
+# `differentiable` has the Python one.
+INTERNAL_SCHEMAS = (SCHEMA.replace("img2gray(", "img2gray.no_grad(", 1),
+                    OUT_SCHEMA.replace("img2gray.out(", "img2gray.no_grad_out(", 1),
+                    SCHEMA.replace("img2gray(", "img2gray.differentiable(", 1))
+
+_LIBRARY = ctypes.CDLL(str(LIBRARY))
+_LIBRARY.img2gray_leave_error_text.argtypes = [ctypes.c_char_p]
+
+
+def leave_error_text(message: str) -> None:
+    """Give the library the text of an error raised in Python below one of its routers, which would otherwise
+    reach the caller as a bare failure: torch passes a stable-ABI library no error text (torch-ext/torch_binding_stable.cpp)."""
+    _LIBRARY.img2gray_leave_error_text(message.encode())
+
 
 # torch.library.Library objects deregister their ops when collected: kept for the life of the process.
 _LIBRARIES: list[torch.library.Library] = []
@@ -48,7 +54,7 @@ def _define_namespace(namespace: str, kind: str, register_fakes: Callable[[str, 
     tags = (torch.Tag.pt2_compliant_tag,)
     for schema in (SCHEMA, OUT_SCHEMA, *(INTERNAL_SCHEMAS if build_namespace else ())):
         library.define(schema, tags=tags)
-    if ctypes.CDLL(str(LIBRARY)).img2gray_register_kernels(namespace.encode(), int(build_namespace)) != 0:
+    if _LIBRARY.img2gray_register_kernels(namespace.encode(), int(build_namespace)) != 0:
         raise ImportError(f"img2gray: torch refused the kernels of {LIBRARY.name} for torch.ops.{namespace}; "
                           f"this build needs torch >= its stable ABI version (metadata.json), found {torch.__version__}")
     register_fakes(namespace, build_namespace)
