@@ -35,7 +35,7 @@ step build-stable 240 $PY -m tools.build.op --abi stable --cuda on --out build/g
 step build-exact 240 $PY -m tools.build.op --cuda on --out build/gpu-exact/img2gray --build-dir build/obj-exact &
 wait
 STABLE=$PWD/build/gpu-stable/img2gray
-step gate 60 env PYTHONPATH=$SITE:$PWD $PY -m kernelpin.abi_gate "$STABLE"
+step gate 60 env PYTHONPATH=$SITE:$PWD $PY -m kernelpin.publisher.abi_gate "$STABLE"
 EXACT=$PWD/build/gpu-exact/img2gray
 TESTS="-m pytest -q -p no:cacheprovider tests/op"
 CUDA_TESTS="(cuda or stream or graph) and not compile"
