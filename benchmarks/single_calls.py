@@ -1,7 +1,7 @@
 """Single calls as a user makes them, host time included, and the same calls inside CUDA graphs: both builds of
 img2gray, torch.compile and a same-bytes copy side by side in one process.
 
-    python benchmarks/single_calls.py --exact DIR --stable DIR [--quick] [--cases REGEX] [--no-compile] [--json FILE]
+    python -m benchmarks.single_calls --exact DIR --stable DIR [--quick] [--cases REGEX] [--no-compile] [--json FILE]
 
 DIR: variant directories from `tools/build/op.py --out DIR` (--abi exact / --abi stable), imported as
 img2gray_exact and img2gray_stable (benchmarks/stable_abi_latency.py). Each call is timed alone between two CUDA
@@ -19,14 +19,10 @@ import argparse
 import json
 import os
 import re
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
-
-if __package__ in (None, ""):  # run as a script: benchmarks/ is importable from the checkout
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.bench_op import busy_warning, eager_expression, gpu_cases, input_sets, time_rounds, trimmed_mean
 from benchmarks.stable_abi_latency import load

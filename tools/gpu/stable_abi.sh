@@ -7,7 +7,7 @@
 # kernelpin.load). Logs and results go to $OUT; wheels for tools.gpu.e2e are installed from .whl/ when present
 # (docs/releasing.md). Every step runs even if an earlier one failed.
 #   STEPS="build gate tests memcheck single-calls latency e2e"   (the default; a subset runs only those)
-#   SINGLE_CALLS_ARGS="--quick"   passed to benchmarks/single_calls.py
+#   SINGLE_CALLS_ARGS="--quick"   passed to python -m benchmarks.single_calls
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
@@ -46,7 +46,7 @@ step tests-exact 240 env IMG2GRAY_OP_BUILD="$EXACT" IMG2GRAY_OP_ABI=exact $PY $T
 step memcheck-stable 300 env IMG2GRAY_OP_BUILD="$STABLE" IMG2GRAY_OP_ABI=stable $MEMCHECK $PY $TESTS -k "$CUDA_TESTS" &
 step memcheck-exact 300 env IMG2GRAY_OP_BUILD="$EXACT" IMG2GRAY_OP_ABI=exact $MEMCHECK $PY $TESTS -k "$CUDA_TESTS" &
 wait
-TAIL=60 step single-calls 240 $PY benchmarks/single_calls.py --exact "$EXACT" --stable "$STABLE" ${SINGLE_CALLS_ARGS:-} \
+TAIL=60 step single-calls 240 $PY -m benchmarks.single_calls --exact "$EXACT" --stable "$STABLE" ${SINGLE_CALLS_ARGS:-} \
   --json "$OUT/single-calls.json"
 TAIL=12 step latency 60 $PY benchmarks/stable_abi_latency.py --exact "$EXACT" --stable "$STABLE" \
   --device cuda --json "$OUT/latency-exact-first.json"
