@@ -8,7 +8,7 @@ v<N> branches, kernel repo type) on the same repos.
 
     python -m benchmarks.kernelpin_bench [--kernels 20] [--repeats 5] [--lock-only]
 
-Writes benchmarks/results/kernelpin.json and kernelpin.md. Times are medians; compare ratios, not absolutes.
+Writes benchmarks/results/cpu/kernelpin.json and kernelpin.md. Times are medians; compare ratios, not absolutes.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from testkit.fake_kernel import CPU_213, VARIANTS, publish
 from testkit.hub import HubServer
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-RESULTS = REPO_ROOT / "benchmarks" / "results"
+RESULTS = REPO_ROOT / "benchmarks" / "results" / "cpu"
 
 
 def median_time(run, repeats: int, before=lambda: None) -> float:

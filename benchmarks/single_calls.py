@@ -3,7 +3,7 @@ img2gray, torch.compile and a same-bytes copy side by side in one process.
 
     python -m benchmarks.single_calls --exact DIR --stable DIR [--quick] [--cases REGEX] [--no-compile] [--json FILE]
 
-DIR: variant directories from `tools/build/op.py --out DIR` (--abi exact / --abi stable), imported as
+DIR: variant directories from `tools/builder/op.py --out DIR` (--abi exact / --abi stable), imported as
 img2gray_exact and img2gray_stable (benchmarks/stable_abi_latency.py). Each call is timed alone between two CUDA
 events on an idle device, so the host's path (Python, dispatch, launch) is in the time, as it is in the user's:
 bench_op.py queues a head start of GPU work before each call and times the GPU alone. In graphs, each input set's

@@ -1,6 +1,6 @@
 """The session builds shared by several test folders, each made once per test run (testkit/build_once.py):
 
-- the operator built from this checkout (tools/build/op.py), loaded by the op tests and compared with a second
+- the operator built from this checkout (tools/builder/op.py), loaded by the op tests and compared with a second
   checkout's build by the reproducibility tests;
 - one real offline conda build (stand-in channel + the CPU variant of recipe/, built and tested), used by the
   conda tests and the release tests (which release the checkout's own version from it).
@@ -53,12 +53,12 @@ OP_ABI = os.environ.get("IMG2GRAY_OP_ABI", "exact")
 
 
 def op_build(tmp_path_factory: pytest.TempPathFactory, abi: str) -> Path:
-    """The variant directory of `python -m tools.build.op --abi ABI --out DIR` run in this checkout, once per run."""
+    """The variant directory of `python -m tools.builder.op --abi ABI --out DIR` run in this checkout, once per run."""
 
     def build(root: Path) -> None:
         # A separate process: the build loads the library it compiles, and a process may register a
         # torch.ops namespace only once.
-        subprocess.run([sys.executable, "-m", "tools.build.op", "--abi", abi, "--out", str(root / "img2gray")],
+        subprocess.run([sys.executable, "-m", "tools.builder.op", "--abi", abi, "--out", str(root / "img2gray")],
                        cwd=ROOT, check=True)
 
     return build_once(tmp_path_factory, f"checkout-build-{abi}", build) / "img2gray"

@@ -1,8 +1,8 @@
-"""The stable-ABI build (tools/build/op.py --abi stable): the whole op suite passes against it, and its library
+"""The stable-ABI build (tools/builder/op.py --abi stable): the whole op suite passes against it, and its library
 keeps the ABI gate's stable-ABI rule (no libtorch C++ symbol, no shim newer than torch 2.11).
 
 The same library under torch 2.11, 2.12, 2.13 and 2.14: tools/maintainer/stable_abi_matrix.py (too many GB of wheels for CI;
-its record is benchmarks/results/stable-abi-matrix.json)."""
+its record is benchmarks/results/cpu/stable-abi-matrix.json)."""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@
 #include "layout.h"
 
 // The op's arguments, the one place they are written: the exact binding defines its schemas from these macros,
-// and tools/build/op.py writes IMG2GRAY_ARGUMENTS into the stable build's _ops.py (the stable ABI defines
+// and tools/builder/op.py writes IMG2GRAY_ARGUMENTS into the stable build's _ops.py (the stable ABI defines
 // schemas from Python).
 #define IMG2GRAY_ARGUMENTS "Tensor input, int dim=-3, float[] weights=[0.299, 0.587, 0.114]"
 #define IMG2GRAY_SCHEMA "img2gray(" IMG2GRAY_ARGUMENTS ") -> Tensor"
