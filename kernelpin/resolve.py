@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import re
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -14,7 +14,7 @@ from kernelpin.integrity import GIT_OBJECT_ID_RE, check_repo_path, git_blob_sha1
 from kernelpin.layout import BUILD_DIR, METADATA, SIGNATURE
 from kernelpin.lockfile import Lock, LockedFile, LockedKernel, LockedVariant, is_variant_name, why_stale
 from kernelpin.metadata import check_size as check_metadata_size
-from kernelpin.metadata import parse_metadata
+from kernelpin.metadata import BuildMetadata, parse_metadata
 from kernelpin.ranges import Version
 from kernelpin.signature import MAX_BUNDLE_BYTES, ReleaseChecker, oversized
 from kernelpin.source import HubSource, Refs, RemoteFile
@@ -103,11 +103,10 @@ def _at_commit(commit: str, ref: str | None, tags: dict[str, str], versions: dic
 def check_unambiguous(repo_id: str, chosen: Version, tags: dict[str, str]) -> None:
     """Refuse a version whose tags disagree: `v1.0.0` vs `1.0.0`, or `1.0.0+aaa` vs `1.0.0+zzz` (equal
     under SemVer precedence) on different commits. Which one a publisher meant cannot be guessed."""
-    release = (chosen.major, chosen.minor, chosen.patch, chosen.prerelease)
     same = {}
     for tag, commit in tags.items():
         version = Version.from_tag(tag)
-        if version is not None and (version.major, version.minor, version.patch, version.prerelease) == release:
+        if version is not None and version.same_precedence(chosen):
             same[tag] = commit
     if len(set(same.values())) > 1:
         listed = ", ".join(f"{tag} -> {commit[:12]}" for tag, commit in sorted(same.items()))
@@ -148,6 +147,7 @@ class Pinner:
         self.source, self.repo_id, self.repo_type, self.commit = source, repo_id, repo_type, commit
         self.where = f"{repo_id} at {commit[:12]}"
         self.checker = checker  # verifies each variant's signature against the publisher policy
+        self.metadata: dict[str, BuildMetadata] = {}  # each pinned variant's parsed metadata.json, by name
 
     def _hash_checked(self, remote: RemoteFile) -> str:
         """The sha256 of a file without a published digest, streamed and hashed (kept neither in memory nor
@@ -208,6 +208,7 @@ class Pinner:
         signature = None if self.checker is None else self.checker.check(self.repo_id, name, content, bundle)
         if content is not None:
             metadata = parse_metadata(content, where)
+            self.metadata[name] = metadata
             digests, backend, archs = metadata.digests, metadata.backend, metadata.archs
             depends = metadata.kernel_depends
         for relative, remote in sorted(by_relative.items()):
@@ -239,38 +240,63 @@ class Pinner:
         )
 
 
+@dataclass(frozen=True)
+class Located:
+    """Where a requirement resolves: the revision, and the files of each build variant there (not pinned yet)."""
+
+    pick: Pick
+    repo_type: str
+    variants: dict[str, list[RemoteFile]]
+
+    def kernel(self, requirement: Requirement, variants: tuple[LockedVariant, ...]) -> LockedKernel:
+        return LockedKernel(
+            repo_id=requirement.repo_id,
+            repo_type=self.repo_type,
+            requirement=requirement.value,
+            commit=self.pick.commit,
+            ref=self.pick.ref,
+            version=None if self.pick.version is None else str(self.pick.version),
+            tag=self.pick.tag,
+            variants=variants,
+        )
+
+    @property
+    def signed(self) -> bool:
+        return any(f.path.endswith(f"/{SIGNATURE}") for files in self.variants.values() for f in files)
+
+
+def locate(source: HubSource, requirement: Requirement, note: Callable[[str], None],
+           refs: Refs | None = None) -> Located:
+    """The revision `requirement` names on the Hub and the variants there (two requests: refs, unless given,
+    and the file listing)."""
+    refs = refs or source.refs(requirement.repo_id, requirement.repo_type)
+    _, ignored = tag_versions(refs.tags)
+    if ignored:
+        note(f"{requirement.repo_id}: ignored tags (not versions): {', '.join(ignored)}")
+    pick = pick_revision(requirement, refs)
+    where = f"{requirement.repo_id} at {pick.commit[:12]}"
+    variants = group_variants(source.tree(requirement.repo_id, refs.repo_type, pick.commit), where)
+    # Stray folders (build/__pycache__/, build/.ipynb_checkpoints/) are no builds; the lock cannot name them.
+    stray = sorted(name for name in variants if not is_variant_name(name))
+    if stray:
+        note(f"{where}: ignored {', '.join(f'{BUILD_DIR}/{name}/' for name in stray)} (not variant names)")
+        variants = {name: files for name, files in variants.items() if name not in stray}
+    if not variants:
+        raise KernelpinError(f"{where}: no build/<variant>/ directories; this revision has no kernel builds")
+    return Located(pick, refs.repo_type, variants)
+
+
 def resolve_one(source: HubSource, requirement: Requirement, note: Callable[[str], None],
                 checker: ReleaseChecker | None = None) -> LockedKernel:
     refs = source.refs(requirement.repo_id, requirement.repo_type)
     if checker is not None:  # the publisher gate `kernels` has, before anything of the release is read
         checker.policy.check_publisher(requirement.repo_id, source.trusted_publisher)
-    _, ignored = tag_versions(refs.tags)
-    if ignored:
-        note(f"{requirement.repo_id}: ignored tags (not versions): {', '.join(ignored)}")
-    pick = pick_revision(requirement, refs)
-    pinner = Pinner(source, requirement.repo_id, refs.repo_type, pick.commit, checker)
-    variants = group_variants(source.tree(requirement.repo_id, refs.repo_type, pick.commit), pinner.where)
-    # Stray folders (build/__pycache__/, build/.ipynb_checkpoints/) are no builds; the lock cannot name them.
-    stray = sorted(name for name in variants if not is_variant_name(name))
-    if stray:
-        note(f"{pinner.where}: ignored {', '.join(f'{BUILD_DIR}/{name}/' for name in stray)} (not variant names)")
-        variants = {name: files for name, files in variants.items() if name not in stray}
-    if not variants:
-        raise KernelpinError(
-            f"{pinner.where}: no build/<variant>/ directories; this revision has no kernel builds"
-        )
-    if checker is not None and any(f.path.endswith(f"/{SIGNATURE}") for files in variants.values() for f in files):
+    located = locate(source, requirement, note, refs)
+    if checker is not None and located.signed:
         checker.warm_up()
-    return LockedKernel(
-        repo_id=requirement.repo_id,
-        repo_type=refs.repo_type,
-        requirement=requirement.value,
-        commit=pick.commit,
-        ref=pick.ref,
-        version=None if pick.version is None else str(pick.version),
-        tag=pick.tag,
-        variants=tuple(pinner.variant(name, files) for name, files in sorted(variants.items())),
-    )
+    pinner = Pinner(source, requirement.repo_id, located.repo_type, located.pick.commit, checker)
+    return located.kernel(requirement, tuple(pinner.variant(name, files)
+                                             for name, files in sorted(located.variants.items())))
 
 
 def resolve(
@@ -344,33 +370,40 @@ def _resolve_dependencies(
     done: set[str] = set()
     found: dict[str, LockedKernel] = {}
 
-    def visit(kernel: LockedKernel, chain: tuple[str, ...]) -> None:
-        chain = (*chain, kernel.repo_id)
-        for variant in kernel.variants:
-            for repo_id, value in variant.depends:
-                asker = f"{kernel.repo_id} ({variant.name}, kernel-depends)"
-                if repo_id in chain:
-                    cycle = " -> ".join((*chain[chain.index(repo_id):], repo_id))
-                    raise KernelpinError(f"kernel dependency cycle: {cycle} ({asker}); a kernel cannot depend on "
-                                         "itself, through others or not: ask the publisher to break the cycle")
-                requirement = parse_requirement(repo_id, value, where=f"{asker} {repo_id!r}")
-                first = ((top[repo_id].value, "[tool.kernels.dependencies]") if repo_id in top
-                         else wanted.setdefault(repo_id, (value, asker)))
-                if _meaning(parse_requirement(repo_id, first[0])) != _meaning(requirement):
-                    raise KernelpinError(
-                        f"{repo_id}: {asker} requires {describe_value(value)}, but {first[1]} requires "
-                        f"{describe_value(first[0])}; kernelpin locks one build per repository: make them agree "
-                        f"(e.g. require {repo_id!r} = {describe_value(value)} in [tool.kernels.dependencies])"
-                    )
-                required_by.setdefault(repo_id, set()).add(kernel.repo_id)
-                if repo_id not in kernels and repo_id not in found:
-                    found[repo_id] = lock_one(requirement)
-                if repo_id not in done:
-                    visit(kernels.get(repo_id) or found[repo_id], chain)
-        done.add(kernel.repo_id)
+    def depends(kernel: LockedKernel) -> Iterator[tuple[str, str, RequirementValue]]:
+        return ((variant.name, repo_id, value) for variant in kernel.variants for repo_id, value in variant.depends)
 
-    for kernel in list(kernels.values()):
-        if kernel.repo_id not in done:
-            visit(kernel, ())
+    # Depth first with a stack of its own: a chain of any length (a hostile one, 1000 deep) is no RecursionError.
+    for start in list(kernels.values()):
+        path = [(start, depends(start))] if start.repo_id not in done else []
+        while path:
+            kernel, pending = path[-1]
+            step = next(pending, None)
+            if step is None:
+                done.add(kernel.repo_id)
+                path.pop()
+                continue
+            variant_name, repo_id, value = step
+            chain = [on_path.repo_id for on_path, _ in path]
+            asker = f"{kernel.repo_id} ({variant_name}, kernel-depends)"
+            if repo_id in chain:
+                cycle = " -> ".join((*chain[chain.index(repo_id):], repo_id))
+                raise KernelpinError(f"kernel dependency cycle: {cycle} ({asker}); a kernel cannot depend on "
+                                     "itself, through others or not: ask the publisher to break the cycle")
+            requirement = parse_requirement(repo_id, value, where=f"{asker} {repo_id!r}")
+            first = ((top[repo_id].value, "[tool.kernels.dependencies]") if repo_id in top
+                     else wanted.setdefault(repo_id, (value, asker)))
+            if _meaning(parse_requirement(repo_id, first[0])) != _meaning(requirement):
+                raise KernelpinError(
+                    f"{repo_id}: {asker} requires {describe_value(value)}, but {first[1]} requires "
+                    f"{describe_value(first[0])}; kernelpin locks one build per repository: make them agree "
+                    f"(e.g. require {repo_id!r} = {describe_value(value)} in [tool.kernels.dependencies])"
+                )
+            required_by.setdefault(repo_id, set()).add(kernel.repo_id)
+            if repo_id not in kernels and repo_id not in found:
+                found[repo_id] = lock_one(requirement)
+            if repo_id not in done:
+                dependency = kernels.get(repo_id) or found[repo_id]
+                path.append((dependency, depends(dependency)))
     return {repo_id: dataclasses.replace(kernel, required_by=tuple(sorted(required_by[repo_id])))
             for repo_id, kernel in found.items()}

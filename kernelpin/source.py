@@ -47,6 +47,13 @@ class HubSettings:
             environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "huggingface"
         )
         cache = environ.get("HF_HUB_CACHE") or os.path.join(home, "hub")
+        for name, path in (("HF_HOME", home), ("HF_HUB_CACHE", cache)):
+            # Else reading the token or the cache fails as NotADirectoryError, which looks like a network error.
+            if os.path.exists(path) and not os.path.isdir(path):
+                raise KernelpinError(
+                    f"{name} is {path}, a file, not a directory: huggingface_hub keeps the token and the Hub cache "
+                    f"there. Point {name} at a directory (or move the file away)"
+                )
         return cls(
             endpoint=(environ.get("HF_ENDPOINT") or _DEFAULT_ENDPOINT).rstrip("/"),
             cache_dir=Path(cache).expanduser(),
@@ -104,10 +111,12 @@ class HubSource:
     def _get_json(self, url: str, params: dict[str, str] | None = None) -> tuple[object, str | None]:
         """One API answer, parsed as JSON (its size capped by the transport while a budget runs), and the URL
         of its next page, if any."""
-        from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
+        from huggingface_hub.utils import get_session, hf_raise_for_status
+
+        from kernelpin.hubclient import request_headers
 
         self._use_timeout()
-        with get_session().stream("GET", url, params=params, headers=build_hf_headers()) as response:
+        with get_session().stream("GET", url, params=params, headers=request_headers()) as response:
             hf_raise_for_status(response)
             body = b"".join(response.iter_bytes())
             following = response.links.get("next", {}).get("url")
@@ -133,6 +142,16 @@ class HubSource:
                 "check the name in [tool.kernels.dependencies] (and HF_ENDPOINT / HF_TOKEN for private repos)"
             )
         return found
+
+    def publisher_trusted(self, repo_id: str) -> bool:
+        """Whether the Hub marks the organization of `repo_id` a trusted kernel publisher (its overview's
+        `trustedKernelPublisher`, what `kernels.get_kernel` checks without trust_remote_code)."""
+        org = repo_id.split("/", 1)[0]
+        self._require_online(f"checking the publisher {org}")
+        with self.budget(), translate_errors(f"checking whether {org} is a trusted kernel publisher",
+                                             self.settings.endpoint, repo_id):
+            data, _ = self._get_json(f"{self.settings.endpoint}/api/organizations/{org}/overview")
+        return isinstance(data, dict) and data.get("trustedKernelPublisher") is True
 
     def tree(self, repo_id: str, repo_type: str, commit: str) -> list[RemoteFile]:
         """Every file of a repository at a commit, page after page, bounded by KERNELPIN_MAX_LISTING."""
@@ -193,9 +212,9 @@ class HubSource:
                 "or vendor the kernels with `kernelpin sync --target DIR`"
             )
         from huggingface_hub import hf_hub_url
-        from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
+        from huggingface_hub.utils import get_session, hf_raise_for_status
 
-        from kernelpin.hubclient import expect_size
+        from kernelpin.hubclient import expect_size, request_headers
 
         self._use_timeout()
         what = f"downloading {path} of {repo_id} at {commit[:12]}"
@@ -203,7 +222,7 @@ class HubSource:
                          revision=check_commit(commit, repo_id), endpoint=self.settings.endpoint)
         received = 0
         with self.budget(), translate_errors(what, self.settings.endpoint, repo_id):
-            with get_session().stream("GET", url, headers=build_hf_headers(), extensions=expect_size(size)) as response:
+            with get_session().stream("GET", url, headers=request_headers(), extensions=expect_size(size)) as response:
                 hf_raise_for_status(response)
                 for chunk in response.iter_bytes():
                     received += len(chunk)
