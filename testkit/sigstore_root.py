@@ -33,7 +33,8 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID, ObjectIdentifier
 
 GITHUB_ISSUER = "https://token.actions.githubusercontent.com"
 
-# Fulcio's extensions (docs/oid-info.md); the first is the old raw-string issuer, the rest are DER UTF8Strings.
+# Fulcio's extensions (https://github.com/sigstore/fulcio/blob/main/docs/oid-info.md); the first is the old
+# raw-string issuer, the rest are DER UTF8Strings.
 _ISSUER_V1 = ObjectIdentifier("1.3.6.1.4.1.57264.1.1")
 _ISSUER = ObjectIdentifier("1.3.6.1.4.1.57264.1.8")
 _BUILD_SIGNER_URI = ObjectIdentifier("1.3.6.1.4.1.57264.1.9")
