@@ -65,7 +65,7 @@ def _trusted(repo_id: str, trust_remote_code: bool | Sequence[str]) -> bool:
 
 def _check_trust(source: HubSource, repo_id: str, trust_remote_code: bool | Sequence[str]) -> None:
     """Refuse a publisher the Hub does not mark trusted unless the caller trusts it (as kernels does)."""
-    if _trusted(repo_id, trust_remote_code) or source.publisher_trusted(repo_id):
+    if _trusted(repo_id, trust_remote_code) or source.trusted_publisher(repo_id.split('/')[0]):
         return
     raise KernelpinError(
         f"{repo_id}: {repo_id.split('/')[0]} is not a trusted kernel publisher on {source.settings.endpoint}; "

@@ -175,7 +175,10 @@ class HostileHub:
     def _answer(self, handler: BaseHTTPRequestHandler) -> None:
         lies, path = self.lies, urlsplit(handler.path).path
         kind = "refs" if _REFS.match(path) else "tree" if _TREE.match(path) else "file" if _FILE.search(path) else None
-        if kind is not None and kind == lies.drip:  # other requests (an organization's overview) are forwarded
+        if kind is None:  # other requests (an organization's overview) are forwarded, never lied about
+            status, headers, body = self._forward(handler)
+            return self._send(handler, status, body, headers)
+        if kind == lies.drip:
             return self._drip(handler)
         if kind == lies.drip_head:
             return self._raw_forever(handler, b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Padding: ", b"x")

@@ -149,10 +149,10 @@ def test_a_download_that_does_not_match_its_metadata_digest_is_deleted_and_not_i
 
 
 def test_an_untrusted_publisher_needs_trust_remote_code(new_repo, state, fresh_modules):
-    repo_id, repo = new_repo("untrusted", "kernel", "acme")
+    repo_id, repo = new_repo("untrusted", "kernel", "stranger")
     publish(repo, "1.0.0", variants=(CPU_213,))
     repo.branch("v1")
-    with pytest.raises(KernelpinError, match=r"acme is not a trusted kernel publisher .* trust_remote_code=True"):
+    with pytest.raises(KernelpinError, match=r"stranger is not a trusted kernel publisher .* trust_remote_code=True"):
         kernelpin.get_kernel(repo_id, version=1)
     assert kernelpin.get_kernel(repo_id, version=1, trust_remote_code=[repo_id]).VERSION == "1.0.0"
 
