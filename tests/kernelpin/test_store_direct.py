@@ -325,3 +325,53 @@ def test_a_link_being_made_by_an_earlier_writer_with_this_pid_is_replaced(served
     leftover.symlink_to("../elsewhere")
     assert store(served, tmp_path).ensure_variant(kernel, VARIANT).downloaded == [f"build/{VARIANT}/_impl.py"]
     assert not leftover.is_symlink() and (installed.directory / "_impl.py").read_bytes() == FILES["_impl.py"]
+
+
+@pytest.mark.parametrize("variant, commit, path, problem", [
+    ("../evil", COMMIT, "__init__.py", "refusing unsafe path '../evil'"),
+    (VARIANT, "C" * 40, "__init__.py", f"commit '{'C' * 40}' is not 40 lowercase hex digits"),
+    (VARIANT, COMMIT, "../../x.py", "refusing unsafe path '../../x.py'"),
+], ids=["variant", "commit", "file"])
+def test_a_hostile_lock_is_refused_by_the_store_itself_naming_the_repository(served, tmp_path, variant, commit, path,
+                                                                              problem):
+    kernel = LockedKernel("acme/k", "model", "^1", commit, "refs/tags/v1.0.0", "1.0.0",
+                          (LockedVariant(variant, (LockedFile(path, 6, "0" * 64),)),))
+    with pytest.raises(KernelpinError, match="^" + re.escape(f"acme/k: {problem}")):
+        store(served, tmp_path).ensure_variant(kernel, variant)
+    assert not (tmp_path / "cache").exists()
+
+
+def test_a_linked_locks_directory_is_refused_naming_the_install(served, tmp_path):
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "cache" / LOCKS_DIR).symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(KernelpinError, match="^" + re.escape(
+            f"acme/k 1.0.0: installing build/{VARIANT}/__init__.py: {tmp_path / 'cache' / LOCKS_DIR} is a symbolic link")):
+        store(served, tmp_path).ensure_variant(locked(), VARIANT)
+    assert list((tmp_path / "elsewhere").iterdir()) == []
+
+
+def test_files_another_writer_installed_while_this_one_waited_are_checked_again(served, tmp_path):
+    """Under the repository's lock each missing file is looked at again: a good one is reused, a bad one
+    repaired (here they appear while the first file downloads, as another writer's would before the lock)."""
+    kernel = locked()
+    directory = store(served, tmp_path).variant_directory(kernel, VARIANT)
+
+    class OtherWriter:
+        def __init__(self, total: int, desc: str) -> None:
+            if desc == "__init__.py":
+                (directory / "pkg").mkdir(parents=True)
+                (directory / "_impl.py").write_bytes(FILES["_impl.py"])
+                (directory / "pkg" / "deep.py").write_bytes(b"BAD = 0\n!")
+
+        def update(self, count: int) -> None:
+            pass
+
+        def close(self) -> None:
+            pass
+
+    settings = HubSettings(endpoint=served.endpoint, cache_dir=tmp_path / "cache", offline=False)
+    installed = Store(HubSource(settings), progress=OtherWriter).ensure_variant(kernel, VARIANT, repair=True)
+    assert installed.downloaded == [f"build/{VARIANT}/__init__.py"]
+    assert installed.reused == [f"build/{VARIANT}/_impl.py"] and installed.repaired == [f"build/{VARIANT}/pkg/deep.py"]
+    assert (directory / "pkg" / "deep.py").read_bytes() == FILES["pkg/deep.py"]
