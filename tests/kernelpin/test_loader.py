@@ -309,6 +309,31 @@ def test_a_compiled_extension_module_is_verified_and_loaded_from_its_listed_file
         str(directory / "pkg")]
 
 
+def test_an_extension_module_imported_after_the_package_ran_is_verified_right_before_its_dlopen(tmp_path, imported,
+                                                                                              extension):
+    # The package's shared libraries were re-hashed when it ran; one replaced after that, before a later
+    # import of it (lazily, by the kernel's code), is caught by the extension loader itself.
+    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
+    files = {"__init__.py": b"", f"_answer{suffix}": extension}
+    directory, variant, name = variant_on_disk(tmp_path, files)
+    imported.append(name)
+    import_verified(name, directory, variant, "acme/x 1.0.0")
+    (directory / f"_answer{suffix}").write_bytes(extension[:-1] + bytes([extension[-1] ^ 1]))
+    with pytest.raises(IntegrityError, match=re.escape(f"acme/x 1.0.0: _answer{suffix}: sha256 ") + ".* It is not "
+                                                                                                 "loaded"):
+        importlib.import_module(f"{name}._answer")
+    assert f"{name}._answer" not in sys.modules
+
+
+def test_kernel_source_is_compiled_without_kernelpins_own_future_imports(tmp_path, imported):
+    # kernelpin's modules use `from __future__ import annotations`; a kernel's code must run as Python would
+    # run it (its annotations evaluated), not with the flags of the code that compiled it.
+    files = {"__init__.py": b"def f(x: int) -> None:\n    pass\nANNOTATION = f.__annotations__['x']\n"}
+    directory, variant, name = variant_on_disk(tmp_path, files)
+    imported.append(name)
+    assert import_verified(name, directory, variant, "acme/x 1.0.0").ANNOTATION is int
+
+
 def test_an_unlisted_module_is_not_found_under_its_own_name(tmp_path, imported):
     directory, variant, name = variant_on_disk(tmp_path, {"__init__.py": b""})
     imported.append(name)
