@@ -5,6 +5,7 @@ with its message, fast enough for a mutation run to use."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import hashlib
 import os
@@ -375,3 +376,13 @@ def test_files_another_writer_installed_while_this_one_waited_are_checked_again(
     assert installed.downloaded == [f"build/{VARIANT}/__init__.py"]
     assert installed.reused == [f"build/{VARIANT}/_impl.py"] and installed.repaired == [f"build/{VARIANT}/pkg/deep.py"]
     assert (directory / "pkg" / "deep.py").read_bytes() == FILES["pkg/deep.py"]
+
+
+def test_a_kernel_repository_is_fetched_from_its_own_urls_and_cached_under_its_type(served, tmp_path):
+    # The Hub serves kernel repositories under /kernels/<repo>/resolve/...; a model's URL would be another file.
+    (served.root / "kernels").mkdir()
+    (served.root / "acme").rename(served.root / "kernels" / "acme")
+    kernel = dataclasses.replace(locked(), repo_type="kernel")
+    installed = store(served, tmp_path).ensure_variant(kernel, VARIANT)
+    assert installed.directory == tmp_path / "cache" / "kernels--acme--k" / "snapshots" / COMMIT / "build" / VARIANT
+    assert {path: (installed.directory / path).read_bytes() for path in FILES} == FILES
