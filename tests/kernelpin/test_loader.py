@@ -23,7 +23,7 @@ import pytest
 import kernelpin
 from kernelpin import lockfile
 from kernelpin.errors import IntegrityError, KernelpinError
-from kernelpin.loader import import_verified
+from kernelpin.loader import LoadedKernel, import_verified, loaded_kernels
 from kernelpin.runtime import find_lock, module_name
 from testkit.fake_kernel import CPU_213, variant_files
 from tests.kernelpin.helpers import NOBODY
@@ -332,6 +332,21 @@ def test_kernel_source_is_compiled_without_kernelpins_own_future_imports(tmp_pat
     directory, variant, name = variant_on_disk(tmp_path, files)
     imported.append(name)
     assert import_verified(name, directory, variant, "acme/x 1.0.0").ANNOTATION is int
+
+
+def test_loaded_kernels_lists_each_completed_import_with_its_kernel(tmp_path, imported):
+    good = {"__init__.py": b"RAN = True\n"}
+    directory, variant, name = variant_on_disk(tmp_path / "a", good)
+    local_directory, local_variant, local_name = variant_on_disk(tmp_path / "b", good)
+    bad_directory, bad_variant, bad_name = variant_on_disk(tmp_path / "c", {"__init__.py": b"raise RuntimeError\n"})
+    imported.extend([name, local_name, bad_name])
+    import_verified(name, directory, variant, "acme/x 1.0.0", kernel=(REPO, COMMIT))
+    import_verified(local_name, local_directory, local_variant, "a local build")
+    with pytest.raises(RuntimeError):
+        import_verified(bad_name, bad_directory, bad_variant, "acme/y 1.0.0", kernel=("acme/y", COMMIT))
+    mine = [kernel for kernel in loaded_kernels() if kernel.module in (name, local_name, bad_name)]
+    assert mine == [LoadedKernel(name, REPO, COMMIT, CPU_213, directory),
+                    LoadedKernel(local_name, None, None, CPU_213, local_directory)]
 
 
 def test_an_unlisted_module_is_not_found_under_its_own_name(tmp_path, imported):
