@@ -24,8 +24,8 @@ from pathlib import Path
 from types import ModuleType
 
 from kernelpin.errors import IntegrityError, KernelpinError
-from kernelpin.integrity import verify_file
 from kernelpin.lockfile import LockedFile, LockedVariant
+from kernelpin.receipts import Receipts
 
 _INIT = "__init__.py"
 
@@ -51,6 +51,7 @@ class _Package:
     what: str
     modules: dict[str, _Module]
     shared_libraries: tuple[LockedFile, ...]
+    receipts: Receipts  # extension modules and shared libraries are large: checked against this user's receipts
 
     def path(self, file: LockedFile) -> Path:
         return self.directory / file.path
@@ -156,7 +157,7 @@ class _VerifiedExtensionLoader(importlib.machinery.ExtensionFileLoader):
 
 def _verify(package: _Package, file: LockedFile) -> None:
     try:
-        verify_file(package.path(file), file.size, file.sha256, f"{package.what}: {file.path}")
+        package.receipts.verify_file(package.path(file), file.size, file.sha256, f"{package.what}: {file.path}")
     except FileNotFoundError:
         raise IntegrityError(f"{package.what}: {file.path} is missing; run `kernelpin sync`") from None
     except IntegrityError as error:
@@ -172,8 +173,10 @@ def _verify_shared_libraries(package: _Package) -> None:
 _FINDER = _VerifiedFinder()
 
 
-def import_verified(name: str, directory: Path, variant: LockedVariant, what: str) -> ModuleType:
-    """Import `directory` as the package `name`, executing only files `variant` pins, each verified."""
+def import_verified(name: str, directory: Path, variant: LockedVariant, what: str,
+                    receipts: Receipts | None = None) -> ModuleType:
+    """Import `directory` as the package `name`, executing only files `variant` pins, each verified (without
+    re-reading binaries this user's `receipts` vouch for; default: none, every file is hashed)."""
     modules = _module_names(name, variant.files)
     if name not in modules:
         raise KernelpinError(
@@ -182,7 +185,7 @@ def import_verified(name: str, directory: Path, variant: LockedVariant, what: st
             "regenerate it"
         )
     shared = tuple(f for f in variant.files if _is_shared_library(f.path))
-    _FINDER.packages[name] = _Package(name, directory, what, modules, shared)
+    _FINDER.packages[name] = _Package(name, directory, what, modules, shared, receipts or Receipts(None))
     if _FINDER not in sys.meta_path:
         sys.meta_path.insert(0, _FINDER)
     spec = _FINDER.find_spec(name)

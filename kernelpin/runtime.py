@@ -18,6 +18,7 @@ from kernelpin.errors import KernelpinError
 from kernelpin.integrity import find_owned_upward
 from kernelpin.layout import LOCKFILE
 from kernelpin.loader import import_verified
+from kernelpin.receipts import Receipts
 from kernelpin.source import HubSettings, HubSource
 from kernelpin.store import Store
 from kernelpin.sync import choose_variant
@@ -120,15 +121,16 @@ def load(
         if name in sys.modules:
             return sys.modules[name]
         target = target or os.environ.get("KERNELPIN_TARGET") or None
+        receipts = Receipts.of_user()
         # Verifies every file (downloading missing ones); needs only read access when all are present.
-        directory = Store(HubSource(HubSettings.from_env()), Path(target) if target else None).ensure_variant(
-            kernel, variant).directory
+        directory = Store(HubSource(HubSettings.from_env()), Path(target) if target else None,
+                          receipts=receipts).ensure_variant(kernel, variant).directory
         locked_variant = kernel.variant(variant)
         what = f"{kernel.label} ({variant})"
         if not locked_variant.depends:  # no `kernels` needed
-            return import_verified(name, directory, locked_variant, what)
+            return import_verified(name, directory, locked_variant, what, receipts)
         dependencies = _load_dependencies(kernel, locked_variant.depends, lock_path, target)
-        return _import_with_dependencies(name, directory, locked_variant, what, dependencies)
+        return _import_with_dependencies(name, directory, locked_variant, what, dependencies, receipts)
 
 
 _loading: ContextVar[tuple[str, ...]] = ContextVar("_loading", default=())  # the chain of kernels being loaded
@@ -151,7 +153,7 @@ def _load_dependencies(kernel: LockedKernel, depends: tuple, lock_path: Path, ta
 
 
 def _import_with_dependencies(name: str, directory: Path, variant: LockedVariant, what: str,
-                              dependencies: dict[str, ModuleType]) -> ModuleType:
+                              dependencies: dict[str, ModuleType], receipts: Receipts) -> ModuleType:
     """Import a kernel whose code calls `kernels.get_kernel_dep(repo)` while it loads: `kernels` keeps the
     dependencies of the kernel being loaded in a context variable (kernels.deps.use_kernel_deps), set here."""
     try:
@@ -162,4 +164,4 @@ def _import_with_dependencies(name: str, directory: Path, variant: LockedVariant
             "kernels.get_kernel_dep, which needs the `kernels` package: pip install kernels"
         ) from None
     with use_kernel_deps(dependencies):
-        return import_verified(name, directory, variant, what)
+        return import_verified(name, directory, variant, what, receipts)

@@ -25,10 +25,11 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from kernelpin.errors import IntegrityError, KernelpinError
-from kernelpin.integrity import check_repo_path, discard_file, verify_file
+from kernelpin.integrity import check_repo_path, discard_file
 from kernelpin.layout import BUILD_DIR, LOCKS_DIR, PARTIAL
 from kernelpin.listing import check_commit, check_ref_name
 from kernelpin.lockfile import LockedFile, LockedKernel
+from kernelpin.receipts import Receipts
 from kernelpin.source import HubSource, local_write_problem
 
 
@@ -50,11 +51,13 @@ def checkout_dir(target: Path, kernel: LockedKernel) -> Path:
 
 class Store:
     """The Hub cache (or a `sync --target` directory) as kernelpin fills it. `progress`, when given, makes a
-    progress bar per download (called with `total` bytes and `desc`; tqdm's interface: update, close)."""
+    progress bar per download (called with `total` bytes and `desc`; tqdm's interface: update, close).
+    `receipts` spare re-hashing files this user verified before (default: this user's, kernelpin.receipts)."""
 
     def __init__(self, source: HubSource, target: Path | None = None,
-                 progress: Callable[..., Any] | None = None) -> None:
+                 progress: Callable[..., Any] | None = None, receipts: Receipts | None = None) -> None:
         self.source, self.target, self.progress = source, target, progress
+        self.receipts = Receipts.of_user() if receipts is None else receipts
 
     def root(self, kernel: LockedKernel) -> Path:
         """The directory of `kernel` that kernelpin owns: nothing is written above it but the file lock."""
@@ -124,7 +127,7 @@ class Store:
         if present is None:
             return False
         try:
-            verify_file(present, locked.size, locked.sha256, f"{kernel.label}: {path}")
+            self.receipts.verify_file(present, locked.size, locked.sha256, f"{kernel.label}: {path}")
         except IntegrityError as error:
             if not repair:
                 raise IntegrityError(
@@ -187,7 +190,7 @@ class Store:
         what = f"{kernel.label}: {prefix}{locked.path}"
         if self.target is None:
             blob = self._blobs(kernel) / locked.sha256
-            if not (blob.is_file() and not blob.is_symlink() and _matches(blob, locked)):
+            if not (blob.is_file() and not blob.is_symlink() and self._matches(blob, locked)):
                 self._fetch_into(kernel, blob, locked, prefix, what)
             self._real_directory(kernel, destination.parent, what)
             _replace_with_link(destination, os.path.relpath(blob, destination.parent))
@@ -233,6 +236,13 @@ class Store:
             if bar is not None:
                 bar.close()
 
+    def _matches(self, path: Path, locked: LockedFile) -> bool:
+        try:
+            self.receipts.verify_file(path, locked.size, locked.sha256, locked.path)
+        except IntegrityError:
+            return False
+        return True
+
     def write_ref(self, repo_id: str, repo_type: str, name: str, commit: str) -> Path:
         """Record in the Hub cache that revision `name` (a branch such as `v1`, a tag) is at `commit`:
         `<repo folder>/refs/<name>`, as huggingface_hub does, so `kernels` finds the snapshot offline by that
@@ -268,14 +278,6 @@ def _raise_local(error: OSError, what: str, path: Path | str) -> NoReturn:
     if problem is None:
         raise error
     raise problem from error
-
-
-def _matches(path: Path, locked: LockedFile) -> bool:
-    try:
-        verify_file(path, locked.size, locked.sha256, locked.path)
-    except IntegrityError:
-        return False
-    return True
 
 
 def _replace_with_link(path: Path, target: str) -> None:

@@ -27,7 +27,7 @@ from testkit.fake_kernel import CPU_213, publish
 from testkit.faulty_hub import HostileHub, Lies
 from tests.kernelpin.helpers import AS_NOBODY, REPO_ROOT, require_nobody, snapshot_dir
 
-OURS = {"hf-cache", "hf-home", "app", "vendor"}  # what kernelpin and the test may write below tmp_path
+OURS = {"hf-cache", "hf-home", "state", "app", "vendor"}  # what kernelpin and the test may write below tmp_path
 
 
 @pytest.fixture(scope="module")
