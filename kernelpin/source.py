@@ -260,6 +260,8 @@ def _http_problem(error: Exception, what: str, endpoint: str, repo_id: str | Non
     elif status == 404:
         hint = ("the repository, revision or file does not exist on this server: check the name, and if a "
                 f"locked commit is gone, run `kernelpin lock --upgrade-package {repo_id or 'REPO'}`")
+    elif status == 429:
+        hint = "the server is throttling requests (kernelpin waited as it asked, and gave up); retry later"
     elif status is not None and status >= 500:
         hint = "the server failed; retry later (if it persists, tell the server's operators)"
     else:

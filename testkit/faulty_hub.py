@@ -104,6 +104,9 @@ class Lies:
     endless_file: file bodies never end (no Content-Length, bytes until the client hangs up).
     gzip_refs: refs listings come gzip-compressed (Content-Encoding: gzip), asked for or not.
     refs_announced: refs listings announce this Content-Length, send 100 KB and hang up.
+    throttle / throttle_status / retry_after: the first `throttle` requests (of any kind) are answered
+        `throttle_status` ("too many requests", 429 by default) with the header Retry-After: `retry_after`
+        (none when None), as the Hub throttles a client that asks too fast.
     "Without end" is `endless_for` seconds at most, so that a client that fails to stop fails its test
     instead of hanging it.
     """
@@ -120,16 +123,23 @@ class Lies:
     endless_for: float = 60.0
     gzip_refs: bool = False
     refs_announced: int | None = None
+    throttle: int = 0
+    throttle_status: int = 429
+    retry_after: str | None = None
 
 
 class HostileHub:
     """A Hub API in front of `upstream` (a real one, e.g. testkit.hub.HubServer's) that lies as `lies` says
     and forwards everything else. Endless answers end when the client hangs up or the server stops, so a
-    test's `with` block bounds them. `requests` counts the requests it answered."""
+    test's `with` block bounds them. `requests` counts the requests it answered; `throttled` holds the
+    time.monotonic() of each "too many requests" answer, `arrivals` that of every request."""
 
     def __init__(self, upstream: str, lies: Lies) -> None:
         self.lies, self.upstream = lies, urlsplit(upstream)
         self.requests = 0
+        self.throttled: list[float] = []
+        self.arrivals: list[float] = []
+        self._count_lock = threading.Lock()
         self._stopped = threading.Event()
         self._tree_started = 0.0
         hub = self
@@ -139,7 +149,9 @@ class HostileHub:
                 pass
 
             def do_GET(self) -> None:
-                hub.requests += 1
+                with hub._count_lock:
+                    hub.requests += 1
+                    hub.arrivals.append(time.monotonic())
                 try:
                     hub._answer(self)
                 except (ConnectionError, OSError):
@@ -162,6 +174,14 @@ class HostileHub:
 
     def _answer(self, handler: BaseHTTPRequestHandler) -> None:
         lies, path = self.lies, urlsplit(handler.path).path
+        with self._count_lock:
+            throttled = len(self.throttled) < lies.throttle
+            if throttled:
+                self.throttled.append(time.monotonic())
+        if throttled:
+            wait = {} if lies.retry_after is None else {"Retry-After": lies.retry_after}
+            error = json.dumps({"error": "Too many requests"}).encode()
+            return self._send(handler, lies.throttle_status, error, {"Content-Type": "application/json", **wait})
         kind = "refs" if _REFS.match(path) else "tree" if _TREE.match(path) else "file" if _FILE.search(path) else None
         if kind == lies.drip:
             return self._drip(handler)
