@@ -11,6 +11,7 @@ import contextlib
 import errno
 import json
 import os
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,6 +64,7 @@ class HubSource:
         self.settings = settings
         self._api: HfApi | None = None
         self._budget = Budget(settings.limits)  # the command's deadline runs from here
+        self._transfers = threading.BoundedSemaphore(settings.limits.downloads)  # file bodies at once
 
     @property
     def api(self) -> HfApi:
@@ -179,12 +181,18 @@ class HubSource:
         url = hf_hub_url(repo_id, check_repo_path(path, repo_id), repo_type=repo_type,
                          revision=check_commit(commit, repo_id), endpoint=self.settings.endpoint)
         received = 0
-        with self.budget(), translate_errors(what, self.settings.endpoint, repo_id):
-            with get_session().stream("GET", url, headers=build_hf_headers(), extensions=expect_size(size)) as response:
-                hf_raise_for_status(response)
-                for chunk in response.iter_bytes():
-                    received += len(chunk)
-                    sink(chunk)
+        with self.budget() as budget, translate_errors(what, self.settings.endpoint, repo_id):
+            if not self._transfers.acquire(timeout=max(budget.remaining(), 0)):
+                raise budget.exceeded(what)
+            try:
+                with get_session().stream("GET", url, headers=build_hf_headers(),
+                                          extensions=expect_size(size)) as response:
+                    hf_raise_for_status(response)
+                    for chunk in response.iter_bytes():
+                        received += len(chunk)
+                        sink(chunk)
+            finally:
+                self._transfers.release()
         if received != size:
             raise IntegrityError(
                 f"{what}: the server sent {received} bytes, not the {size} the file has (as locked or listed); "

@@ -29,6 +29,7 @@ from kernelpin.integrity import check_repo_path, discard_file
 from kernelpin.layout import BUILD_DIR, LOCKS_DIR, PARTIAL
 from kernelpin.listing import check_commit, check_ref_name
 from kernelpin.lockfile import LockedFile, LockedKernel
+from kernelpin.parallel import run_all
 from kernelpin.receipts import Receipts
 from kernelpin.source import HubSource, local_write_problem
 
@@ -111,12 +112,12 @@ class Store:
             what = f"{kernel.label}: installing {prefix}{missing[0].path}"
             with self._writing(kernel, what):
                 self._real_directory(kernel, result.directory, what)
-                for locked in missing:
-                    # Another process may have installed it while this one waited for the lock.
-                    if not self._reuse(kernel, variant.name, locked, repair, result):
-                        self._download(kernel, result.directory, locked, prefix)
-                        if prefix + locked.path not in result.repaired:
-                            result.downloaded.append(prefix + locked.path)
+                # Another process may have installed some while this one waited for the lock.
+                todo = [locked for locked in missing if not self._reuse(kernel, variant.name, locked, repair, result)]
+                run_all(lambda locked: self._download(kernel, result.directory, locked, prefix), todo,
+                        self.source.settings.limits.downloads)
+                result.downloaded += [prefix + locked.path for locked in todo
+                                      if prefix + locked.path not in result.repaired]
         return result
 
     def _reuse(self, kernel: LockedKernel, variant_name: str, locked: LockedFile, repair: bool,

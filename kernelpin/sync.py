@@ -13,6 +13,7 @@ from typing import Any
 from kernelpin.errors import NoVariantError
 from kernelpin.layout import BUILD_DIR
 from kernelpin.lockfile import Lock, LockedFile, LockedKernel, LockedVariant
+from kernelpin.parallel import run_all
 from kernelpin.source import HubSource
 from kernelpin.store import Store
 from kernelpin.variant import Environment, select
@@ -119,16 +120,24 @@ def sync(
     repair: bool = True,
     only: Callable[[str], bool] = lambda repo_id: True,
 ) -> list[SyncedVariant]:
-    """Install the variant each locked kernel needs in `env` (or every variant with `all_variants`)."""
-    done = []
+    """Install the variant each locked kernel needs in `env` (or every variant with `all_variants`): every
+    variant is chosen first (a kernel without one for `env` fails the command before any download), then the
+    kernels are installed in parallel (KERNELPIN_DOWNLOADS at once, each repository by one thread)."""
+    plan: list[tuple[LockedKernel, list[str]]] = []
     for kernel in lock.kernels:
         if not only(kernel.repo_id):
             continue
         if all_variants:
-            names = [v.name for v in kernel.variants]
+            plan.append((kernel, [v.name for v in kernel.variants]))
         else:
             assert env is not None, "an environment is needed to choose variants"
-            names = [choose_variant(kernel, env)]
-        done.extend(installer.install(kernel, name, repair) for name in names)
+            plan.append((kernel, [choose_variant(kernel, env)]))
+
+    def install(step: tuple[LockedKernel, list[str]]) -> list[SyncedVariant]:
+        kernel, names = step
+        done = [installer.install(kernel, name, repair) for name in names]
         installer.record_major_ref(kernel)
-    return done
+        return done
+
+    return [synced for done in run_all(install, plan, installer.store.source.settings.limits.downloads)
+            for synced in done]

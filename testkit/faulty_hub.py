@@ -107,6 +107,7 @@ class Lies:
     throttle / throttle_status / retry_after: the first `throttle` requests (of any kind) are answered
         `throttle_status` ("too many requests", 429 by default) with the header Retry-After: `retry_after`
         (none when None), as the Hub throttles a client that asks too fast.
+    file_delay: file answers wait this many seconds before they start (a slow link: downloads overlap).
     "Without end" is `endless_for` seconds at most, so that a client that fails to stop fails its test
     instead of hanging it.
     """
@@ -126,19 +127,23 @@ class Lies:
     throttle: int = 0
     throttle_status: int = 429
     retry_after: str | None = None
+    file_delay: float = 0.0
 
 
 class HostileHub:
     """A Hub API in front of `upstream` (a real one, e.g. testkit.hub.HubServer's) that lies as `lies` says
     and forwards everything else. Endless answers end when the client hangs up or the server stops, so a
-    test's `with` block bounds them. `requests` counts the requests it answered; `throttled` holds the
-    time.monotonic() of each "too many requests" answer, `arrivals` that of every request."""
+    test's `with` block bounds them. `requests` counts the requests it answered; `arrivals` holds
+    (time.monotonic(), path) of every request, `throttled` of each answered "too many requests";
+    `most_in_flight` is the most requests it was answering at once."""
 
     def __init__(self, upstream: str, lies: Lies) -> None:
         self.lies, self.upstream = lies, urlsplit(upstream)
         self.requests = 0
-        self.throttled: list[float] = []
-        self.arrivals: list[float] = []
+        self.throttled: list[tuple[float, str]] = []
+        self.arrivals: list[tuple[float, str]] = []
+        self.most_in_flight = 0
+        self._in_flight = 0
         self._count_lock = threading.Lock()
         self._stopped = threading.Event()
         self._tree_started = 0.0
@@ -151,11 +156,16 @@ class HostileHub:
             def do_GET(self) -> None:
                 with hub._count_lock:
                     hub.requests += 1
-                    hub.arrivals.append(time.monotonic())
+                    hub.arrivals.append((time.monotonic(), self.path))
+                    hub._in_flight += 1
+                    hub.most_in_flight = max(hub.most_in_flight, hub._in_flight)
                 try:
                     hub._answer(self)
                 except (ConnectionError, OSError):
                     pass  # the client hung up: what a bounded client does to an endless answer
+                finally:
+                    with hub._count_lock:
+                        hub._in_flight -= 1
 
             do_HEAD = do_GET
 
@@ -177,7 +187,7 @@ class HostileHub:
         with self._count_lock:
             throttled = len(self.throttled) < lies.throttle
             if throttled:
-                self.throttled.append(time.monotonic())
+                self.throttled.append((time.monotonic(), handler.path))
         if throttled:
             wait = {} if lies.retry_after is None else {"Retry-After": lies.retry_after}
             error = json.dumps({"error": "Too many requests"}).encode()
@@ -203,6 +213,8 @@ class HostileHub:
             return self._json(handler, [entry], f"{host}{path}?cursor={page + 1}" if more else None)
         if kind == "tree" and lies.tree is not None:
             return self._json(handler, lies.tree)
+        if kind == "file" and lies.file_delay:
+            self._stopped.wait(lies.file_delay)
         if kind == "file" and lies.endless_file and handler.command == "GET":
             return self._endless(handler)
         if kind == "file" and lies.file_status is not None:

@@ -6,15 +6,34 @@ in front of the suite's real Hub."""
 from __future__ import annotations
 
 import email.utils
+import os
 import shutil
 import time
+from collections import Counter
 
 import pytest
 
 from kernelpin.limits import LimitExceeded
 from kernelpin.throttle import MAX_RETRIES, retry_after_seconds, wait_before_retry
 from testkit.faulty_hub import HostileHub, Lies
-from tests.kernelpin.test_hostile_hub import fresh_load, locked, one_line_error, released  # noqa: F401 (fixtures)
+from testkit.fake_kernel import CPU_213, publish
+from tests.kernelpin.test_hostile_hub import fresh_load, one_line_error
+
+
+@pytest.fixture(scope="module")
+def released(hub) -> tuple[str, str]:
+    """A kernel repository with one release of three files and a 200 KB library."""
+    repo_id = "acme/throttled"
+    commit = publish(hub.repo(repo_id, "kernel"), "1.0.0", variants=(CPU_213,), extra={"_big.so": os.urandom(200_000)})
+    return repo_id, commit
+
+
+@pytest.fixture
+def locked(released, project, cli):
+    """The project, locked against the real Hub."""
+    root = project(f'"{released[0]}" = "^1"\n')
+    assert cli("lock")[0] == 0
+    return root
 
 
 def test_retry_after_is_read_in_seconds_or_as_an_http_date():
@@ -53,9 +72,9 @@ def test_sync_and_load_wait_as_a_throttling_hub_asks_and_succeed(hub, released, 
                 assert fresh_load(repo_id, commit).VERSION == "1.0.0"
         assert len(server.throttled) == 2
         # Each retry came after the second the server asked for, not before.
-        for answered in server.throttled:
-            following = min(t for t in server.arrivals if t > answered)
-            assert following - answered >= 0.95
+        for answered, path in server.throttled:
+            again = min(t for t, asked in server.arrivals if asked == path and t > answered)
+            assert again - answered >= 0.95
 
 
 def test_a_wait_past_the_deadline_fails_at_once_in_one_line(hub, locked, cli, monkeypatch):
@@ -67,7 +86,8 @@ def test_a_wait_past_the_deadline_fails_at_once_in_one_line(hub, locked, cli, mo
         one_line_error(*cli("sync", "--torch", "2.13")[::2], "HTTP 429", "asks to wait 3600 s (Retry-After)",
                        "KERNELPIN_DEADLINE")
         assert time.monotonic() - started < 30  # it did not sit out the deadline either
-    assert server.requests == 1
+    paths = [path for _, path in server.arrivals]
+    assert len(paths) == len(set(paths))  # no request was sent again
 
 
 @pytest.mark.parametrize("status", [429, 503])
@@ -76,4 +96,40 @@ def test_a_hub_that_never_stops_throttling_is_asked_a_bounded_number_of_times(hu
     with server as endpoint:
         monkeypatch.setenv("HF_ENDPOINT", endpoint)
         one_line_error(*cli("sync", "--torch", "2.13")[::2], f"HTTP {status}")
-    assert server.requests == 1 + MAX_RETRIES
+    asked = Counter(path for _, path in server.arrivals)
+    assert max(asked.values()) == 1 + MAX_RETRIES and set(asked.values()) <= {1 + MAX_RETRIES}
+
+
+# --- parallel downloads -------------------------------------------------------------------------------
+
+
+def test_a_variants_files_and_several_kernels_download_in_parallel(hub, released, new_repo, project, cli,
+                                                                   monkeypatch):
+    # Failed before: one file after another (most_in_flight was 1), kernel after kernel.
+    other, repo = new_repo("parallel", "kernel")
+    publish(repo, "1.0.0", variants=(CPU_213,))
+    project(f'"{released[0]}" = "^1"\n"{other}" = "^1"\n')
+    assert cli("lock")[0] == 0
+    server = HostileHub(hub.endpoint, Lies(file_delay=0.5))
+    with server as endpoint:
+        monkeypatch.setenv("HF_ENDPOINT", endpoint)
+        status, _, err = cli("sync", "--torch", "2.13")
+        assert status == 0, err
+    assert server.most_in_flight >= 4  # 4 + 3 files in all
+    assert cli("verify")[0] == 0
+
+
+def test_parallel_downloads_are_bounded_and_held_to_the_deadline(hub, released, locked, cli, monkeypatch, tmp_path):
+    server = HostileHub(hub.endpoint, Lies(file_delay=0.2))
+    with server as endpoint:
+        monkeypatch.setenv("HF_ENDPOINT", endpoint)
+        monkeypatch.setenv("KERNELPIN_DOWNLOADS", "1")
+        assert cli("sync", "--torch", "2.13")[0] == 0
+    assert server.most_in_flight == 1
+    shutil.rmtree(tmp_path / "hf-cache")
+    with HostileHub(hub.endpoint, Lies(file_delay=3)) as endpoint:
+        monkeypatch.setenv("HF_ENDPOINT", endpoint)
+        monkeypatch.setenv("KERNELPIN_DOWNLOADS", "8")
+        monkeypatch.setenv("KERNELPIN_DEADLINE", "1")
+        one_line_error(*cli("sync", "--torch", "2.13")[::2], "stopped at the 1 s deadline for one command")
+    assert not list((tmp_path / "hf-cache").rglob("*.so"))
