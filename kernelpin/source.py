@@ -40,6 +40,8 @@ class HubSettings:
     cache_dir: Path
     offline: bool
     limits: Limits = Limits()
+    # HF_HUB_DISABLE_SYMLINKS=1, huggingface_hub's switch: snapshots hold the files themselves, not links to blobs.
+    symlinks: bool = True
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> HubSettings:
@@ -52,6 +54,7 @@ class HubSettings:
             cache_dir=Path(cache).expanduser(),
             offline=environ.get("HF_HUB_OFFLINE", "").strip().lower() in _TRUE,
             limits=Limits.from_env(environ),
+            symlinks=environ.get("HF_HUB_DISABLE_SYMLINKS", "").strip().lower() not in _TRUE,
         )
 
 

@@ -16,6 +16,7 @@ symbolic link out of the store: a directory on the way that is a link is refused
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import tempfile
@@ -186,15 +187,18 @@ class Store:
     def _download(self, kernel: LockedKernel, directory: Path, locked: LockedFile, prefix: str) -> None:
         """Stream one file into a temporary file, hash it on the way, and move it into place when it matches
         the lock; otherwise delete it. In the Hub cache the bytes become blobs/<sha256> and the snapshot entry
-        a relative link to it."""
+        a relative link to it; where links are off (HF_HUB_DISABLE_SYMLINKS=1) or refused (Windows without
+        developer mode, file systems without links) the snapshot entry is the file itself, as huggingface_hub
+        keeps it there."""
         destination = directory / locked.path
         what = f"{kernel.label}: {prefix}{locked.path}"
-        if self.target is None:
+        if self.target is None and self.source.settings.symlinks:
             blob = self._blobs(kernel) / locked.sha256
             if not (blob.is_file() and not blob.is_symlink() and self._matches(blob, locked)):
                 self._fetch_into(kernel, blob, locked, prefix, what)
             self._real_directory(kernel, destination.parent, what)
-            _replace_with_link(destination, os.path.relpath(blob, destination.parent))
+            if not _replace_with_link(destination, os.path.relpath(blob, destination.parent)):
+                os.replace(blob, destination)
         else:
             self._real_directory(kernel, destination.parent, what)
             self._fetch_into(kernel, destination, locked, prefix, what)
@@ -281,14 +285,25 @@ def _raise_local(error: OSError, what: str, path: Path | str) -> NoReturn:
     raise problem from error
 
 
-def _replace_with_link(path: Path, target: str) -> None:
+# What making a link fails with where links are not allowed: Linux file systems without them (vfat, some FUSE and
+# network mounts) say EPERM or EOPNOTSUPP; Windows without the privilege gives WinError 1314, errno EINVAL.
+_NO_LINKS = {errno.EPERM, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP}
+
+
+def _replace_with_link(path: Path, target: str) -> bool:
     """Make `path` a symbolic link to `target`, atomically; whatever was at `path` (a link too) is replaced,
-    never followed."""
+    never followed. False when the file system or OS refuses to make links (nothing was changed)."""
     temporary = path.with_name(f".{path.name}.{os.getpid()}{PARTIAL}")
     temporary.unlink(missing_ok=True)
-    os.symlink(target, temporary)
+    try:
+        os.symlink(target, temporary)
+    except OSError as error:
+        if error.errno in _NO_LINKS:
+            return False
+        raise  # a full or read-only disk refuses the link and the file alike
     try:
         os.replace(temporary, path)
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise
+    return True
