@@ -56,7 +56,7 @@ def read_lock_cached(path: Path) -> lockfile.Lock | None:
 
 @functools.cache
 def _environment() -> Environment:
-    return environment.detect()
+    return environment.machine_environment()
 
 
 def module_name(repo_id: str, commit: str, variant: str) -> str:
