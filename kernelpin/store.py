@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from kernelpin.errors import IntegrityError, KernelpinError
-from kernelpin.integrity import check_repo_path, discard_file
+from kernelpin.integrity import GIT_OBJECT_ID_RE, SHA256_HEX_RE, check_repo_path, discard_file
 from kernelpin.layout import BUILD_DIR, LOCKS_DIR, PARTIAL
 from kernelpin.listing import check_commit, check_ref_name
 from kernelpin.lockfile import LockedFile, LockedKernel
@@ -151,16 +151,17 @@ class Store:
         return self.root(kernel) if self.target is not None else self._blobs(kernel)
 
     @contextlib.contextmanager
-    def _writing(self, kernel: LockedKernel, what: str) -> Iterator[None]:
+    def _writing(self, kernel: LockedKernel, what: str, wait: bool = True) -> Iterator[None]:
         """Hold the repository's file lock (one writer per repository), clear what killed writers left,
-        and report a disk that refuses writes as such (never as a network problem)."""
+        and report a disk that refuses writes as such (never as a network problem). Without `wait`, a lock
+        another writer holds raises filelock.Timeout (an OSError) at once."""
         from filelock import FileLock  # only writers lock: loading verified files needs read access only
 
         base = self.target if self.target is not None else self.source.settings.cache_dir
         lock_path = base / LOCKS_DIR / f"{kernel.repo_type}s--{kernel.repo_id.replace('/', '--')}.lock"
         try:
             lock_path.parent.mkdir(parents=True, exist_ok=True)
-            with FileLock(str(lock_path)):
+            with FileLock(str(lock_path), timeout=-1 if wait else 0):
                 partial_dir = self._partial_dir(kernel)
                 self._real_directory(kernel, partial_dir, what)
                 for stale in partial_dir.glob(f".*{PARTIAL}"):
@@ -184,9 +185,46 @@ class Store:
                 )
             level.mkdir(parents=True, exist_ok=True)
 
-    def _download(self, kernel: LockedKernel, directory: Path, locked: LockedFile, prefix: str) -> None:
-        """Stream one file into a temporary file, hash it on the way, and move it into place when it matches
-        the lock; otherwise delete it. In the Hub cache the bytes become blobs/<sha256> and the snapshot entry
+    def cached(self, kernel: LockedKernel, variant_name: str, path: str, size: int) -> bytes | None:
+        """The bytes the store holds at `path` of a variant, at most `size` + 1 of them (unverified: the caller
+        checks them), or None when there is no such file or a directory on the way is a symbolic link."""
+        if self.linked_directory(kernel, variant_name) is not None:
+            return None
+        present = self.installed(kernel, variant_name, LockedFile(path, size, ""))
+        if present is None:
+            return None
+        try:
+            with open(present, "rb") as stream:
+                return stream.read(size + 1)
+        except OSError:
+            return None
+
+    def blob(self, kernel: LockedKernel, name: str, size: int) -> bytes | None:
+        """The bytes of the Hub cache's blobs/<name> of `kernel`'s repository, at most `size` + 1 of them
+        (unverified: the caller checks them against `name`), or None."""
+        path = self._blobs(kernel) / _blob_name(name, kernel.repo_id)
+        if any(level.is_symlink() for level in (self.root(kernel), path.parent, path)) or not path.is_file():
+            return None
+        try:
+            with open(path, "rb") as stream:
+                return stream.read(size + 1)
+        except OSError:
+            return None
+
+    def keep_blob(self, kernel: LockedKernel, name: str, content: bytes) -> None:
+        """Store `content`, which the caller fetched and checked to be the file whose git blob id (or LFS sha256)
+        is `name`, as the Hub cache's blobs/<name> (huggingface_hub's name for it), so that later commands read
+        it from there; no snapshot entry is made (the variant is not installed). It does not wait for another
+        writer of the repository (a sync downloading gigabytes): then it raises filelock.Timeout."""
+        what = f"{kernel.label}: keeping blob {name[:12]}"
+        locked = LockedFile(name, len(content), hashlib.sha256(content).hexdigest())
+        with self._writing(kernel, what, wait=False):
+            self._fetch_into(kernel, self._blobs(kernel) / _blob_name(name, kernel.repo_id), locked, "", what, content)
+
+    def _download(self, kernel: LockedKernel, directory: Path, locked: LockedFile, prefix: str,
+                  content: bytes | None = None) -> None:
+        """Stream one file (or take its `content`) into a temporary file, hash it on the way, and move it into
+        place when it matches the lock; otherwise delete it. In the Hub cache the bytes become blobs/<sha256> and the snapshot entry
         a relative link to it; where links are off (HF_HUB_DISABLE_SYMLINKS=1) or refused (Windows without
         developer mode, file systems without links) the snapshot entry is the file itself, as huggingface_hub
         keeps it there."""
@@ -195,15 +233,16 @@ class Store:
         if self.target is None and self.source.settings.symlinks:
             blob = self._blobs(kernel) / locked.sha256
             if not (blob.is_file() and not blob.is_symlink() and self._matches(blob, locked)):
-                self._fetch_into(kernel, blob, locked, prefix, what)
+                self._fetch_into(kernel, blob, locked, prefix, what, content)
             self._real_directory(kernel, destination.parent, what)
             if not _replace_with_link(destination, os.path.relpath(blob, destination.parent)):
                 os.replace(blob, destination)
         else:
             self._real_directory(kernel, destination.parent, what)
-            self._fetch_into(kernel, destination, locked, prefix, what)
+            self._fetch_into(kernel, destination, locked, prefix, what, content)
 
-    def _fetch_into(self, kernel: LockedKernel, destination: Path, locked: LockedFile, prefix: str, what: str) -> None:
+    def _fetch_into(self, kernel: LockedKernel, destination: Path, locked: LockedFile, prefix: str, what: str,
+                    content: bytes | None = None) -> None:
         fd, temporary = tempfile.mkstemp(prefix=f".{destination.name}.", suffix=PARTIAL, dir=self._partial_dir(kernel))
         bar = self.progress(total=locked.size, desc=locked.path) if self.progress is not None else None
         try:
@@ -218,8 +257,11 @@ class Store:
                     if bar is not None:
                         bar.update(len(chunk))
 
-                self.source.stream(kernel.repo_id, kernel.repo_type, kernel.commit, prefix + locked.path,
-                                   locked.size, sink)
+                if content is not None:
+                    sink(content)
+                else:
+                    self.source.stream(kernel.repo_id, kernel.repo_type, kernel.commit, prefix + locked.path,
+                                       locked.size, sink)
                 stream.flush()
                 os.fsync(stream.fileno())
             if digest.hexdigest() != locked.sha256:
@@ -275,6 +317,12 @@ class Store:
         except OSError as error:
             _raise_local(error, what, ref)
         return ref
+
+
+def _blob_name(name: str, repo_id: str) -> str:
+    if not (GIT_OBJECT_ID_RE.match(name) or SHA256_HEX_RE.match(name)):
+        raise KernelpinError(f"{repo_id}: {name[:80]!r} is neither a git blob id nor a sha256")
+    return name
 
 
 def _raise_local(error: OSError, what: str, path: Path | str) -> NoReturn:
