@@ -191,13 +191,7 @@ class Store:
         if self.linked_directory(kernel, variant_name) is not None:
             return None
         present = self.installed(kernel, variant_name, LockedFile(path, size, ""))
-        if present is None:
-            return None
-        try:
-            with open(present, "rb") as stream:
-                return stream.read(size + 1)
-        except OSError:
-            return None
+        return None if present is None else _read_at_most(present, size + 1)
 
     def blob(self, kernel: LockedKernel, name: str, size: int) -> bytes | None:
         """The bytes of the Hub cache's blobs/<name> of `kernel`'s repository, at most `size` + 1 of them
@@ -205,11 +199,7 @@ class Store:
         path = self._blobs(kernel) / _blob_name(name, kernel.repo_id)
         if any(level.is_symlink() for level in (self.root(kernel), path.parent, path)) or not path.is_file():
             return None
-        try:
-            with open(path, "rb") as stream:
-                return stream.read(size + 1)
-        except OSError:
-            return None
+        return _read_at_most(path, size + 1)
 
     def keep_blob(self, kernel: LockedKernel, name: str, content: bytes) -> None:
         """Store `content`, which the caller fetched and checked to be the file whose git blob id (or LFS sha256)
@@ -317,6 +307,14 @@ class Store:
         except OSError as error:
             _raise_local(error, what, ref)
         return ref
+
+
+def _read_at_most(path: Path, size: int) -> bytes | None:
+    try:
+        with open(path, "rb") as stream:
+            return stream.read(size)
+    except OSError:
+        return None
 
 
 def _blob_name(name: str, repo_id: str) -> str:
