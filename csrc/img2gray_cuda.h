@@ -11,7 +11,7 @@
 
 namespace img2gray {
 
-// Preconditions as for the binding's device kernels (torch_binding.h), with `plan` made from `input`, both
+// Preconditions as for img2gray_cpu (img2gray_cpu.h; checked by the bindings), with `plan` made from `input`, both
 // pointers on CUDA device `device`, `dtype` one of uint8, float16, bfloat16, float32, float64, and `weights`
 // pointing at three numbers.
 void img2gray_cuda(const Plan& plan, c10::ScalarType dtype, const void* input, void* out, const double* weights,

@@ -1,21 +1,60 @@
 """kernelpin: pin, install and load kernels published on the Hugging Face Hub.
 
-Importing kernelpin imports neither torch nor huggingface_hub; `load` imports them when called.
+Every command of the `kernelpin` CLI is a function here, named like the command, taking its inputs
+explicitly, returning data and raising KernelpinError (kernelpin.errors):
+
+    project, source = kernelpin.find_project(Path.cwd()), kernelpin.HubSource(kernelpin.HubSettings.from_env())
+    kernelpin.add(project, source, {"acme/img2gray": "^0.1"})   # edits pyproject.toml, re-locks
+    kernelpin.sync(project, source, kernelpin.detect_environment())
+    module = kernelpin.load("acme/img2gray")
+
+Importing kernelpin imports neither torch nor huggingface_hub; each function imports what it needs when called.
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from kernelpin.environment import detect as detect_environment
+    from kernelpin.hub_cache import cache
+    from kernelpin.locking import add, check_lock, lock, remove
+    from kernelpin.project import Project, find_project
+    from kernelpin.publisher.release import check_release, publish
     from kernelpin.runtime import load
+    from kernelpin.source import HubSettings, HubSource
+    from kernelpin.syncing import sync, sync_plan
+    from kernelpin.updates import outdated, versions
+    from kernelpin.verification import verify
 
-__all__ = ["load"]
+# name -> (module, name there): looked up on first use, so `import kernelpin` stays cheap.
+_EXPORTS = {
+    "load": ("kernelpin.runtime", "load"),
+    "lock": ("kernelpin.locking", "lock"),
+    "check_lock": ("kernelpin.locking", "check_lock"),
+    "add": ("kernelpin.locking", "add"),
+    "remove": ("kernelpin.locking", "remove"),
+    "sync": ("kernelpin.syncing", "sync"),
+    "sync_plan": ("kernelpin.syncing", "sync_plan"),
+    "verify": ("kernelpin.verification", "verify"),
+    "outdated": ("kernelpin.updates", "outdated"),
+    "versions": ("kernelpin.updates", "versions"),
+    "cache": ("kernelpin.hub_cache", "cache"),
+    "check_release": ("kernelpin.publisher.release", "check_release"),
+    "publish": ("kernelpin.publisher.release", "publish"),
+    "find_project": ("kernelpin.project", "find_project"),
+    "Project": ("kernelpin.project", "Project"),
+    "HubSettings": ("kernelpin.source", "HubSettings"),
+    "HubSource": ("kernelpin.source", "HubSource"),
+    "detect_environment": ("kernelpin.environment", "detect"),
+}
+
+__all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name: str) -> Any:
-    if name == "load":
-        from kernelpin.runtime import load
-
-        return load
+    if name in _EXPORTS:
+        module, attribute = _EXPORTS[name]
+        return getattr(importlib.import_module(module), attribute)
     raise AttributeError(f"module 'kernelpin' has no attribute {name!r}")

@@ -1,4 +1,6 @@
-"""The `kernelpin` command line. Commands that need no torch never import it."""
+"""The `kernelpin` command line: parsing and rendering only. Each command is one library function
+(kernelpin.locking, .syncing, .verification, .updates, .hub_cache, .publisher.release) registered once below
+with @command; commands that need no torch never import it."""
 
 from __future__ import annotations
 
@@ -7,7 +9,6 @@ import dataclasses
 import difflib
 import functools
 import json
-import os
 import re
 import sys
 from collections.abc import Callable, Sequence
@@ -17,17 +18,15 @@ from typing import Any, NoReturn
 from rich.console import Console
 from rich.table import Table
 
-from kernelpin import environment, kernels_lock, lockfile
+from kernelpin import environment, install, locking, lockfile
 from kernelpin.errors import KernelpinError
-from kernelpin.integrity import write_atomic
-from kernelpin.project import (
-    PYPROJECT, NewEntry, Project, entry_to_add, find_project, read_requirements, remove_requirement, set_requirement,
-)
-from kernelpin.ranges import Version
-from kernelpin.resolve import resolve, tag_versions
-from kernelpin.source import HubSettings, HubSource, Refs
-from kernelpin.spec import Requirement, check_repo_id, describe_value
-from kernelpin.sync import Installer, SyncedVariant, choose_variant, sync, unlisted_entries
+from kernelpin.hub_cache import cache
+from kernelpin.install import Installer, SyncedVariant
+from kernelpin.project import PYPROJECT, Project, find_project
+from kernelpin.source import HubSettings, HubSource
+from kernelpin.spec import check_repo_id, describe_value
+from kernelpin.updates import outdated, versions
+from kernelpin.verification import verify
 
 
 UNBOUNDED_WIDTH = 1 << 16  # columns, for output that is not a terminal
@@ -99,86 +98,52 @@ class Context:
         if not self.args.quiet:
             self.err.print(message)
 
-    @functools.cached_property
-    def editing(self) -> Any:
-        """The project's edit lock (re-entrant: relock runs inside edit_and_relock), see Project.edit_lock."""
-        return self.project.edit_lock()
-
-    def requirements(self) -> list[Requirement]:
-        return read_requirements(self.project)
-
-    def lock(self) -> lockfile.Lock | None:
-        return lockfile.read(self.project.lockfile)
-
-    def edit_and_relock(self, edit: Callable[[Project], None], dry_run: bool = False) -> tuple[lockfile.Lock, list[str]]:
-        """Change pyproject.toml with `edit`, then re-lock. When locking fails, pyproject.toml is put back
-        byte for byte (as `uv add` does): a requirement that cannot be locked is never left behind. With
-        `dry_run` it is put back in any case and the lock is not written."""
-        with self.editing:
-            with open(self.project.pyproject, encoding="utf-8", newline="") as stream:
-                original = stream.read()
-            edit(self.project)
-            try:
-                result = self.relock(dry_run=dry_run)
-            except BaseException:
-                write_atomic(self.project.pyproject, original)
-                raise
-            if dry_run:
-                write_atomic(self.project.pyproject, original)
-            return result
-
-    def relock(self, upgrade: set[str] | None = None, upgrade_all: bool = False, dry_run: bool = False) -> tuple[lockfile.Lock, list[str]]:
-        """Resolve and (unless dry_run) write the lock; return it with the list of changes."""
-        with self.editing:
-            return self._relock(upgrade or set(), upgrade_all, dry_run)
-
-    def _relock(self, upgrade: set[str], upgrade_all: bool, dry_run: bool) -> tuple[lockfile.Lock, list[str]]:
-        requirements = self.requirements()
-        path = self.project.lockfile
-        if path.is_symlink() and not path.exists():
-            raise KernelpinError(
-                f"{path} is a symbolic link to {os.path.realpath(path)}, which does not exist; refusing to "
-                "create a file there: remove the link (or point it at a lock) and re-run"
-            )
-        try:
-            previous = self.lock()
-        except KernelpinError as error:
-            if path.is_symlink():
-                # A link is kept as a link (a lock shared between checkouts); what it points at is not a lock,
-                # so it is someone else's file: never overwrite it.
-                raise KernelpinError(
-                    f"{path} is a symbolic link to {os.path.realpath(path)}, which is not a kernelpin lock "
-                    f"({error}); refusing to overwrite it: remove the link (or point it at a lock) and re-run"
-                ) from None
-            # A damaged or hand-edited lock: its error says "run `kernelpin lock`", so that has to work.
-            self.err.print(f"warning: {error}; it is regenerated from pyproject.toml", style="yellow")
-            previous = None
-        dependencies = {k.repo_id for k in previous.kernels if k.required_by} if previous else set()
-        unknown = upgrade - {r.repo_id for r in requirements} - dependencies
-        if unknown:
-            raise KernelpinError(
-                f"--upgrade-package {', '.join(sorted(unknown))}: not in [tool.kernels.dependencies] "
-                f"(present: {', '.join(r.repo_id for r in requirements) or 'none'})"
-            )
-        new = resolve(self.source, requirements, previous,
-                      upgrade=lambda repo_id: upgrade_all or repo_id in upgrade, note=self.note)
-        changed = lockfile.changes(previous, new)
-        if previous is not None and previous.schema != lockfile.SCHEMA_VERSION:
-            changed.append(f"~ {self.project.lockfile.name}: schema version {previous.schema} -> "
-                           f"{lockfile.SCHEMA_VERSION}")
-        if not dry_run and (previous is None or changed):
-            lockfile.write(self.project.lockfile, new)
-        changed += kernels_lock.keep(self.project.root / kernels_lock.KERNELS_LOCK, new, dry_run)
-        return new, changed
+    def warn(self, message: str) -> None:
+        self.err.print(f"warning: {message}", style="yellow")
 
 
+@dataclasses.dataclass(frozen=True)
+class Command:
+    name: str
+    help: str  # one line, in `kernelpin --help`'s list
+    description: str  # what it does and what it reads and writes, opening its --help (as `uv help lock` does)
+    options: Callable[[argparse.ArgumentParser], object]
+    run: Callable[[Context], int]
+    epilog: str | None = None
+    json: bool = True  # takes --json
+
+
+COMMANDS: dict[str, Command] = {}
+
+
+def command(name: str, help: str, description: str, options: Callable[[argparse.ArgumentParser], object] = lambda _: None,
+            epilog: str | None = None, json: bool = True) -> Callable[[Callable[[Context], int]], Callable[[Context], int]]:
+    """Register the decorated function as the command `name`; `options` adds its arguments to its parser."""
+
+    def register(run: Callable[[Context], int]) -> Callable[[Context], int]:
+        COMMANDS[name] = Command(name, help, description, options, run, epilog, json)
+        return run
+
+    return register
+
+
+def _lock_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--check", action="store_true", help="exit 1 if the lock is stale; write nothing")
+    upgrade = parser.add_mutually_exclusive_group()
+    upgrade.add_argument("--upgrade", action="store_true", help="re-resolve every kernel to its newest satisfying version")
+    upgrade.add_argument("--upgrade-package", action="append", metavar="REPO", help="re-resolve only REPO (repeatable)")
+    parser.add_argument("--dry-run", action="store_true", help="show what would change; write nothing")
+
+
+@command("lock", help="resolve [tool.kernels] and write kernelpin.lock", options=_lock_options,
+         description="Resolve every requirement of [tool.kernels.dependencies] in pyproject.toml against the Hub's "
+                     "version tags and write kernelpin.lock: the commit, and the size and sha256 of every file of every "
+                     "variant. A requirement the lock already satisfies keeps its locked version unless --upgrade or "
+                     "--upgrade-package asks for the newest.")
 def cmd_lock(ctx: Context) -> int:
     args = ctx.args
     if args.check:
-        locked = ctx.lock()
-        reasons = lockfile.staleness(ctx.requirements(), locked)
-        if locked is not None and not reasons:
-            reasons += filter(None, [kernels_lock.out_of_step(ctx.project.root / kernels_lock.KERNELS_LOCK, locked)])
+        reasons = locking.check_lock(ctx.project)
         if args.json:
             _emit_json({"fresh": not reasons, "reasons": reasons})
         elif reasons:
@@ -189,11 +154,9 @@ def cmd_lock(ctx: Context) -> int:
         else:
             ctx.out.print(f"{ctx.project.lockfile.name} is up to date")
         return 1 if reasons else 0
-    if ctx.source.settings.offline and not ctx.project.lockfile.exists() and ctx.requirements():
-        raise KernelpinError(f"offline, and {ctx.project.lockfile.name} "
-                             "does not exist yet: the first lock resolves against the Hub, so run `kernelpin lock` "
-                             "once with network access (without --offline and HF_HUB_OFFLINE) and commit the lock")
-    new, changed = ctx.relock(set(args.upgrade_package or ()), args.upgrade, dry_run=args.dry_run)
+    done = locking.lock(source=ctx.source, project=ctx.project, upgrade=args.upgrade_package or (),
+                        upgrade_all=args.upgrade, dry_run=args.dry_run, note=ctx.note, warn=ctx.warn)
+    new, changed = done.lock, done.changes
     for kernel in new.kernels:
         ctx.note(f"{kernel.repo_id}: {kernel.version or '-'} at {kernel.ref or 'a pinned revision'} "
                  f"({kernel.commit[:12]}), {len(kernel.variants)} variants, "
@@ -225,30 +188,38 @@ def _kernel_json(kernel: lockfile.LockedKernel) -> dict[str, Any]:
             "variants": [v.name for v in kernel.variants]}
 
 
-def _locked_for_sync(ctx: Context) -> lockfile.Lock:
-    args = ctx.args
-    existing = ctx.lock()
-    if args.frozen:
-        if existing is None:
-            raise KernelpinError(f"--frozen needs {ctx.project.lockfile}; run `kernelpin lock` first (with network "
-                                 "access: it resolves against the Hub)")
-        return existing
-    reasons = lockfile.staleness(ctx.requirements(), existing)
-    if not reasons:
-        return existing or lockfile.Lock()  # no lock and nothing required: nothing to sync
-    if args.locked:
-        raise KernelpinError(
-            f"{ctx.project.lockfile.name} is stale and --locked forbids updating it:\n  "
-            + "\n  ".join(reasons) + "\nRun `kernelpin lock` and commit the result."
-        )
-    new, changed = ctx.relock()
-    _report_changes(ctx, changed, ctx.progress)
-    return new
+def _sync_options(parser: argparse.ArgumentParser) -> None:
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--locked", action="store_true", help="fail if the lock is stale instead of updating it (as uv, cargo)")
+    mode.add_argument("--frozen", action="store_true",
+                      help="use the lock as it is, resolving nothing; may still download (cargo's --frozen implies --offline)")
+    parser.add_argument("--all-variants", action="store_true", help="every locked variant, not only this environment's")
+    parser.add_argument("--target", metavar="DIR", help="vendor into DIR (DIR/<org>/<name>/<commit>/build/<variant>)")
+    environment.add_arguments(parser)
+    parser.add_argument("--dry-run", action="store_true",
+                        help="show which variant of each kernel would be installed and what is missing; "
+                             "download and write nothing")
 
 
+LOCK_MODES = """how --locked and --frozen compare:
+  uv:    `uv sync --locked` fails on a stale lock, `--frozen` uses the lock without checking it: the same here.
+  cargo: `--locked` is the same too, but cargo's `--frozen` also means `--offline`; here `sync --frozen` still
+         downloads the locked files that are missing (add --offline, or HF_HUB_OFFLINE=1, to forbid that).
+"""
+
+
+@command("sync", help="download and verify the locked variant for this environment", options=_sync_options,
+         epilog=LOCK_MODES,
+         description="Download the locked variant that fits this environment (torch, CUDA, GPU capability) into the "
+                     "Hub cache (or --target DIR) and verify every byte against kernelpin.lock. A stale lock is "
+                     "re-locked first unless --locked or --frozen says otherwise.")
 def cmd_sync(ctx: Context) -> int:
+    # The steps of kernelpin.syncing.sync, one by one: the re-lock's changes are shown before anything is installed.
     args = ctx.args
-    locked = _locked_for_sync(ctx)
+    fresh = locking.lock_for_sync(ctx.project, ctx.source, locked=args.locked, frozen=args.frozen,
+                                  note=ctx.note, warn=ctx.warn)
+    _report_changes(ctx, fresh.changes, ctx.progress)
+    locked = fresh.lock
     env = None if args.all_variants else environment.current(vars(args))
     target = Path(args.target).resolve() if args.target else None
     progress = None
@@ -261,7 +232,7 @@ def cmd_sync(ctx: Context) -> int:
         return _sync_dry_run(ctx, locked, installer, env)
     if env is not None:
         ctx.note(f"selecting variants for {env.describe()}")
-    results = sync(locked, installer, env, all_variants=args.all_variants)
+    results = install.sync(locked, installer, env, all_variants=args.all_variants)
     for result in results:
         for path in result.downloaded:
             ctx.note(f"{result.repo_id}: downloaded and verified {path}")
@@ -287,26 +258,19 @@ def cmd_sync(ctx: Context) -> int:
 
 
 def _sync_dry_run(ctx: Context, locked: lockfile.Lock, installer: Installer, env: Any) -> int:
-    """What `sync` would install: per kernel the chosen variant(s) and the files not yet present and verified."""
-    rows = []
-    for kernel in locked.kernels:
-        names = [v.name for v in kernel.variants] if env is None else [choose_variant(kernel, env)]
-        for name in names:
-            variant = kernel.variant(name)
-            assert variant is not None
-            missing = [f.path for f in variant.files if installer.present(kernel, name, f) is None]
-            rows.append({"repo": kernel.repo_id, "variant": name, "missing": missing,
-                         "directory": str(installer.variant_directory(kernel, name))})
+    rows = install.plan(locked, installer, env, all_variants=env is None)
     if ctx.args.json:
-        _emit_json({"environment": None if env is None else env.describe(), "dry_run": True, "would_sync": rows})
+        _emit_json({"environment": None if env is None else env.describe(), "dry_run": True,
+                    "would_sync": [{"repo": row.repo, "variant": row.variant, "missing": row.missing,
+                                    "directory": str(row.directory)} for row in rows]})
         return 0
     if env is not None:
         ctx.out.print(f"Environment: {env.describe()}")
     if not rows:
         ctx.out.print(f"nothing to sync: {ctx.project.lockfile.name} locks no kernels")
     for row in rows:
-        state = f"{len(row['missing'])} files to download" if row["missing"] else "all files present"
-        ctx.out.print(f"Would sync {row['repo']}: {row['variant']}: {state}")
+        state = f"{len(row.missing)} files to download" if row.missing else "all files present"
+        ctx.out.print(f"Would sync {row.repo}: {row.variant}: {state}")
     ctx.out.print("Dry run: nothing was downloaded or changed (files present are verified by a real sync).")
     return 0
 
@@ -323,23 +287,6 @@ def _split_spec(text: str) -> tuple[str, str | None]:
     return repo_id, range_text or None
 
 
-def _entry_to_add(ctx: Context, repo_id: str, range_text: str | None) -> NewEntry:
-    """What `add` writes (project.entry_to_add) from the repository's tags and branches; offline, from what the lock
-    already holds for it (its version, and its branch when it is locked as `= N`), since the Hub cannot be asked."""
-    if not ctx.source.settings.offline:
-        refs = ctx.source.refs(repo_id, None)
-        versions, _ = tag_versions(refs.tags)
-        return entry_to_add(repo_id, range_text, list(versions), set(refs.branches))
-    locked = ctx.lock()
-    kernel = locked.kernel(repo_id) if locked else None
-    if kernel is None or (kernel.version is None and range_text is None):
-        raise KernelpinError(f"{repo_id}: offline, its versions cannot be looked up and {ctx.project.lockfile.name} "
-                             f"does not lock a version of it; go online to add it")
-    branch = (kernel.ref or "").removeprefix("refs/heads/") if (kernel.ref or "").startswith("refs/heads/") else None
-    versions = [Version.parse(kernel.version)] if kernel.version else []
-    return entry_to_add(repo_id, range_text, versions, {branch} if branch else set())
-
-
 def _distinct(repo_ids: list[str]) -> list[str]:
     repeated = sorted({r for r in repo_ids if repo_ids.count(r) > 1})
     if repeated:
@@ -347,179 +294,124 @@ def _distinct(repo_ids: list[str]) -> list[str]:
     return repo_ids
 
 
+def _add_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("specs", nargs="+", metavar="REPO[@RANGE]",
+                        help="ORG/NAME, optionally with a version range: acme/img2gray, acme/img2gray@^0.1")
+    parser.add_argument("--dry-run", action="store_true", help="show what the lock would become; write nothing")
+
+
+@command("add", help="add kernels to pyproject.toml and re-lock", options=_add_options,
+         description="Add one or more kernels to [tool.kernels.dependencies] and re-lock. Without @RANGE the "
+                     "requirement is ^NEWEST (the newest release tag). When the lock cannot be written, "
+                     "pyproject.toml is put back as it was.")
 def cmd_add(ctx: Context) -> int:
     specs = [_split_spec(text) for text in ctx.args.specs]
     _distinct([repo_id for repo_id, _ in specs])
-    entries = {repo_id: _entry_to_add(ctx, repo_id, range_text) for repo_id, range_text in specs}
-
-    def edit(project: Project) -> None:
-        for repo_id, entry in entries.items():
-            set_requirement(project, repo_id, entry.value)
-
     dry_run = ctx.args.dry_run
-    new, changed = ctx.edit_and_relock(edit, dry_run=dry_run)
+    added = locking.add(source=ctx.source, project=ctx.project, requirements=dict(specs), dry_run=dry_run,
+                        note=ctx.note, warn=ctx.warn)
+    entries = added.entries
     if ctx.args.json:
         _emit_json({"added": [{"repo": repo_id, "requirement": entry.value, "kernels_lock_reads": entry.kernels_reads,
                                "note": entry.note} for repo_id, entry in entries.items()],
-                    "dry_run": dry_run, "pyproject": str(ctx.project.pyproject), "changes": changed,
-                    "kernels": [_kernel_json(k) for k in new.kernels]})
+                    "dry_run": dry_run, "pyproject": str(ctx.project.pyproject), "changes": added.changes,
+                    "kernels": [_kernel_json(k) for k in added.lock.kernels]})
         return 0
     for repo_id, entry in entries.items():
         said = f"{'Would add' if dry_run else 'Added'} {repo_id} = {json.dumps(entry.value)} to {ctx.project.pyproject.name}"
         ctx.out.print(f"{said} ({entry.note})" if entry.kernels_reads else said)
         if not entry.kernels_reads:
             ctx.err.print(f"warning: {repo_id}: {entry.note}", style="yellow")
-    _report_changes(ctx, changed, ctx.out.print, "Would change" if dry_run else "Locked")
+    _report_changes(ctx, added.changes, ctx.out.print, "Would change" if dry_run else "Locked")
     if dry_run:
         ctx.out.print(f"Dry run: {ctx.project.pyproject.name} and {ctx.project.lockfile.name} are unchanged.")
     return 0
 
 
+REPO_HELP = "a Hub repository id, ORG/NAME (e.g. acme/img2gray)"
+
+
+@command("remove", help="remove kernels from pyproject.toml and re-lock",
+         options=lambda parser: parser.add_argument("repos", nargs="+", metavar="REPO", help=REPO_HELP),
+         description="Remove one or more kernels from [tool.kernels.dependencies] and re-lock.")
 def cmd_remove(ctx: Context) -> int:
     repo_ids = _distinct([check_repo_id(repo) for repo in ctx.args.repos])
-
-    def edit(project: Project) -> None:
-        for repo_id in repo_ids:
-            remove_requirement(project, repo_id)
-
-    new, changed = ctx.edit_and_relock(edit)
+    removed = locking.remove(ctx.project, ctx.source, repo_ids, note=ctx.note, warn=ctx.warn)
     if ctx.args.json:
-        _emit_json({"removed": repo_ids, "pyproject": str(ctx.project.pyproject), "changes": changed,
-                    "kernels": [_kernel_json(k) for k in new.kernels]})
+        _emit_json({"removed": repo_ids, "pyproject": str(ctx.project.pyproject), "changes": removed.changes,
+                    "kernels": [_kernel_json(k) for k in removed.lock.kernels]})
         return 0
     for repo_id in repo_ids:
         ctx.out.print(f"Removed {repo_id} from {ctx.project.pyproject.name}")
-    _report_changes(ctx, changed, ctx.out.print)
+    _report_changes(ctx, removed.changes, ctx.out.print)
     return 0
 
 
+@command("outdated", help="locked vs newest satisfying vs newest version",
+         description="For each requirement: the locked version, the newest version the requirement allows, and the "
+                     "newest release. Upgrade with `kernelpin lock --upgrade` (or --upgrade-package REPO).")
 def cmd_outdated(ctx: Context) -> int:
-    locked = ctx.lock()
-    rows = []
-    for requirement in ctx.requirements():
-        current = locked.kernel(requirement.repo_id) if locked else None
-        refs = ctx.source.refs(requirement.repo_id, requirement.repo_type)
-        versions, _ = tag_versions(refs.tags)
-        releases = [v for v in versions if not v.is_prerelease]
-        row = {
-            "repo": requirement.repo_id, "requirement": requirement.value,
-            "locked": None if current is None else current.version or _short_pin(current.ref, current.commit),
-            "newest_satisfying": None, "newest": str(max(releases)) if releases else None,
-        }
-        if requirement.branch is not None:  # `= N`: the newest is the branch head, which moves without a tag
-            head = refs.branches.get(requirement.branch)
-            at_head = [v for v, tag in versions.items() if refs.tags[tag] == head]
-            if head is not None:
-                row["newest_satisfying"] = str(max(at_head)) if at_head else _short_pin(f"refs/heads/{requirement.branch}", head)
-            row["branch_moved"] = current is not None and head is not None and head != current.commit
-        elif requirement.range is not None and (satisfying := requirement.range.best(versions)) is not None:
-            row["newest_satisfying"] = str(satisfying)
-        rows.append(row)
+    rows = outdated(ctx.project, ctx.source)
     if ctx.args.json:
-        _emit_json(rows)
+        _emit_json([row.as_json() for row in rows])
         return 0
     if not rows:
         ctx.out.print(f"nothing to check: {ctx.project.pyproject.name} has no [tool.kernels.dependencies]")
         return 0
     table = ctx.table("kernel", "requirement", "locked", "newest satisfying", "newest")
     for row in rows:
-        newest_satisfying = row["newest_satisfying"] or "-"
-        if row.get("branch_moved"):
+        newest_satisfying = row.newest_satisfying or "-"
+        if row.branch_moved:
             newest_satisfying += " (branch moved: `kernelpin lock --upgrade-package` follows it)"
-        table.add_row(row["repo"], describe_value(row["requirement"]), row["locked"] or "-",
-                      newest_satisfying, row["newest"] or "-")
+        table.add_row(row.repo, describe_value(row.requirement), row.locked or "-", newest_satisfying, row.newest or "-")
     ctx.show(table)
     return 0
 
 
-def _short_pin(ref: str | None, commit: str) -> str:
-    """`v1@0123456789ab`: a branch (or commit) pin that no release tag names."""
-    return f"{ref.rpartition('/')[2]}@{commit[:12]}" if ref else commit[:12]
-
-
+@command("versions", help="list a kernel's versions and which satisfy the requirement",
+         options=lambda parser: parser.add_argument("repo", metavar="REPO", help=REPO_HELP),
+         description="List a kernel repository's version tags, newest first, with which satisfy this project's "
+                     "requirement and which is locked.")
 def cmd_versions(ctx: Context) -> int:
-    repo_id = check_repo_id(ctx.args.repo)
-    requirement = next((r for r in ctx.requirements() if r.repo_id == repo_id), None)
-    refs = ctx.source.refs(repo_id, requirement.repo_type if requirement else None)
-    versions, ignored = tag_versions(refs.tags)
-    locked = ctx.lock()
-    locked_kernel = locked.kernel(repo_id) if locked else None
-    rows = [{"version": str(v), "tag": versions[v], "commit": refs.tags[versions[v]],
-             "satisfies": _satisfies(requirement, refs, v, versions[v]),
-             "locked": locked_kernel is not None and locked_kernel.version == str(v)}
-            for v in sorted(versions, reverse=True)]
+    found = versions(ctx.project, ctx.source, ctx.args.repo)
+    requirement = found.requirement
     if ctx.args.json:
-        _emit_json({"repo": repo_id, "repo_type": refs.repo_type, "requirement": requirement.value if requirement else None,
-                    "versions": rows, "ignored_tags": ignored})
+        _emit_json({"repo": found.repo, "repo_type": found.repo_type,
+                    "requirement": requirement.value if requirement else None,
+                    "versions": [dataclasses.asdict(row) for row in found.versions], "ignored_tags": found.ignored_tags})
         return 0
-    title = f"{repo_id} ({refs.repo_type} repo)" + (f", requirement {requirement.text}" if requirement else "")
+    title = f"{found.repo} ({found.repo_type} repo)" + (f", requirement {requirement.text}" if requirement else "")
     table = ctx.table("version", "tag", "commit", "satisfies", "locked", title=title)
-    for row in rows:
-        satisfies = {None: "", True: "yes", False: "no"}[row["satisfies"]]
-        table.add_row(row["version"], row["tag"], row["commit"][:12], satisfies, "*" if row["locked"] else "")
+    for row in found.versions:
+        satisfies = {None: "", True: "yes", False: "no"}[row.satisfies]
+        table.add_row(row.version, row.tag, row.commit[:12], satisfies, "*" if row.locked else "")
     ctx.show(table)
-    if ignored:
-        ctx.note(f"ignored tags (not versions): {', '.join(ignored)}")
+    if found.ignored_tags:
+        ctx.note(f"ignored tags (not versions): {', '.join(found.ignored_tags)}")
     return 0
 
 
-def _satisfies(requirement: Requirement | None, refs: Refs, version: Version, tag: str) -> bool | None:
-    """Whether a tagged version meets the requirement: in its range, or (`= N`) at the head of branch vN."""
-    if requirement is None:
-        return None
-    if requirement.branch is not None:
-        return refs.tags[tag] == refs.branches.get(requirement.branch)
-    return None if requirement.range is None else requirement.range.contains(version)
-
-
+@command("verify", help="re-hash installed kernel files against the lock",
+         options=lambda parser: parser.add_argument("--target", metavar="DIR",
+                                                    help="check a `sync --target` directory instead of the Hub cache"),
+         description="Re-hash the installed files of every locked kernel against kernelpin.lock (the Hub cache, or a "
+                     "`sync --target` directory). Exit 1 when a file was modified or an unlisted one was added; "
+                     "`kernelpin sync` repairs them.")
 def cmd_verify(ctx: Context) -> int:
-    from kernelpin.integrity import verify_file
-
-    locked = ctx.lock()
-    if locked is None:
-        raise KernelpinError(f"no {ctx.project.lockfile.name}; run `kernelpin lock`")
     target = Path(ctx.args.target).resolve() if ctx.args.target else None
-    installer = Installer(ctx.source, target)
-    report = []
-    for kernel in locked.kernels:
-        for variant in kernel.variants:
-            linked = installer.linked_directory(kernel, variant.name)
-            if linked is not None:  # what it points to is not kernelpin's: never listed nor hashed
-                report.append({"repo": kernel.repo_id, "variant": variant.name, "path": str(linked), "status": "link"})
-                continue
-            found = {f.path: installer.present(kernel, variant.name, f) for f in variant.files}
-            # Sync installs one variant per environment: one not installed at all is no problem, a missing file
-            # of an installed one is (load would need the network for it).
-            installed = any(path is not None for path in found.values())
-            for locked_file in variant.files:
-                path = found[locked_file.path]
-                if path is None:
-                    if installed:
-                        report.append({"repo": kernel.repo_id, "variant": variant.name, "path": locked_file.path,
-                                       "status": "missing"})
-                    continue
-                try:
-                    verify_file(path, locked_file.size, locked_file.sha256, locked_file.path)
-                    status = "ok"
-                except KernelpinError:
-                    status = "modified"
-                report.append({"repo": kernel.repo_id, "variant": variant.name, "path": locked_file.path,
-                               "status": status})
-            # Never imported (load runs listed, verified files only), but not what was installed either.
-            for extra in unlisted_entries(installer.variant_directory(kernel, variant.name), variant):
-                report.append({"repo": kernel.repo_id, "variant": variant.name, "path": extra, "status": "unlisted"})
-    bad = [row for row in report if row["status"] != "ok"]
+    found = verify(project=ctx.project, source=ctx.source, target=target)
+    report, bad = found.files, found.problems
     if ctx.args.json:
-        _emit_json({"ok": not bad, "files": report})
+        _emit_json({"ok": found.ok, "files": [dataclasses.asdict(row) for row in report]})
         return 1 if bad else 0
     for row in bad:
-        if row["status"] == "link":
-            ctx.err.print(f"link: {row['repo']} {row['variant']}: {row['path']} is a symbolic link, not a directory "
+        if row.status == "link":
+            ctx.err.print(f"link: {row.repo} {row.variant}: {row.path} is a symbolic link, not a directory "
                           "kernelpin installed; remove the link (it is not kernelpin's), then run `kernelpin sync`",
                           style="red")
             continue
-        ctx.err.print(f"{row['status']}: {row['repo']} {row['variant']}/{row['path']}", style="red")
-    if not locked.kernels:
+        ctx.err.print(f"{row.status}: {row.repo} {row.variant}/{row.path}", style="red")
+    if not found.locked_kernels:
         ctx.out.print(f"nothing to verify: {ctx.project.lockfile.name} locks no kernels")
     elif not report:
         ctx.out.print("nothing installed yet; run `kernelpin sync`")
@@ -530,8 +422,24 @@ def cmd_verify(ctx: Context) -> int:
     return 1 if bad else 0
 
 
+def _publish_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("directory", metavar="DIR",
+                        help="the release layout: DIR/build/<variant>/ with each variant's metadata.json")
+    parser.add_argument("--repo", required=True, metavar="ORG/NAME", help="the Hub repository")
+    parser.add_argument("--version", help="fail unless the release is this version")
+    parser.add_argument("--repo-type", choices=["kernel", "model"],
+                        help="default: the existing repository's type, else a new kernel repository")
+    parser.add_argument("--dry-run", action="store_true", help="check and list the files; upload nothing")
+
+
+@command("publish", help="upload a release layout (build/<variant>/), tag it v<version>, move branch v<major> to it",
+         options=_publish_options,
+         description="Upload a release layout (build/<variant>/..., each variant with its metadata.json) to a kernel "
+                     "repository, tag the commit v<version> and move the branch v<major> to it (what "
+                     "`kernels.get_kernel(repo, version=MAJOR)` loads). A checkout of this repository stages one with "
+                     "`python -m tools.release stage`; any directory in that layout works.")
 def cmd_publish(ctx: Context) -> int:
-    from kernelpin.publish import check_release, publish
+    from kernelpin.publisher.release import check_release, publish
 
     args = ctx.args
     check_repo_id(args.repo)
@@ -572,37 +480,25 @@ def cmd_publish(ctx: Context) -> int:
     return 0
 
 
+@command("cache", help="show the cached kernels; prune revisions the lock does not use",
+         options=lambda parser: (
+             parser.add_argument("action", nargs="?", choices=["show", "prune"], default="show",
+                                 help="show (default): what is cached; prune: remove revisions the lock does not use"),
+             parser.add_argument("--yes", action="store_true", help="with prune: delete (without it prune only lists)")),
+         description="Show what kernelpin keeps in the Hub cache (HF_HUB_CACHE): the kernel repositories, their "
+                     "revisions and sizes, and which revisions this project's kernelpin.lock uses. `kernelpin cache "
+                     "prune` lists the revisions of those repositories that the lock does not use; add --yes to "
+                     "delete them.")
 def cmd_cache(ctx: Context) -> int:
-    """The kernel repositories in the Hub cache (kernel repositories, and model repositories this project's lock
-    names: other model repositories are someone else's weights), with the revisions the lock uses marked."""
-    from huggingface_hub import scan_cache_dir
-
-    cache_dir = ctx.source.settings.cache_dir
-    try:
-        locked = ctx.lock() or lockfile.Lock()
-    except KernelpinError:
-        if ctx.args.action == "prune":
-            raise  # pruning against a lock that cannot be read would remove what it names
-        locked = lockfile.Lock()
-    in_lock = {(k.repo_type, k.repo_id): k.commit for k in locked.kernels}
-    info = scan_cache_dir(cache_dir) if cache_dir.is_dir() else None
-    rows = []
-    for repo in sorted(info.repos if info else (), key=lambda r: (r.repo_type, r.repo_id)):
-        if repo.repo_type != "kernel" and (repo.repo_type, repo.repo_id) not in in_lock:
-            continue
-        for revision in sorted(repo.revisions, key=lambda r: r.commit_hash):
-            rows.append({"repo": repo.repo_id, "repo_type": repo.repo_type, "commit": revision.commit_hash,
-                         "size": revision.size_on_disk, "refs": sorted(revision.refs),
-                         "locked": in_lock.get((repo.repo_type, repo.repo_id)) == revision.commit_hash})
     prune = ctx.args.action == "prune"
-    unused = [row for row in rows if not row["locked"]]
-    deleted = False
-    if prune and ctx.args.yes and unused and info is not None:
-        info.delete_revisions(*(row["commit"] for row in unused)).execute()
-        deleted = True
+    cache_dir = ctx.source.settings.cache_dir
+    # Outside a project `cache` still shows the Hub cache; pruning needs the project's lock (its error says so).
+    found = cache(cache_dir, ctx.project if prune else _project_if_any(ctx), prune=prune, delete=ctx.args.yes)
+    cache_dir, rows, unused, deleted = found.cache_dir, found.revisions, found.unused, found.deleted
     if ctx.args.json:
-        _emit_json({"cache_dir": str(cache_dir), "lock": str(ctx.project.lockfile), "revisions": rows,
-                    "unused": [row["commit"] for row in unused], "deleted": deleted})
+        _emit_json({"cache_dir": str(cache_dir), "lock": str(ctx.project.lockfile),
+                    "revisions": [dataclasses.asdict(row) for row in rows],
+                    "unused": [row.commit for row in unused], "deleted": deleted})
         return 0
     if not rows:
         ctx.out.print(f"no kernels cached in {cache_dir}")
@@ -611,13 +507,12 @@ def cmd_cache(ctx: Context) -> int:
     table = ctx.table("kernel", "type", "commit", "size", "used by the lock",
                       title=f"{'not used by' if prune else 'cached for'} {ctx.project.lockfile}, in {cache_dir}")
     for row in shown:
-        table.add_row(row["repo"], row["repo_type"], row["commit"][:12], _size(row["size"]),
-                      "yes" if row["locked"] else "no")
+        table.add_row(row.repo, row.repo_type, row.commit[:12], _size(row.size), "yes" if row.locked else "no")
     if shown:
         ctx.show(table)
-    total = _size(sum(row["size"] for row in unused))
+    total = _size(sum(row.size for row in unused))
     if not prune:
-        ctx.out.print(f"{len(rows)} revisions, {_size(sum(row['size'] for row in rows))}; {len(unused)} not used by "
+        ctx.out.print(f"{len(rows)} revisions, {_size(sum(row.size for row in rows))}; {len(unused)} not used by "
                       f"this project's lock ({total}): `kernelpin cache prune` lists them, `--yes` deletes them")
     elif not unused:
         ctx.out.print("nothing to prune: the lock uses every cached kernel revision")
@@ -627,6 +522,13 @@ def cmd_cache(ctx: Context) -> int:
         ctx.out.print(f"would delete {len(unused)} revisions ({total}) that this project's lock does not use; other "
                       "projects may use them: add --yes to delete")
     return 0
+
+
+def _project_if_any(ctx: Context) -> Project | None:
+    try:
+        return ctx.project
+    except KernelpinError:
+        return None
 
 
 def _size(size: int) -> str:
@@ -642,44 +544,7 @@ EXIT_CODES = """exit status:
 
 `kernelpin help COMMAND` (or `kernelpin COMMAND --help`) describes a command.
 """
-LOCK_MODES = """how --locked and --frozen compare:
-  uv:    `uv sync --locked` fails on a stale lock, `--frozen` uses the lock without checking it: the same here.
-  cargo: `--locked` is the same too, but cargo's `--frozen` also means `--offline`; here `sync --frozen` still
-         downloads the locked files that are missing (add --offline, or HF_HUB_OFFLINE=1, to forbid that).
-"""
 JSON_HELP = "print machine-readable JSON on stdout (an error too: {\"error\": MESSAGE}, exit 1)"
-REPO_HELP = "a Hub repository id, ORG/NAME (e.g. acme/img2gray)"
-
-# Each command's --help opens with what it does and what it reads and writes (as `uv help lock` does).
-DESCRIPTIONS = {
-    "lock": "Resolve every requirement of [tool.kernels.dependencies] in pyproject.toml against the Hub's version "
-            "tags and write kernelpin.lock: the commit, and the size and sha256 of every file of every variant. "
-            "A requirement the lock already satisfies keeps its locked version unless --upgrade or "
-            "--upgrade-package asks for the newest.",
-    "sync": "Download the locked variant that fits this environment (torch, CUDA, GPU capability) into the Hub "
-            "cache (or --target DIR) and verify every byte against kernelpin.lock. A stale lock is re-locked first "
-            "unless --locked or --frozen says otherwise.",
-    "add": "Add one or more kernels to [tool.kernels.dependencies] and re-lock. Without @RANGE the requirement is "
-           "^NEWEST (the newest release tag). When the lock cannot be written, pyproject.toml is put back as it was.",
-    "remove": "Remove one or more kernels from [tool.kernels.dependencies] and re-lock.",
-    "outdated": "For each requirement: the locked version, the newest version the requirement allows, and the "
-                "newest release. Upgrade with `kernelpin lock --upgrade` (or --upgrade-package REPO).",
-    "versions": "List a kernel repository's version tags, newest first, with which satisfy this project's "
-                "requirement and which is locked.",
-    "verify": "Re-hash the installed files of every locked kernel against kernelpin.lock (the Hub cache, or a "
-              "`sync --target` directory). Exit 1 when a file was modified or an unlisted one was added; "
-              "`kernelpin sync` repairs them.",
-    "publish": "Upload a release layout (build/<variant>/..., each variant with its metadata.json) to a kernel "
-               "repository, tag the commit v<version> and move the branch v<major> to it (what "
-               "`kernels.get_kernel(repo, version=MAJOR)` loads). A checkout of this repository stages one with "
-               "`python -m tools.release stage`; any directory in that layout works.",
-    "cache": "Show what kernelpin keeps in the Hub cache (HF_HUB_CACHE): the kernel repositories, their revisions "
-             "and sizes, and which revisions this project's kernelpin.lock uses. `kernelpin cache prune` lists the "
-             "revisions of those repositories that the lock does not use; add --yes to delete them.",
-    "help": "Describe kernelpin or one of its commands.",
-}
-
-
 class _Parser(argparse.ArgumentParser):
     """argparse with a "did you mean" on a mistyped command (as cargo and uv have)."""
 
@@ -737,90 +602,29 @@ def build_parser() -> argparse.ArgumentParser:
                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-V", "--version", action=_PrintVersion)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    parser.set_defaults(top_parser=parser, subparsers=commands.choices)  # for `kernelpin help`
     global_options = _global_options(defaults=False)
-
-    def command(name: str, help: str, **kwargs: Any) -> argparse.ArgumentParser:
-        sub = commands.add_parser(name, parents=[global_options], help=help, description=DESCRIPTIONS[name],
-                                  **kwargs)
-        sub.set_defaults(command_parser=sub)
-        return sub
-
-    def json_option(sub: argparse.ArgumentParser) -> None:
-        sub.add_argument("--json", action="store_true", help=JSON_HELP)
-
-    lock = command("lock", help="resolve [tool.kernels] and write kernelpin.lock")
-    lock.add_argument("--check", action="store_true", help="exit 1 if the lock is stale; write nothing")
-    upgrade = lock.add_mutually_exclusive_group()
-    upgrade.add_argument("--upgrade", action="store_true", help="re-resolve every kernel to its newest satisfying version")
-    upgrade.add_argument("--upgrade-package", action="append", metavar="REPO", help="re-resolve only REPO (repeatable)")
-    lock.add_argument("--dry-run", action="store_true", help="show what would change; write nothing")
-    json_option(lock)
-    lock.set_defaults(run=cmd_lock)
-
-    sync_parser = command("sync", help="download and verify the locked variant for this environment",
-                          epilog=LOCK_MODES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    mode = sync_parser.add_mutually_exclusive_group()
-    mode.add_argument("--locked", action="store_true", help="fail if the lock is stale instead of updating it (as uv, cargo)")
-    mode.add_argument("--frozen", action="store_true",
-                      help="use the lock as it is, resolving nothing; may still download (cargo's --frozen implies --offline)")
-    sync_parser.add_argument("--all-variants", action="store_true", help="every locked variant, not only this environment's")
-    sync_parser.add_argument("--target", metavar="DIR", help="vendor into DIR (DIR/<org>/<name>/<commit>/build/<variant>)")
-    environment.add_arguments(sync_parser)
-    sync_parser.add_argument("--dry-run", action="store_true",
-                             help="show which variant of each kernel would be installed and what is missing; "
-                                  "download and write nothing")
-    json_option(sync_parser)
-    sync_parser.set_defaults(run=cmd_sync)
-
-    add = command("add", help="add kernels to pyproject.toml and re-lock")
-    add.add_argument("specs", nargs="+", metavar="REPO[@RANGE]",
-                     help="ORG/NAME, optionally with a version range: acme/img2gray, acme/img2gray@^0.1")
-    add.add_argument("--dry-run", action="store_true", help="show what the lock would become; write nothing")
-    json_option(add)
-    add.set_defaults(run=cmd_add)
-
-    remove = command("remove", help="remove kernels from pyproject.toml and re-lock")
-    remove.add_argument("repos", nargs="+", metavar="REPO", help=REPO_HELP)
-    json_option(remove)
-    remove.set_defaults(run=cmd_remove)
-
-    outdated = command("outdated", help="locked vs newest satisfying vs newest version")
-    json_option(outdated)
-    outdated.set_defaults(run=cmd_outdated)
-
-    versions = command("versions", help="list a kernel's versions and which satisfy the requirement")
-    versions.add_argument("repo", metavar="REPO", help=REPO_HELP)
-    json_option(versions)
-    versions.set_defaults(run=cmd_versions)
-
-    verify = command("verify", help="re-hash installed kernel files against the lock")
-    verify.add_argument("--target", metavar="DIR", help="check a `sync --target` directory instead of the Hub cache")
-    json_option(verify)
-    verify.set_defaults(run=cmd_verify)
-
-    publish = command("publish", help="upload a release layout (build/<variant>/), tag it v<version>, "
-                                      "move branch v<major> to it")
-    publish.add_argument("directory", metavar="DIR",
-                         help="the release layout: DIR/build/<variant>/ with each variant's metadata.json")
-    publish.add_argument("--repo", required=True, metavar="ORG/NAME", help="the Hub repository")
-    publish.add_argument("--version", help="fail unless the release is this version")
-    publish.add_argument("--repo-type", choices=["kernel", "model"],
-                         help="default: the existing repository's type, else a new kernel repository")
-    publish.add_argument("--dry-run", action="store_true", help="check and list the files; upload nothing")
-    json_option(publish)
-    publish.set_defaults(run=cmd_publish)
-
-    cache = command("cache", help="show the cached kernels; prune revisions the lock does not use")
-    cache.add_argument("action", nargs="?", choices=["show", "prune"], default="show",
-                       help="show (default): what is cached; prune: remove revisions the lock does not use")
-    cache.add_argument("--yes", action="store_true", help="with prune: delete (without it prune only lists)")
-    json_option(cache)
-    cache.set_defaults(run=cmd_cache)
-
-    help_parser = command("help", help="describe kernelpin or a command")
-    help_parser.add_argument("topic", nargs="?", metavar="COMMAND", help="the command to describe")
-    help_parser.set_defaults(run=lambda ctx: _print_help(parser, commands.choices, ctx.args.topic))
+    for spec in COMMANDS.values():
+        extra: dict[str, Any] = {"epilog": spec.epilog, "formatter_class": argparse.RawDescriptionHelpFormatter} \
+            if spec.epilog else {}
+        sub = commands.add_parser(spec.name, parents=[global_options], help=spec.help, description=spec.description,
+                                  **extra)
+        sub.set_defaults(command_parser=sub, run=spec.run)
+        spec.options(sub)
+        if spec.json:
+            sub.add_argument("--json", action="store_true", help=JSON_HELP)
     return parser
+
+
+@command("help", help="describe kernelpin or a command", json=False,
+         options=lambda parser: parser.add_argument("topic", nargs="?", metavar="COMMAND", help="the command to describe"),
+         description="Describe kernelpin or one of its commands.")
+def cmd_help(ctx: Context) -> int:
+    return _print_help(ctx.args.top_parser, ctx.args.subparsers, ctx.args.topic)
+
+
+# What each command does, as registered above (the docs' checks read it).
+DESCRIPTIONS = {name: spec.description for name, spec in COMMANDS.items()}
 
 
 def _print_help(parser: argparse.ArgumentParser, subparsers: dict[str, argparse.ArgumentParser], topic: str | None) -> int:

@@ -1,14 +1,10 @@
-"""Hashes, untrusted repository paths and atomic writes: the checks every byte goes through."""
+"""Hashes and untrusted repository paths: the checks every byte goes through."""
 
 from __future__ import annotations
 
 import hashlib
 import os
 import re
-import shutil
-import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO
 
@@ -113,49 +109,3 @@ def discard_file(path: Path, blobs: Path | None = None) -> None:
             target.unlink(missing_ok=True)
     else:
         path.unlink(missing_ok=True)
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write a text file so that readers see either the old or the new content, never a mix.
-
-    A symbolic link (a pyproject.toml shared between checkouts, say) stays a link: its target is replaced.
-    """
-    if path.is_symlink():
-        path = Path(os.path.realpath(path))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as stream:
-            stream.write(text)
-            stream.flush()
-            os.fsync(stream.fileno())
-        if path.exists():
-            os.chmod(temporary, path.stat().st_mode & 0o777)
-        else:
-            os.chmod(temporary, 0o644)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-
-
-@contextmanager
-def staged_directory(target: Path) -> Iterator[Path]:
-    """Yield an empty directory beside `target` to fill; when the block succeeds it takes `target`'s place.
-
-    Readers see the old directory or the complete new one, never a half-written one; on failure the staging
-    directory is removed and `target` is left as it was.
-    """
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
-    staging.chmod(0o755)
-    try:
-        yield staging
-        retired = staging.with_name(f"{staging.name}-old")
-        if target.exists():
-            target.rename(retired)
-        staging.rename(target)
-        shutil.rmtree(retired, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise

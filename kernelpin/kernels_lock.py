@@ -18,7 +18,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from kernelpin.integrity import write_atomic
+from kernelpin.atomic import write_atomic
 from kernelpin.lockfile import Lock, LockedKernel
 from kernelpin.spec import parse_requirement
 

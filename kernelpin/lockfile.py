@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from kernelpin.errors import KernelpinError
-from kernelpin.integrity import GIT_OBJECT_ID_RE, MAX_FILE_SIZE, SHA256_HEX_RE, check_repo_path, write_atomic
+from kernelpin.atomic import write_atomic
+from kernelpin.integrity import GIT_OBJECT_ID_RE, MAX_FILE_SIZE, SHA256_HEX_RE, check_repo_path
 from kernelpin.metadata import BACKEND_NAME_RE
 from kernelpin.ranges import Version, VersionError
 from kernelpin.spec import (

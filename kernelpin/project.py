@@ -12,7 +12,8 @@ from tomlkit.exceptions import TOMLKitError
 from tomlkit.items import Table
 
 from kernelpin.errors import KernelpinError
-from kernelpin.integrity import find_owned_upward, write_atomic
+from kernelpin.atomic import write_atomic
+from kernelpin.integrity import find_owned_upward
 from kernelpin.layout import LOCKFILE, PROJECT_STATE_DIR
 from kernelpin.ranges import Range, RangeError, Version
 from kernelpin.spec import Requirement, RequirementValue, check_repo_id, line_major, parse_dependencies

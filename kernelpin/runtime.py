@@ -21,8 +21,7 @@ from kernelpin.loader import import_verified
 from kernelpin.receipts import Receipts
 from kernelpin.source import HubSettings, HubSource
 from kernelpin.store import Store
-from kernelpin.sync import choose_variant
-from kernelpin.variant import Environment
+from kernelpin.variant import Environment, choose_variant
 
 
 def find_lock(start: Path) -> Path | None:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import tomlkit
 
-from kernelpin.publish import plan_major_branch
+from kernelpin.publisher.release import plan_major_branch
 from kernelpin.ranges import Version
 from testkit.hub import HubServer, MirrorRepo
 from tools.build.config import BuildConfig, copy_build_inputs

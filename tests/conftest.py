@@ -47,7 +47,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 # Which build of the operator the session's `checkout_build` is: "exact" (libtorch's C++ ABI, the default) or
-# "stable" (torch's stable C ABI; tests/op/test_stable_abi.py runs tests/op again with it).
+# "stable" (torch's stable C ABI; tests/test_stable_abi.py runs tests/op again with it).
 OP_ABI = os.environ.get("IMG2GRAY_OP_ABI", "exact")
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from kernelpin.cli import DESCRIPTIONS
 from testkit.hub import free_port
-from testkit.markdown import code_blocks
+from tests.markdown import code_blocks
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "benchmarks" / "README.md",

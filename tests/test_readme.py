@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from kernelpin.project import find_project, read_requirements
-from testkit.markdown import code_blocks
+from tests.markdown import code_blocks
 from tests.test_dev import _this_venv_is_devs
 
 ROOT = Path(__file__).resolve().parents[1]

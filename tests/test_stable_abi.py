@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelpin.abi_gate import gate, undefined_symbols
+from kernelpin.publisher.abi_gate import gate, undefined_symbols
 from testkit.build_once import build_once
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -13,9 +13,10 @@ import tempfile
 import pytest
 
 from kernelpin import lockfile
+from kernelpin.atomic import staged_directory, write_atomic
 from kernelpin.errors import IntegrityError, KernelpinError
 from kernelpin.integrity import (
-    check_repo_path, discard_file, git_blob_sha1, sha256_file, staged_directory, verify_file, write_atomic,
+    check_repo_path, discard_file, git_blob_sha1, sha256_file, verify_file,
 )
 from kernelpin.spec import parse_requirement
 

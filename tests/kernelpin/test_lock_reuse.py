@@ -8,7 +8,7 @@ from __future__ import annotations
 from kernelpin import lockfile
 from kernelpin.integrity import git_blob_sha1
 from testkit.fake_kernel import VARIANTS, publish
-from testkit.faulty_hub import HostileHub, Lies
+from tests.kernelpin.faulty_hub import HostileHub, Lies
 from tests.kernelpin.helpers import snapshot_dir
 
 

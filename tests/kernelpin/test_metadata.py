@@ -114,7 +114,7 @@ def test_lock_and_sync_read_older_and_foreign_metadata(new_repo, project, cli, f
 def test_kernelpin_needs_none_of_the_kernels_packages_to_run():
     """kernels-data and kernel-abi-check are used by tests (and the ABI gate when a release has libraries);
     kernelpin itself, load path and CLI, imports neither them nor `kernels`."""
-    _, loaded = fresh_interpreter("import kernelpin, kernelpin.runtime, kernelpin.cli, kernelpin.publish, kernelpin.metadata")
+    _, loaded = fresh_interpreter("import kernelpin, kernelpin.runtime, kernelpin.cli, kernelpin.publisher.release, kernelpin.metadata")
     assert {name.split(".")[0] for name in loaded} & {"kernels", "kernels_data", "kernel_abi_check"} == set()
 
 

@@ -1,6 +1,6 @@
 """Issue 30, point 6: a Hub that answers "too many requests" (HTTP 429, kernels issue #640; 503 with a
 Retry-After). kernelpin waits as it asks and asks again, a bounded number of times and never past the command's
-deadline (KERNELPIN_DEADLINE), and says so in one line when it gives up. Against testkit.faulty_hub.HostileHub
+deadline (KERNELPIN_DEADLINE), and says so in one line when it gives up. Against tests.kernelpin.faulty_hub.HostileHub
 in front of the suite's real Hub."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import pytest
 
 from kernelpin.limits import LimitExceeded
 from kernelpin.throttle import MAX_RETRIES, retry_after_seconds, wait_before_retry
-from testkit.faulty_hub import HostileHub, Lies
+from tests.kernelpin.faulty_hub import HostileHub, Lies
 from testkit.fake_kernel import CPU_213, publish
-from tests.kernelpin.test_hostile_hub import fresh_load, one_line_error
+from tests.kernelpin.test_hub_answers import fresh_load, one_line_error
 
 
 @pytest.fixture(scope="module")

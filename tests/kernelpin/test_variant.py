@@ -1,6 +1,6 @@
 """Variant choice: pure functions over variant names, GPU archs and an Environment.
 
-The choice is `kernels` 0.17.2's (test_variant_differential.py compares the two over a grid); these tests pin
+The choice is `kernels` 0.17.2's (test_variant_vs_kernels.py compares the two over a grid); these tests pin
 the rules one by one, including the edge cases a mutation of the rules would otherwise leave alive.
 """
 
@@ -225,7 +225,7 @@ EVERY_BACKEND = {
     ],
     ids=["rocm", "xpu", "metal", "metal-macos15", "npu", "windows", "tvm-ffi", "free-threaded", "cuda", "cpu"],
 )
-def test_every_backend(environment, chosen):
+def test_backends(environment, chosen):
     assert select(EVERY_BACKEND, environment).chosen == chosen
 
 

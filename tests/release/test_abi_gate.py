@@ -1,4 +1,4 @@
-"""The ABI gate (kernelpin.abi_gate, HF's kernel-abi-check): shared libraries must meet manylinux_2_28 and abi3.
+"""The ABI gate (kernelpin.publisher.abi_gate, HF's kernel-abi-check): shared libraries must meet manylinux_2_28 and abi3.
 
 Real libraries, compiled here in a second: a C++ function that copies a std::shared_ptr, which is where
 libstdc++ reads glibc's `__libc_single_threaded` (GLIBC_2.32) when the glibc headers have
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelpin.abi_gate import AbiError, gate, needed_libraries
+from kernelpin.publisher.abi_gate import AbiError, gate, needed_libraries
 from testkit.fake_kernel import write_variant
 from testkit.releasing import BUILT_VERSIONS, ROOT, run
 from tools.build.config import BuildConfig
@@ -133,9 +133,9 @@ def test_stage_and_publish_run_the_gate(libraries, tmp_path):
 
 def test_gate_command_line(libraries, tmp_path):
     good, bad = variant_with(tmp_path, libraries["floor"]), variant_with(tmp_path, libraries["plain"], "2.0.0")
-    passed = run([sys.executable, "-m", "kernelpin.abi_gate", str(good)], cwd=ROOT)
+    passed = run([sys.executable, "-m", "kernelpin.publisher.abi_gate", str(good)], cwd=ROOT)
     assert "ABI gate passed: 1 shared library meets manylinux_2_28" in passed.stdout
-    refused = run([sys.executable, "-m", "kernelpin.abi_gate", str(good), str(bad)], cwd=ROOT, check=False)
+    refused = run([sys.executable, "-m", "kernelpin.publisher.abi_gate", str(good), str(bad)], cwd=ROOT, check=False)
     assert refused.returncode == 1 and "1 ABI violation(s)" in refused.stderr
 
 

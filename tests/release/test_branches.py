@@ -1,7 +1,7 @@
 """The major-version branch `v<major>`: what `kernels.get_kernel(repo, version=<major>)` loads.
 
 Publishing tags `vX.Y.Z` and moves `v<major>` to the same commit, never backwards and never to a prerelease.
-The rule is one pure function (kernelpin.publish.plan_major_branch); `kernelpin publish` applies it through
+The rule is one pure function (kernelpin.publisher.release.plan_major_branch); `kernelpin publish` applies it through
 the Hub API, and the test release helper (testkit.releasing.release_into_mirror) through git, which is how
 releases reach the read-only test Hub, where the branches are then read back through the Hub API.
 """
@@ -14,7 +14,7 @@ import pytest
 from huggingface_hub import HfApi
 from huggingface_hub.utils import filter_repo_objects
 
-from kernelpin.publish import BranchPlan, check_release, plan_major_branch, publish, upload_patterns
+from kernelpin.publisher.release import BranchPlan, check_release, plan_major_branch, publish, upload_patterns
 from kernelpin.ranges import Version
 from testkit.fake_kernel import write_variant
 from testkit.hub import HubServer

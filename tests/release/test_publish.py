@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kernelpin.metadata import compat_package
-from kernelpin.publish import PublishError, check_release
+from kernelpin.publisher.release import PublishError, check_release
 from testkit.hub import HubServer
 from testkit.fake_kernel import write_variant
 from testkit.releasing import ROOT, hub_env, release_into_mirror, run, stage

@@ -38,7 +38,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from kernelpin import metadata as variant_metadata
-from kernelpin.integrity import sha256_file, staged_directory
+from kernelpin.atomic import staged_directory
+from kernelpin.integrity import sha256_file
 from kernelpin.layout import METADATA
 from kernelpin.ranges import Version
 from kernelpin.variant import Variant  # names the build; kernelpin is pure Python

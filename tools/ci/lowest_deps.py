@@ -30,7 +30,7 @@ TEST_TOOLS = ("torch", "numpy", "hypothesis", "pytest-xdist")
 # outdated, the Hub's faults; tomlkit: add/remove; rich: the CLI's output; filelock: lock and sync), not the
 # whole directory: kernelpin's pure core (ranges, variants, metadata) imports none of them, and CI time counts.
 SUITE = [f"tests/kernelpin/{name}" for name in ("test_cli.py", "test_lock.py", "test_sync.py", "test_end_to_end.py",
-                                                "test_repo_types.py", "test_faults.py")]
+                                                "test_repo_types.py", "test_sync_faults.py")]
 
 
 def declared_floors(pyproject: Path = ROOT / "pyproject.toml") -> dict[str, str]:

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernelpin.integrity import write_atomic
+from kernelpin.atomic import write_atomic
 from kernelpin.variant import CPU, STABLE_ABI, Variant, cuda
 from tools.build.config import BuildConfig
 from tools.conda.build import REPO_ROOT, variant_config, cuda_version_of, render_variants
@@ -37,7 +37,7 @@ MANIFEST = REPO_ROOT / "pixi.toml"
 PIXI_VERSION = "v0.77.0"
 # The ABI gate of the release (glibc floor, abi3): tools/release/abi_gate.py checks every package in the channel.
 # The stable variant directories lie in stable/<variant>/ (as built, as downloaded); the gate applies
-# kernel-abi-check's stable-ABI rule to them (kernelpin/abi_gate.py: no libtorch C++ symbol, no newer shim).
+# kernel-abi-check's stable-ABI rule to them (kernelpin/publisher/abi_gate.py: no libtorch C++ symbol, no newer shim).
 STABLE_DIR = "stable"
 ABI_GATE = f"pixi run -e cpu python -m tools.release.abi_gate output {STABLE_DIR}"
 

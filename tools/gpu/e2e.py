@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kernelpin.abi_gate import gate
+from kernelpin.publisher.abi_gate import gate
 from testkit.hub import HubServer
 from testkit.releasing import (
     REPO_ID,

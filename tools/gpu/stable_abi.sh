@@ -30,7 +30,7 @@ step build-stable 240 $PY -m tools.build.op --abi stable --cuda on --out build/g
 step build-exact 240 $PY -m tools.build.op --cuda on --out build/gpu-exact/img2gray --build-dir build/obj-exact &
 wait
 STABLE=$PWD/build/gpu-stable/img2gray
-step gate 60 env PYTHONPATH=$SITE:$PWD $PY -m kernelpin.abi_gate "$STABLE"
+step gate 60 env PYTHONPATH=$SITE:$PWD $PY -m kernelpin.publisher.abi_gate "$STABLE"
 export IMG2GRAY_OP_BUILD=$STABLE IMG2GRAY_OP_ABI=stable
 step tests 240 $PY -m pytest -q -p no:cacheprovider tests/op &
 step memcheck 240 compute-sanitizer --tool memcheck --error-exitcode 9 --print-limit 20 \

@@ -1,6 +1,6 @@
 """The ABI gate over what the build made: conda packages (a channel such as output/), variant directories or
 staged release layouts. Every shared library must meet the Hub's kernel rules (manylinux_2_28, abi3 for
-Python >= 3.9), checked by kernelpin.abi_gate with HF's kernel-abi-check; CI runs it before releasing.
+Python >= 3.9), checked by kernelpin.publisher.abi_gate with HF's kernel-abi-check; CI runs it before releasing.
 
     python -m tools.release.abi_gate output              # every .conda package below output/
     python -m tools.release.abi_gate build/release       # a staged release, or a variant dir from tools/build/op.py
@@ -10,13 +10,13 @@ Exit 0 when everything passes; 1 with each violation (library, symbol, the versi
 
 from __future__ import annotations
 
-import argparse
 import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from kernelpin.abi_gate import AbiError, Violation, check_library, passed_message, refusal, shared_libraries
+from kernelpin.publisher import abi_gate
+from kernelpin.publisher.abi_gate import AbiError, Violation, check_library, refusal, shared_libraries
 from kernelpin.errors import KernelpinError
 from tools.release.stage import CONDA_SUFFIX, conda_packages, extract_variant
 
@@ -42,23 +42,19 @@ def check_sources(sources: Sequence[Path], workdir: Path) -> tuple[int, list[Vio
     return checked, violations
 
 
+def check(sources: Sequence[Path]) -> int:
+    """How many libraries of the sources passed; AbiError listing every violation, or when there is none to check."""
+    with tempfile.TemporaryDirectory(prefix="abi-gate-") as work:
+        checked, violations = check_sources(sources, Path(work))
+    if violations:
+        raise refusal(violations)
+    if not checked:
+        raise AbiError(f"no shared library found in {', '.join(map(str, sources))}: nothing was built?")
+    return checked
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.release.abi_gate", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("sources", nargs="+", type=Path, metavar="SOURCE")
-    args = parser.parse_args(argv)
-    try:
-        with tempfile.TemporaryDirectory(prefix="abi-gate-") as work:
-            checked, violations = check_sources(args.sources, Path(work))
-        if violations:
-            raise refusal(violations)
-        if not checked:
-            raise AbiError(f"no shared library found in {', '.join(map(str, args.sources))}: nothing was built?")
-    except KernelpinError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    print(passed_message(checked))
-    return 0
+    return abi_gate.main(argv, prog="python -m tools.release.abi_gate", description=__doc__, check=check)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Write kernelpin/stable_abi_shims.json: the C shims of PyTorch's stable ABI, by the torch release that added them.
+"""Write kernelpin/publisher/stable_abi_shims.json: the C shims of PyTorch's stable ABI, by the torch release that added them.
 
     python -m tools.release.stable_abi_shims 2.11=/venv211/.../torch/include 2.12=... [2.13=...] ...
 
@@ -15,7 +15,7 @@ import re
 import sys
 from pathlib import Path
 
-OUT = Path(__file__).resolve().parents[2] / "kernelpin" / "stable_abi_shims.json"
+OUT = Path(__file__).resolve().parents[2] / "kernelpin" / "publisher" / "stable_abi_shims.json"
 HEADERS = ("torch/csrc/inductor/aoti_torch/c/shim.h", "torch/csrc/stable/c/shim.h")
 DECLARATION = re.compile(r"AOTI_TORCH_EXPORT\s+[\w\s\*]*?\b(\w+)\s*\(")
 

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from kernelpin.errors import KernelpinError
-from kernelpin.integrity import staged_directory
+from kernelpin.atomic import staged_directory
 from kernelpin.layout import BUILD_DIR, METADATA
-from kernelpin.publish import PublishError, Release, check_release, read_variant, release_version
+from kernelpin.publisher.release import PublishError, Release, check_release, read_variant, release_version
 from kernelpin.spec import check_repo_id
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,6 +1,6 @@
 """The ABI gate: every shared library of a release must meet the Hub's kernel ABI rules.
 
-    python -m kernelpin.abi_gate DIR...        exit 0 when every ELF file below DIR passes, 1 otherwise
+    python -m kernelpin.publisher.abi_gate DIR...        exit 0 when every ELF file below DIR passes, 1 otherwise
 
 The rules are the ones kernel-builder enforces and `kernels` users rely on: glibc (and libstdc++) symbol
 versions allowed by manylinux_2_28, and only Python's stable ABI (abi3) as of Python 3.9. The check is
@@ -19,7 +19,7 @@ import json
 import re
 import struct
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -241,20 +241,26 @@ def passed_message(count: int) -> str:
     return f"ABI gate passed: {libraries} {MANYLINUX} and abi3 (Python >= {PYTHON_ABI})"
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, prog: str = "python -m kernelpin.publisher.abi_gate",
+         description: str | None = __doc__, check: Callable[[Sequence[Path]], int] | None = None) -> int:
+    """The ABI gate's one command line: 0 and the passed message, or 1 and every violation. `check` maps the paths
+    given to the number of libraries that passed, raising KernelpinError (default: `gate`, missing paths exit 2);
+    tools/release/abi_gate.py passes one that unpacks conda packages first."""
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m kernelpin.abi_gate", description=__doc__,
+    parser = argparse.ArgumentParser(prog=prog, description=description,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("paths", nargs="+", type=Path, metavar="DIR", help="release layouts, variant dirs or libraries")
     args = parser.parse_args(argv)
-    missing = [str(p) for p in args.paths if not p.exists()]
-    if missing:
-        print(f"error: no such file or directory: {', '.join(missing)}", file=sys.stderr)
-        return 2
+    if check is None:
+        missing = [str(p) for p in args.paths if not p.exists()]
+        if missing:
+            print(f"error: no such file or directory: {', '.join(missing)}", file=sys.stderr)
+            return 2
+        check = gate
     try:
-        passed = gate(args.paths)
-    except AbiError as error:
+        passed = check(args.paths)
+    except KernelpinError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     print(passed_message(passed))

@@ -10,13 +10,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kernelpin.errors import NoVariantError
 from kernelpin.layout import BUILD_DIR
 from kernelpin.lockfile import Lock, LockedFile, LockedKernel, LockedVariant
 from kernelpin.parallel import run_all
 from kernelpin.source import HubSource
 from kernelpin.store import Store
-from kernelpin.variant import Environment, select
+from kernelpin.variant import Environment, choose_variant
 
 
 @dataclass
@@ -29,18 +28,6 @@ class SyncedVariant:
     reused: list[str] = field(default_factory=list)
     repaired: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)  # unlisted entries deleted from the variant directory
-
-
-def choose_variant(kernel: LockedKernel, env: Environment) -> str:
-    """The locked variant for `env`; when none fits, the error lists every variant and why it was rejected."""
-    selection = select({v.name: v.archs for v in kernel.variants}, env)
-    if selection.chosen is None:
-        raise NoVariantError(
-            f"{kernel.label}: no build variant fits this environment ({env.describe()}). "
-            f"Variants at {kernel.commit[:12]}:\n{selection.explain()}\n"
-            "Pick a kernel version built for this torch/CUDA, or change torch."
-        )
-    return selection.chosen
 
 
 class Installer:
@@ -60,18 +47,17 @@ class Installer:
     def linked_directory(self, kernel: LockedKernel, variant_name: str) -> Path | None:
         return self.store.linked_directory(kernel, variant_name)
 
-    def install(self, kernel: LockedKernel, variant_name: str, repair: bool) -> SyncedVariant:
-        """Make every file of one variant present and verified (see Store.ensure_variant); with `repair`, also
-        remove the entries of the variant directory that the lock does not list."""
-        installed = self.store.ensure_variant(kernel, variant_name, repair)
+    def install(self, kernel: LockedKernel, variant_name: str) -> SyncedVariant:
+        """Make every file of one variant present and verified, repairing what changed (see
+        Store.ensure_variant), and remove the entries of the variant directory that the lock does not list."""
+        installed = self.store.ensure_variant(kernel, variant_name, repair=True)
         result = SyncedVariant(kernel.repo_id, kernel.label, variant_name, installed.directory,
                                installed.downloaded, installed.reused, installed.repaired)
         variant = kernel.variant(variant_name)
         assert variant is not None  # ensure_variant refused it otherwise
-        if repair:
-            for extra in unlisted_entries(result.directory, variant):
-                _remove_entry(result.directory / extra)
-                result.removed.append(f"{BUILD_DIR}/{variant_name}/{extra}")
+        for extra in unlisted_entries(result.directory, variant):
+            _remove_entry(result.directory / extra)
+            result.removed.append(f"{BUILD_DIR}/{variant_name}/{extra}")
         return result
 
     def record_major_ref(self, kernel: LockedKernel) -> None:
@@ -112,32 +98,44 @@ def _remove_entry(path: Path) -> None:
         path.unlink(missing_ok=True)
 
 
-def sync(
-    lock: Lock,
-    installer: Installer,
-    env: Environment | None,
-    all_variants: bool = False,
-    repair: bool = True,
-    only: Callable[[str], bool] = lambda repo_id: True,
-) -> list[SyncedVariant]:
+def sync(lock: Lock, installer: Installer, env: Environment | None, all_variants: bool = False) -> list[SyncedVariant]:
     """Install the variant each locked kernel needs in `env` (or every variant with `all_variants`): every
     variant is chosen first (a kernel without one for `env` fails the command before any download), then the
     kernels are installed in parallel (KERNELPIN_DOWNLOADS at once, each repository by one thread)."""
-    plan: list[tuple[LockedKernel, list[str]]] = []
-    for kernel in lock.kernels:
-        if not only(kernel.repo_id):
-            continue
-        if all_variants:
-            plan.append((kernel, [v.name for v in kernel.variants]))
-        else:
-            assert env is not None, "an environment is needed to choose variants"
-            plan.append((kernel, [choose_variant(kernel, env)]))
+    chosen = [(kernel, _variant_names(kernel, env, all_variants)) for kernel in lock.kernels]
 
     def install(step: tuple[LockedKernel, list[str]]) -> list[SyncedVariant]:
         kernel, names = step
-        done = [installer.install(kernel, name, repair) for name in names]
+        done = [installer.install(kernel, name) for name in names]
         installer.record_major_ref(kernel)
         return done
 
-    return [synced for done in run_all(install, plan, installer.store.source.settings.limits.downloads)
+    return [synced for done in run_all(install, chosen, installer.store.source.settings.limits.downloads)
             for synced in done]
+
+
+@dataclass(frozen=True)
+class PlannedVariant:
+    repo: str
+    variant: str
+    missing: list[str]  # locked files not yet present and verified
+    directory: Path
+
+
+def plan(lock: Lock, installer: Installer, env: Environment | None, all_variants: bool = False) -> list[PlannedVariant]:
+    """What `sync` would install: per kernel the chosen variant(s) and the files not yet present and verified."""
+    rows = []
+    for kernel in lock.kernels:
+        for name in _variant_names(kernel, env, all_variants):
+            variant = kernel.variant(name)
+            assert variant is not None
+            missing = [f.path for f in variant.files if installer.present(kernel, name, f) is None]
+            rows.append(PlannedVariant(kernel.repo_id, name, missing, installer.variant_directory(kernel, name)))
+    return rows
+
+
+def _variant_names(kernel: LockedKernel, env: Environment | None, all_variants: bool) -> list[str]:
+    if all_variants:
+        return [v.name for v in kernel.variants]
+    assert env is not None, "an environment is needed to choose variants"
+    return [choose_variant(kernel, env)]

@@ -6,7 +6,7 @@ Generic for any kernel laid out as the `kernels` ecosystem expects:
     <dir>/build/<variant>/metadata.json        (name, version, backend, digest{sha256 of every other file})
     <dir>/build/<variant>/<files of the variant>
 
-Checking is pure (no network; shared libraries pass the ABI gate, kernelpin.abi_gate); `publish` speaks to
+Checking is pure (no network; shared libraries pass the ABI gate, kernelpin.publisher.abi_gate); `publish` speaks to
 the Hub through huggingface_hub only. A release tag is never moved: publishing a version whose tag exists is
 refused before anything is uploaded. The branch `v<major>` follows the newest release of its major version
 (`kernels.get_kernel(repo, version=<major>)` loads it) and never moves back.
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kernelpin import abi_gate
+from kernelpin.publisher import abi_gate
 from kernelpin.errors import KernelpinError
 from kernelpin.integrity import check_repo_path, sha256_file
 from kernelpin.layout import BUILD_DIR, METADATA

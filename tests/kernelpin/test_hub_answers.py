@@ -2,7 +2,7 @@
 `lock`, `sync`, `load` and `outdated` refuse what a Hub cannot mean, stop at the command's deadline and at
 their limits, with a one-line error naming the problem, and write nothing outside the cache or target.
 
-Every server here is testkit.faulty_hub.HostileHub in front of the suite's real Hub: it lies where told to
+Every server here is tests.kernelpin.faulty_hub.HostileHub in front of the suite's real Hub: it lies where told to
 and forwards the rest. Deadlines are short (KERNELPIN_DEADLINE) so that the suite stays fast."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from kernelpin.listing import files_of, parse_refs, parse_tree_page
 from kernelpin.runtime import module_name
 from kernelpin.layout import PARTIAL
 from testkit.fake_kernel import CPU_213, publish
-from testkit.faulty_hub import HostileHub, Lies
+from tests.kernelpin.faulty_hub import HostileHub, Lies
 from tests.kernelpin.helpers import AS_NOBODY, REPO_ROOT, require_nobody, snapshot_dir
 
 OURS = {"hf-cache", "hf-home", "state", "app", "vendor"}  # what kernelpin and the test may write below tmp_path

@@ -2,10 +2,10 @@
 
 The judge is kernels' code, imported, never a copy of its rules: `kernels.variants._resolve_variant_for_system`
 (the choice by name, given a machine's facts) and `kernels.archs._check_arch_incompatibility` (its check of the
-chosen build's archs against the GPU, fed a simulated torch). tests/kernelpin/test_variant_differential.py runs
+chosen build's archs against the GPU, fed a simulated torch). tests/kernelpin/test_variant_vs_kernels.py runs
 it in CI; the bigger run of the issue (many random repositories with random archs on every machine) is
 
-    python -m testkit.variant_judge [--repos 1510] [--seed 21]
+    python -m tests.kernelpin.variant_judge [--repos 1510] [--seed 21]
 
 which prints the cases compared and every disagreement (none expected: the one documented deviation, TIES,
 is applied to the judge's input, see `tie_order`).

@@ -17,7 +17,7 @@ from kernelpin.errors import IntegrityError, KernelpinError
 from kernelpin.runtime import module_name
 from kernelpin.source import HubSettings, HubSource
 from kernelpin.layout import PARTIAL
-from kernelpin.sync import Installer, sync
+from kernelpin.install import Installer, sync
 from kernelpin.variant import Environment
 from testkit.hub import HubServer
 from tests.kernelpin.helpers import REPO_ROOT, fresh_interpreter, snapshot_files

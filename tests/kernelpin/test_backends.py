@@ -84,7 +84,7 @@ def every_kind(hub) -> tuple[str, str]:
 
 def tie_order(variant) -> tuple[bool, str]:
     """kernels keeps its listing's order where its sort keys tie (a tvm-ffi and a Python-only build); kernelpin
-    puts tvm-ffi first (test_variant_differential.py, DEVIATIONS): list them to kernels in that order."""
+    puts tvm-ffi first (test_variant_vs_kernels.py, DEVIATIONS): list them to kernels in that order."""
     return isinstance(variant, variants.NoarchVariant), variant.variant_str
 
 

@@ -188,3 +188,13 @@ def test_plain_tables_have_no_trailing_blanks(img2gray, project, cli):
     status, out, _ = cli("outdated")
     assert status == 0 and out.splitlines()[1].split() == ["acme/img2gray", "^0.1", "0.1.1", "0.1.1", "0.2.0"]
     assert all(line == line.rstrip() for line in out.splitlines())
+
+
+def test_cache_outside_a_project_shows_the_hub_cache_and_refuses_to_prune(cli, hf_env, tmp_path, monkeypatch):
+    """`kernelpin cache` reads the Hub cache, not the project: anywhere it says what is cached; pruning, which
+    keeps what a lock names, needs the project."""
+    monkeypatch.chdir(tmp_path)
+    status, out, err = cli("cache")
+    assert status == 0 and out == f"no kernels cached in {hf_env}\n", err
+    status, _, err = cli("cache", "prune")
+    assert status == 1 and "pyproject.toml" in err

@@ -1,8 +1,8 @@
 """kernelpin's variant choice against HF `kernels` 0.17.2's own resolver, over a grid of machines x variant names.
 
-The judge (testkit/variant_judge.py) is kernels' code, imported, never a copy of its rules. kernelpin must agree
+The judge (tests/kernelpin/variant_judge.py) is kernels' code, imported, never a copy of its rules. kernelpin must agree
 everywhere but where a documented deviation (variant_judge.DEVIATIONS, docs/kernelpin.md "Which variant") says
-otherwise. `python -m testkit.variant_judge` runs the bigger grid of the issue.
+otherwise. `python -m tests.kernelpin.variant_judge` runs the bigger grid of the issue.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from kernels import variants  # noqa: E402
 
 from kernelpin import environment  # noqa: E402
 from kernelpin.variant import NOARCH, TVM_FFI, Variant, select  # noqa: E402
-from testkit.variant_judge import (  # noqa: E402
+from tests.kernelpin.variant_judge import (  # noqa: E402
     DEVIATIONS, NAMES, gpu_machines, kernels_accepted, kernels_choice, kernelpin_order, machines, parses,
     random_repository, tie_order,
 )

@@ -24,7 +24,7 @@ from kernelpin.runtime import module_name
 from kernelpin.listing import remote_file
 from kernelpin.store import Store
 from testkit.fake_kernel import CPU_213, kernel_files, publish, variant_files
-from testkit.faulty_hub import SilentServer, StatusServer
+from tests.kernelpin.faulty_hub import SilentServer, StatusServer
 from tests.kernelpin.helpers import AS_NOBODY, REPO_ROOT, require_nobody, snapshot_dir, snapshot_files
 
 

@@ -1,0 +1,194 @@
+"""Locking: resolve pyproject.toml's [tool.kernels.dependencies] into kernelpin.lock (`kernelpin.lock`), check
+that the lock is fresh (`check_lock`), and the edits that re-lock (`add`, `remove`).
+
+Every function takes the project and the Hub source explicitly, returns what it did as data and raises
+KernelpinError; what to print is the caller's (the CLI's) business. `note` receives detail (-v), `warn`
+problems that do not stop the command.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+
+from kernelpin import kernels_lock, lockfile
+from kernelpin.atomic import write_atomic
+from kernelpin.errors import KernelpinError
+from kernelpin.project import NewEntry, Project, entry_to_add, read_requirements, remove_requirement, set_requirement
+from kernelpin.ranges import Version
+from kernelpin.resolve import resolve, tag_versions
+from kernelpin.source import HubSource
+
+Report = Callable[[str], None]
+
+
+def _ignore(message: str) -> None:
+    pass
+
+
+@dataclass(frozen=True)
+class Locked:
+    """The lock as resolved, and each change against the previous one (`lockfile.changes`'s lines; a line
+    starting with "!" is a release tag that now names another commit)."""
+
+    lock: lockfile.Lock
+    changes: list[str]
+
+
+@dataclass(frozen=True)
+class Added(Locked):
+    entries: dict[str, NewEntry]  # repo id -> what was written to pyproject.toml
+
+
+@dataclass(frozen=True)
+class Removed(Locked):
+    repo_ids: list[str]
+
+
+def check_lock(project: Project) -> list[str]:
+    """Why kernelpin.lock (and a kept kernels.lock) is stale against pyproject.toml; empty when it is fresh.
+    Reads only local files."""
+    locked = lockfile.read(project.lockfile)
+    reasons = lockfile.staleness(read_requirements(project), locked)
+    if locked is not None and not reasons:
+        reasons += filter(None, [kernels_lock.out_of_step(project.root / kernels_lock.KERNELS_LOCK, locked)])
+    return reasons
+
+
+def lock(project: Project, source: HubSource, *, upgrade: Collection[str] = (), upgrade_all: bool = False,
+         dry_run: bool = False, note: Report = _ignore, warn: Report = _ignore) -> Locked:
+    """Resolve every requirement and write kernelpin.lock (not with `dry_run`). A requirement the lock already
+    satisfies keeps its locked version unless `upgrade_all`, or `upgrade` names it."""
+    if source.settings.offline and not project.lockfile.exists() and read_requirements(project):
+        raise KernelpinError(f"offline, and {project.lockfile.name} "
+                             "does not exist yet: the first lock resolves against the Hub, so run `kernelpin lock` "
+                             "once with network access (without --offline and HF_HUB_OFFLINE) and commit the lock")
+    with project.edit_lock():
+        return _relock(project, source, set(upgrade), upgrade_all, dry_run, note, warn)
+
+
+def lock_for_sync(project: Project, source: HubSource, *, locked: bool = False, frozen: bool = False,
+                  note: Report = _ignore, warn: Report = _ignore) -> Locked:
+    """The lock `sync` installs: as it is with `frozen`; re-locked when stale, unless `locked` forbids it."""
+    existing = lockfile.read(project.lockfile)
+    if frozen:
+        if existing is None:
+            raise KernelpinError(f"--frozen needs {project.lockfile}; run `kernelpin lock` first (with network "
+                                 "access: it resolves against the Hub)")
+        return Locked(existing, [])
+    reasons = lockfile.staleness(read_requirements(project), existing)
+    if not reasons:
+        return Locked(existing or lockfile.Lock(), [])  # no lock and nothing required: nothing to sync
+    if locked:
+        raise KernelpinError(
+            f"{project.lockfile.name} is stale and --locked forbids updating it:\n  "
+            + "\n  ".join(reasons) + "\nRun `kernelpin lock` and commit the result."
+        )
+    with project.edit_lock():
+        return _relock(project, source, set(), False, False, note, warn)
+
+
+def add(project: Project, source: HubSource, requirements: Mapping[str, str | None], *, dry_run: bool = False,
+        note: Report = _ignore, warn: Report = _ignore) -> Added:
+    """Add each repository (repo id -> a version range, or None for the newest release's line) to
+    [tool.kernels.dependencies] and re-lock. With `dry_run`, or when locking fails, pyproject.toml is put
+    back byte for byte and the lock is not written."""
+    entries = {repo_id: _entry_to_add(project, source, repo_id, range_text)
+               for repo_id, range_text in requirements.items()}
+
+    def edit(project: Project) -> None:
+        for repo_id, entry in entries.items():
+            set_requirement(project, repo_id, entry.value)
+
+    done = _edit_and_relock(project, source, edit, dry_run, note, warn)
+    return Added(done.lock, done.changes, entries)
+
+
+def remove(project: Project, source: HubSource, repo_ids: Collection[str], *, note: Report = _ignore,
+           warn: Report = _ignore) -> Removed:
+    """Remove each repository from [tool.kernels.dependencies] and re-lock (pyproject.toml is put back when
+    locking fails)."""
+
+    def edit(project: Project) -> None:
+        for repo_id in repo_ids:
+            remove_requirement(project, repo_id)
+
+    done = _edit_and_relock(project, source, edit, False, note, warn)
+    return Removed(done.lock, done.changes, list(repo_ids))
+
+
+def _entry_to_add(project: Project, source: HubSource, repo_id: str, range_text: str | None) -> NewEntry:
+    """What `add` writes (project.entry_to_add) from the repository's tags and branches; offline, from what the lock
+    already holds for it (its version, and its branch when it is locked as `= N`), since the Hub cannot be asked."""
+    if not source.settings.offline:
+        refs = source.refs(repo_id, None)
+        versions, _ = tag_versions(refs.tags)
+        return entry_to_add(repo_id, range_text, list(versions), set(refs.branches))
+    locked = lockfile.read(project.lockfile)
+    kernel = locked.kernel(repo_id) if locked else None
+    if kernel is None or (kernel.version is None and range_text is None):
+        raise KernelpinError(f"{repo_id}: offline, its versions cannot be looked up and {project.lockfile.name} "
+                             f"does not lock a version of it; go online to add it")
+    branch = (kernel.ref or "").removeprefix("refs/heads/") if (kernel.ref or "").startswith("refs/heads/") else None
+    versions = [Version.parse(kernel.version)] if kernel.version else []
+    return entry_to_add(repo_id, range_text, versions, {branch} if branch else set())
+
+
+def _edit_and_relock(project: Project, source: HubSource, edit: Callable[[Project], None], dry_run: bool,
+                     note: Report, warn: Report) -> Locked:
+    """Change pyproject.toml with `edit`, then re-lock. When locking fails, pyproject.toml is put back
+    byte for byte (as `uv add` does): a requirement that cannot be locked is never left behind. With
+    `dry_run` it is put back in any case and the lock is not written."""
+    with project.edit_lock():
+        with open(project.pyproject, encoding="utf-8", newline="") as stream:
+            original = stream.read()
+        edit(project)
+        try:
+            result = _relock(project, source, set(), False, dry_run, note, warn)
+        except BaseException:
+            write_atomic(project.pyproject, original)
+            raise
+        if dry_run:
+            write_atomic(project.pyproject, original)
+        return result
+
+
+def _relock(project: Project, source: HubSource, upgrade: set[str], upgrade_all: bool, dry_run: bool,
+            note: Report, warn: Report) -> Locked:
+    """Resolve and (unless dry_run) write the lock; the caller holds the project's edit lock."""
+    requirements = read_requirements(project)
+    path = project.lockfile
+    if path.is_symlink() and not path.exists():
+        raise KernelpinError(
+            f"{path} is a symbolic link to {os.path.realpath(path)}, which does not exist; refusing to "
+            "create a file there: remove the link (or point it at a lock) and re-run"
+        )
+    try:
+        previous = lockfile.read(path)
+    except KernelpinError as error:
+        if path.is_symlink():
+            # A link is kept as a link (a lock shared between checkouts); what it points at is not a lock,
+            # so it is someone else's file: never overwrite it.
+            raise KernelpinError(
+                f"{path} is a symbolic link to {os.path.realpath(path)}, which is not a kernelpin lock "
+                f"({error}); refusing to overwrite it: remove the link (or point it at a lock) and re-run"
+            ) from None
+        # A damaged or hand-edited lock: its error says "run `kernelpin lock`", so that has to work.
+        warn(f"{error}; it is regenerated from pyproject.toml")
+        previous = None
+    dependencies = {k.repo_id for k in previous.kernels if k.required_by} if previous else set()
+    unknown = upgrade - {r.repo_id for r in requirements} - dependencies
+    if unknown:
+        raise KernelpinError(
+            f"--upgrade-package {', '.join(sorted(unknown))}: not in [tool.kernels.dependencies] "
+            f"(present: {', '.join(r.repo_id for r in requirements) or 'none'})"
+        )
+    new = resolve(source, requirements, previous, upgrade=lambda repo_id: upgrade_all or repo_id in upgrade, note=note)
+    changed = lockfile.changes(previous, new)
+    if previous is not None and previous.schema != lockfile.SCHEMA_VERSION:
+        changed.append(f"~ {path.name}: schema version {previous.schema} -> {lockfile.SCHEMA_VERSION}")
+    if not dry_run and (previous is None or changed):
+        lockfile.write(path, new)
+    changed += kernels_lock.keep(project.root / kernels_lock.KERNELS_LOCK, new, dry_run)
+    return Locked(new, changed)

@@ -1,0 +1,50 @@
+"""`kernelpin sync` for a project: take its lock (re-locked first when stale, unless `locked` or `frozen` says
+otherwise; kernelpin.locking.lock_for_sync) and install it (kernelpin.install); `sync_plan` says what a sync
+would install (--dry-run)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kernelpin import install
+from kernelpin.install import Installer, PlannedVariant, SyncedVariant
+from kernelpin.locking import Locked, Report, lock_for_sync
+from kernelpin.project import Project
+from kernelpin.source import HubSource
+from kernelpin.variant import Environment
+
+
+def _ignore(message: str) -> None:
+    pass
+
+
+@dataclass(frozen=True)
+class Synced:
+    lock: Locked  # what was installed; its changes are non-empty when a stale lock was re-locked
+    variants: list[SyncedVariant]
+
+
+@dataclass(frozen=True)
+class SyncPlan:
+    lock: Locked
+    variants: list[PlannedVariant]
+
+
+def sync(project: Project, source: HubSource, env: Environment | None, *, all_variants: bool = False,
+         target: Path | None = None, locked: bool = False, frozen: bool = False,
+         progress: Callable[..., Any] | None = None, note: Report = _ignore, warn: Report = _ignore) -> Synced:
+    """Install the locked variant that fits `env` (every locked variant with `all_variants`, `env` None) into
+    the Hub cache or `target`, verify every byte, repair what changed and remove what the lock does not list."""
+    fresh = lock_for_sync(project, source, locked=locked, frozen=frozen, note=note, warn=warn)
+    return Synced(fresh, install.sync(fresh.lock, Installer(source, target, progress), env, all_variants))
+
+
+def sync_plan(project: Project, source: HubSource, env: Environment | None, *, all_variants: bool = False,
+              target: Path | None = None, locked: bool = False, frozen: bool = False, note: Report = _ignore,
+              warn: Report = _ignore) -> SyncPlan:
+    """What `sync` would install, downloading nothing (a stale lock is still re-locked, as `sync` would)."""
+    fresh = lock_for_sync(project, source, locked=locked, frozen=frozen, note=note, warn=warn)
+    return SyncPlan(fresh, install.plan(fresh.lock, Installer(source, target), env, all_variants))

@@ -1,0 +1,76 @@
+"""`kernelpin verify`: re-hash the installed files of every locked kernel against kernelpin.lock and classify
+each one (ok, modified, missing, unlisted, or a linked variant directory kernelpin never follows)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from kernelpin import lockfile
+from kernelpin.errors import KernelpinError
+from kernelpin.install import Installer, unlisted_entries
+from kernelpin.integrity import verify_file
+from kernelpin.project import Project
+from kernelpin.source import HubSource
+
+# What verify found for a file: "ok" (its bytes match the lock), "modified", "missing" (a locked file of an
+# installed variant), "unlisted" (in a variant directory, not in the lock), "link" (the variant directory is a
+# symbolic link: what it points to is not kernelpin's, never listed nor hashed).
+STATUSES = ("ok", "modified", "missing", "unlisted", "link")
+
+
+@dataclass(frozen=True)
+class FileStatus:
+    repo: str
+    variant: str
+    path: str  # below the variant directory; for "link", the link itself
+    status: str  # one of STATUSES
+
+
+@dataclass(frozen=True)
+class Verification:
+    locked_kernels: int
+    files: list[FileStatus]
+
+    @property
+    def problems(self) -> list[FileStatus]:
+        return [row for row in self.files if row.status != "ok"]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def verify(project: Project, source: HubSource, target: Path | None = None) -> Verification:
+    """Classify every installed file of every locked kernel (in the Hub cache, or a `sync --target` directory)."""
+    locked = lockfile.read(project.lockfile)
+    if locked is None:
+        raise KernelpinError(f"no {project.lockfile.name}; run `kernelpin lock`")
+    installer = Installer(source, target)
+    report = []
+    for kernel in locked.kernels:
+        for variant in kernel.variants:
+            linked = installer.linked_directory(kernel, variant.name)
+            if linked is not None:  # what it points to is not kernelpin's: never listed nor hashed
+                report.append(FileStatus(kernel.repo_id, variant.name, str(linked), "link"))
+                continue
+            found = {f.path: installer.present(kernel, variant.name, f) for f in variant.files}
+            # Sync installs one variant per environment: one not installed at all is no problem, a missing file
+            # of an installed one is (load would need the network for it).
+            installed = any(path is not None for path in found.values())
+            for locked_file in variant.files:
+                path = found[locked_file.path]
+                if path is None:
+                    if installed:
+                        report.append(FileStatus(kernel.repo_id, variant.name, locked_file.path, "missing"))
+                    continue
+                try:
+                    verify_file(path, locked_file.size, locked_file.sha256, locked_file.path)
+                    status = "ok"
+                except KernelpinError:
+                    status = "modified"
+                report.append(FileStatus(kernel.repo_id, variant.name, locked_file.path, status))
+            # Never imported (load runs listed, verified files only), but not what was installed either.
+            for extra in unlisted_entries(installer.variant_directory(kernel, variant.name), variant):
+                report.append(FileStatus(kernel.repo_id, variant.name, extra, "unlisted"))
+    return Verification(len(locked.kernels), report)
