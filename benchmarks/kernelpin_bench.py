@@ -9,8 +9,9 @@ v<N> branches, kernel repo type) on the same repos.
     python -m benchmarks.kernelpin_bench [--kernels 20] [--repeats 5] [--lock-only]
     python -m benchmarks.kernelpin_bench --bulk [--bulk-kernels 20] [--bulk-mb 200] [--repeats 3] [--no-record]
 
-Writes benchmarks/results/kernelpin.json and kernelpin.md (with --bulk: kernelpin-bulk.json and .md: sync of
-big kernels cold, warm and offline against `kernels download`, a warm load against `get_locked_kernel`). Times are medians; compare ratios, not absolutes.
+Writes benchmarks/results/cpu/kernelpin.json and kernelpin.md (with --bulk: kernelpin-bulk.json and .md: sync
+of big kernels cold, warm and offline against `kernels download`, a warm load against `get_locked_kernel`). Times
+are medians; compare ratios, not absolutes.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from testkit.fake_kernel import CPU_213, VARIANTS, publish
 from testkit.hub import HubServer
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-RESULTS = REPO_ROOT / "benchmarks" / "results"
+RESULTS = REPO_ROOT / "benchmarks" / "results" / "cpu"
 
 
 def median_time(run, repeats: int, before=lambda: None) -> float:

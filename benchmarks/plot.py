@@ -1,6 +1,6 @@
 """Bar charts of benchmark results: effective bandwidth as % of a same-size copy, per case and library.
 
-    python benchmarks/plot.py benchmarks/results/h200.json benchmarks/results/cpu.json
+    python benchmarks/plot.py benchmarks/results/h200/bench.json benchmarks/results/cpu/bench.json
 
 Writes `<result>.png` next to each JSON file (needs matplotlib) and prints the GPU results as the markdown table
 of benchmarks/README.md.

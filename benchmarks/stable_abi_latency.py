@@ -2,7 +2,7 @@
 
     python benchmarks/stable_abi_latency.py --exact DIR --stable DIR --device cpu|cuda [--stable-first] [--json FILE]
 
-DIR: variant directories from `tools/build/op.py --out DIR` (--abi exact / --abi stable). Both are imported
+DIR: variant directories from `tools/builder/op.py --out DIR` (--abi exact / --abi stable). Both are imported
 (under the module names img2gray_exact and img2gray_stable); the one imported first owns the public name
 `torch.ops.img2gray.img2gray` (--stable-first: the stable build). A 1x3x64x64 float32 image, per-call time from
 Python: the candidates take turns within each of 21 rounds, and each ratio is the median over rounds of that

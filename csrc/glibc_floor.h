@@ -1,4 +1,4 @@
-// Pre-included into every translation unit by tools/build/op.py (--glibc-floor 2.28, the default): keep the
+// Pre-included into every translation unit by tools/builder/op.py (--glibc-floor 2.28, the default): keep the
 // library's glibc symbol versions at or below 2.28, the manylinux_2_28 floor of Hub kernels (kernel-abi-check),
 // when it is compiled against newer glibc headers (Debian 12: 2.36, Ubuntu 24.04: 2.39). With glibc 2.28
 // headers (conda-forge's sysroot, kernel-builder) both blocks below are no-ops.

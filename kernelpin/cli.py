@@ -450,7 +450,7 @@ def cmd_publish(ctx: Context) -> int:
     if release.without_compat_package:  # HF's kernel requirements still ask for it (kernels before the flat layout)
         ctx.err.print(f"warning: no build/<variant>/<name>/ package in {', '.join(release.without_compat_package)}: "
                       "`kernels` releases older than the flat layout cannot load them (kernelpin.metadata."
-                      "compat_package gives the files; tools/build/op.py writes them)", style="yellow")
+                      "compat_package gives the files; tools/builder/op.py writes them)", style="yellow")
     if args.dry_run:
         if args.json:
             _emit_json({"repo": args.repo, "tag": release.tag, "branch": branch, "version": str(release.version),

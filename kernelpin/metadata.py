@@ -242,7 +242,7 @@ def check_kernels_format(metadata: BuildMetadata, where: str) -> None:
     if metadata.legacy:
         raise MetadataError(
             f"{where}: old metadata format (\"version\" is the SemVer string, digests are hex), which the "
-            "`kernels` package refuses to load; rebuild the variant with tools/build/op.py"
+            "`kernels` package refuses to load; rebuild the variant with tools/builder/op.py"
         )
     document = metadata.document
     missing = [key for key in _REQUIRED if key not in document]
@@ -268,7 +268,7 @@ def check_kernels_format(metadata: BuildMetadata, where: str) -> None:
     if metadata.semver is None:
         raise MetadataError(
             f"{where}: no \"{SEMVER_KEY}\": kernelpin releases are tagged with the full version "
-            f"(e.g. \"{SEMVER_KEY}\": \"{metadata.major}.1.0\"); rebuild with tools/build/op.py"
+            f"(e.g. \"{SEMVER_KEY}\": \"{metadata.major}.1.0\"); rebuild with tools/builder/op.py"
         )
 
 

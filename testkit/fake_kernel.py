@@ -1,4 +1,4 @@
-"""Fake kernels: small pure-Python kernel variants laid out and hashed as tools/build/op.py lays out the
+"""Fake kernels: small pure-Python kernel variants laid out and hashed as tools/builder/op.py lays out the
 operator (files + metadata.json written by the same kernelpin.metadata.compose), for tests that need no
 compiler.
 
@@ -100,7 +100,7 @@ def publish(repo: MirrorRepo, version: str, tag: str | None = None, annotated: b
 def write_variant(
     directory: Path, version: str, variant: str, archs: tuple[str, ...] = ARCHS, extra: dict[str, bytes] | None = None
 ) -> Path:
-    """One variant directory on disk, as tools/build/op.py would leave it (`extra`: more files, e.g. a library)."""
+    """One variant directory on disk, as tools/builder/op.py would leave it (`extra`: more files, e.g. a library)."""
     directory.mkdir(parents=True)
     for name, data in variant_files(version, variant, archs, extra=extra).items():
         (directory / name).parent.mkdir(parents=True, exist_ok=True)

@@ -2,7 +2,7 @@
 
     python -m testkit.local_hub [--port 8765] [--root DIR]      (or `./dev hub`)
 
-Builds the operator from this checkout (tools/build/op.py, into build/dev as `./dev setup` does: a second run
+Builds the operator from this checkout (tools/builder/op.py, into build/dev as `./dev setup` does: a second run
 reuses the objects), stages it as `python -m tools.release stage` stages a release, commits and tags it
 v<version> in the kernel repository acme/img2gray of a test Hub (testkit.hub: olah over local git repositories,
 the real Hub API), prints the HF_ENDPOINT to export, and serves until Ctrl-C. docs/kernelpin.md walks through
@@ -20,7 +20,7 @@ from pathlib import Path
 
 from testkit.hub import HubServer
 from testkit.releasing import REPO_ID, ROOT, release_into_mirror, stage
-from tools.build.config import BuildConfig
+from tools.builder.config import BuildConfig
 
 DEFAULT_PORT = 8765
 
@@ -30,7 +30,7 @@ def publish_checkout(hub: HubServer, root: Path, variant: Path | None = None) ->
     build of it, is given); returns the tag."""
     if variant is None:
         variant = ROOT / "build" / "dev" / "img2gray"
-        subprocess.run([sys.executable, "-m", "tools.build.op", "--out", str(variant)], cwd=ROOT, check=True,
+        subprocess.run([sys.executable, "-m", "tools.builder.op", "--out", str(variant)], cwd=ROOT, check=True,
                        stdout=subprocess.DEVNULL)
     tag = f"v{BuildConfig.load().version}"
     release_into_mirror(hub.repo(REPO_ID, "kernel"), stage([variant], root / "staged", REPO_ID), tag)
@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"where the Hub API listens (default {DEFAULT_PORT})")
     parser.add_argument("--root", type=Path, help="where its repositories and logs go (default: a new temporary directory)")
     parser.add_argument("--variant", type=Path,
-                        help="release this build of the checkout (a `tools.build.op --out` directory) instead of building")
+                        help="release this build of the checkout (a `tools.builder.op --out` directory) instead of building")
     args = parser.parse_args(argv)
     root = args.root or Path(tempfile.mkdtemp(prefix="kernelpin-local-hub-"))
     root.mkdir(parents=True, exist_ok=True)

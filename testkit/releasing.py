@@ -22,7 +22,7 @@ import tomlkit
 from kernelpin.publisher.release import plan_major_branch
 from kernelpin.ranges import Version
 from testkit.hub import HubServer, MirrorRepo
-from tools.build.config import BuildConfig, copy_build_inputs
+from tools.builder.config import BuildConfig, copy_build_inputs
 
 REPO_ID = "acme/img2gray"
 VERSIONS = ("0.1.0", "0.2.0", "0.2.1-rc.1")
@@ -55,7 +55,7 @@ def source_tree(version: str, into: Path) -> Path:
 
 def build_command(out: Path, build_dir: Path, cuda: str = "off", abi: str = "exact") -> list[str]:
     """The build of the sources in the working directory it runs in (ROOT or a `source_tree`)."""
-    return [sys.executable, "-m", "tools.build.op", "--out", str(out), "--cuda", cuda, "--build-dir", str(build_dir),
+    return [sys.executable, "-m", "tools.builder.op", "--out", str(out), "--cuda", cuda, "--build-dir", str(build_dir),
             "--abi", abi]
 
 

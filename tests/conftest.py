@@ -1,6 +1,6 @@
 """The session builds shared by several test folders, each made once per test run (testkit/build_once.py):
 
-- the operator built from this checkout (tools/build/op.py), loaded by the op tests and compared with a second
+- the operator built from this checkout (tools/builder/op.py), loaded by the op tests and compared with a second
   checkout's build by the reproducibility tests;
 - one real offline conda build (stand-in channel + the CPU variant of recipe/, built and tested), used by the
   conda tests and the release tests (which release the checkout's own version from it).
@@ -53,7 +53,7 @@ OP_ABI = os.environ.get("IMG2GRAY_OP_ABI", "exact")
 
 @pytest.fixture(scope="session")
 def checkout_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The variant directory of `python -m tools.build.op --out DIR` run in this checkout, the build every
+    """The variant directory of `python -m tools.builder.op --out DIR` run in this checkout, the build every
     consumer uses (CUDA too where torch has CUDA and nvcc is found); `--abi $IMG2GRAY_OP_ABI`."""
 
     if prebuilt := os.environ.get("IMG2GRAY_OP_BUILD"):  # a variant directory built elsewhere (tools/maintainer/stable_abi_matrix.py)
@@ -62,7 +62,7 @@ def checkout_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
     def build(root: Path) -> None:
         # A separate process: the build loads the library it compiles, and a process may register a
         # torch.ops namespace only once.
-        subprocess.run([sys.executable, "-m", "tools.build.op", "--abi", OP_ABI, "--out", str(root / "img2gray")],
+        subprocess.run([sys.executable, "-m", "tools.builder.op", "--abi", OP_ABI, "--out", str(root / "img2gray")],
                        cwd=ROOT, check=True)
 
     return build_once(tmp_path_factory, f"checkout-build-{OP_ABI}", build) / "img2gray"

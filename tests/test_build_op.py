@@ -1,4 +1,4 @@
-"""tools/build/op.py: the CUDA build's private staged sources, the CUDA compile, and which CUDA a build serves."""
+"""tools/builder/op.py: the CUDA build's private staged sources, the CUDA compile, and which CUDA a build serves."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tools.build.config import ROOT, BuildConfig
-from tools.build.op import (build_cuda_version, check_torch_cuda_libs, staged_sources,
+from tools.builder.config import ROOT, BuildConfig
+from tools.builder.op import (build_cuda_version, check_torch_cuda_libs, staged_sources,
                             toolkit_cuda_version, torch_cuda_problem)
 
 FILES = {"csrc/cpu.cpp": b"int cpu;\n", "csrc/shared.h": b"#pragma once\n", "csrc/kernel.cu": b"// v1\n",
@@ -100,10 +100,10 @@ def _staged_files(config: BuildConfig, stage_parent: Path) -> list[str]:
 @pytest.mark.heavy(cpu_seconds=31)
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
 def test_cuda_source_compiles_for_every_capability_of_the_release(tmp_path):
-    """`tools.build.op --nvcc-check` with build.toml's capabilities: no CUDA torch needed, so CUDA code is compiled for
+    """`tools.builder.op --nvcc-check` with build.toml's capabilities: no CUDA torch needed, so CUDA code is compiled for
     every release target on any machine with nvcc (CI), not only where a GPU build runs."""
     env = {name: value for name, value in os.environ.items() if name != "TORCH_CUDA_ARCH_LIST"}
-    done = subprocess.run([sys.executable, "-m", "tools.build.op", "--nvcc-check", "--build-dir", str(tmp_path)],
+    done = subprocess.run([sys.executable, "-m", "tools.builder.op", "--nvcc-check", "--build-dir", str(tmp_path)],
                           cwd=ROOT, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     # The host object plus one device ELF image (SASS) per capability; "+PTX" adds text, not an ELF image.
@@ -163,7 +163,7 @@ def test_a_stable_cuda_build_on_a_cpu_torch_names_the_missing_library(tmp_path):
 
     if torch.version.cuda is not None or shutil.which("nvcc") is None:
         pytest.skip("needs a CPU torch and nvcc")
-    done = subprocess.run([sys.executable, "-m", "tools.build.op", "--abi", "stable", "--cuda", "on", "--out",
+    done = subprocess.run([sys.executable, "-m", "tools.builder.op", "--abi", "stable", "--cuda", "on", "--out",
                            str(tmp_path / "out")], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 1
     assert done.stderr.strip().splitlines()[-1] == (

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.build.config import BuildConfig
+from tools.builder.config import BuildConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -19,8 +19,9 @@ from testkit.hub import free_port
 from tests.markdown import code_blocks
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "benchmarks" / "README.md",
-        ROOT / "examples" / "README.md"]
+# Every markdown file git tracks (the results' pages and tools/' READMEs too).
+DOCS = [ROOT / path for path in subprocess.run(["git", "ls-files", "-z", "*.md"], cwd=ROOT, capture_output=True,
+                                               text=True, check=True).stdout.split("\0") if path]
 # Written by builds and runs, not kept in git: a doc may name them though a fresh clone lacks them.
 GENERATED = ("build/", "output/", ".venv", "examples/chelsea.gray.png", "kernelpin.lock", "kernels.lock",
              "vendor/", "tools/ci/node/node_modules", ".pixi")
@@ -107,7 +108,7 @@ def test_commands_exist(doc: Path) -> None:
     for command in re.findall(r"(?:^|[\s`])kernelpin[ \t]+(?:-\S+[ \t]+)*([a-z][\w-]*)", text, re.M):
         if command not in DESCRIPTIONS:
             wrong.append(f"kernelpin {command}")
-    for module in re.findall(r"python -m ([\w.]+)", text):
+    for module in re.findall(r"python -m ([\w.]+)(?![\w.<])", text):  # not `tools.<job>.<name>`
         if module.split(".")[0] in ("tools", "testkit", "benchmarks", "kernelpin") and not _module_exists(module):
             wrong.append(f"python -m {module}")
     for task in re.findall(r"pixi run (?:-e \w+ )?([a-z][\w-]*)", text):

@@ -4,6 +4,7 @@ the operator is importable in `.venv`). A block is left out only where the READM
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -67,3 +68,13 @@ def test_dev_venv_imports_the_operator_without_pythonpath() -> None:
                           text=True, cwd="/", env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     assert Path(done.stdout.strip()).is_relative_to(ROOT / "build" / "dev"), done.stdout
+
+
+def test_the_readme_carries_no_run_records() -> None:
+    # Failed before: the README's first screens told which commit passed what on which day (03b1b84, 59c68cb, ...);
+    # those records live in docs/verification.md, which the GPU scripts write.
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    commits = re.findall(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b", text)
+    dates = re.findall(r"\b20\d\d-\d\d-\d\d\b", text)
+    assert commits == [] and dates == [], (commits, dates)
+    assert "docs/verification.md" in text

@@ -1,8 +1,8 @@
-"""The stable-ABI build (tools/build/op.py --abi stable): the whole op suite passes against it, and its library
+"""The stable-ABI build (tools/builder/op.py --abi stable): the whole op suite passes against it, and its library
 keeps the ABI gate's stable-ABI rule (no libtorch C++ symbol, no shim newer than torch 2.11).
 
 The same library under torch 2.11, 2.12, 2.13 and 2.14: tools/maintainer/stable_abi_matrix.py (too many GB of wheels for CI;
-its record is benchmarks/results/stable-abi-matrix.json)."""
+its record is benchmarks/results/cpu/stable-abi-matrix.json)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="session")
 def stable_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
     def build(root: Path) -> None:
-        subprocess.run([sys.executable, "-m", "tools.build.op", "--abi", "stable", "--out", str(root / "img2gray")],
+        subprocess.run([sys.executable, "-m", "tools.builder.op", "--abi", "stable", "--out", str(root / "img2gray")],
                        cwd=ROOT, check=True)
 
     return build_once(tmp_path_factory, "stable-abi-build", build) / "img2gray"

@@ -32,7 +32,7 @@ MANYLINUX = "manylinux_2_28"
 PYTHON_ABI = "3.9"
 _ELF_MAGIC = b"\x7fELF"
 _FLOOR_HINT = (
-    "build with tools/build/op.py --glibc-floor 2.28 (the default; csrc/glibc_floor.h) or against glibc 2.28 "
+    "build with tools/builder/op.py --glibc-floor 2.28 (the default; csrc/glibc_floor.h) or against glibc 2.28 "
     "headers (a manylinux_2_28 sysroot, as conda-forge and kernel-builder do)"
 )
 
@@ -55,7 +55,7 @@ class Violation:
 _STATIC_LIBSTDCXX_HINT = (
     "it comes from a copy of libstdc++ linked into the library (it does not need libstdc++.so.6): that "
     "archive was built against the build machine's glibc. Link libstdc++ dynamically, as torch does "
-    "(tools/build/op.py does, even when the compiler driver adds -static-libstdc++)"
+    "(tools/builder/op.py does, even when the compiler driver adds -static-libstdc++)"
 )
 
 
@@ -162,7 +162,7 @@ def stable_abi_violations(path: Path, label: str, target: tuple[int, int]) -> li
             elif added > target:
                 found.append(Violation(label, symbol, f"torch {added[0]}.{added[1]} (a shim newer than the variant's "
                                                       f"{wanted})",
-                                       f"build with -DTORCH_TARGET_VERSION for {wanted} (tools/build/op.py --abi "
+                                       f"build with -DTORCH_TARGET_VERSION for {wanted} (tools/builder/op.py --abi "
                                        "stable does), which hides newer shims, or raise the variant's stable ABI"))
     return found
 

@@ -106,7 +106,7 @@ def stable_release_problems(text: str) -> list[str]:
         variant = out.removeprefix("stable/")
         built.add(variant)
         environment = STABLE_ENVIRONMENTS.get(variant.split("-")[3], "none")  # torch-stable-abi211-<backend>-...
-        if not build.startswith(f"pixi run -e {environment} python -m tools.build.op --abi stable "):
+        if not build.startswith(f"pixi run -e {environment} python -m tools.builder.op --abi stable "):
             problems.append(f"{name}: not a stable build in pixi's {environment} environment: {build!r}")
         if environment != "cpu" and ("--cuda on" not in build or "CONDA_OVERRIDE_CUDA" not in job.get("env", {})):
             problems.append(f"{name}: a CUDA build must ask for CUDA (--cuda on) and state the driver pixi needs")

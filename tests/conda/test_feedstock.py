@@ -17,7 +17,7 @@ import yaml
 from rattler_build import PlatformConfig, RenderConfig, Stage0Recipe
 
 from tests.conda.support import conda_forge_pins
-from tools.build.config import BuildConfig
+from tools.builder.config import BuildConfig
 from tools.conda.build import PROJECT_VARIANTS, RECIPE
 from tools.conda.feedstock import write_feedstock
 

@@ -163,7 +163,7 @@ def test_documented_pixi_commands_name_an_environment_where_the_task_is_ambiguou
 
 def test_publish_tasks_default_to_the_repository_the_docs_name() -> None:
     """Failed before: pixi.toml published to kernels-community/img2gray, README/docs/build.toml say acme/img2gray."""
-    from tools.build.config import BuildConfig
+    from tools.builder.config import BuildConfig
 
     repository = "/".join(BuildConfig.load().repository.rstrip("/").split("/")[-2:])
     for name in ("publish", "publish-dry-run"):

@@ -3,7 +3,7 @@
 conda-forge builds the recipe with host python `python_min` (3.10). No 3.10 interpreter can be had here
 (Debian's is 3.11, `uv python install` needs GitHub), so `vermin` checks the files statically against the
 floor that the rendered recipe itself requires (`python >=X.Y`). The files are the ones the steps run:
-the modules `python -m tools.build.op` imports from the checkout, the installed Python package, and the
+the modules `python -m tools.builder.op` imports from the checkout, the installed Python package, and the
 recipe's test scripts.
 """
 
@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from tests.conda.support import conda_forge_pins
-from tools.build.config import BuildConfig
+from tools.builder.config import BuildConfig
 from tools.conda.build import REPO_ROOT, RECIPE, variant_config, render_variants
 
 CONFIG = BuildConfig.load()
@@ -33,8 +33,8 @@ def recipe_python_floor() -> str:
 
 
 def build_step_modules() -> list[Path]:
-    """The checkout's files that importing tools.build.op loads (what the recipe's build script runs)."""
-    probe = ("import json, sys, tools.build.op\n"
+    """The checkout's files that importing tools.builder.op loads (what the recipe's build script runs)."""
+    probe = ("import json, sys, tools.builder.op\n"
              "print(json.dumps([getattr(m, '__file__', None) for m in list(sys.modules.values())]))")
     loaded = json.loads(subprocess.run([sys.executable, "-c", probe], cwd=REPO_ROOT, check=True, text=True,
                                        capture_output=True, env={"PYTHONPATH": str(REPO_ROOT), "PATH": ""}).stdout)
@@ -42,10 +42,10 @@ def build_step_modules() -> list[Path]:
 
 
 def test_build_and_test_steps_run_on_the_recipe_python_floor() -> None:
-    """Failed before: tools/build/config.py imported tomllib (3.11+), so the build failed on conda-forge's 3.10."""
+    """Failed before: tools/builder/config.py imported tomllib (3.11+), so the build failed on conda-forge's 3.10."""
     floor = recipe_python_floor()
     modules = build_step_modules()
-    assert REPO_ROOT / "tools" / "build" / "config.py" in modules and REPO_ROOT / "kernelpin" / "metadata.py" in modules
+    assert REPO_ROOT / "tools" / "builder" / "config.py" in modules and REPO_ROOT / "kernelpin" / "metadata.py" in modules
     package = sorted((REPO_ROOT / CONFIG.package_dir).glob("*.py"))
     recipe_scripts = sorted(RECIPE.parent.glob("*.py"))
     files = [*modules, *package, *recipe_scripts]
@@ -55,7 +55,7 @@ def test_build_and_test_steps_run_on_the_recipe_python_floor() -> None:
 
 
 def test_the_build_reads_build_toml_below_python_311_with_a_host_requirement() -> None:
-    """tomllib is 3.11+: on a lower floor the recipe's host environment brings tomli, which tools/build/config.py reads."""
+    """tomllib is 3.11+: on a lower floor the recipe's host environment brings tomli, which tools/builder/config.py reads."""
     floor = tuple(int(part) for part in recipe_python_floor().split("."))
     [variant, *_] = render_variants(variant_config())
     assert ("tomli" in variant.recipe.requirements.to_dict()["host"]) == (floor < (3, 11))

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from tests.conda.support import conda_forge_pins, machine_like_h200
-from tools.build.config import BuildConfig
+from tools.builder.config import BuildConfig
 from tools.conda.build import RECIPE, cuda_version_of, offline_variant_config, render_variants, variant_config
 
 BUILD = BuildConfig.load()
@@ -18,7 +18,7 @@ BUILD = BuildConfig.load()
 @pytest.mark.parametrize("target_platform", ["linux-64", "linux-aarch64"])
 def test_recipe_renders_with_conda_forge_global_pins_alone(target_platform: str) -> None:
     """The recipe defers to the global pins: it has no variant file, and every compiler, CUDA, python and pytorch
-    pin of a rendered variant is the global pins' own. Failed before: recipe/variants.yaml overrode pytorch,
+    pin of a rendered variant is the global pins' own. Failed before: a variants.yaml in recipe/ overrode pytorch,
     cxx_compiler_version, cuda_compiler_version and zip_keys, and conda-forge would have built its matrix."""
     assert sorted(path.name for path in RECIPE.parent.iterdir() if path.suffix in (".yaml", ".yml")) == ["recipe.yaml"]
     pins = conda_forge_pins(target_platform)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from rattler_build import PlatformConfig, RenderConfig, Stage0Recipe
 
-from tools.build.config import BUILD_TOML, BuildConfig, BuildConfigError
+from tools.builder.config import BUILD_TOML, BuildConfig, BuildConfigError
 from tools.conda import recipe_sync
 from tools.conda.build import RECIPE, variant_config
 
@@ -51,7 +51,7 @@ def test_source_filter_is_exactly_the_declared_build_inputs() -> None:
     assert "LICENSE" in includes and "build.toml" in includes
     for path in BUILD.sources(cuda=True):
         assert path in includes
-    assert "tools/build/op.py" in includes and "kernelpin/**" in includes and "torch-ext/img2gray/**" in includes
+    assert "tools/builder/op.py" in includes and "kernelpin/**" in includes and "torch-ext/img2gray/**" in includes
 
 
 def test_every_source_file_of_the_repository_is_declared_in_build_toml() -> None:
@@ -63,14 +63,14 @@ def test_every_source_file_of_the_repository_is_declared_in_build_toml() -> None
 
 
 def test_no_other_module_parses_build_toml() -> None:
-    """One reader: tools/build/config.py."""
+    """One reader: tools/builder/config.py."""
     readers = [
         path.relative_to(BUILD.root).as_posix()
         for folder in ("tools", "tests", "kernelpin", "benchmarks")
         for path in (BUILD.root / folder).rglob("*.py")
         if path != Path(__file__) and '"build.toml"' in path.read_text() and "tomllib" in path.read_text()
     ]
-    assert readers == ["tools/build/config.py"]
+    assert readers == ["tools/builder/config.py"]
 
 
 @pytest.mark.parametrize(("change", "message"), [

@@ -17,8 +17,8 @@ import pytest
 from rattler.package_streaming import extract
 
 from tests.conda.support import OfflineBuild
-from tools.build.config import BuildConfig, copy_build_inputs
-from tools.build.repro_check import this_commit_env
+from tools.builder.config import BuildConfig, copy_build_inputs
+from tools.builder.repro_check import this_commit_env
 
 RECIPE_SIDE = ("recipe", "tools", "LICENSE")  # what the offline build needs besides the build inputs
 

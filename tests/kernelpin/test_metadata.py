@@ -1,4 +1,4 @@
-"""metadata.json: one writer (kernelpin.metadata.compose, used by tools/build/op.py and the fake kernels) in
+"""metadata.json: one writer (kernelpin.metadata.compose, used by tools/builder/op.py and the fake kernels) in
 the format `kernels` reads, and one reader for it, for kernel-builder's builds and for the legacy format."""
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from testkit.releasing import (
     stage,
     write_static_libstdcxx_driver,
 )
-from tools.build.config import BuildConfig
+from tools.builder.config import BuildConfig
 
 
 @pytest.fixture(scope="session")

@@ -3,7 +3,7 @@
 Real libraries, compiled here in a second: a C++ function that copies a std::shared_ptr, which is where
 libstdc++ reads glibc's `__libc_single_threaded` (GLIBC_2.32) when the glibc headers have
 <sys/single_threaded.h>. Compiled as it is, the gate refuses it, in stage and in publish; compiled with the
-build's glibc floor (csrc/glibc_floor.h, what tools/build/op.py pre-includes), it passes.
+build's glibc floor (csrc/glibc_floor.h, what tools/builder/op.py pre-includes), it passes.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import pytest
 from kernelpin.publisher.abi_gate import AbiError, gate, needed_libraries
 from testkit.fake_kernel import write_variant
 from testkit.releasing import BUILT_VERSIONS, ROOT, run
-from tools.build.config import BuildConfig
-from tools.build.op import LIBSTDCXX_DYNAMIC
+from tools.builder.config import BuildConfig
+from tools.builder.op import LIBSTDCXX_DYNAMIC
 
 pytest.importorskip("kernel_abi_check")
 
@@ -96,7 +96,7 @@ def test_a_static_libstdcxx_is_named_as_the_cause(libraries, tmp_path):
 
 
 def test_build_op_links_libstdcxx_dynamically_even_when_the_driver_adds_static(libraries, tmp_path):
-    """tools/build/op.py's link flags undo a driver's -static-libstdc++: the library needs libstdc++.so.6,
+    """tools/builder/op.py's link flags undo a driver's -static-libstdc++: the library needs libstdc++.so.6,
     as torch's own libraries do, and passes the gate."""
     directory = variant_with(tmp_path, libraries["static-libstdc++ relinked"])
     assert "libstdc++.so.6" in needed_libraries(directory / "_keep.abi3.so")
@@ -153,7 +153,7 @@ def test_ci_gate_over_a_conda_channel_and_variant_dirs(builds, libraries, tmp_pa
 
 def test_op_built_by_a_driver_that_links_libstdcxx_statically_passes(builds, static_libstdcxx_driver):
     """The H200 image's CXX is a wrapper that adds -static-libstdc++: the op built through it referenced
-    pthread_once@GLIBC_2.34, arc4random@GLIBC_2.36, ... and the gate refused it. tools/build/op.py links
+    pthread_once@GLIBC_2.34, arc4random@GLIBC_2.36, ... and the gate refused it. tools/builder/op.py links
     libstdc++ dynamically after torch's libraries, so the wrapper's build needs libstdc++.so.6 and passes.
     The release fixture compiles its bumped versions through such a wrapper (the real build_op build)."""
     if static_libstdcxx_driver is None:
@@ -201,7 +201,7 @@ def test_stable_abi_variants_keep_the_stable_abi_rule(tmp_path, case, refusal):
 
 
 def test_stable_abi_variant_found_by_its_metadata(tmp_path):
-    """A variant directory of another name (tools/build/op.py --out DIR) is known by its metadata.json."""
+    """A variant directory of another name (tools/builder/op.py --out DIR) is known by its metadata.json."""
     library = compile_library(tmp_path / "img2gray", source=STABLE_SOURCES["newer shim"])
     (library.parent / "metadata.json").write_text(f'{{"variant": "{STABLE}"}}')
     with pytest.raises(AbiError, match="torch_exception_get_what needs torch 2.13"):

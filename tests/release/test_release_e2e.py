@@ -130,7 +130,7 @@ def test_lock_sync_load_then_bump(released: Released, tmp_path: Path):
 
 def test_the_release_holds_the_bits_that_were_built(released: Released, tmp_path: Path):
     """One source of truth: v0.1.0's files are byte for byte the conda package's (when the recipe is in this
-    checkout), else the files tools/build/op.py wrote."""
+    checkout), else the files tools/builder/op.py wrote."""
     source = released.sources["0.1.0"]
     if (source / "metadata.json").is_file():
         built = {path.relative_to(source).as_posix(): sha256_file(path) for path in source.rglob("*") if path.is_file()}

@@ -14,9 +14,9 @@ from rattler.package_streaming import extract
 
 from tests.conda.support import OfflineBuild
 from testkit.releasing import ROOT, build_command, run
-from tools.build import repro_check
-from tools.build.config import BuildConfig, copy_build_inputs
-from tools.build.op import want_cuda
+from tools.builder import repro_check
+from tools.builder.config import BuildConfig, copy_build_inputs
+from tools.builder.op import want_cuda
 
 
 @pytest.fixture
@@ -55,7 +55,7 @@ def test_cpu_build_is_bit_identical_from_two_checkout_paths(checkout_cpu_build: 
 @pytest.mark.heavy(cpu_seconds=25)
 @pytest.mark.skipif(shutil.which("nvcc") is None or shutil.which("objcopy") is None, reason="needs nvcc and objcopy")
 def test_cuda_object_is_identical_from_two_checkout_paths(tmp_path: Path) -> None:
-    """The device code too (no CUDA torch needed: tools.build.op --nvcc-check, one architecture to keep it short).
+    """The device code too (no CUDA torch needed: tools.builder.op --nvcc-check, one architecture to keep it short).
 
     Local symbols are discarded before comparing, as the link does (-Wl,-x): nvcc names the host translation
     unit after a temp file carrying its process id."""
@@ -64,7 +64,7 @@ def test_cuda_object_is_identical_from_two_checkout_paths(tmp_path: Path) -> Non
     jobs = []
     for name in repro_check.CHECKOUTS:
         checkout = copy_build_inputs(config, tmp_path / name)
-        command = [sys.executable, "-m", "tools.build.op", "--nvcc-check", "--build-dir", str(checkout / "obj")]
+        command = [sys.executable, "-m", "tools.builder.op", "--nvcc-check", "--build-dir", str(checkout / "obj")]
         jobs.append((checkout, subprocess.Popen(command, cwd=checkout, env=env, stdout=subprocess.PIPE,
                                                 stderr=subprocess.STDOUT)))
     objects = []

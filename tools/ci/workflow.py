@@ -8,7 +8,7 @@ The jobs come from rendering recipe/recipe.yaml with the project's matrix (tools
 pixi.toml (as conda-forge's CI does from a feedstock's variants): each runs `pixi run build FLAVOUR PYTORCH
 CUDA`, which selects exactly that variant, and uploads its package. The stable-ABI variants
 (`torch-stable-abi211-{cpu,cu130}-<arch>-linux`, build.toml [torch.stable-abi]) serve every torch from that
-version on, so they are built once per backend and platform, not per pytorch pin: `tools.build.op --abi stable`
+version on, so they are built once per backend and platform, not per pytorch pin: `tools.builder.op --abi stable`
 in pixi's cpu or cuda environment, gated, the CPU one tested with tests/op, each uploaded as its variant
 directory. A release job, on a `v*` tag, waits for every build and for the ABI gate, then stages the packages
 and the stable variants together and publishes them to the Hub.
@@ -25,7 +25,7 @@ from pathlib import Path
 
 from kernelpin.atomic import write_atomic
 from kernelpin.variant import CPU, STABLE_ABI, Variant, cuda
-from tools.build.config import BuildConfig
+from tools.builder.config import BuildConfig
 from tools.conda.build import REPO_ROOT, variant_config, cuda_version_of, render_variants
 
 WORKFLOW = REPO_ROOT / ".github" / "workflows" / "conda-packages.yml"
@@ -91,7 +91,7 @@ class StableJob:
     @property
     def build_command(self) -> str:
         # --cuda on: a CUDA job fails rather than quietly building a CPU-only library.
-        return (f"pixi run -e {self.environment} python -m tools.build.op --abi stable "
+        return (f"pixi run -e {self.environment} python -m tools.builder.op --abi stable "
                 f"--cuda {'off' if self.cuda is None else 'on'} --out {self.out}")
 
     @property

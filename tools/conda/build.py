@@ -41,7 +41,7 @@ from rattler_build import (
 )
 from rattler_build.progress import BuildStepEvent, LogEvent
 
-from tools.build.op import source_commit
+from tools.builder.op import source_commit
 from tools.conda.channel import DETECT, index_channel, virtual_packages
 from tools.conda.standins import Machine, build_standin_channel, detect_machine, offline_variant_overrides
 

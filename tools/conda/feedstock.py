@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernelpin.atomic import write_atomic
-from tools.build.config import BuildConfig
+from tools.builder.config import BuildConfig
 from tools.conda.recipe_sync import RECIPE, replace_block
 
 RECIPE_FILES = ("check_img2gray.py",)  # no variant file: the feedstock builds with the global pins

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kernelpin.atomic import write_atomic
-from tools.build.config import BuildConfig
+from tools.builder.config import BuildConfig
 
 RECIPE = Path(__file__).resolve().parents[2] / "recipe" / "recipe.yaml"
 # The recipe ships the license text (about.license_file); the build itself never reads it.

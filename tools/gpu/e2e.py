@@ -38,7 +38,7 @@ from testkit.releasing import (
     run,
     stage,
 )
-from tools.build.config import BuildConfig  # noqa: E402
+from tools.builder.config import BuildConfig  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 

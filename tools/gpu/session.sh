@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Everything that needs the GPU, in one pass (the lent H200 is scarce): build the CUDA variant, run the
 # op tests, run the CUDA tests under compute-sanitizer memcheck, benchmark, profile with Nsight Compute.
-# Logs and results go to $OUT (default ./gpu-out). Each step runs even if an earlier one failed.
-#   STEPS="build tests memcheck bench ncu conda"   (default; also: experiment, variants, before)
-#   BEFORE=DIR   a checkout of the code to compare against (step `before`: its build, img2gray-only bench, ncu)
+# Logs and results go to $OUT (default ./gpu-out). Each step runs even if an earlier one failed. Last,
+# tools/gpu/record.py writes the steps' outcome into $OUT/verification.md (docs/verification.md with this run's
+# section replaced: copy it there; COMMIT=REV names the commit where the checkout has no git; RECORD_INTO=FILE
+# writes it there instead, updating what an earlier run wrote there).
+#   STEPS="build tests memcheck bench ncu conda repro"   (default; also: experiment, variants, before; none)
+#   BEFORE=DIR   a checkout of the code to compare against (step `before`: its build, img2gray-only bench, ncu);
+#   BEFORE_OP    its build script, relative to it (default tools/builder/op.py; an older checkout names its own)
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
@@ -11,6 +15,7 @@ PY=${PYTHON:-python3}
 export PYTHONUNBUFFERED=1
 status=0
 STEPS=${STEPS:-build tests memcheck bench ncu conda repro}
+: >"$OUT/steps.tsv"
 step() {
   local name=$1
   shift
@@ -19,6 +24,7 @@ step() {
   "$@" >"$OUT/$name.log" 2>&1
   local rc=$?
   echo "== $name: rc=$rc ($((SECONDS - start)) s)"
+  printf '%s\t%s\t%s\n' "$name" "$rc" "$((SECONDS - start))" >>"$OUT/steps.tsv"
   tail -n "${TAIL:-6}" "$OUT/$name.log"
   [ $rc -eq 0 ] || status=1
   return $rc
@@ -38,33 +44,31 @@ $PY -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cu
 
 # The comparison build compiles while this one does (independent directories).
 if [[ " $STEPS " == *" before "* ]]; then
-  # As a script with the checkout on PYTHONPATH: works for checkouts before and after tools/ became a package
-  # and before and after it was grouped by job (tools/build_op.py, then tools/build/op.py).
-  before_op=tools/build/op.py; [[ -f $BEFORE/$before_op ]] || before_op=tools/build_op.py
-  (cd "$BEFORE" && PYTHONPATH=$BEFORE $PY $before_op --out "$PWD/build/gpu/img2gray" --cuda on \
+  # As a script with the checkout on PYTHONPATH, so that an older checkout's own build script runs.
+  (cd "$BEFORE" && PYTHONPATH=$BEFORE $PY "${BEFORE_OP:-tools/builder/op.py}" --out "$PWD/build/gpu/img2gray" --cuda on \
     >"$OUT/before-build.log" 2>&1) &
   before_build=$!
 fi
-step build $PY -m tools.build.op --out build/gpu/img2gray --cuda on
-# The standalone experiments (benchmarks/experiments): nvcc for the H200 with torch's headers (c10's Half/BFloat16).
+step build $PY -m tools.builder.op --out build/gpu/img2gray --cuda on
+# The standalone experiments (tools/maintainer/experiments): nvcc for the H200 with torch's headers (c10's Half/BFloat16).
 experiment_nvcc() {
   nvcc -O3 --fmad=false -std=c++20 -arch=sm_90 -Icsrc \
     $($PY -c 'import torch.utils.cpp_extension as c; print(" ".join("-I" + p for p in c.include_paths()))') "$@"
 }
 frame_shapes() {
-  experiment_nvcc benchmarks/experiments/frame_shapes.cu -o build/frame_shapes && build/frame_shapes
+  experiment_nvcc tools/maintainer/experiments/frame_shapes.cu -o build/frame_shapes && build/frame_shapes
 }
 step experiment frame_shapes
 # Planar float variants against the product and torch.compile's Triton kernel, same process; then Nsight
 # Compute of each (L2 flushed before every launch, so every candidate starts from the same cache state).
 # Run as a step after PYTHONPATH points at build/gpu (the op the variants are timed against).
 variants() {
-  experiment_nvcc -shared -Xcompiler -fPIC benchmarks/experiments/frame_variants.cu -o build/frame_variants.so &&
-    TORCH_LOGS=output_code $PY -m benchmarks.experiments.frame_variants build/frame_variants.so ${VARIANT_ARGS:-} \
+  experiment_nvcc -shared -Xcompiler -fPIC tools/maintainer/experiments/frame_variants.cu -o build/frame_variants.so &&
+    TORCH_LOGS=output_code $PY -m tools.maintainer.experiments.frame_variants build/frame_variants.so ${VARIANT_ARGS:-} \
       --json "$OUT/variants.json" 2>"$OUT/variants-inductor.log" &&
     ncu --clock-control none --cache-control all --nvtx --print-nvtx-rename kernel \
       --kernel-name regex:"triton|planar_packets|planar_variant|planar_bytes" --csv --metrics "$NCU_METRICS,smsp__inst_executed.sum,launch__block_size" \
-      $PY -m benchmarks.experiments.frame_variants build/frame_variants.so ${VARIANT_ARGS:-} --ncu >"$OUT/variants-ncu.csv"
+      $PY -m tools.maintainer.experiments.frame_variants build/frame_variants.so ${VARIANT_ARGS:-} --ncu >"$OUT/variants-ncu.csv"
 }
 if [[ " $STEPS " == *" before "* ]]; then
   wait "$before_build"
@@ -97,5 +101,7 @@ conda_package() {
 }
 TAIL=12 step conda conda_package
 # Bit-reproducibility of the CUDA build: one commit from two checkout paths, sha256 of library + metadata.json.
-TAIL=12 step repro $PY -m tools.build.repro_check --cuda on
+TAIL=12 step repro $PY -m tools.builder.repro_check --cuda on
+$PY -m tools.gpu.record "$OUT" --script tools/gpu/session.sh --write "${RECORD_INTO:-$OUT/verification.md}" \
+  ${COMMIT:+--commit "$COMMIT"} || status=1
 exit $status

@@ -4,13 +4,17 @@
 # it, the benchmark against a same-bytes copy, small-call latency against the exact build in one process (each
 # build owning the public name once), and tools.gpu.e2e --abi stable (release into a local Hub, kernels.get_kernel
 # and kernelpin.load). Logs and results go to $OUT; wheels for tools.gpu.e2e are installed from .whl/ when present
-# (docs/releasing.md). Every step runs even if an earlier one failed.
+# (docs/releasing.md). Every step runs even if an earlier one failed. Last, tools/gpu/record.py writes the steps'
+# outcome into $OUT/verification.md (docs/verification.md with this script's section replaced: copy it there;
+# COMMIT=REV names the commit where the checkout has no git; RECORD_INTO=FILE writes it there instead, updating
+# what an earlier run wrote there).
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
 PY=${PYTHON:-python3}
 export PYTHONUNBUFFERED=1 TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0}
 status=0
+: >"$OUT/steps.tsv"
 step() {  # step NAME SECONDS COMMAND...
   local name=$1 limit=$2
   shift 2
@@ -18,6 +22,7 @@ step() {  # step NAME SECONDS COMMAND...
   timeout "$limit" "$@" >"$OUT/$name.log" 2>&1
   local rc=$?
   echo "== $name: rc=$rc ($((SECONDS - start)) s)"
+  printf '%s\t%s\t%s\n' "$name" "$rc" "$((SECONDS - start))" >>"$OUT/steps.tsv"
   tail -n "${TAIL:-4}" "$OUT/$name.log"
   [ $rc -eq 0 ] || status=1
   return $rc
@@ -26,8 +31,8 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu
 $PY -c "import sys, torch; print('python', sys.version.split()[0], 'torch', torch.__version__)" | tee -a "$OUT/gpu.txt"
 SITE=/tmp/site
 [ -d .whl ] && step wheels 120 $PY -m pip install --no-index --target "$SITE" .whl/*.whl &
-step build-stable 240 $PY -m tools.build.op --abi stable --cuda on --out build/gpu-stable/img2gray --build-dir build/obj-stable &
-step build-exact 240 $PY -m tools.build.op --cuda on --out build/gpu-exact/img2gray --build-dir build/obj-exact &
+step build-stable 240 $PY -m tools.builder.op --abi stable --cuda on --out build/gpu-stable/img2gray --build-dir build/obj-stable &
+step build-exact 240 $PY -m tools.builder.op --cuda on --out build/gpu-exact/img2gray --build-dir build/obj-exact &
 wait
 STABLE=$PWD/build/gpu-stable/img2gray
 step gate 60 env PYTHONPATH=$SITE:$PWD $PY -m kernelpin.publisher.abi_gate "$STABLE"
@@ -44,4 +49,6 @@ TAIL=12 step latency-stable-first 60 $PY benchmarks/stable_abi_latency.py --exac
   --stable "$STABLE" --device cuda --stable-first --json "$OUT/latency-stable-first.json"
 unset IMG2GRAY_OP_BUILD IMG2GRAY_OP_ABI
 step e2e 180 env PYTHONPATH=$SITE:$PWD PATH=$SITE/bin:$PATH $PY -m tools.gpu.e2e --abi stable --json "$OUT/e2e.json"
+$PY -m tools.gpu.record "$OUT" --script tools/gpu/stable_abi.sh --write "${RECORD_INTO:-$OUT/verification.md}" \
+  ${COMMIT:+--commit "$COMMIT"} || status=1
 exit $status

@@ -1,1 +1,1 @@
-"""Run by hand, not by CI: mutation testing of kernelpin's checks (`mutation`) and one stable-ABI build under several torch releases (`stable_abi_matrix`)."""
+"""Run by hand, not by CI: mutation testing of kernelpin's checks (`mutation`), one stable-ABI build under several torch releases (`stable_abi_matrix`) and the kernel experiments (`experiments`, the lab)."""

@@ -2,11 +2,11 @@
 
     python -m tools.maintainer.stable_abi_matrix --python /venvs/torch-2.11/bin/python [--python ...] [--out FILE.json]
 
-Builds the CPU stable-ABI variant once, with this interpreter's torch (`tools/build/op.py --abi stable`), then
+Builds the CPU stable-ABI variant once, with this interpreter's torch (`tools/builder/op.py --abi stable`), then
 runs tests/op against that same variant directory (IMG2GRAY_OP_BUILD) under each given interpreter, whose
 torch may be older or newer than the one it was built with (down to build.toml's [torch.stable-abi] version).
 Each interpreter needs torch, pytest, numpy, pillow and filelock. Prints a table, writes the results as JSON
-(benchmarks/results/stable-abi-matrix.json in the project's records) and exits 1 unless every run passed.
+(benchmarks/results/cpu/stable-abi-matrix.json in the project's records) and exits 1 unless every run passed.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def build_variant(into: Path) -> Path:
     variant = into / "img2gray"
-    subprocess.run([sys.executable, "-m", "tools.build.op", "--abi", "stable", "--cuda", "off", "--out", str(variant)],
+    subprocess.run([sys.executable, "-m", "tools.builder.op", "--abi", "stable", "--cuda", "off", "--out", str(variant)],
                    cwd=ROOT, check=True)
     return variant
 

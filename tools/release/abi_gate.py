@@ -3,7 +3,7 @@ staged release layouts. Every shared library must meet the Hub's kernel rules (m
 Python >= 3.9), checked by kernelpin.publisher.abi_gate with HF's kernel-abi-check; CI runs it before releasing.
 
     python -m tools.release.abi_gate output              # every .conda package below output/
-    python -m tools.release.abi_gate build/release       # a staged release, or a variant dir from tools/build/op.py
+    python -m tools.release.abi_gate build/release       # a staged release, or a variant dir from tools/builder/op.py
 
 Exit 0 when everything passes; 1 with each violation (library, symbol, the version it needs, what to do).
 """

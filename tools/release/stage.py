@@ -5,7 +5,7 @@
 
 Each SOURCE is a conda package (`.conda`, the bits `pixi add img2gray` installs), a directory holding
 conda packages (e.g. `output/`, the channel `pixi run build` writes), or a variant directory written by
-`python -m tools.build.op --out DIR`. A conda package installs the variant directory as `site-packages/<name>/`;
+`python -m tools.builder.op --out DIR`. A conda package installs the variant directory as `site-packages/<name>/`;
 that directory is taken as it is. Every file is checked against its metadata.json digest before it is
 staged; variants of different versions, or two builds of one variant, are refused.
 """
@@ -61,7 +61,7 @@ def collect(sources: Iterable[Path], workdir: Path) -> dict[str, tuple[Path, dic
         metadata = read_variant(directory)
         name = metadata.get("variant")
         if not isinstance(name, str):
-            raise PublishError(f"{origin}: {METADATA} has no \"variant\"; rebuild with `python -m tools.build.op`")
+            raise PublishError(f"{origin}: {METADATA} has no \"variant\"; rebuild with `python -m tools.builder.op`")
         if name in variants:
             raise PublishError(
                 f"two builds of variant {name}: {variants[name][2]} and {origin}; pass only the one to release"
