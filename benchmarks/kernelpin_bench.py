@@ -493,6 +493,9 @@ makes it.
 A warm `kernelpin.load` reads no byte of the unchanged library: this user's receipt (device, inode, size, mtime,
 ctime -> sha256, kernelpin.receipts) vouches for it. The first load after a sync, without a receipt, hashes it
 twice (in the store, and right before the package runs: {first:.2f} s); `kernels` hashes nothing.
+A cold sync waits mostly on the test Hub (olah behind testkit's kernel front: one stream of a 50 MB file came at
+11-14 MB/s on the 2-core machine of these runs); kernelpin downloads up to 8 files at once, `kernels` one
+kernel after another.
 """
 
 
