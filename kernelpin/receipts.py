@@ -40,7 +40,7 @@ def receipts_directory(environ: Mapping[str, str] = os.environ) -> Path | None:
     if not hasattr(os, "geteuid") or not _NOFOLLOW or not _DIRECTORY or os.open not in os.supports_dir_fd:
         return None
     state = environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return Path(state) / "kernelpin" / "receipts"
+    return Path(state, "kernelpin", "receipts")
 
 
 def _key(stat: os.stat_result) -> str:

@@ -14,7 +14,7 @@ from kernelpin import environment
 from kernelpin.variant import CPU, Backend
 from tests.kernelpin.helpers import fresh_interpreter
 
-# torch/version.py as torch's build generates it (tools/generate_torch_version.py), for the builds users have.
+# torch/version.py as torch's build generates it (PyTorch's generate_torch_version.py), for the builds users have.
 VERSION_PY = """\
 from typing import Optional
 
