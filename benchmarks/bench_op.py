@@ -10,7 +10,10 @@ standard error. "% copy" is the op's effective bandwidth (3 channels read + 1 wr
 device-to-device copy moving the same number of bytes.
 img2gray is timed twice: with out= into a fresh buffer per call (as the copy writes), and returning a new
 output per call, as the peers are called and compared.
-CPU: warmed-up medians with every library on the same thread count; peers OpenCV, PIL, torch eager.
+CPU: uint8 frames (720p, 1080p, 4K) as HWC, NCHW and channels_last, and float32 1080p; every library on the same
+thread count, the candidates of a case taking turns in rounds (cpu_rounds), medians over rounds; "copy" is the
+faster of a one-thread memcpy and torch's copy_ of the same bytes; peers OpenCV and PIL (on the frame as HWC) and
+torch eager (1080p HWC).
 """
 
 from __future__ import annotations
@@ -270,8 +273,6 @@ def bench_gpu_latency(img2gray) -> dict:
 
 
 def cpu_times_ms(fn: Callable[[], object], repeats: int) -> list[float]:
-    for _ in range(3):
-        fn()
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
@@ -280,8 +281,20 @@ def cpu_times_ms(fn: Callable[[], object], repeats: int) -> list[float]:
     return times
 
 
-def cpu_median_ms(fn: Callable[[], object], repeats: int) -> float:
-    return statistics.median(cpu_times_ms(fn, repeats))
+def cpu_rounds(timed: dict[str, Callable[[], object]], rounds: int, calls: int) -> dict[str, list[float]]:
+    """Per round, each candidate's fastest call (ms) of a block of `calls`; the blocks take turns, each round starting
+    one candidate later, after one round that is not kept. The machine's drift falls on every candidate alike (as in
+    time_rounds on the GPU), and the fastest call of a block is one that no other process interrupted: on this
+    shared 2-core machine most blocks hold a call that waited for the CPU."""
+    names = list(timed)
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    for round_index in range(rounds + 1):
+        shift = round_index % len(names)
+        for name in names[shift:] + names[:shift]:
+            block = cpu_times_ms(timed[name], calls)
+            if round_index:
+                samples[name].append(min(block))
+    return samples
 
 
 def relative_spread(times: list[float]) -> float:
@@ -318,14 +331,32 @@ def busy_warning(load_average: float, cores: int) -> str | None:
 SPREAD_WARNING = 0.25  # interquartile range over the median
 
 
-def cpu_copy_ms(moved: int, repeats: int) -> float:
-    """A torch copy (parallel memcpy) reading and writing half of `moved` bytes each."""
+def copy_candidates(moved: int) -> dict[str, Callable[[], object]]:
+    """Copies reading and writing half of `moved` bytes each: glibc's memcpy on one thread, and torch's copy_ (on the
+    benchmark's thread count). The faster of the two is the op's floor."""
+    import ctypes
+
+    memcpy = ctypes.CDLL(None).memcpy
+    memcpy.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
     source = torch.randint(0, 256, (moved // 2,), dtype=torch.uint8)
     target = torch.empty_like(source)
-    return cpu_median_ms(lambda: target.copy_(source), repeats)
+    return {"memcpy": lambda: memcpy(target.data_ptr(), source.data_ptr(), source.numel()),
+            "torch copy_": lambda: target.copy_(source)}
+
+
+UINT8_LAYOUTS = ("HWC", "NCHW", "channels_last")
+
+
+def cpu_cases(quick: bool) -> list[tuple[str, tuple[int, int], str]]:
+    frames = {"1080p": FRAMES["1080p"]} if quick else FRAMES
+    # Named as the GPU cases are: the shape img2gray gets.
+    return [(f"{h}x{w}x3 uint8 HWC ({label} frame)" if layout == "HWC" else f"1x3x{h}x{w} uint8 {layout} ({label} frame)",
+             (h, w), layout) for label, (h, w) in frames.items() for layout in UINT8_LAYOUTS]
 
 
 def bench_cpu(img2gray, quick: bool, threads: int) -> list[dict]:
+    """Each case's candidates (the copies, img2gray with out=, the peers on the same frame) take turns in rounds.
+    OpenCV and PIL take the frame as HWC whatever the layout img2gray gets: they have no other."""
     import numpy as np
 
     torch.set_num_threads(threads)
@@ -343,38 +374,42 @@ def bench_cpu(img2gray, quick: bool, threads: int) -> list[dict]:
         peers_hwc["PIL convert('L')"] = lambda a, t: Image.fromarray(a).convert("L")
     except ImportError:
         pass
-    peers_hwc["torch eager"] = lambda a, t: eager_expression(t, -1)
-    repeats = 10 if quick else 40
+    rounds, calls = (3, 5) if quick else (11, 8)
     rows = []
-    for height, width in ((1080, 1920), (2160, 3840)):
+    for name, (height, width), layout in cpu_cases(quick):
         array = np.random.default_rng(0).integers(0, 256, (height, width, 3), dtype=np.uint8)
-        tensor = torch.from_numpy(array)
-        out = torch.empty(height, width, dtype=torch.uint8)
-        moved = array.nbytes * 4 // 3
-        row = {"case": f"{height}x{width}x3 uint8 HWC", "bytes_moved": moved, "results": {},
-               "copy_ms": cpu_copy_ms(moved, repeats)}
-        timed = {"img2gray": lambda: img2gray.img2gray(tensor, dim=-1, keepdim=False, out=out)}
-        timed |= {peer: functools.partial(fn, array, tensor) for peer, fn in peers_hwc.items()}
-        row["spread"] = {}
-        for name, fn in timed.items():
-            times = cpu_times_ms(fn, repeats)
-            row["results"][name] = statistics.median(times)
-            row["spread"][name] = relative_spread(times)
-        rows.append(row)
+        hwc = torch.from_numpy(array)
+        if layout == "HWC":
+            x, dim, out = hwc, -1, torch.empty(height, width, 1, dtype=torch.uint8)
+        else:
+            x = hwc.permute(2, 0, 1).unsqueeze(0).contiguous()
+            x = x.contiguous(memory_format=torch.channels_last) if layout == "channels_last" else x
+            dim, out = -3, torch.empty(1, 1, height, width, dtype=torch.uint8)
+        timed = {"img2gray": lambda x=x, dim=dim, out=out: img2gray.img2gray(x, dim=dim, out=out)}
+        timed |= {peer: functools.partial(fn, array, hwc) for peer, fn in peers_hwc.items()}
+        if layout == "HWC" and height == 1080:  # 45 ms a call: one case is enough to show it
+            timed["torch eager"] = lambda: eager_expression(hwc, -1)
+        rows.append(cpu_row(name, array.nbytes * 4 // 3, timed, rounds, calls))
     for layout in ("nchw", "channels_last"):
         x = input_sets((1, 3, 1080, 1920), torch.float32, layout, 1, "cpu")[0]
         out = torch.empty(1, 1, 1080, 1920)
-        moved = x.numel() * 4 * 4 // 3
-        row = {"case": f"1x3x1080x1920 float32 {layout}", "bytes_moved": moved, "results": {},
-               "copy_ms": cpu_copy_ms(moved, repeats)}
-        row["spread"] = {}
-        for name, fn in (("img2gray", lambda: img2gray.img2gray(x, out=out)),
-                         ("torch eager", lambda: eager_expression(x, -3))):
-            times = cpu_times_ms(fn, repeats)
-            row["results"][name] = statistics.median(times)
-            row["spread"][name] = relative_spread(times)
-        rows.append(row)
+        timed = {"img2gray": lambda x=x, out=out: img2gray.img2gray(x, out=out),
+                 "torch eager": lambda x=x: eager_expression(x, -3)}
+        rows.append(cpu_row(f"1x3x1080x1920 float32 {layout}", x.numel() * 4 * 4 // 3, timed, rounds, calls))
     return rows
+
+
+def cpu_row(case: str, moved: int, timed: dict[str, Callable[[], object]], rounds: int, calls: int) -> dict:
+    """A case's row: the candidates and the copies of `moved` bytes in rounds (cpu_rounds), medians in ms."""
+    timed = copy_candidates(moved) | timed
+    for fn in timed.values():  # warm-up: first-touch page faults, thread pools, caches
+        fn()
+    samples = cpu_rounds(timed, rounds, calls)
+    medians = {candidate: statistics.median(times) for candidate, times in samples.items()}
+    copies = {candidate: medians.pop(candidate) for candidate in ("memcpy", "torch copy_")}
+    return {"case": case, "bytes_moved": moved, "copy_ms": min(copies.values()), "copies_ms": copies,
+            "results": medians, "load_average": round(os.getloadavg()[0], 2),
+            "spread": {candidate: relative_spread(samples[candidate]) for candidate in medians}}
 
 
 def print_table(rows: list[dict], device: str) -> None:

@@ -1,4 +1,4 @@
-// CPU kernel: parallel over pixels with torch's thread pool. uint8 spans use hand-written AVX2/AVX-512
+// CPU kernel: parallel over pixels with torch's thread pool. uint8 spans use hand-written AVX2/AVX-512/NEON
 // (img2gray_cpu_simd.h); the other loops are written so the compiler vectorizes them, compiled for AVX2
 // and a baseline x86-64 with a run-time choice between the two. Compiled for either build: with
 // TORCH_TARGET_VERSION (the stable-ABI build) the thread pool is reached through torch's C shim.
@@ -41,7 +41,14 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain, const F& f) {
 }
 
 // Enough pixels per task that scheduling cost disappears, few enough that two cores share a 1080p frame.
+// A multiple of 64, so that every task's output stays as aligned as the whole output (streaming stores).
 constexpr int64_t kGrainPixels = 1 << 15;
+
+// uint8 outputs of at least this many bytes are written with streaming stores: with their input they fill much
+// of the last-level cache, so their lines would only evict input that is still to be read, and every line
+// written the ordinary way is read from memory first. A 4K frame's output (8.3 MB) is; a 1080p frame's (2 MB),
+// which stays in the cache for whoever reads it next, is not.
+constexpr int64_t kStreamBytes = 4 << 20;
 
 template <typename scalar_t>
 IMG2GRAY_CPU_CLONES void planar_loop(const scalar_t* __restrict__ r, const scalar_t* __restrict__ g,
@@ -57,18 +64,20 @@ IMG2GRAY_CPU_CLONES void interleaved_loop(const scalar_t* __restrict__ rgb, scal
 }
 
 // uint8 goes through the hand-vectorized spans first; the loops above finish what they leave.
+// `u8` (the vector paths' view of the call) is used for uint8 only.
 template <typename scalar_t>
 void planar_span(const scalar_t* r, const scalar_t* g, const scalar_t* b, scalar_t* out, int64_t n,
-                 Weights<acc_t<scalar_t>> w) {
+                 Weights<acc_t<scalar_t>> w, const simd::U8Call& u8) {
   int64_t done = 0;
-  if constexpr (std::is_same_v<scalar_t, uint8_t>) done = simd::planar_u8(r, g, b, out, n, w);
+  if constexpr (std::is_same_v<scalar_t, uint8_t>) done = simd::planar_u8(r, g, b, out, n, u8);
   planar_loop(r + done, g + done, b + done, out + done, n - done, w);
 }
 
 template <typename scalar_t>
-void interleaved_span(const scalar_t* rgb, scalar_t* out, int64_t n, Weights<acc_t<scalar_t>> w) {
+void interleaved_span(const scalar_t* rgb, scalar_t* out, int64_t n, Weights<acc_t<scalar_t>> w,
+                      const simd::U8Call& u8) {
   int64_t done = 0;
-  if constexpr (std::is_same_v<scalar_t, uint8_t>) done = simd::interleaved_u8(rgb, out, n, w);
+  if constexpr (std::is_same_v<scalar_t, uint8_t>) done = simd::interleaved_u8(rgb, out, n, u8);
   interleaved_loop(rgb + 3 * done, out + done, n - done, w);
 }
 
@@ -76,10 +85,12 @@ template <typename scalar_t>
 void run(const void* input, void* out, const Plan& plan, Weights<acc_t<scalar_t>> w) {
   const auto* in = static_cast<const scalar_t*>(input);
   auto* dst = static_cast<scalar_t*>(out);
+  simd::U8Call u8{};
+  if constexpr (std::is_same_v<scalar_t, uint8_t>) u8 = simd::u8_call(w, plan.pixels >= kStreamBytes);
   switch (plan.layout) {
     case Layout::Interleaved:
       parallel_for(0, plan.pixels, kGrainPixels, [&](int64_t begin, int64_t end) {
-        interleaved_span(in + 3 * begin, dst + begin, end - begin, w);
+        interleaved_span(in + 3 * begin, dst + begin, end - begin, w, u8);
       });
       break;
     case Layout::Planar:
@@ -90,7 +101,7 @@ void run(const void* input, void* out, const Plan& plan, Weights<acc_t<scalar_t>
           const int64_t i = begin % plan.inner;
           const int64_t n = std::min(end - begin, plan.inner - i);
           const scalar_t* r = in + (3 * o) * plan.inner + i;
-          planar_span(r, r + plan.inner, r + 2 * plan.inner, dst + begin, n, w);
+          planar_span(r, r + plan.inner, r + 2 * plan.inner, dst + begin, n, w, u8);
           begin += n;
         }
       });

@@ -1,12 +1,78 @@
-// Hand-vectorized x86-64 spans for uint8 images, the case compilers leave scalar (3-byte stride,
-// byte <-> float conversions). Each lane does exactly what `gray()` in img2gray.h does, in the same
-// order, with IEEE single-precision mul/add (no FMA), so results are bit-identical to the scalar path.
-// AVX2 and AVX-512 (VBMI) versions, chosen at run time; other CPUs use the compiler-vectorized loops.
+// Hand-vectorized spans for uint8 images, the case compilers leave scalar (3-byte stride, byte <-> float
+// conversions). Every path returns exactly what `gray()` in img2gray.h returns for every colour:
+// - AVX2, AVX-512 (VBMI) and NEON: each lane does what `gray()` does, in the same order, with IEEE
+//   single-precision mul/add (no FMA), so results are bit-identical to the scalar path.
+// - AVX-512 VNNI ("fixed point" below): integer dot products that are proven to round like the float formula
+//   wherever they are far enough from a rounding tie, and the float path for the lanes that are not.
+// The widest path the CPU runs is chosen at run time (cpu_isa), capped by IMG2GRAY_CPU_ISA for tests.
 #pragma once
 
+#include <torch/headeronly/util/Exception.h>
+
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
 
 #include "img2gray.h"
+
+namespace img2gray {
+namespace simd {
+
+// The fixed-point form of the weights for the VNNI path. With W_c = round(w_c * 2^21) (three base-128 digits, so
+// that each digit is a signed byte for vpdpbusd) and Z = sum_c v_c * W_c + 2^20 + 2^10:
+// - |Z / 2^21 - (Y + 0.5 + 2^-11)| <= 765 * 2^-22 < 1.83e-4, Y the exact weighted sum of the bytes with the float
+//   weights; the float formula's y = fl(fl(fl(wr*r) + fl(wg*g)) + fl(wb*b)) is within 3 * 2^-24 * Y (< 4.6e-5 where
+//   Y <= 256) of Y: with non-negative weights every term is non-negative and passes at most three roundings.
+// - So where Z mod 2^21 >= 2^11, y + 0.5 is within 2.3e-4 < 2^-11 of Z / 2^21 and at least 2^-11 away from an
+//   integer: y lies strictly between n - 0.5 and n + 0.5 for n = floor(Z / 2^21), it rounds to n, and no tie can
+//   occur. n >= 256 means y > 255.4, which saturates to 255 as n does. Everywhere else (about 0.1% of random
+//   colours, and every exact tie of the decimal weights) the lane is "ambiguous" and takes the float path.
+// tests/op/test_img2gray.py checks all 2^24 colours for several weights, each ISA forced in turn.
+constexpr int kFixedBits = 21;
+constexpr uint32_t kFixedBias = (1u << (kFixedBits - 1)) + (1u << (kFixedBits - 11));
+constexpr uint32_t kFixedAmbiguous = ((1u << kFixedBits) - 1) & ~((1u << (kFixedBits - 10)) - 1);  // bits 11-20
+
+struct FixedPoint {
+  bool usable;         // false: weights outside [0, 1) (or not finite); the float path does every lane
+  int32_t digits[3];   // digit k of every channel: byte c = digit k of W_c, byte 3 = 0 (the dword's 4th byte)
+};
+
+inline FixedPoint fixed_point(const Weights<float>& w) {
+  FixedPoint fixed{};
+  const float channels[3] = {w.r, w.g, w.b};
+  uint32_t scaled[3];
+  for (int c = 0; c < 3; ++c) {
+    if (!(channels[c] >= 0.0f && channels[c] < 1.0f)) return fixed;  // also NaN
+    // Exact in double (a float times a power of two), rounded to nearest.
+    scaled[c] = static_cast<uint32_t>(std::nearbyint(static_cast<double>(channels[c]) * (1 << kFixedBits)));
+    if (scaled[c] >= (1u << kFixedBits)) return fixed;  // a fourth digit would be needed
+  }
+  for (int k = 0; k < 3; ++k) {
+    uint32_t digits = 0;
+    for (int c = 0; c < 3; ++c) digits |= ((scaled[c] >> (7 * k)) & 127u) << (8 * c);
+    fixed.digits[k] = static_cast<int32_t>(digits);
+  }
+  fixed.usable = true;
+  return fixed;
+}
+
+// The hand-written paths; on x86-64 each one also uses the ones before it (for the pixels it leaves).
+enum class CpuIsa { Scalar, Avx2, Avx512, Avx512Vnni, Neon };
+
+// What the spans are given per call: the ISA, both forms of the weights, and whether to write the output with
+// streaming stores (for outputs that would only evict the input from the caches).
+struct U8Call {
+  CpuIsa isa;
+  Weights<float> weights;
+  FixedPoint fixed;
+  bool stream;
+};
+
+}  // namespace simd
+}  // namespace img2gray
 
 // GCC's `#pragma GCC target` compiles these functions for AVX2/AVX-512 without changing the flags
 // of the rest of the library (Clang would need `#pragma clang attribute`; it gets the plain loops).
@@ -40,11 +106,15 @@ IMG2GRAY_AVX2 __m256i luma_u8(__m256i r, __m256i g, __m256i b, const Avx2Weights
 }
 
 // Four vectors of 8 int32 gray values (pixels 0-7, 8-15, 16-23, 24-31) -> 32 bytes in pixel order.
-IMG2GRAY_AVX2 void store_32(uint8_t* out, __m256i q0, __m256i q1, __m256i q2, __m256i q3) {
+IMG2GRAY_AVX2 void store_32(uint8_t* out, __m256i q0, __m256i q1, __m256i q2, __m256i q3, bool stream) {
   // packs/packus work per 128-bit lane: bytes come out as 0-3 8-11 16-19 24-27 | 4-7 12-15 20-23 28-31.
   const __m256i bytes = _mm256_packus_epi16(_mm256_packs_epi32(q0, q1), _mm256_packs_epi32(q2, q3));
   const __m256i ordered = _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), ordered);
+  if (stream) {
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(out), ordered);
+  } else {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), ordered);
+  }
 }
 
 // 8 interleaved pixels (24 bytes at p) -> 8 int32 gray values. The low lane holds bytes 0-15 (pixels
@@ -72,28 +142,38 @@ IMG2GRAY_AVX2 __m256i gray_8_planar(const uint8_t* r, const uint8_t* g, const ui
 }
 
 // Each span returns how many leading pixels it wrote (whole blocks); the caller finishes the rest.
+// Streaming stores need aligned addresses: they are used only where `out` is (then every block stays so).
+inline bool stream_to(const uint8_t* out, bool stream, uintptr_t alignment) {
+  return stream && reinterpret_cast<uintptr_t>(out) % alignment == 0;
+}
+
 inline int64_t interleaved_u8_avx2(const uint8_t* __restrict__ rgb, uint8_t* __restrict__ out, int64_t n,
-                                   const Weights<float>& weights) {
+                                   const U8Call& call) {
+  const Weights<float>& weights = call.weights;
   const Avx2Weights w{_mm256_set1_ps(weights.r), _mm256_set1_ps(weights.g), _mm256_set1_ps(weights.b)};
+  const bool stream = stream_to(out, call.stream, 32);
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
     const uint8_t* p = rgb + 3 * i;
     store_32(out + i, gray_8_interleaved(p, w), gray_8_interleaved(p + 24, w), gray_8_interleaved(p + 48, w),
-             gray_8_interleaved(p + 72, w));
+             gray_8_interleaved(p + 72, w), stream);
   }
+  if (stream) _mm_sfence();
   return i;
 }
 
 inline int64_t planar_u8_avx2(const uint8_t* __restrict__ r, const uint8_t* __restrict__ g,
-                              const uint8_t* __restrict__ b, uint8_t* __restrict__ out, int64_t n,
-                              const Weights<float>& weights) {
+                              const uint8_t* __restrict__ b, uint8_t* __restrict__ out, int64_t n, const U8Call& call) {
+  const Weights<float>& weights = call.weights;
   const Avx2Weights w{_mm256_set1_ps(weights.r), _mm256_set1_ps(weights.g), _mm256_set1_ps(weights.b)};
+  const bool stream = stream_to(out, call.stream, 32);
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
     store_32(out + i, gray_8_planar(r + i, g + i, b + i, w), gray_8_planar(r + i + 8, g + i + 8, b + i + 8, w),
              gray_8_planar(r + i + 16, g + i + 16, b + i + 16, w),
-             gray_8_planar(r + i + 24, g + i + 24, b + i + 24, w));
+             gray_8_planar(r + i + 24, g + i + 24, b + i + 24, w), stream);
   }
+  if (stream) _mm_sfence();
   return i;
 }
 
@@ -105,7 +185,7 @@ inline int64_t planar_u8_avx2(const uint8_t* __restrict__ r, const uint8_t* __re
 #pragma GCC pop_options
 
 // AVX-512 with VBMI (Ice Lake, Sapphire Rapids, Zen 4): one byte permute across 64 bytes gathers and
-// zero-extends a channel for 16 pixels.
+// zero-extends a channel for 16 pixels. With VNNI as well, the fixed-point path (FixedPoint above).
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vbmi")
 
@@ -125,12 +205,17 @@ IMG2GRAY_AVX512 __m512i luma_u8(__m512i r, __m512i g, __m512i b, const Avx512Wei
   return _mm512_cvtps_epi32(_mm512_min_ps(_mm512_set1_ps(255.0f), y));  // as in the AVX2 luma_u8
 }
 
-IMG2GRAY_AVX512 void store_64(uint8_t* out, __m512i q0, __m512i q1, __m512i q2, __m512i q3) {
+IMG2GRAY_AVX512 void store_64(uint8_t* out, __m512i q0, __m512i q1, __m512i q2, __m512i q3, bool stream) {
   // Per 128-bit lane L the packs leave pixels 4L..4L+3 of q0, q1, q2, q3: dword 4L + j holds pixels
   // 16j + 4L ... 16j + 4L + 3.
   const __m512i bytes = _mm512_packus_epi16(_mm512_packs_epi32(q0, q1), _mm512_packs_epi32(q2, q3));
   const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-  _mm512_storeu_si512(out, _mm512_permutexvar_epi32(order, bytes));
+  const __m512i ordered = _mm512_permutexvar_epi32(order, bytes);
+  if (stream) {
+    _mm512_stream_si512(reinterpret_cast<__m512i*>(out), ordered);
+  } else {
+    _mm512_storeu_si512(out, ordered);
+  }
 }
 
 // 16 interleaved pixels: the 48 bytes at p, read as 64 (the caller keeps 16 readable bytes after them).
@@ -156,31 +241,163 @@ IMG2GRAY_AVX512 __m512i gray_16_planar(const uint8_t* r, const uint8_t* g, const
 }
 
 inline int64_t interleaved_u8_avx512(const uint8_t* __restrict__ rgb, uint8_t* __restrict__ out, int64_t n,
-                                     const Weights<float>& weights) {
-  const Avx512Weights w{_mm512_set1_ps(weights.r), _mm512_set1_ps(weights.g), _mm512_set1_ps(weights.b)};
+                                     const U8Call& call) {
+  const Avx512Weights w{_mm512_set1_ps(call.weights.r), _mm512_set1_ps(call.weights.g), _mm512_set1_ps(call.weights.b)};
+  const bool stream = stream_to(out, call.stream, 64);
   int64_t i = 0;
   // The last 64-byte load of a block reads 16 bytes past it: stop 6 pixels early.
   for (; i + 64 + 6 <= n; i += 64) {
     const uint8_t* p = rgb + 3 * i;
     store_64(out + i, gray_16_interleaved(p, w), gray_16_interleaved(p + 48, w), gray_16_interleaved(p + 96, w),
-             gray_16_interleaved(p + 144, w));
+             gray_16_interleaved(p + 144, w), stream);
   }
+  if (stream) _mm_sfence();
   return i;
 }
 
 inline int64_t planar_u8_avx512(const uint8_t* __restrict__ r, const uint8_t* __restrict__ g,
                                 const uint8_t* __restrict__ b, uint8_t* __restrict__ out, int64_t n,
-                                const Weights<float>& weights) {
-  const Avx512Weights w{_mm512_set1_ps(weights.r), _mm512_set1_ps(weights.g), _mm512_set1_ps(weights.b)};
+                                const U8Call& call) {
+  const Avx512Weights w{_mm512_set1_ps(call.weights.r), _mm512_set1_ps(call.weights.g), _mm512_set1_ps(call.weights.b)};
+  const bool stream = stream_to(out, call.stream, 64);
   int64_t i = 0;
   for (; i + 64 <= n; i += 64) {
     store_64(out + i, gray_16_planar(r + i, g + i, b + i, w), gray_16_planar(r + i + 16, g + i + 16, b + i + 16, w),
              gray_16_planar(r + i + 32, g + i + 32, b + i + 32, w),
-             gray_16_planar(r + i + 48, g + i + 48, b + i + 48, w));
+             gray_16_planar(r + i + 48, g + i + 48, b + i + 48, w), stream);
   }
+  if (stream) _mm_sfence();
   return i;
 }
 
+// The fixed-point path needs VNNI too; only these functions are compiled for it, so that the float path above
+// never meets a VNNI instruction on a CPU without it.
+#define IMG2GRAY_AVX512_VNNI __attribute__((target("avx512f,avx512bw,avx512vbmi,avx512vnni")))
+
+struct Avx512Fixed {
+  __m512i d2, d1, d0, ambiguous_bits;
+};
+
+// The bias kFixedBias rides in the 4th byte of every pixel's dword, a constant 1 weighted by the bias's digits
+// (64, 8, 0: all below 128).
+IMG2GRAY_AVX512_VNNI inline Avx512Fixed avx512_fixed(const FixedPoint& fixed) {
+  const auto with_bias = [](int32_t digits, int k) {
+    return _mm512_set1_epi32(static_cast<int32_t>(static_cast<uint32_t>(digits) |
+                                                  ((kFixedBias >> (7 * k)) & 127u) << 24));
+  };
+  return {with_bias(fixed.digits[2], 2), with_bias(fixed.digits[1], 1), with_bias(fixed.digits[0], 0),
+          _mm512_set1_epi32(static_cast<int32_t>(kFixedAmbiguous))};
+}
+
+// 16 pixels as dwords (r, g, b, 1) -> 16 int32 gray values; the lanes whose value must come from the float formula
+// instead are or-ed into `ambiguous`. Horner over the base-128 digits: each vpdpbusd adds r*d_r + g*d_g + b*d_b + the
+// bias's digit to the running sum.
+IMG2GRAY_AVX512_VNNI IMG2GRAY_AVX512 __m512i fixed_16(__m512i rgb1, const Avx512Fixed& f, __mmask16* ambiguous) {
+  __m512i sum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), rgb1, f.d2);
+  sum = _mm512_dpbusd_epi32(_mm512_slli_epi32(sum, 7), rgb1, f.d1);
+  sum = _mm512_dpbusd_epi32(_mm512_slli_epi32(sum, 7), rgb1, f.d0);
+  *ambiguous |= _mm512_testn_epi32_mask(sum, f.ambiguous_bits);
+  return _mm512_srli_epi32(sum, kFixedBits);
+}
+
+// The blocks of a run that hold an ambiguous lane, written again by the float path once the run is done: a branch
+// per block would be mispredicted in about one block of sixteen (random colours), and a scalar fix per pixel costs
+// more than the float path's block.
+struct Fixups {
+  static constexpr int kBlocks = 64;  // blocks of 64 pixels per run
+  int64_t block[kBlocks];
+  int count = 0;
+
+  void add(int64_t at, __mmask16 ambiguous) {  // branch-free
+    block[count] = at;
+    count += ambiguous != 0;
+  }
+  template <typename Redo>
+  void apply(bool streamed, const Redo& redo) {
+    if (count == 0) return;
+    if (streamed) _mm_sfence();  // the streamed lines first, then the blocks over them
+    for (int k = 0; k < count; ++k) redo(block[k]);
+    count = 0;
+  }
+};
+
+IMG2GRAY_AVX512_VNNI inline int64_t interleaved_u8_avx512_vnni(const uint8_t* __restrict__ rgb,
+                                                               uint8_t* __restrict__ out, int64_t n,
+                                                               const U8Call& call) {
+  const Avx512Fixed f = avx512_fixed(call.fixed);
+  const bool stream = stream_to(out, call.stream, 64);
+  // Dword j <- bytes 3j, 3j + 1, 3j + 2 of the load and byte 0 of `ones` (index 64).
+  const __m512i take_rgb1 = _mm512_set_epi32(0x402F2E2D, 0x402C2B2A, 0x40292827, 0x40262524, 0x40232221, 0x40201F1E,
+                                             0x401D1C1B, 0x401A1918, 0x40171615, 0x40141312, 0x4011100F,
+                                             0x400E0D0C, 0x400B0A09, 0x40080706, 0x40050403, 0x40020100);
+  const __m512i ones = _mm512_set1_epi8(1);
+  const Avx512Weights w{_mm512_set1_ps(call.weights.r), _mm512_set1_ps(call.weights.g), _mm512_set1_ps(call.weights.b)};
+  Fixups fixups;
+  const auto redo = [&](int64_t i) {
+    const uint8_t* p = rgb + 3 * i;
+    store_64(out + i, gray_16_interleaved(p, w), gray_16_interleaved(p + 48, w), gray_16_interleaved(p + 96, w),
+             gray_16_interleaved(p + 144, w), false);
+  };
+  const int64_t blocks = n >= 70 ? (n - 6) / 64 : 0;  // as in interleaved_u8_avx512: 6 pixels readable after each
+  for (int64_t run = 0; run < blocks; run += Fixups::kBlocks) {
+    // No calls inside a run: the constants stay in registers.
+    for (int64_t i = 64 * run; i < 64 * std::min(blocks, run + Fixups::kBlocks); i += 64) {
+      const uint8_t* p = rgb + 3 * i;
+      __mmask16 ambiguous = 0;
+      __m512i q[4];
+      for (int j = 0; j < 4; ++j) {
+        q[j] = fixed_16(_mm512_permutex2var_epi8(_mm512_loadu_si512(p + 48 * j), take_rgb1, ones), f, &ambiguous);
+      }
+      store_64(out + i, q[0], q[1], q[2], q[3], stream);
+      fixups.add(i, ambiguous);
+    }
+    fixups.apply(stream, redo);
+  }
+  if (stream) _mm_sfence();
+  return 64 * blocks;
+}
+
+IMG2GRAY_AVX512_VNNI inline int64_t planar_u8_avx512_vnni(const uint8_t* __restrict__ r, const uint8_t* __restrict__ g,
+                                                          const uint8_t* __restrict__ b, uint8_t* __restrict__ out,
+                                                          int64_t n, const U8Call& call) {
+  const Avx512Fixed f = avx512_fixed(call.fixed);
+  const bool stream = stream_to(out, call.stream, 64);
+  const __m512i ones = _mm512_set1_epi8(1);
+  const Avx512Weights w{_mm512_set1_ps(call.weights.r), _mm512_set1_ps(call.weights.g), _mm512_set1_ps(call.weights.b)};
+  Fixups fixups;
+  const auto redo = [&](int64_t i) {
+    store_64(out + i, gray_16_planar(r + i, g + i, b + i, w), gray_16_planar(r + i + 16, g + i + 16, b + i + 16, w),
+             gray_16_planar(r + i + 32, g + i + 32, b + i + 32, w),
+             gray_16_planar(r + i + 48, g + i + 48, b + i + 48, w), false);
+  };
+  const int64_t blocks = n / 64;
+  for (int64_t run = 0; run < blocks; run += Fixups::kBlocks) {
+    for (int64_t i = 64 * run; i < 64 * std::min(blocks, run + Fixups::kBlocks); i += 64) {  // as above
+    const __m512i rv = _mm512_loadu_si512(r + i), gv = _mm512_loadu_si512(g + i), bv = _mm512_loadu_si512(b + i);
+    // In-lane unpacks (which, unlike byte permutes, leave vpdpbusd's pipes alone): vector j holds pixels
+    // 16L + 4j ... 16L + 4j + 3 of each 128-bit lane L, the order in which the packs below put them back.
+    const __m512i rg_low = _mm512_unpacklo_epi8(rv, gv), rg_high = _mm512_unpackhi_epi8(rv, gv);
+    const __m512i b1_low = _mm512_unpacklo_epi8(bv, ones), b1_high = _mm512_unpackhi_epi8(bv, ones);
+    const __m512i rgb1[4] = {_mm512_unpacklo_epi16(rg_low, b1_low), _mm512_unpackhi_epi16(rg_low, b1_low),
+                             _mm512_unpacklo_epi16(rg_high, b1_high), _mm512_unpackhi_epi16(rg_high, b1_high)};
+    __mmask16 ambiguous = 0;
+    __m512i q[4];
+    for (int j = 0; j < 4; ++j) q[j] = fixed_16(rgb1[j], f, &ambiguous);
+    const __m512i bytes = _mm512_packus_epi16(_mm512_packs_epi32(q[0], q[1]), _mm512_packs_epi32(q[2], q[3]));
+    if (stream) {
+      _mm512_stream_si512(reinterpret_cast<__m512i*>(out + i), bytes);
+    } else {
+      _mm512_storeu_si512(out + i, bytes);
+    }
+    fixups.add(i, ambiguous);
+    }
+    fixups.apply(stream, redo);
+  }
+  if (stream) _mm_sfence();
+  return 64 * blocks;
+}
+
+#undef IMG2GRAY_AVX512_VNNI
 #undef IMG2GRAY_AVX512
 
 }  // namespace simd
@@ -189,32 +406,143 @@ inline int64_t planar_u8_avx512(const uint8_t* __restrict__ r, const uint8_t* __
 #pragma GCC pop_options
 #endif  // x86-64 with GCC
 
+// NEON (every AArch64 CPU): vld3 deinterleaves 16 pixels in one load; the float formula as in luma_u8.
+#if defined(__aarch64__) && defined(__ARM_NEON)
+#define IMG2GRAY_NEON_SPANS 1
+#include <arm_neon.h>
+
 namespace img2gray {
 namespace simd {
 
-#if defined(IMG2GRAY_X86_SPANS)
-inline bool cpu_has_avx512vbmi() {
-  return __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vbmi");
+struct NeonWeights {
+  float32x4_t r, g, b;
+};
+
+// 4 pixels' channels as uint32 -> 4 gray values as uint32. FCVTNU rounds half to even and saturates (negative
+// and NaN to 0); the saturating narrows in gray_16_neon cap the rest at 255: from_acc<uint8_t>'s result.
+inline uint32x4_t luma_4_neon(uint32x4_t r, uint32x4_t g, uint32x4_t b, const NeonWeights& w) {
+  const float32x4_t y = vaddq_f32(vaddq_f32(vmulq_f32(w.r, vcvtq_f32_u32(r)), vmulq_f32(w.g, vcvtq_f32_u32(g))),
+                                  vmulq_f32(w.b, vcvtq_f32_u32(b)));
+  return vcvtnq_u32_f32(y);
 }
-inline bool cpu_has_avx2() { return __builtin_cpu_supports("avx2"); }
+
+inline uint16x8_t luma_8_neon(uint16x8_t r, uint16x8_t g, uint16x8_t b, const NeonWeights& w) {
+  const uint32x4_t low = luma_4_neon(vmovl_u16(vget_low_u16(r)), vmovl_u16(vget_low_u16(g)),
+                                     vmovl_u16(vget_low_u16(b)), w);
+  const uint32x4_t high = luma_4_neon(vmovl_high_u16(r), vmovl_high_u16(g), vmovl_high_u16(b), w);
+  return vcombine_u16(vqmovn_u32(low), vqmovn_u32(high));
+}
+
+inline uint8x16_t gray_16_neon(uint8x16_t r, uint8x16_t g, uint8x16_t b, const NeonWeights& w) {
+  const uint16x8_t low = luma_8_neon(vmovl_u8(vget_low_u8(r)), vmovl_u8(vget_low_u8(g)), vmovl_u8(vget_low_u8(b)), w);
+  const uint16x8_t high = luma_8_neon(vmovl_high_u8(r), vmovl_high_u8(g), vmovl_high_u8(b), w);
+  return vcombine_u8(vqmovn_u16(low), vqmovn_u16(high));
+}
+
+inline int64_t interleaved_u8_neon(const uint8_t* __restrict__ rgb, uint8_t* __restrict__ out, int64_t n,
+                                   const Weights<float>& weights) {
+  const NeonWeights w{vdupq_n_f32(weights.r), vdupq_n_f32(weights.g), vdupq_n_f32(weights.b)};
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const uint8x16x3_t px = vld3q_u8(rgb + 3 * i);
+    vst1q_u8(out + i, gray_16_neon(px.val[0], px.val[1], px.val[2], w));
+  }
+  return i;
+}
+
+inline int64_t planar_u8_neon(const uint8_t* __restrict__ r, const uint8_t* __restrict__ g,
+                              const uint8_t* __restrict__ b, uint8_t* __restrict__ out, int64_t n,
+                              const Weights<float>& weights) {
+  const NeonWeights w{vdupq_n_f32(weights.r), vdupq_n_f32(weights.g), vdupq_n_f32(weights.b)};
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) vst1q_u8(out + i, gray_16_neon(vld1q_u8(r + i), vld1q_u8(g + i), vld1q_u8(b + i), w));
+  return i;
+}
+
+}  // namespace simd
+}  // namespace img2gray
+#endif  // AArch64
+
+namespace img2gray {
+namespace simd {
+
+// The paths of this architecture, narrowest first.
+#if defined(IMG2GRAY_X86_SPANS)
+constexpr CpuIsa kIsas[] = {CpuIsa::Scalar, CpuIsa::Avx2, CpuIsa::Avx512, CpuIsa::Avx512Vnni};
+constexpr const char* kIsaNames[] = {"scalar", "avx2", "avx512", "avx512vnni"};
+#elif defined(IMG2GRAY_NEON_SPANS)
+constexpr CpuIsa kIsas[] = {CpuIsa::Scalar, CpuIsa::Neon};
+constexpr const char* kIsaNames[] = {"scalar", "neon"};
+#else
+constexpr CpuIsa kIsas[] = {CpuIsa::Scalar};
+constexpr const char* kIsaNames[] = {"scalar"};
 #endif
+constexpr int kIsaCount = sizeof(kIsas) / sizeof(kIsas[0]);
+
+// Index into kIsas of the widest path this CPU runs.
+inline int detected_isa() {
+#if defined(IMG2GRAY_X86_SPANS)
+  if (!__builtin_cpu_supports("avx2")) return 0;
+  if (!__builtin_cpu_supports("avx512bw") || !__builtin_cpu_supports("avx512vbmi")) return 1;
+  return __builtin_cpu_supports("avx512vnni") ? 3 : 2;
+#else
+  return kIsaCount - 1;  // NEON is part of AArch64
+#endif
+}
+
+// The widest path this CPU runs, or the one IMG2GRAY_CPU_ISA names if that is narrower (so that the tests reach
+// every path on one machine). Read once per process.
+inline CpuIsa cpu_isa() {
+  static const CpuIsa isa = [] {
+    int chosen = detected_isa();
+    if (const char* cap = std::getenv("IMG2GRAY_CPU_ISA"); cap != nullptr && *cap != '\0') {
+      int named = -1;
+      std::string names;
+      for (int k = 0; k < kIsaCount; ++k) {
+        if (std::strcmp(cap, kIsaNames[k]) == 0) named = k;
+        names += std::string(k == 0 ? "" : ", ") + kIsaNames[k];
+      }
+      STD_TORCH_CHECK(named >= 0, "img2gray: IMG2GRAY_CPU_ISA=", cap, " is not a CPU path of this build; use one of ",
+                      names, ", or unset it");
+      chosen = named < chosen ? named : chosen;
+    }
+    return kIsas[chosen];
+  }();
+  return isa;
+}
+
+inline U8Call u8_call(const Weights<float>& weights, bool stream) {
+  return {cpu_isa(), weights, fixed_point(weights), stream};
+}
 
 // How many leading pixels the widest vector code this CPU runs has written; the caller does the rest.
-inline int64_t interleaved_u8(const uint8_t* rgb, uint8_t* out, int64_t n, const Weights<float>& w) {
+inline int64_t interleaved_u8(const uint8_t* rgb, uint8_t* out, int64_t n, const U8Call& call) {
   int64_t done = 0;
 #if defined(IMG2GRAY_X86_SPANS)
-  if (cpu_has_avx512vbmi()) done = interleaved_u8_avx512(rgb, out, n, w);
-  if (cpu_has_avx2()) done += interleaved_u8_avx2(rgb + 3 * done, out + done, n - done, w);
+  if (call.isa == CpuIsa::Avx512Vnni && call.fixed.usable) {
+    done = interleaved_u8_avx512_vnni(rgb, out, n, call);
+  } else if (call.isa >= CpuIsa::Avx512) {
+    done = interleaved_u8_avx512(rgb, out, n, call);
+  }
+  if (call.isa >= CpuIsa::Avx2) done += interleaved_u8_avx2(rgb + 3 * done, out + done, n - done, call);
+#elif defined(IMG2GRAY_NEON_SPANS)
+  if (call.isa == CpuIsa::Neon) done = interleaved_u8_neon(rgb, out, n, call.weights);
 #endif
   return done;
 }
 
 inline int64_t planar_u8(const uint8_t* r, const uint8_t* g, const uint8_t* b, uint8_t* out, int64_t n,
-                         const Weights<float>& w) {
+                         const U8Call& call) {
   int64_t done = 0;
 #if defined(IMG2GRAY_X86_SPANS)
-  if (cpu_has_avx512vbmi()) done = planar_u8_avx512(r, g, b, out, n, w);
-  if (cpu_has_avx2()) done += planar_u8_avx2(r + done, g + done, b + done, out + done, n - done, w);
+  if (call.isa == CpuIsa::Avx512Vnni && call.fixed.usable) {
+    done = planar_u8_avx512_vnni(r, g, b, out, n, call);
+  } else if (call.isa >= CpuIsa::Avx512) {
+    done = planar_u8_avx512(r, g, b, out, n, call);
+  }
+  if (call.isa >= CpuIsa::Avx2) done += planar_u8_avx2(r + done, g + done, b + done, out + done, n - done, call);
+#elif defined(IMG2GRAY_NEON_SPANS)
+  if (call.isa == CpuIsa::Neon) done = planar_u8_neon(r, g, b, out, n, call.weights);
 #endif
   return done;
 }
