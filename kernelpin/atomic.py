@@ -31,7 +31,7 @@ def write_atomic(path: Path, text: str) -> None:
             os.chmod(temporary, 0o644)
         os.replace(temporary, path)
     except BaseException:
-        Path(temporary).unlink(missing_ok=True)
+        Path(temporary).unlink()  # mkstemp made it, and only this function removes it
         raise
 
 

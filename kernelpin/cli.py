@@ -15,7 +15,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from rich.console import Console
 from rich.table import Table
 
 from kernelpin import environment, install, locking, lockfile
@@ -25,6 +24,7 @@ from kernelpin.install import Installer, SyncedVariant
 from kernelpin.project import PYPROJECT, Project, find_project
 from kernelpin.source import HubSettings, HubSource
 from kernelpin.spec import check_repo_id, describe_value
+from kernelpin.terminal import SafeConsole
 from kernelpin.updates import outdated, versions
 from kernelpin.verification import verify
 
@@ -42,9 +42,9 @@ class Context:
         # markup=False: messages quote TOML like [tool.kernels], which rich would take for style tags. Colour as
         # --color says; "auto" is rich's own rule (a terminal, and NO_COLOR unset).
         colour: dict[str, Any] = {"always": {"force_terminal": True}, "never": {"no_color": True}}.get(args.color, {})
-        self.out = Console(highlight=False, soft_wrap=True, markup=False, quiet=args.quiet, **colour,
+        self.out = SafeConsole(highlight=False, soft_wrap=True, markup=False, quiet=args.quiet, **colour,
                            **({} if sys.stdout.isatty() else {"width": UNBOUNDED_WIDTH}))
-        self.err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False, **colour)  # never quiet
+        self.err = SafeConsole(stderr=True, highlight=False, soft_wrap=True, markup=False, **colour)  # never quiet
 
     def table(self, *columns: str, title: str | None = None) -> Table:
         """A bordered table on a terminal; into a pipe or a file, plain columns that `cut`/`awk` can split

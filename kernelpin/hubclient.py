@@ -7,8 +7,10 @@ connect/read/write timeouts of KERNELPIN_HTTP_TIMEOUT seconds and reports an exp
 which huggingface_hub does not retry: one silent server costs one timeout, and the error names it.
 
 While a command's budget runs (kernelpin.limits), every request made in its context is also held to the
-command's deadline, from the connection to the last byte of the body (a server that drips one byte at a
-time is cut off at the deadline, not at the next timeout), and every body to a size: the size the request
+command's deadline, from the connection to the last byte of the body: the network backend under httpcore
+gives every connect, read and write at most the time left, so a server that drips its status line, its
+headers or its body one byte at a time, or sends `100 Continue` without end, is cut off at the deadline, not
+at the next timeout. Every body is held to a size as well: the size the request
 declares (`expect_size`: a file's pinned or listed size) or KERNELPIN_MAX_RESPONSE_BYTES (API answers);
 such requests ask for uncompressed answers and refuse compressed ones, whose size is known only once expanded.
 A GET answered "too many requests" (429, or 503 with a Retry-After) within a budget is sent again after the
@@ -20,11 +22,14 @@ Imported only when kernelpin talks to a Hub (it imports httpx2 and huggingface_h
 from __future__ import annotations
 
 import itertools
-import socket
+import platform
+import re
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any
 
+import httpcore2
 import httpx2
 from huggingface_hub.utils import _http as hf_http
 from huggingface_hub.utils import set_client_factory
@@ -46,6 +51,30 @@ class HubTimeout(KernelpinError):
     """A request got no answer within the timeout."""
 
 
+_HEADER_VALUE = re.compile(r"[\x21-\x7e]+")  # a token as the Hub issues it: printable ASCII, no space
+
+
+def request_headers() -> dict[str, str]:
+    """The headers of kernelpin's own requests, built here and not by huggingface_hub's build_hf_headers: its
+    User-Agent carries an agent-harness id from `<endpoint>/api/agent-harnesses`, fetched while the headers
+    are built and kept in HF_HOME for a day, so one hostile Hub's answer would go into every request to every
+    Hub (or make each fail). This sends kernelpin's name and versions, and the token huggingface_hub would
+    send (HF_TOKEN or the saved one, unless HF_HUB_DISABLE_IMPLICIT_TOKEN), refused when no header can carry it."""
+    from huggingface_hub import __version__ as hub_version
+    from huggingface_hub import constants, get_token
+
+    headers = {"user-agent": f"kernelpin; hf_hub/{hub_version}; python/{platform.python_version()}"}
+    token = None if constants.HF_HUB_DISABLE_IMPLICIT_TOKEN else get_token()
+    if token is not None:
+        if not _HEADER_VALUE.fullmatch(token):
+            raise KernelpinError(
+                "the Hub token (HF_TOKEN, or the one `hf auth login` saved) holds spaces, control or non-ASCII "
+                "characters, which no request header can carry; set HF_TOKEN to the token exactly as the Hub shows it"
+            )
+        headers["authorization"] = f"Bearer {token}"
+    return headers
+
+
 def capped_timeouts(requested: dict[str, float | None], seconds: float) -> dict[str, float]:
     """httpx's per-request timeouts (connect, read, write, pool) with none longer than `seconds`: caps
     huggingface_hub's own long ones (60 s on its retried metadata request) and keeps its short ones (3 s on its
@@ -55,10 +84,69 @@ def capped_timeouts(requested: dict[str, float | None], seconds: float) -> dict[
             for kind in ("connect", "read", "write", "pool")}
 
 
+def _time_left(timeout: float | None, expired: type[httpcore2.TimeoutException]) -> float | None:
+    """`timeout`, cut to what is left of the running command's deadline (`expired` when nothing is)."""
+    budget = limits.current()
+    if budget is None:
+        return timeout
+    remaining = budget.remaining()
+    if remaining <= 0:
+        raise expired("the command's deadline has passed")
+    return remaining if timeout is None else min(timeout, remaining)
+
+
+class _DeadlineStream(httpcore2.NetworkStream):
+    """A connection whose every read and write waits no longer than the running command's deadline allows."""
+
+    def __init__(self, inner: httpcore2.NetworkStream) -> None:
+        self.inner = inner
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self.inner.read(max_bytes, _time_left(timeout, httpcore2.ReadTimeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self.inner.write(buffer, _time_left(timeout, httpcore2.WriteTimeout))
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def start_tls(self, ssl_context: Any, server_hostname: str | None = None,
+                  timeout: float | None = None) -> httpcore2.NetworkStream:
+        return _DeadlineStream(self.inner.start_tls(ssl_context, server_hostname,
+                                                    _time_left(timeout, httpcore2.ConnectTimeout)))
+
+    def get_extra_info(self, info: str) -> Any:
+        return self.inner.get_extra_info(info)
+
+
+class _DeadlineBackend(httpcore2.NetworkBackend):
+    """httpcore's network I/O, every connection a _DeadlineStream: the deadline holds for the status line and
+    headers (and interim answers) too, which httpcore reads with per-read timeouts only."""
+
+    def __init__(self, inner: httpcore2.NetworkBackend) -> None:
+        self.inner = inner
+
+    def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
+                    socket_options: Iterable[Any] | None = None) -> httpcore2.NetworkStream:
+        return _DeadlineStream(self.inner.connect_tcp(host, port, _time_left(timeout, httpcore2.ConnectTimeout),
+                                                      local_address, socket_options))
+
+    def connect_unix_socket(self, path: str, timeout: float | None = None,
+                            socket_options: Iterable[Any] | None = None) -> httpcore2.NetworkStream:
+        return _DeadlineStream(self.inner.connect_unix_socket(path, _time_left(timeout, httpcore2.ConnectTimeout),
+                                                              socket_options))
+
+    def sleep(self, seconds: float) -> None:
+        self.inner.sleep(seconds)
+
+
 class _DeadlineTransport(httpx2.BaseTransport):
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
         self.inner = httpx2.HTTPTransport()
+        # httpx2's transport takes no network backend; the httpcore2 pool it wraps does (`network_backend`).
+        pool = self.inner._pool
+        pool._network_backend = _DeadlineBackend(pool._network_backend)
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
         requested = request.extensions.get("timeout", {})
@@ -122,50 +210,26 @@ class _DeadlineTransport(httpx2.BaseTransport):
 
 
 class _BoundedBody(httpx2.SyncByteStream):
-    """A response body held to the command's deadline and to a size. The deadline is checked after every
-    chunk, and a watchdog shuts the socket down when it passes, so a read that waits for a silent server
-    returns at the deadline instead of after the next timeout."""
+    """A response body held to a size, its reads to the command's deadline (by the _DeadlineBackend below)."""
 
     def __init__(self, response: httpx2.Response, budget: limits.Budget, url: httpx2.URL, expected: int | None,
                  timeouts: dict[str, float], transport: _DeadlineTransport) -> None:
         self.inner, self.budget, self.url, self.expected = response.stream, budget, url, expected
         self.limit = budget.limits.max_response_bytes if expected is None else expected
         self.timeouts, self.transport = timeouts, transport
-        self.network = response.extensions.get("network_stream")
-
-    def _cut(self) -> None:
-        sock = self.network.get_extra_info("socket") if self.network is not None else None
-        if sock is not None:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass  # already closed
 
     def __iter__(self) -> Iterator[bytes]:
-        what = f"receiving {self.url}"
-        watchdog = threading.Timer(max(self.budget.remaining(), 0), self._cut)
-        watchdog.daemon = True
-        watchdog.start()
         received = 0
         try:
             for chunk in self.inner:
                 received += len(chunk)
-                self.budget.check(what)
                 if received > self.limit:
                     raise self.too_long()
                 yield chunk
-            # A body without a length ends when the connection does, also when the watchdog cut it.
-            self.budget.check(what)
         except httpx2.TimeoutException as error:
             if self.budget.expired():
-                raise self.budget.exceeded(what) from None
+                raise self.budget.exceeded(f"receiving {self.url}") from None
             raise self.transport._timeout(error, self.url, self.timeouts) from None
-        except httpx2.TransportError:
-            if self.budget.expired():  # the watchdog cut the connection
-                raise self.budget.exceeded(what) from None
-            raise
-        finally:
-            watchdog.cancel()
 
     def too_long(self, announced: int | None = None) -> LimitExceeded:
         """The error for an answer longer than allowed, seen while reading or `announced` in its headers."""

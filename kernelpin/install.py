@@ -4,12 +4,12 @@ repair what changed and remove what the lock does not list."""
 from __future__ import annotations
 
 import re
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kernelpin import confined
 from kernelpin.layout import BUILD_DIR
 from kernelpin.lockfile import Lock, LockedFile, LockedKernel, LockedVariant
 from kernelpin.parallel import run_all
@@ -56,7 +56,7 @@ class Installer:
         variant = kernel.variant(variant_name)
         assert variant is not None  # ensure_variant refused it otherwise
         for extra in unlisted_entries(result.directory, variant):
-            _remove_entry(result.directory / extra)
+            confined.remove(self.store.base, result.directory / extra, f"{kernel.label}: removing {extra}")
             result.removed.append(f"{BUILD_DIR}/{variant_name}/{extra}")
         return result
 
@@ -89,13 +89,6 @@ def unlisted_entries(directory: Path, variant: LockedVariant) -> list[str]:
 
     walk(directory, "")
     return found
-
-
-def _remove_entry(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path)  # rmtree removes links inside without following them
-    else:
-        path.unlink(missing_ok=True)
 
 
 def sync(lock: Lock, installer: Installer, env: Environment | None, all_variants: bool = False) -> list[SyncedVariant]:

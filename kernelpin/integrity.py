@@ -62,20 +62,38 @@ def git_blob_sha1(content: bytes) -> str:
     return hashlib.sha1(b"blob %d\0" % len(content) + content).hexdigest()
 
 
-def check_repo_path(path: str, where: str) -> str:
-    """Refuse a path from a repository (or a lock) that could escape the directory it is written into."""
-    problem = None
+MAX_NAME_BYTES = 255  # one path component (NAME_MAX of Linux and macOS file systems)
+MAX_PATH_BYTES = 512  # a whole repository path: with the cache's own prefix it stays within PATH_MAX
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # C0, DEL, C1: would move a terminal's cursor when printed
+
+
+def _path_problem(path: str) -> str | None:
     if not path:
-        problem = "is empty"
-    elif "\\" in path or "\0" in path:
-        problem = "contains a backslash or NUL"
-    elif path.startswith("/") or PurePosixPath(path).is_absolute() or (len(path) > 1 and path[1] == ":"):
-        problem = "is absolute"
-    elif any(part in ("..", ".", "") for part in path.split("/")):
-        problem = "contains '..', '.' or an empty component"
-    if problem:
+        return "is empty"
+    if "\\" in path or "\0" in path:
+        return "contains a backslash or NUL"
+    if _CONTROL_RE.search(path):
+        return "contains a control character"
+    if PurePosixPath(path).is_absolute() or (len(path) > 1 and path[1] == ":"):
+        return "is absolute"
+    if any(part in ("..", ".", "") for part in path.split("/")):
+        return "contains '..', '.' or an empty component"
+    if len(path.encode()) > MAX_PATH_BYTES:
+        return f"is {len(path.encode())} bytes long, more than the {MAX_PATH_BYTES} a path may have"
+    longest = max(len(part.encode()) for part in path.split("/"))
+    if longest > MAX_NAME_BYTES:
+        return f"has a {longest}-byte name, more than the {MAX_NAME_BYTES} a file system stores"
+    return None
+
+
+def check_repo_path(path: str, where: str) -> str:
+    """Refuse a path from a repository (or a lock) that could escape the directory it is written into, that a
+    file system cannot store there, or that would act on a terminal when printed."""
+    problem = _path_problem(path)
+    if problem is not None:
+        shown = repr(path[:100]) + (f"... ({len(path)} characters)" if len(path) > 100 else "")
         raise KernelpinError(
-            f"{where}: refusing unsafe path {path!r} (it {problem}); "
+            f"{where}: refusing unsafe path {shown} (it {problem}); "
             "the repository is malformed or hostile: do not use this revision"
         )
     return path
@@ -97,15 +115,3 @@ def verify_file(path: Path, size: int, sha256: str, what: str) -> None:
     with open(path, "rb") as stream:
         check_size(os.fstat(stream.fileno()).st_size, size, what)
         check_digest(sha256_stream(stream, hashlib.sha256()), sha256, what)
-
-
-def discard_file(path: Path, blobs: Path | None = None) -> None:
-    """Remove a file that failed verification. A symlink is removed, never what it points to, unless that
-    is a blob directly inside `blobs` (a Hub-cache snapshot entry's own blob, bad as well)."""
-    if path.is_symlink():
-        target = path.resolve()
-        path.unlink()
-        if blobs is not None and target.parent == blobs.resolve():
-            target.unlink(missing_ok=True)
-    else:
-        path.unlink(missing_ok=True)

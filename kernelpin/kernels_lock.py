@@ -64,16 +64,17 @@ def out_of_step(path: Path, lock: Lock) -> str | None:
         return None
     try:
         present = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nested deeper than json parses
         return f"{KERNELS_LOCK} is not valid JSON"
     if present == entries(lock):
         return None
     commits = {}
     if isinstance(present, list):
         for entry in present:
-            if isinstance(entry, dict) and isinstance(entry.get("dependency"), dict) and isinstance(entry.get("lock"), dict):
-                commits[entry["dependency"].get("repo-id")] = entry["lock"].get("commit")
-    differ = sorted(str(repo_id) for repo_id in commits.keys() ^ {e["dependency"]["repo-id"] for e in entries(lock)})
+            if (isinstance(entry, dict) and isinstance(entry.get("dependency"), dict) and isinstance(entry.get("lock"), dict)
+                    and isinstance(entry["dependency"].get("repo-id"), str)):
+                commits[entry["dependency"]["repo-id"]] = entry["lock"].get("commit")
+    differ = sorted(commits.keys() ^ {e["dependency"]["repo-id"] for e in entries(lock)})
     differ += sorted(e["dependency"]["repo-id"] for e in entries(lock)
                      if commits.get(e["dependency"]["repo-id"], e["lock"]["commit"]) != e["lock"]["commit"])
     named = f" ({', '.join(differ)})" if differ else ""

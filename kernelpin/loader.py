@@ -86,7 +86,7 @@ class _VerifiedFinder(importlib.abc.MetaPathFinder):
         self.packages: dict[str, _Package] = {}
 
     def _package(self, fullname: str) -> _Package | None:
-        return self.packages.get(fullname.split(".", 1)[0])
+        return self.packages.get(fullname.partition(".")[0])
 
     def find_spec(self, fullname: str, path: object = None, target: object = None) -> importlib.machinery.ModuleSpec | None:
         package = self._package(fullname)
@@ -105,11 +105,8 @@ class _VerifiedFinder(importlib.abc.MetaPathFinder):
         else:
             loader = _VerifiedSourceLoader(package, module.file)
         search = [str(location.parent)] if module.is_package else None
-        spec = importlib.util.spec_from_file_location(fullname, location, loader=loader,
+        return importlib.util.spec_from_file_location(fullname, location, loader=loader,
                                                       submodule_search_locations=search)
-        if spec is not None:
-            spec.has_location = True
-        return spec
 
 
 class _VerifiedSourceLoader(importlib.abc.Loader):

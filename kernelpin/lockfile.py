@@ -365,6 +365,12 @@ def staleness(requirements: list[Requirement], lock: Lock | None) -> list[str]:
     return sorted(set(reasons), key=reasons.index)
 
 
+def _same_release(one: str | None, other: str | None) -> bool:
+    """Two locked versions that are one release: build metadata does not make a new version (SemVer), so
+    `1.0.0` on one commit and `1.0.0+rebuild` on another is a moved release, not an upgrade."""
+    return one is not None and other is not None and Version.parse(one).same_precedence(Version.parse(other))
+
+
 def changes(old: Lock | None, new: Lock) -> list[str]:
     """Human-readable differences between two locks, for --dry-run and for what `lock` did."""
     before = {k.repo_id: k for k in (old.kernels if old else ())}
@@ -377,9 +383,10 @@ def changes(old: Lock | None, new: Lock) -> list[str]:
         elif b is None:
             lines.append(f"- {a.label}")
         elif a != b:
-            if a.commit != b.commit and a.version is not None and a.version == b.version:
+            if a.commit != b.commit and _same_release(a.version, b.version):
+                moved = a.version if a.version == b.version else f"{a.version} (now {b.version})"
                 lines.append(
-                    f"! {repo_id}: version {a.version} now points at another commit ({a.commit[:12]} -> "
+                    f"! {repo_id}: version {moved} now points at another commit ({a.commit[:12]} -> "
                     f"{b.commit[:12]}): the publisher moved its tag. Check with them before trusting the new build"
                 )
             elif a.commit != b.commit:

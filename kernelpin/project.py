@@ -85,10 +85,14 @@ def read_document(project: Project) -> tomlkit.TOMLDocument:
 
 
 def write_document(project: Project, document: tomlkit.TOMLDocument) -> None:
-    """Write pyproject.toml back, with its byte-order mark if it had one (its editor may rely on it)."""
-    with open(project.pyproject, encoding="utf-8") as stream:
-        bom = _BOM if stream.read(1) == _BOM else ""
-    write_atomic(project.pyproject, bom + tomlkit.dumps(document))
+    """Write pyproject.toml back with its byte-order mark if it had one and its line endings (CRLF stays
+    CRLF, the lines kernelpin adds too): its editor and git's autocrlf may rely on them."""
+    with open(project.pyproject, encoding="utf-8", newline="") as stream:
+        original = stream.read()
+    text = tomlkit.dumps(document)  # LF only: read_document read the file with universal newlines
+    if "\r\n" in original:
+        text = text.replace("\n", "\r\n")
+    write_atomic(project.pyproject, (_BOM if original.startswith(_BOM) else "") + text)
 
 
 def _dependencies(document: tomlkit.TOMLDocument, create: bool) -> Table | None:

@@ -103,6 +103,10 @@ class Version:
         identifiers = tuple((1, 0, part) if isinstance(part, str) else (0, part, "") for part in self.prerelease)
         return (self.major, self.minor, self.patch, not self.prerelease, identifiers)
 
+    def same_precedence(self, other: Version) -> bool:
+        """One release under SemVer precedence: build metadata aside, `1.0.0` and `1.0.0+rebuild` are equal."""
+        return self._precedence == other._precedence
+
     def __lt__(self, other: object) -> bool:
         if not isinstance(other, Version):
             return NotImplemented

@@ -9,7 +9,9 @@ it back (only root, by moving the system clock).
 Receipts are written only by this user, only after kernelpin hashed the bytes itself (a Hub's claims never make
 one), into a directory only this user can write (`$XDG_STATE_HOME/kernelpin/receipts`, default
 `~/.local/state/kernelpin/receipts`, created 0700): the directory is opened without following links and used
-only when its owner is this user and no one else may write it; each receipt is opened through it without
+only when its owner is this user and no one else may write it, reached from the state directory down without
+following a link (kernelpin.confined: a link on the way, even to a directory of this user's, means no receipts);
+each receipt is opened through it without
 following links, must be this user's, and is replaced atomically. A directory that fails these checks is
 ignored (every file is hashed). Where the platform lacks uids or no-follow opens (Windows), there are no receipts.
 
@@ -20,13 +22,16 @@ its times changing, so its receipt waits for a later hash. Small files are cheap
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kernelpin import confined
+from kernelpin.errors import KernelpinError
 from kernelpin.integrity import check_digest, check_size, sha256_stream
 
 SETTLE_NS = 2_000_000_000  # a file's times must be this much older than the hash (FAT keeps mtimes to 2 s)
@@ -57,45 +62,45 @@ def _unchanged(before: os.stat_result, after: os.stat_result) -> bool:
 
 @dataclass
 class Receipts:
-    """The receipts in `directory` (None: none are kept, every file is hashed). `clock` gives the wall-clock
-    time in ns, the clock file systems stamp files with."""
+    """The receipts in `directory` (None: none are kept, every file is hashed), reached from `root` (trusted as
+    given; default: the directory above) without following a link. `clock` gives the wall-clock time in ns, the
+    clock file systems stamp files with."""
 
     directory: Path | None
     clock: Callable[[], int] = field(default=time.time_ns)
+    root: Path | None = None
 
     @classmethod
     def of_user(cls, environ: Mapping[str, str] = os.environ) -> Receipts:
-        return cls(receipts_directory(environ))
+        directory = receipts_directory(environ)
+        return cls(directory, root=None if directory is None else directory.parent.parent)
 
-    def _open_directory(self, create: bool) -> int | None:
+    @contextlib.contextmanager
+    def _open_directory(self, create: bool) -> Iterator[int | None]:
         """A descriptor of the receipt directory when it is safe to trust, else None."""
         if self.directory is None:
-            return None
-        try:
-            if create:
-                self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-            fd = os.open(self.directory, os.O_RDONLY | _DIRECTORY | _NOFOLLOW)
-        except OSError:
-            return None
-        stat = os.fstat(fd)
-        if stat.st_uid != os.geteuid() or stat.st_mode & 0o022:
-            os.close(fd)
-            return None
-        return fd
+            yield None
+            return
+        root = self.directory.parent if self.root is None else self.root
+        with contextlib.ExitStack() as stack:
+            try:
+                fd = stack.enter_context(confined.directory(root, self.directory, "receipts", create, mode=0o700))
+            except (OSError, KernelpinError):  # missing, unwritable, or a link on the way (LinkRefused)
+                fd = None
+            trusted = fd is not None and os.fstat(fd).st_uid == os.geteuid() and not os.fstat(fd).st_mode & 0o022
+            yield fd if trusted else None
 
     def vouches(self, stat: os.stat_result, sha256: str) -> bool:
         """Whether a receipt of this user says the file `stat` describes has `sha256`."""
         if stat.st_size < MIN_SIZE:
             return False
-        directory = self._open_directory(create=False)
-        if directory is None:
-            return False
-        try:
-            fd = os.open(_key(stat), os.O_RDONLY | _NOFOLLOW, dir_fd=directory)
-        except OSError:
-            return False
-        finally:
-            os.close(directory)
+        with self._open_directory(create=False) as directory:
+            if directory is None:
+                return False
+            try:
+                fd = os.open(_key(stat), os.O_RDONLY | _NOFOLLOW, dir_fd=directory)
+            except OSError:
+                return False
         with os.fdopen(fd, "rb") as stream:
             if os.fstat(stream.fileno()).st_uid != os.geteuid():
                 return False
@@ -109,23 +114,19 @@ class Receipts:
         settled = max(before.st_mtime_ns, before.st_ctime_ns) < started_ns - SETTLE_NS
         if before.st_size < MIN_SIZE or not settled or not _unchanged(before, after):
             return
-        directory = self._open_directory(create=True)
-        if directory is None:
-            return
-        name = _key(before)
-        temporary = f".{name}.{os.getpid()}.{time.monotonic_ns()}"
-        try:
-            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600, dir_fd=directory)
-            with os.fdopen(fd, "w", encoding="ascii") as stream:
-                stream.write(_record_of(before, sha256))
-            os.replace(temporary, name, src_dir_fd=directory, dst_dir_fd=directory)
-        except OSError:
+        with self._open_directory(create=True) as directory:
+            if directory is None:
+                return
+            name = _key(before)
+            temporary = f".{name}.{os.getpid()}.{time.monotonic_ns()}"
             try:
-                os.unlink(temporary, dir_fd=directory)
+                fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600, dir_fd=directory)
+                with os.fdopen(fd, "w", encoding="ascii") as stream:
+                    stream.write(_record_of(before, sha256))
+                os.replace(temporary, name, src_dir_fd=directory, dst_dir_fd=directory)
             except OSError:
-                pass
-        finally:
-            os.close(directory)
+                with contextlib.suppress(OSError):
+                    confined.remove_name(directory, temporary)
 
     def verify_file(self, path: Path, size: int, sha256: str, what: str) -> None:
         """integrity.verify_file, without reading the bytes of a file this user's receipt vouches for."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -102,11 +102,10 @@ def _at_commit(commit: str, ref: str | None, tags: dict[str, str], versions: dic
 def check_unambiguous(repo_id: str, chosen: Version, tags: dict[str, str]) -> None:
     """Refuse a version whose tags disagree: `v1.0.0` vs `1.0.0`, or `1.0.0+aaa` vs `1.0.0+zzz` (equal
     under SemVer precedence) on different commits. Which one a publisher meant cannot be guessed."""
-    release = (chosen.major, chosen.minor, chosen.patch, chosen.prerelease)
     same = {}
     for tag, commit in tags.items():
         version = Version.from_tag(tag)
-        if version is not None and (version.major, version.minor, version.patch, version.prerelease) == release:
+        if version is not None and version.same_precedence(chosen):
             same[tag] = commit
     if len(set(same.values())) > 1:
         listed = ", ".join(f"{tag} -> {commit[:12]}" for tag, commit in sorted(same.items()))
@@ -323,33 +322,40 @@ def _resolve_dependencies(
     done: set[str] = set()
     found: dict[str, LockedKernel] = {}
 
-    def visit(kernel: LockedKernel, chain: tuple[str, ...]) -> None:
-        chain = (*chain, kernel.repo_id)
-        for variant in kernel.variants:
-            for repo_id, value in variant.depends:
-                asker = f"{kernel.repo_id} ({variant.name}, kernel-depends)"
-                if repo_id in chain:
-                    cycle = " -> ".join((*chain[chain.index(repo_id):], repo_id))
-                    raise KernelpinError(f"kernel dependency cycle: {cycle} ({asker}); a kernel cannot depend on "
-                                         "itself, through others or not: ask the publisher to break the cycle")
-                requirement = parse_requirement(repo_id, value, where=f"{asker} {repo_id!r}")
-                first = ((top[repo_id].value, "[tool.kernels.dependencies]") if repo_id in top
-                         else wanted.setdefault(repo_id, (value, asker)))
-                if _meaning(parse_requirement(repo_id, first[0])) != _meaning(requirement):
-                    raise KernelpinError(
-                        f"{repo_id}: {asker} requires {describe_value(value)}, but {first[1]} requires "
-                        f"{describe_value(first[0])}; kernelpin locks one build per repository: make them agree "
-                        f"(e.g. require {repo_id!r} = {describe_value(value)} in [tool.kernels.dependencies])"
-                    )
-                required_by.setdefault(repo_id, set()).add(kernel.repo_id)
-                if repo_id not in kernels and repo_id not in found:
-                    found[repo_id] = lock_one(requirement)
-                if repo_id not in done:
-                    visit(kernels.get(repo_id) or found[repo_id], chain)
-        done.add(kernel.repo_id)
+    def depends(kernel: LockedKernel) -> Iterator[tuple[str, str, RequirementValue]]:
+        return ((variant.name, repo_id, value) for variant in kernel.variants for repo_id, value in variant.depends)
 
-    for kernel in list(kernels.values()):
-        if kernel.repo_id not in done:
-            visit(kernel, ())
+    # Depth first with a stack of its own: a chain of any length (a hostile one, 1000 deep) is no RecursionError.
+    for start in list(kernels.values()):
+        path = [(start, depends(start))] if start.repo_id not in done else []
+        while path:
+            kernel, pending = path[-1]
+            step = next(pending, None)
+            if step is None:
+                done.add(kernel.repo_id)
+                path.pop()
+                continue
+            variant_name, repo_id, value = step
+            chain = [on_path.repo_id for on_path, _ in path]
+            asker = f"{kernel.repo_id} ({variant_name}, kernel-depends)"
+            if repo_id in chain:
+                cycle = " -> ".join((*chain[chain.index(repo_id):], repo_id))
+                raise KernelpinError(f"kernel dependency cycle: {cycle} ({asker}); a kernel cannot depend on "
+                                     "itself, through others or not: ask the publisher to break the cycle")
+            requirement = parse_requirement(repo_id, value, where=f"{asker} {repo_id!r}")
+            first = ((top[repo_id].value, "[tool.kernels.dependencies]") if repo_id in top
+                     else wanted.setdefault(repo_id, (value, asker)))
+            if _meaning(parse_requirement(repo_id, first[0])) != _meaning(requirement):
+                raise KernelpinError(
+                    f"{repo_id}: {asker} requires {describe_value(value)}, but {first[1]} requires "
+                    f"{describe_value(first[0])}; kernelpin locks one build per repository: make them agree "
+                    f"(e.g. require {repo_id!r} = {describe_value(value)} in [tool.kernels.dependencies])"
+                )
+            required_by.setdefault(repo_id, set()).add(kernel.repo_id)
+            if repo_id not in kernels and repo_id not in found:
+                found[repo_id] = lock_one(requirement)
+            if repo_id not in done:
+                dependency = kernels.get(repo_id) or found[repo_id]
+                path.append((dependency, depends(dependency)))
     return {repo_id: dataclasses.replace(kernel, required_by=tuple(sorted(required_by[repo_id])))
             for repo_id, kernel in found.items()}

@@ -128,15 +128,17 @@ def load(
         what = f"{kernel.label} ({variant})"
         if not locked_variant.depends:  # no `kernels` needed
             return import_verified(name, directory, locked_variant, what, receipts)
-        dependencies = _load_dependencies(kernel, locked_variant.depends, lock_path, target)
+        dependencies = _load_dependencies(kernel, locked_variant.depends, lock_path, target, backend)
         return _import_with_dependencies(name, directory, locked_variant, what, dependencies, receipts)
 
 
 _loading: ContextVar[tuple[str, ...]] = ContextVar("_loading", default=())  # the chain of kernels being loaded
 
 
-def _load_dependencies(kernel: LockedKernel, depends: tuple, lock_path: Path, target: object) -> dict[str, ModuleType]:
-    """Each kernel the variant names in `kernel-depends`, loaded (verified) from the same lock first."""
+def _load_dependencies(kernel: LockedKernel, depends: tuple, lock_path: Path, target: object,
+                       backend: str | None) -> dict[str, ModuleType]:
+    """Each kernel the variant names in `kernel-depends`, loaded (verified) from the same lock first, for the
+    same backend (as `kernels` does: a CPU build's dependencies are CPU builds too)."""
     chain = (*_loading.get(), kernel.repo_id)
     token = _loading.set(chain)
     try:
@@ -145,7 +147,7 @@ def _load_dependencies(kernel: LockedKernel, depends: tuple, lock_path: Path, ta
             if repo_id in chain:  # only a hand-edited lock has one: locking refuses cycles
                 raise KernelpinError(f"{lock_path}: kernel dependency cycle {' -> '.join((*chain, repo_id))}; "
                                      "run `kernelpin lock` to regenerate the lock")
-            modules[repo_id] = load(repo_id, lock=lock_path, target=target)
+            modules[repo_id] = load(repo_id, lock=lock_path, target=target, backend=backend)
         return modules
     finally:
         _loading.reset(token)

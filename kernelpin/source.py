@@ -49,6 +49,13 @@ class HubSettings:
             environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "huggingface"
         )
         cache = environ.get("HF_HUB_CACHE") or os.path.join(home, "hub")
+        for name, path in (("HF_HOME", home), ("HF_HUB_CACHE", cache)):
+            # Else reading the token or the cache fails as NotADirectoryError, which looks like a network error.
+            if os.path.exists(path) and not os.path.isdir(path):
+                raise KernelpinError(
+                    f"{name} is {path}, a file, not a directory: huggingface_hub keeps the token and the Hub cache "
+                    f"there. Point {name} at a directory (or move the file away)"
+                )
         return cls(
             endpoint=(environ.get("HF_ENDPOINT") or _DEFAULT_ENDPOINT).rstrip("/"),
             cache_dir=Path(cache).expanduser(),
@@ -106,10 +113,12 @@ class HubSource:
     def _get_json(self, url: str, params: dict[str, str] | None = None) -> tuple[object, str | None]:
         """One API answer, parsed as JSON (its size capped by the transport while a budget runs), and the URL
         of its next page, if any."""
-        from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
+        from huggingface_hub.utils import get_session, hf_raise_for_status
+
+        from kernelpin.hubclient import request_headers
 
         self._use_timeout()
-        with get_session().stream("GET", url, params=params, headers=build_hf_headers()) as response:
+        with get_session().stream("GET", url, params=params, headers=request_headers()) as response:
             hf_raise_for_status(response)
             body = b"".join(response.iter_bytes())
             following = response.links.get("next", {}).get("url")
@@ -175,9 +184,9 @@ class HubSource:
                 "or vendor the kernels with `kernelpin sync --target DIR`"
             )
         from huggingface_hub import hf_hub_url
-        from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
+        from huggingface_hub.utils import get_session, hf_raise_for_status
 
-        from kernelpin.hubclient import expect_size
+        from kernelpin.hubclient import expect_size, request_headers
 
         self._use_timeout()
         what = f"downloading {path} of {repo_id} at {commit[:12]}"
@@ -188,7 +197,7 @@ class HubSource:
             if not self._transfers.acquire(timeout=max(budget.remaining(), 0)):
                 raise budget.exceeded(what)
             try:
-                with get_session().stream("GET", url, headers=build_hf_headers(),
+                with get_session().stream("GET", url, headers=request_headers(),
                                           extensions=expect_size(size)) as response:
                     hf_raise_for_status(response)
                     for chunk in response.iter_bytes():

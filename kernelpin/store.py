@@ -9,8 +9,9 @@ lock's commit, repository id, variant name and checked paths.
 
 A download streams into a temporary file beside its destination, is hashed on the way, stops at the locked
 size, and is renamed into place only when size and sha256 match. Temporary files a killed process left
-behind are removed by the next writer, which holds the repository's file lock. Writing never follows a
-symbolic link out of the store: a directory on the way that is a link is refused.
+behind are removed by the next writer, which holds the repository's file lock. Everything is created and
+removed through kernelpin.confined, from the cache or target directory down: a link on the way is refused,
+never followed, so a shared cache's other users cannot turn a repair or a download against files elsewhere.
 """
 
 from __future__ import annotations
@@ -19,14 +20,14 @@ import contextlib
 import errno
 import hashlib
 import os
-import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
+from kernelpin import confined
 from kernelpin.errors import IntegrityError, KernelpinError
-from kernelpin.integrity import GIT_OBJECT_ID_RE, SHA256_HEX_RE, check_repo_path, discard_file
+from kernelpin.integrity import GIT_OBJECT_ID_RE, SHA256_HEX_RE, check_repo_path
 from kernelpin.layout import BUILD_DIR, LOCKS_DIR, PARTIAL
 from kernelpin.listing import check_commit, check_ref_name
 from kernelpin.lockfile import LockedFile, LockedKernel
@@ -61,6 +62,11 @@ class Store:
         self.source, self.target, self.progress = source, target, progress
         self.receipts = Receipts.of_user() if receipts is None else receipts
 
+    @property
+    def base(self) -> Path:
+        """The directory everything of this store lies below: the target directory, or the Hub cache."""
+        return self.target if self.target is not None else self.source.settings.cache_dir
+
     def root(self, kernel: LockedKernel) -> Path:
         """The directory of `kernel` that kernelpin owns: nothing is written above it but the file lock."""
         if self.target is not None:
@@ -77,9 +83,8 @@ class Store:
         """The first directory from the cache or target directory down to the variant directory that is a
         symbolic link, or None. Nothing is read, listed or removed through one: it would reach what it points to
         (a user's own directory); `sync`, `load` and `verify` refuse it."""
-        base = self.target if self.target is not None else self.source.settings.cache_dir
-        current = base
-        for part in self.variant_directory(kernel, variant_name).relative_to(base).parts:
+        current = self.base
+        for part in confined.parts_below(self.base, self.variant_directory(kernel, variant_name)):
             current = current / part
             if current.is_symlink():
                 return current
@@ -112,7 +117,6 @@ class Store:
         if missing:
             what = f"{kernel.label}: installing {prefix}{missing[0].path}"
             with self._writing(kernel, what):
-                self._real_directory(kernel, result.directory, what)
                 # Another process may have installed some while this one waited for the lock.
                 todo = [locked for locked in missing if not self._reuse(kernel, variant.name, locked, repair, result)]
                 run_all(lambda locked: self._download(kernel, result.directory, locked, prefix), todo,
@@ -126,9 +130,12 @@ class Store:
         """Whether the installed file is present and verified; a bad one is discarded (repair) or refused."""
         present = self.installed(kernel, variant_name, locked)
         path = f"{BUILD_DIR}/{variant_name}/{locked.path}"
-        if present is None:
-            return False
+        entry = self.variant_directory(kernel, variant_name) / locked.path
         try:
+            if present is None:
+                if entry.is_symlink() or not entry.exists():
+                    return False  # missing (a dangling link is replaced by the download)
+                raise IntegrityError(f"{kernel.label}: {path} is a directory (or no file), not the file the lock lists")
             self.receipts.verify_file(present, locked.size, locked.sha256, f"{kernel.label}: {path}")
         except IntegrityError as error:
             if not repair:
@@ -136,8 +143,8 @@ class Store:
                     f"{error}. The installed file was modified or corrupted and is not used; "
                     "run `kernelpin sync` to replace it"
                 ) from None
-            self._real_directory(kernel, present.parent, f"{kernel.label}: repairing {path}")
-            discard_file(present, None if self.target is not None else self._blobs(kernel))
+            # The entry only: in the Hub cache a bad blob is replaced by the download, by name inside blobs/.
+            confined.remove(self.base, entry, f"{kernel.label}: repairing {path}")
             result.repaired.append(path)
             return False
         if path not in result.repaired:
@@ -154,36 +161,18 @@ class Store:
     def _writing(self, kernel: LockedKernel, what: str, wait: bool = True) -> Iterator[None]:
         """Hold the repository's file lock (one writer per repository), clear what killed writers left,
         and report a disk that refuses writes as such (never as a network problem). Without `wait`, a lock
-        another writer holds raises filelock.Timeout (an OSError) at once."""
-        from filelock import FileLock  # only writers lock: loading verified files needs read access only
-
-        base = self.target if self.target is not None else self.source.settings.cache_dir
-        lock_path = base / LOCKS_DIR / f"{kernel.repo_type}s--{kernel.repo_id.replace('/', '--')}.lock"
+        another writer holds raises BlockingIOError at once."""
+        lock_path = self.base / LOCKS_DIR / f"{kernel.repo_type}s--{kernel.repo_id.replace('/', '--')}.lock"
         try:
-            lock_path.parent.mkdir(parents=True, exist_ok=True)
-            with FileLock(str(lock_path), timeout=-1 if wait else 0):
-                partial_dir = self._partial_dir(kernel)
-                self._real_directory(kernel, partial_dir, what)
-                for stale in partial_dir.glob(f".*{PARTIAL}"):
-                    stale.unlink(missing_ok=True)
+            # Only writers lock: loading needs read access.
+            with confined.file_lock(self.base, lock_path, what, wait=wait):
+                with confined.directory(self.base, self._partial_dir(kernel), what, create=True) as partial:
+                    for name in os.listdir(partial):
+                        if name.startswith(".") and name.endswith(PARTIAL):
+                            confined.remove_name(partial, name)
                 yield
         except OSError as error:
             _raise_local(error, what, lock_path.parent)
-
-    def _real_directory(self, kernel: LockedKernel, directory: Path, what: str) -> None:
-        """Create `directory` one level at a time below the store's top (the target directory, or the
-        repository's folder in the Hub cache), refusing any level that is a symbolic link: written through,
-        it would put files, or remove them, outside the store."""
-        top = self.target if self.target is not None else self.root(kernel)
-        parts = directory.relative_to(top).parts
-        levels = [top.joinpath(*parts[: depth + 1]) for depth in range(len(parts))]
-        for level in levels if self.target is not None else [top, *levels]:
-            if level.is_symlink():
-                raise KernelpinError(
-                    f"{what}: {level} is a symbolic link; kernelpin writes only into directories of its own. "
-                    "Remove the link (it is not kernelpin's) and run `kernelpin sync` again"
-                )
-            level.mkdir(parents=True, exist_ok=True)
 
     def cached(self, kernel: LockedKernel, variant_name: str, path: str, size: int) -> bytes | None:
         """The bytes the store holds at `path` of a variant, at most `size` + 1 of them (unverified: the caller
@@ -205,16 +194,15 @@ class Store:
         """Store `content`, which the caller fetched and checked to be the file whose git blob id (or LFS sha256)
         is `name`, as the Hub cache's blobs/<name> (huggingface_hub's name for it), so that later commands read
         it from there; no snapshot entry is made (the variant is not installed). It does not wait for another
-        writer of the repository (a sync downloading gigabytes): then it raises filelock.Timeout."""
+        writer of the repository (a sync downloading gigabytes): then it raises BlockingIOError."""
         what = f"{kernel.label}: keeping blob {name[:12]}"
         locked = LockedFile(name, len(content), hashlib.sha256(content).hexdigest())
         with self._writing(kernel, what, wait=False):
             self._fetch_into(kernel, self._blobs(kernel) / _blob_name(name, kernel.repo_id), locked, "", what, content)
 
-    def _download(self, kernel: LockedKernel, directory: Path, locked: LockedFile, prefix: str,
-                  content: bytes | None = None) -> None:
-        """Stream one file (or take its `content`) into a temporary file, hash it on the way, and move it into
-        place when it matches the lock; otherwise delete it. In the Hub cache the bytes become blobs/<sha256> and the snapshot entry
+    def _download(self, kernel: LockedKernel, directory: Path, locked: LockedFile, prefix: str) -> None:
+        """Stream one file into a temporary file, hash it on the way, and move it into place when it matches
+        the lock; otherwise delete it. In the Hub cache the bytes become blobs/<sha256> and the snapshot entry
         a relative link to it; where links are off (HF_HUB_DISABLE_SYMLINKS=1) or refused (Windows without
         developer mode, file systems without links) the snapshot entry is the file itself, as huggingface_hub
         keeps it there."""
@@ -223,17 +211,23 @@ class Store:
         if self.target is None and self.source.settings.symlinks:
             blob = self._blobs(kernel) / locked.sha256
             if not (blob.is_file() and not blob.is_symlink() and self._matches(blob, locked)):
-                self._fetch_into(kernel, blob, locked, prefix, what, content)
-            self._real_directory(kernel, destination.parent, what)
-            if not _replace_with_link(destination, os.path.relpath(blob, destination.parent)):
-                os.replace(blob, destination)
+                self._fetch_into(kernel, blob, locked, prefix, what)
+            if not self._replace_with_link(destination, os.path.relpath(blob, destination.parent), what):
+                self._move(blob, destination, what)
         else:
-            self._real_directory(kernel, destination.parent, what)
-            self._fetch_into(kernel, destination, locked, prefix, what, content)
+            self._fetch_into(kernel, destination, locked, prefix, what)
 
     def _fetch_into(self, kernel: LockedKernel, destination: Path, locked: LockedFile, prefix: str, what: str,
                     content: bytes | None = None) -> None:
-        fd, temporary = tempfile.mkstemp(prefix=f".{destination.name}.", suffix=PARTIAL, dir=self._partial_dir(kernel))
+        with confined.directory(self.base, self._partial_dir(kernel), what, create=True) as partial, \
+                confined.directory(self.base, destination.parent, what, create=True) as into:
+            self._fetch_between(kernel, partial, into, destination.name, locked, prefix, what, content)
+
+    def _fetch_between(self, kernel: LockedKernel, partial: int, into: int, name: str, locked: LockedFile,
+                       prefix: str, what: str, content: bytes | None) -> None:
+        """Download (or take `content`) into a new file of the directory `partial`, then rename it to `name` in
+        `into`."""
+        fd, temporary = confined.new_file(partial, self._partial_dir(kernel), f".{name}.", PARTIAL)
         bar = self.progress(total=locked.size, desc=locked.path) if self.progress is not None else None
         try:
             digest = hashlib.sha256()
@@ -243,7 +237,7 @@ class Store:
                     try:
                         stream.write(chunk)
                     except OSError as error:  # before the transfer's error handling calls it a network problem
-                        _raise_local(error, what, temporary)
+                        _raise_local(error, what, self._partial_dir(kernel) / temporary)
                     if bar is not None:
                         bar.update(len(chunk))
 
@@ -261,13 +255,12 @@ class Store:
                     f"purpose, run `kernelpin lock --upgrade-package {kernel.repo_id}`; "
                     "otherwise do not trust this server"
                 )
-            os.chmod(temporary, 0o644)
-            os.replace(temporary, destination)
+            os.replace(temporary, name, src_dir_fd=partial, dst_dir_fd=into)
         except OSError as error:
-            Path(temporary).unlink(missing_ok=True)
-            _raise_local(error, what, temporary)
+            confined.remove_name(partial, temporary)
+            _raise_local(error, what, self._partial_dir(kernel) / temporary)
         except BaseException:
-            Path(temporary).unlink(missing_ok=True)
+            confined.remove_name(partial, temporary)
             raise
         finally:
             if bar is not None:
@@ -280,6 +273,32 @@ class Store:
             return False
         return True
 
+    def _replace_with_link(self, path: Path, target: str, what: str) -> bool:
+        """Make `path` a symbolic link to `target`, atomically; whatever was at `path` (a link too) is replaced,
+        never followed. False when the file system or OS refuses to make links (nothing was changed)."""
+        with confined.directory(self.base, path.parent, what, create=True) as parent:
+            temporary = f".{path.name}.{os.getpid()}{PARTIAL}"
+            confined.remove_name(parent, temporary)
+            try:
+                os.symlink(target, temporary, dir_fd=parent)
+            except OSError as error:
+                if error.errno in _NO_LINKS:
+                    return False
+                raise  # a full or read-only disk refuses the link and the file alike
+            try:
+                os.replace(temporary, path.name, src_dir_fd=parent, dst_dir_fd=parent)
+            except BaseException:
+                confined.remove_name(parent, temporary)
+                raise
+        return True
+
+    def _move(self, source: Path, destination: Path, what: str) -> None:
+        """Rename `source` to `destination` (both below the store's base), by name inside directories opened
+        without following links: whatever is at `destination` (a link too) is replaced, never followed."""
+        with confined.directory(self.base, source.parent, what) as origin, \
+                confined.directory(self.base, destination.parent, what, create=True) as into:
+            os.replace(source.name, destination.name, src_dir_fd=origin, dst_dir_fd=into)
+
     def write_ref(self, repo_id: str, repo_type: str, name: str, commit: str) -> Path:
         """Record in the Hub cache that revision `name` (a branch such as `v1`, a tag) is at `commit`:
         `<repo folder>/refs/<name>`, as huggingface_hub does, so `kernels` finds the snapshot offline by that
@@ -287,26 +306,29 @@ class Store:
         is refused, and an existing ref (or a link in its place) is replaced, never written through."""
         check_ref_name(name, repo_id)
         check_commit(commit, repo_id)
-        folder = self.source.repo_folder(repo_id, repo_type)
-        ref = folder / "refs" / check_repo_path(name, repo_id)
+        ref = self.source.repo_folder(repo_id, repo_type) / "refs" / check_repo_path(name, repo_id)
         what = f"{repo_id}: recording ref {name}"
         try:
-            for level in [folder, folder / "refs", *ref.parents[: len(Path(name).parts) - 1][::-1]]:
-                if level.is_symlink():
-                    raise KernelpinError(f"{what}: {level} is a symbolic link; remove it and run `kernelpin sync`")
-                level.mkdir(parents=level == folder, exist_ok=True)
-            fd, temporary = tempfile.mkstemp(prefix=f".{ref.name}.", suffix=PARTIAL, dir=ref.parent)
-            try:
-                with os.fdopen(fd, "w", encoding="ascii") as stream:
-                    stream.write(commit)
-                os.chmod(temporary, 0o644)
-                os.replace(temporary, ref)
-            except BaseException:
-                Path(temporary).unlink(missing_ok=True)
-                raise
+            with confined.directory(self.source.settings.cache_dir, ref.parent, what, create=True) as refs:
+                fd, temporary = confined.new_file(refs, ref.parent, f".{ref.name}.", PARTIAL)
+                try:
+                    with os.fdopen(fd, "w", encoding="ascii") as stream:
+                        stream.write(commit)
+                    os.replace(temporary, ref.name, src_dir_fd=refs, dst_dir_fd=refs)
+                except BaseException:
+                    confined.remove_name(refs, temporary)
+                    raise
         except OSError as error:
             _raise_local(error, what, ref)
         return ref
+
+
+def _raise_local(error: OSError, what: str, path: Path | str) -> NoReturn:
+    """Re-raise a disk or permission error as one that names the path and the fix (others as they are)."""
+    problem = local_write_problem(error, what, path)
+    if problem is None:
+        raise error
+    raise problem from error
 
 
 def _read_at_most(path: Path, size: int) -> bytes | None:
@@ -323,33 +345,8 @@ def _blob_name(name: str, repo_id: str) -> str:
     return name
 
 
-def _raise_local(error: OSError, what: str, path: Path | str) -> NoReturn:
-    """Re-raise a disk or permission error as one that names the path and the fix (others as they are)."""
-    problem = local_write_problem(error, what, path)
-    if problem is None:
-        raise error
-    raise problem from error
-
-
 # What making a link fails with where links are not allowed: Linux file systems without them (vfat, some FUSE and
 # network mounts) say EPERM or EOPNOTSUPP; Windows without the privilege gives WinError 1314, errno EINVAL.
 _NO_LINKS = {errno.EPERM, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP}
 
 
-def _replace_with_link(path: Path, target: str) -> bool:
-    """Make `path` a symbolic link to `target`, atomically; whatever was at `path` (a link too) is replaced,
-    never followed. False when the file system or OS refuses to make links (nothing was changed)."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}{PARTIAL}")
-    temporary.unlink(missing_ok=True)
-    try:
-        os.symlink(target, temporary)
-    except OSError as error:
-        if error.errno in _NO_LINKS:
-            return False
-        raise  # a full or read-only disk refuses the link and the file alike
-    try:
-        os.replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
-    return True

@@ -167,6 +167,26 @@ def stable_abi_violations(path: Path, label: str, target: tuple[int, int]) -> li
     return found
 
 
+def hides_its_imports(path: Path) -> bool:
+    """A 64-bit little-endian ELF file the dynamic loader links (it has a PT_DYNAMIC segment) whose section
+    header table names no .dynsym (SHT_DYNSYM): removed or rewritten, say by `sstrip`. The loader reads only
+    the program headers, so the library still loads, but kernel-abi-check and undefined_symbols read sections
+    and would see no imports at all."""
+    data = path.read_bytes()
+    if data[:4] != _ELF_MAGIC or data[4] != 2 or data[5] != 1 or len(data) < 0x40:
+        return False
+    phoff, = struct.unpack_from("<Q", data, 0x20)
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", data, 0x36)
+    kinds = [struct.unpack_from("<I", data, phoff + i * phentsize)[0] for i in range(phnum)
+             if phoff + (i + 1) * phentsize <= len(data)]
+    if 2 not in kinds:  # PT_DYNAMIC: nothing for the loader to link
+        return False
+    sections = [struct.unpack_from("<I", data, shoff + i * shentsize + 4)[0] for i in range(shnum)
+                if shoff and shoff + (i + 1) * shentsize <= len(data)]
+    return 11 not in sections  # SHT_DYNSYM
+
+
 def links_libstdcxx_statically(path: Path) -> bool:
     """A C++ library that does not need libstdc++.so.6 carries its own copy of (part of) libstdc++."""
     needed = needed_libraries(path)
@@ -197,6 +217,10 @@ def check_library(path: Path, label: str | None = None) -> list[Violation]:
             "pip install kernel-abi-check==0.14.1"
         ) from None
     label = label or str(path)
+    if hides_its_imports(path):
+        return [Violation(label, "its dynamic symbol table", "a section header (.dynsym) to be checked",
+                          "the section headers were removed or rewritten (e.g. by sstrip): the library still loads, "
+                          "but what it imports cannot be checked. Ship it as the linker wrote it (strip -s keeps them)")]
     try:
         library = ObjectFile(str(path))
         manylinux = library.check_manylinux(MANYLINUX)

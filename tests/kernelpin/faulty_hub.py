@@ -77,7 +77,8 @@ class StatusServer:
         self._server.daemon_threads = True
 
     def __enter__(self) -> str:
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        # Polled every 20 ms, not 500: stopping the server (the `with` block's end) waits for the next poll.
+        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
         return f"http://127.0.0.1:{self._server.server_address[1]}"
 
     def __exit__(self, *exc: object) -> None:
@@ -99,8 +100,12 @@ class Lies:
     tree_forever: file listings are pages of one new file each, each page linking to the next, without end
         (on `next_page_host` when given, e.g. another server that would collect the client's token).
     file_status / file_headers: the status of file answers (`.../resolve/...`, GET and HEAD), and headers
-        added to them (an `ETag`, an `X-Repo-Commit`); with a status, the body is a JSON error of ~250 bytes.
+        added to them (an `ETag`, an `X-Repo-Commit`); with a status, the body is a JSON error of ~250 bytes
+        whose message is `error_message` when given.
     drip: "refs", "tree" or "file": that answer comes one byte every `drip_seconds`, without end.
+    drip_head: "refs", "tree" or "file": that answer's status line and headers come one byte every
+        `drip_seconds`, a header without end (each byte well within any read timeout).
+    interim: "refs", "tree" or "file": that answer is `HTTP/1.1 100 Continue` every `drip_seconds`, without end.
     endless_file: file bodies never end (no Content-Length, bytes until the client hangs up).
     gzip_refs: refs listings come gzip-compressed (Content-Encoding: gzip), asked for or not.
     refs_announced: refs listings announce this Content-Length, send 100 KB and hang up.
@@ -118,7 +123,10 @@ class Lies:
     next_page_host: str | None = None
     file_status: int | None = None
     file_headers: dict[str, str] = field(default_factory=dict)
+    error_message: str | None = None
     drip: str | None = None
+    drip_head: str | None = None
+    interim: str | None = None
     drip_seconds: float = 0.2
     endless_file: bool = False
     endless_for: float = 60.0
@@ -133,13 +141,14 @@ class Lies:
 class HostileHub:
     """A Hub API in front of `upstream` (a real one, e.g. testkit.hub.HubServer's) that lies as `lies` says
     and forwards everything else. Endless answers end when the client hangs up or the server stops, so a
-    test's `with` block bounds them. `requests` counts the requests it answered; `arrivals` holds
-    (time.monotonic(), path) of every request, `throttled` of each answered "too many requests";
-    `most_in_flight` is the most requests it was answering at once."""
+    test's `with` block bounds them. `requests` counts the requests it answered; `seen` lists each one's path
+    and User-Agent; `arrivals` holds (time.monotonic(), path) of every request, `throttled` of each answered
+    "too many requests"; `most_in_flight` is the most requests it was answering at once."""
 
     def __init__(self, upstream: str, lies: Lies) -> None:
         self.lies, self.upstream = lies, urlsplit(upstream)
         self.requests = 0
+        self.seen: list[tuple[str, str]] = []
         self.throttled: list[tuple[float, str]] = []
         self.arrivals: list[tuple[float, str]] = []
         self.most_in_flight = 0
@@ -156,6 +165,7 @@ class HostileHub:
             def do_GET(self) -> None:
                 with hub._count_lock:
                     hub.requests += 1
+                    hub.seen.append((urlsplit(self.path).path, self.headers.get("User-Agent", "")))
                     hub.arrivals.append((time.monotonic(), self.path))
                     hub._in_flight += 1
                     hub.most_in_flight = max(hub.most_in_flight, hub._in_flight)
@@ -174,7 +184,8 @@ class HostileHub:
         self.endpoint = f"http://127.0.0.1:{self._server.server_address[1]}"
 
     def __enter__(self) -> str:
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        # Polled every 20 ms, not 500: stopping the server (the `with` block's end) waits for the next poll.
+        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
         return self.endpoint
 
     def __exit__(self, *exc: object) -> None:
@@ -195,6 +206,10 @@ class HostileHub:
         kind = "refs" if _REFS.match(path) else "tree" if _TREE.match(path) else "file" if _FILE.search(path) else None
         if kind == lies.drip:
             return self._drip(handler)
+        if kind == lies.drip_head:
+            return self._raw_forever(handler, b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Padding: ", b"x")
+        if kind == lies.interim:
+            return self._raw_forever(handler, b"", b"HTTP/1.1 100 Continue\r\n\r\n")
         if kind == "refs" and lies.refs_announced is not None:
             return self._send(handler, 200, b" " * 100_000, {"Content-Length": str(lies.refs_announced),
                                                              "Connection": "close"})
@@ -219,7 +234,8 @@ class HostileHub:
             return self._endless(handler)
         if kind == "file" and lies.file_status is not None:
             # An error page longer than the small files it stands for, as the Hub's JSON errors are.
-            error = json.dumps({"error": f"status {lies.file_status}", "detail": "x" * 200}).encode()
+            message = lies.error_message or f"status {lies.file_status}"
+            error = json.dumps({"error": message, "detail": "x" * 200}).encode()
             return self._send(handler, lies.file_status, error, {"Content-Type": "application/json",
                                                                  **lies.file_headers})
         status, headers, body = self._forward(handler)
@@ -266,6 +282,15 @@ class HostileHub:
         ends = time.monotonic() + self.lies.endless_for
         while not self._stopped.wait(self.lies.drip_seconds) and time.monotonic() < ends:
             handler.wfile.write(b" ")
+            handler.wfile.flush()
+
+    def _raw_forever(self, handler: BaseHTTPRequestHandler, opening: bytes, repeated: bytes) -> None:
+        """`opening`, then `repeated` every `drip_seconds`, as raw bytes: no status line of http.server's."""
+        handler.close_connection = True
+        handler.wfile.write(opening)
+        ends = time.monotonic() + self.lies.endless_for
+        while not self._stopped.wait(self.lies.drip_seconds) and time.monotonic() < ends:
+            handler.wfile.write(repeated)
             handler.wfile.flush()
 
     def _endless(self, handler: BaseHTTPRequestHandler) -> None:

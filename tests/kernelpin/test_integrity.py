@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import stat
 import subprocess
+import sys
 import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -16,7 +19,7 @@ from kernelpin import lockfile
 from kernelpin.atomic import staged_directory, write_atomic
 from kernelpin.errors import IntegrityError, KernelpinError
 from kernelpin.integrity import (
-    check_repo_path, discard_file, git_blob_sha1, sha256_file, verify_file,
+    MAX_NAME_BYTES, MAX_PATH_BYTES, check_repo_path, git_blob_sha1, other_owner, sha256_file, verify_file,
 )
 from kernelpin.spec import parse_requirement
 
@@ -37,14 +40,31 @@ from kernelpin.spec import parse_requirement
         ("a/./b", "contains '..', '.' or an empty component"),
         ("a//b", "contains '..', '.' or an empty component"),
         ("a/", "contains '..', '.' or an empty component"),
+        ("a\x1bb", "contains a control character"),
+        ("a\x9fb", "contains a control character"),
     ],
 )
 def test_check_repo_path_refuses_paths_that_could_escape(path, problem):
     with pytest.raises(KernelpinError) as refused:
         check_repo_path(path, "acme/x at 0123456789ab")
-    message = str(refused.value)
-    assert message.startswith(f"acme/x at 0123456789ab: refusing unsafe path {path!r} (it {problem})")
-    assert "do not use this revision" in message
+    assert str(refused.value) == (f"acme/x at 0123456789ab: refusing unsafe path {path!r} (it {problem}); the "
+                                  "repository is malformed or hostile: do not use this revision")
+
+
+def test_a_long_path_is_shown_cut_short_in_the_refusal():
+    for length, shown in ((100, repr("\\" * 100)), (101, repr("\\" * 100) + "... (101 characters)")):
+        with pytest.raises(KernelpinError, match="^x: refusing unsafe path " + re.escape(shown) + r" \(it contains"):
+            check_repo_path("\\" * length, "x")
+
+
+def test_a_file_another_user_owns_is_theirs(tmp_path):
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        pytest.skip("needs root to give a file to another user")
+    mine, theirs, roots = tmp_path / "mine", tmp_path / "theirs", tmp_path / "roots"
+    for path in (mine, theirs, roots):
+        path.write_text("x")
+    os.chown(theirs, 1, 1)
+    assert other_owner(mine) is None and other_owner(roots) is None and other_owner(theirs) == 1
 
 
 @pytest.mark.parametrize("path", ["a", "_", "a/b", "build/v/_ops.so", "ab:c/z", "..a", "a..", ".hidden/a.py"])
@@ -73,25 +93,37 @@ def test_verify_file_checks_size_then_digest(tmp_path):
         verify_file(path, 3, "0" * 64, "what")
 
 
-def test_discard_file_removes_a_link_and_only_its_own_blob(tmp_path):
-    blobs = tmp_path / "blobs"
-    blobs.mkdir()
-    blob, elsewhere = blobs / "abc", tmp_path / "user-file"
-    blob.write_text("bad blob")
-    elsewhere.write_text("the user's")
-    to_blob, to_elsewhere, plain = tmp_path / "to-blob", tmp_path / "to-elsewhere", tmp_path / "plain"
-    to_blob.symlink_to(blob)
-    to_elsewhere.symlink_to(elsewhere)
-    plain.write_text("bad copy")
-    discard_file(to_blob, blobs)
-    discard_file(to_elsewhere, blobs)
-    discard_file(plain, blobs)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["blobs", "user-file"]
-    assert list(blobs.iterdir()) == [] and elsewhere.read_text() == "the user's"
-    (tmp_path / "to-blob").symlink_to(blob.with_name("gone"))
-    blob.with_name("gone").write_text("x")
-    discard_file(tmp_path / "to-blob")  # no blobs directory given (a --target copy): the link only
-    assert blob.with_name("gone").exists() and not (tmp_path / "to-blob").is_symlink()
+def test_names_at_the_limits_are_kept_and_bytes_count_not_characters():
+    assert check_repo_path("a" * MAX_NAME_BYTES, "x") == "a" * MAX_NAME_BYTES
+    with pytest.raises(KernelpinError, match="has a 256-byte name"):
+        check_repo_path("\u00e9" * 128, "x")  # 128 characters, 256 bytes in UTF-8
+    longest = "/".join(["d" * 128] * 4)[:MAX_PATH_BYTES]
+    assert len(longest.encode()) == MAX_PATH_BYTES and check_repo_path(longest, "x") == longest
+    with pytest.raises(KernelpinError, match=r"'dddd.*\.\.\. \(513 characters\) \(it is 513 bytes long"):
+        check_repo_path(longest + "e", "x")
+    for control in ("\x00", "\x1b", "\x7f", "\x85", "\t", "\n"):
+        with pytest.raises(KernelpinError):
+            check_repo_path(f"a{control}b", "x")
+
+
+def test_write_atomic_makes_missing_directories_and_a_hidden_temporary_named_after_the_file(tmp_path, monkeypatch):
+    renamed = []
+    replace = os.replace
+    monkeypatch.setattr(os, "replace", lambda source, target: (renamed.append(source), replace(source, target)))
+    target = tmp_path / "a" / "b" / "kernelpin.lock"
+    write_atomic(target, "caf\u00e9\r\n")
+    assert target.read_bytes() == "caf\u00e9\r\n".encode()  # UTF-8 whatever the locale, no newline translation
+    (temporary,) = renamed
+    assert Path(temporary).parent == target.parent and re.fullmatch(r"\.kernelpin\.lock\.\w+\.tmp", Path(temporary).name)
+
+
+def test_write_atomic_writes_utf8_under_a_c_locale(tmp_path):
+    code = ("import sys; from pathlib import Path; from kernelpin.atomic import write_atomic; "
+            "write_atomic(Path(sys.argv[1]), 'caf\\u00e9')")
+    env = {**os.environ, "LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0",
+           "PYTHONIOENCODING": ""}
+    subprocess.run([sys.executable, "-c", code, str(tmp_path / "f")], env=env, check=True, timeout=60)
+    assert (tmp_path / "f").read_bytes() == "caf\u00e9".encode()
 
 
 def test_write_atomic_writes_its_temporary_file_beside_the_target(tmp_path, monkeypatch):

@@ -260,3 +260,109 @@ def test_only_shared_libraries_are_rehashed_before_the_package_runs(tmp_path, im
     (directory / "lib" / "libx.so.2").write_bytes(b"\x7fELF swapped\n")
     with pytest.raises(IntegrityError, match=r"lib/libx.so.2: size"):
         import_verified(name, directory, variant, "acme/x 1.0.0")
+
+
+EXTENSION = """
+#include <Python.h>
+static struct PyModuleDef definition = {PyModuleDef_HEAD_INIT, "_answer", NULL, -1, NULL};
+PyMODINIT_FUNC PyInit__answer(void) {
+    PyObject *module = PyModule_Create(&definition);
+    if (module != NULL) PyModule_AddIntConstant(module, "ANSWER", 42);
+    return module;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def extension(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    """A real extension module `_answer` (ANSWER = 42), compiled here: this Python may have _json built in."""
+    import shutil
+    import subprocess
+    import sysconfig
+
+    compiler = shutil.which("gcc") or pytest.skip("no gcc")
+    root = tmp_path_factory.mktemp("extension")
+    (root / "answer.c").write_text(EXTENSION)
+    subprocess.run([compiler, "-shared", "-fPIC", f"-I{sysconfig.get_paths()['include']}", str(root / "answer.c"),
+                    "-o", str(root / "_answer.so")], check=True)
+    return (root / "_answer.so").read_bytes()
+
+
+@pytest.mark.parametrize("suffix", importlib.machinery.EXTENSION_SUFFIXES)
+def test_a_compiled_extension_module_is_verified_and_loaded_from_its_listed_file(tmp_path, imported, extension,
+                                                                               suffix):
+    files = {"__init__.py": b"from .pkg import _answer\nANSWER = _answer.ANSWER\n", "pkg/__init__.py": b"",
+             f"pkg/_answer{suffix}": extension}
+    directory, variant, name = variant_on_disk(tmp_path, files)
+    imported.append(name)
+    library = directory / "pkg" / f"_answer{suffix}"
+    library.write_bytes(extension[:-1] + bytes([extension[-1] ^ 1]))
+    with pytest.raises(IntegrityError, match=re.escape(f"acme/x 1.0.0: pkg/_answer{suffix}: sha256 ") + ".* It is not "
+                                                                                                        "loaded"):
+        import_verified(name, directory, variant, "acme/x 1.0.0")
+    library.write_bytes(extension)
+    module = import_verified(name, directory, variant, "acme/x 1.0.0")
+    answer = sys.modules[f"{name}.pkg._answer"]
+    assert module.ANSWER == 42 and answer.__name__ == f"{name}.pkg._answer"
+    assert answer.__file__ == answer.__spec__.origin == str(library)
+    assert module.pkg.__path__ == [str(directory / "pkg")] and module.pkg.__spec__.submodule_search_locations == [
+        str(directory / "pkg")]
+
+
+def test_an_unlisted_module_is_not_found_under_its_own_name(tmp_path, imported):
+    directory, variant, name = variant_on_disk(tmp_path, {"__init__.py": b""})
+    imported.append(name)
+    import_verified(name, directory, variant, "acme/x 1.0.0")
+    with pytest.raises(ModuleNotFoundError) as missing:
+        importlib.import_module(f"{name}.gone.deeper")
+    assert missing.value.name == f"{name}.gone"
+    assert str(missing.value) == f"{name}.gone: acme/x 1.0.0 lists no such module, so it is not imported from {directory}"
+
+
+def test_the_finder_answers_only_for_kernel_packages_it_imported():
+    from kernelpin.loader import _VerifiedFinder
+
+    assert _VerifiedFinder().find_spec("json") is None and _VerifiedFinder().find_spec("json.decoder") is None
+
+
+def test_a_source_that_does_not_match_says_to_sync(tmp_path, imported):
+    directory, variant, name = variant_on_disk(tmp_path, {"__init__.py": b"X = 1\n"})
+    (directory / "__init__.py").write_bytes(b"X = 2\n")
+    with pytest.raises(IntegrityError, match="^" + re.escape(
+            "acme/x 1.0.0: __init__.py does not match the lock; it is not imported. Run `kernelpin sync` to "
+            "replace it") + "$"):
+        import_verified(name, directory, variant, "acme/x 1.0.0")
+
+
+def test_a_name_with_so_in_a_directory_is_no_shared_library():
+    from kernelpin.loader import _is_shared_library
+
+    assert _is_shared_library("lib/libx.so.2") and _is_shared_library("_ops.so") and _is_shared_library("a/b/c.so")
+    assert not _is_shared_library("data/x.so.d/notes.txt") and not _is_shared_library("x.so.d/notes.txt")
+    assert not _is_shared_library("lib.so/readme")
+
+
+def test_the_finder_comes_first_and_linecache_holds_the_verified_lines_without_an_mtime(tmp_path, imported):
+    from kernelpin.loader import _FINDER
+
+    source = b"A = 1\n\ndef f():\n    return A\n"
+    directory, variant, name = variant_on_disk(tmp_path, {"__init__.py": source})
+    imported.append(name)
+    sys.meta_path.remove(_FINDER)
+    sys.meta_path.insert(0, importlib.machinery.PathFinder)  # another finder first: kernelpin's goes before it
+    try:
+        import_verified(name, directory, variant, "acme/x 1.0.0")
+        assert sys.meta_path[0] is _FINDER and sys.meta_path.count(_FINDER) == 1
+    finally:
+        sys.meta_path.remove(importlib.machinery.PathFinder)
+    filename = str(directory / "__init__.py")
+    assert linecache.cache[filename] == (len(source), None, source.decode().splitlines(keepends=True), filename)
+
+
+def test_a_lock_without_the_package_init_is_refused_with_the_fix(tmp_path):
+    directory, variant, name = variant_on_disk(tmp_path, {"sub/__init__.py": b""})
+    with pytest.raises(KernelpinError, match="^" + re.escape(
+            f"acme/x 1.0.0: the lock lists no __init__.py for variant {CPU_213}, so nothing verified can be imported "
+            "(a lock that omits the package's own code is damaged or hostile); run `kernelpin lock` to regenerate "
+            "it") + "$"):
+        import_verified(name, directory, variant, "acme/x 1.0.0")
