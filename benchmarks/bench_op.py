@@ -98,14 +98,16 @@ def paired(round_means: list[float], base: list[float]) -> tuple[float, float, i
     return statistics.fmean(diffs), statistics.stdev(diffs) / len(diffs) ** 0.5, sum(d < 0 for d in diffs)
 
 
-def time_rounds(timed: dict[str, Callable[[int], object]], sets: int, rounds: int,
-                calls: int) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+def time_rounds(timed: dict[str, Callable[[int], object]], sets: int, rounds: int, calls: int,
+                timer: Callable[..., list[float]] | None = None) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     """All samples (ms) and per-round trimmed means (ms) of each candidate, timed in blocks of `calls` that take
     turns, each from a clean L2, after one round that is not kept. Taking turns spreads the machine's drift over
     every candidate alike, and each round starts one candidate later, so that no candidate keeps a place in the
     order. In the H200 runs before this (tools/maintainer/experiments/README.md) the first block of a case
     ran 145-344 ns slow (it was always the op's), and on the 720p float16 frame the candidate timed last before
-    the copy came out best in runs 3 to 7, a different kernel each time."""
+    the copy came out best in runs 3 to 7, a different kernel each time. `timer` times one block (gpu_times_ms's
+    signature; gpu_times_ms by default)."""
+    timer = timer or gpu_times_ms
     names = list(timed)
     samples: dict[str, list[float]] = {name: [] for name in names}
     round_means: dict[str, list[float]] = {name: [] for name in names}
@@ -113,7 +115,7 @@ def time_rounds(timed: dict[str, Callable[[int], object]], sets: int, rounds: in
     for round_index in range(rounds + 1):
         shift = round_index % len(names)
         for name in names[shift:] + names[:shift]:
-            block = gpu_times_ms(timed[name], sets, calls, warmup=3, first=turn)
+            block = timer(timed[name], sets, calls, warmup=3, first=turn)
             turn += calls + 3
             if round_index == 0:
                 continue

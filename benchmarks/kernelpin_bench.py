@@ -8,10 +8,15 @@ v<N> branches, kernel repo type) on the same repos.
 
     python -m benchmarks.kernelpin_bench [--kernels 20] [--repeats 5] [--lock-only]
     python -m benchmarks.kernelpin_bench --bulk [--bulk-kernels 20] [--bulk-mb 200] [--repeats 3] [--no-record]
+    python -m benchmarks.kernelpin_bench --oneliner [--repeats 5]
 
-Writes benchmarks/results/cpu/kernelpin.json and kernelpin.md (with --bulk: kernelpin-bulk.json and .md: sync
-of big kernels cold, warm and offline against `kernels download`, a warm load against `get_locked_kernel`). Times
-are medians; compare ratios, not absolutes.
+Writes benchmarks/results/cpu/kernelpin.json and kernelpin.md. Times are medians; compare ratios, not absolutes.
+`--bulk` writes kernelpin-bulk.json and .md instead: sync of big kernels cold, warm and offline against
+`kernels download`, a warm load against `get_locked_kernel`.
+`--oneliner` measures only the lockless one-liner, `kernelpin.get_kernel(repo, version=1)` against
+`kernels.get_kernel` (cold cache, warm cache online, warm offline), each in a fresh process that has imported
+torch before the clock starts (both need it; the time counted is the package's import and the call), and
+writes benchmarks/results/cpu/kernelpin-oneliner.json and .md.
 """
 
 from __future__ import annotations
@@ -111,6 +116,100 @@ def floor_client(per_kernel: list[list[tuple[str, str]]], workers: int) -> Calla
     return run
 
 
+# One process of the one-liner: torch imported first, then the package's import and the call are timed.
+ONELINER = """\
+import sys, time
+import torch
+start = time.perf_counter()
+if sys.argv[1] == "kernelpin":
+    import kernelpin as package
+else:
+    import kernels as package
+module = package.get_kernel(sys.argv[2], version=1)
+elapsed = time.perf_counter() - start
+assert module.VARIANT == sys.argv[3], module.VARIANT
+print(elapsed)
+"""
+
+
+def oneliner(repeats: int) -> dict[str, object]:
+    """`get_kernel(repo, version=1)` of kernelpin and kernels, side by side on one server, in fresh processes."""
+    work = Path(tempfile.mkdtemp(prefix="kernelpin-oneliner-"))
+    server = HubServer(work / "hub", trusted_publishers=("acme",))
+    repo_id = "acme/oneliner"
+    repo = server.repo(repo_id, repo_type="kernel")
+    publish(repo, "1.0.0")
+    publish(repo, "1.1.0")
+    repo.branch("v1")
+    server.start()
+    base = {key: value for key, value in os.environ.items() if not key.startswith(("HF_", "KERNELPIN_"))}
+    # kernels 0.17.2 with HF_HUB_DISABLE_TELEMETRY=1 sends a user agent ending in "; ", which httpx rejects.
+    base.update({"HF_ENDPOINT": server.endpoint, "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+                 "PYTHONPATH": str(REPO_ROOT), "PYTHONWARNINGS": "ignore"})
+
+    def environ(tool: str, offline: bool = False) -> dict[str, str]:
+        home = work / tool
+        return {**base, "HF_HOME": str(home / "hf"), "HF_HUB_CACHE": str(home / "hf" / "hub"),
+                "KERNELPIN_STATE_DIR": str(home / "state"), **({"HF_HUB_OFFLINE": "1"} if offline else {})}
+
+    def once(tool: str, offline: bool = False) -> float:
+        done = subprocess.run([sys.executable, "-c", ONELINER, tool, repo_id, CPU_213], env=environ(tool, offline),
+                              capture_output=True, text=True, timeout=300)
+        if done.returncode != 0:
+            return float("nan")
+        return float(done.stdout.strip().splitlines()[-1])
+
+    def clear(tool: str) -> None:
+        shutil.rmtree(work / tool, ignore_errors=True)
+
+    samples: dict[str, list[float]] = defaultdict(list)
+    once("kernelpin"), once("kernels")  # warm-up: the server's git caches, the OS file cache
+    for _ in range(repeats):  # the tools alternate, so both see the same machine state
+        for tool in ("kernelpin", "kernels"):
+            clear(tool)
+            samples[f"{tool}_cold_s"].append(once(tool))
+            samples[f"{tool}_warm_s"].append(once(tool))
+            samples[f"{tool}_offline_s"].append(once(tool, offline=True))
+    server.stop()
+    shutil.rmtree(work, ignore_errors=True)
+    results: dict[str, object] = {
+        "repeats": repeats, "variants": len(VARIANTS),
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
+        "kernels_version": __import__("importlib.metadata").metadata.version("kernels"),
+    }
+    for key, values in sorted(samples.items()):
+        finite = [value for value in values if value == value]
+        results[key] = statistics.median(finite) if len(finite) == len(values) else None  # None: a run failed
+    return results
+
+
+def render_oneliner(r: dict) -> str:
+    def cell(key: str) -> str:
+        return "fails" if r[key] is None else f"{r[key]:.3f} s"
+
+    def ratio(case: str) -> str:
+        ours, theirs = r[f"kernelpin_{case}_s"], r[f"kernels_{case}_s"]
+        return "-" if ours is None or theirs is None else f"**{ours / theirs:.2f}x**"
+
+    rows = "\n".join(f"| {label} | {cell(f'kernelpin_{case}_s')} | {cell(f'kernels_{case}_s')} | {ratio(case)} |"
+                      for label, case in (("cold cache", "cold"), ("warm cache, online", "warm"),
+                                          ("warm cache, HF_HUB_OFFLINE=1", "offline")))
+    return f"""# The one-liner: `get_kernel(repo, version=1)`
+
+One kernel with {r['variants']} variants on olah (127.0.0.1), {r['machine']}; kernels {r['kernels_version']};
+medians of {r['repeats']} runs, the tools alternating. Each run is a fresh process that imports torch before the
+clock starts; the time is the package's import and the call (resolve branch v1, choose the variant, download
+it or find it in the cache, verify, import). Generated by `python -m benchmarks.kernelpin_bench --oneliner`.
+
+| case | kernelpin.get_kernel | kernels.get_kernel | kernelpin's time / kernels' |
+|---|---|---|---|
+{rows}
+
+Offline, kernels 0.17.2 fails by version (it writes no `refs/v1` to read back); kernelpin uses the resolution it
+remembered online (kernelpin.resolutions) and verifies the cached files against it.
+"""
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--kernels", type=int, default=20)
@@ -121,9 +220,17 @@ def main() -> None:
     parser.add_argument("--bulk-mb", type=int, default=200, help="the size of each big kernel's library (MB)")
     parser.add_argument("--bulk-cold-repeats", type=int, default=1)
     parser.add_argument("--no-record", action="store_true", help="--bulk: print, write nothing")
+    parser.add_argument("--oneliner", action="store_true", help="only get_kernel against kernels.get_kernel")
     args = parser.parse_args()
     if args.bulk:
         return bulk(args)
+    if args.oneliner:
+        results = oneliner(args.repeats)
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        (RESULTS / "kernelpin-oneliner.json").write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
+        (RESULTS / "kernelpin-oneliner.md").write_text(render_oneliner(results))
+        print(json.dumps(results, indent=2, sort_keys=True))
+        return
     work = Path(tempfile.mkdtemp(prefix="kernelpin-bench-"))
     # acme is a trusted publisher on the test Hub (its organization overview says so), as `kernels lock` checks.
     server = HubServer(work / "hub", trusted_publishers=("acme",))

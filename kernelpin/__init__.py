@@ -7,6 +7,7 @@ explicitly, returning data and raising KernelpinError (kernelpin.errors):
     kernelpin.add(project, source, {"acme/img2gray": "^0.1"})   # edits pyproject.toml, re-locks
     kernelpin.sync(project, source, kernelpin.detect_environment())
     module = kernelpin.load("acme/img2gray")
+    module = kernelpin.get_kernel("acme/img2gray", version=0)   # no lock: as kernels.get_kernel, verified
 
 Importing kernelpin imports neither torch nor huggingface_hub; each function imports what it needs when called.
 """
@@ -19,6 +20,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from kernelpin.environment import detect as detect_environment
     from kernelpin.hub_cache import cache
+    from kernelpin.inspection import info
+    from kernelpin.kernels_integration import integrate_kernels, integrated_kernels
+    from kernelpin.loader import loaded_kernels
+    from kernelpin.lockless import get_kernel, get_kernel_variants, has_kernel
     from kernelpin.locking import add, check_lock, lock, remove
     from kernelpin.project import Project, find_project
     from kernelpin.publisher.release import check_release, publish
@@ -41,6 +46,7 @@ _EXPORTS = {
     "outdated": ("kernelpin.updates", "outdated"),
     "versions": ("kernelpin.updates", "versions"),
     "cache": ("kernelpin.hub_cache", "cache"),
+    "info": ("kernelpin.inspection", "info"),
     "check_release": ("kernelpin.publisher.release", "check_release"),
     "publish": ("kernelpin.publisher.release", "publish"),
     "find_project": ("kernelpin.project", "find_project"),
@@ -48,6 +54,12 @@ _EXPORTS = {
     "HubSettings": ("kernelpin.source", "HubSettings"),
     "HubSource": ("kernelpin.source", "HubSource"),
     "detect_environment": ("kernelpin.environment", "detect"),
+    "get_kernel": ("kernelpin.lockless", "get_kernel"),
+    "has_kernel": ("kernelpin.lockless", "has_kernel"),
+    "get_kernel_variants": ("kernelpin.lockless", "get_kernel_variants"),
+    "loaded_kernels": ("kernelpin.loader", "loaded_kernels"),
+    "integrate_kernels": ("kernelpin.kernels_integration", "integrate_kernels"),
+    "integrated_kernels": ("kernelpin.kernels_integration", "integrated_kernels"),
 }
 
 __all__ = sorted(_EXPORTS)

@@ -17,9 +17,10 @@ from typing import Any, NoReturn
 
 from rich.table import Table
 
-from kernelpin import environment, install, locking, lockfile
+from kernelpin import environment, install, locking, lockfile, syncing
 from kernelpin.errors import KernelpinError
 from kernelpin.hub_cache import cache
+from kernelpin.inspection import info
 from kernelpin.install import Installer, SyncedVariant
 from kernelpin.project import PYPROJECT, Project, find_project
 from kernelpin.source import HubSettings, HubSource
@@ -232,7 +233,7 @@ def cmd_sync(ctx: Context) -> int:
         return _sync_dry_run(ctx, locked, installer, env)
     if env is not None:
         ctx.note(f"selecting variants for {env.describe()}")
-    results = install.sync(locked, installer, env, all_variants=args.all_variants)
+    results = syncing.install_lock(locked, installer, env, all_variants=args.all_variants)
     for result in results:
         for path in result.downloaded:
             ctx.note(f"{result.repo_id}: downloaded and verified {path}")
@@ -368,26 +369,84 @@ def cmd_outdated(ctx: Context) -> int:
     return 0
 
 
-@command("versions", help="list a kernel's versions and which satisfy the requirement",
-         options=lambda parser: parser.add_argument("repo", metavar="REPO", help=REPO_HELP),
+def _versions_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("repo", metavar="REPO", help=REPO_HELP)
+    parser.add_argument("--variants", action="store_true",
+                        help="also judge every build of each version for this machine (or the one described below)")
+    environment.add_arguments(parser)
+
+
+@command("versions", help="list a kernel's versions and which satisfy the requirement", options=_versions_options,
          description="List a kernel repository's version tags, newest first, with which satisfy this project's "
-                     "requirement and which is locked.")
+                     "requirement and which is locked; with --variants, which build of each version this machine "
+                     "(or another, described with --torch ...) would use.")
 def cmd_versions(ctx: Context) -> int:
-    found = versions(ctx.project, ctx.source, ctx.args.repo)
+    env = environment.current(vars(ctx.args)) if ctx.args.variants else None
+    found = versions(ctx.project, ctx.source, ctx.args.repo, env)
     requirement = found.requirement
     if ctx.args.json:
+        rows = [{key: value for key, value in dataclasses.asdict(row).items() if key != "variants" or env is not None}
+                for row in found.versions]
         _emit_json({"repo": found.repo, "repo_type": found.repo_type,
                     "requirement": requirement.value if requirement else None,
-                    "versions": [dataclasses.asdict(row) for row in found.versions], "ignored_tags": found.ignored_tags})
+                    "environment": None if env is None else env.describe(),
+                    "versions": rows, "ignored_tags": found.ignored_tags})
         return 0
     title = f"{found.repo} ({found.repo_type} repo)" + (f", requirement {requirement.text}" if requirement else "")
-    table = ctx.table("version", "tag", "commit", "satisfies", "locked", title=title)
+    columns = ("version", "tag", "commit", "satisfies", "locked") + (("build here", "builds") if env else ())
+    table = ctx.table(*columns, title=title)
     for row in found.versions:
         satisfies = {None: "", True: "yes", False: "no"}[row.satisfies]
-        table.add_row(row.version, row.tag, row.commit[:12], satisfies, "*" if row.locked else "")
+        cells = [row.version, row.tag, row.commit[:12], satisfies, "*" if row.locked else ""]
+        if row.variants is not None:
+            chosen = next((fit.name for fit in row.variants if fit.chosen), "none")
+            cells += [chosen, f"{sum(fit.fits for fit in row.variants)} of {len(row.variants)} fit"]
+        table.add_row(*cells)
     ctx.show(table)
+    if env is not None:
+        ctx.note(f"builds judged for {env.describe()}")
     if found.ignored_tags:
         ctx.note(f"ignored tags (not versions): {', '.join(found.ignored_tags)}")
+    return 0
+
+
+def _info_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("repo", metavar="REPO", help=REPO_HELP)
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--version", metavar="N|RANGE", help="a major version (the branch vN) or a range of tags")
+    which.add_argument("--revision", metavar="REV", help="a tag, branch or commit")
+
+
+@command("info", help="show a kernel's license, upstream, backends and dependencies", options=_info_options,
+         description="Show what a kernel is, from its metadata.json at a revision (as `kernels info`): name, "
+                     "license, upstream, source, Python and kernel dependencies, the oldest kernels it needs, its "
+                     "backends and build variants. The revision is --version or --revision, else this project's "
+                     "requirement, else the newest major-version branch.")
+def cmd_info(ctx: Context) -> int:
+    version = ctx.args.version
+    try:
+        project: Project | None = ctx.project
+    except KernelpinError:  # outside a project: no requirement to default to
+        project = None
+    found = info(ctx.source, ctx.args.repo, version=int(version) if version and version.isdigit() else version,
+                 revision=ctx.args.revision, project=project)
+    if ctx.args.json:
+        _emit_json(dataclasses.asdict(found))
+        return 0
+
+    def shown(value: object) -> str:
+        return "-" if value in (None, []) else ", ".join(map(str, value)) if isinstance(value, list) else str(value)
+
+    at = f"{found.ref or found.commit} ({found.commit[:12]})"
+    for label, value in (("Repository", f"{found.repo} ({found.repo_type} repo)"), ("Revision", at),
+                         ("Name", found.name), ("Version", found.version or found.major),
+                         ("Minimum kernels version", found.kernels_minver), ("License", found.license),
+                         ("Upstream", found.upstream), ("Source", found.source),
+                         ("Python dependencies", found.python_depends),
+                         ("Kernel dependencies", [f"{d['repo']} {describe_value(d['requirement'])}"
+                                                  for d in found.kernel_depends]),
+                         ("Backends", found.backends), ("Variants", found.variants)):
+        ctx.out.print(f"{label}: {shown(value)}")
     return 0
 
 

@@ -43,6 +43,18 @@ class _Module:
 
 
 @dataclass(frozen=True)
+class LoadedKernel:
+    """A kernel variant imported by kernelpin: the module's name in sys.modules, the kernel (repo id and
+    commit; None for a local build), the variant and its directory."""
+
+    module: str
+    repo_id: str | None
+    commit: str | None
+    variant: str
+    directory: Path
+
+
+@dataclass(frozen=True)
 class _Package:
     """One imported kernel variant: its directory and the modules its lock lists, by full module name."""
 
@@ -51,6 +63,7 @@ class _Package:
     what: str
     modules: dict[str, _Module]
     shared_libraries: tuple[LockedFile, ...]
+    loaded: LoadedKernel
     receipts: Receipts  # extension modules and shared libraries are large: checked against this user's receipts
 
     def path(self, file: LockedFile) -> Path:
@@ -170,10 +183,16 @@ def _verify_shared_libraries(package: _Package) -> None:
 _FINDER = _VerifiedFinder()
 
 
+def loaded_kernels() -> list[LoadedKernel]:
+    """The kernels imported (completely) in this process, in import order."""
+    return [package.loaded for name, package in _FINDER.packages.items() if name in sys.modules]
+
+
 def import_verified(name: str, directory: Path, variant: LockedVariant, what: str,
-                    receipts: Receipts | None = None) -> ModuleType:
+                    kernel: tuple[str, str | None] | None = None, receipts: Receipts | None = None) -> ModuleType:
     """Import `directory` as the package `name`, executing only files `variant` pins, each verified (without
-    re-reading binaries this user's `receipts` vouch for; default: none, every file is hashed)."""
+    re-reading binaries this user's `receipts` vouch for; default: none, every file is hashed). `kernel` is
+    the (repo id, commit) it is a build of, for loaded_kernels()."""
     modules = _module_names(name, variant.files)
     if name not in modules:
         raise KernelpinError(
@@ -182,7 +201,10 @@ def import_verified(name: str, directory: Path, variant: LockedVariant, what: st
             "regenerate it"
         )
     shared = tuple(f for f in variant.files if _is_shared_library(f.path))
-    _FINDER.packages[name] = _Package(name, directory, what, modules, shared, receipts or Receipts(None))
+    repo_id, commit = kernel or (None, None)
+    _FINDER.packages[name] = _Package(name, directory, what, modules, shared,
+                                      LoadedKernel(name, repo_id, commit, variant.name, directory),
+                                      receipts or Receipts(None))
     if _FINDER not in sys.meta_path:
         sys.meta_path.insert(0, _FINDER)
     spec = _FINDER.find_spec(name)

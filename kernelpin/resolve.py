@@ -14,7 +14,7 @@ from kernelpin.integrity import GIT_OBJECT_ID_RE, check_repo_path, git_blob_sha1
 from kernelpin.layout import BUILD_DIR, METADATA
 from kernelpin.lockfile import Lock, LockedFile, LockedKernel, LockedVariant, is_variant_name, why_stale
 from kernelpin.metadata import check_size as check_metadata_size
-from kernelpin.metadata import parse_metadata
+from kernelpin.metadata import BuildMetadata, parse_metadata
 from kernelpin.ranges import Version
 from kernelpin.source import HubSource, Refs, RemoteFile
 from kernelpin.store import Store
@@ -150,6 +150,7 @@ class Pinner:
         self.store = Store(source)
         # The store files by repository and commit; a lock entry is what names them.
         self.snapshot = LockedKernel(repo_id, repo_type, commit, commit, None, None, ())
+        self.metadata: dict[str, BuildMetadata] = {}  # each pinned variant's parsed metadata.json, by name
 
     def _hash_checked(self, remote: RemoteFile) -> str:
         """The sha256 of a file without a published digest, streamed and hashed (kept neither in memory nor
@@ -213,6 +214,7 @@ class Pinner:
             content = self._read_metadata_checked(by_relative[METADATA])
             pinned[METADATA] = hashlib.sha256(content).hexdigest()
             metadata = parse_metadata(content, where)
+            self.metadata[name] = metadata
             digests, backend, archs = metadata.digests, metadata.backend, metadata.archs
             depends = metadata.kernel_depends
         for relative, remote in sorted(by_relative.items()):
@@ -243,33 +245,53 @@ class Pinner:
         )
 
 
-def resolve_one(source: HubSource, requirement: Requirement, note: Callable[[str], None]) -> LockedKernel:
-    refs = source.refs(requirement.repo_id, requirement.repo_type)
+@dataclass(frozen=True)
+class Located:
+    """Where a requirement resolves: the revision, and the files of each build variant there (not pinned yet)."""
+
+    pick: Pick
+    repo_type: str
+    variants: dict[str, list[RemoteFile]]
+
+    def kernel(self, requirement: Requirement, variants: tuple[LockedVariant, ...]) -> LockedKernel:
+        return LockedKernel(
+            repo_id=requirement.repo_id,
+            repo_type=self.repo_type,
+            requirement=requirement.value,
+            commit=self.pick.commit,
+            ref=self.pick.ref,
+            version=None if self.pick.version is None else str(self.pick.version),
+            tag=self.pick.tag,
+            variants=variants,
+        )
+
+
+def locate(source: HubSource, requirement: Requirement, note: Callable[[str], None],
+           refs: Refs | None = None) -> Located:
+    """The revision `requirement` names on the Hub and the variants there (two requests: refs, unless given,
+    and the file listing)."""
+    refs = refs or source.refs(requirement.repo_id, requirement.repo_type)
     _, ignored = tag_versions(refs.tags)
     if ignored:
         note(f"{requirement.repo_id}: ignored tags (not versions): {', '.join(ignored)}")
     pick = pick_revision(requirement, refs)
-    pinner = Pinner(source, requirement.repo_id, refs.repo_type, pick.commit)
-    variants = group_variants(source.tree(requirement.repo_id, refs.repo_type, pick.commit), pinner.where)
+    where = f"{requirement.repo_id} at {pick.commit[:12]}"
+    variants = group_variants(source.tree(requirement.repo_id, refs.repo_type, pick.commit), where)
     # Stray folders (build/__pycache__/, build/.ipynb_checkpoints/) are no builds; the lock cannot name them.
     stray = sorted(name for name in variants if not is_variant_name(name))
     if stray:
-        note(f"{pinner.where}: ignored {', '.join(f'{BUILD_DIR}/{name}/' for name in stray)} (not variant names)")
+        note(f"{where}: ignored {', '.join(f'{BUILD_DIR}/{name}/' for name in stray)} (not variant names)")
         variants = {name: files for name, files in variants.items() if name not in stray}
     if not variants:
-        raise KernelpinError(
-            f"{pinner.where}: no build/<variant>/ directories; this revision has no kernel builds"
-        )
-    return LockedKernel(
-        repo_id=requirement.repo_id,
-        repo_type=refs.repo_type,
-        requirement=requirement.value,
-        commit=pick.commit,
-        ref=pick.ref,
-        version=None if pick.version is None else str(pick.version),
-        tag=pick.tag,
-        variants=tuple(pinner.variant(name, files) for name, files in sorted(variants.items())),
-    )
+        raise KernelpinError(f"{where}: no build/<variant>/ directories; this revision has no kernel builds")
+    return Located(pick, refs.repo_type, variants)
+
+
+def resolve_one(source: HubSource, requirement: Requirement, note: Callable[[str], None]) -> LockedKernel:
+    located = locate(source, requirement, note)
+    pinner = Pinner(source, requirement.repo_id, located.repo_type, located.pick.commit)
+    return located.kernel(requirement, tuple(pinner.variant(name, files)
+                                             for name, files in sorted(located.variants.items())))
 
 
 def resolve(

@@ -11,7 +11,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from types import ModuleType
 
-from kernelpin import environment
+from kernelpin import environment, local_override, python_depends
 from kernelpin import lockfile
 from kernelpin.lockfile import LockedKernel, LockedVariant
 from kernelpin.errors import KernelpinError
@@ -58,6 +58,11 @@ def _environment() -> Environment:
     return environment.machine_environment()
 
 
+def environment_for(backend: str | None) -> Environment:
+    """This process's environment (detected once), with the backend asked for (`cpu` or the machine's own)."""
+    return _environment() if backend is None else environment.with_backend(_environment(), backend)
+
+
 def module_name(repo_id: str, commit: str, variant: str) -> str:
     """Unique per repository, commit and variant, so two versions of one kernel load side by side."""
     return "_kernelpin_" + re.sub(r"\W", "_", f"{repo_id}_{commit[:12]}_{variant}")
@@ -67,7 +72,7 @@ _module_locks: dict[str, threading.RLock] = {}
 _module_locks_guard = threading.Lock()
 
 
-def _module_lock(name: str) -> threading.RLock:
+def module_lock(name: str) -> threading.RLock:
     """One lock per kernel module: a concurrent load() waits for the import in progress instead of getting
     the half-executed module from sys.modules. Re-entrant, so a kernel that loads itself while it is being
     imported gets the partial module, as a circular import does."""
@@ -113,10 +118,13 @@ def load(
         raise KernelpinError(
             f"{repo_id} is not in {lock_path} (locked: {locked}); run `kernelpin add {repo_id}`"
         )
-    env = _environment() if backend is None else environment.with_backend(_environment(), backend)
+    env = environment_for(backend)
+    override = local_override.refuse_under_lock(repo_id, lock_path)
+    if override is not None:
+        return local_override.load(repo_id, override, env)
     variant = choose_variant(kernel, env)
     name = module_name(kernel.repo_id, kernel.commit, variant)
-    with _module_lock(name):
+    with module_lock(name):
         if name in sys.modules:
             return sys.modules[name]
         target = target or os.environ.get("KERNELPIN_TARGET") or None
@@ -126,10 +134,10 @@ def load(
                           receipts=receipts).ensure_variant(kernel, variant).directory
         locked_variant = kernel.variant(variant)
         what = f"{kernel.label} ({variant})"
-        if not locked_variant.depends:  # no `kernels` needed
-            return import_verified(name, directory, locked_variant, what, receipts)
+        python_depends.check_installed(directory, locked_variant, env.selected.name, what)
         dependencies = _load_dependencies(kernel, locked_variant.depends, lock_path, target, backend)
-        return _import_with_dependencies(name, directory, locked_variant, what, dependencies, receipts)
+        return import_with_dependencies(name, directory, locked_variant, what, dependencies,
+                                        (kernel.repo_id, kernel.commit), receipts)
 
 
 _loading: ContextVar[tuple[str, ...]] = ContextVar("_loading", default=())  # the chain of kernels being loaded
@@ -153,10 +161,14 @@ def _load_dependencies(kernel: LockedKernel, depends: tuple, lock_path: Path, ta
         _loading.reset(token)
 
 
-def _import_with_dependencies(name: str, directory: Path, variant: LockedVariant, what: str,
-                              dependencies: dict[str, ModuleType], receipts: Receipts) -> ModuleType:
-    """Import a kernel whose code calls `kernels.get_kernel_dep(repo)` while it loads: `kernels` keeps the
-    dependencies of the kernel being loaded in a context variable (kernels.deps.use_kernel_deps), set here."""
+def import_with_dependencies(name: str, directory: Path, variant: LockedVariant, what: str,
+                             dependencies: dict[str, ModuleType], kernel: tuple[str, str | None] | None = None,
+                             receipts: Receipts | None = None) -> ModuleType:
+    """Import a verified variant. One with dependencies calls `kernels.get_kernel_dep(repo)` while it loads:
+    `kernels` keeps the dependencies of the kernel being loaded in a context variable
+    (kernels.deps.use_kernel_deps), set here; without dependencies no `kernels` is needed."""
+    if not dependencies:
+        return import_verified(name, directory, variant, what, kernel, receipts)
     try:
         from kernels.deps import use_kernel_deps
     except ImportError:
@@ -165,4 +177,4 @@ def _import_with_dependencies(name: str, directory: Path, variant: LockedVariant
             "kernels.get_kernel_dep, which needs the `kernels` package: pip install kernels"
         ) from None
     with use_kernel_deps(dependencies):
-        return import_verified(name, directory, variant, what, receipts)
+        return import_verified(name, directory, variant, what, kernel, receipts)

@@ -145,6 +145,16 @@ class HubSource:
             )
         return found
 
+    def publisher_trusted(self, repo_id: str) -> bool:
+        """Whether the Hub marks the organization of `repo_id` a trusted kernel publisher (its overview's
+        `trustedKernelPublisher`, what `kernels.get_kernel` checks without trust_remote_code)."""
+        org = repo_id.split("/", 1)[0]
+        self._require_online(f"checking the publisher {org}")
+        with self.budget(), translate_errors(f"checking whether {org} is a trusted kernel publisher",
+                                             self.settings.endpoint, repo_id):
+            data, _ = self._get_json(f"{self.settings.endpoint}/api/organizations/{org}/overview")
+        return isinstance(data, dict) and data.get("trustedKernelPublisher") is True
+
     def tree(self, repo_id: str, repo_type: str, commit: str) -> list[RemoteFile]:
         """Every file of a repository at a commit, page after page, bounded by KERNELPIN_MAX_LISTING."""
         self._require_online(f"listing files of {repo_id}")

@@ -137,3 +137,16 @@ def _parse_range(where: str, text: str) -> Range:
 def parse_dependencies(table: Mapping[str, Any]) -> list[Requirement]:
     """All requirements of a dependencies table, sorted by repository id."""
     return [parse_requirement(repo_id, table[repo_id]) for repo_id in sorted(table)]
+
+
+def requirement_from_arguments(repo_id: str, version: int | str | None, revision: str | None) -> Requirement:
+    """The requirement `kernels.get_kernel`'s arguments mean: exactly one of `version` (a major N, the branch vN,
+    or, kernelpin only, a range string) and `revision` (tag, branch or commit), as kernels demands."""
+    if (version is None) == (revision is None):
+        raise KernelpinError(
+            f"{repo_id}: give exactly one of version= (a major version such as 1, the branch v1, or a range such "
+            "as \"^1.2\") and revision= (a tag, branch or commit), as kernels.get_kernel requires"
+        )
+    value: RequirementValue = {"revision": revision} if revision is not None else version  # type: ignore[assignment]
+    where = f"get_kernel({repo_id!r}, {f'revision={revision!r}' if revision is not None else f'version={version!r}'})"
+    return parse_requirement(repo_id, value, where=where)

@@ -10,11 +10,15 @@ from pathlib import Path
 from typing import Any
 
 from kernelpin import install
+from kernelpin.errors import NoVariantError
+from kernelpin.inspection import newer_build_hint
 from kernelpin.install import Installer, PlannedVariant, SyncedVariant
+from kernelpin.lockfile import Lock
 from kernelpin.locking import Locked, Report, lock_for_sync
 from kernelpin.project import Project
+from kernelpin.ranges import Version
 from kernelpin.source import HubSource
-from kernelpin.variant import Environment
+from kernelpin.variant import Environment, select
 
 
 def _ignore(message: str) -> None:
@@ -39,7 +43,23 @@ def sync(project: Project, source: HubSource, env: Environment | None, *, all_va
     """Install the locked variant that fits `env` (every locked variant with `all_variants`, `env` None) into
     the Hub cache or `target`, verify every byte, repair what changed and remove what the lock does not list."""
     fresh = lock_for_sync(project, source, locked=locked, frozen=frozen, note=note, warn=warn)
-    return Synced(fresh, install.sync(fresh.lock, Installer(source, target, progress), env, all_variants))
+    return Synced(fresh, install_lock(fresh.lock, Installer(source, target, progress), env, all_variants))
+
+
+def install_lock(lock: Lock, installer: Installer, env: Environment | None,
+                 all_variants: bool = False) -> list[SyncedVariant]:
+    """kernelpin.install.sync; when a locked version has no build for `env`, the error also names the newer
+    release that has one (asked of the Hub, unless offline)."""
+    try:
+        return install.sync(lock, installer, env, all_variants)
+    except NoVariantError as error:
+        hints = [] if env is None or installer.store.source.settings.offline else [
+            newer_build_hint(installer.store.source, kernel.repo_id, kernel.repo_type,
+                             Version.parse(kernel.version) if kernel.version else None, env)
+            for kernel in lock.kernels if select({v.name: v.archs for v in kernel.variants}, env).chosen is None]
+        if not any(hints):
+            raise
+        raise NoVariantError("\n".join([str(error), *filter(None, hints)])) from None
 
 
 def sync_plan(project: Project, source: HubSource, env: Environment | None, *, all_variants: bool = False,

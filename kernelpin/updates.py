@@ -1,5 +1,6 @@
 """What the Hub offers against what the project requires and locks: `kernelpin outdated` (per requirement: the
-locked, the newest satisfying and the newest version) and `kernelpin versions` (a repository's version tags)."""
+locked, the newest satisfying and the newest version) and `kernelpin versions` (a repository's version tags, and
+with an environment which of each version's builds it can use)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from kernelpin import lockfile
+from kernelpin.inspection import VariantFit, fits
 from kernelpin.project import Project, read_requirements
 from kernelpin.ranges import Version
-from kernelpin.resolve import tag_versions
+from kernelpin.resolve import group_variants, tag_versions
 from kernelpin.source import HubSource, Refs
 from kernelpin.spec import Requirement, RequirementValue, check_repo_id
+from kernelpin.variant import Environment, select
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,7 @@ class TaggedVersion:
     commit: str
     satisfies: bool | None  # None: the project has no requirement on the repository (or pins a revision)
     locked: bool
+    variants: list[VariantFit] | None = None  # each build judged for the environment asked about (else None)
 
 
 @dataclass(frozen=True)
@@ -79,8 +83,10 @@ def _short_pin(ref: str | None, commit: str) -> str:
     return f"{ref.rpartition('/')[2]}@{commit[:12]}" if ref else commit[:12]
 
 
-def versions(project: Project, source: HubSource, repo_id: str) -> VersionList:
-    """A repository's version tags, newest first, with which satisfy the project's requirement and which is locked."""
+def versions(project: Project, source: HubSource, repo_id: str, env: Environment | None = None) -> VersionList:
+    """A repository's version tags, newest first, with which satisfy the project's requirement and which is locked;
+    with `env` (this machine or a described one), every build of each version judged for it (one file listing
+    per version)."""
     repo_id = check_repo_id(repo_id)
     requirement = next((r for r in read_requirements(project) if r.repo_id == repo_id), None)
     refs = source.refs(repo_id, requirement.repo_type if requirement else None)
@@ -88,7 +94,8 @@ def versions(project: Project, source: HubSource, repo_id: str) -> VersionList:
     locked = lockfile.read(project.lockfile)
     locked_kernel = locked.kernel(repo_id) if locked else None
     rows = [TaggedVersion(str(v), found[v], refs.tags[found[v]], _satisfies(requirement, refs, v, found[v]),
-                          locked_kernel is not None and locked_kernel.version == str(v))
+                          locked_kernel is not None and locked_kernel.version == str(v),
+                          None if env is None else _judged(source, repo_id, refs.repo_type, refs.tags[found[v]], env))
             for v in sorted(found, reverse=True)]
     return VersionList(repo_id, refs.repo_type, requirement, rows, ignored)
 
@@ -100,3 +107,8 @@ def _satisfies(requirement: Requirement | None, refs: Refs, version: Version, ta
     if requirement.branch is not None:
         return refs.tags[tag] == refs.branches.get(requirement.branch)
     return None if requirement.range is None else requirement.range.contains(version)
+
+
+def _judged(source: HubSource, repo_id: str, repo_type: str, commit: str, env: Environment) -> list[VariantFit]:
+    names = sorted(group_variants(source.tree(repo_id, repo_type, commit), f"{repo_id} at {commit[:12]}"))
+    return fits(select(dict.fromkeys(names), env), names)

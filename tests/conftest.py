@@ -25,7 +25,8 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parents[1]
 
 # CPU seconds (2-core CI machine) of the session builds, paid by the first test that asks for one.
-SESSION_BUILD_SECONDS = {"checkout_build": 22, "offline_build": 27, "builds": 22, "stable_build": 8}
+SESSION_BUILD_SECONDS = {"checkout_build": 22, "exact_build": 22, "offline_build": 27, "builds": 22,
+                         "stable_build": 8}
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -51,21 +52,34 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 OP_ABI = os.environ.get("IMG2GRAY_OP_ABI", "exact")
 
 
-@pytest.fixture(scope="session")
-def checkout_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The variant directory of `python -m tools.builder.op --out DIR` run in this checkout, the build every
-    consumer uses (CUDA too where torch has CUDA and nvcc is found); `--abi $IMG2GRAY_OP_ABI`."""
-
-    if prebuilt := os.environ.get("IMG2GRAY_OP_BUILD"):  # a variant directory built elsewhere (tools/maintainer/stable_abi_matrix.py)
-        return Path(prebuilt)
+def op_build(tmp_path_factory: pytest.TempPathFactory, abi: str) -> Path:
+    """The variant directory of `python -m tools.builder.op --abi ABI --out DIR` run in this checkout, once per run."""
 
     def build(root: Path) -> None:
         # A separate process: the build loads the library it compiles, and a process may register a
         # torch.ops namespace only once.
-        subprocess.run([sys.executable, "-m", "tools.builder.op", "--abi", OP_ABI, "--out", str(root / "img2gray")],
+        subprocess.run([sys.executable, "-m", "tools.builder.op", "--abi", abi, "--out", str(root / "img2gray")],
                        cwd=ROOT, check=True)
 
-    return build_once(tmp_path_factory, f"checkout-build-{OP_ABI}", build) / "img2gray"
+    return build_once(tmp_path_factory, f"checkout-build-{abi}", build) / "img2gray"
+
+
+@pytest.fixture(scope="session")
+def checkout_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The build every consumer uses (CUDA too where torch has CUDA and nvcc is found), of `--abi $IMG2GRAY_OP_ABI`."""
+    if prebuilt := os.environ.get("IMG2GRAY_OP_BUILD"):  # a variant directory built elsewhere (tools/maintainer/stable_abi_matrix.py)
+        return Path(prebuilt)
+    return op_build(tmp_path_factory, OP_ABI)
+
+
+@pytest.fixture(scope="session")
+def exact_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return op_build(tmp_path_factory, "exact")
+
+
+@pytest.fixture(scope="session")
+def stable_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return op_build(tmp_path_factory, "stable")
 
 
 @pytest.fixture(scope="session")

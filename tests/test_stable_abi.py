@@ -15,18 +15,8 @@ from pathlib import Path
 import pytest
 
 from kernelpin.publisher.abi_gate import gate, undefined_symbols
-from testkit.build_once import build_once
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="session")
-def stable_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    def build(root: Path) -> None:
-        subprocess.run([sys.executable, "-m", "tools.builder.op", "--abi", "stable", "--out", str(root / "img2gray")],
-                       cwd=ROOT, check=True)
-
-    return build_once(tmp_path_factory, "stable-abi-build", build) / "img2gray"
 
 
 @pytest.mark.heavy(cpu_seconds=60)

@@ -5,10 +5,9 @@
 // build's own, and the public `img2gray` when no other build defined it first). The op's Autograd kernels are
 // C++ routers (below), so that a call that needs no gradient never enters Python.
 //
-// Every check of the exact binding (torch_binding.cpp) is made here too, with the same text: an error thrown in
-// this library reaches Python with its message on every torch; one raised inside libtorch during a shim call
-// would lose it below torch 2.13, so nothing is left for libtorch to refuse. Numbers are turned into text with
-// std::to_string (see torch_binding.cpp on streaming numbers into std::ostream).
+// The argument checks are the exact build's (contract.h), made inside this library: an error thrown here reaches
+// Python with its message on every torch; one raised inside libtorch during a shim call would lose it below torch
+// 2.13, so nothing is left for libtorch to refuse.
 #include <torch/csrc/inductor/aoti_torch/c/shim.h>
 #include <torch/csrc/stable/library.h>
 #include <torch/csrc/stable/ops.h>
@@ -16,11 +15,11 @@
 #include <torch/headeronly/core/ScalarType.h>
 
 #include <array>
-#include <cmath>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "contract.h"
 #include "img2gray_cpu.h"
 #include "layout.h"
 #ifdef IMG2GRAY_WITH_CUDA
@@ -34,13 +33,22 @@ namespace {
 // failed, since torch below 2.13 passes a stable-ABI library no error text across the C shim.
 thread_local std::string last_error;
 
-// The message alone, as the exact build's TORCH_CHECK shows it (STD_TORCH_CHECK prefixes function, file and line).
+// contract.h's failures: the message alone, as the exact build's TORCH_CHECK shows it (STD_TORCH_CHECK prefixes
+// function, file and line), kept for the routers. The stable ABI raises no IndexError: img2gray/functional.py
+// tells that one case apart.
+struct StableFailure {
+  [[noreturn]] static void error(const std::string& message) {
+    last_error = message;
+    throw std::runtime_error(message);
+  }
+  [[noreturn]] static void index_error(const std::string& message) { error(message); }
+};
+
 template <typename... Parts>
 [[noreturn]] void fail(const Parts&... parts) {
   std::string message;
   ((message += parts), ...);
-  last_error = message;
-  throw std::runtime_error(message);
+  StableFailure::error(message);
 }
 #define IMG2GRAY_CHECK(condition, ...) \
   do {                                 \
@@ -49,64 +57,20 @@ template <typename... Parts>
 
 using torch::headeronly::IntHeaderOnlyArrayRef;
 using torch::stable::Tensor;
-using Dtype = torch::headeronly::ScalarType;
 
-template <typename T>
-std::string describe(torch::headeronly::HeaderOnlyArrayRef<T> values) {
-  std::string text = "[";
-  for (size_t i = 0; i < values.size(); ++i) text += (i ? ", " : "") + std::to_string(values[i]);
-  return text + "]";
+// Through the shims the library already uses: only "cpu", "cuda" or another device (named "device:<index>",
+// whatever its type) matter to the checks.
+TensorView view(const Tensor& tensor) {
+  const c10::DeviceType type =
+      tensor.is_cpu() ? c10::DeviceType::CPU : tensor.is_cuda() ? c10::DeviceType::CUDA : c10::DeviceType::Meta;
+  return {tensor.scalar_type(), tensor.sizes(), tensor.strides(), tensor.const_data_ptr(),
+          static_cast<int64_t>(tensor.element_size()), type, tensor.get_device_index()};
 }
 
-std::string device_name(const Tensor& tensor) {
-  if (tensor.is_cpu()) return "cpu";
-  return (tensor.is_cuda() ? std::string("cuda:") : std::string("device:")) + std::to_string(tensor.get_device_index());
-}
-
-int64_t checked_channel_dim(const Tensor& input, int64_t dim) {
-  const int64_t rank = input.dim();
-  IMG2GRAY_CHECK(rank >= 1, "img2gray: expected an image tensor with a channel dimension of size 3, got a 0-d tensor");
-  IMG2GRAY_CHECK(-rank <= dim && dim < rank, "Dimension out of range (expected to be in range of [",
-                  std::to_string(-rank), ", ", std::to_string(rank - 1), "], but got ", std::to_string(dim), ")");
-  dim = dim < 0 ? dim + rank : dim;
-  IMG2GRAY_CHECK(input.size(dim) == 3, "img2gray: expected 3 channels (R, G, B) at dim ", std::to_string(dim),
-                  ", got size ", std::to_string(input.size(dim)), " in input of shape ", describe(input.sizes()),
-                  "; use dim=-3 for (..., 3, H, W) tensors and dim=-1 for (..., H, W, 3) images");
-  return dim;
-}
-
-void check_dtype(const Tensor& input) {
-  const Dtype dtype = input.scalar_type();
-  IMG2GRAY_CHECK(dtype == Dtype::Byte || dtype == Dtype::Half || dtype == Dtype::BFloat16 || dtype == Dtype::Float ||
-                      dtype == Dtype::Double,
-                  "img2gray: unsupported dtype ", c10::toString(dtype),
-                  "; supported are uint8, float16, bfloat16, float32 and float64 (convert with .to(torch.float32))");
-}
-
-void check_weights(const std::vector<double>& weights, Dtype dtype) {
-  IMG2GRAY_CHECK(weights.size() == 3, "img2gray: expected 3 channel weights (R, G, B), got ",
-                  std::to_string(weights.size()));
-  // Checked in the precision they are applied in (see torch_binding.cpp).
-  const bool in_double = dtype == Dtype::Double;
-  for (double w : weights) {
-    const bool finite = in_double ? std::isfinite(w) : std::isfinite(static_cast<float>(w));
-    IMG2GRAY_CHECK(finite, "img2gray: channel weights must be finite in ", in_double ? "float64" : "float32",
-                    " (the precision they are applied in for this input dtype), got ",
-                    describe(torch::headeronly::HeaderOnlyArrayRef<double>(weights.data(), weights.size())));
-  }
-}
-
-std::vector<int64_t> output_shape(const Tensor& input, int64_t dim) {
-  const IntHeaderOnlyArrayRef sizes = input.sizes();
-  std::vector<int64_t> shape(sizes.begin(), sizes.end());
-  shape[dim] = 1;
-  return shape;
-}
+std::string device_name(const Tensor& tensor) { return img2gray::device_name(view(tensor)); }
 
 int64_t checked_inputs(const Tensor& input, int64_t dim, const std::vector<double>& weights) {
-  check_dtype(input);
-  check_weights(weights, input.scalar_type());
-  return checked_channel_dim(input, dim);
+  return img2gray::checked_inputs<StableFailure>(view(input), dim, DoubleArray(weights.data(), weights.size()));
 }
 
 // A dense tensor of `shape` like `like` (dtype, device): the C shim, not an aten::empty call through the boxed
@@ -154,49 +118,21 @@ void run_into(const Tensor& input, int64_t dim, const std::vector<double>& weigh
     return;
   }
   // A strided `out` is filled through a temporary.
-  Tensor dense = empty_like_shape(out, output_shape(input, dim));
+  Tensor dense = empty_like_shape(out, output_shape(input.sizes(), dim));
   run_dense(input, plan, weights, dense);
   torch::stable::copy_(out, dense);
 }
 
 Tensor img2gray_functional(Tensor input, int64_t dim, std::vector<double> weights) {
   dim = checked_inputs(input, dim, weights);
-  Tensor out = empty_like_shape(input, output_shape(input, dim));
+  Tensor out = empty_like_shape(input, output_shape(input.sizes(), dim));
   run_into(input, dim, weights, out);
   return out;
 }
 
-bool has_internal_overlap(const Tensor& tensor) {
-  const IntHeaderOnlyArrayRef sizes = tensor.sizes();
-  const IntHeaderOnlyArrayRef strides = tensor.strides();
-  for (size_t d = 0; d < sizes.size(); ++d) {
-    if (sizes[d] > 1 && strides[d] == 0) return true;
-  }
-  return false;
-}
-
 void img2gray_out(Tensor input, int64_t dim, std::vector<double> weights, Tensor out) {
   dim = checked_inputs(input, dim, weights);
-  IMG2GRAY_CHECK(out.is_cpu() == input.is_cpu() && out.is_cuda() == input.is_cuda() &&
-                      out.get_device_index() == input.get_device_index(),
-                  "img2gray: out is on ", device_name(out), " but input is on ", device_name(input),
-                  "; both must be on the same device");
-  IMG2GRAY_CHECK(out.scalar_type() == input.scalar_type(), "img2gray: out has dtype ", c10::toString(out.scalar_type()),
-                  " but input has dtype ", c10::toString(input.scalar_type()), "; out must have the input's dtype");
-  const std::vector<int64_t> expected = output_shape(input, dim);
-  const IntHeaderOnlyArrayRef out_sizes = out.sizes();
-  IMG2GRAY_CHECK(std::vector<int64_t>(out_sizes.begin(), out_sizes.end()) == expected, "img2gray: out has shape ",
-                  describe(out_sizes), " but the result has shape ",
-                  describe(IntHeaderOnlyArrayRef(expected.data(), expected.size())));
-  IMG2GRAY_CHECK(!has_internal_overlap(out),
-                  "unsupported operation: more than one element of the written-to tensor refers to a single memory "
-                  "location. Please clone() the tensor before performing the operation.");
-  IMG2GRAY_CHECK(!extents_intersect(memory_extent(out.const_data_ptr(), out.sizes(), out.strides(),
-                                                   static_cast<int64_t>(out.element_size())),
-                                     memory_extent(input.const_data_ptr(), input.sizes(), input.strides(),
-                                                   static_cast<int64_t>(input.element_size()))),
-                  "img2gray: out overlaps the input's memory (some elements of out and input may refer to a single "
-                  "memory location); write into a tensor that shares no memory with the input, or clone() the input");
+  check_out<StableFailure>(view(input), dim, view(out));
   run_into(input, dim, weights, out);
 }
 
@@ -250,13 +186,18 @@ void route_functional(StableIValue* stack, uint64_t, uint64_t) {
 void route_out(StableIValue* stack, uint64_t, uint64_t) {  // input, dim, weights, out
   IMG2GRAY_CHECK(!records_graph(torch::stable::detail::to<AtenTensorHandle>(stack[0])) &&
                      !records_graph(torch::stable::detail::to<AtenTensorHandle>(stack[3])),
-                 "img2gray.out(): functions with out=... arguments don't support automatic differentiation, but "
-                 "one of the arguments requires grad; call img2gray without out= (or under torch.no_grad())");
+                 kOutRecordsNoGraph);
   call_op(routed_op().c_str(), "no_grad_out", stack);
 }
 
 }  // namespace
 }  // namespace img2gray
+
+// Python's fake kernels run inside the routers' nested dispatcher calls too (torch.compile traces through them), and
+// torch passes their error text no more than its own: they leave it here before raising (img2gray/functional.py).
+extern "C" __attribute__((visibility("default"))) void img2gray_leave_error_text(const char* message) {
+  img2gray::last_error = message;
+}
 
 // Registers this library's kernels for the ops of `ns`, whose schemas Python has defined: CPU (and CUDA) kernels
 // for `img2gray` and `img2gray.out` and the routers as their Autograd kernels; with `build_namespace` also the

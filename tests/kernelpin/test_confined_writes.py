@@ -114,4 +114,4 @@ def test_receipts_are_never_written_through_a_link_on_the_way(tmp_path):
     assert list(elsewhere.iterdir()) == []
     (state / "kernelpin").unlink()  # the same without the link: a receipt is kept
     receipts.verify_file(tmp_path / "lib.so", len(data), hashlib.sha256(data).hexdigest(), "lib.so")
-    assert len(list((state / "kernelpin" / "receipts").iterdir())) == 1
+    assert len(list(Path(state, "kernelpin", "receipts").iterdir())) == 1

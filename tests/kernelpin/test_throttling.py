@@ -17,7 +17,7 @@ from kernelpin.limits import LimitExceeded
 from kernelpin.throttle import MAX_RETRIES, retry_after_seconds, wait_before_retry
 from tests.kernelpin.faulty_hub import HostileHub, Lies
 from testkit.fake_kernel import CPU_213, publish
-from tests.kernelpin.test_hub_answers import fresh_load, one_line_error
+from tests.kernelpin.test_hub_answers import fresh_load, locked, one_line_error  # noqa: F401 (locked: a fixture)
 
 
 @pytest.fixture(scope="module")
@@ -26,14 +26,6 @@ def released(hub) -> tuple[str, str]:
     repo_id = "acme/throttled"
     commit = publish(hub.repo(repo_id, "kernel"), "1.0.0", variants=(CPU_213,), extra={"_big.so": os.urandom(200_000)})
     return repo_id, commit
-
-
-@pytest.fixture
-def locked(released, project, cli):
-    """The project, locked against the real Hub."""
-    root = project(f'"{released[0]}" = "^1"\n')
-    assert cli("lock")[0] == 0
-    return root
 
 
 def test_retry_after_is_read_in_seconds_or_as_an_http_date():

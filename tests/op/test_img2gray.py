@@ -490,8 +490,9 @@ def test_every_entry_point_keeps_the_error_messages(img2gray, device, entry):
 
 def test_stable_build_keeps_python_off_calls_that_need_no_gradient(img2gray):
     """The stable ABI has no C++ autograd; a Python autograd kernel on every call cost 1.9x a small CUDA call.
-    Calls from Python on plain tensors go straight to the overload without autograd; the op's own dispatch
-    (here: a subclass) is routed by a C++ Autograd kernel; a gradient takes the Python autograd.Function."""
+    Calls from Python on plain tensors go straight to the overload without autograd (with a gradient, inside an
+    autograd.Function entered at its C++ apply); the op's own dispatch (here: a subclass) is routed by a C++
+    Autograd kernel, a gradient there to the Python autograd kernel registered on `differentiable`."""
     if img2gray._ops.ABI != "stable":
         pytest.skip("the exact build's autograd kernel is C++ (torch-ext/torch_binding.cpp)")
     for op in (f"{img2gray.NAMESPACE}::img2gray", "img2gray::img2gray"):
@@ -514,7 +515,9 @@ def test_stable_build_keeps_python_off_calls_that_need_no_gradient(img2gray):
     assert {"img2gray::img2gray", "aten::alias", build_op} <= routed
     assert not any(name.startswith("GeneratedBackwardFor") for name in routed)
     with_gradient = ops_run(lambda: torch.ops.img2gray.img2gray(x.clone().requires_grad_()))
-    assert f"GeneratedBackwardFor_{img2gray.NAMESPACE}_img2gray_differentiable" in with_gradient
+    assert "Img2grayFunction" in with_gradient  # stable_abi.py's autograd.Function, around the no-grad overload
+    routed_gradient = ops_run(lambda: torch.ops.img2gray.img2gray(x.clone().requires_grad_().as_subclass(Subclass)))
+    assert f"GeneratedBackwardFor_{img2gray.NAMESPACE}_img2gray_differentiable" in routed_gradient
 
 
 @pytest.mark.parametrize("dtype", [torch.uint8, torch.float16, torch.float32], ids=str)

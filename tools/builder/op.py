@@ -93,11 +93,33 @@ def link_flags(cuda: bool, torch_cuda_libs: Path | None = None) -> list[str]:
 BUILDER = {"name": "img2gray tools/builder/op.py", "version": "1.0.0"}
 GLIBC_FLOORS = ("2.28", "off")
 GLIBC_FLOOR_HEADER = "csrc/glibc_floor.h"  # declared in build.toml, so staged and hashed with the sources
+CONTRACT_HEADER = "torch-ext/contract.h"  # the op's schemas, declared in build.toml like the glibc floor
+# What _ops.py.in receives from the contract header: placeholder -> the macro whose string it becomes.
+SCHEMA_MACROS = {"@SCHEMA@": "IMG2GRAY_SCHEMA", "@OUT_SCHEMA@": "IMG2GRAY_OUT_SCHEMA"}
 
 
 def glibc_floor_flags(config: BuildConfig, floor: str) -> list[str]:
     """Compiler flags that keep glibc symbol versions <= the floor (manylinux_2_28): csrc/glibc_floor.h says how."""
     return [] if floor == "off" else ["-include", str(config.root / GLIBC_FLOOR_HEADER)]
+
+
+def header_strings(header: str) -> dict[str, str]:
+    """The string macros of a C header (`#define NAME "text" OTHER_NAME ...`), concatenated as the compiler does."""
+    strings: dict[str, str] = {}
+    for name, body in re.findall(r'^#define (\w+) ((?:"[^"\\]*"|\w+)(?: +(?:"[^"\\]*"|\w+))*)[ \t]*$', header, re.M):
+        parts = re.findall(r'"([^"\\]*)"|(\w+)', body)
+        if all(literal or word in strings for literal, word in parts):
+            strings[name] = "".join(literal or strings[word] for literal, word in parts)
+    return strings
+
+
+def op_schemas(config: BuildConfig) -> dict[str, str]:
+    """The op's schemas as the contract header defines them for the exact binding, for _ops.py.in."""
+    strings = header_strings((config.root / CONTRACT_HEADER).read_text())
+    missing = [macro for macro in SCHEMA_MACROS.values() if macro not in strings]
+    if missing:
+        raise SystemExit(f"build_op: {CONTRACT_HEADER} defines no string {', '.join(missing)}")
+    return {placeholder: strings[macro] for placeholder, macro in SCHEMA_MACROS.items()}
 
 
 def cuda_home() -> str | None:
@@ -444,9 +466,11 @@ def build(out: Path, cuda_mode: str = "auto", build_root: Path | None = None, ve
         package = config.root / config.package_dir
         for source in sorted(package.glob("*.py")):
             shutil.copyfile(source, staging / source.name)
-        template = (package / "_ops.py.in").read_text()
-        (staging / "_ops.py").write_text(template.replace("@NAMESPACE@", namespace).replace("@LIBRARY@", library_name)
-                                         .replace("@ABI@", abi))
+        ops_module = (package / "_ops.py.in").read_text()
+        substitutions = {"@NAMESPACE@": namespace, "@LIBRARY@": library_name, "@ABI@": abi, **op_schemas(config)}
+        for placeholder, value in substitutions.items():
+            ops_module = ops_module.replace(placeholder, value)
+        (staging / "_ops.py").write_text(ops_module)
         shutil.copyfile(library, staging / library_name)
         for relative, content in variant_metadata.compat_package(config.name).items():  # for `kernels` before the flat layout
             (staging / relative).parent.mkdir(parents=True, exist_ok=True)

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# The stable-ABI build on a GPU machine, in one pass: build it (and the exact build beside it) for the machine's
-# GPU, the ABI gate (stable-ABI rule included), tests/op and compute-sanitizer memcheck over the CUDA tests with
-# it, the benchmark against a same-bytes copy, small-call latency against the exact build in one process (each
-# build owning the public name once), and tools.gpu.e2e --abi stable (release into a local Hub, kernels.get_kernel
-# and kernelpin.load). Logs and results go to $OUT; wheels for tools.gpu.e2e are installed from .whl/ when present
+# The stable-ABI build on a GPU machine, in one pass: build it and the exact build beside it for the machine's GPU,
+# the ABI gate (stable-ABI rule included), tests/op and compute-sanitizer memcheck over the CUDA tests with each
+# build, single calls of both builds against torch.compile and a same-bytes copy, host time included and inside
+# CUDA graphs (benchmarks/single_calls.py), small-call latency against the exact build in one process (each build
+# owning the public name once), and tools.gpu.e2e --abi stable (release into a local Hub, kernels.get_kernel and
+# kernelpin.load). Logs and results go to $OUT; wheels for tools.gpu.e2e are installed from .whl/ when present
 # (docs/releasing.md). Every step runs even if an earlier one failed. Last, tools/gpu/record.py writes the steps'
 # outcome into $OUT/verification.md (docs/verification.md with this script's section replaced: copy it there;
 # COMMIT=REV names the commit where the checkout has no git; RECORD_INTO=FILE writes it there instead, updating
 # what an earlier run wrote there).
+#   STEPS="build gate tests memcheck single-calls latency e2e"   (the default; a subset runs only those)
+#   SINGLE_CALLS_ARGS="--quick"   passed to python -m benchmarks.single_calls
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
@@ -15,9 +18,11 @@ PY=${PYTHON:-python3}
 export PYTHONUNBUFFERED=1 TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0}
 status=0
 : >"$OUT/steps.tsv"
-step() {  # step NAME SECONDS COMMAND...
+STEPS=${STEPS:-build gate tests memcheck single-calls latency e2e}
+step() {  # step NAME SECONDS COMMAND...; a step of a group in $STEPS (the name up to its first '-' or all of it)
   local name=$1 limit=$2
   shift 2
+  [[ " $STEPS " == *" $name "* || " $STEPS " == *" ${name%%-*} "* ]] || return 0
   local start=$SECONDS
   timeout "$limit" "$@" >"$OUT/$name.log" 2>&1
   local rc=$?
@@ -30,24 +35,28 @@ step() {  # step NAME SECONDS COMMAND...
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 $PY -c "import sys, torch; print('python', sys.version.split()[0], 'torch', torch.__version__)" | tee -a "$OUT/gpu.txt"
 SITE=/tmp/site
-[ -d .whl ] && step wheels 120 $PY -m pip install --no-index --target "$SITE" .whl/*.whl &
+[ -d .whl ] && step e2e-wheels 120 $PY -m pip install --no-index --target "$SITE" .whl/*.whl &
 step build-stable 240 $PY -m tools.builder.op --abi stable --cuda on --out build/gpu-stable/img2gray --build-dir build/obj-stable &
 step build-exact 240 $PY -m tools.builder.op --cuda on --out build/gpu-exact/img2gray --build-dir build/obj-exact &
 wait
 STABLE=$PWD/build/gpu-stable/img2gray
 step gate 60 env PYTHONPATH=$SITE:$PWD $PY -m kernelpin.publisher.abi_gate "$STABLE"
-export IMG2GRAY_OP_BUILD=$STABLE IMG2GRAY_OP_ABI=stable
-step tests 240 $PY -m pytest -q -p no:cacheprovider tests/op &
-step memcheck 240 compute-sanitizer --tool memcheck --error-exitcode 9 --print-limit 20 \
-  $PY -m pytest -q -p no:cacheprovider tests/op -k "(cuda or stream or graph) and not compile" &
+EXACT=$PWD/build/gpu-exact/img2gray
+TESTS="-m pytest -q -p no:cacheprovider tests/op"
+CUDA_TESTS="(cuda or stream or graph) and not compile"
+MEMCHECK="compute-sanitizer --tool memcheck --error-exitcode 9 --print-limit 20"
+# Correctness first, all four side by side (none is timed); then the timed steps have the GPU to themselves.
+step tests-stable 240 env IMG2GRAY_OP_BUILD="$STABLE" IMG2GRAY_OP_ABI=stable $PY $TESTS &
+step tests-exact 240 env IMG2GRAY_OP_BUILD="$EXACT" IMG2GRAY_OP_ABI=exact $PY $TESTS &
+step memcheck-stable 300 env IMG2GRAY_OP_BUILD="$STABLE" IMG2GRAY_OP_ABI=stable $MEMCHECK $PY $TESTS -k "$CUDA_TESTS" &
+step memcheck-exact 300 env IMG2GRAY_OP_BUILD="$EXACT" IMG2GRAY_OP_ABI=exact $MEMCHECK $PY $TESTS -k "$CUDA_TESTS" &
 wait
-TAIL=40 step bench 150 env PYTHONPATH=$PWD/build/gpu-stable $PY benchmarks/bench_op.py --device cuda --no-peers \
-  --json "$OUT/bench-stable.json"
-TAIL=12 step latency 60 $PY benchmarks/stable_abi_latency.py --exact build/gpu-exact/img2gray --stable "$STABLE" \
+TAIL=60 step single-calls 240 $PY -m benchmarks.single_calls --exact "$EXACT" --stable "$STABLE" ${SINGLE_CALLS_ARGS:-} \
+  --json "$OUT/single-calls.json"
+TAIL=12 step latency 60 $PY benchmarks/stable_abi_latency.py --exact "$EXACT" --stable "$STABLE" \
   --device cuda --json "$OUT/latency-exact-first.json"
-TAIL=12 step latency-stable-first 60 $PY benchmarks/stable_abi_latency.py --exact build/gpu-exact/img2gray \
+TAIL=12 step latency-stable-first 60 $PY benchmarks/stable_abi_latency.py --exact "$EXACT" \
   --stable "$STABLE" --device cuda --stable-first --json "$OUT/latency-stable-first.json"
-unset IMG2GRAY_OP_BUILD IMG2GRAY_OP_ABI
 step e2e 180 env PYTHONPATH=$SITE:$PWD PATH=$SITE/bin:$PATH $PY -m tools.gpu.e2e --abi stable --json "$OUT/e2e.json"
 $PY -m tools.gpu.record "$OUT" --script tools/gpu/stable_abi.sh --write "${RECORD_INTO:-$OUT/verification.md}" \
   ${COMMIT:+--commit "$COMMIT"} || status=1

@@ -12,19 +12,25 @@ from collections.abc import Callable
 
 import torch
 
-from ._ops import LIBRARY
+from ._ops import LIBRARY, OUT_SCHEMA, SCHEMA
 
 PUBLIC_NAMESPACE = "img2gray"
-_ARGUMENTS = "Tensor input, int dim=-3, float[] weights=[0.299, 0.587, 0.114]"
-# As in torch-ext/torch_binding.cpp, the exact build's one place for them.
-SCHEMA = f"img2gray({_ARGUMENTS}) -> Tensor"
-OUT_SCHEMA = f"img2gray.out({_ARGUMENTS}, *, Tensor(a!) out) -> ()"
-# The overloads the op's C++ Autograd kernels route to, in this build's own namespace only: `no_grad` and
-# `no_grad_out` have no autograd kernel (torch's C++ fallback passes them through), `differentiable` has the
-# Python one.
-INTERNAL_SCHEMAS = (f"img2gray.no_grad({_ARGUMENTS}) -> Tensor",
-                    f"img2gray.no_grad_out({_ARGUMENTS}, *, Tensor(a!) out) -> ()",
-                    f"img2gray.differentiable({_ARGUMENTS}) -> Tensor")
+# The overloads the op's C++ Autograd kernels route to, in this build's own namespace only, with the op's own
+# arguments: `no_grad` and `no_grad_out` have no autograd kernel (torch's C++ fallback passes them through),
+# `differentiable` has the Python one.
+INTERNAL_SCHEMAS = (SCHEMA.replace("img2gray(", "img2gray.no_grad(", 1),
+                    OUT_SCHEMA.replace("img2gray.out(", "img2gray.no_grad_out(", 1),
+                    SCHEMA.replace("img2gray(", "img2gray.differentiable(", 1))
+
+_LIBRARY = ctypes.CDLL(str(LIBRARY))
+_LIBRARY.img2gray_leave_error_text.argtypes = [ctypes.c_char_p]
+
+
+def leave_error_text(message: str) -> None:
+    """Give the library the text of an error raised in Python below one of its routers, which would otherwise
+    reach the caller as a bare failure: torch passes a stable-ABI library no error text (torch-ext/torch_binding_stable.cpp)."""
+    _LIBRARY.img2gray_leave_error_text(message.encode())
+
 
 # torch.library.Library objects deregister their ops when collected: kept for the life of the process.
 _LIBRARIES: list[torch.library.Library] = []
@@ -34,11 +40,14 @@ def _setup_context(ctx, inputs, output) -> None:
     _, ctx.dim, ctx.weights = inputs
 
 
-def _backward(ctx, grad: torch.Tensor):
+def _input_gradient(grad: torch.Tensor, dim: int, weights) -> torch.Tensor:
     # The op is linear: d out / d input[c] = weights[c], broadcast along the channel dim. Scalar products only,
     # so the backward also traces under torch.compile.
-    weights = ctx.weights
-    return torch.cat([grad * weights[0], grad * weights[1], grad * weights[2]], ctx.dim), None, None
+    return torch.cat([grad * weights[0], grad * weights[1], grad * weights[2]], dim)
+
+
+def _backward(ctx, grad: torch.Tensor):
+    return _input_gradient(grad, ctx.dim, ctx.weights), None, None
 
 
 def _define_namespace(namespace: str, kind: str, register_fakes: Callable[[str, bool], None],
@@ -48,7 +57,7 @@ def _define_namespace(namespace: str, kind: str, register_fakes: Callable[[str, 
     tags = (torch.Tag.pt2_compliant_tag,)
     for schema in (SCHEMA, OUT_SCHEMA, *(INTERNAL_SCHEMAS if build_namespace else ())):
         library.define(schema, tags=tags)
-    if ctypes.CDLL(str(LIBRARY)).img2gray_register_kernels(namespace.encode(), int(build_namespace)) != 0:
+    if _LIBRARY.img2gray_register_kernels(namespace.encode(), int(build_namespace)) != 0:
         raise ImportError(f"img2gray: torch refused the kernels of {LIBRARY.name} for torch.ops.{namespace}; "
                           f"this build needs torch >= its stable ABI version (metadata.json), found {torch.__version__}")
     register_fakes(namespace, build_namespace)
@@ -57,40 +66,84 @@ def _define_namespace(namespace: str, kind: str, register_fakes: Callable[[str, 
                                         setup_context=_setup_context)
 
 
+def _gradient(call_no_grad: Callable, schema) -> Callable:
+    """`gradient(x, dim, weights)`: the op on a plain tensor, recording a graph node, through an autograd.Function
+    entered at its C++ apply. The op's own path (a Python autograd kernel on `differentiable`, registered with
+    torch.library, reached through the C++ router) measured 8x a small CPU call that needs no gradient; this one
+    adds about what the exact build's C++ Function adds. autograd.Function.apply's Python wrapper (binding defaults
+    for setup_context, unwrapping functorch's dead wrappers) is skipped: the caller leaves functorch's transforms to
+    the op's own path."""
+
+    default_dim, default_weights = (argument.default_value for argument in schema.arguments[1:3])
+
+    class Img2grayFunction(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, *arguments):  # grad mode is off in here: `no_grad` records nothing itself
+            # Passed on as given: each argument given costs a conversion, and the schema holds the defaults.
+            ctx.arguments = arguments
+            return call_no_grad(x, *arguments)
+
+        @staticmethod
+        def backward(ctx, grad):
+            given = ctx.arguments
+            dim = given[0] if given else default_dim
+            weights = given[1] if len(given) > 1 else default_weights
+            return _input_gradient(grad, dim, weights), *(None for _ in given)
+
+    apply = torch._C._FunctionBase.__dict__["apply"].__get__(None, Img2grayFunction)
+
+    def gradient(x, *arguments, **keywords):
+        if keywords:  # apply takes positional arguments only
+            bound = dict(zip(("dim", "weights"), arguments)) | keywords
+            arguments = (bound.get("dim", default_dim), bound.get("weights", default_weights))
+        return apply(x, *arguments)
+
+    return gradient
+
+
 def _route_python_calls(namespace: str, build_ops) -> None:
     """Give `torch.ops.<namespace>.img2gray(...)`, `.default` and `.out` the exact build's speed on small calls.
 
-    The op's C++ routers still cost nested boxed dispatcher calls (about 0.9 us of a 1.7 us small CPU call): the
-    stable ABI has no redispatch below autograd. A call from Python on plain tensors that records no graph goes to
-    `no_grad` / `no_grad_out` directly instead; anything else (a gradient, a tensor subclass) takes the op's own
-    path. torch keeps one packet and one overload object per op, so their class is narrowed in place; where a
-    torch refuses that, calls stay correct and only slower.
+    The op's C++ routers cost nested boxed dispatcher calls (about 0.9 us of a 1.7 us small CPU call): the stable
+    ABI has no redispatch below autograd. A call from Python on plain tensors goes to `no_grad` / `no_grad_out`
+    directly instead, or, when it records a graph, through the gradient's autograd.Function (_gradient); anything
+    else (a tensor subclass, functorch's transforms, out= with a gradient) takes the op's own path. torch keeps one
+    packet and one overload object per op, so their class is narrowed in place; where a torch refuses that, calls
+    stay correct and only slower.
     """
     packet = getattr(getattr(torch.ops, namespace), "img2gray")
     # Bound once, as locals: each attribute lookup and Python frame on this path is measurable. `_op` is the C++
     # callable behind an overload object.
     call_no_grad = getattr(build_ops.no_grad, "_op", build_ops.no_grad)
     call_no_grad_out = getattr(build_ops.no_grad_out, "_op", build_ops.no_grad_out)
+    gradient = _gradient(call_no_grad, build_ops.default._schema)
     plain_tensor, grad_enabled = torch.Tensor, torch.is_grad_enabled
+    transforms_active = torch._C._are_functorch_transforms_active
 
     def records_no_graph(t) -> bool:
         return type(t) is plain_tensor and not (t.requires_grad and grad_enabled())
 
     class RoutedPacket(type(packet)):
         def __call__(self, /, *args, **kwargs):
-            if args and records_no_graph(args[0]):
+            if args and type(x := args[0]) is plain_tensor:
                 out = kwargs.get("out")
-                if out is None:
-                    return call_no_grad(*args, **kwargs)
-                if records_no_graph(out):
-                    return call_no_grad_out(*args, **kwargs)
+                if not (x.requires_grad and grad_enabled()):
+                    if out is None:
+                        return call_no_grad(*args, **kwargs)
+                    if records_no_graph(out):
+                        return call_no_grad_out(*args, **kwargs)
+                elif out is None and not transforms_active():
+                    return gradient(*args, **kwargs)
             return super().__call__(*args, **kwargs)
 
     class RoutedOverload(type(packet.default)):
         def __call__(self, /, *args, **kwargs):
             # records_no_graph, inlined: the most frequent call saves a frame.
-            if args and type(x := args[0]) is plain_tensor and not (x.requires_grad and grad_enabled()):
-                return call_no_grad(*args, **kwargs)
+            if args and type(x := args[0]) is plain_tensor:
+                if not (x.requires_grad and grad_enabled()):
+                    return call_no_grad(*args, **kwargs)
+                if not transforms_active():
+                    return gradient(*args, **kwargs)
             return super().__call__(*args, **kwargs)
 
     class RoutedOutOverload(type(packet.out)):

@@ -1,0 +1,220 @@
+"""kernelpin.get_kernel, the lockless one-liner, against the test Hub (and the real `kernels` as the peer):
+resolves on the spot, downloads only this machine's variant, verifies it, remembers the resolution where only
+this user writes (so `version=N` works offline), and says how to pin it. Every test failed before: kernelpin
+had no get_kernel."""
+
+from __future__ import annotations
+
+import inspect
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+import kernelpin
+from kernelpin.errors import IntegrityError, KernelpinError, NoVariantError
+from kernelpin.lockless import UnpinnedKernelWarning
+from kernelpin.resolutions import state_dir
+from testkit.fake_kernel import CPU_213, kernel_files, publish
+from testkit.releasing import hub_env, run
+from tests.kernelpin.helpers import TRUSTED_ORG, snapshot_dir
+from tests.kernelpin.test_kernels_compat import publish_depending, with_dependency  # noqa: F401 (a fixture)
+
+OTHER = "torch213-cxx11-cu130-x86_64-linux"
+
+
+@pytest.fixture
+def state(hf_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """This test's own kernelpin state directory (where get_kernel remembers what it resolved)."""
+    monkeypatch.setenv("KERNELPIN_STATE_DIR", str(tmp_path / "state"))
+    return tmp_path / "state"
+
+
+@pytest.fixture
+def fresh_modules():
+    """Forget kernel modules loaded by the test, as a new process would not have them."""
+    before = set(sys.modules)
+    yield
+    for name in set(sys.modules) - before:
+        if name.startswith("_kernelpin_"):
+            del sys.modules[name]
+
+
+def forget_kernels() -> None:
+    for name in [name for name in sys.modules if name.startswith("_kernelpin_")]:
+        del sys.modules[name]
+
+
+@pytest.fixture
+def line(new_repo) -> tuple[str, object, str, str]:
+    """A trusted kernel with tags v1.0.0, v1.1.0 (both on branch v1, which is at v1.1.0) and v2.0.0:
+    (repo_id, repo, commit of v1.0.0, commit of v1.1.0)."""
+    repo_id, repo = new_repo("oneliner", "kernel", TRUSTED_ORG)
+    first = publish(repo, "1.0.0", variants=(CPU_213, OTHER))
+    second = publish(repo, "1.1.0", variants=(CPU_213, OTHER))
+    repo.branch("v1")
+    publish(repo, "2.0.0", variants=(CPU_213, OTHER))
+    return repo_id, repo, first, second
+
+
+def cached_variants(cache: Path, repo_id: str, commit: str) -> set[str]:
+    build = snapshot_dir(cache, repo_id, commit, "kernel") / "build"
+    return {entry.name for entry in build.iterdir()} if build.is_dir() else set()
+
+
+def test_get_kernel_takes_what_kernels_get_kernel_takes():
+    import kernels
+
+    ours = inspect.signature(kernelpin.get_kernel).parameters
+    theirs = inspect.signature(kernels.get_kernel).parameters
+    assert list(ours) == list(theirs)
+    assert all(ours[name].kind == theirs[name].kind and ours[name].default == theirs[name].default for name in ours)
+    ours = inspect.signature(kernelpin.has_kernel).parameters
+    assert list(ours) == list(inspect.signature(kernels.has_kernel).parameters)
+
+
+def test_version_n_is_the_branch_only_this_variant_is_downloaded_and_the_pin_is_shown(line, state, hf_env,
+                                                                                      fresh_modules):
+    repo_id, _, _, at_branch = line
+    with pytest.warns(UnpinnedKernelWarning) as caught:
+        module = kernelpin.get_kernel(repo_id, version=1)
+    assert (module.VERSION, module.VARIANT) == ("1.1.0", CPU_213)
+    (warning,) = caught
+    assert f"to pin it, run `kernelpin add {repo_id}@1`" in str(warning.message)
+    assert at_branch[:12] in str(warning.message)
+    assert cached_variants(hf_env, repo_id, at_branch) == {CPU_213}  # not the CUDA build
+    assert kernelpin.get_kernel(repo_id, version=1) is module  # imported once
+
+
+def test_a_range_a_tag_and_a_commit_resolve_on_the_spot(line, state, fresh_modules):
+    repo_id, _, first, _ = line
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert kernelpin.get_kernel(repo_id, version="^1.0").VERSION == "1.1.0"
+        assert kernelpin.get_kernel(repo_id, version=">=2").VERSION == "2.0.0"
+        assert kernelpin.get_kernel(repo_id, revision="v1.0.0").VERSION == "1.0.0"
+        assert kernelpin.get_kernel(repo_id, revision=first).VERSION == "1.0.0"
+    hints = [str(w.message) for w in caught if w.category is UnpinnedKernelWarning]
+    assert f"run `kernelpin add {repo_id}@^1.0`" in hints[0]
+    assert f'add "{repo_id}" = {{ revision = "v1.0.0" }} to [tool.kernels.dependencies]' in hints[2]
+
+
+def test_offline_by_version_after_an_online_call_where_kernels_fails(hub, line, state, hf_env, monkeypatch,
+                                                                       fresh_modules, tmp_path):
+    repo_id, _, _, at_branch = line
+    kernelpin.get_kernel(repo_id, version=1)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    forget_kernels()
+    module = kernelpin.get_kernel(repo_id, version=1)
+    assert (module.VERSION, module.VARIANT) == ("1.1.0", CPU_213)
+    assert kernelpin.has_kernel(repo_id, version=1)
+    # The peer in the same situation, in processes of its own: an online call, then the same call offline.
+    env = hub_env(hub.endpoint, tmp_path / "kernels-home", HF_HUB_DISABLE_TELEMETRY="0")  # ANCHORS §8
+    code = f"import kernels; print(kernels.get_kernel({repo_id!r}, version=1).VERSION)"
+    assert run([sys.executable, "-c", code], env=env).stdout.strip() == "1.1.0"
+    offline = run([sys.executable, "-c", code], env={**env, "HF_HUB_OFFLINE": "1"}, check=False)
+    assert offline.returncode != 0 and "1.1.0" not in offline.stdout
+
+
+def test_offline_without_an_earlier_resolution_says_what_to_do(line, state, monkeypatch):
+    repo_id = line[0]
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(KernelpinError, match=r"has not resolved it online before .* call get_kernel once online"):
+        kernelpin.get_kernel(repo_id, version=1)
+
+
+def test_offline_a_cached_file_that_changed_is_refused(line, state, hf_env, monkeypatch, fresh_modules):
+    repo_id, _, _, at_branch = line
+    kernelpin.get_kernel(repo_id, version=1)
+    impl = snapshot_dir(hf_env, repo_id, at_branch, "kernel") / "build" / CPU_213 / "_impl.py"
+    impl.resolve().write_text("VARIANT = 'planted'\n")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    forget_kernels()
+    with pytest.raises(IntegrityError, match="_impl.py"):
+        kernelpin.get_kernel(repo_id, version=1)
+
+
+def test_a_download_that_does_not_match_its_metadata_digest_is_deleted_and_not_imported(new_repo, state, hf_env):
+    repo_id, repo = new_repo("lying", "kernel", TRUSTED_ORG)
+    files = kernel_files("1.0.0", variants=(CPU_213,))
+    files[f"build/{CPU_213}/_impl.py"] = b"VARIANT = 'not what metadata.json hashed'\n"
+    repo.write(files, clear=True)
+    repo.commit("release")
+    repo.branch("v1")
+    with pytest.raises(IntegrityError, match=r"_impl.py: sha256 .* The downloaded file was deleted"):
+        kernelpin.get_kernel(repo_id, version=1)
+    assert not list((hf_env / f"kernels--{repo_id.replace('/', '--')}" / "blobs").glob("*_impl*"))
+    assert not any(name.startswith("_kernelpin_") and "lying" in name for name in sys.modules)
+
+
+def test_an_untrusted_publisher_needs_trust_remote_code(new_repo, state, fresh_modules):
+    repo_id, repo = new_repo("untrusted", "kernel", "acme")
+    publish(repo, "1.0.0", variants=(CPU_213,))
+    repo.branch("v1")
+    with pytest.raises(KernelpinError, match=r"acme is not a trusted kernel publisher .* trust_remote_code=True"):
+        kernelpin.get_kernel(repo_id, version=1)
+    assert kernelpin.get_kernel(repo_id, version=1, trust_remote_code=[repo_id]).VERSION == "1.0.0"
+
+
+def test_no_fitting_build_lists_the_variants_and_has_kernel_says_false(new_repo, state):
+    repo_id, repo = new_repo("cuda-only", "kernel", TRUSTED_ORG)
+    publish(repo, "1.0.0", variants=(OTHER,))
+    repo.branch("v1")
+    with pytest.raises(NoVariantError, match=rf"no build variant fits this environment .*\n  {OTHER}: "):
+        kernelpin.get_kernel(repo_id, version=1)
+    assert kernelpin.has_kernel(repo_id, version=1) is False
+
+
+def test_version_and_revision_together_or_neither_are_refused(line, state):
+    with pytest.raises(KernelpinError, match="give exactly one of version="):
+        kernelpin.get_kernel(line[0], version=1, revision="v1.0.0")
+    with pytest.raises(KernelpinError, match="give exactly one of version="):
+        kernelpin.get_kernel(line[0])
+
+
+def test_the_remembered_resolution_is_private_and_another_users_is_refused(line, state, fresh_modules):
+    repo_id = line[0]
+    kernelpin.get_kernel(repo_id, version=1)
+    (record,) = (state / "resolved").iterdir()
+    assert state.stat().st_mode & 0o777 == 0o700 and record.stat().st_mode & 0o777 == 0o600
+    (state / "resolved").chmod(0o777)  # anyone could now replace the record
+    with pytest.raises(KernelpinError, match=r"resolved can be written by other users, so kernelpin does not use"):
+        kernelpin.get_kernel(repo_id, version=1)
+
+
+def test_the_state_directory_follows_xdg():
+    assert state_dir({"XDG_STATE_HOME": "/x"}) == Path("/x/kernelpin")
+    assert state_dir({"KERNELPIN_STATE_DIR": "/y", "XDG_STATE_HOME": "/x"}) == Path("/y")
+
+
+def test_a_second_online_call_asks_only_for_the_refs_and_follows_a_moved_branch(line, state, monkeypatch,
+                                                                                fresh_modules):
+    from kernelpin.source import HubSource
+
+    repo_id, repo, _, _ = line
+    kernelpin.get_kernel(repo_id, version=1)
+    forget_kernels()
+    asked: list[str] = []
+    for method in ("tree", "stream"):
+        real = getattr(HubSource, method)
+        monkeypatch.setattr(HubSource, method, lambda self, *a, _real=real, _name=method, **k: (
+            asked.append(_name), _real(self, *a, **k))[1])
+    assert kernelpin.get_kernel(repo_id, version=1).VERSION == "1.1.0"
+    assert asked == []  # the commit is unchanged: its listing and files are what was resolved before
+    publish(repo, "1.2.0", variants=(CPU_213,))
+    repo.branch("v1")  # kernel-builder moved the branch
+    forget_kernels()
+    assert kernelpin.get_kernel(repo_id, version=1).VERSION == "1.2.0"
+    # metadata.json in memory, then the files whose bytes the cache lacks (_impl.py of 1.1.0 is the same blob)
+    assert asked.count("tree") == 1 and asked.count("stream") == 3
+
+
+def test_kernel_dependencies_load_first_and_a_cycle_is_refused(with_dependency, new_repo, state, fresh_modules):
+    kernel_id, _, dep_id, dep_commit = with_dependency
+    module = kernelpin.get_kernel(kernel_id, version=2)
+    assert (module.VERSION, module.DEP_VERSION) == ("2.0.0", "1.4.0") and dep_commit in module.DEP_FILE
+    selfish_id, selfish = new_repo("selfish", "kernel", TRUSTED_ORG)
+    publish_depending(selfish, "1.0.0", [{"repo-id": selfish_id, "version": 1}], "VERSION = '1.0.0'\n")
+    with pytest.raises(KernelpinError, match=rf"kernel dependency cycle: {selfish_id} -> {selfish_id}"):
+        kernelpin.get_kernel(selfish_id, version=1)
