@@ -302,7 +302,8 @@ def _http_problem(error: Exception, what: str, endpoint: str, repo_id: str | Non
 # A local file system that refuses a write: not the network's fault, and not fixed by retrying.
 _DISK_ERRORS = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is exceeded",
                 errno.EROFS: "the file system is read-only", errno.EACCES: "permission denied",
-                errno.EPERM: "permission denied"}
+                errno.EPERM: "permission denied",
+                errno.EFBIG: "the file is larger than this process may write (its file size limit, `ulimit -f`)"}
 
 
 def local_write_problem(error: OSError, what: str, path: Path | str | None = None) -> KernelpinError | None:
@@ -314,6 +315,8 @@ def local_write_problem(error: OSError, what: str, path: Path | str | None = Non
     where = f" {error.filename or path}" if error.filename or path else ""
     if error.errno in (errno.ENOSPC, errno.EDQUOT):
         fix = "free space there, or point HF_HUB_CACHE (or `sync --target DIR`) at a file system with room"
+    elif error.errno == errno.EFBIG:
+        fix = "raise the limit, or run `kernelpin sync` where it allows the kernel's files"
     else:
         fix = ("run `kernelpin sync` as a user who can write there, or point HF_HUB_CACHE (or `sync --target DIR`) "
                "at a writable directory; loading needs write access only to download missing files")

@@ -135,8 +135,15 @@ def test_a_malformed_tree_page_is_refused(data, message):
         parse_tree_page(data, WHERE)
 
 
+def test_a_long_listed_path_is_shown_cut_to_200_characters():
+    path = "d/" * 150 + "a.py"
+    with pytest.raises(KernelpinError, match="^" + re.escape(f"{WHERE}: the repository listing gives {path[:200]!r} a "
+                                                             "size -1 is")):
+        remote_file(path, -1, None, None, WHERE)
+
+
 def test_an_unsafe_listed_path_is_refused_before_anything_else():
-    with pytest.raises(KernelpinError, match="refusing unsafe path '../a.py'"):
+    with pytest.raises(KernelpinError, match=f"^{WHERE}: refusing unsafe path '../a.py'"):
         parse_tree_page([entry("../a.py", kind="link")], WHERE)
 
 

@@ -23,7 +23,7 @@ import pytest
 import kernelpin
 from kernelpin import lockfile
 from kernelpin.errors import IntegrityError, KernelpinError
-from kernelpin.loader import import_verified
+from kernelpin.loader import LoadedKernel, import_verified, loaded_kernels
 from kernelpin.runtime import find_lock, module_name
 from testkit.fake_kernel import CPU_213, variant_files
 from tests.kernelpin.helpers import NOBODY
@@ -307,6 +307,46 @@ def test_a_compiled_extension_module_is_verified_and_loaded_from_its_listed_file
     assert answer.__file__ == answer.__spec__.origin == str(library)
     assert module.pkg.__path__ == [str(directory / "pkg")] and module.pkg.__spec__.submodule_search_locations == [
         str(directory / "pkg")]
+
+
+def test_an_extension_module_imported_after_the_package_ran_is_verified_right_before_its_dlopen(tmp_path, imported,
+                                                                                              extension):
+    # The package's shared libraries were re-hashed when it ran; one replaced after that, before a later
+    # import of it (lazily, by the kernel's code), is caught by the extension loader itself.
+    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
+    files = {"__init__.py": b"", f"_answer{suffix}": extension}
+    directory, variant, name = variant_on_disk(tmp_path, files)
+    imported.append(name)
+    import_verified(name, directory, variant, "acme/x 1.0.0")
+    (directory / f"_answer{suffix}").write_bytes(extension[:-1] + bytes([extension[-1] ^ 1]))
+    with pytest.raises(IntegrityError, match=re.escape(f"acme/x 1.0.0: _answer{suffix}: sha256 ") + ".* It is not "
+                                                                                                 "loaded"):
+        importlib.import_module(f"{name}._answer")
+    assert f"{name}._answer" not in sys.modules
+
+
+def test_kernel_source_is_compiled_without_kernelpins_own_future_imports(tmp_path, imported):
+    # kernelpin's modules use `from __future__ import annotations`; a kernel's code must run as Python would
+    # run it (its annotations evaluated), not with the flags of the code that compiled it.
+    files = {"__init__.py": b"def f(x: int) -> None:\n    pass\nANNOTATION = f.__annotations__['x']\n"}
+    directory, variant, name = variant_on_disk(tmp_path, files)
+    imported.append(name)
+    assert import_verified(name, directory, variant, "acme/x 1.0.0").ANNOTATION is int
+
+
+def test_loaded_kernels_lists_each_completed_import_with_its_kernel(tmp_path, imported):
+    good = {"__init__.py": b"RAN = True\n"}
+    directory, variant, name = variant_on_disk(tmp_path / "a", good)
+    local_directory, local_variant, local_name = variant_on_disk(tmp_path / "b", good)
+    bad_directory, bad_variant, bad_name = variant_on_disk(tmp_path / "c", {"__init__.py": b"raise RuntimeError\n"})
+    imported.extend([name, local_name, bad_name])
+    import_verified(name, directory, variant, "acme/x 1.0.0", kernel=(REPO, COMMIT))
+    import_verified(local_name, local_directory, local_variant, "a local build")
+    with pytest.raises(RuntimeError):
+        import_verified(bad_name, bad_directory, bad_variant, "acme/y 1.0.0", kernel=("acme/y", COMMIT))
+    mine = [kernel for kernel in loaded_kernels() if kernel.module in (name, local_name, bad_name)]
+    assert mine == [LoadedKernel(name, REPO, COMMIT, CPU_213, directory),
+                    LoadedKernel(local_name, None, None, CPU_213, local_directory)]
 
 
 def test_an_unlisted_module_is_not_found_under_its_own_name(tmp_path, imported):

@@ -4,10 +4,15 @@ with its message, fast enough for a mutation run to use."""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import functools
 import hashlib
 import os
 import re
+import resource
+import signal
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -16,9 +21,11 @@ from pathlib import Path
 
 import pytest
 
+from kernelpin import confined
 from kernelpin.errors import IntegrityError, KernelpinError
 from kernelpin.layout import LOCKS_DIR, PARTIAL
 from kernelpin.lockfile import LockedFile, LockedKernel, LockedVariant
+from kernelpin.limits import Limits
 from kernelpin.source import HubSettings, HubSource
 from kernelpin.store import Store, checkout_dir
 
@@ -35,6 +42,14 @@ def locked(files: dict[str, bytes] = FILES) -> LockedKernel:
 class _Quiet(SimpleHTTPRequestHandler):
     def log_message(self, *args: object) -> None:
         pass
+
+
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: object, client_address: object) -> None:
+        # A client that stops reading (a failed download) is expected; reporting it would write to stderr,
+        # which a test's file size limit may refuse.
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 @dataclass(frozen=True)
@@ -54,7 +69,7 @@ def served(tmp_path: Path) -> Iterator[Served]:
         file = root / "acme" / "k" / "resolve" / COMMIT / "build" / VARIANT / path
         file.parent.mkdir(parents=True, exist_ok=True)
         file.write_bytes(data)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(root)))
+    server = _Server(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(root)))
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
     yield Served(root, f"http://127.0.0.1:{server.server_address[1]}")
@@ -91,6 +106,8 @@ def test_a_target_gets_plain_copies(served, tmp_path):
     for path, data in FILES.items():
         assert not (installed.directory / path).is_symlink() and (installed.directory / path).read_bytes() == data
     assert (tmp_path / "vendor" / LOCKS_DIR / "models--acme--k.lock").is_file() and not (tmp_path / "cache").exists()
+    # Its temporary files lie in the checkout itself, where the next writer clears them: no blobs/ there.
+    assert sorted(os.listdir(checkout_dir(tmp_path / "vendor", locked()))) == ["build"]
 
 
 @pytest.mark.parametrize("target", [False, True])
@@ -220,15 +237,19 @@ def test_a_ref_is_recorded_replaced_and_never_written_through_a_link(served, tmp
                                                        "is a symbolic link")):
         s.write_ref("acme/k", "kernel", "release/2", COMMIT)
     assert list((tmp_path / "elsewhere").iterdir()) == []
-    with pytest.raises(KernelpinError, match="is not a git tag or branch name"):
+    with pytest.raises(KernelpinError, match=r"^acme/k: '\.\./x' is not a git tag or branch name"):
         s.write_ref("acme/k", "kernel", "../x", COMMIT)
-    with pytest.raises(KernelpinError, match="is not 40 lowercase hex digits"):
+    with pytest.raises(KernelpinError, match="^acme/k: commit 'C{40}' is not 40 lowercase hex digits"):
         s.write_ref("acme/k", "kernel", "v2", "C" * 40)
+    with pytest.raises(KernelpinError, match="^acme/k: refusing unsafe path .* \\(it has a 400-byte name, more than the 255"):
+        s.write_ref("acme/k", "kernel", "é" * 200, COMMIT)  # a git ref name (255 characters at most) too long to store
+    assert sorted(p.name for p in ref.parent.iterdir()) == ["release", "v1"]
     assert not list(ref.parent.glob(f".*{PARTIAL}"))
 
 
 def test_progress_bars_get_each_file_size_and_bytes(served, tmp_path):
-    bars = []
+    bars, in_flight = [], []
+    blobs = tmp_path / "cache" / "models--acme--k" / "blobs"
 
     class Bar:
         def __init__(self, total: int, desc: str) -> None:
@@ -237,10 +258,132 @@ def test_progress_bars_get_each_file_size_and_bytes(served, tmp_path):
 
         def update(self, count: int) -> None:
             self.seen += count
+            in_flight.append(sorted(entry.name for entry in blobs.iterdir()))
 
         def close(self) -> None:
             self.closed = True
 
-    settings = HubSettings(endpoint=served.endpoint, cache_dir=tmp_path / "cache", offline=False)
+    # One download at a time (KERNELPIN_DOWNLOADS=1), so each bar sees the blobs before it.
+    settings = HubSettings(endpoint=served.endpoint, cache_dir=tmp_path / "cache", offline=False,
+                           limits=Limits(downloads=1))
     Store(HubSource(settings), progress=Bar).ensure_variant(locked(), VARIANT)
     assert [(b.desc, b.total, b.seen, b.closed) for b in bars] == [(p, len(d), len(d), True) for p, d in FILES.items()]
+    # Mid-download the bytes are in a hidden .part file beside the blobs: the name a killed writer's leftover has,
+    # that the next writer removes (test_partial_files_a_killed_writer_left_are_removed_by_the_next).
+    done = []
+    for (path, data), entries in zip(FILES.items(), in_flight, strict=True):
+        blob = hashlib.sha256(data).hexdigest()
+        assert len(entries) == len(done) + 1 and re.fullmatch(rf"\.{blob}\.[0-9a-f]{{12}}{re.escape(PARTIAL)}",
+                                                              (set(entries) - set(done)).pop())
+        done.append(blob)
+    assert sorted(p.name for p in blobs.iterdir()) == sorted(done)
+
+
+@contextlib.contextmanager
+def file_size_limit(limit: int) -> Iterator[None]:
+    """Writes past `limit` bytes of one file fail with EFBIG (a real write error, root included, no mount
+    needed): this process's RLIMIT_FSIZE, with SIGXFSZ ignored so the write returns the error."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, previous)
+
+
+BIG = bytes(range(256)) * 4096  # 1 MiB: larger than a stream's buffer, so the write inside the transfer fails
+
+
+@pytest.mark.parametrize("target", [False, True])
+@pytest.mark.parametrize("path, data", [("_impl.py", FILES["_impl.py"]), ("big.bin", BIG)],
+                         ids=["buffered", "during-transfer"])
+def test_a_write_the_file_system_refuses_is_named_with_its_partial_file_and_leaves_nothing(
+        served, tmp_path, target, path, data):
+    served.file(path).write_bytes(data)
+    kernel = locked({path: data})
+    s = store(served, tmp_path, target)
+    partial_dir = checkout_dir(tmp_path / "vendor", kernel) if target else tmp_path / "cache" / "models--acme--k" / "blobs"
+    name = path if target else hashlib.sha256(data).hexdigest()
+    with file_size_limit(3), pytest.raises(KernelpinError, match="^" + re.escape(
+            f"acme/k 1.0.0: build/{VARIANT}/{path}: cannot write {partial_dir}/.{name}.") + "[0-9a-f]{12}"
+            + re.escape(f"{PARTIAL}: the file is larger than this process may write (its file size limit, "
+                        "`ulimit -f`); raise the limit, or run `kernelpin sync` where it allows the kernel's files") + "$"):
+        s.ensure_variant(kernel, VARIANT)
+    assert not [entry for entry in partial_dir.iterdir() if entry.name.endswith(PARTIAL)]
+    assert s.installed(kernel, VARIANT, kernel.variants[0].files[0]) is None
+    assert s.ensure_variant(kernel, VARIANT).downloaded == [f"build/{VARIANT}/{path}"]
+
+
+def test_a_failed_ref_write_is_named_and_leaves_no_partial_file(served, tmp_path):
+    s = store(served, tmp_path)
+    refs = tmp_path / "cache" / "kernels--acme--k" / "refs"
+    with file_size_limit(3), pytest.raises(KernelpinError, match="^" + re.escape(
+            f"acme/k: recording ref v1: cannot write {refs / 'v1'}: the file is larger than this process may write")):
+        s.write_ref("acme/k", "kernel", "v1", COMMIT)
+    assert list(refs.iterdir()) == []
+
+
+def test_a_link_being_made_by_an_earlier_writer_with_this_pid_is_replaced(served, tmp_path):
+    kernel = locked()
+    installed = store(served, tmp_path).ensure_variant(kernel, VARIANT)
+    (installed.directory / "_impl.py").unlink()
+    leftover = installed.directory / f"._impl.py.{os.getpid()}{PARTIAL}"  # killed before its rename; pids recur
+    leftover.symlink_to("../elsewhere")
+    assert store(served, tmp_path).ensure_variant(kernel, VARIANT).downloaded == [f"build/{VARIANT}/_impl.py"]
+    assert not leftover.is_symlink() and (installed.directory / "_impl.py").read_bytes() == FILES["_impl.py"]
+
+
+@pytest.mark.parametrize("variant, commit, path, problem", [
+    ("../evil", COMMIT, "__init__.py", "refusing unsafe path '../evil'"),
+    (VARIANT, "C" * 40, "__init__.py", f"commit '{'C' * 40}' is not 40 lowercase hex digits"),
+    (VARIANT, COMMIT, "../../x.py", "refusing unsafe path '../../x.py'"),
+], ids=["variant", "commit", "file"])
+def test_a_hostile_lock_is_refused_by_the_store_itself_naming_the_repository(served, tmp_path, variant, commit, path,
+                                                                              problem):
+    kernel = LockedKernel("acme/k", "model", "^1", commit, "refs/tags/v1.0.0", "1.0.0",
+                          (LockedVariant(variant, (LockedFile(path, 6, "0" * 64),)),))
+    with pytest.raises(KernelpinError, match="^" + re.escape(f"acme/k: {problem}")):
+        store(served, tmp_path).ensure_variant(kernel, variant)
+    assert not (tmp_path / "cache").exists()
+
+
+def test_a_linked_locks_directory_is_refused_naming_the_install(served, tmp_path):
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "cache" / LOCKS_DIR).symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(KernelpinError, match="^" + re.escape(
+            f"acme/k 1.0.0: installing build/{VARIANT}/__init__.py: {tmp_path / 'cache' / LOCKS_DIR} is a symbolic link")):
+        store(served, tmp_path).ensure_variant(locked(), VARIANT)
+    assert list((tmp_path / "elsewhere").iterdir()) == []
+
+
+def test_files_another_writer_installed_while_this_one_waited_are_checked_again(served, tmp_path):
+    """Under the repository's lock each missing file is looked at again: a good one is reused, a bad one
+    repaired (here another writer, holding the lock, installs them while this one waits for it)."""
+    kernel = locked()
+    this = store(served, tmp_path)
+    directory = this.variant_directory(kernel, VARIANT)
+    done: dict[str, object] = {}
+    with confined.file_lock(tmp_path / "cache", tmp_path / "cache" / LOCKS_DIR / "models--acme--k.lock", "other"):
+        waiting = threading.Thread(target=lambda: done.update(installed=this.ensure_variant(kernel, VARIANT, repair=True)))
+        waiting.start()
+        (directory / "pkg").mkdir(parents=True)
+        (directory / "_impl.py").write_bytes(FILES["_impl.py"])
+        (directory / "pkg" / "deep.py").write_bytes(b"BAD = 0\n!")
+    waiting.join(60)
+    installed = done["installed"]
+    assert installed.downloaded == [f"build/{VARIANT}/__init__.py"]
+    assert installed.reused == [f"build/{VARIANT}/_impl.py"] and installed.repaired == [f"build/{VARIANT}/pkg/deep.py"]
+    assert (directory / "pkg" / "deep.py").read_bytes() == FILES["pkg/deep.py"]
+
+
+def test_a_kernel_repository_is_fetched_from_its_own_urls_and_cached_under_its_type(served, tmp_path):
+    # The Hub serves kernel repositories under /kernels/<repo>/resolve/...; a model's URL would be another file.
+    (served.root / "kernels").mkdir()
+    (served.root / "acme").rename(served.root / "kernels" / "acme")
+    kernel = dataclasses.replace(locked(), repo_type="kernel")
+    installed = store(served, tmp_path).ensure_variant(kernel, VARIANT)
+    assert installed.directory == tmp_path / "cache" / "kernels--acme--k" / "snapshots" / COMMIT / "build" / VARIANT
+    assert {path: (installed.directory / path).read_bytes() for path in FILES} == FILES
