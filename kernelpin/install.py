@@ -12,6 +12,7 @@ from typing import Any
 from kernelpin import confined
 from kernelpin.layout import BUILD_DIR
 from kernelpin.lockfile import Lock, LockedFile, LockedKernel, LockedVariant
+from kernelpin.parallel import run_all
 from kernelpin.source import HubSource
 from kernelpin.store import Store
 from kernelpin.variant import Environment, choose_variant
@@ -91,12 +92,19 @@ def unlisted_entries(directory: Path, variant: LockedVariant) -> list[str]:
 
 
 def sync(lock: Lock, installer: Installer, env: Environment | None, all_variants: bool = False) -> list[SyncedVariant]:
-    """Install the variant each locked kernel needs in `env` (or every variant with `all_variants`)."""
-    done = []
-    for kernel in lock.kernels:
-        done.extend(installer.install(kernel, name) for name in _variant_names(kernel, env, all_variants))
+    """Install the variant each locked kernel needs in `env` (or every variant with `all_variants`): every
+    variant is chosen first (a kernel without one for `env` fails the command before any download), then the
+    kernels are installed in parallel (KERNELPIN_DOWNLOADS at once, each repository by one thread)."""
+    chosen = [(kernel, _variant_names(kernel, env, all_variants)) for kernel in lock.kernels]
+
+    def install(step: tuple[LockedKernel, list[str]]) -> list[SyncedVariant]:
+        kernel, names = step
+        done = [installer.install(kernel, name) for name in names]
         installer.record_major_ref(kernel)
-    return done
+        return done
+
+    return [synced for done in run_all(install, chosen, installer.store.source.settings.limits.downloads)
+            for synced in done]
 
 
 @dataclass(frozen=True)
