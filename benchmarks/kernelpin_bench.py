@@ -7,9 +7,12 @@ of the same directory; then tries `kernels lock` and `kernels download` (kernels
 v<N> branches, kernel repo type) on the same repos.
 
     python -m benchmarks.kernelpin_bench [--kernels 20] [--repeats 5] [--lock-only]
+    python -m benchmarks.kernelpin_bench --bulk [--bulk-kernels 20] [--bulk-mb 200] [--repeats 3] [--no-record]
     python -m benchmarks.kernelpin_bench --oneliner [--repeats 5]
 
 Writes benchmarks/results/cpu/kernelpin.json and kernelpin.md. Times are medians; compare ratios, not absolutes.
+`--bulk` writes kernelpin-bulk.json and .md instead: sync of big kernels cold, warm and offline against
+`kernels download`, a warm load against `get_locked_kernel`.
 `--oneliner` measures only the lockless one-liner, `kernelpin.get_kernel(repo, version=1)` against
 `kernels.get_kernel` (cold cache, warm cache online, warm offline), each in a fresh process that has imported
 torch before the clock starts (both need it; the time counted is the package's import and the call), and
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.metadata
 import importlib.util
 import io
 import json
@@ -41,6 +45,7 @@ import httpx2
 from kernelpin import lockfile
 from kernelpin.cli import main as kernelpin_main
 from kernelpin.project import Project, read_requirements
+from kernelpin.receipts import SETTLE_NS
 from kernelpin.resolve import resolve
 from kernelpin.runtime import module_name
 from kernelpin.source import HubSettings, HubSource
@@ -210,8 +215,15 @@ def main() -> None:
     parser.add_argument("--kernels", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--lock-only", action="store_true", help="lock and its floor only; print, write nothing")
+    parser.add_argument("--bulk", action="store_true", help="big kernels instead: sync and warm load against kernels")
+    parser.add_argument("--bulk-kernels", type=int, default=20)
+    parser.add_argument("--bulk-mb", type=int, default=200, help="the size of each big kernel's library (MB)")
+    parser.add_argument("--bulk-cold-repeats", type=int, default=1)
+    parser.add_argument("--no-record", action="store_true", help="--bulk: print, write nothing")
     parser.add_argument("--oneliner", action="store_true", help="only get_kernel against kernels.get_kernel")
     args = parser.parse_args()
+    if args.bulk:
+        return bulk(args)
     if args.oneliner:
         results = oneliner(args.repeats)
         RESULTS.mkdir(parents=True, exist_ok=True)
@@ -421,6 +433,176 @@ check (the organization overview) for `acme`; `kernels` runs without HF_HUB_DISA
 0.17.2 sends a user agent that httpx rejects. What each lock holds differs: `kernels.lock` pins a commit and
 a hash per variant directory; `kernelpin.lock` keeps the requirement, the resolved version and ref, and the
 size and sha256 of every file, and `sync` verifies each file against it (a no-op sync re-hashes them all).
+"""
+
+
+# --- big kernels: sync of N kernels of M MB each, and a warm load, against `kernels` ------------------------
+
+BULK_RESULTS = "kernelpin-bulk"
+
+# Run in a fresh process around each command: its wall time inside the process, and whether torch was imported.
+_TIMED = """\
+import atexit, json, sys, time
+started = time.perf_counter()
+atexit.register(lambda: print("KERNELPIN_BENCH " + json.dumps(
+    {"seconds": time.perf_counter() - started, "torch": "torch" in sys.modules}), file=sys.stderr))
+"""
+_KERNELPIN_CLI = _TIMED + "import runpy\nsys.argv = ['kernelpin', *sys.argv[1:]]\nrunpy.run_module('kernelpin', run_name='__main__')\n"
+_KERNELS_CLI = _TIMED + "from kernels.cli import main\nsys.argv = ['kernels', *sys.argv[1:]]\nsys.exit(main())\n"
+# A load after `import torch` (both loaders need it): the load's own time, and the import's.
+_LOAD = """\
+import json, sys, time
+started = time.perf_counter()
+import torch
+imported = time.perf_counter()
+{call}
+done = time.perf_counter()
+print("KERNELPIN_BENCH " + json.dumps({{"seconds": done - imported, "torch_import": imported - started}}), file=sys.stderr)
+"""
+
+
+def timed_run(code: str, arguments: list[str], env: dict[str, str], cwd: Path, may_fail: bool = False) -> dict:
+    """Run `code` in a fresh interpreter: what it reported (seconds, torch imported or not), and the process's wall;
+    with `may_fail`, a failure is recorded as its last line."""
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", code, *arguments], env=env, cwd=cwd, capture_output=True, text=True,
+                          timeout=1200)
+    wall = time.perf_counter() - start
+    if done.returncode != 0 and may_fail:
+        return {"failed": done.stderr.strip().splitlines()[-2][:300]}
+    if done.returncode != 0:
+        raise SystemExit(f"{arguments or code[-200:]} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    report = next(line for line in reversed(done.stderr.splitlines()) if line.startswith("KERNELPIN_BENCH "))
+    return {**json.loads(report.split(" ", 1)[1]), "wall": wall}
+
+
+def bulk(args: argparse.Namespace) -> None:
+    """Sync of `--bulk-kernels` kernels with a `--bulk-mb` MB library each (cold, warm, offline) against
+    `kernels download`, and a warm load of one of them against `kernels.get_locked_kernel`, side by side."""
+    work = Path(tempfile.mkdtemp(prefix="kernelpin-bulk-"))
+    server = HubServer(work / "hub", trusted_publishers=("acme",))
+    repo_ids = [f"acme/big-{i:02d}" for i in range(args.bulk_kernels)]
+    # One library for all (the server's git stores it once); each kernel is still downloaded and hashed whole.
+    library = os.urandom(args.bulk_mb * 1_000_000)
+    for repo_id in repo_ids:
+        repo = server.repo(repo_id, repo_type="kernel")
+        publish(repo, "1.0.0", variants=(CPU_213,), extra={"_big.so": library})
+        repo.branch("v1")
+    del library
+    server.start()
+    caches = {"kernels": work / "cache-kernels", "kernelpin": work / "cache-kernelpin"}
+    base = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HF_ENDPOINT": server.endpoint, "HF_HOME": str(work / "hf-home"),
+            "XDG_STATE_HOME": str(work / "state"), "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+    base.pop("HF_HUB_OFFLINE", None)
+    # kernels 0.17.2 with HF_HUB_DISABLE_TELEMETRY=1 sends a user agent that httpx rejects (ANCHORS §8).
+    envs = {"kernels": {**base, "HF_HUB_CACHE": str(caches["kernels"])},
+            "kernelpin": {**base, "HF_HUB_CACHE": str(caches["kernelpin"]), "HF_HUB_DISABLE_TELEMETRY": "1"}}
+    project = work / "app"
+    project.mkdir()
+    (project / "pyproject.toml").write_text('[project]\nname = "app"\nversion = "1"\n\n[tool.kernels.dependencies]\n'
+                                           + "".join(f'"{repo_id}" = 1\n' for repo_id in repo_ids))
+    (project / "kernels.lock").write_text("[]")  # kernelpin lock keeps it in step: both tools sync the same commits
+    timed_run(_KERNELPIN_CLI, ["lock"], envs["kernelpin"], project)
+    commands = {"kernels": (_KERNELS_CLI, ["download", str(project)]),
+                "kernelpin": (_KERNELPIN_CLI, ["sync", "--frozen"])}
+    results: dict[str, object] = {
+        "kernels": args.bulk_kernels, "library_mb": args.bulk_mb, "repeats": args.repeats,
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
+        "kernels_version": importlib.metadata.version("kernels"), "runs": defaultdict(list),
+        "bulk_cold_repeats": args.bulk_cold_repeats,
+    }
+    runs = results["runs"]
+
+    def sync(state: str, tool: str) -> None:
+        code, arguments = commands[tool]
+        env = {**envs[tool], **({"HF_HUB_OFFLINE": "1"} if state == "offline" else {})}
+        # `kernels download` cannot work offline: it asks the Hub for every variant's listing.
+        runs[f"sync_{state}_{tool}"].append(timed_run(code, arguments, env, project, may_fail=state == "offline"))
+
+    for _ in range(args.bulk_cold_repeats):  # alternating, each from an empty cache
+        for tool in ("kernels", "kernelpin"):
+            shutil.rmtree(caches[tool], ignore_errors=True)
+            sync("cold", tool)
+    for state in ("warm", "offline"):
+        for _ in range(args.repeats):
+            for tool in ("kernels", "kernelpin"):
+                sync(state, tool)
+    # A warm load of one kernel: the files are in the cache, verified once (kernelpin's receipts), unchanged since.
+    repo_id = repo_ids[0]
+    library_file = next(caches["kernelpin"].rglob("_big.so")).resolve()
+    time.sleep(max(0.0, (library_file.stat().st_ctime_ns + SETTLE_NS - time.time_ns()) / 1e9) + 0.1)
+    loads = {"kernelpin": _LOAD.format(call=f"import kernelpin\nkernelpin.load({repo_id!r}, lock={str(project)!r})"),
+             "kernels": _LOAD.format(call="import kernels\nfrom pathlib import Path\n"
+                                          f"kernels.get_locked_kernel({repo_id!r}, lockfile=Path({str(project / 'kernels.lock')!r}))")}
+    env_first = {**envs["kernelpin"], "XDG_STATE_HOME": str(work / "state-first")}
+    runs["load_first_kernelpin"].append(timed_run(loads["kernelpin"], [], env_first, project))  # hashes, keeps receipts
+    for _ in range(args.repeats):
+        for tool in ("kernels", "kernelpin"):
+            runs[f"load_warm_{tool}"].append(timed_run(loads[tool], [], envs[tool], project))
+    server.stop()
+    shutil.rmtree(work, ignore_errors=True)
+    summarize_bulk(results)
+    print(json.dumps(results, indent=2, sort_keys=True))
+    if args.no_record:
+        return
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / f"{BULK_RESULTS}.json").write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
+    (RESULTS / f"{BULK_RESULTS}.md").write_text(render_bulk(results))
+
+
+def summarize_bulk(results: dict) -> None:
+    """Medians per operation and tool, with and without the time spent importing torch."""
+    torch_import = statistics.median(run["torch_import"] for key in ("load_warm_kernels", "load_warm_kernelpin")
+                                     for run in results["runs"][key])
+    medians: dict[str, dict] = {}
+    for key, samples in results["runs"].items():
+        if any("failed" in run for run in samples):
+            medians[key] = {"failed": samples[0]["failed"]}
+            continue
+        seconds = statistics.median(run["seconds"] for run in samples)
+        imported = any(run.get("torch") for run in samples)
+        medians[key] = {"seconds": seconds, "torch": imported,
+                        "beyond_torch": seconds - torch_import if imported else seconds}
+    results["torch_import_s"] = torch_import
+    results["medians"] = medians
+
+
+def render_bulk(r: dict) -> str:
+    m = r["medians"]
+
+    def row(label: str, operation: str) -> str:
+        ours, theirs = m[f"{operation}_kernelpin"], m[f"{operation}_kernels"]
+        if "failed" in theirs:
+            return f"| {label} | fails: `{theirs['failed'][:120]}` | {ours['seconds']:.2f} s | - | - |"
+        torch_note = lambda entry: " (imports torch)" if entry["torch"] else ""  # noqa: E731
+        return (f"| {label} | {theirs['seconds']:.2f} s{torch_note(theirs)} | {ours['seconds']:.2f} s{torch_note(ours)} "
+                f"| {ours['seconds'] / theirs['seconds']:.2f}x | **{ours['beyond_torch'] / theirs['beyond_torch']:.2f}x** |")
+
+    first = m["load_first_kernelpin"]["seconds"]
+    return f"""# kernelpin with big kernels
+
+{r['kernels']} kernels, each one variant with a {r['library_mb']} MB library (`_big.so`, the same bytes in every
+kernel) and three small files, on olah at 127.0.0.1; {r['machine']}; `kernels` {r['kernels_version']}.
+Generated by `python -m benchmarks.kernelpin_bench --bulk --bulk-kernels {r['kernels']} --bulk-mb {r['library_mb']}`:
+each command a fresh process, both tools alternating in one run, each with its own Hub cache; medians of
+{r['repeats']} runs ({r.get('bulk_cold_repeats', 1)} for cold syncs, each from an empty cache). `kernelpin sync --frozen`
+detects the machine from the installed torch's files; `kernels download` imports torch. Both loads import torch
+first ({r['torch_import_s']:.2f} s here, not counted); "beyond torch" subtracts that import where a command
+makes it.
+
+| operation | `kernels` | kernelpin | kernelpin / kernels | beyond `import torch` |
+|---|---|---|---|---|
+{row(f"sync of {r['kernels']} kernels, cold cache (`kernels download`)", "sync_cold")}
+{row("sync, everything present (re-verified)", "sync_warm")}
+{row("sync, offline (HF_HUB_OFFLINE=1)", "sync_offline")}
+{row(f"warm load of one {r['library_mb']} MB kernel (`get_locked_kernel`)", "load_warm")}
+
+A warm `kernelpin.load` reads no byte of the unchanged library: this user's receipt (device, inode, size, mtime,
+ctime -> sha256, kernelpin.receipts) vouches for it. The first load after a sync, without a receipt, hashes it
+twice (in the store, and right before the package runs: {first:.2f} s); `kernels` hashes nothing.
+A cold sync waits mostly on the test Hub (olah behind testkit's kernel front: one stream of a 50 MB file came at
+11-14 MB/s on the 2-core machine of these runs); kernelpin downloads up to 8 files at once, `kernels` one
+kernel after another.
 """
 
 

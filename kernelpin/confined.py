@@ -46,10 +46,10 @@ def parts_below(root: Path, path: Path) -> tuple[str, ...]:
 
 
 @contextlib.contextmanager
-def directory(root: Path, path: Path, what: str, create: bool = False) -> Iterator[int]:
+def directory(root: Path, path: Path, what: str, create: bool = False, mode: int = 0o755) -> Iterator[int]:
     """A file descriptor of the directory `path` below `root`, each level opened without following a link
-    (and made, with `create`); LinkRefused for a level that is a link or no directory, FileNotFoundError for
-    a missing one without `create`."""
+    (and made with `mode`, with `create`); LinkRefused for a level that is a link or no directory,
+    FileNotFoundError for a missing one without `create`."""
     fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC) if not create else _made_root(root)
     try:
         reached = root
@@ -58,7 +58,7 @@ def directory(root: Path, path: Path, what: str, create: bool = False) -> Iterat
             try:
                 if create:
                     with contextlib.suppress(FileExistsError):
-                        os.mkdir(name, 0o755, dir_fd=fd)
+                        os.mkdir(name, mode, dir_fd=fd)
                 child = os.open(name, _LEVEL, dir_fd=fd)
             except OSError as error:
                 if error.errno in (errno.ELOOP, errno.ENOTDIR):
@@ -116,8 +116,9 @@ def new_file(fd: int, directory: Path, prefix: str, suffix: str) -> tuple[int, s
 
 
 @contextlib.contextmanager
-def file_lock(root: Path, path: Path, what: str) -> Iterator[None]:
-    """Hold an exclusive lock on the file `path` below `root` (created when missing, never through a link)."""
+def file_lock(root: Path, path: Path, what: str, wait: bool = True) -> Iterator[None]:
+    """Hold an exclusive lock on the file `path` below `root` (created when missing, never through a link).
+    Without `wait`, a lock another holds raises BlockingIOError at once."""
     import fcntl  # POSIX only, as dir_fd is: imported where a lock is taken
 
     with directory(root, path.parent, what, create=True) as parent:
@@ -129,7 +130,7 @@ def file_lock(root: Path, path: Path, what: str) -> Iterator[None]:
             error.filename = str(path)
             raise
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
         yield
     finally:
         os.close(fd)  # closing the last descriptor releases the lock

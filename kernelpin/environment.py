@@ -1,6 +1,12 @@
 """What this machine is: detected from torch as `kernels` detects it (an I/O edge: only sync and load call it),
 or described explicitly for another machine.
 
+Detection reads the installed torch's files where they tell everything `kernels` would ask the running torch
+(`detect_installed`: torch/version.py's version and CUDA/ROCm/XPU versions, the CUDA driver for the GPU's
+compute capability), so `sync` does not pay for `import torch` (about 1.6 s); where only the running torch can
+tell (macOS's MPS, ROCm's GPU name, device plugins torch loads on import, a torch older than 2.7 whose C++ ABI
+differs between builds) it imports torch (`detect`), as it does when torch is imported already.
+
 A description (`--torch X.Y` or KERNELPIN_TORCH, plus the other flags / KERNELPIN_* variables below) imports
 nothing, e.g. to vendor a Linux CUDA image's kernels from a CPU-only CI runner or a Mac. Without --torch the
 machine is detected and only --backend may be given: `cpu`, or the machine's own, as kernels' backend=.
@@ -9,6 +15,9 @@ machine is detected and only --backend may be given: `cpu`, or the machine's own
 from __future__ import annotations
 
 import argparse
+import ast
+import ctypes
+import importlib.metadata
 import importlib.util
 import os
 import platform
@@ -16,6 +25,7 @@ import sys
 import sysconfig
 from collections.abc import Mapping
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from kernelpin.errors import KernelpinError
@@ -92,15 +102,13 @@ def _torch_backend(torch: Any) -> Backend:
         return Backend("tpu")
     if hasattr(torch, "neuron"):
         return Backend("neuron")
-    if torch.version.cuda is not None:
-        return Backend("cuda", _pair(torch.version.cuda, "CUDA version"))
-    if torch.version.hip is not None:
-        return Backend("rocm", _pair(torch.version.hip.split("-")[0], "ROCm version"))
+    if torch.version.cuda is not None or torch.version.hip is not None:
+        return _built_for(torch.version.cuda, torch.version.hip, None)
     if torch.backends.mps.is_available():
         return Backend("metal")
     xpu = getattr(torch.version, "xpu", None)
     if xpu is not None:
-        return Backend("xpu", (int(xpu[0:4]), int(xpu[5:6])))  # "20250301" -> 2025.3, as kernels reads it
+        return _built_for(None, None, xpu)
     privateuse = getattr(torch._C, "_get_privateuse1_backend_name", None)
     if privateuse is not None and privateuse() == "npu":
         from torch_npu.utils.collect_env import get_cann_version
@@ -108,6 +116,107 @@ def _torch_backend(torch: Any) -> Backend:
         version = get_cann_version()
         return Backend("cann", (int(version[0]), int(version[2])))
     return CPU
+
+
+def _built_for(cuda: str | None, hip: str | None, xpu: str | None) -> Backend:
+    """The backend torch.version's fields name (CUDA first, then ROCm, then XPU, as `kernels` reads them)."""
+    if cuda is not None:
+        return Backend("cuda", _pair(cuda, "CUDA version"))
+    if hip is not None:
+        return Backend("rocm", _pair(hip.split("-")[0], "ROCm version"))
+    if xpu is not None:
+        return Backend("xpu", (int(xpu[0:4]), int(xpu[5:6])))  # "20250301" -> 2025.3, as kernels reads it
+    return CPU
+
+
+def installed_torch_version() -> dict[str, Any] | None:
+    """The assignments of the installed torch's torch/version.py (`__version__`, `cuda`, `hip`, `xpu`, ...), read
+    as data without importing torch: the file torch's build generates, a plain list of literal assignments in
+    every build (PyPI wheels, +cu/+rocm/+xpu wheels, conda packages, source builds). None without a torch."""
+    spec = importlib.util.find_spec("torch")  # a top-level package is found without being imported
+    if spec is None or not spec.origin:
+        return None
+    try:
+        tree = ast.parse((Path(spec.origin).parent / "version.py").read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+        return None
+    values: dict[str, Any] = {}
+    for node in tree.body:
+        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else \
+            node.target if isinstance(node, ast.AnnAssign) and node.value is not None else None
+        if isinstance(target, ast.Name):
+            try:
+                values[target.id] = ast.literal_eval(node.value)  # type: ignore[union-attr, arg-type]
+            except ValueError:
+                pass
+    return values
+
+
+def _cuda_capability(cuda: tuple[int, int]) -> tuple[int, int] | None:
+    """Compute capability of the GPU torch.cuda would use first (device 0 of those CUDA_VISIBLE_DEVICES leaves),
+    from the CUDA driver; None where torch.cuda.is_available() would be False: no driver, no GPU, or a driver
+    of an older major version than the torch's CUDA."""
+    name = "nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1"
+    try:
+        driver = ctypes.CDLL(name)
+    except OSError:
+        return None
+    version, count, device, major, minor = (ctypes.c_int(0) for _ in range(5))
+    if (driver.cuInit(0) != 0 or driver.cuDriverGetVersion(ctypes.byref(version)) != 0
+            or version.value // 1000 < cuda[0]
+            or driver.cuDeviceGetCount(ctypes.byref(count)) != 0 or count.value == 0
+            or driver.cuDeviceGet(ctypes.byref(device), 0) != 0):
+        return None
+    if (driver.cuDeviceGetAttribute(ctypes.byref(major), 75, device) != 0  # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
+            or driver.cuDeviceGetAttribute(ctypes.byref(minor), 76, device) != 0):  # ..._MINOR
+        return None
+    return major.value, minor.value
+
+
+def _device_plugins() -> bool:
+    """Whether `import torch` would load out-of-tree device backends (torch_npu, torch_tpu, ...: entry points
+    of the group torch.backends), which change what torch reports."""
+    if os.environ.get("TORCH_DEVICE_BACKEND_AUTOLOAD", "1") != "1":
+        return False
+    return bool(importlib.metadata.entry_points(group="torch.backends"))
+
+
+def detect_installed() -> Environment | None:
+    """What detect() would find, read from the installed torch's files without importing it; None where only
+    the running torch can tell (see the module's docstring)."""
+    os_name, arch = machine()
+    facts = installed_torch_version()
+    if facts is None or os_name == "darwin" or _device_plugins():
+        return None
+    try:
+        torch = _pair(str(facts["__version__"]), "torch version")
+        backend = _built_for(facts.get("cuda"), facts.get("hip"), facts.get("xpu"))
+    except (KernelpinError, KeyError, TypeError, ValueError):
+        return None
+    if torch < (2, 7) and os_name == "linux":  # older PyPI wheels were cxx98, conda's cxx11: ask torch
+        return None
+    if backend.name == "rocm":  # the GPU's gfx name comes from torch.cuda
+        return None
+    return Environment(
+        torch=torch,
+        arch=arch,
+        os=os_name,
+        cxx11_abi=True if os_name == "linux" else None,  # every Linux build of torch 2.7 and later
+        gpu_capability=_cuda_capability(backend.version) if backend.name == "cuda" and backend.version else None,
+        backend=backend,
+        tvm_ffi=_tvm_ffi_version(),
+        free_threaded=_free_threaded(),
+    )
+
+
+def machine_environment() -> Environment:
+    """This machine's environment: from the running torch when it is imported already, else from the installed
+    torch's files where they tell everything, else by importing torch."""
+    if "torch" not in sys.modules:
+        found = detect_installed()
+        if found is not None:
+            return found
+    return detect()
 
 
 def detect() -> Environment:
@@ -174,7 +283,7 @@ def current(given: Mapping[str, str | None], environ: Mapping[str, str] = os.env
         if extra:
             flags = ", ".join(f"--{name.replace('_', '-')}" for name in extra)
             raise KernelpinError(f"{flags} describe another machine: give its torch too (--torch X.Y or KERNELPIN_TORCH)")
-        env = detect()
+        env = machine_environment()
         return env if values["backend"] is None else with_backend(env, values["backend"])
     return describe(values)
 

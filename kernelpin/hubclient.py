@@ -13,15 +13,19 @@ headers or its body one byte at a time, or sends `100 Continue` without end, is 
 at the next timeout. Every body is held to a size as well: the size the request
 declares (`expect_size`: a file's pinned or listed size) or KERNELPIN_MAX_RESPONSE_BYTES (API answers);
 such requests ask for uncompressed answers and refuse compressed ones, whose size is known only once expanded.
+A GET answered "too many requests" (429, or 503 with a Retry-After) within a budget is sent again after the
+wait the server asks for, a bounded number of times and within the deadline (kernelpin.throttle).
 Requests made outside a budget (other code of the process using huggingface_hub) get the timeouts only.
 Imported only when kernelpin talks to a Hub (it imports httpx2 and huggingface_hub).
 """
 
 from __future__ import annotations
 
+import itertools
 import platform
 import re
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -33,6 +37,7 @@ from huggingface_hub.utils import set_client_factory
 from kernelpin import limits
 from kernelpin.errors import KernelpinError
 from kernelpin.limits import MAX_RESPONSE_BYTES, LimitExceeded
+from kernelpin.throttle import wait_before_retry
 
 EXPECT_SIZE = "kernelpin_expect_size"  # request extension: the body must be exactly this long (bytes)
 
@@ -144,22 +149,33 @@ class _DeadlineTransport(httpx2.BaseTransport):
         pool._network_backend = _DeadlineBackend(pool._network_backend)
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
-        timeouts = capped_timeouts(request.extensions.get("timeout", {}), self.seconds)
+        requested = request.extensions.get("timeout", {})
         url = request.url.copy_with(query=None)
         budget = limits.current()
-        if budget is not None:
-            budget.check(f"requesting {url}")
-            remaining = budget.remaining()
-            timeouts = {kind: min(value, remaining) for kind, value in timeouts.items()}
-            # A compressed answer's size is known only once it is expanded (a few KB can expand to GBs).
-            request.headers["Accept-Encoding"] = "identity"
-        request.extensions["timeout"] = timeouts
-        try:
-            response = self.inner.handle_request(request)
-        except httpx2.TimeoutException as error:
-            if budget is not None and budget.expired():
-                raise budget.exceeded(f"requesting {url}") from None
-            raise self._timeout(error, url, timeouts) from None
+        for attempt in itertools.count():
+            timeouts = capped_timeouts(requested, self.seconds)
+            if budget is not None:
+                budget.check(f"requesting {url}")
+                remaining = budget.remaining()
+                timeouts = {kind: min(value, remaining) for kind, value in timeouts.items()}
+                # A compressed answer's size is known only once it is expanded (a few KB can expand to GBs).
+                request.headers["Accept-Encoding"] = "identity"
+            request.extensions["timeout"] = timeouts
+            try:
+                response = self.inner.handle_request(request)
+            except httpx2.TimeoutException as error:
+                if budget is not None and budget.expired():
+                    raise budget.exceeded(f"requesting {url}") from None
+                raise self._timeout(error, url, timeouts) from None
+            # "Too many requests": wait as the server asks, within the deadline (kernelpin.throttle).
+            if budget is None or request.method not in ("GET", "HEAD"):
+                break
+            wait = wait_before_retry(response.status_code, response.headers.get("Retry-After"), attempt,
+                                     budget.remaining(), time.time(), str(url))
+            if wait is None:
+                break
+            response.close()
+            time.sleep(wait)
         if budget is not None:
             encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
             if encoding not in ("", "identity"):

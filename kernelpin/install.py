@@ -12,6 +12,7 @@ from typing import Any
 from kernelpin import confined
 from kernelpin.layout import BUILD_DIR
 from kernelpin.lockfile import Lock, LockedFile, LockedKernel, LockedVariant
+from kernelpin.parallel import run_all
 from kernelpin.signature import ReleaseChecker
 from kernelpin.source import HubSource
 from kernelpin.store import Store
@@ -93,19 +94,27 @@ def unlisted_entries(directory: Path, variant: LockedVariant) -> list[str]:
 
 def sync(lock: Lock, installer: Installer, env: Environment | None, all_variants: bool = False,
          checker: ReleaseChecker | None = None) -> list[SyncedVariant]:
-    """Install the variant each locked kernel needs in `env` (or every variant with `all_variants`). With a
+    """Install the variant each locked kernel needs in `env` (or every variant with `all_variants`): every
+    variant is chosen first (a kernel without one for `env` fails the command before any download), then the
+    kernels are installed in parallel (KERNELPIN_DOWNLOADS at once, each repository by one thread). With a
     `checker`, each installed variant's signature is verified again from its files, offline, against the signer
     the lock recorded and the current policy (kernelpin.signature)."""
-    done = []
-    for kernel in lock.kernels:
-        for name in _variant_names(kernel, env, all_variants):
+    chosen = [(kernel, _variant_names(kernel, env, all_variants)) for kernel in lock.kernels]
+
+    def install(step: tuple[LockedKernel, list[str]]) -> list[SyncedVariant]:
+        kernel, names = step
+        done = []
+        for name in names:
             synced = installer.install(kernel, name)
             variant = kernel.variant(name)
             if checker is not None and variant is not None and variant.signature is not None:
                 checker.recheck(kernel.repo_id, name, synced.directory, variant.signature)
             done.append(synced)
         installer.record_major_ref(kernel)
-    return done
+        return done
+
+    return [synced for done in run_all(install, chosen, installer.store.source.settings.limits.downloads)
+            for synced in done]
 
 
 @dataclass(frozen=True)

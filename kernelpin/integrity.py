@@ -6,6 +6,7 @@ import hashlib
 import os
 import re
 from pathlib import Path, PurePosixPath
+from typing import Any, BinaryIO
 
 from kernelpin.errors import IntegrityError, KernelpinError
 
@@ -44,12 +45,16 @@ def find_owned_upward(start: Path, name: str, fix: str) -> tuple[Path | None, Pa
     return None, None
 
 
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as stream:
-        while chunk := stream.read(_CHUNK):
-            digest.update(chunk)
+def sha256_stream(stream: BinaryIO, digest: Any) -> str:
+    """The hex digest of everything `stream` has left to read, fed into `digest` (a hashlib object)."""
+    while chunk := stream.read(_CHUNK):
+        digest.update(chunk)
     return digest.hexdigest()
+
+
+def sha256_file(path: Path) -> str:
+    with open(path, "rb") as stream:
+        return sha256_stream(stream, hashlib.sha256())
 
 
 def git_blob_sha1(content: bytes) -> str:
@@ -94,11 +99,19 @@ def check_repo_path(path: str, where: str) -> str:
     return path
 
 
-def verify_file(path: Path, size: int, sha256: str, what: str) -> None:
-    """Raise IntegrityError unless the file has exactly the pinned size and sha256."""
-    actual_size = path.stat().st_size
-    if actual_size != size:
-        raise IntegrityError(f"{what}: size {actual_size} != {size} pinned in the lock")
-    actual = sha256_file(path)
+def check_size(actual: int, size: int, what: str) -> None:
+    if actual != size:
+        raise IntegrityError(f"{what}: size {actual} != {size} pinned in the lock")
+
+
+def check_digest(actual: str, sha256: str, what: str) -> None:
     if actual != sha256:
         raise IntegrityError(f"{what}: sha256 {actual} != {sha256} pinned in the lock")
+
+
+def verify_file(path: Path, size: int, sha256: str, what: str) -> None:
+    """Raise IntegrityError unless the file has exactly the pinned size and sha256 (size and bytes read
+    through one open file)."""
+    with open(path, "rb") as stream:
+        check_size(os.fstat(stream.fileno()).st_size, size, what)
+        check_digest(sha256_stream(stream, hashlib.sha256()), sha256, what)

@@ -23,6 +23,7 @@ HTTP_TIMEOUT = "KERNELPIN_HTTP_TIMEOUT"
 DEADLINE = "KERNELPIN_DEADLINE"
 MAX_LISTING = "KERNELPIN_MAX_LISTING"
 MAX_RESPONSE_BYTES = "KERNELPIN_MAX_RESPONSE_BYTES"
+DOWNLOADS = "KERNELPIN_DOWNLOADS"
 
 
 class LimitExceeded(KernelpinError):
@@ -35,6 +36,7 @@ class Limits:
     deadline: float = 600.0  # seconds one command may spend on the Hub in all, transfers included
     max_listing: int = 100_000  # entries of one refs or file listing (all pages together)
     max_response_bytes: int = 16 << 20  # one API answer (refs, a listing page); file bodies: their pinned size
+    downloads: int = 8  # file downloads at once (of one variant, of several kernels), as huggingface_hub's default
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> Limits:
@@ -44,6 +46,7 @@ class Limits:
             max_listing=_read(environ, MAX_LISTING, cls.max_listing, int, 10**9, "a whole number"),
             max_response_bytes=_read(environ, MAX_RESPONSE_BYTES, cls.max_response_bytes, int, 1 << 40,
                                      "a whole number of bytes"),
+            downloads=_read(environ, DOWNLOADS, cls.downloads, int, 64, "a whole number"),
         )
 
 

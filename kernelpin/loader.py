@@ -24,8 +24,8 @@ from pathlib import Path
 from types import ModuleType
 
 from kernelpin.errors import IntegrityError, KernelpinError
-from kernelpin.integrity import verify_file
 from kernelpin.lockfile import LockedFile, LockedVariant
+from kernelpin.receipts import Receipts
 
 _INIT = "__init__.py"
 
@@ -64,6 +64,7 @@ class _Package:
     modules: dict[str, _Module]
     shared_libraries: tuple[LockedFile, ...]
     loaded: LoadedKernel
+    receipts: Receipts  # extension modules and shared libraries are large: checked against this user's receipts
 
     def path(self, file: LockedFile) -> Path:
         return self.directory / file.path
@@ -166,7 +167,7 @@ class _VerifiedExtensionLoader(importlib.machinery.ExtensionFileLoader):
 
 def _verify(package: _Package, file: LockedFile) -> None:
     try:
-        verify_file(package.path(file), file.size, file.sha256, f"{package.what}: {file.path}")
+        package.receipts.verify_file(package.path(file), file.size, file.sha256, f"{package.what}: {file.path}")
     except FileNotFoundError:
         raise IntegrityError(f"{package.what}: {file.path} is missing; run `kernelpin sync`") from None
     except IntegrityError as error:
@@ -188,9 +189,10 @@ def loaded_kernels() -> list[LoadedKernel]:
 
 
 def import_verified(name: str, directory: Path, variant: LockedVariant, what: str,
-                    kernel: tuple[str, str | None] | None = None) -> ModuleType:
-    """Import `directory` as the package `name`, executing only files `variant` pins, each verified.
-    `kernel` is the (repo id, commit) it is a build of, for loaded_kernels()."""
+                    kernel: tuple[str, str | None] | None = None, receipts: Receipts | None = None) -> ModuleType:
+    """Import `directory` as the package `name`, executing only files `variant` pins, each verified (without
+    re-reading binaries this user's `receipts` vouch for; default: none, every file is hashed). `kernel` is
+    the (repo id, commit) it is a build of, for loaded_kernels()."""
     modules = _module_names(name, variant.files)
     if name not in modules:
         raise KernelpinError(
@@ -201,7 +203,8 @@ def import_verified(name: str, directory: Path, variant: LockedVariant, what: st
     shared = tuple(f for f in variant.files if _is_shared_library(f.path))
     repo_id, commit = kernel or (None, None)
     _FINDER.packages[name] = _Package(name, directory, what, modules, shared,
-                                      LoadedKernel(name, repo_id, commit, variant.name, directory))
+                                      LoadedKernel(name, repo_id, commit, variant.name, directory),
+                                      receipts or Receipts(None))
     if _FINDER not in sys.meta_path:
         sys.meta_path.insert(0, _FINDER)
     spec = _FINDER.find_spec(name)

@@ -2,7 +2,7 @@
 
 Reading (`parse`) is on every application's load path: it uses tomllib only and validates every field, so
 a hand-edited or hostile lock gives an error naming the entry and the fix, never a traceback or a path
-outside the cache. Writing (`render`) imports tomlkit when called.
+outside the cache. Writing (`render`) renders the fixed layout directly (tests check it against tomlkit).
 """
 
 from __future__ import annotations
@@ -98,66 +98,60 @@ def is_variant_name(name: str) -> bool:
 
 
 def render(lock: Lock) -> str:
-    """The lock as TOML; the same lock always gives the same bytes."""
-    import tomlkit  # only writers need it; reading is on every application's load path
-
-    document = tomlkit.document()
-    for line in HEADER.splitlines():
-        document.add(tomlkit.comment(line))
-    document.add("version", SCHEMA_VERSION)
-    kernels = tomlkit.aot()
+    """The lock as TOML; the same lock always gives the same bytes. Written directly (the layout is fixed): as
+    tomlkit formats it, at a fraction of its cost (tomlkit's document model took 0.4 s for 100 kernels)."""
+    lines = [f"# {line}" for line in HEADER.splitlines()]
+    lines.append(f"version = {SCHEMA_VERSION}")
+    if not lock.kernels:
+        lines.append("kernel = []")
     for kernel in sorted(lock.kernels, key=lambda k: k.repo_id):
-        table = tomlkit.table()
-        table.add("repo", kernel.repo_id)
-        table.add("repo-type", kernel.repo_type)
-        requirement = kernel.requirement
-        if isinstance(requirement, dict):
-            inline = tomlkit.inline_table()
-            inline.update(requirement)
-            requirement = inline
-        table.add("requirement", requirement)
-        if kernel.version is not None:
-            table.add("version", kernel.version)
-        if kernel.ref is not None:
-            table.add("ref", kernel.ref)
-        if kernel.tag is not None:
-            table.add("tag", kernel.tag)
-        if kernel.required_by:
-            table.add("required-by", sorted(kernel.required_by))
-        table.add("commit", kernel.commit)
-        variants = tomlkit.aot()
+        lines += ["", "[[kernel]]", f"repo = {_toml(kernel.repo_id)}", f"repo-type = {_toml(kernel.repo_type)}",
+                  f"requirement = {_toml(kernel.requirement)}"]
+        for key, value in (("version", kernel.version), ("ref", kernel.ref), ("tag", kernel.tag),
+                           ("required-by", sorted(kernel.required_by) or None)):
+            if value is not None:
+                lines.append(f"{key} = {_toml(value)}")
+        lines.append(f"commit = {_toml(kernel.commit)}")
+        if not kernel.variants:
+            lines.append("variant = []")
         for variant in sorted(kernel.variants, key=lambda v: v.name):
-            variant_table = tomlkit.table()
-            variant_table.add("name", variant.name)
+            lines += ["", "[[kernel.variant]]", f"name = {_toml(variant.name)}"]
             if variant.backend is not None:
-                variant_table.add("backend", variant.backend)
+                lines.append(f"backend = {_toml(variant.backend)}")
             if variant.archs is not None:
-                variant_table.add("archs", list(variant.archs))
+                lines.append(f"archs = {_toml(list(variant.archs))}")
             if variant.depends:
-                depends = tomlkit.array()
-                for repo_id, requirement in variant.depends:
-                    entry = tomlkit.inline_table()
-                    entry.update({"repo": repo_id, "requirement": requirement})
-                    depends.append(entry)
-                variant_table.add("kernel-depends", depends)
-            files = tomlkit.array()
-            files.multiline(True)
-            for locked in sorted(variant.files, key=lambda f: f.path):
-                entry = tomlkit.inline_table()
-                entry.update({"path": locked.path, "size": locked.size, "sha256": locked.sha256})
-                files.append(entry)
-            variant_table.add("files", files)
+                entries = [{"repo": repo_id, "requirement": requirement} for repo_id, requirement in variant.depends]
+                lines.append(f"kernel-depends = {_toml(entries)}")
+            files = [f"    {_toml({'path': f.path, 'size': f.size, 'sha256': f.sha256})},"
+                     for f in sorted(variant.files, key=lambda f: f.path)]
+            lines += ["files = [", *files, "]"] if files else ["files = []"]
             if variant.signature is not None:
-                signature = tomlkit.table()
-                signature.update(variant.signature.to_table())
-                variant_table.add("signature", signature)
-            variants.append(variant_table)
-        table.add("variant", variants)
-        kernels.append(table)
-    # An empty array of tables renders as `kernel = []` above everything else, header included: a plain array stays
-    # in place.
-    document.add("kernel", kernels if lock.kernels else tomlkit.array())
-    return tomlkit.dumps(document)
+                lines += ["", "[kernel.variant.signature]",
+                          *(f"{key} = {_toml(value)}" for key, value in variant.signature.to_table().items())]
+    return "\n".join(lines) + "\n"
+
+
+_BARE_KEY_RE = re.compile(r"^[A-Za-z0-9_-]+$")
+_ESCAPES = {"\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r", '"': '\\"', "\\": "\\\\"}
+_NEEDS_ESCAPE_RE = re.compile(r'[\x00-\x1f\x7f"\\]')
+
+
+def _toml(value: object) -> str:
+    """One value as TOML inline source: a basic string (escaped as tomlkit escapes), an integer, an array or an
+    inline table; the lock holds nothing else."""
+    if isinstance(value, str):
+        return '"' + _NEEDS_ESCAPE_RE.sub(lambda m: _ESCAPES.get(m[0]) or f"\\u{ord(m[0]):04x}", value) + '"'
+    if isinstance(value, bool):  # a signature record's `unsigned = true`
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(item) for item in value) + "]"
+    if isinstance(value, dict):
+        items = (f"{key if _BARE_KEY_RE.match(key) else _toml(key)} = {_toml(item)}" for key, item in value.items())
+        return "{" + ", ".join(items) + "}"
+    raise TypeError(f"a lock holds no {type(value).__name__}")
 
 
 def parse(text: str, source: str) -> Lock:

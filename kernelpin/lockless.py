@@ -220,7 +220,8 @@ def _load_resolved(requirement: Requirement, env: Environment, check_arch: bool,
     with module_lock(name):
         if name in sys.modules:
             return sys.modules[name]
-        directory = Store(source).ensure_variant(kernel, variant.name).directory
+        store = Store(source)
+        directory = store.ensure_variant(kernel, variant.name).directory
         if document is None:  # remembered: checked from the verified store
             python_depends.check_installed(directory, variant, env.selected.name, what)
         dependencies = {}
@@ -232,7 +233,7 @@ def _load_resolved(requirement: Requirement, env: Environment, check_arch: bool,
                 parse_requirement(dependency, value, f"{what} kernel-depends"), env, check_arch, trust_remote_code,
                 checker, chain)
         module = import_with_dependencies(name, directory, variant, what, dependencies,
-                                          (kernel.repo_id, kernel.commit))
+                                          (kernel.repo_id, kernel.commit), store.receipts)
     warnings.warn(f"{kernel.label} was loaded without a lock (commit {kernel.commit[:12]}); to pin it, "
                   f"{pin_hint(requirement)}", UnpinnedKernelWarning, stacklevel=3)
     return module

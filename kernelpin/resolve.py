@@ -18,6 +18,7 @@ from kernelpin.metadata import BuildMetadata, parse_metadata
 from kernelpin.ranges import Version
 from kernelpin.signature import MAX_BUNDLE_BYTES, ReleaseChecker, oversized
 from kernelpin.source import HubSource, Refs, RemoteFile
+from kernelpin.store import Store
 from kernelpin.spec import Requirement, RequirementValue, describe_value, parse_requirement
 from kernelpin.trust import signer_changes
 
@@ -137,9 +138,12 @@ def group_variants(files: list[RemoteFile], where: str) -> dict[str, list[Remote
 class Pinner:
     """Hashes for every file of every variant at a commit, downloading as little as possible.
 
-    A variant's metadata.json (one GET into memory, checked against its git blob id: locking writes nothing to
-    the Hub cache) carries sha256 digests of the other files, so binaries are never downloaded to lock; LFS
-    files come with their sha256. Anything else is streamed and hashed, never stored.
+    A variant's metadata.json carries sha256 digests of the other files, so binaries are never downloaded to
+    lock; LFS files come with their sha256. Anything else is streamed and hashed, never stored. metadata.json
+    is checked against the listing's git blob id; a commit's files never change, so it is read from the Hub
+    cache when the cache holds it (a sync or `kernels download` put it in the snapshot, an earlier lock kept its
+    blob) and, fetched once (one GET into memory), kept as blobs/<git blob id> (huggingface_hub's name for it,
+    no snapshot entry: the variant is not installed) for the next lock (best effort: a read-only cache costs a GET).
     """
 
     def __init__(self, source: HubSource, repo_id: str, repo_type: str, commit: str,
@@ -147,6 +151,9 @@ class Pinner:
         self.source, self.repo_id, self.repo_type, self.commit = source, repo_id, repo_type, commit
         self.where = f"{repo_id} at {commit[:12]}"
         self.checker = checker  # verifies each variant's signature against the publisher policy
+        self.store = Store(source)
+        # The store files by repository and commit; a lock entry is what names them.
+        self.snapshot = LockedKernel(repo_id, repo_type, commit, commit, None, None, ())
         self.metadata: dict[str, BuildMetadata] = {}  # each pinned variant's parsed metadata.json, by name
 
     def _hash_checked(self, remote: RemoteFile) -> str:
@@ -165,11 +172,23 @@ class Pinner:
         return sha256.hexdigest()
 
     def _read_checked(self, remote: RemoteFile) -> bytes:
-        """A small file (metadata.json, its signature) in one GET, in memory, checked against the listing (lock
-        needs no cached copy)."""
+        """A small file (metadata.json, its signature) from the cache (a synced snapshot's, or the blob an earlier lock kept) or in one GET,
+        checked against the listing either way."""
+        _, variant, relative = remote.path.split("/", 2)
+        blob = remote.lfs_sha256 or remote.blob_id  # without either, nothing cached could be checked
+        for cached in (lambda: self.store.cached(self.snapshot, variant, relative, remote.size),
+                       lambda: self.store.blob(self.snapshot, blob, remote.size)) if blob else ():
+            content = cached()
+            if content is not None and self._matches_listing(remote, content):
+                return content
         content = self.source.read(self.repo_id, self.repo_type, self.commit, remote.path, remote.size)
         if not self._matches_listing(remote, content):
             raise self._altered(remote)
+        if blob:
+            try:
+                self.store.keep_blob(self.snapshot, blob, content)
+            except (KernelpinError, OSError):
+                pass  # a cache that takes no writes, or a sync writing: the next lock asks the Hub again
         return content
 
     @staticmethod

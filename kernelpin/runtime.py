@@ -19,6 +19,7 @@ from kernelpin.errors import KernelpinError
 from kernelpin.integrity import find_owned_upward
 from kernelpin.layout import LOCKFILE
 from kernelpin.loader import import_verified
+from kernelpin.receipts import Receipts
 from kernelpin.source import HubSettings, HubSource
 from kernelpin.store import Store
 from kernelpin.trust import Policy, parse_policy
@@ -76,7 +77,7 @@ def policy_beside(lock_path: Path) -> Policy:
 
 @functools.cache
 def _environment() -> Environment:
-    return environment.detect()
+    return environment.machine_environment()
 
 
 def environment_for(backend: str | None) -> Environment:
@@ -153,15 +154,16 @@ def load(
         if name in sys.modules:
             return sys.modules[name]
         target = target or os.environ.get("KERNELPIN_TARGET") or None
+        receipts = Receipts.of_user()
         # Verifies every file (downloading missing ones); needs only read access when all are present.
-        directory = Store(HubSource(HubSettings.from_env()), Path(target) if target else None).ensure_variant(
-            kernel, variant).directory
+        directory = Store(HubSource(HubSettings.from_env()), Path(target) if target else None,
+                          receipts=receipts).ensure_variant(kernel, variant).directory
         locked_variant = kernel.variant(variant)
         what = f"{kernel.label} ({variant})"
         python_depends.check_installed(directory, locked_variant, env.selected.name, what)
         dependencies = _load_dependencies(kernel, locked_variant.depends, lock_path, target, backend)
         return import_with_dependencies(name, directory, locked_variant, what, dependencies,
-                                        (kernel.repo_id, kernel.commit))
+                                        (kernel.repo_id, kernel.commit), receipts)
 
 
 _loading: ContextVar[tuple[str, ...]] = ContextVar("_loading", default=())  # the chain of kernels being loaded
@@ -186,12 +188,13 @@ def _load_dependencies(kernel: LockedKernel, depends: tuple, lock_path: Path, ta
 
 
 def import_with_dependencies(name: str, directory: Path, variant: LockedVariant, what: str,
-                             dependencies: dict[str, ModuleType], kernel: tuple[str, str | None] | None = None) -> ModuleType:
+                             dependencies: dict[str, ModuleType], kernel: tuple[str, str | None] | None = None,
+                             receipts: Receipts | None = None) -> ModuleType:
     """Import a verified variant. One with dependencies calls `kernels.get_kernel_dep(repo)` while it loads:
     `kernels` keeps the dependencies of the kernel being loaded in a context variable
     (kernels.deps.use_kernel_deps), set here; without dependencies no `kernels` is needed."""
     if not dependencies:
-        return import_verified(name, directory, variant, what, kernel)
+        return import_verified(name, directory, variant, what, kernel, receipts)
     try:
         from kernels.deps import use_kernel_deps
     except ImportError:
@@ -200,4 +203,4 @@ def import_with_dependencies(name: str, directory: Path, variant: LockedVariant,
             "kernels.get_kernel_dep, which needs the `kernels` package: pip install kernels"
         ) from None
     with use_kernel_deps(dependencies):
-        return import_verified(name, directory, variant, what, kernel)
+        return import_verified(name, directory, variant, what, kernel, receipts)

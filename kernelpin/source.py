@@ -40,6 +40,8 @@ class HubSettings:
     cache_dir: Path
     offline: bool
     limits: Limits = Limits()
+    # HF_HUB_DISABLE_SYMLINKS=1, huggingface_hub's switch: snapshots hold the files themselves, not links to blobs.
+    symlinks: bool = True
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> HubSettings:
@@ -59,6 +61,7 @@ class HubSettings:
             cache_dir=Path(cache).expanduser(),
             offline=environ.get("HF_HUB_OFFLINE", "").strip().lower() in _TRUE,
             limits=Limits.from_env(environ),
+            symlinks=environ.get("HF_HUB_DISABLE_SYMLINKS", "").strip().lower() not in _TRUE,
         )
 
 
@@ -73,6 +76,7 @@ class HubSource:
         self._budget = Budget(settings.limits)  # the command's deadline runs from here
         self._publishers: dict[str, bool] = {}  # organization -> trusted kernel publisher, asked once per command
         self._asking = threading.Lock()
+        self._transfers = threading.BoundedSemaphore(settings.limits.downloads)  # file bodies at once
 
     @property
     def api(self) -> HfApi:
@@ -211,12 +215,18 @@ class HubSource:
         url = hf_hub_url(repo_id, check_repo_path(path, repo_id), repo_type=repo_type,
                          revision=check_commit(commit, repo_id), endpoint=self.settings.endpoint)
         received = 0
-        with self.budget(), translate_errors(what, self.settings.endpoint, repo_id):
-            with get_session().stream("GET", url, headers=request_headers(), extensions=expect_size(size)) as response:
-                hf_raise_for_status(response)
-                for chunk in response.iter_bytes():
-                    received += len(chunk)
-                    sink(chunk)
+        with self.budget() as budget, translate_errors(what, self.settings.endpoint, repo_id):
+            if not self._transfers.acquire(timeout=max(budget.remaining(), 0)):
+                raise budget.exceeded(what)
+            try:
+                with get_session().stream("GET", url, headers=request_headers(),
+                                          extensions=expect_size(size)) as response:
+                    hf_raise_for_status(response)
+                    for chunk in response.iter_bytes():
+                        received += len(chunk)
+                        sink(chunk)
+            finally:
+                self._transfers.release()
         if received != size:
             raise IntegrityError(
                 f"{what}: the server sent {received} bytes, not the {size} the file has (as locked or listed); "
@@ -292,6 +302,8 @@ def _http_problem(error: Exception, what: str, endpoint: str, repo_id: str | Non
     elif status == 404:
         hint = ("the repository, revision or file does not exist on this server: check the name, and if a "
                 f"locked commit is gone, run `kernelpin lock --upgrade-package {repo_id or 'REPO'}`")
+    elif status == 429:
+        hint = "the server is throttling requests (kernelpin waited as it asked, and gave up); retry later"
     elif status is not None and status >= 500:
         hint = "the server failed; retry later (if it persists, tell the server's operators)"
     else:

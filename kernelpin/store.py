@@ -17,6 +17,7 @@ never followed, so a shared cache's other users cannot turn a repair or a downlo
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 from collections.abc import Callable, Iterator
@@ -26,10 +27,12 @@ from typing import Any, NoReturn
 
 from kernelpin import confined
 from kernelpin.errors import IntegrityError, KernelpinError
-from kernelpin.integrity import check_repo_path, verify_file
+from kernelpin.integrity import GIT_OBJECT_ID_RE, SHA256_HEX_RE, check_repo_path
 from kernelpin.layout import BUILD_DIR, LOCKS_DIR, PARTIAL
 from kernelpin.listing import check_commit, check_ref_name
 from kernelpin.lockfile import LockedFile, LockedKernel
+from kernelpin.parallel import run_all
+from kernelpin.receipts import Receipts
 from kernelpin.source import HubSource, local_write_problem
 
 
@@ -51,11 +54,13 @@ def checkout_dir(target: Path, kernel: LockedKernel) -> Path:
 
 class Store:
     """The Hub cache (or a `sync --target` directory) as kernelpin fills it. `progress`, when given, makes a
-    progress bar per download (called with `total` bytes and `desc`; tqdm's interface: update, close)."""
+    progress bar per download (called with `total` bytes and `desc`; tqdm's interface: update, close).
+    `receipts` spare re-hashing files this user verified before (default: this user's, kernelpin.receipts)."""
 
     def __init__(self, source: HubSource, target: Path | None = None,
-                 progress: Callable[..., Any] | None = None) -> None:
+                 progress: Callable[..., Any] | None = None, receipts: Receipts | None = None) -> None:
         self.source, self.target, self.progress = source, target, progress
+        self.receipts = Receipts.of_user() if receipts is None else receipts
 
     @property
     def base(self) -> Path:
@@ -112,12 +117,12 @@ class Store:
         if missing:
             what = f"{kernel.label}: installing {prefix}{missing[0].path}"
             with self._writing(kernel, what):
-                for locked in missing:
-                    # Another process may have installed it while this one waited for the lock.
-                    if not self._reuse(kernel, variant.name, locked, repair, result):
-                        self._download(kernel, result.directory, locked, prefix)
-                        if prefix + locked.path not in result.repaired:
-                            result.downloaded.append(prefix + locked.path)
+                # Another process may have installed some while this one waited for the lock.
+                todo = [locked for locked in missing if not self._reuse(kernel, variant.name, locked, repair, result)]
+                run_all(lambda locked: self._download(kernel, result.directory, locked, prefix), todo,
+                        self.source.settings.limits.downloads)
+                result.downloaded += [prefix + locked.path for locked in todo
+                                      if prefix + locked.path not in result.repaired]
         return result
 
     def _reuse(self, kernel: LockedKernel, variant_name: str, locked: LockedFile, repair: bool,
@@ -131,7 +136,7 @@ class Store:
                 if entry.is_symlink() or not entry.exists():
                     return False  # missing (a dangling link is replaced by the download)
                 raise IntegrityError(f"{kernel.label}: {path} is a directory (or no file), not the file the lock lists")
-            verify_file(present, locked.size, locked.sha256, f"{kernel.label}: {path}")
+            self.receipts.verify_file(present, locked.size, locked.sha256, f"{kernel.label}: {path}")
         except IntegrityError as error:
             if not repair:
                 raise IntegrityError(
@@ -153,12 +158,14 @@ class Store:
         return self.root(kernel) if self.target is not None else self._blobs(kernel)
 
     @contextlib.contextmanager
-    def _writing(self, kernel: LockedKernel, what: str) -> Iterator[None]:
+    def _writing(self, kernel: LockedKernel, what: str, wait: bool = True) -> Iterator[None]:
         """Hold the repository's file lock (one writer per repository), clear what killed writers left,
-        and report a disk that refuses writes as such (never as a network problem)."""
+        and report a disk that refuses writes as such (never as a network problem). Without `wait`, a lock
+        another writer holds raises BlockingIOError at once."""
         lock_path = self.base / LOCKS_DIR / f"{kernel.repo_type}s--{kernel.repo_id.replace('/', '--')}.lock"
         try:
-            with confined.file_lock(self.base, lock_path, what):  # only writers lock: loading needs read access
+            # Only writers lock: loading needs read access.
+            with confined.file_lock(self.base, lock_path, what, wait=wait):
                 with confined.directory(self.base, self._partial_dir(kernel), what, create=True) as partial:
                     for name in os.listdir(partial):
                         if name.startswith(".") and name.endswith(PARTIAL):
@@ -167,28 +174,59 @@ class Store:
         except OSError as error:
             _raise_local(error, what, lock_path.parent)
 
+    def cached(self, kernel: LockedKernel, variant_name: str, path: str, size: int) -> bytes | None:
+        """The bytes the store holds at `path` of a variant, at most `size` + 1 of them (unverified: the caller
+        checks them), or None when there is no such file or a directory on the way is a symbolic link."""
+        if self.linked_directory(kernel, variant_name) is not None:
+            return None
+        present = self.installed(kernel, variant_name, LockedFile(path, size, ""))
+        return None if present is None else _read_at_most(present, size + 1)
+
+    def blob(self, kernel: LockedKernel, name: str, size: int) -> bytes | None:
+        """The bytes of the Hub cache's blobs/<name> of `kernel`'s repository, at most `size` + 1 of them
+        (unverified: the caller checks them against `name`), or None."""
+        path = self._blobs(kernel) / _blob_name(name, kernel.repo_id)
+        if any(level.is_symlink() for level in (self.root(kernel), path.parent, path)) or not path.is_file():
+            return None
+        return _read_at_most(path, size + 1)
+
+    def keep_blob(self, kernel: LockedKernel, name: str, content: bytes) -> None:
+        """Store `content`, which the caller fetched and checked to be the file whose git blob id (or LFS sha256)
+        is `name`, as the Hub cache's blobs/<name> (huggingface_hub's name for it), so that later commands read
+        it from there; no snapshot entry is made (the variant is not installed). It does not wait for another
+        writer of the repository (a sync downloading gigabytes): then it raises BlockingIOError."""
+        what = f"{kernel.label}: keeping blob {name[:12]}"
+        locked = LockedFile(name, len(content), hashlib.sha256(content).hexdigest())
+        with self._writing(kernel, what, wait=False):
+            self._fetch_into(kernel, self._blobs(kernel) / _blob_name(name, kernel.repo_id), locked, "", what, content)
+
     def _download(self, kernel: LockedKernel, directory: Path, locked: LockedFile, prefix: str) -> None:
         """Stream one file into a temporary file, hash it on the way, and move it into place when it matches
         the lock; otherwise delete it. In the Hub cache the bytes become blobs/<sha256> and the snapshot entry
-        a relative link to it."""
+        a relative link to it; where links are off (HF_HUB_DISABLE_SYMLINKS=1) or refused (Windows without
+        developer mode, file systems without links) the snapshot entry is the file itself, as huggingface_hub
+        keeps it there."""
         destination = directory / locked.path
         what = f"{kernel.label}: {prefix}{locked.path}"
-        if self.target is None:
+        if self.target is None and self.source.settings.symlinks:
             blob = self._blobs(kernel) / locked.sha256
-            if not (blob.is_file() and not blob.is_symlink() and _matches(blob, locked)):
+            if not (blob.is_file() and not blob.is_symlink() and self._matches(blob, locked)):
                 self._fetch_into(kernel, blob, locked, prefix, what)
-            self._replace_with_link(destination, os.path.relpath(blob, destination.parent), what)
+            if not self._replace_with_link(destination, os.path.relpath(blob, destination.parent), what):
+                self._move(blob, destination, what)
         else:
             self._fetch_into(kernel, destination, locked, prefix, what)
 
-    def _fetch_into(self, kernel: LockedKernel, destination: Path, locked: LockedFile, prefix: str, what: str) -> None:
+    def _fetch_into(self, kernel: LockedKernel, destination: Path, locked: LockedFile, prefix: str, what: str,
+                    content: bytes | None = None) -> None:
         with confined.directory(self.base, self._partial_dir(kernel), what, create=True) as partial, \
                 confined.directory(self.base, destination.parent, what, create=True) as into:
-            self._fetch_between(kernel, partial, into, destination.name, locked, prefix, what)
+            self._fetch_between(kernel, partial, into, destination.name, locked, prefix, what, content)
 
     def _fetch_between(self, kernel: LockedKernel, partial: int, into: int, name: str, locked: LockedFile,
-                       prefix: str, what: str) -> None:
-        """Download into a new file of the directory `partial`, then rename it to `name` in `into`."""
+                       prefix: str, what: str, content: bytes | None) -> None:
+        """Download (or take `content`) into a new file of the directory `partial`, then rename it to `name` in
+        `into`."""
         fd, temporary = confined.new_file(partial, self._partial_dir(kernel), f".{name}.", PARTIAL)
         bar = self.progress(total=locked.size, desc=locked.path) if self.progress is not None else None
         try:
@@ -203,8 +241,11 @@ class Store:
                     if bar is not None:
                         bar.update(len(chunk))
 
-                self.source.stream(kernel.repo_id, kernel.repo_type, kernel.commit, prefix + locked.path,
-                                   locked.size, sink)
+                if content is not None:
+                    sink(content)
+                else:
+                    self.source.stream(kernel.repo_id, kernel.repo_type, kernel.commit, prefix + locked.path,
+                                       locked.size, sink)
                 stream.flush()
                 os.fsync(stream.fileno())
             if digest.hexdigest() != locked.sha256:
@@ -225,18 +266,38 @@ class Store:
             if bar is not None:
                 bar.close()
 
-    def _replace_with_link(self, path: Path, target: str, what: str) -> None:
+    def _matches(self, path: Path, locked: LockedFile) -> bool:
+        try:
+            self.receipts.verify_file(path, locked.size, locked.sha256, locked.path)
+        except IntegrityError:
+            return False
+        return True
+
+    def _replace_with_link(self, path: Path, target: str, what: str) -> bool:
         """Make `path` a symbolic link to `target`, atomically; whatever was at `path` (a link too) is replaced,
-        never followed."""
+        never followed. False when the file system or OS refuses to make links (nothing was changed)."""
         with confined.directory(self.base, path.parent, what, create=True) as parent:
             temporary = f".{path.name}.{os.getpid()}{PARTIAL}"
             confined.remove_name(parent, temporary)
-            os.symlink(target, temporary, dir_fd=parent)
+            try:
+                os.symlink(target, temporary, dir_fd=parent)
+            except OSError as error:
+                if error.errno in _NO_LINKS:
+                    return False
+                raise  # a full or read-only disk refuses the link and the file alike
             try:
                 os.replace(temporary, path.name, src_dir_fd=parent, dst_dir_fd=parent)
             except BaseException:
                 confined.remove_name(parent, temporary)
                 raise
+        return True
+
+    def _move(self, source: Path, destination: Path, what: str) -> None:
+        """Rename `source` to `destination` (both below the store's base), by name inside directories opened
+        without following links: whatever is at `destination` (a link too) is replaced, never followed."""
+        with confined.directory(self.base, source.parent, what) as origin, \
+                confined.directory(self.base, destination.parent, what, create=True) as into:
+            os.replace(source.name, destination.name, src_dir_fd=origin, dst_dir_fd=into)
 
     def write_ref(self, repo_id: str, repo_type: str, name: str, commit: str) -> Path:
         """Record in the Hub cache that revision `name` (a branch such as `v1`, a tag) is at `commit`:
@@ -270,11 +331,22 @@ def _raise_local(error: OSError, what: str, path: Path | str) -> NoReturn:
     raise problem from error
 
 
-def _matches(path: Path, locked: LockedFile) -> bool:
+def _read_at_most(path: Path, size: int) -> bytes | None:
     try:
-        verify_file(path, locked.size, locked.sha256, locked.path)
-    except IntegrityError:
-        return False
-    return True
+        with open(path, "rb") as stream:
+            return stream.read(size)
+    except OSError:
+        return None
+
+
+def _blob_name(name: str, repo_id: str) -> str:
+    if not (GIT_OBJECT_ID_RE.match(name) or SHA256_HEX_RE.match(name)):
+        raise KernelpinError(f"{repo_id}: {name[:80]!r} is neither a git blob id nor a sha256")
+    return name
+
+
+# What making a link fails with where links are not allowed: Linux file systems without them (vfat, some FUSE and
+# network mounts) say EPERM or EOPNOTSUPP; Windows without the privilege gives WinError 1314, errno EINVAL.
+_NO_LINKS = {errno.EPERM, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP}
 
 

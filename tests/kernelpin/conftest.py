@@ -61,6 +61,7 @@ def hf_env(hub: HubServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> P
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
     monkeypatch.setenv("HF_HUB_CACHE", str(cache))
     monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))  # this test's own hash receipts
     for name in ("HF_HUB_OFFLINE", "HF_TOKEN", "KERNELPIN_TORCH", "KERNELPIN_CUDA", "KERNELPIN_GPU_CAPABILITY",
                  "KERNELPIN_TARGET"):
         monkeypatch.delenv(name, raising=False)

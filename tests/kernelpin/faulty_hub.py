@@ -109,6 +109,10 @@ class Lies:
     endless_file: file bodies never end (no Content-Length, bytes until the client hangs up).
     gzip_refs: refs listings come gzip-compressed (Content-Encoding: gzip), asked for or not.
     refs_announced: refs listings announce this Content-Length, send 100 KB and hang up.
+    throttle / throttle_status / retry_after: the first `throttle` requests (of any kind) are answered
+        `throttle_status` ("too many requests", 429 by default) with the header Retry-After: `retry_after`
+        (none when None), as the Hub throttles a client that asks too fast.
+    file_delay: file answers wait this many seconds before they start (a slow link: downloads overlap).
     "Without end" is `endless_for` seconds at most, so that a client that fails to stop fails its test
     instead of hanging it.
     """
@@ -128,18 +132,28 @@ class Lies:
     endless_for: float = 60.0
     gzip_refs: bool = False
     refs_announced: int | None = None
+    throttle: int = 0
+    throttle_status: int = 429
+    retry_after: str | None = None
+    file_delay: float = 0.0
 
 
 class HostileHub:
     """A Hub API in front of `upstream` (a real one, e.g. testkit.hub.HubServer's) that lies as `lies` says
     and forwards everything else. Endless answers end when the client hangs up or the server stops, so a
     test's `with` block bounds them. `requests` counts the requests it answered; `seen` lists each one's path
-    and User-Agent."""
+    and User-Agent; `arrivals` holds (time.monotonic(), path) of every request, `throttled` of each answered
+    "too many requests"; `most_in_flight` is the most requests it was answering at once."""
 
     def __init__(self, upstream: str, lies: Lies) -> None:
         self.lies, self.upstream = lies, urlsplit(upstream)
         self.requests = 0
         self.seen: list[tuple[str, str]] = []
+        self.throttled: list[tuple[float, str]] = []
+        self.arrivals: list[tuple[float, str]] = []
+        self.most_in_flight = 0
+        self._in_flight = 0
+        self._count_lock = threading.Lock()
         self._stopped = threading.Event()
         self._tree_started = 0.0
         hub = self
@@ -149,12 +163,19 @@ class HostileHub:
                 pass
 
             def do_GET(self) -> None:
-                hub.requests += 1
-                hub.seen.append((urlsplit(self.path).path, self.headers.get("User-Agent", "")))
+                with hub._count_lock:
+                    hub.requests += 1
+                    hub.seen.append((urlsplit(self.path).path, self.headers.get("User-Agent", "")))
+                    hub.arrivals.append((time.monotonic(), self.path))
+                    hub._in_flight += 1
+                    hub.most_in_flight = max(hub.most_in_flight, hub._in_flight)
                 try:
                     hub._answer(self)
                 except (ConnectionError, OSError):
                     pass  # the client hung up: what a bounded client does to an endless answer
+                finally:
+                    with hub._count_lock:
+                        hub._in_flight -= 1
 
             do_HEAD = do_GET
 
@@ -174,6 +195,14 @@ class HostileHub:
 
     def _answer(self, handler: BaseHTTPRequestHandler) -> None:
         lies, path = self.lies, urlsplit(handler.path).path
+        with self._count_lock:
+            throttled = len(self.throttled) < lies.throttle
+            if throttled:
+                self.throttled.append((time.monotonic(), handler.path))
+        if throttled:
+            wait = {} if lies.retry_after is None else {"Retry-After": lies.retry_after}
+            error = json.dumps({"error": "Too many requests"}).encode()
+            return self._send(handler, lies.throttle_status, error, {"Content-Type": "application/json", **wait})
         kind = "refs" if _REFS.match(path) else "tree" if _TREE.match(path) else "file" if _FILE.search(path) else None
         if kind is None:  # other requests (an organization's overview) are forwarded, never lied about
             status, headers, body = self._forward(handler)
@@ -202,6 +231,8 @@ class HostileHub:
             return self._json(handler, [entry], f"{host}{path}?cursor={page + 1}" if more else None)
         if kind == "tree" and lies.tree is not None:
             return self._json(handler, lies.tree)
+        if kind == "file" and lies.file_delay:
+            self._stopped.wait(lies.file_delay)
         if kind == "file" and lies.endless_file and handler.command == "GET":
             return self._endless(handler)
         if kind == "file" and lies.file_status is not None:

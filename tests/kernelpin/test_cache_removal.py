@@ -5,12 +5,14 @@ remove and create nothing outside the cache (kernelpin.confined), and say what t
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
 
 from kernelpin import confined, hub_cache, lockfile
 from kernelpin.confined import LinkRefused
+from kernelpin.integrity import GIT_OBJECT_ID_RE
 from kernelpin.layout import LOCKS_DIR
 from testkit.fake_kernel import CPU_213
 from tests.kernelpin.helpers import snapshot_dir
@@ -99,7 +101,10 @@ def test_cache_prune_removes_a_revision_and_only_the_blobs_no_other_revision_nam
     assert old.blobs & new.blobs and old.blobs - new.blobs and new.refs == ()
     assert new.size == sum((folder / "blobs" / name).stat().st_size for name in new.blobs)
     hub_cache.remove(hf_env, [old])
-    assert sorted(p.name for p in (folder / "blobs").iterdir()) == sorted(new.blobs)
+    left = {p.name for p in (folder / "blobs").iterdir()}
+    # Beside new's blobs only what `lock` kept of metadata.json, named by git blob id (Store.keep_blob).
+    assert new.blobs <= left and not left & (old.blobs - new.blobs)
+    assert all(GIT_OBJECT_ID_RE.match(name) for name in left - new.blobs)
     assert [r.commit for r in hub_cache.scan(hf_env)] == [kernel.commit] and cli("verify")[0] == 0
     hub_cache.remove(hf_env, hub_cache.scan(hf_env))  # the last revision: the repository goes whole
     assert not folder.exists()
@@ -133,7 +138,8 @@ def test_the_writers_lock_is_never_created_through_a_linked_locks_directory(img2
     project('"acme/img2gray" = "^0.1"\n')
     assert cli("lock")[0] == 0
     home, before = victim(tmp_path)
-    hf_env.mkdir()
+    shutil.rmtree(hf_env / LOCKS_DIR, ignore_errors=True)  # `lock` made it, keeping metadata.json blobs
+    hf_env.mkdir(exist_ok=True)
     (hf_env / LOCKS_DIR).symlink_to(home)
     status, _, err = cli("sync", "--torch", "2.13")
     assert status == 1 and f"{hf_env / LOCKS_DIR} is a symbolic link (to {home})" in err, err

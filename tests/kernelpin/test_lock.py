@@ -8,6 +8,7 @@ import shutil
 from testkit.fake_kernel import CPU_213, kernel_files, publish
 
 from kernelpin import lockfile
+from kernelpin.integrity import git_blob_sha1
 
 
 def test_lock_is_deterministic_and_documented(img2gray, project, cli, hf_env):
@@ -177,10 +178,12 @@ def test_requirements_are_stored_as_data_and_version_1_locks_are_migrated(img2gr
     assert json.loads(out)[0]["requirement"] == {"version": ">=0.1, <0.2"}
 
 
-def test_lock_sends_only_the_requests_it_needs_and_writes_no_cache(new_repo, project, cli, hf_env, monkeypatch):
+def test_lock_sends_only_the_requests_it_needs_and_keeps_only_verified_blobs(new_repo, project, cli, hf_env,
+                                                                            monkeypatch):
     """Per kernel: its refs, its tree, one GET per variant's metadata.json (verified against the tree's git
-    blob id). Failed before: a HEAD before every metadata GET (hf_hub_download), 12 requests for 5 variants,
-    and blobs, links and lock files written into the Hub cache."""
+    blob id), kept in the Hub cache as the blob of that id for the next lock (tests/kernelpin/test_lock_reuse.py).
+    Failed before: a HEAD before every metadata GET (hf_hub_download), 12 requests for 5 variants, and blobs named
+    by the server's ETag, links and lock files written into the Hub cache."""
     import httpx2
 
     from testkit.fake_kernel import VARIANTS
@@ -202,13 +205,15 @@ def test_lock_sends_only_the_requests_it_needs_and_writes_no_cache(new_repo, pro
     # The refs, the organization's overview (is it a trusted kernel publisher?), the tree, each variant's metadata.
     assert sent[1] == ("GET", "/api/organizations/acme/overview")
     assert [method for method, _ in sent] == ["GET"] * (3 + len(VARIANTS)), sent
-    assert not list(hf_env.glob("*--*"))  # no repository folder (blobs, snapshots, refs) in the Hub cache
+    folder = hf_env / f"kernels--{kernel_id.replace('/', '--')}"
+    assert sorted(path.relative_to(folder).parts[0] for path in folder.iterdir()) == ["blobs"]  # no snapshot, no ref
+    assert {git_blob_sha1(blob.read_bytes()) == blob.name for blob in (folder / "blobs").iterdir()} == {True}
     # A model repository costs one more request: the probe tries the kernel type first. Two kernels of one
-    # organization ask for its overview once.
+    # organization ask for its overview once; the kernel locked before reads its metadata from the blobs kept.
     sent.clear()
     (project(f'"{model_id}" = "^1"\n"{kernel_id}" = "^1"\n') / "kernelpin.lock").unlink()
     assert cli("lock")[0] == 0
-    assert len(sent) == 1 + 3 + len(VARIANTS) + 2 + len(VARIANTS), sent
+    assert len(sent) == 1 + 3 + len(VARIANTS) + 2, sent
     assert sent.count(("GET", "/api/organizations/acme/overview")) == 1
 
 

@@ -28,7 +28,14 @@ Weights = str | Sequence[float]
 # Resolved once: the per-call path of a named weight set is a dict lookup.
 _WEIGHT_LISTS = {name: list(values) for name, values in WEIGHTS.items()}
 # The schema's default: left out of the call, it skips converting a Python list on every call.
-_DEFAULT_WEIGHTS = _WEIGHT_LISTS["bt601"]
+_DEFAULT_NAME = "bt601"
+_DEFAULT_WEIGHTS = _WEIGHT_LISTS[_DEFAULT_NAME]
+_PLAIN_TENSOR, _grad_enabled, _dynamo_compiling = torch.Tensor, torch.is_grad_enabled, torch.compiler.is_dynamo_compiling
+
+
+def _weights_argument(w: list[float]) -> tuple:
+    """The weights as the op's optional argument: none for the schema's default."""
+    return () if w is _DEFAULT_WEIGHTS else (w,)
 
 
 def channel_weights(weights: Weights) -> list[float]:
@@ -62,23 +69,27 @@ def checked_dim(x: torch.Tensor, dim: int) -> int:
     return dim % rank
 
 
+def _raise_from_call(error: RuntimeError, x: torch.Tensor, dim: int) -> NoReturn:
+    """A dim out of range raises IndexError from either build. The stable-ABI library can only raise RuntimeError
+    (c10::IndexError is libtorch's C++ ABI), so that one case is told apart here, after the fact, with the
+    library's message: the call that succeeds pays nothing for it."""
+    if x.dim() and not -x.dim() <= dim < x.dim():
+        raise IndexError(str(error)) from None
+    raise error
+
+
 def _call(op, x: torch.Tensor, dim: int, *args, **kwargs):
-    """The op; a dim out of range raises IndexError from either build. The stable-ABI library can only raise
-    RuntimeError (c10::IndexError is libtorch's C++ ABI), so that one case is told apart here, after the fact, with
-    the library's message: the call that succeeds pays nothing for it."""
     try:
         return op(x, dim, *args, **kwargs)
     except RuntimeError as error:
-        if x.dim() and not -x.dim() <= dim < x.dim():
-            raise IndexError(str(error)) from None
-        raise
+        _raise_from_call(error, x, dim)
 
 
 def img2gray(
     x: torch.Tensor,
     *,
     dim: int = -3,
-    weights: Weights = "bt601",
+    weights: Weights = _DEFAULT_NAME,
     keepdim: bool = True,
     out: torch.Tensor | None = None,
 ) -> torch.Tensor:
@@ -88,10 +99,20 @@ def img2gray(
     input's dtype and device, with the channel dimension kept at size 1 unless `keepdim=False`.
     uint8 is computed in float32, rounded half to even and saturated.
     """
-    w = channel_weights(weights)
     if out is None:
-        result = _call(_FUNCTIONAL_OP, x, dim) if w is _DEFAULT_WEIGHTS else _call(_FUNCTIONAL_OP, x, dim, w)
+        # The most frequent call, in one Python frame (each frame, and the op object's own __call__, measured in a
+        # single eager GPU call's host time): the default weights are the schema's (nothing to convert), and a plain
+        # tensor that records no graph goes straight to the C++ op that needs no gradient (_NO_GRAD_CALL).
+        given = () if weights is _DEFAULT_NAME else _weights_argument(channel_weights(weights))
+        try:
+            if type(x) is _PLAIN_TENSOR and not (x.requires_grad and _grad_enabled() or _dynamo_compiling()):
+                result = _NO_GRAD_CALL(x, dim, *given)
+            else:
+                result = _FUNCTIONAL_OP(x, dim, *given)
+        except RuntimeError as error:
+            _raise_from_call(error, x, dim)
         return result if keepdim else result.squeeze(dim)
+    w = channel_weights(weights)
     if not keepdim:
         out_dim = checked_dim(x, dim)  # before out's shape: a wrong dim is the caller's real mistake
         if out.dim() != x.dim() - 1:
@@ -154,6 +175,10 @@ if ABI == "stable":
     stable_abi.define(NAMESPACE, register_fakes)
 else:  # the exact library defined the ops (and the public name, which forwards to them in C++)
     register_fakes(NAMESPACE)
-# Looked up once: an overload lookup on every call is measurable on a small image. In the stable-ABI build its
-# call skips autograd when no gradient is needed (stable_abi.py).
+# Looked up once: an overload lookup on every call is measurable on a small image. _NO_GRAD_CALL is the C++
+# callable (`_op`) behind the overload for a plain tensor that records no graph: the exact build's own op, whose C++
+# autograd kernel passes such a call through, and the stable-ABI build's `no_grad`, which skips its routers
+# (stable_abi.py). torch.compile traces the OpOverload object instead: Dynamo cannot trace `_op`.
 _FUNCTIONAL_OP = ops.img2gray.default
+_NO_GRAD_OP = stable_abi.no_grad_op(NAMESPACE) if ABI == "stable" else _FUNCTIONAL_OP
+_NO_GRAD_CALL = getattr(_NO_GRAD_OP, "_op", _NO_GRAD_OP)

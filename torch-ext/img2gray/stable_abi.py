@@ -160,6 +160,11 @@ def _route_python_calls(namespace: str, build_ops) -> None:
         pass
 
 
+def no_grad_op(namespace: str):
+    """The overload of this build's namespace that a plain tensor recording no graph is routed to."""
+    return getattr(torch.ops, namespace).img2gray.no_grad
+
+
 def _public_name_defined() -> bool:
     try:
         torch._C._dispatch_find_schema_or_throw(f"{PUBLIC_NAMESPACE}::img2gray", "")
