@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from kernelpin.lockless import get_kernel, get_kernel_variants, has_kernel
     from kernelpin.locking import add, check_lock, lock, remove
     from kernelpin.project import Project, find_project
-    from kernelpin.publisher.release import check_release, publish
+    from kernelpin.publisher.release import check_release, check_signatures, publish
     from kernelpin.runtime import load
     from kernelpin.source import HubSettings, HubSource
     from kernelpin.syncing import sync, sync_plan
@@ -48,6 +48,7 @@ _EXPORTS = {
     "cache": ("kernelpin.hub_cache", "cache"),
     "info": ("kernelpin.inspection", "info"),
     "check_release": ("kernelpin.publisher.release", "check_release"),
+    "check_signatures": ("kernelpin.publisher.release", "check_signatures"),
     "publish": ("kernelpin.publisher.release", "publish"),
     "find_project": ("kernelpin.project", "find_project"),
     "Project": ("kernelpin.project", "Project"),

@@ -26,6 +26,7 @@ from kernelpin.project import PYPROJECT, Project, find_project
 from kernelpin.source import HubSettings, HubSource
 from kernelpin.spec import check_repo_id, describe_value
 from kernelpin.terminal import SafeConsole
+from kernelpin.trust import UNSIGNED
 from kernelpin.updates import outdated, versions
 from kernelpin.verification import verify
 
@@ -134,13 +135,33 @@ def _lock_options(parser: argparse.ArgumentParser) -> None:
     upgrade.add_argument("--upgrade", action="store_true", help="re-resolve every kernel to its newest satisfying version")
     upgrade.add_argument("--upgrade-package", action="append", metavar="REPO", help="re-resolve only REPO (repeatable)")
     parser.add_argument("--dry-run", action="store_true", help="show what would change; write nothing")
+    parser.add_argument("--accept-signer", action="append", metavar="REPO=IDENTITY",
+                        help=f"accept a new signer of REPO's release (the identity the refusal names, or {UNSIGNED}); "
+                             "repeatable")
+    parser.add_argument("--refresh-trust-root", action="store_true",
+                        help="update Sigstore's trust root through TUF first (online); default: the one sigstore ships")
+
+
+def _accepted_signers(given: Sequence[str] | None) -> dict[str, set[str]]:
+    """`--accept-signer REPO=IDENTITY` (repeatable): new signers the user accepts, by repository."""
+    accepted: dict[str, set[str]] = {}
+    for item in given or ():
+        repo_id, equals, identity = item.partition("=")
+        if not equals or not identity:
+            raise KernelpinError(f"--accept-signer {item}: write REPO=IDENTITY (the identity the refusal named) or "
+                                 f"REPO={UNSIGNED}")
+        check_repo_id(repo_id)
+        accepted.setdefault(repo_id, set()).add(identity)
+    return accepted
 
 
 @command("lock", help="resolve [tool.kernels] and write kernelpin.lock", options=_lock_options,
          description="Resolve every requirement of [tool.kernels.dependencies] in pyproject.toml against the Hub's "
                      "version tags and write kernelpin.lock: the commit, and the size and sha256 of every file of every "
                      "variant. A requirement the lock already satisfies keeps its locked version unless --upgrade or "
-                     "--upgrade-package asks for the newest.")
+                     "--upgrade-package asks for the newest. Each release resolved passes the publisher policy of "
+                     "[tool.kernelpin.trust]: a trusted publisher, a Sigstore signature that verifies (offline), the "
+                     "signer recorded in the lock and kept across upgrades unless --accept-signer names the new one.")
 def cmd_lock(ctx: Context) -> int:
     args = ctx.args
     if args.check:
@@ -156,7 +177,9 @@ def cmd_lock(ctx: Context) -> int:
             ctx.out.print(f"{ctx.project.lockfile.name} is up to date")
         return 1 if reasons else 0
     done = locking.lock(source=ctx.source, project=ctx.project, upgrade=args.upgrade_package or (),
-                        upgrade_all=args.upgrade, dry_run=args.dry_run, note=ctx.note, warn=ctx.warn)
+                        upgrade_all=args.upgrade, dry_run=args.dry_run, note=ctx.note, warn=ctx.warn,
+                        accepted_signers=_accepted_signers(args.accept_signer),
+                        refresh_trust_root=args.refresh_trust_root)
     new, changed = done.lock, done.changes
     for kernel in new.kernels:
         ctx.note(f"{kernel.repo_id}: {kernel.version or '-'} at {kernel.ref or 'a pinned revision'} "
@@ -233,7 +256,8 @@ def cmd_sync(ctx: Context) -> int:
         return _sync_dry_run(ctx, locked, installer, env)
     if env is not None:
         ctx.note(f"selecting variants for {env.describe()}")
-    results = syncing.install_lock(locked, installer, env, all_variants=args.all_variants)
+    results = syncing.install_lock(locked, installer, env, all_variants=args.all_variants,
+                                   checker=locking.release_checker(ctx.project, ctx.source))
     for result in results:
         for path in result.downloaded:
             ctx.note(f"{result.repo_id}: downloaded and verified {path}")
@@ -450,20 +474,28 @@ def cmd_info(ctx: Context) -> int:
     return 0
 
 
-@command("verify", help="re-hash installed kernel files against the lock",
-         options=lambda parser: parser.add_argument("--target", metavar="DIR",
-                                                    help="check a `sync --target` directory instead of the Hub cache"),
+def _verify_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--target", metavar="DIR", help="check a `sync --target` directory instead of the Hub cache")
+    parser.add_argument("--signatures", action="store_true",
+                        help="also verify each installed variant's Sigstore bundle and files against the policy")
+
+
+@command("verify", help="re-hash installed kernel files against the lock", options=_verify_options,
          description="Re-hash the installed files of every locked kernel against kernelpin.lock (the Hub cache, or a "
                      "`sync --target` directory). Exit 1 when a file was modified or an unlisted one was added; "
-                     "`kernelpin sync` repairs them.")
+                     "`kernelpin sync` repairs them. --signatures also verifies each installed variant's Sigstore "
+                     "bundle and files against the policy and the signer the lock recorded.")
 def cmd_verify(ctx: Context) -> int:
     target = Path(ctx.args.target).resolve() if ctx.args.target else None
-    found = verify(project=ctx.project, source=ctx.source, target=target)
+    found = verify(project=ctx.project, source=ctx.source, target=target, signatures=ctx.args.signatures)
     report, bad = found.files, found.problems
     if ctx.args.json:
-        _emit_json({"ok": found.ok, "files": [dataclasses.asdict(row) for row in report]})
+        _emit_json({"ok": found.ok, "files": [row.as_json() for row in report]})
         return 1 if bad else 0
     for row in bad:
+        if row.status == "signature":
+            ctx.err.print(f"signature: {row.error}", style="red")
+            continue
         if row.status == "link":
             ctx.err.print(f"link: {row.repo} {row.variant}: {row.path} is a symbolic link, not a directory "
                           "kernelpin installed; remove the link (it is not kernelpin's), then run `kernelpin sync`",
@@ -488,6 +520,10 @@ def _publish_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--version", help="fail unless the release is this version")
     parser.add_argument("--repo-type", choices=["kernel", "model"],
                         help="default: the existing repository's type, else a new kernel repository")
+    parser.add_argument("--require-signatures", action="store_true",
+                        help="refuse a variant without metadata.json.sigstore (a bad one is always refused)")
+    parser.add_argument("--trusted-root", metavar="FILE",
+                        help="verify signatures against this Sigstore trusted_root.json (default: Sigstore's own)")
     parser.add_argument("--dry-run", action="store_true", help="check and list the files; upload nothing")
 
 
@@ -498,11 +534,15 @@ def _publish_options(parser: argparse.ArgumentParser) -> None:
                      "`kernels.get_kernel(repo, version=MAJOR)` loads). A checkout of this repository stages one with "
                      "`python -m tools.release stage`; any directory in that layout works.")
 def cmd_publish(ctx: Context) -> int:
-    from kernelpin.publisher.release import check_release, publish
+    from kernelpin.publisher.release import check_release, check_signatures, publish
 
     args = ctx.args
     check_repo_id(args.repo)
     release = check_release(Path(args.directory), args.version)
+    signers = check_signatures(release.root, release.variants, args.require_signatures,
+                               Path(args.trusted_root) if args.trusted_root else None)
+    for name, signer in sorted(signers.items()):
+        ctx.note(f"{name}: {'signed by ' + signer.describe() if signer else 'unsigned'}")
     branch = None if release.version.is_prerelease else f"v{release.version.major}"
     variants = f"{len(release.variants)} variant" + ("" if len(release.variants) == 1 else "s")
     summary = f"{len(release.files)} files ({release.size / 1e6:.1f} MB), {variants}, to {args.repo} tagged {release.tag}"

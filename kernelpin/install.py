@@ -13,6 +13,7 @@ from kernelpin import confined
 from kernelpin.layout import BUILD_DIR
 from kernelpin.lockfile import Lock, LockedFile, LockedKernel, LockedVariant
 from kernelpin.parallel import run_all
+from kernelpin.signature import ReleaseChecker
 from kernelpin.source import HubSource
 from kernelpin.store import Store
 from kernelpin.variant import Environment, choose_variant
@@ -91,15 +92,24 @@ def unlisted_entries(directory: Path, variant: LockedVariant) -> list[str]:
     return found
 
 
-def sync(lock: Lock, installer: Installer, env: Environment | None, all_variants: bool = False) -> list[SyncedVariant]:
+def sync(lock: Lock, installer: Installer, env: Environment | None, all_variants: bool = False,
+         checker: ReleaseChecker | None = None) -> list[SyncedVariant]:
     """Install the variant each locked kernel needs in `env` (or every variant with `all_variants`): every
     variant is chosen first (a kernel without one for `env` fails the command before any download), then the
-    kernels are installed in parallel (KERNELPIN_DOWNLOADS at once, each repository by one thread)."""
+    kernels are installed in parallel (KERNELPIN_DOWNLOADS at once, each repository by one thread). With a
+    `checker`, each installed variant's signature is verified again from its files, offline, against the signer
+    the lock recorded and the current policy (kernelpin.signature)."""
     chosen = [(kernel, _variant_names(kernel, env, all_variants)) for kernel in lock.kernels]
 
     def install(step: tuple[LockedKernel, list[str]]) -> list[SyncedVariant]:
         kernel, names = step
-        done = [installer.install(kernel, name) for name in names]
+        done = []
+        for name in names:
+            synced = installer.install(kernel, name)
+            variant = kernel.variant(name)
+            if checker is not None and variant is not None and variant.signature is not None:
+                checker.recheck(kernel.repo_id, name, synced.directory, variant.signature)
+            done.append(synced)
         installer.record_major_ref(kernel)
         return done
 

@@ -3,6 +3,7 @@
 LOCKFILE = "kernelpin.lock"  # next to pyproject.toml
 BUILD_DIR = "build"  # a kernel repository's variants: build/<variant>/
 METADATA = "metadata.json"  # in every variant: name, version, backend, file digests
+SIGNATURE = "metadata.json.sigstore"  # beside it when signed: a Sigstore bundle over its bytes (cosign sign-blob)
 PROJECT_STATE_DIR = ".kernelpin"  # next to pyproject.toml: kernelpin's own files (the edit lock), git-ignored
 LOCKS_DIR = ".kernelpin-locks"  # in the Hub cache (or a --target directory): one file lock per repository
 PARTIAL = ".kernelpin-partial"  # suffix of a download in progress (or left by a killed process)

@@ -16,11 +16,13 @@ from typing import Any
 from kernelpin.errors import KernelpinError
 from kernelpin.atomic import write_atomic
 from kernelpin.integrity import GIT_OBJECT_ID_RE, MAX_FILE_SIZE, SHA256_HEX_RE, check_repo_path
+from kernelpin.layout import SIGNATURE
 from kernelpin.metadata import BACKEND_NAME_RE
 from kernelpin.ranges import Version, VersionError
 from kernelpin.spec import (
     REPO_TYPES, Requirement, RequirementValue, check_repo_id, describe_value, is_repo_id, parse_requirement,
 )
+from kernelpin.trust import LockedSignature
 from kernelpin.variant import is_arch
 
 # 3: kernel dependencies (a variant's `kernel-depends`, a dependency's `required-by`), the tag on a branch's
@@ -53,6 +55,9 @@ class LockedVariant:
     # metadata.json's `kernel-depends`: (repo id, requirement) of each kernel this variant loads with
     # kernels.get_kernel_dep; each is locked as a kernel of its own.
     depends: tuple[tuple[str, RequirementValue], ...] = ()
+    # Who signed its metadata.json, as `lock` verified it (kernelpin.trust); None in locks written before
+    # kernelpin verified signatures.
+    signature: LockedSignature | None = None
 
     def file(self, path: str) -> LockedFile | None:
         return next((f for f in self.files if f.path == path), None)
@@ -121,6 +126,9 @@ def render(lock: Lock) -> str:
             files = [f"    {_toml({'path': f.path, 'size': f.size, 'sha256': f.sha256})},"
                      for f in sorted(variant.files, key=lambda f: f.path)]
             lines += ["files = [", *files, "]"] if files else ["files = []"]
+            if variant.signature is not None:
+                lines += ["", "[kernel.variant.signature]",
+                          *(f"{key} = {_toml(value)}" for key, value in variant.signature.to_table().items())]
     return "\n".join(lines) + "\n"
 
 
@@ -134,7 +142,9 @@ def _toml(value: object) -> str:
     inline table; the lock holds nothing else."""
     if isinstance(value, str):
         return '"' + _NEEDS_ESCAPE_RE.sub(lambda m: _ESCAPES.get(m[0]) or f"\\u{ord(m[0]):04x}", value) + '"'
-    if isinstance(value, int) and not isinstance(value, bool):
+    if isinstance(value, bool):  # a signature record's `unsigned = true`
+        return "true" if value else "false"
+    if isinstance(value, int):
         return str(value)
     if isinstance(value, list):
         return "[" + ", ".join(_toml(item) for item in value) + "]"
@@ -284,12 +294,19 @@ def _parse_variant(table: Any, where: str) -> LockedVariant:
         except KernelpinError as error:
             raise KernelpinError(f"{dependency.where}: {error}; {_FIX}") from None
         depends.append((repo_id, value))
+    signature = entry.table.get("signature")
+    if signature is not None:
+        signature = LockedSignature.from_table(signature, entry.where, _FIX)
+        bundle = next((f for f in files if f.path == SIGNATURE), None)
+        if signature.signer is not None and (bundle is None or bundle.sha256 != signature.bundle_sha256):
+            raise entry.fail("signature", f"bundle-sha256 is not the sha256 of the locked {SIGNATURE}")
     return LockedVariant(
         name=name,
         files=tuple(files),
         backend=entry.matching("backend", BACKEND_NAME_RE, "a backend name such as cpu or cuda", required=False),
         archs=None if archs is None else tuple(archs),
         depends=tuple(depends),
+        signature=signature,
     )
 
 

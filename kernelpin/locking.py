@@ -15,10 +15,13 @@ from dataclasses import dataclass
 from kernelpin import kernels_lock, lockfile
 from kernelpin.atomic import write_atomic
 from kernelpin.errors import KernelpinError
-from kernelpin.project import NewEntry, Project, entry_to_add, read_requirements, remove_requirement, set_requirement
+from kernelpin.project import (
+    NewEntry, Project, entry_to_add, read_policy, read_requirements, remove_requirement, set_requirement,
+)
 from kernelpin.ranges import Version
 from kernelpin.resolve import resolve, tag_versions
-from kernelpin.source import HubSource
+from kernelpin.signature import ReleaseChecker
+from kernelpin.source import OFFLINE, HubSource
 
 Report = Callable[[str], None]
 
@@ -56,16 +59,30 @@ def check_lock(project: Project) -> list[str]:
     return reasons
 
 
+def release_checker(project: Project, source: HubSource, refresh: bool = False) -> ReleaseChecker:
+    """The publisher policy of pyproject.toml ([tool.kernelpin.trust]) with its Sigstore trust root; `refresh`
+    asks Sigstore's TUF repository for a newer root first (online only)."""
+    if refresh and source.settings.offline:
+        raise KernelpinError(f"--refresh-trust-root asks Sigstore's TUF repository for a newer trust root, but "
+                             f"{OFFLINE}; go online, or drop --refresh-trust-root (the shipped root works offline)")
+    return ReleaseChecker(read_policy(project), project.root, refresh=refresh)
+
+
 def lock(project: Project, source: HubSource, *, upgrade: Collection[str] = (), upgrade_all: bool = False,
-         dry_run: bool = False, note: Report = _ignore, warn: Report = _ignore) -> Locked:
+         dry_run: bool = False, note: Report = _ignore, warn: Report = _ignore,
+         accepted_signers: Mapping[str, Collection[str]] | None = None, refresh_trust_root: bool = False) -> Locked:
     """Resolve every requirement and write kernelpin.lock (not with `dry_run`). A requirement the lock already
-    satisfies keeps its locked version unless `upgrade_all`, or `upgrade` names it."""
+    satisfies keeps its locked version unless `upgrade_all`, or `upgrade` names it. Every release resolved
+    passes the publisher policy (kernelpin.trust: trusted publisher, signature, signer continuity unless
+    `accepted_signers[repo]` names the new signer)."""
     if source.settings.offline and not project.lockfile.exists() and read_requirements(project):
         raise KernelpinError(f"offline, and {project.lockfile.name} "
                              "does not exist yet: the first lock resolves against the Hub, so run `kernelpin lock` "
                              "once with network access (without --offline and HF_HUB_OFFLINE) and commit the lock")
+    checker = release_checker(project, source, refresh_trust_root)
     with project.edit_lock():
-        return _relock(project, source, set(upgrade), upgrade_all, dry_run, note, warn)
+        return _relock(project, source, set(upgrade), upgrade_all, dry_run, note, warn, checker,
+                       accepted_signers or {})
 
 
 def lock_for_sync(project: Project, source: HubSource, *, locked: bool = False, frozen: bool = False,
@@ -86,7 +103,7 @@ def lock_for_sync(project: Project, source: HubSource, *, locked: bool = False, 
             + "\n  ".join(reasons) + "\nRun `kernelpin lock` and commit the result."
         )
     with project.edit_lock():
-        return _relock(project, source, set(), False, False, note, warn)
+        return _relock(project, source, set(), False, False, note, warn, release_checker(project, source))
 
 
 def add(project: Project, source: HubSource, requirements: Mapping[str, str | None], *, dry_run: bool = False,
@@ -145,7 +162,7 @@ def _edit_and_relock(project: Project, source: HubSource, edit: Callable[[Projec
             original = stream.read()
         edit(project)
         try:
-            result = _relock(project, source, set(), False, dry_run, note, warn)
+            result = _relock(project, source, set(), False, dry_run, note, warn, release_checker(project, source))
         except BaseException:
             write_atomic(project.pyproject, original)
             raise
@@ -155,7 +172,8 @@ def _edit_and_relock(project: Project, source: HubSource, edit: Callable[[Projec
 
 
 def _relock(project: Project, source: HubSource, upgrade: set[str], upgrade_all: bool, dry_run: bool,
-            note: Report, warn: Report) -> Locked:
+            note: Report, warn: Report, checker: ReleaseChecker,
+            accepted_signers: Mapping[str, Collection[str]] | None = None) -> Locked:
     """Resolve and (unless dry_run) write the lock; the caller holds the project's edit lock."""
     requirements = read_requirements(project)
     path = project.lockfile
@@ -184,8 +202,14 @@ def _relock(project: Project, source: HubSource, upgrade: set[str], upgrade_all:
             f"--upgrade-package {', '.join(sorted(unknown))}: not in [tool.kernels.dependencies] "
             f"(present: {', '.join(r.repo_id for r in requirements) or 'none'})"
         )
-    new = resolve(source, requirements, previous, upgrade=lambda repo_id: upgrade_all or repo_id in upgrade, note=note)
+    new = resolve(source, requirements, previous, upgrade=lambda repo_id: upgrade_all or repo_id in upgrade, note=note,
+                  checker=checker, accepted_signers=accepted_signers)
     changed = lockfile.changes(previous, new)
+    for kernel in new.kernels:
+        unsigned = [v.name for v in kernel.variants if v.signature is not None and v.signature.signer is None]
+        if unsigned and (previous is None or previous.kernel(kernel.repo_id) != kernel):
+            warn(f"{kernel.label}: unsigned ({', '.join(unsigned)}): locked without a signature; "
+                 "`require-signatures = true` in [tool.kernelpin.trust] refuses such releases")
     if previous is not None and previous.schema != lockfile.SCHEMA_VERSION:
         changed.append(f"~ {path.name}: schema version {previous.schema} -> {lockfile.SCHEMA_VERSION}")
     if not dry_run and (previous is None or changed):

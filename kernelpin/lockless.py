@@ -9,7 +9,10 @@ against its metadata.json digest and size before it is used, the kernel's `pytho
 (kernelpin.loader). What was resolved is remembered where only this user writes (kernelpin.resolutions), so
 the same call works offline afterwards, `version=N` included. An `UnpinnedKernelWarning` says how to pin it.
 
-Seam for publisher trust (Sigstore, policy): `_check_trust` runs before any file of the kernel is read.
+Trust as `lock` has it (kernelpin.trust), with the publisher policy of the project around the working
+directory (its [tool.kernelpin.trust], else the defaults): a publisher the policy does not name needs the Hub's
+trusted mark or `trust_remote_code` (checked before any file of the kernel is read), and the chosen variant's
+Sigstore bundle, where it has one or the policy requires one, is verified before its metadata.json is parsed.
 """
 
 from __future__ import annotations
@@ -25,13 +28,16 @@ from types import ModuleType
 from kernelpin import local_override, python_depends
 from kernelpin.errors import KernelpinError, NoVariantError
 from kernelpin.inspection import VariantFit, kernel_variants, newer_build_hint
-from kernelpin.lockfile import LockedKernel
+from kernelpin.lockfile import LockedKernel, LockedVariant
+from kernelpin.project import find_project, read_policy
 from kernelpin.resolutions import Remembered, Resolutions, state_dir
 from kernelpin.resolve import Located, Pinner, locate, pick_revision
 from kernelpin.runtime import environment_for, import_with_dependencies, module_lock, module_name
+from kernelpin.signature import ReleaseChecker
 from kernelpin.source import HubSettings, HubSource
 from kernelpin.spec import Requirement, describe_value, parse_requirement, requirement_from_arguments
 from kernelpin.store import Store
+from kernelpin.trust import Policy
 from kernelpin.variant import Environment, Variant, arch_rejection, select
 
 
@@ -63,9 +69,21 @@ def _trusted(repo_id: str, trust_remote_code: bool | Sequence[str]) -> bool:
     return not isinstance(trust_remote_code, bool) and repo_id in trust_remote_code
 
 
-def _check_trust(source: HubSource, repo_id: str, trust_remote_code: bool | Sequence[str]) -> None:
-    """Refuse a publisher the Hub does not mark trusted unless the caller trusts it (as kernels does)."""
-    if _trusted(repo_id, trust_remote_code) or source.publisher_trusted(repo_id):
+def release_checker_here() -> ReleaseChecker:
+    """The publisher policy get_kernel applies: the one of the project around the working directory (its
+    [tool.kernelpin.trust]), else kernelpin.trust's defaults."""
+    try:
+        project = find_project(Path.cwd())
+    except KernelpinError:  # no project here: the defaults
+        return ReleaseChecker(Policy(), Path.cwd())
+    return ReleaseChecker(read_policy(project), project.root)
+
+
+def _check_trust(source: HubSource, repo_id: str, trust_remote_code: bool | Sequence[str], policy: Policy) -> None:
+    """Refuse a publisher that neither the policy names nor the Hub marks trusted unless the caller trusts it
+    (as kernels does)."""
+    if (_trusted(repo_id, trust_remote_code) or policy.publisher(repo_id) is not None
+            or source.trusted_publisher(repo_id.split("/")[0])):
         return
     raise KernelpinError(
         f"{repo_id}: {repo_id.split('/')[0]} is not a trusted kernel publisher on {source.settings.endpoint}; "
@@ -80,15 +98,22 @@ def _no_fit(kernel_label: str, commit: str, selection_text: str, env: Environmen
     )
 
 
+def _check_remembered(checker: ReleaseChecker, repo_id: str, variant: LockedVariant) -> None:
+    """A variant pinned before (its signature verified then) against the current policy, as load checks a lock."""
+    if variant.signature is not None:
+        checker.policy.check_signer(repo_id, variant.name, variant.signature.signer)
+
+
 def resolve_online(source: HubSource, requirement: Requirement, env: Environment, check_arch: bool,
-                   remembered: Remembered | None,
-                   trust_remote_code: bool | Sequence[str]) -> tuple[Resolved, tuple[str, ...], dict | None]:
-    """Resolve `requirement` on the Hub for `env`, pinning only the chosen variant. At a commit resolved
-    before, neither its listing nor a variant pinned then is fetched again (a commit's files never change).
+                   remembered: Remembered | None, trust_remote_code: bool | Sequence[str],
+                   checker: ReleaseChecker) -> tuple[Resolved, tuple[str, ...], dict | None]:
+    """Resolve `requirement` on the Hub for `env`, pinning only the chosen variant (its signature verified
+    by `checker`). At a commit resolved before, neither its listing nor a variant pinned then is fetched again
+    (a commit's files never change).
     Returns the resolution, every variant name at the commit, and the chosen variant's metadata.json document
     when it was read now (None when it was remembered)."""
     with ThreadPoolExecutor(max_workers=1) as pool:  # the publisher check runs beside the refs request
-        trusted = pool.submit(_check_trust, source, requirement.repo_id, trust_remote_code)
+        trusted = pool.submit(_check_trust, source, requirement.repo_id, trust_remote_code, checker.policy)
         refs = source.refs(requirement.repo_id, requirement.repo_type)
         trusted.result()
     pick = pick_revision(requirement, refs)
@@ -105,10 +130,12 @@ def resolve_online(source: HubSource, requirement: Requirement, env: Environment
     document = None
     if variant is None:
         located = located or locate(source, requirement, lambda message: None, refs)
-        pinner = Pinner(source, requirement.repo_id, refs.repo_type, pick.commit)
+        pinner = Pinner(source, requirement.repo_id, refs.repo_type, pick.commit, checker)
         variant = pinner.variant(chosen, located.variants[chosen])
         metadata = pinner.metadata.get(chosen)
         document = None if metadata is None else metadata.document
+    else:
+        _check_remembered(checker, requirement.repo_id, variant)
     if check_arch:
         reason = arch_rejection(Variant.parse(chosen), variant.archs, env)
         if reason is not None:
@@ -118,8 +145,9 @@ def resolve_online(source: HubSource, requirement: Requirement, env: Environment
 
 
 def resolve_remembered(remembered: Remembered | None, requirement: Requirement, env: Environment,
-                       check_arch: bool, cache: Path) -> Resolved:
-    """Offline: the variant for `env` among those get_kernel pinned online before (as this user)."""
+                       check_arch: bool, cache: Path, checker: ReleaseChecker) -> Resolved:
+    """Offline: the variant for `env` among those get_kernel pinned online before (as this user), checked
+    against the current policy."""
     if remembered is None:
         raise KernelpinError(
             f"{requirement.repo_id} {requirement.text}: offline (HF_HUB_OFFLINE=1), and kernelpin has not resolved "
@@ -131,6 +159,9 @@ def resolve_remembered(remembered: Remembered | None, requirement: Requirement, 
     if selection.chosen is None:
         raise _no_fit(f"{kernel.label} (offline: the builds resolved before)", kernel.commit,
                       selection.explain(), env)
+    variant = kernel.variant(selection.chosen)
+    assert variant is not None
+    _check_remembered(checker, kernel.repo_id, variant)
     return Resolved(kernel, selection.chosen, requirement)
 
 
@@ -159,11 +190,12 @@ def get_kernel(
     override = local_override.override_for(repo_id)
     if override is not None:
         return local_override.load(repo_id, override, env, check_arch=check_arch)
-    return _load_resolved(requirement, env, check_arch, trust_remote_code, ())
+    return _load_resolved(requirement, env, check_arch, trust_remote_code, release_checker_here(), ())
 
 
 def _load_resolved(requirement: Requirement, env: Environment, check_arch: bool,
-                   trust_remote_code: bool | Sequence[str], chain: tuple[str, ...]) -> ModuleType:
+                   trust_remote_code: bool | Sequence[str], checker: ReleaseChecker,
+                   chain: tuple[str, ...]) -> ModuleType:
     """Load one kernel and, first, the kernels its variant depends on (`chain`: the kernels loading it)."""
     chain = (*chain, requirement.repo_id)
     settings = HubSettings.from_env()
@@ -171,11 +203,12 @@ def _load_resolved(requirement: Requirement, env: Environment, check_arch: bool,
     resolutions = Resolutions(settings.endpoint, state_dir())
     remembered = resolutions.read(requirement)
     if settings.offline:
-        resolved, document = resolve_remembered(remembered, requirement, env, check_arch, settings.cache_dir), None
+        resolved = resolve_remembered(remembered, requirement, env, check_arch, settings.cache_dir, checker)
+        document = None
         names: tuple[str, ...] = ()
     else:
         resolved, names, document = resolve_online(source, requirement, env, check_arch, remembered,
-                                                   trust_remote_code)
+                                                   trust_remote_code, checker)
     kernel, variant = resolved.kernel, resolved.kernel.variant(resolved.variant)
     assert variant is not None
     what = f"{kernel.label} ({variant.name})"
@@ -197,7 +230,8 @@ def _load_resolved(requirement: Requirement, env: Environment, check_arch: bool,
                 raise KernelpinError(f"kernel dependency cycle: {' -> '.join((*chain, dependency))} ({what}, "
                                      "kernel-depends); a kernel cannot depend on itself: ask the publisher to break it")
             dependencies[dependency] = _load_resolved(
-                parse_requirement(dependency, value, f"{what} kernel-depends"), env, check_arch, trust_remote_code, chain)
+                parse_requirement(dependency, value, f"{what} kernel-depends"), env, check_arch, trust_remote_code,
+                checker, chain)
         module = import_with_dependencies(name, directory, variant, what, dependencies,
                                           (kernel.repo_id, kernel.commit), store.receipts)
     warnings.warn(f"{kernel.label} was loaded without a lock (commit {kernel.commit[:12]}); to pin it, "
@@ -226,10 +260,11 @@ def has_kernel(
         settings = HubSettings.from_env()
         source = HubSource(settings)
         remembered = Resolutions(settings.endpoint, state_dir()).read(requirement)
+        checker = release_checker_here()
         if settings.offline:
-            resolve_remembered(remembered, requirement, env, check_arch, settings.cache_dir)
+            resolve_remembered(remembered, requirement, env, check_arch, settings.cache_dir, checker)
         else:
-            resolve_online(source, requirement, env, check_arch, remembered, trust_remote_code)
+            resolve_online(source, requirement, env, check_arch, remembered, trust_remote_code, checker)
     except NoVariantError:
         return False
     return True

@@ -24,6 +24,7 @@ from typing import Any
 
 from kernelpin.errors import KernelpinError
 from kernelpin.integrity import SHA256_HEX_RE, check_repo_path
+from kernelpin.layout import METADATA, SIGNATURE
 from kernelpin.ranges import Version, VersionError
 from kernelpin.spec import is_repo_id
 from kernelpin.variant import is_arch
@@ -43,6 +44,12 @@ _GIT_URL_RE = re.compile(r"^(?:(?:https?|ssh|git)://[^\s/]+/\S+|[\w.-]+@[\w.-]+:
 
 class MetadataError(KernelpinError):
     """A metadata.json that is not kernel metadata; the message says which field and what is expected."""
+
+
+def digest_covers(path: str) -> bool:
+    """Whether a variant's digest must list `path` (relative to the variant, POSIX), as kernels-data hashes a
+    variant: every file but metadata.json itself, its signature bundle beside it and bytecode caches."""
+    return path not in (METADATA, SIGNATURE) and "__pycache__" not in path.split("/")
 
 
 def sha256_base64(hex_digest: str) -> str:

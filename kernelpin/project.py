@@ -17,6 +17,7 @@ from kernelpin.integrity import find_owned_upward
 from kernelpin.layout import LOCKFILE, PROJECT_STATE_DIR
 from kernelpin.ranges import Range, RangeError, Version
 from kernelpin.spec import Requirement, RequirementValue, check_repo_id, line_major, parse_dependencies
+from kernelpin.trust import Policy, parse_policy
 
 PYPROJECT = "pyproject.toml"
 
@@ -112,6 +113,11 @@ def _dependencies(document: tomlkit.TOMLDocument, create: bool) -> Table | None:
             )
         table = child
     return table
+
+
+def read_policy(project: Project) -> Policy:
+    """The publisher policy of pyproject.toml ([tool.kernelpin.trust]; kernelpin.trust's defaults without it)."""
+    return parse_policy(read_document(project).unwrap())
 
 
 def read_requirements(project: Project) -> list[Requirement]:

@@ -5,20 +5,22 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from kernelpin.errors import KernelpinError
 from kernelpin.integrity import GIT_OBJECT_ID_RE, check_repo_path, git_blob_sha1
-from kernelpin.layout import BUILD_DIR, METADATA
+from kernelpin.layout import BUILD_DIR, METADATA, SIGNATURE
 from kernelpin.lockfile import Lock, LockedFile, LockedKernel, LockedVariant, is_variant_name, why_stale
 from kernelpin.metadata import check_size as check_metadata_size
 from kernelpin.metadata import BuildMetadata, parse_metadata
 from kernelpin.ranges import Version
+from kernelpin.signature import MAX_BUNDLE_BYTES, ReleaseChecker, oversized
 from kernelpin.source import HubSource, Refs, RemoteFile
 from kernelpin.store import Store
 from kernelpin.spec import Requirement, RequirementValue, describe_value, parse_requirement
+from kernelpin.trust import signer_changes
 
 
 @dataclass(frozen=True)
@@ -144,9 +146,11 @@ class Pinner:
     no snapshot entry: the variant is not installed) for the next lock (best effort: a read-only cache costs a GET).
     """
 
-    def __init__(self, source: HubSource, repo_id: str, repo_type: str, commit: str) -> None:
+    def __init__(self, source: HubSource, repo_id: str, repo_type: str, commit: str,
+                 checker: ReleaseChecker | None = None) -> None:
         self.source, self.repo_id, self.repo_type, self.commit = source, repo_id, repo_type, commit
         self.where = f"{repo_id} at {commit[:12]}"
+        self.checker = checker  # verifies each variant's signature against the publisher policy
         self.store = Store(source)
         # The store files by repository and commit; a lock entry is what names them.
         self.snapshot = LockedKernel(repo_id, repo_type, commit, commit, None, None, ())
@@ -167,8 +171,8 @@ class Pinner:
             raise self._altered(remote)
         return sha256.hexdigest()
 
-    def _read_metadata_checked(self, remote: RemoteFile) -> bytes:
-        """metadata.json from the cache (a synced snapshot's, or the blob an earlier lock kept) or in one GET,
+    def _read_checked(self, remote: RemoteFile) -> bytes:
+        """A small file (metadata.json, its signature) from the cache (a synced snapshot's, or the blob an earlier lock kept) or in one GET,
         checked against the listing either way."""
         _, variant, relative = remote.path.split("/", 2)
         blob = remote.lfs_sha256 or remote.blob_id  # without either, nothing cached could be checked
@@ -208,11 +212,20 @@ class Pinner:
         backend = archs = None
         depends: tuple = ()
         pinned: dict[str, str] = {}
+        content = bundle = None
+        if SIGNATURE in by_relative and self.checker is not None:
+            if by_relative[SIGNATURE].size > MAX_BUNDLE_BYTES:  # before downloading it
+                raise oversized(self.repo_id, name, by_relative[SIGNATURE].size)
+            bundle = self._read_checked(by_relative[SIGNATURE])
+            pinned[SIGNATURE] = hashlib.sha256(bundle).hexdigest()
         if METADATA in by_relative:
             where = f"{self.where}: {prefix}{METADATA}"
             check_metadata_size(by_relative[METADATA].size, where)  # before downloading it
-            content = self._read_metadata_checked(by_relative[METADATA])
+            content = self._read_checked(by_relative[METADATA])
             pinned[METADATA] = hashlib.sha256(content).hexdigest()
+        # The signature is verified before metadata.json is parsed: a hostile one never reaches the parser.
+        signature = None if self.checker is None else self.checker.check(self.repo_id, name, content, bundle)
+        if content is not None:
             metadata = parse_metadata(content, where)
             self.metadata[name] = metadata
             digests, backend, archs = metadata.digests, metadata.backend, metadata.archs
@@ -242,6 +255,7 @@ class Pinner:
             backend=backend,
             archs=archs,
             depends=depends,
+            signature=signature,
         )
 
 
@@ -265,6 +279,10 @@ class Located:
             variants=variants,
         )
 
+    @property
+    def signed(self) -> bool:
+        return any(f.path.endswith(f"/{SIGNATURE}") for files in self.variants.values() for f in files)
+
 
 def locate(source: HubSource, requirement: Requirement, note: Callable[[str], None],
            refs: Refs | None = None) -> Located:
@@ -287,9 +305,15 @@ def locate(source: HubSource, requirement: Requirement, note: Callable[[str], No
     return Located(pick, refs.repo_type, variants)
 
 
-def resolve_one(source: HubSource, requirement: Requirement, note: Callable[[str], None]) -> LockedKernel:
-    located = locate(source, requirement, note)
-    pinner = Pinner(source, requirement.repo_id, located.repo_type, located.pick.commit)
+def resolve_one(source: HubSource, requirement: Requirement, note: Callable[[str], None],
+                checker: ReleaseChecker | None = None) -> LockedKernel:
+    refs = source.refs(requirement.repo_id, requirement.repo_type)
+    if checker is not None:  # the publisher gate `kernels` has, before anything of the release is read
+        checker.policy.check_publisher(requirement.repo_id, source.trusted_publisher)
+    located = locate(source, requirement, note, refs)
+    if checker is not None and located.signed:
+        checker.warm_up()
+    pinner = Pinner(source, requirement.repo_id, located.repo_type, located.pick.commit, checker)
     return located.kernel(requirement, tuple(pinner.variant(name, files)
                                              for name, files in sorted(located.variants.items())))
 
@@ -301,15 +325,36 @@ def resolve(
     upgrade: Callable[[str], bool],
     note: Callable[[str], None] = lambda message: None,
     workers: int = 8,
+    checker: ReleaseChecker | None = None,
+    accepted_signers: Mapping[str, Collection[str]] | None = None,
 ) -> Lock:
     """The lock for `requirements` and, transitively, the kernels their variants depend on (`kernel-depends`):
-    entries that still satisfy are kept (unless `upgrade(repo_id)`), the others are resolved in parallel."""
+    entries that still satisfy are kept (unless `upgrade(repo_id)`), the others are resolved in parallel.
+    With a `checker`, every resolved release passes the publisher policy (kernelpin.trust) and keeps the
+    signer the previous lock recorded, unless `accepted_signers[repo]` names the new one; kept entries are
+    checked against the current policy too."""
 
     def kept_or_none(requirement: Requirement) -> LockedKernel | None:
         locked = previous.kernel(requirement.repo_id) if previous else None
         if locked is not None and not upgrade(requirement.repo_id) and why_stale(requirement, locked) is None:
+            if checker is not None:
+                for variant in locked.variants:
+                    if variant.signature is not None:
+                        checker.policy.check_signer(locked.repo_id, variant.name, variant.signature.signer)
             return dataclasses.replace(locked, requirement=requirement.value, required_by=())
         return None
+
+    def lock_one(requirement: Requirement) -> LockedKernel:
+        locked = resolve_one(source, requirement, note, checker)
+        before = previous.kernel(requirement.repo_id) if previous else None
+        if checker is not None and before is not None:
+            problems = signer_changes(
+                locked.repo_id, {v.name: v.signature for v in before.variants},
+                {v.name: v.signature for v in locked.variants if v.signature is not None},
+                (accepted_signers or {}).get(locked.repo_id, ()))
+            if problems:
+                raise KernelpinError("\n".join(problems))
+        return locked
 
     kept: dict[str, LockedKernel] = {}
     todo: list[Requirement] = []
@@ -321,10 +366,10 @@ def resolve(
             todo.append(requirement)
     if todo:
         with ThreadPoolExecutor(max_workers=max(1, min(workers, len(todo)))) as pool:
-            for locked in pool.map(lambda r: resolve_one(source, r, note), todo):
+            for locked in pool.map(lock_one, todo):
                 kept[locked.repo_id] = locked
     top = {r.repo_id: r for r in requirements}
-    dependencies = _resolve_dependencies(kept, top, lambda r: kept_or_none(r) or resolve_one(source, r, note))
+    dependencies = _resolve_dependencies(kept, top, lambda r: kept_or_none(r) or lock_one(r))
     return Lock(tuple(kept[r.repo_id] for r in requirements) + tuple(dependencies[k] for k in sorted(dependencies)))
 
 

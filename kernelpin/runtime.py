@@ -7,6 +7,7 @@ import os
 import re
 import sys
 import threading
+import tomllib
 from contextvars import ContextVar
 from pathlib import Path
 from types import ModuleType
@@ -21,6 +22,7 @@ from kernelpin.loader import import_verified
 from kernelpin.receipts import Receipts
 from kernelpin.source import HubSettings, HubSource
 from kernelpin.store import Store
+from kernelpin.trust import Policy, parse_policy
 from kernelpin.variant import Environment, choose_variant
 
 
@@ -51,6 +53,26 @@ def read_lock_cached(path: Path) -> lockfile.Lock | None:
     except FileNotFoundError:
         return None
     return _read_lock(path.resolve(), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.cache
+def _read_policy(path: Path, mtime_ns: int, size: int, inode: int) -> Policy:
+    try:
+        return parse_policy(tomllib.loads(path.read_text(encoding="utf-8")))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+        raise KernelpinError(f"{path}: not valid TOML ({error}); fix it (it holds [tool.kernelpin.trust])") from None
+
+
+def policy_beside(lock_path: Path) -> Policy:
+    """The publisher policy of the pyproject.toml beside the lock (the defaults without one), parsed once per
+    version of the file."""
+    path = lock_path.parent / "pyproject.toml"
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return Policy()
+    # Keyed by the path as given and the file's identity: resolving it costs more than the check (load's hot path).
+    return _read_policy(path, stat.st_mtime_ns, stat.st_size, stat.st_ino)
 
 
 @functools.cache
@@ -123,6 +145,10 @@ def load(
     if override is not None:
         return local_override.load(repo_id, override, env)
     variant = choose_variant(kernel, env)
+    # The signer `lock` verified, against today's policy: string compares, no cryptography (`sync` and
+    # `kernelpin verify --signatures` verify the bundle itself; the lock pins its sha256 like any file's).
+    signature = kernel.variant(variant).signature
+    policy_beside(lock_path).check_signer(repo_id, variant, None if signature is None else signature.signer)
     name = module_name(kernel.repo_id, kernel.commit, variant)
     with module_lock(name):
         if name in sys.modules:

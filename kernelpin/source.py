@@ -74,6 +74,8 @@ class HubSource:
         self.settings = settings
         self._api: HfApi | None = None
         self._budget = Budget(settings.limits)  # the command's deadline runs from here
+        self._publishers: dict[str, bool] = {}  # organization -> trusted kernel publisher, asked once per command
+        self._asking = threading.Lock()
         self._transfers = threading.BoundedSemaphore(settings.limits.downloads)  # file bodies at once
 
     @property
@@ -145,16 +147,6 @@ class HubSource:
             )
         return found
 
-    def publisher_trusted(self, repo_id: str) -> bool:
-        """Whether the Hub marks the organization of `repo_id` a trusted kernel publisher (its overview's
-        `trustedKernelPublisher`, what `kernels.get_kernel` checks without trust_remote_code)."""
-        org = repo_id.split("/", 1)[0]
-        self._require_online(f"checking the publisher {org}")
-        with self.budget(), translate_errors(f"checking whether {org} is a trusted kernel publisher",
-                                             self.settings.endpoint, repo_id):
-            data, _ = self._get_json(f"{self.settings.endpoint}/api/organizations/{org}/overview")
-        return isinstance(data, dict) and data.get("trustedKernelPublisher") is True
-
     def tree(self, repo_id: str, repo_type: str, commit: str) -> list[RemoteFile]:
         """Every file of a repository at a commit, page after page, bounded by KERNELPIN_MAX_LISTING."""
         self._require_online(f"listing files of {repo_id}")
@@ -177,6 +169,26 @@ class HubSource:
                 check_count(len(entries), limit, where)
                 params = None  # the next page's URL carries them
         return files_of(entries, where)
+
+    def trusted_publisher(self, org: str) -> bool:
+        """Whether the Hub marks `org` a trusted kernel publisher (`trustedKernelPublisher` in its overview,
+        what `kernels` checks); a namespace that is no organization (a user's: 404) is not one."""
+        from urllib.parse import quote
+
+        with self._asking:  # kernels resolve in parallel: one question per organization
+            if org not in self._publishers:
+                self._require_online(f"checking whether {org} is a trusted kernel publisher")
+                url = f"{self.settings.endpoint}/api/organizations/{quote(org, safe='')}/overview"
+                with self.budget(), translate_errors(f"checking whether {org} is a trusted kernel publisher",
+                                                     self.settings.endpoint):
+                    try:
+                        data, _ = self._get_json(url)
+                    except Exception as error:
+                        if http_status(error) != 404:
+                            raise
+                        data = None
+                self._publishers[org] = isinstance(data, dict) and data.get("trustedKernelPublisher") is True
+            return self._publishers[org]
 
     def repo_folder(self, repo_id: str, repo_type: str) -> Path:
         """A repository's folder in the Hub cache: <cache>/<type>s--<org>--<name>/{blobs,snapshots/...}."""

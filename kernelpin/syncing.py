@@ -14,9 +14,10 @@ from kernelpin.errors import NoVariantError
 from kernelpin.inspection import newer_build_hint
 from kernelpin.install import Installer, PlannedVariant, SyncedVariant
 from kernelpin.lockfile import Lock
-from kernelpin.locking import Locked, Report, lock_for_sync
+from kernelpin.locking import Locked, Report, lock_for_sync, release_checker
 from kernelpin.project import Project
 from kernelpin.ranges import Version
+from kernelpin.signature import ReleaseChecker
 from kernelpin.source import HubSource
 from kernelpin.variant import Environment, select
 
@@ -43,15 +44,17 @@ def sync(project: Project, source: HubSource, env: Environment | None, *, all_va
     """Install the locked variant that fits `env` (every locked variant with `all_variants`, `env` None) into
     the Hub cache or `target`, verify every byte, repair what changed and remove what the lock does not list."""
     fresh = lock_for_sync(project, source, locked=locked, frozen=frozen, note=note, warn=warn)
-    return Synced(fresh, install_lock(fresh.lock, Installer(source, target, progress), env, all_variants))
+    return Synced(fresh, install_lock(fresh.lock, Installer(source, target, progress), env, all_variants,
+                                      checker=release_checker(project, source)))
 
 
 def install_lock(lock: Lock, installer: Installer, env: Environment | None,
-                 all_variants: bool = False) -> list[SyncedVariant]:
-    """kernelpin.install.sync; when a locked version has no build for `env`, the error also names the newer
-    release that has one (asked of the Hub, unless offline)."""
+                 all_variants: bool = False, checker: ReleaseChecker | None = None) -> list[SyncedVariant]:
+    """kernelpin.install.sync (with `checker`, each installed variant's signature verified again); when a
+    locked version has no build for `env`, the error also names the newer release that has one (asked of the
+    Hub, unless offline)."""
     try:
-        return install.sync(lock, installer, env, all_variants)
+        return install.sync(lock, installer, env, all_variants, checker)
     except NoVariantError as error:
         hints = [] if env is None or installer.store.source.settings.offline else [
             newer_build_hint(installer.store.source, kernel.repo_id, kernel.repo_type,

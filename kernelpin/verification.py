@@ -3,6 +3,7 @@ each one (ok, modified, missing, unlisted, or a linked variant directory kernelp
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -10,13 +11,17 @@ from kernelpin import lockfile
 from kernelpin.errors import KernelpinError
 from kernelpin.install import Installer, unlisted_entries
 from kernelpin.integrity import verify_file
+from kernelpin.layout import SIGNATURE
+from kernelpin.locking import release_checker
 from kernelpin.project import Project
 from kernelpin.source import HubSource
 
 # What verify found for a file: "ok" (its bytes match the lock), "modified", "missing" (a locked file of an
 # installed variant), "unlisted" (in a variant directory, not in the lock), "link" (the variant directory is a
-# symbolic link: what it points to is not kernelpin's, never listed nor hashed).
-STATUSES = ("ok", "modified", "missing", "unlisted", "link")
+# symbolic link: what it points to is not kernelpin's, never listed nor hashed); with `signatures`, one row more per
+# installed signed variant: "signed" (its Sigstore bundle and files verify against the policy and the lock's
+# signer) or "signature" (they do not; `error` says why).
+STATUSES = ("ok", "modified", "missing", "unlisted", "link", "signed", "signature")
 
 
 @dataclass(frozen=True)
@@ -25,6 +30,11 @@ class FileStatus:
     variant: str
     path: str  # below the variant directory; for "link", the link itself
     status: str  # one of STATUSES
+    error: str | None = None  # for "signature": the one-line cause and fix
+
+    def as_json(self) -> dict[str, str]:
+        """The row as `kernelpin verify --json` prints it: `error` only where there is one."""
+        return {key: value for key, value in dataclasses.asdict(self).items() if value is not None}
 
 
 @dataclass(frozen=True)
@@ -34,19 +44,22 @@ class Verification:
 
     @property
     def problems(self) -> list[FileStatus]:
-        return [row for row in self.files if row.status != "ok"]
+        return [row for row in self.files if row.status not in ("ok", "signed")]
 
     @property
     def ok(self) -> bool:
         return not self.problems
 
 
-def verify(project: Project, source: HubSource, target: Path | None = None) -> Verification:
-    """Classify every installed file of every locked kernel (in the Hub cache, or a `sync --target` directory)."""
+def verify(project: Project, source: HubSource, target: Path | None = None, signatures: bool = False) -> Verification:
+    """Classify every installed file of every locked kernel (in the Hub cache, or a `sync --target` directory);
+    with `signatures`, also verify each installed variant's bundle and files against the policy and the signer
+    the lock recorded, as `kernels verify-signature` does (one row for its metadata.json.sigstore)."""
     locked = lockfile.read(project.lockfile)
     if locked is None:
         raise KernelpinError(f"no {project.lockfile.name}; run `kernelpin lock`")
     installer = Installer(source, target)
+    checker = None
     report = []
     for kernel in locked.kernels:
         for variant in kernel.variants:
@@ -73,4 +86,12 @@ def verify(project: Project, source: HubSource, target: Path | None = None) -> V
             # Never imported (load runs listed, verified files only), but not what was installed either.
             for extra in unlisted_entries(installer.variant_directory(kernel, variant.name), variant):
                 report.append(FileStatus(kernel.repo_id, variant.name, extra, "unlisted"))
+            if signatures and installed and variant.signature is not None:
+                checker = checker or release_checker(project, source)
+                try:
+                    checker.recheck(kernel.repo_id, variant.name, installer.variant_directory(kernel, variant.name),
+                                    variant.signature, files=True)
+                    report.append(FileStatus(kernel.repo_id, variant.name, SIGNATURE, "signed"))
+                except KernelpinError as error:
+                    report.append(FileStatus(kernel.repo_id, variant.name, SIGNATURE, "signature", str(error)))
     return Verification(len(locked.kernels), report)

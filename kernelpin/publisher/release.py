@@ -22,13 +22,16 @@ from typing import TYPE_CHECKING, Any
 from kernelpin.publisher import abi_gate
 from kernelpin.errors import KernelpinError
 from kernelpin.integrity import check_repo_path, sha256_file
-from kernelpin.layout import BUILD_DIR, METADATA
+from kernelpin.layout import BUILD_DIR, METADATA, SIGNATURE
 from kernelpin.limits import Limits
-from kernelpin.metadata import SEMVER_KEY, MetadataError, check_kernels_format, compat_package_name, parse_metadata
+from kernelpin.metadata import (
+    SEMVER_KEY, MetadataError, check_kernels_format, compat_package_name, digest_covers, parse_metadata,
+)
 from kernelpin.ranges import Version, VersionError
 from kernelpin.listing import Refs, parse_refs
 from kernelpin.source import http_status, repository_refs, translate_errors
 from kernelpin.spec import REPO_TYPES, check_repo_id
+from kernelpin.trust import Signer
 from kernelpin.variant import Variant
 
 if TYPE_CHECKING:
@@ -108,7 +111,7 @@ def read_variant(directory: Path, name: str | None = None) -> dict[str, Any]:
     if name is not None and metadata.variant is not None and metadata.variant != name:
         raise PublishError(f"{metadata_path}: says variant {metadata.variant!r} but lies in build/{name}/; rebuild or move it")
 
-    present = {path: file for path, file in _files_under(directory, where).items() if path != METADATA}
+    present = {path: file for path, file in _files_under(directory, where).items() if digest_covers(path)}
     expected = metadata.digests
     problems = [f"{path}: listed in the digest but missing" for path in sorted(expected.keys() - present.keys())]
     problems += [f"{path}: present but not in the digest" for path in sorted(present.keys() - expected.keys())]
@@ -127,6 +130,38 @@ def read_variant(directory: Path, name: str | None = None) -> dict[str, Any]:
 def release_version(metadata: dict[str, Any]) -> str:
     """The SemVer of a checked variant's metadata (read_variant made sure it has one)."""
     return str(metadata[SEMVER_KEY])
+
+
+def check_signatures(root: Path, variants: dict[str, dict[str, Any]], required: bool,
+                     trusted_root: Path | None = None) -> dict[str, Signer | None]:
+    """Who signed each variant (None: unsigned). A bundle that does not verify over its metadata.json is refused
+    whatever `required` says; `required` refuses unsigned variants too. Any identity may sign: the consumers'
+    publisher policies say whose signatures they accept."""
+    from kernelpin.signature import MAX_BUNDLE_BYTES, oversized, verifier, verify_bundle
+    from kernelpin.trust import Policy, SignatureError
+
+    policy = Policy(publishers={}, trusted_root=None if trusted_root is None else str(trusted_root.resolve()))
+    signers: dict[str, Signer | None] = {}
+    check = None
+    for name in sorted(variants):
+        directory = root / BUILD_DIR / name
+        bundle, how = directory / SIGNATURE, (f"sign it with `python -m sigstore sign --bundle {directory / SIGNATURE} "
+                                              f"{directory / METADATA}` (docs/releasing.md)")
+        if not bundle.is_file():
+            if required:
+                raise PublishError(f"{BUILD_DIR}/{name}: unsigned (no {SIGNATURE}) and --require-signatures; {how}")
+            signers[name] = None
+            continue
+        check = check or verifier(policy, root)
+        try:
+            if bundle.stat().st_size > MAX_BUNDLE_BYTES:
+                raise oversized(str(root), name, bundle.stat().st_size)
+            verified = verify_bundle(str(root), name, (directory / METADATA).read_bytes(), bundle.read_bytes(),
+                                     policy, check)
+        except SignatureError as error:
+            raise PublishError(f"{error}; {how}") from None
+        signers[name] = None if verified is None else verified.signer
+    return signers
 
 
 def check_release(root: Path, version: str | None = None) -> Release:

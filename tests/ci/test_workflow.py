@@ -79,6 +79,18 @@ def test_release_waits_for_every_build_and_the_abi_gate() -> None:
     assert any("publish" in step.get("run", "") for step in jobs["release"]["steps"])
 
 
+def test_the_release_signs_every_variant_keylessly_and_refuses_an_unsigned_one() -> None:
+    release = yaml.safe_load(ci_workflow.WORKFLOW.read_text())["jobs"]["release"]
+    assert release["permissions"] == {"contents": "read", "id-token": "write"}  # the OIDC token Fulcio certifies
+    names = [step.get("name") for step in release["steps"]]
+    assert names.index("Stage") < names.index("Sign") < names.index("Publish")
+    [sign] = _steps(release, "Sign")
+    assert sign.startswith("for metadata in build/release/build/*/metadata.json; do ")
+    assert 'python -m sigstore sign --bundle "$metadata.sigstore" "$metadata"' in sign
+    [publish] = _steps(release, "Publish")
+    assert publish.endswith("--require-signatures")
+
+
 # What the release must carry besides the conda packages: the stable-ABI variants (torch >= 2.11, any minor).
 STABLE_VARIANTS = {
     "torch-stable-abi211-cpu-x86_64-linux", "torch-stable-abi211-cu129-x86_64-linux",
@@ -129,11 +141,11 @@ def stable_release_problems(text: str) -> list[str]:
             problems.append(f"{consumer} does not download the stable variants into stable/")
     if _steps(jobs["abi-gate"], "ABI gate") != ["pixi run -e cpu python -m tools.release.abi_gate output stable"]:
         problems.append("the ABI gate does not check stable/")
-    [release] = _steps(jobs["release"], "Stage and publish") or [""]
+    [release] = _steps(jobs["release"], "Stage") or [""]
     staged = release.partition("python -m tools.release stage ")[2].partition(" --repo")[0].split()
     if sorted(staged) != sorted(["output", *(f"stable/{variant}" for variant in STABLE_VARIANTS)]):
         problems.append(f"the release stages {staged}, not output/ and every stable variant")
-    if "kernelpin publish build/release" not in release:
+    if not any("kernelpin publish build/release" in run for run in _steps(jobs["release"], "Publish")):
         problems.append("the release does not publish what it staged")
     return problems
 

@@ -19,7 +19,7 @@ from tests.kernelpin.helpers import TRUSTED_ORG
 
 @pytest.fixture(scope="session")
 def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubServer]:
-    with HubServer(tmp_path_factory.mktemp("hub"), trusted_publishers=(TRUSTED_ORG,)) as server:
+    with HubServer(tmp_path_factory.mktemp("hub"), trusted_publishers=(TRUSTED_ORG, "acme")) as server:
         yield server
 
 

@@ -204,6 +204,9 @@ class HostileHub:
             error = json.dumps({"error": "Too many requests"}).encode()
             return self._send(handler, lies.throttle_status, error, {"Content-Type": "application/json", **wait})
         kind = "refs" if _REFS.match(path) else "tree" if _TREE.match(path) else "file" if _FILE.search(path) else None
+        if kind is None:  # other requests (an organization's overview) are forwarded, never lied about
+            status, headers, body = self._forward(handler)
+            return self._send(handler, status, body, headers)
         if kind == lies.drip:
             return self._drip(handler)
         if kind == lies.drip_head:

@@ -11,7 +11,10 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-TRUSTED_ORG = "trusted"  # a trusted kernel publisher (`kernels lock` and `get_kernel` check); acme is not
+# Trusted kernel publishers on the test Hub (`kernels lock`, `get_kernel` and `kernelpin lock` check), and one that
+# is not.
+TRUSTED_ORG = "trusted"
+UNTRUSTED_ORG = "stranger"
 # Runs a command as the unprivileged user nobody: root ignores permission bits, so read-only tests need it.
 NOBODY = 65534  # the uid of the user nobody
 AS_NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]

@@ -3,7 +3,6 @@ explicitly and returning data; the CLI renders the same results (its --json is c
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import pytest
@@ -39,7 +38,7 @@ def test_add_lock_sync_verify_remove_without_a_subprocess(img2gray, project, cli
     verified = kernelpin.verify(app, hub_source)
     assert verified.ok and {row.status for row in verified.files} == {"ok"}
     status, out, _ = cli("verify", "--json")
-    assert json.loads(out) == {"ok": True, "files": [dataclasses.asdict(row) for row in verified.files]}
+    assert json.loads(out) == {"ok": True, "files": [row.as_json() for row in verified.files]}
 
     (row,) = kernelpin.outdated(app, hub_source)
     assert (row.locked, row.newest_satisfying) == ("0.1.1", "0.1.1")

@@ -13,6 +13,7 @@ from huggingface_hub import HfApi, hf_hub_download
 
 from testkit.fake_kernel import CPU_213, publish
 from testkit.hub_front import rewrite_location, route
+from tests.kernelpin.helpers import UNTRUSTED_ORG
 
 
 def request(url: str, method: str = "GET") -> tuple[int, dict[str, str], bytes]:
@@ -64,5 +65,5 @@ def test_kernel_repositories_are_served_apart_from_model_repositories(hub, new_r
 
 
 def test_organization_overview_says_whether_a_publisher_is_trusted(hub):
-    assert request(f"{hub.endpoint}/api/organizations/acme/overview")[0] == 200
-    assert HfApi(endpoint=hub.endpoint).get_organization_overview("acme").trustedKernelPublisher is False
+    assert request(f"{hub.endpoint}/api/organizations/{UNTRUSTED_ORG}/overview")[0] == 200
+    assert HfApi(endpoint=hub.endpoint).get_organization_overview(UNTRUSTED_ORG).trustedKernelPublisher is False

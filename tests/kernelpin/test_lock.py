@@ -202,15 +202,19 @@ def test_lock_sends_only_the_requests_it_needs_and_keeps_only_verified_blobs(new
     monkeypatch.setattr(httpx2.Client, "send", counting)
     project(f'"{kernel_id}" = "^1"\n')
     assert cli("lock")[0] == 0
-    assert [method for method, _ in sent] == ["GET"] * (2 + len(VARIANTS)), sent
+    # The refs, the organization's overview (is it a trusted kernel publisher?), the tree, each variant's metadata.
+    assert sent[1] == ("GET", "/api/organizations/acme/overview")
+    assert [method for method, _ in sent] == ["GET"] * (3 + len(VARIANTS)), sent
     folder = hf_env / f"kernels--{kernel_id.replace('/', '--')}"
     assert sorted(path.relative_to(folder).parts[0] for path in folder.iterdir()) == ["blobs"]  # no snapshot, no ref
     assert {git_blob_sha1(blob.read_bytes()) == blob.name for blob in (folder / "blobs").iterdir()} == {True}
-    # A model repository costs one more request: the probe tries the kernel type first.
+    # A model repository costs one more request: the probe tries the kernel type first. Two kernels of one
+    # organization ask for its overview once; the kernel locked before reads its metadata from the blobs kept.
     sent.clear()
-    project(f'"{model_id}" = "^1"\n')
+    (project(f'"{model_id}" = "^1"\n"{kernel_id}" = "^1"\n') / "kernelpin.lock").unlink()
     assert cli("lock")[0] == 0
-    assert len(sent) == 3 + len(VARIANTS), sent
+    assert len(sent) == 1 + 3 + len(VARIANTS) + 2, sent
+    assert sent.count(("GET", "/api/organizations/acme/overview")) == 1
 
 
 def test_integer_requirement_on_a_repository_with_only_major_branches(new_repo, project, cli, hf_env):

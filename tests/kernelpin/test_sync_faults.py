@@ -26,7 +26,7 @@ CPU_ENV = Environment(torch=(2, 13), cuda=None)
 
 
 def test_server_stopped_mid_sync(tmp_path, project, cli, hf_env, monkeypatch):
-    server = HubServer(tmp_path / "dying-hub")
+    server = HubServer(tmp_path / "dying-hub", trusted_publishers=("acme",))  # kernelpin lock checks the publisher
     repo_id = "acme/big"
     # A 32 MiB library: the transfer is still running when the server is killed.
     publish(server.repo(repo_id), "1.0.0", variants=(CPU_213,), extra={"_big.so": os.urandom(32 << 20)})

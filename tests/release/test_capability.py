@@ -31,7 +31,7 @@ ARCHS = ["8.0", "8.6", "9.0"]  # SASS only: Hopper and Ampere, nothing for Black
 @pytest.fixture(scope="module")
 def cuda_only(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubServer]:
     root = tmp_path_factory.mktemp("hub")
-    hub = HubServer(root)
+    hub = HubServer(root, trusted_publishers=("acme",))  # kernelpin lock checks the publisher
     build = write_variant(root / "build", "1.0.0", CUDA, ARCHS)
     release_into_mirror(hub.repo("acme/cuda-only"), stage([build], root / "staged", "acme/cuda-only"), "v1.0.0")
     with hub:

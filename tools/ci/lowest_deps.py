@@ -27,10 +27,11 @@ ROOT = Path(__file__).resolve().parents[2]
 # Used by the tests, not by kernelpin: kept at this environment's versions (numpy: torch warns without it).
 TEST_TOOLS = ("torch", "numpy", "hypothesis", "pytest-xdist")
 # The tests of the commands that use the dependencies (huggingface_hub and httpx2: lock, versions, sync,
-# outdated, the Hub's faults; tomlkit: add/remove; rich: the CLI's output; filelock: lock and sync), not the
+# outdated, the Hub's faults; tomlkit: add/remove; rich: the CLI's output; filelock: lock and sync; sigstore:
+# signatures), not the
 # whole directory: kernelpin's pure core (ranges, variants, metadata) imports none of them, and CI time counts.
 SUITE = [f"tests/kernelpin/{name}" for name in ("test_cli.py", "test_lock.py", "test_sync.py", "test_end_to_end.py",
-                                                "test_repo_types.py", "test_sync_faults.py")]
+                                                "test_repo_types.py", "test_sync_faults.py", "test_signature.py")]
 
 
 def declared_floors(pyproject: Path = ROOT / "pyproject.toml") -> dict[str, str]:

@@ -11,7 +11,8 @@ CUDA`, which selects exactly that variant, and uploads its package. The stable-A
 version on, so they are built once per backend and platform, not per pytorch pin: `tools.builder.op --abi stable`
 in pixi's cpu or cuda environment, gated, the CPU one tested with tests/op, each uploaded as its variant
 directory. A release job, on a `v*` tag, waits for every build and for the ABI gate, then stages the packages
-and the stable variants together and publishes them to the Hub.
+and the stable variants together, signs each variant's metadata.json keylessly (Sigstore, the job's GitHub OIDC
+identity) and publishes them to the Hub, refusing an unsigned variant.
 """
 
 from __future__ import annotations
@@ -149,12 +150,23 @@ def hub_repository(manifest: Path = MANIFEST) -> str:
     return repo
 
 
-def release_command(stable: Sequence[StableJob], repo: str) -> str:
+RELEASE_DIR = "build/release"
+# Keyless signing with sigstore-python (a kernelpin dependency): the job's GitHub OIDC token is the identity
+# Fulcio certifies, so each variant's metadata.json.sigstore names this workflow, its ref and commit.
+SIGN_COMMAND = (f'for metadata in {RELEASE_DIR}/build/*/metadata.json; do pixi run -e cpu python -m sigstore sign '
+                '--bundle "$metadata.sigstore" "$metadata" || exit 1; done')
+
+
+def stage_command(stable: Sequence[StableJob], repo: str) -> str:
     """Stage the conda packages and every stable variant (named one by one: a missing one fails the release),
-    then publish, as pixi.toml's publish task does for output/ alone."""
+    as pixi.toml's publish task does for output/ alone."""
     sources = " ".join(["output", *(job.out for job in stable)])
-    return (f"pixi run -e cpu python -m tools.release stage {sources} --repo {repo} --out build/release"
-            f" && pixi run -e cpu kernelpin publish build/release --repo {repo}")
+    return f"pixi run -e cpu python -m tools.release stage {sources} --repo {repo} --out {RELEASE_DIR}"
+
+
+def publish_command(repo: str) -> str:
+    """Publish what was staged and signed; an unsigned variant (or one whose bundle does not verify) is refused."""
+    return f"pixi run -e cpu kernelpin publish {RELEASE_DIR} --repo {repo} --require-signatures"
 
 
 def _setup_steps() -> list[str]:
@@ -264,16 +276,23 @@ def render(jobs: Sequence[Job], stable: Sequence[StableJob]) -> str:
         f"        run: {ABI_GATE}",
         "",
         "  release:",
-        "    name: Stage and publish to the Hub",
+        "    name: Stage, sign and publish to the Hub",
         f"    needs: [{needs}, abi-gate]",
         "    if: startsWith(github.ref, 'refs/tags/v')",
         "    runs-on: ubuntu-24.04",
         "    environment: release",
+        "    permissions:",
+        "      contents: read",
+        "      id-token: write  # the OIDC token Sigstore certifies: the signer identity of every variant",
         "    steps:",
         *_setup_steps(),
         *_download_packages(),
-        "      - name: Stage and publish",
-        f"        run: {release_command(stable, hub_repository())}",
+        "      - name: Stage",
+        f"        run: {stage_command(stable, hub_repository())}",
+        "      - name: Sign",
+        f"        run: {SIGN_COMMAND}",
+        "      - name: Publish",
+        f"        run: {publish_command(hub_repository())}",
         "        env:",
         "          HF_TOKEN: ${{ secrets.HF_TOKEN }}",
     ]

@@ -76,7 +76,7 @@ def loop(work: Path, device: str, report: dict[str, Any], log: Callable[[str], N
     report["abi_gate_libraries"] = gate([variant_dir])  # raises AbiError naming each symbol and what to do
     log(f"ABI gate passed (manylinux_2_28, abi3): {report['abi_gate_libraries']} shared library file(s)")
     staged = stage([variant_dir], work / "staged", REPO_ID)
-    hub = HubServer(work / "hub")
+    hub = HubServer(work / "hub", trusted_publishers=(REPO_ID.split("/")[0],))  # kernelpin lock checks the publisher
     repo = hub.repo(REPO_ID, "kernel")
     commit = release_into_mirror(repo, staged, f"v{version}")
     major = int(version.split(".")[0])

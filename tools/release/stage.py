@@ -154,7 +154,8 @@ def stage(sources: Sequence[Path], out: Path, repo_id: str) -> Release:
         # Assembled next to `out`, then swapped in: a half-staged release is never left at `out`.
         with staged_directory(out) as staging:
             for name, (directory, _, _) in variants.items():
-                shutil.copytree(directory, staging / BUILD_DIR / name, copy_function=shutil.copyfile)
+                shutil.copytree(directory, staging / BUILD_DIR / name, copy_function=shutil.copyfile,
+                                ignore=shutil.ignore_patterns("__pycache__"))  # never in a release
             (staging / "README.md").write_text(readme(repo_id, {n: m for n, (_, m, _) in variants.items()}))
             check_release(staging)
     return check_release(out)

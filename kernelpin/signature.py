@@ -1,0 +1,306 @@
+"""Sigstore signatures of releases: verifying a variant's `metadata.json.sigstore` bundle over its
+`metadata.json` bytes, offline, with sigstore-python's `Verifier`, and reading who signed it.
+
+What a valid bundle proves: a certificate from the trust root's CA (Fulcio), for the identity in it, logged in
+a certificate-transparency log (the SCT) and valid when the transparency log (Rekor) recorded the signature (its
+inclusion proof, signed checkpoint and signed entry timestamp); the signature covers exactly these metadata.json
+bytes, whose digest covers every other file of the variant. Who may sign is the publisher policy's question
+(kernelpin.trust), asked of the verified identity.
+
+The trust root is Sigstore's public-good one as sigstore-python ships it (offline; `refresh=True` updates it
+through TUF first), or a `trusted_root.json` the policy names. Imported only by the commands that verify
+(lock, sync, verify): `load` checks what the lock recorded, with no cryptography.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import json
+import logging
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kernelpin.errors import KernelpinError
+from kernelpin.layout import METADATA
+from kernelpin.layout import SIGNATURE as BUNDLE
+from kernelpin.trust import LockedSignature, Policy, SignatureError, Signer
+
+if TYPE_CHECKING:
+    from cryptography.x509 import Certificate
+    from sigstore.verify import Verifier
+
+MAX_BUNDLE_BYTES = 1 << 20  # a real bundle is about 5 KB: a certificate, a signature, one log entry
+
+# Fulcio's certificate extensions (https://github.com/sigstore/fulcio/blob/main/docs/oid-info.md).
+_ISSUER_V1 = "1.3.6.1.4.1.57264.1.1"
+_ISSUER = "1.3.6.1.4.1.57264.1.8"
+_SOURCE_REPOSITORY_URI = "1.3.6.1.4.1.57264.1.12"
+_SOURCE_REPOSITORY_DIGEST = "1.3.6.1.4.1.57264.1.13"
+_SOURCE_REPOSITORY_REF = "1.3.6.1.4.1.57264.1.14"
+
+
+@dataclass(frozen=True)
+class Verified:
+    """A bundle that verified: who signed, which bundle, where the transparency log recorded it."""
+
+    signer: Signer
+    bundle_sha256: str
+    log_index: int
+    log_id: str  # hex sha256 of the log's public key
+    integrated_time: int  # seconds since the epoch, as the log recorded it
+
+
+class TrustRootError(KernelpinError):
+    """The Sigstore trust root could not be loaded or refreshed."""
+
+
+@contextlib.contextmanager
+def _quiet_tuf() -> Iterator[None]:
+    # sigstore-python warns on every offline load ("updates will not be performed"): offline is our default.
+    logger = logging.getLogger("sigstore._internal.tuf")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def verifier(policy: Policy, project_root: Path, refresh: bool = False) -> Verifier:
+    """The verifier of the policy's trust root: its `trusted-root` file, else Sigstore's public-good root as
+    sigstore-python ships it (or as its TUF cache last updated it); `refresh` asks TUF for a newer one first."""
+    from sigstore.errors import Error
+    from sigstore.models import ClientTrustConfig, TrustedRoot
+    from sigstore.verify import Verifier
+
+    if policy.trusted_root is not None:
+        path = project_root / policy.trusted_root
+        try:
+            return Verifier(trusted_root=TrustedRoot.from_file(str(path)))
+        except (OSError, ValueError, Error) as error:
+            raise TrustRootError(f"{path} (trusted-root in [tool.kernelpin.trust]): not a Sigstore trusted root "
+                                 f"({str(error)[:200]}); point it at a trusted_root.json") from None
+    try:
+        with _quiet_tuf():
+            return Verifier(trusted_root=ClientTrustConfig.production(offline=not refresh).trusted_root)
+    except Error as error:
+        raise TrustRootError(f"cannot refresh Sigstore's trust root through TUF ({str(error)[:200]}); run without "
+                             "--refresh-trust-root to use the one sigstore-python ships") from None
+
+
+def _extension(certificate: Certificate, oid: str) -> str | None:
+    from cryptography import x509
+    from cryptography.hazmat import asn1
+
+    try:
+        value = certificate.extensions.get_extension_for_oid(x509.ObjectIdentifier(oid)).value
+    except x509.ExtensionNotFound:
+        return None
+    raw = value.value  # type: ignore[attr-defined]
+    if oid == _ISSUER_V1:
+        return raw.decode()
+    return asn1.decode_der(str, raw)
+
+
+def signer_of(certificate: Certificate) -> Signer:
+    """Who a Fulcio certificate was issued to."""
+    from cryptography import x509
+
+    try:
+        names = certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        names = x509.SubjectAlternativeName([])
+    subjects = names.get_values_for_type(x509.UniformResourceIdentifier) + names.get_values_for_type(x509.RFC822Name)
+    return Signer(
+        issuer=_extension(certificate, _ISSUER) or _extension(certificate, _ISSUER_V1) or "",
+        identity=subjects[0] if subjects else "",
+        source_repository=_extension(certificate, _SOURCE_REPOSITORY_URI),
+        source_commit=_extension(certificate, _SOURCE_REPOSITORY_DIGEST),
+        source_ref=_extension(certificate, _SOURCE_REPOSITORY_REF),
+    )
+
+
+class _Recorder:
+    """A sigstore VerificationPolicy that accepts any identity and remembers it: the identity is checked against
+    the publisher policy after the whole bundle verified, so that each failure gets its own cause."""
+
+    signer: Signer | None = None
+
+    def verify(self, cert: Certificate) -> None:
+        self.signer = signer_of(cert)
+
+
+def oversized(repo_id: str, variant: str, size: int) -> SignatureError:
+    """The refusal of a bundle too large to be one, before it is read."""
+    return SignatureError(repo_id, variant, f"{BUNDLE} is {size} bytes, over the {MAX_BUNDLE_BYTES} a Sigstore "
+                          "bundle may be", "the release is broken or hostile; ask the publisher to sign it again")
+
+
+def verify_bundle(repo_id: str, variant: str, metadata: bytes, bundle: bytes | None, policy: Policy,
+                  verifier: Verifier | None) -> Verified | None:
+    """Verify `bundle` over `metadata` (both as the release holds them) and its signer against `policy`.
+    None for an unsigned release the policy lets through; `SignatureError` for everything else. `verifier`
+    may be None only for a release without a bundle."""
+    from sigstore.errors import CertValidationError, VerificationError
+    from sigstore.models import Bundle, InvalidBundle
+
+    def refuse(cause: str, fix: str) -> SignatureError:
+        return SignatureError(repo_id, variant, cause, fix)
+
+    entry = policy.publisher(repo_id)
+    if bundle is None:
+        required, where = policy.requires_signature(repo_id)
+        if required:
+            raise refuse(f"no signature ({BUNDLE}), but {where} requires one",
+                         "ask the publisher to sign the release, or pin a signed one")
+        return None
+    if len(bundle) > MAX_BUNDLE_BYTES:
+        raise oversized(repo_id, variant, len(bundle))
+    try:
+        parsed = Bundle.from_json(bundle)
+        entries = json.loads(bundle)["verificationMaterial"]["tlogEntries"]
+        log_index, log_id = int(entries[0]["logIndex"]), base64.b64decode(entries[0]["logId"]["keyId"]).hex()
+        integrated_time = int(entries[0].get("integratedTime", 0))
+    except (InvalidBundle, ValueError, KeyError, IndexError, TypeError, RecursionError) as error:
+        raise refuse(f"{BUNDLE} is not a Sigstore bundle ({str(error).splitlines()[0][:160]})",
+                     "the release is broken or hostile; ask the publisher to sign it again") from None
+    other_bytes = refuse(f"{BUNDLE} signs other bytes than this metadata.json (tampered metadata, or the "
+                         "signature of another release)", "do not use this release; tell the publisher")
+    digest = parsed._inner.message_signature.message_digest if parsed._inner.message_signature else None
+    if digest is not None and digest.digest != hashlib.sha256(metadata).digest():
+        raise other_bytes
+    recorder = _Recorder()
+    assert verifier is not None, "a bundle needs a verifier"
+    try:
+        verifier.verify_artifact(metadata, parsed, recorder)
+    except CertValidationError as error:
+        if "not valid at validation time" in str(error):
+            raise refuse("the certificate had expired (or was not yet valid) when the log recorded the signature",
+                         "do not use this release; ask the publisher to sign it again") from None
+        raise refuse(f"the certificate does not verify against the Sigstore trust root ({str(error)[:160]}): "
+                     "issued by another CA", "do not use this release; ask the publisher to sign it again") from None
+    except VerificationError as error:
+        text = str(error)
+        if "Signature is invalid for input" in text or "inconsistent with other materials" in text:
+            raise other_bytes from None
+        if "expired at time of signing" in text:
+            raise refuse("the certificate had expired when the log recorded the signature",
+                         "do not use this release; ask the publisher to sign it again") from None
+        raise refuse(f"the signature does not verify ({text.splitlines()[0][:200]})",
+                     "do not use this release; ask the publisher to sign it again") from None
+    signer = recorder.signer
+    assert signer is not None  # the verifier asks the policy before it can succeed
+    if entry is not None and not entry.allows(signer):
+        issuers = {rule.issuer for rule in entry.signers}
+        what = (f"signed through issuer {signer.issuer}, not {' or '.join(sorted(issuers))}"
+                if signer.issuer not in issuers else f"signed by {signer.describe()}")
+        raise refuse(f"{what}, which {entry.where} does not allow "
+                     f"({'; '.join(rule.describe() for rule in entry.signers)})",
+                     "do not use this release unless you trust that signer: then add it to the policy's signers")
+    return Verified(signer, hashlib.sha256(bundle).hexdigest(), log_index, log_id, integrated_time)
+
+
+
+def verify_variant(directory: Path, repo_id: str, policy: Policy, verifier: Verifier) -> Verified | None:
+    """The full check of an installed or staged variant, as `kernels verify-signature` makes it: the bundle
+    over metadata.json's bytes (before they are parsed), then every file against the signed digest."""
+    from kernelpin.integrity import sha256_file
+    from kernelpin.metadata import MetadataError, digest_covers, parse_metadata
+
+    variant = directory.name
+    try:
+        metadata = (directory / METADATA).read_bytes()
+    except OSError as error:
+        raise SignatureError(repo_id, variant, f"no readable {METADATA} ({error.strerror})",
+                             "sync the kernel again") from None
+    bundle_path = directory / BUNDLE
+    size = bundle_path.stat().st_size if bundle_path.is_file() else None
+    if size is not None and size > MAX_BUNDLE_BYTES:
+        raise oversized(repo_id, variant, size)
+    bundle = bundle_path.read_bytes() if size is not None else None
+    verified = verify_bundle(repo_id, variant, metadata, bundle, policy, verifier)
+    try:
+        digests = parse_metadata(metadata, str(directory / METADATA)).digests
+    except MetadataError as error:
+        raise SignatureError(repo_id, variant, str(error), "do not use this build") from None
+    present = {path.relative_to(directory).as_posix(): path for path in directory.rglob("*") if path.is_file()}
+    present = {path: file for path, file in present.items() if digest_covers(path)}
+    problems = sorted(present.keys() ^ digests.keys())
+    problems += sorted(path for path in present.keys() & digests.keys() if sha256_file(present[path]) != digests[path])
+    if problems or not digests:
+        raise SignatureError(repo_id, variant, f"the files do not match the signed {METADATA} digest "
+                             f"({', '.join(problems[:5]) or 'no digest'})", "do not use this build; sync it again")
+    return verified
+
+
+class ReleaseChecker:
+    """The policy and its trust root, as `lock` and `sync` use them from several threads; the sigstore
+    verifier is made on first use (importing sigstore costs about a second, a lock of unsigned kernels never
+    pays it)."""
+
+    def __init__(self, policy: Policy, project_root: Path, refresh: bool = False) -> None:
+        self.policy, self.project_root, self.refresh = policy, project_root, refresh
+        self._verifier: Verifier | None = None
+        self._making = threading.Lock()
+        self._warming: threading.Thread | None = None
+
+    @property
+    def verifier(self) -> Verifier:
+        with self._making:
+            if self._verifier is None:
+                self._verifier = verifier(self.policy, self.project_root, self.refresh)
+            return self._verifier
+
+    def warm_up(self) -> None:
+        """Start making the verifier in the background (once): `lock` calls it when a listing shows a
+        bundle, so sigstore's import overlaps the downloads of the metadata to verify."""
+        with self._making:
+            if self._verifier is not None or self._warming is not None:
+                return
+            self._warming = threading.Thread(target=self._warm, name="kernelpin-sigstore", daemon=True)
+            self._warming.start()
+
+    def _warm(self) -> None:
+        with contextlib.suppress(KernelpinError):  # reported by the first real use
+            _ = self.verifier
+
+    def check(self, repo_id: str, variant: str, metadata: bytes | None, bundle: bytes | None) -> LockedSignature:
+        """What the lock records of one variant's signature, after verifying it (see verify_bundle)."""
+        if bundle is None:
+            verified = verify_bundle(repo_id, variant, metadata or b"", None, self.policy, None)
+        elif metadata is None:
+            raise SignatureError(repo_id, variant, f"{BUNDLE} without a metadata.json to sign",
+                                 "the release is broken; ask the publisher to fix it")
+        else:
+            verified = verify_bundle(repo_id, variant, metadata, bundle, self.policy, self.verifier)
+        if verified is None:
+            return LockedSignature(None)
+        return LockedSignature(verified.signer, verified.bundle_sha256, verified.log_index, verified.log_id,
+                               verified.integrated_time)
+
+    def recheck(self, repo_id: str, variant: str, directory: Path, locked: LockedSignature,
+                files: bool = False) -> None:
+        """`sync`'s check of an installed variant whose files matched the lock: its bundle verifies again,
+        offline, and names the signer the lock recorded (a lock edited to claim a signer is caught here).
+        `files`: also every file against the signed digest (`kernelpin verify --signatures`)."""
+        if locked.signer is None:
+            self.policy.check_signer(repo_id, variant, None)
+            return
+        if files:
+            verified = verify_variant(directory, repo_id, self.policy, self.verifier)
+            found = LockedSignature(None) if verified is None else LockedSignature(verified.signer,
+                                                                                  verified.bundle_sha256)
+        else:
+            bundle = directory / BUNDLE
+            found = self.check(repo_id, variant, (directory / METADATA).read_bytes(),
+                               bundle.read_bytes() if bundle.is_file() else None)
+        if found.signer != locked.signer or found.bundle_sha256 != locked.bundle_sha256:
+            raise SignatureError(repo_id, variant, f"the lock records a signature by {locked.signer.describe()}, "
+                                 f"but the bundle is {'unsigned' if found.signer is None else 'by ' + found.signer.describe()}",
+                                 "the lock was edited: regenerate it with `kernelpin lock --upgrade-package "
+                                 f"{repo_id}` and review the change")

@@ -1,0 +1,343 @@
+"""The publisher policy: which publishers kernelpin locks kernels from, and which Sigstore identities may sign
+their releases. Read from `[tool.kernelpin.trust]` in pyproject.toml; pure (no I/O, no sigstore import), so
+`load()` checks a lock's recorded signers against it on every call for the price of a few string compares.
+
+    [tool.kernelpin.trust]
+    require-signatures = false                 # true: every kernel must be signed
+    trusted-root = "sigstore/trusted_root.json"  # another Sigstore instance (default: the public-good one)
+
+    [tool.kernelpin.trust.publishers.acme]      # an organization, trusted whatever the Hub says
+    require-signatures = true
+    signers = [{ repository = "acme/kernels", workflow = ".github/workflows/release.yaml", ref = "refs/heads/main" }]
+
+    [tool.kernelpin.trust.publishers."acme/one"]  # one repository: replaces its organization's entry
+    signers = [{ issuer = "https://accounts.google.com", identity = "release@acme.dev" }]
+
+kernels-community has a built-in entry, what `kernels verify-signature` accepts: signed by its GitHub
+workflows, and required to be. An entry in pyproject.toml under that name replaces it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kernelpin.errors import KernelpinError
+
+GITHUB_ISSUER = "https://token.actions.githubusercontent.com"
+TABLE = "tool.kernelpin.trust"
+UNSIGNED = "unsigned"  # what `--accept-signer REPO=unsigned` accepts: a release that is no longer signed
+
+
+@dataclass(frozen=True)
+class Signer:
+    """Who signed, as the certificate says (Fulcio copies these from the signer's OIDC token)."""
+
+    issuer: str  # the OIDC issuer, e.g. GitHub Actions' token.actions.githubusercontent.com
+    identity: str  # the certificate's subject: a workflow URI `https://github.com/o/r/<path>@<ref>`, or an e-mail
+    source_repository: str | None = None  # https://github.com/<owner>/<repo> the workflow ran for
+    source_commit: str | None = None  # the commit it ran on
+    source_ref: str | None = None  # the ref it ran on, e.g. refs/heads/main
+
+    def describe(self) -> str:
+        return self.identity if self.issuer == GITHUB_ISSUER else f"{self.identity} (issuer {self.issuer})"
+
+    @property
+    def continuity(self) -> str:
+        """What must stay the same from one release to the next: the identity, without the ref a GitHub
+        workflow ran on (a release workflow runs on each release's own tag)."""
+        if self.identity.startswith("https://github.com/") and "@" in self.identity:
+            return self.identity.rpartition("@")[0]
+        return self.identity
+
+
+@dataclass(frozen=True)
+class LockedSignature:
+    """What the lock records of a variant's signature, as `lock` verified it: the signer (None: the release is
+    unsigned), the bundle's sha256 and the transparency-log entry."""
+
+    signer: Signer | None
+    bundle_sha256: str | None = None
+    log_index: int | None = None
+    log_id: str | None = None
+    integrated_time: int | None = None
+
+    def to_table(self) -> dict[str, str | int | bool]:
+        if self.signer is None:
+            return {"unsigned": True}
+        table: dict[str, str | int | bool] = {"issuer": self.signer.issuer, "identity": self.signer.identity}
+        for key, value in (("source-repository", self.signer.source_repository),
+                           ("source-commit", self.signer.source_commit), ("source-ref", self.signer.source_ref),
+                           ("bundle-sha256", self.bundle_sha256), ("log-id", self.log_id),
+                           ("log-index", self.log_index), ("integrated-time", self.integrated_time)):
+            if value is not None:
+                table[key] = value
+        return table
+
+    @classmethod
+    def from_table(cls, table: Any, where: str, fix: str) -> LockedSignature:
+        """Read what `to_table` wrote; a malformed entry is an error naming it and the fix."""
+        def fail(problem: str) -> KernelpinError:
+            return KernelpinError(f"{where}: signature {problem}; {fix}")
+
+        if not isinstance(table, dict):
+            raise fail("must be a table")
+        if table.get("unsigned") is True and len(table) == 1:
+            return cls(None)
+        strings = {key: table.get(key) for key in ("issuer", "identity", "source-repository", "source-commit",
+                                                   "source-ref", "bundle-sha256", "log-id")}
+        numbers = {key: table.get(key) for key in ("log-index", "integrated-time")}
+        unknown = sorted(set(table) - strings.keys() - numbers.keys())
+        if unknown:
+            raise fail(f"has an unknown key {unknown[0][:40]!r}")
+        if not all(value is None or isinstance(value, str) and len(value) < 4096 for value in strings.values()):
+            raise fail("fields must be strings")
+        if not all(value is None or isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 63
+                   for value in numbers.values()):
+            raise fail("log-index and integrated-time must be whole numbers")
+        bundle = strings["bundle-sha256"]
+        if not strings["issuer"] or not strings["identity"] or bundle is None or not _is_sha256(bundle):
+            raise fail("needs issuer, identity and bundle-sha256 (64 lowercase hex digits)")
+        signer = Signer(strings["issuer"], strings["identity"], strings["source-repository"], strings["source-commit"],
+                        strings["source-ref"])
+        return cls(signer, bundle, numbers["log-index"], strings["log-id"], numbers["integrated-time"])
+
+
+def _is_sha256(text: str) -> bool:
+    return len(text) == 64 and all(c in "0123456789abcdef" for c in text)
+
+
+def signer_changes(repo_id: str, old: Mapping[str, LockedSignature | None], new: Mapping[str, LockedSignature],
+                   accepted: Collection[str]) -> list[str]:
+    """Signer continuity across a re-lock, for each variant of the new release: one refusal per variant whose
+    signer is not the one the lock recorded (for that variant, or for any variant when it is new), or that is
+    no longer signed. `accepted` holds the new identities (`Signer.continuity`, or UNSIGNED) the user named with
+    `--accept-signer REPO=...`. A lock that recorded no signer constrains nothing (unsigned -> signed is fine)."""
+    known = {variant: signature.signer for variant, signature in old.items()
+             if signature is not None and signature.signer is not None}
+    if not known:
+        return []
+    everyone = {signer.continuity for signer in known.values()}
+    problems = []
+    for variant, signature in sorted(new.items()):
+        before = known.get(variant)
+        allowed = {before.continuity} if before is not None else everyone
+        was = " or ".join(sorted(allowed))
+        if signature.signer is None:
+            if UNSIGNED not in accepted:
+                problems.append(f"{repo_id} {variant}: the new release is unsigned, but the locked one was signed by "
+                                f"{was}; if you accept an unsigned release, run `kernelpin lock --upgrade "
+                                f"--accept-signer {repo_id}={UNSIGNED}`")
+        elif signature.signer.continuity not in allowed and signature.signer.continuity not in accepted:
+            problems.append(f"{repo_id} {variant}: the new release is signed by {signature.signer.describe()}, but the "
+                            f"locked one by {was}: the publisher's signer changed. If you trust the new one, run "
+                            f"`kernelpin lock --upgrade --accept-signer {repo_id}={signature.signer.continuity}`")
+    return problems
+
+
+@dataclass(frozen=True)
+class SignerRule:
+    """One identity allowed to sign: a GitHub workflow (repository, optionally its workflow files and refs), or
+    any issuer's exact `identity`."""
+
+    issuer: str = GITHUB_ISSUER
+    repository: str | None = None  # GitHub owner/name
+    workflows: tuple[str, ...] = ()  # .github/workflows/<file>; empty: any workflow of `repository`
+    refs: tuple[str, ...] = ()  # refs/heads/main, refs/tags/v1.0.0; empty: any ref
+    identity: str | None = None  # the exact certificate subject (e-mail or URI)
+
+    def allows(self, signer: Signer) -> bool:
+        if signer.issuer != self.issuer or (self.identity is not None and signer.identity != self.identity):
+            return False
+        if self.repository is None:
+            return True
+        base = f"https://github.com/{self.repository}"
+        if signer.source_repository != base:
+            return False
+        workflow, _, ref = signer.identity.rpartition("@")
+        if not workflow.startswith(base + "/"):
+            return False
+        if self.workflows and workflow.removeprefix(base + "/") not in self.workflows:
+            return False
+        return not self.refs or ref in self.refs
+
+    def describe(self) -> str:
+        if self.repository is None:
+            return f"{self.identity} (issuer {self.issuer})"
+        workflows = "|".join(self.workflows) or "any workflow"
+        refs = "|".join(self.refs) or "any ref"
+        return f"github.com/{self.repository} {workflows} @ {refs}"
+
+
+@dataclass(frozen=True)
+class Publisher:
+    """What pyproject.toml (or the built-in default) says about one organization or repository."""
+
+    name: str  # "org" or "org/repo"
+    signers: tuple[SignerRule, ...] = ()  # empty: any identity may sign; continuity then holds it to the first
+    require_signatures: bool | None = None  # None: the policy's global setting
+    builtin: bool = False
+
+    def allows(self, signer: Signer) -> bool:
+        return not self.signers or any(rule.allows(signer) for rule in self.signers)
+
+    @property
+    def where(self) -> str:
+        return "kernelpin's built-in policy" if self.builtin else f'[{TABLE}.publishers."{self.name}"]'
+
+
+KERNELS_COMMUNITY = Publisher(
+    name="kernels-community",
+    signers=(SignerRule(
+        repository="huggingface/kernels-community",
+        workflows=tuple(f".github/workflows/{name}.yaml" for name in ("build", "build-mac", "build-windows",
+                                                                     "sign-old-builds")),
+        refs=("refs/heads/main",),
+    ),),
+    require_signatures=True,
+    builtin=True,
+)
+
+
+@dataclass(frozen=True)
+class Policy:
+    publishers: Mapping[str, Publisher] = field(default_factory=lambda: {KERNELS_COMMUNITY.name: KERNELS_COMMUNITY})
+    require_signatures: bool = False
+    trusted_root: str | None = None  # a trusted_root.json path, relative to the project; None: public-good Sigstore
+
+    def publisher(self, repo_id: str) -> Publisher | None:
+        """The entry for a repository, else for its organization; None when the policy does not name it."""
+        return self.publishers.get(repo_id) or self.publishers.get(repo_id.split("/", 1)[0])
+
+    def requires_signature(self, repo_id: str) -> tuple[bool, str]:
+        """Whether `repo_id` must be signed, and the setting that says so."""
+        entry = self.publisher(repo_id)
+        if entry is not None and entry.require_signatures is not None:
+            return entry.require_signatures, entry.where
+        return self.require_signatures, f"[{TABLE}] require-signatures"
+
+    def check_publisher(self, repo_id: str, hub_trusts: Callable[[str], bool]) -> None:
+        """The gate `kernels` has: a repository of a publisher the policy does not name is locked only when the
+        Hub marks its organization a trusted kernel publisher (`hub_trusts`, asked only then)."""
+        if self.publisher(repo_id) is not None:
+            return
+        org = repo_id.split("/", 1)[0]
+        if not hub_trusts(org):
+            raise KernelpinError(f"{repo_id}: untrusted publisher: the Hub does not mark {org} a trusted kernel "
+                                 f"publisher (trustedKernelPublisher) and pyproject.toml does not name it; if you "
+                                 f'trust it, add [{TABLE}.publishers."{org}"] (or "{repo_id}") to pyproject.toml')
+
+    def check_signer(self, repo_id: str, variant: str, signer: Signer | None) -> None:
+        """The check `load` makes on what the lock recorded (no cryptography: `lock` and `sync` verified the
+        bundle): a signer the current policy allows, or no signature where none is required."""
+        entry = self.publisher(repo_id)
+        if signer is None:
+            required, where = self.requires_signature(repo_id)
+            if required:
+                raise SignatureError(repo_id, variant, f"locked unsigned, but {where} requires a signature",
+                                     "ask the publisher for a signed release and run `kernelpin lock --upgrade`")
+            return
+        if entry is not None and not entry.allows(signer):
+            raise SignatureError(repo_id, variant, f"locked as signed by {signer.describe()}, which {entry.where} "
+                                 f"does not allow ({'; '.join(rule.describe() for rule in entry.signers)})",
+                                 "add that signer to the entry if you trust it, or lock another release")
+
+
+class PolicyError(KernelpinError):
+    """[tool.kernelpin.trust] is malformed; the message names the key and shows the form."""
+
+
+class SignatureError(KernelpinError):
+    """A release's signature does not satisfy the policy: one line naming the repository, the variant, the cause
+    and the fix."""
+
+    def __init__(self, repo_id: str, variant: str, cause: str, fix: str) -> None:
+        super().__init__(f"{repo_id} {variant}: {cause}; {fix}")
+        self.repo_id, self.variant, self.cause = repo_id, variant, cause
+
+
+_EXAMPLE = (f'[{TABLE}.publishers.acme]\nsigners = [{{ repository = "acme/kernels", '
+            'workflow = ".github/workflows/release.yaml", ref = "refs/heads/main" }]')
+
+
+def _strings(value: Any, key: str, where: str) -> tuple[str, ...]:
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not items or not all(isinstance(item, str) and item for item in items):
+        raise PolicyError(f"{where}: {key} must be a string or a list of strings; for example\n{_EXAMPLE}")
+    return tuple(items)
+
+
+def _rule(table: Any, where: str) -> SignerRule:
+    if not isinstance(table, dict):
+        raise PolicyError(f"{where}: a signer is a table; for example\n{_EXAMPLE}")
+    unknown = sorted(set(table) - {"issuer", "repository", "workflow", "ref", "identity"})
+    if unknown:
+        raise PolicyError(f"{where}: unknown key {unknown[0]!r} (a signer has issuer, repository, workflow, ref, "
+                          "identity)")
+    issuer = _strings(table.get("issuer", GITHUB_ISSUER), "issuer", where)
+    if len(issuer) != 1:
+        raise PolicyError(f"{where}: issuer is one URL")
+    repository = table.get("repository")
+    identity = table.get("identity")
+    if repository is None and identity is None:
+        raise PolicyError(f"{where}: a signer names a GitHub repository (`repository = \"owner/name\"`) or an "
+                          f"exact identity (`identity = \"release@acme.dev\"`, with its `issuer`)")
+    if repository is not None and (not isinstance(repository, str) or repository.count("/") != 1
+                                   or repository.startswith("https:")):
+        raise PolicyError(f"{where}: repository is a GitHub owner/name, such as \"acme/kernels\"")
+    if identity is not None and not isinstance(identity, str):
+        raise PolicyError(f"{where}: identity is a string (the certificate's e-mail or URI)")
+    if repository is None and ("workflow" in table or "ref" in table):
+        raise PolicyError(f"{where}: workflow and ref need the repository they belong to")
+    workflows = _strings(table["workflow"], "workflow", where) if "workflow" in table else ()
+    refs = _strings(table["ref"], "ref", where) if "ref" in table else ()
+    return SignerRule(issuer[0], repository, workflows, refs, identity)
+
+
+def _publisher(name: str, table: Any, where: str) -> Publisher:
+    if not isinstance(table, dict):
+        raise PolicyError(f"{where}: must be a table; for example\n{_EXAMPLE}")
+    unknown = sorted(set(table) - {"signers", "require-signatures"})
+    if unknown:
+        raise PolicyError(f"{where}: unknown key {unknown[0]!r} (a publisher has signers, require-signatures)")
+    parts = name.split("/")
+    if not 1 <= len(parts) <= 2 or not all(parts):
+        raise PolicyError(f"{where}: a publisher is an organization (\"acme\") or a repository (\"acme/img2gray\")")
+    signers = table.get("signers", [])
+    if not isinstance(signers, list):
+        raise PolicyError(f"{where}: signers must be a list of tables; for example\n{_EXAMPLE}")
+    required = table.get("require-signatures")
+    if required is not None and not isinstance(required, bool):
+        raise PolicyError(f"{where}: require-signatures must be true or false")
+    return Publisher(name, tuple(_rule(rule, f"{where} signer #{index + 1}") for index, rule in enumerate(signers)),
+                     required)
+
+
+def parse_policy(pyproject: Mapping[str, Any]) -> Policy:
+    """The policy of a parsed pyproject.toml (its `[tool.kernelpin.trust]`; the defaults when absent)."""
+    tool = pyproject.get("tool", {})
+    kernelpin = tool.get("kernelpin", {}) if isinstance(tool, dict) else {}
+    table = kernelpin.get("trust") if isinstance(kernelpin, dict) else None
+    if table is None:
+        return Policy()
+    where = f"[{TABLE}]"
+    if not isinstance(table, dict):
+        raise PolicyError(f"{where} must be a table")
+    unknown = sorted(set(table) - {"publishers", "require-signatures", "trusted-root"})
+    if unknown:
+        raise PolicyError(f"{where}: unknown key {unknown[0]!r} (it has publishers, require-signatures, trusted-root)")
+    required = table.get("require-signatures", False)
+    if not isinstance(required, bool):
+        raise PolicyError(f"{where}: require-signatures must be true or false")
+    root = table.get("trusted-root")
+    if root is not None and (not isinstance(root, str) or not root):
+        raise PolicyError(f"{where}: trusted-root is the path of a Sigstore trusted_root.json")
+    publishers = table.get("publishers", {})
+    if not isinstance(publishers, dict):
+        raise PolicyError(f"{where}: publishers must be a table of organizations and repositories; for example\n"
+                          f"{_EXAMPLE}")
+    entries = {KERNELS_COMMUNITY.name: KERNELS_COMMUNITY}
+    entries.update({name: _publisher(name, value, f'[{TABLE}.publishers."{name}"]')
+                    for name, value in publishers.items()})
+    return Policy(entries, required, root)

@@ -1,0 +1,55 @@
+"""kernelpin.get_kernel applies the publisher policy `lock` applies (that of the project around the working
+directory): a publisher the policy names needs no trust_remote_code, and the chosen variant's Sigstore bundle
+is verified against the policy's signers before anything of it is imported. Failed before: get_kernel checked
+only the Hub's trusted-publisher mark and never read a bundle (a release signed by anyone loaded)."""
+
+from __future__ import annotations
+
+import sys
+import warnings
+
+import pytest
+
+import kernelpin
+from kernelpin.lockless import UnpinnedKernelWarning
+from kernelpin.trust import SignatureError
+from tests.kernelpin.helpers import UNTRUSTED_ORG
+from tests.kernelpin.test_get_kernel import fresh_modules, state  # noqa: F401 (fixtures)
+from tests.kernelpin.test_lock_signatures import ACME, ACME_SIGNERS, HIJACKER, release, sigstore  # noqa: F401
+
+POLICY = f'[tool.kernelpin.trust.publishers."{UNTRUSTED_ORG}"]\nsigners = {ACME_SIGNERS}\n'
+
+
+@pytest.fixture
+def signed_line(new_repo, project, sigstore):  # noqa: F811
+    """release(identity): a kernel of an organization the Hub does not trust, v1.0.0 on branch v1 signed by
+    `identity`, in a project whose policy names that organization with ACME as its only signer."""
+    root = project("")
+    with open(root / "pyproject.toml", "a") as stream:
+        stream.write(f'\n[tool.kernelpin.trust]\ntrusted-root = "{sigstore[1]}"\n{POLICY}')
+
+    def make(identity):
+        repo_id, repo = new_repo("signed-oneliner", "kernel", UNTRUSTED_ORG)
+        release(repo, sigstore, "1.0.0", identity)
+        repo.branch("v1")
+        return repo_id
+
+    return make
+
+
+def test_a_release_its_policy_signer_signed_loads_without_trust_remote_code(signed_line, state,  # noqa: F811
+                                                                             fresh_modules):  # noqa: F811
+    repo_id = signed_line(ACME)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnpinnedKernelWarning)
+        assert kernelpin.get_kernel(repo_id, version=1).VERSION == "1.0.0"
+    record = next(state.rglob("*.json")).read_text()
+    assert "acme-corp/kernels/.github/workflows/release.yaml@refs/tags/v1.0.0" in record  # the signer remembered
+
+
+def test_a_release_another_identity_signed_is_refused_before_import(signed_line, state, fresh_modules):  # noqa: F811
+    repo_id = signed_line(HIJACKER)
+    before = set(sys.modules)
+    with pytest.raises(SignatureError, match=r"hijacker/kernels.*acme-corp/kernels"):
+        kernelpin.get_kernel(repo_id, version=1, trust_remote_code=True)
+    assert not [name for name in set(sys.modules) - before if name.startswith("_kernelpin_")]

@@ -1,0 +1,118 @@
+"""The publisher policy's pure parts: the Hub's trusted-publisher gate, what the lock records of a signature,
+signer continuity across upgrades, and the check `load` makes on a lock's recorded signers."""
+
+from __future__ import annotations
+
+import pytest
+
+from kernelpin.errors import KernelpinError
+from kernelpin.trust import (
+    GITHUB_ISSUER, UNSIGNED, LockedSignature, SignatureError, Signer, parse_policy, signer_changes,
+)
+
+RELEASE = Signer(GITHUB_ISSUER, "https://github.com/acme-corp/kernels/.github/workflows/release.yaml@refs/tags/v1.0.0",
+                 "https://github.com/acme-corp/kernels", "a" * 40, "refs/tags/v1.0.0")
+NEXT_RELEASE = Signer(GITHUB_ISSUER, "https://github.com/acme-corp/kernels/.github/workflows/release.yaml@refs/tags/v1.1.0",
+                      "https://github.com/acme-corp/kernels", "b" * 40, "refs/tags/v1.1.0")
+HIJACKER = Signer(GITHUB_ISSUER, "https://github.com/hijacker/kernels/.github/workflows/x.yaml@refs/heads/main",
+                  "https://github.com/hijacker/kernels", "c" * 40, "refs/heads/main")
+
+
+def signed(signer: Signer) -> LockedSignature:
+    return LockedSignature(signer, "0" * 64, 7, "1" * 64, 1_700_000_000)
+
+
+def policy(trust: dict):
+    return parse_policy({"tool": {"kernelpin": {"trust": trust}}})
+
+
+def test_the_hub_gate_asks_only_for_publishers_the_policy_does_not_name() -> None:
+    asked = []
+
+    def hub(org: str) -> bool:
+        asked.append(org)
+        return org == "trusted"
+
+    named = policy({"publishers": {"acme": {}}})
+    named.check_publisher("acme/x", hub)
+    named.check_publisher("kernels-community/x", hub)  # the built-in entry
+    named.check_publisher("trusted/x", hub)
+    assert asked == ["trusted"]
+    with pytest.raises(KernelpinError) as refused:
+        named.check_publisher("stranger/x", hub)
+    assert str(refused.value) == (
+        "stranger/x: untrusted publisher: the Hub does not mark stranger a trusted kernel publisher "
+        "(trustedKernelPublisher) and pyproject.toml does not name it; if you trust it, add "
+        '[tool.kernelpin.trust.publishers."stranger"] (or "stranger/x") to pyproject.toml')
+    policy({"publishers": {"stranger/x": {}}}).check_publisher("stranger/x", hub)
+
+
+def test_a_locked_signature_round_trips_and_malformed_ones_are_refused() -> None:
+    for record in (signed(RELEASE), LockedSignature(None), LockedSignature(Signer("https://x", "a@b.c"), "f" * 64)):
+        assert LockedSignature.from_table(record.to_table(), "here", "fix") == record
+    for bad in ("x", {"unsigned": False}, {"issuer": "i", "identity": "x"}, {**signed(RELEASE).to_table(), "log-index": -1},
+                {**signed(RELEASE).to_table(), "bundle-sha256": "A" * 64}, {**signed(RELEASE).to_table(), "who": "x"},
+                {**signed(RELEASE).to_table(), "identity": 3}, {"unsigned": True, "issuer": "x"}):
+        with pytest.raises(KernelpinError, match="^here: signature .*; fix$"):
+            LockedSignature.from_table(bad, "here", "fix")
+
+
+def test_signer_continuity() -> None:
+    old = {"v-a": signed(RELEASE), "v-b": signed(RELEASE)}
+    # The next release of the same workflow, on its own tag: the same signer.
+    assert signer_changes("acme/x", old, {"v-a": signed(NEXT_RELEASE), "v-new": signed(NEXT_RELEASE)}, ()) == []
+    [problem] = signer_changes("acme/x", old, {"v-a": signed(HIJACKER)}, ())
+    assert problem == (
+        "acme/x v-a: the new release is signed by https://github.com/hijacker/kernels/.github/workflows/x.yaml"
+        "@refs/heads/main, but the locked one by https://github.com/acme-corp/kernels/.github/workflows/release.yaml: "
+        "the publisher's signer changed. If you trust the new one, run `kernelpin lock --upgrade --accept-signer "
+        "acme/x=https://github.com/hijacker/kernels/.github/workflows/x.yaml`")
+    assert signer_changes("acme/x", old, {"v-a": signed(HIJACKER)},
+                          {"https://github.com/hijacker/kernels/.github/workflows/x.yaml"}) == []
+    # Signed, then unsigned: refused the same way until accepted.
+    [problem] = signer_changes("acme/x", old, {"v-a": LockedSignature(None)}, ())
+    assert "the new release is unsigned" in problem and f"--accept-signer acme/x={UNSIGNED}`" in problem
+    assert signer_changes("acme/x", old, {"v-a": LockedSignature(None)}, {UNSIGNED}) == []
+    # A lock that recorded no signature (unsigned, or written before kernelpin verified) constrains nothing.
+    assert signer_changes("acme/x", {"v-a": LockedSignature(None), "v-b": None}, {"v-a": signed(HIJACKER)}, ()) == []
+
+
+def test_load_checks_recorded_signers_against_the_current_policy() -> None:
+    trust = {"publishers": {"acme": {"signers": [{"repository": "acme-corp/kernels",
+                                                  "workflow": ".github/workflows/release.yaml"}]}}}
+    policy(trust).check_signer("acme/x", "v", RELEASE)
+    policy({}).check_signer("other/x", "v", None)  # unsigned, nothing requires a signature
+    with pytest.raises(SignatureError, match="^acme/x v: locked as signed by https://github.com/hijacker/.*, which "
+                                             r"\[tool.kernelpin.trust.publishers.\"acme\"\] does not allow"):
+        policy(trust).check_signer("acme/x", "v", HIJACKER)
+    with pytest.raises(SignatureError, match="^other/x v: locked unsigned, but .*require-signatures requires a sig"):
+        policy({"require-signatures": True}).check_signer("other/x", "v", None)
+    with pytest.raises(SignatureError, match="kernelpin's built-in policy requires a signature"):
+        policy({}).check_signer("kernels-community/x", "v", None)
+
+
+def test_the_documented_policy_means_what_docs_kernelpin_md_says() -> None:
+    import tomllib
+    from pathlib import Path
+
+    from tests.markdown import code_blocks
+
+    [block] = [b for b in code_blocks(Path(__file__).resolve().parents[2] / "docs" / "kernelpin.md")
+               if (b.comment or "").startswith("policy:")]
+    documented = parse_policy({"tool": tomllib.loads(block.text)["tool"]})
+    release = Signer(GITHUB_ISSUER, "https://github.com/acme/kernels/.github/workflows/release.yaml@refs/tags/v2.0.0",
+                     "https://github.com/acme/kernels")
+    documented.check_signer("acme/other", "v", release)  # the organization's workflow, on any ref
+    with pytest.raises(SignatureError):
+        documented.check_signer("acme/other", "v", None)  # the organization requires signatures
+    with pytest.raises(SignatureError):
+        documented.check_signer("acme/img2gray", "v", release)  # its own entry replaces the organization's
+    documented.check_signer("acme/img2gray", "v", Signer("https://github.com/login/oauth", "release@acme.dev"))
+    documented.check_signer("acme/img2gray", "v", Signer(
+        GITHUB_ISSUER, "https://github.com/acme/img2gray/.github/workflows/conda-packages.yml@refs/tags/v0.2.0",
+        "https://github.com/acme/img2gray"))
+    documented.check_signer("acme/img2gray", "v", None)  # its entry does not require signatures
+    community = Signer(GITHUB_ISSUER, "https://github.com/huggingface/kernels-community/.github/workflows/"
+                       "build-mac.yaml@refs/heads/main", "https://github.com/huggingface/kernels-community")
+    documented.check_signer("kernels-community/x", "v", community)
+    assert documented.publisher("kernels-community/x").signers == parse_policy({}).publisher("kernels-community/x").signers
