@@ -37,6 +37,7 @@ from kernelpin.project import Project, read_policy, read_requirements
 from kernelpin.resolve import resolve
 from kernelpin.signature import ReleaseChecker
 from kernelpin.source import HubSettings, HubSource
+from benchmarks.kernelpin_bench import median_time
 from testkit.fake_kernel import kernel_files
 from testkit.hub import HubServer
 from testkit.sigstore_root import Identity, SigstoreRoot
@@ -48,16 +49,6 @@ SIGNER = Identity(repository="acme/kernels", workflow=".github/workflows/release
 # (hashed at load like any listed file; the fake kernel never opens it).
 SHAPE = {"_img2gray_bench.abi3.so": 371_632, "functional.py": 7_733, "stable_abi.py": 6_328, "_ops.py": 589,
          "img2gray/__init__.py": 120}
-
-
-def median(run, repeats: int, before=lambda: None) -> float:
-    samples = []
-    for _ in range(repeats):
-        before()
-        start = time.perf_counter()
-        run()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
 
 
 def project(root: Path, repo_ids: list[str], trusted_root: Path) -> Path:
@@ -112,8 +103,8 @@ def main() -> None:
     lock(False)()
     with_verification, without = [], []
     for _ in range(args.repeats):
-        with_verification.append(median(lock(True), 1))
-        without.append(median(lock(False), 1))
+        with_verification.append(median_time(lock(True), 1))
+        without.append(median_time(lock(False), 1))
     results["lock_in_process_verified_s"] = statistics.median(with_verification)
     results["lock_in_process_unverified_s"] = statistics.median(without)
     results["lock_in_process_ratio"] = results["lock_in_process_verified_s"] / results["lock_in_process_unverified_s"]
@@ -153,8 +144,8 @@ def main() -> None:
 
     signed_loads, unsigned_loads = [], []
     for _ in range(args.repeats * 4):
-        signed_loads.append(median(loads(signed_app, signed_ids), 1, forget) / args.kernels)
-        unsigned_loads.append(median(loads(unsigned_app, unsigned_ids), 1, forget) / args.kernels)
+        signed_loads.append(median_time(loads(signed_app, signed_ids), 1, forget) / args.kernels)
+        unsigned_loads.append(median_time(loads(unsigned_app, unsigned_ids), 1, forget) / args.kernels)
     results["load_signed_ms"] = statistics.median(signed_loads) * 1e3
     results["load_unsigned_ms"] = statistics.median(unsigned_loads) * 1e3
     results["load_ratio"] = results["load_signed_ms"] / results["load_unsigned_ms"]
