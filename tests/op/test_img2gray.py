@@ -213,6 +213,15 @@ def test_keepdim_false_and_out(img2gray, device):
     check(strided_out, x, -3)
 
 
+def test_more_dims_than_the_stable_binding_keeps_on_the_stack(img2gray, device):
+    """The stable-ABI binding keeps a shape of up to 8 dims on the stack and a longer one on the heap."""
+    x = random_image((2, 1, 2, 1, 3, 1, 2, 1, 2, 5), torch.float32, device)
+    check(img2gray.img2gray(x, dim=4), x, 4)
+    strided_out = torch.full((2, 1, 2, 1, 1, 1, 2, 1, 2, 10), float("nan"), device=device)[..., ::2]
+    img2gray.img2gray(x, dim=4, out=strided_out)
+    check(strided_out, x, 4)
+
+
 def test_out_within_a_strided_inputs_memory_is_refused(img2gray, device):
     """at::assert_no_overlap cannot decide for a non-dense input and let a contiguous out over its memory through:
     the kernel then read channels it had already overwritten and returned wrong values silently (issue 20)."""
