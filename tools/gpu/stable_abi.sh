@@ -5,7 +5,7 @@
 # CUDA graphs (benchmarks/single_calls.py), small-call latency against the exact build in one process (each build
 # owning the public name once), and tools.gpu.e2e --abi stable (release into a local Hub, kernels.get_kernel and
 # kernelpin.load), and kernelpin's torch-free machine detection (the CUDA driver's compute capability) against the
-# running torch's (tests/kernelpin/test_detect_installed.py, with e2e). Logs and results go to $OUT; wheels for tools.gpu.e2e are installed from .whl/ when present
+# running torch's (tests/kernelpin/test_detect_installed.py, with e2e). Logs and results go to $OUT; wheels for the gate and tools.gpu.e2e are installed from .whl/ when present
 # (docs/releasing.md). Every step runs even if an earlier one failed. Last, tools/gpu/record.py writes the steps'
 # outcome into $OUT/verification.md (docs/verification.md with this script's section replaced: copy it there;
 # COMMIT=REV names the commit where the checkout has no git; RECORD_INTO=FILE writes it there instead, updating
@@ -36,7 +36,8 @@ step() {  # step NAME SECONDS COMMAND...; a step of a group in $STEPS (the name 
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 $PY -c "import sys, torch; print('python', sys.version.split()[0], 'torch', torch.__version__)" | tee -a "$OUT/gpu.txt"
 SITE=/tmp/site
-[ -d .whl ] && step e2e-wheels 120 $PY -m pip install --no-index --target "$SITE" .whl/*.whl &
+# The gate (kernel-abi-check) and e2e need the wheels: installed whatever $STEPS names.
+[ -d .whl ] && STEPS="$STEPS wheels" step wheels 120 $PY -m pip install --no-index --target "$SITE" .whl/*.whl &
 step build-stable 240 $PY -m tools.builder.op --abi stable --cuda on --out build/gpu-stable/img2gray --build-dir build/obj-stable &
 step build-exact 240 $PY -m tools.builder.op --cuda on --out build/gpu-exact/img2gray --build-dir build/obj-exact &
 wait
