@@ -6,8 +6,8 @@
 # owning the public name once), tools.gpu.e2e --abi stable (release into a local Hub, kernels.get_kernel and
 # kernelpin.load), and kernelpin's torch-free machine detection (the CUDA driver's compute capability) against the
 # running torch's (tests/kernelpin/test_detect_installed.py, with e2e). Logs and results go to $OUT; wheels for the
-# gate and tools.gpu.e2e are installed from .whl/ when present (docs/releasing.md). Every step runs even if an earlier one failed. Last, tools/gpu/record.py writes the steps'
-# outcome into $OUT/verification.md (docs/verification.md with this script's section replaced: copy it there;
+# gate and tools.gpu.e2e are installed from .whl/ when present (docs/releasing.md).
+# Every step runs even if an earlier one failed. Last, tools/gpu/record.py writes the steps' outcome into $OUT/verification.md (docs/verification.md with this script's section replaced: copy it there;
 # COMMIT=REV names the commit where the checkout has no git; RECORD_INTO=FILE writes it there instead, updating
 # what an earlier run wrote there).
 #   STEPS="build gate tests memcheck single-calls latency e2e"   (the default; a subset runs only those)
