@@ -17,27 +17,15 @@ OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
 PY=${PYTHON:-python3}
 export PYTHONUNBUFFERED=1 TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0}
-status=0
-: >"$OUT/steps.tsv"
 STEPS=${STEPS:-build gate tests memcheck single-calls latency e2e}
-step() {  # step NAME SECONDS COMMAND...; a step of a group in $STEPS (the name up to its first '-' or all of it)
-  local name=$1 limit=$2
-  shift 2
-  [[ " $STEPS " == *" $name "* || " $STEPS " == *" ${name%%-*} "* ]] || return 0
-  local start=$SECONDS
-  timeout "$limit" "$@" >"$OUT/$name.log" 2>&1
-  local rc=$?
-  echo "== $name: rc=$rc ($((SECONDS - start)) s)"
-  printf '%s\t%s\t%s\n' "$name" "$rc" "$((SECONDS - start))" >>"$OUT/steps.tsv"
-  tail -n "${TAIL:-4}" "$OUT/$name.log"
-  [ $rc -eq 0 ] || status=1
-  return $rc
-}
+source "$(dirname "${BASH_SOURCE[0]}")/steps.sh"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 $PY -c "import sys, torch; print('python', sys.version.split()[0], 'torch', torch.__version__)" | tee -a "$OUT/gpu.txt"
 SITE=/tmp/site
-# The gate (kernel-abi-check) and e2e need the wheels: installed whatever $STEPS names.
-[ -d .whl ] && STEPS="$STEPS wheels" step wheels 120 $PY -m pip install --no-index --target "$SITE" .whl/*.whl &
+# The gate (kernel-abi-check) and the e2e steps need the wheels.
+if [[ -d .whl && ( " $STEPS " == *" gate "* || " $STEPS " == *" e2e"* ) ]]; then
+  STEPS="$STEPS wheels" step wheels 120 $PY -m pip install --no-index --target "$SITE" .whl/*.whl &
+fi
 step build-stable 240 $PY -m tools.builder.op --abi stable --cuda on --out build/gpu-stable/img2gray --build-dir build/obj-stable &
 step build-exact 240 $PY -m tools.builder.op --cuda on --out build/gpu-exact/img2gray --build-dir build/obj-exact &
 wait
