@@ -3,7 +3,7 @@
 // - AVX2, AVX-512 (VBMI) and NEON: each lane does what `gray()` does, in the same order, with IEEE
 //   single-precision mul/add (no FMA), so results are bit-identical to the scalar path.
 // - AVX-512 VNNI ("fixed point" below): integer dot products that are proven to round like the float formula
-//   wherever they are far enough from a rounding tie, and gray() for the lanes that are not.
+//   wherever they are far enough from a rounding tie, and the float path for the lanes that are not.
 // The widest path the CPU runs is chosen at run time (cpu_isa), capped by IMG2GRAY_CPU_ISA for tests.
 #pragma once
 
@@ -21,50 +21,40 @@
 namespace img2gray {
 namespace simd {
 
-// The fixed-point form of the weights for the VNNI path. With W_c = round(w_c * 2^24) (three base-256 digits: the
-// unsigned operand of vpdpbusd, the pixels being the signed one as v - 128) and Z = sum_c v_c * W_c + 2^23 + 2^11:
-// - |Z / 2^24 - (Y + 0.5 + 2^-13)| <= 765 * 2^-25 < 2.3e-5, Y the exact weighted sum of the bytes with the float
+// The fixed-point form of the weights for the VNNI path. With W_c = round(w_c * 2^21) (three base-128 digits, so
+// that each digit is a signed byte for vpdpbusd) and Z = sum_c v_c * W_c + 2^20 + 2^10:
+// - |Z / 2^21 - (Y + 0.5 + 2^-11)| <= 765 * 2^-22 < 1.83e-4, Y the exact weighted sum of the bytes with the float
 //   weights; the float formula's y = fl(fl(fl(wr*r) + fl(wg*g)) + fl(wb*b)) is within 3 * 2^-24 * Y (< 4.6e-5 where
 //   Y <= 256) of Y: with non-negative weights every term is non-negative and passes at most three roundings.
-// - So where Z mod 2^24 >= 2^12, y + 0.5 is within 6.9e-5 < 2^-13 of Z / 2^24 - 2^-13 and so lies strictly between
-//   n and n + 1 for n = floor(Z / 2^24): y rounds to n, and no tie can occur. The weights are taken only where
-//   255 * (W_r + W_g + W_b) + 2^23 + 2^12 < 2^32, so that n <= 255 (no saturation: n is byte 3 of Z). Everywhere
-//   else (about 0.1% of random colours under the decimal weights: their exact ties, 0.299 r + 0.587 g + 0.114 b =
-//   n + 0.5, are one colour in a thousand; 2^-12 of them otherwise) the lane is "ambiguous" and gray() writes it.
-// tests/op/every_colour.cpp and tests/op/test_uint8_cpu_paths.py check all 2^24 colours for several weights, each
-// ISA forced in turn.
-constexpr int kFixedBits = 24;
-constexpr uint32_t kFixedBias = (1u << (kFixedBits - 1)) + (1u << (kFixedBits - 13));
-constexpr uint32_t kFixedAmbiguous = ((1u << kFixedBits) - 1) & ~((1u << (kFixedBits - 12)) - 1);  // bits 12-23
+// - So where Z mod 2^21 >= 2^11, y + 0.5 is within 2.3e-4 < 2^-11 of Z / 2^21 and at least 2^-11 away from an
+//   integer: y lies strictly between n - 0.5 and n + 0.5 for n = floor(Z / 2^21), it rounds to n, and no tie can
+//   occur. n >= 256 means y > 255.4, which saturates to 255 as n does. Everywhere else (about 0.1% of random
+//   colours, and every exact tie of the decimal weights) the lane is "ambiguous" and takes the float path.
+// tests/op/test_img2gray.py checks all 2^24 colours for several weights, each ISA forced in turn.
+constexpr int kFixedBits = 21;
+constexpr uint32_t kFixedBias = (1u << (kFixedBits - 1)) + (1u << (kFixedBits - 11));
+constexpr uint32_t kFixedAmbiguous = ((1u << kFixedBits) - 1) & ~((1u << (kFixedBits - 10)) - 1);  // bits 11-20
 
 struct FixedPoint {
-  bool usable;         // false: weights outside [0, 1), not finite, or a sum that may round to 256
-  uint32_t digits[3];  // digit k of every channel: byte c = digit k of W_c, byte 3 = digit k of the bias below
-  int32_t bias_high;   // the constant terms' part from 2^16 up, where vpdpbusd's first sum starts
+  bool usable;         // false: weights outside [0, 1) (or not finite); the float path does every lane
+  int32_t digits[3];   // digit k of every channel: byte c = digit k of W_c, byte 3 = 0 (the dword's 4th byte)
 };
 
 inline FixedPoint fixed_point(const Weights<float>& w) {
   FixedPoint fixed{};
   const float channels[3] = {w.r, w.g, w.b};
-  uint64_t scaled[3];
+  uint32_t scaled[3];
   for (int c = 0; c < 3; ++c) {
     if (!(channels[c] >= 0.0f && channels[c] < 1.0f)) return fixed;  // also NaN
     // Exact in double (a float times a power of two), rounded to nearest.
-    scaled[c] = static_cast<uint64_t>(std::nearbyint(static_cast<double>(channels[c]) * (1 << kFixedBits)));
+    scaled[c] = static_cast<uint32_t>(std::nearbyint(static_cast<double>(channels[c]) * (1 << kFixedBits)));
     if (scaled[c] >= (1u << kFixedBits)) return fixed;  // a fourth digit would be needed
   }
-  const uint64_t sum = scaled[0] + scaled[1] + scaled[2];
-  if (255 * sum + kFixedBias + (1u << (kFixedBits - 12)) >= (uint64_t{1} << 32)) return fixed;
-  // The pixels enter as v - 128 and the 4th byte of every pixel's dword as 1: the constant terms are
-  // bias_high * 2^16 + digit 1 * 2^8 + digit 0 of `bias` (each pixel's 1 times the bias digits) - 128 * sum, to be
-  // kFixedBias. Modulo 2^32, as vpdpbusd and the shifts compute.
-  const uint32_t bias = static_cast<uint32_t>(kFixedBias + 128 * sum);
   for (int k = 0; k < 3; ++k) {
-    uint32_t digits = k < 2 ? ((bias >> (8 * k)) & 255u) << 24 : 0u;
-    for (int c = 0; c < 3; ++c) digits |= static_cast<uint32_t>((scaled[c] >> (8 * k)) & 255u) << (8 * c);
-    fixed.digits[k] = digits;
+    uint32_t digits = 0;
+    for (int c = 0; c < 3; ++c) digits |= ((scaled[c] >> (7 * k)) & 127u) << (8 * c);
+    fixed.digits[k] = static_cast<int32_t>(digits);
   }
-  fixed.bias_high = static_cast<int32_t>(bias >> 16);
   fixed.usable = true;
   return fixed;
 }
@@ -285,172 +275,122 @@ inline int64_t planar_u8_avx512(const uint8_t* __restrict__ r, const uint8_t* __
 #define IMG2GRAY_AVX512_VNNI __attribute__((target("avx512f,avx512bw,avx512vbmi,avx512vnni")))
 
 struct Avx512Fixed {
-  __m512i d2, d1, d0, bias_high, ambiguous_bits, keep_rgb, to_signed;
+  __m512i d2, d1, d0, ambiguous_bits;
 };
 
+// The bias kFixedBias rides in the 4th byte of every pixel's dword, a constant 1 weighted by the bias's digits
+// (64, 8, 0: all below 128).
 IMG2GRAY_AVX512_VNNI inline Avx512Fixed avx512_fixed(const FixedPoint& fixed) {
-  return {_mm512_set1_epi32(static_cast<int32_t>(fixed.digits[2])),
-          _mm512_set1_epi32(static_cast<int32_t>(fixed.digits[1])),
-          _mm512_set1_epi32(static_cast<int32_t>(fixed.digits[0])),
-          _mm512_set1_epi32(fixed.bias_high),
-          _mm512_set1_epi32(static_cast<int32_t>(kFixedAmbiguous)),
-          _mm512_set1_epi32(0x00FFFFFF),
-          _mm512_set1_epi32(0x01808080)};
+  const auto with_bias = [](int32_t digits, int k) {
+    return _mm512_set1_epi32(static_cast<int32_t>(static_cast<uint32_t>(digits) |
+                                                  ((kFixedBias >> (7 * k)) & 127u) << 24));
+  };
+  return {with_bias(fixed.digits[2], 2), with_bias(fixed.digits[1], 1), with_bias(fixed.digits[0], 0),
+          _mm512_set1_epi32(static_cast<int32_t>(kFixedAmbiguous))};
 }
 
-// 16 pixels as dwords (r, g, b, any) -> Z of the comment on FixedPoint, byte 3 the gray value, and the mask of the
-// lanes whose value must come from the float formula instead. One ternary-logic op makes each dword
-// (r - 128, g - 128, b - 128, 1) for vpdpbusd's signed operand; Horner over the base-256 digits.
-IMG2GRAY_AVX512_VNNI IMG2GRAY_AVX512 __m512i fixed_16(__m512i rgb, const Avx512Fixed& f, __mmask16* ambiguous) {
-  const __m512i x = _mm512_ternarylogic_epi32(rgb, f.keep_rgb, f.to_signed, 0x6A);  // (rgb & keep) ^ to_signed
-  __m512i sum = _mm512_dpbusd_epi32(f.bias_high, f.d2, x);
-  sum = _mm512_dpbusd_epi32(_mm512_slli_epi32(sum, 8), f.d1, x);
-  sum = _mm512_dpbusd_epi32(_mm512_slli_epi32(sum, 8), f.d0, x);
-  *ambiguous = _mm512_testn_epi32_mask(sum, f.ambiguous_bits);
-  return sum;
+// 16 pixels as dwords (r, g, b, 1) -> 16 int32 gray values; the lanes whose value must come from the float formula
+// instead are or-ed into `ambiguous`. Horner over the base-128 digits: each vpdpbusd adds r*d_r + g*d_g + b*d_b + the
+// bias's digit to the running sum.
+IMG2GRAY_AVX512_VNNI IMG2GRAY_AVX512 __m512i fixed_16(__m512i rgb1, const Avx512Fixed& f, __mmask16* ambiguous) {
+  __m512i sum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), rgb1, f.d2);
+  sum = _mm512_dpbusd_epi32(_mm512_slli_epi32(sum, 7), rgb1, f.d1);
+  sum = _mm512_dpbusd_epi32(_mm512_slli_epi32(sum, 7), rgb1, f.d0);
+  *ambiguous |= _mm512_testn_epi32_mask(sum, f.ambiguous_bits);
+  return _mm512_srli_epi32(sum, kFixedBits);
 }
 
-// The four vectors' masks as one: bit 16j + l for lane l of vector j.
-IMG2GRAY_AVX512_VNNI IMG2GRAY_AVX512 __mmask64 lanes_64(__mmask16 m0, __mmask16 m1, __mmask16 m2, __mmask16 m3) {
-  return _mm512_kunpackd(_mm512_kunpackw(m3, m2), _mm512_kunpackw(m1, m0));
-}
-
-// Byte 3 of each dword of z0..z3, in the order `take` gives (index i of the output: byte take[i] of z0:z1 for the
-// output bytes outside `high`, of z2:z3 for those in it).
-IMG2GRAY_AVX512_VNNI IMG2GRAY_AVX512 void store_byte3(uint8_t* out, __m512i z0, __m512i z1, __m512i z2, __m512i z3,
-                                                      __m512i take, __mmask64 high, bool stream) {
-  const __m512i bytes = _mm512_mask_blend_epi8(high, _mm512_permutex2var_epi8(z0, take, z1),
-                                               _mm512_permutex2var_epi8(z2, take, z3));
-  if (stream) {
-    _mm512_stream_si512(reinterpret_cast<__m512i*>(out), bytes);
-  } else {
-    _mm512_storeu_si512(out, bytes);
-  }
-}
-
-// The lanes of a run that are ambiguous, written again with gray() once the run is done. With the decimal weights
-// about one pixel in a thousand is (an exact tie of 0.299 r + 0.587 g + 0.114 b), so about one 64-pixel block in
-// sixteen holds one: redoing whole blocks by the float path cost more than the fixed-point path saved, a branch per
-// block would be mispredicted, and one pixel at a time costs little at this rate.
+// The blocks of a run that hold an ambiguous lane, written again by the float path once the run is done: a branch
+// per block would be mispredicted in about one block of sixteen (random colours), and a scalar fix per pixel costs
+// more than the float path's block.
 struct Fixups {
   static constexpr int kBlocks = 64;  // blocks of 64 pixels per run
   int64_t block[kBlocks];
-  uint64_t lanes[kBlocks];
   int count = 0;
 
-  void add(int64_t at, uint64_t ambiguous) {  // branch-free
+  void add(int64_t at, __mmask16 ambiguous) {  // branch-free
     block[count] = at;
-    lanes[count] = ambiguous;
     count += ambiguous != 0;
   }
   template <typename Redo>
   void apply(bool streamed, const Redo& redo) {
     if (count == 0) return;
-    if (streamed) _mm_sfence();  // the streamed lines first, then the pixels over them
-    for (int k = 0; k < count; ++k) {
-      for (uint64_t m = lanes[k]; m != 0; m &= m - 1) redo(block[k], __builtin_ctzll(m));
-    }
+    if (streamed) _mm_sfence();  // the streamed lines first, then the blocks over them
+    for (int k = 0; k < count; ++k) redo(block[k]);
     count = 0;
   }
 };
 
-// The 64 bytes index(0), ..., index(63) as a vector, for the index tables below; opaque to the compiler, which would
-// otherwise load such a constant from memory at every use in the loop.
-template <typename Index>
-IMG2GRAY_AVX512_VNNI inline __m512i byte_table(const Index& index) {
-  alignas(64) uint8_t table[64];
-  for (int i = 0; i < 64; ++i) table[i] = static_cast<uint8_t>(index(i));
-  __m512i v = _mm512_load_si512(table);
-  __asm__("" : "+v"(v));
-  return v;
-}
-
-// One run of blocks [begin, end) (at most Fixups::kBlocks): out of line, so that the float code of the fix-ups
-// stays out of it and every constant stays in a register for the whole run (with the fix-ups inlined, the compiler
-// reloaded seven of them from the stack in every block).
-IMG2GRAY_AVX512_VNNI __attribute__((noinline)) inline void interleaved_run_vnni(const uint8_t* __restrict__ rgb,
-                                                                              uint8_t* __restrict__ out, int64_t begin,
-                                                                              int64_t end, FixedPoint fixed,
-                                                                              bool stream, Fixups* fixups) {
-  const Avx512Fixed f = avx512_fixed(fixed);
-  // A block's 192 bytes are three loads a, b, c; pixel 16q + j starts at byte 48q + 3j of a:b:c. Dword j of the
-  // vector of pixels 16q.. takes bytes 3j..3j + 2 from a (q = 0), a:b at 48 (q = 1), b:c at 32 (q = 2), c at 16.
-  const auto rgb_from = [](int start) {
-    return byte_table([start](int i) { return start + 3 * (i / 4) + std::min(i % 4, 2); });
-  };
-  const __m512i take_0 = rgb_from(0), take_1 = rgb_from(48), take_2 = rgb_from(32), take_3 = rgb_from(16);
-  const __m512i take_byte3 = byte_table([](int i) { return (4 * i + 3) % 128; });
-  constexpr __mmask64 high_half = 0xFFFFFFFF00000000ull;
-  for (int64_t i = 64 * begin; i < 64 * end; i += 64) {
-    const uint8_t* p = rgb + 3 * i;
-    const __m512i a = _mm512_loadu_si512(p), b = _mm512_loadu_si512(p + 64), c = _mm512_loadu_si512(p + 128);
-    __mmask16 m0, m1, m2, m3;
-    const __m512i z0 = fixed_16(_mm512_permutexvar_epi8(take_0, a), f, &m0);
-    const __m512i z1 = fixed_16(_mm512_permutex2var_epi8(a, take_1, b), f, &m1);
-    const __m512i z2 = fixed_16(_mm512_permutex2var_epi8(b, take_2, c), f, &m2);
-    const __m512i z3 = fixed_16(_mm512_permutexvar_epi8(take_3, c), f, &m3);
-    store_byte3(out + i, z0, z1, z2, z3, take_byte3, high_half, stream);
-    fixups->add(i, lanes_64(m0, m1, m2, m3));
-  }
-}
-
 IMG2GRAY_AVX512_VNNI inline int64_t interleaved_u8_avx512_vnni(const uint8_t* __restrict__ rgb,
                                                                uint8_t* __restrict__ out, int64_t n,
                                                                const U8Call& call) {
+  const Avx512Fixed f = avx512_fixed(call.fixed);
   const bool stream = stream_to(out, call.stream, 64);
+  // Dword j <- bytes 3j, 3j + 1, 3j + 2 of the load and byte 0 of `ones` (index 64).
+  const __m512i take_rgb1 = _mm512_set_epi32(0x402F2E2D, 0x402C2B2A, 0x40292827, 0x40262524, 0x40232221, 0x40201F1E,
+                                             0x401D1C1B, 0x401A1918, 0x40171615, 0x40141312, 0x4011100F,
+                                             0x400E0D0C, 0x400B0A09, 0x40080706, 0x40050403, 0x40020100);
+  const __m512i ones = _mm512_set1_epi8(1);
+  const Avx512Weights w{_mm512_set1_ps(call.weights.r), _mm512_set1_ps(call.weights.g), _mm512_set1_ps(call.weights.b)};
   Fixups fixups;
-  const auto redo = [&](int64_t block, int lane) {
-    const uint8_t* px = rgb + 3 * (block + lane);
-    out[block + lane] = gray<uint8_t>(px[0], px[1], px[2], call.weights);
+  const auto redo = [&](int64_t i) {
+    const uint8_t* p = rgb + 3 * i;
+    store_64(out + i, gray_16_interleaved(p, w), gray_16_interleaved(p + 48, w), gray_16_interleaved(p + 96, w),
+             gray_16_interleaved(p + 144, w), false);
   };
-  const int64_t blocks = n / 64;
+  const int64_t blocks = n >= 70 ? (n - 6) / 64 : 0;  // as in interleaved_u8_avx512: 6 pixels readable after each
   for (int64_t run = 0; run < blocks; run += Fixups::kBlocks) {
-    interleaved_run_vnni(rgb, out, run, std::min(blocks, run + Fixups::kBlocks), call.fixed, stream, &fixups);
+    // No calls inside a run: the constants stay in registers.
+    for (int64_t i = 64 * run; i < 64 * std::min(blocks, run + Fixups::kBlocks); i += 64) {
+      const uint8_t* p = rgb + 3 * i;
+      __mmask16 ambiguous = 0;
+      __m512i q[4];
+      for (int j = 0; j < 4; ++j) {
+        q[j] = fixed_16(_mm512_permutex2var_epi8(_mm512_loadu_si512(p + 48 * j), take_rgb1, ones), f, &ambiguous);
+      }
+      store_64(out + i, q[0], q[1], q[2], q[3], stream);
+      fixups.add(i, ambiguous);
+    }
     fixups.apply(stream, redo);
   }
   if (stream) _mm_sfence();
   return 64 * blocks;
 }
 
-IMG2GRAY_AVX512_VNNI __attribute__((noinline)) inline void planar_run_vnni(const uint8_t* __restrict__ r,
-                                                                         const uint8_t* __restrict__ g,
-                                                                         const uint8_t* __restrict__ b,
-                                                                         uint8_t* __restrict__ out, int64_t begin,
-                                                                         int64_t end, FixedPoint fixed, bool stream,
-                                                                         Fixups* fixups) {
-  const Avx512Fixed f = avx512_fixed(fixed);
-  // In-lane unpacks (which leave vpdpbusd's pipes alone) put pixel 16L + 4j + k (128-bit lane L) in dword 4L + k of
-  // vector j; the store takes it back from there.
-  const __m512i take_byte3 =
-      byte_table([](int p) { return 64 * (p % 16 / 4 % 2) + 16 * (p / 16) + 4 * (p % 4) + 3; });
-  constexpr __mmask64 j_2_3 = 0xFF00FF00FF00FF00ull;
-  const __m512i zero = _mm512_setzero_si512();
-  for (int64_t i = 64 * begin; i < 64 * end; i += 64) {
-    const __m512i rv = _mm512_loadu_si512(r + i), gv = _mm512_loadu_si512(g + i), bv = _mm512_loadu_si512(b + i);
-    const __m512i rg_low = _mm512_unpacklo_epi8(rv, gv), rg_high = _mm512_unpackhi_epi8(rv, gv);
-    const __m512i b_low = _mm512_unpacklo_epi8(bv, zero), b_high = _mm512_unpackhi_epi8(bv, zero);
-    __mmask16 m0, m1, m2, m3;
-    const __m512i z0 = fixed_16(_mm512_unpacklo_epi16(rg_low, b_low), f, &m0);
-    const __m512i z1 = fixed_16(_mm512_unpackhi_epi16(rg_low, b_low), f, &m1);
-    const __m512i z2 = fixed_16(_mm512_unpacklo_epi16(rg_high, b_high), f, &m2);
-    const __m512i z3 = fixed_16(_mm512_unpackhi_epi16(rg_high, b_high), f, &m3);
-    store_byte3(out + i, z0, z1, z2, z3, take_byte3, j_2_3, stream);
-    fixups->add(i, lanes_64(m0, m1, m2, m3));
-  }
-}
-
 IMG2GRAY_AVX512_VNNI inline int64_t planar_u8_avx512_vnni(const uint8_t* __restrict__ r, const uint8_t* __restrict__ g,
                                                           const uint8_t* __restrict__ b, uint8_t* __restrict__ out,
                                                           int64_t n, const U8Call& call) {
+  const Avx512Fixed f = avx512_fixed(call.fixed);
   const bool stream = stream_to(out, call.stream, 64);
+  const __m512i ones = _mm512_set1_epi8(1);
+  const Avx512Weights w{_mm512_set1_ps(call.weights.r), _mm512_set1_ps(call.weights.g), _mm512_set1_ps(call.weights.b)};
   Fixups fixups;
-  const auto redo = [&](int64_t block, int lane) {  // lane 16j + 4L + k: pixel 16L + 4j + k
-    const int64_t p = block + 16 * (lane % 16 / 4) + 4 * (lane / 16) + lane % 4;
-    out[p] = gray<uint8_t>(r[p], g[p], b[p], call.weights);
+  const auto redo = [&](int64_t i) {
+    store_64(out + i, gray_16_planar(r + i, g + i, b + i, w), gray_16_planar(r + i + 16, g + i + 16, b + i + 16, w),
+             gray_16_planar(r + i + 32, g + i + 32, b + i + 32, w),
+             gray_16_planar(r + i + 48, g + i + 48, b + i + 48, w), false);
   };
   const int64_t blocks = n / 64;
   for (int64_t run = 0; run < blocks; run += Fixups::kBlocks) {
-    planar_run_vnni(r, g, b, out, run, std::min(blocks, run + Fixups::kBlocks), call.fixed, stream, &fixups);
+    for (int64_t i = 64 * run; i < 64 * std::min(blocks, run + Fixups::kBlocks); i += 64) {  // as above
+    const __m512i rv = _mm512_loadu_si512(r + i), gv = _mm512_loadu_si512(g + i), bv = _mm512_loadu_si512(b + i);
+    // In-lane unpacks (which, unlike byte permutes, leave vpdpbusd's pipes alone): vector j holds pixels
+    // 16L + 4j ... 16L + 4j + 3 of each 128-bit lane L, the order in which the packs below put them back.
+    const __m512i rg_low = _mm512_unpacklo_epi8(rv, gv), rg_high = _mm512_unpackhi_epi8(rv, gv);
+    const __m512i b1_low = _mm512_unpacklo_epi8(bv, ones), b1_high = _mm512_unpackhi_epi8(bv, ones);
+    const __m512i rgb1[4] = {_mm512_unpacklo_epi16(rg_low, b1_low), _mm512_unpackhi_epi16(rg_low, b1_low),
+                             _mm512_unpacklo_epi16(rg_high, b1_high), _mm512_unpackhi_epi16(rg_high, b1_high)};
+    __mmask16 ambiguous = 0;
+    __m512i q[4];
+    for (int j = 0; j < 4; ++j) q[j] = fixed_16(rgb1[j], f, &ambiguous);
+    const __m512i bytes = _mm512_packus_epi16(_mm512_packs_epi32(q[0], q[1]), _mm512_packs_epi32(q[2], q[3]));
+    if (stream) {
+      _mm512_stream_si512(reinterpret_cast<__m512i*>(out + i), bytes);
+    } else {
+      _mm512_storeu_si512(out + i, bytes);
+    }
+    fixups.add(i, ambiguous);
+    }
     fixups.apply(stream, redo);
   }
   if (stream) _mm_sfence();

@@ -27,7 +27,7 @@ WEIGHTS = [
     (0.25, 0.5, 0.25),  # binary fractions: exact ties
     (0.5, -0.25, 1.5),  # saturates both ways; negative and above 1: the fixed-point path refuses these weights
     BT709,
-    (0.5, 0.5, 0.0021),  # white sums to 255.54: saturates above (the fixed-point path refuses it: 256 is not a byte)
+    (0.5, 0.5, 0.0021),  # white sums to 255.54: saturates above, within the fixed-point path
     (0.1234567, 0.654321, 0.2222222),
 ]
 EVERY_COLOUR = ROOT / "tests" / "op" / "every_colour.cpp"
