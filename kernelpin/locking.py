@@ -65,7 +65,11 @@ def release_checker(project: Project, source: HubSource, refresh: bool = False) 
     if refresh and source.settings.offline:
         raise KernelpinError(f"--refresh-trust-root asks Sigstore's TUF repository for a newer trust root, but "
                              f"{OFFLINE}; go online, or drop --refresh-trust-root (the shipped root works offline)")
-    return ReleaseChecker(read_policy(project), project.root, refresh=refresh)
+    checker = ReleaseChecker(read_policy(project), project.root, refresh=refresh,
+                             refresh_timeout=source.settings.limits.http_timeout)
+    if refresh:
+        _ = checker.verifier  # the refresh first, once: without network it fails before anything is resolved
+    return checker
 
 
 def lock(project: Project, source: HubSource, *, upgrade: Collection[str] = (), upgrade_all: bool = False,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import tomllib
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from kernelpin.project import Project
 from kernelpin.source import HubSettings, HubSource
 from testkit.fake_kernel import CPU_213, VARIANTS, kernel_files
 from testkit.sigstore_root import Identity, SigstoreRoot
+from tests.kernelpin.faulty_hub import SilentServer
 from tests.kernelpin.helpers import UNTRUSTED_ORG, snapshot_dir
 
 ACME = Identity(repository="acme-corp/kernels", workflow=".github/workflows/release.yaml", ref="refs/tags/v1.0.0",
@@ -250,6 +252,52 @@ def test_add_and_a_relocking_sync_keep_the_signer_unless_accept_signer_names_the
     assert status == 0, err
     assert '"4.0.0"' in (root / "kernelpin.lock").read_text()
     assert locked_signatures(root)[CPU_213]["identity"].startswith(HIJACKER_WORKFLOW + "@")
+
+
+@pytest.fixture
+def tuf_through(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    """Sigstore's TUF repository reached through a proxy at `endpoint` (a silent one, or a closed port), with
+    sigstore-python's TUF cache in this test's own directories."""
+
+    def use(endpoint: str) -> None:
+        for name in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
+            monkeypatch.setenv(name, endpoint)
+        for name in ("NO_PROXY", "no_proxy"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
+        monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))
+
+    return use
+
+
+def test_refresh_trust_root_without_an_answer_fails_at_once_in_one_line(project, cli, tuf_through,
+                                                                       monkeypatch) -> None:
+    """A silent link (tuf alone would wait 30 s per request and retry, minutes): the refresh waits
+    KERNELPIN_HTTP_TIMEOUT, once, before anything is resolved."""
+    project('"acme/not-asked-for" = "^1"\n')
+    monkeypatch.setenv("KERNELPIN_HTTP_TIMEOUT", "0.5")
+    with SilentServer() as silent:
+        tuf_through(silent)
+        status, out, err = cli("lock", "--refresh-trust-root")
+    assert status == 1 and out == ""
+    assert one_line(err) == (
+        "error: no answer from Sigstore's TUF repository within 0.5 s, so its trust root cannot be refreshed "
+        "(offline, or the network blocks it); run without --refresh-trust-root to use the one sigstore-python ships "
+        "(it works offline), or set KERNELPIN_HTTP_TIMEOUT=SECONDS to wait longer")
+
+
+def test_refresh_trust_root_through_a_refused_connection_names_the_cause(project, cli, tuf_through) -> None:
+    project('"acme/not-asked-for" = "^1"\n')
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()  # nothing listens there: connections are refused
+    tuf_through(f"http://127.0.0.1:{port}")
+    status, out, err = cli("lock", "--refresh-trust-root")
+    line = one_line(err)
+    assert status == 1 and line.startswith("error: cannot refresh Sigstore's trust root through TUF (")
+    assert "Failed to refresh TUF metadata" not in line and "proxy" in line.lower(), line
+    assert line.endswith("; run without --refresh-trust-root to use the one sigstore-python ships (it works offline)")
 
 
 def test_sync_catches_a_lock_that_lies_about_its_signer_and_a_tampered_file(new_repo, app, cli, sigstore,
