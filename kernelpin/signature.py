@@ -283,7 +283,7 @@ def verify_variant(directory: Path, repo_id: str, policy: Policy, verifier: Veri
 
 class ReleaseChecker:
     """The policy and its trust root, as `lock` and `sync` use them from several threads; the sigstore
-    verifier is made on first use (importing sigstore costs about a second, a lock of unsigned kernels never
+    verifier is made on first use (importing sigstore costs about 0.4 s of CPU, a lock of unsigned kernels never
     pays it)."""
 
     def __init__(self, policy: Policy, project_root: Path, refresh: bool = False,
