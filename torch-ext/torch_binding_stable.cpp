@@ -11,7 +11,7 @@
 #include <torch/csrc/inductor/aoti_torch/c/shim.h>
 #include <torch/csrc/stable/c/shim.h>
 #include <torch/csrc/stable/library.h>
-#include <torch/csrc/stable/tensor.h>  // also completes stableivalue_conversions.h
+#include <torch/csrc/stable/tensor.h>  // also completes the StableIValue conversions (boxed::from, boxed::to)
 #include <torch/headeronly/core/ScalarType.h>
 
 #include <array>
