@@ -202,18 +202,34 @@ Plan plan_of(const Described& input, int64_t dim) {
   return make_plan(input.view.sizes, input.view.strides, dim, input.contiguous);
 }
 
-// img2gray(input, dim, weights): stack = [input, dim, weights] -> [result].
-void img2gray_functional(StableIValue* stack, uint64_t, uint64_t) {
-  const OwnedTensor input_handle(boxed::to<AtenTensorHandle>(stack[0]));
-  const ChannelWeights weights(stack[2]);
+// The schema's default weights (IMG2GRAY_ARGUMENTS; tests/op test_calls_without_weights_use_the_schemas_default).
+constexpr std::array<double, 3> kDefaultWeights{0.299, 0.587, 0.114};
+
+// img2gray(input, dim, weights) of the kernel's own input handle, the result left in stack[0].
+void functional(StableIValue* stack, const OwnedTensor& input_handle, int64_t dim, DoubleArray weights) {
   const Described input = describe_tensor(input_handle.get());
-  const int64_t dim = checked_inputs<StableFailure>(input.view, boxed::to<int64_t>(stack[1]), weights.values());
+  dim = checked_inputs<StableFailure>(input.view, dim, weights);
   Dims shape(input.view.sizes.size());  // contract.h's output_shape, without its allocation
   for (size_t d = 0; d < input.view.sizes.size(); ++d) shape[d] = input.view.sizes[d];
   shape[dim] = 1;
   OwnedTensor out = empty_dense(input, shape.get());
-  if (input.numel != 0) run_dense(input, plan_of(input, dim), weights.values(), mutable_data(out.get()));
+  if (input.numel != 0) run_dense(input, plan_of(input, dim), weights, mutable_data(out.get()));
   stack[0] = boxed::from(out.release());
+}
+
+// img2gray(input, dim, weights): stack = [input, dim, weights] -> [result].
+void img2gray_functional(StableIValue* stack, uint64_t, uint64_t) {
+  const OwnedTensor input(boxed::to<AtenTensorHandle>(stack[0]));
+  const ChannelWeights weights(stack[2]);
+  functional(stack, input, boxed::to<int64_t>(stack[1]), weights.values());
+}
+
+// img2gray.no_grad_default_weights(input, dim): stack = [input, dim] -> [result]. The calls that leave the weights
+// out take this overload from Python (stable_abi.py): the default weights list is then neither converted to a
+// StableIValue list by torch nor read back here, per call.
+void img2gray_default_weights(StableIValue* stack, uint64_t, uint64_t) {
+  const OwnedTensor input(boxed::to<AtenTensorHandle>(stack[0]));
+  functional(stack, input, boxed::to<int64_t>(stack[1]), DoubleArray(kDefaultWeights.data(), kDefaultWeights.size()));
 }
 
 // img2gray.out(input, dim, weights, *, out): stack = [input, dim, weights, out] -> [].
@@ -302,7 +318,8 @@ extern "C" __attribute__((visibility("default"))) void img2gray_leave_error_text
 
 // Registers this library's kernels for the ops of `ns`, whose schemas Python has defined: CPU (and CUDA) kernels
 // for `img2gray` and `img2gray.out` and the routers as their Autograd kernels; with `build_namespace` also the
-// overloads the routers call (`no_grad`, `no_grad_out`, `differentiable`), which must be registered first.
+// overloads the routers call (`no_grad`, `no_grad_out`, `differentiable`), which must be registered first, and
+// `no_grad_default_weights` (Python's calls that give no weights).
 // Returns 0, or 1 when torch refused (Python then says so). The library objects must outlive the process's use
 // of the op (their destructors would deregister the kernels), so they are never freed.
 extern "C" __attribute__((visibility("default"))) int img2gray_register_kernels(const char* ns, int build_namespace) {
@@ -317,6 +334,7 @@ extern "C" __attribute__((visibility("default"))) int img2gray_register_kernels(
     if (!build_namespace) return;
     library->impl("img2gray.no_grad", &img2gray::img2gray_functional);
     library->impl("img2gray.no_grad_out", &img2gray::img2gray_out);
+    library->impl("img2gray.no_grad_default_weights", &img2gray::img2gray_default_weights);
     library->impl("img2gray.differentiable", &img2gray::img2gray_functional);
   };
   try {

@@ -259,6 +259,24 @@ def test_public_name_forwards_in_cpp(img2gray):
         assert kernel in registrations, registrations
 
 
+def test_calls_without_weights_use_the_schemas_default(img2gray, device):
+    """The stable-ABI build runs the calls that give no weights through an overload with the default built in."""
+    x = random_image((2, 3, 8, 8), torch.float32, device)
+    given = img2gray.ops.img2gray(x, -3, list(BT601))
+    for call in (lambda: img2gray.img2gray(x), lambda: img2gray.ops.img2gray(x), lambda: img2gray.ops.img2gray.default(x),
+                 lambda: torch.ops.img2gray.img2gray(x), lambda: img2gray.img2gray(x.clone().requires_grad_())):
+        assert torch.equal(call(), given)
+
+
+def test_a_process_that_used_the_op_exits_cleanly(checkout_build):
+    """The interpreter's exit deregisters the ops: torch 2.13 aborted there (an internal assert) when the stable-ABI
+    build defined its internal overloads in another order (img2gray/stable_abi.py, INTERNAL_SCHEMAS)."""
+    script = ("import sys, torch; sys.path.insert(0, sys.argv[1]); import img2gray; x = torch.rand(1, 3, 4, 4); "
+              "img2gray.img2gray(x); img2gray.ops.img2gray(x); torch.ops.img2gray.img2gray(x)")
+    done = subprocess.run([sys.executable, "-c", script, str(checkout_build.parent)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
 BAD_INPUTS = {
     "wrong channel size": (lambda d: torch.rand(1, 4, 8, 8, device=d), {}, RuntimeError, "expected 3 channels"),
     "dim out of range": (lambda d: torch.rand(3, 8, 8, device=d), {"dim": 3}, IndexError, "out of range"),

@@ -109,7 +109,7 @@ def img2gray(
         plain = type(x) is _PLAIN_TENSOR and not _dynamo_compiling()
         try:
             if plain and not (x.requires_grad and _grad_enabled()):
-                result = _NO_GRAD_CALL(x, dim, *given)
+                result = _NO_GRAD_CALL(x, dim, *given) if given else _DEFAULT_WEIGHTS_CALL(x, dim)
             elif plain and not _transforms_active():
                 result = _GRAD_CALL(x, dim, *given)
             else:
@@ -172,6 +172,7 @@ def register_fakes(namespace: str, internal_overloads: bool = False) -> None:
         torch.library.register_fake(f"{namespace}::img2gray.no_grad", _fake)
         torch.library.register_fake(f"{namespace}::img2gray.no_grad_out", _fake_out)
         torch.library.register_fake(f"{namespace}::img2gray.differentiable", _fake)
+        torch.library.register_fake(f"{namespace}::img2gray.no_grad_default_weights", _fake)
 
 
 if ABI == "stable":
@@ -184,7 +185,10 @@ else:  # the exact library defined the ops (and the public name, which forwards 
 # Looked up once: an overload lookup on every call is measurable on a small image. _NO_GRAD_CALL is the C++
 # callable (`_op`) behind the overload for a plain tensor that records no graph: the exact build's own op, whose C++
 # autograd kernel passes such a call through, and the stable-ABI build's `no_grad`, which skips its routers
-# (stable_abi.py). torch.compile traces the OpOverload object instead: Dynamo cannot trace `_op`.
+# (stable_abi.py); _DEFAULT_WEIGHTS_CALL the same for a call that gives no weights (the stable build's
+# `no_grad_default_weights`). torch.compile traces the OpOverload object instead: Dynamo cannot trace `_op`.
 _FUNCTIONAL_OP = ops.img2gray.default
-_NO_GRAD_OP = stable_abi.no_grad_op(NAMESPACE) if ABI == "stable" else _FUNCTIONAL_OP
-_NO_GRAD_CALL = getattr(_NO_GRAD_OP, "_op", _NO_GRAD_OP)
+if ABI == "stable":
+    _NO_GRAD_CALL, _DEFAULT_WEIGHTS_CALL = stable_abi.no_grad_calls(ops.img2gray)
+else:
+    _NO_GRAD_CALL = _DEFAULT_WEIGHTS_CALL = getattr(_FUNCTIONAL_OP, "_op", _FUNCTIONAL_OP)

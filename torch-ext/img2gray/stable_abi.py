@@ -8,6 +8,7 @@ C++ Autograd kernels that keep Python off calls that need no gradient, are the l
 from __future__ import annotations
 
 import ctypes
+import re
 from collections.abc import Callable
 
 import torch
@@ -17,8 +18,13 @@ from ._ops import LIBRARY, OUT_SCHEMA, SCHEMA
 PUBLIC_NAMESPACE = "img2gray"
 # The overloads the op's C++ Autograd kernels route to, in this build's own namespace only, with the op's own
 # arguments: `no_grad` and `no_grad_out` have no autograd kernel (torch's C++ fallback passes them through),
-# `differentiable` has the Python one.
-INTERNAL_SCHEMAS = (SCHEMA.replace("img2gray(", "img2gray.no_grad(", 1),
+# `differentiable` has the Python one. `no_grad_default_weights` is `no_grad` without the weights argument, for
+# the calls from Python that give none: torch would convert the default list for the library on every call, and
+# the library read it back. It is defined first: defined after the others, torch 2.13 aborted the interpreter's exit
+# (an internal assert while the Library deregistered them; tests/op test_a_process_that_used_the_op_exits_cleanly).
+_WEIGHTS_ARGUMENT = re.search(r", float\[\] weights=\[[^]]*\]", SCHEMA).group()
+INTERNAL_SCHEMAS = (SCHEMA.replace("img2gray(", "img2gray.no_grad_default_weights(", 1).replace(_WEIGHTS_ARGUMENT, ""),
+                    SCHEMA.replace("img2gray(", "img2gray.no_grad(", 1),
                     OUT_SCHEMA.replace("img2gray.out(", "img2gray.no_grad_out(", 1),
                     SCHEMA.replace("img2gray(", "img2gray.differentiable(", 1))
 
@@ -72,7 +78,7 @@ def _define_namespace(namespace: str, kind: str, register_fakes: Callable[[str, 
 _APPLY_LOOKS_UP = ("setup_context", "clear_saved_tensors_on_access", "boxed_grads_call")
 
 
-def _gradient(call_no_grad: Callable, schema) -> Callable:
+def _gradient(call_no_grad: Callable, call_default_weights: Callable, schema) -> Callable:
     """`gradient(x, *arguments)`, positional only: the op on a plain tensor, recording a graph node, through an
     autograd.Function entered at its C++ apply. The op's own path (a Python autograd kernel on `differentiable`,
     registered with torch.library, reached through the C++ router) measured 8x a small CPU call that needs no
@@ -88,7 +94,7 @@ def _gradient(call_no_grad: Callable, schema) -> Callable:
         def forward(ctx, x, *arguments):  # grad mode is off in here: `no_grad` records nothing itself
             # Passed on as given: each argument given costs a conversion, and the schema holds the defaults.
             ctx.arguments = arguments
-            return call_no_grad(x, *arguments)
+            return call_no_grad(x, *arguments) if len(arguments) > 1 else call_default_weights(x, *arguments)
 
         @staticmethod
         def backward(ctx, grad):
@@ -128,7 +134,7 @@ def _route_python_calls(namespace: str, build_ops, gradient: Callable) -> None:
     packet = getattr(getattr(torch.ops, namespace), "img2gray")
     # Bound once, as locals: each attribute lookup and Python frame on this path is measurable. `_op` is the C++
     # callable behind an overload object.
-    call_no_grad = getattr(build_ops.no_grad, "_op", build_ops.no_grad)
+    call_no_grad, call_default_weights = no_grad_calls(build_ops)
     call_no_grad_out = getattr(build_ops.no_grad_out, "_op", build_ops.no_grad_out)
     gradient = _with_keywords(gradient, build_ops.default._schema)
     plain_tensor, grad_enabled = torch.Tensor, torch.is_grad_enabled
@@ -143,6 +149,8 @@ def _route_python_calls(namespace: str, build_ops, gradient: Callable) -> None:
                 out = kwargs.get("out")
                 if not (x.requires_grad and grad_enabled()):
                     if out is None:
+                        if len(args) < 3 and "weights" not in kwargs:
+                            return call_default_weights(*args, **kwargs)
                         return call_no_grad(*args, **kwargs)
                     if records_no_graph(out):
                         return call_no_grad_out(*args, **kwargs)
@@ -155,6 +163,8 @@ def _route_python_calls(namespace: str, build_ops, gradient: Callable) -> None:
             # records_no_graph, inlined: the most frequent call saves a frame.
             if args and type(x := args[0]) is plain_tensor:
                 if not (x.requires_grad and grad_enabled()):
+                    if len(args) < 3 and "weights" not in kwargs:
+                        return call_default_weights(*args, **kwargs)
                     return call_no_grad(*args, **kwargs)
                 if not transforms_active():
                     return gradient(*args, **kwargs)
@@ -174,9 +184,11 @@ def _route_python_calls(namespace: str, build_ops, gradient: Callable) -> None:
         pass
 
 
-def no_grad_op(namespace: str):
-    """The overload of this build's namespace that a plain tensor recording no graph is routed to."""
-    return getattr(torch.ops, namespace).img2gray.no_grad
+def no_grad_calls(build_ops) -> tuple[Callable, Callable]:
+    """The C++ callables (`_op`) of this build's `no_grad` and `no_grad_default_weights` (`build_ops`: its
+    `torch.ops.<namespace>.img2gray`): where a plain tensor recording no graph is routed, with weights given and
+    without."""
+    return tuple(getattr(overload, "_op", overload) for overload in (build_ops.no_grad, build_ops.no_grad_default_weights))
 
 
 def _public_name_defined() -> bool:
@@ -196,7 +208,7 @@ def define(namespace: str, register_fakes: Callable[[str, bool], None]) -> Calla
         _define_namespace(PUBLIC_NAMESPACE, "FRAGMENT", register_fakes, build_namespace=False)
         namespaces.append(PUBLIC_NAMESPACE)
     build_ops = getattr(torch.ops, namespace).img2gray
-    gradient = _gradient(getattr(build_ops.no_grad, "_op", build_ops.no_grad), build_ops.default._schema)
+    gradient = _gradient(*no_grad_calls(build_ops), build_ops.default._schema)
     for defined in namespaces:
         _route_python_calls(defined, build_ops, gradient)
     return gradient
