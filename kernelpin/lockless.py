@@ -106,12 +106,13 @@ def _check_remembered(checker: ReleaseChecker, repo_id: str, variant: LockedVari
 
 def resolve_online(source: HubSource, requirement: Requirement, env: Environment, check_arch: bool,
                    remembered: Remembered | None, trust_remote_code: bool | Sequence[str],
-                   checker: ReleaseChecker) -> tuple[Resolved, tuple[str, ...], dict | None]:
+                   checker: ReleaseChecker) -> tuple[Resolved, tuple[str, ...], dict | None, dict[str, bytes]]:
     """Resolve `requirement` on the Hub for `env`, pinning only the chosen variant (its signature verified
     by `checker`). At a commit resolved before, neither its listing nor a variant pinned then is fetched again
     (a commit's files never change).
     Returns the resolution, every variant name at the commit, and the chosen variant's metadata.json document
-    when it was read now (None when it was remembered)."""
+    and the files read to pin it (path in the variant -> bytes) when it was read now (None, {} when it was
+    remembered)."""
     with ThreadPoolExecutor(max_workers=1) as pool:  # the publisher check runs beside the refs request
         trusted = pool.submit(_check_trust, source, requirement.repo_id, trust_remote_code, checker.policy)
         refs = source.refs(requirement.repo_id, requirement.repo_type)
@@ -127,13 +128,13 @@ def resolve_online(source: HubSource, requirement: Requirement, env: Environment
         raise _no_fit(label, pick.commit, "\n".join(filter(None, [selection.explain(), hint])), env)
     chosen = selection.chosen
     variant = known.kernel.variant(chosen) if known is not None else None
-    document = None
+    document, read = None, {}
     if variant is None:
         located = located or locate(source, requirement, lambda message: None, refs)
         pinner = Pinner(source, requirement.repo_id, refs.repo_type, pick.commit, checker)
         variant = pinner.variant(chosen, located.variants[chosen])
         metadata = pinner.metadata.get(chosen)
-        document = None if metadata is None else metadata.document
+        document, read = None if metadata is None else metadata.document, pinner.read[chosen]
     else:
         _check_remembered(checker, requirement.repo_id, variant)
     if check_arch:
@@ -141,7 +142,7 @@ def resolve_online(source: HubSource, requirement: Requirement, env: Environment
         if reason is not None:
             raise _no_fit(label, pick.commit, f"  {chosen}: {reason}", env)
     kernel = Located(pick, refs.repo_type, {}).kernel(requirement, (variant,))
-    return Resolved(kernel, chosen, requirement), names, document
+    return Resolved(kernel, chosen, requirement), names, document, read
 
 
 def resolve_remembered(remembered: Remembered | None, requirement: Requirement, env: Environment,
@@ -204,10 +205,10 @@ def _load_resolved(requirement: Requirement, env: Environment, check_arch: bool,
     remembered = resolutions.read(requirement)
     if settings.offline:
         resolved = resolve_remembered(remembered, requirement, env, check_arch, settings.cache_dir, checker)
-        document = None
+        document, read = None, {}
         names: tuple[str, ...] = ()
     else:
-        resolved, names, document = resolve_online(source, requirement, env, check_arch, remembered,
+        resolved, names, document, read = resolve_online(source, requirement, env, check_arch, remembered,
                                                    trust_remote_code, checker)
     kernel, variant = resolved.kernel, resolved.kernel.variant(resolved.variant)
     assert variant is not None
@@ -221,7 +222,7 @@ def _load_resolved(requirement: Requirement, env: Environment, check_arch: bool,
         if name in sys.modules:
             return sys.modules[name]
         store = Store(source)
-        directory = store.ensure_variant(kernel, variant.name).directory
+        directory = store.ensure_variant(kernel, variant.name, fetched=read).directory
         if document is None:  # remembered: checked from the verified store
             python_depends.check_installed(directory, variant, env.selected.name, what)
         dependencies = {}
