@@ -314,15 +314,7 @@ class Store:
         ref = self.source.repo_folder(repo_id, repo_type) / "refs" / check_repo_path(name, repo_id)
         what = f"{repo_id}: recording ref {name}"
         try:
-            with confined.directory(self.source.settings.cache_dir, ref.parent, what, create=True) as refs:
-                fd, temporary = confined.new_file(refs, ref.parent, f".{ref.name}.", PARTIAL)
-                try:
-                    with os.fdopen(fd, "w", encoding="ascii") as stream:
-                        stream.write(commit)
-                    os.replace(temporary, ref.name, src_dir_fd=refs, dst_dir_fd=refs)
-                except BaseException:
-                    confined.remove_name(refs, temporary)
-                    raise
+            confined.replace_file(self.source.settings.cache_dir, ref, commit.encode("ascii"), what)
         except OSError as error:
             _raise_local(error, what, ref)
         return ref

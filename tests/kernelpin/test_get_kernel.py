@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import inspect
 import sys
+import textwrap
 import warnings
 from pathlib import Path
 
@@ -212,11 +213,26 @@ def test_a_second_online_call_asks_only_for_the_refs_and_follows_a_moved_branch(
     assert sorted(asked) == ["__init__.py", "metadata.json", "tree"]
 
 
-def test_an_unsigned_kernel_is_loaded_without_importing_sigstore(line, state):
-    # Failed before: the check of an unsigned release imported sigstore (a third of a second) to find no bundle.
-    printed, modules = fresh_interpreter(f"import kernelpin\nprint(kernelpin.get_kernel({line[0]!r}, version=1).VERSION)")
-    assert printed.strip() == "1.1.0"
-    assert not [name for name in modules if name.split(".")[0] == "sigstore"]
+def test_an_unsigned_kernel_is_loaded_without_importing_sigstore_or_tomlkit(line, state, tmp_path, monkeypatch):
+    # Failed before: the check of an unsigned release imported sigstore (a third of a second) to find no bundle,
+    # and the project's publisher policy was read with tomlkit (its formatting is only needed to edit the file).
+    strict = tmp_path / "strict"
+    strict.mkdir()  # a project whose policy (read after a byte-order mark) requires signatures
+    (strict / "pyproject.toml").write_text("\ufeff[tool.kernelpin.trust]\nrequire-signatures = true\n",
+                                           encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    printed, modules = fresh_interpreter(textwrap.dedent(f"""
+        import os, kernelpin
+        print(kernelpin.get_kernel({line[0]!r}, version=1).VERSION)
+        os.chdir("strict")
+        try:
+            kernelpin.get_kernel({line[0]!r}, version=1)
+        except kernelpin.errors.KernelpinError as error:
+            print(error)
+    """))
+    assert printed.splitlines()[0] == "1.1.0"
+    assert "require" in printed.splitlines()[1] and "signature" in printed.splitlines()[1]
+    assert not [name for name in modules if name.split(".")[0] in ("sigstore", "tomlkit")]
 
 
 def test_kernel_dependencies_load_first_and_a_cycle_is_refused(with_dependency, new_repo, state, fresh_modules):
