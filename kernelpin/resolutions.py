@@ -36,6 +36,9 @@ class Remembered:
 
     kernel: LockedKernel
     variants: tuple[str, ...]
+    # The Hub marked the publisher trusted (`trustedKernelPublisher`) when the commit was resolved, and that is
+    # what let it through: the same commit is loaded again without asking (its files cannot change).
+    publisher_trusted: bool = False
 
 
 def state_dir(environ: Mapping[str, str] = os.environ) -> Path:
@@ -97,13 +100,15 @@ class Resolutions:
         if not isinstance(names, list) or not all(isinstance(name, str) and is_variant_name(name) for name in names):
             raise broken
         kernel = lockfile.parse(record["lock"], str(path)).kernel(requirement.repo_id)
-        if kernel is None or kernel.requirement != requirement.value:
+        marked = record.get("publisher-trusted", False)
+        if kernel is None or kernel.requirement != requirement.value or not isinstance(marked, bool):
             raise broken
-        return Remembered(kernel, tuple(names))
+        return Remembered(kernel, tuple(names), marked)
 
-    def remember(self, kernel: LockedKernel, variants: tuple[str, ...], requirement: Requirement) -> Path:
-        """Keep `kernel` (and the variant names at its commit) for `requirement`; the variants remembered for
-        the same commit are kept beside the new one. Written through kernelpin.confined, as the cache is: a
+    def remember(self, kernel: LockedKernel, variants: tuple[str, ...], requirement: Requirement,
+                 publisher_trusted: bool = False) -> Path:
+        """Keep `kernel` (and the variant names at its commit, and whether the Hub's mark on the publisher let it
+        through) for `requirement`; the variants remembered for the same commit are kept beside the new one. Written through kernelpin.confined, as the cache is: a
         link at the record's name or on the way below the state directory is never written through."""
         self.root.mkdir(mode=0o700, parents=True, exist_ok=True)  # trusted as given, as the cache's root is
         self._check(*(level for level in (self.root, self.root / _RESOLVED) if os.path.lexists(level)))
@@ -113,9 +118,10 @@ class Resolutions:
             names = {variant.name for variant in kernel.variants}
             kept = tuple(variant for variant in previous.kernel.variants if variant.name not in names)
             kernel = dataclasses.replace(kernel, variants=tuple(sorted(kernel.variants + kept, key=lambda v: v.name)))
-        if previous == Remembered(kernel, variants):
+        if previous == Remembered(kernel, variants, publisher_trusted):
             return path
-        record = {"format": _FORMAT, "variants": list(variants), "lock": lockfile.render(Lock((kernel,)))}
+        record = {"format": _FORMAT, "variants": list(variants), "lock": lockfile.render(Lock((kernel,))),
+                  "publisher-trusted": publisher_trusted}
         confined.replace_file(self.root, path, json.dumps(record, indent=1).encode("utf-8"),
                               f"remembering {requirement.repo_id} {requirement.text}", mode=0o600,
                               directory_mode=0o700, durable=True)
