@@ -65,9 +65,12 @@ def clean_l2() -> None:
     torch.empty(L2_CLEAN_BYTES, dtype=torch.uint8, device="cuda").amax()
 
 
-def gpu_times_ms(fn: Callable[[int], object], sets: int, repeats: int, warmup: int = 3, first: int = 0) -> list[float]:
+def gpu_times_ms(fn: Callable[[int], object], sets: int, repeats: int, warmup: int = 3, first: int = 0, *,
+                 host_time: bool = False) -> list[float]:
     """GPU times of `repeats` calls fn(i), i rotating over `sets` from `first` after `warmup` untimed calls,
-    starting from a clean L2."""
+    starting from a clean L2. Each call starts behind a head start of queued GPU work, so the host's path is
+    hidden; with `host_time`, each starts on an idle device instead and its host path is in the time, as in a
+    user's single call (benchmarks/single_calls.py)."""
     clean_l2()
     for i in range(first, first + warmup):
         fn(i % sets)
@@ -75,7 +78,10 @@ def gpu_times_ms(fn: Callable[[int], object], sets: int, repeats: int, warmup: i
     times = []
     for i in range(first + warmup, first + warmup + repeats):  # continue the rotation: no set comes back while still in L2
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda._sleep(HOST_HEADSTART_CYCLES)
+        if host_time:
+            torch.cuda.synchronize()
+        else:
+            torch.cuda._sleep(HOST_HEADSTART_CYCLES)
         start.record()
         fn(i % sets)
         end.record()

@@ -7,8 +7,9 @@ DIR: variant directories from `tools/builder/op.py --out DIR` (--abi exact / --a
 img2gray_exact and img2gray_stable (benchmarks/stable_abi_latency.py). Each call is timed alone between two CUDA
 events on an idle device, so the host's path (Python, dispatch, launch) is in the time, as it is in the user's:
 bench_op.py queues a head start of GPU work before each call and times the GPU alone. In graphs, each input set's
-call is captured once and the replay is timed the same way. Inputs rotate over ROTATION_BYTES (the H200's L2 holds
-60 MB); the reference is `clone` of a buffer with the op's bytes (half read, half written, a new output as the
+call is captured once and the replay is timed the same way; the host mode times each eager call's host part alone
+(from an idle device until the call returns), so a gap in the eager mode can be told apart from the kernel's.
+Inputs rotate over ROTATION_BYTES (the H200's L2 holds 60 MB); the reference is `clone` of a buffer with the op's bytes (half read, half written, a new output as the
 op's). The candidates take turns in rounds (bench_op.time_rounds); "% copy" is the copy's time over the candidate's
 (trimmed means), and each build is also given over the exact build and over torch.compile.
 """
@@ -16,15 +17,18 @@ op's). The candidates take turns in rounds (bench_op.time_rounds); "% copy" is t
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import re
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
-from benchmarks.bench_op import busy_warning, eager_expression, gpu_cases, input_sets, time_rounds, trimmed_mean
+from benchmarks.bench_op import (busy_warning, eager_expression, gpu_cases, gpu_times_ms, input_sets, time_rounds,
+                                 trimmed_mean)
 from benchmarks.stable_abi_latency import load
 
 ROTATION_BYTES = 256 << 20
@@ -39,20 +43,18 @@ def rotation_sets(moved: int, rotation: int = ROTATION_BYTES) -> int:
     return max(2, -(-rotation // moved))
 
 
-def single_call_ms(fn: Callable[[int], object], sets: int, repeats: int, warmup: int = 3, first: int = 0) -> list[float]:
-    """Times of `repeats` calls fn(i), each alone between two events on an idle device (bench_op.gpu_times_ms's
-    signature, without its head start: the host's time is the point)."""
+def host_times_ms(fn: Callable[[int], object], sets: int, repeats: int, warmup: int = 3, first: int = 0) -> list[float]:
+    """Host times of `repeats` calls fn(i), each from an idle device until the call returns (Python, dispatch,
+    allocation and the launch; not the kernel): where a single call's time beyond the kernel goes."""
     for i in range(first, first + warmup):
         fn(i % sets)
     times = []
     for i in range(first + warmup, first + warmup + repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         torch.cuda.synchronize()
-        start.record()
+        begin = time.perf_counter_ns()
         fn(i % sets)
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
+        times.append((time.perf_counter_ns() - begin) / 1e6)
+    torch.cuda.synchronize()
     return times
 
 
@@ -76,7 +78,8 @@ def graphed(fn: Callable[[int], object], sets: int) -> Callable[[int], object]:
 
 def summarize(case: str, moved: int, samples: dict[str, list[float]]) -> dict:
     """One row: each candidate's trimmed mean (ms) per mode, its % of the copy in that mode, and the builds over the
-    exact build and over torch.compile. Keys of `samples` are "<candidate> <mode>" ("eager" or "graph")."""
+    exact build and over torch.compile. Keys of `samples` are "<candidate> <mode>" ("eager", "graph", or "host":
+    the host's part of an eager call)."""
     means = {name: trimmed_mean(values) for name, values in samples.items()}
     row: dict = {"case": case, "bytes_moved": moved, "ms": means, "percent_of_copy": {}, "over_exact": {},
                  "over_torch_compile": {}}
@@ -92,11 +95,12 @@ def summarize(case: str, moved: int, samples: dict[str, list[float]]) -> dict:
 
 def render(rows: list[dict], target_percent: float = 97.0) -> str:
     """The table: per case and mode, the copy's time and each candidate's % of it, the builds over the exact build
-    and over torch.compile; a mark where a build is below `target_percent` of the copy."""
+    and over torch.compile; a mark where a build is below `target_percent` of the copy. The host mode gives each
+    candidate's host time and its difference to the copy's."""
     lines = []
     for row in rows:
         lines.append(f"\n{row['case']} ({row['bytes_moved'] / 1e6:.1f} MB moved)")
-        for mode in ("eager", "graph"):
+        for mode in ("eager", "graph", "host"):
             copy_ms = row["ms"].get(f"{COPY} {mode}")
             if copy_ms is None:
                 continue
@@ -104,6 +108,10 @@ def render(rows: list[dict], target_percent: float = 97.0) -> str:
             for name, percent in row["percent_of_copy"].items():
                 candidate, candidate_mode = name.rsplit(" ", 1)
                 if candidate_mode != mode or candidate == COPY:
+                    continue
+                if mode == "host":
+                    ms = row["ms"][name]
+                    cells.append(f"{candidate} {1e3 * ms:5.1f} us ({1e3 * (ms - copy_ms):+.1f})")
                     continue
                 cell = f"{candidate} {percent:5.1f}%"
                 if name in row["over_exact"] and candidate != "exact":
@@ -151,7 +159,10 @@ def bench_case(builds: dict, case, rounds: int, calls: int, with_compile: bool) 
         calls_of["torch.compile"] = lambda i: compiled(inputs[i], dim)
     timed = {f"{candidate} eager": fn for candidate, fn in calls_of.items()}
     timed |= {f"{candidate} graph": graphed(fn, sets) for candidate, fn in calls_of.items()}
-    samples, _ = time_rounds(timed, sets, rounds, calls, timer=single_call_ms)
+    samples, _ = time_rounds(timed, sets, rounds, calls, timer=functools.partial(gpu_times_ms, host_time=True))
+    host, _ = time_rounds({f"{candidate} host": fn for candidate, fn in calls_of.items()}, sets, rounds, calls,
+                          timer=host_times_ms)
+    samples |= host
     row = summarize(name, moved, samples)
     del inputs, copy_src, timed
     torch.cuda.empty_cache()
@@ -171,7 +182,7 @@ def main() -> None:
     warnings = machine_warnings(os.getloadavg()[0], os.cpu_count() or 1, others_gpu_bytes())
     for warning in warnings:
         print(warning)
-    rounds, calls = (4, 10) if args.quick else (8, 20)
+    rounds, calls = (4, 10) if args.quick else (16, 20)
     rows = [bench_case(builds, case, rounds, calls, not args.no_compile) for case in gpu_cases(args.quick, args.cases)]
     environment = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
                    "variants": {abi: module.metadata()["variant"] for abi, module in builds.items()},

@@ -17,6 +17,7 @@ SAMPLES = {  # trimmed means are the values themselves
     "torch.compile eager": [0.125] * 10,
     "copy graph": [0.090] * 10, "exact graph": [0.091] * 10, "stable graph": [0.090] * 10,
     "torch.compile graph": [0.100] * 10,
+    "copy host": [0.005] * 10, "exact host": [0.0056] * 10, "stable host": [0.0071] * 10,
 }
 
 
@@ -28,11 +29,13 @@ def test_each_build_is_given_against_the_copy_the_exact_build_and_torch_compile(
     assert round(row["over_torch_compile"]["exact graph"], 2) == 0.91
     assert "copy eager" not in row["over_exact"] and "torch.compile eager" not in row["over_exact"]
     table = single_calls.render([row])
-    eager, graph = (line for line in table.splitlines() if line.startswith("  "))
+    eager, graph, host = (line for line in table.splitlines() if line.startswith("  "))
     assert eager.startswith("  eager copy    100.0 us | exact  98.0%")
     assert "stable  90.9% (1.078x exact) (0.880x compile) < 97%" in eager  # below the target: marked
     assert "torch.compile  80.0%" in eager and "compile  80.0% (" not in eager
     assert "< 97%" not in graph and "stable 100.0% (0.989x exact)" in graph
+    # The host part of an eager call: each candidate's time and its difference to the copy's, no target.
+    assert host == "  host  copy      5.0 us | exact   5.6 us (+0.6) | stable   7.1 us (+2.1)"
 
 
 def test_a_busy_host_or_a_shared_gpu_is_called_out():

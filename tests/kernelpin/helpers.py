@@ -32,11 +32,13 @@ def require_nobody() -> None:
 
 
 def fresh_interpreter(code: str) -> tuple[str, set[str]]:
-    """Run `code` in a fresh interpreter, in the working directory, with this checkout first on its path:
+    """Run `code` in a fresh interpreter, in the working directory, with this checkout first on its path
+    (then the caller's PYTHONPATH, where the GPU machine keeps kernelpin's dependencies):
     (what it printed, the names of every module loaded by then)."""
     script = f"{code}\nimport sys\nprint('\\nMODULES', *sys.modules)"
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                              [str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])})
     assert done.returncode == 0, done.stderr
     output, _, modules = done.stdout.rpartition("\nMODULES ")
     return output, set(modules.split())

@@ -58,8 +58,9 @@ def test_the_installed_torch_is_read_without_importing_it(installed, build, expe
     found = environment.detect_installed()
     assert found is not None and (found.torch, found.backend) == expected
     assert found.cxx11_abi is (True if found.os == "linux" else None)
-    # No CUDA driver on a test machine: what torch.cuda.is_available() says there, so no capability.
-    assert found.gpu_capability is None
+    # A capability only from a CUDA driver, for a CUDA build (the machine test below compares it with torch's on
+    # a GPU machine); without a driver, as on CI, none: what torch.cuda.is_available() says there.
+    assert found.gpu_capability is None or found.backend.name == "cuda"
 
 
 @pytest.mark.parametrize("build", [

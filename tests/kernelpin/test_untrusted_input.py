@@ -614,20 +614,6 @@ def test_a_full_sha_pin_means_that_commit_even_when_a_ref_is_named_like_it(new_r
     assert cli("lock", "--check")[0] == 0
 
 
-def test_a_moved_tag_is_reported_loudly(new_repo, project, cli):
-    repo_id, repo = new_repo()
-    first = publish(repo, "1.0.0", variants=(CPU_213,))
-    project(f'"{repo_id}" = "^1"\n')
-    assert cli("lock")[0] == 0
-    repo.write({"CHANGELOG": "rebuilt"})
-    second = repo.commit("rebuild")
-    repo.git("tag", "-f", "v1.0.0")
-    status, out, err = cli("lock", "--upgrade")
-    assert status == 0, err
-    assert (f"warning: {repo_id}: version 1.0.0 now points at another commit ({first[:12]} -> {second[:12]}): "
-            "the publisher moved its tag") in err
-
-
 @pytest.mark.parametrize(
     ("size", "blob_id", "lfs_sha256", "problem"),
     [

@@ -13,22 +13,8 @@ OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
 PY=${PYTHON:-python3}
 export PYTHONUNBUFFERED=1
-status=0
 STEPS=${STEPS:-build tests memcheck bench ncu conda repro}
-: >"$OUT/steps.tsv"
-step() {
-  local name=$1
-  shift
-  [[ " $STEPS " == *" $name "* ]] || return 0
-  local start=$SECONDS
-  "$@" >"$OUT/$name.log" 2>&1
-  local rc=$?
-  echo "== $name: rc=$rc ($((SECONDS - start)) s)"
-  printf '%s\t%s\t%s\n' "$name" "$rc" "$((SECONDS - start))" >>"$OUT/steps.tsv"
-  tail -n "${TAIL:-6}" "$OUT/$name.log"
-  [ $rc -eq 0 ] || status=1
-  return $rc
-}
+source "$(dirname "${BASH_SOURCE[0]}")/steps.sh"
 # Launch shape, occupancy, waves and DRAM traffic of every img2gray kernel, one launch per bench case.
 NCU_METRICS=gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum,\
 dram__bytes_write.sum,launch__grid_size,launch__registers_per_thread,launch__occupancy_limit_registers,\

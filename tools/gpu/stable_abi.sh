@@ -3,10 +3,11 @@
 # the ABI gate (stable-ABI rule included), tests/op and compute-sanitizer memcheck over the CUDA tests with each
 # build, single calls of both builds against torch.compile and a same-bytes copy, host time included and inside
 # CUDA graphs (benchmarks/single_calls.py), small-call latency against the exact build in one process (each build
-# owning the public name once), and tools.gpu.e2e --abi stable (release into a local Hub, kernels.get_kernel and
-# kernelpin.load). Logs and results go to $OUT; wheels for tools.gpu.e2e are installed from .whl/ when present
-# (docs/releasing.md). Every step runs even if an earlier one failed. Last, tools/gpu/record.py writes the steps'
-# outcome into $OUT/verification.md (docs/verification.md with this script's section replaced: copy it there;
+# owning the public name once), tools.gpu.e2e --abi stable (release into a local Hub, kernels.get_kernel and
+# kernelpin.load), and kernelpin's torch-free machine detection (the CUDA driver's compute capability) against the
+# running torch's (tests/kernelpin/test_detect_installed.py, with e2e). Logs and results go to $OUT; wheels for the
+# gate and tools.gpu.e2e are installed from .whl/ when present (docs/releasing.md).
+# Every step runs even if an earlier one failed. Last, tools/gpu/record.py writes the steps' outcome into $OUT/verification.md (docs/verification.md with this script's section replaced: copy it there;
 # COMMIT=REV names the commit where the checkout has no git; RECORD_INTO=FILE writes it there instead, updating
 # what an earlier run wrote there).
 #   STEPS="build gate tests memcheck single-calls latency e2e"   (the default; a subset runs only those)
@@ -16,26 +17,15 @@ OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
 PY=${PYTHON:-python3}
 export PYTHONUNBUFFERED=1 TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0}
-status=0
-: >"$OUT/steps.tsv"
 STEPS=${STEPS:-build gate tests memcheck single-calls latency e2e}
-step() {  # step NAME SECONDS COMMAND...; a step of a group in $STEPS (the name up to its first '-' or all of it)
-  local name=$1 limit=$2
-  shift 2
-  [[ " $STEPS " == *" $name "* || " $STEPS " == *" ${name%%-*} "* ]] || return 0
-  local start=$SECONDS
-  timeout "$limit" "$@" >"$OUT/$name.log" 2>&1
-  local rc=$?
-  echo "== $name: rc=$rc ($((SECONDS - start)) s)"
-  printf '%s\t%s\t%s\n' "$name" "$rc" "$((SECONDS - start))" >>"$OUT/steps.tsv"
-  tail -n "${TAIL:-4}" "$OUT/$name.log"
-  [ $rc -eq 0 ] || status=1
-  return $rc
-}
+source "$(dirname "${BASH_SOURCE[0]}")/steps.sh"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 $PY -c "import sys, torch; print('python', sys.version.split()[0], 'torch', torch.__version__)" | tee -a "$OUT/gpu.txt"
 SITE=/tmp/site
-[ -d .whl ] && step e2e-wheels 120 $PY -m pip install --no-index --target "$SITE" .whl/*.whl &
+# The gate (kernel-abi-check) and the e2e steps need the wheels.
+if [[ -d .whl && ( " $STEPS " == *" gate "* || " $STEPS " == *" e2e"* ) ]]; then
+  STEPS="$STEPS wheels" step wheels 120 $PY -m pip install --no-index --target "$SITE" .whl/*.whl &
+fi
 step build-stable 240 $PY -m tools.builder.op --abi stable --cuda on --out build/gpu-stable/img2gray --build-dir build/obj-stable &
 step build-exact 240 $PY -m tools.builder.op --cuda on --out build/gpu-exact/img2gray --build-dir build/obj-exact &
 wait
@@ -58,6 +48,7 @@ TAIL=12 step latency 60 $PY benchmarks/stable_abi_latency.py --exact "$EXACT" --
 TAIL=12 step latency-stable-first 60 $PY benchmarks/stable_abi_latency.py --exact "$EXACT" \
   --stable "$STABLE" --device cuda --stable-first --json "$OUT/latency-stable-first.json"
 step e2e 180 env PYTHONPATH=$SITE:$PWD PATH=$SITE/bin:$PATH $PY -m tools.gpu.e2e --abi stable --json "$OUT/e2e.json"
+step e2e-environment 180 env PYTHONPATH=$SITE:$PWD $PY -m pytest -q -p no:cacheprovider -rs tests/kernelpin/test_detect_installed.py
 $PY -m tools.gpu.record "$OUT" --script tools/gpu/stable_abi.sh --write "${RECORD_INTO:-$OUT/verification.md}" \
   ${COMMIT:+--commit "$COMMIT"} || status=1
 exit $status
