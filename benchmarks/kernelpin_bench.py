@@ -11,7 +11,7 @@ v<N> branches, kernel repo type) on the same repos.
     python -m benchmarks.kernelpin_bench --oneliner [--repeats 5]
 
 Writes benchmarks/results/cpu/kernelpin.json and kernelpin.md. Times are medians; compare ratios, not absolutes.
-`--bulk` writes kernelpin-bulk.json and .md instead: sync of big kernels cold, warm and offline against
+`--bulk` writes kernelpin-bulk.json and .md instead (kernelpin-bulk-<N>mb.* for `--bulk-mb N` other than 200): sync of big kernels cold, warm and offline against
 `kernels download`, a warm load against `get_locked_kernel`.
 `--oneliner` measures only the lockless one-liner, `kernelpin.get_kernel(repo, version=1)` against
 `kernels.get_kernel` (cold cache, warm cache online, warm offline), each in a fresh process that has imported
@@ -226,7 +226,7 @@ def main() -> None:
     parser.add_argument("--lock-only", action="store_true", help="lock and its floor only; print, write nothing")
     parser.add_argument("--bulk", action="store_true", help="big kernels instead: sync and warm load against kernels")
     parser.add_argument("--bulk-kernels", type=int, default=20)
-    parser.add_argument("--bulk-mb", type=int, default=200, help="the size of each big kernel's library (MB)")
+    parser.add_argument("--bulk-mb", type=int, default=BULK_MB, help="the size of each big kernel's library (MB)")
     parser.add_argument("--bulk-cold-repeats", type=int, default=1)
     parser.add_argument("--no-record", action="store_true", help="--bulk: print, write nothing")
     parser.add_argument("--oneliner", action="store_true", help="only get_kernel against kernels.get_kernel")
@@ -449,6 +449,11 @@ size and sha256 of every file, and `sync` verifies each file against it (a no-op
 # --- big kernels: sync of N kernels of M MB each, and a warm load, against `kernels` ------------------------
 
 BULK_RESULTS = "kernelpin-bulk"
+BULK_MB = 200  # the issue's size; other sizes are recorded as kernelpin-bulk-<N>mb beside it
+
+
+def bulk_results_name(library_mb: int) -> str:
+    return BULK_RESULTS if library_mb == BULK_MB else f"{BULK_RESULTS}-{library_mb}mb"
 
 # Run in a fresh process around each command: its wall time inside the process, and whether torch was imported.
 _TIMED = """\
@@ -556,8 +561,9 @@ def bulk(args: argparse.Namespace) -> None:
     if args.no_record:
         return
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"{BULK_RESULTS}.json").write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
-    (RESULTS / f"{BULK_RESULTS}.md").write_text(render_bulk(results))
+    name = bulk_results_name(args.bulk_mb)
+    (RESULTS / f"{name}.json").write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
+    (RESULTS / f"{name}.md").write_text(render_bulk(results))
 
 
 def summarize_bulk(results: dict) -> None:
