@@ -139,13 +139,13 @@ def resolve_online(source: HubSource, requirement: Requirement, env: Environment
         raise _no_fit(label, pick.commit, "\n".join(filter(None, [selection.explain(), hint])), env)
     chosen = selection.chosen
     variant = known.kernel.variant(chosen) if known is not None else None
-    document, read = None, {}
+    document, fetched = None, {}
     if variant is None:
         located = located or locate(source, requirement, lambda message: None, refs)
         pinner = Pinner(source, requirement.repo_id, refs.repo_type, pick.commit, checker)
         variant = pinner.variant(chosen, located.variants[chosen])
         metadata = pinner.metadata.get(chosen)
-        document, read = None if metadata is None else metadata.document, pinner.read[chosen]
+        document, fetched = None if metadata is None else metadata.document, pinner.fetched[chosen]
     else:
         _check_remembered(checker, requirement.repo_id, variant)
     if check_arch:
@@ -153,7 +153,7 @@ def resolve_online(source: HubSource, requirement: Requirement, env: Environment
         if reason is not None:
             raise _no_fit(label, pick.commit, f"  {chosen}: {reason}", env)
     kernel = Located(pick, refs.repo_type, {}).kernel(requirement, (variant,))
-    return Resolved(kernel, chosen, requirement, marked), names, document, read
+    return Resolved(kernel, chosen, requirement, marked), names, document, fetched
 
 
 def resolve_remembered(remembered: Remembered | None, requirement: Requirement, env: Environment,
@@ -216,10 +216,10 @@ def _load_resolved(requirement: Requirement, env: Environment, check_arch: bool,
     remembered = resolutions.read(requirement)
     if settings.offline:
         resolved = resolve_remembered(remembered, requirement, env, check_arch, settings.cache_dir, checker)
-        document, read = None, {}
+        document, fetched = None, {}
         names: tuple[str, ...] = ()
     else:
-        resolved, names, document, read = resolve_online(source, requirement, env, check_arch, remembered,
+        resolved, names, document, fetched = resolve_online(source, requirement, env, check_arch, remembered,
                                                    trust_remote_code, checker)
     kernel, variant = resolved.kernel, resolved.kernel.variant(resolved.variant)
     assert variant is not None
@@ -233,7 +233,7 @@ def _load_resolved(requirement: Requirement, env: Environment, check_arch: bool,
         if name in sys.modules:
             return sys.modules[name]
         store = Store(source)
-        directory = store.ensure_variant(kernel, variant.name, fetched=read).directory
+        directory = store.ensure_variant(kernel, variant.name, fetched=fetched).directory
         if document is None:  # remembered: checked from the verified store
             python_depends.check_installed(directory, variant, env.selected.name, what)
         dependencies = {}
