@@ -618,7 +618,8 @@ makes it.
 
 A warm `kernelpin.load` reads no byte of the unchanged library: this user's receipt (device, inode, size, mtime,
 ctime -> sha256, kernelpin.receipts) vouches for it. The first load after a sync, without a receipt, hashes it
-twice (in the store, and right before the package runs: {first:.2f} s); `kernels` hashes nothing.
+once, in the store ({first:.2f} s), which leaves the receipt that the check right before the package runs then
+finds (the library's times had settled: a file changed in the last 2 s is hashed by both); `kernels` hashes nothing.
 A cold sync waits on the test Hub: olah (behind testkit's kernel front) streams each file out of git in 4 KB
 chunks on one core, about 40 ms of its CPU per MB on this machine, while kernelpin's own process needs about 6 ms
 per MB (each byte hashed on the way in, written once, not read again; measured with 6 kernels of 50 MB). kernelpin
