@@ -3,17 +3,20 @@ signed kernels vs unsigned ones, on the test Hub (olah) with the test kit's Sigs
 
     python -m benchmarks.signature_bench [--kernels 20] [--repeats 5]
 
-- lock, in-process (cold: a new HubSource, no lock): the same 20 signed repositories (5 variants each, so 100
-  bundles), resolved with the publisher policy's checker (every bundle verified by sigstore-python) and without
-  it (the bundles are hashed like any file); rounds alternate;
-- the same as commands in fresh processes (`python -m kernelpin lock`): start-up and sigstore's import included,
-  signed repositories vs the same content unsigned;
+- lock, in-process (a new HubSource, no lock): the 20 signed repositories (5 variants each, so 100 bundles, every
+  one verified by sigstore-python against the publisher policy) vs the same content unsigned, both under the same
+  policy; sigstore already imported; rounds alternate;
+- the same as commands in fresh processes (`python -m kernelpin lock`): start-up and sigstore's import included;
+  one unrecorded run of each first, so both sets start with the same warm Hub cache (the metadata.json and bundle
+  blobs an earlier lock kept) and warm test-Hub repositories;
+- a first lock, as a command with an empty Hub cache each run: every metadata.json and bundle downloaded, so a
+  signed release costs 5 requests more per kernel (100 in all) than an unsigned one besides the verification;
 - load(): 20 signed vs 20 unsigned kernels, already synced, each round in a fresh import state (load checks the
   lock's recorded signer against the policy: no cryptography; the bundle is one more locked file to re-hash).
 Every variant is shaped like img2gray's CPU build (the files and sizes of `build/dev`, a 372 KB library).
 
-Prints the medians and ratios as JSON and writes benchmarks/results/cpu/signatures.json. Compare ratios, not
-absolute times: the machine is shared.
+Prints the medians and ratios as JSON and writes benchmarks/results/cpu/signatures.json, with the load average
+before and after. Compare ratios, not absolute times: the machine is shared.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from kernelpin.cli import main as kernelpin_main
@@ -90,41 +94,48 @@ def main() -> None:
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
     }
 
-    requirements = read_requirements(Project(signed_app))
+    results["load_average_before"] = round(os.getloadavg()[0], 2)
     policy = read_policy(Project(signed_app))
+    requirements = {app: read_requirements(Project(app)) for app in (signed_app, unsigned_app)}
 
-    def lock(verify: bool):
+    def lock(app: Path):
         def run() -> None:
-            checker = ReleaseChecker(policy, signed_app) if verify else None
-            resolve(HubSource(HubSettings.from_env()), requirements, None, upgrade=lambda _: True, checker=checker)
+            resolve(HubSource(HubSettings.from_env()), requirements[app], None, upgrade=lambda _: True,
+                    checker=ReleaseChecker(policy, app))
         return run
 
-    lock(True)()  # warm-up: imports (sigstore's included), connections, olah's git caches
-    lock(False)()
-    with_verification, without = [], []
+    lock(signed_app)()  # warm-up: imports (sigstore's included), connections, the test Hub's git caches
+    lock(unsigned_app)()
+    signed_locks, unsigned_locks = [], []
     for _ in range(args.repeats):
-        with_verification.append(median_time(lock(True), 1))
-        without.append(median_time(lock(False), 1))
-    results["lock_in_process_verified_s"] = statistics.median(with_verification)
-    results["lock_in_process_unverified_s"] = statistics.median(without)
-    results["lock_in_process_ratio"] = results["lock_in_process_verified_s"] / results["lock_in_process_unverified_s"]
+        signed_locks.append(median_time(lock(signed_app), 1))
+        unsigned_locks.append(median_time(lock(unsigned_app), 1))
+    results["lock_in_process_signed_s"] = statistics.median(signed_locks)
+    results["lock_in_process_unsigned_s"] = statistics.median(unsigned_locks)
+    results["lock_in_process_ratio"] = results["lock_in_process_signed_s"] / results["lock_in_process_unsigned_s"]
 
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
 
-    def command(app: Path) -> float:
+    def command(app: Path, hub_cache: Path = cache) -> float:
         (app / "kernelpin.lock").unlink(missing_ok=True)
         start = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "kernelpin", "lock"], cwd=app, env=env, check=True,
-                       capture_output=True)
+        subprocess.run([sys.executable, "-m", "kernelpin", "lock"], cwd=app, check=True, capture_output=True,
+                       env={**env, "HF_HUB_CACHE": str(hub_cache)})
         return time.perf_counter() - start
 
-    signed_runs, unsigned_runs = [], []
-    for _ in range(args.repeats):
-        signed_runs.append(command(signed_app))
-        unsigned_runs.append(command(unsigned_app))
-    results["lock_command_signed_s"] = statistics.median(signed_runs)
-    results["lock_command_unsigned_s"] = statistics.median(unsigned_runs)
-    results["lock_command_ratio"] = results["lock_command_signed_s"] / results["lock_command_unsigned_s"]
+    def commands(key: str, hub_cache: Callable[[], Path]) -> None:
+        signed_runs, unsigned_runs = [], []
+        for _ in range(args.repeats):
+            signed_runs.append(command(signed_app, hub_cache()))
+            unsigned_runs.append(command(unsigned_app, hub_cache()))
+        results[f"{key}_signed_s"] = statistics.median(signed_runs)
+        results[f"{key}_unsigned_s"] = statistics.median(unsigned_runs)
+        results[f"{key}_ratio"] = results[f"{key}_signed_s"] / results[f"{key}_unsigned_s"]
+
+    command(signed_app)  # warm-up of both sets alike
+    command(unsigned_app)
+    commands("lock_command", lambda: cache)
+    commands("lock_first", lambda: Path(tempfile.mkdtemp(dir=work, prefix="hf-cache-")))
 
     # load(): both sets synced, then loaded in fresh import states, rounds alternating.
     for app in (signed_app, unsigned_app):
@@ -149,6 +160,7 @@ def main() -> None:
     results["load_signed_ms"] = statistics.median(signed_loads) * 1e3
     results["load_unsigned_ms"] = statistics.median(unsigned_loads) * 1e3
     results["load_ratio"] = results["load_signed_ms"] / results["load_unsigned_ms"]
+    results["load_average_after"] = round(os.getloadavg()[0], 2)
     server.stop()
     shutil.rmtree(work, ignore_errors=True)
     RESULTS.mkdir(parents=True, exist_ok=True)

@@ -135,11 +135,16 @@ def _lock_options(parser: argparse.ArgumentParser) -> None:
     upgrade.add_argument("--upgrade", action="store_true", help="re-resolve every kernel to its newest satisfying version")
     upgrade.add_argument("--upgrade-package", action="append", metavar="REPO", help="re-resolve only REPO (repeatable)")
     parser.add_argument("--dry-run", action="store_true", help="show what would change; write nothing")
+    _accept_signer_option(parser)
+    parser.add_argument("--refresh-trust-root", action="store_true",
+                        help="update Sigstore's trust root through TUF first (online); default: the one sigstore ships")
+
+
+def _accept_signer_option(parser: argparse.ArgumentParser) -> None:
+    """--accept-signer, on every command that re-locks (lock, add, sync)."""
     parser.add_argument("--accept-signer", action="append", metavar="REPO=IDENTITY",
                         help=f"accept a new signer of REPO's release (the identity the refusal names, or {UNSIGNED}); "
                              "repeatable")
-    parser.add_argument("--refresh-trust-root", action="store_true",
-                        help="update Sigstore's trust root through TUF first (online); default: the one sigstore ships")
 
 
 def _accepted_signers(given: Sequence[str] | None) -> dict[str, set[str]]:
@@ -219,6 +224,7 @@ def _sync_options(parser: argparse.ArgumentParser) -> None:
                       help="use the lock as it is, resolving nothing; may still download (cargo's --frozen implies --offline)")
     parser.add_argument("--all-variants", action="store_true", help="every locked variant, not only this environment's")
     parser.add_argument("--target", metavar="DIR", help="vendor into DIR (DIR/<org>/<name>/<commit>/build/<variant>)")
+    _accept_signer_option(parser)
     environment.add_arguments(parser)
     parser.add_argument("--dry-run", action="store_true",
                         help="show which variant of each kernel would be installed and what is missing; "
@@ -241,7 +247,7 @@ def cmd_sync(ctx: Context) -> int:
     # The steps of kernelpin.syncing.sync, one by one: the re-lock's changes are shown before anything is installed.
     args = ctx.args
     fresh = locking.lock_for_sync(ctx.project, ctx.source, locked=args.locked, frozen=args.frozen,
-                                  note=ctx.note, warn=ctx.warn)
+                                  note=ctx.note, warn=ctx.warn, accepted_signers=_accepted_signers(args.accept_signer))
     _report_changes(ctx, fresh.changes, ctx.progress)
     locked = fresh.lock
     env = None if args.all_variants else environment.current(vars(args))
@@ -323,6 +329,7 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("specs", nargs="+", metavar="REPO[@RANGE]",
                         help="ORG/NAME, optionally with a version range: acme/img2gray, acme/img2gray@^0.1")
     parser.add_argument("--dry-run", action="store_true", help="show what the lock would become; write nothing")
+    _accept_signer_option(parser)
 
 
 @command("add", help="add kernels to pyproject.toml and re-lock", options=_add_options,
@@ -334,7 +341,7 @@ def cmd_add(ctx: Context) -> int:
     _distinct([repo_id for repo_id, _ in specs])
     dry_run = ctx.args.dry_run
     added = locking.add(source=ctx.source, project=ctx.project, requirements=dict(specs), dry_run=dry_run,
-                        note=ctx.note, warn=ctx.warn)
+                        note=ctx.note, warn=ctx.warn, accepted_signers=_accepted_signers(ctx.args.accept_signer))
     entries = added.entries
     if ctx.args.json:
         _emit_json({"added": [{"repo": repo_id, "requirement": entry.value, "kernels_lock_reads": entry.kernels_reads,

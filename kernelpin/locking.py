@@ -65,7 +65,11 @@ def release_checker(project: Project, source: HubSource, refresh: bool = False) 
     if refresh and source.settings.offline:
         raise KernelpinError(f"--refresh-trust-root asks Sigstore's TUF repository for a newer trust root, but "
                              f"{OFFLINE}; go online, or drop --refresh-trust-root (the shipped root works offline)")
-    return ReleaseChecker(read_policy(project), project.root, refresh=refresh)
+    checker = ReleaseChecker(read_policy(project), project.root, refresh=refresh,
+                             refresh_timeout=source.settings.limits.http_timeout)
+    if refresh:
+        _ = checker.verifier  # the refresh first, once: without network it fails before anything is resolved
+    return checker
 
 
 def lock(project: Project, source: HubSource, *, upgrade: Collection[str] = (), upgrade_all: bool = False,
@@ -86,8 +90,10 @@ def lock(project: Project, source: HubSource, *, upgrade: Collection[str] = (), 
 
 
 def lock_for_sync(project: Project, source: HubSource, *, locked: bool = False, frozen: bool = False,
-                  note: Report = _ignore, warn: Report = _ignore) -> Locked:
-    """The lock `sync` installs: as it is with `frozen`; re-locked when stale, unless `locked` forbids it."""
+                  note: Report = _ignore, warn: Report = _ignore,
+                  accepted_signers: Mapping[str, Collection[str]] | None = None) -> Locked:
+    """The lock `sync` installs: as it is with `frozen`; re-locked when stale, unless `locked` forbids it (the
+    re-lock keeps each kernel's signer unless `accepted_signers` names the new one, as `lock`)."""
     existing = lockfile.read(project.lockfile)
     if frozen:
         if existing is None:
@@ -103,14 +109,17 @@ def lock_for_sync(project: Project, source: HubSource, *, locked: bool = False, 
             + "\n  ".join(reasons) + "\nRun `kernelpin lock` and commit the result."
         )
     with project.edit_lock():
-        return _relock(project, source, set(), False, False, note, warn, release_checker(project, source))
+        return _relock(project, source, set(), False, False, note, warn, release_checker(project, source),
+                       accepted_signers)
 
 
 def add(project: Project, source: HubSource, requirements: Mapping[str, str | None], *, dry_run: bool = False,
-        note: Report = _ignore, warn: Report = _ignore) -> Added:
+        note: Report = _ignore, warn: Report = _ignore,
+        accepted_signers: Mapping[str, Collection[str]] | None = None) -> Added:
     """Add each repository (repo id -> a version range, or None for the newest release's line) to
-    [tool.kernels.dependencies] and re-lock. With `dry_run`, or when locking fails, pyproject.toml is put
-    back byte for byte and the lock is not written."""
+    [tool.kernels.dependencies] and re-lock (a kernel already locked keeps its signer unless `accepted_signers`
+    names the new one, as `lock`). With `dry_run`, or when locking fails, pyproject.toml is put back byte for
+    byte and the lock is not written."""
     entries = {repo_id: _entry_to_add(project, source, repo_id, range_text)
                for repo_id, range_text in requirements.items()}
 
@@ -118,7 +127,7 @@ def add(project: Project, source: HubSource, requirements: Mapping[str, str | No
         for repo_id, entry in entries.items():
             set_requirement(project, repo_id, entry.value)
 
-    done = _edit_and_relock(project, source, edit, dry_run, note, warn)
+    done = _edit_and_relock(project, source, edit, dry_run, note, warn, accepted_signers)
     return Added(done.lock, done.changes, entries)
 
 
@@ -153,7 +162,8 @@ def _entry_to_add(project: Project, source: HubSource, repo_id: str, range_text:
 
 
 def _edit_and_relock(project: Project, source: HubSource, edit: Callable[[Project], None], dry_run: bool,
-                     note: Report, warn: Report) -> Locked:
+                     note: Report, warn: Report,
+                     accepted_signers: Mapping[str, Collection[str]] | None = None) -> Locked:
     """Change pyproject.toml with `edit`, then re-lock. When locking fails, pyproject.toml is put back
     byte for byte (as `uv add` does): a requirement that cannot be locked is never left behind. With
     `dry_run` it is put back in any case and the lock is not written."""
@@ -162,7 +172,8 @@ def _edit_and_relock(project: Project, source: HubSource, edit: Callable[[Projec
             original = stream.read()
         edit(project)
         try:
-            result = _relock(project, source, set(), False, dry_run, note, warn, release_checker(project, source))
+            result = _relock(project, source, set(), False, dry_run, note, warn, release_checker(project, source),
+                             accepted_signers)
         except BaseException:
             write_atomic(project.pyproject, original)
             raise

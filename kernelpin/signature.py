@@ -28,10 +28,12 @@ from typing import TYPE_CHECKING
 from kernelpin.errors import KernelpinError
 from kernelpin.layout import METADATA
 from kernelpin.layout import SIGNATURE as BUNDLE
+from kernelpin.limits import HTTP_TIMEOUT, Limits
 from kernelpin.trust import LockedSignature, Policy, SignatureError, Signer
 
 if TYPE_CHECKING:
     from cryptography.x509 import Certificate
+    from sigstore.models import TrustedRoot
     from sigstore.verify import Verifier
 
 MAX_BUNDLE_BYTES = 1 << 20  # a real bundle is about 5 KB: a certificate, a signature, one log entry
@@ -71,9 +73,48 @@ def _quiet_tuf() -> Iterator[None]:
         logger.setLevel(level)
 
 
-def verifier(policy: Policy, project_root: Path, refresh: bool = False) -> Verifier:
+def _refreshed_root(timeout: float) -> TrustedRoot:
+    """Sigstore's public-good trust root as its TUF repository has it now, within `timeout` seconds: tuf waits
+    30 s per request and retries, minutes behind a silent link or a black-holing proxy. The refresh runs in a
+    daemon thread that is left behind when it does not answer in time."""
+    from sigstore.errors import Error
+    from sigstore.models import ClientTrustConfig
+
+    outcome: list[TrustedRoot | BaseException] = []
+
+    def refresh() -> None:
+        try:
+            outcome.append(ClientTrustConfig.production(offline=False).trusted_root)
+        except BaseException as error:  # handed to the caller's thread
+            outcome.append(error)
+
+    thread = threading.Thread(target=refresh, name="kernelpin-tuf", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    fix = "run without --refresh-trust-root to use the one sigstore-python ships (it works offline)"
+    if not outcome:
+        raise TrustRootError(f"no answer from Sigstore's TUF repository within {timeout:g} s, "
+                             f"so its trust root cannot be refreshed (offline, or the network blocks it); {fix}, or "
+                             f"set {HTTP_TIMEOUT}=SECONDS to wait longer")
+    if isinstance(outcome[0], Error):
+        # sigstore's TUFError says only "Failed to refresh TUF metadata": the causes below it say what failed and why.
+        causes, cause = [], outcome[0].__cause__ or outcome[0]
+        while cause is not None and len(causes) < 4:
+            causes.append((str(cause).splitlines() or [type(cause).__name__])[0])
+            cause = cause.__cause__
+        detail = ": ".join(causes)[:400]
+        raise TrustRootError(f"cannot refresh Sigstore's trust root through TUF ({detail}); "
+                             f"{fix}") from None
+    if isinstance(outcome[0], BaseException):
+        raise outcome[0]
+    return outcome[0]
+
+
+def verifier(policy: Policy, project_root: Path, refresh: bool = False,
+             refresh_timeout: float = Limits.http_timeout) -> Verifier:
     """The verifier of the policy's trust root: its `trusted-root` file, else Sigstore's public-good root as
-    sigstore-python ships it (or as its TUF cache last updated it); `refresh` asks TUF for a newer one first."""
+    sigstore-python ships it (or as its TUF cache last updated it); `refresh` asks TUF for a newer one first,
+    waiting at most `refresh_timeout` seconds."""
     from sigstore.errors import Error
     from sigstore.models import ClientTrustConfig, TrustedRoot
     from sigstore.verify import Verifier
@@ -85,12 +126,14 @@ def verifier(policy: Policy, project_root: Path, refresh: bool = False) -> Verif
         except (OSError, ValueError, Error) as error:
             raise TrustRootError(f"{path} (trusted-root in [tool.kernelpin.trust]): not a Sigstore trusted root "
                                  f"({str(error)[:200]}); point it at a trusted_root.json") from None
+    if refresh:
+        return Verifier(trusted_root=_refreshed_root(refresh_timeout))
     try:
         with _quiet_tuf():
-            return Verifier(trusted_root=ClientTrustConfig.production(offline=not refresh).trusted_root)
-    except Error as error:
-        raise TrustRootError(f"cannot refresh Sigstore's trust root through TUF ({str(error)[:200]}); run without "
-                             "--refresh-trust-root to use the one sigstore-python ships") from None
+            return Verifier(trusted_root=ClientTrustConfig.production(offline=True).trusted_root)
+    except Error as error:  # a damaged TUF cache of sigstore-python's
+        raise TrustRootError(f"cannot load Sigstore's trust root from sigstore-python's TUF cache "
+                             f"({str(error)[:200]}); run with --refresh-trust-root (online) to fetch it again") from None
 
 
 def _extension(certificate: Certificate, oid: str) -> str | None:
@@ -241,11 +284,13 @@ def verify_variant(directory: Path, repo_id: str, policy: Policy, verifier: Veri
 
 class ReleaseChecker:
     """The policy and its trust root, as `lock` and `sync` use them from several threads; the sigstore
-    verifier is made on first use (importing sigstore costs about a second, a lock of unsigned kernels never
+    verifier is made on first use (importing sigstore costs about 0.4 s of CPU, a lock of unsigned kernels never
     pays it)."""
 
-    def __init__(self, policy: Policy, project_root: Path, refresh: bool = False) -> None:
+    def __init__(self, policy: Policy, project_root: Path, refresh: bool = False,
+                 refresh_timeout: float = Limits.http_timeout) -> None:
         self.policy, self.project_root, self.refresh = policy, project_root, refresh
+        self.refresh_timeout = refresh_timeout
         self._verifier: Verifier | None = None
         self._making = threading.Lock()
         self._warming: threading.Thread | None = None
@@ -254,7 +299,7 @@ class ReleaseChecker:
     def verifier(self) -> Verifier:
         with self._making:
             if self._verifier is None:
-                self._verifier = verifier(self.policy, self.project_root, self.refresh)
+                self._verifier = verifier(self.policy, self.project_root, self.refresh, self.refresh_timeout)
             return self._verifier
 
     def warm_up(self) -> None:

@@ -132,15 +132,15 @@ class Store:
     def _reuse(self, kernel: LockedKernel, variant_name: str, locked: LockedFile, repair: bool,
                result: Installed) -> bool:
         """Whether the installed file is present and verified; a bad one is discarded (repair) or refused."""
-        present = self.installed(kernel, variant_name, locked)
+        # result.directory is the variant's (made once per variant: load checks every file on its hot path).
+        entry = result.directory / check_repo_path(locked.path, kernel.repo_id)
         path = f"{BUILD_DIR}/{variant_name}/{locked.path}"
-        entry = self.variant_directory(kernel, variant_name) / locked.path
         try:
-            if present is None:
+            if not entry.is_file():
                 if entry.is_symlink() or not entry.exists():
                     return False  # missing (a dangling link is replaced by the download)
                 raise IntegrityError(f"{kernel.label}: {path} is a directory (or no file), not the file the lock lists")
-            self.receipts.verify_file(present, locked.size, locked.sha256, f"{kernel.label}: {path}")
+            self.receipts.verify_file(entry, locked.size, locked.sha256, f"{kernel.label}: {path}")
         except IntegrityError as error:
             if not repair:
                 raise IntegrityError(

@@ -4,7 +4,7 @@ would install (--dry-run)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,10 +40,13 @@ class SyncPlan:
 
 def sync(project: Project, source: HubSource, env: Environment | None, *, all_variants: bool = False,
          target: Path | None = None, locked: bool = False, frozen: bool = False,
-         progress: Callable[..., Any] | None = None, note: Report = _ignore, warn: Report = _ignore) -> Synced:
+         progress: Callable[..., Any] | None = None, note: Report = _ignore, warn: Report = _ignore,
+         accepted_signers: Mapping[str, Collection[str]] | None = None) -> Synced:
     """Install the locked variant that fits `env` (every locked variant with `all_variants`, `env` None) into
-    the Hub cache or `target`, verify every byte, repair what changed and remove what the lock does not list."""
-    fresh = lock_for_sync(project, source, locked=locked, frozen=frozen, note=note, warn=warn)
+    the Hub cache or `target`, verify every byte, repair what changed and remove what the lock does not list.
+    A stale lock is re-locked first (`accepted_signers`: as `lock`'s)."""
+    fresh = lock_for_sync(project, source, locked=locked, frozen=frozen, note=note, warn=warn,
+                          accepted_signers=accepted_signers)
     return Synced(fresh, install_lock(fresh.lock, Installer(source, target, progress), env, all_variants,
                                       checker=release_checker(project, source)))
 
@@ -67,7 +70,8 @@ def install_lock(lock: Lock, installer: Installer, env: Environment | None,
 
 def sync_plan(project: Project, source: HubSource, env: Environment | None, *, all_variants: bool = False,
               target: Path | None = None, locked: bool = False, frozen: bool = False, note: Report = _ignore,
-              warn: Report = _ignore) -> SyncPlan:
+              warn: Report = _ignore, accepted_signers: Mapping[str, Collection[str]] | None = None) -> SyncPlan:
     """What `sync` would install, downloading nothing (a stale lock is still re-locked, as `sync` would)."""
-    fresh = lock_for_sync(project, source, locked=locked, frozen=frozen, note=note, warn=warn)
+    fresh = lock_for_sync(project, source, locked=locked, frozen=frozen, note=note, warn=warn,
+                          accepted_signers=accepted_signers)
     return SyncPlan(fresh, install.plan(fresh.lock, Installer(source, target), env, all_variants))

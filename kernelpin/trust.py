@@ -113,7 +113,8 @@ def signer_changes(repo_id: str, old: Mapping[str, LockedSignature | None], new:
     """Signer continuity across a re-lock, for each variant of the new release: one refusal per variant whose
     signer is not the one the lock recorded (for that variant, or for any variant when it is new), or that is
     no longer signed. `accepted` holds the new identities (`Signer.continuity`, or UNSIGNED) the user named with
-    `--accept-signer REPO=...`. A lock that recorded no signer constrains nothing (unsigned -> signed is fine)."""
+    `--accept-signer REPO=...` (of `lock`, `add` or `sync`, whichever re-locked). A lock that recorded no signer
+    constrains nothing (unsigned -> signed is fine)."""
     known = {variant: signature.signer for variant, signature in old.items()
              if signature is not None and signature.signer is not None}
     if not known:
@@ -127,12 +128,12 @@ def signer_changes(repo_id: str, old: Mapping[str, LockedSignature | None], new:
         if signature.signer is None:
             if UNSIGNED not in accepted:
                 problems.append(f"{repo_id} {variant}: the new release is unsigned, but the locked one was signed by "
-                                f"{was}; if you accept an unsigned release, run `kernelpin lock --upgrade "
-                                f"--accept-signer {repo_id}={UNSIGNED}`")
+                                f"{was}; if you accept an unsigned release, repeat the command with "
+                                f"`--accept-signer {repo_id}={UNSIGNED}`")
         elif signature.signer.continuity not in allowed and signature.signer.continuity not in accepted:
             problems.append(f"{repo_id} {variant}: the new release is signed by {signature.signer.describe()}, but the "
-                            f"locked one by {was}: the publisher's signer changed. If you trust the new one, run "
-                            f"`kernelpin lock --upgrade --accept-signer {repo_id}={signature.signer.continuity}`")
+                            f"locked one by {was}: the publisher's signer changed. If you trust the new one, repeat "
+                            f"the command with `--accept-signer {repo_id}={signature.signer.continuity}`")
     return problems
 
 

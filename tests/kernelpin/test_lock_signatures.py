@@ -5,15 +5,20 @@ across upgrades, and every attack of issue 29 where it is caught."""
 from __future__ import annotations
 
 import json
+import re
+import socket
 import tomllib
 from pathlib import Path
 
 import pytest
 
-from kernelpin import lockfile
+from kernelpin import lockfile, syncing
 from kernelpin.errors import KernelpinError
+from kernelpin.project import Project
+from kernelpin.source import HubSettings, HubSource
 from testkit.fake_kernel import CPU_213, VARIANTS, kernel_files
 from testkit.sigstore_root import Identity, SigstoreRoot
+from tests.kernelpin.faulty_hub import SilentServer
 from tests.kernelpin.helpers import UNTRUSTED_ORG, snapshot_dir
 
 ACME = Identity(repository="acme-corp/kernels", workflow=".github/workflows/release.yaml", ref="refs/tags/v1.0.0",
@@ -21,6 +26,8 @@ ACME = Identity(repository="acme-corp/kernels", workflow=".github/workflows/rele
 ACME_NEXT = Identity(repository="acme-corp/kernels", workflow=".github/workflows/release.yaml",
                      ref="refs/tags/v1.1.0", commit="b" * 40)
 HIJACKER = Identity(repository="hijacker/kernels", workflow=".github/workflows/x.yaml", commit="c" * 40)
+ACME_WORKFLOW = "https://github.com/acme-corp/kernels/.github/workflows/release.yaml"
+HIJACKER_WORKFLOW = "https://github.com/hijacker/kernels/.github/workflows/x.yaml"
 ACME_SIGNERS = '[{ repository = "acme-corp/kernels", workflow = ".github/workflows/release.yaml" }]'
 
 
@@ -192,7 +199,7 @@ def test_signer_continuity_on_upgrade(new_repo, app, cli, sigstore) -> None:
     assert status == 1
     assert f"{repo_id} {CPU_213}: the new release is signed by https://github.com/hijacker/kernels/" in err
     assert (f"but the locked one by https://github.com/acme-corp/kernels/.github/workflows/release.yaml: the "
-            f"publisher's signer changed. If you trust the new one, run `kernelpin lock --upgrade --accept-signer "
+            f"publisher's signer changed. If you trust the new one, repeat the command with `--accept-signer "
             f"{repo_id}=https://github.com/hijacker/kernels/.github/workflows/x.yaml`") in err
     assert "1.1.0" in (root / "kernelpin.lock").read_text()  # nothing written
     status, out, err = cli("lock", "--upgrade", "--accept-signer",
@@ -205,6 +212,92 @@ def test_signer_continuity_on_upgrade(new_repo, app, cli, sigstore) -> None:
     assert f"--accept-signer {repo_id}=unsigned`" in err
     assert cli("lock", "--upgrade", "--accept-signer", f"{repo_id}=unsigned")[0] == 0
     assert locked_signatures(root)[CPU_213] == {"unsigned": True}
+
+
+def test_add_and_a_relocking_sync_keep_the_signer_unless_accept_signer_names_the_new_one(new_repo, app, cli,
+                                                                                      sigstore) -> None:
+    """`add` of a new range for a locked kernel and a `sync` that re-locks a changed requirement refuse a change
+    of signer as `lock` does, and take the same --accept-signer (the library functions the same argument)."""
+    repo_id, repo = new_repo("accept", "kernel")
+    release(repo, sigstore, "1.0.0", ACME)
+    root = app(f'"{repo_id}" = "^1"\n')
+    assert cli("lock")[0] == 0
+    release(repo, sigstore, "2.0.0", HIJACKER)
+    before = (root / "pyproject.toml").read_text()
+    status, _, err = cli("add", f"{repo_id}@^2")
+    assert status == 1 and f"repeat the command with `--accept-signer {repo_id}={HIJACKER_WORKFLOW}`" in err
+    assert (root / "pyproject.toml").read_text() == before and '"1.0.0"' in (root / "kernelpin.lock").read_text()
+    status, _, err = cli("add", f"{repo_id}@^2", "--accept-signer", f"{repo_id}={HIJACKER_WORKFLOW}")
+    assert status == 0, err
+    assert locked_signatures(root)[CPU_213]["identity"].startswith(HIJACKER_WORKFLOW + "@")
+
+    def require(major: int) -> None:
+        text = (root / "pyproject.toml").read_text()
+        (root / "pyproject.toml").write_text(re.sub(rf'^"{repo_id}" = .*$', f'"{repo_id}" = "^{major}"', text,
+                                                    flags=re.MULTILINE))
+
+    release(repo, sigstore, "3.0.0", ACME)  # back to the first signer: a change from the locked one all the same
+    require(3)
+    project, source = Project(root), HubSource(HubSettings.from_env())
+    with pytest.raises(KernelpinError, match=f"repeat the command with `--accept-signer {repo_id}={ACME_WORKFLOW}`"):
+        syncing.sync(project, source, None, all_variants=True)
+    assert '"2.0.0"' in (root / "kernelpin.lock").read_text()
+    synced = syncing.sync(project, source, None, all_variants=True, accepted_signers={repo_id: {ACME_WORKFLOW}})
+    assert synced.lock.lock.kernels[0].version == "3.0.0" and synced.variants
+    release(repo, sigstore, "4.0.0", HIJACKER)
+    require(4)
+    status, _, err = cli("sync")
+    assert status == 1 and f"--accept-signer {repo_id}={HIJACKER_WORKFLOW}`" in err
+    status, _, err = cli("sync", "--accept-signer", f"{repo_id}={HIJACKER_WORKFLOW}")
+    assert status == 0, err
+    assert '"4.0.0"' in (root / "kernelpin.lock").read_text()
+    assert locked_signatures(root)[CPU_213]["identity"].startswith(HIJACKER_WORKFLOW + "@")
+
+
+@pytest.fixture
+def tuf_through(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    """Sigstore's TUF repository reached through a proxy at `endpoint` (a silent one, or a closed port), with
+    sigstore-python's TUF cache in this test's own directories."""
+
+    def use(endpoint: str) -> None:
+        for name in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
+            monkeypatch.setenv(name, endpoint)
+        for name in ("NO_PROXY", "no_proxy"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
+        monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))
+
+    return use
+
+
+def test_refresh_trust_root_without_an_answer_fails_at_once_in_one_line(project, cli, tuf_through,
+                                                                       monkeypatch) -> None:
+    """A silent link (tuf alone would wait 30 s per request and retry, minutes): the refresh waits
+    KERNELPIN_HTTP_TIMEOUT, once, before anything is resolved."""
+    project('"acme/not-asked-for" = "^1"\n')
+    monkeypatch.setenv("KERNELPIN_HTTP_TIMEOUT", "0.5")
+    with SilentServer() as silent:
+        tuf_through(silent)
+        status, out, err = cli("lock", "--refresh-trust-root")
+    assert status == 1 and out == ""
+    assert one_line(err) == (
+        "error: no answer from Sigstore's TUF repository within 0.5 s, so its trust root cannot be refreshed "
+        "(offline, or the network blocks it); run without --refresh-trust-root to use the one sigstore-python ships "
+        "(it works offline), or set KERNELPIN_HTTP_TIMEOUT=SECONDS to wait longer")
+
+
+def test_refresh_trust_root_through_a_refused_connection_names_the_cause(project, cli, tuf_through) -> None:
+    project('"acme/not-asked-for" = "^1"\n')
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()  # nothing listens there: connections are refused
+    tuf_through(f"http://127.0.0.1:{port}")
+    status, out, err = cli("lock", "--refresh-trust-root")
+    line = one_line(err)
+    assert status == 1 and line.startswith("error: cannot refresh Sigstore's trust root through TUF (")
+    assert "Failed to refresh TUF metadata" not in line and "proxy" in line.lower(), line
+    assert line.endswith("; run without --refresh-trust-root to use the one sigstore-python ships (it works offline)")
 
 
 def test_sync_catches_a_lock_that_lies_about_its_signer_and_a_tampered_file(new_repo, app, cli, sigstore,

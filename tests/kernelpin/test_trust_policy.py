@@ -65,7 +65,7 @@ def test_signer_continuity() -> None:
     assert problem == (
         "acme/x v-a: the new release is signed by https://github.com/hijacker/kernels/.github/workflows/x.yaml"
         "@refs/heads/main, but the locked one by https://github.com/acme-corp/kernels/.github/workflows/release.yaml: "
-        "the publisher's signer changed. If you trust the new one, run `kernelpin lock --upgrade --accept-signer "
+        "the publisher's signer changed. If you trust the new one, repeat the command with `--accept-signer "
         "acme/x=https://github.com/hijacker/kernels/.github/workflows/x.yaml`")
     assert signer_changes("acme/x", old, {"v-a": signed(HIJACKER)},
                           {"https://github.com/hijacker/kernels/.github/workflows/x.yaml"}) == []
