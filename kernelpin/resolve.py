@@ -155,6 +155,9 @@ class Pinner:
         # The store files by repository and commit; a lock entry is what names them.
         self.snapshot = LockedKernel(repo_id, repo_type, commit, commit, None, None, ())
         self.metadata: dict[str, BuildMetadata] = {}  # each pinned variant's parsed metadata.json, by name
+        # The small files read to pin each variant (metadata.json, its bundle), by variant and path in it: an
+        # install of the variant right after writes them from here (hashed against the lock) instead of a GET.
+        self.fetched: dict[str, dict[str, bytes]] = {}
 
     def _hash_checked(self, remote: RemoteFile) -> str:
         """The sha256 of a file without a published digest, streamed and hashed (kept neither in memory nor
@@ -213,15 +216,16 @@ class Pinner:
         depends: tuple = ()
         pinned: dict[str, str] = {}
         content = bundle = None
+        fetched = self.fetched.setdefault(name, {})
         if SIGNATURE in by_relative and self.checker is not None:
             if by_relative[SIGNATURE].size > MAX_BUNDLE_BYTES:  # before downloading it
                 raise oversized(self.repo_id, name, by_relative[SIGNATURE].size)
-            bundle = self._read_checked(by_relative[SIGNATURE])
+            bundle = fetched[SIGNATURE] = self._read_checked(by_relative[SIGNATURE])
             pinned[SIGNATURE] = hashlib.sha256(bundle).hexdigest()
         if METADATA in by_relative:
             where = f"{self.where}: {prefix}{METADATA}"
             check_metadata_size(by_relative[METADATA].size, where)  # before downloading it
-            content = self._read_checked(by_relative[METADATA])
+            content = fetched[METADATA] = self._read_checked(by_relative[METADATA])
             pinned[METADATA] = hashlib.sha256(content).hexdigest()
         # The signature is verified before metadata.json is parsed: a hostile one never reaches the parser.
         signature = None if self.checker is None else self.checker.check(self.repo_id, name, content, bundle)
