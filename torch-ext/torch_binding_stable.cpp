@@ -254,7 +254,7 @@ void img2gray_out(StableIValue* stack, uint64_t, uint64_t) {
 }
 
 // Autograd without Python on calls that need no gradient. The gradient is a Python autograd.Function on the
-// build namespace's overload `img2gray.differentiable` (torch.library.register_autograd); a Python autograd
+// build namespace's overload `img2gray.differentiable` (its Python Autograd kernel, stable_abi.py); a Python autograd
 // kernel on the op itself would run on every call (dispatcher -> Python -> dispatcher: 1.9x a small CUDA call).
 // So the op's Autograd kernel is a C++ router: a call that records no graph goes to `img2gray.no_grad`, which
 // has no autograd kernel (torch's C++ fallback passes it through), one that does to `img2gray.differentiable`;

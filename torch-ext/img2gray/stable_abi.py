@@ -1,5 +1,6 @@
 """What the stable-ABI build registers from Python: the schemas (with their tags, which the stable C ABI of
-torch 2.11 cannot give), the fake kernels and the gradient (the stable ABI has no C++ autograd), and the public
+torch 2.11 cannot give), the fake kernels, the gradient (the stable ABI has no C++ autograd) and vmap's rule for the
+overloads that record no graph, and the public
 name `torch.ops.img2gray.img2gray` when no other build in this process defined it first. The kernels, and the
 C++ Autograd kernels that keep Python off calls that need no gradient, are the library's
 (torch-ext/torch_binding_stable.cpp), registered for each namespace through its C entry point.
@@ -42,22 +43,14 @@ def leave_error_text(message: str) -> None:
 _LIBRARIES: list[torch.library.Library] = []
 
 
-def _setup_context(ctx, inputs, output) -> None:
-    _, ctx.dim, ctx.weights = inputs
-
-
 def _input_gradient(grad: torch.Tensor, dim: int, weights) -> torch.Tensor:
     # The op is linear: d out / d input[c] = weights[c], broadcast along the channel dim. Scalar products only,
     # so the backward also traces under torch.compile.
     return torch.cat([grad * weights[0], grad * weights[1], grad * weights[2]], dim)
 
 
-def _backward(ctx, grad: torch.Tensor):
-    return _input_gradient(grad, ctx.dim, ctx.weights), None, None
-
-
 def _define_namespace(namespace: str, kind: str, register_fakes: Callable[[str, bool], None],
-                      build_namespace: bool) -> None:
+                      build_namespace: bool) -> torch.library.Library:
     library = torch.library.Library(namespace, kind)
     _LIBRARIES.append(library)
     tags = (torch.Tag.pt2_compliant_tag,)
@@ -68,8 +61,51 @@ def _define_namespace(namespace: str, kind: str, register_fakes: Callable[[str, 
                           f"this build needs torch >= its stable ABI version (metadata.json), found {torch.__version__}")
     register_fakes(namespace, build_namespace)
     if build_namespace:
-        torch.library.register_autograd(f"{namespace}::img2gray.differentiable", _backward,
-                                        setup_context=_setup_context)
+        rule = _batched(getattr(torch.ops, namespace).img2gray.default)
+        for overload in ("no_grad", "no_grad_default_weights"):
+            torch.library.register_vmap(f"{namespace}::img2gray.{overload}", rule, lib=library)
+    return library
+
+
+def _batched(op) -> Callable:
+    """The vmap rule of the overloads that record no graph. The Python entry points send functorch's wrappers
+    there too: under vmap a wrapper of a tensor that requires grad reads requires_grad=False, and the batching
+    fallback would call `no_grad` on the tensor below it, recording nothing (x.grad stayed None). The rule calls
+    the op's own path on the tensor below the wrapper, whose own requires_grad routes it (one call for the batch)."""
+    default_dim = op._schema.arguments[1].default_value
+
+    def rule(info, in_dims, x, dim=default_dim, *weights):  # the dispatcher leaves out arguments equal to defaults
+        x = x.movedim(in_dims[0], 0)
+        rank = x.dim() - 1  # the rank each batch element has
+        # A dim in range counts from the front past the batch dim; one out of range stays out of range.
+        batched_dim = dim + 1 if dim >= 0 else dim if dim >= -rank else dim - 1
+        return op(x, batched_dim, *weights), 0
+
+    return rule
+
+
+FUNCTORCH_GRADIENT_UNSUPPORTED = (
+    "img2gray: the stable-ABI build records its gradient below the dispatcher, which functorch's gradient transforms "
+    "(torch.func.grad, vjp, jacrev) cannot enter, as they cannot the exact build's C++ autograd.Function; use "
+    "torch.autograd (x.requires_grad_(), .backward() or torch.autograd.grad), also around torch.func.vmap")
+
+
+def _differentiable_kernel(gradient: Callable, schema) -> Callable:
+    """The Autograd kernel of `differentiable`, which the C++ router sends calls that record a graph to: the
+    gradient's autograd.Function (_gradient). Under functorch's gradient transforms it refuses with a message
+    (torch's own refusal, raised below the router, would reach the caller without its text). vmap's rule
+    (_batched) calls below its level, where no transform is active."""
+    default_dim, default_weights = (argument.default_value for argument in schema.arguments[1:3])
+    transforms_active = torch._C._are_functorch_transforms_active
+
+    # The dispatcher leaves out the arguments that equal the schema's defaults.
+    def kernel(x, dim=default_dim, weights=default_weights):
+        if transforms_active():
+            leave_error_text(FUNCTORCH_GRADIENT_UNSUPPORTED)
+            raise RuntimeError(FUNCTORCH_GRADIENT_UNSUPPORTED)
+        return gradient(x, dim, weights)
+
+    return kernel
 
 
 # What torch's C++ apply looks up on an autograd.Function class on every call, by names it does not intern (so
@@ -81,11 +117,12 @@ _APPLY_LOOKS_UP = ("setup_context", "clear_saved_tensors_on_access", "boxed_grad
 
 def _gradient(call_no_grad: Callable, call_default_weights: Callable, schema) -> Callable:
     """`gradient(x, *arguments)`, positional only: the op on a plain tensor, recording a graph node, through an
-    autograd.Function entered at its C++ apply. The op's own path (a Python autograd kernel on `differentiable`,
-    registered with torch.library, reached through the C++ router) measured 8x a small CPU call that needs no
-    gradient; this one adds about what the exact build's C++ Function adds. autograd.Function.apply's Python wrapper
-    (binding defaults for setup_context, unwrapping functorch's dead wrappers) is skipped: the caller leaves
-    functorch's transforms to the op's own path."""
+    autograd.Function entered at its C++ apply: also the Autograd kernel of `differentiable`, where the C++ router
+    sends the op's own path (_differentiable_kernel). Through the router, with torch.library.register_autograd's
+    Python kernel, a call measured 8x a small CPU call that needs no gradient; entered directly this one adds about
+    what the exact build's C++ Function adds. autograd.Function.apply's Python wrapper (binding defaults for
+    setup_context, unwrapping functorch's dead wrappers) is skipped: the caller leaves functorch's transforms to the
+    op's own path."""
 
     default_dim, default_weights = (argument.default_value for argument in schema.arguments[1:3])
     inherited = torch.autograd.function._SingleLevelFunction.__dict__
@@ -204,13 +241,14 @@ def _public_name_defined() -> bool:
 def define(namespace: str, register_fakes: Callable[[str, bool], None]) -> Callable:
     """Define this build's ops under `namespace`, and the public name unless another build already did. Returns the
     gradient's entry for a plain tensor outside functorch's transforms, `gradient(x, *arguments)` (_gradient)."""
-    _define_namespace(namespace, "DEF", register_fakes, build_namespace=True)  # first: the routers' target
+    library = _define_namespace(namespace, "DEF", register_fakes, build_namespace=True)  # first: the routers' target
     namespaces = [namespace]
     if not _public_name_defined():
         _define_namespace(PUBLIC_NAMESPACE, "FRAGMENT", register_fakes, build_namespace=False)
         namespaces.append(PUBLIC_NAMESPACE)
     build_ops = getattr(torch.ops, namespace).img2gray
     gradient = _gradient(*no_grad_calls(build_ops), build_ops.default._schema)
+    library.impl("img2gray.differentiable", _differentiable_kernel(gradient, build_ops.default._schema), "Autograd")
     for defined in namespaces:
         _route_python_calls(defined, build_ops, gradient)
     return gradient
