@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from kernelpin.errors import KernelpinError
+from kernelpin.layout import PARTIAL
 
 _LEVEL = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -99,20 +100,40 @@ def remove_name(fd: int, name: str) -> None:
         os.unlink(name, dir_fd=fd)
 
 
-def new_file(fd: int, directory: Path, prefix: str, suffix: str) -> tuple[int, str]:
-    """A new, empty file (mode 0644 whatever the umask: others read the cache) in `directory`, open as `fd`:
-    (its descriptor, its name)."""
+def new_file(fd: int, directory: Path, prefix: str, suffix: str, mode: int = 0o644) -> tuple[int, str]:
+    """A new, empty file (mode `mode` whatever the umask; by default 0644: others read the cache) in
+    `directory`, open as `fd`: (its descriptor, its name)."""
     while True:
         name = f"{prefix}{secrets.token_hex(6)}{suffix}"
         try:
-            created = os.open(name, _NEW_FILE, 0o644, dir_fd=fd)
+            created = os.open(name, _NEW_FILE, mode, dir_fd=fd)
         except FileExistsError:
             continue
         except OSError as error:
             error.filename = str(directory / name)
             raise
-        os.fchmod(created, 0o644)
+        os.fchmod(created, mode)
         return created, name
+
+
+def replace_file(root: Path, path: Path, content: bytes, what: str, mode: int = 0o644, directory_mode: int = 0o755,
+                 durable: bool = False) -> None:
+    """Write `content` as the file `path` below `root`, whole or not at all: a new file (`mode`) in its directory
+    (made with `directory_mode` where missing), renamed onto the name, so whatever was there (a link too) is
+    replaced, never written through; a link on the way is refused (LinkRefused). `durable`: on disk (fsync)
+    before the rename, so a crash leaves the old file or the new one."""
+    with directory(root, path.parent, what, create=True, mode=directory_mode) as parent:
+        fd, temporary = new_file(parent, path.parent, f".{path.name}.", PARTIAL, mode)
+        try:
+            with os.fdopen(fd, "wb") as stream:
+                stream.write(content)
+                if durable:
+                    stream.flush()
+                    os.fsync(stream.fileno())
+            os.replace(temporary, path.name, src_dir_fd=parent, dst_dir_fd=parent)
+        except BaseException:
+            remove_name(parent, temporary)
+            raise
 
 
 @contextlib.contextmanager

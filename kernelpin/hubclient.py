@@ -143,10 +143,25 @@ class _DeadlineBackend(httpcore2.NetworkBackend):
 class _DeadlineTransport(httpx2.BaseTransport):
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
-        self.inner = httpx2.HTTPTransport()
-        # httpx2's transport takes no network backend; the httpcore2 pool it wraps does (`network_backend`).
-        pool = self.inner._pool
-        pool._network_backend = _DeadlineBackend(pool._network_backend)
+        self._by_scheme: dict[str, httpx2.HTTPTransport] = {}
+        self._making = threading.Lock()
+
+    def inner(self, scheme: str) -> httpx2.HTTPTransport:
+        """httpx's transport for `scheme`'s requests, made on first use: the one for https loads the CA bundle
+        (tens of ms, in every process), which a plain-HTTP Hub (a mirror, the test Hub) never needs. Plain HTTP
+        gets a TLS context that verifies against no CA at all: nothing it could reach through TLS is trusted."""
+        key = "http" if scheme == "http" else "https"
+        with self._making:
+            if key not in self._by_scheme:
+                import ssl
+
+                transport = httpx2.HTTPTransport() if key == "https" else httpx2.HTTPTransport(
+                    verify=ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT))
+                # httpx2's transport takes no network backend; the httpcore2 pool it wraps does (`network_backend`).
+                pool = transport._pool
+                pool._network_backend = _DeadlineBackend(pool._network_backend)
+                self._by_scheme[key] = transport
+            return self._by_scheme[key]
 
     def handle_request(self, request: httpx2.Request) -> httpx2.Response:
         requested = request.extensions.get("timeout", {})
@@ -162,7 +177,7 @@ class _DeadlineTransport(httpx2.BaseTransport):
                 request.headers["Accept-Encoding"] = "identity"
             request.extensions["timeout"] = timeouts
             try:
-                response = self.inner.handle_request(request)
+                response = self.inner(request.url.scheme).handle_request(request)
             except httpx2.TimeoutException as error:
                 if budget is not None and budget.expired():
                     raise budget.exceeded(f"requesting {url}") from None
@@ -206,7 +221,9 @@ class _DeadlineTransport(httpx2.BaseTransport):
         )
 
     def close(self) -> None:
-        self.inner.close()
+        with self._making:
+            for transport in self._by_scheme.values():
+                transport.close()
 
 
 class _BoundedBody(httpx2.SyncByteStream):

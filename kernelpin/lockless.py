@@ -47,11 +47,13 @@ class UnpinnedKernelWarning(UserWarning):
 
 @dataclass(frozen=True)
 class Resolved:
-    """One kernel resolved for this machine: the kernel with (at least) the chosen variant pinned."""
+    """One kernel resolved for this machine: the kernel with (at least) the chosen variant pinned, and whether
+    the Hub's trusted mark on its publisher is what let it through (remembered with it, kernelpin.resolutions)."""
 
     kernel: LockedKernel
     variant: str
     requirement: Requirement
+    publisher_trusted: bool = False
 
 
 def pin_hint(requirement: Requirement) -> str:
@@ -79,12 +81,13 @@ def release_checker_here() -> ReleaseChecker:
     return ReleaseChecker(read_policy(project), project.root)
 
 
-def _check_trust(source: HubSource, repo_id: str, trust_remote_code: bool | Sequence[str], policy: Policy) -> None:
+def _check_trust(source: HubSource, repo_id: str, trust_remote_code: bool | Sequence[str], policy: Policy) -> bool:
     """Refuse a publisher that neither the policy names nor the Hub marks trusted unless the caller trusts it
-    (as kernels does)."""
-    if (_trusted(repo_id, trust_remote_code) or policy.publisher(repo_id) is not None
-            or source.trusted_publisher(repo_id.split("/")[0])):
-        return
+    (as kernels does). Returns whether the Hub's mark was asked for and let it through."""
+    if _trusted(repo_id, trust_remote_code) or policy.publisher(repo_id) is not None:
+        return False
+    if source.trusted_publisher(repo_id.split("/")[0]):
+        return True
     raise KernelpinError(
         f"{repo_id}: {repo_id.split('/')[0]} is not a trusted kernel publisher on {source.settings.endpoint}; "
         f"if you trust it, pass trust_remote_code=True (or trust_remote_code=[{repo_id!r}])"
@@ -106,18 +109,27 @@ def _check_remembered(checker: ReleaseChecker, repo_id: str, variant: LockedVari
 
 def resolve_online(source: HubSource, requirement: Requirement, env: Environment, check_arch: bool,
                    remembered: Remembered | None, trust_remote_code: bool | Sequence[str],
-                   checker: ReleaseChecker) -> tuple[Resolved, tuple[str, ...], dict | None]:
+                   checker: ReleaseChecker) -> tuple[Resolved, tuple[str, ...], dict | None, dict[str, bytes]]:
     """Resolve `requirement` on the Hub for `env`, pinning only the chosen variant (its signature verified
     by `checker`). At a commit resolved before, neither its listing nor a variant pinned then is fetched again
-    (a commit's files never change).
+    (a commit's files never change), nor the publisher's trusted mark when that is what let it through then: the
+    refs are the one request (as `load` of a lock asks nothing; the policy and `trust_remote_code` are checked
+    on every call, and a commit not resolved before asks for the mark again).
     Returns the resolution, every variant name at the commit, and the chosen variant's metadata.json document
-    when it was read now (None when it was remembered)."""
-    with ThreadPoolExecutor(max_workers=1) as pool:  # the publisher check runs beside the refs request
-        trusted = pool.submit(_check_trust, source, requirement.repo_id, trust_remote_code, checker.policy)
-        refs = source.refs(requirement.repo_id, requirement.repo_type)
-        trusted.result()
+    and the files read to pin it (path in the variant -> bytes) when it was read now (None, {} when it was
+    remembered)."""
+    check = lambda: _check_trust(source, requirement.repo_id, trust_remote_code, checker.policy)  # noqa: E731
+    if remembered is not None and remembered.publisher_trusted:
+        refs, marked = source.refs(requirement.repo_id, requirement.repo_type), None
+    else:
+        with ThreadPoolExecutor(max_workers=1) as pool:  # the publisher check runs beside the refs request
+            trusted = pool.submit(check)
+            refs = source.refs(requirement.repo_id, requirement.repo_type)
+            marked = trusted.result()
     pick = pick_revision(requirement, refs)
     known = remembered if remembered is not None and remembered.kernel.commit == pick.commit else None
+    if marked is None:  # the mark let this publisher's commit through before
+        marked = True if known is not None else check()
     located = None if known is not None else locate(source, requirement, lambda message: None, refs)
     names = known.variants if known is not None else tuple(sorted(located.variants))
     selection = select(dict.fromkeys(names), env)
@@ -127,13 +139,13 @@ def resolve_online(source: HubSource, requirement: Requirement, env: Environment
         raise _no_fit(label, pick.commit, "\n".join(filter(None, [selection.explain(), hint])), env)
     chosen = selection.chosen
     variant = known.kernel.variant(chosen) if known is not None else None
-    document = None
+    document, fetched = None, {}
     if variant is None:
         located = located or locate(source, requirement, lambda message: None, refs)
         pinner = Pinner(source, requirement.repo_id, refs.repo_type, pick.commit, checker)
         variant = pinner.variant(chosen, located.variants[chosen])
         metadata = pinner.metadata.get(chosen)
-        document = None if metadata is None else metadata.document
+        document, fetched = None if metadata is None else metadata.document, pinner.fetched[chosen]
     else:
         _check_remembered(checker, requirement.repo_id, variant)
     if check_arch:
@@ -141,7 +153,7 @@ def resolve_online(source: HubSource, requirement: Requirement, env: Environment
         if reason is not None:
             raise _no_fit(label, pick.commit, f"  {chosen}: {reason}", env)
     kernel = Located(pick, refs.repo_type, {}).kernel(requirement, (variant,))
-    return Resolved(kernel, chosen, requirement), names, document
+    return Resolved(kernel, chosen, requirement, marked), names, document, fetched
 
 
 def resolve_remembered(remembered: Remembered | None, requirement: Requirement, env: Environment,
@@ -204,10 +216,10 @@ def _load_resolved(requirement: Requirement, env: Environment, check_arch: bool,
     remembered = resolutions.read(requirement)
     if settings.offline:
         resolved = resolve_remembered(remembered, requirement, env, check_arch, settings.cache_dir, checker)
-        document = None
+        document, fetched = None, {}
         names: tuple[str, ...] = ()
     else:
-        resolved, names, document = resolve_online(source, requirement, env, check_arch, remembered,
+        resolved, names, document, fetched = resolve_online(source, requirement, env, check_arch, remembered,
                                                    trust_remote_code, checker)
     kernel, variant = resolved.kernel, resolved.kernel.variant(resolved.variant)
     assert variant is not None
@@ -215,13 +227,13 @@ def _load_resolved(requirement: Requirement, env: Environment, check_arch: bool,
     if document is not None:  # before anything is downloaded
         python_depends.check(document, env.selected.name, what)
     if not settings.offline:
-        resolutions.remember(kernel, names, requirement)
+        resolutions.remember(kernel, names, requirement, resolved.publisher_trusted)
     name = module_name(kernel.repo_id, kernel.commit, variant.name)
     with module_lock(name):
         if name in sys.modules:
             return sys.modules[name]
         store = Store(source)
-        directory = store.ensure_variant(kernel, variant.name).directory
+        directory = store.ensure_variant(kernel, variant.name, fetched=fetched).directory
         if document is None:  # remembered: checked from the verified store
             python_depends.check_installed(directory, variant, env.selected.name, what)
         dependencies = {}

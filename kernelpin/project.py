@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-
-import tomlkit
-from tomlkit.exceptions import TOMLKitError
-from tomlkit.items import Table
+from typing import TYPE_CHECKING, Any
 
 from kernelpin.errors import KernelpinError
 from kernelpin.atomic import write_atomic
@@ -18,6 +16,10 @@ from kernelpin.layout import LOCKFILE, PROJECT_STATE_DIR
 from kernelpin.ranges import Range, RangeError, Version
 from kernelpin.spec import Requirement, RequirementValue, check_repo_id, line_major, parse_dependencies
 from kernelpin.trust import Policy, parse_policy
+
+if TYPE_CHECKING:
+    import tomlkit
+    from tomlkit.items import Table
 
 PYPROJECT = "pyproject.toml"
 
@@ -73,16 +75,39 @@ def find_project(start: Path) -> Project:
 _BOM = "\ufeff"  # some Windows editors start UTF-8 files with it; TOML parsers take it for a key
 
 
-def read_document(project: Project) -> tomlkit.TOMLDocument:
-    """pyproject.toml, parsed with its formatting; a leading UTF-8 byte-order mark is accepted (and kept by
-    `write_document`)."""
+def _text(project: Project) -> str:
     try:
-        return tomlkit.parse(project.pyproject.read_text(encoding="utf-8").removeprefix(_BOM))
+        return project.pyproject.read_text(encoding="utf-8").removeprefix(_BOM)
     except UnicodeDecodeError as error:
         raise KernelpinError(f"{project.pyproject}: not UTF-8 ({error.reason} at byte {error.start}); "
                              "TOML files are UTF-8: save it as UTF-8 and retry") from None
+
+
+def _invalid(project: Project, error: Exception) -> KernelpinError:
+    return KernelpinError(f"{project.pyproject}: not valid TOML: {error}; fix the file and retry")
+
+
+def read_document(project: Project) -> tomlkit.TOMLDocument:
+    """pyproject.toml, parsed with its formatting; a leading UTF-8 byte-order mark is accepted (and kept by
+    `write_document`)."""
+    import tomlkit  # only where the file is edited or its formatting matters: read-only paths need none
+    from tomlkit.exceptions import TOMLKitError
+
+    text = _text(project)
+    try:
+        return tomlkit.parse(text)
     except TOMLKitError as error:
-        raise KernelpinError(f"{project.pyproject}: not valid TOML: {error}; fix the file and retry") from None
+        raise _invalid(project, error) from None
+
+
+def _data(project: Project) -> dict[str, Any]:
+    """pyproject.toml as plain data (tomllib: a fraction of tomlkit's import and parse, which get_kernel pays
+    on every call); the same file read_document accepts."""
+    text = _text(project)
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise _invalid(project, error) from None
 
 
 def write_document(project: Project, document: tomlkit.TOMLDocument) -> None:
@@ -90,6 +115,8 @@ def write_document(project: Project, document: tomlkit.TOMLDocument) -> None:
     CRLF, the lines kernelpin adds too): its editor and git's autocrlf may rely on them."""
     with open(project.pyproject, encoding="utf-8", newline="") as stream:
         original = stream.read()
+    import tomlkit
+
     text = tomlkit.dumps(document)  # LF only: read_document read the file with universal newlines
     if "\r\n" in original:
         text = text.replace("\n", "\r\n")
@@ -104,6 +131,8 @@ def _dependencies(document: tomlkit.TOMLDocument, create: bool) -> Table | None:
         if child is None:
             if not create:
                 return None
+            import tomlkit
+
             child = table.setdefault(key, tomlkit.table(is_super_table=depth < 2))
         if not isinstance(child, dict):
             name = ".".join(("tool", "kernels", "dependencies")[: depth + 1])
@@ -117,7 +146,7 @@ def _dependencies(document: tomlkit.TOMLDocument, create: bool) -> Table | None:
 
 def read_policy(project: Project) -> Policy:
     """The publisher policy of pyproject.toml ([tool.kernelpin.trust]; kernelpin.trust's defaults without it)."""
-    return parse_policy(read_document(project).unwrap())
+    return parse_policy(_data(project))
 
 
 def read_requirements(project: Project) -> list[Requirement]:

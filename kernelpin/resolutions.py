@@ -20,9 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernelpin import lockfile
+from kernelpin import confined, lockfile
 from kernelpin.errors import KernelpinError
-from kernelpin.atomic import write_atomic
 from kernelpin.lockfile import Lock, LockedKernel, is_variant_name
 from kernelpin.spec import Requirement
 
@@ -37,6 +36,9 @@ class Remembered:
 
     kernel: LockedKernel
     variants: tuple[str, ...]
+    # The Hub marked the publisher trusted (`trustedKernelPublisher`) when the commit was resolved, and that is
+    # what let it through: the same commit is loaded again without asking (its files cannot change).
+    publisher_trusted: bool = False
 
 
 def state_dir(environ: Mapping[str, str] = os.environ) -> Path:
@@ -71,8 +73,8 @@ class Resolutions:
         name = f"{requirement.repo_id.replace('/', '--')}-{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
         return self.root / _RESOLVED / name
 
-    def _check(self, path: Path) -> None:
-        for level in (self.root, self.root / _RESOLVED, path):
+    def _check(self, *levels: Path) -> None:
+        for level in levels:
             problem = _unsafe(level)
             if problem is not None:
                 raise KernelpinError(
@@ -85,7 +87,7 @@ class Resolutions:
         path = self.path(requirement)
         if not path.exists() and not path.is_symlink():
             return None
-        self._check(path)
+        self._check(self.root, self.root / _RESOLVED, path)
         broken = KernelpinError(f"{path} is not a resolution kernelpin wrote for {requirement.repo_id} "
                                 f"{requirement.text}; delete it (the next online get_kernel writes it again)")
         try:
@@ -98,24 +100,29 @@ class Resolutions:
         if not isinstance(names, list) or not all(isinstance(name, str) and is_variant_name(name) for name in names):
             raise broken
         kernel = lockfile.parse(record["lock"], str(path)).kernel(requirement.repo_id)
-        if kernel is None or kernel.requirement != requirement.value:
+        marked = record.get("publisher-trusted", False)
+        if kernel is None or kernel.requirement != requirement.value or not isinstance(marked, bool):
             raise broken
-        return Remembered(kernel, tuple(names))
+        return Remembered(kernel, tuple(names), marked)
 
-    def remember(self, kernel: LockedKernel, variants: tuple[str, ...], requirement: Requirement) -> Path:
-        """Keep `kernel` (and the variant names at its commit) for `requirement`; the variants remembered for
-        the same commit are kept beside the new one."""
-        for level in (self.root, self.root / _RESOLVED):
-            level.mkdir(mode=0o700, parents=True, exist_ok=True)
+    def remember(self, kernel: LockedKernel, variants: tuple[str, ...], requirement: Requirement,
+                 publisher_trusted: bool = False) -> Path:
+        """Keep `kernel` (and the variant names at its commit, and whether the Hub's mark on the publisher let it
+        through) for `requirement`; the variants remembered for the same commit are kept beside the new one. Written through kernelpin.confined, as the cache is: a
+        link at the record's name or on the way below the state directory is never written through."""
+        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)  # trusted as given, as the cache's root is
+        self._check(*(level for level in (self.root, self.root / _RESOLVED) if os.path.lexists(level)))
         path = self.path(requirement)
         previous = self.read(requirement)
         if previous is not None and previous.kernel.commit == kernel.commit:
             names = {variant.name for variant in kernel.variants}
             kept = tuple(variant for variant in previous.kernel.variants if variant.name not in names)
             kernel = dataclasses.replace(kernel, variants=tuple(sorted(kernel.variants + kept, key=lambda v: v.name)))
-        if previous == Remembered(kernel, variants):
+        if previous == Remembered(kernel, variants, publisher_trusted):
             return path
-        record = {"format": _FORMAT, "variants": list(variants), "lock": lockfile.render(Lock((kernel,)))}
-        write_atomic(path, json.dumps(record, indent=1))
-        os.chmod(path, 0o600)
+        record = {"format": _FORMAT, "variants": list(variants), "lock": lockfile.render(Lock((kernel,))),
+                  "publisher-trusted": publisher_trusted}
+        confined.replace_file(self.root, path, json.dumps(record, indent=1).encode("utf-8"),
+                              f"remembering {requirement.repo_id} {requirement.text}", mode=0o600,
+                              directory_mode=0o700, durable=True)
         return path

@@ -158,7 +158,9 @@ class Pinner:
         # The store files by repository and commit; a lock entry is what names them.
         self.snapshot = LockedKernel(repo_id, repo_type, commit, commit, None, None, ())
         self.metadata: dict[str, BuildMetadata] = {}  # each pinned variant's parsed metadata.json, by name
-        self._fetched: dict[str, bytes] = {}  # small files read by `fetch`, by path, until their variant is pinned
+        # The small files read to pin each variant (metadata.json, its bundle), by variant and path in it: an
+        # install of the variant right after writes them from here (hashed against the lock) instead of a GET.
+        self.fetched: dict[str, dict[str, bytes]] = {}
 
     def _hash_checked(self, remote: RemoteFile) -> str:
         """The sha256 of a file without a published digest, streamed and hashed (kept neither in memory nor
@@ -242,7 +244,8 @@ class Pinner:
         for remote, (content, downloaded) in zip(wanted, read):
             if downloaded:
                 self._keep(remote, content)
-            self._fetched[remote.path] = content
+            _, name, relative = remote.path.split("/", 2)
+            self.fetched.setdefault(name, {})[relative] = content
 
     def variant(self, name: str, files: list[RemoteFile]) -> LockedVariant:
         prefix = f"{BUILD_DIR}/{name}/"
@@ -250,12 +253,11 @@ class Pinner:
         digests: dict[str, str] = {}
         backend = archs = None
         depends: tuple = ()
-        small = self._small_files(name, files)
-        if any(remote.path not in self._fetched for remote in small):
+        fetched = self.fetched.setdefault(name, {})
+        if any(remote.path[len(prefix):] not in fetched for remote in self._small_files(name, files)):
             self.fetch({name: files})
-        read = {remote.path[len(prefix):]: self._fetched.pop(remote.path) for remote in small}
-        pinned = {relative: hashlib.sha256(content).hexdigest() for relative, content in read.items()}
-        content, bundle = read.get(METADATA), read.get(SIGNATURE)
+        pinned = {relative: hashlib.sha256(content).hexdigest() for relative, content in fetched.items()}
+        content, bundle = fetched.get(METADATA), fetched.get(SIGNATURE)
         where = f"{self.where}: {prefix}{METADATA}"
         # The signature is verified before metadata.json is parsed: a hostile one never reaches the parser.
         signature = None if self.checker is None else self.checker.check(self.repo_id, name, content, bundle)

@@ -189,9 +189,6 @@ def verify_bundle(repo_id: str, variant: str, metadata: bytes, bundle: bytes | N
     """Verify `bundle` over `metadata` (both as the release holds them) and its signer against `policy`.
     None for an unsigned release the policy lets through; `SignatureError` for everything else. `verifier`
     may be None only for a release without a bundle."""
-    from sigstore.errors import CertValidationError, VerificationError
-    from sigstore.models import Bundle, InvalidBundle
-
     def refuse(cause: str, fix: str) -> SignatureError:
         return SignatureError(repo_id, variant, cause, fix)
 
@@ -202,6 +199,10 @@ def verify_bundle(repo_id: str, variant: str, metadata: bytes, bundle: bytes | N
             raise refuse(f"no signature ({BUNDLE}), but {where} requires one",
                          "ask the publisher to sign the release, or pin a signed one")
         return None
+    # Only for a bundle: importing sigstore costs about a second, which an unsigned release never pays.
+    from sigstore.errors import CertValidationError, VerificationError
+    from sigstore.models import Bundle, InvalidBundle
+
     if len(bundle) > MAX_BUNDLE_BYTES:
         raise oversized(repo_id, variant, len(bundle))
     try:

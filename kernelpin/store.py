@@ -20,7 +20,7 @@ import contextlib
 import errno
 import hashlib
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
@@ -95,12 +95,15 @@ class Store:
         path = self.variant_directory(kernel, variant_name) / check_repo_path(locked.path, kernel.repo_id)
         return path if path.is_file() else None
 
-    def ensure_variant(self, kernel: LockedKernel, variant_name: str, repair: bool = False) -> Installed:
+    def ensure_variant(self, kernel: LockedKernel, variant_name: str, repair: bool = False,
+                       fetched: Mapping[str, bytes] | None = None) -> Installed:
         """Make every file of one locked variant present and verified; return where it is.
 
         A present file that fails verification is discarded and downloaded again when `repair`, else it is an
         IntegrityError (load never repairs). When every file is present and verified nothing is written, so a
-        read-only cache or target works."""
+        read-only cache or target works. `fetched` holds files of the variant already in memory (path in the
+        variant -> bytes, as resolving it read them): those are written from there, not downloaded again, and
+        checked against the lock like a download."""
         variant = kernel.variant(variant_name)
         if variant is None:
             raise KernelpinError(f"{kernel.label}: variant {variant_name} is not in the lock")
@@ -119,8 +122,9 @@ class Store:
             with self._writing(kernel, what):
                 # Another process may have installed some while this one waited for the lock.
                 todo = [locked for locked in missing if not self._reuse(kernel, variant.name, locked, repair, result)]
-                run_all(lambda locked: self._download(kernel, result.directory, locked, prefix), todo,
-                        self.source.settings.limits.downloads)
+                run_all(lambda locked: self._download(kernel, result.directory, locked, prefix,
+                                                      (fetched or {}).get(locked.path)),
+                        todo, self.source.settings.limits.downloads)
                 result.downloaded += [prefix + locked.path for locked in todo
                                       if prefix + locked.path not in result.repaired]
         return result
@@ -200,9 +204,10 @@ class Store:
         with self._writing(kernel, what, wait=False):
             self._fetch_into(kernel, self._blobs(kernel) / _blob_name(name, kernel.repo_id), locked, "", what, content)
 
-    def _download(self, kernel: LockedKernel, directory: Path, locked: LockedFile, prefix: str) -> None:
-        """Stream one file into a temporary file, hash it on the way, and move it into place when it matches
-        the lock; otherwise delete it. In the Hub cache the bytes become blobs/<sha256> and the snapshot entry
+    def _download(self, kernel: LockedKernel, directory: Path, locked: LockedFile, prefix: str,
+                  content: bytes | None = None) -> None:
+        """Stream one file (or take its `content`, already in memory) into a temporary file, hash it on the
+        way, and move it into place when it matches the lock; otherwise delete it. In the Hub cache the bytes become blobs/<sha256> and the snapshot entry
         a relative link to it; where links are off (HF_HUB_DISABLE_SYMLINKS=1) or refused (Windows without
         developer mode, file systems without links) the snapshot entry is the file itself, as huggingface_hub
         keeps it there."""
@@ -211,11 +216,11 @@ class Store:
         if self.target is None and self.source.settings.symlinks:
             blob = self._blobs(kernel) / locked.sha256
             if not (blob.is_file() and not blob.is_symlink() and self._matches(blob, locked)):
-                self._fetch_into(kernel, blob, locked, prefix, what)
+                self._fetch_into(kernel, blob, locked, prefix, what, content)
             if not self._replace_with_link(destination, os.path.relpath(blob, destination.parent), what):
                 self._move(blob, destination, what)
         else:
-            self._fetch_into(kernel, destination, locked, prefix, what)
+            self._fetch_into(kernel, destination, locked, prefix, what, content)
 
     def _fetch_into(self, kernel: LockedKernel, destination: Path, locked: LockedFile, prefix: str, what: str,
                     content: bytes | None = None) -> None:
@@ -309,15 +314,7 @@ class Store:
         ref = self.source.repo_folder(repo_id, repo_type) / "refs" / check_repo_path(name, repo_id)
         what = f"{repo_id}: recording ref {name}"
         try:
-            with confined.directory(self.source.settings.cache_dir, ref.parent, what, create=True) as refs:
-                fd, temporary = confined.new_file(refs, ref.parent, f".{ref.name}.", PARTIAL)
-                try:
-                    with os.fdopen(fd, "w", encoding="ascii") as stream:
-                        stream.write(commit)
-                    os.replace(temporary, ref.name, src_dir_fd=refs, dst_dir_fd=refs)
-                except BaseException:
-                    confined.remove_name(refs, temporary)
-                    raise
+            confined.replace_file(self.source.settings.cache_dir, ref, commit.encode("ascii"), what)
         except OSError as error:
             _raise_local(error, what, ref)
         return ref

@@ -137,6 +137,7 @@ class Handler(BaseHTTPRequestHandler):
         try:
             connection.request(self.command, path, body=body, headers=headers)
             reply = connection.getresponse()
+            self.log_request(reply.status)  # send_response_only does not log: every forwarded request gets its line
             self.send_response_only(reply.status, reply.reason)
             known_length = reply.getheader("Content-Length")
             for name, value in reply.getheaders():

@@ -1,6 +1,6 @@
 """What issue 30's bulk work writes into the Hub cache (the blobs `lock` keeps, the plain snapshot entries of a
 cache without links, the move of a blob into place where links are refused) and into the user's state directory
-(hash receipts) goes through kernelpin.confined: a link planted on the way, before or during the write, never
+(hash receipts, the resolutions get_kernel remembers) goes through kernelpin.confined: a link planted on the way, before or during the write, never
 redirects it. A real HTTP server serves the files (tests.kernelpin.test_store_direct)."""
 
 from __future__ import annotations
@@ -16,8 +16,12 @@ from pathlib import Path
 import pytest
 
 from kernelpin.confined import LinkRefused
+from kernelpin.errors import KernelpinError
 from kernelpin.layout import LOCKS_DIR
+from kernelpin.lockfile import LockedFile, LockedKernel, LockedVariant
 from kernelpin.receipts import MIN_SIZE, SETTLE_NS, Receipts
+from kernelpin.resolutions import Resolutions
+from kernelpin.spec import parse_requirement
 from kernelpin.source import HubSettings, HubSource
 from kernelpin.store import Store
 from tests.kernelpin.test_cache_removal import contents, victim
@@ -115,3 +119,42 @@ def test_receipts_are_never_written_through_a_link_on_the_way(tmp_path):
     (state / "kernelpin").unlink()  # the same without the link: a receipt is kept
     receipts.verify_file(tmp_path / "lib.so", len(data), hashlib.sha256(data).hexdigest(), "lib.so")
     assert len(list(Path(state, "kernelpin", "receipts").iterdir())) == 1
+
+
+@pytest.mark.parametrize("planted", ["state directory, before", "state directory, during", "record, during"])
+def test_a_remembered_resolution_is_never_written_through_a_link(tmp_path, monkeypatch, planted):
+    # Failed before: `remember` made the state directory with mkdir and wrote the record with write_atomic, which
+    # follow links: the record landed in a directory linked in place of `resolved/`, and a link at the record's
+    # name had its target (the victim's file) overwritten and made mode 0600.
+    home, before = victim(tmp_path)
+    state = tmp_path / "state"
+    resolutions = Resolutions("http://hub.test", state)
+    requirement = parse_requirement("acme/k", 1)
+    kernel = LockedKernel("acme/k", "kernel", 1, "a" * 40, "refs/heads/v1", "1.0.0",
+                          (LockedVariant(VARIANT, (LockedFile("_impl.py", 2, hashlib.sha256(b"{}").hexdigest()),)),))
+    record = resolutions.path(requirement)
+    real_read = Resolutions.read
+
+    def plant() -> None:
+        if planted.startswith("state directory"):
+            with contextlib.suppress(FileNotFoundError):
+                record.parent.rmdir()
+            record.parent.symlink_to(home, target_is_directory=True)
+        else:
+            record.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            record.symlink_to(home / "thesis.tex")
+
+    if planted.endswith("before"):
+        state.mkdir(mode=0o700)
+        plant()
+    else:  # after the checks `remember` makes first, as a concurrent process could
+        monkeypatch.setattr(Resolutions, "read", lambda self, wanted: (real_read(self, wanted), plant())[0])
+    refused = pytest.raises(KernelpinError) if planted.startswith("state directory") else contextlib.nullcontext()
+    with refused:
+        resolutions.remember(kernel, (VARIANT,), requirement)
+    assert contents(home) == before and sorted(home.iterdir()) == sorted(before)
+    assert (home / "thesis.tex").stat().st_mode & 0o777 != 0o600
+    if planted == "record, during":  # the link was replaced by the record, which reads back
+        assert not record.is_symlink() and record.stat().st_mode & 0o777 == 0o600
+        monkeypatch.setattr(Resolutions, "read", real_read)
+        assert resolutions.read(requirement).kernel == kernel

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import inspect
 import sys
+import textwrap
 import warnings
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from kernelpin.lockless import UnpinnedKernelWarning
 from kernelpin.resolutions import state_dir
 from testkit.fake_kernel import CPU_213, kernel_files, publish
 from testkit.releasing import hub_env, run
-from tests.kernelpin.helpers import TRUSTED_ORG, UNTRUSTED_ORG, snapshot_dir
+from tests.kernelpin.helpers import TRUSTED_ORG, UNTRUSTED_ORG, fresh_interpreter, snapshot_dir
 from tests.kernelpin.test_kernels_compat import publish_depending, with_dependency  # noqa: F401 (a fixture)
 
 OTHER = "torch213-cxx11-cu130-x86_64-linux"
@@ -156,6 +157,10 @@ def test_an_untrusted_publisher_needs_trust_remote_code(new_repo, state, fresh_m
                        match=rf"{UNTRUSTED_ORG} is not a trusted kernel publisher .* trust_remote_code=True"):
         kernelpin.get_kernel(repo_id, version=1)
     assert kernelpin.get_kernel(repo_id, version=1, trust_remote_code=[repo_id]).VERSION == "1.0.0"
+    # What trust_remote_code let through once is not remembered as trusted: the same commit needs it again.
+    forget_kernels()
+    with pytest.raises(KernelpinError, match=rf"{UNTRUSTED_ORG} is not a trusted kernel publisher"):
+        kernelpin.get_kernel(repo_id, version=1)
 
 
 def test_no_fitting_build_lists_the_variants_and_has_kernel_says_false(new_repo, state):
@@ -197,18 +202,43 @@ def test_a_second_online_call_asks_only_for_the_refs_and_follows_a_moved_branch(
     kernelpin.get_kernel(repo_id, version=1)
     forget_kernels()
     asked: list[str] = []
-    for method in ("tree", "stream"):
+    for method in ("tree", "stream", "trusted_publisher"):
         real = getattr(HubSource, method)
         monkeypatch.setattr(HubSource, method, lambda self, *a, _real=real, _name=method, **k: (
-            asked.append(_name), _real(self, *a, **k))[1])
+            asked.append(_name if _name != "stream" else a[3].rsplit("/", 1)[-1]), _real(self, *a, **k))[1])
     assert kernelpin.get_kernel(repo_id, version=1).VERSION == "1.1.0"
-    assert asked == []  # the commit is unchanged: its listing and files are what was resolved before
+    # The commit is unchanged: its listing and files are what was resolved before, and so is the Hub's trusted
+    # mark on its publisher, which let it through then (asked for again before: a second request).
+    assert asked == []
     publish(repo, "1.2.0", variants=(CPU_213,))
     repo.branch("v1")  # kernel-builder moved the branch
     forget_kernels()
     assert kernelpin.get_kernel(repo_id, version=1).VERSION == "1.2.0"
-    # metadata.json in memory, then the files whose bytes the cache lacks (_impl.py of 1.1.0 is the same blob)
-    assert asked.count("tree") == 1 and asked.count("stream") == 3
+    # The listing, metadata.json once (read to pin the variant, written to the cache from memory: it was
+    # downloaded twice before), and the files whose bytes the cache lacks (_impl.py of 1.1.0 is the same blob).
+    assert sorted(asked) == ["__init__.py", "metadata.json", "tree", "trusted_publisher"]
+
+
+def test_an_unsigned_kernel_is_loaded_without_importing_sigstore_or_tomlkit(line, state, tmp_path, monkeypatch):
+    # Failed before: the check of an unsigned release imported sigstore (a third of a second) to find no bundle,
+    # and the project's publisher policy was read with tomlkit (its formatting is only needed to edit the file).
+    strict = tmp_path / "strict"
+    strict.mkdir()  # a project whose policy (read after a byte-order mark) requires signatures
+    (strict / "pyproject.toml").write_text("\ufeff[tool.kernelpin.trust]\nrequire-signatures = true\n",
+                                           encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    printed, modules = fresh_interpreter(textwrap.dedent(f"""
+        import os, kernelpin
+        print(kernelpin.get_kernel({line[0]!r}, version=1).VERSION)
+        os.chdir("strict")
+        try:
+            kernelpin.get_kernel({line[0]!r}, version=1)
+        except kernelpin.errors.KernelpinError as error:
+            print(error)
+    """))
+    assert printed.splitlines()[0] == "1.1.0"
+    assert "require" in printed.splitlines()[1] and "signature" in printed.splitlines()[1]
+    assert not [name for name in modules if name.split(".")[0] in ("sigstore", "tomlkit")]
 
 
 def test_kernel_dependencies_load_first_and_a_cycle_is_refused(with_dependency, new_repo, state, fresh_modules):

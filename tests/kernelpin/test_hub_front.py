@@ -67,3 +67,17 @@ def test_kernel_repositories_are_served_apart_from_model_repositories(hub, new_r
 def test_organization_overview_says_whether_a_publisher_is_trusted(hub):
     assert request(f"{hub.endpoint}/api/organizations/{UNTRUSTED_ORG}/overview")[0] == 200
     assert HfApi(endpoint=hub.endpoint).get_organization_overview(UNTRUSTED_ORG).trustedKernelPublisher is False
+
+
+def test_the_log_has_a_line_for_every_request_forwarded(hub, new_repo):
+    # How the benchmarks count requests. Failed before: only the overviews the front answers itself were logged.
+    repo_id, repo = new_repo("logged", "kernel")
+    publish(repo, "1.0.0", variants=(CPU_213,))
+    path = f"/api/kernels/{repo_id}/refs"
+    assert request(f"{hub.endpoint}{path}")[0] == 200
+    missing = f"/kernels/{repo_id}/resolve/v1.0.0/build/{CPU_213}/missing.py"
+    status = request(f"{hub.endpoint}{missing}")[0]
+    assert status >= 400
+    lines = (hub.root / "front.log").read_text().splitlines()
+    assert any(line.startswith(f"front: GET {path} ") and line.endswith(" 200 -") for line in lines)
+    assert any(line.startswith(f"front: GET {missing} ") and line.endswith(f" {status} -") for line in lines)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import ssl
 
 import httpcore2
 import httpx2
@@ -265,3 +266,21 @@ def test_a_server_whose_backlog_is_full_is_a_connect_timeout():
         for connection in queued:
             connection.close()
         listener.close()
+
+
+def test_tls_settings_are_loaded_for_an_https_request_only(monkeypatch):
+    # Failed before: every process that made the client loaded the CA bundle (30-50 ms here), a plain-HTTP Hub too.
+    made = []
+    real = httpcore2.default_ssl_context
+    monkeypatch.setattr(httpcore2, "default_ssl_context", lambda **kwargs: made.append(1) or real(**kwargs))
+    with StatusServer(200) as endpoint:
+        transport = _DeadlineTransport(5)
+        with httpx2.Client(transport=transport, timeout=5) as http:
+            assert http.get(f"{endpoint}/x").status_code == 200
+        assert made == []
+    # Plain HTTP's TLS context trusts no CA: nothing reached through it could verify.
+    plain = transport.inner("http")._pool._ssl_context
+    assert plain.verify_mode == ssl.CERT_REQUIRED and plain.check_hostname and plain.cert_store_stats()["x509_ca"] == 0
+    secure = transport.inner("https")._pool._ssl_context  # httpx's defaults, made on the first https request
+    assert made == [1] and secure.verify_mode == ssl.CERT_REQUIRED and secure.check_hostname
+    assert transport.inner("https") is transport.inner("https")
