@@ -6,6 +6,8 @@
 #include <torch/csrc/inductor/aoti_torch/c/shim.h>  // aoti_torch_get_current_cuda_stream (under USE_CUDA)
 #include <torch/csrc/stable/accelerator.h>
 #include <torch/headeronly/util/Exception.h>
+
+#include <optional>
 #else
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -31,7 +33,10 @@ void run(const Plan& plan, const void* input, void* out, const double* weights, 
 void img2gray_cuda(const Plan& plan, c10::ScalarType dtype, const void* input, void* out, const double* weights,
                    int32_t device) {
 #ifdef TORCH_TARGET_VERSION
-  const torch::stable::accelerator::DeviceGuard guard(device);
+  // A guard only off the current device: the stable one is created and freed inside torch on every call (the exact
+  // build's CUDAGuard lives on the stack), and most calls run on the current device.
+  std::optional<torch::stable::accelerator::DeviceGuard> guard;
+  if (torch::stable::accelerator::getCurrentDeviceIndex() != device) guard.emplace(device);
   void* current = nullptr;
   STD_TORCH_CHECK(aoti_torch_get_current_cuda_stream(device, &current) == AOTI_TORCH_SUCCESS,
                   "img2gray: cannot get the current CUDA stream of device ", device);

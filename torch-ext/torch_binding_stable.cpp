@@ -9,12 +9,13 @@
 // Python with its message on every torch; one raised inside libtorch during a shim call would lose it below torch
 // 2.13, so nothing is left for libtorch to refuse.
 #include <torch/csrc/inductor/aoti_torch/c/shim.h>
+#include <torch/csrc/stable/c/shim.h>
 #include <torch/csrc/stable/library.h>
-#include <torch/csrc/stable/ops.h>
-#include <torch/csrc/stable/tensor.h>
+#include <torch/csrc/stable/tensor.h>  // also completes the StableIValue conversions (boxed::from, boxed::to)
 #include <torch/headeronly/core/ScalarType.h>
 
 #include <array>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -56,84 +57,200 @@ template <typename... Parts>
   } while (false)
 
 using torch::headeronly::IntHeaderOnlyArrayRef;
-using torch::stable::Tensor;
+namespace boxed = torch::stable::detail;  // StableIValue conversions: boxed::from, boxed::to
 
-// Through the shims the library already uses: only "cpu", "cuda" or another device (named "device:<index>",
-// whatever its type) matter to the checks.
-TensorView view(const Tensor& tensor) {
-  const c10::DeviceType type =
-      tensor.is_cpu() ? c10::DeviceType::CPU : tensor.is_cuda() ? c10::DeviceType::CUDA : c10::DeviceType::Meta;
-  return {tensor.scalar_type(), tensor.sizes(), tensor.strides(), tensor.const_data_ptr(),
-          static_cast<int64_t>(tensor.element_size()), type, tensor.get_device_index()};
+// The kernels take their boxed arguments as handles, written out rather than wrapped by TORCH_BOX: that wraps each
+// tensor in a torch::stable::Tensor (a shared_ptr, so an allocation), copies the weights into a std::vector and
+// returns the result through one more handle; and each torch::stable::Tensor accessor is a C shim call (sizes() and
+// strides() two each, scalar_type() up to 14). A small call's host time is made of such things, so a kernel reads
+// what it needs of a tensor once (Described) and owns its arguments' handles (`stack` holds them) as below.
+struct TensorDeleter {
+  void operator()(AtenTensorHandle tensor) const { aoti_torch_delete_tensor_object(tensor); }
+};
+using OwnedTensor = std::unique_ptr<AtenTensorOpaque, TensorDeleter>;
+
+struct ListDeleter {
+  void operator()(StableListHandle list) const { torch_delete_list(list); }
+};
+using OwnedList = std::unique_ptr<StableListOpaque, ListDeleter>;
+
+// What the checks and the kernels read of a tensor (contract.h's view of it), in one pass of shim calls.
+struct Described {
+  TensorView view;
+  int32_t shim_dtype;        // as the shims name dtypes (aoti_torch_empty_strided takes these)
+  int32_t shim_device_type;  // likewise
+  bool contiguous;           // the tensor's own is_contiguous()
+  int64_t numel;
+};
+
+Described describe_tensor(AtenTensorHandle tensor) {
+  int64_t dim = 0;
+  int64_t* sizes = nullptr;
+  int64_t* strides = nullptr;
+  int32_t dtype = 0;
+  int32_t device_type = 0;
+  int32_t device_index = 0;
+  const void* data = nullptr;
+  bool contiguous = false;
+  IMG2GRAY_CHECK(aoti_torch_get_dim(tensor, &dim) == AOTI_TORCH_SUCCESS &&
+                     aoti_torch_get_sizes(tensor, &sizes) == AOTI_TORCH_SUCCESS &&
+                     aoti_torch_get_strides(tensor, &strides) == AOTI_TORCH_SUCCESS &&
+                     aoti_torch_get_dtype(tensor, &dtype) == AOTI_TORCH_SUCCESS &&
+                     aoti_torch_get_device_type(tensor, &device_type) == AOTI_TORCH_SUCCESS &&
+                     aoti_torch_get_device_index(tensor, &device_index) == AOTI_TORCH_SUCCESS &&
+                     torch_get_const_data_ptr(tensor, &data) == AOTI_TORCH_SUCCESS &&
+                     aoti_torch_is_contiguous(tensor, &contiguous) == AOTI_TORCH_SUCCESS,
+                 "img2gray: cannot read a tensor argument (sizes, strides, dtype, device)");
+  // Only "cpu", "cuda" or another device (named "device:<index>", whatever its type) matter to the checks.
+  const c10::DeviceType type = device_type == aoti_torch_device_type_cpu()    ? c10::DeviceType::CPU
+                               : device_type == aoti_torch_device_type_cuda() ? c10::DeviceType::CUDA
+                                                                              : c10::DeviceType::Meta;
+  const IntHeaderOnlyArrayRef shape(sizes, static_cast<size_t>(dim));
+  int64_t numel = 1;
+  for (const int64_t size : shape) numel *= size;
+  return {{boxed::to<c10::ScalarType>(boxed::from(dtype)), shape, IntHeaderOnlyArrayRef(strides, static_cast<size_t>(dim)), data,
+           static_cast<int64_t>(aoti_torch_dtype_element_size(dtype)), type, device_index},
+          dtype, device_type, contiguous, numel};
 }
 
-std::string device_name(const Tensor& tensor) { return img2gray::device_name(view(tensor)); }
+// The float[] argument: three values without an allocation, any other count kept for the checks to refuse.
+class ChannelWeights {
+ public:
+  explicit ChannelWeights(StableIValue argument) {
+    const OwnedList list(boxed::to<StableListHandle>(argument));
+    size_t size = 0;
+    IMG2GRAY_CHECK(torch_list_size(list.get(), &size) == AOTI_TORCH_SUCCESS, "img2gray: cannot read the weights");
+    double* values = three_.data();
+    if (size != three_.size()) {
+      other_.resize(size);
+      values = other_.data();
+    }
+    for (size_t i = 0; i < size; ++i) {
+      StableIValue value = 0;
+      IMG2GRAY_CHECK(torch_list_get_item(list.get(), i, &value) == AOTI_TORCH_SUCCESS,
+                     "img2gray: cannot read the weights");
+      values[i] = boxed::to<double>(value);
+    }
+    values_ = DoubleArray(values, size);
+  }
+  DoubleArray values() const { return values_; }
 
-int64_t checked_inputs(const Tensor& input, int64_t dim, const std::vector<double>& weights) {
-  return img2gray::checked_inputs<StableFailure>(view(input), dim, DoubleArray(weights.data(), weights.size()));
-}
+ private:
+  std::array<double, 3> three_{};
+  std::vector<double> other_;
+  DoubleArray values_;
+};
 
-// A dense tensor of `shape` like `like` (dtype, device): the C shim, not an aten::empty call through the boxed
-// dispatcher, which costs more than a small image's whole conversion.
-Tensor empty_like_shape(const Tensor& like, const std::vector<int64_t>& shape) {
-  std::vector<int64_t> strides(shape.size());
+// Sizes or strides of up to 8 dims (the ranks images have) on the stack, of more on the heap.
+class Dims {
+ public:
+  explicit Dims(size_t rank)
+      : heap_(rank > inline_.size() ? rank : 0), data_(heap_.empty() ? inline_.data() : heap_.data()), rank_(rank) {}
+  Dims(const Dims&) = delete;
+  Dims& operator=(const Dims&) = delete;
+  int64_t& operator[](size_t d) { return data_[d]; }
+  IntHeaderOnlyArrayRef get() const { return IntHeaderOnlyArrayRef(data_, rank_); }
+
+ private:
+  std::array<int64_t, 8> inline_;
+  std::vector<int64_t> heap_;
+  int64_t* data_;
+  size_t rank_;
+};
+
+// A dense tensor of `shape` with the dtype and device of `like`: the C shim, not an aten::empty call through the
+// boxed dispatcher, which costs more than a small image's whole conversion.
+OwnedTensor empty_dense(const Described& like, IntHeaderOnlyArrayRef shape) {
+  Dims strides(shape.size());
   int64_t stride = 1;
   for (size_t d = shape.size(); d-- > 0;) {
     strides[d] = stride;
     stride *= shape[d] > 1 ? shape[d] : 1;
   }
-  int32_t dtype = 0;
-  int32_t device_type = 0;
-  IMG2GRAY_CHECK(aoti_torch_get_dtype(like.get(), &dtype) == AOTI_TORCH_SUCCESS &&
-                      aoti_torch_get_device_type(like.get(), &device_type) == AOTI_TORCH_SUCCESS,
-                  "img2gray: cannot read the input's dtype and device");
   AtenTensorHandle handle = nullptr;
-  IMG2GRAY_CHECK(aoti_torch_empty_strided(static_cast<int64_t>(shape.size()), shape.data(), strides.data(), dtype,
-                                           device_type, like.get_device_index(), &handle) == AOTI_TORCH_SUCCESS,
-                  "img2gray: cannot allocate the result (", describe(IntHeaderOnlyArrayRef(shape.data(), shape.size())),
-                  " elements of ", c10::toString(like.scalar_type()), " on ", device_name(like), ")");
-  return Tensor(handle);
+  IMG2GRAY_CHECK(aoti_torch_empty_strided(static_cast<int64_t>(shape.size()), shape.data(), strides.get().data(),
+                                          like.shim_dtype, like.shim_device_type, like.view.device_index,
+                                          &handle) == AOTI_TORCH_SUCCESS,
+                 "img2gray: cannot allocate the result (", describe(shape), " elements of ",
+                 c10::toString(like.view.dtype), " on ", device_name(like.view), ")");
+  return OwnedTensor(handle);
+}
+
+void* mutable_data(AtenTensorHandle tensor) {
+  void* data = nullptr;
+  IMG2GRAY_CHECK(torch_get_mutable_data_ptr(tensor, &data) == AOTI_TORCH_SUCCESS,
+                 "img2gray: cannot write the result");
+  return data;
 }
 
 // Kernels write densely into `out` (contiguous, of the output shape, not overlapping `input`).
-void run_dense(const Tensor& input, const Plan& plan, const std::vector<double>& weights, Tensor& out) {
-  if (input.is_cpu()) {
-    img2gray_cpu(plan, input.scalar_type(), input.const_data_ptr(), out.mutable_data_ptr(), weights.data());
+void run_dense(const Described& input, const Plan& plan, DoubleArray weights, void* out) {
+  if (input.view.device_type == c10::DeviceType::CPU) {
+    img2gray_cpu(plan, input.view.dtype, input.view.data, out, weights.data());
     return;
   }
 #ifdef IMG2GRAY_WITH_CUDA
-  IMG2GRAY_CHECK(input.is_cuda(), "img2gray: input is on ", device_name(input), "; supported are cpu and cuda");
-  img2gray_cuda(plan, input.scalar_type(), input.const_data_ptr(), out.mutable_data_ptr(), weights.data(),
-                input.get_device_index());
+  IMG2GRAY_CHECK(input.view.device_type == c10::DeviceType::CUDA, "img2gray: input is on ", device_name(input.view),
+                 "; supported are cpu and cuda");
+  img2gray_cuda(plan, input.view.dtype, input.view.data, out, weights.data(), input.view.device_index);
 #else
-  IMG2GRAY_CHECK(false, "img2gray: input is on ", device_name(input), "; this build supports cpu only");
+  IMG2GRAY_CHECK(false, "img2gray: input is on ", device_name(input.view), "; this build supports cpu only");
 #endif
 }
 
-void run_into(const Tensor& input, int64_t dim, const std::vector<double>& weights, Tensor& out) {
-  if (input.numel() == 0) return;
-  const Plan plan = make_plan(input.sizes(), input.strides(), dim, input.is_contiguous());
-  if (out.is_contiguous()) {
-    run_dense(input, plan, weights, out);
+Plan plan_of(const Described& input, int64_t dim) {
+  return make_plan(input.view.sizes, input.view.strides, dim, input.contiguous);
+}
+
+// The schema's default weights (IMG2GRAY_ARGUMENTS; tests/op test_calls_without_weights_use_the_schemas_default).
+constexpr std::array<double, 3> kDefaultWeights{0.299, 0.587, 0.114};
+
+// img2gray(input, dim, weights) of the kernel's own input handle, the result left in stack[0].
+void functional(StableIValue* stack, const OwnedTensor& input_handle, int64_t dim, DoubleArray weights) {
+  const Described input = describe_tensor(input_handle.get());
+  dim = checked_inputs<StableFailure>(input.view, dim, weights);
+  Dims shape(input.view.sizes.size());  // contract.h's output_shape, without its allocation
+  for (size_t d = 0; d < input.view.sizes.size(); ++d) shape[d] = input.view.sizes[d];
+  shape[dim] = 1;
+  OwnedTensor out = empty_dense(input, shape.get());
+  if (input.numel != 0) run_dense(input, plan_of(input, dim), weights, mutable_data(out.get()));
+  stack[0] = boxed::from(out.release());
+}
+
+// img2gray(input, dim, weights): stack = [input, dim, weights] -> [result].
+void img2gray_functional(StableIValue* stack, uint64_t, uint64_t) {
+  const OwnedTensor input(boxed::to<AtenTensorHandle>(stack[0]));
+  const ChannelWeights weights(stack[2]);
+  functional(stack, input, boxed::to<int64_t>(stack[1]), weights.values());
+}
+
+// img2gray.no_grad_default_weights(input, dim): stack = [input, dim] -> [result]. The calls that leave the weights
+// out take this overload from Python (stable_abi.py): the default weights list is then neither converted to a
+// StableIValue list by torch nor read back here, per call.
+void img2gray_default_weights(StableIValue* stack, uint64_t, uint64_t) {
+  const OwnedTensor input(boxed::to<AtenTensorHandle>(stack[0]));
+  functional(stack, input, boxed::to<int64_t>(stack[1]), DoubleArray(kDefaultWeights.data(), kDefaultWeights.size()));
+}
+
+// img2gray.out(input, dim, weights, *, out): stack = [input, dim, weights, out] -> [].
+void img2gray_out(StableIValue* stack, uint64_t, uint64_t) {
+  const OwnedTensor input_handle(boxed::to<AtenTensorHandle>(stack[0]));
+  const OwnedTensor out_handle(boxed::to<AtenTensorHandle>(stack[3]));
+  const ChannelWeights weights(stack[2]);
+  const Described input = describe_tensor(input_handle.get());
+  const int64_t dim = checked_inputs<StableFailure>(input.view, boxed::to<int64_t>(stack[1]), weights.values());
+  const Described out = describe_tensor(out_handle.get());
+  check_out<StableFailure>(input.view, dim, out.view);
+  if (input.numel == 0) return;
+  if (out.contiguous) {
+    run_dense(input, plan_of(input, dim), weights.values(), mutable_data(out_handle.get()));
     return;
   }
   // A strided `out` is filled through a temporary.
-  Tensor dense = empty_like_shape(out, output_shape(input.sizes(), dim));
-  run_dense(input, plan, weights, dense);
-  torch::stable::copy_(out, dense);
-}
-
-Tensor img2gray_functional(Tensor input, int64_t dim, std::vector<double> weights) {
-  dim = checked_inputs(input, dim, weights);
-  Tensor out = empty_like_shape(input, output_shape(input.sizes(), dim));
-  run_into(input, dim, weights, out);
-  return out;
-}
-
-void img2gray_out(Tensor input, int64_t dim, std::vector<double> weights, Tensor out) {
-  dim = checked_inputs(input, dim, weights);
-  check_out<StableFailure>(view(input), dim, view(out));
-  run_into(input, dim, weights, out);
+  const OwnedTensor dense = empty_dense(out, out.view.sizes);
+  run_dense(input, plan_of(input, dim), weights.values(), mutable_data(dense.get()));
+  IMG2GRAY_CHECK(aoti_torch_copy_(out_handle.get(), dense.get(), 0) == AOTI_TORCH_SUCCESS,
+                 "img2gray: cannot copy the result into out");
 }
 
 // Autograd without Python on calls that need no gradient. The gradient is a Python autograd.Function on the
@@ -166,10 +283,10 @@ bool requires_grad(AtenTensorHandle tensor) {
   AtenTensorHandle copy = nullptr;
   IMG2GRAY_CHECK(aoti_torch_new_tensor_handle(tensor, &copy) == AOTI_TORCH_SUCCESS,
                   "img2gray: cannot read the input's autograd state");
-  std::array<StableIValue, 1> stack{torch::stable::detail::from(copy)};
+  std::array<StableIValue, 1> stack{boxed::from(copy)};
   call_op("aten::alias", "", stack.data());
   call_op("aten::is_leaf", "", stack.data());
-  return !torch::stable::detail::to<bool>(stack[0]);
+  return !boxed::to<bool>(stack[0]);
 }
 
 bool records_graph(AtenTensorHandle tensor) {
@@ -179,13 +296,13 @@ bool records_graph(AtenTensorHandle tensor) {
 // Boxed kernels: `stack` holds the schema's arguments, owned by the callee; the nested call consumes them and
 // leaves the result in stack[0].
 void route_functional(StableIValue* stack, uint64_t, uint64_t) {
-  const bool differentiable = records_graph(torch::stable::detail::to<AtenTensorHandle>(stack[0]));
+  const bool differentiable = records_graph(boxed::to<AtenTensorHandle>(stack[0]));
   call_op(routed_op().c_str(), differentiable ? "differentiable" : "no_grad", stack);
 }
 
 void route_out(StableIValue* stack, uint64_t, uint64_t) {  // input, dim, weights, out
-  IMG2GRAY_CHECK(!records_graph(torch::stable::detail::to<AtenTensorHandle>(stack[0])) &&
-                     !records_graph(torch::stable::detail::to<AtenTensorHandle>(stack[3])),
+  IMG2GRAY_CHECK(!records_graph(boxed::to<AtenTensorHandle>(stack[0])) &&
+                     !records_graph(boxed::to<AtenTensorHandle>(stack[3])),
                  kOutRecordsNoGraph);
   call_op(routed_op().c_str(), "no_grad_out", stack);
 }
@@ -201,7 +318,8 @@ extern "C" __attribute__((visibility("default"))) void img2gray_leave_error_text
 
 // Registers this library's kernels for the ops of `ns`, whose schemas Python has defined: CPU (and CUDA) kernels
 // for `img2gray` and `img2gray.out` and the routers as their Autograd kernels; with `build_namespace` also the
-// overloads the routers call (`no_grad`, `no_grad_out`, `differentiable`), which must be registered first.
+// overloads the routers call (`no_grad`, `no_grad_out`, `differentiable`), which must be registered first, and
+// `no_grad_default_weights` (Python's calls that give no weights).
 // Returns 0, or 1 when torch refused (Python then says so). The library objects must outlive the process's use
 // of the op (their destructors would deregister the kernels), so they are never freed.
 extern "C" __attribute__((visibility("default"))) int img2gray_register_kernels(const char* ns, int build_namespace) {
@@ -211,12 +329,13 @@ extern "C" __attribute__((visibility("default"))) int img2gray_register_kernels(
   };
   const auto register_kernels = [&](const char* key) {
     StableLibrary* library = library_for(key);
-    library->impl("img2gray", TORCH_BOX(&img2gray::img2gray_functional));
-    library->impl("img2gray.out", TORCH_BOX(&img2gray::img2gray_out));
+    library->impl("img2gray", &img2gray::img2gray_functional);
+    library->impl("img2gray.out", &img2gray::img2gray_out);
     if (!build_namespace) return;
-    library->impl("img2gray.no_grad", TORCH_BOX(&img2gray::img2gray_functional));
-    library->impl("img2gray.no_grad_out", TORCH_BOX(&img2gray::img2gray_out));
-    library->impl("img2gray.differentiable", TORCH_BOX(&img2gray::img2gray_functional));
+    library->impl("img2gray.no_grad", &img2gray::img2gray_functional);
+    library->impl("img2gray.no_grad_out", &img2gray::img2gray_out);
+    library->impl("img2gray.no_grad_default_weights", &img2gray::img2gray_default_weights);
+    library->impl("img2gray.differentiable", &img2gray::img2gray_functional);
   };
   try {
     if (build_namespace) img2gray::routed_op() = std::string(ns) + "::img2gray";

@@ -213,6 +213,15 @@ def test_keepdim_false_and_out(img2gray, device):
     check(strided_out, x, -3)
 
 
+def test_more_dims_than_the_stable_binding_keeps_on_the_stack(img2gray, device):
+    """The stable-ABI binding keeps a shape of up to 8 dims on the stack and a longer one on the heap."""
+    x = random_image((2, 1, 2, 1, 3, 1, 2, 1, 2, 5), torch.float32, device)
+    check(img2gray.img2gray(x, dim=4), x, 4)
+    strided_out = torch.full((2, 1, 2, 1, 1, 1, 2, 1, 2, 10), float("nan"), device=device)[..., ::2]
+    img2gray.img2gray(x, dim=4, out=strided_out)
+    check(strided_out, x, 4)
+
+
 def test_out_within_a_strided_inputs_memory_is_refused(img2gray, device):
     """at::assert_no_overlap cannot decide for a non-dense input and let a contiguous out over its memory through:
     the kernel then read channels it had already overwritten and returned wrong values silently (issue 20)."""
@@ -248,6 +257,24 @@ def test_public_name_forwards_in_cpp(img2gray):
         if img2gray._ops.ABI == "stable":  # the build says which it is
             kernel = "CPU: registered at /img2gray/torch-ext/torch_binding_stable.cpp"
         assert kernel in registrations, registrations
+
+
+def test_calls_without_weights_use_the_schemas_default(img2gray, device):
+    """The stable-ABI build runs the calls that give no weights through an overload with the default built in."""
+    x = random_image((2, 3, 8, 8), torch.float32, device)
+    given = img2gray.ops.img2gray(x, -3, list(BT601))
+    for call in (lambda: img2gray.img2gray(x), lambda: img2gray.ops.img2gray(x), lambda: img2gray.ops.img2gray.default(x),
+                 lambda: torch.ops.img2gray.img2gray(x), lambda: img2gray.img2gray(x.clone().requires_grad_())):
+        assert torch.equal(call(), given)
+
+
+def test_a_process_that_used_the_op_exits_cleanly(checkout_build):
+    """The interpreter's exit deregisters the ops: torch 2.13 aborted there (an internal assert) when the stable-ABI
+    build defined its internal overloads in another order (img2gray/stable_abi.py, INTERNAL_SCHEMAS)."""
+    script = ("import sys, torch; sys.path.insert(0, sys.argv[1]); import img2gray; x = torch.rand(1, 3, 4, 4); "
+              "img2gray.img2gray(x); img2gray.ops.img2gray(x); torch.ops.img2gray.img2gray(x)")
+    done = subprocess.run([sys.executable, "-c", script, str(checkout_build.parent)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
 
 
 BAD_INPUTS = {

@@ -31,6 +31,7 @@ _WEIGHT_LISTS = {name: list(values) for name, values in WEIGHTS.items()}
 _DEFAULT_NAME = "bt601"
 _DEFAULT_WEIGHTS = _WEIGHT_LISTS[_DEFAULT_NAME]
 _PLAIN_TENSOR, _grad_enabled, _dynamo_compiling = torch.Tensor, torch.is_grad_enabled, torch.compiler.is_dynamo_compiling
+_transforms_active = torch._C._are_functorch_transforms_active
 
 
 def _weights_argument(w: list[float]) -> tuple:
@@ -102,11 +103,15 @@ def img2gray(
     if out is None:
         # The most frequent call, in one Python frame (each frame, and the op object's own __call__, measured in a
         # single eager GPU call's host time): the default weights are the schema's (nothing to convert), and a plain
-        # tensor that records no graph goes straight to the C++ op that needs no gradient (_NO_GRAD_CALL).
+        # tensor that records no graph goes straight to the C++ op that needs no gradient (_NO_GRAD_CALL), one that
+        # records a graph outside functorch's transforms straight to what records it (_GRAD_CALL).
         given = () if weights is _DEFAULT_NAME else _weights_argument(channel_weights(weights))
+        plain = type(x) is _PLAIN_TENSOR and not _dynamo_compiling()
         try:
-            if type(x) is _PLAIN_TENSOR and not (x.requires_grad and _grad_enabled() or _dynamo_compiling()):
-                result = _NO_GRAD_CALL(x, dim, *given)
+            if plain and not (x.requires_grad and _grad_enabled()):
+                result = _NO_GRAD_CALL(x, dim, *given) if given else _DEFAULT_WEIGHTS_CALL(x, dim)
+            elif plain and not _transforms_active():
+                result = _GRAD_CALL(x, dim, *given)
             else:
                 result = _FUNCTIONAL_OP(x, dim, *given)
         except RuntimeError as error:
@@ -167,18 +172,23 @@ def register_fakes(namespace: str, internal_overloads: bool = False) -> None:
         torch.library.register_fake(f"{namespace}::img2gray.no_grad", _fake)
         torch.library.register_fake(f"{namespace}::img2gray.no_grad_out", _fake_out)
         torch.library.register_fake(f"{namespace}::img2gray.differentiable", _fake)
+        torch.library.register_fake(f"{namespace}::img2gray.no_grad_default_weights", _fake)
 
 
 if ABI == "stable":
     from . import stable_abi
 
-    stable_abi.define(NAMESPACE, register_fakes)
+    _GRAD_CALL = stable_abi.define(NAMESPACE, register_fakes)  # an autograd.Function around the no-grad overload
 else:  # the exact library defined the ops (and the public name, which forwards to them in C++)
     register_fakes(NAMESPACE)
+    _GRAD_CALL = ops.img2gray.default  # its C++ autograd kernel records the graph
 # Looked up once: an overload lookup on every call is measurable on a small image. _NO_GRAD_CALL is the C++
 # callable (`_op`) behind the overload for a plain tensor that records no graph: the exact build's own op, whose C++
 # autograd kernel passes such a call through, and the stable-ABI build's `no_grad`, which skips its routers
-# (stable_abi.py). torch.compile traces the OpOverload object instead: Dynamo cannot trace `_op`.
+# (stable_abi.py); _DEFAULT_WEIGHTS_CALL the same for a call that gives no weights (the stable build's
+# `no_grad_default_weights`). torch.compile traces the OpOverload object instead: Dynamo cannot trace `_op`.
 _FUNCTIONAL_OP = ops.img2gray.default
-_NO_GRAD_OP = stable_abi.no_grad_op(NAMESPACE) if ABI == "stable" else _FUNCTIONAL_OP
-_NO_GRAD_CALL = getattr(_NO_GRAD_OP, "_op", _NO_GRAD_OP)
+if ABI == "stable":
+    _NO_GRAD_CALL, _DEFAULT_WEIGHTS_CALL = stable_abi.no_grad_calls(ops.img2gray)
+else:
+    _NO_GRAD_CALL = _DEFAULT_WEIGHTS_CALL = getattr(_FUNCTIONAL_OP, "_op", _FUNCTIONAL_OP)

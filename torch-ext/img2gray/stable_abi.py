@@ -8,6 +8,7 @@ C++ Autograd kernels that keep Python off calls that need no gradient, are the l
 from __future__ import annotations
 
 import ctypes
+import re
 from collections.abc import Callable
 
 import torch
@@ -17,8 +18,13 @@ from ._ops import LIBRARY, OUT_SCHEMA, SCHEMA
 PUBLIC_NAMESPACE = "img2gray"
 # The overloads the op's C++ Autograd kernels route to, in this build's own namespace only, with the op's own
 # arguments: `no_grad` and `no_grad_out` have no autograd kernel (torch's C++ fallback passes them through),
-# `differentiable` has the Python one.
-INTERNAL_SCHEMAS = (SCHEMA.replace("img2gray(", "img2gray.no_grad(", 1),
+# `differentiable` has the Python one. `no_grad_default_weights` is `no_grad` without the weights argument, for
+# the calls from Python that give none: torch would convert the default list for the library on every call, and
+# the library read it back. It is defined first: defined after the others, torch 2.13 aborted the interpreter's exit
+# (an internal assert while the Library deregistered them; tests/op test_a_process_that_used_the_op_exits_cleanly).
+_WEIGHTS_ARGUMENT = re.search(r", float\[\] weights=\[[^]]*\]", SCHEMA).group()
+INTERNAL_SCHEMAS = (SCHEMA.replace("img2gray(", "img2gray.no_grad_default_weights(", 1).replace(_WEIGHTS_ARGUMENT, ""),
+                    SCHEMA.replace("img2gray(", "img2gray.no_grad(", 1),
                     OUT_SCHEMA.replace("img2gray.out(", "img2gray.no_grad_out(", 1),
                     SCHEMA.replace("img2gray(", "img2gray.differentiable(", 1))
 
@@ -66,22 +72,30 @@ def _define_namespace(namespace: str, kind: str, register_fakes: Callable[[str, 
                                         setup_context=_setup_context)
 
 
-def _gradient(call_no_grad: Callable, schema) -> Callable:
-    """`gradient(x, dim, weights)`: the op on a plain tensor, recording a graph node, through an autograd.Function
-    entered at its C++ apply. The op's own path (a Python autograd kernel on `differentiable`, registered with
-    torch.library, reached through the C++ router) measured 8x a small CPU call that needs no gradient; this one
-    adds about what the exact build's C++ Function adds. autograd.Function.apply's Python wrapper (binding defaults
-    for setup_context, unwrapping functorch's dead wrappers) is skipped: the caller leaves functorch's transforms to
-    the op's own path."""
+# What torch's C++ apply looks up on an autograd.Function class on every call, by names it does not intern (so
+# CPython's type cache never answers): defined on the class itself, each lookup stops there instead of walking the
+# class's bases (measured: 0.75k of 27k instructions per call). Only those this torch has: torch 2.11 has no
+# boxed_grads_call.
+_APPLY_LOOKS_UP = ("setup_context", "clear_saved_tensors_on_access", "boxed_grads_call")
+
+
+def _gradient(call_no_grad: Callable, call_default_weights: Callable, schema) -> Callable:
+    """`gradient(x, *arguments)`, positional only: the op on a plain tensor, recording a graph node, through an
+    autograd.Function entered at its C++ apply. The op's own path (a Python autograd kernel on `differentiable`,
+    registered with torch.library, reached through the C++ router) measured 8x a small CPU call that needs no
+    gradient; this one adds about what the exact build's C++ Function adds. autograd.Function.apply's Python wrapper
+    (binding defaults for setup_context, unwrapping functorch's dead wrappers) is skipped: the caller leaves
+    functorch's transforms to the op's own path."""
 
     default_dim, default_weights = (argument.default_value for argument in schema.arguments[1:3])
+    inherited = torch.autograd.function._SingleLevelFunction.__dict__
 
     class Img2grayFunction(torch.autograd.Function):
         @staticmethod
         def forward(ctx, x, *arguments):  # grad mode is off in here: `no_grad` records nothing itself
             # Passed on as given: each argument given costs a conversion, and the schema holds the defaults.
             ctx.arguments = arguments
-            return call_no_grad(x, *arguments)
+            return call_no_grad(x, *arguments) if len(arguments) > 1 else call_default_weights(x, *arguments)
 
         @staticmethod
         def backward(ctx, grad):
@@ -90,18 +104,26 @@ def _gradient(call_no_grad: Callable, schema) -> Callable:
             weights = given[1] if len(given) > 1 else default_weights
             return _input_gradient(grad, dim, weights), *(None for _ in given)
 
-    apply = torch._C._FunctionBase.__dict__["apply"].__get__(None, Img2grayFunction)
+    for name in _APPLY_LOOKS_UP:
+        if name in inherited:
+            setattr(Img2grayFunction, name, inherited[name])
+    return torch._C._FunctionBase.__dict__["apply"].__get__(None, Img2grayFunction)
 
-    def gradient(x, *arguments, **keywords):
-        if keywords:  # apply takes positional arguments only
+
+def _with_keywords(gradient: Callable, schema) -> Callable:
+    """`gradient` taking `dim` and `weights` by keyword too (apply takes positional arguments only)."""
+    default_dim, default_weights = (argument.default_value for argument in schema.arguments[1:3])
+
+    def call(x, *arguments, **keywords):
+        if keywords:
             bound = dict(zip(("dim", "weights"), arguments)) | keywords
             arguments = (bound.get("dim", default_dim), bound.get("weights", default_weights))
-        return apply(x, *arguments)
+        return gradient(x, *arguments)
 
-    return gradient
+    return call
 
 
-def _route_python_calls(namespace: str, build_ops) -> None:
+def _route_python_calls(namespace: str, build_ops, gradient: Callable) -> None:
     """Give `torch.ops.<namespace>.img2gray(...)`, `.default` and `.out` the exact build's speed on small calls.
 
     The op's C++ routers cost nested boxed dispatcher calls (about 0.9 us of a 1.7 us small CPU call): the stable
@@ -114,9 +136,9 @@ def _route_python_calls(namespace: str, build_ops) -> None:
     packet = getattr(getattr(torch.ops, namespace), "img2gray")
     # Bound once, as locals: each attribute lookup and Python frame on this path is measurable. `_op` is the C++
     # callable behind an overload object.
-    call_no_grad = getattr(build_ops.no_grad, "_op", build_ops.no_grad)
+    call_no_grad, call_default_weights = no_grad_calls(build_ops)
     call_no_grad_out = getattr(build_ops.no_grad_out, "_op", build_ops.no_grad_out)
-    gradient = _gradient(call_no_grad, build_ops.default._schema)
+    gradient = _with_keywords(gradient, build_ops.default._schema)
     plain_tensor, grad_enabled = torch.Tensor, torch.is_grad_enabled
     transforms_active = torch._C._are_functorch_transforms_active
 
@@ -129,6 +151,8 @@ def _route_python_calls(namespace: str, build_ops) -> None:
                 out = kwargs.get("out")
                 if not (x.requires_grad and grad_enabled()):
                     if out is None:
+                        if len(args) < 3 and "weights" not in kwargs:
+                            return call_default_weights(*args, **kwargs)
                         return call_no_grad(*args, **kwargs)
                     if records_no_graph(out):
                         return call_no_grad_out(*args, **kwargs)
@@ -141,6 +165,8 @@ def _route_python_calls(namespace: str, build_ops) -> None:
             # records_no_graph, inlined: the most frequent call saves a frame.
             if args and type(x := args[0]) is plain_tensor:
                 if not (x.requires_grad and grad_enabled()):
+                    if len(args) < 3 and "weights" not in kwargs:
+                        return call_default_weights(*args, **kwargs)
                     return call_no_grad(*args, **kwargs)
                 if not transforms_active():
                     return gradient(*args, **kwargs)
@@ -160,9 +186,11 @@ def _route_python_calls(namespace: str, build_ops) -> None:
         pass
 
 
-def no_grad_op(namespace: str):
-    """The overload of this build's namespace that a plain tensor recording no graph is routed to."""
-    return getattr(torch.ops, namespace).img2gray.no_grad
+def no_grad_calls(build_ops) -> tuple[Callable, Callable]:
+    """The C++ callables (`_op`) of this build's `no_grad` and `no_grad_default_weights` (`build_ops`: its
+    `torch.ops.<namespace>.img2gray`): where a plain tensor recording no graph is routed, with weights given and
+    without."""
+    return tuple(getattr(overload, "_op", overload) for overload in (build_ops.no_grad, build_ops.no_grad_default_weights))
 
 
 def _public_name_defined() -> bool:
@@ -173,13 +201,16 @@ def _public_name_defined() -> bool:
     return True
 
 
-def define(namespace: str, register_fakes: Callable[[str, bool], None]) -> None:
-    """Define this build's ops under `namespace`, and the public name unless another build already did."""
+def define(namespace: str, register_fakes: Callable[[str, bool], None]) -> Callable:
+    """Define this build's ops under `namespace`, and the public name unless another build already did. Returns the
+    gradient's entry for a plain tensor outside functorch's transforms, `gradient(x, *arguments)` (_gradient)."""
     _define_namespace(namespace, "DEF", register_fakes, build_namespace=True)  # first: the routers' target
     namespaces = [namespace]
     if not _public_name_defined():
         _define_namespace(PUBLIC_NAMESPACE, "FRAGMENT", register_fakes, build_namespace=False)
         namespaces.append(PUBLIC_NAMESPACE)
     build_ops = getattr(torch.ops, namespace).img2gray
+    gradient = _gradient(*no_grad_calls(build_ops), build_ops.default._schema)
     for defined in namespaces:
-        _route_python_calls(defined, build_ops)
+        _route_python_calls(defined, build_ops, gradient)
+    return gradient
