@@ -161,6 +161,7 @@ class Pinner:
         # The small files read to pin each variant (metadata.json, its bundle), by variant and path in it: an
         # install of the variant right after writes them from here (hashed against the lock) instead of a GET.
         self.fetched: dict[str, dict[str, bytes]] = {}
+        self._failed: dict[str, Exception] = {}  # the first error reading a variant's small files, by variant
 
     def _hash_checked(self, remote: RemoteFile) -> str:
         """The sha256 of a file without a published digest, streamed and hashed (kept neither in memory nor
@@ -223,28 +224,37 @@ class Pinner:
         read = (SIGNATURE, METADATA) if self.checker is not None else (METADATA,)
         return [by_path[prefix + relative] for relative in read if prefix + relative in by_path]
 
-    def _read_small(self, remote: RemoteFile) -> tuple[bytes, bool]:
-        """A bundle or metadata.json, its size checked against its limit before it is downloaded."""
+    def _read_small(self, remote: RemoteFile) -> tuple[bytes, bool] | Exception:
+        """A bundle or metadata.json, its size checked against its limit before it is downloaded; or the error
+        reading it gave, for its variant to raise (see fetch)."""
         name = remote.path.split("/")[1]
-        if remote.path.endswith(f"/{SIGNATURE}"):
-            if remote.size > MAX_BUNDLE_BYTES:
-                raise oversized(self.repo_id, name, remote.size)
-        else:
-            check_metadata_size(remote.size, f"{self.where}: {remote.path}")
-        return self._read_checked(remote)
+        try:
+            if remote.path.endswith(f"/{SIGNATURE}"):
+                if remote.size > MAX_BUNDLE_BYTES:
+                    raise oversized(self.repo_id, name, remote.size)
+            else:
+                check_metadata_size(remote.size, f"{self.where}: {remote.path}")
+            return self._read_checked(remote)
+        except Exception as error:  # raised by `variant`, in the order one file after another would give
+            return error
 
     def fetch(self, variants: Mapping[str, list[RemoteFile]]) -> None:
         """Read the small files of every variant at once, as many at a time as the source downloads (its bound
         on file bodies in flight holds across kernels, so parallel kernels do not multiply it). Nothing is
-        parsed or verified here; a failure is the one the first failing file would give read in order."""
+        parsed or verified here, and nothing raised: a variant whose files failed raises the first one's error
+        when it is pinned, so a failure is reported as if the variants had been read and verified in turn."""
         wanted = [remote for name, files in sorted(variants.items()) for remote in self._small_files(name, files)]
         read = run_all(self._read_small, wanted, self.source.settings.limits.downloads)
         # Kept one after another once all are read: the store writes a repository's cache with one writer at
         # a time and does not wait for another (parallel keepers would skip their blobs).
-        for remote, (content, downloaded) in zip(wanted, read):
+        for remote, outcome in zip(wanted, read):
+            _, name, relative = remote.path.split("/", 2)
+            if isinstance(outcome, Exception):
+                self._failed.setdefault(name, outcome)
+                continue
+            content, downloaded = outcome
             if downloaded:
                 self._keep(remote, content)
-            _, name, relative = remote.path.split("/", 2)
             self.fetched.setdefault(name, {})[relative] = content
 
     def variant(self, name: str, files: list[RemoteFile]) -> LockedVariant:
@@ -254,8 +264,11 @@ class Pinner:
         backend = archs = None
         depends: tuple = ()
         fetched = self.fetched.setdefault(name, {})
-        if any(remote.path[len(prefix):] not in fetched for remote in self._small_files(name, files)):
+        if name not in self._failed and any(remote.path[len(prefix):] not in fetched
+                                            for remote in self._small_files(name, files)):
             self.fetch({name: files})
+        if name in self._failed:
+            raise self._failed.pop(name)
         pinned = {relative: hashlib.sha256(content).hexdigest() for relative, content in fetched.items()}
         content, bundle = fetched.get(METADATA), fetched.get(SIGNATURE)
         where = f"{self.where}: {prefix}{METADATA}"

@@ -76,3 +76,24 @@ def test_kernels_locked_in_parallel_share_one_bound_on_downloads(lock_at_slow_hu
     # Three kernels of 10 small files each, 30 wanted at once: never more than the bound (not 3 x 3).
     assert 2 <= most["files"] <= 3, most
     assert [kernel.repo_id for kernel in lock.kernels] == ["acme/signed-0", "acme/signed-1", "acme/signed-2"]
+
+
+def test_failures_are_reported_in_the_order_of_the_variants_as_before(new_repo, project, cli, sigstore) -> None:
+    """The first variant's bundle signs other bytes (found when it is verified, after every file is read); the
+    last variant's metadata.json is too big (found before reading it): the first variant's refusal is the error,
+    as when the variants were read and verified one after another."""
+    first, last = sorted(VARIANTS)[0], sorted(VARIANTS)[-1]
+    good = sigstore[0].sign_files(kernel_files("1.0.0"), SIGNER)
+    repo_id, repo = new_repo("two-faults", "kernel")
+    repo.write({**good, f"build/{first}/metadata.json.sigstore": good[f"build/{last}/metadata.json.sigstore"],
+                f"build/{last}/metadata.json": b" " * ((1 << 20) + 1)}, clear=True)
+    repo.commit("release 1.0.0")
+    repo.tag("v1.0.0")
+    root = project(f'"{repo_id}" = "^1"\n')
+    with open(root / "pyproject.toml", "a") as stream:
+        stream.write(f'\n[tool.kernelpin.trust]\ntrusted-root = "{sigstore[1]}"\n'
+                     '[tool.kernelpin.trust.publishers.acme]\nsigners = [{ repository = "acme/kernels" }]\n')
+    status, _, err = cli("lock")
+    # Failed with the parallel fetch raising at once: the last variant's metadata.json was the error.
+    [line] = [line for line in err.splitlines() if line.startswith("error:")]
+    assert status == 1 and line.startswith(f"error: {repo_id} {first}: ") and "signs other bytes" in line, err
