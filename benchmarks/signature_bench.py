@@ -11,6 +11,10 @@ signed kernels vs unsigned ones, on the test Hub (olah) with the test kit's Sigs
   blobs an earlier lock kept) and warm test-Hub repositories;
 - a first lock, as a command with an empty Hub cache each run: every metadata.json and bundle downloaded, so a
   signed release costs 5 requests more per kernel (100 in all) than an unsigned one besides the verification;
+- the same first lock with every answer of the test Hub 50 ms late (its front sleeps in each request's thread,
+  so requests sent at once overlap, as over a real network): what the extra requests cost where latency, not
+  the test Hub's CPU, bounds them (lock reads a kernel's small files at once, within KERNELPIN_DOWNLOADS, 8
+  file bodies at once for all kernels: 20 kernels fill it either way, so the row is repeated with 32);
 - load(): 20 signed vs 20 unsigned kernels, already synced, each round in a fresh import state (load checks the
   lock's recorded signer against the policy: no cryptography; the bundle is one more locked file to re-hash).
 Every variant is shaped like img2gray's CPU build (the files and sizes of `build/dev`, a 372 KB library).
@@ -48,6 +52,7 @@ from testkit.sigstore_root import Identity, SigstoreRoot
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 RESULTS = REPO_ROOT / "benchmarks" / "results" / "cpu"  # the machine the test Hub runs on: one set per machine
+LATENCY = 0.05  # seconds per answer of the test Hub in the first-lock row "over a network"
 SIGNER = Identity(repository="acme/kernels", workflow=".github/workflows/release.yaml", ref="refs/tags/v1.0.0")
 # Each variant shaped like img2gray's CPU build (build/dev): its files' count and sizes, the library included
 # (hashed at load like any listed file; the fake kernel never opens it).
@@ -116,18 +121,21 @@ def main() -> None:
 
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
 
-    def command(app: Path, hub_cache: Path = cache) -> float:
+    def command(app: Path, hub_cache: Path = cache, extra_env: dict[str, str] | None = None) -> float:
         (app / "kernelpin.lock").unlink(missing_ok=True)
         start = time.perf_counter()
         subprocess.run([sys.executable, "-m", "kernelpin", "lock"], cwd=app, check=True, capture_output=True,
-                       env={**env, "HF_HUB_CACHE": str(hub_cache)})
+                       env={**env, "HF_HUB_CACHE": str(hub_cache), **(extra_env or {})})
         return time.perf_counter() - start
 
-    def commands(key: str, hub_cache: Callable[[], Path]) -> None:
+    def empty_cache() -> Path:
+        return Path(tempfile.mkdtemp(dir=work, prefix="hf-cache-"))
+
+    def commands(key: str, hub_cache: Callable[[], Path], extra_env: dict[str, str] | None = None) -> None:
         signed_runs, unsigned_runs = [], []
         for _ in range(args.repeats):
-            signed_runs.append(command(signed_app, hub_cache()))
-            unsigned_runs.append(command(unsigned_app, hub_cache()))
+            signed_runs.append(command(signed_app, hub_cache(), extra_env))
+            unsigned_runs.append(command(unsigned_app, hub_cache(), extra_env))
         results[f"{key}_signed_s"] = statistics.median(signed_runs)
         results[f"{key}_unsigned_s"] = statistics.median(unsigned_runs)
         results[f"{key}_ratio"] = results[f"{key}_signed_s"] / results[f"{key}_unsigned_s"]
@@ -135,7 +143,7 @@ def main() -> None:
     command(signed_app)  # warm-up of both sets alike
     command(unsigned_app)
     commands("lock_command", lambda: cache)
-    commands("lock_first", lambda: Path(tempfile.mkdtemp(dir=work, prefix="hf-cache-")))
+    commands("lock_first", empty_cache)
 
     # load(): both sets synced, then loaded in fresh import states, rounds alternating.
     for app in (signed_app, unsigned_app):
@@ -160,6 +168,15 @@ def main() -> None:
     results["load_signed_ms"] = statistics.median(signed_loads) * 1e3
     results["load_unsigned_ms"] = statistics.median(unsigned_loads) * 1e3
     results["load_ratio"] = results["load_signed_ms"] / results["load_unsigned_ms"]
+
+    server.stop()  # the same Hub (ports, repositories, olah's caches), now answering late
+    server.latency = LATENCY
+    server.start()
+    results["latency_s"] = LATENCY
+    command(signed_app, empty_cache())  # warm-up of the restarted test Hub, both sets alike
+    command(unsigned_app, empty_cache())
+    commands("lock_first_50ms", empty_cache)
+    commands("lock_first_50ms_downloads_32", empty_cache, {"KERNELPIN_DOWNLOADS": "32"})
     results["load_average_after"] = round(os.getloadavg()[0], 2)
     server.stop()
     shutil.rmtree(work, ignore_errors=True)

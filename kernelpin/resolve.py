@@ -15,6 +15,7 @@ from kernelpin.layout import BUILD_DIR, METADATA, SIGNATURE
 from kernelpin.lockfile import Lock, LockedFile, LockedKernel, LockedVariant, is_variant_name, why_stale
 from kernelpin.metadata import check_size as check_metadata_size
 from kernelpin.metadata import BuildMetadata, parse_metadata
+from kernelpin.parallel import run_all
 from kernelpin.ranges import Version
 from kernelpin.signature import MAX_BUNDLE_BYTES, ReleaseChecker, oversized
 from kernelpin.source import HubSource, Refs, RemoteFile
@@ -144,6 +145,8 @@ class Pinner:
     cache when the cache holds it (a sync or `kernels download` put it in the snapshot, an earlier lock kept its
     blob) and, fetched once (one GET into memory), kept as blobs/<git blob id> (huggingface_hub's name for it,
     no snapshot entry: the variant is not installed) for the next lock (best effort: a read-only cache costs a GET).
+    `fetch` reads the small files of several variants at once (a request's latency, not one per file, on a
+    real network); `variant` reads what was not fetched.
     """
 
     def __init__(self, source: HubSource, repo_id: str, repo_type: str, commit: str,
@@ -158,6 +161,7 @@ class Pinner:
         # The small files read to pin each variant (metadata.json, its bundle), by variant and path in it: an
         # install of the variant right after writes them from here (hashed against the lock) instead of a GET.
         self.fetched: dict[str, dict[str, bytes]] = {}
+        self._failed: dict[str, Exception] = {}  # the first error reading a variant's small files, by variant
 
     def _hash_checked(self, remote: RemoteFile) -> str:
         """The sha256 of a file without a published digest, streamed and hashed (kept neither in memory nor
@@ -174,25 +178,29 @@ class Pinner:
             raise self._altered(remote)
         return sha256.hexdigest()
 
-    def _read_checked(self, remote: RemoteFile) -> bytes:
-        """A small file (metadata.json, its signature) from the cache (a synced snapshot's, or the blob an earlier lock kept) or in one GET,
-        checked against the listing either way."""
+    def _read_checked(self, remote: RemoteFile) -> tuple[bytes, bool]:
+        """A small file (metadata.json, its signature) from the cache (a synced snapshot's, or the blob an earlier
+        lock kept) or in one GET, checked against the listing either way; and whether it was downloaded."""
         _, variant, relative = remote.path.split("/", 2)
         blob = remote.lfs_sha256 or remote.blob_id  # without either, nothing cached could be checked
         for cached in (lambda: self.store.cached(self.snapshot, variant, relative, remote.size),
                        lambda: self.store.blob(self.snapshot, blob, remote.size)) if blob else ():
             content = cached()
             if content is not None and self._matches_listing(remote, content):
-                return content
+                return content, False
         content = self.source.read(self.repo_id, self.repo_type, self.commit, remote.path, remote.size)
         if not self._matches_listing(remote, content):
             raise self._altered(remote)
+        return content, True
+
+    def _keep(self, remote: RemoteFile, content: bytes) -> None:
+        """Keep a downloaded small file, checked against the listing, as its blob in the Hub cache for the next lock."""
+        blob = remote.lfs_sha256 or remote.blob_id
         if blob:
             try:
                 self.store.keep_blob(self.snapshot, blob, content)
             except (KernelpinError, OSError):
                 pass  # a cache that takes no writes, or a sync writing: the next lock asks the Hub again
-        return content
 
     @staticmethod
     def _matches_listing(remote: RemoteFile, content: bytes) -> bool:
@@ -208,25 +216,62 @@ class Pinner:
             "(size or git blob id); the server or a proxy altered it: do not use this revision"
         )
 
+    def _small_files(self, name: str, files: list[RemoteFile]) -> list[RemoteFile]:
+        """The files of a variant that are read to pin it: its signature bundle (with a checker), then its
+        metadata.json."""
+        prefix = f"{BUILD_DIR}/{name}/"
+        by_path = {remote.path: remote for remote in files}
+        read = (SIGNATURE, METADATA) if self.checker is not None else (METADATA,)
+        return [by_path[prefix + relative] for relative in read if prefix + relative in by_path]
+
+    def _read_small(self, remote: RemoteFile) -> tuple[bytes, bool] | Exception:
+        """A bundle or metadata.json, its size checked against its limit before it is downloaded; or the error
+        reading it gave, for its variant to raise (see fetch)."""
+        name = remote.path.split("/")[1]
+        try:
+            if remote.path.endswith(f"/{SIGNATURE}"):
+                if remote.size > MAX_BUNDLE_BYTES:
+                    raise oversized(self.repo_id, name, remote.size)
+            else:
+                check_metadata_size(remote.size, f"{self.where}: {remote.path}")
+            return self._read_checked(remote)
+        except Exception as error:  # raised by `variant`, in the order one file after another would give
+            return error
+
+    def fetch(self, variants: Mapping[str, list[RemoteFile]]) -> None:
+        """Read the small files of every variant at once, as many at a time as the source downloads (its bound
+        on file bodies in flight holds across kernels, so parallel kernels do not multiply it). Nothing is
+        parsed or verified here, and nothing raised: a variant whose files failed raises the first one's error
+        when it is pinned, so a failure is reported as if the variants had been read and verified in turn."""
+        wanted = [remote for name, files in sorted(variants.items()) for remote in self._small_files(name, files)]
+        read = run_all(self._read_small, wanted, self.source.settings.limits.downloads)
+        # Kept one after another once all are read: the store writes a repository's cache with one writer at
+        # a time and does not wait for another (parallel keepers would skip their blobs).
+        for remote, outcome in zip(wanted, read):
+            _, name, relative = remote.path.split("/", 2)
+            if isinstance(outcome, Exception):
+                self._failed.setdefault(name, outcome)
+                continue
+            content, downloaded = outcome
+            if downloaded:
+                self._keep(remote, content)
+            self.fetched.setdefault(name, {})[relative] = content
+
     def variant(self, name: str, files: list[RemoteFile]) -> LockedVariant:
         prefix = f"{BUILD_DIR}/{name}/"
         by_relative = {remote.path[len(prefix):]: remote for remote in files}
         digests: dict[str, str] = {}
         backend = archs = None
         depends: tuple = ()
-        pinned: dict[str, str] = {}
-        content = bundle = None
         fetched = self.fetched.setdefault(name, {})
-        if SIGNATURE in by_relative and self.checker is not None:
-            if by_relative[SIGNATURE].size > MAX_BUNDLE_BYTES:  # before downloading it
-                raise oversized(self.repo_id, name, by_relative[SIGNATURE].size)
-            bundle = fetched[SIGNATURE] = self._read_checked(by_relative[SIGNATURE])
-            pinned[SIGNATURE] = hashlib.sha256(bundle).hexdigest()
-        if METADATA in by_relative:
-            where = f"{self.where}: {prefix}{METADATA}"
-            check_metadata_size(by_relative[METADATA].size, where)  # before downloading it
-            content = fetched[METADATA] = self._read_checked(by_relative[METADATA])
-            pinned[METADATA] = hashlib.sha256(content).hexdigest()
+        if name not in self._failed and any(remote.path[len(prefix):] not in fetched
+                                            for remote in self._small_files(name, files)):
+            self.fetch({name: files})
+        if name in self._failed:
+            raise self._failed.pop(name)
+        pinned = {relative: hashlib.sha256(content).hexdigest() for relative, content in fetched.items()}
+        content, bundle = fetched.get(METADATA), fetched.get(SIGNATURE)
+        where = f"{self.where}: {prefix}{METADATA}"
         # The signature is verified before metadata.json is parsed: a hostile one never reaches the parser.
         signature = None if self.checker is None else self.checker.check(self.repo_id, name, content, bundle)
         if content is not None:
@@ -318,6 +363,7 @@ def resolve_one(source: HubSource, requirement: Requirement, note: Callable[[str
     if checker is not None and located.signed:
         checker.warm_up()
     pinner = Pinner(source, requirement.repo_id, located.repo_type, located.pick.commit, checker)
+    pinner.fetch(located.variants)
     return located.kernel(requirement, tuple(pinner.variant(name, files)
                                              for name, files in sorted(located.variants.items())))
 

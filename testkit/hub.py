@@ -12,6 +12,7 @@ Repositories can be changed while the server runs: olah reads the git repositori
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -19,7 +20,10 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
+
+from testkit.hub_front import IN_FLIGHT
 
 _GIT_ENV = {
     "GIT_AUTHOR_NAME": "Test Publisher",
@@ -127,10 +131,12 @@ class HubServer:
     answers the Hub's paths for both, rewriting the kernel ones (`/api/kernels/...`, `/kernels/...`) onto
     the olah that holds the kernel repositories. `trusted_publishers` are the organizations whose
     overview says `trustedKernelPublisher` (what `kernels` checks before loading without trust_remote_code).
+    With `latency`, every answer of the front starts that many seconds late, as over a real network.
     """
 
-    def __init__(self, root: Path, trusted_publishers: tuple[str, ...] = ()) -> None:
+    def __init__(self, root: Path, trusted_publishers: tuple[str, ...] = (), latency: float = 0.0) -> None:
         self.root = root
+        self.latency = latency
         self.mirrors = root / "mirrors"
         self.kernel_mirrors = root / "kernel-mirror"
         for directory in (self.mirrors, self.kernel_mirrors / "models"):
@@ -182,6 +188,8 @@ class HubServer:
                  "--kernels", f"http://127.0.0.1:{self._olah_ports['kernel']}"]
         for org in self.trusted_publishers:
             front += ["--trusted-publisher", org]
+        if self.latency:
+            front += ["--latency", repr(self.latency)]
         self._spawn("front", front)
         deadline = time.monotonic() + timeout
         waiting = [self.port, *self._olah_ports.values()]
@@ -198,6 +206,12 @@ class HubServer:
             self.stop()
             raise RuntimeError(f"the test Hub did not listen on port {waiting[0]} within {timeout}s; see the logs in {self.root}")
         return self.endpoint
+
+    def most_in_flight(self) -> dict[str, int]:
+        """How many requests ("requests") and file downloads ("files") the front has answered at once, at most,
+        since the last call (the first: since the start)."""
+        with urllib.request.urlopen(self.endpoint + IN_FLIGHT, timeout=10) as answer:
+            return json.loads(answer.read())
 
     def stop(self) -> None:
         """Kill the servers at once (as a crash or a network cut would), keeping the ports for a restart."""

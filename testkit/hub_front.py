@@ -2,7 +2,7 @@
 olah, which serves model, dataset and space repositories only.
 
     python testkit/hub_front.py --port P --models http://127.0.0.1:M --kernels http://127.0.0.1:K \
-        [--trusted-publisher ORG ...]
+        [--trusted-publisher ORG ...] [--latency SECONDS]
 
 - `/api/kernels/<repo>/...` -> `/api/models/<repo>/...` and `/kernels/<repo>/...` -> `/<repo>/...` of the
   olah that serves the kernel repositories (its mirror holds them as `models/<org>/<name>`);
@@ -10,7 +10,12 @@ olah, which serves model, dataset and space repositories only.
 - a revision given as a full ref name (`refs/heads/v0`, as the Hub accepts it) is passed on as its short
   name, the only form olah resolves;
 - `/api/organizations/<org>/overview` answers the organization settings the test Hub was started with
-  (`trustedKernelPublisher`), which olah does not know; nothing about repositories is made up here.
+  (`trustedKernelPublisher`), which olah does not know; nothing about repositories is made up here;
+- with `--latency`, every answer starts that many seconds late (a sleep in the request's own thread, so
+  requests sent at once overlap as on a real network);
+- `/_testkit/in-flight` answers how many requests (and file downloads, `/resolve/` paths) the front has
+  answered at once at most since it was last asked, for tests that check a client's parallelism by counting
+  instead of timing.
 
 Bodies are streamed, `Content-Length` is kept (also on HEAD replies, where huggingface_hub reads a file's
 size from it) and redirects keep pointing at the front, on the repository type that was asked for. Standard
@@ -25,12 +30,15 @@ import json
 import re
 import socketserver
 import sys
+import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
 _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-connection"}
 _ORG_OVERVIEW = re.compile(r"^/api/organizations/(?P<org>[A-Za-z0-9][A-Za-z0-9._-]*)/overview/?$")
 _CHUNK = 1 << 16
+IN_FLIGHT = "/_testkit/in-flight"
 
 
 _FULL_REF = re.compile(r"/refs(?:%2F|/)(?:heads|tags)(?:%2F|/)", re.IGNORECASE)
@@ -61,11 +69,22 @@ class Front(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, port: int, upstreams: dict[str, str], trusted: set[str]) -> None:
+    def __init__(self, port: int, upstreams: dict[str, str], trusted: set[str], latency: float = 0.0) -> None:
         super().__init__(("127.0.0.1", port), Handler)
         self.upstreams = {kind: urlsplit(url) for kind, url in upstreams.items()}
         self.trusted = trusted
+        self.latency = latency
         self.public = f"http://127.0.0.1:{port}"
+        self.counting = threading.Lock()
+        self.in_flight = {"requests": 0, "files": 0}  # being answered now
+        self.most_in_flight = {"requests": 0, "files": 0}  # at once, at most, since /_testkit/in-flight was asked
+
+    def count(self, path: str, change: int) -> None:
+        kinds = ("requests", "files") if "/resolve/" in path else ("requests",)
+        with self.counting:
+            for kind in kinds:
+                self.in_flight[kind] += change
+                self.most_in_flight[kind] = max(self.most_in_flight[kind], self.in_flight[kind])
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -76,24 +95,37 @@ class Handler(BaseHTTPRequestHandler):
         sys.stderr.write(f"front: {self.command} {self.path} -> {format % args}\n")
 
     def do_GET(self) -> None:
-        self._forward()
+        self._answer()
 
     def do_HEAD(self) -> None:
-        self._forward()
+        self._answer()
 
     def do_POST(self) -> None:
-        self._forward()
+        self._answer()
 
     def do_PUT(self) -> None:
-        self._forward()
+        self._answer()
 
     def do_DELETE(self) -> None:
-        self._forward()
+        self._answer()
+
+    def _answer(self) -> None:
+        path = self.path.split("?", 1)[0]
+        if path == IN_FLIGHT and self.command == "GET":
+            with self.server.counting:  # and counting starts again from what is in flight now
+                most, self.server.most_in_flight = self.server.most_in_flight, dict(self.server.in_flight)
+            return self._json(most)
+        self.server.count(path, +1)
+        try:
+            time.sleep(self.server.latency)
+            organization = _ORG_OVERVIEW.match(path)
+            if organization and self.command == "GET":
+                return self._organization(organization["org"])
+            self._forward()
+        finally:
+            self.server.count(path, -1)
 
     def _forward(self) -> None:
-        organization = _ORG_OVERVIEW.match(self.path.split("?", 1)[0])
-        if organization and self.command == "GET":
-            return self._organization(organization["org"])
         kind, path = route(self.path)
         upstream = self.server.upstreams[kind]
         length = int(self.headers.get("Content-Length") or 0)
@@ -128,11 +160,14 @@ class Handler(BaseHTTPRequestHandler):
             connection.close()
 
     def _organization(self, org: str) -> None:
-        body = json.dumps({
+        self._json({
             "name": org, "fullname": org, "avatarUrl": "", "isVerified": False, "isFollowing": False,
             "numUsers": 0, "numModels": 0, "numSpaces": 0, "numDatasets": 0, "numFollowers": 0, "numPapers": 0,
             "trustedKernelPublisher": org in self.server.trusted,
-        }).encode()
+        })
+
+    def _json(self, document: dict) -> None:
+        body = json.dumps(document).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -146,9 +181,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", required=True, help="olah serving model/dataset/space repositories")
     parser.add_argument("--kernels", required=True, help="olah serving the kernel repositories (as models)")
     parser.add_argument("--trusted-publisher", action="append", default=[], metavar="ORG")
+    parser.add_argument("--latency", type=float, default=0.0, metavar="SECONDS",
+                        help="delay every answer by this much (a network's round trip)")
     args = parser.parse_args(argv)
     socketserver.TCPServer.allow_reuse_address = True
-    with Front(args.port, {"model": args.models, "kernel": args.kernels}, set(args.trusted_publisher)) as front:
+    with Front(args.port, {"model": args.models, "kernel": args.kernels}, set(args.trusted_publisher),
+               args.latency) as front:
         front.serve_forever()
     return 0
 
