@@ -246,8 +246,10 @@ LOCK_MODES = """how --locked and --frozen compare:
 def cmd_sync(ctx: Context) -> int:
     # The steps of kernelpin.syncing.sync, one by one: the re-lock's changes are shown before anything is installed.
     args = ctx.args
+    checker = functools.cache(functools.partial(locking.release_checker, ctx.project, ctx.source))  # made once
     fresh = locking.lock_for_sync(ctx.project, ctx.source, locked=args.locked, frozen=args.frozen,
-                                  note=ctx.note, warn=ctx.warn, accepted_signers=_accepted_signers(args.accept_signer))
+                                  note=ctx.note, warn=ctx.warn, accepted_signers=_accepted_signers(args.accept_signer),
+                                  checker=checker)
     _report_changes(ctx, fresh.changes, ctx.progress)
     locked = fresh.lock
     env = None if args.all_variants else environment.current(vars(args))
@@ -262,8 +264,7 @@ def cmd_sync(ctx: Context) -> int:
         return _sync_dry_run(ctx, locked, installer, env)
     if env is not None:
         ctx.note(f"selecting variants for {env.describe()}")
-    results = syncing.install_lock(locked, installer, env, all_variants=args.all_variants,
-                                   checker=locking.release_checker(ctx.project, ctx.source))
+    results = syncing.install_lock(locked, installer, env, all_variants=args.all_variants, checker=checker())
     for result in results:
         for path in result.downloaded:
             ctx.note(f"{result.repo_id}: downloaded and verified {path}")

@@ -91,9 +91,11 @@ def lock(project: Project, source: HubSource, *, upgrade: Collection[str] = (), 
 
 def lock_for_sync(project: Project, source: HubSource, *, locked: bool = False, frozen: bool = False,
                   note: Report = _ignore, warn: Report = _ignore,
-                  accepted_signers: Mapping[str, Collection[str]] | None = None) -> Locked:
+                  accepted_signers: Mapping[str, Collection[str]] | None = None,
+                  checker: Callable[[], ReleaseChecker] | None = None) -> Locked:
     """The lock `sync` installs: as it is with `frozen`; re-locked when stale, unless `locked` forbids it (the
-    re-lock keeps each kernel's signer unless `accepted_signers` names the new one, as `lock`)."""
+    re-lock keeps each kernel's signer unless `accepted_signers` names the new one, as `lock`). `checker` gives
+    the project's release_checker where the caller verifies what it installs with the same one."""
     existing = lockfile.read(project.lockfile)
     if frozen:
         if existing is None:
@@ -109,8 +111,8 @@ def lock_for_sync(project: Project, source: HubSource, *, locked: bool = False, 
             + "\n  ".join(reasons) + "\nRun `kernelpin lock` and commit the result."
         )
     with project.edit_lock():
-        return _relock(project, source, set(), False, False, note, warn, release_checker(project, source),
-                       accepted_signers)
+        return _relock(project, source, set(), False, False, note, warn,
+                       checker() if checker else release_checker(project, source), accepted_signers)
 
 
 def add(project: Project, source: HubSource, requirements: Mapping[str, str | None], *, dry_run: bool = False,
