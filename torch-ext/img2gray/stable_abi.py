@@ -67,12 +67,17 @@ def _define_namespace(namespace: str, kind: str, register_fakes: Callable[[str, 
     return library
 
 
+def _schema_defaults(schema) -> tuple[int, list[float]]:
+    """The op's defaults of `dim` and `weights`, which the dispatcher leaves out of the calls that equal them."""
+    return tuple(argument.default_value for argument in schema.arguments[1:3])
+
+
 def _batched(op) -> Callable:
     """The vmap rule of the overloads that record no graph. The Python entry points send functorch's wrappers
     there too: under vmap a wrapper of a tensor that requires grad reads requires_grad=False, and the batching
     fallback would call `no_grad` on the tensor below it, recording nothing (x.grad stayed None). The rule calls
     the op's own path on the tensor below the wrapper, whose own requires_grad routes it (one call for the batch)."""
-    default_dim = op._schema.arguments[1].default_value
+    default_dim, _ = _schema_defaults(op._schema)
 
     def rule(info, in_dims, x, dim=default_dim, *weights):  # the dispatcher leaves out arguments equal to defaults
         x = x.movedim(in_dims[0], 0)
@@ -95,7 +100,7 @@ def _differentiable_kernel(gradient: Callable, schema) -> Callable:
     gradient's autograd.Function (_gradient). Under functorch's gradient transforms it refuses with a message
     (torch's own refusal, raised below the router, would reach the caller without its text). vmap's rule
     (_batched) calls below its level, where no transform is active."""
-    default_dim, default_weights = (argument.default_value for argument in schema.arguments[1:3])
+    default_dim, default_weights = _schema_defaults(schema)
     transforms_active = torch._C._are_functorch_transforms_active
 
     # The dispatcher leaves out the arguments that equal the schema's defaults.
@@ -124,7 +129,7 @@ def _gradient(call_no_grad: Callable, call_default_weights: Callable, schema) ->
     setup_context, unwrapping functorch's dead wrappers) is skipped: the caller leaves functorch's transforms to the
     op's own path."""
 
-    default_dim, default_weights = (argument.default_value for argument in schema.arguments[1:3])
+    default_dim, default_weights = _schema_defaults(schema)
     inherited = torch.autograd.function._SingleLevelFunction.__dict__
 
     class Img2grayFunction(torch.autograd.Function):
@@ -149,7 +154,7 @@ def _gradient(call_no_grad: Callable, call_default_weights: Callable, schema) ->
 
 def _with_keywords(gradient: Callable, schema) -> Callable:
     """`gradient` taking `dim` and `weights` by keyword too (apply takes positional arguments only)."""
-    default_dim, default_weights = (argument.default_value for argument in schema.arguments[1:3])
+    default_dim, default_weights = _schema_defaults(schema)
 
     def call(x, *arguments, **keywords):
         if keywords:
