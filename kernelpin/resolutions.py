@@ -108,8 +108,9 @@ class Resolutions:
     def remember(self, kernel: LockedKernel, variants: tuple[str, ...], requirement: Requirement,
                  publisher_trusted: bool = False) -> Path:
         """Keep `kernel` (and the variant names at its commit, and whether the Hub's mark on the publisher let it
-        through) for `requirement`; the variants remembered for the same commit are kept beside the new one. Written through kernelpin.confined, as the cache is: a
-        link at the record's name or on the way below the state directory is never written through."""
+        through) for `requirement`; the variants remembered for the same commit are kept beside the new one.
+        Written through kernelpin.confined, as the cache is: a link at the record's name or on the way below the
+        state directory is never written through."""
         self.root.mkdir(mode=0o700, parents=True, exist_ok=True)  # trusted as given, as the cache's root is
         self._check(*(level for level in (self.root, self.root / _RESOLVED) if os.path.lexists(level)))
         path = self.path(requirement)

@@ -207,10 +207,10 @@ class Store:
     def _download(self, kernel: LockedKernel, directory: Path, locked: LockedFile, prefix: str,
                   content: bytes | None = None) -> None:
         """Stream one file (or take its `content`, already in memory) into a temporary file, hash it on the
-        way, and move it into place when it matches the lock; otherwise delete it. In the Hub cache the bytes become blobs/<sha256> and the snapshot entry
-        a relative link to it; where links are off (HF_HUB_DISABLE_SYMLINKS=1) or refused (Windows without
-        developer mode, file systems without links) the snapshot entry is the file itself, as huggingface_hub
-        keeps it there."""
+        way, and move it into place when it matches the lock; otherwise delete it. In the Hub cache the bytes
+        become blobs/<sha256> and the snapshot entry a relative link to it; where links are off
+        (HF_HUB_DISABLE_SYMLINKS=1) or refused (Windows without developer mode, file systems without links) the
+        snapshot entry is the file itself, as huggingface_hub keeps it there."""
         destination = directory / locked.path
         what = f"{kernel.label}: {prefix}{locked.path}"
         if self.target is None and self.source.settings.symlinks:
