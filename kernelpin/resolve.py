@@ -383,7 +383,6 @@ def fetch_one(source: HubSource, requirement: Requirement, note: Callable[[str],
     return Fetched(requirement, located, pinner)
 
 
-
 def resolve(
     source: HubSource,
     requirements: list[Requirement],
