@@ -39,6 +39,9 @@ from kernelpin.trust import Policy, SignatureError, Signer
 WORKER = "KERNELPIN_SIGNATURE_WORKER"
 _MODULE = "kernelpin.signature_worker"
 _STOP_SECONDS = 5.0  # how long a worker whose input ended may take to exit before it is killed
+# How long a job may wait for its answer (the first one waits for sigstore's import, about 0.4 s): a worker
+# silent for this long (stopped, or starved) is given up, and every later job verified in-process.
+_ANSWER_SECONDS = 60.0
 
 
 def wanted(environ: Mapping[str, str] = os.environ) -> bool:
@@ -174,7 +177,11 @@ class SignatureWorker:
             self._send((job, repo_id, variant, metadata, bundle))
         except WorkerGone:
             pass  # the future fails with it
-        return _outcome(repo_id, variant, answer.result())
+        try:
+            return _outcome(repo_id, variant, answer.result(_ANSWER_SECONDS))
+        except TimeoutError:
+            self._waiting.fail_all()
+            raise WorkerGone(f"no answer from the signature worker within {_ANSWER_SECONDS:g} s") from None
 
     def close(self) -> None:
         self._stopping()
