@@ -25,9 +25,8 @@ from testkit.sigstore_root import Identity, SigstoreRoot
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads child processes from /proc")
 
-ACME = Identity(repository="acme/kernels", workflow=".github/workflows/release.yaml", ref="refs/tags/v1.0.0",
-                commit="a" * 40)
-HIJACKER = Identity(repository="hijacker/kernels", workflow=".github/workflows/x.yaml", commit="c" * 40)
+ACME = Identity(repository="acme/kernels", ref="refs/tags/v1.0.0", commit="a" * 40)  # the test kit's workflow
+HIJACKER = Identity(repository="hijacker/kernels", commit="c" * 40)
 TRUST = '[tool.kernelpin.trust.publishers.acme]\nsigners = [{ repository = "acme/kernels" }]\n'
 METADATA = f"build/{CPU_213}/metadata.json"
 BUNDLE = METADATA + ".sigstore"
