@@ -151,13 +151,15 @@ class SignatureWorker:
         try:
             # Started in the directory kernelpin is imported from, which `-m` puts first on the child's path: the
             # child runs this same kernelpin, and nothing in the project's directory shadows a module it imports.
+            # It then works in this process's directory, so that paths (a relative trusted-root) read the same.
+            here = os.getcwd()
             process = subprocess.Popen([sys.executable, "-m", _MODULE], stdin=subprocess.PIPE,
                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                        cwd=Path(__file__).resolve().parents[1])
         except (OSError, ValueError, subprocess.SubprocessError) as error:
             raise WorkerGone(f"cannot start the signature worker ({error})") from None
         worker = cls(process)
-        worker._send((policy, project_root.resolve()))
+        worker._send((policy, project_root, here))
         return worker
 
     def _send(self, message: object) -> None:
@@ -243,7 +245,8 @@ def main() -> None:
     answers = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)  # whatever a library prints goes to stderr, never into the answers
     jobs = sys.stdin.buffer
-    policy, project_root = pickle.load(jobs)
+    policy, project_root, directory = pickle.load(jobs)
+    os.chdir(directory)
     made: object
     try:
         made = verifier(policy, project_root)

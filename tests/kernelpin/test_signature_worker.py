@@ -100,23 +100,27 @@ def releases(sigstore) -> dict[str, tuple[bytes, bytes]]:
 def test_the_worker_answers_each_release_as_the_in_process_check(sigstore, tmp_path, monkeypatch) -> None:
     policy = parse_policy({"tool": {"kernelpin": {"trust": {"trusted-root": str(sigstore[1]), "publishers": {
         "acme": {"signers": [{"repository": "acme/kernels"}]}}}}}})
-    broken = tmp_path / "broken.json"
-    broken.write_text('{"mediaType": "not a trusted root"}')
-    broken_policy = parse_policy({"tool": {"kernelpin": {"trust": {"trusted-root": str(broken)}}}})
+    # A trusted-root relative to a project root relative to the working directory: the worker reads the same one.
+    monkeypatch.chdir(tmp_path)
+    root = Path("app")
+    (root / "sigstore").mkdir(parents=True)
+    (root / "sigstore" / "broken.json").write_text('{"mediaType": "not a trusted root"}')
+    broken_policy = parse_policy({"tool": {"kernelpin": {"trust": {"trusted-root": "sigstore/broken.json"}}}})
     cases = releases(sigstore)
-    expected = {(name, which): outcome(lambda: ReleaseChecker(use, tmp_path).check("acme/x", CPU_213, *cases[name]))
+    expected = {(name, which): outcome(lambda: ReleaseChecker(use, root).check("acme/x", CPU_213, *cases[name]))
                 for name in cases for which, use in (("policy", policy), ("broken root", broken_policy))}
     assert not isinstance(expected["signed", "policy"], tuple)  # a LockedSignature
     assert sum(what[0] is signature.TrustRootError for what in expected.values() if isinstance(what, tuple)) == 8
     # In the worker's checkers, verifying in this process is an error: each answer is the worker's.
     monkeypatch.setattr(signature, "verify_bundle", lambda *args: pytest.fail("verified in-process"))
     for which, use in (("policy", policy), ("broken root", broken_policy)):
-        with ReleaseChecker(use, tmp_path, worker=True) as checker:
+        with ReleaseChecker(use, root, worker=True) as checker:
             checker.warm_up()
             assert len(workers()) == 1
             for name, release in cases.items():
                 assert outcome(lambda: checker.check("acme/x", CPU_213, *release)) == expected[name, which], name
         assert not workers()
+    assert "app/sigstore/broken.json (trusted-root in [tool.kernelpin.trust])" in expected["signed", "broken root"][1]
     messages = {name: what[1] for (name, which), what in expected.items() if which == "policy" and name != "signed"}
     assert all(message.startswith(f"acme/x {CPU_213}: ") and "\n" not in message for message in messages.values())
 
@@ -196,7 +200,7 @@ def test_an_answer_that_is_not_one_leaves_it_to_the_command(sigstore, tmp_path) 
                                   f"pickle.load(sys.stdin.buffer); print({says!r}, flush=True)"],
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         worker = SignatureWorker(child)
-        worker._send((policy, tmp_path))
+        worker._send((policy, tmp_path, str(tmp_path)))
         with pytest.raises(WorkerGone):
             worker.verify("acme/x", CPU_213, *good)
         checker = ReleaseChecker(policy, tmp_path, worker=True)
