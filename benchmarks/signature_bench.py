@@ -9,6 +9,8 @@ signed kernels vs unsigned ones, on the test Hub (olah) with the test kit's Sigs
 - the same as commands in fresh processes (`python -m kernelpin lock`): start-up and sigstore's import included;
   one unrecorded run of each first, so both sets start with the same warm Hub cache (the metadata.json and bundle
   blobs an earlier lock kept) and warm test-Hub repositories;
+- the same commands with KERNELPIN_SIGNATURE_WORKER=0 (`lock_command_no_worker`): the verifications in the
+  command's own process instead of the signature worker beside it;
 - a first lock, as a command with an empty Hub cache each run: every metadata.json and bundle downloaded, so a
   signed release costs 5 requests more per kernel (100 in all) than an unsigned one besides the verification;
 - the same first lock with every answer of the test Hub 50 ms late (its front sleeps in each request's thread,
@@ -19,7 +21,7 @@ signed kernels vs unsigned ones, on the test Hub (olah) with the test kit's Sigs
   lock's recorded signer against the policy: no cryptography; the bundle is one more locked file to re-hash).
 Every variant is shaped like img2gray's CPU build (the files and sizes of `build/dev`, a 372 KB library).
 
-Each command row also records the medians of the command's CPU time, the test Hub's CPU time and the requests
+Each command row also records the medians of the command's CPU time (its signature worker's included), the test Hub's CPU time and the requests
 it answered: on this 2-core machine the test Hub (olah, some 10-20 ms of CPU per request) shares the cores with
 the command, so a row can be bound by the test Hub's CPU rather than by kernelpin's.
 
@@ -175,6 +177,7 @@ def main() -> None:
     command(signed_app)  # warm-up of both sets alike
     command(unsigned_app)
     commands("lock_command", lambda: cache)
+    commands("lock_command_no_worker", lambda: cache, {"KERNELPIN_SIGNATURE_WORKER": "0"})
     commands("lock_first", empty_cache)
 
     # load(): both sets synced, then loaded in fresh import states, rounds alternating.

@@ -22,6 +22,7 @@ from kernelpin.signature_worker import WORKER, SignatureWorker, WorkerGone, want
 from kernelpin.trust import parse_policy
 from testkit.fake_kernel import CPU_213, VARIANTS, kernel_files
 from testkit.sigstore_root import Identity, SigstoreRoot
+from tests.kernelpin.helpers import fresh_interpreter
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads child processes from /proc")
 
@@ -232,3 +233,17 @@ def test_the_knob(monkeypatch, new_repo, project, sigstore, cli, started) -> Non
     (root / "kernelpin.lock").unlink()
     status, _, err = cli("lock")
     assert status == 1 and f"{WORKER}='maybe' is neither 1" in err
+
+
+def test_a_signed_lock_leaves_sigstore_to_the_worker(new_repo, project, sigstore, monkeypatch) -> None:
+    """The point of the worker: the command's own process never imports sigstore (about 0.35 s of CPU on the
+    core its GIL holds it to), in a fresh interpreter as a command runs; with KERNELPIN_SIGNATURE_WORKER=0 it does."""
+    root = signed_app(new_repo, project, sigstore)
+    for mode, imports in (("1", False), ("0", True)):
+        monkeypatch.setenv(WORKER, mode)
+        (root / "kernelpin.lock").unlink(missing_ok=True)
+        output, modules = fresh_interpreter("from kernelpin.cli import main\nprint('STATUS', main(['lock']))")
+        assert "STATUS 0" in output, output
+        assert ("sigstore" in modules) is imports, mode
+        locked = lockfile.read(root / "kernelpin.lock").kernels[0]
+        assert all(variant.signature.signer.source_commit == "a" * 40 for variant in locked.variants)
