@@ -33,10 +33,10 @@ from kernelpin.trust import LockedSignature, Policy, SignatureError, Signer
 
 if TYPE_CHECKING:
     from cryptography.x509 import Certificate
-
-    from kernelpin.signature_worker import SignatureWorker
     from sigstore.models import TrustedRoot
     from sigstore.verify import Verifier
+
+    from kernelpin.signature_worker import SignatureWorker
 
 MAX_BUNDLE_BYTES = 1 << 20  # a real bundle is about 5 KB: a certificate, a signature, one log entry
 

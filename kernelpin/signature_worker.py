@@ -30,11 +30,14 @@ import weakref
 from collections.abc import Mapping
 from concurrent.futures import Future
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from kernelpin.errors import KernelpinError
 from kernelpin.signature import TrustRootError, Verified, verifier, verify_bundle
 from kernelpin.trust import Policy, SignatureError, Signer
+
+if TYPE_CHECKING:
+    from sigstore.verify import Verifier
 
 WORKER = "KERNELPIN_SIGNATURE_WORKER"
 _MODULE = "kernelpin.signature_worker"
@@ -189,10 +192,14 @@ class SignatureWorker:
         self._stopping()
 
 
-def _text(value: object, optional: bool = False) -> str | None:
-    if isinstance(value, str) or optional and value is None:
+def _text(value: object) -> str:
+    if isinstance(value, str):
         return value
     raise WorkerGone("an answer that is not one")
+
+
+def _optional_text(value: object) -> str | None:
+    return None if value is None else _text(value)
 
 
 def _number(value: object) -> int:
@@ -208,27 +215,26 @@ def _outcome(repo_id: str, variant: str, answer: dict[str, Any]) -> Verified:
         if not isinstance(signer, dict):
             raise WorkerGone("an answer that is not one")
         return Verified(
-            Signer(_text(signer.get("issuer")), _text(signer.get("identity")),  # type: ignore[arg-type]
-                   *(_text(signer.get(key), optional=True) for key in ("source_repository", "source_commit",
-                                                                       "source_ref"))),
-            _text(fields.get("bundle_sha256")), _number(fields.get("log_index")),  # type: ignore[arg-type]
-            _text(fields.get("log_id")), _number(fields.get("integrated_time")))  # type: ignore[arg-type]
+            Signer(_text(signer.get("issuer")), _text(signer.get("identity")),
+                   *(_optional_text(signer.get(key)) for key in ("source_repository", "source_commit", "source_ref"))),
+            _text(fields.get("bundle_sha256")), _number(fields.get("log_index")), _text(fields.get("log_id")),
+            _number(fields.get("integrated_time")))
     if isinstance(refused := answer.get("refused"), dict):
-        raise SignatureError(repo_id, variant, _text(refused.get("cause")),  # type: ignore[arg-type]
-                             _text(refused.get("fix")))  # type: ignore[arg-type]
+        raise SignatureError(repo_id, variant, _text(refused.get("cause")), _text(refused.get("fix")))
     if "trust_root" in answer:
         raise TrustRootError(_text(answer["trust_root"]))
     raise WorkerGone("an answer that is not one")  # "unexpected": the in-process call raises what it was
 
 
-def _answer(made: object, policy: Policy, repo_id: str, variant: str, metadata: bytes, bundle: bytes) -> dict:
+def _answer(made: Verifier | TrustRootError | None, policy: Policy, repo_id: str, variant: str, metadata: bytes,
+            bundle: bytes) -> dict[str, Any]:
     """The child's answer to one job, as data."""
     if isinstance(made, TrustRootError):  # in-process, making the verifier fails before the bundle is read
         return {"trust_root": str(made)}
     if made is None:
         return {"unexpected": "no verifier"}
     try:
-        verified = verify_bundle(repo_id, variant, metadata, bundle, policy, made)  # type: ignore[arg-type]
+        verified = verify_bundle(repo_id, variant, metadata, bundle, policy, made)
     except SignatureError as error:
         return {"refused": {"cause": error.cause, "fix": error.fix}}
     except Exception as error:  # the parent verifies in-process, which raises it there
@@ -247,7 +253,7 @@ def main() -> None:
     jobs = sys.stdin.buffer
     policy, project_root, directory = pickle.load(jobs)
     os.chdir(directory)
-    made: object
+    made: Verifier | TrustRootError | None
     try:
         made = verifier(policy, project_root)
     except TrustRootError as error:
