@@ -38,6 +38,10 @@ using DoubleArray = torch::headeronly::HeaderOnlyArrayRef<double>;
 constexpr const char* kOutRecordsNoGraph =
     "img2gray.out(): functions with out=... arguments don't support automatic differentiation, but one of the "
     "arguments requires grad; call img2gray without out= (or under torch.no_grad())";
+// torch's own out= ops refuse a tangent in the same words (mul_out under torch.autograd.forward_ad).
+constexpr const char* kOutCarriesNoTangent =
+    "Trying to use forward AD with img2gray.out that does not support it because it is an out= function; call "
+    "img2gray without out=";
 
 // What the checks read of a tensor.
 struct TensorView {
