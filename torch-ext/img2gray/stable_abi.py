@@ -81,13 +81,17 @@ def _batched(op) -> Callable:
     default_dim, _ = _schema_defaults(op._schema)
 
     def rule(info, in_dims, x, dim=default_dim, *weights):  # the dispatcher leaves out arguments equal to defaults
-        x = x.movedim(in_dims[0], 0)
-        rank = x.dim() - 1  # the rank each batch element has
-        # A dim in range counts from the front past the batch dim; one out of range stays out of range.
-        batched_dim = dim + 1 if dim >= 0 else dim if dim >= -rank else dim - 1
-        return op(x, batched_dim, *weights), 0
+        return op(*_batch_first(in_dims[0], x, dim), *weights), 0
 
     return rule
+
+
+def _batch_first(in_dim: int, x: torch.Tensor, dim: int) -> tuple[torch.Tensor, int]:
+    """`x` with its batch dim `in_dim` first, and the channel dim `dim` of each batch element as a dim of that."""
+    x = x.movedim(in_dim, 0)
+    rank = x.dim() - 1  # the rank each batch element has
+    # A dim in range counts from the front past the batch dim; one out of range stays out of range.
+    return x, dim + 1 if dim >= 0 else dim if dim >= -rank else dim - 1
 
 
 FUNCTORCH_GRADIENT_UNSUPPORTED = (
@@ -161,9 +165,8 @@ def _gradient(call_no_grad: Callable, call_default_weights: Callable, call_op: C
 
     class Img2grayTransformsFunction(Img2grayFunction):
         """The same Function in the form functorch's transforms take (torch.func.jvp, and vmap around it): forward
-        without ctx, setup_context, a generated vmap rule (forward's calls have one)."""
-
-        generate_vmap_rule = True
+        without ctx, setup_context, and a vmap rule of its own, which applies the Function again on the batch (a
+        generated rule would run forward under vmap, whose overloads' rule (_batched) cannot enter it there)."""
 
         @staticmethod
         def forward(x, *arguments):
@@ -172,6 +175,10 @@ def _gradient(call_no_grad: Callable, call_default_weights: Callable, call_op: C
         @staticmethod
         def setup_context(ctx, inputs, output):
             ctx.arguments = inputs[1:]
+
+        @staticmethod
+        def vmap(info, in_dims, x, dim=default_dim, *weights):
+            return Img2grayTransformsFunction.apply(*_batch_first(in_dims[0], x, dim), *weights), 0
 
     for name in _APPLY_LOOKS_UP:
         if name in inherited:
