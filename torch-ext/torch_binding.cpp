@@ -151,6 +151,12 @@ void img2gray_out_autograd(const at::Tensor& input, int64_t dim, at::ArrayRef<do
   op.call(input, dim, weights, out);
 }
 
+// The out= overload under torch.func.vmap (both namespaces): torch's batching fallback refused it too, but without
+// the way out, and named the op below the public name.
+void img2gray_out_batched(const at::Tensor&, int64_t, at::ArrayRef<double>, at::Tensor&) {
+  TORCH_CHECK(false, kOutUnderVmap);
+}
+
 // `torch.ops.img2gray.img2gray` is the documented entry point. Each build registers under its own namespace
 // so that several can be loaded in one process; the first one loaded also defines the public name, which
 // forwards to its own op through the dispatcher (call_op, public_img2gray_out; CompositeImplicitAutograd: autograd
@@ -173,6 +179,7 @@ bool define_public_alias() {
   library->def(IMG2GRAY_OUT_SCHEMA, tags);
   library->impl("img2gray", torch::dispatch(c10::DispatchKey::CompositeImplicitAutograd, &call_op));
   library->impl("img2gray.out", torch::dispatch(c10::DispatchKey::CompositeImplicitAutograd, &public_img2gray_out));
+  library->impl("img2gray.out", torch::dispatch(c10::DispatchKey::FuncTorchBatched, &img2gray_out_batched));
   return true;
 }
 
@@ -191,6 +198,10 @@ static const bool img2gray_public_alias_defined = img2gray::define_public_alias(
 TORCH_LIBRARY_IMPL_EXPAND(TORCH_EXTENSION_NAME, Autograd, m) {
   m.impl("img2gray", &img2gray::img2gray_autograd);
   m.impl("img2gray.out", &img2gray::img2gray_out_autograd);
+}
+
+TORCH_LIBRARY_IMPL_EXPAND(TORCH_EXTENSION_NAME, FuncTorchBatched, m) {
+  m.impl("img2gray.out", &img2gray::img2gray_out_batched);
 }
 
 TORCH_LIBRARY_IMPL_EXPAND(TORCH_EXTENSION_NAME, CPU, m) {

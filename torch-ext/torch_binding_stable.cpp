@@ -319,6 +319,15 @@ void route_out(StableIValue* stack, uint64_t, uint64_t) {  // input, dim, weight
   call_op(routed_op().c_str(), "no_grad_out", stack);
 }
 
+// The out= overloads under torch.func.vmap: torch's batching fallback refused them too, but without the way out, and
+// named `no_grad_out`, which the caller never called.
+void refuse_out_under_vmap(StableIValue* stack, uint64_t, uint64_t) {  // input, dim, weights, out
+  const OwnedTensor input(boxed::to<AtenTensorHandle>(stack[0]));
+  const OwnedList weights(boxed::to<StableListHandle>(stack[2]));
+  const OwnedTensor out(boxed::to<AtenTensorHandle>(stack[3]));
+  StableFailure::error(kOutUnderVmap);
+}
+
 }  // namespace
 }  // namespace img2gray
 
@@ -329,8 +338,8 @@ extern "C" __attribute__((visibility("default"))) void img2gray_leave_error_text
 }
 
 // Registers this library's kernels for the ops of `ns`, whose schemas Python has defined: CPU (and CUDA) kernels
-// for `img2gray` and `img2gray.out` and the routers as their Autograd kernels; with `build_namespace` also the
-// overloads the routers call (`no_grad`, `no_grad_out`, `differentiable`), which must be registered first, and
+// for `img2gray` and `img2gray.out`, the routers as their Autograd kernels and vmap's refusal of the out=
+// overloads; with `build_namespace` also the overloads the routers call (`no_grad`, `no_grad_out`, `differentiable`), which must be registered first, and
 // `no_grad_default_weights` (Python's calls that give no weights).
 // Returns 0, or 1 when torch refused (Python then says so). The library objects must outlive the process's use
 // of the op (their destructors would deregister the kernels), so they are never freed.
@@ -358,6 +367,9 @@ extern "C" __attribute__((visibility("default"))) int img2gray_register_kernels(
     StableLibrary* autograd = library_for("Autograd");
     autograd->impl("img2gray", &img2gray::route_functional);
     autograd->impl("img2gray.out", &img2gray::route_out);
+    StableLibrary* batched = library_for("FuncTorchBatched");
+    batched->impl("img2gray.out", &img2gray::refuse_out_under_vmap);
+    if (build_namespace) batched->impl("img2gray.no_grad_out", &img2gray::refuse_out_under_vmap);
   } catch (const std::exception&) {  // an exception must not cross the C boundary into ctypes
     return 1;
   }
