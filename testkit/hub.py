@@ -12,6 +12,7 @@ Repositories can be changed while the server runs: olah reads the git repositori
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -212,6 +213,16 @@ class HubServer:
         since the last call (the first: since the start)."""
         with urllib.request.urlopen(self.endpoint + IN_FLIGHT, timeout=10) as answer:
             return json.loads(answer.read())
+
+    def cpu_seconds(self) -> float:
+        """The CPU time the test Hub's processes (the front, both olahs, and their children that ended: git)
+        have used since they started, from /proc (Linux): what the server side of a benchmark costs."""
+        ticks = 0
+        for process in self._processes:
+            with contextlib.suppress(OSError):
+                fields = Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+                ticks += sum(int(value) for value in fields[11:15])  # utime, stime, cutime, cstime
+        return ticks / os.sysconf("SC_CLK_TCK")
 
     def stop(self) -> None:
         """Kill the servers at once (as a crash or a network cut would), keeping the ports for a restart."""
