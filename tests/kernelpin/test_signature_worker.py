@@ -124,6 +124,11 @@ def test_the_worker_answers_each_release_as_the_in_process_check(sigstore, tmp_p
     assert "app/sigstore/broken.json (trusted-root in [tool.kernelpin.trust])" in expected["signed", "broken root"][1]
     messages = {name: what[1] for (name, which), what in expected.items() if which == "policy" and name != "signed"}
     assert all(message.startswith(f"acme/x {CPU_213}: ") and "\n" not in message for message in messages.values())
+    says = {"tampered metadata": "signs other bytes", "another variant's bundle": "signs other bytes",
+            "wrong identity": "signed by https://github.com/hijacker/kernels", "another CA": "issued by another CA",
+            "malformed": "is not a Sigstore bundle", "not a bundle": "is not a Sigstore bundle",
+            "oversized": "a Sigstore bundle may be"}
+    assert all(says[name] in message for name, message in messages.items()), messages
 
 
 def signed_app(new_repo, project, sigstore, last: Identity = ACME) -> Path:
