@@ -40,6 +40,7 @@ from kernelpin.errors import KernelpinError
 from kernelpin.limits import MAX_RESPONSE_BYTES, LimitExceeded
 from kernelpin.throttle import wait_before_retry
 
+READ_BYTES = 1 << 20  # the most a connection reads at once
 EXPECT_SIZE = "kernelpin_expect_size"  # request extension: the body must be exactly this long (bytes)
 
 
@@ -133,7 +134,11 @@ class _DeadlineStream(httpcore2.NetworkStream):
         self.inner = inner
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return self.inner.read(max_bytes, _time_left(timeout, httpcore2.ReadTimeout))
+        # Up to READ_BYTES at once where httpcore asks for 64 KiB: a big file then costs a sixteenth of the
+        # trips through httpcore, h11 and httpx (about 1.2 ms of CPU per MB of 3 with hashing and writing, on a
+        # fast server). What a read takes beyond a response stays in h11's buffer for the next one (and for a
+        # tunnel, is handed to it as leading data), as with any read.
+        return self.inner.read(max(max_bytes, READ_BYTES), _time_left(timeout, httpcore2.ReadTimeout))
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
         self.inner.write(buffer, _time_left(timeout, httpcore2.WriteTimeout))
