@@ -145,6 +145,7 @@ class HubServer:
         self.port: int | None = None
         self._olah_ports: dict[str, int] = {}
         self._processes: list[subprocess.Popen] = []
+        self._named: dict[str, subprocess.Popen] = {}
 
     @property
     def endpoint(self) -> str:
@@ -165,6 +166,7 @@ class HubServer:
             # cwd: olah writes ./logs; its own process group so stop() ends it and its children only.
             self._processes.append(subprocess.Popen(
                 command, cwd=workdir, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+        self._named[name] = self._processes[-1]
 
     def _olah(self, name: str, mirrors: Path, port: int) -> None:
         config = self.root / f"{name}.toml"
@@ -212,6 +214,19 @@ class HubServer:
         since the last call (the first: since the start)."""
         with urllib.request.urlopen(self.endpoint + IN_FLIGHT, timeout=10) as answer:
             return json.loads(answer.read())
+
+    def cpu_seconds(self) -> dict[str, float]:
+        """The CPU time (user and system) each server process has used so far: "olah" (model repositories),
+        "olah-kernels", "front". Linux only (read from /proc); {} elsewhere."""
+        used = {}
+        for name, process in self._named.items():
+            try:
+                with open(f"/proc/{process.pid}/stat") as stat:
+                    fields = stat.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            used[name] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+        return used
 
     def stop(self) -> None:
         """Kill the servers at once (as a crash or a network cut would), keeping the ports for a restart."""
