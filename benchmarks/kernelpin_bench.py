@@ -537,10 +537,11 @@ def bulk(args: argparse.Namespace) -> None:
         code, arguments = commands[tool]
         env = {**envs[tool], **({"HF_HUB_OFFLINE": "1"} if state == "offline" else {})}
         # `kernels download` cannot work offline: it asks the Hub for every variant's listing.
-        served = server.cpu_seconds()
+        served = server.cpu_seconds_by_process()
         run = timed_run(code, arguments, env, project, may_fail=state == "offline")
         if state == "cold":  # where a cold sync's CPU goes: the client's process and each server process
-            run["server_cpu"] = {name: used - served.get(name, 0.0) for name, used in server.cpu_seconds().items()}
+            run["server_cpu"] = {name: used - served.get(name, 0.0)
+                                 for name, used in server.cpu_seconds_by_process().items()}
         runs[f"sync_{state}_{tool}"].append(run)
 
     for _ in range(args.bulk_cold_repeats):  # alternating, each from an empty cache

@@ -19,6 +19,10 @@ signed kernels vs unsigned ones, on the test Hub (olah) with the test kit's Sigs
   lock's recorded signer against the policy: no cryptography; the bundle is one more locked file to re-hash).
 Every variant is shaped like img2gray's CPU build (the files and sizes of `build/dev`, a 372 KB library).
 
+Each command row also records the medians of the command's CPU time, the test Hub's CPU time and the requests
+it answered: on this 2-core machine the test Hub (olah, some 10-20 ms of CPU per request) shares the cores with
+the command, so a row can be bound by the test Hub's CPU rather than by kernelpin's.
+
 Prints the medians and ratios as JSON and writes benchmarks/results/cpu/signatures.json, with the load average
 before and after. Compare ratios, not absolute times: the machine is shared.
 """
@@ -31,6 +35,7 @@ import io
 import json
 import os
 import platform
+import resource
 import shutil
 import statistics
 import subprocess
@@ -39,6 +44,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 from kernelpin.cli import main as kernelpin_main
 from kernelpin.project import Project, read_policy, read_requirements
@@ -58,6 +64,27 @@ SIGNER = Identity(repository="acme/kernels", workflow=".github/workflows/release
 # (hashed at load like any listed file; the fake kernel never opens it).
 SHAPE = {"_img2gray_bench.abi3.so": 371_632, "functional.py": 7_733, "stable_abi.py": 6_328, "_ops.py": 589,
          "img2gray/__init__.py": 120}
+
+
+class Costs(NamedTuple):
+    """What one `kernelpin lock` command cost: wall seconds, CPU seconds of the command's process and of the
+    test Hub's (which shares the machine's cores), and requests the test Hub answered."""
+
+    wall: float
+    client_cpu: float
+    hub_cpu: float
+    requests: int
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def answered(server: HubServer) -> int:
+    """Requests the test Hub's front has answered (its log has a line for each)."""
+    log = server.root / "front.log"
+    return log.read_text().count("\n") if log.exists() else 0
 
 
 def project(root: Path, repo_ids: list[str], trusted_root: Path) -> Path:
@@ -121,23 +148,28 @@ def main() -> None:
 
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
 
-    def command(app: Path, hub_cache: Path = cache, extra_env: dict[str, str] | None = None) -> float:
+    def command(app: Path, hub_cache: Path = cache, extra_env: dict[str, str] | None = None) -> Costs:
         (app / "kernelpin.lock").unlink(missing_ok=True)
+        requests, hub_cpu, client_cpu = answered(server), server.cpu_seconds(), children_cpu()
         start = time.perf_counter()
         subprocess.run([sys.executable, "-m", "kernelpin", "lock"], cwd=app, check=True, capture_output=True,
                        env={**env, "HF_HUB_CACHE": str(hub_cache), **(extra_env or {})})
-        return time.perf_counter() - start
+        return Costs(time.perf_counter() - start, children_cpu() - client_cpu, server.cpu_seconds() - hub_cpu,
+                     answered(server) - requests)
 
     def empty_cache() -> Path:
         return Path(tempfile.mkdtemp(dir=work, prefix="hf-cache-"))
 
     def commands(key: str, hub_cache: Callable[[], Path], extra_env: dict[str, str] | None = None) -> None:
-        signed_runs, unsigned_runs = [], []
+        runs: dict[str, list[Costs]] = {"signed": [], "unsigned": []}
         for _ in range(args.repeats):
-            signed_runs.append(command(signed_app, hub_cache(), extra_env))
-            unsigned_runs.append(command(unsigned_app, hub_cache(), extra_env))
-        results[f"{key}_signed_s"] = statistics.median(signed_runs)
-        results[f"{key}_unsigned_s"] = statistics.median(unsigned_runs)
+            runs["signed"].append(command(signed_app, hub_cache(), extra_env))
+            runs["unsigned"].append(command(unsigned_app, hub_cache(), extra_env))
+        for kind, costs in runs.items():
+            results[f"{key}_{kind}_s"] = statistics.median(cost.wall for cost in costs)
+            results[f"{key}_{kind}_client_cpu_s"] = round(statistics.median(cost.client_cpu for cost in costs), 3)
+            results[f"{key}_{kind}_hub_cpu_s"] = round(statistics.median(cost.hub_cpu for cost in costs), 3)
+            results[f"{key}_{kind}_requests"] = statistics.median(cost.requests for cost in costs)
         results[f"{key}_ratio"] = results[f"{key}_signed_s"] / results[f"{key}_unsigned_s"]
 
     command(signed_app)  # warm-up of both sets alike

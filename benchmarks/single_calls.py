@@ -176,6 +176,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="batches of 8 instead of 64, fewer rounds")
     parser.add_argument("--cases", type=re.compile, default=re.compile(""), help="only the cases matching this regex")
     parser.add_argument("--no-compile", action="store_true", help="leave out torch.compile (its compiles take seconds)")
+    parser.add_argument("--rounds", type=int, help="rounds per case (default 16, 4 with --quick); more rounds narrow "
+                        "the spread that the host's noise gives a single call's time")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     builds = {abi: load(f"img2gray_{abi}", directory) for abi, directory in (("exact", args.exact), ("stable", args.stable))}
@@ -183,6 +185,7 @@ def main() -> None:
     for warning in warnings:
         print(warning)
     rounds, calls = (4, 10) if args.quick else (16, 20)
+    rounds = args.rounds or rounds
     rows = [bench_case(builds, case, rounds, calls, not args.no_compile) for case in gpu_cases(args.quick, args.cases)]
     environment = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
                    "variants": {abi: module.metadata()["variant"] for abi, module in builds.items()},

@@ -34,9 +34,13 @@ void img2gray_cuda(const Plan& plan, c10::ScalarType dtype, const void* input, v
                    int32_t device) {
 #ifdef TORCH_TARGET_VERSION
   // A guard only off the current device: the stable one is created and freed inside torch on every call (the exact
-  // build's CUDAGuard lives on the stack), and most calls run on the current device.
+  // build's CUDAGuard lives on the stack), and most calls run on the current device. The current device is the CUDA
+  // runtime's, which torch's CUDA guard reads too (c10::cuda::GetDevice), without the stable accelerator API's
+  // generic path through torch (which accelerator, then its guard implementation) on every call.
+  int current_device = -1;
+  STD_TORCH_CHECK(cudaGetDevice(&current_device) == cudaSuccess, "img2gray: cannot read the current CUDA device");
   std::optional<torch::stable::accelerator::DeviceGuard> guard;
-  if (torch::stable::accelerator::getCurrentDeviceIndex() != device) guard.emplace(device);
+  if (current_device != device) guard.emplace(device);
   void* current = nullptr;
   STD_TORCH_CHECK(aoti_torch_get_current_cuda_stream(device, &current) == AOTI_TORCH_SUCCESS,
                   "img2gray: cannot get the current CUDA stream of device ", device);

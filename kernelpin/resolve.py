@@ -356,8 +356,24 @@ def locate(source: HubSource, requirement: Requirement, note: Callable[[str], No
     return Located(pick, refs.repo_type, variants)
 
 
-def resolve_one(source: HubSource, requirement: Requirement, note: Callable[[str], None],
-                checker: ReleaseChecker | None = None) -> LockedKernel:
+@dataclass(frozen=True)
+class Fetched:
+    """A requirement's release as read from the Hub to lock it (its revision, files and small files), not
+    verified or parsed yet."""
+
+    requirement: Requirement
+    located: Located
+    pinner: Pinner
+
+    def pin(self) -> LockedKernel:
+        """Verify and pin every variant (a signature before its metadata.json is parsed)."""
+        return self.located.kernel(self.requirement, tuple(self.pinner.variant(name, files) for name, files
+                                                           in sorted(self.located.variants.items())))
+
+
+def fetch_one(source: HubSource, requirement: Requirement, note: Callable[[str], None],
+              checker: ReleaseChecker | None = None) -> Fetched:
+    """The requests that lock a requirement: refs, the publisher gate, the listing, the small files."""
     refs = source.refs(requirement.repo_id, requirement.repo_type)
     if checker is not None:  # the publisher gate `kernels` has, before anything of the release is read
         checker.policy.check_publisher(requirement.repo_id, source.trusted_publisher)
@@ -366,8 +382,7 @@ def resolve_one(source: HubSource, requirement: Requirement, note: Callable[[str
         checker.warm_up()
     pinner = Pinner(source, requirement.repo_id, located.repo_type, located.pick.commit, checker)
     pinner.fetch(located.variants)
-    return located.kernel(requirement, tuple(pinner.variant(name, files)
-                                             for name, files in sorted(located.variants.items())))
+    return Fetched(requirement, located, pinner)
 
 
 def resolve(
@@ -397,8 +412,11 @@ def resolve(
         return None
 
     def lock_one(requirement: Requirement) -> LockedKernel:
-        locked = resolve_one(source, requirement, note, checker)
-        before = previous.kernel(requirement.repo_id) if previous else None
+        return checked(fetch_one(source, requirement, note, checker))
+
+    def checked(fetched: Fetched) -> LockedKernel:
+        locked = fetched.pin()
+        before = previous.kernel(locked.repo_id) if previous else None
         if checker is not None and before is not None:
             problems = signer_changes(
                 locked.repo_id, {v.name: v.signature for v in before.variants},
@@ -416,13 +434,32 @@ def resolve(
             kept[requirement.repo_id] = locked
         else:
             todo.append(requirement)
+    if checker is not None and any(_signature_expected(checker, previous, requirement) for requirement in todo):
+        checker.warm_up()
     if todo:
         with ThreadPoolExecutor(max_workers=max(1, min(workers, len(todo)))) as pool:
-            for locked in pool.map(lock_one, todo):
-                kept[locked.repo_id] = locked
+            # Every kernel's requests are queued before any kernel is verified: a worker waiting for the
+            # verifier (sigstore's import, about 0.3 s of CPU) holds back no other kernel's requests.
+            fetched = [pool.submit(fetch_one, source, requirement, note, checker) for requirement in todo]
+            pinned = [pool.submit(lambda fetching=fetching: checked(fetching.result())) for fetching in fetched]
+            try:
+                for pinning in pinned:
+                    locked = pinning.result()
+                    kept[locked.repo_id] = locked
+            finally:
+                for future in fetched + pinned:  # after a failure, nothing more is started
+                    future.cancel()
     top = {r.repo_id: r for r in requirements}
     dependencies = _resolve_dependencies(kept, top, lambda r: kept_or_none(r) or lock_one(r))
     return Lock(tuple(kept[r.repo_id] for r in requirements) + tuple(dependencies[k] for k in sorted(dependencies)))
+
+
+def _signature_expected(checker: ReleaseChecker, previous: Lock | None, requirement: Requirement) -> bool:
+    """Whether a requirement's release will have a signature to verify, before it is listed: the policy
+    requires one, or the previous lock recorded one."""
+    locked = previous.kernel(requirement.repo_id) if previous else None
+    return checker.policy.requires_signature(requirement.repo_id)[0] or locked is not None and any(
+        variant.signature is not None and variant.signature.signer is not None for variant in locked.variants)
 
 
 def _meaning(requirement: Requirement) -> tuple:

@@ -110,6 +110,11 @@ def _refreshed_root(timeout: float) -> TrustedRoot:
     return outcome[0]
 
 
+def _one_line(error: BaseException, limit: int = 200) -> str:
+    """An error's text on one line (pydantic's validation errors take several), cut at `limit` characters."""
+    return " ".join(str(error).split())[:limit]
+
+
 def verifier(policy: Policy, project_root: Path, refresh: bool = False,
              refresh_timeout: float = Limits.http_timeout) -> Verifier:
     """The verifier of the policy's trust root: its `trusted-root` file, else Sigstore's public-good root as
@@ -125,7 +130,7 @@ def verifier(policy: Policy, project_root: Path, refresh: bool = False,
             return Verifier(trusted_root=TrustedRoot.from_file(str(path)))
         except (OSError, ValueError, Error) as error:
             raise TrustRootError(f"{path} (trusted-root in [tool.kernelpin.trust]): not a Sigstore trusted root "
-                                 f"({str(error)[:200]}); point it at a trusted_root.json") from None
+                                 f"({_one_line(error)}); point it at a trusted_root.json") from None
     if refresh:
         return Verifier(trusted_root=_refreshed_root(refresh_timeout))
     try:
@@ -133,7 +138,7 @@ def verifier(policy: Policy, project_root: Path, refresh: bool = False,
             return Verifier(trusted_root=ClientTrustConfig.production(offline=True).trusted_root)
     except Error as error:  # a damaged TUF cache of sigstore-python's
         raise TrustRootError(f"cannot load Sigstore's trust root from sigstore-python's TUF cache "
-                             f"({str(error)[:200]}); run with --refresh-trust-root (online) to fetch it again") from None
+                             f"({_one_line(error)}); run with --refresh-trust-root (online) to fetch it again") from None
 
 
 def _extension(certificate: Certificate, oid: str) -> str | None:

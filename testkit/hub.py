@@ -12,6 +12,7 @@ Repositories can be changed while the server runs: olah reads the git repositori
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -215,18 +216,20 @@ class HubServer:
         with urllib.request.urlopen(self.endpoint + IN_FLIGHT, timeout=10) as answer:
             return json.loads(answer.read())
 
-    def cpu_seconds(self) -> dict[str, float]:
-        """The CPU time (user and system) each server process has used so far: "olah" (model repositories),
-        "olah-kernels", "front". Linux only (read from /proc); {} elsewhere."""
+    def cpu_seconds_by_process(self) -> dict[str, float]:
+        """The CPU time (user and system, with their children that ended: git) each test-Hub process has used
+        since it started, from /proc (Linux): "olah" (model repositories), "olah-kernels", "front"."""
         used = {}
         for name, process in self._named.items():
-            try:
-                with open(f"/proc/{process.pid}/stat") as stat:
-                    fields = stat.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            used[name] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+            with contextlib.suppress(OSError):
+                fields = Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+                used[name] = sum(int(value) for value in fields[11:15]) / os.sysconf("SC_CLK_TCK")  # u, s, cu, cs
         return used
+
+    def cpu_seconds(self) -> float:
+        """The CPU time the test Hub's processes (the front, both olahs, and their children that ended: git)
+        have used since they started: what the server side of a benchmark costs."""
+        return sum(self.cpu_seconds_by_process().values())
 
     def stop(self) -> None:
         """Kill the servers at once (as a crash or a network cut would), keeping the ports for a restart."""
@@ -234,7 +237,7 @@ class HubServer:
             if process.poll() is None:
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
-        self._processes = []
+        self._processes, self._named = [], {}
 
     def __enter__(self) -> HubServer:
         self.start()

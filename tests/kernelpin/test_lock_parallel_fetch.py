@@ -4,15 +4,24 @@ answers start late, as over a real network (so requests sent together overlap th
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sigstore.verify import Verifier
 
 from kernelpin import lockfile
+from kernelpin.listing import RemoteFile
+from kernelpin.project import Project, read_policy, read_requirements
+from kernelpin.resolve import resolve
+from kernelpin.signature import ReleaseChecker
+from kernelpin.source import HubSettings, HubSource
 from testkit.fake_kernel import VARIANTS, kernel_files, publish
 from testkit.hub import HubServer
 from testkit.sigstore_root import Identity, SigstoreRoot
+
+from tests.kernelpin.helpers import fresh_interpreter
 
 SIGNER = Identity(repository="acme/kernels")  # the default workflow of the test kit; the policy names the repository
 
@@ -97,3 +106,112 @@ def test_failures_are_reported_in_the_order_of_the_variants_as_before(new_repo, 
     # Failed with the parallel fetch raising at once: the last variant's metadata.json was the error.
     [line] = [line for line in err.splitlines() if line.startswith("error:")]
     assert status == 1 and line.startswith(f"error: {repo_id} {first}: ") and "signs other bytes" in line, err
+
+
+def _policy(sigstore_root: Path, extra: str = "") -> str:
+    return (f'\n[tool.kernelpin.trust]\ntrusted-root = "{sigstore_root}"\n{extra}'
+            '[tool.kernelpin.trust.publishers.acme]\nsigners = [{ repository = "acme/kernels" }]\n')
+
+
+class _ListingsCounted(HubSource):
+    """The Hub source `lock` uses, telling waiters how many file listings it has received."""
+
+    def __init__(self, settings: HubSettings) -> None:
+        super().__init__(settings)
+        self.listed = 0
+        self.changed = threading.Condition()
+
+    def tree(self, repo_id: str, repo_type: str, commit: str) -> list[RemoteFile]:
+        files = super().tree(repo_id, repo_type, commit)
+        with self.changed:
+            self.listed += 1
+            self.changed.notify_all()
+        return files
+
+
+def test_a_verifier_still_being_made_holds_back_no_other_kernels_requests(slow_hub, project, sigstore,
+                                                                          monkeypatch) -> None:
+    """Three signed kernels, two workers, and a verifier that is made only once every kernel has been listed
+    (as sigstore's import, 0.3 s of CPU, may outlast the listings): before, both workers waited for it in the
+    first two kernels' verification, so the third was never listed until the verifier came (checked: this
+    test failed, its wait timing out)."""
+    monkeypatch.setenv("HF_ENDPOINT", slow_hub.endpoint)
+    repo_ids = ["acme/signed-0", "acme/signed-1", "acme/signed-2"]
+    root = project("".join(f'"{repo_id}" = "^1"\n' for repo_id in repo_ids))
+    with open(root / "pyproject.toml", "a") as stream:
+        stream.write(_policy(sigstore[1]))
+    source = _ListingsCounted(HubSettings.from_env())
+
+    class MadeAfterEveryListing(ReleaseChecker):
+        @property
+        def verifier(self) -> Verifier:
+            with source.changed:
+                assert source.changed.wait_for(lambda: source.listed == len(repo_ids), timeout=20), (
+                    f"only {source.listed} of {len(repo_ids)} kernels listed while the verifier was being made")
+            return super().verifier
+
+    checker = MadeAfterEveryListing(read_policy(Project(root)), root)
+    lock = resolve(source, read_requirements(Project(root)), None, upgrade=lambda _: True, workers=2,
+                   checker=checker)
+    assert [kernel.repo_id for kernel in lock.kernels] == repo_ids
+    assert all(variant.signature is not None and variant.signature.signer is not None
+               for kernel in lock.kernels for variant in kernel.variants)
+
+
+@pytest.mark.parametrize("why", ["policy", "previous lock"])
+def test_the_verifier_is_warmed_before_any_listing_when_a_signature_is_expected(slow_hub, project, sigstore,
+                                                                               monkeypatch, why) -> None:
+    """A policy that requires signatures, or a lock that recorded one, says before anything is listed that
+    there will be a bundle to verify: sigstore's import starts with the first request (before, only after
+    the first listing that showed a bundle; checked: this test failed)."""
+    monkeypatch.setenv("HF_ENDPOINT", slow_hub.endpoint)
+    root = project('"acme/signed-0" = "^1"\n')
+    with open(root / "pyproject.toml", "a") as stream:
+        stream.write(_policy(sigstore[1], "require-signatures = true\n" if why == "policy" else ""))
+    policy, requirements = read_policy(Project(root)), read_requirements(Project(root))
+    previous = None
+    if why == "previous lock":
+        previous = resolve(HubSource(HubSettings.from_env()), requirements, None, upgrade=lambda _: True,
+                           checker=ReleaseChecker(policy, root))
+    source = _ListingsCounted(HubSettings.from_env())
+    listed_when_warmed: list[int] = []
+
+    class Recording(ReleaseChecker):
+        def warm_up(self) -> None:
+            listed_when_warmed.append(source.listed)
+            super().warm_up()
+
+    lock = resolve(source, requirements, previous, upgrade=lambda _: True, checker=Recording(policy, root))
+    assert listed_when_warmed[:1] == [0], listed_when_warmed
+    assert lock.kernels[0].variants[0].signature.signer is not None
+
+
+def test_an_unsigned_lock_never_imports_sigstore(slow_hub, project, sigstore, monkeypatch) -> None:
+    """Importing sigstore costs about 0.35 s of CPU: a lock of unsigned kernels never pays it, whatever the
+    policy names (a trust root, signers), in a fresh interpreter as a command runs."""
+    monkeypatch.setenv("HF_ENDPOINT", slow_hub.endpoint)
+    root = project('"acme/plain" = "^1"\n')
+    with open(root / "pyproject.toml", "a") as stream:
+        stream.write(_policy(sigstore[1]))
+    output, modules = fresh_interpreter("from kernelpin.cli import main\nprint('STATUS', main(['lock']))")
+    assert "STATUS 0" in output, output
+    assert lockfile.read(root / "kernelpin.lock").kernels[0].variants[0].signature.signer is None
+    assert not {name for name in modules if name.split(".")[0] in ("sigstore", "rekor_types")}, modules
+
+
+def test_a_trust_root_that_fails_in_the_background_is_one_line_error(slow_hub, project, cli, tmp_path,
+                                                                     monkeypatch) -> None:
+    """The verifier is made in a background thread once a listing shows a bundle; its failure (here: the
+    policy's trusted-root is no trust root) reaches the user as the one-line error of the first use, with no
+    traceback of the thread."""
+    monkeypatch.setenv("HF_ENDPOINT", slow_hub.endpoint)
+    broken = tmp_path / "trusted_root.json"
+    broken.write_text('{"mediaType": "application/vnd.dev.sigstore.trustedroot+json;version=0.1"}')
+    root = project('"acme/signed-0" = "^1"\n"acme/signed-1" = "^1"\n')
+    with open(root / "pyproject.toml", "a") as stream:
+        stream.write(_policy(broken))
+    status, _, err = cli("lock")
+    assert status == 1
+    assert err.strip().count("\n") == 0 and "not a Sigstore trusted root" in err and str(broken) in err, err
+    assert "Traceback" not in err and "Exception in thread" not in err
+    assert not (root / "kernelpin.lock").exists()
