@@ -38,6 +38,15 @@ using DoubleArray = torch::headeronly::HeaderOnlyArrayRef<double>;
 constexpr const char* kOutRecordsNoGraph =
     "img2gray.out(): functions with out=... arguments don't support automatic differentiation, but one of the "
     "arguments requires grad; call img2gray without out= (or under torch.no_grad())";
+// torch.func.vmap cannot write one result per batch element into `out`: refused as torch refuses its own out= ops
+// there (aten::add.out), with the way out.
+constexpr const char* kOutUnderVmap =
+    "Batching rule not implemented for img2gray.out; the fallback path doesn't work on out= or view ops; call img2gray "
+    "without out= inside torch.func.vmap (its result is batched) and copy vmap's result into out";
+// torch's own out= ops refuse a tangent in the same words (mul_out under torch.autograd.forward_ad).
+constexpr const char* kOutCarriesNoTangent =
+    "Trying to use forward AD with img2gray.out that does not support it because it is an out= function; call "
+    "img2gray without out=";
 
 // What the checks read of a tensor.
 struct TensorView {

@@ -110,7 +110,27 @@ class Img2grayFunction : public torch::autograd::Function<Img2grayFunction> {
   }
 };
 
+// This build's op through the whole dispatcher (autograd included).
+at::Tensor call_op(const at::Tensor& input, int64_t dim, at::ArrayRef<double> weights) {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow(IMG2GRAY_STRINGIFY(TORCH_EXTENSION_NAME) "::img2gray", "")
+                             .typed<at::Tensor(const at::Tensor&, int64_t, at::ArrayRef<double>)>();
+  return op.call(input, dim, weights);
+}
+
+// Forward-mode AD (torch.autograd.forward_ad, torch.func.jvp) is torch's level 0: torch allows one forward level at
+// a time, and its generated kernels read that one alike. A C++ autograd.Function has no jvp, and this kernel's
+// calls below autograd set no tangent (the result's tangent was silently zero), so it is set here.
+constexpr uint64_t kForwardLevel = 0;
+
 at::Tensor img2gray_autograd(const at::Tensor& input, int64_t dim, at::ArrayRef<double> weights) {
+  if (const at::Tensor& tangent = input._fw_grad(kForwardLevel); tangent.defined()) {
+    // The op is linear in its input: the result's tangent is the op on the input's tangent, through the
+    // dispatcher so that a tangent that requires grad records its graph.
+    at::Tensor result = call_op(input._fw_primal(kForwardLevel), dim, weights);
+    result._set_fw_grad(call_op(tangent, dim, weights), kForwardLevel, /*is_inplace_op=*/false);
+    return result;
+  }
   // Inference calls skip the graph node and its saved state altogether.
   if (!(at::GradMode::is_enabled() && input.requires_grad())) {
     return Img2grayFunction::call_below_autograd(input, dim, weights);
@@ -122,6 +142,8 @@ at::Tensor img2gray_autograd(const at::Tensor& input, int64_t dim, at::ArrayRef<
 // (torch.mul(x, 2, out=o) with x.requires_grad); without this kernel it silently returned `out` detached.
 void img2gray_out_autograd(const at::Tensor& input, int64_t dim, at::ArrayRef<double> weights, at::Tensor& out) {
   TORCH_CHECK(!(at::GradMode::is_enabled() && (input.requires_grad() || out.requires_grad())), kOutRecordsNoGraph);
+  TORCH_CHECK_NOT_IMPLEMENTED(!(input._fw_grad(kForwardLevel).defined() || out._fw_grad(kForwardLevel).defined()),
+                              kOutCarriesNoTangent);
   at::AutoDispatchBelowAutograd below_autograd;  // ADInplaceOrView still bumps out's version counter
   static const auto op = c10::Dispatcher::singleton()
                              .findSchemaOrThrow(IMG2GRAY_STRINGIFY(TORCH_EXTENSION_NAME) "::img2gray", "out")
@@ -129,17 +151,17 @@ void img2gray_out_autograd(const at::Tensor& input, int64_t dim, at::ArrayRef<do
   op.call(input, dim, weights, out);
 }
 
-// `torch.ops.img2gray.img2gray` is the documented entry point. Each build registers under its own namespace
-// so that several can be loaded in one process; the first one loaded also defines the public name, which
-// forwards to its own op through the dispatcher (CompositeImplicitAutograd: autograd and compile follow).
-// In C++ rather than Python: a Python forwarding kernel measured 1.21x of a small call's floor.
-at::Tensor public_img2gray(const at::Tensor& input, int64_t dim, at::ArrayRef<double> weights) {
-  static const auto op = c10::Dispatcher::singleton()
-                             .findSchemaOrThrow(IMG2GRAY_STRINGIFY(TORCH_EXTENSION_NAME) "::img2gray", "")
-                             .typed<at::Tensor(const at::Tensor&, int64_t, at::ArrayRef<double>)>();
-  return op.call(input, dim, weights);
+// The out= overload under torch.func.vmap (both namespaces): torch's batching fallback refused it too, but without
+// the way out, and named the op below the public name.
+void img2gray_out_batched(const at::Tensor&, int64_t, at::ArrayRef<double>, at::Tensor&) {
+  TORCH_CHECK(false, kOutUnderVmap);
 }
 
+// `torch.ops.img2gray.img2gray` is the documented entry point. Each build registers under its own namespace
+// so that several can be loaded in one process; the first one loaded also defines the public name, which
+// forwards to its own op through the dispatcher (call_op, public_img2gray_out; CompositeImplicitAutograd: autograd
+// and compile follow).
+// In C++ rather than Python: a Python forwarding kernel measured 1.21x of a small call's floor.
 void public_img2gray_out(const at::Tensor& input, int64_t dim, at::ArrayRef<double> weights, at::Tensor& out) {
   static const auto op = c10::Dispatcher::singleton()
                              .findSchemaOrThrow(IMG2GRAY_STRINGIFY(TORCH_EXTENSION_NAME) "::img2gray", "out")
@@ -155,8 +177,9 @@ bool define_public_alias() {
   const std::vector<at::Tag> tags{at::Tag::pt2_compliant_tag};
   library->def(IMG2GRAY_SCHEMA, tags);
   library->def(IMG2GRAY_OUT_SCHEMA, tags);
-  library->impl("img2gray", torch::dispatch(c10::DispatchKey::CompositeImplicitAutograd, &public_img2gray));
+  library->impl("img2gray", torch::dispatch(c10::DispatchKey::CompositeImplicitAutograd, &call_op));
   library->impl("img2gray.out", torch::dispatch(c10::DispatchKey::CompositeImplicitAutograd, &public_img2gray_out));
+  library->impl("img2gray.out", torch::dispatch(c10::DispatchKey::FuncTorchBatched, &img2gray_out_batched));
   return true;
 }
 
@@ -175,6 +198,10 @@ static const bool img2gray_public_alias_defined = img2gray::define_public_alias(
 TORCH_LIBRARY_IMPL_EXPAND(TORCH_EXTENSION_NAME, Autograd, m) {
   m.impl("img2gray", &img2gray::img2gray_autograd);
   m.impl("img2gray.out", &img2gray::img2gray_out_autograd);
+}
+
+TORCH_LIBRARY_IMPL_EXPAND(TORCH_EXTENSION_NAME, FuncTorchBatched, m) {
+  m.impl("img2gray.out", &img2gray::img2gray_out_batched);
 }
 
 TORCH_LIBRARY_IMPL_EXPAND(TORCH_EXTENSION_NAME, CPU, m) {

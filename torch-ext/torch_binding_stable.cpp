@@ -257,12 +257,15 @@ void img2gray_out(StableIValue* stack, uint64_t, uint64_t) {
 // build namespace's overload `img2gray.differentiable` (its Python Autograd kernel, stable_abi.py); a Python autograd
 // kernel on the op itself would run on every call (dispatcher -> Python -> dispatcher: 1.9x a small CUDA call).
 // So the op's Autograd kernel is a C++ router: a call that records no graph goes to `img2gray.no_grad`, which
-// has no autograd kernel (torch's C++ fallback passes it through), one that does to `img2gray.differentiable`;
-// both dispatch on from there as the op would (fake tensors, modes and subclasses included). The out= router
-// refuses a gradient as torch's out= ops do and sends the rest to `img2gray.no_grad_out`.
+// has no autograd kernel (torch's C++ fallback passes it through, dropping a forward-mode tangent), one that records
+// a graph or carries a tangent to `img2gray.differentiable`; both dispatch on from there as the op would (fake
+// tensors, modes and subclasses included). The out= router refuses a gradient and a tangent as torch's out= ops do
+// and sends the rest to `img2gray.no_grad_out`.
 //
-// The stable ABI reads no requires_grad (torch 2.11-2.14): an input requires grad exactly when its alias, a
-// differentiable view, is not a leaf (it has a grad_fn), which two boxed aten calls tell.
+// The stable ABI reads no requires_grad and no forward-mode tangent (torch 2.11-2.14), so they are read through
+// boxed aten calls: `aten::_unpack_dual` gives the tangent of torch's forward-AD level 0 (torch allows one level at
+// a time; torch.autograd.forward_ad and torch.func.jvp use it) and the primal, a differentiable view, which in
+// grad mode requires grad exactly when it is not a leaf.
 std::string& routed_op() {  // "<build namespace>::img2gray", set when the build namespace registers
   static std::string name;
   return name;
@@ -279,32 +282,50 @@ void call_op(const char* op, const char* overload, StableIValue* stack) {
                                                      "no error text to a stable-ABI library)");
 }
 
-bool requires_grad(AtenTensorHandle tensor) {
+struct AutogradState {
+  bool records_graph;  // grad mode is on and the tensor requires grad
+  bool has_tangent;    // a forward-mode tangent
+};
+
+AutogradState autograd_state(AtenTensorHandle tensor) {
   AtenTensorHandle copy = nullptr;
   IMG2GRAY_CHECK(aoti_torch_new_tensor_handle(tensor, &copy) == AOTI_TORCH_SUCCESS,
-                  "img2gray: cannot read the input's autograd state");
-  std::array<StableIValue, 1> stack{boxed::from(copy)};
-  call_op("aten::alias", "", stack.data());
+                 "img2gray: cannot read the input's autograd state");
+  std::array<StableIValue, 2> stack{boxed::from(copy), boxed::from(int64_t{0})};
+  call_op("aten::_unpack_dual", "", stack.data());  // -> [primal, tangent]
+  OwnedTensor primal(boxed::to<AtenTensorHandle>(stack[0]));
+  const OwnedTensor tangent(boxed::to<AtenTensorHandle>(stack[1]));
+  bool has_tangent = false;
+  IMG2GRAY_CHECK(aoti_torch_is_defined(tangent.get(), &has_tangent) == AOTI_TORCH_SUCCESS,
+                 "img2gray: cannot read the input's autograd state");
+  if (!aoti_torch_grad_mode_is_enabled()) return {false, has_tangent};
+  stack[0] = boxed::from(primal.release());  // the nested call owns it
   call_op("aten::is_leaf", "", stack.data());
-  return !boxed::to<bool>(stack[0]);
-}
-
-bool records_graph(AtenTensorHandle tensor) {
-  return aoti_torch_grad_mode_is_enabled() && requires_grad(tensor);
+  return {!boxed::to<bool>(stack[0]), has_tangent};
 }
 
 // Boxed kernels: `stack` holds the schema's arguments, owned by the callee; the nested call consumes them and
 // leaves the result in stack[0].
 void route_functional(StableIValue* stack, uint64_t, uint64_t) {
-  const bool differentiable = records_graph(boxed::to<AtenTensorHandle>(stack[0]));
-  call_op(routed_op().c_str(), differentiable ? "differentiable" : "no_grad", stack);
+  const AutogradState input = autograd_state(boxed::to<AtenTensorHandle>(stack[0]));
+  call_op(routed_op().c_str(), input.records_graph || input.has_tangent ? "differentiable" : "no_grad", stack);
 }
 
 void route_out(StableIValue* stack, uint64_t, uint64_t) {  // input, dim, weights, out
-  IMG2GRAY_CHECK(!records_graph(boxed::to<AtenTensorHandle>(stack[0])) &&
-                     !records_graph(boxed::to<AtenTensorHandle>(stack[3])),
-                 kOutRecordsNoGraph);
+  const AutogradState input = autograd_state(boxed::to<AtenTensorHandle>(stack[0]));
+  const AutogradState out = autograd_state(boxed::to<AtenTensorHandle>(stack[3]));
+  IMG2GRAY_CHECK(!input.records_graph && !out.records_graph, kOutRecordsNoGraph);
+  IMG2GRAY_CHECK(!input.has_tangent && !out.has_tangent, kOutCarriesNoTangent);
   call_op(routed_op().c_str(), "no_grad_out", stack);
+}
+
+// The out= overloads under torch.func.vmap: torch's batching fallback refused them too, but without the way out, and
+// named `no_grad_out`, which the caller never called.
+void refuse_out_under_vmap(StableIValue* stack, uint64_t, uint64_t) {  // input, dim, weights, out
+  const OwnedTensor input(boxed::to<AtenTensorHandle>(stack[0]));
+  const OwnedList weights(boxed::to<StableListHandle>(stack[2]));
+  const OwnedTensor out(boxed::to<AtenTensorHandle>(stack[3]));
+  StableFailure::error(kOutUnderVmap);
 }
 
 }  // namespace
@@ -317,8 +338,8 @@ extern "C" __attribute__((visibility("default"))) void img2gray_leave_error_text
 }
 
 // Registers this library's kernels for the ops of `ns`, whose schemas Python has defined: CPU (and CUDA) kernels
-// for `img2gray` and `img2gray.out` and the routers as their Autograd kernels; with `build_namespace` also the
-// overloads the routers call (`no_grad`, `no_grad_out`, `differentiable`), which must be registered first, and
+// for `img2gray` and `img2gray.out`, the routers as their Autograd kernels and vmap's refusal of the out=
+// overloads; with `build_namespace` also the overloads the routers call (`no_grad`, `no_grad_out`, `differentiable`), which must be registered first, and
 // `no_grad_default_weights` (Python's calls that give no weights).
 // Returns 0, or 1 when torch refused (Python then says so). The library objects must outlive the process's use
 // of the op (their destructors would deregister the kernels), so they are never freed.
@@ -346,6 +367,9 @@ extern "C" __attribute__((visibility("default"))) int img2gray_register_kernels(
     StableLibrary* autograd = library_for("Autograd");
     autograd->impl("img2gray", &img2gray::route_functional);
     autograd->impl("img2gray.out", &img2gray::route_out);
+    StableLibrary* batched = library_for("FuncTorchBatched");
+    batched->impl("img2gray.out", &img2gray::refuse_out_under_vmap);
+    if (build_namespace) batched->impl("img2gray.no_grad_out", &img2gray::refuse_out_under_vmap);
   } catch (const std::exception&) {  // an exception must not cross the C boundary into ctypes
     return 1;
   }

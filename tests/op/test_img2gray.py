@@ -610,3 +610,128 @@ def test_functorch_gradient_transforms_are_refused_with_a_message(img2gray, devi
     if img2gray._ops.ABI == "stable":  # the fix, too
         with pytest.raises(RuntimeError, match=r"use torch.autograd"):
             torch.func.grad(lambda t: call(img2gray, t, -3).sum())(x[0])
+
+
+# Forward-mode AD: the functorch entry points and the op's own dispatch (a subclass).
+FORWARD_AD_ENTRY_POINTS = {
+    **FUNCTORCH_ENTRY_POINTS,
+    "the op's own dispatch (a subclass)": lambda img2gray, x, dim: torch.ops.img2gray.img2gray(x.as_subclass(Subclass), dim),
+}
+
+
+@pytest.mark.parametrize("entry", FORWARD_AD_ENTRY_POINTS)
+@pytest.mark.parametrize(("shape", "dim"), [((2, 3, 5, 6), -3), ((5, 6, 3), -1)])
+def test_forward_mode_ad_gives_the_tangent(img2gray, device, entry, shape, dim):
+    """The op is linear in its input: the result's tangent is the op on the input's tangent. Both builds' calls that
+    record no graph once set none: torch.func.jvp gave a zero tangent and forward_ad's dual tensors none."""
+    import torch.autograd.forward_ad as fwAD
+
+    call = FORWARD_AD_ENTRY_POINTS[entry]
+    x, t = (torch.rand(shape, dtype=torch.float64, device=device) for _ in range(2))
+    expected = reference_float64(t, dim)
+    for requires_grad in (False, True):
+        primal = x.clone().requires_grad_(requires_grad)
+        with fwAD.dual_level():
+            result = call(img2gray, fwAD.make_dual(primal, t), dim)
+            torch.testing.assert_close(fwAD.unpack_dual(result).tangent, expected, rtol=0, atol=1e-15)
+        check(result.detach(), x, dim)
+        if requires_grad:  # the graph is recorded beside the tangent
+            result.sum().backward()
+            weights = torch.tensor(BT601, dtype=torch.float64, device=device)
+            assert torch.equal(primal.grad, weights.view([3 if d == dim % x.dim() else 1 for d in range(x.dim())]).expand(shape))
+    with torch.no_grad(), fwAD.dual_level():  # forward-mode AD runs in no_grad too, as torch's own ops do
+        result = call(img2gray, fwAD.make_dual(x, t), dim)
+        torch.testing.assert_close(fwAD.unpack_dual(result).tangent, expected, rtol=0, atol=1e-15)
+    assert torch.autograd.gradcheck(lambda u: call(img2gray, u, dim), (x.clone().requires_grad_(),),
+                                    check_forward_ad=True, check_batched_grad=False)
+
+
+@pytest.mark.parametrize("entry", FUNCTORCH_ENTRY_POINTS)
+def test_functorch_forward_mode_transforms(img2gray, device, entry):
+    call = FUNCTORCH_ENTRY_POINTS[entry]
+    x, t = (torch.rand(2, 3, 5, 6, dtype=torch.float64, device=device) for _ in range(2))
+    result, tangent = torch.func.jvp(lambda u: call(img2gray, u, -3), (x,), (t,))
+    check(result, x, -3)
+    torch.testing.assert_close(tangent, reference_float64(t, -3), rtol=0, atol=1e-15)
+    # jacfwd is vmap around jvp; jvp around vmap too
+    jacobian = torch.func.jacfwd(lambda u: call(img2gray, u, -3))(x[0])
+    assert torch.equal(jacobian, torch.autograd.functional.jacobian(lambda u: call(img2gray, u, -3), x[0]))
+    _, tangent = torch.func.jvp(torch.func.vmap(lambda u: call(img2gray, u, -3)), (x,), (t,))
+    torch.testing.assert_close(tangent, reference_float64(t, -3), rtol=0, atol=1e-15)
+    assert torch.autograd.gradcheck(lambda u: call(img2gray, u, -3), (x.clone().requires_grad_(),),
+                                    check_forward_ad=True, check_batched_forward_grad=True, check_batched_grad=False)
+
+
+def test_forward_mode_ad_below_the_stable_builds_router_under_functorch_is_refused(img2gray, device):
+    """The stable build's C++ router cannot enter the op's autograd.Function under functorch's transforms: a call that
+    reaches it there with a tangent (a subclass) refuses, naming the entry points that work, rather than give a zero
+    tangent (the exact build's C++ kernel sets the tangent there too)."""
+    call = FORWARD_AD_ENTRY_POINTS["the op's own dispatch (a subclass)"]
+    x = torch.rand(2, 3, 5, 6, dtype=torch.float64, device=device)
+    if img2gray._ops.ABI != "stable":
+        _, tangent = torch.func.jvp(lambda u: call(img2gray, u, -3), (x,), (x,))
+        torch.testing.assert_close(tangent, reference_float64(x, -3), rtol=0, atol=1e-15)
+        return
+    with pytest.raises(RuntimeError, match=r"torch.func.jvp .* call img2gray.img2gray or torch.ops.img2gray.img2gray"):
+        torch.func.jvp(lambda u: call(img2gray, u, -3), (x,), (x,))
+
+
+@pytest.mark.parametrize("entry", FORWARD_AD_ENTRY_POINTS)
+def test_integer_inputs_carry_no_tangent(img2gray, device, entry):
+    # torch refuses a uint8 dual tensor (make_dual); a uint8 input while forward-mode AD is on is computed as ever.
+    import torch.autograd.forward_ad as fwAD
+
+    call = FORWARD_AD_ENTRY_POINTS[entry]
+    x = random_image((3, 5, 6), torch.uint8, device)
+    with fwAD.dual_level():
+        with pytest.raises(ValueError, match="floating point"):
+            fwAD.make_dual(x, x)
+        result = call(img2gray, x, -3)
+        assert fwAD.unpack_dual(result).tangent is None
+    check(result, x, -3)
+
+
+def test_out_with_a_tangent_is_refused_as_torch_does(img2gray, device):
+    import torch.autograd.forward_ad as fwAD
+
+    x = torch.rand(3, 4, 4, dtype=torch.float64, device=device)
+    out = torch.empty(1, 4, 4, dtype=torch.float64, device=device)
+    with fwAD.dual_level():
+        dual, dual_out = fwAD.make_dual(x, x), fwAD.make_dual(out.clone(), torch.zeros_like(out))
+        with pytest.raises(NotImplementedError, match="forward AD with mul_out .* out= function"):
+            torch.mul(dual, 2, out=torch.empty_like(x))
+        for call in (lambda: img2gray.img2gray(dual, out=out),
+                     lambda: img2gray.ops.img2gray.out(dual, -3, list(BT601), out=out),
+                     lambda: torch.ops.img2gray.img2gray.out(dual, out=out),
+                     lambda: torch.ops.img2gray.img2gray(dual, out=out),
+                     lambda: torch.ops.img2gray.img2gray.out(dual.as_subclass(Subclass), out=out),
+                     lambda: img2gray.img2gray(x, out=dual_out)):
+            # NotImplementedError from the exact build, RuntimeError (its base) from the stable ABI
+            with pytest.raises(RuntimeError, match="forward AD with img2gray.out .* out= function; call img2gray without out="):
+                call()
+        img2gray.img2gray(x, out=out)  # no tangent: out= as ever
+    check(out, x, -3)
+
+
+@pytest.mark.parametrize("batched_out", [True, False])
+def test_out_under_vmap_is_refused_as_torch_does(img2gray, device, batched_out):
+    """torch.func.vmap cannot write each batch element's result into `out`; torch refuses its own out= ops there.
+    Both builds refused through torch's batching fallback, the stable one naming its internal `no_grad_out`."""
+    with pytest.raises(RuntimeError, match=r"Batching rule not implemented for aten::add.out"):
+        torch.func.vmap(lambda t, o: torch.add(t, 1, out=o))(torch.rand(2, 3), torch.empty(2, 3))
+    x = torch.rand(4, 3, 5, 6, device=device)
+    out = torch.empty(4, 1, 5, 6, device=device) if batched_out else torch.empty(1, 5, 6, device=device)
+    in_dims = (0, 0 if batched_out else None)
+    for call in (lambda t, o: img2gray.img2gray(t, out=o),
+                 lambda t, o: img2gray.img2gray(t, keepdim=False, out=o.squeeze(-3)),
+                 lambda t, o: img2gray.ops.img2gray.out(t, -3, list(BT601), out=o),
+                 lambda t, o: torch.ops.img2gray.img2gray.out(t, out=o),
+                 lambda t, o: torch.ops.img2gray.img2gray(t, out=o)):
+        with pytest.raises(RuntimeError, match=r"Batching rule not implemented for img2gray.out; .*call img2gray "
+                                               r"without out= inside torch.func.vmap"):
+            torch.func.vmap(call, in_dims=in_dims)(x, out)
+    # Unbatched tensors under vmap are not batched calls: out= as ever.
+    plain = torch.rand(3, 5, 6, device=device)
+    result = torch.func.vmap(lambda t: t + img2gray.img2gray(plain, out=out[0] if batched_out else out))(x[:, :1])
+    check(out[0] if batched_out else out, plain, -3)
+    assert result.shape == (4, 1, 5, 6)

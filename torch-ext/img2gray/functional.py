@@ -32,6 +32,8 @@ _DEFAULT_NAME = "bt601"
 _DEFAULT_WEIGHTS = _WEIGHT_LISTS[_DEFAULT_NAME]
 _PLAIN_TENSOR, _grad_enabled, _dynamo_compiling = torch.Tensor, torch.is_grad_enabled, torch.compiler.is_dynamo_compiling
 _transforms_active = torch._C._are_functorch_transforms_active
+# torch.autograd.forward_ad's level: >= 0 while forward-mode AD is on (its dual_level, torch.func.jvp, gradcheck).
+_forward_ad = torch.autograd.forward_ad
 
 
 def _weights_argument(w: list[float]) -> tuple:
@@ -103,15 +105,18 @@ def img2gray(
     if out is None:
         # The most frequent call, in one Python frame (each frame, and the op object's own __call__, measured in a
         # single eager GPU call's host time): the default weights are the schema's (nothing to convert), and a plain
-        # tensor that records no graph goes straight to the C++ op that needs no gradient (_NO_GRAD_CALL), one that
-        # records a graph outside functorch's transforms straight to what records it (_GRAD_CALL).
+        # tensor that records no graph (and, forward-mode AD off, carries no tangent) goes straight to the C++ op that
+        # needs no gradient (_NO_GRAD_CALL), one that records a graph or may carry a tangent outside functorch's
+        # transforms straight to what records it (_GRAD_CALL), which carries the tangent too.
         given = () if weights is _DEFAULT_NAME else _weights_argument(channel_weights(weights))
         plain = type(x) is _PLAIN_TENSOR and not _dynamo_compiling()
         try:
-            if plain and not (x.requires_grad and _grad_enabled()):
+            if plain and not (x.requires_grad and _grad_enabled()) and _forward_ad._current_level < 0:
                 result = _NO_GRAD_CALL(x, dim, *given) if given else _DEFAULT_WEIGHTS_CALL(x, dim)
             elif plain and not _transforms_active():
                 result = _GRAD_CALL(x, dim, *given)
+            elif plain and _forward_ad._current_level >= 0:  # torch.func.jvp, jacfwd
+                result = _TRANSFORMS_GRAD_CALL(x, dim, *given)
             else:
                 result = _FUNCTIONAL_OP(x, dim, *given)
         except RuntimeError as error:
@@ -178,10 +183,12 @@ def register_fakes(namespace: str, internal_overloads: bool = False) -> None:
 if ABI == "stable":
     from . import stable_abi
 
-    _GRAD_CALL = stable_abi.define(NAMESPACE, register_fakes)  # an autograd.Function around the no-grad overload
+    # An autograd.Function around the no-grad overload, entered at its C++ apply, and the same Function in the form
+    # functorch's transforms take (stable_abi._gradient).
+    _GRAD_CALL, _TRANSFORMS_GRAD_CALL = stable_abi.define(NAMESPACE, register_fakes)
 else:  # the exact library defined the ops (and the public name, which forwards to them in C++)
     register_fakes(NAMESPACE)
-    _GRAD_CALL = ops.img2gray.default  # its C++ autograd kernel records the graph
+    _GRAD_CALL = _TRANSFORMS_GRAD_CALL = ops.img2gray.default  # its C++ autograd kernel records graph and tangent
 # Looked up once: an overload lookup on every call is measurable on a small image. _NO_GRAD_CALL is the C++
 # callable (`_op`) behind the overload for a plain tensor that records no graph: the exact build's own op, whose C++
 # autograd kernel passes such a call through, and the stable-ABI build's `no_grad`, which skips its routers

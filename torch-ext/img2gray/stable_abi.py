@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable
 
 import torch
+from torch.autograd import forward_ad as _forward_ad
 
 from ._ops import LIBRARY, OUT_SCHEMA, SCHEMA
 
@@ -80,34 +81,44 @@ def _batched(op) -> Callable:
     default_dim, _ = _schema_defaults(op._schema)
 
     def rule(info, in_dims, x, dim=default_dim, *weights):  # the dispatcher leaves out arguments equal to defaults
-        x = x.movedim(in_dims[0], 0)
-        rank = x.dim() - 1  # the rank each batch element has
-        # A dim in range counts from the front past the batch dim; one out of range stays out of range.
-        batched_dim = dim + 1 if dim >= 0 else dim if dim >= -rank else dim - 1
-        return op(x, batched_dim, *weights), 0
+        return op(*_batch_first(in_dims[0], x, dim), *weights), 0
 
     return rule
+
+
+def _batch_first(in_dim: int, x: torch.Tensor, dim: int) -> tuple[torch.Tensor, int]:
+    """`x` with its batch dim `in_dim` first, and the channel dim `dim` of each batch element as a dim of that."""
+    x = x.movedim(in_dim, 0)
+    rank = x.dim() - 1  # the rank each batch element has
+    # A dim in range counts from the front past the batch dim; one out of range stays out of range.
+    return x, dim + 1 if dim >= 0 else dim if dim >= -rank else dim - 1
 
 
 FUNCTORCH_GRADIENT_UNSUPPORTED = (
     "img2gray: the stable-ABI build records its gradient below the dispatcher, which functorch's gradient transforms "
     "(torch.func.grad, vjp, jacrev) cannot enter, as they cannot the exact build's C++ autograd.Function; use "
     "torch.autograd (x.requires_grad_(), .backward() or torch.autograd.grad), also around torch.func.vmap")
+FUNCTORCH_JVP_UNSUPPORTED = (
+    "img2gray: torch.func.jvp (or jacfwd) reached the stable-ABI build's op through its C++ router (a tensor "
+    "subclass, or a call from C++), below which functorch's transforms cannot enter the op's autograd.Function; call "
+    "img2gray.img2gray or torch.ops.img2gray.img2gray from Python on plain tensors, or use torch.autograd.forward_ad")
 
 
 def _differentiable_kernel(gradient: Callable, schema) -> Callable:
-    """The Autograd kernel of `differentiable`, which the C++ router sends calls that record a graph to: the
-    gradient's autograd.Function (_gradient). Under functorch's gradient transforms it refuses with a message
-    (torch's own refusal, raised below the router, would reach the caller without its text). vmap's rule
-    (_batched) calls below its level, where no transform is active."""
+    """The Autograd kernel of `differentiable`, which the C++ router sends calls that record a graph or carry a
+    forward-mode tangent to: the gradient's autograd.Function (_gradient). Under functorch's transforms it refuses
+    with a message (torch's own refusal, raised below the router, would reach the caller without its text): there
+    the Function can be entered only from Python, above the dispatcher (_route_python_calls, functional.py). vmap's
+    rule (_batched) calls below its level, where no transform is active."""
     default_dim, default_weights = _schema_defaults(schema)
     transforms_active = torch._C._are_functorch_transforms_active
 
     # The dispatcher leaves out the arguments that equal the schema's defaults.
     def kernel(x, dim=default_dim, weights=default_weights):
         if transforms_active():
-            leave_error_text(FUNCTORCH_GRADIENT_UNSUPPORTED)
-            raise RuntimeError(FUNCTORCH_GRADIENT_UNSUPPORTED)
+            refusal = FUNCTORCH_GRADIENT_UNSUPPORTED if _forward_ad._current_level < 0 else FUNCTORCH_JVP_UNSUPPORTED
+            leave_error_text(refusal)
+            raise RuntimeError(refusal)
         return gradient(x, dim, weights)
 
     return kernel
@@ -120,7 +131,7 @@ def _differentiable_kernel(gradient: Callable, schema) -> Callable:
 _APPLY_LOOKS_UP = ("setup_context", "clear_saved_tensors_on_access", "boxed_grads_call")
 
 
-def _gradient(call_no_grad: Callable, call_default_weights: Callable, schema) -> Callable:
+def _gradient(call_no_grad: Callable, call_default_weights: Callable, call_op: Callable, schema) -> tuple[Callable, Callable]:
     """`gradient(x, *arguments)`, positional only: the op on a plain tensor, recording a graph node, through an
     autograd.Function entered at its C++ apply: also the Autograd kernel of `differentiable`, where the C++ router
     sends the op's own path (_differentiable_kernel). Through the router, with torch.library.register_autograd's
@@ -146,10 +157,33 @@ def _gradient(call_no_grad: Callable, call_default_weights: Callable, schema) ->
             weights = given[1] if len(given) > 1 else default_weights
             return _input_gradient(grad, dim, weights), *(None for _ in given)
 
+        @staticmethod
+        def jvp(ctx, tangent, *_):
+            # Linear in the input: the result's tangent is the op on the input's tangent, through the op's own
+            # path, so that a tangent that requires grad records its graph.
+            return call_op(tangent, *ctx.arguments)
+
+    class Img2grayTransformsFunction(Img2grayFunction):
+        """The same Function in the form functorch's transforms take (torch.func.jvp, and vmap around it): forward
+        without ctx, setup_context, and a vmap rule of its own, which applies the Function again on the batch (a
+        generated rule would run forward under vmap, whose overloads' rule (_batched) cannot enter it there)."""
+
+        @staticmethod
+        def forward(x, *arguments):
+            return call_no_grad(x, *arguments) if len(arguments) > 1 else call_default_weights(x, *arguments)
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            ctx.arguments = inputs[1:]
+
+        @staticmethod
+        def vmap(info, in_dims, x, dim=default_dim, *weights):
+            return Img2grayTransformsFunction.apply(*_batch_first(in_dims[0], x, dim), *weights), 0
+
     for name in _APPLY_LOOKS_UP:
         if name in inherited:
             setattr(Img2grayFunction, name, inherited[name])
-    return torch._C._FunctionBase.__dict__["apply"].__get__(None, Img2grayFunction)
+    return torch._C._FunctionBase.__dict__["apply"].__get__(None, Img2grayFunction), Img2grayTransformsFunction.apply
 
 
 def _with_keywords(gradient: Callable, schema) -> Callable:
@@ -165,13 +199,15 @@ def _with_keywords(gradient: Callable, schema) -> Callable:
     return call
 
 
-def _route_python_calls(namespace: str, build_ops, gradient: Callable) -> None:
+def _route_python_calls(namespace: str, build_ops, gradient: Callable, transforms_gradient: Callable) -> None:
     """Give `torch.ops.<namespace>.img2gray(...)`, `.default` and `.out` the exact build's speed on small calls.
 
     The op's C++ routers cost nested boxed dispatcher calls (about 0.9 us of a 1.7 us small CPU call): the stable
     ABI has no redispatch below autograd. A call from Python on plain tensors goes to `no_grad` / `no_grad_out`
-    directly instead, or, when it records a graph, through the gradient's autograd.Function (_gradient); anything
-    else (a tensor subclass, functorch's transforms, out= with a gradient) takes the op's own path. torch keeps one
+    directly instead, or, when it records a graph, through the gradient's autograd.Function (_gradient), also under
+    functorch's transforms when forward-mode AD is on (torch.func.jvp: only from here, above the dispatcher, can they
+    enter it); anything else (a tensor subclass, functorch's other transforms, out= with a gradient, an out= call
+    while forward-mode AD is on: the C++ routers see tangents, which Python cannot cheaply) takes the op's own path. torch keeps one
     packet and one overload object per op, so their class is narrowed in place; where a torch refuses that, calls
     stay correct and only slower.
     """
@@ -181,42 +217,48 @@ def _route_python_calls(namespace: str, build_ops, gradient: Callable) -> None:
     call_no_grad, call_default_weights = no_grad_calls(build_ops)
     call_no_grad_out = getattr(build_ops.no_grad_out, "_op", build_ops.no_grad_out)
     gradient = _with_keywords(gradient, build_ops.default._schema)
-    plain_tensor, grad_enabled = torch.Tensor, torch.is_grad_enabled
+    transforms_gradient = _with_keywords(transforms_gradient, build_ops.default._schema)
+    plain_tensor, grad_enabled, forward_ad = torch.Tensor, torch.is_grad_enabled, _forward_ad
     transforms_active = torch._C._are_functorch_transforms_active
 
-    def records_no_graph(t) -> bool:
-        return type(t) is plain_tensor and not (t.requires_grad and grad_enabled())
+    def needs_no_autograd(t) -> bool:  # records no graph and carries no tangent (forward-mode AD is off)
+        return type(t) is plain_tensor and not (t.requires_grad and grad_enabled()) and forward_ad._current_level < 0
 
     class RoutedPacket(type(packet)):
         def __call__(self, /, *args, **kwargs):
             if args and type(x := args[0]) is plain_tensor:
                 out = kwargs.get("out")
-                if not (x.requires_grad and grad_enabled()):
+                if not (x.requires_grad and grad_enabled()) and forward_ad._current_level < 0:
                     if out is None:
                         if len(args) < 3 and "weights" not in kwargs:
                             return call_default_weights(*args, **kwargs)
                         return call_no_grad(*args, **kwargs)
-                    if records_no_graph(out):
+                    if needs_no_autograd(out):
                         return call_no_grad_out(*args, **kwargs)
-                elif out is None and not transforms_active():
-                    return gradient(*args, **kwargs)
+                elif out is None:
+                    if not transforms_active():
+                        return gradient(*args, **kwargs)  # records the graph and carries the tangent
+                    if forward_ad._current_level >= 0:
+                        return transforms_gradient(*args, **kwargs)
             return super().__call__(*args, **kwargs)
 
     class RoutedOverload(type(packet.default)):
         def __call__(self, /, *args, **kwargs):
-            # records_no_graph, inlined: the most frequent call saves a frame.
+            # needs_no_autograd, inlined: the most frequent call saves a frame.
             if args and type(x := args[0]) is plain_tensor:
-                if not (x.requires_grad and grad_enabled()):
+                if not (x.requires_grad and grad_enabled()) and forward_ad._current_level < 0:
                     if len(args) < 3 and "weights" not in kwargs:
                         return call_default_weights(*args, **kwargs)
                     return call_no_grad(*args, **kwargs)
                 if not transforms_active():
                     return gradient(*args, **kwargs)
+                if forward_ad._current_level >= 0:
+                    return transforms_gradient(*args, **kwargs)
             return super().__call__(*args, **kwargs)
 
     class RoutedOutOverload(type(packet.out)):
         def __call__(self, /, *args, **kwargs):
-            if args and records_no_graph(args[0]) and records_no_graph(kwargs.get("out")):
+            if args and needs_no_autograd(args[0]) and needs_no_autograd(kwargs.get("out")):
                 return call_no_grad_out(*args, **kwargs)
             return super().__call__(*args, **kwargs)
 
@@ -243,17 +285,18 @@ def _public_name_defined() -> bool:
     return True
 
 
-def define(namespace: str, register_fakes: Callable[[str, bool], None]) -> Callable:
+def define(namespace: str, register_fakes: Callable[[str, bool], None]) -> tuple[Callable, Callable]:
     """Define this build's ops under `namespace`, and the public name unless another build already did. Returns the
-    gradient's entry for a plain tensor outside functorch's transforms, `gradient(x, *arguments)` (_gradient)."""
+    gradient's entries for a plain tensor, `gradient(x, *arguments)` outside functorch's transforms and
+    `transforms_gradient(x, *arguments)` under them with forward-mode AD on (_gradient)."""
     library = _define_namespace(namespace, "DEF", register_fakes, build_namespace=True)  # first: the routers' target
     namespaces = [namespace]
     if not _public_name_defined():
         _define_namespace(PUBLIC_NAMESPACE, "FRAGMENT", register_fakes, build_namespace=False)
         namespaces.append(PUBLIC_NAMESPACE)
     build_ops = getattr(torch.ops, namespace).img2gray
-    gradient = _gradient(*no_grad_calls(build_ops), build_ops.default._schema)
+    gradient, transforms_gradient = _gradient(*no_grad_calls(build_ops), build_ops.default, build_ops.default._schema)
     library.impl("img2gray.differentiable", _differentiable_kernel(gradient, build_ops.default._schema), "Autograd")
     for defined in namespaces:
-        _route_python_calls(defined, build_ops, gradient)
-    return gradient
+        _route_python_calls(defined, build_ops, gradient, transforms_gradient)
+    return gradient, transforms_gradient
