@@ -30,6 +30,7 @@ import io
 import json
 import os
 import platform
+import resource
 import shutil
 import statistics
 import subprocess
@@ -479,18 +480,20 @@ print("KERNELPIN_BENCH " + json.dumps({{"seconds": done - imported, "torch_impor
 
 
 def timed_run(code: str, arguments: list[str], env: dict[str, str], cwd: Path, may_fail: bool = False) -> dict:
-    """Run `code` in a fresh interpreter: what it reported (seconds, torch imported or not), and the process's wall;
+    """Run `code` in a fresh interpreter: what it reported (seconds, torch imported or not), the process's wall
+    and CPU time (user and system);
     with `may_fail`, a failure is recorded as its last line."""
-    start = time.perf_counter()
+    start, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run([sys.executable, "-c", code, *arguments], env=env, cwd=cwd, capture_output=True, text=True,
                           timeout=1200)
-    wall = time.perf_counter() - start
+    wall, after = time.perf_counter() - start, resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
     if done.returncode != 0 and may_fail:
         return {"failed": done.stderr.strip().splitlines()[-2][:300]}
     if done.returncode != 0:
         raise SystemExit(f"{arguments or code[-200:]} failed ({done.returncode}):\n{done.stderr[-3000:]}")
     report = next(line for line in reversed(done.stderr.splitlines()) if line.startswith("KERNELPIN_BENCH "))
-    return {**json.loads(report.split(" ", 1)[1]), "wall": wall}
+    return {**json.loads(report.split(" ", 1)[1]), "wall": wall, "cpu": cpu}
 
 
 def bulk(args: argparse.Namespace) -> None:
@@ -534,7 +537,12 @@ def bulk(args: argparse.Namespace) -> None:
         code, arguments = commands[tool]
         env = {**envs[tool], **({"HF_HUB_OFFLINE": "1"} if state == "offline" else {})}
         # `kernels download` cannot work offline: it asks the Hub for every variant's listing.
-        runs[f"sync_{state}_{tool}"].append(timed_run(code, arguments, env, project, may_fail=state == "offline"))
+        served = server.cpu_seconds_by_process()
+        run = timed_run(code, arguments, env, project, may_fail=state == "offline")
+        if state == "cold":  # where a cold sync's CPU goes: the client's process and each server process
+            run["server_cpu"] = {name: used - served.get(name, 0.0)
+                                 for name, used in server.cpu_seconds_by_process().items()}
+        runs[f"sync_{state}_{tool}"].append(run)
 
     for _ in range(args.bulk_cold_repeats):  # alternating, each from an empty cache
         for tool in ("kernels", "kernelpin"):
@@ -584,6 +592,12 @@ def summarize_bulk(results: dict) -> None:
                         "beyond_torch": seconds - torch_import if imported else seconds}
     results["torch_import_s"] = torch_import
     results["medians"] = medians
+    megabytes = results["kernels"] * results["library_mb"]
+    results["cold_sync_cpu_ms_per_mb"] = {  # medians over the cold syncs: the client's process, each server's
+        tool: {name: statistics.median(run[key] if key == "cpu" else run["server_cpu"][name]
+                                       for run in results["runs"][f"sync_cold_{tool}"]) * 1e3 / megabytes
+               for name, key in (("client", "cpu"), ("olah-kernels", "server_cpu"), ("front", "server_cpu"))}
+        for tool in ("kernels", "kernelpin")}
 
 
 def render_bulk(r: dict) -> str:
@@ -598,6 +612,10 @@ def render_bulk(r: dict) -> str:
                 f"| {ours['seconds'] / theirs['seconds']:.2f}x | **{ours['beyond_torch'] / theirs['beyond_torch']:.2f}x** |")
 
     first = m["load_first_kernelpin"]["seconds"]
+    cpu = r["cold_sync_cpu_ms_per_mb"]
+    per_mb = "; ".join(f"{label} {cpu['kernelpin'][name]:.1f} / {cpu['kernels'][name]:.1f} ms" for label, name in (
+        ("olah", "olah-kernels"), ("the front relaying it", "front"),
+        ("the client's whole process (start-up included)", "client")))
     return f"""# kernelpin with big kernels
 
 {r['kernels']} kernels, each one variant with a {r['library_mb']} MB library (`_big.so`, the same bytes in every
@@ -620,11 +638,11 @@ A warm `kernelpin.load` reads no byte of the unchanged library: this user's rece
 ctime -> sha256, kernelpin.receipts) vouches for it. The first load after a sync, without a receipt, hashes it
 once, in the store ({first:.2f} s), which leaves the receipt that the check right before the package runs then
 finds (the library's times had settled: a file changed in the last 2 s is hashed by both); `kernels` hashes nothing.
-A cold sync waits on the test Hub: olah (behind testkit's kernel front) streams each file out of git in 4 KB
-chunks on one core, about 40 ms of its CPU per MB on this machine, while kernelpin's own process needs about 6 ms
-per MB (each byte hashed on the way in, written once, not read again; measured with 6 kernels of 50 MB). kernelpin
-downloads up to 8 files at once, `kernels` one kernel after another: neither gets more than that one core of
-the server, which shares the machine with both clients.{load_line(r)}
+A cold sync waits on the test Hub: olah (one process, behind testkit's kernel front) reads each file whole out of
+git and streams it in 4 KB chunks. CPU per MB synced, kernelpin's cold sync / `kernels download`: {per_mb}.
+kernelpin hashes each byte on the way in and writes it once, reading up to 1 MiB from the connection at a time.
+It downloads up to 8 files at once, `kernels` one kernel after another: kernelpin's sync is bound by olah's one
+core, which shares the machine's {r['machine'].split(', ')[1]} with the front and the client.{load_line(r)}
 """
 
 

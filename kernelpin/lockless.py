@@ -142,7 +142,9 @@ def resolve_online(source: HubSource, requirement: Requirement, env: Environment
     document, fetched = None, {}
     if variant is None:
         located = located or locate(source, requirement, lambda message: None, refs)
-        pinner = Pinner(source, requirement.repo_id, refs.repo_type, pick.commit, checker)
+        # No blob kept for the next lock: the install below writes what was read into the snapshot, where a
+        # lock looks first (a second copy cost a file lock and an fsync on every cold call).
+        pinner = Pinner(source, requirement.repo_id, refs.repo_type, pick.commit, checker, keep=False)
         variant = pinner.variant(chosen, located.variants[chosen])
         metadata = pinner.metadata.get(chosen)
         document, fetched = None if metadata is None else metadata.document, pinner.fetched[chosen]

@@ -144,14 +144,16 @@ class Pinner:
     is checked against the listing's git blob id; a commit's files never change, so it is read from the Hub
     cache when the cache holds it (a sync or `kernels download` put it in the snapshot, an earlier lock kept its
     blob) and, fetched once (one GET into memory), kept as blobs/<git blob id> (huggingface_hub's name for it,
-    no snapshot entry: the variant is not installed) for the next lock (best effort: a read-only cache costs a GET).
+    no snapshot entry: the variant is not installed) for the next lock (best effort: a read-only cache costs a GET),
+    unless the caller installs the variant from `fetched` (`keep=False`: the snapshot then holds it).
     `fetch` reads the small files of several variants at once (a request's latency, not one per file, on a
     real network); `variant` reads what was not fetched.
     """
 
     def __init__(self, source: HubSource, repo_id: str, repo_type: str, commit: str,
-                 checker: ReleaseChecker | None = None) -> None:
+                 checker: ReleaseChecker | None = None, keep: bool = True) -> None:
         self.source, self.repo_id, self.repo_type, self.commit = source, repo_id, repo_type, commit
+        self.keep = keep  # keep what was downloaded as blobs (False: the caller installs the variant from `fetched`)
         self.where = f"{repo_id} at {commit[:12]}"
         self.checker = checker  # verifies each variant's signature against the publisher policy
         self.store = Store(source)
@@ -253,7 +255,7 @@ class Pinner:
                 self._failed.setdefault(name, outcome)
                 continue
             content, downloaded = outcome
-            if downloaded:
+            if downloaded and self.keep:
                 self._keep(remote, content)
             self.fetched.setdefault(name, {})[relative] = content
 

@@ -146,6 +146,7 @@ class HubServer:
         self.port: int | None = None
         self._olah_ports: dict[str, int] = {}
         self._processes: list[subprocess.Popen] = []
+        self._named: dict[str, subprocess.Popen] = {}
 
     @property
     def endpoint(self) -> str:
@@ -166,6 +167,7 @@ class HubServer:
             # cwd: olah writes ./logs; its own process group so stop() ends it and its children only.
             self._processes.append(subprocess.Popen(
                 command, cwd=workdir, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+        self._named[name] = self._processes[-1]
 
     def _olah(self, name: str, mirrors: Path, port: int) -> None:
         config = self.root / f"{name}.toml"
@@ -214,15 +216,20 @@ class HubServer:
         with urllib.request.urlopen(self.endpoint + IN_FLIGHT, timeout=10) as answer:
             return json.loads(answer.read())
 
-    def cpu_seconds(self) -> float:
-        """The CPU time the test Hub's processes (the front, both olahs, and their children that ended: git)
-        have used since they started, from /proc (Linux): what the server side of a benchmark costs."""
-        ticks = 0
-        for process in self._processes:
+    def cpu_seconds_by_process(self) -> dict[str, float]:
+        """The CPU time (user and system, with their children that ended: git) each test-Hub process has used
+        since it started, from /proc (Linux): "olah" (model repositories), "olah-kernels", "front"."""
+        used = {}
+        for name, process in self._named.items():
             with contextlib.suppress(OSError):
                 fields = Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-                ticks += sum(int(value) for value in fields[11:15])  # utime, stime, cutime, cstime
-        return ticks / os.sysconf("SC_CLK_TCK")
+                used[name] = sum(int(value) for value in fields[11:15]) / os.sysconf("SC_CLK_TCK")  # u, s, cu, cs
+        return used
+
+    def cpu_seconds(self) -> float:
+        """The CPU time the test Hub's processes (the front, both olahs, and their children that ended: git)
+        have used since they started: what the server side of a benchmark costs."""
+        return sum(self.cpu_seconds_by_process().values())
 
     def stop(self) -> None:
         """Kill the servers at once (as a crash or a network cut would), keeping the ports for a restart."""
@@ -230,7 +237,7 @@ class HubServer:
             if process.poll() is None:
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
-        self._processes = []
+        self._processes, self._named = [], {}
 
     def __enter__(self) -> HubServer:
         self.start()

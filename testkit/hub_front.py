@@ -89,6 +89,10 @@ class Front(ThreadingHTTPServer):
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # An answer is written in several sends (headers, then the body): with Nagle's algorithm on, a kept-alive
+    # connection's second send waits for the client's delayed ACK, about 40 ms per answer, which a real Hub does not
+    # make its clients wait. It cost `kernels` (many requests per connection) more than kernelpin in the benchmarks.
+    disable_nagle_algorithm = True
     server: Front
 
     def log_message(self, format: str, *args: object) -> None:  # one line per request, on stderr (the log file)

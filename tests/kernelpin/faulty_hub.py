@@ -142,13 +142,14 @@ class HostileHub:
     """A Hub API in front of `upstream` (a real one, e.g. testkit.hub.HubServer's) that lies as `lies` says
     and forwards everything else. Endless answers end when the client hangs up or the server stops, so a
     test's `with` block bounds them. `requests` counts the requests it answered; `seen` lists each one's path
-    and User-Agent; `arrivals` holds (time.monotonic(), path) of every request, `throttled` of each answered
+    and User-Agent, `authorizations` each one's Authorization header (if any); `arrivals` holds (time.monotonic(), path) of every request, `throttled` of each answered
     "too many requests"; `most_in_flight` is the most requests it was answering at once."""
 
     def __init__(self, upstream: str, lies: Lies) -> None:
         self.lies, self.upstream = lies, urlsplit(upstream)
         self.requests = 0
         self.seen: list[tuple[str, str]] = []
+        self.authorizations: list[str] = []
         self.throttled: list[tuple[float, str]] = []
         self.arrivals: list[tuple[float, str]] = []
         self.most_in_flight = 0
@@ -166,6 +167,8 @@ class HostileHub:
                 with hub._count_lock:
                     hub.requests += 1
                     hub.seen.append((urlsplit(self.path).path, self.headers.get("User-Agent", "")))
+                    if "Authorization" in self.headers:
+                        hub.authorizations.append(self.headers["Authorization"])
                     hub.arrivals.append((time.monotonic(), self.path))
                     hub._in_flight += 1
                     hub.most_in_flight = max(hub.most_in_flight, hub._in_flight)

@@ -19,6 +19,7 @@ from kernelpin.lockless import UnpinnedKernelWarning
 from kernelpin.resolutions import state_dir
 from testkit.fake_kernel import CPU_213, kernel_files, publish
 from testkit.releasing import hub_env, run
+from tests.kernelpin.faulty_hub import HostileHub, Lies
 from tests.kernelpin.helpers import TRUSTED_ORG, UNTRUSTED_ORG, fresh_interpreter, snapshot_dir
 from tests.kernelpin.test_kernels_compat import publish_depending, with_dependency  # noqa: F401 (a fixture)
 
@@ -249,3 +250,23 @@ def test_kernel_dependencies_load_first_and_a_cycle_is_refused(with_dependency, 
     publish_depending(selfish, "1.0.0", [{"repo-id": selfish_id, "version": 1}], "VERSION = '1.0.0'\n")
     with pytest.raises(KernelpinError, match=rf"kernel dependency cycle: {selfish_id} -> {selfish_id}"):
         kernelpin.get_kernel(selfish_id, version=1)
+
+
+def test_a_cold_call_writes_metadata_json_once_and_a_lock_then_reads_it_from_the_snapshot(
+        hub, line, state, hf_env, project, cli, monkeypatch, fresh_modules):
+    # Failed before: the cold call kept a second copy as blobs/<git blob id> (a file lock and an fsync more).
+    repo_id, _, _, at_branch = line
+    kernelpin.get_kernel(repo_id, version=1)
+    blobs = hf_env / f"kernels--{repo_id.replace('/', '--')}" / "blobs"
+    names = sorted(blob.name for blob in blobs.iterdir())
+    files = kernel_files("1.1.0", variants=(CPU_213, OTHER))
+    assert len(names) == sum(path.startswith(f"build/{CPU_213}/") for path in files)  # one blob per file, by sha256
+    assert all(len(name) == 64 for name in names)
+    project(f'"{repo_id}" = 1\n')
+    server = HostileHub(hub.endpoint, Lies())
+    with server as endpoint:
+        monkeypatch.setenv("HF_ENDPOINT", endpoint)
+        status, _, err = cli("lock")
+        assert status == 0, err
+    fetched = [path for _, path in server.arrivals if path.endswith("/metadata.json")]
+    assert fetched == [f"/kernels/{repo_id}/resolve/{at_branch}/build/{OTHER}/metadata.json"]  # not this variant's

@@ -81,3 +81,16 @@ def test_the_log_has_a_line_for_every_request_forwarded(hub, new_repo):
     lines = (hub.root / "front.log").read_text().splitlines()
     assert any(line.startswith(f"front: GET {path} ") and line.endswith(" 200 -") for line in lines)
     assert any(line.startswith(f"front: GET {missing} ") and line.endswith(f" {status} -") for line in lines)
+
+
+def test_the_servers_report_the_cpu_they_used(hub):
+    # What the bulk benchmark records of a cold sync: the test Hub's share of the machine, by process.
+    before = hub.cpu_seconds_by_process()
+    assert set(before) == {"olah", "olah-kernels", "front"} and all(used >= 0 for used in before.values())
+    for _ in range(2000):  # until the front's CPU time moves on by a clock tick
+        urllib.request.urlopen(hub.endpoint + "/api/organizations/acme/overview", timeout=10).read()
+        if hub.cpu_seconds_by_process()["front"] > before["front"]:
+            break
+    after = hub.cpu_seconds_by_process()
+    assert after["front"] > before["front"] and after["olah"] >= before["olah"]
+    assert hub.cpu_seconds() == pytest.approx(sum(after.values()), abs=1.0)  # the whole test Hub's

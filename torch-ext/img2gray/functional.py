@@ -13,7 +13,7 @@ from typing import NoReturn
 
 import torch
 
-from ._ops import ABI, NAMESPACE, ops
+from ._ops import ABI, NAMESPACE, ops, schema_defaults
 
 WEIGHTS: dict[str, tuple[float, float, float]] = {
     "bt601": (0.299, 0.587, 0.114),  # ITU-R BT.601: torchvision, OpenCV, PIL
@@ -112,7 +112,8 @@ def img2gray(
         plain = type(x) is _PLAIN_TENSOR and not _dynamo_compiling()
         try:
             if plain and not (x.requires_grad and _grad_enabled()) and _forward_ad._current_level < 0:
-                result = _NO_GRAD_CALL(x, dim, *given) if given else _DEFAULT_WEIGHTS_CALL(x, dim)
+                result = (_NO_GRAD_CALL(x, dim, *given) if given else
+                          _DEFAULT_WEIGHTS_CALL(x) if dim == _DEFAULT_DIM else _DEFAULT_WEIGHTS_CALL(x, dim))
             elif plain and not _transforms_active():
                 result = _GRAD_CALL(x, dim, *given)
             elif plain and _forward_ad._current_level >= 0:  # torch.func.jvp, jacfwd
@@ -195,6 +196,9 @@ else:  # the exact library defined the ops (and the public name, which forwards 
 # (stable_abi.py); _DEFAULT_WEIGHTS_CALL the same for a call that gives no weights (the stable build's
 # `no_grad_default_weights`). torch.compile traces the OpOverload object instead: Dynamo cannot trace `_op`.
 _FUNCTIONAL_OP = ops.img2gray.default
+# The schema's default dim, left out of the call like the default weights: converting an int argument costs about
+# 0.2 us of a small image's torch.ops call.
+_DEFAULT_DIM, _ = schema_defaults(_FUNCTIONAL_OP._schema)
 if ABI == "stable":
     _NO_GRAD_CALL, _DEFAULT_WEIGHTS_CALL = stable_abi.no_grad_calls(ops.img2gray)
 else:

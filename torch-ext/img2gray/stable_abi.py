@@ -15,7 +15,7 @@ from collections.abc import Callable
 import torch
 from torch.autograd import forward_ad as _forward_ad
 
-from ._ops import LIBRARY, OUT_SCHEMA, SCHEMA
+from ._ops import LIBRARY, OUT_SCHEMA, SCHEMA, schema_defaults
 
 PUBLIC_NAMESPACE = "img2gray"
 # The overloads the op's C++ Autograd kernels route to, in this build's own namespace only, with the op's own
@@ -68,17 +68,12 @@ def _define_namespace(namespace: str, kind: str, register_fakes: Callable[[str, 
     return library
 
 
-def _schema_defaults(schema) -> tuple[int, list[float]]:
-    """The op's defaults of `dim` and `weights`, which the dispatcher leaves out of the calls that equal them."""
-    return tuple(argument.default_value for argument in schema.arguments[1:3])
-
-
 def _batched(op) -> Callable:
     """The vmap rule of the overloads that record no graph. The Python entry points send functorch's wrappers
     there too: under vmap a wrapper of a tensor that requires grad reads requires_grad=False, and the batching
     fallback would call `no_grad` on the tensor below it, recording nothing (x.grad stayed None). The rule calls
     the op's own path on the tensor below the wrapper, whose own requires_grad routes it (one call for the batch)."""
-    default_dim, _ = _schema_defaults(op._schema)
+    default_dim, _ = schema_defaults(op._schema)
 
     def rule(info, in_dims, x, dim=default_dim, *weights):  # the dispatcher leaves out arguments equal to defaults
         return op(*_batch_first(in_dims[0], x, dim), *weights), 0
@@ -110,7 +105,7 @@ def _differentiable_kernel(gradient: Callable, schema) -> Callable:
     with a message (torch's own refusal, raised below the router, would reach the caller without its text): there
     the Function can be entered only from Python, above the dispatcher (_route_python_calls, functional.py). vmap's
     rule (_batched) calls below its level, where no transform is active."""
-    default_dim, default_weights = _schema_defaults(schema)
+    default_dim, default_weights = schema_defaults(schema)
     transforms_active = torch._C._are_functorch_transforms_active
 
     # The dispatcher leaves out the arguments that equal the schema's defaults.
@@ -140,7 +135,7 @@ def _gradient(call_no_grad: Callable, call_default_weights: Callable, call_op: C
     setup_context, unwrapping functorch's dead wrappers) is skipped: the caller leaves functorch's transforms to the
     op's own path."""
 
-    default_dim, default_weights = _schema_defaults(schema)
+    default_dim, default_weights = schema_defaults(schema)
     inherited = torch.autograd.function._SingleLevelFunction.__dict__
 
     class Img2grayFunction(torch.autograd.Function):
@@ -188,7 +183,7 @@ def _gradient(call_no_grad: Callable, call_default_weights: Callable, call_op: C
 
 def _with_keywords(gradient: Callable, schema) -> Callable:
     """`gradient` taking `dim` and `weights` by keyword too (apply takes positional arguments only)."""
-    default_dim, default_weights = _schema_defaults(schema)
+    default_dim, default_weights = schema_defaults(schema)
 
     def call(x, *arguments, **keywords):
         if keywords:
