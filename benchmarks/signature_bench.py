@@ -9,6 +9,8 @@ signed kernels vs unsigned ones, on the test Hub (olah) with the test kit's Sigs
 - the same as commands in fresh processes (`python -m kernelpin lock`): start-up and sigstore's import included;
   one unrecorded run of each first, so both sets start with the same warm Hub cache (the metadata.json and bundle
   blobs an earlier lock kept) and warm test-Hub repositories;
+- the same commands with KERNELPIN_SIGNATURE_WORKER=0 (`lock_command_no_worker`): the verifications in the
+  command's own process instead of the signature worker beside it;
 - a first lock, as a command with an empty Hub cache each run: every metadata.json and bundle downloaded, so a
   signed release costs 5 requests more per kernel (100 in all) than an unsigned one besides the verification;
 - the same first lock with every answer of the test Hub 50 ms late (its front sleeps in each request's thread,
@@ -19,9 +21,10 @@ signed kernels vs unsigned ones, on the test Hub (olah) with the test kit's Sigs
   lock's recorded signer against the policy: no cryptography; the bundle is one more locked file to re-hash).
 Every variant is shaped like img2gray's CPU build (the files and sizes of `build/dev`, a 372 KB library).
 
-Each command row also records the medians of the command's CPU time, the test Hub's CPU time and the requests
-it answered: on this 2-core machine the test Hub (olah, some 10-20 ms of CPU per request) shares the cores with
-the command, so a row can be bound by the test Hub's CPU rather than by kernelpin's.
+Each command row also records the medians of the command's CPU time (its signature worker's included; `own`:
+its own process's alone), the test Hub's CPU time and the requests it answered: on this 2-core machine the test
+Hub (olah, some 10-20 ms of CPU per request) shares the cores with the command, so a row can be bound by the
+test Hub's CPU rather than by kernelpin's.
 
 Prints the medians and ratios as JSON and writes benchmarks/results/cpu/signatures.json, with the load average
 before and after. Compare ratios, not absolute times: the machine is shared.
@@ -67,13 +70,25 @@ SHAPE = {"_img2gray_bench.abi3.so": 371_632, "functional.py": 7_733, "stable_abi
 
 
 class Costs(NamedTuple):
-    """What one `kernelpin lock` command cost: wall seconds, CPU seconds of the command's process and of the
-    test Hub's (which shares the machine's cores), and requests the test Hub answered."""
+    """What one `kernelpin lock` command cost: wall seconds, CPU seconds of the command (its signature worker's
+    included), of the command's own process alone, and of the test Hub's (which shares the machine's cores), and
+    requests the test Hub answered."""
 
     wall: float
     client_cpu: float
+    own_cpu: float
     hub_cpu: float
     requests: int
+
+
+# `python -m kernelpin lock`, telling at exit the CPU time of its own process (without its signature worker's).
+LOCK = ("import atexit, resource, runpy, sys\n"
+        "def own_cpu():\n"
+        "    usage = resource.getrusage(resource.RUSAGE_SELF)\n"
+        "    print('OWN CPU', usage.ru_utime + usage.ru_stime, file=sys.stderr)\n"
+        "atexit.register(own_cpu)\n"
+        "sys.argv = ['kernelpin', 'lock']\n"
+        "runpy.run_module('kernelpin', run_name='__main__', alter_sys=True)\n")
 
 
 def children_cpu() -> float:
@@ -152,9 +167,10 @@ def main() -> None:
         (app / "kernelpin.lock").unlink(missing_ok=True)
         requests, hub_cpu, client_cpu = answered(server), server.cpu_seconds(), children_cpu()
         start = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "kernelpin", "lock"], cwd=app, check=True, capture_output=True,
-                       env={**env, "HF_HUB_CACHE": str(hub_cache), **(extra_env or {})})
-        return Costs(time.perf_counter() - start, children_cpu() - client_cpu, server.cpu_seconds() - hub_cpu,
+        done = subprocess.run([sys.executable, "-c", LOCK], cwd=app, check=True, capture_output=True, text=True,
+                              env={**env, "HF_HUB_CACHE": str(hub_cache), **(extra_env or {})})
+        own = float(done.stderr.rpartition("OWN CPU ")[2].split()[0])
+        return Costs(time.perf_counter() - start, children_cpu() - client_cpu, own, server.cpu_seconds() - hub_cpu,
                      answered(server) - requests)
 
     def empty_cache() -> Path:
@@ -168,6 +184,7 @@ def main() -> None:
         for kind, costs in runs.items():
             results[f"{key}_{kind}_s"] = statistics.median(cost.wall for cost in costs)
             results[f"{key}_{kind}_client_cpu_s"] = round(statistics.median(cost.client_cpu for cost in costs), 3)
+            results[f"{key}_{kind}_own_cpu_s"] = round(statistics.median(cost.own_cpu for cost in costs), 3)
             results[f"{key}_{kind}_hub_cpu_s"] = round(statistics.median(cost.hub_cpu for cost in costs), 3)
             results[f"{key}_{kind}_requests"] = statistics.median(cost.requests for cost in costs)
         results[f"{key}_ratio"] = results[f"{key}_signed_s"] / results[f"{key}_unsigned_s"]
@@ -175,6 +192,7 @@ def main() -> None:
     command(signed_app)  # warm-up of both sets alike
     command(unsigned_app)
     commands("lock_command", lambda: cache)
+    commands("lock_command_no_worker", lambda: cache, {"KERNELPIN_SIGNATURE_WORKER": "0"})
     commands("lock_first", empty_cache)
 
     # load(): both sets synced, then loaded in fresh import states, rounds alternating.

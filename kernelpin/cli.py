@@ -5,6 +5,7 @@ with @command; commands that need no torch never import it."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import difflib
 import functools
@@ -23,6 +24,7 @@ from kernelpin.hub_cache import cache
 from kernelpin.inspection import info
 from kernelpin.install import Installer, SyncedVariant
 from kernelpin.project import PYPROJECT, Project, find_project
+from kernelpin.signature import ReleaseChecker
 from kernelpin.source import HubSettings, HubSource
 from kernelpin.spec import check_repo_id, describe_value
 from kernelpin.terminal import SafeConsole
@@ -244,9 +246,14 @@ LOCK_MODES = """how --locked and --frozen compare:
                      "Hub cache (or --target DIR) and verify every byte against kernelpin.lock. A stale lock is "
                      "re-locked first unless --locked or --frozen says otherwise.")
 def cmd_sync(ctx: Context) -> int:
+    with contextlib.ExitStack() as closing:  # the checker (and its signature worker) ends with the command
+        checker = functools.cache(lambda: closing.enter_context(locking.release_checker(ctx.project, ctx.source)))
+        return _sync(ctx, checker)  # made once, when first needed
+
+
+def _sync(ctx: Context, checker: Callable[[], ReleaseChecker]) -> int:
     # The steps of kernelpin.syncing.sync, one by one: the re-lock's changes are shown before anything is installed.
     args = ctx.args
-    checker = functools.cache(functools.partial(locking.release_checker, ctx.project, ctx.source))  # made once
     fresh = locking.lock_for_sync(ctx.project, ctx.source, locked=args.locked, frozen=args.frozen,
                                   note=ctx.note, warn=ctx.warn, accepted_signers=_accepted_signers(args.accept_signer),
                                   checker=checker)

@@ -21,6 +21,7 @@ from kernelpin.project import (
 from kernelpin.ranges import Version
 from kernelpin.resolve import resolve, tag_versions
 from kernelpin.signature import ReleaseChecker
+from kernelpin.signature_worker import wanted as signature_worker_wanted
 from kernelpin.source import OFFLINE, HubSource
 
 Report = Callable[[str], None]
@@ -61,12 +62,13 @@ def check_lock(project: Project) -> list[str]:
 
 def release_checker(project: Project, source: HubSource, refresh: bool = False) -> ReleaseChecker:
     """The publisher policy of pyproject.toml ([tool.kernelpin.trust]) with its Sigstore trust root; `refresh`
-    asks Sigstore's TUF repository for a newer root first (online only)."""
+    asks Sigstore's TUF repository for a newer root first (online only). It verifies in a second process unless
+    KERNELPIN_SIGNATURE_WORKER=0: close it when the command is done."""
     if refresh and source.settings.offline:
         raise KernelpinError(f"--refresh-trust-root asks Sigstore's TUF repository for a newer trust root, but "
                              f"{OFFLINE}; go online, or drop --refresh-trust-root (the shipped root works offline)")
     checker = ReleaseChecker(read_policy(project), project.root, refresh=refresh,
-                             refresh_timeout=source.settings.limits.http_timeout)
+                             refresh_timeout=source.settings.limits.http_timeout, worker=signature_worker_wanted())
     if refresh:
         _ = checker.verifier  # the refresh first, once: without network it fails before anything is resolved
     return checker
@@ -83,8 +85,7 @@ def lock(project: Project, source: HubSource, *, upgrade: Collection[str] = (), 
         raise KernelpinError(f"offline, and {project.lockfile.name} "
                              "does not exist yet: the first lock resolves against the Hub, so run `kernelpin lock` "
                              "once with network access (without --offline and HF_HUB_OFFLINE) and commit the lock")
-    checker = release_checker(project, source, refresh_trust_root)
-    with project.edit_lock():
+    with release_checker(project, source, refresh_trust_root) as checker, project.edit_lock():
         return _relock(project, source, set(upgrade), upgrade_all, dry_run, note, warn, checker,
                        accepted_signers or {})
 
@@ -111,8 +112,10 @@ def lock_for_sync(project: Project, source: HubSource, *, locked: bool = False, 
             + "\n  ".join(reasons) + "\nRun `kernelpin lock` and commit the result."
         )
     with project.edit_lock():
-        return _relock(project, source, set(), False, False, note, warn,
-                       checker() if checker else release_checker(project, source), accepted_signers)
+        if checker is not None:  # the caller's, closed by the caller
+            return _relock(project, source, set(), False, False, note, warn, checker(), accepted_signers)
+        with release_checker(project, source) as own:
+            return _relock(project, source, set(), False, False, note, warn, own, accepted_signers)
 
 
 def add(project: Project, source: HubSource, requirements: Mapping[str, str | None], *, dry_run: bool = False,
@@ -174,8 +177,8 @@ def _edit_and_relock(project: Project, source: HubSource, edit: Callable[[Projec
             original = stream.read()
         edit(project)
         try:
-            result = _relock(project, source, set(), False, dry_run, note, warn, release_checker(project, source),
-                             accepted_signers)
+            with release_checker(project, source) as checker:
+                result = _relock(project, source, set(), False, dry_run, note, warn, checker, accepted_signers)
         except BaseException:
             write_atomic(project.pyproject, original)
             raise

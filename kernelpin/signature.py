@@ -36,6 +36,8 @@ if TYPE_CHECKING:
     from sigstore.models import TrustedRoot
     from sigstore.verify import Verifier
 
+    from kernelpin.signature_worker import SignatureWorker
+
 MAX_BUNDLE_BYTES = 1 << 20  # a real bundle is about 5 KB: a certificate, a signature, one log entry
 
 # Fulcio's certificate extensions (https://github.com/sigstore/fulcio/blob/main/docs/oid-info.md).
@@ -290,15 +292,29 @@ def verify_variant(directory: Path, repo_id: str, policy: Policy, verifier: Veri
 class ReleaseChecker:
     """The policy and its trust root, as `lock` and `sync` use them from several threads; the sigstore
     verifier is made on first use (importing sigstore costs about 0.4 s of CPU, a lock of unsigned kernels never
-    pays it)."""
+    pays it). With `worker`, a lock's verifications run in a second process (kernelpin.signature_worker), started
+    by `warm_up`; close the checker (or use it as a context manager) when the command is done."""
 
     def __init__(self, policy: Policy, project_root: Path, refresh: bool = False,
-                 refresh_timeout: float = Limits.http_timeout) -> None:
+                 refresh_timeout: float = Limits.http_timeout, worker: bool = False) -> None:
         self.policy, self.project_root, self.refresh = policy, project_root, refresh
         self.refresh_timeout = refresh_timeout
         self._verifier: Verifier | None = None
         self._making = threading.Lock()
-        self._warming: threading.Thread | None = None
+        self._warmed = False
+        self._wants_worker = worker
+        self._worker: SignatureWorker | None = None
+
+    def __enter__(self) -> ReleaseChecker:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the signature worker, if one was started (and wait for it to exit)."""
+        if self._worker is not None:
+            self._worker.close()
 
     @property
     def verifier(self) -> Verifier:
@@ -308,17 +324,35 @@ class ReleaseChecker:
             return self._verifier
 
     def warm_up(self) -> None:
-        """Start making the verifier in the background (once): `lock` calls it when a listing shows a
-        bundle, so sigstore's import overlaps the downloads of the metadata to verify."""
+        """Get ready to verify in the background (once): `lock` calls it when a listing shows a bundle, so that
+        sigstore's import overlaps the downloads of the metadata to verify. With `worker`, by starting the
+        signature worker (it refreshes nothing: a refresh is the parent's, made before); else, or when it cannot
+        start, by making the verifier in a thread."""
+        from kernelpin.signature_worker import SignatureWorker, WorkerGone  # it imports this module
+
         with self._making:
-            if self._verifier is not None or self._warming is not None:
+            if self._warmed:
                 return
-            self._warming = threading.Thread(target=self._warm, name="kernelpin-sigstore", daemon=True)
-            self._warming.start()
+            self._warmed = True
+            if self._wants_worker and (self._verifier is not None or not self.refresh):
+                with contextlib.suppress(WorkerGone):  # verified in-process then
+                    self._worker = SignatureWorker.start(self.policy, self.project_root)
+                    return
+            if self._verifier is None:
+                threading.Thread(target=self._warm, name="kernelpin-sigstore", daemon=True).start()
 
     def _warm(self) -> None:
         with contextlib.suppress(KernelpinError):  # reported by the first real use
             _ = self.verifier
+
+    def _verify(self, repo_id: str, variant: str, metadata: bytes, bundle: bytes) -> Verified | None:
+        """verify_bundle, in the signature worker when one runs, else (or when it fails to answer) here."""
+        from kernelpin.signature_worker import WorkerGone
+
+        if self._worker is not None:
+            with contextlib.suppress(WorkerGone):
+                return self._worker.verify(repo_id, variant, metadata, bundle)
+        return verify_bundle(repo_id, variant, metadata, bundle, self.policy, self.verifier)
 
     def check(self, repo_id: str, variant: str, metadata: bytes | None, bundle: bytes | None) -> LockedSignature:
         """What the lock records of one variant's signature, after verifying it (see verify_bundle)."""
@@ -328,7 +362,7 @@ class ReleaseChecker:
             raise SignatureError(repo_id, variant, f"{BUNDLE} without a metadata.json to sign",
                                  "the release is broken; ask the publisher to fix it")
         else:
-            verified = verify_bundle(repo_id, variant, metadata, bundle, self.policy, self.verifier)
+            verified = self._verify(repo_id, variant, metadata, bundle)
         if verified is None:
             return LockedSignature(None)
         return LockedSignature(verified.signer, verified.bundle_sha256, verified.log_index, verified.log_id,

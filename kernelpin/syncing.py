@@ -4,6 +4,7 @@ would install (--dry-run)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
@@ -46,12 +47,13 @@ def sync(project: Project, source: HubSource, env: Environment | None, *, all_va
     """Install the locked variant that fits `env` (every locked variant with `all_variants`, `env` None) into
     the Hub cache or `target`, verify every byte, repair what changed and remove what the lock does not list.
     A stale lock is re-locked first (`accepted_signers`: as `lock`'s)."""
-    # Made once, when first needed: the re-lock and the install verify against one trust root.
-    checker = functools.cache(functools.partial(release_checker, project, source))
-    fresh = lock_for_sync(project, source, locked=locked, frozen=frozen, note=note, warn=warn,
-                          accepted_signers=accepted_signers, checker=checker)
-    return Synced(fresh, install_lock(fresh.lock, Installer(source, target, progress), env, all_variants,
-                                      checker=checker()))
+    with contextlib.ExitStack() as closing:
+        # Made once, when first needed: the re-lock and the install verify against one trust root.
+        checker = functools.cache(lambda: closing.enter_context(release_checker(project, source)))
+        fresh = lock_for_sync(project, source, locked=locked, frozen=frozen, note=note, warn=warn,
+                              accepted_signers=accepted_signers, checker=checker)
+        return Synced(fresh, install_lock(fresh.lock, Installer(source, target, progress), env, all_variants,
+                                          checker=checker()))
 
 
 def install_lock(lock: Lock, installer: Installer, env: Environment | None,

@@ -255,7 +255,7 @@ class SignatureError(KernelpinError):
 
     def __init__(self, repo_id: str, variant: str, cause: str, fix: str) -> None:
         super().__init__(f"{repo_id} {variant}: {cause}; {fix}")
-        self.repo_id, self.variant, self.cause = repo_id, variant, cause
+        self.repo_id, self.variant, self.cause, self.fix = repo_id, variant, cause, fix
 
 
 _EXAMPLE = (f'[{TABLE}.publishers.acme]\nsigners = [{{ repository = "acme/kernels", '

@@ -188,13 +188,22 @@ def test_the_verifier_is_warmed_before_any_listing_when_a_signature_is_expected(
 
 def test_an_unsigned_lock_never_imports_sigstore(slow_hub, project, sigstore, monkeypatch) -> None:
     """Importing sigstore costs about 0.35 s of CPU: a lock of unsigned kernels never pays it, whatever the
-    policy names (a trust root, signers), in a fresh interpreter as a command runs."""
+    policy names (a trust root, signers), in a fresh interpreter as a command runs; nor starts the signature
+    worker that would import it in a second process."""
     monkeypatch.setenv("HF_ENDPOINT", slow_hub.endpoint)
+    monkeypatch.delenv("KERNELPIN_SIGNATURE_WORKER", raising=False)
     root = project('"acme/plain" = "^1"\n')
     with open(root / "pyproject.toml", "a") as stream:
         stream.write(_policy(sigstore[1]))
-    output, modules = fresh_interpreter("from kernelpin.cli import main\nprint('STATUS', main(['lock']))")
-    assert "STATUS 0" in output, output
+    output, modules = fresh_interpreter(
+        "import subprocess\nstarted = []\n"
+        "class Recorded(subprocess.Popen):\n"
+        "    def __init__(self, args, *more, **options):\n"
+        "        started.append(args)\n"
+        "        super().__init__(args, *more, **options)\n"
+        "subprocess.Popen = Recorded\n"
+        "from kernelpin.cli import main\nprint('STATUS', main(['lock']), 'STARTED', started)")
+    assert "STATUS 0 STARTED []" in output, output
     assert lockfile.read(root / "kernelpin.lock").kernels[0].variants[0].signature.signer is None
     assert not {name for name in modules if name.split(".")[0] in ("sigstore", "rekor_types")}, modules
 

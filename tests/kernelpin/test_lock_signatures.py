@@ -37,6 +37,12 @@ def sigstore(tmp_path_factory: pytest.TempPathFactory) -> tuple[SigstoreRoot, Pa
     return root, root.write_trusted_root(tmp_path_factory.mktemp("sigstore") / "trusted_root.json")
 
 
+@pytest.fixture(autouse=True, params=["worker", "in-process"])
+def signature_worker(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test both ways: verified in the signature worker (the default) and in the command's process."""
+    monkeypatch.setenv("KERNELPIN_SIGNATURE_WORKER", "1" if request.param == "worker" else "0")
+
+
 @pytest.fixture
 def app(project, sigstore):
     """project(dependencies, trust): pyproject.toml with [tool.kernelpin.trust] pointing at the test trust root."""
