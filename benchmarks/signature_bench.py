@@ -54,7 +54,7 @@ from kernelpin.project import Project, read_policy, read_requirements
 from kernelpin.resolve import resolve
 from kernelpin.signature import ReleaseChecker
 from kernelpin.source import HubSettings, HubSource
-from benchmarks.kernelpin_bench import median_time
+from benchmarks.kernelpin_bench import compile_kernelpin, median_time
 from testkit.fake_kernel import kernel_files
 from testkit.hub import HubServer
 from testkit.sigstore_root import Identity, SigstoreRoot
@@ -117,6 +117,7 @@ def main() -> None:
     parser.add_argument("--kernels", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
+    compile_kernelpin()  # as a wheel's install does: the commands and the signature worker start from bytecode
     work = Path(tempfile.mkdtemp(prefix="kernelpin-signature-bench-"))
     sigstore = SigstoreRoot()
     trusted_root = sigstore.write_trusted_root(work / "trusted_root.json")
