@@ -5,7 +5,6 @@ with @command; commands that need no torch never import it."""
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import difflib
 import functools
@@ -246,9 +245,8 @@ LOCK_MODES = """how --locked and --frozen compare:
                      "Hub cache (or --target DIR) and verify every byte against kernelpin.lock. A stale lock is "
                      "re-locked first unless --locked or --frozen says otherwise.")
 def cmd_sync(ctx: Context) -> int:
-    with contextlib.ExitStack() as closing:  # the checker (and its signature worker) ends with the command
-        checker = functools.cache(lambda: closing.enter_context(locking.release_checker(ctx.project, ctx.source)))
-        return _sync(ctx, checker)  # made once, when first needed
+    with locking.release_checker_when_needed(ctx.project, ctx.source) as checker:  # and its worker end with it
+        return _sync(ctx, checker)
 
 
 def _sync(ctx: Context, checker: Callable[[], ReleaseChecker]) -> int:

@@ -8,8 +8,10 @@ problems that do not stop the command.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 
 from kernelpin import kernels_lock, lockfile
@@ -72,6 +74,14 @@ def release_checker(project: Project, source: HubSource, refresh: bool = False) 
     if refresh:
         _ = checker.verifier  # the refresh first, once: without network it fails before anything is resolved
     return checker
+
+
+@contextlib.contextmanager
+def release_checker_when_needed(project: Project, source: HubSource) -> Iterator[Callable[[], ReleaseChecker]]:
+    """release_checker, made at the first call of what this yields (the same one at every later call) and closed
+    with the block: a command that verifies nothing neither reads the policy nor starts a signature worker."""
+    with contextlib.ExitStack() as closing:
+        yield functools.cache(lambda: closing.enter_context(release_checker(project, source)))
 
 
 def lock(project: Project, source: HubSource, *, upgrade: Collection[str] = (), upgrade_all: bool = False,

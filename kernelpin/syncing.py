@@ -4,8 +4,6 @@ would install (--dry-run)."""
 
 from __future__ import annotations
 
-import contextlib
-import functools
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +14,7 @@ from kernelpin.errors import NoVariantError
 from kernelpin.inspection import newer_build_hint
 from kernelpin.install import Installer, PlannedVariant, SyncedVariant
 from kernelpin.lockfile import Lock
-from kernelpin.locking import Locked, Report, lock_for_sync, release_checker
+from kernelpin.locking import Locked, Report, lock_for_sync, release_checker_when_needed
 from kernelpin.project import Project
 from kernelpin.ranges import Version
 from kernelpin.signature import ReleaseChecker
@@ -47,9 +45,7 @@ def sync(project: Project, source: HubSource, env: Environment | None, *, all_va
     """Install the locked variant that fits `env` (every locked variant with `all_variants`, `env` None) into
     the Hub cache or `target`, verify every byte, repair what changed and remove what the lock does not list.
     A stale lock is re-locked first (`accepted_signers`: as `lock`'s)."""
-    with contextlib.ExitStack() as closing:
-        # Made once, when first needed: the re-lock and the install verify against one trust root.
-        checker = functools.cache(lambda: closing.enter_context(release_checker(project, source)))
+    with release_checker_when_needed(project, source) as checker:  # the re-lock and the install share one
         fresh = lock_for_sync(project, source, locked=locked, frozen=frozen, note=note, warn=warn,
                               accepted_signers=accepted_signers, checker=checker)
         return Synced(fresh, install_lock(fresh.lock, Installer(source, target, progress), env, all_variants,
