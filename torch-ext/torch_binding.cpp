@@ -118,6 +118,14 @@ at::Tensor call_op(const at::Tensor& input, int64_t dim, at::ArrayRef<double> we
   return op.call(input, dim, weights);
 }
 
+// This build's out= overload through the dispatcher from wherever the caller is (below autograd, or all of it).
+void call_out_op(const at::Tensor& input, int64_t dim, at::ArrayRef<double> weights, at::Tensor& out) {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow(IMG2GRAY_STRINGIFY(TORCH_EXTENSION_NAME) "::img2gray", "out")
+                             .typed<void(const at::Tensor&, int64_t, at::ArrayRef<double>, at::Tensor&)>();
+  op.call(input, dim, weights, out);
+}
+
 // Forward-mode AD (torch.autograd.forward_ad, torch.func.jvp) is torch's level 0: torch allows one forward level at
 // a time, and its generated kernels read that one alike. A C++ autograd.Function has no jvp, and this kernel's
 // calls below autograd set no tangent (the result's tangent was silently zero), so it is set here.
@@ -145,10 +153,7 @@ void img2gray_out_autograd(const at::Tensor& input, int64_t dim, at::ArrayRef<do
   TORCH_CHECK_NOT_IMPLEMENTED(!(input._fw_grad(kForwardLevel).defined() || out._fw_grad(kForwardLevel).defined()),
                               kOutCarriesNoTangent);
   at::AutoDispatchBelowAutograd below_autograd;  // ADInplaceOrView still bumps out's version counter
-  static const auto op = c10::Dispatcher::singleton()
-                             .findSchemaOrThrow(IMG2GRAY_STRINGIFY(TORCH_EXTENSION_NAME) "::img2gray", "out")
-                             .typed<void(const at::Tensor&, int64_t, at::ArrayRef<double>, at::Tensor&)>();
-  op.call(input, dim, weights, out);
+  call_out_op(input, dim, weights, out);
 }
 
 // The out= overload under torch.func.vmap (both namespaces): torch's batching fallback refused it too, but without
@@ -159,16 +164,9 @@ void img2gray_out_batched(const at::Tensor&, int64_t, at::ArrayRef<double>, at::
 
 // `torch.ops.img2gray.img2gray` is the documented entry point. Each build registers under its own namespace
 // so that several can be loaded in one process; the first one loaded also defines the public name, which
-// forwards to its own op through the dispatcher (call_op, public_img2gray_out; CompositeImplicitAutograd: autograd
-// and compile follow).
+// forwards to its own op through the dispatcher (call_op, call_out_op; CompositeImplicitAutograd: autograd and
+// compile follow).
 // In C++ rather than Python: a Python forwarding kernel measured 1.21x of a small call's floor.
-void public_img2gray_out(const at::Tensor& input, int64_t dim, at::ArrayRef<double> weights, at::Tensor& out) {
-  static const auto op = c10::Dispatcher::singleton()
-                             .findSchemaOrThrow(IMG2GRAY_STRINGIFY(TORCH_EXTENSION_NAME) "::img2gray", "out")
-                             .typed<void(const at::Tensor&, int64_t, at::ArrayRef<double>, at::Tensor&)>();
-  op.call(input, dim, weights, out);
-}
-
 // Runs once, when the library is loaded. The Library object must outlive the process's use of the op
 // (its destructor would deregister it), so it is never freed.
 bool define_public_alias() {
@@ -178,7 +176,7 @@ bool define_public_alias() {
   library->def(IMG2GRAY_SCHEMA, tags);
   library->def(IMG2GRAY_OUT_SCHEMA, tags);
   library->impl("img2gray", torch::dispatch(c10::DispatchKey::CompositeImplicitAutograd, &call_op));
-  library->impl("img2gray.out", torch::dispatch(c10::DispatchKey::CompositeImplicitAutograd, &public_img2gray_out));
+  library->impl("img2gray.out", torch::dispatch(c10::DispatchKey::CompositeImplicitAutograd, &call_out_op));
   library->impl("img2gray.out", torch::dispatch(c10::DispatchKey::FuncTorchBatched, &img2gray_out_batched));
   return true;
 }
