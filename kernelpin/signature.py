@@ -404,7 +404,9 @@ class ReleaseChecker:
     @functools.cached_property
     def _receipt_root(self) -> str | None:
         """The trust root receipts are recalled and kept under; None: none are (no receipts, or no root id)."""
-        return None if self.receipts is None else trust_root_id(self.policy, self.project_root)
+        if self.receipts is None or self.receipts.files.directory is None:
+            return None
+        return trust_root_id(self.policy, self.project_root)
 
     @functools.cached_property
     def _may_recall(self) -> bool:

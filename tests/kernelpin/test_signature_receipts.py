@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -268,3 +269,23 @@ def test_no_receipts_without_a_safe_place_for_them(sigstore, tmp_path, verificat
                        receipts=SignatureReceipts(PrivateFiles(None))).check("acme/x", CPU_213, files[METADATA],
                                                                             files[BUNDLE])
     assert len(verifications) == 2
+
+
+def test_no_receipt_when_the_trust_root_changed_while_it_loaded(sigstore, hf_env, tmp_path, monkeypatch) -> None:
+    # The bytes the verifier loaded are not known for sure: a receipt under the old or the new root could lie.
+    root = tmp_path / "trusted_root.json"
+    shutil.copy(sigstore[1], root)
+    real = signature.verifier
+
+    def edited_meanwhile(*args):
+        made = real(*args)
+        root.write_bytes(root.read_bytes() + b"\n")
+        return made
+
+    monkeypatch.setattr(signature, "verifier", edited_meanwhile)
+    files = sigstore[0].sign_files(kernel_files("1.0.0"), ACME)
+    checker(sigstore, root).check("acme/x", CPU_213, files[METADATA], files[BUNDLE])
+    assert not receipt_files()
+    monkeypatch.setattr(signature, "verifier", real)
+    checker(sigstore, root).check("acme/x", CPU_213, files[METADATA], files[BUNDLE])
+    assert len(receipt_files()) == 1
