@@ -395,10 +395,12 @@ class ReleaseChecker:
     def verifier(self) -> Verifier:
         with self._making:
             if self._verifier is None:
-                before = trust_root_id(self.policy, self.project_root)
+                keeps = self._receipt_root is not None
+                before = trust_root_id(self.policy, self.project_root) if keeps else None
                 self._verifier = verifier(self.policy, self.project_root, self.refresh, self.refresh_timeout)
                 # A root that changed while it loaded (a refresh, an edit) is not known for sure: no receipts.
-                self._verifier_root = before if trust_root_id(self.policy, self.project_root) == before else None
+                if keeps and trust_root_id(self.policy, self.project_root) == before:
+                    self._verifier_root = before
             return self._verifier
 
     @functools.cached_property
@@ -465,6 +467,7 @@ class ReleaseChecker:
                 check_allowed(self.policy, repo_id, variant, recalled.signer)
                 return recalled
         verified: Verified | None = None
+        under: str | None = None  # the root it was verified under
         if self._worker is not None:
             with contextlib.suppress(WorkerGone):
                 verified, under = self._worker.verify(repo_id, variant, metadata, bundle)
