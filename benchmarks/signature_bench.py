@@ -22,7 +22,10 @@ signed kernels vs unsigned ones, on the test Hub (olah) with the test kit's Sigs
 - the same first lock with every answer of the test Hub 50 ms late (its front sleeps in each request's thread,
   so requests sent at once overlap, as over a real network): what the extra requests cost where latency, not
   the test Hub's CPU, bounds them (lock reads a kernel's small files at once, within KERNELPIN_DOWNLOADS, 8
-  file bodies at once for all kernels: 20 kernels fill it either way, so the row is repeated with 32);
+  file bodies at once for all kernels: 20 kernels fill it either way, so the row is repeated with 32), and
+  repeated with receipts of other bytes kept (`lock_first_50ms_other_receipts`: a user who verified before locks
+  new releases; the signature worker then starts once a kernel's small files show a bundle without a receipt,
+  not at its listing);
 - load(): 20 signed vs 20 unsigned kernels, already synced, each round in a fresh import state (load checks the
   lock's recorded signer against the policy: no cryptography; the bundle is one more locked file to re-hash).
 Every variant is shaped like img2gray's CPU build (the files and sizes of `build/dev`, a 372 KB library).
@@ -56,7 +59,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from kernelpin.cli import main as kernelpin_main
-from kernelpin.private_state import private_directory
+from kernelpin.private_state import PrivateFiles, private_directory
 from kernelpin.project import Project, read_policy, read_requirements
 from kernelpin.resolve import resolve
 from kernelpin.signature import ReleaseChecker
@@ -174,11 +177,20 @@ def main() -> None:
 
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
 
+    def keep_receipts() -> None:
+        pass
+
+    def no_receipts() -> None:
+        shutil.rmtree(receipts, ignore_errors=True)
+
+    def other_receipts() -> None:  # a user who verified other bundles before: the warm-up waits for the bytes
+        no_receipts()
+        PrivateFiles(receipts).write("of-other-bytes", b"{}")
+
     def command(app: Path, hub_cache: Path = cache, extra_env: dict[str, str] | None = None,
-                with_receipts: bool = True) -> Costs:
+                receipts_before: Callable[[], None] = keep_receipts) -> Costs:
         (app / "kernelpin.lock").unlink(missing_ok=True)
-        if not with_receipts:
-            shutil.rmtree(receipts, ignore_errors=True)
+        receipts_before()
         requests, hub_cpu, client_cpu = answered(server), server.cpu_seconds(), children_cpu()
         start = time.perf_counter()
         done = subprocess.run([sys.executable, "-c", LOCK], cwd=app, check=True, capture_output=True, text=True,
@@ -191,11 +203,11 @@ def main() -> None:
         return Path(tempfile.mkdtemp(dir=work, prefix="hf-cache-"))
 
     def commands(key: str, hub_cache: Callable[[], Path], extra_env: dict[str, str] | None = None,
-                 with_receipts: bool = True) -> None:
+                 receipts_before: Callable[[], None] = keep_receipts) -> None:
         runs: dict[str, list[Costs]] = {"signed": [], "unsigned": []}
         for _ in range(args.repeats):
-            runs["signed"].append(command(signed_app, hub_cache(), extra_env, with_receipts))
-            runs["unsigned"].append(command(unsigned_app, hub_cache(), extra_env, with_receipts))
+            runs["signed"].append(command(signed_app, hub_cache(), extra_env, receipts_before))
+            runs["unsigned"].append(command(unsigned_app, hub_cache(), extra_env, receipts_before))
         for kind, costs in runs.items():
             results[f"{key}_{kind}_s"] = statistics.median(cost.wall for cost in costs)
             results[f"{key}_{kind}_client_cpu_s"] = round(statistics.median(cost.client_cpu for cost in costs), 3)
@@ -207,9 +219,9 @@ def main() -> None:
     command(signed_app)  # warm-up of both sets alike
     command(unsigned_app)
     commands("lock_command", lambda: cache)
-    commands("lock_command_no_receipts", lambda: cache, with_receipts=False)
-    commands("lock_command_no_worker", lambda: cache, {"KERNELPIN_SIGNATURE_WORKER": "0"}, with_receipts=False)
-    commands("lock_first", empty_cache, with_receipts=False)
+    commands("lock_command_no_receipts", lambda: cache, receipts_before=no_receipts)
+    commands("lock_command_no_worker", lambda: cache, {"KERNELPIN_SIGNATURE_WORKER": "0"}, receipts_before=no_receipts)
+    commands("lock_first", empty_cache, receipts_before=no_receipts)
 
     # load(): both sets synced, then loaded in fresh import states, rounds alternating.
     for app in (signed_app, unsigned_app):
@@ -241,8 +253,9 @@ def main() -> None:
     results["latency_s"] = LATENCY
     command(signed_app, empty_cache())  # warm-up of the restarted test Hub, both sets alike
     command(unsigned_app, empty_cache())
-    commands("lock_first_50ms", empty_cache, with_receipts=False)
-    commands("lock_first_50ms_downloads_32", empty_cache, {"KERNELPIN_DOWNLOADS": "32"}, with_receipts=False)
+    commands("lock_first_50ms", empty_cache, receipts_before=no_receipts)
+    commands("lock_first_50ms_other_receipts", empty_cache, receipts_before=other_receipts)
+    commands("lock_first_50ms_downloads_32", empty_cache, {"KERNELPIN_DOWNLOADS": "32"}, receipts_before=no_receipts)
     results["load_average_after"] = round(os.getloadavg()[0], 2)
     server.stop()
     shutil.rmtree(work, ignore_errors=True)
