@@ -3,20 +3,29 @@ signed kernels vs unsigned ones, on the test Hub (olah) with the test kit's Sigs
 
     python -m benchmarks.signature_bench [--kernels 20] [--repeats 5]
 
-- lock, in-process (a new HubSource, no lock): the 20 signed repositories (5 variants each, so 100 bundles, every
-  one verified by sigstore-python against the publisher policy) vs the same content unsigned, both under the same
-  policy; sigstore already imported; rounds alternate;
-- the same as commands in fresh processes (`python -m kernelpin lock`): start-up and sigstore's import included;
-  one unrecorded run of each first, so both sets start with the same warm Hub cache (the metadata.json and bundle
-  blobs an earlier lock kept) and warm test-Hub repositories;
-- the same commands with KERNELPIN_SIGNATURE_WORKER=0 (`lock_command_no_worker`): the verifications in the
-  command's own process instead of the signature worker beside it;
-- a first lock, as a command with an empty Hub cache each run: every metadata.json and bundle downloaded, so a
-  signed release costs 5 requests more per kernel (100 in all) than an unsigned one besides the verification;
+- lock, in-process (a new HubSource, no lock, no signature receipts): the 20 signed repositories (5 variants
+  each, so 100 bundles, every one verified by sigstore-python against the publisher policy) vs the same content
+  unsigned, both under the same policy; sigstore already imported; rounds alternate;
+- the same as commands in fresh processes (`python -m kernelpin lock`, no lock file), a relock: one unrecorded
+  run of each first, so both sets start with the same warm Hub cache (the metadata.json and bundle blobs an
+  earlier lock kept), warm test-Hub repositories and this user's signature receipts of every bundle
+  (kernelpin.signature_receipts), so no bundle is verified again: no sigstore import, no signature worker, the
+  recorded signers put to the policy;
+- the same commands with the signature receipts removed before each run (`lock_command_no_receipts`): what a
+  first verification of the same bytes costs (start-up, sigstore's import in the signature worker, 100
+  verifications);
+- those with KERNELPIN_SIGNATURE_WORKER=0 (`lock_command_no_worker`, receipts removed too): the verifications in
+  the command's own process instead of the signature worker beside it;
+- a true first lock, as a command with an empty Hub cache and no receipts each run: every metadata.json and
+  bundle downloaded and verified, so a signed release costs 5 requests more per kernel (100 in all) than an
+  unsigned one besides the verification;
 - the same first lock with every answer of the test Hub 50 ms late (its front sleeps in each request's thread,
   so requests sent at once overlap, as over a real network): what the extra requests cost where latency, not
   the test Hub's CPU, bounds them (lock reads a kernel's small files at once, within KERNELPIN_DOWNLOADS, 8
-  file bodies at once for all kernels: 20 kernels fill it either way, so the row is repeated with 32);
+  file bodies at once for all kernels: 20 kernels fill it either way, so the row is repeated with 32), and
+  repeated with receipts of other bytes kept (`lock_first_50ms_other_receipts`: a user who verified before locks
+  new releases; the signature worker then starts once a kernel's small files show a bundle without a receipt,
+  not at its listing);
 - load(): 20 signed vs 20 unsigned kernels, already synced, each round in a fresh import state (load checks the
   lock's recorded signer against the policy: no cryptography; the bundle is one more locked file to re-hash).
 Every variant is shaped like img2gray's CPU build (the files and sizes of `build/dev`, a 372 KB library).
@@ -50,6 +59,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from kernelpin.cli import main as kernelpin_main
+from kernelpin.private_state import PrivateFiles, private_directory
 from kernelpin.project import Project, read_policy, read_requirements
 from kernelpin.resolve import resolve
 from kernelpin.signature import ReleaseChecker
@@ -134,7 +144,10 @@ def main() -> None:
     server.start()
     cache = work / "hf-cache"
     os.environ.update({"HF_ENDPOINT": server.endpoint, "HF_HUB_CACHE": str(cache), "HF_HOME": str(work / "hf-home"),
-                       "HF_HUB_DISABLE_TELEMETRY": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1"})
+                       "HF_HUB_DISABLE_TELEMETRY": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+                       "XDG_STATE_HOME": str(work / "state")})  # the bench's own signature receipts
+    receipts = private_directory("signatures")
+    assert receipts is not None and receipts.is_relative_to(work)
     signed_app = project(work / "signed", signed_ids, trusted_root)
     unsigned_app = project(work / "unsigned", unsigned_ids, trusted_root)
     results: dict[str, object] = {
@@ -164,8 +177,20 @@ def main() -> None:
 
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
 
-    def command(app: Path, hub_cache: Path = cache, extra_env: dict[str, str] | None = None) -> Costs:
+    def keep_receipts() -> None:
+        pass
+
+    def no_receipts() -> None:
+        shutil.rmtree(receipts, ignore_errors=True)
+
+    def other_receipts() -> None:  # a user who verified other bundles before: the warm-up waits for the bytes
+        no_receipts()
+        PrivateFiles(receipts).write("of-other-bytes", b"{}")
+
+    def command(app: Path, hub_cache: Path = cache, extra_env: dict[str, str] | None = None,
+                receipts_before: Callable[[], None] = keep_receipts) -> Costs:
         (app / "kernelpin.lock").unlink(missing_ok=True)
+        receipts_before()
         requests, hub_cpu, client_cpu = answered(server), server.cpu_seconds(), children_cpu()
         start = time.perf_counter()
         done = subprocess.run([sys.executable, "-c", LOCK], cwd=app, check=True, capture_output=True, text=True,
@@ -177,11 +202,12 @@ def main() -> None:
     def empty_cache() -> Path:
         return Path(tempfile.mkdtemp(dir=work, prefix="hf-cache-"))
 
-    def commands(key: str, hub_cache: Callable[[], Path], extra_env: dict[str, str] | None = None) -> None:
+    def commands(key: str, hub_cache: Callable[[], Path], extra_env: dict[str, str] | None = None,
+                 receipts_before: Callable[[], None] = keep_receipts) -> None:
         runs: dict[str, list[Costs]] = {"signed": [], "unsigned": []}
         for _ in range(args.repeats):
-            runs["signed"].append(command(signed_app, hub_cache(), extra_env))
-            runs["unsigned"].append(command(unsigned_app, hub_cache(), extra_env))
+            runs["signed"].append(command(signed_app, hub_cache(), extra_env, receipts_before))
+            runs["unsigned"].append(command(unsigned_app, hub_cache(), extra_env, receipts_before))
         for kind, costs in runs.items():
             results[f"{key}_{kind}_s"] = statistics.median(cost.wall for cost in costs)
             results[f"{key}_{kind}_client_cpu_s"] = round(statistics.median(cost.client_cpu for cost in costs), 3)
@@ -193,8 +219,9 @@ def main() -> None:
     command(signed_app)  # warm-up of both sets alike
     command(unsigned_app)
     commands("lock_command", lambda: cache)
-    commands("lock_command_no_worker", lambda: cache, {"KERNELPIN_SIGNATURE_WORKER": "0"})
-    commands("lock_first", empty_cache)
+    commands("lock_command_no_receipts", lambda: cache, receipts_before=no_receipts)
+    commands("lock_command_no_worker", lambda: cache, {"KERNELPIN_SIGNATURE_WORKER": "0"}, receipts_before=no_receipts)
+    commands("lock_first", empty_cache, receipts_before=no_receipts)
 
     # load(): both sets synced, then loaded in fresh import states, rounds alternating.
     for app in (signed_app, unsigned_app):
@@ -226,8 +253,9 @@ def main() -> None:
     results["latency_s"] = LATENCY
     command(signed_app, empty_cache())  # warm-up of the restarted test Hub, both sets alike
     command(unsigned_app, empty_cache())
-    commands("lock_first_50ms", empty_cache)
-    commands("lock_first_50ms_downloads_32", empty_cache, {"KERNELPIN_DOWNLOADS": "32"})
+    commands("lock_first_50ms", empty_cache, receipts_before=no_receipts)
+    commands("lock_first_50ms_other_receipts", empty_cache, receipts_before=other_receipts)
+    commands("lock_first_50ms_downloads_32", empty_cache, {"KERNELPIN_DOWNLOADS": "32"}, receipts_before=no_receipts)
     results["load_average_after"] = round(os.getloadavg()[0], 2)
     server.stop()
     shutil.rmtree(work, ignore_errors=True)

@@ -97,8 +97,9 @@ def sync(lock: Lock, installer: Installer, env: Environment | None, all_variants
     """Install the variant each locked kernel needs in `env` (or every variant with `all_variants`): every
     variant is chosen first (a kernel without one for `env` fails the command before any download), then the
     kernels are installed in parallel (KERNELPIN_DOWNLOADS at once, each repository by one thread). With a
-    `checker`, each installed variant's signature is verified again from its files, offline, against the signer
-    the lock recorded and the current policy (kernelpin.signature)."""
+    `checker`, each installed variant's signature is verified again from its files, offline (unless this user's
+    receipt vouches for those bytes), against the signer the lock recorded and the current policy
+    (kernelpin.signature)."""
     chosen = [(kernel, _variant_names(kernel, env, all_variants)) for kernel in lock.kernels]
 
     def install(step: tuple[LockedKernel, list[str]]) -> list[SyncedVariant]:

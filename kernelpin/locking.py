@@ -23,6 +23,7 @@ from kernelpin.project import (
 from kernelpin.ranges import Version
 from kernelpin.resolve import resolve, tag_versions
 from kernelpin.signature import ReleaseChecker
+from kernelpin.signature_receipts import SignatureReceipts
 from kernelpin.signature_worker import wanted as signature_worker_wanted
 from kernelpin.source import OFFLINE, HubSource
 
@@ -65,12 +66,14 @@ def check_lock(project: Project) -> list[str]:
 def release_checker(project: Project, source: HubSource, refresh: bool = False) -> ReleaseChecker:
     """The publisher policy of pyproject.toml ([tool.kernelpin.trust]) with its Sigstore trust root; `refresh`
     asks Sigstore's TUF repository for a newer root first (online only). It verifies in a second process unless
-    KERNELPIN_SIGNATURE_WORKER=0: close it when the command is done."""
+    KERNELPIN_SIGNATURE_WORKER=0, and not again what this user's signature receipts vouch for: close it when the
+    command is done."""
     if refresh and source.settings.offline:
         raise KernelpinError(f"--refresh-trust-root asks Sigstore's TUF repository for a newer trust root, but "
                              f"{OFFLINE}; go online, or drop --refresh-trust-root (the shipped root works offline)")
     checker = ReleaseChecker(read_policy(project), project.root, refresh=refresh,
-                             refresh_timeout=source.settings.limits.http_timeout, worker=signature_worker_wanted())
+                             refresh_timeout=source.settings.limits.http_timeout, worker=signature_worker_wanted(),
+                             receipts=SignatureReceipts.of_user())
     if refresh:
         _ = checker.verifier  # the refresh first, once: without network it fails before anything is resolved
     return checker

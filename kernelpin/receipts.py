@@ -7,13 +7,10 @@ on a reused inode) gives the file a new ctime, which only the clock sets: neithe
 it back (only root, by moving the system clock).
 
 Receipts are written only by this user, only after kernelpin hashed the bytes itself (a Hub's claims never make
-one), into a directory only this user can write (`$XDG_STATE_HOME/kernelpin/receipts`, default
-`~/.local/state/kernelpin/receipts`, created 0700): the directory is opened without following links and used
-only when its owner is this user and no one else may write it, reached from the state directory down without
-following a link (kernelpin.confined: a link on the way, even to a directory of this user's, means no receipts);
-each receipt is opened through it without
-following links, must be this user's, and is replaced atomically. A directory that fails these checks is
-ignored (every file is hashed). Where the platform lacks uids or no-follow opens (Windows), there are no receipts.
+one), into this user's private state (kernelpin.private_state: `$XDG_STATE_HOME/kernelpin/receipts`, default
+`~/.local/state/kernelpin/receipts`, 0700, reached without following links, used only when only this user can
+write it; each receipt this user's, opened without following links, replaced atomically). Where it fails those
+checks, or the platform lacks uids or no-follow opens (Windows), there are no receipts: every file is hashed.
 
 "Racy" files are never vouched for: a file whose mtime or ctime is less than SETTLE_NS before the hash started
 could change again within the same timestamp tick (file systems keep times at 1 ns to 2 s granularity) without
@@ -22,30 +19,23 @@ its times changing, so its receipt waits for a later hash. Small files are cheap
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kernelpin import confined
-from kernelpin.errors import KernelpinError
 from kernelpin.integrity import check_digest, check_size, sha256_stream
+from kernelpin.private_state import PrivateFiles, private_directory
 
 SETTLE_NS = 2_000_000_000  # a file's times must be this much older than the hash (FAT keeps mtimes to 2 s)
 MIN_SIZE = 1 << 20  # smaller files are hashed each time (faster than a receipt's lookup, and no clutter)
-_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 
 
 def receipts_directory(environ: Mapping[str, str] = os.environ) -> Path | None:
-    """This user's receipt directory, or None where receipts cannot be kept safely (no uids, no no-follow open)."""
-    if not hasattr(os, "geteuid") or not _NOFOLLOW or not _DIRECTORY or os.open not in os.supports_dir_fd:
-        return None
-    state = environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return Path(state, "kernelpin", "receipts")
+    """This user's receipt directory, or None where receipts cannot be kept safely."""
+    return private_directory("receipts", environ)
 
 
 def _key(stat: os.stat_result) -> str:
@@ -75,37 +65,15 @@ class Receipts:
         directory = receipts_directory(environ)
         return cls(directory, root=None if directory is None else directory.parent.parent)
 
-    @contextlib.contextmanager
-    def _open_directory(self, create: bool) -> Iterator[int | None]:
-        """A descriptor of the receipt directory when it is safe to trust, else None."""
-        if self.directory is None:
-            yield None
-            return
-        root = self.directory.parent if self.root is None else self.root
-        with contextlib.ExitStack() as stack:
-            try:
-                fd = stack.enter_context(confined.directory(root, self.directory, "receipts", create, mode=0o700))
-            except (OSError, KernelpinError):  # missing, unwritable, or a link on the way (LinkRefused)
-                fd = None
-            trusted = fd is not None and os.fstat(fd).st_uid == os.geteuid() and not os.fstat(fd).st_mode & 0o022
-            yield fd if trusted else None
+    @property
+    def _files(self) -> PrivateFiles:
+        return PrivateFiles(self.directory, self.root)
 
     def vouches(self, stat: os.stat_result, sha256: str) -> bool:
         """Whether a receipt of this user says the file `stat` describes has `sha256`."""
         if stat.st_size < MIN_SIZE:
             return False
-        with self._open_directory(create=False) as directory:
-            if directory is None:
-                return False
-            try:
-                fd = os.open(_key(stat), os.O_RDONLY | _NOFOLLOW, dir_fd=directory)
-            except OSError:
-                return False
-        with os.fdopen(fd, "rb") as stream:
-            if os.fstat(stream.fileno()).st_uid != os.geteuid():
-                return False
-            recorded = stream.read(256)
-        return recorded == _record_of(stat, sha256).encode()
+        return self._files.read(_key(stat), 256) == _record_of(stat, sha256).encode()
 
     def record(self, before: os.stat_result, after: os.stat_result, started_ns: int, sha256: str) -> None:
         """Keep a receipt for a file hashed to `sha256` from `started_ns` on, when it is one worth keeping: the
@@ -114,19 +82,7 @@ class Receipts:
         settled = max(before.st_mtime_ns, before.st_ctime_ns) < started_ns - SETTLE_NS
         if before.st_size < MIN_SIZE or not settled or not _unchanged(before, after):
             return
-        with self._open_directory(create=True) as directory:
-            if directory is None:
-                return
-            name = _key(before)
-            temporary = f".{name}.{os.getpid()}.{time.monotonic_ns()}"
-            try:
-                fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600, dir_fd=directory)
-                with os.fdopen(fd, "w", encoding="ascii") as stream:
-                    stream.write(_record_of(before, sha256))
-                os.replace(temporary, name, src_dir_fd=directory, dst_dir_fd=directory)
-            except OSError:
-                with contextlib.suppress(OSError):
-                    confined.remove_name(directory, temporary)
+        self._files.write(_key(before), _record_of(before, sha256).encode())
 
     def verify_file(self, path: Path, size: int, sha256: str, what: str) -> None:
         """integrity.verify_file, without reading the bytes of a file this user's receipt vouches for."""

@@ -379,9 +379,11 @@ def fetch_one(source: HubSource, requirement: Requirement, note: Callable[[str],
         checker.policy.check_publisher(requirement.repo_id, source.trusted_publisher)
     located = locate(source, requirement, note, refs)
     if checker is not None and located.signed:
-        checker.warm_up()
+        checker.expect_signatures()
     pinner = Pinner(source, requirement.repo_id, located.repo_type, located.pick.commit, checker)
     pinner.fetch(located.variants)
+    if checker is not None and located.signed:
+        checker.expect_bundles(pinner.fetched)
     return Fetched(requirement, located, pinner)
 
 
@@ -435,7 +437,7 @@ def resolve(
         else:
             todo.append(requirement)
     if checker is not None and any(_signature_expected(checker, previous, requirement) for requirement in todo):
-        checker.warm_up()
+        checker.expect_signatures()
     if todo:
         with ThreadPoolExecutor(max_workers=max(1, min(workers, len(todo)))) as pool:
             # Every kernel's requests are queued before any kernel is verified: a worker waiting for the

@@ -16,14 +16,16 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import hashlib
 import json
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from kernelpin.errors import KernelpinError
 from kernelpin.layout import METADATA
@@ -36,8 +38,10 @@ if TYPE_CHECKING:
     from sigstore.models import TrustedRoot
     from sigstore.verify import Verifier
 
+    from kernelpin.signature_receipts import SignatureReceipts
     from kernelpin.signature_worker import SignatureWorker
 
+PUBLIC_GOOD_TUF = "https://tuf-repo-cdn.sigstore.dev"  # sigstore-python's DEFAULT_TUF_URL
 MAX_BUNDLE_BYTES = 1 << 20  # a real bundle is about 5 KB: a certificate, a signature, one log entry
 
 # Fulcio's certificate extensions (https://github.com/sigstore/fulcio/blob/main/docs/oid-info.md).
@@ -57,6 +61,33 @@ class Verified:
     log_index: int
     log_id: str  # hex sha256 of the log's public key
     integrated_time: int  # seconds since the epoch, as the log recorded it
+
+    def fields(self) -> dict[str, Any]:
+        """As JSON data (the signature worker's answers, the signature receipts)."""
+        return {"signer": vars(self.signer), "bundle_sha256": self.bundle_sha256, "log_index": self.log_index,
+                "log_id": self.log_id, "integrated_time": self.integrated_time}
+
+    @classmethod
+    def from_fields(cls, fields: object) -> Verified:
+        """What `fields` wrote; ValueError for anything else."""
+        def text(value: object) -> str:
+            if isinstance(value, str):
+                return value
+            raise ValueError("not a string")
+
+        def number(value: object) -> int:
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value
+            raise ValueError("not a whole number")
+
+        signer = fields.get("signer") if isinstance(fields, dict) else None
+        if not isinstance(fields, dict) or not isinstance(signer, dict):
+            raise ValueError("not a verified signature")
+        optional = (None if signer.get(key) is None else text(signer.get(key))
+                    for key in ("source_repository", "source_commit", "source_ref"))
+        return cls(Signer(text(signer.get("issuer")), text(signer.get("identity")), *optional),
+                   text(fields.get("bundle_sha256")), number(fields.get("log_index")), text(fields.get("log_id")),
+                   number(fields.get("integrated_time")))
 
 
 class TrustRootError(KernelpinError):
@@ -143,6 +174,38 @@ def verifier(policy: Policy, project_root: Path, refresh: bool = False,
                              f"({_one_line(error)}); run with --refresh-trust-root (online) to fetch it again") from None
 
 
+def trust_root_id(policy: Policy, project_root: Path) -> str | None:
+    """What a bundle's verification depends on besides its bytes and metadata.json's, as one sha256: the bytes of
+    the trust root `verifier` loads (offline) and sigstore-python's version. None when they cannot be read
+    (then nothing is recalled: kernelpin.signature_receipts). Reads files only: sigstore is not imported."""
+    import importlib.metadata
+    import importlib.util
+
+    try:
+        version = importlib.metadata.version("sigstore")
+        if policy.trusted_root is not None:
+            content = (project_root / policy.trusted_root).read_bytes()
+        else:
+            # The public-good root as ClientTrustConfig.production(offline=True) reads it: its TUF cache's copy
+            # (sigstore._internal.tuf: platformdirs' user cache, a refresh updates it), else the one sigstore-python
+            # ships, which it copies there first.
+            import platformdirs
+
+            repository = quote(PUBLIC_GOOD_TUF, safe="")
+            cached = Path(platformdirs.user_cache_dir("sigstore-python", "sigstore"), "tuf", repository,
+                          "trusted_root.json")
+            spec = importlib.util.find_spec("sigstore")  # finds the package without running it
+            if cached.exists():
+                content = cached.read_bytes()
+            elif spec is not None and spec.origin is not None:
+                content = Path(spec.origin).parent.joinpath("_store", repository, "trusted_root.json").read_bytes()
+            else:
+                return None
+    except (OSError, ImportError, ValueError):  # no sigstore distribution (PackageNotFoundError), or no file
+        return None
+    return hashlib.sha256(f"sigstore-python {version}\0".encode() + content).hexdigest()
+
+
 def _extension(certificate: Certificate, oid: str) -> str | None:
     from cryptography import x509
     from cryptography.hazmat import asn1
@@ -199,7 +262,6 @@ def verify_bundle(repo_id: str, variant: str, metadata: bytes, bundle: bytes | N
     def refuse(cause: str, fix: str) -> SignatureError:
         return SignatureError(repo_id, variant, cause, fix)
 
-    entry = policy.publisher(repo_id)
     if bundle is None:
         required, where = policy.requires_signature(repo_id)
         if required:
@@ -246,14 +308,22 @@ def verify_bundle(repo_id: str, variant: str, metadata: bytes, bundle: bytes | N
                      "do not use this release; ask the publisher to sign it again") from None
     signer = recorder.signer
     assert signer is not None  # the verifier asks the policy before it can succeed
+    check_allowed(policy, repo_id, variant, signer)
+    return Verified(signer, hashlib.sha256(bundle).hexdigest(), log_index, log_id, integrated_time)
+
+
+def check_allowed(policy: Policy, repo_id: str, variant: str, signer: Signer) -> None:
+    """The publisher policy's verdict on the signer of a bundle that verified (now, or when this user's receipt
+    was written): SignatureError unless the policy allows it. Pure: the same matching `load` applies."""
+    entry = policy.publisher(repo_id)
     if entry is not None and not entry.allows(signer):
         issuers = {rule.issuer for rule in entry.signers}
         what = (f"signed through issuer {signer.issuer}, not {' or '.join(sorted(issuers))}"
                 if signer.issuer not in issuers else f"signed by {signer.describe()}")
-        raise refuse(f"{what}, which {entry.where} does not allow "
-                     f"({'; '.join(rule.describe() for rule in entry.signers)})",
-                     "do not use this release unless you trust that signer: then add it to the policy's signers")
-    return Verified(signer, hashlib.sha256(bundle).hexdigest(), log_index, log_id, integrated_time)
+        raise SignatureError(repo_id, variant, f"{what}, which {entry.where} does not allow "
+                             f"({'; '.join(rule.describe() for rule in entry.signers)})",
+                             "do not use this release unless you trust that signer: then add it to the policy's "
+                             "signers")
 
 
 
@@ -293,13 +363,18 @@ class ReleaseChecker:
     """The policy and its trust root, as `lock` and `sync` use them from several threads; the sigstore
     verifier is made on first use (importing sigstore costs about 0.4 s of CPU, a lock of unsigned kernels never
     pays it). With `worker`, a lock's verifications run in a second process (kernelpin.signature_worker), started
-    by `warm_up`; close the checker (or use it as a context manager) when the command is done."""
+    by `warm_up`; close the checker (or use it as a context manager) when the command is done. With `receipts`,
+    a bundle this user verified before over the same metadata.json under the same trust root is not verified
+    again (kernelpin.signature_receipts): its recorded signer is put to the current policy."""
 
     def __init__(self, policy: Policy, project_root: Path, refresh: bool = False,
-                 refresh_timeout: float = Limits.http_timeout, worker: bool = False) -> None:
+                 refresh_timeout: float = Limits.http_timeout, worker: bool = False,
+                 receipts: SignatureReceipts | None = None) -> None:
         self.policy, self.project_root, self.refresh = policy, project_root, refresh
         self.refresh_timeout = refresh_timeout
+        self.receipts = receipts
         self._verifier: Verifier | None = None
+        self._verifier_root: str | None = None  # trust_root_id of the root the verifier loaded (None: unsure)
         self._making = threading.Lock()
         self._warmed = False
         self._wants_worker = worker
@@ -320,8 +395,42 @@ class ReleaseChecker:
     def verifier(self) -> Verifier:
         with self._making:
             if self._verifier is None:
+                keeps = self._receipt_root is not None
+                before = trust_root_id(self.policy, self.project_root) if keeps else None
                 self._verifier = verifier(self.policy, self.project_root, self.refresh, self.refresh_timeout)
+                # A root that changed while it loaded (a refresh, an edit) is not known for sure: no receipts.
+                if keeps and trust_root_id(self.policy, self.project_root) == before:
+                    self._verifier_root = before
             return self._verifier
+
+    @functools.cached_property
+    def _receipt_root(self) -> str | None:
+        """The trust root receipts are recalled and kept under; None: none are (no receipts, or no root id)."""
+        if self.receipts is None or self.receipts.files.directory is None:
+            return None
+        return trust_root_id(self.policy, self.project_root)
+
+    @functools.cached_property
+    def _may_recall(self) -> bool:
+        """Whether receipts may spare verifying: they are kept, and this user has some."""
+        return self.receipts is not None and self._receipt_root is not None and self.receipts.any()
+
+    def expect_signatures(self) -> None:
+        """A release about to be read is signed, or likely to be: warm_up now, so that sigstore's import overlaps
+        its downloads; unless receipts may spare verifying it (expect_bundles then decides, once it is read)."""
+        if not self._may_recall:
+            self.warm_up()
+
+    def expect_bundles(self, fetched: Mapping[str, Mapping[str, bytes]]) -> None:
+        """The small files of a release's variants were read (variant -> path in it -> bytes): warm_up unless a
+        receipt vouches for every bundle among them."""
+        if self._warmed:
+            return
+        root = self._receipt_root
+        if root is None or self.receipts is None or any(
+                BUNDLE in files and self.receipts.recall(root, files.get(METADATA, b""), files[BUNDLE]) is None
+                for files in fetched.values()):
+            self.warm_up()
 
     def warm_up(self) -> None:
         """Get ready to verify in the background (once): `lock` calls it when a listing shows a bundle, so that
@@ -346,13 +455,28 @@ class ReleaseChecker:
             _ = self.verifier
 
     def _verify(self, repo_id: str, variant: str, metadata: bytes, bundle: bytes) -> Verified | None:
-        """verify_bundle, in the signature worker when one runs, else (or when it fails to answer) here."""
+        """verify_bundle: by this user's receipt for these bytes under this trust root when there is one (the
+        policy asked of the signer it recorded), else in the signature worker when one runs, else (or when it
+        fails to answer) here; a verification that passed leaves a receipt."""
         from kernelpin.signature_worker import WorkerGone
 
+        root = self._receipt_root
+        if root is not None and self.receipts is not None:
+            recalled = self.receipts.recall(root, metadata, bundle)
+            if recalled is not None:
+                check_allowed(self.policy, repo_id, variant, recalled.signer)
+                return recalled
+        verified: Verified | None = None
+        under: str | None = None  # the root it was verified under
         if self._worker is not None:
             with contextlib.suppress(WorkerGone):
-                return self._worker.verify(repo_id, variant, metadata, bundle)
-        return verify_bundle(repo_id, variant, metadata, bundle, self.policy, self.verifier)
+                verified, under = self._worker.verify(repo_id, variant, metadata, bundle)
+        if verified is None:
+            verified = verify_bundle(repo_id, variant, metadata, bundle, self.policy, self.verifier)
+            under = self._verifier_root
+        if verified is not None and root is not None and self.receipts is not None and under == root:
+            self.receipts.keep(root, metadata, bundle, verified)
+        return verified
 
     def check(self, repo_id: str, variant: str, metadata: bytes | None, bundle: bytes | None) -> LockedSignature:
         """What the lock records of one variant's signature, after verifying it (see verify_bundle)."""
@@ -371,8 +495,9 @@ class ReleaseChecker:
     def recheck(self, repo_id: str, variant: str, directory: Path, locked: LockedSignature,
                 files: bool = False) -> None:
         """`sync`'s check of an installed variant whose files matched the lock: its bundle verifies again,
-        offline, and names the signer the lock recorded (a lock edited to claim a signer is caught here).
-        `files`: also every file against the signed digest (`kernelpin verify --signatures`)."""
+        offline (or this user's receipt vouches for it), and names the signer the lock recorded (a lock edited to
+        claim a signer is caught here). `files`: the full check, never by a receipt, and every file against the
+        signed digest (`kernelpin verify --signatures`)."""
         if locked.signer is None:
             self.policy.check_signer(repo_id, variant, None)
             return

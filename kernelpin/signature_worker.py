@@ -6,8 +6,9 @@ the one core Python's GIL gives it with the requests, hashing and parsing of the
 spawn re-imports the caller's __main__, and forking a process that runs threads is unsafe), sends it the policy
 and the project root once, and then one job per variant: the metadata.json and bundle bytes as the lock read them
 (bytes, not paths: nothing is read again). The child imports sigstore and makes the verifier at once, then answers
-each job with one JSON line: the `Verified` fields, or the refusal as data, which the parent raises as the same
-`SignatureError` or `TrustRootError`, with the same message, that `verify_bundle` raises in-process. The parent
+each job with one JSON line: the `Verified` fields (and the trust_root_id of the root it loaded: the parent
+keeps a receipt only under the root it recalls receipts by), or the refusal as data, which the parent raises as
+the same `SignatureError` or `TrustRootError`, with the same message, that `verify_bundle` raises in-process. The parent
 pickles to the child (which trusts its parent) and reads only JSON back. The child exits at the end of its input,
 so it never outlives the parent, and verifies offline (a `--refresh-trust-root` runs in the parent first and
 updates the TUF cache the child then loads).
@@ -33,8 +34,8 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from kernelpin.errors import KernelpinError
-from kernelpin.signature import TrustRootError, Verified, verifier, verify_bundle
-from kernelpin.trust import Policy, SignatureError, Signer
+from kernelpin.signature import TrustRootError, Verified, trust_root_id, verifier, verify_bundle
+from kernelpin.trust import Policy, SignatureError
 
 if TYPE_CHECKING:
     from sigstore.verify import Verifier
@@ -174,9 +175,10 @@ class SignatureWorker:
             self._waiting.fail_all()
             raise WorkerGone("the signature worker is gone") from None
 
-    def verify(self, repo_id: str, variant: str, metadata: bytes, bundle: bytes) -> Verified:
-        """verify_bundle's answer for one variant, from the worker: the Verified, or the SignatureError or
-        TrustRootError it raised; WorkerGone when the worker cannot answer."""
+    def verify(self, repo_id: str, variant: str, metadata: bytes, bundle: bytes) -> tuple[Verified, str | None]:
+        """verify_bundle's answer for one variant, from the worker: the Verified (and the trust_root_id of the root
+        it verified under; None: not known for sure), or the SignatureError or TrustRootError it raised;
+        WorkerGone when the worker cannot answer."""
         job, answer = self._waiting.add()
         try:
             self._send((job, repo_id, variant, metadata, bundle))
@@ -198,27 +200,15 @@ def _text(value: object) -> str:
     raise WorkerGone("an answer that is not one")
 
 
-def _optional_text(value: object) -> str | None:
-    return None if value is None else _text(value)
-
-
-def _number(value: object) -> int:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    raise WorkerGone("an answer that is not one")
-
-
-def _outcome(repo_id: str, variant: str, answer: dict[str, Any]) -> Verified:
-    """What an answer line says, raised as the in-process call raises it."""
-    if isinstance(fields := answer.get("verified"), dict):
-        signer = fields.get("signer")
-        if not isinstance(signer, dict):
-            raise WorkerGone("an answer that is not one")
-        return Verified(
-            Signer(_text(signer.get("issuer")), _text(signer.get("identity")),
-                   *(_optional_text(signer.get(key)) for key in ("source_repository", "source_commit", "source_ref"))),
-            _text(fields.get("bundle_sha256")), _number(fields.get("log_index")), _text(fields.get("log_id")),
-            _number(fields.get("integrated_time")))
+def _outcome(repo_id: str, variant: str, answer: dict[str, Any]) -> tuple[Verified, str | None]:
+    """What an answer line says, raised as the in-process call raises it: the Verified, and the trust_root_id
+    of the root the worker verified it under (None: not known for sure)."""
+    if "verified" in answer:
+        root = answer.get("root")
+        try:
+            return Verified.from_fields(answer["verified"]), None if root is None else _text(root)
+        except ValueError:
+            raise WorkerGone("an answer that is not one") from None
     if isinstance(refused := answer.get("refused"), dict):
         raise SignatureError(repo_id, variant, _text(refused.get("cause")), _text(refused.get("fix")))
     if "trust_root" in answer:
@@ -226,8 +216,8 @@ def _outcome(repo_id: str, variant: str, answer: dict[str, Any]) -> Verified:
     raise WorkerGone("an answer that is not one")  # "unexpected": the in-process call raises what it was
 
 
-def _answer(made: Verifier | TrustRootError | None, policy: Policy, repo_id: str, variant: str, metadata: bytes,
-            bundle: bytes) -> dict[str, Any]:
+def _answer(made: Verifier | TrustRootError | None, root: str | None, policy: Policy, repo_id: str, variant: str,
+            metadata: bytes, bundle: bytes) -> dict[str, Any]:
     """The child's answer to one job, as data."""
     if isinstance(made, TrustRootError):  # in-process, making the verifier fails before the bundle is read
         return {"trust_root": str(made)}
@@ -241,9 +231,7 @@ def _answer(made: Verifier | TrustRootError | None, policy: Policy, repo_id: str
         return {"unexpected": type(error).__name__}
     if verified is None:  # a job always has a bundle: never an unsigned pass
         return {"unexpected": "no signature"}
-    return {"verified": {"signer": vars(verified.signer), "bundle_sha256": verified.bundle_sha256,
-                         "log_index": verified.log_index, "log_id": verified.log_id,
-                         "integrated_time": verified.integrated_time}}
+    return {"verified": verified.fields(), "root": root}
 
 
 def main() -> None:
@@ -254,18 +242,21 @@ def main() -> None:
     policy, project_root, directory = pickle.load(jobs)
     os.chdir(directory)
     made: Verifier | TrustRootError | None
+    before = trust_root_id(policy, project_root)
     try:
         made = verifier(policy, project_root)
     except TrustRootError as error:
         made = error
     except Exception:  # answered "unexpected": the parent makes the verifier itself and raises what it raises
         made = None
+    root = before if trust_root_id(policy, project_root) == before else None  # the root it verifies under
     while True:
         try:
             job, repo_id, variant, metadata, bundle = pickle.load(jobs)
         except EOFError:
             return
-        answers.write(json.dumps({"job": job, **_answer(made, policy, repo_id, variant, metadata, bundle)}) + "\n")
+        answer = _answer(made, root, policy, repo_id, variant, metadata, bundle)
+        answers.write(json.dumps({"job": job, **answer}) + "\n")
         answers.flush()
 
 

@@ -20,6 +20,15 @@ NOBODY = 65534  # the uid of the user nobody
 AS_NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 
 
+def forget_signature_receipts() -> None:
+    """Remove this test's signature receipts (its XDG_STATE_HOME's): the next lock or sync verifies every bundle."""
+    from kernelpin.private_state import private_directory
+
+    directory = private_directory("signatures")
+    if directory is not None:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
 def require_nobody() -> None:
     """Skip unless this test process can run this checkout's kernelpin as the user nobody."""
     if os.geteuid() != 0 or not shutil.which("setpriv"):

@@ -22,7 +22,7 @@ from kernelpin.signature_worker import WORKER, SignatureWorker, WorkerGone, want
 from kernelpin.trust import parse_policy
 from testkit.fake_kernel import CPU_213, VARIANTS, kernel_files
 from testkit.sigstore_root import Identity, SigstoreRoot
-from tests.kernelpin.helpers import fresh_interpreter
+from tests.kernelpin.helpers import forget_signature_receipts, fresh_interpreter
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads child processes from /proc")
 
@@ -153,6 +153,7 @@ def lock_both_ways(cli, root: Path, monkeypatch) -> dict[str, tuple[int, str]]:
     for mode in ("1", "0"):
         monkeypatch.setenv(WORKER, mode)
         (root / "kernelpin.lock").unlink(missing_ok=True)
+        forget_signature_receipts()
         status, _, err = cli("lock")
         errors = [line for line in err.splitlines() if line.startswith("error:")]
         done[mode] = status, errors[0] if errors else (root / "kernelpin.lock").read_text()
@@ -222,6 +223,7 @@ def test_no_process_outlives_a_lock_or_a_sync(new_repo, project, sigstore, cli, 
     before = set(children())
     assert cli("lock")[0] == 0
     (root / "kernelpin.lock").unlink()
+    forget_signature_receipts()
     assert cli("sync")[0] == 0  # re-locks, then verifies what it installed with the same checker
     assert len(started) == 2
     assert set(children()) <= before and not workers()
@@ -247,6 +249,7 @@ def test_a_signed_lock_leaves_sigstore_to_the_worker(new_repo, project, sigstore
     for mode, imports in (("1", False), ("0", True)):
         monkeypatch.setenv(WORKER, mode)
         (root / "kernelpin.lock").unlink(missing_ok=True)
+        forget_signature_receipts()
         output, modules = fresh_interpreter("from kernelpin.cli import main\nprint('STATUS', main(['lock']))")
         assert "STATUS 0" in output, output
         assert ("sigstore" in modules) is imports, mode
