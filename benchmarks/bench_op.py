@@ -22,7 +22,6 @@ import argparse
 import functools
 import json
 import os
-import platform
 import re
 import statistics
 import sys
@@ -31,6 +30,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
+
+try:
+    from benchmarks.machine import this_cpu
+except ModuleNotFoundError:  # run as a script (python benchmarks/bench_op.py): its own folder is on the path
+    from machine import this_cpu  # type: ignore[no-redef]
 
 ROOT = Path(__file__).resolve().parent.parent
 BT601 = (0.299, 0.587, 0.114)
@@ -318,15 +322,6 @@ def versus(ours_ms: float, peer_ms: float) -> str:
     return f"img2gray is {ours_ms / peer_ms:.2f}x slower"
 
 
-def cpu_model(cpuinfo: str) -> str | None:
-    """The `model name` of /proc/cpuinfo (Linux x86 and most others), e.g. "AMD EPYC 9454 48-Core Processor"."""
-    for line in cpuinfo.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() == "model name" and value.strip():
-            return value.strip()
-    return None
-
-
 def busy_warning(load_average: float, cores: int) -> str | None:
     """A warning when other processes already keep the CPUs busy (load average over the core count before the
     benchmark starts): a multi-threaded run then waits for descheduled workers, and its times are noise."""
@@ -478,9 +473,7 @@ def main() -> None:
     else:
         rows = bench_gpu(img2gray, args.quick, not args.no_peers, args.cases) if args.device == "cuda" else bench_cpu(img2gray, args.quick, args.threads)
     if args.device == "cpu":
-        cpuinfo = Path("/proc/cpuinfo")
-        model = cpu_model(cpuinfo.read_text()) if cpuinfo.is_file() else None
-        device = f"{model or platform.processor() or platform.machine()}, {os.cpu_count()} cores"
+        device = f"{this_cpu()}, {os.cpu_count()} cores"
     else:
         device = torch.cuda.get_device_name()
     environment = {

@@ -29,7 +29,6 @@ import importlib.util
 import io
 import json
 import os
-import platform
 import resource
 import shutil
 import statistics
@@ -44,6 +43,7 @@ from pathlib import Path
 
 import httpx2
 
+from benchmarks import machine
 from kernelpin import lockfile
 from kernelpin.cli import main as kernelpin_main
 from kernelpin.project import Project, read_requirements
@@ -184,7 +184,7 @@ def oneliner(repeats: int) -> dict[str, object]:
     shutil.rmtree(work, ignore_errors=True)
     results: dict[str, object] = {
         "repeats": repeats, "variants": len(VARIANTS),
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
+        "machine": machine.description(),
         "kernels_version": __import__("importlib.metadata").metadata.version("kernels"),
         "load_average": {"start": load_start, "end": os.getloadavg()},
     }
@@ -274,7 +274,7 @@ def main() -> None:
 
     results: dict[str, object] = {
         "kernels": args.kernels, "variants_per_kernel": 5, "repeats": args.repeats,
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
+        "machine": machine.description(),
     }
     def lock(workers: int) -> Callable[[], object]:
         return lambda: resolve(source, requirements, None, upgrade=lambda _: True, workers=workers)
@@ -527,7 +527,7 @@ def bulk(args: argparse.Namespace) -> None:
                 "kernelpin": (_KERNELPIN_CLI, ["sync", "--frozen"])}
     results: dict[str, object] = {
         "kernels": args.bulk_kernels, "library_mb": args.bulk_mb, "repeats": args.repeats,
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
+        "machine": machine.description(),
         "kernels_version": importlib.metadata.version("kernels"), "runs": defaultdict(list),
         "bulk_cold_repeats": args.bulk_cold_repeats, "load_average": {"start": os.getloadavg()},
     }

@@ -46,7 +46,6 @@ import contextlib
 import io
 import json
 import os
-import platform
 import resource
 import shutil
 import statistics
@@ -64,6 +63,7 @@ from kernelpin.project import Project, read_policy, read_requirements
 from kernelpin.resolve import resolve
 from kernelpin.signature import ReleaseChecker
 from kernelpin.source import HubSettings, HubSource
+from benchmarks import machine
 from benchmarks.kernelpin_bench import compile_kernelpin, median_time
 from testkit.fake_kernel import kernel_files
 from testkit.hub import HubServer
@@ -152,7 +152,7 @@ def main() -> None:
     unsigned_app = project(work / "unsigned", unsigned_ids, trusted_root)
     results: dict[str, object] = {
         "kernels": args.kernels, "variants_per_kernel": 5, "repeats": args.repeats,
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
+        "machine": machine.description(),
     }
 
     results["load_average_before"] = round(os.getloadavg()[0], 2)

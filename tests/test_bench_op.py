@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks import bench_op
+from benchmarks import bench_op, machine
 
 
 @pytest.fixture
@@ -65,8 +65,8 @@ def test_a_slower_op_is_called_slower():
 
 def test_the_cpu_is_named_from_cpuinfo():
     cpuinfo = "processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 9454 48-Core Processor\nflags\t: fpu\n"
-    assert bench_op.cpu_model(cpuinfo) == "AMD EPYC 9454 48-Core Processor"
-    assert bench_op.cpu_model("processor\t: 0\nBogoMIPS\t: 50.00\n") is None
+    assert machine.cpu_model(cpuinfo) == "AMD EPYC 9454 48-Core Processor"
+    assert machine.cpu_model("processor\t: 0\nBogoMIPS\t: 50.00\n") is None
 
 
 def test_a_busy_machine_is_called_out():
