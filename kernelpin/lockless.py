@@ -24,10 +24,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from kernelpin import local_override, python_depends
 from kernelpin.errors import KernelpinError, NoVariantError
-from kernelpin.inspection import VariantFit, kernel_variants, newer_build_hint
 from kernelpin.lockfile import LockedKernel, LockedVariant
 from kernelpin.project import find_project, read_policy
 from kernelpin.resolutions import Remembered, Resolutions, state_dir
@@ -39,6 +39,9 @@ from kernelpin.spec import Requirement, describe_value, parse_requirement, requi
 from kernelpin.store import Store
 from kernelpin.trust import Policy
 from kernelpin.variant import Environment, Variant, arch_rejection, select
+
+if TYPE_CHECKING:
+    from kernelpin.inspection import VariantFit
 
 
 class UnpinnedKernelWarning(UserWarning):
@@ -135,6 +138,8 @@ def resolve_online(source: HubSource, requirement: Requirement, env: Environment
     selection = select(dict.fromkeys(names), env)
     label = f"{requirement.repo_id} {requirement.text}"
     if selection.chosen is None:
+        from kernelpin.inspection import newer_build_hint  # only to explain a miss: not on get_kernel's way
+
         hint = newer_build_hint(source, requirement.repo_id, refs.repo_type, pick.version, env)
         raise _no_fit(label, pick.commit, "\n".join(filter(None, [selection.explain(), hint])), env)
     chosen = selection.chosen
@@ -293,5 +298,7 @@ def get_kernel_variants(
 ) -> list[VariantFit]:
     """Every build variant of the kernel judged for this machine (arguments as `kernels.get_kernel_variants`'):
     those that fit first, the one get_kernel would choose leading, then the others with the reason."""
+    from kernelpin.inspection import kernel_variants
+
     requirement = requirement_from_arguments(repo_id, version, revision)
     return kernel_variants(HubSource(HubSettings.from_env()), requirement, environment_for(backend))

@@ -242,6 +242,20 @@ def test_an_unsigned_kernel_is_loaded_without_importing_sigstore_or_tomlkit(line
     assert not [name for name in modules if name.split(".")[0] in ("sigstore", "tomlkit")]
 
 
+def test_the_one_liner_imports_only_what_its_way_needs(line, state, tmp_path, monkeypatch):
+    # Failed before: every get_kernel imported kernelpin.inspection (only a miss's hint or get_kernel_variants use
+    # it) and built sysconfig's configuration to learn that a Python before 3.13 is not free-threaded.
+    monkeypatch.chdir(tmp_path)
+    printed, modules = fresh_interpreter(textwrap.dedent(f"""
+        import torch, kernelpin
+        print(kernelpin.get_kernel({line[0]!r}, version=1).VERSION)
+    """))
+    assert printed.strip() == "1.1.0"
+    assert "kernelpin.inspection" not in modules
+    if sys.version_info < (3, 13):
+        assert "sysconfig" not in modules
+
+
 def test_kernel_dependencies_load_first_and_a_cycle_is_refused(with_dependency, new_repo, state, fresh_modules):
     kernel_id, _, dep_id, dep_commit = with_dependency
     module = kernelpin.get_kernel(kernel_id, version=2)
