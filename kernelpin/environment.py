@@ -22,7 +22,6 @@ import importlib.util
 import os
 import platform
 import sys
-import sysconfig
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -85,7 +84,13 @@ def _macos_version() -> tuple[int, int] | None:
 
 
 def _free_threaded() -> bool:
-    return sys.version_info < (3, 15) and bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+    # Free-threaded builds exist from 3.13 on; before, the answer needs no sysconfig (whose first
+    # get_config_var imports and builds the build configuration: about 3 ms of every get_kernel).
+    if not (3, 13) <= sys.version_info < (3, 15):
+        return False
+    import sysconfig
+
+    return bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
 
 
 def _tvm_ffi_version() -> tuple[int, int] | None:

@@ -20,15 +20,17 @@ from __future__ import annotations
 import sys
 import warnings
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from kernelpin import local_override, python_depends
 from kernelpin.errors import KernelpinError, NoVariantError
-from kernelpin.inspection import VariantFit, kernel_variants, newer_build_hint
+from kernelpin.layout import BUILD_DIR, METADATA
 from kernelpin.lockfile import LockedKernel, LockedVariant
+from kernelpin.metadata import MAX_METADATA_SIZE
 from kernelpin.project import find_project, read_policy
 from kernelpin.resolutions import Remembered, Resolutions, state_dir
 from kernelpin.resolve import Located, Pinner, locate, pick_revision
@@ -38,7 +40,10 @@ from kernelpin.source import HubSettings, HubSource
 from kernelpin.spec import Requirement, describe_value, parse_requirement, requirement_from_arguments
 from kernelpin.store import Store
 from kernelpin.trust import Policy
-from kernelpin.variant import Environment, Variant, arch_rejection, select
+from kernelpin.variant import Environment, Variant, arch_rejection, exact_build, select
+
+if TYPE_CHECKING:
+    from kernelpin.inspection import VariantFit
 
 
 class UnpinnedKernelWarning(UserWarning):
@@ -107,6 +112,21 @@ def _check_remembered(checker: ReleaseChecker, repo_id: str, variant: LockedVari
         checker.policy.check_signer(repo_id, variant.name, variant.signature.signer)
 
 
+def _metadata_ahead(source: HubSource, repo_id: str, repo_type: str, commit: str,
+                    variant: str | None) -> tuple[str, Future[bytes | None]] | None:
+    """The metadata.json of `variant` (the build most likely chosen), requested beside the file listing: where
+    the listing then chooses it, the listing's size and git blob id check it and it is not read again, so a cold
+    call waits for one round trip less. Neither waited for nor its failure raised when another build is chosen."""
+    if variant is None:
+        return None
+    pool = ThreadPoolExecutor(max_workers=1)
+    try:
+        return variant, pool.submit(source.read_ahead, repo_id, repo_type, commit, f"{BUILD_DIR}/{variant}/{METADATA}",
+                                    MAX_METADATA_SIZE)
+    finally:
+        pool.shutdown(wait=False)
+
+
 def resolve_online(source: HubSource, requirement: Requirement, env: Environment, check_arch: bool,
                    remembered: Remembered | None, trust_remote_code: bool | Sequence[str],
                    checker: ReleaseChecker) -> tuple[Resolved, tuple[str, ...], dict | None, dict[str, bytes]]:
@@ -130,11 +150,16 @@ def resolve_online(source: HubSource, requirement: Requirement, env: Environment
     known = remembered if remembered is not None and remembered.kernel.commit == pick.commit else None
     if marked is None:  # the mark let this publisher's commit through before
         marked = True if known is not None else check()
-    located = None if known is not None else locate(source, requirement, lambda message: None, refs)
+    located, ahead = None, None
+    if known is None:
+        ahead = _metadata_ahead(source, requirement.repo_id, refs.repo_type, pick.commit, exact_build(env))
+        located = locate(source, requirement, lambda message: None, refs)
     names = known.variants if known is not None else tuple(sorted(located.variants))
     selection = select(dict.fromkeys(names), env)
     label = f"{requirement.repo_id} {requirement.text}"
     if selection.chosen is None:
+        from kernelpin.inspection import newer_build_hint  # only to explain a miss: not on get_kernel's way
+
         hint = newer_build_hint(source, requirement.repo_id, refs.repo_type, pick.version, env)
         raise _no_fit(label, pick.commit, "\n".join(filter(None, [selection.explain(), hint])), env)
     chosen = selection.chosen
@@ -145,6 +170,8 @@ def resolve_online(source: HubSource, requirement: Requirement, env: Environment
         # No blob kept for the next lock: the install below writes what was read into the snapshot, where a
         # lock looks first (a second copy cost a file lock and an fsync on every cold call).
         pinner = Pinner(source, requirement.repo_id, refs.repo_type, pick.commit, checker, keep=False)
+        if ahead is not None and ahead[0] == chosen:
+            pinner.offer(chosen, located.variants[chosen], METADATA, ahead[1].result)
         variant = pinner.variant(chosen, located.variants[chosen])
         metadata = pinner.metadata.get(chosen)
         document, fetched = None if metadata is None else metadata.document, pinner.fetched[chosen]
@@ -293,5 +320,7 @@ def get_kernel_variants(
 ) -> list[VariantFit]:
     """Every build variant of the kernel judged for this machine (arguments as `kernels.get_kernel_variants`'):
     those that fit first, the one get_kernel would choose leading, then the others with the reason."""
+    from kernelpin.inspection import kernel_variants
+
     requirement = requirement_from_arguments(repo_id, version, revision)
     return kernel_variants(HubSource(HubSettings.from_env()), requirement, environment_for(backend))

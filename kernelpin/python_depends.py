@@ -113,8 +113,10 @@ def check(document: Mapping[str, Any], backend: str, what: str) -> None:
         raise DependencyError(f"{what} requires the Python package(s) {pips.replace(' ', ', ')}, which are not "
                               f"installed; install them with: pip install {pips}")
     minver = document.get(KERNELS_MINVER_KEY)
+    if not isinstance(minver, str):  # nothing to compare: the installed version is not looked up (a scan of sys.path)
+        return
     installed = installed_kernels_version()
-    if isinstance(minver, str) and kernels_too_old(minver, installed):
+    if kernels_too_old(minver, installed):
         raise DependencyError(f"{what} requires kernels>={minver}, but kernels {installed} is installed; "
                               f"upgrade it with: pip install --upgrade 'kernels>={minver}'")
 

@@ -229,23 +229,27 @@ class Pinner:
     def _read_small(self, remote: RemoteFile) -> tuple[bytes, bool] | Exception:
         """A bundle or metadata.json, its size checked against its limit before it is downloaded; or the error
         reading it gave, for its variant to raise (see fetch)."""
-        name = remote.path.split("/")[1]
         try:
-            if remote.path.endswith(f"/{SIGNATURE}"):
-                if remote.size > MAX_BUNDLE_BYTES:
-                    raise oversized(self.repo_id, name, remote.size)
-            else:
-                check_metadata_size(remote.size, f"{self.where}: {remote.path}")
+            self._check_small_size(remote)
             return self._read_checked(remote)
         except Exception as error:  # raised by `variant`, in the order one file after another would give
             return error
+
+    def _check_small_size(self, remote: RemoteFile) -> None:
+        """Refuse a bundle or metadata.json the listing says is longer than its limit."""
+        if remote.path.endswith(f"/{SIGNATURE}"):
+            if remote.size > MAX_BUNDLE_BYTES:
+                raise oversized(self.repo_id, remote.path.split("/")[1], remote.size)
+        else:
+            check_metadata_size(remote.size, f"{self.where}: {remote.path}")
 
     def fetch(self, variants: Mapping[str, list[RemoteFile]]) -> None:
         """Read the small files of every variant at once, as many at a time as the source downloads (its bound
         on file bodies in flight holds across kernels, so parallel kernels do not multiply it). Nothing is
         parsed or verified here, and nothing raised: a variant whose files failed raises the first one's error
         when it is pinned, so a failure is reported as if the variants had been read and verified in turn."""
-        wanted = [remote for name, files in sorted(variants.items()) for remote in self._small_files(name, files)]
+        wanted = [remote for name, files in sorted(variants.items()) for remote in self._small_files(name, files)
+                  if remote.path.split("/", 2)[2] not in self.fetched.get(name, {})]
         read = run_all(self._read_small, wanted, self.source.settings.limits.downloads)
         # Kept one after another once all are read: the store writes a repository's cache with one writer at
         # a time and does not wait for another (parallel keepers would skip their blobs).
@@ -257,6 +261,21 @@ class Pinner:
             content, downloaded = outcome
             if downloaded and self.keep:
                 self._keep(remote, content)
+            self.fetched.setdefault(name, {})[relative] = content
+
+    def offer(self, name: str, files: list[RemoteFile], relative: str, read: Callable[[], bytes | None]) -> None:
+        """Take a small file of variant `name` read ahead of the listing (`read` gives it: HubSource.read_ahead's
+        answer, or its error) in place of reading it, if the listing names it, within its size limit, and with this
+        size and git blob id (or LFS sha256); else it is read (or refused) as usual."""
+        remote = next((remote for remote in files if remote.path == f"{BUILD_DIR}/{name}/{relative}"), None)
+        if remote is None:
+            return
+        try:
+            self._check_small_size(remote)
+        except KernelpinError:
+            return  # refused when it is read as usual, before any download
+        content = read()
+        if content is not None and self._matches_listing(remote, content):
             self.fetched.setdefault(name, {})[relative] = content
 
     def variant(self, name: str, files: list[RemoteFile]) -> LockedVariant:

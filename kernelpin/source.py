@@ -215,37 +215,75 @@ class HubSource:
                 f"{OFFLINE}, so it cannot be downloaded: run `kernelpin sync` with network access first, "
                 "or vendor the kernels with `kernelpin sync --target DIR`"
             )
-        from huggingface_hub.utils import get_session, hf_raise_for_status
+        from kernelpin.hubclient import expect_size
 
-        from kernelpin.hubclient import expect_size, request_headers
-
-        self._use_timeout()
         what = f"downloading {path} of {repo_id} at {commit[:12]}"
-        url = self._file_url(repo_id, repo_type, check_commit(commit, repo_id), check_repo_path(path, repo_id))
         received = 0
-        with self.budget() as budget, translate_errors(what, self.settings.endpoint, repo_id):
-            if not self._transfers.acquire(timeout=max(budget.remaining(), 0)):
-                raise budget.exceeded(what)
-            try:
-                with get_session().stream("GET", url, headers=request_headers(),
-                                          extensions=expect_size(size)) as response:
-                    hf_raise_for_status(response)
-                    for chunk in response.iter_bytes():
-                        received += len(chunk)
-                        sink(chunk)
-            finally:
-                self._transfers.release()
+
+        def counted(chunk: bytes) -> None:
+            nonlocal received
+            received += len(chunk)
+            sink(chunk)
+
+        self._get_file(repo_id, repo_type, commit, path, what, counted, expect_size(size))
         if received != size:
             raise IntegrityError(
                 f"{what}: the server sent {received} bytes, not the {size} the file has (as locked or listed); "
                 "nothing of it is kept. Retry; if it persists, the server is broken or hostile"
             )
 
+    def _get_file(self, repo_id: str, repo_type: str, commit: str, path: str, what: str,
+                  sink: Callable[[bytes], None], extensions: dict[str, int]) -> None:
+        """The GET of one file at a commit, its body handed to `sink`, one of the source's bounded transfers."""
+        from huggingface_hub.utils import get_session, hf_raise_for_status
+
+        from kernelpin.hubclient import request_headers
+
+        self._use_timeout()
+        url = self._file_url(repo_id, repo_type, check_commit(commit, repo_id), check_repo_path(path, repo_id))
+        with self.budget() as budget, translate_errors(what, self.settings.endpoint, repo_id):
+            if not self._transfers.acquire(timeout=max(budget.remaining(), 0)):
+                raise budget.exceeded(what)
+            try:
+                with get_session().stream("GET", url, headers=request_headers(), extensions=extensions) as response:
+                    hf_raise_for_status(response)
+                    for chunk in response.iter_bytes():
+                        sink(chunk)
+            finally:
+                self._transfers.release()
+
     def read(self, repo_id: str, repo_type: str, commit: str, path: str, size: int) -> bytes:
         """One small file (a metadata.json) in memory, exactly `size` bytes; the caller checks the content."""
         content = bytearray()
         self.stream(repo_id, repo_type, commit, path, size, content.extend)
         return bytes(content)
+
+    def read_ahead(self, repo_id: str, repo_type: str, commit: str, path: str, at_most: int) -> bytes | None:
+        """A small file read before the listing that gives its size has come (so the two requests share a round
+        trip): at most `at_most` bytes; None where the server has no such file or sends more (the rest is not
+        read), which the caller then reads as usual; any other failure raises as `read`'s does. The caller uses
+        the content only where the listing names the file with this size and git blob id (or LFS sha256)."""
+        content = bytearray()
+
+        def bounded(chunk: bytes) -> None:
+            content.extend(chunk)
+            if len(content) > at_most:
+                raise _TooLong
+
+        try:
+            self._get_file(repo_id, repo_type, commit, path, f"downloading {path} of {repo_id} at {commit[:12]}",
+                           bounded, {})
+        except _TooLong:
+            return None
+        except KernelpinError as error:
+            if http_status(error.__cause__) == 404:
+                return None
+            raise
+        return bytes(content)
+
+
+class _TooLong(Exception):
+    """A body read ahead is longer than it may be (HubSource.read_ahead stops reading it)."""
 
 
 def same_origin(url: str, endpoint: str) -> bool:

@@ -331,6 +331,14 @@ def preference(variant: Variant) -> tuple:
     return (*key, variant.framework == NOARCH)
 
 
+def exact_build(env: Environment) -> str | None:
+    """The name of the per-torch build made for exactly this environment (kernel-builder's classic output:
+    what `select` chooses where no stable-ABI build fits), or None without a torch version."""
+    if env.torch is None:
+        return None
+    return Variant(TORCH, env.torch, env.selected, env.arch, env.os, env.cxx11_abi).name
+
+
 def select(variants: Mapping[str, Sequence[str] | None], env: Environment) -> Selection:
     """Choose among variant names (each with its backend.archs, None when unknown) for `env` as `kernels`
     does: the most preferred variant that fits by name, then its archs checked against the GPU. Like

@@ -113,6 +113,7 @@ class Lies:
         `throttle_status` ("too many requests", 429 by default) with the header Retry-After: `retry_after`
         (none when None), as the Hub throttles a client that asks too fast.
     file_delay: file answers wait this many seconds before they start (a slow link: downloads overlap).
+    tree_delay: file-listing answers wait this many seconds before they start.
     "Without end" is `endless_for` seconds at most, so that a client that fails to stop fails its test
     instead of hanging it.
     """
@@ -136,6 +137,7 @@ class Lies:
     throttle_status: int = 429
     retry_after: str | None = None
     file_delay: float = 0.0
+    tree_delay: float = 0.0
 
 
 class HostileHub:
@@ -225,6 +227,8 @@ class HostileHub:
                 return self._send(handler, 200, gzip.compress(body), {"Content-Type": "application/json",
                                                                       "Content-Encoding": "gzip"})
             return self._json(handler, lies.refs)
+        if kind == "tree" and lies.tree_delay:
+            self._stopped.wait(lies.tree_delay)
         if kind == "tree" and lies.tree_forever:
             page = int(parse_qs(urlsplit(handler.path).query).get("cursor", ["0"])[0])
             self._tree_started = self._tree_started or time.monotonic()

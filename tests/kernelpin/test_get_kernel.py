@@ -203,10 +203,11 @@ def test_a_second_online_call_asks_only_for_the_refs_and_follows_a_moved_branch(
     kernelpin.get_kernel(repo_id, version=1)
     forget_kernels()
     asked: list[str] = []
-    for method in ("tree", "stream", "trusted_publisher"):
+    for method in ("tree", "stream", "read_ahead", "trusted_publisher"):
         real = getattr(HubSource, method)
         monkeypatch.setattr(HubSource, method, lambda self, *a, _real=real, _name=method, **k: (
-            asked.append(_name if _name != "stream" else a[3].rsplit("/", 1)[-1]), _real(self, *a, **k))[1])
+            asked.append(_name if _name not in ("stream", "read_ahead") else a[3].rsplit("/", 1)[-1]),
+            _real(self, *a, **k))[1])
     assert kernelpin.get_kernel(repo_id, version=1).VERSION == "1.1.0"
     # The commit is unchanged: its listing and files are what was resolved before, and so is the Hub's trusted
     # mark on its publisher, which let it through then (asked for again before: a second request).
@@ -240,6 +241,74 @@ def test_an_unsigned_kernel_is_loaded_without_importing_sigstore_or_tomlkit(line
     assert printed.splitlines()[0] == "1.1.0"
     assert "require" in printed.splitlines()[1] and "signature" in printed.splitlines()[1]
     assert not [name for name in modules if name.split(".")[0] in ("sigstore", "tomlkit")]
+
+
+def test_the_one_liner_imports_only_what_its_way_needs(line, state, tmp_path, monkeypatch):
+    # Failed before: every get_kernel imported kernelpin.inspection (only a miss's hint or get_kernel_variants use
+    # it) and built sysconfig's configuration to learn that a Python before 3.13 is not free-threaded.
+    monkeypatch.chdir(tmp_path)
+    printed, modules = fresh_interpreter(textwrap.dedent(f"""
+        import torch, kernelpin
+        print(kernelpin.get_kernel({line[0]!r}, version=1).VERSION)
+    """))
+    assert printed.strip() == "1.1.0"
+    assert "kernelpin.inspection" not in modules
+    if sys.version_info < (3, 13):
+        assert "sysconfig" not in modules
+
+
+def test_a_cold_call_asks_for_the_likely_builds_metadata_beside_the_listing(hub, line, state, hf_env, monkeypatch,
+                                                                           fresh_modules):
+    # Failed before: metadata.json was asked for once the listing had come, a round trip later.
+    repo_id, _, _, at_branch = line
+    server = HostileHub(hub.endpoint, Lies(tree_delay=0.5))
+    with server as endpoint:
+        monkeypatch.setenv("HF_ENDPOINT", endpoint)
+        assert kernelpin.get_kernel(repo_id, version=1).VERSION == "1.1.0"
+    listed = min(at for at, path in server.arrivals if "/tree/" in path)
+    metadata = [at for at, path in server.arrivals if path.endswith("/metadata.json")]
+    assert [path for _, path in server.arrivals if path.endswith("/metadata.json")] == [
+        f"/kernels/{repo_id}/resolve/{at_branch}/build/{CPU_213}/metadata.json"]  # once, this machine's build
+    assert metadata[0] - listed < 0.4  # not after the listing's answer
+
+
+def test_metadata_read_ahead_counts_only_as_the_listing_names_it(hub, line, state, hf_env, monkeypatch, new_repo,
+                                                                 fresh_modules):
+    # A listing whose git blob id of metadata.json is not the file's: the bytes read ahead are not taken, and the
+    # variant is refused as it was before the read-ahead.
+    import httpx2
+
+    repo_id, _, _, at_branch = line
+    tree = httpx2.get(f"{hub.endpoint}/api/kernels/{repo_id}/tree/{at_branch}", params={"recursive": "true"},
+                      follow_redirects=True).json()
+    for entry in tree:
+        if entry["path"] == f"build/{CPU_213}/metadata.json":
+            entry["oid"] = "0" * 40
+    with HostileHub(hub.endpoint, Lies(tree=tree)) as endpoint:
+        monkeypatch.setenv("HF_ENDPOINT", endpoint)
+        with pytest.raises(KernelpinError, match="does not match the repository listing"):
+            kernelpin.get_kernel(repo_id, version=1)
+    # A kernel without this machine's exact build: the guess is missing, the build the listing chooses is read.
+    stable = "torch-stable-abi210-cpu-x86_64-linux"
+    other_id, other = new_repo("stable-only", "kernel", TRUSTED_ORG)
+    publish(other, "1.0.0", variants=(stable,))
+    other.branch("v1")
+    monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
+    assert kernelpin.get_kernel(other_id, version=1).VARIANT == stable
+
+
+def test_a_silent_file_server_costs_one_timeout_with_the_read_ahead(hub, line, state, hf_env, monkeypatch,
+                                                                    fresh_modules):
+    # The metadata.json read ahead that gets no answer is the error (once), not read again for a second timeout.
+    import time
+
+    monkeypatch.setenv("KERNELPIN_HTTP_TIMEOUT", "1")
+    with HostileHub(hub.endpoint, Lies(file_delay=30)) as endpoint:
+        monkeypatch.setenv("HF_ENDPOINT", endpoint)
+        start = time.monotonic()
+        with pytest.raises(KernelpinError, match=r"metadata.json .*no answer .* within 1 s"):
+            kernelpin.get_kernel(line[0], version=1)
+        assert time.monotonic() - start < 1.8
 
 
 def test_kernel_dependencies_load_first_and_a_cycle_is_refused(with_dependency, new_repo, state, fresh_modules):
