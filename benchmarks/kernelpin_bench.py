@@ -15,8 +15,9 @@ Writes benchmarks/results/cpu/kernelpin.json and kernelpin.md. Times are medians
 `kernels download`, a warm load against `get_locked_kernel`.
 `--oneliner` measures only the lockless one-liner, `kernelpin.get_kernel(repo, version=1)` against
 `kernels.get_kernel` (cold cache, warm cache online, warm offline), each in a fresh process that has imported
-torch before the clock starts (both need it; the time counted is the package's import and the call), and
-writes benchmarks/results/cpu/kernelpin-oneliner.json and .md.
+torch before the clock starts (both need it; the time counted is the package's import and the call), once as
+torch leaves the garbage collector and once with it settled by a full collection before the clock, and writes
+benchmarks/results/cpu/kernelpin-oneliner.json and .md.
 """
 
 from __future__ import annotations
@@ -125,10 +126,14 @@ def floor_client(per_kernel: list[list[tuple[str, str]]], workers: int) -> Calla
     return run
 
 
-# One process of the one-liner: torch imported first, then the package's import and the call are timed.
+# One process of the one-liner: torch imported first, then the package's import and the call are timed. With
+# "settled", a full garbage collection runs between the two: torch's import leaves the collector one full pass
+# due (some 50-120 ms over torch's objects), which whatever allocates next pays; settled, each tool's own cost.
 ONELINER = """\
-import sys, time
+import gc, sys, time
 import torch
+if sys.argv[4] == "settled":
+    gc.collect()
 start = time.perf_counter()
 if sys.argv[1] == "kernelpin":
     import kernelpin as package
@@ -161,9 +166,9 @@ def oneliner(repeats: int) -> dict[str, object]:
         return {**base, "HF_HOME": str(home / "hf"), "HF_HUB_CACHE": str(home / "hf" / "hub"),
                 "KERNELPIN_STATE_DIR": str(home / "state"), **({"HF_HUB_OFFLINE": "1"} if offline else {})}
 
-    def once(tool: str, offline: bool = False) -> float:
-        done = subprocess.run([sys.executable, "-c", ONELINER, tool, repo_id, CPU_213], env=environ(tool, offline),
-                              capture_output=True, text=True, timeout=300)
+    def once(tool: str, offline: bool = False, gc_state: str = "as left") -> float:
+        done = subprocess.run([sys.executable, "-c", ONELINER, tool, repo_id, CPU_213, gc_state],
+                              env=environ(tool, offline), capture_output=True, text=True, timeout=300)
         if done.returncode != 0:
             return float("nan")
         return float(done.stdout.strip().splitlines()[-1])
@@ -174,12 +179,13 @@ def oneliner(repeats: int) -> dict[str, object]:
     samples: dict[str, list[float]] = defaultdict(list)
     load_start = os.getloadavg()
     once("kernelpin"), once("kernels")  # warm-up: the server's git caches, the OS file cache
-    for _ in range(repeats):  # the tools alternate, so both see the same machine state
-        for tool in ("kernelpin", "kernels"):
-            clear(tool)
-            samples[f"{tool}_cold_s"].append(once(tool))
-            samples[f"{tool}_warm_s"].append(once(tool))
-            samples[f"{tool}_offline_s"].append(once(tool, offline=True))
+    for _ in range(repeats):  # the tools and both GC states alternate, so all see the same machine state
+        for prefix, gc_state in (("", "as left"), ("settled_", "settled")):
+            for tool in ("kernelpin", "kernels"):
+                clear(tool)
+                samples[f"{prefix}{tool}_cold_s"].append(once(tool, gc_state=gc_state))
+                samples[f"{prefix}{tool}_warm_s"].append(once(tool, gc_state=gc_state))
+                samples[f"{prefix}{tool}_offline_s"].append(once(tool, offline=True, gc_state=gc_state))
     server.stop()
     shutil.rmtree(work, ignore_errors=True)
     results: dict[str, object] = {
@@ -196,15 +202,17 @@ def oneliner(repeats: int) -> dict[str, object]:
 
 def render_oneliner(r: dict) -> str:
     def cell(key: str) -> str:
-        return "fails" if r[key] is None else f"{r[key]:.3f} s"
+        return "fails" if r.get(key) is None else f"{r[key]:.3f} s"
 
-    def ratio(case: str) -> str:
-        ours, theirs = r[f"kernelpin_{case}_s"], r[f"kernels_{case}_s"]
+    def ratio(ours: float | None, theirs: float | None) -> str:
         return "-" if ours is None or theirs is None else f"**{ours / theirs:.2f}x**"
 
-    rows = "\n".join(f"| {label} | {cell(f'kernelpin_{case}_s')} | {cell(f'kernels_{case}_s')} | {ratio(case)} |"
-                      for label, case in (("cold cache", "cold"), ("warm cache, online", "warm"),
-                                          ("warm cache, HF_HUB_OFFLINE=1", "offline")))
+    def rows(prefix: str, gc_state: str) -> str:
+        return "\n".join(
+            f"| {label}{gc_state} | {cell(f'{prefix}kernelpin_{case}_s')} | {cell(f'{prefix}kernels_{case}_s')} | "
+            f"{ratio(r.get(f'{prefix}kernelpin_{case}_s'), r.get(f'{prefix}kernels_{case}_s'))} |"
+            for label, case in (("cold cache", "cold"), ("warm cache, online", "warm"),
+                                ("warm cache, HF_HUB_OFFLINE=1", "offline")))
     return f"""# The one-liner: `get_kernel(repo, version=1)`
 
 One kernel with {r['variants']} variants on olah (127.0.0.1), {r['machine']}; kernels {r['kernels_version']};
@@ -215,9 +223,13 @@ wheel's install does). Generated by `python -m benchmarks.kernelpin_bench --onel
 
 | case | kernelpin.get_kernel | kernels.get_kernel | kernelpin's time / kernels' |
 |---|---|---|---|
-{rows}
+{rows("", "")}
+{rows("settled_", ", torch's import settled")}
 
-Offline, kernels 0.17.2 fails by version (it writes no `refs/v1` to read back); kernelpin uses the resolution it
+"Settled": a full garbage collection (`gc.collect()`) runs after `import torch`, before the clock. Torch's
+import leaves the collector a full pass due over its objects, which whichever code allocates next pays: in the
+other rows both tools pay it inside the timed call (the difference between the two sets of rows), settled each
+tool's own cost remains. Offline, kernels 0.17.2 fails by version (it writes no `refs/v1` to read back); kernelpin uses the resolution it
 remembered online (kernelpin.resolutions) and verifies the cached files against it.{load_line(r)}
 """
 
