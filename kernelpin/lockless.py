@@ -36,6 +36,7 @@ from kernelpin.resolutions import Remembered, Resolutions, state_dir
 from kernelpin.resolve import Located, Pinner, locate, pick_revision
 from kernelpin.runtime import environment_for, import_with_dependencies, module_lock, module_name
 from kernelpin.signature import ReleaseChecker
+from kernelpin.signature_receipts import SignatureReceipts
 from kernelpin.source import HubSettings, HubSource
 from kernelpin.spec import Requirement, describe_value, parse_requirement, requirement_from_arguments
 from kernelpin.store import Store
@@ -78,12 +79,15 @@ def _trusted(repo_id: str, trust_remote_code: bool | Sequence[str]) -> bool:
 
 def release_checker_here() -> ReleaseChecker:
     """The publisher policy get_kernel applies: the one of the project around the working directory (its
-    [tool.kernelpin.trust]), else kernelpin.trust's defaults."""
+    [tool.kernelpin.trust]), else kernelpin.trust's defaults; with this user's signature receipts, as `lock` has
+    them (a bundle verified by either is not verified again by the other)."""
     try:
         project = find_project(Path.cwd())
     except KernelpinError:  # no project here: the defaults
-        return ReleaseChecker(Policy(), Path.cwd())
-    return ReleaseChecker(read_policy(project), project.root)
+        policy, root = Policy(), Path.cwd()
+    else:
+        policy, root = read_policy(project), project.root
+    return ReleaseChecker(policy, root, receipts=SignatureReceipts.of_user())
 
 
 def _check_trust(source: HubSource, repo_id: str, trust_remote_code: bool | Sequence[str], policy: Policy) -> bool:

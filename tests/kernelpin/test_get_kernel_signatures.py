@@ -53,3 +53,29 @@ def test_a_release_another_identity_signed_is_refused_before_import(signed_line,
     with pytest.raises(SignatureError, match=r"hijacker/kernels.*acme-corp/kernels"):
         kernelpin.get_kernel(repo_id, version=1, trust_remote_code=True)
     assert not [name for name in set(sys.modules) - before if name.startswith("_kernelpin_")]
+
+
+def test_a_signed_release_get_kernel_verified_is_not_verified_again_by_its_receipt(  # noqa: F811 (fixtures)
+        signed_line, state, hf_env, fresh_modules, monkeypatch):  # noqa: F811
+    # Failed before: get_kernel kept no signature receipt, so the same bundle was verified by sigstore again after
+    # its Hub cache and resolution were gone (and a later `lock` of the release verified it once more).
+    import shutil
+
+    from kernelpin import signature
+
+    repo_id = signed_line(ACME)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnpinnedKernelWarning)
+        kernelpin.get_kernel(repo_id, version=1)
+        # A cold call again: no Hub cache, nothing resolved before (another state directory), this user's receipts
+        # (XDG_STATE_HOME) kept.
+        shutil.rmtree(hf_env)
+        monkeypatch.setenv("KERNELPIN_STATE_DIR", str(state.parent / "another-state"))
+        for name in [name for name in sys.modules if name.startswith("_kernelpin_")]:
+            del sys.modules[name]
+
+        def no_sigstore(*args, **kwargs):
+            raise AssertionError("verified by sigstore again")
+
+        monkeypatch.setattr(signature, "verify_bundle", no_sigstore)
+        assert kernelpin.get_kernel(repo_id, version=1).VERSION == "1.0.0"
