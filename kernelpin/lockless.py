@@ -18,6 +18,7 @@ Sigstore bundle, where it has one or the policy requires one, is verified before
 from __future__ import annotations
 
 import sys
+import threading
 import warnings
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -120,15 +121,22 @@ def _metadata_ahead(source: HubSource, repo_id: str, repo_type: str, commit: str
                     variant: str | None) -> tuple[str, Future[bytes | None]] | None:
     """The metadata.json of `variant` (the build most likely chosen), requested beside the file listing: where
     the listing then chooses it, the listing's size and git blob id check it and it is not read again, so a cold
-    call waits for one round trip less. Neither waited for nor its failure raised when another build is chosen."""
+    call waits for one round trip less. Neither waited for nor its failure raised when another build is chosen,
+    and its thread is a daemon: an answer nobody waits for never holds up the interpreter's exit (an executor's
+    threads are joined at exit, up to the request's timeout)."""
     if variant is None:
         return None
-    pool = ThreadPoolExecutor(max_workers=1)
-    try:
-        return variant, pool.submit(source.read_ahead, repo_id, repo_type, commit, f"{BUILD_DIR}/{variant}/{METADATA}",
-                                    MAX_METADATA_SIZE)
-    finally:
-        pool.shutdown(wait=False)
+    ahead: Future[bytes | None] = Future()
+
+    def read() -> None:
+        try:
+            ahead.set_result(source.read_ahead(repo_id, repo_type, commit, f"{BUILD_DIR}/{variant}/{METADATA}",
+                                               MAX_METADATA_SIZE))
+        except BaseException as error:  # handed to whoever waits for it
+            ahead.set_exception(error)
+
+    threading.Thread(target=read, name="kernelpin-metadata-ahead", daemon=True).start()
+    return variant, ahead
 
 
 def resolve_online(source: HubSource, requirement: Requirement, env: Environment, check_arch: bool,

@@ -114,6 +114,7 @@ class Lies:
         (none when None), as the Hub throttles a client that asks too fast.
     file_delay: file answers wait this many seconds before they start (a slow link: downloads overlap).
     tree_delay: file-listing answers wait this many seconds before they start.
+    stall_path: the answer to a request whose path ends with this never starts (`endless_for` seconds at most).
     "Without end" is `endless_for` seconds at most, so that a client that fails to stop fails its test
     instead of hanging it.
     """
@@ -138,6 +139,7 @@ class Lies:
     retry_after: str | None = None
     file_delay: float = 0.0
     tree_delay: float = 0.0
+    stall_path: str | None = None
 
 
 class HostileHub:
@@ -227,6 +229,9 @@ class HostileHub:
                 return self._send(handler, 200, gzip.compress(body), {"Content-Type": "application/json",
                                                                       "Content-Encoding": "gzip"})
             return self._json(handler, lies.refs)
+        if lies.stall_path is not None and path.endswith(lies.stall_path):
+            self._stopped.wait(lies.endless_for)
+            return None
         if kind == "tree" and lies.tree_delay:
             self._stopped.wait(lies.tree_delay)
         if kind == "tree" and lies.tree_forever:

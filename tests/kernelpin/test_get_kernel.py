@@ -311,6 +311,26 @@ def test_a_silent_file_server_costs_one_timeout_with_the_read_ahead(hub, line, s
         assert time.monotonic() - start < 1.8
 
 
+def test_a_read_ahead_nobody_waits_for_does_not_hold_up_the_exit(hub, state, hf_env, monkeypatch, new_repo, tmp_path):
+    # Failed before: the read-ahead ran in an executor's thread, which the interpreter joins at exit, so a guess the
+    # listing did not choose, stalled by the server, kept a finished program alive until its request timed out.
+    import time
+
+    stable = "torch-stable-abi210-cpu-x86_64-linux"
+    repo_id, repo = new_repo("stable-only", "kernel", TRUSTED_ORG)
+    publish(repo, "1.0.0", variants=(stable,))
+    repo.branch("v1")
+    monkeypatch.setenv("KERNELPIN_HTTP_TIMEOUT", "20")
+    monkeypatch.chdir(tmp_path)
+    with HostileHub(hub.endpoint, Lies(stall_path=f"build/{CPU_213}/metadata.json", endless_for=30)) as endpoint:
+        monkeypatch.setenv("HF_ENDPOINT", endpoint)
+        start = time.monotonic()
+        printed, _ = fresh_interpreter(f"import kernelpin\nprint(kernelpin.get_kernel({repo_id!r}, version=1).VARIANT)")
+        took = time.monotonic() - start
+    assert printed.strip() == stable
+    assert took < 10, f"the interpreter exited {took:.1f} s after it started"
+
+
 def test_kernel_dependencies_load_first_and_a_cycle_is_refused(with_dependency, new_repo, state, fresh_modules):
     kernel_id, _, dep_id, dep_commit = with_dependency
     module = kernelpin.get_kernel(kernel_id, version=2)
