@@ -174,6 +174,15 @@ def verifier(policy: Policy, project_root: Path, refresh: bool = False,
                              f"({_one_line(error)}); run with --refresh-trust-root (online) to fetch it again") from None
 
 
+def verifier_and_root(policy: Policy, project_root: Path, refresh: bool = False,
+                      refresh_timeout: float = Limits.http_timeout) -> tuple[Verifier, str | None]:
+    """`verifier`, and the trust_root_id of the root it loaded: read before and after it was made, so a root that
+    changed meanwhile (a refresh, an edit) is not known for sure (None; nothing is kept as verified under it)."""
+    before = trust_root_id(policy, project_root)
+    made = verifier(policy, project_root, refresh, refresh_timeout)
+    return made, before if trust_root_id(policy, project_root) == before else None
+
+
 def trust_root_id(policy: Policy, project_root: Path) -> str | None:
     """What a bundle's verification depends on besides its bytes and metadata.json's, as one sha256: the bytes of
     the trust root `verifier` loads (offline) and sigstore-python's version. None when they cannot be read
@@ -375,6 +384,7 @@ class ReleaseChecker:
         self.receipts = receipts
         self._verifier: Verifier | None = None
         self._verifier_root: str | None = None  # trust_root_id of the root the verifier loaded (None: unsure)
+        self._recalled: dict[tuple[bytes, bytes], Verified] = {}  # receipts found, by (metadata, bundle)
         self._making = threading.Lock()
         self._warmed = False
         self._wants_worker = worker
@@ -394,13 +404,11 @@ class ReleaseChecker:
     @property
     def verifier(self) -> Verifier:
         with self._making:
-            if self._verifier is None:
-                keeps = self._receipt_root is not None
-                before = trust_root_id(self.policy, self.project_root) if keeps else None
+            if self._verifier is None and self._receipt_root is None:  # no receipts: the root's id is not read
                 self._verifier = verifier(self.policy, self.project_root, self.refresh, self.refresh_timeout)
-                # A root that changed while it loaded (a refresh, an edit) is not known for sure: no receipts.
-                if keeps and trust_root_id(self.policy, self.project_root) == before:
-                    self._verifier_root = before
+            elif self._verifier is None:
+                self._verifier, self._verifier_root = verifier_and_root(self.policy, self.project_root, self.refresh,
+                                                                        self.refresh_timeout)
             return self._verifier
 
     @functools.cached_property
@@ -415,6 +423,19 @@ class ReleaseChecker:
         """Whether receipts may spare verifying: they are kept, and this user has some."""
         return self.receipts is not None and self._receipt_root is not None and self.receipts.any()
 
+    def _recall(self, metadata: bytes, bundle: bytes) -> Verified | None:
+        """This user's receipt of `bundle` over `metadata` under the trust root (None: none to believe), read once
+        per command where found: expect_bundles and the verification after it ask for the same one."""
+        root = self._receipt_root
+        if root is None or self.receipts is None:
+            return None
+        found = self._recalled.get((metadata, bundle))
+        if found is None:
+            found = self.receipts.recall(root, metadata, bundle)
+            if found is not None:
+                self._recalled[(metadata, bundle)] = found
+        return found
+
     def expect_signatures(self) -> None:
         """A release about to be read is signed, or likely to be: warm_up now, so that sigstore's import overlaps
         its downloads; unless receipts may spare verifying it (expect_bundles then decides, once it is read)."""
@@ -426,10 +447,8 @@ class ReleaseChecker:
         receipt vouches for every bundle among them."""
         if self._warmed:
             return
-        root = self._receipt_root
-        if root is None or self.receipts is None or any(
-                BUNDLE in files and self.receipts.recall(root, files.get(METADATA, b""), files[BUNDLE]) is None
-                for files in fetched.values()):
+        if any(BUNDLE in files and self._recall(files.get(METADATA, b""), files[BUNDLE]) is None
+               for files in fetched.values()):
             self.warm_up()
 
     def warm_up(self) -> None:
@@ -460,12 +479,11 @@ class ReleaseChecker:
         fails to answer) here; a verification that passed leaves a receipt."""
         from kernelpin.signature_worker import WorkerGone
 
+        recalled = self._recall(metadata, bundle)
+        if recalled is not None:
+            check_allowed(self.policy, repo_id, variant, recalled.signer)
+            return recalled
         root = self._receipt_root
-        if root is not None and self.receipts is not None:
-            recalled = self.receipts.recall(root, metadata, bundle)
-            if recalled is not None:
-                check_allowed(self.policy, repo_id, variant, recalled.signer)
-                return recalled
         verified: Verified | None = None
         under: str | None = None  # the root it was verified under
         if self._worker is not None:

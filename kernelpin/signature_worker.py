@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from kernelpin.errors import KernelpinError
-from kernelpin.signature import TrustRootError, Verified, trust_root_id, verifier, verify_bundle
+from kernelpin.signature import TrustRootError, Verified, verifier_and_root, verify_bundle
 from kernelpin.trust import Policy, SignatureError
 
 if TYPE_CHECKING:
@@ -242,14 +242,13 @@ def main() -> None:
     policy, project_root, directory = pickle.load(jobs)
     os.chdir(directory)
     made: Verifier | TrustRootError | None
-    before = trust_root_id(policy, project_root)
+    root: str | None = None  # the trust_root_id of the root it verifies under
     try:
-        made = verifier(policy, project_root)
+        made, root = verifier_and_root(policy, project_root)
     except TrustRootError as error:
         made = error
     except Exception:  # answered "unexpected": the parent makes the verifier itself and raises what it raises
         made = None
-    root = before if trust_root_id(policy, project_root) == before else None  # the root it verifies under
     while True:
         try:
             job, repo_id, variant, metadata, bundle = pickle.load(jobs)
