@@ -27,15 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernelpin.integrity import check_digest, check_size, sha256_stream
-from kernelpin.private_state import PrivateFiles, private_directory
+from kernelpin.private_state import PrivateFiles
 
 SETTLE_NS = 2_000_000_000  # a file's times must be this much older than the hash (FAT keeps mtimes to 2 s)
 MIN_SIZE = 1 << 20  # smaller files are hashed each time (faster than a receipt's lookup, and no clutter)
-
-
-def receipts_directory(environ: Mapping[str, str] = os.environ) -> Path | None:
-    """This user's receipt directory, or None where receipts cannot be kept safely."""
-    return private_directory("receipts", environ)
 
 
 def _key(stat: os.stat_result) -> str:
@@ -62,8 +57,8 @@ class Receipts:
 
     @classmethod
     def of_user(cls, environ: Mapping[str, str] = os.environ) -> Receipts:
-        directory = receipts_directory(environ)
-        return cls(directory, root=None if directory is None else directory.parent.parent)
+        files = PrivateFiles.of_user("receipts", environ)
+        return cls(files.directory, root=files.root)
 
     @property
     def _files(self) -> PrivateFiles:

@@ -173,7 +173,7 @@ def test_a_receipt_that_is_a_link_is_not_believed(tmp_path):
 
 
 def test_receipts_live_in_the_users_state_directory(tmp_path):
-    assert receipts_module.receipts_directory({"XDG_STATE_HOME": str(tmp_path)}) == Path(tmp_path, "kernelpin", "receipts")
+    assert Receipts.of_user({"XDG_STATE_HOME": str(tmp_path)}).directory == Path(tmp_path, "kernelpin", "receipts")
 
 
 def test_a_warm_load_reads_no_byte_of_an_unchanged_library(tmp_path, monkeypatch, hashes):
