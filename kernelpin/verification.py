@@ -4,6 +4,7 @@ each one (ok, modified, missing, unlisted, or a linked variant directory kernelp
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,8 +13,10 @@ from kernelpin.errors import KernelpinError
 from kernelpin.install import Installer, unlisted_entries
 from kernelpin.integrity import verify_file
 from kernelpin.layout import SIGNATURE
+from kernelpin.lockfile import LockedKernel, LockedVariant
 from kernelpin.locking import release_checker_when_needed
 from kernelpin.project import Project
+from kernelpin.signature import ReleaseChecker
 from kernelpin.source import HubSource
 
 # What verify found for a file: "ok" (its bytes match the lock), "modified", "missing" (a locked file of an
@@ -59,40 +62,46 @@ def verify(project: Project, source: HubSource, target: Path | None = None, sign
     if locked is None:
         raise KernelpinError(f"no {project.lockfile.name}; run `kernelpin lock`")
     installer = Installer(source, target)
-    report = []
+    report: list[FileStatus] = []
     with release_checker_when_needed(project, source) as checker:  # made for the first signed variant
         for kernel in locked.kernels:
             for variant in kernel.variants:
-                linked = installer.linked_directory(kernel, variant.name)
-                if linked is not None:  # what it points to is not kernelpin's: never listed nor hashed
-                    report.append(FileStatus(kernel.repo_id, variant.name, str(linked), "link"))
-                    continue
-                found = {f.path: installer.present(kernel, variant.name, f) for f in variant.files}
-                # Sync installs one variant per environment: one not installed at all is no problem, a missing file
-                # of an installed one is (load would need the network for it).
-                installed = any(path is not None for path in found.values())
-                for locked_file in variant.files:
-                    path = found[locked_file.path]
-                    if path is None:
-                        if installed:
-                            report.append(FileStatus(kernel.repo_id, variant.name, locked_file.path, "missing"))
-                        continue
-                    try:
-                        verify_file(path, locked_file.size, locked_file.sha256, locked_file.path)
-                        status = "ok"
-                    except KernelpinError:
-                        status = "modified"
-                    report.append(FileStatus(kernel.repo_id, variant.name, locked_file.path, status))
-                # Never imported (load runs listed, verified files only), but not what was installed either.
-                for extra in unlisted_entries(installer.variant_directory(kernel, variant.name), variant):
-                    report.append(FileStatus(kernel.repo_id, variant.name, extra, "unlisted"))
-                if signatures and installed and variant.signature is not None:
-                    release_checker = checker()  # outside the try: a policy that fails to read fails the command
-                    try:
-                        release_checker.recheck(kernel.repo_id, variant.name,
-                                                installer.variant_directory(kernel, variant.name), variant.signature,
-                                                files=True)
-                        report.append(FileStatus(kernel.repo_id, variant.name, SIGNATURE, "signed"))
-                    except KernelpinError as error:
-                        report.append(FileStatus(kernel.repo_id, variant.name, SIGNATURE, "signature", str(error)))
+                report += _variant_report(installer, kernel, variant, checker if signatures else None)
     return Verification(len(locked.kernels), report)
+
+
+def _variant_report(installer: Installer, kernel: LockedKernel, variant: LockedVariant,
+                    checker: Callable[[], ReleaseChecker] | None) -> list[FileStatus]:
+    """verify's rows for one locked variant; with `checker`, its signature's too where it is installed."""
+    linked = installer.linked_directory(kernel, variant.name)
+    if linked is not None:  # what it points to is not kernelpin's: never listed nor hashed
+        return [FileStatus(kernel.repo_id, variant.name, str(linked), "link")]
+    report = []
+    found = {f.path: installer.present(kernel, variant.name, f) for f in variant.files}
+    # Sync installs one variant per environment: one not installed at all is no problem, a missing file of an
+    # installed one is (load would need the network for it).
+    installed = any(path is not None for path in found.values())
+    for locked_file in variant.files:
+        path = found[locked_file.path]
+        if path is None:
+            if installed:
+                report.append(FileStatus(kernel.repo_id, variant.name, locked_file.path, "missing"))
+            continue
+        try:
+            verify_file(path, locked_file.size, locked_file.sha256, locked_file.path)
+            status = "ok"
+        except KernelpinError:
+            status = "modified"
+        report.append(FileStatus(kernel.repo_id, variant.name, locked_file.path, status))
+    # Never imported (load runs listed, verified files only), but not what was installed either.
+    for extra in unlisted_entries(installer.variant_directory(kernel, variant.name), variant):
+        report.append(FileStatus(kernel.repo_id, variant.name, extra, "unlisted"))
+    if checker is not None and installed and variant.signature is not None:
+        release_checker = checker()  # outside the try: a policy that fails to read fails the command
+        try:
+            release_checker.recheck(kernel.repo_id, variant.name, installer.variant_directory(kernel, variant.name),
+                                    variant.signature, files=True)
+            report.append(FileStatus(kernel.repo_id, variant.name, SIGNATURE, "signed"))
+        except KernelpinError as error:
+            report.append(FileStatus(kernel.repo_id, variant.name, SIGNATURE, "signature", str(error)))
+    return report
