@@ -217,7 +217,7 @@ class HubSource:
             )
         from kernelpin.hubclient import expect_size
 
-        what = f"downloading {path} of {repo_id} at {commit[:12]}"
+        what = _downloading(repo_id, commit, path)
         received = 0
 
         def counted(chunk: bytes) -> None:
@@ -271,8 +271,7 @@ class HubSource:
                 raise _TooLong
 
         try:
-            self._get_file(repo_id, repo_type, commit, path, f"downloading {path} of {repo_id} at {commit[:12]}",
-                           bounded, {})
+            self._get_file(repo_id, repo_type, commit, path, _downloading(repo_id, commit, path), bounded, {})
         except _TooLong:
             return None
         except KernelpinError as error:
@@ -280,6 +279,11 @@ class HubSource:
                 return None
             raise
         return bytes(content)
+
+
+def _downloading(repo_id: str, commit: str, path: str) -> str:
+    """What a file's download is called in its errors."""
+    return f"downloading {path} of {repo_id} at {commit[:12]}"
 
 
 class _TooLong(Exception):
