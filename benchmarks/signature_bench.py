@@ -118,7 +118,8 @@ def project(root: Path, repo_ids: list[str], trusted_root: Path) -> Path:
         '[project]\nname = "app"\nversion = "1"\n\n[tool.kernels.dependencies]\n'
         + "".join(f'"{repo_id}" = "^1"\n' for repo_id in repo_ids)
         + f'\n[tool.kernelpin.trust]\ntrusted-root = "{trusted_root}"\n'
-        + '[tool.kernelpin.trust.publishers.acme]\nsigners = [{ repository = "acme/kernels" }]\n')
+        + '[tool.kernelpin.trust.publishers.acme]\nsigners = [{ repository = "acme/kernels" }]\n'
+        + '[tool.kernelpin.trust.publishers.plain]\n')  # trusted, no signers named: no signature expected
     return root
 
 
@@ -131,10 +132,13 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="kernelpin-signature-bench-"))
     sigstore = SigstoreRoot()
     trusted_root = sigstore.write_trusted_root(work / "trusted_root.json")
-    server = HubServer(work / "hub", trusted_publishers=("acme",))
+    server = HubServer(work / "hub", trusted_publishers=("acme", "plain"))
     signed_ids = [f"acme/signed-{i:02d}" for i in range(args.kernels)]
-    unsigned_ids = [f"acme/unsigned-{i:02d}" for i in range(args.kernels)]
-    for repo_id in signed_ids + unsigned_ids:
+    unsigned_ids = [f"plain/unsigned-{i:02d}" for i in range(args.kernels)]
+    # Unsigned releases of a publisher whose policy entry names its signers: lock starts the signature worker
+    # before their listings (kernelpin.resolve._signature_expected), which then has nothing to verify.
+    unexpected_ids = [f"acme/unsigned-{i:02d}" for i in range(args.kernels)]
+    for repo_id in signed_ids + unsigned_ids + unexpected_ids:
         repo = server.repo(repo_id, repo_type="kernel")
         files = kernel_files("1.0.0", extra={path: os.urandom(size) if path.endswith(".so") else b"#" * size
                                              for path, size in SHAPE.items()})
@@ -150,6 +154,7 @@ def main() -> None:
     assert receipts is not None and receipts.is_relative_to(work)
     signed_app = project(work / "signed", signed_ids, trusted_root)
     unsigned_app = project(work / "unsigned", unsigned_ids, trusted_root)
+    unexpected_app = project(work / "unexpected", unexpected_ids, trusted_root)
     results: dict[str, object] = {
         "kernels": args.kernels, "variants_per_kernel": 5, "repeats": args.repeats,
         "machine": machine.description(),
@@ -203,10 +208,13 @@ def main() -> None:
         return Path(tempfile.mkdtemp(dir=work, prefix="hf-cache-"))
 
     def commands(key: str, hub_cache: Callable[[], Path], extra_env: dict[str, str] | None = None,
-                 receipts_before: Callable[[], None] = keep_receipts) -> None:
-        runs: dict[str, list[Costs]] = {"signed": [], "unsigned": []}
+                 receipts_before: Callable[[], None] = keep_receipts, against: tuple[str, Path] = ("signed", signed_app),
+                 ) -> None:
+        """Rows `key_<kind>_*` of `against` and of the unsigned set, and `key_ratio`, the first over the second."""
+        kind, app = against
+        runs: dict[str, list[Costs]] = {kind: [], "unsigned": []}
         for _ in range(args.repeats):
-            runs["signed"].append(command(signed_app, hub_cache(), extra_env, receipts_before))
+            runs[kind].append(command(app, hub_cache(), extra_env, receipts_before))
             runs["unsigned"].append(command(unsigned_app, hub_cache(), extra_env, receipts_before))
         for kind, costs in runs.items():
             results[f"{key}_{kind}_s"] = statistics.median(cost.wall for cost in costs)
@@ -214,11 +222,13 @@ def main() -> None:
             results[f"{key}_{kind}_own_cpu_s"] = round(statistics.median(cost.own_cpu for cost in costs), 3)
             results[f"{key}_{kind}_hub_cpu_s"] = round(statistics.median(cost.hub_cpu for cost in costs), 3)
             results[f"{key}_{kind}_requests"] = statistics.median(cost.requests for cost in costs)
-        results[f"{key}_ratio"] = results[f"{key}_signed_s"] / results[f"{key}_unsigned_s"]
+        results[f"{key}_ratio"] = results[f"{key}_{against[0]}_s"] / results[f"{key}_unsigned_s"]
 
-    command(signed_app)  # warm-up of both sets alike
+    command(signed_app)  # warm-up of the three sets alike
     command(unsigned_app)
+    command(unexpected_app)
     commands("lock_command", lambda: cache)
+    commands("lock_command_unexpected", lambda: cache, against=("unexpected", unexpected_app))
     commands("lock_command_no_receipts", lambda: cache, receipts_before=no_receipts)
     commands("lock_command_no_worker", lambda: cache, {"KERNELPIN_SIGNATURE_WORKER": "0"}, receipts_before=no_receipts)
     commands("lock_first", empty_cache, receipts_before=no_receipts)

@@ -477,9 +477,14 @@ def resolve(
 
 def _signature_expected(checker: ReleaseChecker, previous: Lock | None, requirement: Requirement) -> bool:
     """Whether a requirement's release will have a signature to verify, before it is listed: the policy
-    requires one, or the previous lock recorded one."""
+    requires one, or names who signs for its publisher (kernels-community's built-in entry does both), or the
+    previous lock recorded one."""
+    policy = checker.policy
+    entry = policy.publisher(requirement.repo_id)
+    if policy.requires_signature(requirement.repo_id)[0] or entry is not None and entry.signers:
+        return True
     locked = previous.kernel(requirement.repo_id) if previous else None
-    return checker.policy.requires_signature(requirement.repo_id)[0] or locked is not None and any(
+    return locked is not None and any(
         variant.signature is not None and variant.signature.signer is not None for variant in locked.variants)
 
 

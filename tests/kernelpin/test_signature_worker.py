@@ -255,3 +255,18 @@ def test_a_signed_lock_leaves_sigstore_to_the_worker(new_repo, project, sigstore
         assert ("sigstore" in modules) is imports, mode
         locked = lockfile.read(root / "kernelpin.lock").kernels[0]
         assert all(variant.signature.signer.source_commit == "a" * 40 for variant in locked.variants)
+
+
+def test_a_worker_sent_nothing_is_killed_at_the_end_and_one_that_verified_exits(sigstore, tmp_path) -> None:
+    """A worker started on an expectation the releases did not meet (no bundle came) is killed when the command
+    ends, not waited for while it finishes importing sigstore (checked: it exited 0 before); one that answered
+    exits by itself at the end of its input."""
+    policy = parse_policy({"tool": {"kernelpin": {"trust": {"trusted-root": str(sigstore[1])}}}})
+    idle = SignatureWorker.start(policy, tmp_path)
+    idle.close()
+    assert idle._process.returncode == -signal.SIGKILL
+    used = SignatureWorker.start(policy, tmp_path)
+    verified, _ = used.verify("acme/x", CPU_213, *releases(sigstore)["signed"])
+    used.close()
+    assert verified.signer.source_commit == "a" * 40 and used._process.returncode == 0
+    assert not workers()
