@@ -132,7 +132,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="kernelpin-signature-bench-"))
     sigstore = SigstoreRoot()
     trusted_root = sigstore.write_trusted_root(work / "trusted_root.json")
-    server = HubServer(work / "hub", trusted_publishers=("acme", "plain"))
+    server = HubServer(work / "hub", trusted_publishers=("acme", "plain"), cdn=True)
     signed_ids = [f"acme/signed-{i:02d}" for i in range(args.kernels)]
     unsigned_ids = [f"plain/unsigned-{i:02d}" for i in range(args.kernels)]
     # Unsigned releases of a publisher whose policy entry names its signers: lock starts the signature worker

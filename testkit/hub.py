@@ -132,12 +132,17 @@ class HubServer:
     answers the Hub's paths for both, rewriting the kernel ones (`/api/kernels/...`, `/kernels/...`) onto
     the olah that holds the kernel repositories. `trusted_publishers` are the organizations whose
     overview says `trustedKernelPublisher` (what `kernels` checks before loading without trust_remote_code).
-    With `latency`, every answer of the front starts that many seconds late, as over a real network.
+    With `latency`, every answer of the front starts that many seconds late, as over a real network. With
+    `cdn`, the front answers a file at a commit from its own copy of olah's first answer, as the Hub's CDN does
+    (benchmarks: olah's file reads would otherwise bound a client sharing its cores; tests leave it off, so that
+    every answer is olah's).
     """
 
-    def __init__(self, root: Path, trusted_publishers: tuple[str, ...] = (), latency: float = 0.0) -> None:
+    def __init__(self, root: Path, trusted_publishers: tuple[str, ...] = (), latency: float = 0.0,
+                 cdn: bool = False) -> None:
         self.root = root
         self.latency = latency
+        self.cdn = cdn
         self.mirrors = root / "mirrors"
         self.kernel_mirrors = root / "kernel-mirror"
         for directory in (self.mirrors, self.kernel_mirrors / "models"):
@@ -193,6 +198,8 @@ class HubServer:
             front += ["--trusted-publisher", org]
         if self.latency:
             front += ["--latency", repr(self.latency)]
+        if self.cdn:
+            front += ["--cache", str(self.root / "front-cache")]
         self._spawn("front", front)
         deadline = time.monotonic() + timeout
         waiting = [self.port, *self._olah_ports.values()]

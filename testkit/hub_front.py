@@ -15,7 +15,12 @@ olah, which serves model, dataset and space repositories only.
   requests sent at once overlap as on a real network);
 - `/_testkit/in-flight` answers how many requests (and file downloads, `/resolve/` paths) the front has
   answered at once at most since it was last asked, for tests that check a client's parallelism by counting
-  instead of timing.
+  instead of timing;
+- with `--cache DIR` (benchmarks), a GET or HEAD of a file at a commit (`/resolve/<40 hex digits>/...`, no
+  Range) that olah answered 200 is answered again from DIR: the same status line, headers and bytes, the body
+  by sendfile. Such a path always has the same answer, and the Hub serves it from a CDN: olah reads each file
+  whole out of git and sends it in 4 KiB pieces (some 5 ms of CPU per small file, 40 ms per MB), which on the
+  cores a benchmark's client shares would be the client's bound, not the Hub's.
 
 Bodies are streamed, `Content-Length` is kept (also on HEAD replies, where huggingface_hub reads a file's
 size from it) and redirects keep pointing at the front, on the repository type that was asked for. Standard
@@ -25,8 +30,11 @@ library only: it runs as its own process next to olah.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import hashlib
 import http.client
 import json
+import os
 import re
 import socketserver
 import sys
@@ -42,6 +50,7 @@ IN_FLIGHT = "/_testkit/in-flight"
 
 
 _FULL_REF = re.compile(r"/refs(?:%2F|/)(?:heads|tags)(?:%2F|/)", re.IGNORECASE)
+_PINNED = re.compile(r"/resolve/[0-9a-f]{40}/")  # a file at a commit: its answer never changes
 
 
 def route(path: str) -> tuple[str, str]:
@@ -68,12 +77,17 @@ def rewrite_location(location: str, kind: str, front: str) -> str:
 class Front(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    # socketserver's default backlog is 5: a client opening more connections at once (an answer without a length
+    # closes its connection) had a SYN dropped and waited a second for its retry, which no real Hub makes it do.
+    request_queue_size = 128
 
-    def __init__(self, port: int, upstreams: dict[str, str], trusted: set[str], latency: float = 0.0) -> None:
+    def __init__(self, port: int, upstreams: dict[str, str], trusted: set[str], latency: float = 0.0,
+                 cache: str | None = None) -> None:
         super().__init__(("127.0.0.1", port), Handler)
         self.upstreams = {kind: urlsplit(url) for kind, url in upstreams.items()}
         self.trusted = trusted
         self.latency = latency
+        self.cache = cache
         self.public = f"http://127.0.0.1:{port}"
         self.counting = threading.Lock()
         self.in_flight = {"requests": 0, "files": 0}  # being answered now
@@ -125,11 +139,44 @@ class Handler(BaseHTTPRequestHandler):
             organization = _ORG_OVERVIEW.match(path)
             if organization and self.command == "GET":
                 return self._organization(organization["org"])
-            self._forward()
+            kept = self._kept()
+            if kept is None:
+                return self._forward()
+            if not self._replay(kept):
+                self._forward(keep=kept)
         finally:
             self.server.count(path, -1)
 
-    def _forward(self) -> None:
+    def _kept(self) -> str | None:
+        """Where the answer to this request is kept (without the extension), for a pinned GET or HEAD when the
+        front keeps answers; else None."""
+        if (self.server.cache is None or self.command not in ("GET", "HEAD") or "Range" in self.headers
+                or not _PINNED.search(self.path)):
+            return None
+        return os.path.join(self.server.cache, hashlib.sha256(f"{self.command} {self.path}".encode()).hexdigest())
+
+    def _replay(self, kept: str) -> bool:
+        """Answer from what was kept (False: nothing kept yet)."""
+        try:
+            with open(kept + ".json") as stream:
+                status, reason, headers = json.load(stream)
+            body = open(kept + ".body", "rb") if self.command == "GET" else None
+        except FileNotFoundError:
+            return False
+        self.log_request(status)
+        self.send_response_only(status, reason)
+        for name, value in headers:
+            self.send_header(name, value)
+        self.close_connection = ["Connection", "close"] in headers  # the body's end was the connection's
+        self.end_headers()
+        if body is not None:
+            with body:
+                offset, size = 0, os.fstat(body.fileno()).st_size
+                while offset < size:
+                    offset += os.sendfile(self.connection.fileno(), body.fileno(), offset, size - offset)
+        return True
+
+    def _forward(self, keep: str | None = None) -> None:
         kind, path = route(self.path)
         upstream = self.server.upstreams[kind]
         length = int(self.headers.get("Content-Length") or 0)
@@ -144,19 +191,38 @@ class Handler(BaseHTTPRequestHandler):
             self.log_request(reply.status)  # send_response_only does not log: every forwarded request gets its line
             self.send_response_only(reply.status, reply.reason)
             known_length = reply.getheader("Content-Length")
+            sent = []
             for name, value in reply.getheaders():
                 if name.lower() in _HOP_BY_HOP:
                     continue
                 if name.lower() == "location":
                     value = rewrite_location(value, kind, self.server.public)
                 self.send_header(name, value)
+                sent.append((name, value))
             if known_length is None and self.command != "HEAD":
                 self.send_header("Connection", "close")  # the body ends when the connection does
+                sent.append(("Connection", "close"))
                 self.close_connection = True
             self.end_headers()
-            if self.command != "HEAD":
-                while chunk := reply.read(_CHUNK):
-                    self.wfile.write(chunk)
+            keeping = keep is not None and reply.status == 200
+            partial = f"{keep}.{threading.get_ident()}.partial"
+            with open(partial, "wb") if keeping else contextlib.nullcontext() as copy:
+                if self.command != "HEAD":
+                    while chunk := reply.read(_CHUNK):
+                        self.wfile.write(chunk)
+                        if copy is not None:
+                            copy.write(chunk)
+            if keeping:  # the body whole, then the headers that say it is there
+                # http.client raises on a chunked body cut short; a length it cannot check is compared here
+                whole = self.command == "HEAD" or known_length is None or os.path.getsize(partial) == int(known_length)
+                if whole and self.command == "GET":
+                    os.replace(partial, f"{keep}.body")
+                if whole:
+                    with open(partial, "w") as stream:
+                        json.dump([reply.status, reply.reason, sent], stream)
+                    os.replace(partial, f"{keep}.json")
+                else:
+                    os.unlink(partial)
         except (ConnectionError, OSError) as error:
             self.log_message("upstream %s failed: %s", upstream.netloc, error)
             self.close_connection = True
@@ -187,10 +253,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trusted-publisher", action="append", default=[], metavar="ORG")
     parser.add_argument("--latency", type=float, default=0.0, metavar="SECONDS",
                         help="delay every answer by this much (a network's round trip)")
+    parser.add_argument("--cache", metavar="DIR", help="answer files at a commit again from DIR, as a CDN does")
     args = parser.parse_args(argv)
     socketserver.TCPServer.allow_reuse_address = True
+    if args.cache:
+        os.makedirs(args.cache, exist_ok=True)
     with Front(args.port, {"model": args.models, "kernel": args.kernels}, set(args.trusted_publisher),
-               args.latency) as front:
+               args.latency, args.cache) as front:
         front.serve_forever()
     return 0
 

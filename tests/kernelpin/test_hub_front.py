@@ -94,3 +94,37 @@ def test_the_servers_report_the_cpu_they_used(hub):
     after = hub.cpu_seconds_by_process()
     assert after["front"] > before["front"] and after["olah"] >= before["olah"]
     assert hub.cpu_seconds() == pytest.approx(sum(after.values()), abs=1.0)  # the whole test Hub's
+
+
+def test_with_a_cdn_a_file_at_a_commit_is_answered_again_as_olah_answered_it(tmp_path):
+    """HubServer(cdn=True) (the benchmarks' Hub): a GET or HEAD of a file at a commit is answered from the
+    front's copy of olah's first answer, byte for byte (status line, headers, body), also with olah gone; a
+    branch's path, a Range request and an error are always olah's."""
+    import signal
+
+    from testkit.hub import HubServer
+
+    server = HubServer(tmp_path / "hub", cdn=True)
+    repo = server.repo("acme/k", "kernel")
+    repo.write({"build/x/lib.so": os.urandom(3 << 20), "build/x/a.py": b"A = 1\n"})
+    commit = repo.commit("one")
+    with server:
+        base = f"{server.endpoint}/kernels/acme/k/resolve"
+        first = {(method, path): request(f"{base}/{commit}/build/x/{path}", method)
+                 for method in ("GET", "HEAD") for path in ("lib.so", "a.py")}
+        assert all(answer[0] == 200 for answer in first.values())
+        assert request(f"{base}/{commit}/build/x/missing.py")[0] != 200  # olah: 500
+        ranged = urllib.request.Request(f"{base}/{commit}/build/x/a.py", headers={"Range": "bytes=0-2"})
+        with urllib.request.urlopen(ranged, timeout=30) as reply:  # olah's answer (it ignores Range): not kept
+            assert reply.read().startswith(b"A =")
+        os.killpg(server._named["olah-kernels"].pid, signal.SIGKILL)  # from now on only the front can answer
+        for (method, path), answer in first.items():
+            again = request(f"{base}/{commit}/build/x/{path}", method)
+            assert again[0] == answer[0] and again[2] == answer[2], (method, path)
+            assert {k: v for k, v in again[1].items() if k != "date"} == {
+                k: v for k, v in answer[1].items() if k != "date"}, (method, path)
+        for path in ("main/build/x/a.py", f"{commit}/build/x/missing.py"):  # olah's to answer, and it is gone
+            with pytest.raises(OSError):
+                request(f"{base}/{path}")
+        with pytest.raises(OSError):
+            urllib.request.urlopen(ranged, timeout=30)
