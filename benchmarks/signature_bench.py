@@ -1,16 +1,22 @@
 """What verifying signatures costs: `lock` of N signed kernels with verification vs without, and `load()` of
-signed kernels vs unsigned ones, on the test Hub (olah) with the test kit's Sigstore instance.
+signed kernels vs unsigned ones, on the test Hub (olah behind its front, with the front's CDN for files at a
+commit: HubServer(cdn=True)) with the test kit's Sigstore instance.
 
     python -m benchmarks.signature_bench [--kernels 20] [--repeats 5]
 
-- lock, in-process (a new HubSource, no lock, no signature receipts): the 20 signed repositories (5 variants
-  each, so 100 bundles, every one verified by sigstore-python against the publisher policy) vs the same content
-  unsigned, both under the same policy; sigstore already imported; rounds alternate;
+The signed set is acme/signed-NN, whose signers the policy names (so lock expects signatures and starts its
+signature worker before the first listing); the unsigned set, the baseline "without", is plain/unsigned-NN, a
+trusted publisher the policy names no signers for (nothing to verify, no worker). Rows:
+- lock, in-process (a new HubSource, no lock, no signature receipts, no signature worker): 100 bundles (5
+  variants each), every one verified by sigstore-python against the publisher policy, vs the unsigned set;
+  sigstore already imported; rounds alternate;
 - the same as commands in fresh processes (`python -m kernelpin lock`, no lock file), a relock: one unrecorded
   run of each first, so both sets start with the same warm Hub cache (the metadata.json and bundle blobs an
   earlier lock kept), warm test-Hub repositories and this user's signature receipts of every bundle
   (kernelpin.signature_receipts), so no bundle is verified again: no sigstore import, no signature worker, the
   recorded signers put to the policy;
+- `lock_command_unexpected`: unsigned releases of a publisher whose signers the policy names (acme/unsigned-NN):
+  the worker started for nothing, killed at the end;
 - the same commands with the signature receipts removed before each run (`lock_command_no_receipts`): what a
   first verification of the same bytes costs (start-up, sigstore's import in the signature worker, 100
   verifications);
@@ -21,19 +27,17 @@ signed kernels vs unsigned ones, on the test Hub (olah) with the test kit's Sigs
   unsigned one besides the verification;
 - the same first lock with every answer of the test Hub 50 ms late (its front sleeps in each request's thread,
   so requests sent at once overlap, as over a real network): what the extra requests cost where latency, not
-  the test Hub's CPU, bounds them (lock reads a kernel's small files at once, within KERNELPIN_DOWNLOADS, 8
-  file bodies at once for all kernels: 20 kernels fill it either way, so the row is repeated with 32), and
-  repeated with receipts of other bytes kept (`lock_first_50ms_other_receipts`: a user who verified before locks
-  new releases; the signature worker then starts once a kernel's small files show a bundle without a receipt,
-  not at its listing);
+  the test Hub's CPU, bounds them (lock reads a kernel's small files at once, KERNELPIN_READS (32) at once for
+  all kernels; repeated with 8, the bound they shared with the downloads before), and repeated with receipts of
+  other bytes kept (`lock_first_50ms_other_receipts`: a user who verified before locks new releases);
 - load(): 20 signed vs 20 unsigned kernels, already synced, each round in a fresh import state (load checks the
   lock's recorded signer against the policy: no cryptography; the bundle is one more locked file to re-hash).
 Every variant is shaped like img2gray's CPU build (the files and sizes of `build/dev`, a 372 KB library).
 
 Each command row also records the medians of the command's CPU time (its signature worker's included; `own`:
 its own process's alone), the test Hub's CPU time and the requests it answered: on this 2-core machine the test
-Hub (olah, some 10-20 ms of CPU per request) shares the cores with the command, so a row can be bound by the
-test Hub's CPU rather than by kernelpin's.
+Hub shares the cores with the command, so a row can be bound by the machine's CPU as a whole (the command, its
+worker and the Hub) rather than by kernelpin's waits.
 
 Prints the medians and ratios as JSON and writes benchmarks/results/cpu/signatures.json, with the load average
 before and after. Compare ratios, not absolute times: the machine is shared.
@@ -265,7 +269,7 @@ def main() -> None:
     command(unsigned_app, empty_cache())
     commands("lock_first_50ms", empty_cache, receipts_before=no_receipts)
     commands("lock_first_50ms_other_receipts", empty_cache, receipts_before=other_receipts)
-    commands("lock_first_50ms_downloads_32", empty_cache, {"KERNELPIN_DOWNLOADS": "32"}, receipts_before=no_receipts)
+    commands("lock_first_50ms_reads_8", empty_cache, {"KERNELPIN_READS": "8"}, receipts_before=no_receipts)
     results["load_average_after"] = round(os.getloadavg()[0], 2)
     server.stop()
     shutil.rmtree(work, ignore_errors=True)

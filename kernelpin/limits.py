@@ -24,6 +24,7 @@ DEADLINE = "KERNELPIN_DEADLINE"
 MAX_LISTING = "KERNELPIN_MAX_LISTING"
 MAX_RESPONSE_BYTES = "KERNELPIN_MAX_RESPONSE_BYTES"
 DOWNLOADS = "KERNELPIN_DOWNLOADS"
+READS = "KERNELPIN_READS"
 
 
 class LimitExceeded(KernelpinError):
@@ -37,6 +38,9 @@ class Limits:
     max_listing: int = 100_000  # entries of one refs or file listing (all pages together)
     max_response_bytes: int = 16 << 20  # one API answer (refs, a listing page); file bodies: their pinned size
     downloads: int = 8  # file downloads at once (of one variant, of several kernels), as huggingface_hub's default
+    # Small files read into memory at once (the metadata.json files and signature bundles a lock reads, a few KB
+    # each, ten per kernel): each waits a round trip, not for bandwidth, so more of them share the wait.
+    reads: int = 32
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> Limits:
@@ -47,6 +51,7 @@ class Limits:
             max_response_bytes=_read(environ, MAX_RESPONSE_BYTES, cls.max_response_bytes, int, 1 << 40,
                                      "a whole number of bytes"),
             downloads=_read(environ, DOWNLOADS, cls.downloads, int, 64, "a whole number"),
+            reads=_read(environ, READS, cls.reads, int, 64, "a whole number"),
         )
 
 

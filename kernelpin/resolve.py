@@ -244,13 +244,13 @@ class Pinner:
             check_metadata_size(remote.size, f"{self.where}: {remote.path}")
 
     def fetch(self, variants: Mapping[str, list[RemoteFile]]) -> None:
-        """Read the small files of every variant at once, as many at a time as the source downloads (its bound
-        on file bodies in flight holds across kernels, so parallel kernels do not multiply it). Nothing is
-        parsed or verified here, and nothing raised: a variant whose files failed raises the first one's error
-        when it is pinned, so a failure is reported as if the variants had been read and verified in turn."""
+        """Read the small files of every variant at once, as many at a time as the source's small reads (its
+        bound on them holds across kernels, so parallel kernels do not multiply it). Nothing is parsed or
+        verified here, and nothing raised: a variant whose files failed raises the first one's error when it is
+        pinned, so a failure is reported as if the variants had been read and verified in turn."""
         wanted = [remote for name, files in sorted(variants.items()) for remote in self._small_files(name, files)
                   if remote.path.split("/", 2)[2] not in self.fetched.get(name, {})]
-        read = run_all(self._read_small, wanted, self.source.settings.limits.downloads)
+        read = run_all(self._read_small, wanted, self.source.settings.limits.reads)
         # Kept one after another once all are read: the store writes a repository's cache with one writer at
         # a time and does not wait for another (parallel keepers would skip their blobs).
         for remote, outcome in zip(wanted, read):

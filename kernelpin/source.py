@@ -77,6 +77,7 @@ class HubSource:
         self._publishers: dict[str, bool] = {}  # organization -> trusted kernel publisher, asked once per command
         self._asking = threading.Lock()
         self._transfers = threading.BoundedSemaphore(settings.limits.downloads)  # file bodies at once
+        self._reads = threading.BoundedSemaphore(settings.limits.reads)  # small files into memory at once
 
     @property
     def api(self) -> HfApi:
@@ -205,10 +206,11 @@ class HubSource:
         return self.settings.cache_dir / f"{repo_type}s--{repo_id.replace('/', '--')}"
 
     def stream(self, repo_id: str, repo_type: str, commit: str, path: str, size: int,
-               sink: Callable[[bytes], None]) -> None:
+               sink: Callable[[bytes], None], *, small: bool = False) -> None:
         """One file at a commit, handed to `sink` chunk by chunk, with a single GET (no HEAD, no header of
         the answer is used). The body must be exactly `size` bytes (from the lock or the listing): a longer
-        one is cut off at `size` by the transport, a shorter one is an error. The caller checks the content."""
+        one is cut off at `size` by the transport, a shorter one is an error. The caller checks the content.
+        `small`: one of the source's small reads (limits.reads at once), not of its downloads (limits.downloads)."""
         if self.settings.offline:
             raise KernelpinError(
                 f"{repo_id}: {path} at {commit[:12]} is not in the cache ({self.settings.cache_dir}) and "
@@ -225,7 +227,8 @@ class HubSource:
             received += len(chunk)
             sink(chunk)
 
-        self._get_file(repo_id, repo_type, commit, path, what, counted, expect_size(size))
+        self._get_file(repo_id, repo_type, commit, path, what, counted, expect_size(size),
+                       self._reads if small else self._transfers)
         if received != size:
             raise IntegrityError(
                 f"{what}: the server sent {received} bytes, not the {size} the file has (as locked or listed); "
@@ -233,8 +236,10 @@ class HubSource:
             )
 
     def _get_file(self, repo_id: str, repo_type: str, commit: str, path: str, what: str,
-                  sink: Callable[[bytes], None], extensions: dict[str, int]) -> None:
-        """The GET of one file at a commit, its body handed to `sink`, one of the source's bounded transfers."""
+                  sink: Callable[[bytes], None], extensions: dict[str, int], slots: threading.BoundedSemaphore,
+                  ) -> None:
+        """The GET of one file at a commit, its body handed to `sink`, in one of `slots` (the source's bound on
+        downloads, or on small reads)."""
         from huggingface_hub.utils import get_session, hf_raise_for_status
 
         from kernelpin.hubclient import request_headers
@@ -242,7 +247,7 @@ class HubSource:
         self._use_timeout()
         url = self._file_url(repo_id, repo_type, check_commit(commit, repo_id), check_repo_path(path, repo_id))
         with self.budget() as budget, translate_errors(what, self.settings.endpoint, repo_id):
-            if not self._transfers.acquire(timeout=max(budget.remaining(), 0)):
+            if not slots.acquire(timeout=max(budget.remaining(), 0)):
                 raise budget.exceeded(what)
             try:
                 with get_session().stream("GET", url, headers=request_headers(), extensions=extensions) as response:
@@ -250,12 +255,12 @@ class HubSource:
                     for chunk in response.iter_bytes():
                         sink(chunk)
             finally:
-                self._transfers.release()
+                slots.release()
 
     def read(self, repo_id: str, repo_type: str, commit: str, path: str, size: int) -> bytes:
         """One small file (a metadata.json) in memory, exactly `size` bytes; the caller checks the content."""
         content = bytearray()
-        self.stream(repo_id, repo_type, commit, path, size, content.extend)
+        self.stream(repo_id, repo_type, commit, path, size, content.extend, small=True)
         return bytes(content)
 
     def read_ahead(self, repo_id: str, repo_type: str, commit: str, path: str, at_most: int) -> bytes | None:
@@ -271,7 +276,8 @@ class HubSource:
                 raise _TooLong
 
         try:
-            self._get_file(repo_id, repo_type, commit, path, _downloading(repo_id, commit, path), bounded, {})
+            self._get_file(repo_id, repo_type, commit, path, _downloading(repo_id, commit, path), bounded, {},
+                           self._reads)
         except _TooLong:
             return None
         except KernelpinError as error:

@@ -79,12 +79,21 @@ def test_an_unsigned_kernels_metadata_files_are_fetched_at_once(lock_at_slow_hub
     assert {variant.name for variant in lock.kernels[0].variants} == set(VARIANTS)
 
 
-def test_kernels_locked_in_parallel_share_one_bound_on_downloads(lock_at_slow_hub, monkeypatch) -> None:
-    monkeypatch.setenv("KERNELPIN_DOWNLOADS", "3")
+def test_kernels_locked_in_parallel_share_one_bound_on_small_reads(lock_at_slow_hub, monkeypatch) -> None:
+    monkeypatch.setenv("KERNELPIN_READS", "3")
     lock, most = lock_at_slow_hub("acme/signed-0", "acme/signed-1", "acme/signed-2")
     # Three kernels of 10 small files each, 30 wanted at once: never more than the bound (not 3 x 3).
     assert 2 <= most["files"] <= 3, most
     assert [kernel.repo_id for kernel in lock.kernels] == ["acme/signed-0", "acme/signed-1", "acme/signed-2"]
+
+
+def test_small_reads_are_not_held_to_the_bound_on_downloads(lock_at_slow_hub, monkeypatch) -> None:
+    """A small file waits a round trip, not for bandwidth: the reads of a lock (32 at once by default) are not
+    held to KERNELPIN_DOWNLOADS, the bound on file bodies streamed to disk (failed before: 1 at a time here)."""
+    monkeypatch.setenv("KERNELPIN_DOWNLOADS", "1")
+    lock, most = lock_at_slow_hub("acme/signed-0", "acme/signed-1", "acme/signed-2")
+    assert most["files"] >= 8, most
+    assert len(lock.kernels) == 3
 
 
 def test_failures_are_reported_in_the_order_of_the_variants_as_before(new_repo, project, cli, sigstore) -> None:
@@ -233,3 +242,13 @@ def test_a_trust_root_that_fails_in_the_background_is_one_line_error(slow_hub, p
     assert err.strip().count("\n") == 0 and "not a Sigstore trusted root" in err and str(broken) in err, err
     assert "Traceback" not in err and "Exception in thread" not in err
     assert not (root / "kernelpin.lock").exists()
+
+
+def test_the_bound_on_small_reads_is_read_from_the_environment() -> None:
+    from kernelpin.errors import KernelpinError
+    from kernelpin.limits import Limits
+
+    assert Limits.from_env({}).reads == 32 and Limits.from_env({"KERNELPIN_READS": "5"}).reads == 5
+    for text in ("0", "65", "many"):
+        with pytest.raises(KernelpinError, match=f"KERNELPIN_READS='{text}' is not a whole number in"):
+            Limits.from_env({"KERNELPIN_READS": text})
