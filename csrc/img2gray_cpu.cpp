@@ -15,7 +15,12 @@
 #include <torch/headeronly/util/Exception.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 #include <type_traits>
+#if defined(__unix__) || defined(__APPLE__)
+#include <unistd.h>  // sysconf: glibc's cache sizes
+#endif
 
 #include "img2gray.h"
 #include "img2gray_cpu.h"
@@ -44,11 +49,34 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain, const F& f) {
 // A multiple of 64, so that every task's output stays as aligned as the whole output (streaming stores).
 constexpr int64_t kGrainPixels = 1 << 15;
 
-// uint8 outputs of at least this many bytes are written with streaming stores: with their input they fill much
-// of the last-level cache, so their lines would only evict input that is still to be read, and every line
-// written the ordinary way is read from memory first. A 4K frame's output (8.3 MB) is; a 1080p frame's (2 MB),
-// which stays in the cache for whoever reads it next, is not.
-constexpr int64_t kStreamBytes = 4 << 20;
+// uint8 outputs are written with streaming stores where the call's input and output together (4 bytes a pixel)
+// take more than half the last-level cache: there the output's lines would only evict input still to be read, and
+// every line written the ordinary way is read from memory first. Where they fit, the output stays in the cache
+// for whoever reads it next (the next call with out=, the pipeline's next step), and streaming it to memory costs:
+// a 4K frame (33 MB) on a Xeon whose L3 is 480 MiB ran at 64-69% of a same-bytes copy streamed, 89-92% not (NCHW,
+// benchmarks/README.md). The cache's size is glibc's (sysconf), else 32 MiB: a 4 MiB output, the threshold measured
+// on a Zen 4 core complex's L3, where a 4K frame's output (8.3 MB) streams and a 1080p frame's (2 MB) does not.
+// IMG2GRAY_CPU_CACHE_BYTES sets the size (tests reach the streamed paths on any CPU with it). Read once per process.
+constexpr int64_t kUnknownCacheBytes = int64_t{32} << 20;
+
+int64_t streaming_threshold_bytes() {
+  static const int64_t threshold = [] {
+    int64_t cache = kUnknownCacheBytes;
+#ifdef _SC_LEVEL3_CACHE_SIZE
+    if (const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE); l3 > 0) cache = l3;
+#endif
+    if (const char* given = std::getenv("IMG2GRAY_CPU_CACHE_BYTES"); given != nullptr && *given != '\0') {
+      char* end = nullptr;
+      errno = 0;
+      const long long bytes = std::strtoll(given, &end, 10);
+      STD_TORCH_CHECK(*end == '\0' && errno == 0 && bytes > 0, "img2gray: IMG2GRAY_CPU_CACHE_BYTES=", given,
+                      " is not a number of bytes; give the last-level cache's size (e.g. 33554432), or unset it");
+      cache = bytes;
+    }
+    return cache / 2;
+  }();
+  return threshold;
+}
 
 template <typename scalar_t>
 IMG2GRAY_CPU_CLONES void planar_loop(const scalar_t* __restrict__ r, const scalar_t* __restrict__ g,
@@ -86,7 +114,7 @@ void run(const void* input, void* out, const Plan& plan, Weights<acc_t<scalar_t>
   const auto* in = static_cast<const scalar_t*>(input);
   auto* dst = static_cast<scalar_t*>(out);
   simd::U8Call u8{};
-  if constexpr (std::is_same_v<scalar_t, uint8_t>) u8 = simd::u8_call(w, plan.pixels >= kStreamBytes);
+  if constexpr (std::is_same_v<scalar_t, uint8_t>) u8 = simd::u8_call(w, 4 * plan.pixels > streaming_threshold_bytes());
   switch (plan.layout) {
     case Layout::Interleaved:
       parallel_for(0, plan.pixels, kGrainPixels, [&](int64_t begin, int64_t end) {

@@ -94,27 +94,34 @@ def test_every_colour_on_the_widest_path(img2gray, forced_runs):
 FORCED = ["scalar", "avx2", "avx512"] if platform.machine() != "aarch64" else ["scalar"]
 
 
+# A last-level cache so small for the op that every 4096x4096 image streams its output (csrc/img2gray_cpu.cpp): the
+# widest path in this process streams where this CPU's cache is small, the forced processes on every CPU.
+STREAMED = {"IMG2GRAY_CPU_CACHE_BYTES": str(1 << 20)}
+
+
 @pytest.fixture(scope="module")
 def forced_runs(img2gray):
-    """One process per narrower path of this CPU, all started at once: the default weights and the ties (every path
-    meets every weight in test_every_path_spans_natively)."""
+    """One process per narrower path of this CPU, and one for the widest path, all started at once, each writing
+    its output with streaming stores: the default weights and the ties (every path meets every weight in
+    test_every_path_spans_natively)."""
     program = ("import img2gray\nfrom tests.op.test_uint8_cpu_paths import WEIGHTS, check_every_colour\n"
                "check_every_colour(img2gray, WEIGHTS[:2])\nprint('ok')\n")
-    runnable = paths_of_this_cpu()[:-1]
-    runs = {path: forced(img2gray, path, program) for path in FORCED if path in runnable}
+    paths = paths_of_this_cpu()
+    runs = {path: forced(img2gray, path, program, STREAMED) for path in FORCED if path in paths[:-1]}
+    runs["widest, streamed"] = forced(img2gray, paths[-1], program, STREAMED)
     yield runs
     for run in runs.values():
         run.kill()
 
 
-def forced(img2gray, path: str, program: str) -> subprocess.Popen:
+def forced(img2gray, path: str, program: str, environ: dict[str, str] | None = None) -> subprocess.Popen:
     variant_parent = str(Path(img2gray.__file__).parent.parent)
     return subprocess.Popen([sys.executable, "-c", program], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            cwd=ROOT, env={**os.environ, "IMG2GRAY_CPU_ISA": path,
+                            cwd=ROOT, env={**os.environ, "IMG2GRAY_CPU_ISA": path, **(environ or {}),
                                            "PYTHONPATH": os.pathsep.join([variant_parent, str(ROOT)])})
 
 
-@pytest.mark.parametrize("path", FORCED)
+@pytest.mark.parametrize("path", [*FORCED, "widest, streamed"])
 def test_every_colour_on_each_narrower_path(forced_runs, path):
     if path not in forced_runs:
         pytest.skip(f"{path} is this CPU's widest path (tested above) or one it does not run")
@@ -126,6 +133,14 @@ def test_unknown_cpu_path_is_refused_by_name(img2gray):
     program = "import torch, img2gray\nimg2gray.img2gray(torch.zeros(4, 4, 3, dtype=torch.uint8), dim=-1)\n"
     stdout, stderr = forced(img2gray, "avx1024", program).communicate(timeout=600)
     assert "IMG2GRAY_CPU_ISA=avx1024 is not a CPU path of this build; use one of scalar, " in stderr, stderr[-3000:]
+
+
+@pytest.mark.parametrize("given", ["lots", "0", "-5", "12kB", "99999999999999999999"])
+def test_a_cache_size_that_is_none_is_refused_by_name(img2gray, given):
+    program = "import torch, img2gray\nimg2gray.img2gray(torch.zeros(4, 4, 3, dtype=torch.uint8), dim=-1)\n"
+    widest = paths_of_this_cpu()[-1]
+    _, stderr = forced(img2gray, widest, program, {"IMG2GRAY_CPU_CACHE_BYTES": given}).communicate(timeout=600)
+    assert f"IMG2GRAY_CPU_CACHE_BYTES={given} is not a number of bytes" in stderr, stderr[-3000:]
 
 
 def compile_every_colour(compiler: str, binary: Path, *flags: str) -> None:
