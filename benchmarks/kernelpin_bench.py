@@ -662,9 +662,8 @@ olah answered each request once, in an untimed run of each tool before the timed
 whole out of git and sends it in 4 KiB pieces, some 40 ms of CPU per MB, which bounded both tools before). CPU per
 MB synced, kernelpin's cold sync / `kernels download`: {per_mb}. kernelpin hashes each byte on the way in, writes it
 once and has it on disk (fsync) before it is renamed into place, reading up to 1 MiB from the connection at a time;
-it downloads up to 8 files at once, `kernels` one after another (a HEAD, then the GET). Both clients spend about
-the same CPU per MB, so on the machine's {cpus(r)} (shared with the test Hub) kernelpin's lead is the second core
-it keeps busy.{load_line(r)}
+it downloads up to 8 files at once, `kernels` one after another (a HEAD, then the GET): on the machine's {cpus(r)}
+(shared with the test Hub) most of kernelpin's lead is the second core it keeps busy, not less CPU per MB.{load_line(r)}
 """
 
 
