@@ -215,10 +215,10 @@ def main() -> None:
                  receipts_before: Callable[[], None] = keep_receipts, against: tuple[str, Path] = ("signed", signed_app),
                  ) -> None:
         """Rows `key_<kind>_*` of `against` and of the unsigned set, and `key_ratio`, the first over the second."""
-        kind, app = against
-        runs: dict[str, list[Costs]] = {kind: [], "unsigned": []}
+        compared, app = against
+        runs: dict[str, list[Costs]] = {compared: [], "unsigned": []}
         for _ in range(args.repeats):
-            runs[kind].append(command(app, hub_cache(), extra_env, receipts_before))
+            runs[compared].append(command(app, hub_cache(), extra_env, receipts_before))
             runs["unsigned"].append(command(unsigned_app, hub_cache(), extra_env, receipts_before))
         for kind, costs in runs.items():
             results[f"{key}_{kind}_s"] = statistics.median(cost.wall for cost in costs)
@@ -226,7 +226,7 @@ def main() -> None:
             results[f"{key}_{kind}_own_cpu_s"] = round(statistics.median(cost.own_cpu for cost in costs), 3)
             results[f"{key}_{kind}_hub_cpu_s"] = round(statistics.median(cost.hub_cpu for cost in costs), 3)
             results[f"{key}_{kind}_requests"] = statistics.median(cost.requests for cost in costs)
-        results[f"{key}_ratio"] = results[f"{key}_{against[0]}_s"] / results[f"{key}_unsigned_s"]
+        results[f"{key}_ratio"] = results[f"{key}_{compared}_s"] / results[f"{key}_unsigned_s"]
 
     command(signed_app)  # warm-up of the three sets alike
     command(unsigned_app)

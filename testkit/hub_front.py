@@ -65,6 +65,20 @@ def route(path: str) -> tuple[str, str]:
     return "model", path
 
 
+def _keep_answer(keep: str, partial: str, method: str, known_length: str | None, answer: list) -> None:
+    """Keep an answer olah gave whole, at `keep` (its body first, from `partial` for a GET; then its status line and
+    headers, which say the body is there); a body shorter than its Content-Length is dropped. http.client raises on
+    a chunked body cut short."""
+    if method == "GET":
+        if known_length is not None and os.path.getsize(partial) != int(known_length):
+            os.unlink(partial)
+            return
+        os.replace(partial, f"{keep}.body")
+    with open(partial, "w") as stream:
+        json.dump(answer, stream)
+    os.replace(partial, f"{keep}.json")
+
+
 def rewrite_location(location: str, kind: str, front: str) -> str:
     """A redirect from olah, made to point at the front and, for kernel requests, at the kernel paths."""
     parts = urlsplit(location)
@@ -185,6 +199,7 @@ class Handler(BaseHTTPRequestHandler):
                    if name.lower() not in _HOP_BY_HOP and name.lower() != "host"}
         headers["Host"] = upstream.netloc
         connection = http.client.HTTPConnection(upstream.hostname, upstream.port, timeout=120)
+        partial = f"{keep}.{threading.get_ident()}.partial"  # where an answer being kept is written first
         try:
             connection.request(self.command, path, body=body, headers=headers)
             reply = connection.getresponse()
@@ -205,27 +220,24 @@ class Handler(BaseHTTPRequestHandler):
                 self.close_connection = True
             self.end_headers()
             keeping = keep is not None and reply.status == 200
-            partial = f"{keep}.{threading.get_ident()}.partial"
-            with open(partial, "wb") if keeping else contextlib.nullcontext() as copy:
+            copy = open(partial, "wb") if keeping and self.command == "GET" else None
+            try:
                 if self.command != "HEAD":
                     while chunk := reply.read(_CHUNK):
                         self.wfile.write(chunk)
                         if copy is not None:
                             copy.write(chunk)
-            if keeping:  # the body whole, then the headers that say it is there
-                # http.client raises on a chunked body cut short; a length it cannot check is compared here
-                whole = self.command == "HEAD" or known_length is None or os.path.getsize(partial) == int(known_length)
-                if whole and self.command == "GET":
-                    os.replace(partial, f"{keep}.body")
-                if whole:
-                    with open(partial, "w") as stream:
-                        json.dump([reply.status, reply.reason, sent], stream)
-                    os.replace(partial, f"{keep}.json")
-                else:
-                    os.unlink(partial)
+            finally:
+                if copy is not None:
+                    copy.close()
+            if keeping:
+                _keep_answer(keep, partial, self.command, known_length, [reply.status, reply.reason, sent])
         except (ConnectionError, OSError) as error:
             self.log_message("upstream %s failed: %s", upstream.netloc, error)
             self.close_connection = True
+            if keep is not None:
+                with contextlib.suppress(OSError):  # a body cut off midway is not kept
+                    os.unlink(partial)
         finally:
             connection.close()
 
