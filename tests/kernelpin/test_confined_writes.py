@@ -10,6 +10,7 @@ import dataclasses
 import errno
 import hashlib
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -52,19 +53,22 @@ def test_a_kept_blob_is_never_locked_or_written_through_a_link(served, tmp_path,
 
 class SwapOnFirstByte:
     """A progress bar (tqdm's interface) that, when the first bytes arrive, moves `directory` aside and puts a
-    link to `home` in its place: another user of a shared cache racing the download."""
+    link to `home` in its place: another user of a shared cache racing the download. Downloads run in parallel,
+    so the bars' updates come from several threads: one swap, under a lock."""
 
     def __init__(self, directory: Path, home: Path) -> None:
         self.directory, self.home, self.swapped = directory, home, False
+        self.swapping = threading.Lock()
 
     def __call__(self, total: int, desc: str) -> SwapOnFirstByte:
         return self
 
     def update(self, count: int) -> None:
-        if not self.swapped and self.directory.is_dir() and not self.directory.is_symlink():
-            self.directory.rename(self.directory.with_name("moved-aside"))
-            self.directory.symlink_to(self.home, target_is_directory=True)
-            self.swapped = True
+        with self.swapping:
+            if not self.swapped and self.directory.is_dir() and not self.directory.is_symlink():
+                self.directory.rename(self.directory.with_name("moved-aside"))
+                self.directory.symlink_to(self.home, target_is_directory=True)
+                self.swapped = True
 
     def close(self) -> None:
         pass
