@@ -565,6 +565,9 @@ def bulk(args: argparse.Namespace) -> None:
     for _ in range(args.bulk_cold_repeats):  # alternating, each from an empty cache
         for tool in ("kernels", "kernelpin"):
             shutil.rmtree(caches[tool], ignore_errors=True)
+            # Neither tool syncs its downloads: the untimed os.sync() writes back what the runs before left in
+            # the page cache, so that no cold sync pays for another's writes.
+            os.sync()
             sync("cold", tool)
     for state in ("warm", "offline"):
         for _ in range(args.repeats):
@@ -660,8 +663,11 @@ finds (the library's times had settled: a file changed in the last 2 s is hashed
 The test Hub answers each file at a commit from its front's copy, as the Hub's CDN does (HubServer(cdn=True):
 olah answered each request once, in an untimed run of each tool before the timed ones; olah alone reads each file
 whole out of git and sends it in 4 KiB pieces, some 40 ms of CPU per MB, which bounded both tools before). CPU per
-MB synced, kernelpin's cold sync / `kernels download`: {per_mb}. kernelpin hashes each byte on the way in, writes it
-once and has it on disk (fsync) before it is renamed into place, reading up to 1 MiB from the connection at a time;
+MB synced, kernelpin's cold sync / `kernels download`: {per_mb}. kernelpin hashes each byte on the way in and writes it
+once, reading up to 1 MiB from the connection at a time; neither tool syncs a download to disk (fsync): kernelpin
+does so for a file only before it keeps a hash receipt for it, in the first load (a crash can leave a downloaded
+file whose bytes never reached the disk, which a hash finds and a receipt must not vouch for), and each cold sync
+starts after an untimed `sync` of the machine, so that none pays for the writes of the runs before it;
 it downloads up to 8 files at once, `kernels` one after another (a HEAD, then the GET): on the machine's {cpus(r)}
 (shared with the test Hub) most of kernelpin's lead is the second core it keeps busy, not less CPU per MB.{load_line(r)}
 """

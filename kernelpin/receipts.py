@@ -70,12 +70,18 @@ class Receipts:
             return False
         return self._files.read(_key(stat), 256) == _record_of(stat, sha256).encode()
 
-    def record(self, before: os.stat_result, after: os.stat_result, started_ns: int, sha256: str) -> None:
-        """Keep a receipt for a file hashed to `sha256` from `started_ns` on, when it is one worth keeping: the
-        file did not change while it was hashed (`before`, `after`) and its times had settled. Best effort: a
+    def record(self, fd: int, before: os.stat_result, started_ns: int, sha256: str) -> None:
+        """Keep a receipt for the open file `fd`, hashed to `sha256` from `started_ns` on, when it is one worth
+        keeping: the file did not change while it was hashed (`before`, now) and its times had settled. Its bytes
+        are put on disk (fsync) first: downloads are not synced, and after a crash a file whose bytes never
+        reached the disk can keep its size and times, so only a receipt could vouch for it. Best effort: a
         receipt that cannot be written costs a hash next time, nothing else."""
         settled = max(before.st_mtime_ns, before.st_ctime_ns) < started_ns - SETTLE_NS
-        if before.st_size < MIN_SIZE or not settled or not _unchanged(before, after):
+        if before.st_size < MIN_SIZE or not settled or not _unchanged(before, os.fstat(fd)):
+            return
+        try:
+            os.fsync(fd)
+        except OSError:  # a disk that cannot promise the bytes gets no receipt
             return
         self._files.write(_key(before), _record_of(before, sha256).encode())
 
@@ -88,4 +94,4 @@ class Receipts:
                 return
             started = self.clock()
             check_digest(sha256_stream(stream, hashlib.sha256()), sha256, what)
-            self.record(before, os.fstat(stream.fileno()), started, sha256)
+            self.record(stream.fileno(), before, started, sha256)

@@ -90,6 +90,35 @@ def test_a_file_that_changed_moments_ago_gets_no_receipt(tmp_path, hashes):
     assert len(hashes) == 2 and not any((tmp_path / "receipts").glob("*"))
 
 
+def test_a_receipt_is_kept_only_after_the_files_bytes_are_on_disk(tmp_path, monkeypatch):
+    # Failed before: receipts never synced the file; the durability came from the download's fsync, which made
+    # a cold sync of big kernels bound by the disk's durable write speed. Downloads are no longer synced, so a
+    # crash can leave a file with its size and times but bytes that never reached the disk: no receipt may
+    # vouch for one before its bytes are on disk.
+    path, digest = big_file(tmp_path / "lib.so")
+    receipts, events = settled(tmp_path), []
+    real_fsync, real_write = os.fsync, receipts_module.PrivateFiles.write
+    monkeypatch.setattr(os, "fsync", lambda fd: (events.append(("fsync", os.fstat(fd).st_ino)), real_fsync(fd)))
+    monkeypatch.setattr(receipts_module.PrivateFiles, "write",
+                        lambda files, name, data: (events.append(("receipt", name)), real_write(files, name, data)))
+    receipts.verify_file(path, path.stat().st_size, digest, "lib.so")
+    stat = path.stat()
+    assert events[-2:] == [("fsync", stat.st_ino), ("receipt", f"{stat.st_dev:x}-{stat.st_ino:x}")]
+
+
+def test_a_file_the_disk_cannot_sync_gets_no_receipt(tmp_path, monkeypatch, hashes):
+    path, digest = big_file(tmp_path / "lib.so")
+    receipts = settled(tmp_path)
+
+    def refuse(fd: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(os, "fsync", refuse)
+    for _ in range(2):
+        receipts.verify_file(path, path.stat().st_size, digest, "lib.so")
+    assert len(hashes) == 2 and not any((tmp_path / "receipts").glob("*"))
+
+
 def test_small_files_are_hashed_every_time(tmp_path, hashes):
     path = tmp_path / "small.py"
     path.write_bytes(b"x = 1\n")
