@@ -16,7 +16,8 @@ Writes benchmarks/results/cpu/kernelpin.json and kernelpin.md. Times are medians
 `--oneliner` measures only the lockless one-liner, `kernelpin.get_kernel(repo, version=1)` against
 `kernels.get_kernel` (cold cache, warm cache online, warm offline), each in a fresh process that has imported
 torch before the clock starts (both need it; the time counted is the package's import and the call), once as
-torch leaves the garbage collector and once with it settled by a full collection before the clock, and writes
+torch leaves the garbage collector (with the time the call spent in full collections, `gc.callbacks`, beside it) and
+once with it settled by a full collection before the clock, and writes
 benchmarks/results/cpu/kernelpin-oneliner.json and .md.
 """
 
