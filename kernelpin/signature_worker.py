@@ -119,12 +119,14 @@ def _read_answers(stream: IO[bytes], waiting: _Waiting) -> None:
 def _stop(process: subprocess.Popen[bytes], reader: threading.Thread, idle: Callable[[], bool]) -> None:
     """End the worker: its input closes, it exits (or is killed when it does not), and is waited for. A worker
     that was never sent a job (started on an expectation the releases did not meet) is killed at once: it would
-    otherwise finish importing sigstore, about 0.2 s of CPU, before it reads the end of its input."""
+    otherwise finish importing sigstore, about 0.2 s of CPU, before it reads the end of its input. It is killed
+    before its input closes: a worker that had finished the import would otherwise read the end and exit on its
+    own while this thread waits for the core (seen in CI, under load)."""
+    if idle():
+        process.kill()
     with contextlib.suppress(OSError, ValueError):
         if process.stdin is not None:
             process.stdin.close()
-    if idle():
-        process.kill()
     try:
         process.wait(_STOP_SECONDS)
     except subprocess.TimeoutExpired:

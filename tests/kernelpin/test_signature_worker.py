@@ -270,3 +270,25 @@ def test_a_worker_sent_nothing_is_killed_at_the_end_and_one_that_verified_exits(
     used.close()
     assert verified.signer.source_commit == "a" * 40 and used._process.returncode == 0
     assert not workers()
+
+
+def test_an_idle_worker_is_killed_even_when_the_end_of_its_input_would_let_it_exit_first(sigstore,
+                                                                                          tmp_path) -> None:
+    """The kill comes before the input closes: a worker that has finished importing sigstore reads the end of its
+    input and exits 0 on its own if the parent's thread loses the core between the two (here made certain: its
+    input's close waits for it to exit; checked: this test failed, CI saw it once under load)."""
+    policy = parse_policy({"tool": {"kernelpin": {"trust": {"trusted-root": str(sigstore[1])}}}})
+    worker = SignatureWorker.start(policy, tmp_path)
+    process = worker._process
+    real_input = process.stdin
+
+    class ClosedSlowly:
+        def close(self) -> None:
+            real_input.close()
+            if process.poll() is None:
+                process.wait(60)  # the parent descheduled until the worker is gone
+
+    process.stdin = ClosedSlowly()
+    worker.close()
+    assert process.returncode == -signal.SIGKILL
+    assert not workers()
