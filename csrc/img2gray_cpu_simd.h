@@ -83,19 +83,28 @@ struct U8Call {
 namespace img2gray {
 namespace simd {
 
-// How far ahead of the block being read the interleaved loops prefetch their input (into L1). On the Xeon of
-// benchmarks/README.md the hardware prefetchers alone left that one input stream at 82-90% of a same-bytes copy for
-// 1080p and 4K frames, 92-96% with 2 KiB ahead; the planar loops' three streams lost 2-4 points with it, so they
-// leave it to the hardware (tools/maintainer/experiments/README.md).
-constexpr uintptr_t kPrefetchAhead = 2048;
+// How far ahead of the block being read the loops prefetch their input (into L1): 8 KiB in the one interleaved
+// stream, 4 KiB in each of the planar loops' three. A 4K frame streams from memory, where the hardware prefetchers
+// alone left the interleaved loops at 82-90% of a same-bytes copy on a Xeon and at 56-70% on a Zen 5 EPYC (the planar
+// ones at 62-80% there); 2 KiB ahead served the Xeon but not the EPYC (tools/maintainer/experiments/README.md).
+constexpr uintptr_t kInterleavedPrefetchAhead = 8192;
+constexpr uintptr_t kPlanarPrefetchAhead = 4096;
 
-// Prefetch the `bytes` starting kPrefetchAhead after p. The address is made as an integer, since past the input's end
+// Prefetch the `bytes` starting `ahead` bytes after p. The address is made as an integer, since past the input's end
 // it points at no object; a prefetch never faults, so those lines cost a request and nothing else. Always inlined:
-// the VNNI loop keeps its constants in registers only while its runs make no calls.
-__attribute__((always_inline)) inline void prefetch_ahead(const uint8_t* p, int bytes) {
+// the VNNI loops keep their constants in registers only while their runs make no calls.
+__attribute__((always_inline)) inline void prefetch_ahead(const uint8_t* p, int bytes, uintptr_t ahead) {
   for (int line = 0; line < bytes; line += 64) {
-    _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(p) + kPrefetchAhead + line), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(p) + ahead + line), _MM_HINT_T0);
   }
+}
+
+// The same `bytes` of each plane.
+__attribute__((always_inline)) inline void prefetch_planes_ahead(const uint8_t* r, const uint8_t* g, const uint8_t* b,
+                                                                 int bytes) {
+  prefetch_ahead(r, bytes, kPlanarPrefetchAhead);
+  prefetch_ahead(g, bytes, kPlanarPrefetchAhead);
+  prefetch_ahead(b, bytes, kPlanarPrefetchAhead);
 }
 
 }  // namespace simd
@@ -176,7 +185,7 @@ inline int64_t interleaved_u8_avx2(const uint8_t* __restrict__ rgb, uint8_t* __r
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
     const uint8_t* p = rgb + 3 * i;
-    prefetch_ahead(p, 96);
+    prefetch_ahead(p, 96, kInterleavedPrefetchAhead);
     store_32(out + i, gray_8_interleaved(p, w), gray_8_interleaved(p + 24, w), gray_8_interleaved(p + 48, w),
              gray_8_interleaved(p + 72, w), stream);
   }
@@ -191,6 +200,7 @@ inline int64_t planar_u8_avx2(const uint8_t* __restrict__ r, const uint8_t* __re
   const bool stream = stream_to(out, call.stream, 32);
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
+    prefetch_planes_ahead(r + i, g + i, b + i, 32);
     store_32(out + i, gray_8_planar(r + i, g + i, b + i, w), gray_8_planar(r + i + 8, g + i + 8, b + i + 8, w),
              gray_8_planar(r + i + 16, g + i + 16, b + i + 16, w),
              gray_8_planar(r + i + 24, g + i + 24, b + i + 24, w), stream);
@@ -270,7 +280,7 @@ inline int64_t interleaved_u8_avx512(const uint8_t* __restrict__ rgb, uint8_t* _
   // The last 64-byte load of a block reads 16 bytes past it: stop 6 pixels early.
   for (; i + 64 + 6 <= n; i += 64) {
     const uint8_t* p = rgb + 3 * i;
-    prefetch_ahead(p, 192);
+    prefetch_ahead(p, 192, kInterleavedPrefetchAhead);
     store_64(out + i, gray_16_interleaved(p, w), gray_16_interleaved(p + 48, w), gray_16_interleaved(p + 96, w),
              gray_16_interleaved(p + 144, w), stream);
   }
@@ -285,6 +295,7 @@ inline int64_t planar_u8_avx512(const uint8_t* __restrict__ r, const uint8_t* __
   const bool stream = stream_to(out, call.stream, 64);
   int64_t i = 0;
   for (; i + 64 <= n; i += 64) {
+    prefetch_planes_ahead(r + i, g + i, b + i, 64);
     store_64(out + i, gray_16_planar(r + i, g + i, b + i, w), gray_16_planar(r + i + 16, g + i + 16, b + i + 16, w),
              gray_16_planar(r + i + 32, g + i + 32, b + i + 32, w),
              gray_16_planar(r + i + 48, g + i + 48, b + i + 48, w), stream);
@@ -366,7 +377,7 @@ IMG2GRAY_AVX512_VNNI inline int64_t interleaved_u8_avx512_vnni(const uint8_t* __
     // No calls inside a run: the constants stay in registers.
     for (int64_t i = 64 * run; i < 64 * std::min(blocks, run + Fixups::kBlocks); i += 64) {
       const uint8_t* p = rgb + 3 * i;
-      prefetch_ahead(p, 192);
+      prefetch_ahead(p, 192, kInterleavedPrefetchAhead);
       __mmask16 ambiguous = 0;
       __m512i q[4];
       for (int j = 0; j < 4; ++j) {
@@ -397,6 +408,7 @@ IMG2GRAY_AVX512_VNNI inline int64_t planar_u8_avx512_vnni(const uint8_t* __restr
   const int64_t blocks = n / 64;
   for (int64_t run = 0; run < blocks; run += Fixups::kBlocks) {
     for (int64_t i = 64 * run; i < 64 * std::min(blocks, run + Fixups::kBlocks); i += 64) {  // as above
+    prefetch_planes_ahead(r + i, g + i, b + i, 64);
     const __m512i rv = _mm512_loadu_si512(r + i), gv = _mm512_loadu_si512(g + i), bv = _mm512_loadu_si512(b + i);
     // In-lane unpacks (which, unlike byte permutes, leave vpdpbusd's pipes alone): vector j holds pixels
     // 16L + 4j ... 16L + 4j + 3 of each 128-bit lane L, the order in which the packs below put them back.
