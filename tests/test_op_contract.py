@@ -35,7 +35,7 @@ class Subclass(torch.Tensor):
 
 BT601 = [0.299, 0.587, 0.114]
 rand = lambda *shape: torch.rand(*shape)
-# case -> (input, dim, weights, out or None)
+# case -> (input, dim, weights (None: not given), out or None)
 CASES = {
     "wrong channel size": (lambda: rand(1, 4, 8, 8), -3, BT601, None),
     "dim out of range": (lambda: rand(3, 8, 8), 3, BT601, None),
@@ -51,6 +51,12 @@ CASES = {
     "out with overlapping elements": (lambda: rand(3, 4, 4), -3, BT601, lambda x: torch.empty(1, 1, 1).expand(1, 4, 4)),
     "out overlaps input": (lambda: rand(3, 4, 4), -3, BT601, lambda x: x[:1]),
     "out, input requires grad": (lambda: rand(3, 4, 4).requires_grad_(), -3, BT601, lambda x: torch.empty(1, 4, 4)),
+    # Without weights at dim -3 and -1 img2gray.img2gray calls overloads that take only the input.
+    "wrong channel size, no weights": (lambda: rand(1, 4, 8, 8), -3, None, None),
+    "wrong channel size at dim -1, no weights": (lambda: rand(8, 8, 4), -1, None, None),
+    "0-d tensor at dim -1, no weights": (lambda: torch.tensor(1.0), -1, None, None),
+    "int32 at dim -1, no weights": (lambda: torch.zeros(4, 4, 3, dtype=torch.int32), -1, None, None),
+    "bool at dim -3, no weights": (lambda: torch.zeros(3, 4, 4, dtype=torch.bool), -3, None, None),
 }
 
 
@@ -65,11 +71,13 @@ def refusal(call):
 def entry_points(module, x, dim, weights, make_out):
     ops = module.ops
     if make_out is None:
-        return {"the build's op": lambda: ops.img2gray.default(x, dim, weights),
-                "the build's packet": lambda: ops.img2gray(x, dim, weights),
-                "the public op": lambda: torch.ops.img2gray.img2gray(x, dim, weights),
-                "the op's own dispatch (a subclass)": lambda: ops.img2gray.default(x.as_subclass(Subclass), dim, weights),
-                "img2gray.img2gray": lambda: module.img2gray(x, dim=dim, weights=weights)}
+        given = () if weights is None else (weights,)
+        keywords = {} if weights is None else {"weights": weights}
+        return {"the build's op": lambda: ops.img2gray.default(x, dim, *given),
+                "the build's packet": lambda: ops.img2gray(x, dim, *given),
+                "the public op": lambda: torch.ops.img2gray.img2gray(x, dim, *given),
+                "the op's own dispatch (a subclass)": lambda: ops.img2gray.default(x.as_subclass(Subclass), dim, *given),
+                "img2gray.img2gray": lambda: module.img2gray(x, dim=dim, **keywords)}
     out = make_out(x)
     return {"the build's op": lambda: ops.img2gray.out(x, dim, weights, out=out),
             "the build's packet": lambda: ops.img2gray(x, dim, weights, out=out),
@@ -87,8 +95,17 @@ for abi, module in builds.items():
     refusals[abi] = {f"{case}, {entry}": refusal(call) for case, (make, dim, weights, make_out) in CASES.items()
                      for entry, call in entry_points(module, make(), dim, weights, make_out).items()}
     with FakeTensorMode() as mode:
-        fake[abi] = {case: refusal(lambda: module.ops.img2gray.default(mode.from_tensor(make()), dim, weights))
+        fake[abi] = {case: refusal(lambda: module.ops.img2gray.default(mode.from_tensor(make()), dim,
+                                                                       *(() if weights is None else (weights,))))
                      for case, (make, dim, weights, make_out) in CASES.items() if make_out is None}
+    # The overloads img2gray.img2gray calls without weights at dim -3 and -1, called directly, eager and fake.
+    names = {"exact": ("chw", "hwc"), "stable": ("no_grad_chw", "no_grad_hwc")}[abi]
+    overloads = {-3: getattr(module.ops.img2gray, names[0]), -1: getattr(module.ops.img2gray, names[1])}
+    for case, (make, dim, weights, make_out) in CASES.items():
+        if weights is None:
+            refusals[abi][f"{case}, the internal overload"] = refusal(lambda: overloads[dim](make()))
+            with FakeTensorMode() as mode:
+                fake[abi][f"{case}, the internal overload"] = refusal(lambda: overloads[dim](mode.from_tensor(make())))
 schemas["public"] = [str(torch.ops.img2gray.img2gray.default._schema), str(torch.ops.img2gray.img2gray.out._schema)]
 print(json.dumps({"schemas": schemas, "refusals": refusals, "fake": fake}))
 '''
@@ -134,6 +151,9 @@ def test_the_fake_kernel_refuses_as_the_library_does_where_it_refuses(probed):
     for abi, fake in probed["fake"].items():
         eager = {case.removesuffix(", the build's op"): refusal for case, refusal in probed["refusals"][abi].items()}
         refused = {case: refusal for case, refusal in fake.items() if refusal is not None}
-        assert set(refused) == {"wrong channel size", "dim out of range", "negative dim out of range", "0-d tensor"}
+        shape_cases = ("wrong channel size, no weights", "wrong channel size at dim -1, no weights",
+                       "0-d tensor at dim -1, no weights")
+        assert set(refused) == {"wrong channel size", "dim out of range", "negative dim out of range", "0-d tensor",
+                                *shape_cases, *(f"{case}, the internal overload" for case in shape_cases)}
         for case, refusal in refused.items():
             assert refusal == eager[case], (abi, case)

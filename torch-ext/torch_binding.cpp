@@ -72,6 +72,12 @@ at::Tensor img2gray(const at::Tensor& input, int64_t dim, at::ArrayRef<double> w
   return run_into(kernel, input, dim, weights, out);
 }
 
+// img2gray.chw(input) and img2gray.hwc(input): img2gray with the default weights and dim -3 or -1 (contract.h).
+template <Kernel kernel, int64_t dim>
+at::Tensor img2gray_default_weights(const at::Tensor& input) {
+  return img2gray<kernel>(input, dim, kDefaultWeights);
+}
+
 template <Kernel kernel>
 void img2gray_out(const at::Tensor& input, int64_t dim, at::ArrayRef<double> weights, at::Tensor& out) {
   dim = checked_inputs(input, dim, weights);
@@ -146,6 +152,11 @@ at::Tensor img2gray_autograd(const at::Tensor& input, int64_t dim, at::ArrayRef<
   return Img2grayFunction::apply(input, dim, weights.vec());
 }
 
+template <int64_t dim>
+at::Tensor img2gray_default_weights_autograd(const at::Tensor& input) {
+  return img2gray_autograd(input, dim, kDefaultWeights);
+}
+
 // The out= overload records no graph, so with a gradient required it refuses, as torch's own out= ops do
 // (torch.mul(x, 2, out=o) with x.requires_grad); without this kernel it silently returned `out` detached.
 void img2gray_out_autograd(const at::Tensor& input, int64_t dim, at::ArrayRef<double> weights, at::Tensor& out) {
@@ -188,6 +199,8 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, m) {
   const std::vector<at::Tag> tags{at::Tag::pt2_compliant_tag};
   m.def(IMG2GRAY_SCHEMA, tags);
   m.def(IMG2GRAY_OUT_SCHEMA, tags);
+  m.def(IMG2GRAY_CHW_SCHEMA, tags);
+  m.def(IMG2GRAY_HWC_SCHEMA, tags);
 }
 
 // After this build's own namespace (static initialisers of one file run in order of definition).
@@ -196,6 +209,8 @@ static const bool img2gray_public_alias_defined = img2gray::define_public_alias(
 TORCH_LIBRARY_IMPL_EXPAND(TORCH_EXTENSION_NAME, Autograd, m) {
   m.impl("img2gray", &img2gray::img2gray_autograd);
   m.impl("img2gray.out", &img2gray::img2gray_out_autograd);
+  m.impl("img2gray.chw", &img2gray::img2gray_default_weights_autograd<img2gray::kChwDim>);
+  m.impl("img2gray.hwc", &img2gray::img2gray_default_weights_autograd<img2gray::kHwcDim>);
 }
 
 TORCH_LIBRARY_IMPL_EXPAND(TORCH_EXTENSION_NAME, FuncTorchBatched, m) {
@@ -205,11 +220,15 @@ TORCH_LIBRARY_IMPL_EXPAND(TORCH_EXTENSION_NAME, FuncTorchBatched, m) {
 TORCH_LIBRARY_IMPL_EXPAND(TORCH_EXTENSION_NAME, CPU, m) {
   m.impl("img2gray", &img2gray::img2gray<img2gray::img2gray_cpu_tensors>);
   m.impl("img2gray.out", &img2gray::img2gray_out<img2gray::img2gray_cpu_tensors>);
+  m.impl("img2gray.chw", &img2gray::img2gray_default_weights<img2gray::img2gray_cpu_tensors, img2gray::kChwDim>);
+  m.impl("img2gray.hwc", &img2gray::img2gray_default_weights<img2gray::img2gray_cpu_tensors, img2gray::kHwcDim>);
 }
 
 #ifdef IMG2GRAY_WITH_CUDA
 TORCH_LIBRARY_IMPL_EXPAND(TORCH_EXTENSION_NAME, CUDA, m) {
   m.impl("img2gray", &img2gray::img2gray<img2gray::img2gray_cuda_tensors>);
   m.impl("img2gray.out", &img2gray::img2gray_out<img2gray::img2gray_cuda_tensors>);
+  m.impl("img2gray.chw", &img2gray::img2gray_default_weights<img2gray::img2gray_cuda_tensors, img2gray::kChwDim>);
+  m.impl("img2gray.hwc", &img2gray::img2gray_default_weights<img2gray::img2gray_cuda_tensors, img2gray::kHwcDim>);
 }
 #endif

@@ -202,9 +202,6 @@ Plan plan_of(const Described& input, int64_t dim) {
   return make_plan(input.view.sizes, input.view.strides, dim, input.contiguous);
 }
 
-// The schema's default weights (IMG2GRAY_ARGUMENTS; tests/op test_calls_without_weights_use_the_schemas_default).
-constexpr std::array<double, 3> kDefaultWeights{0.299, 0.587, 0.114};
-
 // img2gray(input, dim, weights) of the kernel's own input handle, the result left in stack[0].
 void functional(StableIValue* stack, const OwnedTensor& input_handle, int64_t dim, DoubleArray weights) {
   const Described input = describe_tensor(input_handle.get());
@@ -229,7 +226,16 @@ void img2gray_functional(StableIValue* stack, uint64_t, uint64_t) {
 // StableIValue list by torch nor read back here, per call.
 void img2gray_default_weights(StableIValue* stack, uint64_t, uint64_t) {
   const OwnedTensor input(boxed::to<AtenTensorHandle>(stack[0]));
-  functional(stack, input, boxed::to<int64_t>(stack[1]), DoubleArray(kDefaultWeights.data(), kDefaultWeights.size()));
+  functional(stack, input, boxed::to<int64_t>(stack[1]), DoubleArray(kDefaultWeights));
+}
+
+// img2gray.no_grad_chw(input) and img2gray.no_grad_hwc(input): stack = [input] -> [result], img2gray with the
+// default weights and dim -3 or -1 (contract.h), for Python's calls on (..., 3, H, W) and (..., H, W, 3) images
+// (stable_abi.py), which then convert no argument but the input.
+template <int64_t dim>
+void img2gray_default_weights_at(StableIValue* stack, uint64_t, uint64_t) {
+  const OwnedTensor input(boxed::to<AtenTensorHandle>(stack[0]));
+  functional(stack, input, dim, DoubleArray(kDefaultWeights));
 }
 
 // img2gray.out(input, dim, weights, *, out): stack = [input, dim, weights, out] -> [].
@@ -340,7 +346,7 @@ extern "C" __attribute__((visibility("default"))) void img2gray_leave_error_text
 // Registers this library's kernels for the ops of `ns`, whose schemas Python has defined: CPU (and CUDA) kernels
 // for `img2gray` and `img2gray.out`, the routers as their Autograd kernels and vmap's refusal of the out=
 // overloads; with `build_namespace` also the overloads the routers call (`no_grad`, `no_grad_out`, `differentiable`), which must be registered first, and
-// `no_grad_default_weights` (Python's calls that give no weights).
+// `no_grad_default_weights`, `no_grad_chw` and `no_grad_hwc` (Python's calls that give no weights).
 // Returns 0, or 1 when torch refused (Python then says so). The library objects must outlive the process's use
 // of the op (their destructors would deregister the kernels), so they are never freed.
 extern "C" __attribute__((visibility("default"))) int img2gray_register_kernels(const char* ns, int build_namespace) {
@@ -356,6 +362,8 @@ extern "C" __attribute__((visibility("default"))) int img2gray_register_kernels(
     library->impl("img2gray.no_grad", &img2gray::img2gray_functional);
     library->impl("img2gray.no_grad_out", &img2gray::img2gray_out);
     library->impl("img2gray.no_grad_default_weights", &img2gray::img2gray_default_weights);
+    library->impl("img2gray.no_grad_chw", &img2gray::img2gray_default_weights_at<img2gray::kChwDim>);
+    library->impl("img2gray.no_grad_hwc", &img2gray::img2gray_default_weights_at<img2gray::kHwcDim>);
     library->impl("img2gray.differentiable", &img2gray::img2gray_functional);
   };
   try {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
@@ -268,11 +269,36 @@ def test_calls_without_weights_use_the_schemas_default(img2gray, device):
         assert torch.equal(call(), given)
 
 
+def test_the_overloads_without_arguments_are_the_op_at_their_dims(img2gray, device):
+    """img2gray.img2gray sends the calls that give no weights at dim=-3 and dim=-1 to overloads that take the input
+    alone (torch converts or looks up every other argument on each call: up to 0.5 us of a small call). Each is the
+    op at its dim with the default weights, on every layout the kernels tell apart; the exact build's also records
+    the gradient, the stable build's are its `no_grad` kind."""
+    names = {"exact": ("chw", "hwc"), "stable": ("no_grad_chw", "no_grad_hwc")}[img2gray._ops.ABI]
+    cases = {names[0]: (-3, [(2, 3, 5, 6), (3, 17, 33)]), names[1]: (-1, [(2, 5, 6, 3), (17, 33, 3)])}
+    for name, (dim, shapes) in cases.items():
+        overload = getattr(img2gray.ops.img2gray, name)
+        for shape, dtype in itertools.product(shapes, (torch.uint8, torch.float16, torch.float32)):
+            x = random_image(shape, dtype, device)
+            for image in (x, x.contiguous(memory_format=torch.channels_last) if x.dim() == 4 else x[..., ::2, :]):
+                expected = img2gray.ops.img2gray(image, dim, list(BT601))
+                assert torch.equal(overload(image), expected)
+                assert torch.equal(img2gray.img2gray(image, dim=dim), expected)
+            torch.library.opcheck(overload, (x,))
+        x = torch.rand(shapes[0], dtype=torch.float64, device=device, requires_grad=True)
+        if img2gray._ops.ABI == "exact":
+            assert torch.autograd.gradcheck(overload, (x,))
+        assert torch.equal(img2gray.img2gray(x, dim=dim), img2gray.ops.img2gray(x, dim, list(BT601)))
+        assert img2gray.img2gray(x, dim=dim).requires_grad
+
+
 def test_a_process_that_used_the_op_exits_cleanly(checkout_build):
     """The interpreter's exit deregisters the ops: torch 2.13 aborted there (an internal assert) when the stable-ABI
-    build defined its internal overloads in another order (img2gray/stable_abi.py, INTERNAL_SCHEMAS)."""
+    build defined its internal overloads in another order (img2gray/stable_abi.py, INTERNAL_SCHEMAS), and when two
+    overloads of one op had the same arguments under the same names (torch-ext/contract.h)."""
     script = ("import sys, torch; sys.path.insert(0, sys.argv[1]); import img2gray; x = torch.rand(1, 3, 4, 4); "
-              "img2gray.img2gray(x); img2gray.ops.img2gray(x); torch.ops.img2gray.img2gray(x)")
+              "img2gray.img2gray(x); img2gray.ops.img2gray(x); torch.ops.img2gray.img2gray(x); "
+              "img2gray.img2gray(x.movedim(1, -1), dim=-1)")
     done = subprocess.run([sys.executable, "-c", script, str(checkout_build.parent)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
 

@@ -95,7 +95,8 @@ GLIBC_FLOORS = ("2.28", "off")
 GLIBC_FLOOR_HEADER = "csrc/glibc_floor.h"  # declared in build.toml, so staged and hashed with the sources
 CONTRACT_HEADER = "torch-ext/contract.h"  # the op's schemas, declared in build.toml like the glibc floor
 # What _ops.py.in receives from the contract header: placeholder -> the macro whose string it becomes.
-SCHEMA_MACROS = {"@SCHEMA@": "IMG2GRAY_SCHEMA", "@OUT_SCHEMA@": "IMG2GRAY_OUT_SCHEMA"}
+SCHEMA_MACROS = {"@SCHEMA@": "IMG2GRAY_SCHEMA", "@OUT_SCHEMA@": "IMG2GRAY_OUT_SCHEMA",
+                 "@CHW_SCHEMA@": "IMG2GRAY_CHW_SCHEMA", "@HWC_SCHEMA@": "IMG2GRAY_HWC_SCHEMA"}
 
 
 def glibc_floor_flags(config: BuildConfig, floor: str) -> list[str]:

@@ -13,7 +13,7 @@ from typing import NoReturn
 
 import torch
 
-from ._ops import ABI, NAMESPACE, ops, schema_defaults
+from ._ops import ABI, NAMESPACE, ops
 
 WEIGHTS: dict[str, tuple[float, float, float]] = {
     "bt601": (0.299, 0.587, 0.114),  # ITU-R BT.601: torchvision, OpenCV, PIL
@@ -30,6 +30,7 @@ _WEIGHT_LISTS = {name: list(values) for name, values in WEIGHTS.items()}
 # The schema's default: left out of the call, it skips converting a Python list on every call.
 _DEFAULT_NAME = "bt601"
 _DEFAULT_WEIGHTS = _WEIGHT_LISTS[_DEFAULT_NAME]
+_CHW_DIM, _HWC_DIM = -3, -1  # the dims of the overloads that take the input alone (torch-ext/contract.h)
 _PLAIN_TENSOR, _grad_enabled, _dynamo_compiling = torch.Tensor, torch.is_grad_enabled, torch.compiler.is_dynamo_compiling
 _transforms_active = torch._C._are_functorch_transforms_active
 # torch.autograd.forward_ad's level: >= 0 while forward-mode AD is on (its dual_level, torch.func.jvp, gradcheck).
@@ -106,14 +107,15 @@ def img2gray(
         # The most frequent call, in one Python frame (each frame, and the op object's own __call__, measured in a
         # single eager GPU call's host time): the default weights are the schema's (nothing to convert), and a plain
         # tensor that records no graph (and, forward-mode AD off, carries no tangent) goes straight to the C++ op that
-        # needs no gradient (_NO_GRAD_CALL), one that records a graph or may carry a tangent outside functorch's
-        # transforms straight to what records it (_GRAD_CALL), which carries the tangent too.
+        # needs no gradient (_NO_GRAD_CALL, or an overload without the arguments left at their defaults), one that
+        # records a graph or may carry a tangent outside functorch's transforms straight to what records it
+        # (_GRAD_CALL), which carries the tangent too.
         given = () if weights is _DEFAULT_NAME else _weights_argument(channel_weights(weights))
         plain = type(x) is _PLAIN_TENSOR and not _dynamo_compiling()
         try:
             if plain and not (x.requires_grad and _grad_enabled()) and _forward_ad._current_level < 0:
-                result = (_NO_GRAD_CALL(x, dim, *given) if given else
-                          _DEFAULT_WEIGHTS_CALL(x) if dim == _DEFAULT_DIM else _DEFAULT_WEIGHTS_CALL(x, dim))
+                result = (_NO_GRAD_CALL(x, dim, *given) if given else _CHW_CALL(x) if dim == _CHW_DIM
+                          else _HWC_CALL(x) if dim == _HWC_DIM else _DEFAULT_WEIGHTS_CALL(x, dim))
             elif plain and not _transforms_active():
                 result = _GRAD_CALL(x, dim, *given)
             elif plain and _forward_ad._current_level >= 0:  # torch.func.jvp, jacfwd
@@ -171,14 +173,21 @@ def _fake_out(
     _fake_result_shape(x, dim)
 
 
-def register_fakes(namespace: str, internal_overloads: bool = False) -> None:
-    torch.library.register_fake(f"{namespace}::img2gray", _fake)
-    torch.library.register_fake(f"{namespace}::img2gray.out", _fake_out)
-    if internal_overloads:  # the stable-ABI build's (stable_abi.py)
-        torch.library.register_fake(f"{namespace}::img2gray.no_grad", _fake)
-        torch.library.register_fake(f"{namespace}::img2gray.no_grad_out", _fake_out)
-        torch.library.register_fake(f"{namespace}::img2gray.differentiable", _fake)
-        torch.library.register_fake(f"{namespace}::img2gray.no_grad_default_weights", _fake)
+def _fake_chw(x: torch.Tensor) -> torch.Tensor:
+    return x.new_empty(_fake_result_shape(x, _CHW_DIM))
+
+
+def _fake_hwc(x: torch.Tensor) -> torch.Tensor:
+    return x.new_empty(_fake_result_shape(x, _HWC_DIM))
+
+
+def register_fakes(namespace: str, overloads: Sequence[str] = ("default", "out")) -> None:
+    """Fake kernels for `overloads` of `namespace`'s img2gray: the public two, and a build's internal ones, each
+    named for what it is (an out= overload's name ends in "out"; "chw" and "hwc": img2gray(input) with the default
+    weights and dim=-3 or dim=-1)."""
+    for overload in overloads:
+        fake = {"out": _fake_out, "chw": _fake_chw, "hwc": _fake_hwc}.get(overload.rpartition("_")[2], _fake)
+        torch.library.register_fake(f"{namespace}::img2gray" + ("" if overload == "default" else f".{overload}"), fake)
 
 
 if ABI == "stable":
@@ -188,18 +197,20 @@ if ABI == "stable":
     # functorch's transforms take (stable_abi._gradient).
     _GRAD_CALL, _TRANSFORMS_GRAD_CALL = stable_abi.define(NAMESPACE, register_fakes)
 else:  # the exact library defined the ops (and the public name, which forwards to them in C++)
-    register_fakes(NAMESPACE)
+    register_fakes(NAMESPACE, ("default", "out", "chw", "hwc"))
     _GRAD_CALL = _TRANSFORMS_GRAD_CALL = ops.img2gray.default  # its C++ autograd kernel records graph and tangent
 # Looked up once: an overload lookup on every call is measurable on a small image. _NO_GRAD_CALL is the C++
 # callable (`_op`) behind the overload for a plain tensor that records no graph: the exact build's own op, whose C++
 # autograd kernel passes such a call through, and the stable-ABI build's `no_grad`, which skips its routers
 # (stable_abi.py); _DEFAULT_WEIGHTS_CALL the same for a call that gives no weights (the stable build's
-# `no_grad_default_weights`). torch.compile traces the OpOverload object instead: Dynamo cannot trace `_op`.
+# `no_grad_default_weights`), and _CHW_CALL and _HWC_CALL for one that gives no weights with dim=-3 or dim=-1 (the
+# `chw` and `hwc` overloads, the stable build's `no_grad_chw` and `no_grad_hwc`: each argument torch converts or
+# looks up cost a small call up to 0.5 us, torch-ext/contract.h). torch.compile traces the OpOverload object instead:
+# Dynamo cannot trace `_op`.
 _FUNCTIONAL_OP = ops.img2gray.default
-# The schema's default dim, left out of the call like the default weights: converting an int argument costs about
-# 0.2 us of a small image's torch.ops call.
-_DEFAULT_DIM, _ = schema_defaults(_FUNCTIONAL_OP._schema)
 if ABI == "stable":
     _NO_GRAD_CALL, _DEFAULT_WEIGHTS_CALL = stable_abi.no_grad_calls(ops.img2gray)
+    _CHW_CALL, _HWC_CALL = stable_abi.no_grad_layout_calls(ops.img2gray)
 else:
     _NO_GRAD_CALL = _DEFAULT_WEIGHTS_CALL = getattr(_FUNCTIONAL_OP, "_op", _FUNCTIONAL_OP)
+    _CHW_CALL, _HWC_CALL = (getattr(overload, "_op", overload) for overload in (ops.img2gray.chw, ops.img2gray.hwc))

@@ -10,25 +10,31 @@ from __future__ import annotations
 
 import ctypes
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 from torch.autograd import forward_ad as _forward_ad
 
-from ._ops import LIBRARY, OUT_SCHEMA, SCHEMA, schema_defaults
+from ._ops import CHW_SCHEMA, HWC_SCHEMA, LIBRARY, OUT_SCHEMA, SCHEMA, schema_defaults
 
 PUBLIC_NAMESPACE = "img2gray"
 # The overloads the op's C++ Autograd kernels route to, in this build's own namespace only, with the op's own
 # arguments: `no_grad` and `no_grad_out` have no autograd kernel (torch's C++ fallback passes them through),
 # `differentiable` has the Python one. `no_grad_default_weights` is `no_grad` without the weights argument, for
 # the calls from Python that give none: torch would convert the default list for the library on every call, and
-# the library read it back. It is defined first: defined after the others, torch 2.13 aborted the interpreter's exit
-# (an internal assert while the Library deregistered them; tests/op test_a_process_that_used_the_op_exits_cleanly).
+# the library read it back; `no_grad_chw` and `no_grad_hwc` are it with dim=-3 and dim=-1, without arguments to
+# convert or look up (contract.h). The order matters: torch's TorchScript registry tells overloads with the same
+# argument names and types apart by their order alone (contract.h), and with `no_grad_default_weights` defined after
+# the others torch 2.13 aborted the interpreter's exit (an internal assert while the Library deregistered them; tests/op
+# test_a_process_that_used_the_op_exits_cleanly).
 _WEIGHTS_ARGUMENT = re.search(r", float\[\] weights=\[[^]]*\]", SCHEMA).group()
-INTERNAL_SCHEMAS = (SCHEMA.replace("img2gray(", "img2gray.no_grad_default_weights(", 1).replace(_WEIGHTS_ARGUMENT, ""),
+INTERNAL_SCHEMAS = (CHW_SCHEMA.replace("img2gray.chw(", "img2gray.no_grad_chw(", 1),
+                    HWC_SCHEMA.replace("img2gray.hwc(", "img2gray.no_grad_hwc(", 1),
+                    SCHEMA.replace("img2gray(", "img2gray.no_grad_default_weights(", 1).replace(_WEIGHTS_ARGUMENT, ""),
                     SCHEMA.replace("img2gray(", "img2gray.no_grad(", 1),
                     OUT_SCHEMA.replace("img2gray.out(", "img2gray.no_grad_out(", 1),
                     SCHEMA.replace("img2gray(", "img2gray.differentiable(", 1))
+INTERNAL_OVERLOADS = tuple(re.match(r"img2gray\.(\w+)\(", schema).group(1) for schema in INTERNAL_SCHEMAS)
 
 _LIBRARY = ctypes.CDLL(str(LIBRARY))
 _LIBRARY.img2gray_leave_error_text.argtypes = [ctypes.c_char_p]
@@ -50,7 +56,7 @@ def _input_gradient(grad: torch.Tensor, dim: int, weights) -> torch.Tensor:
     return torch.cat([grad * weights[0], grad * weights[1], grad * weights[2]], dim)
 
 
-def _define_namespace(namespace: str, kind: str, register_fakes: Callable[[str, bool], None],
+def _define_namespace(namespace: str, kind: str, register_fakes: Callable[[str, Sequence[str]], None],
                       build_namespace: bool) -> torch.library.Library:
     library = torch.library.Library(namespace, kind)
     _LIBRARIES.append(library)
@@ -60,20 +66,22 @@ def _define_namespace(namespace: str, kind: str, register_fakes: Callable[[str, 
     if _LIBRARY.img2gray_register_kernels(namespace.encode(), int(build_namespace)) != 0:
         raise ImportError(f"img2gray: torch refused the kernels of {LIBRARY.name} for torch.ops.{namespace}; "
                           f"this build needs torch >= its stable ABI version (metadata.json), found {torch.__version__}")
-    register_fakes(namespace, build_namespace)
+    register_fakes(namespace, ("default", "out", *(INTERNAL_OVERLOADS if build_namespace else ())))
     if build_namespace:
-        rule = _batched(getattr(torch.ops, namespace).img2gray.default)
-        for overload in ("no_grad", "no_grad_default_weights"):
-            torch.library.register_vmap(f"{namespace}::img2gray.{overload}", rule, lib=library)
+        op = getattr(torch.ops, namespace).img2gray.default
+        default_dim, _ = schema_defaults(op._schema)
+        for overload, dim in (("no_grad", default_dim), ("no_grad_default_weights", default_dim), ("no_grad_chw", -3),
+                              ("no_grad_hwc", -1)):
+            torch.library.register_vmap(f"{namespace}::img2gray.{overload}", _batched(op, dim), lib=library)
     return library
 
 
-def _batched(op) -> Callable:
-    """The vmap rule of the overloads that record no graph. The Python entry points send functorch's wrappers
-    there too: under vmap a wrapper of a tensor that requires grad reads requires_grad=False, and the batching
-    fallback would call `no_grad` on the tensor below it, recording nothing (x.grad stayed None). The rule calls
-    the op's own path on the tensor below the wrapper, whose own requires_grad routes it (one call for the batch)."""
-    default_dim, _ = schema_defaults(op._schema)
+def _batched(op, default_dim: int) -> Callable:
+    """The vmap rule of an overload that records no graph, whose dim is `default_dim` when the call leaves it out.
+    The Python entry points send functorch's wrappers there too: under vmap a wrapper of a tensor that requires grad
+    reads requires_grad=False, and the batching fallback would call `no_grad` on the tensor below it, recording
+    nothing (x.grad stayed None). The rule calls the op's own path on the tensor below the wrapper, whose own
+    requires_grad routes it (one call for the batch)."""
 
     def rule(info, in_dims, x, dim=default_dim, *weights):  # the dispatcher leaves out arguments equal to defaults
         return op(*_batch_first(in_dims[0], x, dim), *weights), 0
@@ -272,6 +280,12 @@ def no_grad_calls(build_ops) -> tuple[Callable, Callable]:
     return tuple(getattr(overload, "_op", overload) for overload in (build_ops.no_grad, build_ops.no_grad_default_weights))
 
 
+def no_grad_layout_calls(build_ops) -> tuple[Callable, Callable]:
+    """The C++ callables (`_op`) of this build's `no_grad_chw` and `no_grad_hwc`: where img2gray.img2gray routes a
+    plain tensor recording no graph, given no weights, with dim=-3 and dim=-1."""
+    return tuple(getattr(overload, "_op", overload) for overload in (build_ops.no_grad_chw, build_ops.no_grad_hwc))
+
+
 def _public_name_defined() -> bool:
     try:
         torch._C._dispatch_find_schema_or_throw(f"{PUBLIC_NAMESPACE}::img2gray", "")
@@ -280,7 +294,7 @@ def _public_name_defined() -> bool:
     return True
 
 
-def define(namespace: str, register_fakes: Callable[[str, bool], None]) -> tuple[Callable, Callable]:
+def define(namespace: str, register_fakes: Callable[[str, Sequence[str]], None]) -> tuple[Callable, Callable]:
     """Define this build's ops under `namespace`, and the public name unless another build already did. Returns the
     gradient's entries for a plain tensor, `gradient(x, *arguments)` outside functorch's transforms and
     `transforms_gradient(x, *arguments)` under them with forward-mode AD on (_gradient)."""
