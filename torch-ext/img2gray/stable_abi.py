@@ -218,6 +218,7 @@ def _route_python_calls(namespace: str, build_ops, gradient: Callable, transform
     # Bound once, as locals: each attribute lookup and Python frame on this path is measurable. `_op` is the C++
     # callable behind an overload object.
     call_no_grad, call_default_weights = no_grad_calls(build_ops)
+    call_chw, _ = no_grad_layout_calls(build_ops)  # a call that gives the input alone: nothing to convert or look up
     call_no_grad_out = getattr(build_ops.no_grad_out, "_op", build_ops.no_grad_out)
     gradient = _with_keywords(gradient, build_ops.default._schema)
     transforms_gradient = _with_keywords(transforms_gradient, build_ops.default._schema)
@@ -233,6 +234,8 @@ def _route_python_calls(namespace: str, build_ops, gradient: Callable, transform
                 out = kwargs.get("out")
                 if not (x.requires_grad and grad_enabled()) and forward_ad._current_level < 0:
                     if out is None:
+                        if len(args) == 1 and not kwargs:
+                            return call_chw(x)
                         if len(args) < 3 and "weights" not in kwargs:
                             return call_default_weights(*args, **kwargs)
                         return call_no_grad(*args, **kwargs)
@@ -250,6 +253,8 @@ def _route_python_calls(namespace: str, build_ops, gradient: Callable, transform
             # needs_no_autograd, inlined: the most frequent call saves a frame.
             if args and type(x := args[0]) is plain_tensor:
                 if not (x.requires_grad and grad_enabled()) and forward_ad._current_level < 0:
+                    if len(args) == 1 and not kwargs:
+                        return call_chw(x)
                     if len(args) < 3 and "weights" not in kwargs:
                         return call_default_weights(*args, **kwargs)
                     return call_no_grad(*args, **kwargs)
