@@ -4,7 +4,8 @@
 
 DIR: variant directories from `tools/builder/op.py --out DIR` (--abi exact / --abi stable). Both are imported
 (under the module names img2gray_exact and img2gray_stable); the one imported first owns the public name
-`torch.ops.img2gray.img2gray` (--stable-first: the stable build). A 1x3x64x64 float32 image, per-call time from
+`torch.ops.img2gray.img2gray` (--stable-first: the stable build). A 1x3x64x64 float32 image (and the same pixels as
+a 64x64x3 image with dim=-1, the other call img2gray.img2gray has an overload for), per-call time from
 Python: the candidates take turns within each of 21 rounds, and each ratio is the median over rounds of that
 round's time over the exact build's same entry point (or over the baseline, an empty_like + fill_).
 """
@@ -46,11 +47,13 @@ def main() -> None:
     owner = order[0][0]
     x = torch.rand(1, 3, 64, 64, device=args.device)
     xg = x.clone().requires_grad_()
+    hwc = x[0].permute(1, 2, 0).contiguous()
     sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
     candidates: dict[str, Callable[[], object]] = {"baseline": lambda: torch.empty_like(x).fill_(1.0)}
     for abi, module in builds.items():
         op = module.ops.img2gray.default
         candidates[f"{abi}: img2gray.img2gray"] = lambda m=module: m.img2gray(x)
+        candidates[f"{abi}: img2gray.img2gray, dim=-1"] = lambda m=module: m.img2gray(hwc, dim=-1)
         candidates[f"{abi}: torch.ops.<build>.img2gray"] = lambda op=op: op(x)
         candidates[f"{abi}: img2gray.img2gray, input requires grad"] = lambda m=module: m.img2gray(xg)
         candidates[f"{abi}: img2gray.img2gray under no_grad"] = lambda m=module: _no_grad(m.img2gray, x)
