@@ -13,7 +13,7 @@ from typing import NoReturn
 
 import torch
 
-from ._ops import ABI, NAMESPACE, ops
+from ._ops import ABI, CHW_DIM, HWC_DIM, NAMESPACE, cpp_callable, ops
 
 WEIGHTS: dict[str, tuple[float, float, float]] = {
     "bt601": (0.299, 0.587, 0.114),  # ITU-R BT.601: torchvision, OpenCV, PIL
@@ -30,7 +30,6 @@ _WEIGHT_LISTS = {name: list(values) for name, values in WEIGHTS.items()}
 # The schema's default: left out of the call, it skips converting a Python list on every call.
 _DEFAULT_NAME = "bt601"
 _DEFAULT_WEIGHTS = _WEIGHT_LISTS[_DEFAULT_NAME]
-_CHW_DIM, _HWC_DIM = -3, -1  # the dims of the overloads that take the input alone (torch-ext/contract.h)
 _PLAIN_TENSOR, _grad_enabled, _dynamo_compiling = torch.Tensor, torch.is_grad_enabled, torch.compiler.is_dynamo_compiling
 _transforms_active = torch._C._are_functorch_transforms_active
 # torch.autograd.forward_ad's level: >= 0 while forward-mode AD is on (its dual_level, torch.func.jvp, gradcheck).
@@ -114,8 +113,8 @@ def img2gray(
         plain = type(x) is _PLAIN_TENSOR and not _dynamo_compiling()
         try:
             if plain and not (x.requires_grad and _grad_enabled()) and _forward_ad._current_level < 0:
-                result = (_NO_GRAD_CALL(x, dim, *given) if given else _CHW_CALL(x) if dim == _CHW_DIM
-                          else _HWC_CALL(x) if dim == _HWC_DIM else _DEFAULT_WEIGHTS_CALL(x, dim))
+                result = (_NO_GRAD_CALL(x, dim, *given) if given else _CHW_CALL(x) if dim == CHW_DIM
+                          else _HWC_CALL(x) if dim == HWC_DIM else _DEFAULT_WEIGHTS_CALL(x, dim))
             elif plain and not _transforms_active():
                 result = _GRAD_CALL(x, dim, *given)
             elif plain and _forward_ad._current_level >= 0:  # torch.func.jvp, jacfwd
@@ -174,11 +173,11 @@ def _fake_out(
 
 
 def _fake_chw(x: torch.Tensor) -> torch.Tensor:
-    return x.new_empty(_fake_result_shape(x, _CHW_DIM))
+    return x.new_empty(_fake_result_shape(x, CHW_DIM))
 
 
 def _fake_hwc(x: torch.Tensor) -> torch.Tensor:
-    return x.new_empty(_fake_result_shape(x, _HWC_DIM))
+    return x.new_empty(_fake_result_shape(x, HWC_DIM))
 
 
 def register_fakes(namespace: str, overloads: Sequence[str] = ("default", "out")) -> None:
@@ -210,7 +209,7 @@ else:  # the exact library defined the ops (and the public name, which forwards 
 _FUNCTIONAL_OP = ops.img2gray.default
 if ABI == "stable":
     _NO_GRAD_CALL, _DEFAULT_WEIGHTS_CALL = stable_abi.no_grad_calls(ops.img2gray)
-    _CHW_CALL, _HWC_CALL = stable_abi.no_grad_layout_calls(ops.img2gray)
+    _CHW_CALL, _HWC_CALL = cpp_callable(ops.img2gray.no_grad_chw), cpp_callable(ops.img2gray.no_grad_hwc)
 else:
-    _NO_GRAD_CALL = _DEFAULT_WEIGHTS_CALL = getattr(_FUNCTIONAL_OP, "_op", _FUNCTIONAL_OP)
-    _CHW_CALL, _HWC_CALL = (getattr(overload, "_op", overload) for overload in (ops.img2gray.chw, ops.img2gray.hwc))
+    _NO_GRAD_CALL = _DEFAULT_WEIGHTS_CALL = cpp_callable(_FUNCTIONAL_OP)
+    _CHW_CALL, _HWC_CALL = cpp_callable(ops.img2gray.chw), cpp_callable(ops.img2gray.hwc)

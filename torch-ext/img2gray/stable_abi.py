@@ -15,7 +15,8 @@ from collections.abc import Callable, Sequence
 import torch
 from torch.autograd import forward_ad as _forward_ad
 
-from ._ops import CHW_SCHEMA, HWC_SCHEMA, LIBRARY, OUT_SCHEMA, SCHEMA, schema_defaults
+from ._ops import (CHW_DIM, CHW_SCHEMA, HWC_DIM, HWC_SCHEMA, LIBRARY, OUT_SCHEMA, SCHEMA, cpp_callable,
+                   schema_defaults)
 
 PUBLIC_NAMESPACE = "img2gray"
 # The overloads the op's C++ Autograd kernels route to, in this build's own namespace only, with the op's own
@@ -70,8 +71,8 @@ def _define_namespace(namespace: str, kind: str, register_fakes: Callable[[str, 
     if build_namespace:
         op = getattr(torch.ops, namespace).img2gray.default
         default_dim, _ = schema_defaults(op._schema)
-        for overload, dim in (("no_grad", default_dim), ("no_grad_default_weights", default_dim), ("no_grad_chw", -3),
-                              ("no_grad_hwc", -1)):
+        for overload, dim in (("no_grad", default_dim), ("no_grad_default_weights", default_dim),
+                              ("no_grad_chw", CHW_DIM), ("no_grad_hwc", HWC_DIM)):
             torch.library.register_vmap(f"{namespace}::img2gray.{overload}", _batched(op, dim), lib=library)
     return library
 
@@ -218,8 +219,8 @@ def _route_python_calls(namespace: str, build_ops, gradient: Callable, transform
     # Bound once, as locals: each attribute lookup and Python frame on this path is measurable. `_op` is the C++
     # callable behind an overload object.
     call_no_grad, call_default_weights = no_grad_calls(build_ops)
-    call_chw, _ = no_grad_layout_calls(build_ops)  # a call that gives the input alone: nothing to convert or look up
-    call_no_grad_out = getattr(build_ops.no_grad_out, "_op", build_ops.no_grad_out)
+    call_chw = cpp_callable(build_ops.no_grad_chw)  # a call that gives the input alone: nothing to convert or look up
+    call_no_grad_out = cpp_callable(build_ops.no_grad_out)
     gradient = _with_keywords(gradient, build_ops.default._schema)
     transforms_gradient = _with_keywords(transforms_gradient, build_ops.default._schema)
     plain_tensor, grad_enabled, forward_ad = torch.Tensor, torch.is_grad_enabled, _forward_ad
@@ -282,13 +283,7 @@ def no_grad_calls(build_ops) -> tuple[Callable, Callable]:
     """The C++ callables (`_op`) of this build's `no_grad` and `no_grad_default_weights` (`build_ops`: its
     `torch.ops.<namespace>.img2gray`): where a plain tensor recording no graph is routed, with weights given and
     without."""
-    return tuple(getattr(overload, "_op", overload) for overload in (build_ops.no_grad, build_ops.no_grad_default_weights))
-
-
-def no_grad_layout_calls(build_ops) -> tuple[Callable, Callable]:
-    """The C++ callables (`_op`) of this build's `no_grad_chw` and `no_grad_hwc`: where img2gray.img2gray routes a
-    plain tensor recording no graph, given no weights, with dim=-3 and dim=-1."""
-    return tuple(getattr(overload, "_op", overload) for overload in (build_ops.no_grad_chw, build_ops.no_grad_hwc))
+    return cpp_callable(build_ops.no_grad), cpp_callable(build_ops.no_grad_default_weights)
 
 
 def _public_name_defined() -> bool:
