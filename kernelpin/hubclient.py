@@ -41,6 +41,10 @@ from kernelpin.limits import MAX_RESPONSE_BYTES, LimitExceeded
 from kernelpin.throttle import wait_before_retry
 
 READ_BYTES = 1 << 20  # the most a connection reads at once
+# The longest one wait for a read lasts before Python runs again: a signal (Ctrl-C) that arrives after the
+# interpreter last looked and before the socket's wait began wakes nothing, and would otherwise be seen only when
+# the read ends, at its timeout (KERNELPIN_HTTP_TIMEOUT, 30 s by default) or the command's deadline.
+READ_WAIT_SLICE = 0.25
 EXPECT_SIZE = "kernelpin_expect_size"  # request extension: the body must be exactly this long (bytes)
 
 
@@ -138,7 +142,20 @@ class _DeadlineStream(httpcore2.NetworkStream):
         # trips through httpcore, h11 and httpx (about 1.2 ms of CPU per MB of 3 with hashing and writing, on a
         # fast server). What a read takes beyond a response stays in h11's buffer for the next one (and for a
         # tunnel, is handed to it as leading data), as with any read.
-        return self.inner.read(max(max_bytes, READ_BYTES), _time_left(timeout, httpcore2.ReadTimeout))
+        # The wait is made in slices of READ_WAIT_SLICE, between which pending signals are handled; a slice that
+        # times out has consumed nothing, so the read goes on where it was.
+        ends = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = None if ends is None else ends - time.monotonic()
+            if left is not None and left <= 0:
+                raise httpcore2.ReadTimeout("timed out")
+            wait = _time_left(left, httpcore2.ReadTimeout)
+            last = wait is not None and wait <= READ_WAIT_SLICE
+            try:
+                return self.inner.read(max(max_bytes, READ_BYTES), wait if last else READ_WAIT_SLICE)
+            except httpcore2.ReadTimeout:
+                if last:
+                    raise
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
         self.inner.write(buffer, _time_left(timeout, httpcore2.WriteTimeout))

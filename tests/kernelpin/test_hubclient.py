@@ -3,9 +3,11 @@ limit at its edge and each error with its message, fast enough for a mutation ru
 
 from __future__ import annotations
 
+import _thread
 import json
 import re
 import ssl
+import time
 
 import httpcore2
 import httpx2
@@ -14,7 +16,7 @@ from huggingface_hub import constants
 
 from kernelpin import limits
 from kernelpin.hubclient import (
-    READ_BYTES, HubTimeout, _DeadlineStream, _DeadlineTransport, _time_left, capped_timeouts, expect_size, request_headers, use_timeout,
+    READ_BYTES, READ_WAIT_SLICE, HubTimeout, _DeadlineStream, _DeadlineTransport, _time_left, capped_timeouts, expect_size, request_headers, use_timeout,
 )
 from kernelpin.limits import Budget, LimitExceeded, Limits
 from tests.kernelpin.faulty_hub import HostileHub, Lies, SilentServer, StatusServer
@@ -305,3 +307,50 @@ def test_a_connection_reads_up_to_a_mebibyte_at_once_where_httpcore_asks_for_64_
     assert [len(stream.read(1 << 16)) for _ in range(4)] == [READ_BYTES] * 3 + [0]
     assert inner.asked == [READ_BYTES] * 4 and READ_BYTES == 1 << 20
     assert len(stream.read(2 * READ_BYTES)) == 0 and inner.asked[-1] == 2 * READ_BYTES  # never less than asked
+
+
+class _Silent(httpcore2.NetworkStream):
+    """A connection that never answers: each read waits its whole timeout (in a sleep that a signal Python merely
+    notes, without a wakeup, does not end) and times out, recording how long it was allowed to wait. With `answer_at`
+    the read of that number (from 1) returns data instead."""
+
+    def __init__(self, on_first_wait=lambda: None, answer_at: int | None = None) -> None:
+        self.waits: list[float | None] = []
+        self.on_first_wait, self.answer_at = on_first_wait, answer_at
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        self.waits.append(timeout)
+        if len(self.waits) == 1:
+            self.on_first_wait()
+        if len(self.waits) == self.answer_at:
+            return b"answer"
+        time.sleep(timeout)
+        raise httpcore2.ReadTimeout("timed out")
+
+
+def test_ctrl_c_that_comes_just_before_a_read_waits_is_handled_within_a_slice():
+    """Failed before (tests/kernelpin/test_cli.py's interrupt test, about one run in ten): a SIGINT that arrives after
+    the interpreter last looked and before the socket's wait begins wakes nothing, and the read waited its whole
+    timeout before Python raised KeyboardInterrupt. _thread.interrupt_main is exactly that signal: noted, no wakeup."""
+    inner = _Silent(on_first_wait=_thread.interrupt_main)
+    with pytest.raises(KeyboardInterrupt):
+        _DeadlineStream(inner).read(1, timeout=5)
+    assert inner.waits == [READ_WAIT_SLICE]
+
+
+def test_a_read_waits_in_slices_until_its_timeout_or_an_answer():
+    inner = _Silent(answer_at=3)
+    assert _DeadlineStream(inner).read(1, timeout=30) == b"answer"
+    assert inner.waits == [READ_WAIT_SLICE] * 3
+    inner = _Silent()
+    with pytest.raises(httpcore2.ReadTimeout, match="timed out"):
+        _DeadlineStream(inner).read(1, timeout=2.5 * READ_WAIT_SLICE)
+    assert inner.waits[:2] == [READ_WAIT_SLICE] * 2 and len(inner.waits) == 3 and inner.waits[2] <= READ_WAIT_SLICE / 2
+    inner = _Silent(answer_at=2)
+    assert _DeadlineStream(inner).read(1) == b"answer" and inner.waits == [READ_WAIT_SLICE] * 2  # no timeout: slices
+    with limits.running(budget(deadline=0.4 * READ_WAIT_SLICE)):  # the command's deadline is shorter than a slice
+        inner = _Silent()
+        with pytest.raises(httpcore2.ReadTimeout):
+            _DeadlineStream(inner).read(1, timeout=30)
+        assert len(inner.waits) == 1 and inner.waits[0] <= 0.4 * READ_WAIT_SLICE
+
