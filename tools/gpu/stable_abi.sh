@@ -36,8 +36,8 @@ TESTS="-m pytest -q -p no:cacheprovider tests/op"
 CUDA_TESTS="(cuda or stream or graph) and not compile"
 MEMCHECK="compute-sanitizer --tool memcheck --error-exitcode 9 --print-limit 20"
 # Correctness first, all four side by side (none is timed); then the timed steps have the GPU to themselves.
-step tests-stable 240 env IMG2GRAY_OP_BUILD="$STABLE" IMG2GRAY_OP_ABI=stable $PY $TESTS &
-step tests-exact 240 env IMG2GRAY_OP_BUILD="$EXACT" IMG2GRAY_OP_ABI=exact $PY $TESTS &
+step tests-stable 300 env IMG2GRAY_OP_BUILD="$STABLE" IMG2GRAY_OP_ABI=stable $PY $TESTS &
+step tests-exact 300 env IMG2GRAY_OP_BUILD="$EXACT" IMG2GRAY_OP_ABI=exact $PY $TESTS &
 step memcheck-stable 300 env IMG2GRAY_OP_BUILD="$STABLE" IMG2GRAY_OP_ABI=stable $MEMCHECK $PY $TESTS -k "$CUDA_TESTS" &
 step memcheck-exact 300 env IMG2GRAY_OP_BUILD="$EXACT" IMG2GRAY_OP_ABI=exact $MEMCHECK $PY $TESTS -k "$CUDA_TESTS" &
 wait
