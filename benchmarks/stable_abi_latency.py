@@ -87,9 +87,20 @@ def main() -> None:
         "stable_over_exact": stable_over_exact,
     }
     print(json.dumps(record, indent=2))
+    print(summary(stable_over_exact))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(record, indent=2) + "\n")
+
+
+def summary(stable_over_exact: dict[str, float]) -> str:
+    """One line for logs (tools/gpu/record.py quotes a log's last line): the highest ratio with and without grad."""
+    def highest(names: list[str]) -> str:
+        name = max(names, key=stable_over_exact.__getitem__)
+        return f"{stable_over_exact[name]:.3f}x ({name})"
+    with_grad = [name for name in stable_over_exact if "requires grad" in name]
+    without = [name for name in stable_over_exact if name not in with_grad]
+    return f"stable over exact, highest: {highest(without)} without grad, {highest(with_grad)} with grad"
 
 
 def _no_grad(fn, x):
