@@ -25,7 +25,7 @@ profile() {  # profile PYTHONPATH-ROOT
     --metrics "$NCU_METRICS" $PY benchmarks/bench_op.py --device cuda --ncu
 }
 
-nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader | tee "$OUT/gpu.txt"
 $PY -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)" | tee -a "$OUT/gpu.txt"
 
 # The comparison build compiles while this one does (independent directories).
