@@ -46,13 +46,13 @@ from pathlib import Path
 import httpx2
 
 from benchmarks import machine
-from kernelpin import lockfile
+from kernelpin.format import lockfile
 from kernelpin.cli import main as kernelpin_main
 from kernelpin.project import Project, read_requirements
-from kernelpin.receipts import SETTLE_NS
+from kernelpin.store.receipts import SETTLE_NS
 from kernelpin.resolve import resolve
-from kernelpin.runtime import module_name
-from kernelpin.source import HubSettings, HubSource
+from kernelpin.loading.runtime import module_name
+from kernelpin.hub.source import HubSettings, HubSource
 from testkit.fake_kernel import CPU_213, VARIANTS, publish
 from testkit.hub import HubServer
 
@@ -243,7 +243,7 @@ calls, the time each spent in full collections (measured with `gc.callbacks`) ta
 with a full collection (`gc.collect()`) after `import torch`, before the clock. Either way each tool's own cost
 remains, the time beyond `import torch`.
 Offline, kernels 0.17.2 fails by version (it writes no `refs/v1` to read back); kernelpin uses the resolution it
-remembered online (kernelpin.resolutions) and verifies the cached files against it.{load_line(r)}
+remembered online (kernelpin.store.resolutions) and verifies the cached files against it.{load_line(r)}
 """
 
 
@@ -669,7 +669,7 @@ makes it.
 {row(f"warm load of one {r['library_mb']} MB kernel (`get_locked_kernel`)", "load_warm")}
 
 A warm `kernelpin.load` reads no byte of the unchanged library: this user's receipt (device, inode, size, mtime,
-ctime -> sha256, kernelpin.receipts) vouches for it. The first load after a sync, without a receipt, hashes it
+ctime -> sha256, kernelpin.store.receipts) vouches for it. The first load after a sync, without a receipt, hashes it
 once, in the store ({first:.2f} s), which leaves the receipt that the check right before the package runs then
 finds (the library's times had settled: a file changed in the last 2 s is hashed by both); `kernels` hashes nothing.
 The test Hub answers each file at a commit from its front's copy, as the Hub's CDN does (HubServer(cdn=True):

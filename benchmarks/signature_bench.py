@@ -13,7 +13,7 @@ trusted publisher the policy names no signers for (nothing to verify, no worker)
 - the same as commands in fresh processes (`python -m kernelpin lock`, no lock file), a relock: one unrecorded
   run of each first, so both sets start with the same warm Hub cache (the metadata.json and bundle blobs an
   earlier lock kept), warm test-Hub repositories and this user's signature receipts of every bundle
-  (kernelpin.signature_receipts), so no bundle is verified again: no sigstore import, no signature worker, the
+  (kernelpin.trust.receipts), so no bundle is verified again: no sigstore import, no signature worker, the
   recorded signers put to the policy;
 - `lock_command_unexpected`: unsigned releases of a publisher whose signers the policy names (acme/unsigned-NN):
   the worker started for nothing, killed at the end;
@@ -62,11 +62,11 @@ from pathlib import Path
 from typing import NamedTuple
 
 from kernelpin.cli import main as kernelpin_main
-from kernelpin.private_state import PrivateFiles, private_directory
+from kernelpin.files.private_state import PrivateFiles, private_directory
 from kernelpin.project import Project, read_policy, read_requirements
 from kernelpin.resolve import resolve
-from kernelpin.signature import ReleaseChecker
-from kernelpin.source import HubSettings, HubSource
+from kernelpin.trust.signature import ReleaseChecker
+from kernelpin.hub.source import HubSettings, HubSource
 from benchmarks import machine
 from benchmarks.kernelpin_bench import compile_kernelpin, median_time
 from testkit.fake_kernel import kernel_files

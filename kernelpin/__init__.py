@@ -19,48 +19,48 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from kernelpin.environment import detect as detect_environment
-    from kernelpin.hub_cache import cache
-    from kernelpin.inspection import info
-    from kernelpin.kernels_integration import integrate_kernels, integrated_kernels
-    from kernelpin.loader import loaded_kernels
-    from kernelpin.lockless import get_kernel, get_kernel_variants, has_kernel
-    from kernelpin.locking import add, check_lock, lock, remove
+    from kernelpin.commands.cache import cache
+    from kernelpin.commands.info import info
+    from kernelpin.commands.kernelize import integrate_kernels, integrated_kernels
+    from kernelpin.loading.loader import loaded_kernels
+    from kernelpin.commands.get_kernel import get_kernel, get_kernel_variants, has_kernel
+    from kernelpin.commands.lock import add, check_lock, lock, remove
     from kernelpin.project import Project, find_project
     from kernelpin.publisher.release import check_release, check_signatures, publish
-    from kernelpin.runtime import load
-    from kernelpin.source import HubSettings, HubSource
-    from kernelpin.syncing import sync, sync_plan
-    from kernelpin.updates import outdated, versions
-    from kernelpin.verification import verify
+    from kernelpin.loading.runtime import load
+    from kernelpin.hub.source import HubSettings, HubSource
+    from kernelpin.commands.sync import sync, sync_plan
+    from kernelpin.commands.outdated import outdated, versions
+    from kernelpin.commands.verify import verify
 
 # name -> (module, name there): looked up on first use, so `import kernelpin` stays cheap.
 _EXPORTS = {
-    "load": ("kernelpin.runtime", "load"),
-    "lock": ("kernelpin.locking", "lock"),
-    "check_lock": ("kernelpin.locking", "check_lock"),
-    "add": ("kernelpin.locking", "add"),
-    "remove": ("kernelpin.locking", "remove"),
-    "sync": ("kernelpin.syncing", "sync"),
-    "sync_plan": ("kernelpin.syncing", "sync_plan"),
-    "verify": ("kernelpin.verification", "verify"),
-    "outdated": ("kernelpin.updates", "outdated"),
-    "versions": ("kernelpin.updates", "versions"),
-    "cache": ("kernelpin.hub_cache", "cache"),
-    "info": ("kernelpin.inspection", "info"),
+    "load": ("kernelpin.loading.runtime", "load"),
+    "lock": ("kernelpin.commands.lock", "lock"),
+    "check_lock": ("kernelpin.commands.lock", "check_lock"),
+    "add": ("kernelpin.commands.lock", "add"),
+    "remove": ("kernelpin.commands.lock", "remove"),
+    "sync": ("kernelpin.commands.sync", "sync"),
+    "sync_plan": ("kernelpin.commands.sync", "sync_plan"),
+    "verify": ("kernelpin.commands.verify", "verify"),
+    "outdated": ("kernelpin.commands.outdated", "outdated"),
+    "versions": ("kernelpin.commands.outdated", "versions"),
+    "cache": ("kernelpin.commands.cache", "cache"),
+    "info": ("kernelpin.commands.info", "info"),
     "check_release": ("kernelpin.publisher.release", "check_release"),
     "check_signatures": ("kernelpin.publisher.release", "check_signatures"),
     "publish": ("kernelpin.publisher.release", "publish"),
     "find_project": ("kernelpin.project", "find_project"),
     "Project": ("kernelpin.project", "Project"),
-    "HubSettings": ("kernelpin.source", "HubSettings"),
-    "HubSource": ("kernelpin.source", "HubSource"),
+    "HubSettings": ("kernelpin.hub.source", "HubSettings"),
+    "HubSource": ("kernelpin.hub.source", "HubSource"),
     "detect_environment": ("kernelpin.environment", "detect"),
-    "get_kernel": ("kernelpin.lockless", "get_kernel"),
-    "has_kernel": ("kernelpin.lockless", "has_kernel"),
-    "get_kernel_variants": ("kernelpin.lockless", "get_kernel_variants"),
-    "loaded_kernels": ("kernelpin.loader", "loaded_kernels"),
-    "integrate_kernels": ("kernelpin.kernels_integration", "integrate_kernels"),
-    "integrated_kernels": ("kernelpin.kernels_integration", "integrated_kernels"),
+    "get_kernel": ("kernelpin.commands.get_kernel", "get_kernel"),
+    "has_kernel": ("kernelpin.commands.get_kernel", "has_kernel"),
+    "get_kernel_variants": ("kernelpin.commands.get_kernel", "get_kernel_variants"),
+    "loaded_kernels": ("kernelpin.loading.loader", "loaded_kernels"),
+    "integrate_kernels": ("kernelpin.commands.kernelize", "integrate_kernels"),
+    "integrated_kernels": ("kernelpin.commands.kernelize", "integrated_kernels"),
 }
 
 __all__ = sorted(_EXPORTS)

@@ -1,5 +1,5 @@
 """The `kernelpin` command line: parsing and rendering only. Each command is one library function
-(kernelpin.locking, .syncing, .verification, .updates, .hub_cache, .publisher.release) registered once below
+(kernelpin.commands.lock, .syncing, .verification, .updates, .hub_cache, .publisher.release) registered once below
 with @command; commands that need no torch never import it."""
 
 from __future__ import annotations
@@ -17,19 +17,23 @@ from typing import Any, NoReturn
 
 from rich.table import Table
 
-from kernelpin import environment, install, locking, lockfile, syncing
+from kernelpin import environment
+from kernelpin.store import install
+from kernelpin.commands import lock as locking
+from kernelpin.format import lockfile
+from kernelpin.commands import sync as syncing
 from kernelpin.errors import KernelpinError
-from kernelpin.hub_cache import cache
-from kernelpin.inspection import info
-from kernelpin.install import Installer, SyncedVariant
+from kernelpin.commands.cache import cache
+from kernelpin.commands.info import info
+from kernelpin.store.install import Installer, SyncedVariant
 from kernelpin.project import PYPROJECT, Project, find_project
-from kernelpin.signature import ReleaseChecker
-from kernelpin.source import HubSettings, HubSource
-from kernelpin.spec import check_repo_id, describe_value
+from kernelpin.trust.signature import ReleaseChecker
+from kernelpin.hub.source import HubSettings, HubSource
+from kernelpin.format.spec import check_repo_id, describe_value
 from kernelpin.terminal import SafeConsole
-from kernelpin.trust import UNSIGNED
-from kernelpin.updates import outdated, versions
-from kernelpin.verification import verify
+from kernelpin.trust.policy import UNSIGNED
+from kernelpin.commands.outdated import outdated, versions
+from kernelpin.commands.verify import verify
 
 
 UNBOUNDED_WIDTH = 1 << 16  # columns, for output that is not a terminal
@@ -561,7 +565,7 @@ def cmd_publish(ctx: Context) -> int:
     summary = f"{len(release.files)} files ({release.size / 1e6:.1f} MB), {variants}, to {args.repo} tagged {release.tag}"
     if release.without_compat_package:  # HF's kernel requirements still ask for it (kernels before the flat layout)
         ctx.err.print(f"warning: no build/<variant>/<name>/ package in {', '.join(release.without_compat_package)}: "
-                      "`kernels` releases older than the flat layout cannot load them (kernelpin.metadata."
+                      "`kernels` releases older than the flat layout cannot load them (kernelpin.format.metadata."
                       "compat_package gives the files; tools/builder/op.py writes them)", style="yellow")
     if args.dry_run:
         if args.json:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelpin.errors import KernelpinError
-from kernelpin.variant import CPU, Backend, Environment
+from kernelpin.format.variant import CPU, Backend, Environment
 
 _ARCH_ALIASES = {"amd64": "x86_64", "arm64": "aarch64"}
 _OS_NAMES = ("linux", "darwin", "windows")

@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kernelpin.errors import KernelpinError
-from kernelpin.atomic import write_atomic
-from kernelpin.integrity import find_owned_upward
+from kernelpin.files.atomic import write_atomic
+from kernelpin.files.integrity import find_owned_upward
 from kernelpin.layout import LOCKFILE, PROJECT_STATE_DIR
-from kernelpin.ranges import Range, RangeError, Version
-from kernelpin.spec import Requirement, RequirementValue, check_repo_id, line_major, parse_dependencies
-from kernelpin.trust import Policy, parse_policy
+from kernelpin.format.ranges import Range, RangeError, Version
+from kernelpin.format.spec import Requirement, RequirementValue, check_repo_id, line_major, parse_dependencies
+from kernelpin.trust.policy import Policy, parse_policy
 
 if TYPE_CHECKING:
     import tomlkit
@@ -145,7 +145,7 @@ def _dependencies(document: tomlkit.TOMLDocument, create: bool) -> Table | None:
 
 
 def read_policy(project: Project) -> Policy:
-    """The publisher policy of pyproject.toml ([tool.kernelpin.trust]; kernelpin.trust's defaults without it)."""
+    """The publisher policy of pyproject.toml ([tool.kernelpin.trust]; kernelpin.trust.policy's defaults without it)."""
     return parse_policy(_data(project))
 
 

@@ -10,18 +10,18 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from kernelpin.errors import KernelpinError
-from kernelpin.integrity import GIT_OBJECT_ID_RE, check_repo_path, git_blob_sha1
+from kernelpin.files.integrity import GIT_OBJECT_ID_RE, check_repo_path, git_blob_sha1
 from kernelpin.layout import BUILD_DIR, METADATA, SIGNATURE
-from kernelpin.lockfile import Lock, LockedFile, LockedKernel, LockedVariant, is_variant_name, why_stale
-from kernelpin.metadata import check_size as check_metadata_size
-from kernelpin.metadata import BuildMetadata, parse_metadata
-from kernelpin.parallel import run_all
-from kernelpin.ranges import Version
-from kernelpin.signature import MAX_BUNDLE_BYTES, ReleaseChecker, oversized
-from kernelpin.source import HubSource, Refs, RemoteFile
-from kernelpin.store import Store
-from kernelpin.spec import Requirement, RequirementValue, describe_value, parse_requirement
-from kernelpin.trust import signer_changes
+from kernelpin.format.lockfile import Lock, LockedFile, LockedKernel, LockedVariant, is_variant_name, why_stale
+from kernelpin.format.metadata import check_size as check_metadata_size
+from kernelpin.format.metadata import BuildMetadata, parse_metadata
+from kernelpin.store.parallel import run_all
+from kernelpin.format.ranges import Version
+from kernelpin.trust.signature import MAX_BUNDLE_BYTES, ReleaseChecker, oversized
+from kernelpin.hub.source import HubSource, Refs, RemoteFile
+from kernelpin.store.content import Store
+from kernelpin.format.spec import Requirement, RequirementValue, describe_value, parse_requirement
+from kernelpin.trust.policy import signer_changes
 
 
 @dataclass(frozen=True)
@@ -418,7 +418,7 @@ def resolve(
 ) -> Lock:
     """The lock for `requirements` and, transitively, the kernels their variants depend on (`kernel-depends`):
     entries that still satisfy are kept (unless `upgrade(repo_id)`), the others are resolved in parallel.
-    With a `checker`, every resolved release passes the publisher policy (kernelpin.trust) and keeps the
+    With a `checker`, every resolved release passes the publisher policy (kernelpin.trust.policy) and keeps the
     signer the previous lock recorded, unless `accepted_signers[repo]` names the new one; kept entries are
     checked against the current policy too."""
 

@@ -1,5 +1,5 @@
 """Fake kernels: small pure-Python kernel variants laid out and hashed as tools/builder/op.py lays out the
-operator (files + metadata.json written by the same kernelpin.metadata.compose), for tests that need no
+operator (files + metadata.json written by the same kernelpin.format.metadata.compose), for tests that need no
 compiler.
 
 One definition serves both forms a test needs: a repository tree (`kernel_files`, `publish`) and a variant
@@ -11,10 +11,10 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from kernelpin import metadata as kernel_metadata
+from kernelpin.format import metadata as kernel_metadata
 from kernelpin.layout import METADATA
-from kernelpin.ranges import Version
-from kernelpin.variant import Variant
+from kernelpin.format.ranges import Version
+from kernelpin.format.variant import Variant
 from testkit.hub import MirrorRepo
 
 BUILDER = {"name": "testkit.fake_kernel", "version": "1.0.0"}

@@ -20,7 +20,7 @@ from pathlib import Path
 import tomlkit
 
 from kernelpin.publisher.release import plan_major_branch
-from kernelpin.ranges import Version
+from kernelpin.format.ranges import Version
 from testkit.hub import HubServer, MirrorRepo
 from tools.builder.config import BuildConfig, copy_build_inputs
 

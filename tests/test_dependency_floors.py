@@ -42,7 +42,7 @@ def module_level_imports(package: Path) -> set[str]:
 
 
 def test_every_distribution_kernelpin_imports_is_declared() -> None:
-    """Failed before: kernelpin/hubclient.py imports httpx2, which pyproject.toml did not declare (only
+    """Failed before: kernelpin/hub/client.py imports httpx2, which pyproject.toml did not declare (only
     huggingface_hub >= 2.0 brings it)."""
     third_party = module_level_imports(ROOT / "kernelpin") - set(sys.stdlib_module_names) - {"kernelpin"}
     distributions = importlib.metadata.packages_distributions()

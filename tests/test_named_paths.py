@@ -38,7 +38,7 @@ NAMED_ON_PURPOSE = {
     **{file: {f".github/workflows/{name}.yaml" for name in workflows} for file, workflows in {
         "benchmarks/signature_bench.py": ("release",),
         "docs/kernelpin.md": ("release", "build", "build-mac", "build-windows", "sign-old-builds"),
-        "kernelpin/trust.py": ("release",),
+        "kernelpin/trust/policy.py": ("release",),
         "testkit/sigstore_root.py": ("build",),
         "tests/kernelpin/test_lock_signatures.py": ("release", "x"),
         "tests/kernelpin/test_signature.py": ("release", "pr", "build", "build-mac", "other"),

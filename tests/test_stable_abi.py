@@ -42,7 +42,7 @@ def test_a_release_carries_the_stable_variant_and_loaders_prefer_it(checkout_bui
     """Staged beside the exact build, the stable variant is released as its own build/<variant>/; a loader on
     torch 2.13 (what kernels 0.17.2 does too) takes it over the exact torch213 build, and one on torch 2.14 (no
     exact build for it) still finds a variant."""
-    from kernelpin.variant import Environment, select
+    from kernelpin.format.variant import Environment, select
     from tools.release.stage import stage
 
     release = stage([checkout_build, stable_build], tmp_path / "release", "acme/img2gray")

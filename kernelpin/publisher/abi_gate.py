@@ -26,7 +26,7 @@ from pathlib import Path
 
 from kernelpin.errors import KernelpinError
 from kernelpin.layout import METADATA
-from kernelpin.variant import STABLE_ABI, Variant
+from kernelpin.format.variant import STABLE_ABI, Variant
 
 MANYLINUX = "manylinux_2_28"
 PYTHON_ABI = "3.9"

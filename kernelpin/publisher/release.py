@@ -21,18 +21,18 @@ from typing import TYPE_CHECKING, Any
 
 from kernelpin.publisher import abi_gate
 from kernelpin.errors import KernelpinError
-from kernelpin.integrity import check_repo_path, sha256_file
+from kernelpin.files.integrity import check_repo_path, sha256_file
 from kernelpin.layout import BUILD_DIR, METADATA, SIGNATURE
-from kernelpin.limits import Limits
-from kernelpin.metadata import (
+from kernelpin.hub.limits import Limits
+from kernelpin.format.metadata import (
     SEMVER_KEY, MetadataError, check_kernels_format, compat_package_name, digest_covers, parse_metadata,
 )
-from kernelpin.ranges import Version, VersionError
-from kernelpin.listing import Refs, parse_refs
-from kernelpin.source import http_status, repository_refs, translate_errors
-from kernelpin.spec import REPO_TYPES, check_repo_id
-from kernelpin.trust import Signer
-from kernelpin.variant import Variant
+from kernelpin.format.ranges import Version, VersionError
+from kernelpin.hub.listing import Refs, parse_refs
+from kernelpin.hub.source import http_status, repository_refs, translate_errors
+from kernelpin.format.spec import REPO_TYPES, check_repo_id
+from kernelpin.trust.policy import Signer
+from kernelpin.format.variant import Variant
 
 if TYPE_CHECKING:
     from huggingface_hub import HfApi
@@ -137,8 +137,8 @@ def check_signatures(root: Path, variants: dict[str, dict[str, Any]], required: 
     """Who signed each variant (None: unsigned). A bundle that does not verify over its metadata.json is refused
     whatever `required` says; `required` refuses unsigned variants too. Any identity may sign: the consumers'
     publisher policies say whose signatures they accept."""
-    from kernelpin.signature import MAX_BUNDLE_BYTES, oversized, verifier, verify_bundle
-    from kernelpin.trust import Policy, SignatureError
+    from kernelpin.trust.signature import MAX_BUNDLE_BYTES, oversized, verifier, verify_bundle
+    from kernelpin.trust.policy import Policy, SignatureError
 
     policy = Policy(publishers={}, trusted_root=None if trusted_root is None else str(trusted_root.resolve()))
     signers: dict[str, Signer | None] = {}

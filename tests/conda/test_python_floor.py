@@ -45,7 +45,7 @@ def test_build_and_test_steps_run_on_the_recipe_python_floor() -> None:
     """Failed before: tools/builder/config.py imported tomllib (3.11+), so the build failed on conda-forge's 3.10."""
     floor = recipe_python_floor()
     modules = build_step_modules()
-    assert REPO_ROOT / "tools" / "builder" / "config.py" in modules and REPO_ROOT / "kernelpin" / "metadata.py" in modules
+    assert REPO_ROOT / "tools" / "builder" / "config.py" in modules and REPO_ROOT / "kernelpin" / "format" / "metadata.py" in modules
     package = sorted((REPO_ROOT / CONFIG.package_dir).glob("*.py"))
     recipe_scripts = sorted(RECIPE.parent.glob("*.py"))
     files = [*modules, *package, *recipe_scripts]

@@ -22,7 +22,7 @@ AS_NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 
 def forget_signature_receipts() -> None:
     """Remove this test's signature receipts (its XDG_STATE_HOME's): the next lock or sync verifies every bundle."""
-    from kernelpin.private_state import private_directory
+    from kernelpin.files.private_state import private_directory
 
     directory = private_directory("signatures")
     if directory is not None:

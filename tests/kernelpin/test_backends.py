@@ -12,10 +12,11 @@ from huggingface_hub import HfApi
 from packaging.version import Version
 
 import kernelpin
-from kernelpin import lockfile, runtime
+from kernelpin.format import lockfile
+from kernelpin.loading import runtime
 from kernelpin.errors import KernelpinError, NoVariantError
-from kernelpin.metadata import MetadataError, parse_metadata
-from kernelpin.variant import Environment
+from kernelpin.format.metadata import MetadataError, parse_metadata
+from kernelpin.format.variant import Environment
 from testkit.fake_kernel import ROCM_ARCHS, publish
 from testkit.releasing import hub_env, run
 

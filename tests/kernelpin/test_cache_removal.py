@@ -1,6 +1,6 @@
 """Issue 28 (1, 2, 13): a shared Hub cache is not a weapon. Whoever else can write the cache can swap any
 directory in it for a symbolic link; `sync`'s repairs, `cache prune` and the writers' file locks must then
-remove and create nothing outside the cache (kernelpin.confined), and say what they refused."""
+remove and create nothing outside the cache (kernelpin.files.confined), and say what they refused."""
 
 from __future__ import annotations
 
@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from kernelpin import confined, hub_cache, lockfile
-from kernelpin.confined import LinkRefused
-from kernelpin.integrity import GIT_OBJECT_ID_RE
+from kernelpin.files import confined
+from kernelpin.commands import cache as hub_cache
+from kernelpin.format import lockfile
+from kernelpin.files.confined import LinkRefused
+from kernelpin.files.integrity import GIT_OBJECT_ID_RE
 from kernelpin.layout import LOCKS_DIR
 from testkit.fake_kernel import CPU_213
 from tests.kernelpin.helpers import snapshot_dir
@@ -152,7 +154,7 @@ def test_the_writers_lock_is_never_created_through_a_linked_locks_directory(img2
     assert contents(home) == before
 
 
-# --- kernelpin.confined directly ------------------------------------------------------------------
+# --- kernelpin.files.confined directly ------------------------------------------------------------------
 
 
 @pytest.fixture

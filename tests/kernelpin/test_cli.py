@@ -21,7 +21,7 @@ import pytest
 from testkit.fake_kernel import CPU_213, write_variant
 from tests.kernelpin.helpers import AS_NOBODY, require_nobody
 
-from kernelpin import lockfile
+from kernelpin.format import lockfile
 from kernelpin.cli import main
 
 SILENT = "http://127.0.0.1:9"  # discard port: nothing answers

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelpin import lockfile
+from kernelpin.format import lockfile
 from kernelpin.cli import DESCRIPTIONS, build_parser, main
 
 ROOT = Path(__file__).resolve().parents[2]

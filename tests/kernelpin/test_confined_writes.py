@@ -1,6 +1,6 @@
 """What issue 30's bulk work writes into the Hub cache (the blobs `lock` keeps, the plain snapshot entries of a
 cache without links, the move of a blob into place where links are refused) and into the user's state directory
-(hash receipts, the resolutions get_kernel remembers) goes through kernelpin.confined: a link planted on the way, before or during the write, never
+(hash receipts, the resolutions get_kernel remembers) goes through kernelpin.files.confined: a link planted on the way, before or during the write, never
 redirects it. A real HTTP server serves the files (tests.kernelpin.test_store_direct)."""
 
 from __future__ import annotations
@@ -16,15 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from kernelpin.confined import LinkRefused
+from kernelpin.files.confined import LinkRefused
 from kernelpin.errors import KernelpinError
 from kernelpin.layout import LOCKS_DIR
-from kernelpin.lockfile import LockedFile, LockedKernel, LockedVariant
-from kernelpin.receipts import MIN_SIZE, SETTLE_NS, Receipts
-from kernelpin.resolutions import Resolutions
-from kernelpin.spec import parse_requirement
-from kernelpin.source import HubSettings, HubSource
-from kernelpin.store import Store
+from kernelpin.format.lockfile import LockedFile, LockedKernel, LockedVariant
+from kernelpin.store.receipts import MIN_SIZE, SETTLE_NS, Receipts
+from kernelpin.store.resolutions import Resolutions
+from kernelpin.format.spec import parse_requirement
+from kernelpin.hub.source import HubSettings, HubSource
+from kernelpin.store.content import Store
 from tests.kernelpin.test_cache_removal import contents, victim
 from tests.kernelpin.test_store_direct import COMMIT, FILES, VARIANT, locked, served  # noqa: F401 (a fixture)
 

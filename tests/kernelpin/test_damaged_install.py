@@ -8,9 +8,9 @@ import sys
 import pytest
 
 import kernelpin
-from kernelpin import lockfile
+from kernelpin.format import lockfile
 from kernelpin.errors import IntegrityError
-from kernelpin.runtime import module_name
+from kernelpin.loading.runtime import module_name
 from testkit.fake_kernel import CPU_213
 from tests.kernelpin.helpers import snapshot_dir
 

@@ -9,12 +9,13 @@ import sys
 import pytest
 
 import kernelpin
-from kernelpin import lockfile, runtime
+from kernelpin.format import lockfile
+from kernelpin.loading import runtime
 from kernelpin.errors import KernelpinError
 from kernelpin.resolve import _resolve_dependencies, resolve
-from kernelpin.source import HubSettings, HubSource
-from kernelpin.spec import parse_requirement
-from kernelpin.variant import Environment
+from kernelpin.hub.source import HubSettings, HubSource
+from kernelpin.format.spec import parse_requirement
+from kernelpin.format.variant import Environment
 from testkit.fake_kernel import CPU_213, variant_files
 from tests.kernelpin.helpers import TRUSTED_ORG
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kernelpin import environment
-from kernelpin.variant import CPU, Backend
+from kernelpin.format.variant import CPU, Backend
 from tests.kernelpin.helpers import fresh_interpreter
 
 # torch/version.py as torch's build generates it (PyTorch's generate_torch_version.py), for the builds users have.

@@ -7,7 +7,7 @@ import json
 from testkit.fake_kernel import CPU_213, VARIANTS
 
 import kernelpin
-from kernelpin import lockfile
+from kernelpin.format import lockfile
 
 
 def test_lock_sync_load(img2gray, project, cli, hf_env):

@@ -6,7 +6,7 @@ import pytest
 
 from kernelpin import environment
 from kernelpin.errors import KernelpinError
-from kernelpin.variant import CPU, Backend, cuda
+from kernelpin.format.variant import CPU, Backend, cuda
 
 
 def describe(environ=None, **given):

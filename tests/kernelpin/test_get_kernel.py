@@ -15,8 +15,8 @@ import pytest
 
 import kernelpin
 from kernelpin.errors import IntegrityError, KernelpinError, NoVariantError
-from kernelpin.lockless import UnpinnedKernelWarning
-from kernelpin.resolutions import state_dir
+from kernelpin.commands.get_kernel import UnpinnedKernelWarning
+from kernelpin.store.resolutions import state_dir
 from testkit.fake_kernel import CPU_213, kernel_files, publish
 from testkit.releasing import hub_env, run
 from tests.kernelpin.faulty_hub import HostileHub, Lies
@@ -197,7 +197,7 @@ def test_the_state_directory_follows_xdg():
 
 def test_a_second_online_call_asks_only_for_the_refs_and_follows_a_moved_branch(line, state, monkeypatch,
                                                                                 fresh_modules):
-    from kernelpin.source import HubSource
+    from kernelpin.hub.source import HubSource
 
     repo_id, repo, _, _ = line
     kernelpin.get_kernel(repo_id, version=1)
@@ -244,7 +244,7 @@ def test_an_unsigned_kernel_is_loaded_without_importing_sigstore_or_tomlkit(line
 
 
 def test_the_one_liner_imports_only_what_its_way_needs(line, state, tmp_path, monkeypatch):
-    # Failed before: every get_kernel imported kernelpin.inspection (only a miss's hint or get_kernel_variants use
+    # Failed before: every get_kernel imported kernelpin.commands.info (only a miss's hint or get_kernel_variants use
     # it) and built sysconfig's configuration to learn that a Python before 3.13 is not free-threaded.
     monkeypatch.chdir(tmp_path)
     printed, modules = fresh_interpreter(textwrap.dedent(f"""
@@ -252,7 +252,7 @@ def test_the_one_liner_imports_only_what_its_way_needs(line, state, tmp_path, mo
         print(kernelpin.get_kernel({line[0]!r}, version=1).VERSION)
     """))
     assert printed.strip() == "1.1.0"
-    assert "kernelpin.inspection" not in modules
+    assert "kernelpin.commands.info" not in modules
     if sys.version_info < (3, 13):
         assert "sysconfig" not in modules
 

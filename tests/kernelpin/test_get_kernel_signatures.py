@@ -11,8 +11,8 @@ import warnings
 import pytest
 
 import kernelpin
-from kernelpin.lockless import UnpinnedKernelWarning
-from kernelpin.trust import SignatureError
+from kernelpin.commands.get_kernel import UnpinnedKernelWarning
+from kernelpin.trust.policy import SignatureError
 from tests.kernelpin.helpers import UNTRUSTED_ORG
 from tests.kernelpin.test_get_kernel import fresh_modules, state  # noqa: F401 (fixtures)
 from tests.kernelpin.test_lock_signatures import ACME, ACME_SIGNERS, HIJACKER, release, sigstore  # noqa: F401
@@ -61,7 +61,7 @@ def test_a_signed_release_get_kernel_verified_is_not_verified_again_by_its_recei
     # its Hub cache and resolution were gone (and a later `lock` of the release verified it once more).
     import shutil
 
-    from kernelpin import signature
+    from kernelpin.trust import signature
 
     repo_id = signed_line(ACME)
     with warnings.catch_warnings():

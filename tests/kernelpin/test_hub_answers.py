@@ -20,8 +20,8 @@ import pytest
 
 import kernelpin
 from kernelpin.errors import KernelpinError
-from kernelpin.listing import files_of, parse_refs, parse_tree_page
-from kernelpin.runtime import module_name
+from kernelpin.hub.listing import files_of, parse_refs, parse_tree_page
+from kernelpin.loading.runtime import module_name
 from kernelpin.layout import PARTIAL
 from testkit.fake_kernel import CPU_213, publish
 from tests.kernelpin.faulty_hub import HostileHub, Lies

@@ -11,7 +11,7 @@ import pytest
 
 import kernelpin
 from kernelpin.errors import KernelpinError
-from kernelpin.source import HubSettings, HubSource
+from kernelpin.hub.source import HubSettings, HubSource
 from tests.kernelpin.helpers import REPO_ROOT
 
 

@@ -1,4 +1,4 @@
-"""kernelpin.hubclient directly: its transport against the suite's hostile servers (127.0.0.1, no Hub), each
+"""kernelpin.hub.client directly: its transport against the suite's hostile servers (127.0.0.1, no Hub), each
 limit at its edge and each error with its message, fast enough for a mutation run to use."""
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ import httpx2
 import pytest
 from huggingface_hub import constants
 
-from kernelpin import limits
-from kernelpin.hubclient import (
+from kernelpin.hub import limits
+from kernelpin.hub.client import (
     READ_BYTES, READ_WAIT_SLICE, HubTimeout, _DeadlineStream, _DeadlineTransport, _time_left, capped_timeouts, expect_size, request_headers, use_timeout,
 )
-from kernelpin.limits import Budget, LimitExceeded, Limits
+from kernelpin.hub.limits import Budget, LimitExceeded, Limits
 from tests.kernelpin.faulty_hub import HostileHub, Lies, SilentServer, StatusServer
 
 NOWHERE = "http://127.0.0.1:9"  # HostileHub's upstream when every answer is a lie (nothing is forwarded)
@@ -156,7 +156,7 @@ def test_kernelpins_headers_are_its_own_and_carry_a_checked_token(monkeypatch):
 def test_the_shared_client_gets_the_timeout_and_is_replaced_only_on_a_change():
     from huggingface_hub.utils import get_session
 
-    from kernelpin.source import DEFAULT_HTTP_TIMEOUT
+    from kernelpin.hub.source import DEFAULT_HTTP_TIMEOUT
 
     try:
         use_timeout(42.0)
@@ -200,7 +200,7 @@ def test_the_shared_client_follows_redirects_runs_huggingface_hubs_hook_and_hold
     from huggingface_hub.errors import OfflineModeIsEnabled
     from huggingface_hub.utils import get_session
 
-    from kernelpin.source import DEFAULT_HTTP_TIMEOUT
+    from kernelpin.hub.source import DEFAULT_HTTP_TIMEOUT
 
     try:
         use_timeout(5.0)

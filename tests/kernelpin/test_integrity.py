@@ -1,4 +1,4 @@
-"""kernelpin.integrity and the lock reader's refusals, tested directly: each case is one a mutation run
+"""kernelpin.files.integrity and the lock reader's refusals, tested directly: each case is one a mutation run
 showed no other test would notice (an unsafe path accepted, a temp file written elsewhere, a field read as
 None), so each assertion is the one that fails when the check stops refusing."""
 
@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from kernelpin import lockfile
-from kernelpin.atomic import staged_directory, write_atomic
+from kernelpin.format import lockfile
+from kernelpin.files.atomic import staged_directory, write_atomic
 from kernelpin.errors import IntegrityError, KernelpinError
-from kernelpin.integrity import (
+from kernelpin.files.integrity import (
     MAX_NAME_BYTES, MAX_PATH_BYTES, check_repo_path, git_blob_sha1, other_owner, sha256_file, verify_file,
 )
-from kernelpin.spec import parse_requirement
+from kernelpin.format.spec import parse_requirement
 
 
 @pytest.mark.parametrize(
@@ -118,7 +118,7 @@ def test_write_atomic_makes_missing_directories_and_a_hidden_temporary_named_aft
 
 
 def test_write_atomic_writes_utf8_under_a_c_locale(tmp_path):
-    code = ("import sys; from pathlib import Path; from kernelpin.atomic import write_atomic; "
+    code = ("import sys; from pathlib import Path; from kernelpin.files.atomic import write_atomic; "
             "write_atomic(Path(sys.argv[1]), 'caf\\u00e9')")
     env = {**os.environ, "LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0",
            "PYTHONIOENCODING": ""}

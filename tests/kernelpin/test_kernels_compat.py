@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from kernelpin import lockfile
-from kernelpin.metadata import render
+from kernelpin.format import lockfile
+from kernelpin.format.metadata import render
 from testkit.fake_kernel import CPU_213, kernel_files, publish, variant_files
 from testkit.releasing import hub_env, kernels_cli, run
 
@@ -351,8 +351,8 @@ def test_kernels_lock_rendering_is_what_kernels_own_reader_and_writer_give():
     (order and layout included); model repositories are left out (kernels reads kernel repositories only)."""
     from kernels._rust import KernelLocks
 
-    from kernelpin import kernels_lock
-    from kernelpin.lockfile import Lock, LockedKernel
+    from kernelpin.format import kernels_lock
+    from kernelpin.format.lockfile import Lock, LockedKernel
 
     def kernel(repo_id: str, requirement, ref: str | None, repo_type: str = "kernel") -> LockedKernel:
         return LockedKernel(repo_id, repo_type, requirement, commit=f"{abs(hash(repo_id)) % 10**40:040d}", ref=ref,

@@ -1,4 +1,4 @@
-"""kernelpin.listing directly: the one parser of the Hub's answers, each refusal with its exact message and
+"""kernelpin.hub.listing directly: the one parser of the Hub's answers, each refusal with its exact message and
 each bound at its edge (what a mutation run showed no other test would notice losing). Pure: no server."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import re
 import pytest
 
 from kernelpin.errors import KernelpinError
-from kernelpin.integrity import MAX_FILE_SIZE
-from kernelpin.limits import LimitExceeded
-from kernelpin.listing import (
+from kernelpin.files.integrity import MAX_FILE_SIZE
+from kernelpin.hub.limits import LimitExceeded
+from kernelpin.hub.listing import (
     MalformedAnswer, Refs, RemoteFile, check_commit, check_count, check_ref_name, files_of, parse_refs,
     parse_tree_page, remote_file,
 )

@@ -1,4 +1,4 @@
-"""kernelpin.loader and load() on a vendored kernel written to disk (no Hub): only listed, verified modules
+"""kernelpin.loading.loader and load() on a vendored kernel written to disk (no Hub): only listed, verified modules
 run, and concurrent loads of one kernel see one complete module."""
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 
 import kernelpin
-from kernelpin import lockfile
+from kernelpin.format import lockfile
 from kernelpin.errors import IntegrityError, KernelpinError
-from kernelpin.loader import LoadedKernel, import_verified, loaded_kernels
-from kernelpin.runtime import find_lock, module_name
+from kernelpin.loading.loader import LoadedKernel, import_verified, loaded_kernels
+from kernelpin.loading.runtime import find_lock, module_name
 from testkit.fake_kernel import CPU_213, variant_files
 from tests.kernelpin.helpers import NOBODY
 
@@ -127,7 +127,7 @@ def test_lock_discovery_stops_at_a_directory_another_user_owns(tmp_path, shared_
         runpy.run_path(str(script))
 
 
-# --- kernelpin.loader, called directly --------------------------------------------------------------
+# --- kernelpin.loading.loader, called directly --------------------------------------------------------------
 
 
 _package_numbers = itertools.count()
@@ -360,7 +360,7 @@ def test_an_unlisted_module_is_not_found_under_its_own_name(tmp_path, imported):
 
 
 def test_the_finder_answers_only_for_kernel_packages_it_imported():
-    from kernelpin.loader import _VerifiedFinder
+    from kernelpin.loading.loader import _VerifiedFinder
 
     assert _VerifiedFinder().find_spec("json") is None and _VerifiedFinder().find_spec("json.decoder") is None
 
@@ -375,7 +375,7 @@ def test_a_source_that_does_not_match_says_to_sync(tmp_path, imported):
 
 
 def test_a_name_with_so_in_a_directory_is_no_shared_library():
-    from kernelpin.loader import _is_shared_library
+    from kernelpin.loading.loader import _is_shared_library
 
     assert _is_shared_library("lib/libx.so.2") and _is_shared_library("_ops.so") and _is_shared_library("a/b/c.so")
     assert not _is_shared_library("data/x.so.d/notes.txt") and not _is_shared_library("x.so.d/notes.txt")
@@ -383,7 +383,7 @@ def test_a_name_with_so_in_a_directory_is_no_shared_library():
 
 
 def test_the_finder_comes_first_and_linecache_holds_the_verified_lines_without_an_mtime(tmp_path, imported):
-    from kernelpin.loader import _FINDER
+    from kernelpin.loading.loader import _FINDER
 
     source = b"A = 1\n\ndef f():\n    return A\n"
     directory, variant, name = variant_on_disk(tmp_path, {"__init__.py": source})

@@ -12,7 +12,7 @@ import pytest
 
 import kernelpin
 from kernelpin.errors import IntegrityError, KernelpinError, NoVariantError
-from kernelpin.local_override import LocalKernelOverrideWarning, parse
+from kernelpin.loading.local_override import LocalKernelOverrideWarning, parse
 from testkit.fake_kernel import CPU_213, write_variant
 from testkit.releasing import hub_env, run
 
@@ -68,7 +68,7 @@ def test_a_local_build_without_a_fitting_variant_says_so(local_build):
 
 
 def test_load_from_a_lock_refuses_the_override_unless_allowed(local_build, tmp_path, monkeypatch):
-    from kernelpin import lockfile
+    from kernelpin.format import lockfile
     from tests.kernelpin.test_loader import vendor
 
     lock, target, _ = vendor(tmp_path / "app", repo_id=REPO)

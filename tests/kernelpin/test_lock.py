@@ -7,8 +7,8 @@ import shutil
 
 from testkit.fake_kernel import CPU_213, kernel_files, publish
 
-from kernelpin import lockfile
-from kernelpin.integrity import git_blob_sha1
+from kernelpin.format import lockfile
+from kernelpin.files.integrity import git_blob_sha1
 
 
 def test_lock_is_deterministic_and_documented(img2gray, project, cli, hf_env):

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 from sigstore.verify import Verifier
 
-from kernelpin import lockfile
-from kernelpin.listing import RemoteFile
+from kernelpin.format import lockfile
+from kernelpin.hub.listing import RemoteFile
 from kernelpin.project import Project, read_policy, read_requirements
 from kernelpin.resolve import resolve
-from kernelpin.signature import ReleaseChecker
-from kernelpin.source import HubSettings, HubSource
+from kernelpin.trust.signature import ReleaseChecker
+from kernelpin.hub.source import HubSettings, HubSource
 from testkit.fake_kernel import VARIANTS, kernel_files, publish
 from testkit.hub import HubServer
 from testkit.sigstore_root import Identity, SigstoreRoot
@@ -220,7 +220,7 @@ def test_an_unsigned_lock_never_imports_sigstore(slow_hub, project, sigstore, mo
         "subprocess.Popen = Recorded\n"
         "from kernelpin.cli import main\nstatus = main(['lock'])\n"
         "print('STATUS', status, 'STARTED', [(process.args[-1], process.returncode) for process in started])")
-    expected = "[('kernelpin.signature_worker', -9)]" if signers else "[]"
+    expected = "[('kernelpin.trust.worker', -9)]" if signers else "[]"
     assert f"STATUS 0 STARTED {expected}" in output, output
     assert lockfile.read(root / "kernelpin.lock").kernels[0].variants[0].signature.signer is None
     assert not {name for name in modules if name.split(".")[0] in ("sigstore", "rekor_types")}, modules
@@ -246,7 +246,7 @@ def test_a_trust_root_that_fails_in_the_background_is_one_line_error(slow_hub, p
 
 def test_the_bound_on_small_reads_is_read_from_the_environment() -> None:
     from kernelpin.errors import KernelpinError
-    from kernelpin.limits import Limits
+    from kernelpin.hub.limits import Limits
 
     assert Limits.from_env({}).reads == 32 and Limits.from_env({"KERNELPIN_READS": "5"}).reads == 5
     for text in ("0", "65", "many"):

@@ -11,8 +11,8 @@ import tomlkit
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kernelpin import lockfile
-from kernelpin.lockfile import Lock, LockedFile, LockedKernel, LockedVariant
+from kernelpin.format import lockfile
+from kernelpin.format.lockfile import Lock, LockedFile, LockedKernel, LockedVariant
 
 SHA = "ab" * 32
 COMMIT = "c0ffee" + "0" * 34

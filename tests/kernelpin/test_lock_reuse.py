@@ -5,8 +5,8 @@ kernels). A cached copy that does not match the listing is never used."""
 
 from __future__ import annotations
 
-from kernelpin import lockfile
-from kernelpin.integrity import git_blob_sha1
+from kernelpin.format import lockfile
+from kernelpin.files.integrity import git_blob_sha1
 from testkit.fake_kernel import VARIANTS, publish
 from tests.kernelpin.faulty_hub import HostileHub, Lies
 from tests.kernelpin.helpers import snapshot_dir

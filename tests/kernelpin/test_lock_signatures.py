@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from kernelpin import lockfile, syncing
+from kernelpin.format import lockfile
+from kernelpin.commands import sync as syncing
 from kernelpin.errors import KernelpinError
 from kernelpin.project import Project
-from kernelpin.source import HubSettings, HubSource
+from kernelpin.hub.source import HubSettings, HubSource
 from testkit.fake_kernel import CPU_213, VARIANTS, kernel_files
 from testkit.sigstore_root import Identity, SigstoreRoot
 from tests.kernelpin.faulty_hub import SilentServer

@@ -1,4 +1,4 @@
-"""metadata.json: one writer (kernelpin.metadata.compose, used by tools/builder/op.py and the fake kernels) in
+"""metadata.json: one writer (kernelpin.format.metadata.compose, used by tools/builder/op.py and the fake kernels) in
 the format `kernels` reads, and one reader for it, for kernel-builder's builds and for the legacy format."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from kernelpin import lockfile
+from kernelpin.format import lockfile
 from kernelpin.errors import KernelpinError
-from kernelpin.metadata import MetadataError, check_kernels_format, parse_metadata, sha256_base64
+from kernelpin.format.metadata import MetadataError, check_kernels_format, parse_metadata, sha256_base64
 from testkit.fake_kernel import CPU_213, sha256, variant_files, write_variant
 from testkit.releasing import ROOT, run
 from tests.kernelpin.helpers import fresh_interpreter
@@ -114,7 +114,7 @@ def test_lock_and_sync_read_older_and_foreign_metadata(new_repo, project, cli, f
 def test_kernelpin_needs_none_of_the_kernels_packages_to_run():
     """kernels-data and kernel-abi-check are used by tests (and the ABI gate when a release has libraries);
     kernelpin itself, load path and CLI, imports neither them nor `kernels`."""
-    _, loaded = fresh_interpreter("import kernelpin, kernelpin.runtime, kernelpin.cli, kernelpin.publisher.release, kernelpin.metadata")
+    _, loaded = fresh_interpreter("import kernelpin, kernelpin.loading.runtime, kernelpin.cli, kernelpin.publisher.release, kernelpin.format.metadata")
     assert {name.split(".")[0] for name in loaded} & {"kernels", "kernels_data", "kernel_abi_check"} == set()
 
 
@@ -122,8 +122,8 @@ def test_optional_kernels_minver_and_upstream_are_written_as_kernels_reads_them(
     """`kernels info` shows `kernels-minver` and `upstream`; kernels refuses a metadata.json whose values it cannot
     parse, so publishing refuses them first."""
     kernels_rust = pytest.importorskip("kernels._rust")
-    from kernelpin.metadata import compose, render
-    from kernelpin.ranges import Version
+    from kernelpin.format.metadata import compose, render
+    from kernelpin.format.ranges import Version
 
     def document(**optional: str) -> bytes:
         return render(compose(op_id="_img2gray_x", name="img2gray", version=Version.parse("1.2.0"), license="MIT",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from kernelpin import lockfile
+from kernelpin.format import lockfile
 from testkit.fake_kernel import CPU_213, publish
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import kernelpin
-from kernelpin.runtime import module_name
+from kernelpin.loading.runtime import module_name
 from testkit.fake_kernel import CPU_213, publish
 from tests.kernelpin.helpers import TRUSTED_ORG, snapshot_dir
 from tests.kernelpin.test_kernels_compat import kernels_env, kernels_load

@@ -1,4 +1,4 @@
-"""kernelpin.parallel.run_all: several failures read as one, always the same one (the earliest item's), whichever
+"""kernelpin.store.parallel.run_all: several failures read as one, always the same one (the earliest item's), whichever
 thread failed first, so an offline sync or a bad server names the same file each run."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from kernelpin.parallel import run_all
+from kernelpin.store.parallel import run_all
 
 
 def test_the_earliest_items_failure_is_raised_whichever_thread_failed_first():

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 import kernelpin
-from kernelpin import metadata as kernel_metadata
-from kernelpin.python_depends import DependencyError, dependency_table, missing_packages
+from kernelpin.format import metadata as kernel_metadata
+from kernelpin.loading.python_depends import DependencyError, dependency_table, missing_packages
 from testkit.fake_kernel import CPU_213, kernel_files
 from tests.kernelpin.helpers import TRUSTED_ORG
 

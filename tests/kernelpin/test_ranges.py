@@ -1,4 +1,4 @@
-"""kernelpin.ranges against npm's and Cargo's documented rules, plus properties."""
+"""kernelpin.format.ranges against npm's and Cargo's documented rules, plus properties."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kernelpin.ranges import Range, RangeError, Version, VersionError
+from kernelpin.format.ranges import Range, RangeError, Version, VersionError
 
 NODE_MODULES = Path(__file__).resolve().parents[2] / "tools" / "ci" / "node" / "node_modules"
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 import kernelpin
-from kernelpin import receipts as receipts_module
+from kernelpin.store import receipts as receipts_module
 from kernelpin.errors import IntegrityError
-from kernelpin.receipts import MIN_SIZE, SETTLE_NS, Receipts
+from kernelpin.store.receipts import MIN_SIZE, SETTLE_NS, Receipts
 from tests.kernelpin.helpers import NOBODY
 from tests.kernelpin.test_loader import vendor
 
@@ -24,7 +24,7 @@ LATER = 10 * SETTLE_NS  # a clock this far ahead sees every file as settled
 
 @pytest.fixture
 def hashes(monkeypatch) -> list[str]:
-    """The names of the files kernelpin.receipts hashes, one per hash (a spy: the real hash runs)."""
+    """The names of the files kernelpin.store.receipts hashes, one per hash (a spy: the real hash runs)."""
     made: list[str] = []
     real = receipts_module.sha256_stream
 
@@ -213,7 +213,7 @@ def test_a_warm_load_reads_no_byte_of_an_unchanged_library(tmp_path, monkeypatch
     lock, target, name = vendor(tmp_path, extra={"_ops.so": library})
     so = target / "acme/loader-test" / lock.read_text().split('commit = "')[1][:40] / "build"
     so = next(so.glob("*/_ops.so"))
-    # A file is vouched for only once its times are older than the settling time (see kernelpin.receipts).
+    # A file is vouched for only once its times are older than the settling time (see kernelpin.store.receipts).
     time.sleep(max(0.0, (so.stat().st_ctime_ns + SETTLE_NS - time.time_ns()) / 1e9) + 0.05)
 
     def fresh_load():

@@ -10,9 +10,9 @@ import pytest
 from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
 
 import kernelpin
-from kernelpin import lockfile
-from kernelpin.listing import Refs
-from kernelpin.source import repository_refs
+from kernelpin.format import lockfile
+from kernelpin.hub.listing import Refs
+from kernelpin.hub.source import repository_refs
 from testkit.fake_kernel import CPU_213, publish
 
 

@@ -10,7 +10,7 @@ import pytest
 from rich.table import Table
 
 import kernelpin
-from kernelpin import lockfile
+from kernelpin.format import lockfile
 from kernelpin.errors import KernelpinError
 from kernelpin.terminal import SafeConsole, printable
 from testkit.fake_kernel import CPU_213, publish

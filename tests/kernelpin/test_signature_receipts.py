@@ -1,4 +1,4 @@
-"""Verified-signature receipts (kernelpin.signature_receipts): a lock or sync that reads bundle and metadata.json
+"""Verified-signature receipts (kernelpin.trust.receipts): a lock or sync that reads bundle and metadata.json
 bytes this user's kernelpin verified before, under the same trust root, neither starts the signature worker nor
 imports sigstore, and still puts the signer to the current policy; anything changed is verified again, and no
 receipt that this user's kernelpin did not write after a verification, in a directory only this user can write,
@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from kernelpin import signature
-from kernelpin.private_state import PrivateFiles, private_directory
-from kernelpin.signature import PUBLIC_GOOD_TUF, ReleaseChecker, trust_root_id
-from kernelpin.signature_receipts import SignatureReceipts
-from kernelpin.signature_worker import WORKER
-from kernelpin.trust import Policy, SignatureError, parse_policy
+from kernelpin.trust import signature
+from kernelpin.files.private_state import PrivateFiles, private_directory
+from kernelpin.trust.signature import PUBLIC_GOOD_TUF, ReleaseChecker, trust_root_id
+from kernelpin.trust.receipts import SignatureReceipts
+from kernelpin.trust.worker import WORKER
+from kernelpin.trust.policy import Policy, SignatureError, parse_policy
 from testkit.fake_kernel import CPU_213, VARIANTS, kernel_files
 from testkit.sigstore_root import SigstoreRoot
 from tests.kernelpin.helpers import NOBODY, forget_signature_receipts, fresh_interpreter
@@ -28,7 +28,7 @@ from tests.kernelpin.test_signature_worker import ACME, BUNDLE, HIJACKER, METADA
 # A relock as a command runs it, in a fresh interpreter: the status, how many signature workers it started, and
 # (from fresh_interpreter) every module it imported.
 RELOCK = """
-from kernelpin import signature_worker
+from kernelpin.trust import worker as signature_worker
 from kernelpin.cli import main
 started = []
 start = signature_worker.SignatureWorker.start

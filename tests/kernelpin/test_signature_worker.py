@@ -1,4 +1,4 @@
-"""The signature worker (kernelpin.signature_worker): a lock's verifications in a second process answer exactly as
+"""The signature worker (kernelpin.trust.worker): a lock's verifications in a second process answer exactly as
 in-process (the same Verified, the same one-line refusals); a worker that dies, cannot start or answers nonsense
 leaves the verification to the command's own process; no process outlives the command. Real worker processes,
 the test Hub and the test kit's Sigstore instance throughout."""
@@ -15,11 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from kernelpin import lockfile, signature
+from kernelpin.format import lockfile
+from kernelpin.trust import signature
 from kernelpin.errors import KernelpinError
-from kernelpin.signature import MAX_BUNDLE_BYTES, ReleaseChecker
-from kernelpin.signature_worker import WORKER, SignatureWorker, WorkerGone, wanted
-from kernelpin.trust import parse_policy
+from kernelpin.trust.signature import MAX_BUNDLE_BYTES, ReleaseChecker
+from kernelpin.trust.worker import WORKER, SignatureWorker, WorkerGone, wanted
+from kernelpin.trust.policy import parse_policy
 from testkit.fake_kernel import CPU_213, VARIANTS, kernel_files
 from testkit.sigstore_root import Identity, SigstoreRoot
 from tests.kernelpin.helpers import forget_signature_receipts, fresh_interpreter
@@ -54,7 +55,7 @@ def children() -> dict[int, str]:
 
 
 def workers() -> dict[int, str]:
-    return {pid: what for pid, what in children().items() if "kernelpin.signature_worker" in what}
+    return {pid: what for pid, what in children().items() if "kernelpin.trust.worker" in what}
 
 
 @pytest.fixture

@@ -1,11 +1,11 @@
-"""kernelpin.store writes only into directories of its own: a directory on the way that is a symbolic link
+"""kernelpin.store.content writes only into directories of its own: a directory on the way that is a symbolic link
 (planted by a local attacker, or left by a confused user) is refused, never written or repaired through."""
 
 from __future__ import annotations
 
 import shutil
 
-from kernelpin import lockfile
+from kernelpin.format import lockfile
 from testkit.fake_kernel import CPU_213
 from tests.kernelpin.helpers import snapshot_dir
 

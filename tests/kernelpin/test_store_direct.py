@@ -1,4 +1,4 @@
-"""kernelpin.store directly: a real HTTP server serves a kernel's files (a directory laid out as the Hub's
+"""kernelpin.store.content directly: a real HTTP server serves a kernel's files (a directory laid out as the Hub's
 resolve URLs, 127.0.0.1), no Hub API; each way a file gets into the store, is reused, repaired or refused,
 with its message, fast enough for a mutation run to use."""
 
@@ -21,13 +21,13 @@ from pathlib import Path
 
 import pytest
 
-from kernelpin import confined
+from kernelpin.files import confined
 from kernelpin.errors import IntegrityError, KernelpinError
 from kernelpin.layout import LOCKS_DIR, PARTIAL
-from kernelpin.lockfile import LockedFile, LockedKernel, LockedVariant
-from kernelpin.limits import Limits
-from kernelpin.source import HubSettings, HubSource
-from kernelpin.store import Store, checkout_dir
+from kernelpin.format.lockfile import LockedFile, LockedKernel, LockedVariant
+from kernelpin.hub.limits import Limits
+from kernelpin.hub.source import HubSettings, HubSource
+from kernelpin.store.content import Store, checkout_dir
 
 COMMIT = "c" * 40
 VARIANT = "torch213-cxx11-cpu-x86_64-linux"

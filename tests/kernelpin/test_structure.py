@@ -14,14 +14,15 @@ from tests.kernelpin.helpers import fresh_interpreter
 PACKAGE = Path(__file__).resolve().parents[2] / "kernelpin"
 # The format the builder (tools/, kernelpin.publisher) and the consumer share: file names, variant names,
 # metadata.json, versions and ranges, requirements. Pure: it imports nothing of kernelpin but itself and the checks.
-FORMAT = {"layout", "variant", "metadata", "ranges", "spec"}
-CHECKS = {"errors", "integrity"}
+FORMAT = {"layout", "format.variant", "format.metadata", "format.ranges", "format.spec"}
+CHECKS = {"errors", "files.integrity"}
 # The entry points that may name the publisher: the CLI (`kernelpin publish`) and the package's lazy exports.
 ENTRY_POINTS = {"cli", "__init__", "__main__"}
 
 
 def _runtime_imports(path: Path) -> set[str]:
-    """The kernelpin modules `path` imports when it runs (`if TYPE_CHECKING:` blocks left out), relative names."""
+    """The kernelpin modules `path` imports when it runs (`if TYPE_CHECKING:` blocks left out), dotted names below
+    kernelpin (`format.variant`); `from kernelpin.room import module` names the module."""
     tree = ast.parse(path.read_text(), str(path))
     typing_only = {id(node) for block in ast.walk(tree) if isinstance(block, ast.If)
                    and getattr(block.test, "id", None) == "TYPE_CHECKING" for node in ast.walk(block)}
@@ -31,39 +32,48 @@ def _runtime_imports(path: Path) -> set[str]:
             continue
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("kernelpin"):
             module = node.module.removeprefix("kernelpin").lstrip(".")
-            found |= {alias.name for alias in node.names} if not module else {module}
+            found |= {f"{module}.{alias.name}".lstrip(".") if _is_module(f"{module}.{alias.name}".lstrip(".")) else module
+                      for alias in node.names} - {""}
         elif isinstance(node, ast.Import):
             found |= {a.name.removeprefix("kernelpin.") for a in node.names if a.name.startswith("kernelpin.")}
     return found
 
 
+def _is_module(dotted: str) -> bool:
+    path = PACKAGE.joinpath(*dotted.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
 def _modules(folder: Path) -> dict[str, Path]:
-    return {path.stem: path for path in sorted(folder.glob("*.py"))}
+    """Every module below `folder`, by its dotted name there (`format.variant`, `__init__`)."""
+    return {".".join(path.relative_to(folder).with_suffix("").parts): path for path in sorted(folder.rglob("*.py"))}
 
 
 def test_the_consumer_core_never_imports_the_publisher() -> None:
     reaching = {name: sorted(m for m in _runtime_imports(path) if m.split(".")[0] == "publisher")
-                for name, path in _modules(PACKAGE).items() if name not in ENTRY_POINTS}
+                for name, path in _modules(PACKAGE).items() if name not in ENTRY_POINTS
+                and not name.startswith("publisher.")}
     assert {name: found for name, found in reaching.items() if found} == {}
 
 
 def test_the_format_layer_imports_only_itself_and_the_checks() -> None:
-    outside = {name: sorted(_runtime_imports(PACKAGE / f"{name}.py") - FORMAT - CHECKS) for name in FORMAT}
+    outside = {name: sorted(_runtime_imports(PACKAGE.joinpath(*name.split(".")).with_suffix(".py")) - FORMAT - CHECKS)
+               for name in FORMAT}
     assert {name: found for name, found in outside.items() if found} == {}
 
 
 def test_the_publisher_imports_no_consumer_command() -> None:
-    consumer = {"locking", "syncing", "install", "store", "runtime", "loader", "verification", "updates", "hub_cache",
-                "resolve", "project", "cli"}
+    consumer = {"commands.lock", "commands.sync", "store.install", "store.content", "loading.runtime", "loading.loader",
+                "commands.verify", "commands.outdated", "commands.cache", "resolve", "project", "cli"}
     reaching = {name: sorted(_runtime_imports(path) & consumer) for name, path in _modules(PACKAGE / "publisher").items()}
     assert {name: found for name, found in reaching.items() if found} == {}
 
 
 def test_the_cli_holds_no_locking_logic() -> None:
     """cli.py parses and renders: resolving, writing locks, editing pyproject.toml and the edit lock belong to
-    kernelpin.locking (each command is a library function there or in its own module)."""
+    kernelpin.commands.lock (each command is a library function there or in its own module)."""
     cli = PACKAGE / "cli.py"
-    assert _runtime_imports(cli) & {"resolve", "kernels_lock", "atomic", "store", "integrity"} == set()
+    assert _runtime_imports(cli) & {"resolve", "format.kernels_lock", "files.atomic", "store.content", "files.integrity"} == set()
     tree = ast.parse(cli.read_text())
     names = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
     attributes = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
@@ -87,11 +97,11 @@ def test_every_command_is_a_library_function_named_like_it() -> None:
 
 @pytest.mark.parametrize(("statement", "absent"), [
     # load() reads a lock; it neither resolves nor edits pyproject.toml.
-    ("import kernelpin.runtime", {"kernelpin.resolve", "kernelpin.project", "kernelpin.cli", "kernelpin.install",
+    ("import kernelpin.loading.runtime", {"kernelpin.resolve", "kernelpin.project", "kernelpin.cli", "kernelpin.store.install",
                                   "kernelpin.publisher"}),
     # Installing and publishing need the layout's names, not the resolver.
-    ("import kernelpin.install", {"kernelpin.resolve", "kernelpin.project"}),
-    ("import kernelpin.publisher.release", {"kernelpin.resolve", "kernelpin.project", "kernelpin.install"}),
+    ("import kernelpin.store.install", {"kernelpin.resolve", "kernelpin.project"}),
+    ("import kernelpin.publisher.release", {"kernelpin.resolve", "kernelpin.project", "kernelpin.store.install"}),
 ])
 def test_modules_load_only_what_they_use(statement: str, absent: set[str]) -> None:
     loaded = {name for name in fresh_interpreter(statement)[1] if name.startswith("kernelpin")}

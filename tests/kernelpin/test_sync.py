@@ -9,7 +9,7 @@ import pytest
 from testkit.fake_kernel import CPU_213, publish
 
 import kernelpin
-from kernelpin import lockfile
+from kernelpin.format import lockfile
 from kernelpin.errors import KernelpinError, NoVariantError
 
 
@@ -123,9 +123,9 @@ def test_the_hub_cache_layout_is_huggingface_hubs_and_refs_can_name_a_snapshot(i
     a sync, by name (e.g. `v0`, what `kernels.get_kernel(version=0)` asks for) once Store.write_ref records it."""
     from huggingface_hub import snapshot_download, try_to_load_from_cache
 
-    from kernelpin.integrity import sha256_file
-    from kernelpin.source import HubSettings, HubSource
-    from kernelpin.store import Store
+    from kernelpin.files.integrity import sha256_file
+    from kernelpin.hub.source import HubSettings, HubSource
+    from kernelpin.store.content import Store
 
     root = project('"acme/img2gray" = "^0.1"\n')
     assert cli("sync", "--torch", "2.13")[0] == 0

@@ -12,13 +12,13 @@ import pytest
 from testkit.fake_kernel import CPU_213, publish
 
 import kernelpin
-from kernelpin import lockfile
+from kernelpin.format import lockfile
 from kernelpin.errors import IntegrityError, KernelpinError
-from kernelpin.runtime import module_name
-from kernelpin.source import HubSettings, HubSource
+from kernelpin.loading.runtime import module_name
+from kernelpin.hub.source import HubSettings, HubSource
 from kernelpin.layout import PARTIAL
-from kernelpin.install import Installer, sync
-from kernelpin.variant import Environment
+from kernelpin.store.install import Installer, sync
+from kernelpin.format.variant import Environment
 from testkit.hub import HubServer
 from tests.kernelpin.helpers import REPO_ROOT, fresh_interpreter, snapshot_files
 
@@ -207,7 +207,7 @@ def test_commands_that_need_no_torch_do_not_import_it(img2gray, project, cli, hf
 
 
 def test_the_load_path_imports_no_editing_or_network_library():
-    # `import kernelpin.runtime` runs in every application that loads a kernel: it reads the lock with
+    # `import kernelpin.loading.runtime` runs in every application that loads a kernel: it reads the lock with
     # tomllib; tomlkit (editing), filelock (writing) and huggingface_hub (downloading) load only when needed.
-    _, loaded = fresh_interpreter("import kernelpin.runtime")
+    _, loaded = fresh_interpreter("import kernelpin.loading.runtime")
     assert loaded & {"tomlkit", "filelock", "huggingface_hub", "httpx2", "rich", "torch"} == set()

@@ -13,8 +13,8 @@ from collections import Counter
 
 import pytest
 
-from kernelpin.limits import LimitExceeded
-from kernelpin.throttle import MAX_RETRIES, retry_after_seconds, wait_before_retry
+from kernelpin.hub.limits import LimitExceeded
+from kernelpin.hub.throttle import MAX_RETRIES, retry_after_seconds, wait_before_retry
 from tests.kernelpin.faulty_hub import HostileHub, Lies
 from testkit.fake_kernel import CPU_213, publish
 from tests.kernelpin.test_hub_answers import fresh_load, locked, one_line_error  # noqa: F401 (locked: a fixture)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kernelpin.errors import KernelpinError
-from kernelpin.trust import (
+from kernelpin.trust.policy import (
     GITHUB_ISSUER, UNSIGNED, LockedSignature, SignatureError, Signer, parse_policy, signer_changes,
 )
 

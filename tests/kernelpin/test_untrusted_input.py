@@ -17,12 +17,12 @@ import huggingface_hub.utils._http as hf_http
 import pytest
 
 import kernelpin
-from kernelpin import lockfile
+from kernelpin.format import lockfile
 from kernelpin.errors import IntegrityError, KernelpinError
-from kernelpin.hubclient import capped_timeouts
-from kernelpin.runtime import module_name
-from kernelpin.listing import remote_file
-from kernelpin.store import Store
+from kernelpin.hub.client import capped_timeouts
+from kernelpin.loading.runtime import module_name
+from kernelpin.hub.listing import remote_file
+from kernelpin.store.content import Store
 from testkit.fake_kernel import CPU_213, kernel_files, publish, variant_files
 from tests.kernelpin.faulty_hub import SilentServer, StatusServer
 from tests.kernelpin.helpers import AS_NOBODY, REPO_ROOT, require_nobody, snapshot_dir, snapshot_files
@@ -366,8 +366,8 @@ def test_the_http_deadline_caps_huggingface_hubs_timeouts_and_keeps_its_shorter_
 def test_requests_that_ask_for_no_timeout_get_kernelpin_http_timeout():
     """huggingface_hub's API calls ask for no timeout of their own; httpx would give them its 5 s default, so
     KERNELPIN_HTTP_TIMEOUT=60 ("wait longer") would have been capped at 5 s."""
-    from kernelpin.hubclient import use_timeout
-    from kernelpin.source import DEFAULT_HTTP_TIMEOUT
+    from kernelpin.hub.client import use_timeout
+    from kernelpin.hub.source import DEFAULT_HTTP_TIMEOUT
 
     use_timeout(42.0)
     try:

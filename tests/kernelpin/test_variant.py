@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from kernelpin.variant import (
+from kernelpin.format.variant import (
     CPU, NOARCH, STABLE_ABI, TORCH, TVM_FFI, Backend, Environment, Variant, cuda, cuda_arch_covers, select,
 )
 

@@ -20,7 +20,7 @@ from kernels import backends as kernels_backends  # noqa: E402
 from kernels import variants  # noqa: E402
 
 from kernelpin import environment  # noqa: E402
-from kernelpin.variant import NOARCH, TVM_FFI, Variant, select  # noqa: E402
+from kernelpin.format.variant import NOARCH, TVM_FFI, Variant, select  # noqa: E402
 from tests.kernelpin.variant_judge import (  # noqa: E402
     DEVIATIONS, NAMES, gpu_machines, kernels_accepted, kernels_choice, kernelpin_order, machines, parses,
     random_repository, tie_order,

@@ -31,7 +31,7 @@ from kernels import variants as kernels_variants
 from kernels._rust import Backend as MetadataBackend
 from packaging.version import Version
 
-from kernelpin.variant import Backend, Environment, Variant, select
+from kernelpin.format.variant import Backend, Environment, Variant, select
 
 # The deviation kernelpin keeps (docs/kernelpin.md, "Which variant"):
 # TIES: kernels' sort key ties a tvm-ffi build whose backend minor is 0 (or unversioned) with a Python-only

@@ -15,7 +15,7 @@ from huggingface_hub import HfApi
 from huggingface_hub.utils import filter_repo_objects
 
 from kernelpin.publisher.release import BranchPlan, check_release, plan_major_branch, publish, upload_patterns
-from kernelpin.ranges import Version
+from kernelpin.format.ranges import Version
 from testkit.fake_kernel import write_variant
 from testkit.hub import HubServer
 from testkit.releasing import release_into_mirror, stage

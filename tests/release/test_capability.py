@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 import kernelpin
-from kernelpin import lockfile
-from kernelpin import runtime
+from kernelpin.format import lockfile
+from kernelpin.loading import runtime
 from kernelpin.errors import NoVariantError
-from kernelpin.variant import Environment
+from kernelpin.format.variant import Environment
 from testkit.hub import HubServer
 from testkit.fake_kernel import write_variant
 from testkit.releasing import consumer_project, hub_env, kernelpin as kernelpin_cli

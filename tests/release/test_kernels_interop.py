@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from kernelpin import lockfile
-from kernelpin.integrity import sha256_file
+from kernelpin.format import lockfile
+from kernelpin.files.integrity import sha256_file
 from testkit.releasing import (
     BUILT_VERSIONS,
     REPO_ID,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelpin.metadata import compat_package
+from kernelpin.format.metadata import compat_package
 from kernelpin.publisher.release import PublishError, check_release
 from testkit.hub import HubServer
 from testkit.fake_kernel import write_variant
@@ -99,7 +99,7 @@ def test_check_release_refuses_what_publish_must_not_upload(builds, tmp_path):
 
 def test_a_release_carries_the_package_folder_older_kernels_import(tmp_path):
     """HF's kernel requirements still ask every variant for build/<variant>/<name>/ (kernels releases before
-    the flat layout import it by path): tools/builder/op.py writes kernelpin.metadata.compat_package into every
+    the flat layout import it by path): tools/builder/op.py writes kernelpin.format.metadata.compat_package into every
     build, the digest covers it, and imported as those releases import it, it exports the variant's names.
     Failed before: releases had no such folder (and publish did not say so)."""
     import importlib.util

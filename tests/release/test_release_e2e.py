@@ -13,9 +13,9 @@ from pathlib import Path
 
 from huggingface_hub import HfApi
 
-from kernelpin import lockfile
-from kernelpin.integrity import sha256_file
-from kernelpin.metadata import sha256_hex
+from kernelpin.format import lockfile
+from kernelpin.files.integrity import sha256_file
+from kernelpin.format.metadata import sha256_hex
 from testkit.releasing import (
     BUILT_VERSIONS,
     REPO_ID,

@@ -37,13 +37,13 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from kernelpin import metadata as variant_metadata
-from kernelpin.atomic import staged_directory
-from kernelpin.integrity import sha256_file
+from kernelpin.format import metadata as variant_metadata
+from kernelpin.files.atomic import staged_directory
+from kernelpin.files.integrity import sha256_file
 from kernelpin.layout import METADATA
-from kernelpin.ranges import Version
-from kernelpin.variant import Variant  # names the build; kernelpin is pure Python
-from kernelpin.variant import STABLE_ABI
+from kernelpin.format.ranges import Version
+from kernelpin.format.variant import Variant  # names the build; kernelpin is pure Python
+from kernelpin.format.variant import STABLE_ABI
 from tools.builder.config import ABIS, BuildConfig
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernelpin.integrity import sha256_file
+from kernelpin.files.integrity import sha256_file
 from tools.builder.config import BuildConfig, copy_build_inputs
 from tools.builder.op import fixed_timestamp, source_commit
 

@@ -24,8 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernelpin.atomic import write_atomic
-from kernelpin.variant import CPU, STABLE_ABI, Variant, cuda
+from kernelpin.files.atomic import write_atomic
+from kernelpin.format.variant import CPU, STABLE_ABI, Variant, cuda
 from tools.builder.config import BuildConfig
 from tools.conda.build import REPO_ROOT, variant_config, cuda_version_of, render_variants
 

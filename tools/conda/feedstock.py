@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernelpin.atomic import write_atomic
+from kernelpin.files.atomic import write_atomic
 from tools.builder.config import BuildConfig
 from tools.conda.recipe_sync import RECIPE, replace_block
 

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from kernelpin.atomic import write_atomic
+from kernelpin.files.atomic import write_atomic
 from tools.builder.config import BuildConfig
 
 RECIPE = Path(__file__).resolve().parents[2] / "recipe" / "recipe.yaml"

@@ -33,7 +33,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 MUTMUT = "mutmut==3.8.1"
-MODULES = ("integrity", "lockfile", "loader", "ranges")
+MODULES = ("files.integrity", "format.lockfile", "loading.loader", "format.ranges")  # dotted, below kernelpin
 # The tests that exercise those modules directly and quickly: mutmut runs, per mutant, the tests its first pass
 # saw call the mutated function, and a test that starts a Hub server (olah) costs seconds per mutant.
 TESTS = (
@@ -44,7 +44,8 @@ TESTS = (
 # Needs node-semver from `./dev setup`, which the copy does not carry; it checks agreement with npm, not kernelpin.
 DESELECT = ("tests/kernelpin/test_ranges.py::test_node_semver_agrees_except_where_documented",)
 COPIED = ("kernelpin", "testkit", "tests", "tools", "pyproject.toml")
-RESULT = re.compile(r"^\s*kernelpin\.(?P<module>\w+)\.(?P<mutant>\S+): (?P<status>.+)$")
+# mutmut names a mutant kernelpin.<room>.<module>.<function>__mutmut_<n> (or kernelpin.<module>.... at the top).
+RESULT = re.compile(r"^\s*kernelpin\.(?P<module>(?:\w+\.)?\w+)\.(?P<mutant>x\S+): (?P<status>.+)$")
 
 
 def ensure_mutmut(venv: Path) -> Path:
@@ -78,7 +79,7 @@ def mutmut_config(modules: Sequence[str], tests: Sequence[str]) -> str:
         "\n[tool.mutmut]\n"
         'source_paths = ["kernelpin"]\n'
         'also_copy = ["testkit", "tools"]\n'  # mutmut runs the tests in its mutants/ copy; tests import testkit
-        f"only_mutate = {toml_list([f'kernelpin/{module}.py' for module in modules])}\n"
+        f"only_mutate = {toml_list(['kernelpin/' + module.replace('.', '/') + '.py' for module in modules])}\n"
         f"pytest_add_cli_args_test_selection = {toml_list(tests)}\n"
         f"pytest_add_cli_args = {toml_list(['-p', 'no:xdist', '-p', 'no:cacheprovider', *[f'--deselect={d}' for d in DESELECT]])}\n"
     )
@@ -113,19 +114,19 @@ def scores(results: str) -> tuple[dict[str, Counter[str]], list[str]]:
 
 
 def report(by_module: dict[str, Counter[str]]) -> str:
-    lines = [f"{'module':<12} {'mutants':>8} {'killed':>8} {'survived':>9} {'other':>6}  score"]
+    lines = [f"{'module':<20} {'mutants':>8} {'killed':>8} {'survived':>9} {'other':>6}  score"]
     for module, counts in sorted(by_module.items()):
         total = sum(counts.values())
         killed, survived = counts["killed"], counts["survived"]
         other = total - killed - survived  # timeouts, suspicious, not checked (no test covers the line)
         score = f"{killed / (killed + survived):.0%}" if killed + survived else "-"
-        lines.append(f"{module:<12} {total:>8} {killed:>8} {survived:>9} {other:>6}  {score}")
+        lines.append(f"{module:<20} {total:>8} {killed:>8} {survived:>9} {other:>6}  {score}")
     return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--modules", nargs="+", default=list(MODULES), choices=sorted(p.stem for p in (REPO / "kernelpin").glob("*.py")),
+    parser.add_argument("--modules", nargs="+", default=list(MODULES), choices=sorted(".".join(p.relative_to(REPO / "kernelpin").with_suffix("").parts) for p in (REPO / "kernelpin").rglob("*.py")),
                         help="kernelpin modules to mutate (default: %(default)s)")
     parser.add_argument("--tests", nargs="+", default=list(TESTS), help="test files to run (default: the direct ones)")
     parser.add_argument("--max-children", type=int, default=2, help="parallel mutants (default: 2)")

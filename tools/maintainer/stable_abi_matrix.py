@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from kernelpin.integrity import sha256_file
+from kernelpin.files.integrity import sha256_file
 
 ROOT = Path(__file__).resolve().parents[2]
 

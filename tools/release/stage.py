@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from kernelpin.errors import KernelpinError
-from kernelpin.atomic import staged_directory
+from kernelpin.files.atomic import staged_directory
 from kernelpin.layout import BUILD_DIR, METADATA
 from kernelpin.publisher.release import PublishError, Release, check_release, read_variant, release_version
-from kernelpin.spec import check_repo_id
+from kernelpin.format.spec import check_repo_id
 
 ROOT = Path(__file__).resolve().parents[2]
 CONDA_SUFFIX = ".conda"

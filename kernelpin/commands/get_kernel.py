@@ -1,0 +1,339 @@
+"""`get_kernel` without a lock: the notebook one-liner of `kernels`, with kernelpin's checks.
+
+`kernelpin.get_kernel(repo, version=1)` takes what `kernels.get_kernel` takes (switching is one import) and
+resolves on the spot: `version=N` is the branch vN as kernels reads it, `version="^1.2"` a range over version
+tags (kernelpin only), `revision=` a tag, branch or commit. Only the variant this machine needs is pinned
+(its metadata.json read in memory, checked against the file listing) and downloaded, every file checked
+against its metadata.json digest and size before it is used, the kernel's `python-depends` and
+`kernels-minver` are checked before any binary is downloaded, and only verified bytes are imported
+(kernelpin.loading.loader). What was resolved is remembered where only this user writes (kernelpin.store.resolutions), so
+the same call works offline afterwards, `version=N` included. An `UnpinnedKernelWarning` says how to pin it.
+
+Trust as `lock` has it (kernelpin.trust.policy), with the publisher policy of the project around the working
+directory (its [tool.kernelpin.trust], else the defaults): a publisher the policy does not name needs the Hub's
+trusted mark or `trust_remote_code` (checked before any file of the kernel is read), and the chosen variant's
+Sigstore bundle, where it has one or the policy requires one, is verified before its metadata.json is parsed.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import warnings
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+from kernelpin.loading import local_override
+from kernelpin.loading import python_depends
+from kernelpin.errors import KernelpinError, NoVariantError
+from kernelpin.layout import BUILD_DIR, METADATA
+from kernelpin.format.lockfile import LockedKernel, LockedVariant
+from kernelpin.format.metadata import MAX_METADATA_SIZE
+from kernelpin.project import find_project, read_policy
+from kernelpin.store.resolutions import Remembered, Resolutions, state_dir
+from kernelpin.resolve import Located, Pinner, locate, pick_revision
+from kernelpin.loading.runtime import environment_for, import_with_dependencies, module_lock, module_name
+from kernelpin.trust.signature import ReleaseChecker
+from kernelpin.trust.receipts import SignatureReceipts
+from kernelpin.hub.source import HubSettings, HubSource
+from kernelpin.format.spec import Requirement, describe_value, parse_requirement, requirement_from_arguments
+from kernelpin.store.content import Store
+from kernelpin.trust.policy import Policy
+from kernelpin.format.variant import Environment, Variant, arch_rejection, exact_build, select
+
+if TYPE_CHECKING:
+    from kernelpin.commands.info import VariantFit
+
+
+class UnpinnedKernelWarning(UserWarning):
+    """A kernel was loaded without a lock; the message says how to pin it."""
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """One kernel resolved for this machine: the kernel with (at least) the chosen variant pinned, and whether
+    the Hub's trusted mark on its publisher is what let it through (remembered with it, kernelpin.store.resolutions)."""
+
+    kernel: LockedKernel
+    variant: str
+    requirement: Requirement
+    publisher_trusted: bool = False
+
+
+def pin_hint(requirement: Requirement) -> str:
+    """How to pin what get_kernel resolved, in this project's pyproject.toml and kernelpin.lock."""
+    value = requirement.value
+    if isinstance(value, dict):
+        return (f"add \"{requirement.repo_id}\" = {describe_value(value)} to [tool.kernels.dependencies] in "
+                "pyproject.toml and run `kernelpin lock`")
+    return f"run `kernelpin add {requirement.repo_id}@{value}`"
+
+
+def _trusted(repo_id: str, trust_remote_code: bool | Sequence[str]) -> bool:
+    if trust_remote_code is True:
+        return True
+    return not isinstance(trust_remote_code, bool) and repo_id in trust_remote_code
+
+
+def release_checker_here() -> ReleaseChecker:
+    """The publisher policy get_kernel applies: the one of the project around the working directory (its
+    [tool.kernelpin.trust]), else kernelpin.trust.policy's defaults; with this user's signature receipts, as `lock` has
+    them (a bundle verified by either is not verified again by the other)."""
+    try:
+        project = find_project(Path.cwd())
+    except KernelpinError:  # no project here: the defaults
+        policy, root = Policy(), Path.cwd()
+    else:
+        policy, root = read_policy(project), project.root
+    return ReleaseChecker(policy, root, receipts=SignatureReceipts.of_user())
+
+
+def _check_trust(source: HubSource, repo_id: str, trust_remote_code: bool | Sequence[str], policy: Policy) -> bool:
+    """Refuse a publisher that neither the policy names nor the Hub marks trusted unless the caller trusts it
+    (as kernels does). Returns whether the Hub's mark was asked for and let it through."""
+    if _trusted(repo_id, trust_remote_code) or policy.publisher(repo_id) is not None:
+        return False
+    if source.trusted_publisher(repo_id.split("/")[0]):
+        return True
+    raise KernelpinError(
+        f"{repo_id}: {repo_id.split('/')[0]} is not a trusted kernel publisher on {source.settings.endpoint}; "
+        f"if you trust it, pass trust_remote_code=True (or trust_remote_code=[{repo_id!r}])"
+    )
+
+
+def _no_fit(kernel_label: str, commit: str, selection_text: str, env: Environment) -> NoVariantError:
+    return NoVariantError(
+        f"{kernel_label}: no build variant fits this environment ({env.describe()}). Variants at {commit[:12]}:\n"
+        f"{selection_text}\nPick a kernel version built for this torch/backend, or change torch."
+    )
+
+
+def _check_remembered(checker: ReleaseChecker, repo_id: str, variant: LockedVariant) -> None:
+    """A variant pinned before (its signature verified then) against the current policy, as load checks a lock."""
+    if variant.signature is not None:
+        checker.policy.check_signer(repo_id, variant.name, variant.signature.signer)
+
+
+def _metadata_ahead(source: HubSource, repo_id: str, repo_type: str, commit: str,
+                    variant: str | None) -> tuple[str, Future[bytes | None]] | None:
+    """The metadata.json of `variant` (the build most likely chosen), requested beside the file listing: where
+    the listing then chooses it, the listing's size and git blob id check it and it is not read again, so a cold
+    call waits for one round trip less. Neither waited for nor its failure raised when another build is chosen,
+    and its thread is a daemon: an answer nobody waits for never holds up the interpreter's exit (an executor's
+    threads are joined at exit, up to the request's timeout)."""
+    if variant is None:
+        return None
+    ahead: Future[bytes | None] = Future()
+
+    def read() -> None:
+        try:
+            ahead.set_result(source.read_ahead(repo_id, repo_type, commit, f"{BUILD_DIR}/{variant}/{METADATA}",
+                                               MAX_METADATA_SIZE))
+        except BaseException as error:  # handed to whoever waits for it
+            ahead.set_exception(error)
+
+    threading.Thread(target=read, name="kernelpin-metadata-ahead", daemon=True).start()
+    return variant, ahead
+
+
+def resolve_online(source: HubSource, requirement: Requirement, env: Environment, check_arch: bool,
+                   remembered: Remembered | None, trust_remote_code: bool | Sequence[str],
+                   checker: ReleaseChecker) -> tuple[Resolved, tuple[str, ...], dict | None, dict[str, bytes]]:
+    """Resolve `requirement` on the Hub for `env`, pinning only the chosen variant (its signature verified
+    by `checker`). At a commit resolved before, neither its listing nor a variant pinned then is fetched again
+    (a commit's files never change), nor the publisher's trusted mark when that is what let it through then: the
+    refs are the one request (as `load` of a lock asks nothing; the policy and `trust_remote_code` are checked
+    on every call, and a commit not resolved before asks for the mark again).
+    Returns the resolution, every variant name at the commit, and the chosen variant's metadata.json document
+    and the files read to pin it (path in the variant -> bytes) when it was read now (None, {} when it was
+    remembered)."""
+    check = lambda: _check_trust(source, requirement.repo_id, trust_remote_code, checker.policy)  # noqa: E731
+    if remembered is not None and remembered.publisher_trusted:
+        refs, marked = source.refs(requirement.repo_id, requirement.repo_type), None
+    else:
+        with ThreadPoolExecutor(max_workers=1) as pool:  # the publisher check runs beside the refs request
+            trusted = pool.submit(check)
+            refs = source.refs(requirement.repo_id, requirement.repo_type)
+            marked = trusted.result()
+    pick = pick_revision(requirement, refs)
+    known = remembered if remembered is not None and remembered.kernel.commit == pick.commit else None
+    if marked is None:  # the mark let this publisher's commit through before
+        marked = True if known is not None else check()
+    located, ahead = None, None
+    if known is None:
+        ahead = _metadata_ahead(source, requirement.repo_id, refs.repo_type, pick.commit, exact_build(env))
+        located = locate(source, requirement, lambda message: None, refs)
+    names = known.variants if known is not None else tuple(sorted(located.variants))
+    selection = select(dict.fromkeys(names), env)
+    label = f"{requirement.repo_id} {requirement.text}"
+    if selection.chosen is None:
+        from kernelpin.commands.info import newer_build_hint  # only to explain a miss: not on get_kernel's way
+
+        hint = newer_build_hint(source, requirement.repo_id, refs.repo_type, pick.version, env)
+        raise _no_fit(label, pick.commit, "\n".join(filter(None, [selection.explain(), hint])), env)
+    chosen = selection.chosen
+    variant = known.kernel.variant(chosen) if known is not None else None
+    document, fetched = None, {}
+    if variant is None:
+        located = located or locate(source, requirement, lambda message: None, refs)
+        # No blob kept for the next lock: the install below writes what was read into the snapshot, where a
+        # lock looks first (a second copy cost a file lock and an fsync on every cold call).
+        pinner = Pinner(source, requirement.repo_id, refs.repo_type, pick.commit, checker, keep=False)
+        if ahead is not None and ahead[0] == chosen:
+            pinner.offer(chosen, located.variants[chosen], METADATA, ahead[1].result)
+        variant = pinner.variant(chosen, located.variants[chosen])
+        metadata = pinner.metadata.get(chosen)
+        document, fetched = None if metadata is None else metadata.document, pinner.fetched[chosen]
+    else:
+        _check_remembered(checker, requirement.repo_id, variant)
+    if check_arch:
+        reason = arch_rejection(Variant.parse(chosen), variant.archs, env)
+        if reason is not None:
+            raise _no_fit(label, pick.commit, f"  {chosen}: {reason}", env)
+    kernel = Located(pick, refs.repo_type, {}).kernel(requirement, (variant,))
+    return Resolved(kernel, chosen, requirement, marked), names, document, fetched
+
+
+def resolve_remembered(remembered: Remembered | None, requirement: Requirement, env: Environment,
+                       check_arch: bool, cache: Path, checker: ReleaseChecker) -> Resolved:
+    """Offline: the variant for `env` among those get_kernel pinned online before (as this user), checked
+    against the current policy."""
+    if remembered is None:
+        raise KernelpinError(
+            f"{requirement.repo_id} {requirement.text}: offline (HF_HUB_OFFLINE=1), and kernelpin has not resolved "
+            "it online before on this machine, so it cannot tell which files to trust in the cache "
+            f"({cache}); call get_kernel once online, or pin it ({pin_hint(requirement)}) and `kernelpin sync`"
+        )
+    kernel = remembered.kernel
+    selection = select({v.name: v.archs if check_arch else None for v in kernel.variants}, env)
+    if selection.chosen is None:
+        raise _no_fit(f"{kernel.label} (offline: the builds resolved before)", kernel.commit,
+                      selection.explain(), env)
+    variant = kernel.variant(selection.chosen)
+    assert variant is not None
+    _check_remembered(checker, kernel.repo_id, variant)
+    return Resolved(kernel, selection.chosen, requirement)
+
+
+def get_kernel(
+    repo_id: str,
+    *,
+    revision: str | None = None,
+    version: int | str | None = None,
+    backend: str | None = None,
+    user_agent: str | dict | None = None,
+    trust_remote_code: bool | list[str] = False,
+    check_arch: bool = True,
+) -> ModuleType:
+    """Load a kernel from the Hub without a lock, verified; arguments as `kernels.get_kernel`'s.
+
+    `version` is a major version (the branch vN, as kernels reads it) or, kernelpin only, a range over
+    version tags ("^1.2"); `revision` a tag, branch or commit. `backend="cpu"` takes a CPU build on an
+    accelerator's machine; `check_arch=False` skips the GPU-arch check of the chosen build;
+    `trust_remote_code` (True, or a list of repository ids) allows publishers the Hub does not mark trusted.
+    `user_agent` is accepted for compatibility; kernelpin's requests carry huggingface_hub's user agent.
+    LOCAL_KERNELS overrides the Hub for the repositories it names (kernelpin.loading.local_override).
+    """
+    del user_agent  # accepted so that switching from kernels is one import
+    requirement = requirement_from_arguments(repo_id, version, revision)
+    env = environment_for(backend)
+    override = local_override.override_for(repo_id)
+    if override is not None:
+        return local_override.load(repo_id, override, env, check_arch=check_arch)
+    return _load_resolved(requirement, env, check_arch, trust_remote_code, release_checker_here(), ())
+
+
+def _load_resolved(requirement: Requirement, env: Environment, check_arch: bool,
+                   trust_remote_code: bool | Sequence[str], checker: ReleaseChecker,
+                   chain: tuple[str, ...]) -> ModuleType:
+    """Load one kernel and, first, the kernels its variant depends on (`chain`: the kernels loading it)."""
+    chain = (*chain, requirement.repo_id)
+    settings = HubSettings.from_env()
+    source = HubSource(settings)
+    resolutions = Resolutions(settings.endpoint, state_dir())
+    remembered = resolutions.read(requirement)
+    if settings.offline:
+        resolved = resolve_remembered(remembered, requirement, env, check_arch, settings.cache_dir, checker)
+        document, fetched = None, {}
+        names: tuple[str, ...] = ()
+    else:
+        resolved, names, document, fetched = resolve_online(source, requirement, env, check_arch, remembered,
+                                                   trust_remote_code, checker)
+    kernel, variant = resolved.kernel, resolved.kernel.variant(resolved.variant)
+    assert variant is not None
+    what = f"{kernel.label} ({variant.name})"
+    if document is not None:  # before anything is downloaded
+        python_depends.check(document, env.selected.name, what)
+    if not settings.offline:
+        resolutions.remember(kernel, names, requirement, resolved.publisher_trusted)
+    name = module_name(kernel.repo_id, kernel.commit, variant.name)
+    with module_lock(name):
+        if name in sys.modules:
+            return sys.modules[name]
+        store = Store(source)
+        directory = store.ensure_variant(kernel, variant.name, fetched=fetched).directory
+        if document is None:  # remembered: checked from the verified store
+            python_depends.check_installed(directory, variant, env.selected.name, what)
+        dependencies = {}
+        for dependency, value in variant.depends:
+            if dependency in chain:
+                raise KernelpinError(f"kernel dependency cycle: {' -> '.join((*chain, dependency))} ({what}, "
+                                     "kernel-depends); a kernel cannot depend on itself: ask the publisher to break it")
+            dependencies[dependency] = _load_resolved(
+                parse_requirement(dependency, value, f"{what} kernel-depends"), env, check_arch, trust_remote_code,
+                checker, chain)
+        module = import_with_dependencies(name, directory, variant, what, dependencies,
+                                          (kernel.repo_id, kernel.commit), store.receipts)
+    warnings.warn(f"{kernel.label} was loaded without a lock (commit {kernel.commit[:12]}); to pin it, "
+                  f"{pin_hint(requirement)}", UnpinnedKernelWarning, stacklevel=3)
+    return module
+
+
+def has_kernel(
+    repo_id: str,
+    *,
+    revision: str | None = None,
+    version: int | str | None = None,
+    backend: str | None = None,
+    trust_remote_code: bool | list[str] = False,
+    check_arch: bool = True,
+) -> bool:
+    """Whether a build of the kernel fits this machine (arguments as `kernels.has_kernel`'s); downloads no
+    binary (online it reads the listing and the chosen build's metadata.json; offline what was resolved)."""
+    requirement = requirement_from_arguments(repo_id, version, revision)
+    env = environment_for(backend)
+    override = local_override.override_for(repo_id)
+    try:
+        if override is not None:
+            local_override.choose(repo_id, override, env, check_arch)
+            return True
+        settings = HubSettings.from_env()
+        source = HubSource(settings)
+        remembered = Resolutions(settings.endpoint, state_dir()).read(requirement)
+        checker = release_checker_here()
+        if settings.offline:
+            resolve_remembered(remembered, requirement, env, check_arch, settings.cache_dir, checker)
+        else:
+            resolve_online(source, requirement, env, check_arch, remembered, trust_remote_code, checker)
+    except NoVariantError:
+        return False
+    return True
+
+
+def get_kernel_variants(
+    repo_id: str,
+    *,
+    revision: str | None = None,
+    version: int | str | None = None,
+    backend: str | None = None,
+) -> list[VariantFit]:
+    """Every build variant of the kernel judged for this machine (arguments as `kernels.get_kernel_variants`'):
+    those that fit first, the one get_kernel would choose leading, then the others with the reason."""
+    from kernelpin.commands.info import kernel_variants
+
+    requirement = requirement_from_arguments(repo_id, version, revision)
+    return kernel_variants(HubSource(HubSettings.from_env()), requirement, environment_for(backend))

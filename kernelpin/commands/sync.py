@@ -1,0 +1,78 @@
+"""`kernelpin sync` for a project: take its lock (re-locked first when stale, unless `locked` or `frozen` says
+otherwise; kernelpin.commands.lock.lock_for_sync) and install it (kernelpin.store.install); `sync_plan` says what a sync
+would install (--dry-run)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kernelpin.store import install
+from kernelpin.errors import NoVariantError
+from kernelpin.commands.info import newer_build_hint
+from kernelpin.store.install import Installer, PlannedVariant, SyncedVariant
+from kernelpin.format.lockfile import Lock
+from kernelpin.commands.lock import Locked, Report, lock_for_sync, release_checker_when_needed
+from kernelpin.project import Project
+from kernelpin.format.ranges import Version
+from kernelpin.trust.signature import ReleaseChecker
+from kernelpin.hub.source import HubSource
+from kernelpin.format.variant import Environment, select
+
+
+def _ignore(message: str) -> None:
+    pass
+
+
+@dataclass(frozen=True)
+class Synced:
+    lock: Locked  # what was installed; its changes are non-empty when a stale lock was re-locked
+    variants: list[SyncedVariant]
+
+
+@dataclass(frozen=True)
+class SyncPlan:
+    lock: Locked
+    variants: list[PlannedVariant]
+
+
+def sync(project: Project, source: HubSource, env: Environment | None, *, all_variants: bool = False,
+         target: Path | None = None, locked: bool = False, frozen: bool = False,
+         progress: Callable[..., Any] | None = None, note: Report = _ignore, warn: Report = _ignore,
+         accepted_signers: Mapping[str, Collection[str]] | None = None) -> Synced:
+    """Install the locked variant that fits `env` (every locked variant with `all_variants`, `env` None) into
+    the Hub cache or `target`, verify every byte, repair what changed and remove what the lock does not list.
+    A stale lock is re-locked first (`accepted_signers`: as `lock`'s)."""
+    with release_checker_when_needed(project, source) as checker:  # the re-lock and the install share one
+        fresh = lock_for_sync(project, source, locked=locked, frozen=frozen, note=note, warn=warn,
+                              accepted_signers=accepted_signers, checker=checker)
+        return Synced(fresh, install_lock(fresh.lock, Installer(source, target, progress), env, all_variants,
+                                          checker=checker()))
+
+
+def install_lock(lock: Lock, installer: Installer, env: Environment | None,
+                 all_variants: bool = False, checker: ReleaseChecker | None = None) -> list[SyncedVariant]:
+    """kernelpin.install.sync (with `checker`, each installed variant's signature verified again); when a
+    locked version has no build for `env`, the error also names the newer release that has one (asked of the
+    Hub, unless offline)."""
+    try:
+        return install.sync(lock, installer, env, all_variants, checker)
+    except NoVariantError as error:
+        hints = [] if env is None or installer.store.source.settings.offline else [
+            newer_build_hint(installer.store.source, kernel.repo_id, kernel.repo_type,
+                             Version.parse(kernel.version) if kernel.version else None, env)
+            for kernel in lock.kernels if select({v.name: v.archs for v in kernel.variants}, env).chosen is None]
+        if not any(hints):
+            raise
+        raise NoVariantError("\n".join([str(error), *filter(None, hints)])) from None
+
+
+def sync_plan(project: Project, source: HubSource, env: Environment | None, *, all_variants: bool = False,
+              target: Path | None = None, locked: bool = False, frozen: bool = False, note: Report = _ignore,
+              warn: Report = _ignore, accepted_signers: Mapping[str, Collection[str]] | None = None) -> SyncPlan:
+    """What `sync` would install, downloading nothing (a stale lock is still re-locked, as `sync` would)."""
+    fresh = lock_for_sync(project, source, locked=locked, frozen=frozen, note=note, warn=warn,
+                          accepted_signers=accepted_signers)
+    return SyncPlan(fresh, install.plan(fresh.lock, Installer(source, target), env, all_variants))

@@ -1,0 +1,107 @@
+"""`kernelpin verify`: re-hash the installed files of every locked kernel against kernelpin.lock and classify
+each one (ok, modified, missing, unlisted, or a linked variant directory kernelpin never follows)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from kernelpin.format import lockfile
+from kernelpin.errors import KernelpinError
+from kernelpin.store.install import Installer, unlisted_entries
+from kernelpin.files.integrity import verify_file
+from kernelpin.layout import SIGNATURE
+from kernelpin.format.lockfile import LockedKernel, LockedVariant
+from kernelpin.commands.lock import release_checker_when_needed
+from kernelpin.project import Project
+from kernelpin.trust.signature import ReleaseChecker
+from kernelpin.hub.source import HubSource
+
+# What verify found for a file: "ok" (its bytes match the lock), "modified", "missing" (a locked file of an
+# installed variant), "unlisted" (in a variant directory, not in the lock), "link" (the variant directory is a
+# symbolic link: what it points to is not kernelpin's, never listed nor hashed); with `signatures`, one row more per
+# installed signed variant: "signed" (its Sigstore bundle and files verify against the policy and the lock's
+# signer) or "signature" (they do not; `error` says why).
+STATUSES = ("ok", "modified", "missing", "unlisted", "link", "signed", "signature")
+
+
+@dataclass(frozen=True)
+class FileStatus:
+    repo: str
+    variant: str
+    path: str  # below the variant directory; for "link", the link itself
+    status: str  # one of STATUSES
+    error: str | None = None  # for "signature": the one-line cause and fix
+
+    def as_json(self) -> dict[str, str]:
+        """The row as `kernelpin verify --json` prints it: `error` only where there is one."""
+        return {key: value for key, value in dataclasses.asdict(self).items() if value is not None}
+
+
+@dataclass(frozen=True)
+class Verification:
+    locked_kernels: int
+    files: list[FileStatus]
+
+    @property
+    def problems(self) -> list[FileStatus]:
+        return [row for row in self.files if row.status not in ("ok", "signed")]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def verify(project: Project, source: HubSource, target: Path | None = None, signatures: bool = False) -> Verification:
+    """Classify every installed file of every locked kernel (in the Hub cache, or a `sync --target` directory);
+    with `signatures`, also verify each installed variant's bundle and files against the policy and the signer
+    the lock recorded, as `kernels verify-signature` does (one row for its metadata.json.sigstore)."""
+    locked = lockfile.read(project.lockfile)
+    if locked is None:
+        raise KernelpinError(f"no {project.lockfile.name}; run `kernelpin lock`")
+    installer = Installer(source, target)
+    report: list[FileStatus] = []
+    with release_checker_when_needed(project, source) as checker:  # made for the first signed variant
+        for kernel in locked.kernels:
+            for variant in kernel.variants:
+                report += _variant_report(installer, kernel, variant, checker if signatures else None)
+    return Verification(len(locked.kernels), report)
+
+
+def _variant_report(installer: Installer, kernel: LockedKernel, variant: LockedVariant,
+                    checker: Callable[[], ReleaseChecker] | None) -> list[FileStatus]:
+    """verify's rows for one locked variant; with `checker`, its signature's too where it is installed."""
+    linked = installer.linked_directory(kernel, variant.name)
+    if linked is not None:  # what it points to is not kernelpin's: never listed nor hashed
+        return [FileStatus(kernel.repo_id, variant.name, str(linked), "link")]
+    report = []
+    found = {f.path: installer.present(kernel, variant.name, f) for f in variant.files}
+    # Sync installs one variant per environment: one not installed at all is no problem, a missing file of an
+    # installed one is (load would need the network for it).
+    installed = any(path is not None for path in found.values())
+    for locked_file in variant.files:
+        path = found[locked_file.path]
+        if path is None:
+            if installed:
+                report.append(FileStatus(kernel.repo_id, variant.name, locked_file.path, "missing"))
+            continue
+        try:
+            verify_file(path, locked_file.size, locked_file.sha256, locked_file.path)
+            status = "ok"
+        except KernelpinError:
+            status = "modified"
+        report.append(FileStatus(kernel.repo_id, variant.name, locked_file.path, status))
+    # Never imported (load runs listed, verified files only), but not what was installed either.
+    for extra in unlisted_entries(installer.variant_directory(kernel, variant.name), variant):
+        report.append(FileStatus(kernel.repo_id, variant.name, extra, "unlisted"))
+    if checker is not None and installed and variant.signature is not None:
+        release_checker = checker()  # outside the try: a policy that fails to read fails the command
+        try:
+            release_checker.recheck(kernel.repo_id, variant.name, installer.variant_directory(kernel, variant.name),
+                                    variant.signature, files=True)
+            report.append(FileStatus(kernel.repo_id, variant.name, SIGNATURE, "signed"))
+        except KernelpinError as error:
+            report.append(FileStatus(kernel.repo_id, variant.name, SIGNATURE, "signature", str(error)))
+    return report

@@ -1,0 +1,428 @@
+"""The Hub edge: refs, trees and file bodies over huggingface_hub's HTTP client, with errors translated for
+people. Answers are parsed by kernelpin.hub.listing; nothing here builds a path from a server's data.
+
+Settings are read from the environment when a command runs (not when huggingface_hub is imported), so
+HF_ENDPOINT, HF_HUB_CACHE/HF_HOME and HF_HUB_OFFLINE can change between calls in one process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kernelpin.errors import IntegrityError, KernelpinError
+from kernelpin.files.integrity import check_repo_path
+from kernelpin.hub.limits import Budget, Limits, running
+from kernelpin.hub.listing import (
+    Refs, RemoteFile, check_commit, check_count, files_of, malformed, parse_refs, parse_tree_page,
+)
+from kernelpin.format.spec import REPO_TYPES
+
+if TYPE_CHECKING:
+    from huggingface_hub import HfApi
+
+_DEFAULT_ENDPOINT = "https://huggingface.co"
+_TRUE = {"1", "on", "yes", "true"}
+OFFLINE = "offline mode is on (--offline or HF_HUB_OFFLINE=1)"
+DEFAULT_HTTP_TIMEOUT = Limits.http_timeout  # seconds without progress before a request fails (KERNELPIN_HTTP_TIMEOUT)
+
+
+@dataclass(frozen=True)
+class HubSettings:
+    endpoint: str
+    cache_dir: Path
+    offline: bool
+    limits: Limits = Limits()
+    # HF_HUB_DISABLE_SYMLINKS=1, huggingface_hub's switch: snapshots hold the files themselves, not links to blobs.
+    symlinks: bool = True
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] = os.environ) -> HubSettings:
+        home = environ.get("HF_HOME") or os.path.join(
+            environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "huggingface"
+        )
+        cache = environ.get("HF_HUB_CACHE") or os.path.join(home, "hub")
+        for name, path in (("HF_HOME", home), ("HF_HUB_CACHE", cache)):
+            # Else reading the token or the cache fails as NotADirectoryError, which looks like a network error.
+            if os.path.exists(path) and not os.path.isdir(path):
+                raise KernelpinError(
+                    f"{name} is {path}, a file, not a directory: huggingface_hub keeps the token and the Hub cache "
+                    f"there. Point {name} at a directory (or move the file away)"
+                )
+        return cls(
+            endpoint=(environ.get("HF_ENDPOINT") or _DEFAULT_ENDPOINT).rstrip("/"),
+            cache_dir=Path(cache).expanduser(),
+            offline=environ.get("HF_HUB_OFFLINE", "").strip().lower() in _TRUE,
+            limits=Limits.from_env(environ),
+            symlinks=environ.get("HF_HUB_DISABLE_SYMLINKS", "").strip().lower() not in _TRUE,
+        )
+
+
+class HubSource:
+    """One Hub (or mirror) as kernelpin uses it: every answer goes through kernelpin.hub.listing's checks
+    before anything else sees it, and every request is held to the command's limits (kernelpin.hub.limits).
+    Thread-safe: resolution runs one kernel per thread."""
+
+    def __init__(self, settings: HubSettings) -> None:
+        self.settings = settings
+        self._api: HfApi | None = None
+        self._budget = Budget(settings.limits)  # the command's deadline runs from here
+        self._publishers: dict[str, bool] = {}  # organization -> trusted kernel publisher, asked once per command
+        self._asking = threading.Lock()
+        self._transfers = threading.BoundedSemaphore(settings.limits.downloads)  # file bodies at once
+        self._reads = threading.BoundedSemaphore(settings.limits.reads)  # small files into memory at once
+
+    @property
+    def api(self) -> HfApi:
+        """huggingface_hub's client, for publishing (callers run it inside `budget()`)."""
+        self._require_online("this command")
+        self._use_timeout()
+        if self._api is None:
+            from huggingface_hub import HfApi
+
+            self._api = HfApi(endpoint=self.settings.endpoint)
+        return self._api
+
+    def budget(self) -> contextlib.AbstractContextManager[Budget]:
+        """Hold the requests made inside to this command's limits (its deadline counts from the creation
+        of this source, in every thread)."""
+        return running(self._budget)
+
+    def _use_timeout(self) -> None:
+        from kernelpin.hub.client import use_timeout
+
+        use_timeout(self.settings.limits.http_timeout)
+
+    def _require_online(self, what: str) -> None:
+        if self.settings.offline:
+            raise KernelpinError(
+                f"{what} needs the Hub, but {OFFLINE}: go online, "
+                "or work from an up-to-date kernelpin.lock and the cache with `kernelpin sync --frozen`"
+            )
+
+    def _api_url(self, repo_id: str, repo_type: str, *parts: str) -> str:
+        from urllib.parse import quote
+
+        base = f"{self.settings.endpoint}/api/{repo_type}s/{repo_id}"
+        return "/".join([base, *(quote(part, safe="") for part in parts)])
+
+    def _file_url(self, repo_id: str, repo_type: str, revision: str, path: str) -> str:
+        """A file's download URL, as huggingface_hub's hf_hub_url makes it; made here because that function's
+        module (file_download) takes about 12 ms to import, a twentieth of a cold get_kernel, for one format."""
+        from urllib.parse import quote
+
+        from huggingface_hub.constants import REPO_TYPES_URL_PREFIXES
+
+        prefix = REPO_TYPES_URL_PREFIXES.get(repo_type, "")
+        return f"{self.settings.endpoint}/{prefix}{repo_id}/resolve/{quote(revision, safe='')}/{quote(path)}"
+
+    def _get_json(self, url: str, params: dict[str, str] | None = None) -> tuple[object, str | None]:
+        """One API answer, parsed as JSON (its size capped by the transport while a budget runs), and the URL
+        of its next page, if any."""
+        from huggingface_hub.utils import get_session, hf_raise_for_status
+
+        from kernelpin.hub.client import request_headers
+
+        self._use_timeout()
+        with get_session().stream("GET", url, params=params, headers=request_headers()) as response:
+            hf_raise_for_status(response)
+            body = b"".join(response.iter_bytes())
+            following = response.links.get("next", {}).get("url")
+        try:
+            return json.loads(body), following
+        except (ValueError, RecursionError):
+            raise malformed(url.split("?")[0], "the answer is not JSON") from None
+
+    def _list_refs(self, repo_id: str, repo_type: str) -> Refs:
+        data, _ = self._get_json(self._api_url(repo_id, repo_type, "refs"))
+        return parse_refs(data, repo_type, f"the refs of {repo_id} at {self.settings.endpoint}",
+                          self.settings.limits.max_listing)
+
+    def refs(self, repo_id: str, repo_type: str | None) -> Refs:
+        """Tags and branches of a repository; with repo_type None, try a kernel repo, then a model repo."""
+        self._require_online(f"resolving {repo_id}")
+        with self.budget(), translate_errors(f"listing tags of {repo_id}", self.settings.endpoint):
+            found = repository_refs(lambda kind: self._list_refs(repo_id, kind), repo_type)
+        if found is None:
+            kinds = repo_type or " or ".join(REPO_TYPES)
+            raise KernelpinError(
+                f"{repo_id}: no {kinds} repository of that name at {self.settings.endpoint}; "
+                "check the name in [tool.kernels.dependencies] (and HF_ENDPOINT / HF_TOKEN for private repos)"
+            )
+        return found
+
+    def tree(self, repo_id: str, repo_type: str, commit: str) -> list[RemoteFile]:
+        """Every file of a repository at a commit, page after page, bounded by KERNELPIN_MAX_LISTING."""
+        self._require_online(f"listing files of {repo_id}")
+        where = f"the file listing of {repo_id} at {commit[:12]} ({self.settings.endpoint})"
+        limit = self.settings.limits.max_listing
+        entries: list[RemoteFile | str] = []
+        with self.budget(), translate_errors(f"listing files of {repo_id} at {commit[:12]}",
+                                             self.settings.endpoint, repo_id):
+            url: str | None = self._api_url(repo_id, repo_type, "tree", check_commit(commit, where))
+            params: dict[str, str] | None = {"recursive": "true", "expand": "false"}
+            while url is not None:
+                data, url = self._get_json(url, params)
+                if url is not None and not same_origin(url, self.settings.endpoint):
+                    # It would get this client's token (HF_TOKEN) with the request.
+                    raise malformed(where, f"the next page is on another server ({url[:100]})")
+                page = parse_tree_page(data, where)
+                if url is not None and not page:
+                    raise malformed(where, "a page without entries points to a next page")
+                entries += page
+                check_count(len(entries), limit, where)
+                params = None  # the next page's URL carries them
+        return files_of(entries, where)
+
+    def trusted_publisher(self, org: str) -> bool:
+        """Whether the Hub marks `org` a trusted kernel publisher (`trustedKernelPublisher` in its overview,
+        what `kernels` checks); a namespace that is no organization (a user's: 404) is not one."""
+        from urllib.parse import quote
+
+        with self._asking:  # kernels resolve in parallel: one question per organization
+            if org not in self._publishers:
+                self._require_online(f"checking whether {org} is a trusted kernel publisher")
+                url = f"{self.settings.endpoint}/api/organizations/{quote(org, safe='')}/overview"
+                with self.budget(), translate_errors(f"checking whether {org} is a trusted kernel publisher",
+                                                     self.settings.endpoint):
+                    try:
+                        data, _ = self._get_json(url)
+                    except Exception as error:
+                        if http_status(error) != 404:
+                            raise
+                        data = None
+                self._publishers[org] = isinstance(data, dict) and data.get("trustedKernelPublisher") is True
+            return self._publishers[org]
+
+    def repo_folder(self, repo_id: str, repo_type: str) -> Path:
+        """A repository's folder in the Hub cache: <cache>/<type>s--<org>--<name>/{blobs,snapshots/...}."""
+        return self.settings.cache_dir / f"{repo_type}s--{repo_id.replace('/', '--')}"
+
+    def stream(self, repo_id: str, repo_type: str, commit: str, path: str, size: int,
+               sink: Callable[[bytes], None], *, small: bool = False) -> None:
+        """One file at a commit, handed to `sink` chunk by chunk, with a single GET (no HEAD, no header of
+        the answer is used). The body must be exactly `size` bytes (from the lock or the listing): a longer
+        one is cut off at `size` by the transport, a shorter one is an error. The caller checks the content.
+        `small`: one of the source's small reads (limits.reads at once), not of its downloads (limits.downloads)."""
+        if self.settings.offline:
+            raise KernelpinError(
+                f"{repo_id}: {path} at {commit[:12]} is not in the cache ({self.settings.cache_dir}) and "
+                f"{OFFLINE}, so it cannot be downloaded: run `kernelpin sync` with network access first, "
+                "or vendor the kernels with `kernelpin sync --target DIR`"
+            )
+        from kernelpin.hub.client import expect_size
+
+        what = _downloading(repo_id, commit, path)
+        received = 0
+
+        def counted(chunk: bytes) -> None:
+            nonlocal received
+            received += len(chunk)
+            sink(chunk)
+
+        self._get_file(repo_id, repo_type, commit, path, what, counted, expect_size(size),
+                       self._reads if small else self._transfers)
+        if received != size:
+            raise IntegrityError(
+                f"{what}: the server sent {received} bytes, not the {size} the file has (as locked or listed); "
+                "nothing of it is kept. Retry; if it persists, the server is broken or hostile"
+            )
+
+    def _get_file(self, repo_id: str, repo_type: str, commit: str, path: str, what: str,
+                  sink: Callable[[bytes], None], extensions: dict[str, int], slots: threading.BoundedSemaphore,
+                  ) -> None:
+        """The GET of one file at a commit, its body handed to `sink`, in one of `slots` (the source's bound on
+        downloads, or on small reads)."""
+        from huggingface_hub.utils import get_session, hf_raise_for_status
+
+        from kernelpin.hub.client import request_headers
+
+        self._use_timeout()
+        url = self._file_url(repo_id, repo_type, check_commit(commit, repo_id), check_repo_path(path, repo_id))
+        with self.budget() as budget, translate_errors(what, self.settings.endpoint, repo_id):
+            if not slots.acquire(timeout=max(budget.remaining(), 0)):
+                raise budget.exceeded(what)
+            try:
+                with get_session().stream("GET", url, headers=request_headers(), extensions=extensions) as response:
+                    hf_raise_for_status(response)
+                    for chunk in response.iter_bytes():
+                        sink(chunk)
+            finally:
+                slots.release()
+
+    def read(self, repo_id: str, repo_type: str, commit: str, path: str, size: int) -> bytes:
+        """One small file (a metadata.json) in memory, exactly `size` bytes; the caller checks the content."""
+        content = bytearray()
+        self.stream(repo_id, repo_type, commit, path, size, content.extend, small=True)
+        return bytes(content)
+
+    def read_ahead(self, repo_id: str, repo_type: str, commit: str, path: str, at_most: int) -> bytes | None:
+        """A small file read before the listing that gives its size has come (so the two requests share a round
+        trip): at most `at_most` bytes; None where the server has no such file or sends more (the rest is not
+        read), which the caller then reads as usual; any other failure raises as `read`'s does. The caller uses
+        the content only where the listing names the file with this size and git blob id (or LFS sha256)."""
+        content = bytearray()
+
+        def bounded(chunk: bytes) -> None:
+            content.extend(chunk)
+            if len(content) > at_most:
+                raise _TooLong
+
+        try:
+            self._get_file(repo_id, repo_type, commit, path, _downloading(repo_id, commit, path), bounded, {},
+                           self._reads)
+        except _TooLong:
+            return None
+        except KernelpinError as error:
+            if http_status(error.__cause__) == 404:
+                return None
+            raise
+        return bytes(content)
+
+
+def _downloading(repo_id: str, commit: str, path: str) -> str:
+    """What a file's download is called in its errors."""
+    return f"downloading {path} of {repo_id} at {commit[:12]}"
+
+
+class _TooLong(Exception):
+    """A body read ahead is longer than it may be (HubSource.read_ahead stops reading it)."""
+
+
+def same_origin(url: str, endpoint: str) -> bool:
+    from urllib.parse import urlsplit
+
+    one, other = urlsplit(url), urlsplit(endpoint)
+    return (one.scheme, one.netloc) == (other.scheme, other.netloc)
+
+
+def http_status(error: BaseException | None) -> int | None:
+    """The HTTP status code of a huggingface_hub/httpx error, or None when it carries no response."""
+    response = getattr(error, "response", None)
+    return getattr(response, "status_code", None)
+
+
+def repository_refs(list_refs: Callable[[str], Refs], repo_type: str | None) -> Refs | None:
+    """The one probe over repository types: `list_refs(type)` for `repo_type`, or (None) for the first of
+    kernel, model that exists; None when there is no such repository.
+
+    "Does not exist" is the Hub's 401/404 RepositoryNotFoundError (it answers 401 to an anonymous client for a
+    missing or private repository) or a mirror's plain 404; any other error is raised.
+    """
+    from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
+
+    for candidate in (repo_type,) if repo_type else REPO_TYPES:
+        try:
+            return list_refs(candidate)
+        except HfHubHTTPError as error:
+            if isinstance(error, RepositoryNotFoundError) or http_status(error) == 404:
+                continue
+            raise
+    return None
+
+
+def _underlying(error: BaseException) -> BaseException:
+    """What really happened: huggingface_hub wraps an HTTP error or timeout in LocalEntryNotFoundError
+    ("cannot find the requested files in the local cache") when it has no cached copy to fall back to."""
+    from huggingface_hub.errors import HfHubHTTPError
+
+    from kernelpin.hub.client import HubTimeout
+
+    seen = error
+    for _ in range(8):
+        seen = seen.__cause__ or seen.__context__
+        if seen is None:
+            return error
+        if isinstance(seen, (HfHubHTTPError, HubTimeout)):
+            return seen
+    return error
+
+
+def _http_problem(error: Exception, what: str, endpoint: str, repo_id: str | None) -> KernelpinError:
+    from huggingface_hub.errors import RevisionNotFoundError
+
+    status = http_status(error)
+    first_line = str(error).splitlines()[0]
+    if status in (401, 403):
+        hint = "set HF_TOKEN to a token with read access"
+    elif isinstance(error, RevisionNotFoundError):
+        hint = (f"that revision does not exist on the server (rewritten history or a deleted branch): "
+                f"run `kernelpin lock --upgrade-package {repo_id or 'REPO'}` to lock one that does")
+    elif status == 404:
+        hint = ("the repository, revision or file does not exist on this server: check the name, and if a "
+                f"locked commit is gone, run `kernelpin lock --upgrade-package {repo_id or 'REPO'}`")
+    elif status == 429:
+        hint = "the server is throttling requests (kernelpin waited as it asked, and gave up); retry later"
+    elif status is not None and status >= 500:
+        hint = "the server failed; retry later (if it persists, tell the server's operators)"
+    else:
+        hint = "retry later"
+    return KernelpinError(f"{what} failed at {endpoint}: HTTP {status} ({first_line}); {hint}")
+
+
+# A local file system that refuses a write: not the network's fault, and not fixed by retrying.
+_DISK_ERRORS = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is exceeded",
+                errno.EROFS: "the file system is read-only", errno.EACCES: "permission denied",
+                errno.EPERM: "permission denied",
+                errno.EFBIG: "the file is larger than this process may write (its file size limit, `ulimit -f`)"}
+
+
+def local_write_problem(error: OSError, what: str, path: Path | str | None = None) -> KernelpinError | None:
+    """A KernelpinError naming the path (the error's, else `path`), the cause and the fix when `error` is a
+    disk or permission problem; None for other errors."""
+    cause = _DISK_ERRORS.get(error.errno or 0)
+    if cause is None:
+        return None
+    where = f" {error.filename or path}" if error.filename or path else ""
+    if error.errno in (errno.ENOSPC, errno.EDQUOT):
+        fix = "free space there, or point HF_HUB_CACHE (or `sync --target DIR`) at a file system with room"
+    elif error.errno == errno.EFBIG:
+        fix = "raise the limit, or run `kernelpin sync` where it allows the kernel's files"
+    else:
+        fix = ("run `kernelpin sync` as a user who can write there, or point HF_HUB_CACHE (or `sync --target DIR`) "
+               "at a writable directory; loading needs write access only to download missing files")
+    return KernelpinError(f"{what}: cannot write{where}: {cause}; {fix}")
+
+
+@contextlib.contextmanager
+def translate_errors(what: str, endpoint: str, repo_id: str | None = None) -> Iterator[None]:
+    """Turn huggingface_hub and network exceptions into KernelpinError that says what happened and what to do."""
+    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError, OfflineModeIsEnabled
+
+    from kernelpin.hub.client import HubTimeout
+
+    try:
+        yield
+    except OfflineModeIsEnabled as error:
+        raise KernelpinError(f"{what}: {OFFLINE}; go online to use the Hub") from error
+    except HubTimeout as error:
+        raise KernelpinError(f"{what} failed: {error}") from error
+    except HfHubHTTPError as error:
+        raise _http_problem(error, what, endpoint, repo_id) from error
+    except (LocalEntryNotFoundError, OSError, ConnectionError) as error:
+        if isinstance(error, OSError) and (local := local_write_problem(error, what)) is not None:
+            raise local from error
+        cause = _underlying(error)
+        if isinstance(cause, HubTimeout):
+            raise KernelpinError(f"{what} failed: {cause}") from error
+        if isinstance(cause, HfHubHTTPError):
+            raise _http_problem(cause, what, endpoint, repo_id) from error
+        raise KernelpinError(
+            f"{what} failed: cannot reach {endpoint} ({type(error).__name__}); check the network and "
+            "HF_ENDPOINT, then re-run: completed files are kept, partial ones are discarded"
+        ) from error
+    except Exception as error:
+        import httpx2
+
+        if isinstance(error, httpx2.HTTPError):
+            raise KernelpinError(
+                f"{what} failed: cannot reach {endpoint} ({error}); check the network and HF_ENDPOINT, then re-run"
+            ) from error
+        raise

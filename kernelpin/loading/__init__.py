@@ -1,0 +1,1 @@
+"""Loading a locked, verified build into this process: the importer, LOCAL_KERNELS, python-depends."""

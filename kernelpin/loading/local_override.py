@@ -1,0 +1,166 @@
+"""LOCAL_KERNELS: a kernel author's build on disk in place of the Hub, as `kernels` reads the variable.
+
+`LOCAL_KERNELS="org/a=/path/a:org/b=/path/b"`: each path a directory holding `build/<variant>/` (or the
+variants themselves, or one variant directory with its metadata.json, used whatever its name), used instead of the Hub for that repository by
+`get_kernel` and `has_kernel`. The override is never silent: every load through it warns
+(LocalKernelOverrideWarning) naming the repository and the directory. Where a lock decides what runs
+(`kernelpin.load`, the kernelize integration's locked layers) an override is refused unless it is allowed
+explicitly with KERNELPIN_ALLOW_LOCAL_KERNELS=1, so it cannot reach production by accident.
+
+A local build is held to the same checks as a downloaded one: its metadata.json must list a digest of
+every file it runs; each file is checked against it, and only listed modules are imported (kernelpin.loading.loader).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import sys
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+from types import ModuleType
+
+from kernelpin.loading import python_depends
+from kernelpin.errors import IntegrityError, KernelpinError, NoVariantError
+from kernelpin.files.integrity import sha256_file
+from kernelpin.layout import BUILD_DIR, METADATA
+from kernelpin.format.lockfile import LockedFile, LockedVariant, is_variant_name
+from kernelpin.format.metadata import BuildMetadata, check_size, parse_metadata
+from kernelpin.format.spec import check_repo_id
+from kernelpin.format.variant import Environment, Variant, select
+
+VARIABLE = "LOCAL_KERNELS"
+ALLOW_VARIABLE = "KERNELPIN_ALLOW_LOCAL_KERNELS"
+_TRUE = {"1", "yes", "true", "on"}
+
+
+class LocalKernelOverrideWarning(UserWarning):
+    """A kernel was loaded from a directory named by LOCAL_KERNELS instead of the Hub."""
+
+
+def parse(text: str) -> dict[str, Path]:
+    """LOCAL_KERNELS as `kernels` reads it: `repo=path` entries separated by ':' (the path may hold '=')."""
+    overrides = {}
+    for entry in text.split(":"):
+        repo_id, separator, path = entry.partition("=")
+        if not separator or not path:
+            raise KernelpinError(f"{VARIABLE}: entry {entry[:200]!r} is not REPO=PATH; write it as "
+                                 "org/a=/path/a:org/b=/path/b (each path holding build/<variant>/)")
+        overrides[check_repo_id(repo_id.strip())] = Path(path).expanduser()
+    return overrides
+
+
+def override_for(repo_id: str, environ: Mapping[str, str] = os.environ) -> Path | None:
+    text = environ.get(VARIABLE)
+    return parse(text).get(repo_id) if text else None
+
+
+def allowed_under_lock(environ: Mapping[str, str] = os.environ) -> bool:
+    return environ.get(ALLOW_VARIABLE, "").strip().lower() in _TRUE
+
+
+def refuse_under_lock(repo_id: str, lock: object, environ: Mapping[str, str] = os.environ) -> Path | None:
+    """For a load that a lock decides: the override to use when allowed explicitly, None when there is none;
+    an override that is not allowed is an error (a build on disk must never replace a locked one by accident)."""
+    path = override_for(repo_id, environ)
+    if path is None or allowed_under_lock(environ):
+        return path
+    raise KernelpinError(
+        f"{VARIABLE} overrides {repo_id} with {path}, but this load follows {lock}, which pins what runs: "
+        f"unset {VARIABLE} (or remove {repo_id} from it), or allow the local build explicitly with {ALLOW_VARIABLE}=1"
+    )
+
+
+def _candidates(root: Path) -> dict[str, Path]:
+    """Variant directories of a local kernel, searched as `kernels` does: ROOT/build/<variant>/, then
+    ROOT/<variant>/."""
+    for base in (root / BUILD_DIR, root):
+        if base.is_dir():
+            found = {entry.name: entry for entry in sorted(base.iterdir())
+                     if entry.is_dir() and is_variant_name(entry.name) and _is_variant(entry.name)}
+            if found:
+                return found
+    return {}
+
+
+def _is_variant(name: str) -> bool:
+    try:
+        Variant.parse(name)
+    except ValueError:
+        return False
+    return True
+
+
+def _metadata(directory: Path, where: str) -> BuildMetadata:
+    path = directory / METADATA
+    if not path.is_file():
+        raise KernelpinError(f"{where}: no {METADATA}; a local build needs one listing the sha256 of its files "
+                             "(tools/builder/op.py and kernel-builder write it)")
+    check_size(path.stat().st_size, where)
+    return parse_metadata(path.read_bytes(), f"{where}/{METADATA}")
+
+
+def choose(repo_id: str, root: Path, env: Environment, check_arch: bool = True) -> tuple[Path, BuildMetadata]:
+    """The variant directory of the local build at `root` that fits `env`, and its metadata."""
+    where = f"{VARIABLE} {repo_id}={root}"
+    candidates = _candidates(root)
+    if not candidates and (root / METADATA).is_file():  # ROOT is one variant directory: used as it is (as kernels)
+        return root, _metadata(root, where)
+    if not candidates:
+        raise NoVariantError(f"{where}: no build variants there (expected {root}/{BUILD_DIR}/<variant>/)")
+    metadata = {name: _metadata(directory, f"{where}: {directory}") for name, directory in candidates.items()}
+    selection = select({name: meta.archs if check_arch else None for name, meta in metadata.items()}, env)
+    if selection.chosen is None:
+        raise NoVariantError(f"{where}: no build variant fits this environment ({env.describe()}):\n"
+                             f"{selection.explain()}")
+    return candidates[selection.chosen], metadata[selection.chosen]
+
+
+def verified_variant(directory: Path, metadata: BuildMetadata, where: str) -> LockedVariant:
+    """The local variant pinned by its own metadata.json: every digest checked against the file now."""
+    if not metadata.digests:
+        raise KernelpinError(f"{where}: {METADATA} lists no digest of the build's files, so nothing can be "
+                             "verified; rebuild it (the build writes digest.files)")
+    files = []
+    for relative, sha256 in sorted(metadata.digests.items()):
+        path = directory / relative
+        if not path.is_file() or path.is_symlink() and not path.resolve().is_relative_to(directory.resolve()):
+            raise IntegrityError(f"{where}: {relative} is listed in {METADATA} but is not a file of the build")
+        actual = sha256_file(path)
+        if actual != sha256:
+            raise IntegrityError(f"{where}: {relative} has sha256 {actual}, not the {sha256} its {METADATA} "
+                                 "lists; the build changed after its metadata was written: rebuild it")
+        files.append(LockedFile(relative, path.stat().st_size, sha256))
+    own = directory / METADATA
+    files.append(LockedFile(METADATA, own.stat().st_size, sha256_file(own)))
+    return LockedVariant(directory.name, tuple(sorted(files, key=lambda f: f.path)), metadata.backend,
+                         metadata.archs, metadata.kernel_depends)
+
+
+def module_name(repo_id: str, directory: Path) -> str:
+    """Unique per build directory, and never the name of a Hub build (which is per commit)."""
+    digest = hashlib.sha256(str(directory.resolve()).encode()).hexdigest()[:12]
+    return "_kernelpin_local_" + re.sub(r"\W", "_", f"{repo_id}_{digest}")
+
+
+def load(repo_id: str, root: Path, env: Environment, check_arch: bool = True) -> ModuleType:
+    """Import the local build of `repo_id` at `root`, verified against its own metadata.json, warning that
+    the override is in effect."""
+    from kernelpin.loading.runtime import module_lock, import_with_dependencies
+
+    directory, metadata = choose(repo_id, root, env, check_arch)
+    what = f"{repo_id} from {VARIABLE} ({directory})"
+    if metadata.kernel_depends:
+        raise KernelpinError(f"{what}: a local build with kernel-depends is not supported yet; load its "
+                             "dependencies from the Hub with a lock, or override each of them in LOCAL_KERNELS")
+    python_depends.check(metadata.document, env.selected.name, what)
+    warnings.warn(f"{VARIABLE} overrides {repo_id}: loading the local build {directory} instead of the Hub",
+                  LocalKernelOverrideWarning, stacklevel=3)
+    name = module_name(repo_id, directory)
+    with module_lock(name):
+        if name in sys.modules:
+            return sys.modules[name]
+        variant = verified_variant(directory, metadata, what)
+        return import_with_dependencies(name, directory, variant, what, {}, (repo_id, None))

@@ -1,0 +1,1 @@
+"""The content-addressed store of verified kernel files, installing into it, hash receipts, parallel I/O."""

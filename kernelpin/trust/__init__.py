@@ -1,0 +1,1 @@
+"""Who may publish and sign: the publisher policy, Sigstore verification, its worker and receipts."""

@@ -1,0 +1,534 @@
+"""Sigstore signatures of releases: verifying a variant's `metadata.json.sigstore` bundle over its
+`metadata.json` bytes, offline, with sigstore-python's `Verifier`, and reading who signed it.
+
+What a valid bundle proves: a certificate from the trust root's CA (Fulcio), for the identity in it, logged in
+a certificate-transparency log (the SCT) and valid when the transparency log (Rekor) recorded the signature (its
+inclusion proof, signed checkpoint and signed entry timestamp); the signature covers exactly these metadata.json
+bytes, whose digest covers every other file of the variant. Who may sign is the publisher policy's question
+(kernelpin.trust.policy), asked of the verified identity.
+
+The trust root is Sigstore's public-good one as sigstore-python ships it (offline; `refresh=True` updates it
+through TUF first), or a `trusted_root.json` the policy names. Imported only by the commands that verify
+(lock, sync, verify): `load` checks what the lock recorded, with no cryptography.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import functools
+import hashlib
+import json
+import logging
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from kernelpin.errors import KernelpinError
+from kernelpin.layout import METADATA
+from kernelpin.layout import SIGNATURE as BUNDLE
+from kernelpin.hub.limits import HTTP_TIMEOUT, Limits
+from kernelpin.trust.policy import LockedSignature, Policy, SignatureError, Signer
+
+if TYPE_CHECKING:
+    from cryptography.x509 import Certificate
+    from sigstore.models import TrustedRoot
+    from sigstore.verify import Verifier
+
+    from kernelpin.trust.receipts import SignatureReceipts
+    from kernelpin.trust.worker import SignatureWorker
+
+PUBLIC_GOOD_TUF = "https://tuf-repo-cdn.sigstore.dev"  # sigstore-python's DEFAULT_TUF_URL
+MAX_BUNDLE_BYTES = 1 << 20  # a real bundle is about 5 KB: a certificate, a signature, one log entry
+
+# Fulcio's certificate extensions (https://github.com/sigstore/fulcio/blob/main/docs/oid-info.md).
+_ISSUER_V1 = "1.3.6.1.4.1.57264.1.1"
+_ISSUER = "1.3.6.1.4.1.57264.1.8"
+_SOURCE_REPOSITORY_URI = "1.3.6.1.4.1.57264.1.12"
+_SOURCE_REPOSITORY_DIGEST = "1.3.6.1.4.1.57264.1.13"
+_SOURCE_REPOSITORY_REF = "1.3.6.1.4.1.57264.1.14"
+
+
+@dataclass(frozen=True)
+class Verified:
+    """A bundle that verified: who signed, which bundle, where the transparency log recorded it."""
+
+    signer: Signer
+    bundle_sha256: str
+    log_index: int
+    log_id: str  # hex sha256 of the log's public key
+    integrated_time: int  # seconds since the epoch, as the log recorded it
+
+    def fields(self) -> dict[str, Any]:
+        """As JSON data (the signature worker's answers, the signature receipts)."""
+        return {"signer": vars(self.signer), "bundle_sha256": self.bundle_sha256, "log_index": self.log_index,
+                "log_id": self.log_id, "integrated_time": self.integrated_time}
+
+    @classmethod
+    def from_fields(cls, fields: object) -> Verified:
+        """What `fields` wrote; ValueError for anything else."""
+        def text(value: object) -> str:
+            if isinstance(value, str):
+                return value
+            raise ValueError("not a string")
+
+        def number(value: object) -> int:
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value
+            raise ValueError("not a whole number")
+
+        signer = fields.get("signer") if isinstance(fields, dict) else None
+        if not isinstance(fields, dict) or not isinstance(signer, dict):
+            raise ValueError("not a verified signature")
+        optional = (None if signer.get(key) is None else text(signer.get(key))
+                    for key in ("source_repository", "source_commit", "source_ref"))
+        return cls(Signer(text(signer.get("issuer")), text(signer.get("identity")), *optional),
+                   text(fields.get("bundle_sha256")), number(fields.get("log_index")), text(fields.get("log_id")),
+                   number(fields.get("integrated_time")))
+
+
+class TrustRootError(KernelpinError):
+    """The Sigstore trust root could not be loaded or refreshed."""
+
+
+@contextlib.contextmanager
+def _quiet_tuf() -> Iterator[None]:
+    # sigstore-python warns on every offline load ("updates will not be performed"): offline is our default.
+    logger = logging.getLogger("sigstore._internal.tuf")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def _refreshed_root(timeout: float) -> TrustedRoot:
+    """Sigstore's public-good trust root as its TUF repository has it now, within `timeout` seconds: tuf waits
+    30 s per request and retries, minutes behind a silent link or a black-holing proxy. The refresh runs in a
+    daemon thread that is left behind when it does not answer in time."""
+    from sigstore.errors import Error
+    from sigstore.models import ClientTrustConfig
+
+    outcome: list[TrustedRoot | BaseException] = []
+
+    def refresh() -> None:
+        try:
+            outcome.append(ClientTrustConfig.production(offline=False).trusted_root)
+        except BaseException as error:  # handed to the caller's thread
+            outcome.append(error)
+
+    thread = threading.Thread(target=refresh, name="kernelpin-tuf", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    fix = "run without --refresh-trust-root to use the one sigstore-python ships (it works offline)"
+    if not outcome:
+        raise TrustRootError(f"no answer from Sigstore's TUF repository within {timeout:g} s, "
+                             f"so its trust root cannot be refreshed (offline, or the network blocks it); {fix}, or "
+                             f"set {HTTP_TIMEOUT}=SECONDS to wait longer")
+    if isinstance(outcome[0], Error):
+        # sigstore's TUFError says only "Failed to refresh TUF metadata": the causes below it say what failed and why.
+        causes, cause = [], outcome[0].__cause__ or outcome[0]
+        while cause is not None and len(causes) < 4:
+            causes.append((str(cause).splitlines() or [type(cause).__name__])[0])
+            cause = cause.__cause__
+        detail = ": ".join(causes)[:400]
+        raise TrustRootError(f"cannot refresh Sigstore's trust root through TUF ({detail}); "
+                             f"{fix}") from None
+    if isinstance(outcome[0], BaseException):
+        raise outcome[0]
+    return outcome[0]
+
+
+def _one_line(error: BaseException, limit: int = 200) -> str:
+    """An error's text on one line (pydantic's validation errors take several), cut at `limit` characters."""
+    return " ".join(str(error).split())[:limit]
+
+
+def verifier(policy: Policy, project_root: Path, refresh: bool = False,
+             refresh_timeout: float = Limits.http_timeout) -> Verifier:
+    """The verifier of the policy's trust root: its `trusted-root` file, else Sigstore's public-good root as
+    sigstore-python ships it (or as its TUF cache last updated it); `refresh` asks TUF for a newer one first,
+    waiting at most `refresh_timeout` seconds."""
+    from sigstore.errors import Error
+    from sigstore.models import ClientTrustConfig, TrustedRoot
+    from sigstore.verify import Verifier
+
+    if policy.trusted_root is not None:
+        path = project_root / policy.trusted_root
+        try:
+            return Verifier(trusted_root=TrustedRoot.from_file(str(path)))
+        except (OSError, ValueError, Error) as error:
+            raise TrustRootError(f"{path} (trusted-root in [tool.kernelpin.trust]): not a Sigstore trusted root "
+                                 f"({_one_line(error)}); point it at a trusted_root.json") from None
+    if refresh:
+        return Verifier(trusted_root=_refreshed_root(refresh_timeout))
+    try:
+        with _quiet_tuf():
+            return Verifier(trusted_root=ClientTrustConfig.production(offline=True).trusted_root)
+    except Error as error:  # a damaged TUF cache of sigstore-python's
+        raise TrustRootError(f"cannot load Sigstore's trust root from sigstore-python's TUF cache "
+                             f"({_one_line(error)}); run with --refresh-trust-root (online) to fetch it again") from None
+
+
+def verifier_and_root(policy: Policy, project_root: Path, refresh: bool = False,
+                      refresh_timeout: float = Limits.http_timeout) -> tuple[Verifier, str | None]:
+    """`verifier`, and the trust_root_id of the root it loaded: read before and after it was made, so a root that
+    changed meanwhile (a refresh, an edit) is not known for sure (None; nothing is kept as verified under it)."""
+    before = trust_root_id(policy, project_root)
+    made = verifier(policy, project_root, refresh, refresh_timeout)
+    return made, before if trust_root_id(policy, project_root) == before else None
+
+
+def trust_root_id(policy: Policy, project_root: Path) -> str | None:
+    """What a bundle's verification depends on besides its bytes and metadata.json's, as one sha256: the bytes of
+    the trust root `verifier` loads (offline) and sigstore-python's version. None when they cannot be read
+    (then nothing is recalled: kernelpin.trust.receipts). Reads files only: sigstore is not imported."""
+    import importlib.metadata
+    import importlib.util
+
+    try:
+        version = importlib.metadata.version("sigstore")
+        if policy.trusted_root is not None:
+            content = (project_root / policy.trusted_root).read_bytes()
+        else:
+            # The public-good root as ClientTrustConfig.production(offline=True) reads it: its TUF cache's copy
+            # (sigstore._internal.tuf: platformdirs' user cache, a refresh updates it), else the one sigstore-python
+            # ships, which it copies there first.
+            import platformdirs
+
+            repository = quote(PUBLIC_GOOD_TUF, safe="")
+            cached = Path(platformdirs.user_cache_dir("sigstore-python", "sigstore"), "tuf", repository,
+                          "trusted_root.json")
+            spec = importlib.util.find_spec("sigstore")  # finds the package without running it
+            if cached.exists():
+                content = cached.read_bytes()
+            elif spec is not None and spec.origin is not None:
+                content = Path(spec.origin).parent.joinpath("_store", repository, "trusted_root.json").read_bytes()
+            else:
+                return None
+    except (OSError, ImportError, ValueError):  # no sigstore distribution (PackageNotFoundError), or no file
+        return None
+    return hashlib.sha256(f"sigstore-python {version}\0".encode() + content).hexdigest()
+
+
+def _extension(certificate: Certificate, oid: str) -> str | None:
+    from cryptography import x509
+    from cryptography.hazmat import asn1
+
+    try:
+        value = certificate.extensions.get_extension_for_oid(x509.ObjectIdentifier(oid)).value
+    except x509.ExtensionNotFound:
+        return None
+    raw = value.value  # type: ignore[attr-defined]
+    if oid == _ISSUER_V1:
+        return raw.decode()
+    return asn1.decode_der(str, raw)
+
+
+def signer_of(certificate: Certificate) -> Signer:
+    """Who a Fulcio certificate was issued to."""
+    from cryptography import x509
+
+    try:
+        names = certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        names = x509.SubjectAlternativeName([])
+    subjects = names.get_values_for_type(x509.UniformResourceIdentifier) + names.get_values_for_type(x509.RFC822Name)
+    return Signer(
+        issuer=_extension(certificate, _ISSUER) or _extension(certificate, _ISSUER_V1) or "",
+        identity=subjects[0] if subjects else "",
+        source_repository=_extension(certificate, _SOURCE_REPOSITORY_URI),
+        source_commit=_extension(certificate, _SOURCE_REPOSITORY_DIGEST),
+        source_ref=_extension(certificate, _SOURCE_REPOSITORY_REF),
+    )
+
+
+class _Recorder:
+    """A sigstore VerificationPolicy that accepts any identity and remembers it: the identity is checked against
+    the publisher policy after the whole bundle verified, so that each failure gets its own cause."""
+
+    signer: Signer | None = None
+
+    def verify(self, cert: Certificate) -> None:
+        self.signer = signer_of(cert)
+
+
+def oversized(repo_id: str, variant: str, size: int) -> SignatureError:
+    """The refusal of a bundle too large to be one, before it is read."""
+    return SignatureError(repo_id, variant, f"{BUNDLE} is {size} bytes, over the {MAX_BUNDLE_BYTES} a Sigstore "
+                          "bundle may be", "the release is broken or hostile; ask the publisher to sign it again")
+
+
+def verify_bundle(repo_id: str, variant: str, metadata: bytes, bundle: bytes | None, policy: Policy,
+                  verifier: Verifier | None) -> Verified | None:
+    """Verify `bundle` over `metadata` (both as the release holds them) and its signer against `policy`.
+    None for an unsigned release the policy lets through; `SignatureError` for everything else. `verifier`
+    may be None only for a release without a bundle."""
+    def refuse(cause: str, fix: str) -> SignatureError:
+        return SignatureError(repo_id, variant, cause, fix)
+
+    if bundle is None:
+        required, where = policy.requires_signature(repo_id)
+        if required:
+            raise refuse(f"no signature ({BUNDLE}), but {where} requires one",
+                         "ask the publisher to sign the release, or pin a signed one")
+        return None
+    # Only for a bundle: importing sigstore costs about 0.4 s of CPU, which an unsigned release never pays.
+    from sigstore.errors import CertValidationError, VerificationError
+    from sigstore.models import Bundle, InvalidBundle
+
+    if len(bundle) > MAX_BUNDLE_BYTES:
+        raise oversized(repo_id, variant, len(bundle))
+    try:
+        parsed = Bundle.from_json(bundle)
+        entries = json.loads(bundle)["verificationMaterial"]["tlogEntries"]
+        log_index, log_id = int(entries[0]["logIndex"]), base64.b64decode(entries[0]["logId"]["keyId"]).hex()
+        integrated_time = int(entries[0].get("integratedTime", 0))
+    except (InvalidBundle, ValueError, KeyError, IndexError, TypeError, RecursionError) as error:
+        raise refuse(f"{BUNDLE} is not a Sigstore bundle ({str(error).splitlines()[0][:160]})",
+                     "the release is broken or hostile; ask the publisher to sign it again") from None
+    other_bytes = refuse(f"{BUNDLE} signs other bytes than this metadata.json (tampered metadata, or the "
+                         "signature of another release)", "do not use this release; tell the publisher")
+    digest = parsed._inner.message_signature.message_digest if parsed._inner.message_signature else None
+    if digest is not None and digest.digest != hashlib.sha256(metadata).digest():
+        raise other_bytes
+    recorder = _Recorder()
+    assert verifier is not None, "a bundle needs a verifier"
+    try:
+        verifier.verify_artifact(metadata, parsed, recorder)
+    except CertValidationError as error:
+        if "not valid at validation time" in str(error):
+            raise refuse("the certificate had expired (or was not yet valid) when the log recorded the signature",
+                         "do not use this release; ask the publisher to sign it again") from None
+        raise refuse(f"the certificate does not verify against the Sigstore trust root ({str(error)[:160]}): "
+                     "issued by another CA", "do not use this release; ask the publisher to sign it again") from None
+    except VerificationError as error:
+        text = str(error)
+        if "Signature is invalid for input" in text or "inconsistent with other materials" in text:
+            raise other_bytes from None
+        if "expired at time of signing" in text:
+            raise refuse("the certificate had expired when the log recorded the signature",
+                         "do not use this release; ask the publisher to sign it again") from None
+        raise refuse(f"the signature does not verify ({text.splitlines()[0][:200]})",
+                     "do not use this release; ask the publisher to sign it again") from None
+    signer = recorder.signer
+    assert signer is not None  # the verifier asks the policy before it can succeed
+    check_allowed(policy, repo_id, variant, signer)
+    return Verified(signer, hashlib.sha256(bundle).hexdigest(), log_index, log_id, integrated_time)
+
+
+def check_allowed(policy: Policy, repo_id: str, variant: str, signer: Signer) -> None:
+    """The publisher policy's verdict on the signer of a bundle that verified (now, or when this user's receipt
+    was written): SignatureError unless the policy allows it. Pure: the same matching `load` applies."""
+    entry = policy.publisher(repo_id)
+    if entry is not None and not entry.allows(signer):
+        issuers = {rule.issuer for rule in entry.signers}
+        what = (f"signed through issuer {signer.issuer}, not {' or '.join(sorted(issuers))}"
+                if signer.issuer not in issuers else f"signed by {signer.describe()}")
+        raise SignatureError(repo_id, variant, f"{what}, which {entry.where} does not allow "
+                             f"({'; '.join(rule.describe() for rule in entry.signers)})",
+                             "do not use this release unless you trust that signer: then add it to the policy's "
+                             "signers")
+
+
+
+def verify_variant(directory: Path, repo_id: str, policy: Policy, verifier: Verifier) -> Verified | None:
+    """The full check of an installed or staged variant, as `kernels verify-signature` makes it: the bundle
+    over metadata.json's bytes (before they are parsed), then every file against the signed digest."""
+    from kernelpin.files.integrity import sha256_file
+    from kernelpin.format.metadata import MetadataError, digest_covers, parse_metadata
+
+    variant = directory.name
+    try:
+        metadata = (directory / METADATA).read_bytes()
+    except OSError as error:
+        raise SignatureError(repo_id, variant, f"no readable {METADATA} ({error.strerror})",
+                             "sync the kernel again") from None
+    bundle_path = directory / BUNDLE
+    size = bundle_path.stat().st_size if bundle_path.is_file() else None
+    if size is not None and size > MAX_BUNDLE_BYTES:
+        raise oversized(repo_id, variant, size)
+    bundle = bundle_path.read_bytes() if size is not None else None
+    verified = verify_bundle(repo_id, variant, metadata, bundle, policy, verifier)
+    try:
+        digests = parse_metadata(metadata, str(directory / METADATA)).digests
+    except MetadataError as error:
+        raise SignatureError(repo_id, variant, str(error), "do not use this build") from None
+    present = {path.relative_to(directory).as_posix(): path for path in directory.rglob("*") if path.is_file()}
+    present = {path: file for path, file in present.items() if digest_covers(path)}
+    problems = sorted(present.keys() ^ digests.keys())
+    problems += sorted(path for path in present.keys() & digests.keys() if sha256_file(present[path]) != digests[path])
+    if problems or not digests:
+        raise SignatureError(repo_id, variant, f"the files do not match the signed {METADATA} digest "
+                             f"({', '.join(problems[:5]) or 'no digest'})", "do not use this build; sync it again")
+    return verified
+
+
+class ReleaseChecker:
+    """The policy and its trust root, as `lock` and `sync` use them from several threads; the sigstore
+    verifier is made on first use (importing sigstore costs about 0.4 s of CPU, a lock of unsigned kernels never
+    pays it). With `worker`, a lock's verifications run in a second process (kernelpin.trust.worker), started
+    by `warm_up`; close the checker (or use it as a context manager) when the command is done. With `receipts`,
+    a bundle this user verified before over the same metadata.json under the same trust root is not verified
+    again (kernelpin.trust.receipts): its recorded signer is put to the current policy."""
+
+    def __init__(self, policy: Policy, project_root: Path, refresh: bool = False,
+                 refresh_timeout: float = Limits.http_timeout, worker: bool = False,
+                 receipts: SignatureReceipts | None = None) -> None:
+        self.policy, self.project_root, self.refresh = policy, project_root, refresh
+        self.refresh_timeout = refresh_timeout
+        self.receipts = receipts
+        self._verifier: Verifier | None = None
+        self._verifier_root: str | None = None  # trust_root_id of the root the verifier loaded (None: unsure)
+        self._recalled: dict[tuple[bytes, bytes], Verified] = {}  # receipts found, by (metadata, bundle)
+        self._making = threading.Lock()
+        self._warmed = False
+        self._wants_worker = worker
+        self._worker: SignatureWorker | None = None
+
+    def __enter__(self) -> ReleaseChecker:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the signature worker, if one was started (and wait for it to exit)."""
+        if self._worker is not None:
+            self._worker.close()
+
+    @property
+    def verifier(self) -> Verifier:
+        with self._making:
+            if self._verifier is None and self._receipt_root is None:  # no receipts: the root's id is not read
+                self._verifier = verifier(self.policy, self.project_root, self.refresh, self.refresh_timeout)
+            elif self._verifier is None:
+                self._verifier, self._verifier_root = verifier_and_root(self.policy, self.project_root, self.refresh,
+                                                                        self.refresh_timeout)
+            return self._verifier
+
+    @functools.cached_property
+    def _receipt_root(self) -> str | None:
+        """The trust root receipts are recalled and kept under; None: none are (no receipts, or no root id)."""
+        if self.receipts is None or self.receipts.files.directory is None:
+            return None
+        return trust_root_id(self.policy, self.project_root)
+
+    @functools.cached_property
+    def _may_recall(self) -> bool:
+        """Whether receipts may spare verifying: they are kept, and this user has some."""
+        return self.receipts is not None and self._receipt_root is not None and self.receipts.any()
+
+    def _recall(self, metadata: bytes, bundle: bytes) -> Verified | None:
+        """This user's receipt of `bundle` over `metadata` under the trust root (None: none to believe), read once
+        per command where found: expect_bundles and the verification after it ask for the same one."""
+        root = self._receipt_root
+        if root is None or self.receipts is None:
+            return None
+        found = self._recalled.get((metadata, bundle))
+        if found is None:
+            found = self.receipts.recall(root, metadata, bundle)
+            if found is not None:
+                self._recalled[(metadata, bundle)] = found
+        return found
+
+    def expect_signatures(self) -> None:
+        """A release about to be read is signed, or likely to be: warm_up now, so that sigstore's import overlaps
+        its downloads; unless receipts may spare verifying it (expect_bundles then decides, once it is read)."""
+        if not self._may_recall:
+            self.warm_up()
+
+    def expect_bundles(self, fetched: Mapping[str, Mapping[str, bytes]]) -> None:
+        """The small files of a release's variants were read (variant -> path in it -> bytes): warm_up unless a
+        receipt vouches for every bundle among them."""
+        if self._warmed:
+            return
+        if any(BUNDLE in files and self._recall(files.get(METADATA, b""), files[BUNDLE]) is None
+               for files in fetched.values()):
+            self.warm_up()
+
+    def warm_up(self) -> None:
+        """Get ready to verify in the background (once): `lock` calls it when a listing shows a bundle, so that
+        sigstore's import overlaps the downloads of the metadata to verify. With `worker`, by starting the
+        signature worker (it refreshes nothing: a refresh is the parent's, made before); else, or when it cannot
+        start, by making the verifier in a thread."""
+        from kernelpin.trust.worker import SignatureWorker, WorkerGone  # it imports this module
+
+        with self._making:
+            if self._warmed:
+                return
+            self._warmed = True
+            if self._wants_worker and (self._verifier is not None or not self.refresh):
+                with contextlib.suppress(WorkerGone):  # verified in-process then
+                    self._worker = SignatureWorker.start(self.policy, self.project_root)
+                    return
+            if self._verifier is None:
+                threading.Thread(target=self._warm, name="kernelpin-sigstore", daemon=True).start()
+
+    def _warm(self) -> None:
+        with contextlib.suppress(KernelpinError):  # reported by the first real use
+            _ = self.verifier
+
+    def _verify(self, repo_id: str, variant: str, metadata: bytes, bundle: bytes) -> Verified | None:
+        """verify_bundle: by this user's receipt for these bytes under this trust root when there is one (the
+        policy asked of the signer it recorded), else in the signature worker when one runs, else (or when it
+        fails to answer) here; a verification that passed leaves a receipt."""
+        from kernelpin.trust.worker import WorkerGone
+
+        recalled = self._recall(metadata, bundle)
+        if recalled is not None:
+            check_allowed(self.policy, repo_id, variant, recalled.signer)
+            return recalled
+        root = self._receipt_root
+        verified: Verified | None = None
+        under: str | None = None  # the root it was verified under
+        if self._worker is not None:
+            with contextlib.suppress(WorkerGone):
+                verified, under = self._worker.verify(repo_id, variant, metadata, bundle)
+        if verified is None:
+            verified = verify_bundle(repo_id, variant, metadata, bundle, self.policy, self.verifier)
+            under = self._verifier_root
+        if verified is not None and root is not None and self.receipts is not None and under == root:
+            self.receipts.keep(root, metadata, bundle, verified)
+        return verified
+
+    def check(self, repo_id: str, variant: str, metadata: bytes | None, bundle: bytes | None) -> LockedSignature:
+        """What the lock records of one variant's signature, after verifying it (see verify_bundle)."""
+        if bundle is None:
+            verified = verify_bundle(repo_id, variant, metadata or b"", None, self.policy, None)
+        elif metadata is None:
+            raise SignatureError(repo_id, variant, f"{BUNDLE} without a metadata.json to sign",
+                                 "the release is broken; ask the publisher to fix it")
+        else:
+            verified = self._verify(repo_id, variant, metadata, bundle)
+        if verified is None:
+            return LockedSignature(None)
+        return LockedSignature(verified.signer, verified.bundle_sha256, verified.log_index, verified.log_id,
+                               verified.integrated_time)
+
+    def recheck(self, repo_id: str, variant: str, directory: Path, locked: LockedSignature,
+                files: bool = False) -> None:
+        """`sync`'s check of an installed variant whose files matched the lock: its bundle verifies again,
+        offline (or this user's receipt vouches for it), and names the signer the lock recorded (a lock edited to
+        claim a signer is caught here). `files`: the full check, never by a receipt, and every file against the
+        signed digest (`kernelpin verify --signatures`)."""
+        if locked.signer is None:
+            self.policy.check_signer(repo_id, variant, None)
+            return
+        if files:
+            verified = verify_variant(directory, repo_id, self.policy, self.verifier)
+            found = LockedSignature(None) if verified is None else LockedSignature(verified.signer,
+                                                                                  verified.bundle_sha256)
+        else:
+            bundle = directory / BUNDLE
+            found = self.check(repo_id, variant, (directory / METADATA).read_bytes(),
+                               bundle.read_bytes() if bundle.is_file() else None)
+        if found.signer != locked.signer or found.bundle_sha256 != locked.bundle_sha256:
+            raise SignatureError(repo_id, variant, f"the lock records a signature by {locked.signer.describe()}, "
+                                 f"but the bundle is {'unsigned' if found.signer is None else 'by ' + found.signer.describe()}",
+                                 "the lock was edited: regenerate it with `kernelpin lock --upgrade-package "
+                                 f"{repo_id}` and review the change")
