@@ -179,6 +179,18 @@ def test_rendering_records_the_commit_and_leaves_the_environment_alone(monkeypat
     assert re.fullmatch(r"[0-9a-f]{40}(-dirty)?", commit), commit
 
 
+def test_rendering_records_the_commit_time_for_the_build(monkeypatch) -> None:
+    """Failed before: the build ran without SOURCE_DATE_EPOCH, so a CUDA build in the recipe's source copy (no .git)
+    dated its staged sources 0, and its library differed from tools.builder.op's of the same commit."""
+    from tools.builder.op import fixed_timestamp
+
+    monkeypatch.delenv("SOURCE_DATE_EPOCH", raising=False)
+    [variant, *_] = render_variants(variant_config())
+
+    assert "SOURCE_DATE_EPOCH" not in os.environ
+    assert variant.recipe.build.script["env"]["SOURCE_DATE_EPOCH"] == fixed_timestamp() != "0"
+
+
 def test_rendering_keeps_a_commit_the_caller_gives(monkeypatch) -> None:
     monkeypatch.setenv("IMG2GRAY_SOURCE_COMMIT", "0123456789abcdef0123456789abcdef01234567")
     [variant, *_] = render_variants(variant_config())

@@ -43,7 +43,7 @@ from rattler_build import (
 from rattler_build.progress import BuildStepEvent, LogEvent
 
 from tools.builder.config import ABIS
-from tools.builder.op import source_commit
+from tools.builder.op import fixed_timestamp, source_commit
 from tools.conda.channel import DETECT, index_channel, virtual_packages
 from tools.conda.standins import Machine, build_standin_channel, detect_machine, offline_variant_overrides
 
@@ -88,17 +88,20 @@ def render_variants(variant_config: VariantConfig, *, target_platform: str = "li
 
 @contextlib.contextmanager
 def _commit_in_environment() -> Iterator[None]:
-    """The recipe reads the provenance commit from the environment (its source copy has no .git): this checkout's
-    commit while rendering, unless the caller set one. Removed afterwards, so that nothing later in the process
-    (a build of another checkout) inherits it."""
-    if "IMG2GRAY_SOURCE_COMMIT" in os.environ:
-        yield
-        return
-    os.environ["IMG2GRAY_SOURCE_COMMIT"] = source_commit() or ""
+    """The recipe reads the provenance commit and its time (SOURCE_DATE_EPOCH) from the environment (its source copy
+    has no .git): this checkout's while rendering, unless the caller set them. A CUDA build dates its staged sources
+    with that time (nvcc's -lineinfo records it), so without it a package's CUDA library would differ from
+    tools.builder.op's of the same commit. Removed afterwards, so that nothing later in the process (a build of
+    another checkout) inherits them."""
+    added = {name: value() for name, value in (("IMG2GRAY_SOURCE_COMMIT", lambda: source_commit() or ""),
+                                                ("SOURCE_DATE_EPOCH", fixed_timestamp))
+             if name not in os.environ}
+    os.environ.update(added)
     try:
         yield
     finally:
-        del os.environ["IMG2GRAY_SOURCE_COMMIT"]
+        for name in added:
+            del os.environ[name]
 
 
 def cuda_version_of(variant: RenderedVariant) -> str | None:
