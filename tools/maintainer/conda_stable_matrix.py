@@ -26,7 +26,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from kernelpin.integrity import sha256_file
+from kernelpin.files.integrity import sha256_file
 from tools.builder.op import source_commit
 
 ROOT = Path(__file__).resolve().parents[2]
