@@ -3,7 +3,11 @@ explicitly and returning data; the CLI renders the same results (its --json is c
 
 from __future__ import annotations
 
+import ast
+import inspect
 import json
+import re
+from pathlib import Path
 
 import pytest
 from testkit.fake_kernel import CPU_213
@@ -90,3 +94,33 @@ def test_the_cli_sync_is_the_library_sync_rendered(img2gray, project, cli, monke
     assert status == 0 and calls == ["sync_plan"] and "Locked: " in err and "Would sync acme/img2gray" in out
     status, out, err = cli("sync", "--torch", "2.13")
     assert status == 0 and calls == ["sync_plan", "sync"] and f"acme/img2gray 0.1.1: {CPU_213}: 3 downloaded" in out
+
+
+def _kernelpin_classes() -> dict[str, set[str]]:
+    """Every class kernelpin defines (public names), by name -> the names of its bases."""
+    classes: dict[str, set[str]] = {}
+    for path in Path(kernelpin.__file__).parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                classes[node.name] = {getattr(base, "id", getattr(base, "attr", "")) for base in node.bases}
+    return classes
+
+
+def test_dir_lists_the_api_and_every_type_it_returns_or_raises_is_exported() -> None:
+    """dir(kernelpin) lists the functions, the types they return and the errors and warnings they raise; each
+    name resolves; every class a function's annotation names and every KernelpinError or warning kernelpin
+    defines is among them."""
+    names = dir(kernelpin)
+    assert names == sorted(kernelpin.__all__) and len(names) == len(set(names))
+    assert all(getattr(kernelpin, name) is not None for name in names)
+    classes = _kernelpin_classes()
+    returned = {word for name in names if inspect.isfunction(getattr(kernelpin, name))
+                for word in re.findall(r"\b[A-Z]\w*", str(inspect.signature(getattr(kernelpin, name)).return_annotation))}
+    assert returned & set(classes) - set(names) == set()
+
+    def raised(name: str) -> bool:
+        return bool({"KernelpinError", "UserWarning"} & classes[name]) or any(raised(base) for base in classes[name]
+                                                                              if base in classes)
+
+    assert {name for name in classes if raised(name)} - set(names) == set()
+    assert issubclass(kernelpin.IntegrityError, kernelpin.KernelpinError) and kernelpin.Synced.__name__ == "Synced"
