@@ -48,11 +48,11 @@ import httpx2
 from benchmarks import machine
 from kernelpin.format import lockfile
 from kernelpin.cli import main as kernelpin_main
-from kernelpin.project import Project, read_requirements
+from kernelpin import HubSource, Project
+from kernelpin.project import read_requirements
 from kernelpin.store.receipts import SETTLE_NS
 from kernelpin.resolve import resolve
 from kernelpin.loading.runtime import module_name
-from kernelpin.hub.source import HubSettings, HubSource
 from testkit.fake_kernel import CPU_213, VARIANTS, publish
 from testkit.hub import HubServer
 
@@ -291,7 +291,7 @@ def main() -> None:
     )
     lock_path = project / "kernelpin.lock"
     requirements = read_requirements(Project(project))
-    source = HubSource(HubSettings.from_env())
+    source = HubSource.from_env()
 
     def cold() -> None:
         shutil.rmtree(cache, ignore_errors=True)

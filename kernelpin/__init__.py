@@ -40,13 +40,13 @@ if TYPE_CHECKING:
     from kernelpin.hub.source import HubSettings
     from kernelpin.hub.source import HubSource
     from kernelpin.environment import detect as detect_environment
-    from kernelpin.commands.get_kernel import get_kernel
-    from kernelpin.commands.get_kernel import has_kernel
-    from kernelpin.commands.get_kernel import get_kernel_variants
+    from kernelpin.loading.get_kernel import get_kernel
+    from kernelpin.loading.get_kernel import has_kernel
+    from kernelpin.loading.get_kernel import get_kernel_variants
     from kernelpin.loading.loader import loaded_kernels
-    from kernelpin.commands.kernelize import integrate_kernels
-    from kernelpin.commands.kernelize import integrated_kernels
-    from kernelpin.commands.lock import Locked
+    from kernelpin.loading.kernelize import integrate_kernels
+    from kernelpin.loading.kernelize import integrated_kernels
+    from kernelpin.relock import Locked
     from kernelpin.commands.lock import Added
     from kernelpin.commands.lock import Removed
     from kernelpin.commands.sync import Synced
@@ -59,7 +59,7 @@ if TYPE_CHECKING:
     from kernelpin.commands.outdated import VersionList
     from kernelpin.commands.outdated import TaggedVersion
     from kernelpin.commands.info import KernelInfo
-    from kernelpin.commands.info import VariantFit
+    from kernelpin.builds import VariantFit
     from kernelpin.commands.cache import CacheReport
     from kernelpin.commands.cache import CachedRevision
     from kernelpin.publisher.release import Release
@@ -67,7 +67,7 @@ if TYPE_CHECKING:
     from kernelpin.publisher.release import Published
     from kernelpin.loading.loader import LoadedKernel
     from kernelpin.format.variant import Environment
-    from kernelpin.trust.policy import Signer
+    from kernelpin.format.signer import Signer
     from kernelpin.errors import KernelpinError
     from kernelpin.errors import IntegrityError
     from kernelpin.errors import NoVariantError
@@ -83,7 +83,7 @@ if TYPE_CHECKING:
     from kernelpin.publisher.release import PublishError
     from kernelpin.publisher.release import TagExistsError
     from kernelpin.publisher.abi_gate import AbiError
-    from kernelpin.commands.get_kernel import UnpinnedKernelWarning
+    from kernelpin.loading.get_kernel import UnpinnedKernelWarning
     from kernelpin.loading.local_override import LocalKernelOverrideWarning
 
 # name -> (module, name there): looked up on first use, so `import kernelpin` stays cheap. The functions (every
@@ -109,15 +109,15 @@ _FUNCTIONS = {
     "HubSettings": ("kernelpin.hub.source", "HubSettings"),
     "HubSource": ("kernelpin.hub.source", "HubSource"),
     "detect_environment": ("kernelpin.environment", "detect"),
-    "get_kernel": ("kernelpin.commands.get_kernel", "get_kernel"),
-    "has_kernel": ("kernelpin.commands.get_kernel", "has_kernel"),
-    "get_kernel_variants": ("kernelpin.commands.get_kernel", "get_kernel_variants"),
+    "get_kernel": ("kernelpin.loading.get_kernel", "get_kernel"),
+    "has_kernel": ("kernelpin.loading.get_kernel", "has_kernel"),
+    "get_kernel_variants": ("kernelpin.loading.get_kernel", "get_kernel_variants"),
     "loaded_kernels": ("kernelpin.loading.loader", "loaded_kernels"),
-    "integrate_kernels": ("kernelpin.commands.kernelize", "integrate_kernels"),
-    "integrated_kernels": ("kernelpin.commands.kernelize", "integrated_kernels"),
+    "integrate_kernels": ("kernelpin.loading.kernelize", "integrate_kernels"),
+    "integrated_kernels": ("kernelpin.loading.kernelize", "integrated_kernels"),
 }
 _RESULTS = {
-    "Locked": ("kernelpin.commands.lock", "Locked"),
+    "Locked": ("kernelpin.relock", "Locked"),
     "Added": ("kernelpin.commands.lock", "Added"),
     "Removed": ("kernelpin.commands.lock", "Removed"),
     "Synced": ("kernelpin.commands.sync", "Synced"),
@@ -130,7 +130,7 @@ _RESULTS = {
     "VersionList": ("kernelpin.commands.outdated", "VersionList"),
     "TaggedVersion": ("kernelpin.commands.outdated", "TaggedVersion"),
     "KernelInfo": ("kernelpin.commands.info", "KernelInfo"),
-    "VariantFit": ("kernelpin.commands.info", "VariantFit"),
+    "VariantFit": ("kernelpin.builds", "VariantFit"),
     "CacheReport": ("kernelpin.commands.cache", "CacheReport"),
     "CachedRevision": ("kernelpin.commands.cache", "CachedRevision"),
     "Release": ("kernelpin.publisher.release", "Release"),
@@ -138,7 +138,7 @@ _RESULTS = {
     "Published": ("kernelpin.publisher.release", "Published"),
     "LoadedKernel": ("kernelpin.loading.loader", "LoadedKernel"),
     "Environment": ("kernelpin.format.variant", "Environment"),
-    "Signer": ("kernelpin.trust.policy", "Signer"),
+    "Signer": ("kernelpin.format.signer", "Signer"),
 }
 _ERRORS = {
     "KernelpinError": ("kernelpin.errors", "KernelpinError"),
@@ -156,7 +156,7 @@ _ERRORS = {
     "PublishError": ("kernelpin.publisher.release", "PublishError"),
     "TagExistsError": ("kernelpin.publisher.release", "TagExistsError"),
     "AbiError": ("kernelpin.publisher.abi_gate", "AbiError"),
-    "UnpinnedKernelWarning": ("kernelpin.commands.get_kernel", "UnpinnedKernelWarning"),
+    "UnpinnedKernelWarning": ("kernelpin.loading.get_kernel", "UnpinnedKernelWarning"),
     "LocalKernelOverrideWarning": ("kernelpin.loading.local_override", "LocalKernelOverrideWarning"),
 }
 _EXPORTS = {**_FUNCTIONS, **_RESULTS, **_ERRORS}

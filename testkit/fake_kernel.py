@@ -12,7 +12,7 @@ import hashlib
 from pathlib import Path
 
 from kernelpin.format import metadata as kernel_metadata
-from kernelpin.layout import METADATA
+from kernelpin.format.layout import METADATA
 from kernelpin.format.ranges import Version
 from kernelpin.format.variant import Variant
 from testkit.hub import MirrorRepo

@@ -10,12 +10,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
-
-from kernelpin.errors import NoVariantError
-
-if TYPE_CHECKING:
-    from kernelpin.format.lockfile import LockedKernel
 
 TORCH, STABLE_ABI, TVM_FFI, NOARCH = "torch", "torch-stable-abi", "tvm-ffi", "noarch"
 
@@ -384,15 +378,3 @@ def _cpu_hint(variants: Mapping[str, Sequence[str] | None], env: Environment) ->
         return ""
     return (f"A CPU build fits ({chosen}): ask for it with `kernelpin sync --backend cpu` or "
             "kernelpin.load(..., backend=\"cpu\") (kernels: backend=\"cpu\").")
-
-
-def choose_variant(kernel: LockedKernel, env: Environment) -> str:
-    """The locked variant for `env`; when none fits, the error lists every variant and why it was rejected."""
-    selection = select({v.name: v.archs for v in kernel.variants}, env)
-    if selection.chosen is None:
-        raise NoVariantError(
-            f"{kernel.label}: no build variant fits this environment ({env.describe()}). "
-            f"Variants at {kernel.commit[:12]}:\n{selection.explain()}\n"
-            "Pick a kernel version built for this torch/CUDA, or change torch."
-        )
-    return selection.chosen

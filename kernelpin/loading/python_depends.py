@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelpin.errors import KernelpinError
-from kernelpin.layout import METADATA
+from kernelpin.format.layout import METADATA
 from kernelpin.format.lockfile import LockedVariant
 from kernelpin.format.metadata import KERNELS_MINVER_KEY, MetadataError, parse_metadata
 

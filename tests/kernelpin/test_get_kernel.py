@@ -15,7 +15,7 @@ import pytest
 
 import kernelpin
 from kernelpin.errors import IntegrityError, KernelpinError, NoVariantError
-from kernelpin.commands.get_kernel import UnpinnedKernelWarning
+from kernelpin.loading.get_kernel import UnpinnedKernelWarning
 from kernelpin.store.resolutions import state_dir
 from testkit.fake_kernel import CPU_213, kernel_files, publish
 from testkit.releasing import hub_env, run
@@ -252,7 +252,7 @@ def test_the_one_liner_imports_only_what_its_way_needs(line, state, tmp_path, mo
         print(kernelpin.get_kernel({line[0]!r}, version=1).VERSION)
     """))
     assert printed.strip() == "1.1.0"
-    assert "kernelpin.commands.info" not in modules
+    assert "kernelpin.commands.info" not in modules and "kernelpin.builds" not in modules
     if sys.version_info < (3, 13):
         assert "sysconfig" not in modules
 

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from kernelpin.trust.signature import MAX_BUNDLE_BYTES, verifier, verify_bundle, verify_variant
-from kernelpin.trust.policy import GITHUB_ISSUER, KERNELS_COMMUNITY, PolicyError, SignatureError, Signer, parse_policy
+from kernelpin.format.signer import GITHUB_ISSUER, Signer
+from kernelpin.trust.policy import KERNELS_COMMUNITY, PolicyError, SignatureError, parse_policy
 from testkit.fake_kernel import CPU_213, write_variant
 from testkit.sigstore_root import Identity, SigstoreRoot
 

@@ -27,14 +27,14 @@ from types import ModuleType
 from typing import Any
 
 from kernelpin.errors import KernelpinError
-from kernelpin.layout import LOCKFILE
+from kernelpin.format.layout import LOCKFILE
 
 # The replaced methods, by (class, attribute): restored by `integrated_kernels` on exit.
 _Originals = dict[tuple[type, str], Callable[..., Any]]
 
 
 def _hub_kernel(repository: Any) -> ModuleType:
-    from kernelpin.commands.get_kernel import get_kernel
+    from kernelpin.loading.get_kernel import get_kernel
 
     return get_kernel(repository._repo_id, revision=repository._revision, version=repository._version,
                       trust_remote_code=repository._trust_remote_code)
