@@ -35,7 +35,7 @@ from kernelpin.format.lockfile import LockedKernel, LockedVariant
 from kernelpin.format.metadata import MAX_METADATA_SIZE
 from kernelpin.project import find_project, read_policy
 from kernelpin.store.resolutions import Remembered, Resolutions, state_dir
-from kernelpin.resolve import Located, Pinner, locate, pick_revision
+from kernelpin.resolve import Located, Pinner, locate, pick_revision, served_as
 from kernelpin.loading.runtime import environment_for, import_with_dependencies, module_lock, module_name
 from kernelpin.trust.signature import ReleaseChecker
 from kernelpin.trust.receipts import SignatureReceipts
@@ -182,7 +182,8 @@ def resolve_online(source: HubSource, requirement: Requirement, env: Environment
         located = located or locate(source, requirement, lambda message: None, refs)
         # No blob kept for the next lock: the install below writes what was read into the snapshot, where a
         # lock looks first (a second copy cost a file lock and an fsync on every cold call).
-        pinner = Pinner(source, requirement.repo_id, refs.repo_type, pick.commit, checker, keep=False)
+        pinner = Pinner(source, requirement.repo_id, refs.repo_type, pick.commit, checker, keep=False,
+                        served=served_as(requirement, pick))
         if ahead is not None and ahead[0] == chosen:
             pinner.offer(chosen, located.variants[chosen], METADATA, ahead[1].result)
         variant = pinner.variant(chosen, located.variants[chosen])

@@ -31,6 +31,7 @@ from kernelpin.errors import KernelpinError
 from kernelpin.layout import METADATA
 from kernelpin.layout import SIGNATURE as BUNDLE
 from kernelpin.hub.limits import HTTP_TIMEOUT, Limits
+from kernelpin.trust.gate import LOCK, RELEASE, Evidence, enforce
 from kernelpin.trust.policy import LockedSignature, Policy, SignatureError, Signer
 
 if TYPE_CHECKING:
@@ -272,10 +273,7 @@ def verify_bundle(repo_id: str, variant: str, metadata: bytes, bundle: bytes | N
         return SignatureError(repo_id, variant, cause, fix)
 
     if bundle is None:
-        required, where = policy.requires_signature(repo_id)
-        if required:
-            raise refuse(f"no signature ({BUNDLE}), but {where} requires one",
-                         "ask the publisher to sign the release, or pin a signed one")
+        enforce(policy, repo_id, variant, Evidence(RELEASE))
         return None
     # Only for a bundle: importing sigstore costs about 0.4 s of CPU, which an unsigned release never pays.
     from sigstore.errors import CertValidationError, VerificationError
@@ -317,23 +315,8 @@ def verify_bundle(repo_id: str, variant: str, metadata: bytes, bundle: bytes | N
                      "do not use this release; ask the publisher to sign it again") from None
     signer = recorder.signer
     assert signer is not None  # the verifier asks the policy before it can succeed
-    check_allowed(policy, repo_id, variant, signer)
+    enforce(policy, repo_id, variant, Evidence(RELEASE, signer))
     return Verified(signer, hashlib.sha256(bundle).hexdigest(), log_index, log_id, integrated_time)
-
-
-def check_allowed(policy: Policy, repo_id: str, variant: str, signer: Signer) -> None:
-    """The publisher policy's verdict on the signer of a bundle that verified (now, or when this user's receipt
-    was written): SignatureError unless the policy allows it. Pure: the same matching `load` applies."""
-    entry = policy.publisher(repo_id)
-    if entry is not None and not entry.allows(signer):
-        issuers = {rule.issuer for rule in entry.signers}
-        what = (f"signed through issuer {signer.issuer}, not {' or '.join(sorted(issuers))}"
-                if signer.issuer not in issuers else f"signed by {signer.describe()}")
-        raise SignatureError(repo_id, variant, f"{what}, which {entry.where} does not allow "
-                             f"({'; '.join(rule.describe() for rule in entry.signers)})",
-                             "do not use this release unless you trust that signer: then add it to the policy's "
-                             "signers")
-
 
 
 def verify_variant(directory: Path, repo_id: str, policy: Policy, verifier: Verifier) -> Verified | None:
@@ -481,7 +464,7 @@ class ReleaseChecker:
 
         recalled = self._recall(metadata, bundle)
         if recalled is not None:
-            check_allowed(self.policy, repo_id, variant, recalled.signer)
+            enforce(self.policy, repo_id, variant, Evidence(RELEASE, recalled.signer))
             return recalled
         root = self._receipt_root
         verified: Verified | None = None
@@ -510,15 +493,16 @@ class ReleaseChecker:
         return LockedSignature(verified.signer, verified.bundle_sha256, verified.log_index, verified.log_id,
                                verified.integrated_time)
 
-    def recheck(self, repo_id: str, variant: str, directory: Path, locked: LockedSignature,
-                files: bool = False) -> None:
-        """`sync`'s check of an installed variant whose files matched the lock: its bundle verifies again,
-        offline (or this user's receipt vouches for it), and names the signer the lock recorded (a lock edited to
-        claim a signer is caught here). `files`: the full check, never by a receipt, and every file against the
-        signed digest (`kernelpin verify --signatures`)."""
-        if locked.signer is None:
-            self.policy.check_signer(repo_id, variant, None)
-            return
+    def recheck(self, repo_id: str, variant: str, directory: Path, locked: LockedSignature | None,
+                files: bool = False) -> Signer | None:
+        """`sync`'s check of an installed variant whose files matched the lock: what the lock records (or that it
+        records nothing) put to the policy; a recorded signer's bundle verifies again, offline (or this user's
+        receipt vouches for it), and names that signer (a lock edited to claim a signer is caught here).
+        `files`: the full check, never by a receipt, and every file against the signed digest (`kernelpin verify
+        --signatures`). Returns the signer verified, None for a variant admitted unsigned."""
+        if locked is None or locked.signer is None:
+            enforce(self.policy, repo_id, variant, Evidence.recorded(locked, LOCK))
+            return None
         if files:
             verified = verify_variant(directory, repo_id, self.policy, self.verifier)
             found = LockedSignature(None) if verified is None else LockedSignature(verified.signer,
@@ -532,3 +516,4 @@ class ReleaseChecker:
                                  f"but the bundle is {'unsigned' if found.signer is None else 'by ' + found.signer.describe()}",
                                  "the lock was edited: regenerate it with `kernelpin lock --upgrade-package "
                                  f"{repo_id}` and review the change")
+        return found.signer
