@@ -78,7 +78,7 @@ def mutmut_config(modules: Sequence[str], tests: Sequence[str]) -> str:
     return (
         "\n[tool.mutmut]\n"
         'source_paths = ["kernelpin"]\n'
-        'also_copy = ["testkit", "tools"]\n'  # mutmut runs the tests in its mutants/ copy; tests import testkit
+        'also_copy = ["testkit", "tools", "docs"]\n'  # mutmut runs the tests in its mutants/ copy; tests import testkit and read docs/
         f"only_mutate = {toml_list(['kernelpin/' + module.replace('.', '/') + '.py' for module in modules])}\n"
         f"pytest_add_cli_args_test_selection = {toml_list(tests)}\n"
         f"pytest_add_cli_args = {toml_list(['-p', 'no:xdist', '-p', 'no:cacheprovider', *[f'--deselect={d}' for d in DESELECT]])}\n"
