@@ -234,3 +234,71 @@ def test_kernels_community_rs_signs_for_kernels_community() -> None:
     for workflow in ("build", "build-mac", "build-windows", "sign-old-builds"):
         assert decide(default, "kernels-community/x", CPU, Evidence(
             RELEASE, github("huggingface/kernels-community", f".github/workflows/{workflow}.yaml"))).admit
+
+
+@pytest.mark.parametrize("trust, message", [
+    ("x", "[tool.kernelpin.trust] must be a table"),
+    ({"who": 1}, "[tool.kernelpin.trust]: unknown key 'who' (it has publishers, require-signatures, trusted-root)"),
+    ({"require-signatures": "yes"}, "[tool.kernelpin.trust]: require-signatures must be true or false"),
+    ({"trusted-root": ""}, "[tool.kernelpin.trust]: trusted-root is the path of a Sigstore trusted_root.json"),
+    ({"trusted-root": 3}, "[tool.kernelpin.trust]: trusted-root is the path of a Sigstore trusted_root.json"),
+    ({"publishers": []}, "[tool.kernelpin.trust]: publishers must be a table of organizations and repositories; "
+                         "for example\n[tool.kernelpin.trust.publishers.acme]"),
+    ({"publishers": {"a": 1}}, '[tool.kernelpin.trust.publishers."a"]: must be a table; for example'),
+    ({"publishers": {"a": {"x": 1}}}, '[tool.kernelpin.trust.publishers."a"]: unknown key \'x\' (a publisher has '
+                                     'signers, require-signatures)'),
+    ({"publishers": {"a/b/c": {}}}, '[tool.kernelpin.trust.publishers."a/b/c"]: a publisher is an organization '
+                                    '("acme") or a repository ("acme/img2gray")'),
+    ({"publishers": {"a/": {}}}, '[tool.kernelpin.trust.publishers."a/"]: a publisher is an organization'),
+    ({"publishers": {"a": {"signers": {}}}}, '[tool.kernelpin.trust.publishers."a"]: signers must be a list of '
+                                            'tables; for example'),
+    ({"publishers": {"a": {"require-signatures": 1}}}, '[tool.kernelpin.trust.publishers."a"]: require-signatures '
+                                                      'must be true or false'),
+    ({"publishers": {"a": {"signers": ["x"]}}}, '[tool.kernelpin.trust.publishers."a"] signer #1: a signer is a '
+                                               'table; for example'),
+    ({"publishers": {"a": {"signers": [{"who": 1}]}}}, '[tool.kernelpin.trust.publishers."a"] signer #1: unknown '
+                                                      "key 'who' (a signer has issuer, repository, workflow, ref, "
+                                                      "identity)"),
+    ({"publishers": {"a": {"signers": [{"issuer": ["a", "b"], "identity": "x"}]}}}, "signer #1: issuer is one URL"),
+    ({"publishers": {"a": {"signers": [{"issuer": []}]}}}, "signer #1: issuer must be a string or a list of strings"),
+    ({"publishers": {"a": {"signers": [{"ref": "refs/heads/main"}]}}}, 'signer #1: a signer names a GitHub '
+                                                                      'repository (`repository = "owner/name"`) or an '
+                                                                      'exact identity'),
+    ({"publishers": {"a": {"signers": [{"repository": "a"}]}}}, 'signer #1: repository is a GitHub owner/name, '
+                                                               'such as "acme/kernels"'),
+    ({"publishers": {"a": {"signers": [{"repository": "https://github.com/a"}]}}}, "signer #1: repository is a GitHub owner"),
+    ({"publishers": {"a": {"signers": [{"repository": 3}]}}}, "signer #1: repository is a GitHub owner"),
+    ({"publishers": {"a": {"signers": [{"identity": 3}]}}}, "signer #1: identity is a string (the certificate's "
+                                                           "e-mail or URI)"),
+    ({"publishers": {"a": {"signers": [{"identity": "x", "workflow": "w"}]}}}, "signer #1: workflow and ref need "
+                                                                              "the repository they belong to"),
+    ({"publishers": {"a": {"signers": [{"identity": "x", "ref": "r"}]}}}, "signer #1: workflow and ref need the repository"),
+    ({"publishers": {"a": {"signers": [{"repository": "a/b", "workflow": ["w", ""]}]}}},
+     "signer #1: workflow must be a string or a list of strings; for example"),
+    ({"publishers": {"a": {"signers": [{"repository": "a/b", "ref": 3}]}}}, "signer #1: ref must be a string or"),
+])
+def test_a_malformed_policy_is_one_error_naming_the_key(trust, message) -> None:
+    """Signer-rule and publisher parsing fail closed, each with its own message (the mutation run of issue 41 found
+    28 survivors in signer-rule parsing on 9fbbe02: messages and conditions no test held)."""
+    with pytest.raises(PolicyError) as refused:
+        parse_policy({"tool": {"kernelpin": {"trust": trust}}})
+    text = str(refused.value)
+    assert text.startswith(message if message.startswith("[") else '[tool.kernelpin.trust.publishers."a"] ' + message)
+
+
+def test_a_well_formed_policy_means_what_it_says() -> None:
+    parsed = policy({"require-signatures": True, "trusted-root": "root.json", "publishers": {"a/B": {
+        "signers": [{"repository": "a/b", "workflow": "w.yaml", "ref": ["refs/heads/main", "refs/tags/v1"]},
+                    {"issuer": "https://i", "identity": "me@x"}]}}})
+    assert (parsed.require_signatures, parsed.trusted_root) == (True, "root.json")
+    entry = parsed.publisher("A/b")
+    assert entry.name == "a/b" and entry.require_signatures is None and not entry.builtin
+    assert entry.signers == (SignerRule(GITHUB_ISSUER, "a/b", ("w.yaml",), ("refs/heads/main", "refs/tags/v1")),
+                             SignerRule("https://i", None, (), (), "me@x"))
+    assert [rule.describe() for rule in entry.signers] == ["github.com/a/b w.yaml @ refs/heads/main|refs/tags/v1",
+                                                           "me@x (issuer https://i)"]
+    assert SignerRule(repository="a/b").describe() == "github.com/a/b any workflow @ any ref"
+    assert entry.where == '[tool.kernelpin.trust.publishers."a/b"]' and KERNELS_COMMUNITY.where == (
+        "kernelpin's built-in policy")
+    assert parse_policy({}) == parse_policy({"tool": {"kernelpin": {}}}) == policy({}) == parse_policy({"tool": 1})
+    assert parsed.publisher("a/other") is None and parsed.publisher("kernels-community/x") is KERNELS_COMMUNITY
