@@ -12,11 +12,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kernelpin.errors import KernelpinError
-from kernelpin.format.signer import LockedSignature
+from kernelpin.format.signer import LockedSignature, Signer
 from kernelpin.hub.limits import Limits
 from kernelpin.format.layout import METADATA
 from kernelpin.format.layout import SIGNATURE as BUNDLE
 from kernelpin.trust import signature
+from kernelpin.trust.gate import LOCK, RELEASE, Evidence, enforce
 from kernelpin.trust.policy import Policy, SignatureError
 from kernelpin.trust.receipts import SignatureReceipts
 from kernelpin.trust.signature import Verified
@@ -135,7 +136,7 @@ class ReleaseChecker:
         fails to answer) here; a verification that passed leaves a receipt."""
         recalled = self._recall(metadata, bundle)
         if recalled is not None:
-            signature.check_allowed(self.policy, repo_id, variant, recalled.signer)
+            enforce(self.policy, repo_id, variant, Evidence(RELEASE, recalled.signer))
             return recalled
         root = self._receipt_root
         verified: Verified | None = None
@@ -164,15 +165,16 @@ class ReleaseChecker:
         return LockedSignature(verified.signer, verified.bundle_sha256, verified.log_index, verified.log_id,
                                verified.integrated_time)
 
-    def recheck(self, repo_id: str, variant: str, directory: Path, locked: LockedSignature,
-                files: bool = False) -> None:
-        """`sync`'s check of an installed variant whose files matched the lock: its bundle verifies again,
-        offline (or this user's receipt vouches for it), and names the signer the lock recorded (a lock edited to
-        claim a signer is caught here). `files`: the full check, never by a receipt, and every file against the
-        signed digest (`kernelpin verify --signatures`)."""
-        if locked.signer is None:
-            self.policy.check_signer(repo_id, variant, None)
-            return
+    def recheck(self, repo_id: str, variant: str, directory: Path, locked: LockedSignature | None,
+                files: bool = False) -> Signer | None:
+        """`sync`'s check of an installed variant whose files matched the lock: what the lock records (or that it
+        records nothing) put to the policy; a recorded signer's bundle verifies again, offline (or this user's
+        receipt vouches for it), and names that signer (a lock edited to claim a signer is caught here).
+        `files`: the full check, never by a receipt, and every file against the signed digest (`kernelpin verify
+        --signatures`). Returns the signer verified, None for a variant admitted unsigned."""
+        if locked is None or locked.signer is None:
+            enforce(self.policy, repo_id, variant, Evidence.recorded(locked, LOCK))
+            return None
         if files:
             verified = signature.verify_variant(directory, repo_id, self.policy, self.verifier)
             found = LockedSignature(None) if verified is None else LockedSignature(verified.signer,
@@ -186,3 +188,4 @@ class ReleaseChecker:
                                  f"but the bundle is {'unsigned' if found.signer is None else 'by ' + found.signer.describe()}",
                                  "the lock was edited: regenerate it with `kernelpin lock --upgrade-package "
                                  f"{repo_id}` and review the change")
+        return found.signer
