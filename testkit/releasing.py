@@ -1,4 +1,4 @@
-"""Real builds, staged releases and a consumer project: shared by tests/release, tools/gpu/e2e.py and benchmarks.
+"""Real builds, staged releases and a consumer project: shared by tests/release, testkit/gpu_e2e.py and benchmarks.
 
 olah is a read-only mirror: it serves local git repositories and accepts no uploads. A release reaches the
 test Hub as the tree `kernelpin publish` would upload (`tools.release stage`'s layout), committed

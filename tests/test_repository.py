@@ -1,5 +1,6 @@
 """The repository's own conventions: test folders collect in any combination, scripts import without path edits,
-and benchmarks/results/ holds one current result set per machine."""
+benchmarks/results/ holds one current result set per machine, and the lab, the test kit and the tools import one
+another in one direction only."""
 
 from __future__ import annotations
 
@@ -77,3 +78,16 @@ def test_benchmarks_results_hold_one_current_set_per_machine() -> None:
         path.parent.parent != RESULTS or STAMPED.search(path.name)
         or path.name not in text and not any(fnmatch(path.name, glob) for glob in globs)))
     assert stray == []
+
+
+def test_the_lab_the_test_kit_and_the_tools_import_one_way() -> None:
+    """tools/ (the product's build and release tooling) imports neither testkit/ nor benchmarks/; testkit/ uses
+    tools/ (it builds releases with tools/builder) and imports no benchmark; benchmarks/, the lab (its experiments
+    included), may use both; kernelpin/ imports none of them."""
+    def reaching(folder: str, forbidden: set[str]) -> list[str]:
+        return [f"{path.relative_to(ROOT)}: {module}" for path in _python_files(folder)
+                for module in sorted(_imported_modules(path)) if module.split(".")[0] in forbidden]
+
+    assert reaching("tools", {"testkit", "benchmarks"}) == []
+    assert reaching("testkit", {"benchmarks"}) == []
+    assert reaching("kernelpin", {"tools", "testkit", "benchmarks", "tests"}) == []

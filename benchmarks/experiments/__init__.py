@@ -1,1 +1,1 @@
-"""Standalone kernel experiments (see README.md); `python -m tools.maintainer.experiments.frame_variants`."""
+"""Standalone kernel experiments (see README.md); `python -m benchmarks.experiments.frame_variants`."""
