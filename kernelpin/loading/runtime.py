@@ -15,6 +15,7 @@ from types import ModuleType
 from kernelpin import environment
 from kernelpin.loading import local_override
 from kernelpin.loading import python_depends
+from kernelpin.loading import kernels_internals
 from kernelpin.format import lockfile
 from kernelpin.format.lockfile import LockedKernel, LockedVariant
 from kernelpin.errors import KernelpinError
@@ -194,15 +195,10 @@ def import_with_dependencies(name: str, directory: Path, variant: LockedVariant,
                              receipts: Receipts | None = None) -> ModuleType:
     """Import a verified variant. One with dependencies calls `kernels.get_kernel_dep(repo)` while it loads:
     `kernels` keeps the dependencies of the kernel being loaded in a context variable
-    (kernels.deps.use_kernel_deps), set here; without dependencies no `kernels` is needed."""
+    (its use_kernel_deps, kernelpin.loading.kernels_internals), set here; without dependencies no `kernels` is needed."""
     if not dependencies:
         return import_verified(name, directory, variant, what, kernel, receipts)
-    try:
-        from kernels.deps import use_kernel_deps
-    except ImportError:
-        raise KernelpinError(
-            f"{what} depends on {', '.join(dependencies)} (kernel-depends) and gets them with "
-            "kernels.get_kernel_dep, which needs the `kernels` package: pip install kernels"
-        ) from None
-    with use_kernel_deps(dependencies):
+    purpose = (f"{what} depends on {', '.join(dependencies)} (kernel-depends) and gets them with "
+               "kernels.get_kernel_dep, which")
+    with kernels_internals.kernel_deps(dependencies, purpose):
         return import_verified(name, directory, variant, what, kernel, receipts)
