@@ -38,9 +38,10 @@ def backend_metadata(variant: str, archs: tuple[str, ...] = ARCHS) -> dict:
     """metadata.json's `backend` as kernel-builder writes it for `variant`: the type, and the archs for CUDA
     (`archs`) and ROCm (gfx names); CPU for a name no loader reads (tests of such names)."""
     try:
-        name = Variant.parse(variant).backend.name
+        backend = Variant.parse(variant).backend
     except ValueError:
-        name = "cpu"
+        backend = None
+    name = backend.name if backend is not None else "cpu"  # `sdk`: backend-agnostic
     kind = {"npu": "cann", "universal": "cpu"}.get(name, name)
     if kind == "cuda":
         return {"type": "cuda", "version": "13.0", "archs": list(archs)}

@@ -343,8 +343,7 @@ class Environment:
         torch = "no torch" if self.torch is None else f"torch {_dotted(self.torch)}"
         if self.torch is not None and self.cxx11_abi is not None:
             torch += " (cxx11 ABI)" if self.cxx11_abi else " (pre-cxx11 ABI)"
-        python = f"Python {_dotted(self.python)}{' free-threaded' if self.free_threaded else ''}"
-        parts = [f"{system}/{self.arch}", python, torch, self.selected.describe() if self.selected != CPU else "no CUDA"]
+        parts = [f"{system}/{self.arch}", torch, self.selected.describe() if self.selected != CPU else "no CUDA"]
         if self.gpu_capability is not None:
             parts.append(f"GPU capability {_dotted(self.gpu_capability)}")
         if self.gpu_arch is not None:
@@ -353,6 +352,7 @@ class Environment:
             parts.append(f"tvm-ffi {_dotted(self.tvm_ffi)}")
         if self.mlx:
             parts.append("MLX")
+        parts.append(f"{'free-threaded ' if self.free_threaded else ''}Python {_dotted(self.python)}")
         return ", ".join(parts)
 
 
