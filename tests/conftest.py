@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # CPU seconds (2-core CI machine) of the session builds, paid by the first test that asks for one.
 SESSION_BUILD_SECONDS = {"checkout_build": 22, "exact_build": 22, "offline_build": 27, "builds": 22,
-                         "stable_build": 8}
+                         "stable_build": 8, "offline_stable_build": 20}
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -82,8 +82,9 @@ def stable_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return op_build(tmp_path_factory, "stable")
 
 
-@pytest.fixture(scope="session")
-def offline_build(tmp_path_factory: pytest.TempPathFactory) -> OfflineBuild:
+def offline_conda_build(tmp_path_factory: pytest.TempPathFactory, abi: str) -> OfflineBuild:
+    """The CPU package of `abi` (exact: the installed torch's minor; stable: every torch from the stable floor on)
+    built offline from recipe/ into a channel of its own, once per run."""
     # Imported here: the conda tooling needs py-rattler, which the op tests (run alone on a GPU machine) do not.
     from tests.conda.support import OfflineBuild
     from tools.conda.build import build_offline
@@ -92,11 +93,21 @@ def offline_build(tmp_path_factory: pytest.TempPathFactory) -> OfflineBuild:
     machine = detect_machine()
 
     def build(root: Path) -> None:
-        packages = build_offline(root / "output", which="cpu", standins_dir=root / "standins", machine=machine)
+        packages = build_offline(root / "output", which="cpu", standins_dir=root / "standins", machine=machine, abi=abi)
         assert len(packages) == 1, packages
 
-    root = build_once(tmp_path_factory, "offline-conda-build", build)
+    root = build_once(tmp_path_factory, "offline-conda-build" + ("" if abi == "exact" else f"-{abi}"), build)
     channel_dir = root / "output"
     [package] = (channel_dir / "linux-64").glob("*.conda")
     # The stand-in channel the build resolved against stays in place and serves consumer installs.
     return OfflineBuild(machine, channel_dir, (root / "standins").resolve().as_uri(), package)
+
+
+@pytest.fixture(scope="session")
+def offline_build(tmp_path_factory: pytest.TempPathFactory) -> OfflineBuild:
+    return offline_conda_build(tmp_path_factory, "exact")
+
+
+@pytest.fixture(scope="session")
+def offline_stable_build(tmp_path_factory: pytest.TempPathFactory) -> OfflineBuild:
+    return offline_conda_build(tmp_path_factory, "stable")

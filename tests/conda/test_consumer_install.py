@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import http.server
 import json
+import re
 import stat
 import subprocess
 import threading
@@ -14,12 +15,12 @@ from pathlib import Path
 import pytest
 
 from tests.conda.support import OfflineBuild
-from tools.conda.build import variant_config, cuda_version_of, render_variants
+from tools.conda.build import abi_of, cuda_version_of, render_variants, variant_config
 from tools.conda.channel import NoCandidateError, install_environment, solve_environment
 
 # conda-forge's builds of pytorch, as repodata records only (no archives): the same names, versions and build
 # string convention ({cpu|cudaXYZ}_{blas}_py{XY}_h{hash}_{n}, CUDA builds +200 and requiring __cuda).
-PYTORCH_MINORS = ("2.11", "2.12", "2.13")
+PYTORCH_MINORS = ("2.10", "2.11", "2.12", "2.13", "2.14", "2.15")
 PYTHONS = ("3.11", "3.12")
 
 
@@ -69,7 +70,7 @@ def solver_channels(offline_build: OfflineBuild, tmp_path_factory: pytest.TempPa
     torch_minor = offline_build.machine.torch_minor
     [cuda_variant] = [
         v for v in render_variants(variant_config())
-        if str(v.variant["pytorch"]) == torch_minor and cuda_version_of(v) == "13.0"
+        if str(v.variant["pytorch"]) == torch_minor and cuda_version_of(v) == "13.0" and abi_of(v) == "exact"
     ]
     recipe = cuda_variant.recipe
     cuda_record = {
@@ -189,3 +190,59 @@ def test_pixi_add_from_a_channel_served_over_http(offline_build: OfflineBuild, h
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert "cpu" in result.stdout
+
+
+def _matrix_records() -> dict[str, dict[str, object]]:
+    """The project's matrix for linux-64 as repodata records (no archives): each rendered variant's build string,
+    number and run requirements, plus the `cuda-version` range conda-forge's nvcc adds to CUDA packages."""
+    records = {}
+    for variant in render_variants(variant_config()):
+        recipe, cuda = variant.recipe, cuda_version_of(variant)
+        depends = list(recipe.requirements.to_dict()["run"])
+        if cuda:
+            depends.append(f"cuda-version >={cuda},<{int(cuda.split('.')[0]) + 1}.0a0")
+        records[f"{recipe.package.name}-{recipe.package.version}-{recipe.build.string}.conda"] = {
+            "name": recipe.package.name, "version": str(recipe.package.version), "build": recipe.build.string,
+            "build_number": recipe.build.number, "depends": depends, "subdir": "linux-64", "noarch": "python",
+            "license": "Apache-2.0"}
+    return records
+
+
+@pytest.fixture(scope="module")
+def matrix_channels(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    root = tmp_path_factory.mktemp("matrix")
+    return [_write_channel(root / "img2gray", _matrix_records()), _write_channel(root / "conda-forge", _conda_forge_records())]
+
+
+def _pixi_add(channels: list[str], pytorch: str | None, cuda: str | None, spec: str = "img2gray") -> tuple[str, str]:
+    """(img2gray build, pytorch version + build) that `pixi add SPEC` resolves in an environment of `pytorch`."""
+    records = solve_environment(channels, [spec, *([f"pytorch {pytorch}.*"] if pytorch else [])], cuda=cuda)
+    [torch] = [r for r in records if r.name.normalized == "pytorch"]
+    return _picked(records, "img2gray"), f"{torch.version} {torch.build}"
+
+
+@pytest.mark.parametrize("cuda", [None, "13.0"])
+def test_pixi_add_takes_the_stable_package_for_every_pytorch_from_2_11(matrix_channels: list[str], cuda: str | None) -> None:
+    """What `pixi add img2gray` takes next to each pytorch 2.11-2.15, without a GPU and with a CUDA 13 driver: the
+    stable-ABI package of the flavour, also where an exact one fits (docs/packaging.md says why); pytorch 2.10 gets
+    none. Failed before: pytorch 2.14 and 2.15 had no img2gray at all."""
+    flavour = "cpu" if cuda is None else "cuda130"
+    picks = {minor: _pixi_add(matrix_channels, minor, cuda) for minor in PYTORCH_MINORS[1:]}
+    print(f"\npixi add img2gray ({'no GPU' if cuda is None else '__cuda ' + cuda}):")
+    for minor, (img2gray, torch) in picks.items():
+        print(f"  pytorch {minor}: img2gray {img2gray} (pytorch {torch})")
+
+    for minor, (img2gray, torch) in picks.items():
+        assert re.fullmatch(rf"{flavour}_stableabi211_h[0-9a-f]{{7}}_{300 if cuda else 100}", img2gray), (minor, img2gray)
+        assert torch.startswith(f"{minor}.0 {flavour}_")
+    with pytest.raises(NoCandidateError, match="pytorch >=2.11,<3"):
+        _pixi_add(matrix_channels, "2.10", cuda)
+
+
+def test_pixi_add_does_not_hold_pytorch_back_and_an_exact_build_is_one_request_away(matrix_channels: list[str]) -> None:
+    """Unpinned, pytorch resolves to the newest release (an exact-first rule would hold it at 2.13, the newest
+    exact pin); asking for the exact build by its build string gets it."""
+    assert _pixi_add(matrix_channels, None, None)[1].startswith("2.15.0 cpu_")
+    assert _pixi_add(matrix_channels, None, "13.0")[1].startswith("2.15.0 cuda130_")
+    img2gray, torch = _pixi_add(matrix_channels, "2.13", "13.0", "img2gray * cuda130_torch213*")
+    assert img2gray.startswith("cuda130_torch213_") and torch.startswith("2.13.0 cuda130_")

@@ -73,18 +73,20 @@ def test_h200_cuda_variant_environments_resolve_against_its_stand_ins(tmp_path: 
     """Render + solve (no nvcc here) of what `tools.conda.build --offline` builds on the H200."""
     cuda_machine = machine_like_h200(torch_cuda="13.0", cuda_home="/usr/local/cuda", nvcc_version="13.0.88")
     channel = build_standin_channel(cuda_machine, tmp_path / "standins")
-    [variant] = render_variants(offline_variant_config(cuda_machine))
-    requirements = variant.recipe.requirements.to_dict()
+    variants = render_variants(offline_variant_config(cuda_machine))
+    assert len(variants) == 2  # the exact and the stable-ABI package
 
-    build_env = solve_environment([channel], requirements["build"], cuda="13.0")
-    host_env = solve_environment([channel], requirements["host"], cuda="13.0")
+    for variant in variants:
+        requirements = variant.recipe.requirements.to_dict()
+        build_env = solve_environment([channel], requirements["build"], cuda="13.0")
+        host_env = solve_environment([channel], requirements["host"], cuda="13.0")
 
-    assert {r.name.normalized for r in build_env} == {
-        "machine-gxx_linux-64", "machine-sysroot_linux-64", "machine-cuda-nvcc_linux-64", "ninja"}
-    assert {(r.name.normalized, str(r.build).split("_h")[0]) for r in host_env} >= {
-        ("pytorch", "cuda130_generic_py312"), ("cuda-version", "machine"), ("cuda-cudart-dev", "machine")}
-    with pytest.raises(NoCandidateError, match="__cuda"):
-        solve_environment([channel], requirements["host"], cuda=None)  # a CUDA torch needs the driver
+        assert {r.name.normalized for r in build_env} == {
+            "machine-gxx_linux-64", "machine-sysroot_linux-64", "machine-cuda-nvcc_linux-64", "ninja"}
+        assert {(r.name.normalized, str(r.build).split("_h")[0]) for r in host_env} >= {
+            ("pytorch", "cuda130_generic_py312"), ("cuda-version", "machine"), ("cuda-cudart-dev", "machine")}
+        with pytest.raises(NoCandidateError, match="__cuda"):
+            solve_environment([channel], requirements["host"], cuda=None)  # a CUDA torch needs the driver
 
 
 def test_library_uses_no_python_abi_beyond_the_packages_python_floor(offline_build: OfflineBuild, tmp_path: Path) -> None:
@@ -98,3 +100,33 @@ def test_library_uses_no_python_abi_beyond_the_packages_python_floor(offline_bui
     extract(offline_build.package, tmp_path)
     [library] = (tmp_path / "site-packages" / "img2gray").glob("*.abi3.so")
     assert ObjectFile(str(library)).check_python_abi(floor) == []
+
+
+def test_stable_package_serves_every_pytorch_from_the_floor_and_holds_the_stable_library(
+        offline_stable_build: OfflineBuild) -> None:
+    """The CPU stable-ABI package built offline through the recipe: its run requirement is the stable range, not
+    the host torch's minor (the stand-in pytorch's run_exports pin it, as conda-forge's do), and it holds the
+    torch-stable-abi211 variant."""
+    package = Package.from_file(offline_stable_build.package)
+    torch_minor = offline_stable_build.machine.torch_minor
+
+    assert re.fullmatch(r"img2gray-0\.1\.0-cpu_stableabi211_h[0-9a-f]{7}_100\.conda", offline_stable_build.package.name)
+    assert "pytorch >=2.11,<3 cpu*" in package.depends
+    assert not any(dep.startswith(f"pytorch >={torch_minor}") for dep in package.depends), package.depends
+
+
+def test_stable_package_library_is_the_hub_stable_variant_byte_for_byte(
+        offline_stable_build: OfflineBuild, stable_build: Path, tmp_path: Path) -> None:
+    """The library in the package is `tools.builder.op --abi stable`'s (the Hub's torch-stable-abi211 variant) of
+    the same sources and torch, so metadata.json's digest (and a release signature over it) vouch for a conda install."""
+    from rattler.package_streaming import extract
+
+    extract(offline_stable_build.package, tmp_path)
+    installed = tmp_path / "site-packages" / "img2gray"
+    [library] = installed.glob("*.abi3.so")
+    [hub_library] = stable_build.glob("*.abi3.so")
+    metadata = json.loads((installed / "metadata.json").read_text())
+
+    assert metadata["variant"] == json.loads((stable_build / "metadata.json").read_text())["variant"]
+    assert metadata["variant"].startswith("torch-stable-abi211-cpu-")
+    assert library.name == hub_library.name and library.read_bytes() == hub_library.read_bytes()

@@ -7,12 +7,29 @@ import os
 import re
 
 import pytest
+from rattler import BuildString, MatchSpec, PackageRecord
+from rattler_build import VariantConfig
 
 from tests.conda.support import conda_forge_pins, machine_like_h200
 from tools.builder.config import BuildConfig
-from tools.conda.build import RECIPE, cuda_version_of, offline_variant_config, render_variants, variant_config
+from tools.conda.build import (RECIPE, abi_of, cuda_version_of, offline_variant_config, render_variants,
+                               select_variants, variant_config)
 
 BUILD = BuildConfig.load()
+EXACT_PINS = ("2.11", "2.12", "2.13")
+CUDA_FLAVOURS = (None, "12.9", "13.0")
+
+
+def pytorch_record(version: str, cuda: str | None) -> PackageRecord:
+    """conda-forge's pytorch build of `version` (a record only), to match run requirements against."""
+    build = "cpu_generic_py312_h1a2b3c4_0" if cuda is None else f"cuda{cuda.replace('.', '')}_generic_py312_h5d6e7f8_200"
+    return PackageRecord(name="pytorch", version=version, build=BuildString(build), build_number=int(build.rsplit("_", 1)[1]),
+                         subdir="linux-64")
+
+
+def admits(variant, version: str, cuda: str | None) -> bool:
+    [pytorch] = [spec for spec in variant.recipe.requirements.to_dict()["run"] if spec.startswith("pytorch ")]
+    return MatchSpec(pytorch).matches(pytorch_record(version, cuda))
 
 
 @pytest.mark.parametrize("target_platform", ["linux-64", "linux-aarch64"])
@@ -47,31 +64,69 @@ def test_version_independent_package_is_tested_on_the_oldest_and_newest_python()
     assert python_test["python_version"] == [f"{variant.variant['python_min']}.*", "*"]
 
 
-def test_full_matrix_is_every_pytorch_minor_times_every_cuda_flavour() -> None:
+def test_full_matrix_is_every_exact_pin_and_one_stable_build_times_every_cuda_flavour() -> None:
     variants = render_variants(variant_config())
-    by_pins = {(str(v.variant["pytorch"]), cuda_version_of(v)): v for v in variants}
+    by_pins = {(abi_of(v), str(v.variant["pytorch"]), cuda_version_of(v)): v for v in variants}
 
-    assert len(variants) == 9
-    assert set(by_pins) == {(torch, cuda) for torch in ("2.11", "2.12", "2.13") for cuda in (None, "12.9", "13.0")}
-    assert len({v.recipe.build.string for v in variants}) == 9
+    assert len(variants) == 12
+    assert set(by_pins) == {("exact", torch, cuda) for torch in EXACT_PINS for cuda in CUDA_FLAVOURS} | {
+        ("stable", BUILD.stable_abi.version, cuda) for cuda in CUDA_FLAVOURS}  # compiled against its floor
+    assert len({v.recipe.build.string for v in variants}) == 12
     for v in variants:
         assert v.recipe.package.name == "img2gray"
         assert str(v.recipe.package.version) == BUILD.version
 
 
+def test_stable_packages_admit_every_pytorch_from_the_floor_on_and_refuse_older() -> None:
+    """The stable-ABI packages (CPU and one per CUDA flavour) admit pytorch 2.11 to 2.15 of their flavour, refuse
+    2.10 and the other flavour; pytorch's run_exports (which pin the host's minor) are ignored for them only."""
+    stable = select_variants(render_variants(variant_config()), "all", abi="stable")
+
+    assert sorted(cuda_version_of(v) or "None" for v in stable) == ["12.9", "13.0", "None"]
+    for variant in stable:
+        cuda = cuda_version_of(variant)
+        other = "13.0" if cuda is None else None
+        for version in ("2.11.0", "2.12.1", "2.13.0", "2.14.1", "2.15.0"):
+            assert admits(variant, version, cuda), (variant.recipe.build.string, version)
+            assert not admits(variant, version, other)
+        assert not admits(variant, "2.10.2", cuda)
+        assert not admits(variant, "3.0.0", cuda)  # a new major may retire shims: checked before it is admitted
+        assert variant.recipe.requirements.to_dict()["ignore_run_exports"] == {"by_name": ["pytorch"]}
+
+
+def test_every_pytorch_minor_from_2_11_to_2_15_has_a_cpu_and_a_cuda_package() -> None:
+    variants = render_variants(variant_config())
+    for minor in ("2.11", "2.12", "2.13", "2.14", "2.15"):
+        for cuda in CUDA_FLAVOURS:
+            serving = [v.recipe.build.string for v in variants if cuda_version_of(v) == cuda and admits(v, f"{minor}.0", cuda)]
+            assert serving, (minor, cuda)
+            assert all(abi_of(v) == "stable" for v in variants if v.recipe.build.string in serving) == (minor > "2.13")
+
+
+def test_a_variant_config_with_an_unknown_torch_abi_is_refused() -> None:
+    config = variant_config().to_dict() | {"pytorch": ["2.13"], "torch_abi": ["stabel"]}
+    with pytest.raises(ValueError, match="torch_abi 'stabel' in the variant config: it is one of exact, stable"):
+        render_variants(VariantConfig(config, zip_keys=[["cuda_compiler_version", "cxx_compiler_version"]]))
+    with pytest.raises(ValueError, match="abi 'stabel': it is one of exact, stable or any"):
+        select_variants(render_variants(variant_config()), "all", abi="stabel")
+
+
 def test_build_strings_and_requirements_name_both_pins() -> None:
     for variant in render_variants(variant_config()):
-        torch, cuda = str(variant.variant["pytorch"]), cuda_version_of(variant)
+        torch, cuda, stable = str(variant.variant["pytorch"]), cuda_version_of(variant), abi_of(variant) == "stable"
         requirements = variant.recipe.requirements.to_dict()
         flavour = "cpu" if cuda is None else "cuda" + cuda.replace(".", "")
-        number = 0 if cuda is None else 200
-        pytorch_spec = f"pytorch {torch}.* {'cpu' if cuda is None else 'cuda'}*"
+        number = (0 if cuda is None else 200) + (100 if stable else 0)
+        build = "cpu*" if cuda is None else "cuda*"
+        host_spec = f"pytorch {torch}.* {build}"
+        run_spec = f"pytorch >={BUILD.stable_abi.version},<3 {build}" if stable else host_spec
+        torch_tag = "stableabi" + BUILD.stable_abi.version.replace(".", "") if stable else "torch" + torch.replace(".", "")
 
-        assert re.fullmatch(rf"{flavour}_torch{torch.replace('.', '')}_h[0-9a-f]{{7}}_{number}",
-                            variant.recipe.build.string)
+        assert re.fullmatch(rf"{flavour}_{torch_tag}_h[0-9a-f]{{7}}_{number}", variant.recipe.build.string)
         assert variant.recipe.build.number == number
         assert {"gxx_linux-64 14.*", "sysroot_linux-64 2.28.*", "ninja"} <= set(requirements["build"])
-        assert pytorch_spec in requirements["host"] and pytorch_spec in requirements["run"]
+        assert host_spec in requirements["host"] and run_spec in requirements["run"]
+        assert ("ignore_run_exports" in requirements) == stable
         assert "python 3.10.*" in requirements["host"] and "python >=3.10" in requirements["run"]
         script = variant.recipe.build.to_dict()["script"]
         if cuda is None:
@@ -87,24 +142,29 @@ def test_build_strings_and_requirements_name_both_pins() -> None:
 
 
 def test_offline_override_points_the_same_recipe_at_machine_stand_ins() -> None:
-    [variant] = render_variants(offline_variant_config(machine_like_h200()))
-    requirements = variant.recipe.requirements.to_dict()
+    """Both ABIs are built against the machine's one torch."""
+    exact, stable = render_variants(offline_variant_config(machine_like_h200()))
 
-    assert re.fullmatch(r"cpu_torch211_h[0-9a-f]{7}_0", variant.recipe.build.string)
-    assert {"machine-gxx_linux-64 13.*", "machine-sysroot_linux-64 2.39.*"} <= set(requirements["build"])
-    assert {"python 3.12.*", "pytorch 2.11.* cpu*"} <= set(requirements["host"])
+    assert re.fullmatch(r"cpu_torch211_h[0-9a-f]{7}_0", exact.recipe.build.string)
+    assert re.fullmatch(r"cpu_stableabi211_h[0-9a-f]{7}_100", stable.recipe.build.string)
+    for variant in (exact, stable):
+        requirements = variant.recipe.requirements.to_dict()
+        assert {"machine-gxx_linux-64 13.*", "machine-sysroot_linux-64 2.39.*"} <= set(requirements["build"])
+        assert {"python 3.12.*", "pytorch 2.11.* cpu*"} <= set(requirements["host"])
 
 
 def test_offline_override_on_a_cuda_machine_renders_its_cuda_variant() -> None:
     """What `python -m tools.conda.build --offline` renders on the H200 (torch 2.11+cu130, nvcc 13.0)."""
     cuda_machine = machine_like_h200(torch_cuda="13.0", cuda_home="/usr/local/cuda", nvcc_version="13.0.88")
-    [cuda_variant] = render_variants(offline_variant_config(cuda_machine))
-    requirements = cuda_variant.recipe.requirements.to_dict()
+    exact, stable = render_variants(offline_variant_config(cuda_machine))
 
-    assert re.fullmatch(r"cuda130_torch211_h[0-9a-f]{7}_200", cuda_variant.recipe.build.string)
-    assert "machine-cuda-nvcc_linux-64 13.0.*" in requirements["build"]
-    assert {"pytorch 2.11.* cuda*", "cuda-version ==13.0"} <= set(requirements["host"])
-    assert "__cuda" in requirements["run"]
+    assert re.fullmatch(r"cuda130_torch211_h[0-9a-f]{7}_200", exact.recipe.build.string)
+    assert re.fullmatch(r"cuda130_stableabi211_h[0-9a-f]{7}_300", stable.recipe.build.string)
+    for variant in (exact, stable):
+        requirements = variant.recipe.requirements.to_dict()
+        assert "machine-cuda-nvcc_linux-64 13.0.*" in requirements["build"]
+        assert {"pytorch 2.11.* cuda*", "cuda-version ==13.0"} <= set(requirements["host"])
+        assert "__cuda" in requirements["run"]
 
 
 def test_rendering_records_the_commit_and_leaves_the_environment_alone(monkeypatch) -> None:
@@ -117,6 +177,18 @@ def test_rendering_records_the_commit_and_leaves_the_environment_alone(monkeypat
     assert "IMG2GRAY_SOURCE_COMMIT" not in os.environ
     commit = variant.recipe.build.script["env"]["IMG2GRAY_SOURCE_COMMIT"]
     assert re.fullmatch(r"[0-9a-f]{40}(-dirty)?", commit), commit
+
+
+def test_rendering_records_the_commit_time_for_the_build(monkeypatch) -> None:
+    """Failed before: the build ran without SOURCE_DATE_EPOCH, so a CUDA build in the recipe's source copy (no .git)
+    dated its staged sources 0, and its library differed from tools.builder.op's of the same commit."""
+    from tools.builder.op import fixed_timestamp
+
+    monkeypatch.delenv("SOURCE_DATE_EPOCH", raising=False)
+    [variant, *_] = render_variants(variant_config())
+
+    assert "SOURCE_DATE_EPOCH" not in os.environ
+    assert variant.recipe.build.script["env"]["SOURCE_DATE_EPOCH"] == fixed_timestamp() != "0"
 
 
 def test_rendering_keeps_a_commit_the_caller_gives(monkeypatch) -> None:

@@ -4,15 +4,15 @@
     python -m tools.ci.workflow --check    # exit 1 when the committed workflow is stale
 
 The jobs come from rendering recipe/recipe.yaml with the project's matrix (tools/conda/variants.yaml, what
-`pixi run build` passes) for every plain platform of
-pixi.toml (as conda-forge's CI does from a feedstock's variants): each runs `pixi run build FLAVOUR PYTORCH
-CUDA`, which selects exactly that variant, and uploads its package. The stable-ABI variants
-(`torch-stable-abi211-{cpu,cu130}-<arch>-linux`, build.toml [torch.stable-abi]) serve every torch from that
-version on, so they are built once per backend and platform, not per pytorch pin: `tools.builder.op --abi stable`
-in pixi's cpu or cuda environment, gated, the CPU one tested with tests/op, each uploaded as its variant
-directory. A release job, on a `v*` tag, waits for every build and for the ABI gate, then stages the packages
-and the stable variants together, signs each variant's metadata.json keylessly (Sigstore, the job's GitHub OIDC
-identity) and publishes them to the Hub, refusing an unsigned variant.
+`pixi run build` passes) for every plain platform of pixi.toml (as conda-forge's CI does from a feedstock's
+variants): each runs `pixi run build FLAVOUR PYTORCH CUDA ABI`, which selects exactly that variant, and uploads
+its package. The stable-ABI packages (torch_abi: stable) serve every torch from build.toml's [torch.stable-abi]
+version on: one compile per backend and platform, and that one compile is the Hub's `torch-stable-abi211-...`
+variant too (the release stages it from the package, as it stages the exact ones), so no other job compiles it.
+Each stable job gates its package and the CPU one runs tests/op against the variant inside. A release job, on a
+`v*` tag, waits for every build and for the ABI gate, then stages the packages, signs each variant's
+metadata.json keylessly (Sigstore, the job's GitHub OIDC identity) and publishes them to the Hub, refusing an
+unsigned variant.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from pathlib import Path
 from kernelpin.files.atomic import write_atomic
 from kernelpin.format.variant import CPU, STABLE_ABI, Variant, cuda
 from tools.builder.config import BuildConfig
-from tools.conda.build import REPO_ROOT, variant_config, cuda_version_of, render_variants
+from tools.conda.build import ANY, REPO_ROOT, abi_of, cuda_version_of, render_variants, variant_config
 
 WORKFLOW = REPO_ROOT / ".github" / "workflows" / "conda-packages.yml"
 # GitHub-hosted runners that build each conda subdir natively.
@@ -36,11 +36,11 @@ RUNNERS = {"linux-64": "ubuntu-24.04", "linux-aarch64": "ubuntu-24.04-arm"}
 ARCHS = {"linux-64": "x86_64", "linux-aarch64": "aarch64"}
 MANIFEST = REPO_ROOT / "pixi.toml"
 PIXI_VERSION = "v0.77.0"
-# The ABI gate of the release (glibc floor, abi3): tools/release/abi_gate.py checks every package in the channel.
-# The stable variant directories lie in stable/<variant>/ (as built, as downloaded); the gate applies
-# kernel-abi-check's stable-ABI rule to them (kernelpin/publisher/abi_gate.py: no libtorch C++ symbol, no newer shim).
-STABLE_DIR = "stable"
-ABI_GATE = f"pixi run -e cpu python -m tools.release.abi_gate output {STABLE_DIR}"
+# The ABI gate of the release (glibc floor, abi3, and kernel-abi-check's stable-ABI rule for the stable packages'
+# variants: no libtorch C++ symbol, no newer shim): tools/release/abi_gate.py checks every package in the channel.
+ABI_GATE = "pixi run -e cpu python -m tools.release.abi_gate output"
+# Where a stable job lays out its package's variant for tests/op, as the release stages it.
+STABLE_CHECK_DIR = "build/stable-check"
 
 
 def flavour(cuda_version: str | None) -> str:
@@ -50,54 +50,42 @@ def flavour(cuda_version: str | None) -> str:
 
 @dataclass(frozen=True)
 class Job:
+    """One rendered variant on one platform: an exact package (one pytorch minor) or a stable-ABI one."""
+
     platform: str
     pytorch: str
     cuda: str | None
+    abi: str = "exact"
+
+    @property
+    def stable(self) -> bool:
+        return self.abi == "stable"
 
     @property
     def id(self) -> str:
+        if self.stable:
+            return f"stable-{self.platform}-{flavour(self.cuda)}"
         return f"build-{self.platform}-{flavour(self.cuda)}-torch{self.pytorch.replace('.', '')}"
 
     @property
+    def name(self) -> str:
+        return f"{self.platform} {self.variant}" if self.stable else f"{self.platform} {flavour(self.cuda)} torch {self.pytorch}"
+
+    @property
     def build_command(self) -> str:
-        """The pixi task call that selects exactly this variant (flavour, pytorch minor, CUDA version)."""
-        return f"pixi run build {'cpu' if self.cuda is None else 'cuda'} {self.pytorch} {self.cuda or 'None'}"
-
-
-@dataclass(frozen=True)
-class StableJob:
-    """One stable-ABI variant: built once for its backend and platform, as it serves every torch from build.toml's
-    [torch.stable-abi] version on. `cuda` is the CUDA its pixi environment pins, that of the nvcc it compiles
-    with (None: CPU)."""
-
-    platform: str
-    cuda: str | None
-    torch: tuple[int, int]  # [torch.stable-abi] version
-    # The pixi environment with the torch (CPU or CUDA build) and, for CUDA, the nvcc it builds with.
-    environment: str = "cpu"
+        """The pixi task call that selects exactly this variant (flavour, pytorch minor, CUDA version, ABI); the one
+        stable variant of a backend needs no pytorch pin."""
+        pytorch = ANY if self.stable else self.pytorch
+        return f"pixi run build {'cpu' if self.cuda is None else 'cuda'} {pytorch} {self.cuda or 'None'} {self.abi}"
 
     @property
     def variant(self) -> str:
+        """The Hub variant a stable package holds (`torch-stable-abi211-cu130-x86_64-linux`)."""
+        config = BuildConfig.load()
+        assert self.stable and config.stable_abi is not None
         backend = CPU if self.cuda is None else cuda(*(int(part) for part in self.cuda.split(".")))
-        return Variant(STABLE_ABI, self.torch, backend, ARCHS[self.platform], "linux").name
-
-    @property
-    def id(self) -> str:
-        return f"stable-{self.platform}-{flavour(self.cuda)}"
-
-    @property
-    def out(self) -> str:
-        return f"{STABLE_DIR}/{self.variant}"
-
-    @property
-    def build_command(self) -> str:
-        # --cuda on: a CUDA job fails rather than quietly building a CPU-only library.
-        return (f"pixi run -e {self.environment} python -m tools.builder.op --abi stable "
-                f"--cuda {'off' if self.cuda is None else 'on'} --out {self.out}")
-
-    @property
-    def gate_command(self) -> str:
-        return f"pixi run -e {self.environment} python -m tools.release.abi_gate {self.out}"
+        floor = tuple(int(part) for part in config.stable_abi.version.split("."))
+        return Variant(STABLE_ABI, floor, backend, ARCHS[self.platform], "linux").name
 
 
 def workspace_platforms(manifest: Path = MANIFEST) -> list[str]:
@@ -112,35 +100,8 @@ def matrix() -> list[Job]:
         if platform not in RUNNERS:
             raise ValueError(f"pixi.toml platform {platform} has no CI runner: add one to RUNNERS in {__file__}")
         for variant in render_variants(variant_config(), target_platform=platform):
-            jobs.append(Job(platform, str(variant.variant["pytorch"]), cuda_version_of(variant)))
+            jobs.append(Job(platform, str(variant.variant["pytorch"]), cuda_version_of(variant), abi_of(variant)))
     return sorted(jobs, key=lambda job: job.id)
-
-
-def stable_matrix(manifest: Path = MANIFEST) -> list[StableJob]:
-    """The stable-ABI variants: CPU on every plain platform; for each pixi environment whose feature pins a
-    `cuda-version` (its nvcc's), CUDA on each platform that feature is solved for (a named platform declaring a
-    driver), with that CUDA."""
-    config = BuildConfig.load()
-    if config.stable_abi is None:
-        return []
-    torch = tuple(int(part) for part in config.stable_abi.version.split("."))
-    pixi = tomllib.loads(manifest.read_text())
-    named = {entry["name"]: entry["platform"] for entry in pixi["workspace"]["platforms"] if isinstance(entry, dict)}
-    jobs = [StableJob(platform, None, torch) for platform in workspace_platforms(manifest)]
-    for environment, spec in pixi["environments"].items():
-        for feature in (pixi["feature"][name] for name in spec["features"]):
-            if cuda_version := feature.get("dependencies", {}).get("cuda-version"):
-                jobs += [StableJob(named[name], cuda_version.removesuffix(".*"), torch, environment)
-                         for name in feature["platforms"]]
-    return sorted(jobs, key=lambda job: job.id)
-
-
-def cuda_driver(manifest: Path = MANIFEST) -> str:
-    """The driver's CUDA that the cuda environment's platforms declare (`cuda = ...`): CI runners have no GPU,
-    so the CUDA jobs state it with CONDA_OVERRIDE_CUDA for pixi to install that environment."""
-    platforms = tomllib.loads(manifest.read_text())["workspace"]["platforms"]
-    [driver] = {entry["cuda"] for entry in platforms if isinstance(entry, dict) and "cuda" in entry}
-    return driver
 
 
 def hub_repository(manifest: Path = MANIFEST) -> str:
@@ -157,11 +118,10 @@ SIGN_COMMAND = (f'for metadata in {RELEASE_DIR}/build/*/metadata.json; do pixi r
                 '--bundle "$metadata.sigstore" "$metadata" || exit 1; done')
 
 
-def stage_command(stable: Sequence[StableJob], repo: str) -> str:
-    """Stage the conda packages and every stable variant (named one by one: a missing one fails the release),
-    as pixi.toml's publish task does for output/ alone."""
-    sources = " ".join(["output", *(job.out for job in stable)])
-    return f"pixi run -e cpu python -m tools.release stage {sources} --repo {repo} --out {RELEASE_DIR}"
+def stage_command(repo: str) -> str:
+    """Stage the conda packages, exact and stable (the stable ones carry the torch-stable-abi variants), as pixi.toml's
+    publish task does."""
+    return f"pixi run -e cpu python -m tools.release stage output --repo {repo} --out {RELEASE_DIR}"
 
 
 def publish_command(repo: str) -> str:
@@ -180,58 +140,51 @@ def _setup_steps() -> list[str]:
 
 
 def _download_packages() -> list[str]:
-    """The conda packages into output/, the stable variant directories into stable/<variant>/."""
     return [
         "      - uses: actions/download-artifact@v4",
         "        with:",
         "          pattern: conda-*",
         "          path: output",
         "          merge-multiple: true",
-        "      - uses: actions/download-artifact@v4",
-        "        with:",
-        "          pattern: stable-*",
-        f"          path: {STABLE_DIR}",
-        "          merge-multiple: true",
     ]
 
 
-def _stable_job(job: StableJob) -> list[str]:
+def _job(job: Job, repo: str) -> list[str]:
     lines = [
         f"  {job.id}:",
-        f"    name: {job.platform} {job.variant}",
+        f"    name: {job.name}",
         f"    runs-on: {RUNNERS[job.platform]}",
-    ]
-    if job.cuda is not None:
-        lines += ["    env:", f"      CONDA_OVERRIDE_CUDA: '{cuda_driver()}'"]
-    lines += [
         "    steps:",
         *_setup_steps(),
         "      - name: Build",
         f"        run: {job.build_command}",
-        "      - name: ABI gate",
-        f"        run: {job.gate_command}",
     ]
-    if job.cuda is None:  # the CUDA runners have no GPU: the CUDA build is tested on one (tools/gpu/stable_abi.sh)
+    if job.stable:
+        lines += ["      - name: ABI gate", f"        run: {ABI_GATE}"]
+    if job.stable and job.cuda is None:  # the CUDA runners have no GPU: the CUDA build is tested on one (tools/gpu/)
+        variant_dir = f"{STABLE_CHECK_DIR}/build/{job.variant}"
         lines += [
             "      - name: Test",
-            f"        run: IMG2GRAY_OP_ABI=stable IMG2GRAY_OP_BUILD=\"$PWD/{job.out}\" pixi run -e cpu pytest -q tests/op",
+            f"        run: pixi run -e cpu python -m tools.release stage output --repo {repo} --out {STABLE_CHECK_DIR} && "
+            f"IMG2GRAY_OP_ABI=stable IMG2GRAY_OP_BUILD=\"$PWD/{variant_dir}\" pixi run -e cpu pytest -q tests/op",
         ]
     lines += [
         "      - uses: actions/upload-artifact@v4",
         "        with:",
-        f"          name: {job.id}",
-        f"          path: {STABLE_DIR}/",  # the artifact holds <variant>/...: downloads merge into stable/
+        f"          name: conda-{job.id.removeprefix('build-')}",
+        "          path: output/*/*.conda",
         "          if-no-files-found: error",
         "",
     ]
     return lines
 
 
-def render(jobs: Sequence[Job], stable: Sequence[StableJob]) -> str:
+def render(jobs: Sequence[Job]) -> str:
+    stable = [job for job in jobs if job.stable]
     lines = [
         "# Generated by `python -m tools.ci.workflow` from tools/conda/variants.yaml, build.toml and pixi.toml: do not edit.",
-        f"# {len(jobs)} build jobs, one per rendered variant and platform, and {len(stable)} stable-ABI builds, one per",
-        "# backend and platform; tests/ci/test_workflow.py fails when stale.",
+        f"# {len(jobs)} build jobs, one per rendered variant and platform ({len(stable)} of them stable-ABI packages, one",
+        "# per backend and platform, whose library is the Hub's stable variant too); tests/ci/test_workflow.py fails when stale.",
         "name: conda packages",
         "",
         "on:",
@@ -246,24 +199,8 @@ def render(jobs: Sequence[Job], stable: Sequence[StableJob]) -> str:
         "jobs:",
     ]
     for job in jobs:
-        lines += [
-            f"  {job.id}:",
-            f"    name: {job.platform} {flavour(job.cuda)} torch {job.pytorch}",
-            f"    runs-on: {RUNNERS[job.platform]}",
-            "    steps:",
-            *_setup_steps(),
-            "      - name: Build",
-            f"        run: {job.build_command}",
-            "      - uses: actions/upload-artifact@v4",
-            "        with:",
-            f"          name: conda-{job.id.removeprefix('build-')}",
-            "          path: output/*/*.conda",
-            "          if-no-files-found: error",
-            "",
-        ]
-    for stable_job in stable:
-        lines += _stable_job(stable_job)
-    needs = ", ".join([*(job.id for job in jobs), *(job.id for job in stable)])
+        lines += _job(job, hub_repository())
+    needs = ", ".join(job.id for job in jobs)
     lines += [
         "  abi-gate:",
         "    name: ABI gate",
@@ -288,7 +225,7 @@ def render(jobs: Sequence[Job], stable: Sequence[StableJob]) -> str:
         *_setup_steps(),
         *_download_packages(),
         "      - name: Stage",
-        f"        run: {stage_command(stable, hub_repository())}",
+        f"        run: {stage_command(hub_repository())}",
         "      - name: Sign",
         f"        run: {SIGN_COMMAND}",
         "      - name: Publish",
@@ -303,17 +240,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--check", action="store_true", help="exit 1 if the committed workflow is stale")
     args = parser.parse_args(argv)
-    jobs, stable = matrix(), stable_matrix()
-    wanted = render(jobs, stable)
+    jobs = matrix()
+    wanted = render(jobs)
     current = WORKFLOW.read_text() if WORKFLOW.exists() else None
     if current == wanted:
-        print(f"{WORKFLOW.relative_to(REPO_ROOT)} is up to date ({len(jobs)} build jobs, {len(stable)} stable-ABI)")
+        print(f"{WORKFLOW.relative_to(REPO_ROOT)} is up to date ({len(jobs)} build jobs, {sum(job.stable for job in jobs)} stable-ABI)")
         return 0
     if args.check:
         print(f"{WORKFLOW.relative_to(REPO_ROOT)} is stale: run `python -m tools.ci.workflow`", file=sys.stderr)
         return 1
     write_atomic(WORKFLOW, wanted)
-    print(f"wrote {WORKFLOW.relative_to(REPO_ROOT)} ({len(jobs)} build jobs, {len(stable)} stable-ABI)")
+    print(f"wrote {WORKFLOW.relative_to(REPO_ROOT)} ({len(jobs)} build jobs, {sum(job.stable for job in jobs)} stable-ABI)")
     return 0
 
 

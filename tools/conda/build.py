@@ -8,6 +8,7 @@ users build.
     python -m tools.conda.build --offline                  # this machine: the installed torch's flavour
     python -m tools.conda.build --variant all              # with conda-forge: the project's whole matrix
                                                            # (tools/conda/variants.yaml; -m FILE for another)
+    python -m tools.conda.build --offline --abi stable     # only the stable-ABI package (exact: the per-minor one)
 
 Packages land in `<output-dir>/<subdir>/img2gray-<version>-<build>.conda`; the directory is an indexed channel.
 """
@@ -41,7 +42,8 @@ from rattler_build import (
 )
 from rattler_build.progress import BuildStepEvent, LogEvent
 
-from tools.builder.op import source_commit
+from tools.builder.config import ABIS
+from tools.builder.op import fixed_timestamp, source_commit
 from tools.conda.channel import DETECT, index_channel, virtual_packages
 from tools.conda.standins import Machine, build_standin_channel, detect_machine, offline_variant_overrides
 
@@ -64,6 +66,11 @@ def offline_variant_config(machine: Machine, files: Sequence[Path] = (PROJECT_VA
     """The variant config with the keys that name compilers, stdlib, python and torch pointed at `machine`."""
     base = variant_config(files)
     values = base.to_dict() | offline_variant_overrides(machine)
+    # Every ABI of the matrix is built against the machine's one torch: pytorch, zipped with torch_abi, repeats.
+    if abis := list(dict.fromkeys(values.get("torch_abi", []))):
+        values["torch_abi"] = abis
+        if any({"pytorch", "torch_abi"} <= set(keys) for keys in base.zip_keys or []):
+            values["pytorch"] = values["pytorch"] * len(abis)
     return VariantConfig(values, zip_keys=base.zip_keys)
 
 
@@ -72,27 +79,40 @@ def render_variants(variant_config: VariantConfig, *, target_platform: str = "li
     experimental features."""
     platform = PlatformConfig(target_platform=target_platform, experimental=False)
     with _commit_in_environment():
-        return Stage0Recipe.from_file(RECIPE).render(variant_config, RenderConfig(platform=platform))
+        variants = Stage0Recipe.from_file(RECIPE).render(variant_config, RenderConfig(platform=platform))
+    unknown = sorted({abi_of(variant) for variant in variants} - set(ABIS))
+    if unknown:
+        raise ValueError(f"torch_abi {', '.join(map(repr, unknown))} in the variant config: it is one of {', '.join(ABIS)}")
+    return variants
 
 
 @contextlib.contextmanager
 def _commit_in_environment() -> Iterator[None]:
-    """The recipe reads the provenance commit from the environment (its source copy has no .git): this checkout's
-    commit while rendering, unless the caller set one. Removed afterwards, so that nothing later in the process
-    (a build of another checkout) inherits it."""
-    if "IMG2GRAY_SOURCE_COMMIT" in os.environ:
-        yield
-        return
-    os.environ["IMG2GRAY_SOURCE_COMMIT"] = source_commit() or ""
+    """The recipe reads the provenance commit and its time (SOURCE_DATE_EPOCH) from the environment (its source copy
+    has no .git): this checkout's while rendering, unless the caller set them. A CUDA build dates its staged sources
+    with that time (nvcc's -lineinfo records it), so without it a package's CUDA library would differ from
+    tools.builder.op's of the same commit. Removed afterwards, so that nothing later in the process (a build of
+    another checkout) inherits them."""
+    added = {name: value() for name, value in (("IMG2GRAY_SOURCE_COMMIT", lambda: source_commit() or ""),
+                                                ("SOURCE_DATE_EPOCH", fixed_timestamp))
+             if name not in os.environ}
+    os.environ.update(added)
     try:
         yield
     finally:
-        del os.environ["IMG2GRAY_SOURCE_COMMIT"]
+        for name in added:
+            del os.environ[name]
 
 
 def cuda_version_of(variant: RenderedVariant) -> str | None:
     version = str(variant.variant.get("cuda_compiler_version", "None"))
     return None if version == "None" else version
+
+
+def abi_of(variant: RenderedVariant) -> str:
+    """exact (one pytorch minor) or stable (every pytorch from the stable ABI's floor on); a variant config without
+    torch_abi (conda-forge's global pins) renders the exact package, as the recipe's default says."""
+    return str(variant.variant.get("torch_abi", "exact"))
 
 
 ANY = "any"
@@ -103,21 +123,25 @@ def select_variants(
     which: Literal["cpu", "cuda", "all"],
     pytorch: str | None = None,
     cuda: str | None = None,
+    abi: str | None = None,
 ) -> list[RenderedVariant]:
-    """The rendered variants of one flavour (`cpu`, `cuda`) or all, optionally of one pytorch minor and one
-    CUDA version (`cuda="13.0"`; `None` or "any" = every one). A CI job names all three to build one variant."""
-    pytorch = None if pytorch == ANY else pytorch
-    cuda = None if cuda == ANY else cuda
+    """The rendered variants of one flavour (`cpu`, `cuda`) or all, optionally of one pytorch minor, one CUDA
+    version (`cuda="13.0"`) and one ABI (`exact`, `stable`); `None` or "any" = every one. A CI job names all four
+    to build one variant."""
+    pytorch, cuda, abi = (None if value == ANY else value for value in (pytorch, cuda, abi))
+    if abi is not None and abi not in ABIS:
+        raise ValueError(f"abi {abi!r}: it is one of {', '.join(ABIS)} or {ANY}")
     chosen = [
         variant
         for variant in variants
         if (which == "all" or (which == "cuda") == (cuda_version_of(variant) is not None))
         and (pytorch is None or str(variant.variant.get("pytorch")) == pytorch)
         and (cuda is None or (cuda_version_of(variant) or "None") == cuda)
+        and (abi is None or abi_of(variant) == abi)
     ]
     if not chosen:
-        offered = sorted({f"pytorch {v.variant.get('pytorch')} / cuda {cuda_version_of(v)}" for v in variants})
-        raise ValueError(f"no {which} variant for pytorch {pytorch or ANY}, cuda {cuda or ANY}; "
+        offered = sorted({f"{abi_of(v)} pytorch {v.variant.get('pytorch')} / cuda {cuda_version_of(v)}" for v in variants})
+        raise ValueError(f"no {which} {abi or ANY}-ABI variant for pytorch {pytorch or ANY}, cuda {cuda or ANY}; "
                          f"the matrix has: {', '.join(offered)}")
     return chosen
 
@@ -252,7 +276,7 @@ def build_variants(
 
 def build_offline(
     output_dir: Path, *, which: Which = "auto", standins_dir: Path | None = None, machine: Machine | None = None,
-    variant_files: Sequence[Path] = (PROJECT_VARIANTS,),
+    variant_files: Sequence[Path] = (PROJECT_VARIANTS,), abi: str = ANY,
 ) -> list[Path]:
     """Build this machine's variant against stand-ins for its toolchain.
 
@@ -266,7 +290,7 @@ def build_offline(
             f"--offline --variant {which}: this machine's torch {machine.torch_version} is a {flavour} build, "
             f"so offline it builds the {flavour} variant only (build the {which} variant where torch is one)"
         )
-    variants = render_variants(offline_variant_config(machine, variant_files))
+    variants = select_variants(render_variants(offline_variant_config(machine, variant_files)), "all", abi=abi)
     with tempfile.TemporaryDirectory(prefix="img2gray-standins-") as scratch:
         channel = build_standin_channel(machine, standins_dir or Path(scratch) / "standins")
         return build_variants(variants, output_dir, [channel])
@@ -274,11 +298,11 @@ def build_offline(
 
 def build_conda_forge(
     output_dir: Path, *, which: Which = "auto", pytorch: str | None = None, cuda: str | None = None,
-    target_platform: str = "linux-64", variant_files: Sequence[Path] = (PROJECT_VARIANTS,),
+    target_platform: str = "linux-64", variant_files: Sequence[Path] = (PROJECT_VARIANTS,), abi: str = ANY,
 ) -> list[Path]:
     """Build the matrix of `variant_files` (`auto` = all of it), or the part selected, against conda-forge."""
     variants = render_variants(variant_config(variant_files), target_platform=target_platform)
-    chosen = select_variants(variants, "all" if which == "auto" else which, pytorch, cuda)
+    chosen = select_variants(variants, "all" if which == "auto" else which, pytorch, cuda, abi)
     return build_variants(chosen, output_dir, [CONDA_FORGE])
 
 
@@ -292,6 +316,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="only this pytorch minor, e.g. 2.13 (online; offline uses the installed torch)")
     parser.add_argument("--cuda", default=ANY,
                         help="only this CUDA version, e.g. 13.0, or None for the CPU build (online)")
+    parser.add_argument("--abi", default=ANY, help="only the exact (one pytorch minor) or the stable-ABI packages")
     parser.add_argument("--target-platform", default=str(Subdir.current()),
                         help="conda subdir to build for (online; default: this machine's, as CI runners build natively)")
     parser.add_argument("--output-dir", type=Path, default=REPO_ROOT / "output", help="channel to build into")
@@ -307,10 +332,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.offline:
             packages = build_offline(output_dir, which=args.variant, standins_dir=args.standins_dir,
-                                     variant_files=variant_files)
+                                     variant_files=variant_files, abi=args.abi)
         else:
             packages = build_conda_forge(output_dir, which=args.variant, pytorch=args.pytorch, cuda=args.cuda,
-                                         target_platform=args.target_platform, variant_files=variant_files)
+                                         target_platform=args.target_platform, variant_files=variant_files,
+                                         abi=args.abi)
     except (RuntimeError, ValueError) as error:  # failed builds, missing tools, a flavour this machine lacks
         print(f"tools.conda.build: {error}", file=sys.stderr)
         return 1

@@ -38,6 +38,8 @@ def context_lines(config: BuildConfig) -> list[str]:
         "homepage": config.homepage,
         "repository": config.repository,
         "cuda_capabilities": ";".join(config.cuda_capabilities),
+        # The oldest pytorch a stable-ABI package serves (empty: build.toml declares no stable build).
+        "stable_abi": config.stable_abi.version if config.stable_abi else "",
     }
     return [f"{key}: {json.dumps(value)}" for key, value in values.items()]
 

@@ -5,7 +5,8 @@
 # tools/gpu/record.py writes the steps' outcome into $OUT/verification.md (docs/verification.md with this run's
 # section replaced: copy it there; COMMIT=REV names the commit where the checkout has no git; RECORD_INTO=FILE
 # writes it there instead, updating what an earlier run wrote there).
-#   STEPS="build tests memcheck bench ncu conda repro"   (default; also: experiment, variants, before; none)
+#   STEPS="build tests memcheck bench ncu conda repro"   (default; also: experiment, variants, before; none;
+#   `conda` runs conda-stable too, STEPS=conda-stable runs it alone)
 #   BEFORE=DIR   a checkout of the code to compare against (step `before`: its build, img2gray-only bench, ncu);
 #   BEFORE_OP    its build script, relative to it (default tools/builder/op.py; an older checkout names its own)
 set -uo pipefail
@@ -77,15 +78,33 @@ wait $memcheck_job || status=1
 TAIL=80 step variants variants
 TAIL=60 step bench $PY benchmarks/bench_op.py --device cuda ${BENCH_ARGS:-} --json "$OUT/bench-h200.json"
 TAIL=40 step ncu profile "$PWD/build/gpu"
-# The CUDA conda package through the recipe (offline stand-ins for this machine's toolchain), installed into
-# a fresh prefix, where the package's own GPU check runs.
+# The CUDA conda packages through the recipe (offline stand-ins for this machine's toolchain), each installed into
+# a fresh prefix, where the package's own GPU check runs (PYTHONPATH unset: the op must come from the prefix).
+# The exact package (torch_abi exact) first.
 conda_package() {
-  $PY -m tools.conda.build --offline --output-dir output &&
+  rm -rf /tmp/img2gray-env &&
+    $PY -m tools.conda.build --offline --abi exact --output-dir output &&
     $PY -m tools.conda.install --offline --prefix /tmp/img2gray-env &&
-    /tmp/img2gray-env/bin/python recipe/check_img2gray.py &&
+    env -u PYTHONPATH /tmp/img2gray-env/bin/python recipe/check_img2gray.py &&
     mkdir -p "$OUT/linux-64" && cp output/linux-64/*.conda "$OUT/linux-64/"
 }
 TAIL=12 step conda conda_package
+# The stable-ABI package (every torch from 2.11 on); its library must be byte for byte the Hub's stable variant
+# of the same commit, `tools.builder.op --abi stable --cuda on` (TORCH_CUDA_ARCH_LIST unset: build.toml's list,
+# as the recipe passes it). $OUT/conda-stable-sha256.txt holds both digests.
+conda_stable() {
+  local channel=build/conda-stable env=/tmp/img2gray-stable-env hub=build/gpu/stable-hub
+  rm -rf "$channel" "$env" &&
+    $PY -m tools.conda.build --offline --abi stable --output-dir "$channel" &&
+    $PY -m tools.conda.install --offline --channel "$channel" --prefix "$env" &&
+    env -u PYTHONPATH "$env/bin/python" recipe/check_img2gray.py &&
+    env -u TORCH_CUDA_ARCH_LIST $PY -m tools.builder.op --abi stable --cuda on --out "$hub" &&
+    sha256sum "$env"/lib/python*/site-packages/img2gray/*.abi3.so "$hub"/*.abi3.so | tee "$OUT/conda-stable-sha256.txt" &&
+    [ "$(wc -l <"$OUT/conda-stable-sha256.txt")" -eq 2 ] && [ "$(cut -d' ' -f1 "$OUT/conda-stable-sha256.txt" | sort -u | wc -l)" -eq 1 ] &&
+    echo "PASS: the package's library is the Hub stable variant's" &&
+    mkdir -p "$OUT/linux-64" && cp "$channel"/linux-64/*.conda "$OUT/linux-64/"
+}
+TAIL=16 step conda-stable conda_stable
 # Bit-reproducibility of the CUDA build: one commit from two checkout paths, sha256 of library + metadata.json.
 TAIL=12 step repro $PY -m tools.builder.repro_check --cuda on
 $PY -m tools.gpu.record "$OUT" --script tools/gpu/session.sh --write "${RECORD_INTO:-$OUT/verification.md}" \
