@@ -10,7 +10,7 @@ selector, its backends, its arch check), listed here too, so that every reach in
 kernels 0.19 moved its internals under `kernels._internals`; the next move breaks this file and
 tests/kernelpin/test_kernels_internals.py, loudly: an unsupported or unknown layout raises KernelsPackageError
 naming the installed version, never "not installed". Versions checked: OLDEST (CI's oldest environment,
-tools/ci/oldest_kernels.py) and NEWEST (requirements/dev.txt).
+tools/ci/lowest_deps.py) and NEWEST (requirements/dev.txt).
 """
 
 from __future__ import annotations

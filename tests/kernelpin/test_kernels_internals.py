@@ -1,5 +1,5 @@
 """kernelpin.loading.kernels_internals, against the `kernels` installed here (CI runs this file with the newest
-release, requirements/dev.txt, and the oldest supported, tools/ci/oldest_kernels.py): every internal kernelpin
+release, requirements/dev.txt, and the oldest supported, tools/ci/lowest_deps.py): every internal kernelpin
 reaches is where the table says, and a missing, too old or rearranged `kernels` fails naming its version.
 Failed before: kernelpin imported `kernels.deps` / `kernels.layer` directly, which kernels 0.19 moved, and then
 said kernels was not installed."""

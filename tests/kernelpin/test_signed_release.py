@@ -18,7 +18,6 @@ from testkit.releasing import hub_env
 from testkit.sigstore_root import Identity, SigstoreRoot
 from tools.release.stage import stage
 
-pytest.importorskip("kernels.verify")
 
 
 @pytest.fixture
@@ -49,15 +48,17 @@ def test_stage_keeps_the_signature_and_leaves_bytecode_out(signed_variant, tmp_p
 
 
 # `kernels verify-signature` as its users run it, in its own process, with Sigstore's production root swapped for
-# the test kit's (kernels calls Verifier.production() inside verify_variant).
+# the test kit's (kernels calls Verifier.production() when it verifies; where kernels keeps its verify module and
+# command line, kernels.verify or kernels._internals.verify by version: kernelpin.loading.kernels_internals).
 _KERNELS_WITH_TEST_ROOT = """
 import sys
 from sigstore.models import TrustedRoot
 from sigstore.verify import Verifier
-import kernels.verify
-from kernels.cli import main
+from kernelpin.loading import kernels_internals
+verify = kernels_internals.module("verify", "the test")
+main = kernels_internals.attribute("cli", "main", "the test")
 root = TrustedRoot.from_file(sys.argv[1])
-kernels.verify.Verifier.production = classmethod(lambda cls, offline=False: Verifier(trusted_root=root))
+verify.Verifier.production = classmethod(lambda cls, offline=False: Verifier(trusted_root=root))
 sys.argv = ["kernels", *sys.argv[2:]]
 main()
 """

@@ -5,7 +5,7 @@ version keeps it), never a copy of its rules: its `_resolve_variant_for_system` 
 machine's facts) and `_check_arch_incompatibility` (its check of the chosen build's archs against the GPU, fed
 a simulated torch). kernelpin chooses as the newest kernels it was checked against (NEWEST, 0.19.1) does; CI
 runs tests/kernelpin/test_variant_vs_kernels.py with that release and with the oldest supported (OLDEST,
-0.17.2, tools/ci/oldest_kernels.py), where the deviations below, each with its reason, are left out of the
+0.17.2, tools/ci/lowest_deps.py), where the deviations below, each with its reason, are left out of the
 comparison. The bigger run of the issue (many random repositories with random archs on every machine) is
 
     python -m tests.kernelpin.variant_judge [--repos 200] [--seed 21]
