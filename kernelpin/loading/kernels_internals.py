@@ -30,7 +30,8 @@ OLDEST, NEWEST = "0.17.2", "0.19.1"
 # Each layout: the first `kernels` release with it, and the module of each internal kernelpin (or its tests) uses.
 _BEFORE_0_19 = {"deps": "kernels.deps", "layer": "kernels.layer.layer", "func": "kernels.layer.func",
                 "variants": "kernels.variants", "backends": "kernels.backends", "archs": "kernels.archs",
-                "versions": "kernels._versions", "cli": "kernels.cli", "verify": "kernels.verify"}
+                "versions": "kernels._versions", "cli": "kernels.cli", "verify": "kernels.verify",
+                "digest": "kernels.digest"}
 LAYOUTS: tuple[tuple[tuple[int, ...], Mapping[str, str]], ...] = (
     ((0, 17), _BEFORE_0_19),
     ((0, 19), {name: module.replace("kernels.", "kernels._internals.", 1) for name, module in _BEFORE_0_19.items()}),

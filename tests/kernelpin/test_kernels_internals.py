@@ -22,7 +22,7 @@ USED = {
     "versions": ("resolve_kernel_version",),
     "cli": ("main",),
 }
-OPTIONAL = {"verify"}  # kernels.verify imports sigstore, an extra of kernels since 0.18
+OPTIONAL = {"verify", "digest"}  # kernels.verify imports sigstore (an extra since 0.18); digest: 0.18+
 
 
 def test_every_internal_is_where_the_table_says_for_the_installed_kernels():
