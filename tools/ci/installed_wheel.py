@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     subprocess.run([uv(), "venv", "--quiet", "--python", sys.executable, str(venv)], check=True, env=env)
     subprocess.run([uv(), "pip", "install", "--quiet", str(wheel), *tools], check=True, env=env)
     run = work / "run"
-    for name in ("tests", "testkit"):
+    for name in ("tests", "testkit", "tools"):  # testkit publishes with tools.release
         shutil.copytree(ROOT / name, run / name, ignore=shutil.ignore_patterns("__pycache__"))
     (run / "conftest.py").write_text(CHECK_INSTALLED)
     (run / "pytest.ini").write_text("[pytest]\npythonpath = .\n")  # tests and testkit from here; kernelpin installed
