@@ -14,52 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conda.support import OfflineBuild
+from tests.conda.support import PYTORCH_MINORS, OfflineBuild, conda_forge_records, write_channel
 from tools.conda.build import abi_of, cuda_version_of, render_variants, variant_config
 from tools.conda.channel import NoCandidateError, install_environment, solve_environment
-
-# conda-forge's builds of pytorch, as repodata records only (no archives): the same names, versions and build
-# string convention ({cpu|cudaXYZ}_{blas}_py{XY}_h{hash}_{n}, CUDA builds +200 and requiring __cuda).
-PYTORCH_MINORS = ("2.10", "2.11", "2.12", "2.13", "2.14", "2.15")
-# conda-forge's pytorch is built with CUDA 12.9 and 13.0 (pytorch-cpu-feedstock#393, #477); cuda-version exists for
-# every release, each asking only for a driver of its major (minor-version compatibility).
-PYTORCH_CUDA = ("12.9", "13.0")
-CUDA_VERSIONS = ("12.6", "12.9", "13.0", "13.2")
-PYTHONS = ("3.11", "3.12")
-
-
-def _conda_forge_records() -> dict[str, dict[str, object]]:
-    records: dict[str, dict[str, object]] = {}
-
-    def add(name: str, version: str, build: str, number: int, depends: list[str]) -> None:
-        records[f"{name}-{version}-{build}.conda"] = {
-            "name": name, "version": version, "build": build, "build_number": number,
-            "depends": depends, "subdir": "linux-64", "license": "BSD-3-Clause",
-        }
-
-    for python in PYTHONS:
-        add("python", f"{python}.9", "hd63b3ec_0_cpython", 0, ["__glibc >=2.17,<3.0.a0"])
-    for cuda in CUDA_VERSIONS:
-        add("cuda-version", cuda, "h4f385c5_3", 3, [f"__cuda >={cuda.split('.')[0]}"])
-    for minor in PYTORCH_MINORS:
-        for python in PYTHONS:
-            py = "py" + python.replace(".", "")
-            python_pin = f"python >={python},<{python[:2]}{int(python[2:]) + 1}.0a0"
-            add("pytorch", f"{minor}.0", f"cpu_generic_{py}_h1a2b3c4_0", 0, [python_pin])
-            for cuda in PYTORCH_CUDA:
-                major = int(cuda.split(".")[0])
-                add("pytorch", f"{minor}.0", f"cuda{cuda.replace('.', '')}_generic_{py}_h5d6e7f8_200", 200,
-                    [python_pin, "__cuda", f"cuda-version >={cuda},<{major + 1}.0a0"])
-    return records
-
-
-def _write_channel(channel_dir: Path, records: dict[str, dict[str, object]]) -> str:
-    for subdir, packages in (("linux-64", records), ("noarch", {})):
-        (channel_dir / subdir).mkdir(parents=True, exist_ok=True)
-        repodata = {"info": {"subdir": subdir}, "packages": {}, "packages.conda": packages, "repodata_version": 1}
-        (channel_dir / subdir / "repodata.json").write_text(json.dumps(repodata, indent=1))
-    return channel_dir.resolve().as_uri()
-
 
 @pytest.fixture(scope="module")
 def solver_channels(offline_build: OfflineBuild, tmp_path_factory: pytest.TempPathFactory) -> list[str]:
@@ -84,8 +41,8 @@ def solver_channels(offline_build: OfflineBuild, tmp_path_factory: pytest.TempPa
     }
     img2gray_records = {**built["packages.conda"], f"img2gray-{cuda_record['version']}-{recipe.build.string}.conda": cuda_record}
     return [
-        _write_channel(root / "img2gray", img2gray_records),
-        _write_channel(root / "conda-forge", _conda_forge_records()),
+        write_channel(root / "img2gray", img2gray_records),
+        write_channel(root / "conda-forge", conda_forge_records()),
     ]
 
 
@@ -215,7 +172,7 @@ def _matrix_records() -> dict[str, dict[str, object]]:
 @pytest.fixture(scope="module")
 def matrix_channels(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     root = tmp_path_factory.mktemp("matrix")
-    return [_write_channel(root / "img2gray", _matrix_records()), _write_channel(root / "conda-forge", _conda_forge_records())]
+    return [write_channel(root / "img2gray", _matrix_records()), write_channel(root / "conda-forge", conda_forge_records())]
 
 
 def _pixi_add(channels: list[str], pytorch: str | None, cuda: str | None, spec: str = "img2gray") -> tuple[str, str]:
