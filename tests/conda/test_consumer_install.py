@@ -184,13 +184,14 @@ def _pixi_add(channels: list[str], pytorch: str | None, cuda: str | None, spec: 
 
 # The img2gray flavours a driver may get (CUDA 13: the cu130 or the cu132 package, both serve cuda-version 13.2),
 # and the pytorch build it comes with.
-FLAVOURS = {None: ("cpu", "cpu"), "12.9": ("cuda126", "cuda129"), "13.0": ("cuda13[02]", "cuda130")}
+FLAVOURS = {None: ("cpu", "cpu"), "12.0": ("cuda129", "cuda129"), "12.9": ("cuda129", "cuda129"),
+            "13.0": ("cuda13[02]", "cuda130")}
 
 
-@pytest.mark.parametrize("cuda", [None, "12.9", "13.0"])
+@pytest.mark.parametrize("cuda", [None, "12.0", "12.9", "13.0"])
 def test_pixi_add_takes_the_stable_package_for_every_pytorch_from_2_11(matrix_channels: list[str], cuda: str | None) -> None:
-    """What `pixi add img2gray` takes next to each pytorch 2.11-2.15, without a GPU, with a CUDA 12 driver (conda-forge's
-    cuda129 pytorch: the cu126 package) and with a CUDA 13 driver: the stable-ABI package of the flavour, also where
+    """What `pixi add img2gray` takes next to each pytorch 2.11-2.15, without a GPU, with a CUDA 12 driver (12.0 or 12.9:
+    the cu129 package with conda-forge's cuda129 pytorch, both asking only for a CUDA 12 driver) and with a CUDA 13 driver: the stable-ABI package of the flavour, also where
     an exact one fits (docs/packaging.md says why); pytorch 2.10 gets none. Failed before: pytorch 2.14 and 2.15 had
     no img2gray at all."""
     flavour, torch_flavour = FLAVOURS[cuda]
@@ -213,5 +214,5 @@ def test_pixi_add_does_not_hold_pytorch_back_and_an_exact_build_is_one_request_a
     assert _pixi_add(matrix_channels, None, "13.0")[1].startswith("2.15.0 cuda130_")
     img2gray, torch = _pixi_add(matrix_channels, "2.13", "13.0", "img2gray * cuda130_torch213*")
     assert img2gray.startswith("cuda130_torch213_") and torch.startswith("2.13.0 cuda130_")
-    img2gray, torch = _pixi_add(matrix_channels, "2.12", "12.9", "img2gray * cuda126_torch212*")
-    assert img2gray.startswith("cuda126_torch212_") and torch.startswith("2.12.0 cuda129_")
+    img2gray, torch = _pixi_add(matrix_channels, "2.12", "12.9", "img2gray * cuda129_torch212*")
+    assert img2gray.startswith("cuda129_torch212_") and torch.startswith("2.12.0 cuda129_")
