@@ -73,6 +73,8 @@ if TYPE_CHECKING:
     from kernelpin.errors import NoVariantError
     from kernelpin.format.metadata import MetadataError
     from kernelpin.loading.python_depends import DependencyError
+    from kernelpin.loading.archive import ArchiveError
+    from kernelpin.loading.kernels_internals import KernelsPackageError
     from kernelpin.trust.policy import PolicyError
     from kernelpin.trust.policy import SignatureError
     from kernelpin.trust.signature import TrustRootError
@@ -146,6 +148,8 @@ _ERRORS = {
     "NoVariantError": ("kernelpin.errors", "NoVariantError"),
     "MetadataError": ("kernelpin.format.metadata", "MetadataError"),
     "DependencyError": ("kernelpin.loading.python_depends", "DependencyError"),
+    "ArchiveError": ("kernelpin.loading.archive", "ArchiveError"),
+    "KernelsPackageError": ("kernelpin.loading.kernels_internals", "KernelsPackageError"),
     "PolicyError": ("kernelpin.trust.policy", "PolicyError"),
     "SignatureError": ("kernelpin.trust.policy", "SignatureError"),
     "TrustRootError": ("kernelpin.trust.signature", "TrustRootError"),

@@ -15,7 +15,8 @@ builds its mapping from kernels' own classes, so the integration replaces `load(
   different commits; LOCAL_KERNELS is refused there unless allowed (kernelpin.loading.local_override).
 
 The layer or function is then taken from the loaded module exactly as kernels takes it (its own
-`_get_kernel_layer` / `_get_kernel_func`, so their checks and errors stay kernels'). Tested with kernels 0.17.2.
+`_get_kernel_layer` / `_get_kernel_func`, so their checks and errors stay kernels'). Where kernels keeps these
+classes and functions, for each version kernelpin supports: kernelpin.loading.kernels_internals.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import Any
 
 from kernelpin.errors import KernelpinError
 from kernelpin.format.layout import LOCKFILE
+from kernelpin.loading import kernels_internals
 
 # The replaced methods, by (class, attribute): restored by `integrated_kernels` on exit.
 _Originals = dict[tuple[type, str], Callable[..., Any]]
@@ -59,7 +61,7 @@ def _locked_kernel(repository: Any) -> ModuleType:
     from kernelpin.loading.runtime import load, read_lock_cached
 
     lock = kernelpin_lock_for(repository._lockfile)
-    commit = repository.kernel_locks[repository.kernel_dep].commit
+    commit = kernels_internals.commit_text(repository.kernel_locks[repository.kernel_dep].commit)
     pinned = read_lock_cached(lock)
     kernel = pinned.kernel(repository._repo_id) if pinned is not None else None
     if kernel is not None and kernel.commit != commit:
@@ -71,7 +73,9 @@ def _locked_kernel(repository: Any) -> ModuleType:
 
 
 def _replacements() -> dict[tuple[type, str], Callable[..., Any]]:
-    from kernels.layer import func, layer
+    purpose = "kernelpin.integrate_kernels(), which hooks the layers and functions of `kernels`,"
+    layer = kernels_internals.module("layer", purpose)
+    func = kernels_internals.module("func", purpose)
 
     def layer_load(get: Callable[[Any], ModuleType]) -> Callable[[Any], Any]:
         return lambda self: layer._get_kernel_layer(self, get(self))
@@ -99,11 +103,7 @@ def _replacements() -> dict[tuple[type, str], Callable[..., Any]]:
 def integrate_kernels() -> _Originals:
     """Make kernels' layer and function repositories load through kernelpin (see the module's docstring).
     Idempotent; returns the methods it replaced (for `integrated_kernels`)."""
-    try:
-        replacements = _replacements()
-    except ImportError:
-        raise KernelpinError("kernelpin.integrate_kernels() hooks the `kernels` package, which is not installed: "
-                             "pip install kernels") from None
+    replacements = _replacements()
     originals: _Originals = {}
     for (cls, name), method in replacements.items():
         current = cls.__dict__[name]
