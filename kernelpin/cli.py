@@ -203,8 +203,7 @@ def cmd_lock(ctx: Context) -> int:
         ctx.out.print(f"nothing to lock: {ctx.project.pyproject.name} has no [tool.kernels.dependencies]; add a "
                       "kernel with `kernelpin add ORG/NAME` (see `kernelpin help add`)")
     elif not changed:
-        kernels = f"{len(new.kernels)} kernel" + ("" if len(new.kernels) == 1 else "s")
-        ctx.out.print(f"{ctx.project.lockfile.name} is up to date ({kernels})")
+        ctx.out.print(f"{ctx.project.lockfile.name} is up to date ({_count(len(new.kernels), 'kernel')})")
     return 0
 
 
@@ -310,7 +309,7 @@ def _sync_dry_run(ctx: Context, locked: lockfile.Lock, installer: Installer, env
     if not rows:
         ctx.out.print(f"nothing to sync: {ctx.project.lockfile.name} locks no kernels")
     for row in rows:
-        state = f"{len(row.missing)} files to download" if row.missing else "all files present"
+        state = f"{_count(len(row.missing), 'file')} to download" if row.missing else "all files present"
         ctx.out.print(f"Would sync {row.repo}: {row.variant}: {state}")
     ctx.out.print("Dry run: nothing was downloaded or changed (files present are verified by a real sync).")
     return 0
@@ -524,7 +523,7 @@ def cmd_verify(ctx: Context) -> int:
     elif not report:
         ctx.out.print("nothing installed yet; run `kernelpin sync`")
     else:
-        ctx.out.print(f"verified {len(report)} installed files: {len(report) - len(bad)} match the lock"
+        ctx.out.print(f"verified {_count(len(report), 'installed file')}: {len(report) - len(bad)} match the lock"
                       + ("" if not bad else f", {len(bad)} modified, missing or not in the lock; "
                                             "run `kernelpin sync` to repair"))
     return 1 if bad else 0
@@ -561,8 +560,8 @@ def cmd_publish(ctx: Context) -> int:
     for name, signer in sorted(signers.items()):
         ctx.note(f"{name}: {'signed by ' + signer.describe() if signer else 'unsigned'}")
     branch = None if release.version.is_prerelease else f"v{release.version.major}"
-    variants = f"{len(release.variants)} variant" + ("" if len(release.variants) == 1 else "s")
-    summary = f"{len(release.files)} files ({release.size / 1e6:.1f} MB), {variants}, to {args.repo} tagged {release.tag}"
+    summary = (f"{_count(len(release.files), 'file')} ({release.size / 1e6:.1f} MB), "
+               f"{_count(len(release.variants), 'variant')}, to {args.repo} tagged {release.tag}")
     if release.without_compat_package:  # HF's kernel requirements still ask for it (kernels before the flat layout)
         ctx.err.print(f"warning: no build/<variant>/<name>/ package in {', '.join(release.without_compat_package)}: "
                       "`kernels` releases older than the flat layout cannot load them (kernelpin.format.metadata."
@@ -628,14 +627,14 @@ def cmd_cache(ctx: Context) -> int:
         ctx.show(table)
     total = _size(sum(row.size for row in unused))
     if not prune:
-        ctx.out.print(f"{len(rows)} revisions, {_size(sum(row.size for row in rows))}; {len(unused)} not used by "
+        ctx.out.print(f"{_count(len(rows), 'revision')}, {_size(sum(row.size for row in rows))}; {len(unused)} not used by "
                       f"this project's lock ({total}): `kernelpin cache prune` lists them, `--yes` deletes them")
     elif not unused:
         ctx.out.print("nothing to prune: the lock uses every cached kernel revision")
     elif deleted:
-        ctx.out.print(f"deleted {len(unused)} revisions ({total})")
+        ctx.out.print(f"deleted {_count(len(unused), 'revision')} ({total})")
     else:
-        ctx.out.print(f"would delete {len(unused)} revisions ({total}) that this project's lock does not use; other "
+        ctx.out.print(f"would delete {_count(len(unused), 'revision')} ({total}) that this project's lock does not use; other "
                       "projects may use them: add --yes to delete")
     return 0
 
@@ -645,6 +644,11 @@ def _project_if_any(ctx: Context) -> Project | None:
         return ctx.project
     except KernelpinError:
         return None
+
+
+def _count(count: int, noun: str) -> str:
+    """`1 revision`, `2 revisions`: a count with its noun."""
+    return f"{count} {noun}" + ("" if count == 1 else "s")
 
 
 def _size(size: int) -> str:
@@ -662,7 +666,7 @@ EXIT_CODES = """exit status:
 """
 JSON_HELP = "print machine-readable JSON on stdout (an error too: {\"error\": MESSAGE}, exit 1)"
 class _Parser(argparse.ArgumentParser):
-    """argparse with a "did you mean" on a mistyped command (as cargo and uv have)."""
+    """argparse with a "did you mean" on a mistyped command or option (as cargo and uv have)."""
 
     def error(self, message: str) -> NoReturn:
         choice = re.match(r"argument COMMAND: invalid choice: '([^']*)' \(choose from (.*)\)$", message)
@@ -671,7 +675,20 @@ class _Parser(argparse.ArgumentParser):
             close = difflib.get_close_matches(choice[1], commands, n=1)
             message = f"unknown command '{choice[1]}'" + (f"; did you mean '{close[0]}'?" if close else "") + \
                       f" (commands: {', '.join(commands)})"
+        unknown = re.match(r"unrecognized arguments: (.*)$", message)
+        if unknown:
+            message = "; ".join(self._unknown_argument(given) for given in unknown[1].split(" "))
         super().error(message)
+
+    def _unknown_argument(self, given: str) -> str:
+        """`--upgade`: unknown option '--upgade'; did you mean '--upgrade'? (this command's options only)."""
+        if not given.startswith("-"):
+            return f"unexpected argument '{given}'"
+        name = given.partition("=")[0]
+        options = sorted(option for option in self._option_string_actions if option.startswith("--"))
+        close = difflib.get_close_matches(name, options, n=1, cutoff=0.7)
+        return f"unknown option '{name}'" + (f"; did you mean '{close[0]}'?" if close else
+                                             f" (`{self.prog} --help` lists its options)")
 
 
 def _global_options(defaults: bool) -> argparse.ArgumentParser:

@@ -79,7 +79,7 @@ def pick_revision(requirement: Requirement, refs: Refs) -> Pick:
         raise KernelpinError(
             f"{repo_id}: no version satisfies {requirement.range.text} "
             f"(available: {describe_versions(list(versions))}); "
-            "change the requirement in [tool.kernels.dependencies] or publish a matching tag"
+            f"change the requirement in {requirement.declared} or publish a matching tag"
         )
     revision = requirement.revision
     if GIT_OBJECT_ID_RE.match(revision):
@@ -358,7 +358,7 @@ def locate(source: HubSource, requirement: Requirement, note: Callable[[str], No
            refs: Refs | None = None) -> Located:
     """The revision `requirement` names on the Hub and the variants there (two requests: refs, unless given,
     and the file listing)."""
-    refs = refs or source.refs(requirement.repo_id, requirement.repo_type)
+    refs = refs or source.refs(requirement.repo_id, requirement.repo_type, requirement.declared)
     _, ignored = tag_versions(refs.tags)
     if ignored:
         note(f"{requirement.repo_id}: ignored tags (not versions): {', '.join(ignored)}")
@@ -393,7 +393,7 @@ class Fetched:
 def fetch_one(source: HubSource, requirement: Requirement, note: Callable[[str], None],
               checker: ReleaseChecker | None = None) -> Fetched:
     """The requests that lock a requirement: refs, the publisher gate, the listing, the small files."""
-    refs = source.refs(requirement.repo_id, requirement.repo_type)
+    refs = source.refs(requirement.repo_id, requirement.repo_type, requirement.declared)
     if checker is not None:  # the publisher gate `kernels` has, before anything of the release is read
         checker.policy.check_publisher(requirement.repo_id, source.trusted_publisher)
     located = locate(source, requirement, note, refs)
@@ -524,7 +524,8 @@ def _resolve_dependencies(
                 cycle = " -> ".join((*chain[chain.index(repo_id):], repo_id))
                 raise KernelpinError(f"kernel dependency cycle: {cycle} ({asker}); a kernel cannot depend on "
                                      "itself, through others or not: ask the publisher to break the cycle")
-            requirement = parse_requirement(repo_id, value, where=f"{asker} {repo_id!r}")
+            requirement = parse_requirement(repo_id, value, where=f"{asker} {repo_id!r}",
+                                            declared=f"the metadata.json of {asker} (ask its publisher)")
             first = ((top[repo_id].value, "[tool.kernels.dependencies]") if repo_id in top
                      else wanted.setdefault(repo_id, (value, asker)))
             if _meaning(parse_requirement(repo_id, first[0])) != _meaning(requirement):

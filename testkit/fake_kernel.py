@@ -51,7 +51,7 @@ def backend_metadata(variant: str, archs: tuple[str, ...] = ARCHS) -> dict:
 
 def variant_files(
     version: str, variant: str, archs: tuple[str, ...] = ARCHS, metadata: bool = True,
-    extra: dict[str, bytes] | None = None,
+    extra: dict[str, bytes] | None = None, name: str = "img2gray",
 ) -> dict[str, bytes]:
     """The files of one variant directory: `__init__.py`, `_impl.py` (+ `extra`) and their metadata.json."""
     files: dict[str, bytes] = {
@@ -67,7 +67,7 @@ def variant_files(
         backend = backend_metadata(variant, archs)
         cuda = backend["type"] == "cuda"
         document = kernel_metadata.compose(
-            op_id="_img2gray_test", name="img2gray", version=Version.parse(version), license="Apache-2.0",
+            op_id=f"_{name.replace('-', '_')}_test", name=name, version=Version.parse(version), license="Apache-2.0",
             variant=variant,
             backend=backend,
             files={path: sha256(data) for path, data in files.items()},
@@ -79,12 +79,13 @@ def variant_files(
 
 
 def kernel_files(
-    version: str, variants: tuple[str, ...] = VARIANTS, metadata: bool = True, extra: dict[str, bytes] | None = None
+    version: str, variants: tuple[str, ...] = VARIANTS, metadata: bool = True, extra: dict[str, bytes] | None = None,
+    name: str = "img2gray",
 ) -> dict[str, bytes]:
     """A release's repository tree: README.md and build/<variant>/... for every variant."""
     files: dict[str, bytes] = {"README.md": f"# test kernel {version}\n".encode()}
     for variant in variants:
-        own = variant_files(version, variant, metadata=metadata, extra=extra)
+        own = variant_files(version, variant, metadata=metadata, extra=extra, name=name)
         files.update({f"build/{variant}/{path}": data for path, data in own.items()})
     return files
 

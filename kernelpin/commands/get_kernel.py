@@ -153,11 +153,11 @@ def resolve_online(source: HubSource, requirement: Requirement, env: Environment
     remembered)."""
     check = lambda: _check_trust(source, requirement.repo_id, trust_remote_code, checker.policy)  # noqa: E731
     if remembered is not None and remembered.publisher_trusted:
-        refs, marked = source.refs(requirement.repo_id, requirement.repo_type), None
+        refs, marked = source.refs(requirement.repo_id, requirement.repo_type, requirement.declared), None
     else:
         with ThreadPoolExecutor(max_workers=1) as pool:  # the publisher check runs beside the refs request
             trusted = pool.submit(check)
-            refs = source.refs(requirement.repo_id, requirement.repo_type)
+            refs = source.refs(requirement.repo_id, requirement.repo_type, requirement.declared)
             marked = trusted.result()
     pick = pick_revision(requirement, refs)
     known = remembered if remembered is not None and remembered.kernel.commit == pick.commit else None
@@ -284,7 +284,8 @@ def _load_resolved(requirement: Requirement, env: Environment, check_arch: bool,
                 raise KernelpinError(f"kernel dependency cycle: {' -> '.join((*chain, dependency))} ({what}, "
                                      "kernel-depends); a kernel cannot depend on itself: ask the publisher to break it")
             dependencies[dependency] = _load_resolved(
-                parse_requirement(dependency, value, f"{what} kernel-depends"), env, check_arch, trust_remote_code,
+                parse_requirement(dependency, value, f"{what} kernel-depends",
+                                  declared=f"the metadata.json of {what} (ask its publisher)"), env, check_arch, trust_remote_code,
                 checker, chain)
         module = import_with_dependencies(name, directory, variant, what, dependencies,
                                           (kernel.repo_id, kernel.commit), store.receipts)
