@@ -24,7 +24,7 @@ from kernelpin.format import lockfile
 from kernelpin.commands import sync as syncing
 from kernelpin.errors import KernelpinError
 from kernelpin.commands.cache import cache
-from kernelpin.commands.info import info
+from kernelpin.commands.info import info, variants
 from kernelpin.store.install import Installer, SyncedVariant
 from kernelpin.project import PYPROJECT, Project, find_project
 from kernelpin.trust.signature import ReleaseChecker
@@ -447,6 +447,45 @@ def cmd_versions(ctx: Context) -> int:
         ctx.note(f"builds judged for {env.describe()}")
     if found.ignored_tags:
         ctx.note(f"ignored tags (not versions): {', '.join(found.ignored_tags)}")
+    return 0
+
+
+def _variants_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("repo", metavar="REPO", help=REPO_HELP)
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--all-versions", action="store_true", help="every major version (every branch vN)")
+    which.add_argument("--version", metavar="N|latest", help="the major version N (the branch vN); default: latest")
+    which.add_argument("--revision", metavar="REV", help="a tag, branch or commit")
+    parser.add_argument("--only-compatible", action="store_true", help="only the builds that fit")
+    environment.add_arguments(parser)
+
+
+@command("variants", help="judge a kernel's builds for this machine (as `kernels variants`)", options=_variants_options,
+         description="List every build variant of a kernel's newest major version (or --version N, --all-versions, "
+                     "--revision REV) and whether it fits this machine (or the one --torch ... describes): the one "
+                     "`load` and `get_kernel` would choose first, then the other builds that fit, then those that "
+                     "do not, each with the reason. `kernels variants` (0.18+) shows the same; `kernels versions`, "
+                     "which 0.19 deprecates, is `kernelpin variants --all-versions`.")
+def cmd_variants(ctx: Context) -> int:
+    env = environment.current(vars(ctx.args))
+    found = variants(ctx.source, ctx.args.repo, env, version=ctx.args.version, revision=ctx.args.revision,
+                     all_versions=ctx.args.all_versions)
+    shown = [[fit for fit in block.variants if fit.fits or not ctx.args.only_compatible] for block in found]
+    if ctx.args.json:
+        _emit_json({"repo_id": ctx.args.repo, "environment": env.describe(), "revisions": [
+            {"version": block.version, "revision": block.revision, "commit": block.commit,
+             "variants": [{"variant": fit.name, "compatible": fit.fits, "preferred": fit.chosen, "reason": fit.reason}
+                          for fit in fits]} for block, fits in zip(found, shown)]})
+        return 0
+    for index, (block, fits) in enumerate(zip(found, shown)):
+        label = f"Version {block.version}" if block.version is not None else f"Revision {block.revision}"
+        ctx.out.print(("\n" if index else "") + f"{label} ({block.commit[:12]}):\n")
+        for fit in fits:
+            ctx.out.print(f"{fit.name} compatible{', preferred' if fit.chosen else ''} ✅" if fit.fits
+                          else f"{fit.name}: {fit.reason}")
+        if not fits:
+            ctx.out.print("No compatible variants found." if ctx.args.only_compatible else "No build variants found.")
+    ctx.note(f"builds judged for {env.describe()}")
     return 0
 
 

@@ -1,5 +1,6 @@
 """Looking at a kernel before using it: what it is (`kernelpin info`: license, upstream, backends,
-dependencies), which of its builds a machine can use (per variant; `kernelpin versions --variants` per version),
+dependencies), which of its builds a machine can use (per variant: `kernelpin variants`; `kernelpin versions
+--variants` per version),
 and, when the version asked for has no build for this machine, which newer one has. `kernels info`, `kernels
 versions` and `get_kernel_variants`, answered from the repository listing and checked metadata.json files;
 nothing is downloaded to disk.
@@ -7,6 +8,7 @@ nothing is downloaded to disk.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +44,50 @@ def fits(selection: Selection, names: list[str]) -> list[VariantFit]:
 def kernel_variants(source: HubSource, requirement: Requirement, env: Environment) -> list[VariantFit]:
     names = sorted(locate(source, requirement, lambda message: None).variants)
     return fits(select(dict.fromkeys(names), env), names)
+
+
+@dataclass(frozen=True)
+class RevisionVariants:
+    """The builds of one revision of a kernel, judged for a machine (a block of `kernelpin variants`)."""
+
+    version: int | None  # the major version (the branch vN), as `kernels variants` numbers them; None: a revision
+    revision: str  # refs/heads/vN, or the revision as given
+    commit: str
+    variants: list[VariantFit]
+
+
+def variants(source: HubSource, repo_id: str, env: Environment, *, version: int | str | None = None,
+             revision: str | None = None, all_versions: bool = False) -> list[RevisionVariants]:
+    """Every build of a kernel judged for `env`, as `kernels variants` 0.19 shows them: of the newest major-version
+    branch (`version` None or "latest"), of branch vN (`version` N), of every one (`all_versions`), or of a tag,
+    branch or commit (`revision`). One refs listing and one file listing per revision; nothing is downloaded."""
+    repo_id = check_repo_id(repo_id)
+    if sum((all_versions, version is not None, revision is not None)) > 1:
+        raise KernelpinError("give at most one of --all-versions, --version and --revision")
+    refs = source.refs(repo_id, None)
+    if revision is not None:
+        requirements = [(None, requirement_from_arguments(repo_id, None, revision))]
+    else:
+        majors = sorted(int(name[1:]) for name in refs.branches if re.fullmatch(r"v\d+", name))
+        if not majors:
+            raise KernelpinError(f"{repo_id} has no major-version branch (v1, v2, ...), which is what a kernel's "
+                                 "versions are to `kernels`; name a revision: --revision TAG|BRANCH|COMMIT")
+        if isinstance(version, str) and version != "latest":
+            if not version.isdigit():
+                raise KernelpinError(f"--version {version}: a major version (the branch vN) or latest")
+            version = int(version)
+        if isinstance(version, int) and version not in majors:
+            raise KernelpinError(f"{repo_id}: no version {version} (the branch v{version}); versions: "
+                                 f"{', '.join(map(str, majors))}")
+        chosen = majors if all_versions else [majors[-1] if version in (None, "latest") else int(version)]
+        requirements = [(major, parse_requirement(repo_id, major)) for major in chosen]
+    found = []
+    for major, requirement in requirements:
+        located = locate(source, requirement, lambda message: None, refs)
+        names = sorted(located.variants)
+        found.append(RevisionVariants(major, located.pick.ref or revision or located.pick.commit,
+                                      located.pick.commit, fits(select(dict.fromkeys(names), env), names)))
+    return found
 
 
 def backends(names: list[str]) -> list[str]:
