@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from kernelpin.environment import detect as detect_environment
     from kernelpin.commands.cache import cache
-    from kernelpin.commands.info import info, variants
+    from kernelpin.commands.info import describe_api, info, variants
     from kernelpin.commands.kernelize import integrate_kernels, integrated_kernels
     from kernelpin.loading.loader import loaded_kernels
     from kernelpin.commands.get_kernel import get_kernel, get_kernel_variants, has_kernel
@@ -48,6 +48,7 @@ _EXPORTS = {
     "cache": ("kernelpin.commands.cache", "cache"),
     "info": ("kernelpin.commands.info", "info"),
     "variants": ("kernelpin.commands.info", "variants"),
+    "describe_api": ("kernelpin.commands.info", "describe_api"),
     "check_release": ("kernelpin.publisher.release", "check_release"),
     "check_signatures": ("kernelpin.publisher.release", "check_signatures"),
     "publish": ("kernelpin.publisher.release", "publish"),

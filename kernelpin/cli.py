@@ -24,7 +24,7 @@ from kernelpin.format import lockfile
 from kernelpin.commands import sync as syncing
 from kernelpin.errors import KernelpinError
 from kernelpin.commands.cache import cache
-from kernelpin.commands.info import info, variants
+from kernelpin.commands.info import describe_api, describe_local_api, info, variants
 from kernelpin.store.install import Installer, SyncedVariant
 from kernelpin.project import PYPROJECT, Project, find_project
 from kernelpin.trust.signature import ReleaseChecker
@@ -526,6 +526,67 @@ def cmd_info(ctx: Context) -> int:
                                                   for d in found.kernel_depends]),
                          ("Backends", found.backends), ("Variants", found.variants)):
         ctx.out.print(f"{label}: {shown(value)}")
+    return 0
+
+
+def _describe_api_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("kernel", metavar="REPO|DIR", help=f"{REPO_HELP}, or a build on disk (build/<variant>/ or one "
+                                                         "variant directory)")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--version", metavar="N|RANGE", help="a major version (the branch vN) or a range of tags")
+    which.add_argument("--revision", metavar="REV", help="a tag, branch or commit")
+    environment.add_arguments(parser)
+
+
+@command("describe-api", help="list a kernel's public functions and layers from its Python sources",
+         options=_describe_api_options,
+         description="List a kernel's public functions (with their signatures) and its layers (with has_backward "
+                     "and can_torch_compile), read with Python's ast from the Python sources of the build this "
+                     "machine (or --torch ...) would load: only metadata.json and those sources are downloaded, "
+                     "into memory and checked against the listing and the metadata's digests; no binary is fetched "
+                     "and nothing is imported or run. `kernels describe-api` (0.18+) shows the same from a "
+                     "symbols.json that only recent builds carry.")
+def cmd_describe_api(ctx: Context) -> int:
+    env = environment.current(vars(ctx.args))
+    given = Path(ctx.args.kernel).expanduser()
+    if given.is_dir():
+        if ctx.args.version or ctx.args.revision:
+            raise KernelpinError("--version and --revision name a revision on the Hub, not a directory; drop them")
+        found = describe_local_api(given, env)
+    else:
+        version = ctx.args.version
+        found = describe_api(ctx.source, ctx.args.kernel, env, project=_project_if_any(ctx), revision=ctx.args.revision,
+                             version=int(version) if version and version.isdigit() else version)
+    api = found.api
+    if ctx.args.json:
+        where = {"path": found.path} if found.path else {"repo_id": found.repo, "revision": found.ref or found.commit,
+                                                        "commit": found.commit}
+        _emit_json({"schema_version": 1, **where, "variant": found.variant,
+                    "functions": [dataclasses.asdict(f) for f in api.functions],
+                    "layers": [dataclasses.asdict(layer) for layer in api.layers],
+                    "others": api.others, "problems": api.problems})
+        return 0
+    if found.path:
+        ctx.out.print(f"Path: {found.path}")
+    else:
+        ctx.out.print(f"Repository: {found.repo}")
+        ctx.out.print(f"Revision: {found.ref or found.commit} ({(found.commit or '')[:12]})")
+    ctx.out.print(f"Variant: {found.variant}")
+    ctx.out.print("\nFunctions:")
+    for function in api.functions:
+        ctx.out.print(f"  {function.signature}" + (f"  # {function.summary}" if function.summary else ""))
+    if not api.functions:
+        ctx.out.print("  (none)")
+    ctx.out.print("\nLayers:")
+    for layer in api.layers:
+        flags = "  ".join(f"{name}={'unknown' if value is None else value}" for name, value in layer.attributes.items())
+        ctx.out.print(f"  {layer.name}  {flags}")
+    if not api.layers:
+        ctx.out.print("  (none)")
+    if api.others:
+        ctx.out.print(f"\nOther public names: {', '.join(api.others)}")
+    for problem in api.problems:
+        ctx.warn(problem)
     return 0
 
 

@@ -136,6 +136,15 @@ def group_variants(files: list[RemoteFile], where: str) -> dict[str, list[Remote
     return variants
 
 
+def matches_listing(remote: RemoteFile, content: bytes) -> bool:
+    """Whether bytes read from the Hub are the file its listing describes (size, and LFS sha256 or git blob id)."""
+    if len(content) != remote.size:
+        return False
+    if remote.lfs_sha256 is not None:  # the blob id is the LFS pointer's; the content has its sha256
+        return hashlib.sha256(content).hexdigest() == remote.lfs_sha256
+    return not remote.blob_id or git_blob_sha1(content) == remote.blob_id
+
+
 class Pinner:
     """Hashes for every file of every variant at a commit, downloading as little as possible.
 
@@ -188,10 +197,10 @@ class Pinner:
         for cached in (lambda: self.store.cached(self.snapshot, variant, relative, remote.size),
                        lambda: self.store.blob(self.snapshot, blob, remote.size)) if blob else ():
             content = cached()
-            if content is not None and self._matches_listing(remote, content):
+            if content is not None and matches_listing(remote, content):
                 return content, False
         content = self.source.read(self.repo_id, self.repo_type, self.commit, remote.path, remote.size)
-        if not self._matches_listing(remote, content):
+        if not matches_listing(remote, content):
             raise self._altered(remote)
         return content, True
 
@@ -203,14 +212,6 @@ class Pinner:
                 self.store.keep_blob(self.snapshot, blob, content)
             except (KernelpinError, OSError):
                 pass  # a cache that takes no writes, or a sync writing: the next lock asks the Hub again
-
-    @staticmethod
-    def _matches_listing(remote: RemoteFile, content: bytes) -> bool:
-        if len(content) != remote.size:
-            return False
-        if remote.lfs_sha256 is not None:  # the blob id is the LFS pointer's; the content has its sha256
-            return hashlib.sha256(content).hexdigest() == remote.lfs_sha256
-        return not remote.blob_id or git_blob_sha1(content) == remote.blob_id
 
     def _altered(self, remote: RemoteFile) -> KernelpinError:
         return KernelpinError(
@@ -275,7 +276,7 @@ class Pinner:
         except KernelpinError:
             return  # refused when it is read as usual, before any download
         content = read()
-        if content is not None and self._matches_listing(remote, content):
+        if content is not None and matches_listing(remote, content):
             self.fetched.setdefault(name, {})[relative] = content
 
     def variant(self, name: str, files: list[RemoteFile]) -> LockedVariant:

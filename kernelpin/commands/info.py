@@ -8,16 +8,21 @@ nothing is downloaded to disk.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from kernelpin.errors import KernelpinError
-from kernelpin.format.metadata import KERNELS_MINVER_KEY, UPSTREAM_KEY
+from kernelpin.format.metadata import KERNELS_MINVER_KEY, UPSTREAM_KEY, parse_metadata
+from kernelpin.format.python_api import KernelApi, Unreadable, describe as describe_sources
+from kernelpin.layout import METADATA
+from kernelpin.loading.local_override import choose
 from kernelpin.project import Project, read_requirements
 from kernelpin.loading.python_depends import declared
 from kernelpin.format.ranges import Version
-from kernelpin.resolve import Pinner, group_variants, locate, tag_versions
+from kernelpin.resolve import Pinner, group_variants, locate, matches_listing, tag_versions
 from kernelpin.hub.source import HubSource
 from kernelpin.format.spec import Requirement, check_repo_id, parse_requirement, requirement_from_arguments
 from kernelpin.format.variant import Environment, Selection, Variant, select
@@ -127,12 +132,7 @@ def info(source: HubSource, repo_id: str, *, version: int | str | None = None, r
     build, are the same in every variant) at the revision `version` or `revision` names; without either, the
     project's requirement on it, else the newest major-version branch (as `kernels info`)."""
     repo_id = check_repo_id(repo_id)
-    if version is not None or revision is not None:
-        requirement = requirement_from_arguments(repo_id, version, revision)
-    else:
-        required = read_requirements(project) if project is not None else []
-        requirement = next((r for r in required if r.repo_id == repo_id), None) or _newest_line(source, repo_id)
-    located = locate(source, requirement, lambda message: None)
+    located = locate(source, _asked(source, repo_id, version, revision, project), lambda message: None)
     names = sorted(located.variants)
     first = names[0]
     pinner = Pinner(source, repo_id, located.repo_type, located.pick.commit)
@@ -151,6 +151,87 @@ def info(source: HubSource, repo_id: str, *, version: int | str | None = None, r
                         for dependency, value in (metadata.kernel_depends if metadata is not None else ())],
         backends=backends(names), variants=names,
     )
+
+
+def _asked(source: HubSource, repo_id: str, version: int | str | None, revision: str | None,
+           project: Project | None) -> Requirement:
+    """The revision to look at: `version` or `revision`, else the project's requirement, else the newest line."""
+    if version is not None or revision is not None:
+        return requirement_from_arguments(repo_id, version, revision)
+    required = read_requirements(project) if project is not None else []
+    return next((r for r in required if r.repo_id == repo_id), None) or _newest_line(source, repo_id)
+
+
+MAX_SOURCE_BYTES = 1 << 20  # one Python file describe_api reads; a bigger one is not a kernel's public module
+
+
+@dataclass(frozen=True)
+class DescribedApi:
+    """What `kernelpin describe-api` shows: where the sources were read, and the API read from them."""
+
+    repo: str | None  # None for a build on disk
+    path: str | None
+    ref: str | None
+    commit: str | None
+    variant: str
+    api: KernelApi
+
+
+def describe_api(source: HubSource, repo_id: str, env: Environment, *, version: int | str | None = None,
+                 revision: str | None = None, project: Project | None = None) -> DescribedApi:
+    """A kernel's public functions and layers, read with `ast` from the Python sources of the build `env` would
+    load (at `version`/`revision`, else the project's requirement, else the newest major branch): only its
+    `metadata.json` and the `.py` files the API reaches are downloaded, into memory, each checked against the
+    listing and the metadata's digest; no binary is fetched, nothing is imported or run (so no publisher check
+    either: `kernels describe-api` wants --trust-remote-code for a publisher the Hub does not mark)."""
+    repo_id = check_repo_id(repo_id)
+    located = locate(source, _asked(source, repo_id, version, revision, project), lambda message: None)
+    names = sorted(located.variants)
+    selection = select(dict.fromkeys(names), env)
+    if selection.chosen is None:
+        raise KernelpinError(f"{repo_id} at {located.pick.commit[:12]}: no build fits {env.describe()}:\n"
+                             f"{selection.explain()}")
+    commit, prefix = located.pick.commit, f"build/{selection.chosen}/"
+    listed = {remote.path[len(prefix):]: remote for remote in located.variants[selection.chosen]}
+    where = f"{repo_id} at {commit[:12]}: {prefix}"
+
+    def read(relative: str) -> bytes:
+        remote = listed[relative]
+        if remote.size > MAX_SOURCE_BYTES and relative != METADATA:  # metadata.json has its own bound
+            raise Unreadable(f"{remote.size} bytes, over {MAX_SOURCE_BYTES}: not read")
+        content = source.read(repo_id, located.repo_type, commit, remote.path, remote.size)
+        if not matches_listing(remote, content):
+            raise KernelpinError(f"{where}{relative} as downloaded does not match the repository listing; the "
+                                 "server or a proxy altered it: do not use this revision")
+        return content
+
+    digests = parse_metadata(read(METADATA), where + METADATA).digests if METADATA in listed else {}
+
+    def checked_source(relative: str) -> bytes | None:
+        if relative not in listed:
+            return None
+        content = read(relative)
+        if relative in digests and hashlib.sha256(content).hexdigest() != digests[relative]:
+            raise KernelpinError(f"{where}{relative} does not match the sha256 its metadata.json records: do not "
+                                 "use this revision")
+        return content
+
+    return DescribedApi(repo_id, None, located.pick.ref, commit, selection.chosen, describe_sources(checked_source))
+
+
+def describe_local_api(path: Path, env: Environment) -> DescribedApi:
+    """The same for a build on disk (what LOCAL_KERNELS names: `build/<variant>/`, or one variant directory)."""
+    directory, _ = choose(str(path), path, env)
+
+    def on_disk(relative: str) -> bytes | None:
+        file = directory / relative
+        if not file.is_file():
+            return None
+        if file.stat().st_size > MAX_SOURCE_BYTES:
+            raise Unreadable(f"{file.stat().st_size} bytes, over {MAX_SOURCE_BYTES}: not read")
+        return file.read_bytes()
+
+    return DescribedApi(None, str(path), None, None, directory.name, describe_sources(on_disk))
 
 
 def _newest_line(source: HubSource, repo_id: str) -> Requirement:
