@@ -24,7 +24,7 @@ from kernelpin.format import lockfile
 from kernelpin.commands import sync as syncing
 from kernelpin.errors import KernelpinError
 from kernelpin.commands.cache import cache
-from kernelpin.commands.info import describe_api, describe_local_api, info, variants
+from kernelpin.commands.info import DependencyNode, describe_api, describe_local_api, info, variants
 from kernelpin.store.install import Installer, SyncedVariant
 from kernelpin.project import PYPROJECT, Project, find_project
 from kernelpin.trust.signature import ReleaseChecker
@@ -494,6 +494,10 @@ def _info_options(parser: argparse.ArgumentParser) -> None:
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--version", metavar="N|RANGE", help="a major version (the branch vN) or a range of tags")
     which.add_argument("--revision", metavar="REV", help="a tag, branch or commit")
+    parser.add_argument("--dep-tree", action="store_true",
+                        help="show the whole kernel-depends tree: each kernel's release and the build this machine "
+                             "(or the one --torch ... describes) takes")
+    environment.add_arguments(parser)
 
 
 @command("info", help="show a kernel's license, upstream, backends and dependencies", options=_info_options,
@@ -508,7 +512,8 @@ def cmd_info(ctx: Context) -> int:
     except KernelpinError:  # outside a project: no requirement to default to
         project = None
     found = info(ctx.source, ctx.args.repo, version=int(version) if version and version.isdigit() else version,
-                 revision=ctx.args.revision, project=project)
+                 revision=ctx.args.revision, project=project,
+                 dep_tree=environment.current(vars(ctx.args)) if ctx.args.dep_tree else None)
     if ctx.args.json:
         _emit_json(dataclasses.asdict(found))
         return 0
@@ -526,7 +531,23 @@ def cmd_info(ctx: Context) -> int:
                                                   for d in found.kernel_depends]),
                          ("Backends", found.backends), ("Variants", found.variants)):
         ctx.out.print(f"{label}: {shown(value)}")
+    if found.dependency_tree is not None:
+        ctx.out.print("Dependency tree:")
+        for line in _tree_lines(found.dependency_tree):
+            ctx.out.print(line)
     return 0
+
+
+def _tree_lines(node: DependencyNode, prefix: str = "", last: bool = True, top: bool = True) -> list[str]:
+    """`kernels info --dep-tree`'s drawing (`|-- `, `` `-- ``), each kernel with its release and build."""
+    release = node.version or f"{(node.ref or '').rpartition('/')[2] or 'commit'}@{node.commit[:12]}"
+    asked = "" if node.requirement is None else f" {describe_value(node.requirement)} ->"
+    label = f"{node.repo}{asked} {release} ({node.variant or 'no build'})" + (f": {node.note}" if node.note else "")
+    lines = [label if top else f"{prefix}{'`-- ' if last else '|-- '}{label}"]
+    below = prefix if top else prefix + ("    " if last else "|   ")
+    for index, child in enumerate(node.depends):
+        lines += _tree_lines(child, below, index == len(node.depends) - 1, top=False)
+    return lines
 
 
 def _describe_api_options(parser: argparse.ArgumentParser) -> None:

@@ -9,22 +9,25 @@ nothing is downloaded to disk.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kernelpin.errors import KernelpinError
-from kernelpin.format.metadata import KERNELS_MINVER_KEY, UPSTREAM_KEY, parse_metadata
+from kernelpin.format.metadata import KERNELS_MINVER_KEY, UPSTREAM_KEY, BuildMetadata, parse_metadata
 from kernelpin.format.python_api import KernelApi, Unreadable, describe as describe_sources
 from kernelpin.layout import METADATA
 from kernelpin.loading.local_override import choose
 from kernelpin.project import Project, read_requirements
 from kernelpin.loading.python_depends import declared
 from kernelpin.format.ranges import Version
-from kernelpin.resolve import Pinner, group_variants, locate, matches_listing, tag_versions
+from kernelpin.resolve import Located, Pinner, group_variants, locate, matches_listing, tag_versions
 from kernelpin.hub.source import HubSource
-from kernelpin.format.spec import Requirement, check_repo_id, parse_requirement, requirement_from_arguments
+from kernelpin.format.spec import (
+    Requirement, RequirementValue, check_repo_id, parse_requirement, requirement_from_arguments,
+)
 from kernelpin.format.variant import Environment, Selection, Variant, select
 
 
@@ -105,6 +108,71 @@ def backends(names: list[str]) -> list[str]:
     return sorted(found)
 
 
+MAX_TREE_DEPTH = 32  # kernel-depends levels `info --dep-tree` walks; deeper ones are cut, with a note
+
+
+@dataclass(frozen=True)
+class DependencyNode:
+    """A kernel of a kernel-depends tree: the release its requirement resolves to and the build a machine takes."""
+
+    repo: str
+    requirement: RequirementValue | None  # as the parent's metadata.json writes it; None for the top
+    version: str | None  # the release tag's version on the commit, if any
+    ref: str | None
+    commit: str
+    variant: str | None  # the build the machine takes; None: none fits (see note)
+    depends: list[DependencyNode]
+    note: str | None = None  # a cycle, no fitting build, or the depth cut
+
+
+def _chosen_metadata(source: HubSource, repo_id: str, located: Located, variant: str) -> BuildMetadata | None:
+    """A variant's metadata.json, read into memory and checked against the listing (nothing else is read)."""
+    remote = next((r for r in located.variants[variant] if r.path == f"build/{variant}/{METADATA}"), None)
+    if remote is None:
+        return None
+    where = f"{repo_id} at {located.pick.commit[:12]}: {remote.path}"
+    content = source.read(repo_id, located.repo_type, located.pick.commit, remote.path, remote.size)
+    if not matches_listing(remote, content):
+        raise KernelpinError(f"{where} as downloaded does not match the repository listing; the server or a proxy "
+                             "altered it: do not use this revision")
+    return parse_metadata(content, where)
+
+
+def dependency_tree(source: HubSource, requirement: Requirement, env: Environment) -> DependencyNode:
+    """The whole kernel-depends tree of a kernel as `env` loads it: each kernel's requirement resolved to its
+    release and the build `env` takes, whose metadata.json names the next level (as `kernels` and `kernelpin.load`
+    walk it). One refs listing, one file listing and one metadata.json per kernel; no binary."""
+    located_by: dict[tuple[str, str], Located] = {}
+
+    def node(requirement: Requirement, asked: RequirementValue | None, path: tuple[str, ...]) -> DependencyNode:
+        key = (requirement.repo_id, json.dumps(requirement.value, sort_keys=True))
+        if key not in located_by:
+            located_by[key] = locate(source, requirement, lambda message: None)
+        located = located_by[key]
+        pick, repo_id = located.pick, requirement.repo_id
+        names = sorted(located.variants)
+        chosen = select(dict.fromkeys(names), env).chosen
+        version = None if pick.version is None else str(pick.version)
+
+        def made(depends: list[DependencyNode], note: str | None = None) -> DependencyNode:
+            return DependencyNode(repo_id, asked, version, pick.ref, pick.commit, chosen, depends, note)
+
+        if repo_id in path:
+            return made([], f"cycle: {' -> '.join((*path[path.index(repo_id):], repo_id))}; lock and load refuse it")
+        if chosen is None:
+            return made([], f"no build fits {env.describe()}")
+        if len(path) >= MAX_TREE_DEPTH:
+            return made([], f"deeper than {MAX_TREE_DEPTH} levels: not shown")
+        metadata = _chosen_metadata(source, repo_id, located, chosen)
+        asker = f"{repo_id} ({chosen}, kernel-depends)"
+        return made([node(parse_requirement(dependency, value, where=f"{asker} {dependency!r}",
+                                            declared=f"the metadata.json of {asker} (ask its publisher)"),
+                          value, (*path, repo_id))
+                     for dependency, value in sorted(metadata.kernel_depends if metadata else ())])
+
+    return node(requirement, None, ())
+
+
 @dataclass(frozen=True)
 class KernelInfo:
     """What `kernelpin info` shows (kernels info's fields, and the revision they were read at)."""
@@ -124,15 +192,18 @@ class KernelInfo:
     kernel_depends: list[dict[str, Any]]
     backends: list[str]
     variants: list[str]
+    dependency_tree: DependencyNode | None = None  # with dep_tree: every kernel-depends level, as env loads it
 
 
 def info(source: HubSource, repo_id: str, *, version: int | str | None = None, revision: str | None = None,
-         project: Project | None = None) -> KernelInfo:
+         project: Project | None = None, dep_tree: Environment | None = None) -> KernelInfo:
     """What a kernel is, read from one variant's checked metadata.json (the fields that describe the kernel, not a
     build, are the same in every variant) at the revision `version` or `revision` names; without either, the
-    project's requirement on it, else the newest major-version branch (as `kernels info`)."""
+    project's requirement on it, else the newest major-version branch (as `kernels info`). With `dep_tree` (a
+    machine), also its whole kernel-depends tree as that machine loads it (`kernels info --dep-tree`)."""
     repo_id = check_repo_id(repo_id)
-    located = locate(source, _asked(source, repo_id, version, revision, project), lambda message: None)
+    requirement = _asked(source, repo_id, version, revision, project)
+    located = locate(source, requirement, lambda message: None)
     names = sorted(located.variants)
     first = names[0]
     pinner = Pinner(source, repo_id, located.repo_type, located.pick.commit)
@@ -150,6 +221,7 @@ def info(source: HubSource, repo_id: str, *, version: int | str | None = None, r
         kernel_depends=[{"repo": dependency, "requirement": value}
                         for dependency, value in (metadata.kernel_depends if metadata is not None else ())],
         backends=backends(names), variants=names,
+        dependency_tree=None if dep_tree is None else dependency_tree(source, requirement, dep_tree),
     )
 
 
