@@ -18,16 +18,14 @@ from typing import Any, NoReturn
 from rich.table import Table
 
 from kernelpin import environment
-from kernelpin.store import install
 from kernelpin.commands import lock as locking
 from kernelpin.format import lockfile
 from kernelpin.commands import sync as syncing
 from kernelpin.errors import KernelpinError
 from kernelpin.commands.cache import cache
 from kernelpin.commands.info import DependencyNode, describe_api, describe_local_api, info, variants
-from kernelpin.store.install import Installer, SyncedVariant
+from kernelpin.store.install import SyncedVariant
 from kernelpin.project import PYPROJECT, Project, find_project
-from kernelpin.trust.signature import ReleaseChecker
 from kernelpin.hub.source import HubSettings, HubSource
 from kernelpin.format.spec import check_repo_id, describe_value
 from kernelpin.terminal import SafeConsole
@@ -248,40 +246,42 @@ LOCK_MODES = """how --locked and --frozen compare:
                      "Hub cache (or --target DIR) and verify every byte against kernelpin.lock. A stale lock is "
                      "re-locked first unless --locked or --frozen says otherwise.")
 def cmd_sync(ctx: Context) -> int:
-    with locking.release_checker_when_needed(ctx.project, ctx.source) as checker:  # and its worker end with it
-        return _sync(ctx, checker)
-
-
-def _sync(ctx: Context, checker: Callable[[], ReleaseChecker]) -> int:
-    # The steps of kernelpin.syncing.sync, one by one: the re-lock's changes are shown before anything is installed.
     args = ctx.args
-    fresh = locking.lock_for_sync(ctx.project, ctx.source, locked=args.locked, frozen=args.frozen,
-                                  note=ctx.note, warn=ctx.warn, accepted_signers=_accepted_signers(args.accept_signer),
-                                  checker=checker)
-    _report_changes(ctx, fresh.changes, ctx.progress)
-    locked = fresh.lock
+    project, source = ctx.project, ctx.source
     env = None if args.all_variants else environment.current(vars(args))
-    target = Path(args.target).resolve() if args.target else None
+
+    def on_lock(fresh: locking.Locked) -> None:  # the re-lock's changes, shown before anything is installed
+        _report_changes(ctx, fresh.changes, ctx.progress)
+        if env is not None and not args.dry_run:
+            ctx.note(f"selecting variants for {env.describe()}")
+
+    options: dict[str, Any] = {
+        "all_variants": args.all_variants, "target": Path(args.target).resolve() if args.target else None,
+        "locked": args.locked, "frozen": args.frozen, "note": ctx.note, "warn": ctx.warn, "on_lock": on_lock,
+        "accepted_signers": _accepted_signers(args.accept_signer)}
+    if args.dry_run:
+        return _sync_dry_run(ctx, syncing.sync_plan(project, source, env, **options), env)
     progress = None
-    if not (args.json or args.quiet or args.dry_run) and sys.stderr.isatty():  # bars for people; logs get the summary only
+    if not (args.json or args.quiet) and sys.stderr.isatty():  # bars for people; logs get the summary only
         from huggingface_hub.utils import tqdm  # huggingface_hub's bars: HF_HUB_DISABLE_PROGRESS_BARS=1 hides them
 
         progress = functools.partial(tqdm, unit="B", unit_scale=True, leave=False)
-    installer = Installer(ctx.source, target, progress)
-    if args.dry_run:
-        return _sync_dry_run(ctx, locked, installer, env)
-    if env is not None:
-        ctx.note(f"selecting variants for {env.describe()}")
-    results = syncing.install_lock(locked, installer, env, all_variants=args.all_variants, checker=checker())
+    synced = syncing.sync(project, source, env, progress=progress, **options)
+    _render_synced(ctx, synced, env)
+    return 0
+
+
+def _render_synced(ctx: Context, synced: syncing.Synced, env: Any) -> None:
+    results = synced.variants
     for result in results:
         for path in result.downloaded:
             ctx.note(f"{result.repo_id}: downloaded and verified {path}")
-    if args.json:
+    if ctx.args.json:
         _emit_json({"environment": None if env is None else env.describe(), "synced": [_synced_json(r) for r in results]})
-        return 0
+        return
     if env is not None:
         ctx.out.print(f"Environment: {env.describe()}")
-    if not locked.kernels:
+    if not synced.lock.lock.kernels:
         ctx.out.print(f"nothing to sync: {ctx.project.lockfile.name} locks no kernels; add one with "
                       "`kernelpin add ORG/NAME`")
     for result in results:
@@ -294,11 +294,10 @@ def _sync(ctx: Context, checker: Callable[[], ReleaseChecker]) -> int:
             ctx.err.print(f"warning: {result.repo_id}: {path} did not match the lock; replaced", style="yellow")
         for path in result.removed:
             ctx.err.print(f"warning: {result.repo_id}: {path} is not in the lock; removed", style="yellow")
-    return 0
 
 
-def _sync_dry_run(ctx: Context, locked: lockfile.Lock, installer: Installer, env: Any) -> int:
-    rows = install.plan(locked, installer, env, all_variants=env is None)
+def _sync_dry_run(ctx: Context, plan: syncing.SyncPlan, env: Any) -> int:
+    rows = plan.variants
     if ctx.args.json:
         _emit_json({"environment": None if env is None else env.describe(), "dry_run": True,
                     "would_sync": [{"repo": row.repo, "variant": row.variant, "missing": row.missing,

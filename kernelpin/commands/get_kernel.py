@@ -17,7 +17,6 @@ Sigstore bundle, where it has one or the policy requires one, is verified before
 
 from __future__ import annotations
 
-import sys
 import threading
 import warnings
 from collections.abc import Sequence
@@ -36,7 +35,8 @@ from kernelpin.format.metadata import MAX_METADATA_SIZE
 from kernelpin.project import find_project, read_policy
 from kernelpin.store.resolutions import Remembered, Resolutions, state_dir
 from kernelpin.resolve import Located, Pinner, locate, pick_revision
-from kernelpin.loading.runtime import environment_for, import_with_dependencies, module_lock, module_name
+from kernelpin.loading.importing import Verified, import_pinned
+from kernelpin.loading.runtime import environment_for, module_name
 from kernelpin.trust.signature import ReleaseChecker
 from kernelpin.trust.receipts import SignatureReceipts
 from kernelpin.hub.source import HubSettings, HubSource
@@ -244,14 +244,12 @@ def get_kernel(
     override = local_override.override_for(repo_id)
     if override is not None:
         return local_override.load(repo_id, override, env, check_arch=check_arch)
-    return _load_resolved(requirement, env, check_arch, trust_remote_code, release_checker_here(), ())
+    return _load_resolved(requirement, env, check_arch, trust_remote_code, release_checker_here())
 
 
 def _load_resolved(requirement: Requirement, env: Environment, check_arch: bool,
-                   trust_remote_code: bool | Sequence[str], checker: ReleaseChecker,
-                   chain: tuple[str, ...]) -> ModuleType:
-    """Load one kernel and, first, the kernels its variant depends on (`chain`: the kernels loading it)."""
-    chain = (*chain, requirement.repo_id)
+                   trust_remote_code: bool | Sequence[str], checker: ReleaseChecker) -> ModuleType:
+    """Load one kernel and, first, the kernels its variant depends on."""
     settings = HubSettings.from_env()
     source = HubSource(settings)
     resolutions = Resolutions(settings.endpoint, state_dir())
@@ -270,27 +268,28 @@ def _load_resolved(requirement: Requirement, env: Environment, check_arch: bool,
         python_depends.check(document, env.selected.name, what)
     if not settings.offline:
         resolutions.remember(kernel, names, requirement, resolved.publisher_trusted)
-    name = module_name(kernel.repo_id, kernel.commit, variant.name)
-    with module_lock(name):
-        if name in sys.modules:
-            return sys.modules[name]
+
+    def verify() -> Verified:
         store = Store(source)
-        directory = store.ensure_variant(kernel, variant.name, fetched=fetched).directory
-        if document is None:  # remembered: checked from the verified store
-            python_depends.check_installed(directory, variant, env.selected.name, what)
-        dependencies = {}
-        for dependency, value in variant.depends:
-            if dependency in chain:
-                raise KernelpinError(f"kernel dependency cycle: {' -> '.join((*chain, dependency))} ({what}, "
-                                     "kernel-depends); a kernel cannot depend on itself: ask the publisher to break it")
-            dependencies[dependency] = _load_resolved(
-                parse_requirement(dependency, value, f"{what} kernel-depends",
-                                  declared=f"the metadata.json of {what} (ask its publisher)"), env, check_arch, trust_remote_code,
-                checker, chain)
-        module = import_with_dependencies(name, directory, variant, what, dependencies,
-                                          (kernel.repo_id, kernel.commit), store.receipts)
-    warnings.warn(f"{kernel.label} was loaded without a lock (commit {kernel.commit[:12]}); to pin it, "
-                  f"{pin_hint(requirement)}", UnpinnedKernelWarning, stacklevel=3)
+        return Verified(store.ensure_variant(kernel, variant.name, fetched=fetched).directory, variant, store.receipts)
+
+    def cycle(chain: str) -> KernelpinError:
+        return KernelpinError(f"kernel dependency cycle: {chain} ({what}, kernel-depends); a kernel cannot depend "
+                              "on itself: ask the publisher to break it")
+
+    def dependency(repo_id: str, value: object) -> ModuleType:
+        return _load_resolved(parse_requirement(repo_id, value, f"{what} kernel-depends",
+                                                declared=f"the metadata.json of {what} (ask its publisher)"),
+                              env, check_arch, trust_remote_code, checker)
+
+    # python-depends: checked above when read now, else (remembered) from the verified store.
+    module, imported = import_pinned(module_name(kernel.repo_id, kernel.commit, variant.name), what,
+                                     (kernel.repo_id, kernel.commit), verify, cycle_error=cycle,
+                                     python_backend=env.selected.name if document is None else None,
+                                     load_dependency=dependency)
+    if imported:
+        warnings.warn(f"{kernel.label} was loaded without a lock (commit {kernel.commit[:12]}); to pin it, "
+                      f"{pin_hint(requirement)}", UnpinnedKernelWarning, stacklevel=3)
     return module
 
 

@@ -1,7 +1,8 @@
 """Locking: resolve pyproject.toml's [tool.kernels.dependencies] into kernelpin.lock (`kernelpin.lock`), check
 that the lock is fresh (`check_lock`), and the edits that re-lock (`add`, `remove`).
 
-Every function takes the project and the Hub source explicitly, returns what it did as data and raises
+Every function takes the project and the Hub source (`lock` and `check_lock` by default the project around the
+working directory and the Hub the environment names), returns what it did as data and raises
 KernelpinError; what to print is the caller's (the CLI's) business. `note` receives detail (-v), `warn`
 problems that do not stop the command.
 """
@@ -13,13 +14,14 @@ import functools
 import os
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from kernelpin.format import kernels_lock
 from kernelpin.format import lockfile
 from kernelpin.files.atomic import write_atomic
 from kernelpin.errors import KernelpinError
 from kernelpin.project import (
-    NewEntry, Project, entry_to_add, read_policy, read_requirements, remove_requirement, set_requirement,
+    NewEntry, Project, entry_to_add, find_project, read_policy, read_requirements, remove_requirement, set_requirement,
 )
 from kernelpin.format.ranges import Range, Version
 from kernelpin.resolve import describe_versions, resolve, tag_versions
@@ -54,9 +56,10 @@ class Removed(Locked):
     repo_ids: list[str]
 
 
-def check_lock(project: Project) -> list[str]:
+def check_lock(project: Project | None = None) -> list[str]:
     """Why kernelpin.lock (and a kept kernels.lock) is stale against pyproject.toml; empty when it is fresh.
     Reads only local files."""
+    project = project or find_project(Path.cwd())
     locked = lockfile.read(project.lockfile)
     reasons = lockfile.staleness(read_requirements(project), locked)
     if locked is not None and not reasons:
@@ -88,13 +91,15 @@ def release_checker_when_needed(project: Project, source: HubSource) -> Iterator
         yield functools.cache(lambda: closing.enter_context(release_checker(project, source)))
 
 
-def lock(project: Project, source: HubSource, *, upgrade: Collection[str] = (), upgrade_all: bool = False,
+def lock(project: Project | None = None, source: HubSource | None = None, *, upgrade: Collection[str] = (), upgrade_all: bool = False,
          dry_run: bool = False, note: Report = _ignore, warn: Report = _ignore,
          accepted_signers: Mapping[str, Collection[str]] | None = None, refresh_trust_root: bool = False) -> Locked:
     """Resolve every requirement and write kernelpin.lock (not with `dry_run`). A requirement the lock already
     satisfies keeps its locked version unless `upgrade_all`, or `upgrade` names it. Every release resolved
     passes the publisher policy (kernelpin.trust.policy: trusted publisher, signature, signer continuity unless
-    `accepted_signers[repo]` names the new signer)."""
+    `accepted_signers[repo]` names the new signer). By default the project around the working directory and
+    the Hub the environment names (HF_ENDPOINT, HF_HUB_OFFLINE, ...)."""
+    project, source = project or find_project(Path.cwd()), source or HubSource.from_env()
     if source.settings.offline and not project.lockfile.exists() and read_requirements(project):
         raise KernelpinError(f"offline, and {project.lockfile.name} "
                              "does not exist yet: the first lock resolves against the Hub, so run `kernelpin lock` "

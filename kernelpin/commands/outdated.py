@@ -5,11 +5,12 @@ with an environment which of each version's builds it can use)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from kernelpin.format import lockfile
 from kernelpin.commands.info import VariantFit, fits
-from kernelpin.project import Project, read_requirements
+from kernelpin.project import Project, find_project, read_requirements
 from kernelpin.format.ranges import Version
 from kernelpin.resolve import group_variants, tag_versions
 from kernelpin.hub.source import HubSource, Refs
@@ -52,8 +53,10 @@ class VersionList:
     ignored_tags: list[str]  # tags that are not versions
 
 
-def outdated(project: Project, source: HubSource) -> list[Outdated]:
-    """For each requirement: the locked version, the newest version it allows, and the newest release."""
+def outdated(project: Project | None = None, source: HubSource | None = None) -> list[Outdated]:
+    """For each requirement: the locked version, the newest version it allows, and the newest release. By
+    default the project around the working directory and the Hub the environment names."""
+    project, source = project or find_project(Path.cwd()), source or HubSource.from_env()
     locked = lockfile.read(project.lockfile)
     rows = []
     for requirement in read_requirements(project):

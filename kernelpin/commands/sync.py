@@ -9,13 +9,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kernelpin import environment
 from kernelpin.store import install
 from kernelpin.errors import NoVariantError
 from kernelpin.commands.info import newer_build_hint
 from kernelpin.store.install import Installer, PlannedVariant, SyncedVariant
 from kernelpin.format.lockfile import Lock
 from kernelpin.commands.lock import Locked, Report, lock_for_sync, release_checker_when_needed
-from kernelpin.project import Project
+from kernelpin.project import Project, find_project
 from kernelpin.format.ranges import Version
 from kernelpin.trust.signature import ReleaseChecker
 from kernelpin.hub.source import HubSource
@@ -38,16 +39,23 @@ class SyncPlan:
     variants: list[PlannedVariant]
 
 
-def sync(project: Project, source: HubSource, env: Environment | None, *, all_variants: bool = False,
-         target: Path | None = None, locked: bool = False, frozen: bool = False,
+def sync(project: Project | None = None, source: HubSource | None = None, env: Environment | None = None, *,
+         all_variants: bool = False, target: Path | None = None, locked: bool = False, frozen: bool = False,
          progress: Callable[..., Any] | None = None, note: Report = _ignore, warn: Report = _ignore,
-         accepted_signers: Mapping[str, Collection[str]] | None = None) -> Synced:
-    """Install the locked variant that fits `env` (every locked variant with `all_variants`, `env` None) into
-    the Hub cache or `target`, verify every byte, repair what changed and remove what the lock does not list.
-    A stale lock is re-locked first (`accepted_signers`: as `lock`'s)."""
+         accepted_signers: Mapping[str, Collection[str]] | None = None,
+         on_lock: Callable[[Locked], object] = _ignore) -> Synced:
+    """Install the locked variant that fits `env` (every locked variant with `all_variants`) into the Hub cache
+    or `target`, verify every byte, repair what changed and remove what the lock does not list. A stale lock is
+    re-locked first (`accepted_signers`: as `lock`'s); `on_lock` gets the lock to install, before anything is
+    installed (the CLI shows a re-lock's changes there). By default the project around the working directory,
+    the Hub of the environment (HF_ENDPOINT, HF_HUB_OFFLINE, ...) and this machine's environment (KERNELPIN_*
+    variables, else the running torch)."""
+    project, source = project or find_project(Path.cwd()), source or HubSource.from_env()
+    env = env if env is not None or all_variants else environment.current({})
     with release_checker_when_needed(project, source) as checker:  # the re-lock and the install share one
         fresh = lock_for_sync(project, source, locked=locked, frozen=frozen, note=note, warn=warn,
                               accepted_signers=accepted_signers, checker=checker)
+        on_lock(fresh)
         return Synced(fresh, install_lock(fresh.lock, Installer(source, target, progress), env, all_variants,
                                           checker=checker()))
 
@@ -69,10 +77,16 @@ def install_lock(lock: Lock, installer: Installer, env: Environment | None,
         raise NoVariantError("\n".join([str(error), *filter(None, hints)])) from None
 
 
-def sync_plan(project: Project, source: HubSource, env: Environment | None, *, all_variants: bool = False,
-              target: Path | None = None, locked: bool = False, frozen: bool = False, note: Report = _ignore,
-              warn: Report = _ignore, accepted_signers: Mapping[str, Collection[str]] | None = None) -> SyncPlan:
-    """What `sync` would install, downloading nothing (a stale lock is still re-locked, as `sync` would)."""
+def sync_plan(project: Project | None = None, source: HubSource | None = None, env: Environment | None = None, *,
+              all_variants: bool = False, target: Path | None = None, locked: bool = False, frozen: bool = False,
+              note: Report = _ignore, warn: Report = _ignore,
+              accepted_signers: Mapping[str, Collection[str]] | None = None,
+              on_lock: Callable[[Locked], object] = _ignore) -> SyncPlan:
+    """What `sync` would install, downloading nothing (a stale lock is still re-locked, as `sync` would); the
+    defaults and `on_lock` as `sync`'s."""
+    project, source = project or find_project(Path.cwd()), source or HubSource.from_env()
+    env = env if env is not None or all_variants else environment.current({})
     fresh = lock_for_sync(project, source, locked=locked, frozen=frozen, note=note, warn=warn,
                           accepted_signers=accepted_signers)
+    on_lock(fresh)
     return SyncPlan(fresh, install.plan(fresh.lock, Installer(source, target), env, all_variants))

@@ -15,7 +15,7 @@ from kernelpin.files.integrity import verify_file
 from kernelpin.layout import SIGNATURE
 from kernelpin.format.lockfile import LockedKernel, LockedVariant
 from kernelpin.commands.lock import release_checker_when_needed
-from kernelpin.project import Project
+from kernelpin.project import Project, find_project
 from kernelpin.trust.signature import ReleaseChecker
 from kernelpin.hub.source import HubSource
 
@@ -54,10 +54,12 @@ class Verification:
         return not self.problems
 
 
-def verify(project: Project, source: HubSource, target: Path | None = None, signatures: bool = False) -> Verification:
+def verify(project: Project | None = None, source: HubSource | None = None, target: Path | None = None, signatures: bool = False) -> Verification:
     """Classify every installed file of every locked kernel (in the Hub cache, or a `sync --target` directory);
     with `signatures`, also verify each installed variant's bundle and files against the policy and the signer
-    the lock recorded, as `kernels verify-signature` does (one row for its metadata.json.sigstore)."""
+    the lock recorded, as `kernels verify-signature` does (one row for its metadata.json.sigstore). By default
+    the project around the working directory and the Hub the environment names."""
+    project, source = project or find_project(Path.cwd()), source or HubSource.from_env()
     locked = lockfile.read(project.lockfile)
     if locked is None:
         raise KernelpinError(f"no {project.lockfile.name}; run `kernelpin lock`")

@@ -70,6 +70,12 @@ class HubSource:
     before anything else sees it, and every request is held to the command's limits (kernelpin.hub.limits).
     Thread-safe: resolution runs one kernel per thread."""
 
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] = os.environ) -> HubSource:
+        """The Hub the environment names (HF_ENDPOINT, HF_HUB_OFFLINE, HF_HUB_CACHE, KERNELPIN_* limits): what
+        every command uses unless it is given one."""
+        return cls(HubSettings.from_env(environ))
+
     def __init__(self, settings: HubSettings) -> None:
         self.settings = settings
         self._api: HfApi | None = None

@@ -16,13 +16,13 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import sys
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from types import ModuleType
 
 from kernelpin.loading import python_depends
+from kernelpin.loading.importing import Verified, import_pinned
 from kernelpin.errors import IntegrityError, KernelpinError, NoVariantError
 from kernelpin.files.integrity import sha256_file
 from kernelpin.layout import BUILD_DIR, METADATA
@@ -153,8 +153,6 @@ def module_name(repo_id: str, directory: Path) -> str:
 def load(repo_id: str, root: Path, env: Environment, check_arch: bool = True) -> ModuleType:
     """Import the local build of `repo_id` at `root`, verified against its own metadata.json, warning that
     the override is in effect."""
-    from kernelpin.loading.runtime import module_lock, import_with_dependencies
-
     directory, metadata = choose(repo_id, root, env, check_arch)
     what = f"{repo_id} from {VARIABLE} ({directory})"
     if metadata.kernel_depends:
@@ -163,9 +161,8 @@ def load(repo_id: str, root: Path, env: Environment, check_arch: bool = True) ->
     python_depends.check(metadata.document, env.selected.name, what)
     warnings.warn(f"{VARIABLE} overrides {repo_id}: loading the local build {directory} instead of the Hub",
                   LocalKernelOverrideWarning, stacklevel=3)
-    name = module_name(repo_id, directory)
-    with module_lock(name):
-        if name in sys.modules:
-            return sys.modules[name]
-        variant = verified_variant(directory, metadata, what)
-        return import_with_dependencies(name, directory, variant, what, {}, (repo_id, None))
+    # python-depends checked above, before the warning; kernel-depends refused above.
+    module, _ = import_pinned(module_name(repo_id, directory), what, (repo_id, None),
+                              lambda: Verified(directory, verified_variant(directory, metadata, what)),
+                              python_backend=None)
+    return module

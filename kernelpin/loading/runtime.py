@@ -6,21 +6,17 @@ import functools
 import os
 import re
 import sys
-import threading
 import tomllib
-from contextvars import ContextVar
 from pathlib import Path
 from types import ModuleType
 
 from kernelpin import environment
 from kernelpin.loading import local_override
-from kernelpin.loading import python_depends
 from kernelpin.format import lockfile
-from kernelpin.format.lockfile import LockedKernel, LockedVariant
 from kernelpin.errors import KernelpinError
 from kernelpin.files.integrity import find_owned_upward
 from kernelpin.layout import LOCKFILE
-from kernelpin.loading.loader import import_verified
+from kernelpin.loading.importing import Verified, import_pinned
 from kernelpin.store.receipts import Receipts
 from kernelpin.hub.source import HubSettings, HubSource
 from kernelpin.store.content import Store
@@ -92,16 +88,20 @@ def module_name(repo_id: str, commit: str, variant: str) -> str:
     return "_kernelpin_" + re.sub(r"\W", "_", f"{repo_id}_{commit[:12]}_{variant}")
 
 
-_module_locks: dict[str, threading.RLock] = {}
-_module_locks_guard = threading.Lock()
-
-
-def module_lock(name: str) -> threading.RLock:
-    """One lock per kernel module: a concurrent load() waits for the import in progress instead of getting
-    the half-executed module from sys.modules. Re-entrant, so a kernel that loads itself while it is being
-    imported gets the partial module, as a circular import does."""
-    with _module_locks_guard:
-        return _module_locks.setdefault(name, threading.RLock())
+def _lock_path(lock: str | os.PathLike | None, caller: Path | None) -> Path:
+    """The lock `load` follows: `lock` (a file or its directory), else the nearest above `caller`, then above
+    the working directory."""
+    if lock is not None:
+        lock_path = Path(lock)
+        return lock_path / LOCKFILE if lock_path.is_dir() else lock_path
+    lock_path = (find_lock(caller) if caller else None) or find_lock(Path.cwd())
+    if lock_path is None:
+        raise KernelpinError(
+            f"no {LOCKFILE} found above {caller or Path.cwd()} (the search stops at a directory owned by "
+            "another user, as git's does); run `kernelpin lock` in your project "
+            "or pass load(..., lock='path/to/kernelpin.lock')"
+        )
+    return lock_path
 
 
 def load(
@@ -121,18 +121,7 @@ def load(
     `backend="cpu"` takes a CPU build on an accelerator's machine (as kernels' backend="cpu"); by default
     the variant is the one `kernels.get_kernel` would choose.
     """
-    if lock is not None:
-        lock_path = Path(lock)
-        lock_path = lock_path / LOCKFILE if lock_path.is_dir() else lock_path
-    else:
-        caller = _caller_file(2)
-        lock_path = (find_lock(caller) if caller else None) or find_lock(Path.cwd())
-        if lock_path is None:
-            raise KernelpinError(
-                f"no {LOCKFILE} found above {caller or Path.cwd()} (the search stops at a directory owned by "
-                "another user, as git's does); run `kernelpin lock` in your project "
-                "or pass load(..., lock='path/to/kernelpin.lock')"
-            )
+    lock_path = _lock_path(lock, _caller_file(2) if lock is None else None)
     pinned = read_lock_cached(lock_path)
     if pinned is None:
         raise KernelpinError(f"{lock_path} does not exist; run `kernelpin lock`")
@@ -152,57 +141,20 @@ def load(
     signature = kernel.variant(variant).signature
     policy_beside(lock_path).check_signer(repo_id, variant, None if signature is None else signature.signer)
     name = module_name(kernel.repo_id, kernel.commit, variant)
-    with module_lock(name):
-        if name in sys.modules:
-            return sys.modules[name]
-        target = target or os.environ.get("KERNELPIN_TARGET") or None
+    target = target or os.environ.get("KERNELPIN_TARGET") or None
+
+    def verify() -> Verified:  # every file (downloading missing ones); needs only read access when all are present
         receipts = Receipts.of_user()
-        # Verifies every file (downloading missing ones); needs only read access when all are present.
-        directory = Store(HubSource(HubSettings.from_env()), Path(target) if target else None,
-                          receipts=receipts).ensure_variant(kernel, variant).directory
-        locked_variant = kernel.variant(variant)
-        what = f"{kernel.label} ({variant})"
-        python_depends.check_installed(directory, locked_variant, env.selected.name, what)
-        dependencies = _load_dependencies(kernel, locked_variant.depends, lock_path, target, backend)
-        return import_with_dependencies(name, directory, locked_variant, what, dependencies,
-                                        (kernel.repo_id, kernel.commit), receipts)
+        store = Store(HubSource(HubSettings.from_env()), Path(target) if target else None, receipts=receipts)
+        return Verified(store.ensure_variant(kernel, variant).directory, kernel.variant(variant), receipts)
 
+    def cycle(chain: str) -> KernelpinError:  # only a hand-edited lock has one: locking refuses cycles
+        return KernelpinError(f"{lock_path}: kernel dependency cycle {chain}; run `kernelpin lock` to regenerate "
+                              "the lock")
 
-_loading: ContextVar[tuple[str, ...]] = ContextVar("_loading", default=())  # the chain of kernels being loaded
-
-
-def _load_dependencies(kernel: LockedKernel, depends: tuple, lock_path: Path, target: object,
-                       backend: str | None) -> dict[str, ModuleType]:
-    """Each kernel the variant names in `kernel-depends`, loaded (verified) from the same lock first, for the
-    same backend (as `kernels` does: a CPU build's dependencies are CPU builds too)."""
-    chain = (*_loading.get(), kernel.repo_id)
-    token = _loading.set(chain)
-    try:
-        modules = {}
-        for repo_id, _ in depends:
-            if repo_id in chain:  # only a hand-edited lock has one: locking refuses cycles
-                raise KernelpinError(f"{lock_path}: kernel dependency cycle {' -> '.join((*chain, repo_id))}; "
-                                     "run `kernelpin lock` to regenerate the lock")
-            modules[repo_id] = load(repo_id, lock=lock_path, target=target, backend=backend)
-        return modules
-    finally:
-        _loading.reset(token)
-
-
-def import_with_dependencies(name: str, directory: Path, variant: LockedVariant, what: str,
-                             dependencies: dict[str, ModuleType], kernel: tuple[str, str | None] | None = None,
-                             receipts: Receipts | None = None) -> ModuleType:
-    """Import a verified variant. One with dependencies calls `kernels.get_kernel_dep(repo)` while it loads:
-    `kernels` keeps the dependencies of the kernel being loaded in a context variable
-    (kernels.deps.use_kernel_deps), set here; without dependencies no `kernels` is needed."""
-    if not dependencies:
-        return import_verified(name, directory, variant, what, kernel, receipts)
-    try:
-        from kernels.deps import use_kernel_deps
-    except ImportError:
-        raise KernelpinError(
-            f"{what} depends on {', '.join(dependencies)} (kernel-depends) and gets them with "
-            "kernels.get_kernel_dep, which needs the `kernels` package: pip install kernels"
-        ) from None
-    with use_kernel_deps(dependencies):
-        return import_verified(name, directory, variant, what, kernel, receipts)
+    # Dependencies from the same lock, for the same backend (as `kernels` does: a CPU build's are CPU builds too).
+    module, _ = import_pinned(name, f"{kernel.label} ({variant})", (kernel.repo_id, kernel.commit), verify,
+                              python_backend=env.selected.name, cycle_error=cycle,
+                              load_dependency=lambda repo, _: load(repo, lock=lock_path, target=target,
+                                                                   backend=backend))
+    return module

@@ -84,6 +84,23 @@ def test_the_cli_holds_no_locking_logic() -> None:
                    and getattr(node.value, "id", None) == "lockfile" for node in ast.walk(tree))
 
 
+def _imported_names(path: Path) -> set[str]:
+    """The names `path` imports from kernelpin modules (`from kernelpin.x import name`), anywhere in the file."""
+    return {alias.name for node in ast.walk(ast.parse(path.read_text(), str(path)))
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("kernelpin") for alias in node.names}
+
+
+def test_the_load_tail_is_written_once() -> None:
+    """`load` (a lock), `get_kernel` (no lock) and LOCAL_KERNELS (a build on disk) each choose a build and end in
+    kernelpin.loading.importing.import_pinned, the one place that takes the kernel module's lock, verifies, checks
+    the dependencies and calls the verified importer."""
+    modules = _modules(PACKAGE)
+    importer = sorted(name for name, path in modules.items() if "import_verified" in _imported_names(path))
+    tail = sorted(name for name, path in modules.items() if "import_pinned" in _imported_names(path))
+    assert importer == ["loading.importing"]
+    assert tail == ["commands.get_kernel", "loading.local_override", "loading.runtime"]
+
+
 def test_every_command_is_a_library_function_named_like_it() -> None:
     import kernelpin
     from kernelpin.cli import COMMANDS

@@ -1,0 +1,103 @@
+"""The tail every load shares, written once: `kernelpin.load` (a lock), `get_kernel` (resolved on the spot) and
+LOCAL_KERNELS (a build on disk) each decide which build to import, then `import_pinned` takes it from there:
+the kernel module's lock, its files verified, its python-depends and kernel-depends checked, and only the
+verified bytes imported (kernelpin.loading.loader).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable
+from contextvars import ContextVar
+from pathlib import Path
+from types import ModuleType
+from typing import NamedTuple
+
+from kernelpin.errors import KernelpinError
+from kernelpin.format.lockfile import LockedVariant
+from kernelpin.loading import python_depends
+from kernelpin.loading.loader import import_verified
+from kernelpin.store.receipts import Receipts
+
+
+class Verified(NamedTuple):
+    """A build's files, every one checked against `variant`: where they are, and the receipts (this user's) that
+    vouch for binaries hashed before (None: every file is hashed when imported)."""
+
+    directory: Path
+    variant: LockedVariant
+    receipts: Receipts | None = None
+
+
+_module_locks: dict[str, threading.RLock] = {}
+_module_locks_guard = threading.Lock()
+
+
+def module_lock(name: str) -> threading.RLock:
+    """One lock per kernel module: a concurrent load waits for the import in progress instead of getting
+    the half-executed module from sys.modules. Re-entrant, so a kernel that loads itself while it is being
+    imported gets the partial module, as a circular import does."""
+    with _module_locks_guard:
+        return _module_locks.setdefault(name, threading.RLock())
+
+
+_loading: ContextVar[tuple[str, ...]] = ContextVar("_loading", default=())  # the chain of kernels being loaded
+
+
+def import_pinned(name: str, what: str, kernel: tuple[str, str | None], verify: Callable[[], Verified], *,
+                  python_backend: str | None,
+                  load_dependency: Callable[[str, object], ModuleType] | None = None,
+                  cycle_error: Callable[[str], KernelpinError] | None = None) -> tuple[ModuleType, bool]:
+    """Import the build `kernel` (repo id, commit; None for a local build) as the module `name`, once per
+    process: under the module's lock, `verify()` (which downloads what is missing), the variant's python-depends
+    checked from its verified metadata.json for `python_backend` (None: the caller checked them before anything
+    was downloaded), each kernel it depends on (`kernel-depends`) loaded by `load_dependency(repo_id, value)`
+    (a cycle raises `cycle_error(chain)`), then the verified bytes imported. Returns the module and whether this
+    call imported it (False: it was imported before)."""
+    with module_lock(name):
+        if name in sys.modules:
+            return sys.modules[name], False
+        directory, variant, receipts = verify()
+        if python_backend is not None:
+            python_depends.check_installed(directory, variant, python_backend, what)
+        dependencies = _load_dependencies(kernel[0], variant.depends, load_dependency, cycle_error)
+        return _import_with_dependencies(name, directory, variant, what, dependencies, kernel, receipts), True
+
+
+def _load_dependencies(repo_id: str, depends: tuple, load_dependency: Callable[[str, object], ModuleType] | None,
+                       cycle_error: Callable[[str], KernelpinError] | None) -> dict[str, ModuleType]:
+    """Each kernel of `depends` loaded first, with `repo_id` on the chain of kernels being loaded."""
+    if not depends:
+        return {}
+    assert load_dependency is not None and cycle_error is not None, "a variant with kernel-depends needs a loader"
+    chain = (*_loading.get(), repo_id)
+    token = _loading.set(chain)
+    try:
+        modules = {}
+        for dependency, value in depends:
+            if dependency in chain:
+                raise cycle_error(" -> ".join((*chain, dependency)))
+            modules[dependency] = load_dependency(dependency, value)
+        return modules
+    finally:
+        _loading.reset(token)
+
+
+def _import_with_dependencies(name: str, directory: Path, variant: LockedVariant, what: str,
+                              dependencies: dict[str, ModuleType], kernel: tuple[str, str | None],
+                              receipts: Receipts | None) -> ModuleType:
+    """Import a verified variant. One with dependencies calls `kernels.get_kernel_dep(repo)` while it loads:
+    `kernels` keeps the dependencies of the kernel being loaded in a context variable
+    (kernels.deps.use_kernel_deps), set here; without dependencies no `kernels` is needed."""
+    if not dependencies:
+        return import_verified(name, directory, variant, what, kernel, receipts)
+    try:
+        from kernels.deps import use_kernel_deps
+    except ImportError:
+        raise KernelpinError(
+            f"{what} depends on {', '.join(dependencies)} (kernel-depends) and gets them with "
+            "kernels.get_kernel_dep, which needs the `kernels` package: pip install kernels"
+        ) from None
+    with use_kernel_deps(dependencies):
+        return import_verified(name, directory, variant, what, kernel, receipts)
