@@ -92,6 +92,8 @@ if TYPE_CHECKING:
     from kernelpin.commands.get_kernel import UnpinnedKernelWarning
     from kernelpin.loading.local_override import LocalKernelOverrideWarning
     from kernelpin.loading.provenance import DirtyBuildWarning
+    from kernelpin.commands.get_kernel import KernelRedirectWarning
+    from kernelpin.resolve import KernelMoved
 
 # name -> (module, name there): looked up on first use, so `import kernelpin` stays cheap. The functions (every
 # command is one, named like it), the types they return, and the errors and warnings they raise.
@@ -172,6 +174,8 @@ _ERRORS = {
     "UnpinnedKernelWarning": ("kernelpin.commands.get_kernel", "UnpinnedKernelWarning"),
     "LocalKernelOverrideWarning": ("kernelpin.loading.local_override", "LocalKernelOverrideWarning"),
     "DirtyBuildWarning": ("kernelpin.loading.provenance", "DirtyBuildWarning"),
+    "KernelRedirectWarning": ("kernelpin.commands.get_kernel", "KernelRedirectWarning"),
+    "KernelMoved": ("kernelpin.resolve", "KernelMoved"),
 }
 _EXPORTS = {**_FUNCTIONS, **_RESULTS, **_ERRORS}
 

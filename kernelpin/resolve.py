@@ -9,6 +9,7 @@ from collections.abc import Callable, Collection, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from kernelpin.format.kernel_status import MAX_STATUS_SIZE, STATUS_FILE, Redirect, parse_status
 from kernelpin.errors import KernelpinError
 from kernelpin.files.integrity import GIT_OBJECT_ID_RE, check_repo_path, git_blob_sha1
 from kernelpin.layout import BUILD_DIR, METADATA, SIGNATURE
@@ -355,6 +356,43 @@ class Located:
         return any(f.path.endswith(f"/{SIGNATURE}") for files in self.variants.values() for f in files)
 
 
+class KernelMoved(KernelpinError):
+    """The release a requirement names says the kernel moved (kernel-status.toml): what to ask for instead."""
+
+    def __init__(self, requirement: Requirement, commit: str, redirect: Redirect, instead: Requirement) -> None:
+        self.requirement, self.commit, self.redirect, self.instead = requirement, commit, redirect, instead
+        super().__init__(
+            f"{requirement.repo_id} has moved to {redirect.destination} (its {STATUS_FILE} at {commit[:12]} says "
+            f"so); require \"{redirect.destination}\" = {instead.text} in {requirement.declared} instead: a lock "
+            "pins what you name, so kernelpin does not follow a move on its own"
+            + ("" if same_publisher(requirement.repo_id, redirect.destination) else
+               f" ({redirect.destination} is another organization's: a new publisher, held to the publisher policy)"))
+
+
+def same_publisher(repo_id: str, other: str) -> bool:
+    return repo_id.split("/", 1)[0] == other.split("/", 1)[0]
+
+
+def _moved(source: HubSource, requirement: Requirement, repo_type: str, commit: str,
+           status: RemoteFile) -> KernelMoved:
+    """The redirect a release's kernel-status.toml states, read into memory and checked against the listing."""
+    where = f"{requirement.repo_id} at {commit[:12]}: {STATUS_FILE}"
+    if status.size > MAX_STATUS_SIZE:
+        raise KernelpinError(f"{where}: {status.size} bytes, over {MAX_STATUS_SIZE}: not a status note; ask the "
+                             "repository's publisher")
+    content = source.read(requirement.repo_id, repo_type, commit, status.path, status.size)
+    if not matches_listing(status, content):
+        raise KernelpinError(f"{where} as downloaded does not match the repository listing; the server or a proxy "
+                             "altered it: do not use this revision")
+    redirect = parse_status(content, where)
+    value: RequirementValue = requirement.value if redirect.revision is None else {"revision": redirect.revision}
+    if isinstance(value, dict) and "repo-type" in value:
+        value = {key: item for key, item in value.items() if key != "repo-type"}
+    instead = parse_requirement(redirect.destination, value, where=f"{where} -> {redirect.destination!r}",
+                                declared=requirement.declared)
+    return KernelMoved(requirement, commit, redirect, instead)
+
+
 def locate(source: HubSource, requirement: Requirement, note: Callable[[str], None],
            refs: Refs | None = None) -> Located:
     """The revision `requirement` names on the Hub and the variants there (two requests: refs, unless given,
@@ -365,7 +403,11 @@ def locate(source: HubSource, requirement: Requirement, note: Callable[[str], No
         note(f"{requirement.repo_id}: ignored tags (not versions): {', '.join(ignored)}")
     pick = pick_revision(requirement, refs)
     where = f"{requirement.repo_id} at {pick.commit[:12]}"
-    variants = group_variants(source.tree(requirement.repo_id, refs.repo_type, pick.commit), where)
+    listing = source.tree(requirement.repo_id, refs.repo_type, pick.commit)
+    status = next((remote for remote in listing if remote.path == STATUS_FILE), None)
+    if status is not None:
+        raise _moved(source, requirement, refs.repo_type, pick.commit, status)
+    variants = group_variants(listing, where)
     # Stray folders (build/__pycache__/, build/.ipynb_checkpoints/) are no builds; the lock cannot name them.
     stray = sorted(name for name in variants if not is_variant_name(name))
     if stray:
