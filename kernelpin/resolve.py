@@ -22,6 +22,7 @@ from kernelpin.trust.signature import MAX_BUNDLE_BYTES, ReleaseChecker, oversize
 from kernelpin.hub.source import HubSource, Refs, RemoteFile
 from kernelpin.store.content import Store
 from kernelpin.format.spec import Requirement, RequirementValue, describe_value, parse_requirement
+from kernelpin.trust.gate import LOCK, RELEASE, Evidence, Served, admit_publisher, enforce
 from kernelpin.trust.policy import signer_changes
 
 
@@ -161,8 +162,9 @@ class Pinner:
     """
 
     def __init__(self, source: HubSource, repo_id: str, repo_type: str, commit: str,
-                 checker: ReleaseChecker | None = None, keep: bool = True) -> None:
+                 checker: ReleaseChecker | None = None, keep: bool = True, served: Served | None = None) -> None:
         self.source, self.repo_id, self.repo_type, self.commit = source, repo_id, repo_type, commit
+        self.served = served or Served()  # what the release is served as: a signed metadata.json must say the same
         self.keep = keep  # keep what was downloaded as blobs (False: the caller installs the variant from `fetched`)
         self.where = f"{repo_id} at {commit[:12]}"
         self.checker = checker  # verifies each variant's signature against the publisher policy
@@ -299,6 +301,10 @@ class Pinner:
         signature = None if self.checker is None else self.checker.check(self.repo_id, name, content, bundle)
         if content is not None:
             metadata = parse_metadata(content, where)
+            if self.checker is not None and signature is not None and signature.signer is not None:
+                # Signed bytes are bound to where they are served: this variant, this release.
+                enforce(self.checker.policy, self.repo_id, name, Evidence(RELEASE, signature.signer), metadata,
+                        self.served)
             self.metadata[name] = metadata
             digests, backend, archs = metadata.digests, metadata.backend, metadata.archs
             depends = metadata.kernel_depends
@@ -329,6 +335,12 @@ class Pinner:
             depends=depends,
             signature=signature,
         )
+
+
+def served_as(requirement: Requirement, pick: Pick) -> Served:
+    """What a resolved release is served as, for its signed metadata.json to confirm: the tag's version and the
+    branch's major."""
+    return Served(pick.version, requirement.major)
 
 
 @dataclass(frozen=True)
@@ -438,11 +450,12 @@ def fetch_one(source: HubSource, requirement: Requirement, note: Callable[[str],
     """The requests that lock a requirement: refs, the publisher gate, the listing, the small files."""
     refs = source.refs(requirement.repo_id, requirement.repo_type, requirement.declared)
     if checker is not None:  # the publisher gate `kernels` has, before anything of the release is read
-        checker.policy.check_publisher(requirement.repo_id, source.trusted_publisher)
+        admit_publisher(checker.policy, requirement.repo_id, source.trusted_publisher)
     located = locate(source, requirement, note, refs)
     if checker is not None and located.signed:
         checker.expect_signatures()
-    pinner = Pinner(source, requirement.repo_id, located.repo_type, located.pick.commit, checker)
+    pinner = Pinner(source, requirement.repo_id, located.repo_type, located.pick.commit, checker,
+                    served=served_as(requirement, located.pick))
     pinner.fetch(located.variants)
     if checker is not None and located.signed:
         checker.expect_bundles(pinner.fetched)
@@ -468,10 +481,9 @@ def resolve(
     def kept_or_none(requirement: Requirement) -> LockedKernel | None:
         locked = previous.kernel(requirement.repo_id) if previous else None
         if locked is not None and not upgrade(requirement.repo_id) and why_stale(requirement, locked) is None:
-            if checker is not None:
+            if checker is not None:  # what the lock records, or that it records nothing, put to today's policy
                 for variant in locked.variants:
-                    if variant.signature is not None:
-                        checker.policy.check_signer(locked.repo_id, variant.name, variant.signature.signer)
+                    enforce(checker.policy, locked.repo_id, variant.name, Evidence.recorded(variant.signature, LOCK))
             return dataclasses.replace(locked, requirement=requirement.value, required_by=())
         return None
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tools.builder.config import ROOT, BuildConfig
-from tools.builder.op import (build_cuda_version, check_torch_cuda_libs, staged_sources,
-                            toolkit_cuda_version, torch_cuda_problem)
+from tools.builder.config import ROOT, TOOLKIT_ARCHS, BuildConfig
+from tools.builder.op import (build_cuda_version, check_torch_cuda_libs, gencode_flags, nvcc_version_output,
+                            staged_sources, toolkit_cuda_version, toolkit_nvcc, torch_cuda_problem)
 
 FILES = {"csrc/cpu.cpp": b"int cpu;\n", "csrc/shared.h": b"#pragma once\n", "csrc/kernel.cu": b"// v1\n",
          "csrc/kernel.cuh": b"// v1\n", "torch-ext/binding.cpp": b"int binding;\n"}
@@ -26,7 +26,7 @@ def _checkout(root: Path, cuda_header: bytes) -> BuildConfig:
         (root / path).write_bytes(data)
     return BuildConfig.from_dict({
         "general": {"name": "k", "version": "0.1.0", "license": "MIT", "homepage": "h", "repository": "r"},
-        "cuda": {"capabilities": ["9.0"]}, "torch": {"src": ["torch-ext/binding.cpp"]},
+        "cuda": {"capabilities": {"13.0": ["9.0"]}}, "torch": {"src": ["torch-ext/binding.cpp"]},
         "kernel": {"k_cpu": {"backend": "cpu", "src": ["csrc/cpu.cpp", "csrc/shared.h"]},
                    "k": {"backend": "cuda", "src": ["csrc/kernel.cu", "csrc/kernel.cuh", "csrc/shared.h"]}},
     }, root)
@@ -106,8 +106,38 @@ def test_cuda_source_compiles_for_every_capability_of_the_release(tmp_path):
     done = subprocess.run([sys.executable, "-m", "tools.builder.op", "--nvcc-check", "--build-dir", str(tmp_path)],
                           cwd=ROOT, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    # The host object plus one device ELF image (SASS) per capability; "+PTX" adds text, not an ELF image.
-    assert (tmp_path / "img2gray.cu.o").read_bytes().count(b"\x7fELF") == 1 + len(BuildConfig.load().cuda_capabilities)
+    # The host object plus one device ELF image (SASS) per capability of this toolkit's list; "+PTX" adds text,
+    # not an ELF image.
+    archs = BuildConfig.load().capabilities_for(toolkit_cuda_version(nvcc_version_output()))
+    assert (tmp_path / "img2gray.cu.o").read_bytes().count(b"\x7fELF") == 1 + len(archs)
+
+
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists(),
+                                reason="needs nvcc")
+
+
+@needs_nvcc
+def test_the_local_toolkits_architectures_are_those_the_table_says():
+    """TOOLKIT_ARCHS decides which capabilities build.toml may list for a toolkit: its row for the toolkit here is
+    what that nvcc compiles (`--list-gpu-code`), no more, no less."""
+    release = toolkit_cuda_version(nvcc_version_output())
+    listed = subprocess.run([str(toolkit_nvcc()), "--list-gpu-code"], capture_output=True, text=True, check=True).stdout
+    compiled = {f"{int(code[3:-1])}.{code[-1]}" for code in listed.split() if code.startswith("sm_")}
+    assert release in TOOLKIT_ARCHS
+    assert compiled == TOOLKIT_ARCHS[release]
+
+
+@needs_nvcc
+def test_every_capability_list_for_the_local_toolkit_compiles_with_it(tmp_path):
+    """build.toml's list for this toolkit, as -gencode flags, on a one-line kernel: every entry (and its PTX) is
+    accepted by this nvcc (cheap beside the operator's compile, which the heavy test above does)."""
+    release = toolkit_cuda_version(nvcc_version_output())
+    archs = BuildConfig.load().capabilities_for(release)
+    (tmp_path / "k.cu").write_text("__global__ void k(float *x) { x[threadIdx.x] *= 2.0f; }\n")
+    done = subprocess.run([str(toolkit_nvcc()), "-c", "k.cu", "-o", "k.o", *gencode_flags(list(archs))],
+                          cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "k.o").read_bytes().count(b"\x7fELF") == 1 + len(archs)
 
 
 NVCC_12_9 = """nvcc: NVIDIA (R) Cuda compiler driver

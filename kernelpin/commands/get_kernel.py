@@ -34,9 +34,10 @@ from kernelpin.format.lockfile import LockedKernel, LockedVariant
 from kernelpin.format.metadata import MAX_METADATA_SIZE
 from kernelpin.project import find_project, read_policy
 from kernelpin.store.resolutions import Remembered, Resolutions, state_dir
-from kernelpin.resolve import KernelMoved, same_publisher, Located, Pinner, locate, pick_revision
+from kernelpin.resolve import KernelMoved, Located, Pinner, locate, pick_revision, same_publisher, served_as
 from kernelpin.loading.importing import Verified, import_pinned
 from kernelpin.loading.runtime import environment_for, module_name
+from kernelpin.trust.gate import REMEMBERED, Evidence, admit_publisher, enforce
 from kernelpin.trust.signature import ReleaseChecker
 from kernelpin.trust.receipts import SignatureReceipts
 from kernelpin.hub.source import HubSettings, HubSource
@@ -95,14 +96,8 @@ def release_checker_here() -> ReleaseChecker:
 def _check_trust(source: HubSource, repo_id: str, trust_remote_code: bool | Sequence[str], policy: Policy) -> bool:
     """Refuse a publisher that neither the policy names nor the Hub marks trusted unless the caller trusts it
     (as kernels does). Returns whether the Hub's mark was asked for and let it through."""
-    if _trusted(repo_id, trust_remote_code) or policy.publisher(repo_id) is not None:
-        return False
-    if source.trusted_publisher(repo_id.split("/")[0]):
-        return True
-    raise KernelpinError(
-        f"{repo_id}: {repo_id.split('/')[0]} is not a trusted kernel publisher on {source.settings.endpoint}; "
-        f"if you trust it, pass trust_remote_code=True (or trust_remote_code=[{repo_id!r}])"
-    )
+    return admit_publisher(policy, repo_id, source.trusted_publisher, _trusted(repo_id, trust_remote_code),
+                           source.settings.endpoint)
 
 
 def _no_fit(kernel_label: str, commit: str, selection_text: str, env: Environment) -> NoVariantError:
@@ -114,8 +109,7 @@ def _no_fit(kernel_label: str, commit: str, selection_text: str, env: Environmen
 
 def _check_remembered(checker: ReleaseChecker, repo_id: str, variant: LockedVariant) -> None:
     """A variant pinned before (its signature verified then) against the current policy, as load checks a lock."""
-    if variant.signature is not None:
-        checker.policy.check_signer(repo_id, variant.name, variant.signature.signer)
+    enforce(checker.policy, repo_id, variant.name, Evidence.recorded(variant.signature, REMEMBERED))
 
 
 def _metadata_ahead(source: HubSource, repo_id: str, repo_type: str, commit: str,
@@ -182,7 +176,8 @@ def resolve_online(source: HubSource, requirement: Requirement, env: Environment
         located = located or locate(source, requirement, lambda message: None, refs)
         # No blob kept for the next lock: the install below writes what was read into the snapshot, where a
         # lock looks first (a second copy cost a file lock and an fsync on every cold call).
-        pinner = Pinner(source, requirement.repo_id, refs.repo_type, pick.commit, checker, keep=False)
+        pinner = Pinner(source, requirement.repo_id, refs.repo_type, pick.commit, checker, keep=False,
+                        served=served_as(requirement, pick))
         if ahead is not None and ahead[0] == chosen:
             pinner.offer(chosen, located.variants[chosen], METADATA, ahead[1].result)
         variant = pinner.variant(chosen, located.variants[chosen])
@@ -199,9 +194,14 @@ def resolve_online(source: HubSource, requirement: Requirement, env: Environment
 
 
 def resolve_remembered(remembered: Remembered | None, requirement: Requirement, env: Environment,
-                       check_arch: bool, cache: Path, checker: ReleaseChecker) -> Resolved:
+                       check_arch: bool, cache: Path, checker: ReleaseChecker,
+                       trust_remote_code: bool | Sequence[str]) -> Resolved:
     """Offline: the variant for `env` among those get_kernel pinned online before (as this user), checked
-    against the current policy."""
+    against the current policy, and its publisher as online: named by the policy, trusted by this caller, or
+    marked trusted by the Hub when it was resolved (whatever an earlier caller trusted)."""
+    if remembered is not None:
+        admit_publisher(checker.policy, requirement.repo_id, lambda org: remembered.publisher_trusted,
+                        _trusted(requirement.repo_id, trust_remote_code), "the Hub (offline: as resolved before)")
     if remembered is None:
         raise KernelpinError(
             f"{requirement.repo_id} {requirement.text}: offline (HF_HUB_OFFLINE=1), and kernelpin has not resolved "
@@ -242,9 +242,10 @@ def get_kernel(
     requirement = requirement_from_arguments(repo_id, version, revision)
     env = environment_for(backend)
     override = local_override.override_for(repo_id)
+    checker = release_checker_here()
     if override is not None:
-        return local_override.load(repo_id, override, env, check_arch=check_arch)
-    return _load_resolved(requirement, env, check_arch, trust_remote_code, release_checker_here())
+        return local_override.load(repo_id, override, env, checker.policy, check_arch=check_arch)
+    return _load_resolved(requirement, env, check_arch, trust_remote_code, checker)
 
 
 MAX_REDIRECTS = 4  # kernel-status.toml moves followed for one kernel; a longer chain (or a loop) is refused
@@ -288,7 +289,8 @@ def _load_resolved(requirement: Requirement, env: Environment, check_arch: bool,
     resolutions = Resolutions(settings.endpoint, state_dir())
     remembered = resolutions.read(requirement)
     if settings.offline:
-        resolved = resolve_remembered(remembered, requirement, env, check_arch, settings.cache_dir, checker)
+        resolved = resolve_remembered(remembered, requirement, env, check_arch, settings.cache_dir, checker,
+                                      trust_remote_code)
         document, fetched = None, {}
         names: tuple[str, ...] = ()
     else:
@@ -344,15 +346,17 @@ def has_kernel(
     env = environment_for(backend)
     override = local_override.override_for(repo_id)
     try:
+        checker = release_checker_here()
         if override is not None:
-            local_override.choose(repo_id, override, env, check_arch)
+            directory, _ = local_override.choose(repo_id, override, env, check_arch)
+            local_override.admit(repo_id, directory, checker.policy, "answering from", stacklevel=3)
             return True
         settings = HubSettings.from_env()
         source = HubSource(settings)
         remembered = Resolutions(settings.endpoint, state_dir()).read(requirement)
-        checker = release_checker_here()
         if settings.offline:
-            resolve_remembered(remembered, requirement, env, check_arch, settings.cache_dir, checker)
+            resolve_remembered(remembered, requirement, env, check_arch, settings.cache_dir, checker,
+                               trust_remote_code)
         else:
             resolve_online(source, requirement, env, check_arch, remembered, trust_remote_code, checker)
     except NoVariantError:

@@ -98,12 +98,14 @@ def _variant_report(installer: Installer, kernel: LockedKernel, variant: LockedV
     # Never imported (load runs listed, verified files only), but not what was installed either.
     for extra in unlisted_entries(installer.variant_directory(kernel, variant.name), variant):
         report.append(FileStatus(kernel.repo_id, variant.name, extra, "unlisted"))
-    if checker is not None and installed and variant.signature is not None:
+    if checker is not None and installed:  # a variant without a signature record too: the policy decides
         release_checker = checker()  # outside the try: a policy that fails to read fails the command
         try:
-            release_checker.recheck(kernel.repo_id, variant.name, installer.variant_directory(kernel, variant.name),
-                                    variant.signature, files=True)
-            report.append(FileStatus(kernel.repo_id, variant.name, SIGNATURE, "signed"))
+            signer = release_checker.recheck(kernel.repo_id, variant.name,
+                                             installer.variant_directory(kernel, variant.name), variant.signature,
+                                             files=True)
+            if signer is not None:  # a row for the bundle only where there is one
+                report.append(FileStatus(kernel.repo_id, variant.name, SIGNATURE, "signed"))
         except KernelpinError as error:
             report.append(FileStatus(kernel.repo_id, variant.name, SIGNATURE, "signature", str(error)))
     return report

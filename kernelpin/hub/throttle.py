@@ -24,7 +24,7 @@ def retry_after_seconds(value: str | None, now: float) -> float | None:
     if value is None:
         return None
     text = value.strip()
-    if text.isdigit():
+    if text.isascii() and text.isdigit():  # str.isdigit() is true for "²" too, which int() refuses
         return float(int(text[:12]))
     try:
         when = email.utils.parsedate_to_datetime(text)

@@ -30,6 +30,8 @@ from kernelpin.format.lockfile import LockedFile, LockedVariant, is_variant_name
 from kernelpin.format.metadata import BuildMetadata, check_size, parse_metadata
 from kernelpin.format.spec import check_repo_id
 from kernelpin.format.variant import Environment, Variant, select
+from kernelpin.trust.gate import LOCAL, Evidence, enforce
+from kernelpin.trust.policy import Policy
 
 VARIABLE = "LOCAL_KERNELS"
 ALLOW_VARIABLE = "KERNELPIN_ALLOW_LOCAL_KERNELS"
@@ -150,7 +152,15 @@ def module_name(repo_id: str, directory: Path) -> str:
     return "_kernelpin_local_" + re.sub(r"\W", "_", f"{repo_id}_{digest}")
 
 
-def load(repo_id: str, root: Path, env: Environment, check_arch: bool = True) -> ModuleType:
+def admit(repo_id: str, directory: Path, policy: Policy, doing: str = "loading", stacklevel: int = 4) -> None:
+    """Put the local build to the one decision (kernelpin.trust.gate: nothing signed it, the user named it) and
+    warn that the override is in effect: every answer from a local build says so, a load's and has_kernel's."""
+    enforce(policy, repo_id, directory.name, Evidence(LOCAL))
+    warnings.warn(f"{VARIABLE} overrides {repo_id}: {doing} the local build {directory} instead of the Hub",
+                  LocalKernelOverrideWarning, stacklevel=stacklevel)
+
+
+def load(repo_id: str, root: Path, env: Environment, policy: Policy, check_arch: bool = True) -> ModuleType:
     """Import the local build of `repo_id` at `root`, verified against its own metadata.json, warning that
     the override is in effect."""
     directory, metadata = choose(repo_id, root, env, check_arch)
@@ -159,8 +169,7 @@ def load(repo_id: str, root: Path, env: Environment, check_arch: bool = True) ->
         raise KernelpinError(f"{what}: a local build with kernel-depends is not supported yet; load its "
                              "dependencies from the Hub with a lock, or override each of them in LOCAL_KERNELS")
     python_depends.check(metadata.document, env.selected.name, what)
-    warnings.warn(f"{VARIABLE} overrides {repo_id}: loading the local build {directory} instead of the Hub",
-                  LocalKernelOverrideWarning, stacklevel=3)
+    admit(repo_id, directory, policy)
     # python-depends checked above, before the warning; kernel-depends refused above.
     module, _ = import_pinned(module_name(repo_id, directory), what, (repo_id, None),
                               lambda: Verified(directory, verified_variant(directory, metadata, what)),

@@ -20,6 +20,7 @@ from kernelpin.loading.importing import Verified, import_pinned
 from kernelpin.store.receipts import Receipts
 from kernelpin.hub.source import HubSettings, HubSource
 from kernelpin.store.content import Store
+from kernelpin.trust.gate import LOCK, Evidence, enforce
 from kernelpin.trust.policy import Policy, parse_policy
 from kernelpin.format.variant import Environment, choose_variant
 
@@ -137,12 +138,11 @@ def load(
     env = environment_for(backend)
     override = local_override.refuse_under_lock(repo_id, lock_path)
     if override is not None:
-        return local_override.load(repo_id, override, env, check_arch=check_arch)
+        return local_override.load(repo_id, override, env, policy_beside(lock_path), check_arch=check_arch)
     variant = choose_variant(kernel, env, check_arch)
     # The signer `lock` verified, against today's policy: string compares, no cryptography (`sync` and
     # `kernelpin verify --signatures` verify the bundle itself; the lock pins its sha256 like any file's).
-    signature = kernel.variant(variant).signature
-    policy_beside(lock_path).check_signer(repo_id, variant, None if signature is None else signature.signer)
+    enforce(policy_beside(lock_path), repo_id, variant, Evidence.recorded(kernel.variant(variant).signature, LOCK))
     name = module_name(kernel.repo_id, kernel.commit, variant)
     target = target or os.environ.get("KERNELPIN_TARGET") or None
 

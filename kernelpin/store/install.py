@@ -97,9 +97,9 @@ def sync(lock: Lock, installer: Installer, env: Environment | None, all_variants
     """Install the variant each locked kernel needs in `env` (or every variant with `all_variants`): every
     variant is chosen first (a kernel without one for `env` fails the command before any download), then the
     kernels are installed in parallel (KERNELPIN_DOWNLOADS at once, each repository by one thread). With a
-    `checker`, each installed variant's signature is verified again from its files, offline (unless this user's
-    receipt vouches for those bytes), against the signer the lock recorded and the current policy
-    (kernelpin.trust.signature)."""
+    `checker`, what the lock records of each installed variant's signature (or that it records nothing) is put to
+    the current policy (kernelpin.trust.gate), and a recorded signature is verified again from its files, offline
+    (unless this user's receipt vouches for those bytes), against the signer the lock recorded."""
     chosen = [(kernel, _variant_names(kernel, env, all_variants)) for kernel in lock.kernels]
 
     def install(step: tuple[LockedKernel, list[str]]) -> list[SyncedVariant]:
@@ -108,7 +108,7 @@ def sync(lock: Lock, installer: Installer, env: Environment | None, all_variants
         for name in names:
             synced = installer.install(kernel, name)
             variant = kernel.variant(name)
-            if checker is not None and variant is not None and variant.signature is not None:
+            if checker is not None and variant is not None:  # a variant without a signature record too
                 checker.recheck(kernel.repo_id, name, synced.directory, variant.signature)
             done.append(synced)
         installer.record_major_ref(kernel)

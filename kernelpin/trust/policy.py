@@ -19,7 +19,7 @@ workflows, and required to be. An entry in pyproject.toml under that name replac
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -104,6 +104,11 @@ class LockedSignature:
         return cls(signer, bundle, numbers["log-index"], strings["log-id"], numbers["integrated-time"])
 
 
+def normalised(repo_id: str) -> str:
+    """A repository id as the Hub compares it: `Kernels-Community/activation` is kernels-community/activation."""
+    return repo_id.lower()
+
+
 def _is_sha256(text: str) -> bool:
     return len(text) == 64 and all(c in "0123456789abcdef" for c in text)
 
@@ -153,13 +158,16 @@ class SignerRule:
             return False
         if self.repository is None:
             return True
-        base = f"https://github.com/{self.repository}"
-        if signer.source_repository != base:
+        # GitHub compares owner/name without case; the workflow path and the ref are compared exactly.
+        base = f"https://github.com/{self.repository}/".lower()
+        if (signer.source_repository or "").lower() + "/" != base or signer.identity[:len(base)].lower() != base:
             return False
-        workflow, _, ref = signer.identity.rpartition("@")
-        if not workflow.startswith(base + "/"):
+        # `<workflow path>@<ref>`: a workflow path has no `@`, a ref may (a branch `feature@refs/heads/main`), so
+        # the identity splits at its first `@`, and the ref must be one whole ref.
+        workflow, at, ref = signer.identity[len(base):].partition("@")
+        if not at or not ref.startswith("refs/"):
             return False
-        if self.workflows and workflow.removeprefix(base + "/") not in self.workflows:
+        if self.workflows and workflow not in self.workflows:
             return False
         return not self.refs or ref in self.refs
 
@@ -195,7 +203,11 @@ KERNELS_COMMUNITY = Publisher(
         workflows=tuple(f".github/workflows/{name}.yaml" for name in ("build", "build-mac", "build-windows",
                                                                      "sign-old-builds")),
         refs=("refs/heads/main",),
-    ),),
+    ), SignerRule(  # its Rust kernels, as kernels 0.19's DEFAULT_POLICY has them (kernels/_internals/verify.py)
+        repository="huggingface/kernels-community-rs",
+        workflows=(".github/workflows/build.yaml",),
+        refs=("refs/heads/main",),
+    )),
     require_signatures=True,
     builtin=True,
 )
@@ -208,41 +220,20 @@ class Policy:
     trusted_root: str | None = None  # a trusted_root.json path, relative to the project; None: public-good Sigstore
 
     def publisher(self, repo_id: str) -> Publisher | None:
-        """The entry for a repository, else for its organization; None when the policy does not name it."""
-        return self.publishers.get(repo_id) or self.publishers.get(repo_id.split("/", 1)[0])
+        """The entry for a repository, else for its organization; None when the policy does not name it. Names
+        are compared as the Hub compares them, without case (entries are kept lower-case)."""
+        key = normalised(repo_id)
+        return self.publishers.get(key) or self.publishers.get(key.split("/", 1)[0])
 
     def requires_signature(self, repo_id: str) -> tuple[bool, str]:
-        """Whether `repo_id` must be signed, and the setting that says so."""
+        """Whether `repo_id` must be signed, and the setting that says so: its entry's `require-signatures`,
+        else its entry's `signers` (naming who signs refuses what none of them signed), else the global one."""
         entry = self.publisher(repo_id)
         if entry is not None and entry.require_signatures is not None:
             return entry.require_signatures, entry.where
+        if entry is not None and entry.signers:
+            return True, f"{entry.where} (it names signers)"
         return self.require_signatures, f"[{TABLE}] require-signatures"
-
-    def check_publisher(self, repo_id: str, hub_trusts: Callable[[str], bool]) -> None:
-        """The gate `kernels` has: a repository of a publisher the policy does not name is locked only when the
-        Hub marks its organization a trusted kernel publisher (`hub_trusts`, asked only then)."""
-        if self.publisher(repo_id) is not None:
-            return
-        org = repo_id.split("/", 1)[0]
-        if not hub_trusts(org):
-            raise KernelpinError(f"{repo_id}: untrusted publisher: the Hub does not mark {org} a trusted kernel "
-                                 f"publisher (trustedKernelPublisher) and pyproject.toml does not name it; if you "
-                                 f'trust it, add [{TABLE}.publishers."{org}"] (or "{repo_id}") to pyproject.toml')
-
-    def check_signer(self, repo_id: str, variant: str, signer: Signer | None) -> None:
-        """The check `load` makes on what the lock recorded (no cryptography: `lock` and `sync` verified the
-        bundle): a signer the current policy allows, or no signature where none is required."""
-        entry = self.publisher(repo_id)
-        if signer is None:
-            required, where = self.requires_signature(repo_id)
-            if required:
-                raise SignatureError(repo_id, variant, f"locked unsigned, but {where} requires a signature",
-                                     "ask the publisher for a signed release and run `kernelpin lock --upgrade`")
-            return
-        if entry is not None and not entry.allows(signer):
-            raise SignatureError(repo_id, variant, f"locked as signed by {signer.describe()}, which {entry.where} "
-                                 f"does not allow ({'; '.join(rule.describe() for rule in entry.signers)})",
-                                 "add that signer to the entry if you trust it, or lock another release")
 
 
 class PolicyError(KernelpinError):
@@ -311,6 +302,9 @@ def _publisher(name: str, table: Any, where: str) -> Publisher:
     required = table.get("require-signatures")
     if required is not None and not isinstance(required, bool):
         raise PolicyError(f"{where}: require-signatures must be true or false")
+    if required is False and signers:
+        raise PolicyError(f"{where}: names signers and require-signatures = false, but an entry that names its "
+                          "signers refuses what none of them signed; drop require-signatures (or the signers)")
     return Publisher(name, tuple(_rule(rule, f"{where} signer #{index + 1}") for index, rule in enumerate(signers)),
                      required)
 
@@ -339,6 +333,12 @@ def parse_policy(pyproject: Mapping[str, Any]) -> Policy:
         raise PolicyError(f"{where}: publishers must be a table of organizations and repositories; for example\n"
                           f"{_EXAMPLE}")
     entries = {KERNELS_COMMUNITY.name: KERNELS_COMMUNITY}
-    entries.update({name: _publisher(name, value, f'[{TABLE}.publishers."{name}"]')
-                    for name, value in publishers.items()})
+    named: dict[str, str] = {}
+    for name, value in publishers.items():
+        key = normalised(name)
+        if key in named:
+            raise PolicyError(f'[{TABLE}.publishers]: "{named[key]}" and "{name}" are one publisher (the Hub '
+                              "compares names without case); keep one entry")
+        named[key] = name
+        entries[key] = _publisher(key, value, f'[{TABLE}.publishers."{name}"]')
     return Policy(entries, required, root)

@@ -5,7 +5,7 @@ named this signer and transparency-log entry", T being signature.trust_root_id: 
 sigstore-python that checked them. Nothing else decides a verification's outcome (the certificate is checked at
 the time the log recorded, not now), so a later `lock`, `sync` or `get_kernel` that reads the same bytes under
 the same root takes the signer from the receipt, without sigstore (its import alone costs about 0.4 s of CPU),
-and puts it to the publisher policy as it is now (signature.check_allowed), as a verification would. A changed
+and puts it to the publisher policy as it is now (kernelpin.trust.gate), as a verification would. A changed
 root, bundle or metadata.json is verified again; `kernelpin verify --signatures` always verifies.
 
 A receipt is written only after sigstore-python verified the bytes in this user's command or its signature

@@ -20,6 +20,7 @@ import functools
 import hashlib
 import json
 import logging
+import os
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ from kernelpin.errors import KernelpinError
 from kernelpin.layout import METADATA
 from kernelpin.layout import SIGNATURE as BUNDLE
 from kernelpin.hub.limits import HTTP_TIMEOUT, Limits
+from kernelpin.trust.gate import LOCK, RELEASE, Evidence, enforce
 from kernelpin.trust.policy import LockedSignature, Policy, SignatureError, Signer
 
 if TYPE_CHECKING:
@@ -94,18 +96,6 @@ class TrustRootError(KernelpinError):
     """The Sigstore trust root could not be loaded or refreshed."""
 
 
-@contextlib.contextmanager
-def _quiet_tuf() -> Iterator[None]:
-    # sigstore-python warns on every offline load ("updates will not be performed"): offline is our default.
-    logger = logging.getLogger("sigstore._internal.tuf")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
-
-
 def _refreshed_root(timeout: float) -> TrustedRoot:
     """Sigstore's public-good trust root as its TUF repository has it now, within `timeout` seconds: tuf waits
     30 s per request and retries, minutes behind a silent link or a black-holing proxy. The refresh runs in a
@@ -154,7 +144,7 @@ def verifier(policy: Policy, project_root: Path, refresh: bool = False,
     sigstore-python ships it (or as its TUF cache last updated it); `refresh` asks TUF for a newer one first,
     waiting at most `refresh_timeout` seconds."""
     from sigstore.errors import Error
-    from sigstore.models import ClientTrustConfig, TrustedRoot
+    from sigstore.models import TrustedRoot
     from sigstore.verify import Verifier
 
     if policy.trusted_root is not None:
@@ -166,12 +156,14 @@ def verifier(policy: Policy, project_root: Path, refresh: bool = False,
                                  f"({_one_line(error)}); point it at a trusted_root.json") from None
     if refresh:
         return Verifier(trusted_root=_refreshed_root(refresh_timeout))
+    path = public_good_root()
     try:
-        with _quiet_tuf():
-            return Verifier(trusted_root=ClientTrustConfig.production(offline=True).trusted_root)
-    except Error as error:  # a damaged TUF cache of sigstore-python's
-        raise TrustRootError(f"cannot load Sigstore's trust root from sigstore-python's TUF cache "
-                             f"({_one_line(error)}); run with --refresh-trust-root (online) to fetch it again") from None
+        if path is None:
+            raise OSError("sigstore-python ships none")
+        return Verifier(trusted_root=TrustedRoot.from_file(str(path)))
+    except (OSError, ValueError, Error) as error:  # a damaged TUF cache of sigstore-python's
+        raise TrustRootError(f"cannot load Sigstore's trust root from {path} ({_one_line(error)}); run with "
+                             "--refresh-trust-root (online) to fetch it again") from None
 
 
 def verifier_and_root(policy: Policy, project_root: Path, refresh: bool = False,
@@ -183,33 +175,68 @@ def verifier_and_root(policy: Policy, project_root: Path, refresh: bool = False,
     return made, before if trust_root_id(policy, project_root) == before else None
 
 
+def public_good_root() -> Path | None:
+    """The public-good trusted_root.json the offline verifier reads: sigstore-python's TUF cache copy (platformdirs'
+    user cache, which a refresh updates through TUF) when it is this user's own, else the one sigstore-python ships
+    (None without sigstore). Offline, sigstore-python would read the cached copy unverified: one another user
+    could have planted or can change (XDG_CACHE_HOME is HF_HOME's default parent, so a shared Hub cache often
+    shares it) would verify forgeries, so it is passed over, as receipts not this user's own are."""
+    import importlib.util
+
+    import platformdirs
+
+    repository = quote(PUBLIC_GOOD_TUF, safe="")
+    cache = Path(platformdirs.user_cache_dir("sigstore-python", "sigstore"))
+    cached = cache / "tuf" / repository / "trusted_root.json"
+    if owned_by_user(cached, cache):
+        return cached
+    spec = importlib.util.find_spec("sigstore")  # finds the package without running it
+    if spec is None or spec.origin is None:
+        return None
+    return Path(spec.origin).parent / "_store" / repository / "trusted_root.json"
+
+
+def owned_by_user(path: Path, top: Path) -> bool:
+    """Whether only this user can have written `path`: it is a file (not a link), and it and every directory
+    from it up to `top` are this user's and writable by no one else; the directory holding `top` is this user's
+    or root's, and others cannot rename what is in it (not writable by them, or sticky). False where the
+    platform has no uids (then the shipped root is used)."""
+    import stat
+
+    if not hasattr(os, "geteuid") or not path.is_relative_to(top):
+        return False
+    me = os.geteuid()
+    try:
+        found = os.lstat(path)
+        if not stat.S_ISREG(found.st_mode) or found.st_uid != me or found.st_mode & 0o022:
+            return False
+        for directory in (path.parent, *path.parent.parents):
+            found = os.lstat(directory)
+            if not stat.S_ISDIR(found.st_mode) or found.st_uid != me or found.st_mode & 0o022:
+                return False
+            if directory == top:
+                break
+        above = os.lstat(top.parent)
+    except OSError:
+        return False
+    return above.st_uid in (me, 0) and (not above.st_mode & 0o022 or bool(above.st_mode & stat.S_ISVTX))
+
+
 def trust_root_id(policy: Policy, project_root: Path) -> str | None:
     """What a bundle's verification depends on besides its bytes and metadata.json's, as one sha256: the bytes of
     the trust root `verifier` loads (offline) and sigstore-python's version. None when they cannot be read
     (then nothing is recalled: kernelpin.trust.receipts). Reads files only: sigstore is not imported."""
     import importlib.metadata
-    import importlib.util
 
     try:
         version = importlib.metadata.version("sigstore")
         if policy.trusted_root is not None:
             content = (project_root / policy.trusted_root).read_bytes()
         else:
-            # The public-good root as ClientTrustConfig.production(offline=True) reads it: its TUF cache's copy
-            # (sigstore._internal.tuf: platformdirs' user cache, a refresh updates it), else the one sigstore-python
-            # ships, which it copies there first.
-            import platformdirs
-
-            repository = quote(PUBLIC_GOOD_TUF, safe="")
-            cached = Path(platformdirs.user_cache_dir("sigstore-python", "sigstore"), "tuf", repository,
-                          "trusted_root.json")
-            spec = importlib.util.find_spec("sigstore")  # finds the package without running it
-            if cached.exists():
-                content = cached.read_bytes()
-            elif spec is not None and spec.origin is not None:
-                content = Path(spec.origin).parent.joinpath("_store", repository, "trusted_root.json").read_bytes()
-            else:
+            path = public_good_root()
+            if path is None:
                 return None
+            content = path.read_bytes()
     except (OSError, ImportError, ValueError):  # no sigstore distribution (PackageNotFoundError), or no file
         return None
     return hashlib.sha256(f"sigstore-python {version}\0".encode() + content).hexdigest()
@@ -272,10 +299,7 @@ def verify_bundle(repo_id: str, variant: str, metadata: bytes, bundle: bytes | N
         return SignatureError(repo_id, variant, cause, fix)
 
     if bundle is None:
-        required, where = policy.requires_signature(repo_id)
-        if required:
-            raise refuse(f"no signature ({BUNDLE}), but {where} requires one",
-                         "ask the publisher to sign the release, or pin a signed one")
+        enforce(policy, repo_id, variant, Evidence(RELEASE))
         return None
     # Only for a bundle: importing sigstore costs about 0.4 s of CPU, which an unsigned release never pays.
     from sigstore.errors import CertValidationError, VerificationError
@@ -317,23 +341,8 @@ def verify_bundle(repo_id: str, variant: str, metadata: bytes, bundle: bytes | N
                      "do not use this release; ask the publisher to sign it again") from None
     signer = recorder.signer
     assert signer is not None  # the verifier asks the policy before it can succeed
-    check_allowed(policy, repo_id, variant, signer)
+    enforce(policy, repo_id, variant, Evidence(RELEASE, signer))
     return Verified(signer, hashlib.sha256(bundle).hexdigest(), log_index, log_id, integrated_time)
-
-
-def check_allowed(policy: Policy, repo_id: str, variant: str, signer: Signer) -> None:
-    """The publisher policy's verdict on the signer of a bundle that verified (now, or when this user's receipt
-    was written): SignatureError unless the policy allows it. Pure: the same matching `load` applies."""
-    entry = policy.publisher(repo_id)
-    if entry is not None and not entry.allows(signer):
-        issuers = {rule.issuer for rule in entry.signers}
-        what = (f"signed through issuer {signer.issuer}, not {' or '.join(sorted(issuers))}"
-                if signer.issuer not in issuers else f"signed by {signer.describe()}")
-        raise SignatureError(repo_id, variant, f"{what}, which {entry.where} does not allow "
-                             f"({'; '.join(rule.describe() for rule in entry.signers)})",
-                             "do not use this release unless you trust that signer: then add it to the policy's "
-                             "signers")
-
 
 
 def verify_variant(directory: Path, repo_id: str, policy: Policy, verifier: Verifier) -> Verified | None:
@@ -481,7 +490,7 @@ class ReleaseChecker:
 
         recalled = self._recall(metadata, bundle)
         if recalled is not None:
-            check_allowed(self.policy, repo_id, variant, recalled.signer)
+            enforce(self.policy, repo_id, variant, Evidence(RELEASE, recalled.signer))
             return recalled
         root = self._receipt_root
         verified: Verified | None = None
@@ -510,15 +519,16 @@ class ReleaseChecker:
         return LockedSignature(verified.signer, verified.bundle_sha256, verified.log_index, verified.log_id,
                                verified.integrated_time)
 
-    def recheck(self, repo_id: str, variant: str, directory: Path, locked: LockedSignature,
-                files: bool = False) -> None:
-        """`sync`'s check of an installed variant whose files matched the lock: its bundle verifies again,
-        offline (or this user's receipt vouches for it), and names the signer the lock recorded (a lock edited to
-        claim a signer is caught here). `files`: the full check, never by a receipt, and every file against the
-        signed digest (`kernelpin verify --signatures`)."""
-        if locked.signer is None:
-            self.policy.check_signer(repo_id, variant, None)
-            return
+    def recheck(self, repo_id: str, variant: str, directory: Path, locked: LockedSignature | None,
+                files: bool = False) -> Signer | None:
+        """`sync`'s check of an installed variant whose files matched the lock: what the lock records (or that it
+        records nothing) put to the policy; a recorded signer's bundle verifies again, offline (or this user's
+        receipt vouches for it), and names that signer (a lock edited to claim a signer is caught here).
+        `files`: the full check, never by a receipt, and every file against the signed digest (`kernelpin verify
+        --signatures`). Returns the signer verified, None for a variant admitted unsigned."""
+        if locked is None or locked.signer is None:
+            enforce(self.policy, repo_id, variant, Evidence.recorded(locked, LOCK))
+            return None
         if files:
             verified = verify_variant(directory, repo_id, self.policy, self.verifier)
             found = LockedSignature(None) if verified is None else LockedSignature(verified.signer,
@@ -532,3 +542,4 @@ class ReleaseChecker:
                                  f"but the bundle is {'unsigned' if found.signer is None else 'by ' + found.signer.describe()}",
                                  "the lock was edited: regenerate it with `kernelpin lock --upgrade-package "
                                  f"{repo_id}` and review the change")
+        return found.signer

@@ -42,6 +42,16 @@ if TYPE_CHECKING:
 
 WORKER = "KERNELPIN_SIGNATURE_WORKER"
 _MODULE = "kernelpin.trust.worker"
+# Run in the directory kernelpin is imported from: that directory first on the path, then this module as __main__.
+_BOOTSTRAP = f"import os, runpy, sys; sys.path.insert(0, os.getcwd()); runpy.run_module({_MODULE!r}, run_name='__main__')"
+
+
+def isolation_flags(flags: Any = sys.flags) -> list[str]:
+    """The command-line flags that gave this interpreter its isolation, for a child to run as isolated."""
+    if flags.isolated:
+        return ["-I"]  # -E, -s and -P with it
+    return [flag for flag, on in (("-E", flags.ignore_environment), ("-s", flags.no_user_site),
+                                  ("-P", getattr(flags, "safe_path", False))) if on]
 _STOP_SECONDS = 5.0  # how long a worker whose input ended may take to exit before it is killed
 # How long a job may wait for its answer (the first one waits for sigstore's import, about 0.4 s): a worker
 # silent for this long (stopped, or starved) is given up, and every later job verified in-process.
@@ -162,13 +172,16 @@ class SignatureWorker:
         if getattr(sys, "frozen", False) or not sys.executable:
             raise WorkerGone("no Python interpreter to run the signature worker with")
         try:
-            # Started in the directory kernelpin is imported from, which `-m` puts first on the child's path: the
-            # child runs this same kernelpin, and nothing in the project's directory shadows a module it imports.
-            # It then works in this process's directory, so that paths (a relative trusted-root) read the same.
+            # With this interpreter's isolation flags (-I, -E, -s, -P): under `python -I` no sitecustomize.py on
+            # PYTHONPATH runs in the process whose answers decide what verifies. Started in the directory
+            # kernelpin is imported from, put first on the child's path by the bootstrap (`-m` would not, under
+            # -I or -P): the child runs this same kernelpin, and nothing in the project's directory shadows a
+            # module it imports. It then works in this process's directory, so that paths (a relative
+            # trusted-root) read the same.
             here = os.getcwd()
-            process = subprocess.Popen([sys.executable, "-m", _MODULE], stdin=subprocess.PIPE,
+            process = subprocess.Popen([sys.executable, *isolation_flags(), "-c", _BOOTSTRAP], stdin=subprocess.PIPE,
                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                       cwd=Path(__file__).resolve().parents[1])
+                                       cwd=Path(__file__).resolve().parents[2])
         except (OSError, ValueError, subprocess.SubprocessError) as error:
             raise WorkerGone(f"cannot start the signature worker ({error})") from None
         worker = cls(process)

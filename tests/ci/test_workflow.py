@@ -66,7 +66,7 @@ def test_one_build_job_per_rendered_variant_and_platform_each_selecting_exactly_
             assert job["runs-on"] == ci_workflow.RUNNERS[platform]
             assert any(step.get("uses", "").startswith("actions/upload-artifact") for step in job["steps"])
 
-    # (3 exact pytorch pins + 1 stable-ABI build) x (CPU, CUDA 12.9, CUDA 13.0) x 2 platforms
+    # (2 exact pytorch pins + 1 stable-ABI build) x (CPU, CUDA 12.6, CUDA 13.0, CUDA 13.2) x 2 platforms
     assert len(builds) == expected == 24
 
 
@@ -94,11 +94,8 @@ def test_the_release_signs_every_variant_keylessly_and_refuses_an_unsigned_one()
 
 
 # What the release must carry besides the exact variants: the stable-ABI variants (torch >= 2.11, any minor).
-STABLE_VARIANTS = {
-    "torch-stable-abi211-cpu-x86_64-linux", "torch-stable-abi211-cu129-x86_64-linux",
-    "torch-stable-abi211-cu130-x86_64-linux", "torch-stable-abi211-cpu-aarch64-linux",
-    "torch-stable-abi211-cu129-aarch64-linux", "torch-stable-abi211-cu130-aarch64-linux",
-}
+STABLE_VARIANTS = {f"torch-stable-abi211-{backend}-{arch}-linux" for backend in ("cpu", "cu126", "cu130", "cu132")
+                   for arch in ("x86_64", "aarch64")}
 
 
 def _steps(job: dict, name: str) -> list[str]:
@@ -161,7 +158,7 @@ def test_the_stable_jobs_are_the_rendered_stable_variants() -> None:
     rendered = {(cuda_version_of(v), abi_of(v)) for v in render_variants(variant_config())}
     stable_jobs = [job for job in ci_workflow.matrix() if job.stable]
 
-    assert {job.cuda for job in stable_jobs} == {cuda for cuda, abi in rendered if abi == "stable"} == {None, "12.9", "13.0"}
+    assert {job.cuda for job in stable_jobs} == {cuda for cuda, abi in rendered if abi == "stable"} == {None, "12.6", "13.0", "13.2"}
     assert {job.platform for job in stable_jobs} == set(ci_workflow.workspace_platforms())
 
 

@@ -21,6 +21,10 @@ from tools.conda.channel import NoCandidateError, install_environment, solve_env
 # conda-forge's builds of pytorch, as repodata records only (no archives): the same names, versions and build
 # string convention ({cpu|cudaXYZ}_{blas}_py{XY}_h{hash}_{n}, CUDA builds +200 and requiring __cuda).
 PYTORCH_MINORS = ("2.10", "2.11", "2.12", "2.13", "2.14", "2.15")
+# conda-forge's pytorch is built with CUDA 12.9 and 13.0 (pytorch-cpu-feedstock#393, #477); cuda-version exists for
+# every release, each asking only for a driver of its major (minor-version compatibility).
+PYTORCH_CUDA = ("12.9", "13.0")
+CUDA_VERSIONS = ("12.6", "12.9", "13.0", "13.2")
 PYTHONS = ("3.11", "3.12")
 
 
@@ -35,14 +39,14 @@ def _conda_forge_records() -> dict[str, dict[str, object]]:
 
     for python in PYTHONS:
         add("python", f"{python}.9", "hd63b3ec_0_cpython", 0, ["__glibc >=2.17,<3.0.a0"])
-    for cuda in ("12.9", "13.0"):
-        add("cuda-version", cuda, "h4f385c5_3", 3, [])
+    for cuda in CUDA_VERSIONS:
+        add("cuda-version", cuda, "h4f385c5_3", 3, [f"__cuda >={cuda.split('.')[0]}"])
     for minor in PYTORCH_MINORS:
         for python in PYTHONS:
             py = "py" + python.replace(".", "")
             python_pin = f"python >={python},<{python[:2]}{int(python[2:]) + 1}.0a0"
             add("pytorch", f"{minor}.0", f"cpu_generic_{py}_h1a2b3c4_0", 0, [python_pin])
-            for cuda in ("12.9", "13.0"):
+            for cuda in PYTORCH_CUDA:
                 major = int(cuda.split(".")[0])
                 add("pytorch", f"{minor}.0", f"cuda{cuda.replace('.', '')}_generic_{py}_h5d6e7f8_200", 200,
                     [python_pin, "__cuda", f"cuda-version >={cuda},<{major + 1}.0a0"])
@@ -221,12 +225,18 @@ def _pixi_add(channels: list[str], pytorch: str | None, cuda: str | None, spec: 
     return _picked(records, "img2gray"), f"{torch.version} {torch.build}"
 
 
-@pytest.mark.parametrize("cuda", [None, "13.0"])
+# The img2gray flavours a driver may get (CUDA 13: the cu130 or the cu132 package, both serve cuda-version 13.2),
+# and the pytorch build it comes with.
+FLAVOURS = {None: ("cpu", "cpu"), "12.9": ("cuda126", "cuda129"), "13.0": ("cuda13[02]", "cuda130")}
+
+
+@pytest.mark.parametrize("cuda", [None, "12.9", "13.0"])
 def test_pixi_add_takes_the_stable_package_for_every_pytorch_from_2_11(matrix_channels: list[str], cuda: str | None) -> None:
-    """What `pixi add img2gray` takes next to each pytorch 2.11-2.15, without a GPU and with a CUDA 13 driver: the
-    stable-ABI package of the flavour, also where an exact one fits (docs/packaging.md says why); pytorch 2.10 gets
-    none. Failed before: pytorch 2.14 and 2.15 had no img2gray at all."""
-    flavour = "cpu" if cuda is None else "cuda130"
+    """What `pixi add img2gray` takes next to each pytorch 2.11-2.15, without a GPU, with a CUDA 12 driver (conda-forge's
+    cuda129 pytorch: the cu126 package) and with a CUDA 13 driver: the stable-ABI package of the flavour, also where
+    an exact one fits (docs/packaging.md says why); pytorch 2.10 gets none. Failed before: pytorch 2.14 and 2.15 had
+    no img2gray at all."""
+    flavour, torch_flavour = FLAVOURS[cuda]
     picks = {minor: _pixi_add(matrix_channels, minor, cuda) for minor in PYTORCH_MINORS[1:]}
     print(f"\npixi add img2gray ({'no GPU' if cuda is None else '__cuda ' + cuda}):")
     for minor, (img2gray, torch) in picks.items():
@@ -234,7 +244,7 @@ def test_pixi_add_takes_the_stable_package_for_every_pytorch_from_2_11(matrix_ch
 
     for minor, (img2gray, torch) in picks.items():
         assert re.fullmatch(rf"{flavour}_stableabi211_h[0-9a-f]{{7}}_{300 if cuda else 100}", img2gray), (minor, img2gray)
-        assert torch.startswith(f"{minor}.0 {flavour}_")
+        assert torch.startswith(f"{minor}.0 {torch_flavour}_")
     with pytest.raises(NoCandidateError, match="pytorch >=2.11,<3"):
         _pixi_add(matrix_channels, "2.10", cuda)
 
@@ -246,3 +256,5 @@ def test_pixi_add_does_not_hold_pytorch_back_and_an_exact_build_is_one_request_a
     assert _pixi_add(matrix_channels, None, "13.0")[1].startswith("2.15.0 cuda130_")
     img2gray, torch = _pixi_add(matrix_channels, "2.13", "13.0", "img2gray * cuda130_torch213*")
     assert img2gray.startswith("cuda130_torch213_") and torch.startswith("2.13.0 cuda130_")
+    img2gray, torch = _pixi_add(matrix_channels, "2.12", "12.9", "img2gray * cuda126_torch212*")
+    assert img2gray.startswith("cuda126_torch212_") and torch.startswith("2.12.0 cuda129_")

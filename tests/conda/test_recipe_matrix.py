@@ -11,13 +11,18 @@ from rattler import BuildString, MatchSpec, PackageRecord
 from rattler_build import VariantConfig
 
 from tests.conda.support import conda_forge_pins, machine_like_h200
-from tools.builder.config import BuildConfig
+from tools.builder.config import TOOLKIT_ARCHS, BuildConfig
 from tools.conda.build import (RECIPE, abi_of, cuda_version_of, offline_variant_config, render_variants,
                                select_variants, variant_config)
 
 BUILD = BuildConfig.load()
-EXACT_PINS = ("2.11", "2.12", "2.13")
-CUDA_FLAVOURS = (None, "12.9", "13.0")
+# kernel-builder's required set (its docs, Sept 2026): torch 2.12 and 2.13 x cu126, cu130, cu132, and its default
+# capabilities for CUDA >= 13.
+EXACT_PINS = ("2.12", "2.13")
+KERNEL_BUILDER_CUDA = ("12.6", "13.0", "13.2")
+KERNEL_BUILDER_CUDA13_ARCHS = "7.5;8.0;8.6;8.7;8.9;9.0;10.0;10.3;11.0;12.0;12.1+PTX"
+CUDA_FLAVOURS = (None, *KERNEL_BUILDER_CUDA)
+SERVED_MINORS = ("2.11", "2.12", "2.13", "2.14", "2.15")
 
 
 def pytorch_record(version: str, cuda: str | None) -> PackageRecord:
@@ -54,6 +59,8 @@ def test_recipe_renders_with_conda_forge_global_pins_alone(target_platform: str)
         arm_variant = [spec for spec in requirements["build"] if spec.startswith("arm-variant")]
         wanted = [f"arm-variant * {pins['arm_variant_type'][0]}"] if cuda != "None" and "aarch64" in target_platform else []
         assert arm_variant == wanted
+        if cuda != "None":  # a toolkit between two keys of build.toml (12.9) compiles the older key's list
+            assert variant.recipe.build.script["env"]["TORCH_CUDA_ARCH_LIST"] == ";".join(BUILD.capabilities_for(cuda))
 
 
 def test_version_independent_package_is_tested_on_the_oldest_and_newest_python() -> None:
@@ -68,10 +75,29 @@ def test_full_matrix_is_every_exact_pin_and_one_stable_build_times_every_cuda_fl
     variants = render_variants(variant_config())
     by_pins = {(abi_of(v), str(v.variant["pytorch"]), cuda_version_of(v)): v for v in variants}
 
-    assert len(variants) == 12
+    assert len(variants) == (len(EXACT_PINS) + 1) * len(CUDA_FLAVOURS) == 12
     assert set(by_pins) == {("exact", torch, cuda) for torch in EXACT_PINS for cuda in CUDA_FLAVOURS} | {
         ("stable", BUILD.stable_abi.version, cuda) for cuda in CUDA_FLAVOURS}  # compiled against its floor
     assert len({v.recipe.build.string for v in variants}) == 12
+    assert {str(v.variant["pytorch"]) for v in variants if abi_of(v) == "exact"} == set(EXACT_PINS)
+
+
+def test_cuda_flavours_are_kernel_builders_with_the_capabilities_each_toolkit_compiles() -> None:
+    """Failed before (12.9 and 13.0, one list sm_80..sm_120 for both): the CUDA flavours are kernel-builder's cu126,
+    cu130 and cu132; each compiles from 7.5 (T4, Colab) to the newest capability its toolkit has, with PTX of that
+    one: CUDA 12.6 stops at 9.0, CUDA 13 is kernel-builder's list for CUDA >= 13."""
+    variants = render_variants(variant_config())
+    arch_lists = {cuda_version_of(v): v.recipe.build.script["env"]["TORCH_CUDA_ARCH_LIST"] for v in variants if cuda_version_of(v)}
+
+    assert sorted(arch_lists) == sorted(KERNEL_BUILDER_CUDA)
+    assert arch_lists["13.0"] == arch_lists["13.2"] == KERNEL_BUILDER_CUDA13_ARCHS
+    assert arch_lists["12.6"] == "7.5;8.0;8.6;8.7;8.9;9.0+PTX"
+    for cuda, arch_list in arch_lists.items():
+        archs = [arch.removesuffix("+PTX") for arch in arch_list.split(";")]
+        assert arch_list == ";".join(BUILD.capabilities_for(cuda))
+        assert set(archs) <= TOOLKIT_ARCHS[cuda], cuda
+        assert archs[0] == "7.5" and archs[-1] == max(TOOLKIT_ARCHS[cuda], key=lambda arch: tuple(map(int, arch.split("."))))
+        assert arch_list.endswith("+PTX") and arch_list.count("+PTX") == 1
     for v in variants:
         assert v.recipe.package.name == "img2gray"
         assert str(v.recipe.package.version) == BUILD.version
@@ -82,7 +108,7 @@ def test_stable_packages_admit_every_pytorch_from_the_floor_on_and_refuse_older(
     2.10 and the other flavour; pytorch's run_exports (which pin the host's minor) are ignored for them only."""
     stable = select_variants(render_variants(variant_config()), "all", abi="stable")
 
-    assert sorted(cuda_version_of(v) or "None" for v in stable) == ["12.9", "13.0", "None"]
+    assert sorted(cuda_version_of(v) or "None" for v in stable) == ["12.6", "13.0", "13.2", "None"]
     for variant in stable:
         cuda = cuda_version_of(variant)
         other = "13.0" if cuda is None else None
@@ -95,12 +121,14 @@ def test_stable_packages_admit_every_pytorch_from_the_floor_on_and_refuse_older(
 
 
 def test_every_pytorch_minor_from_2_11_to_2_15_has_a_cpu_and_a_cuda_package() -> None:
+    """Every CUDA flavour too; the minors without an exact pin (2.11, 2.14, 2.15) through the stable packages only."""
     variants = render_variants(variant_config())
-    for minor in ("2.11", "2.12", "2.13", "2.14", "2.15"):
+    for minor in SERVED_MINORS:
         for cuda in CUDA_FLAVOURS:
-            serving = [v.recipe.build.string for v in variants if cuda_version_of(v) == cuda and admits(v, f"{minor}.0", cuda)]
+            serving = [v for v in variants if cuda_version_of(v) == cuda and admits(v, f"{minor}.0", cuda)]
             assert serving, (minor, cuda)
-            assert all(abi_of(v) == "stable" for v in variants if v.recipe.build.string in serving) == (minor > "2.13")
+            assert {abi_of(v) for v in serving} == ({"exact", "stable"} if minor in EXACT_PINS else {"stable"})
+        assert not [v for v in variants if admits(v, "2.10.0", cuda_version_of(v))]
 
 
 def test_a_variant_config_with_an_unknown_torch_abi_is_refused() -> None:
@@ -124,7 +152,8 @@ def test_build_strings_and_requirements_name_both_pins() -> None:
 
         assert re.fullmatch(rf"{flavour}_{torch_tag}_h[0-9a-f]{{7}}_{number}", variant.recipe.build.string)
         assert variant.recipe.build.number == number
-        assert {"gxx_linux-64 14.*", "sysroot_linux-64 2.28.*", "ninja"} <= set(requirements["build"])
+        gcc = "13" if cuda == "12.6" else "14"  # nvcc 12.6 takes gcc up to 13
+        assert {f"gxx_linux-64 {gcc}.*", "sysroot_linux-64 2.28.*", "ninja"} <= set(requirements["build"])
         assert host_spec in requirements["host"] and run_spec in requirements["run"]
         assert ("ignore_run_exports" in requirements) == stable
         assert "python 3.10.*" in requirements["host"] and "python >=3.10" in requirements["run"]
@@ -136,9 +165,7 @@ def test_build_strings_and_requirements_name_both_pins() -> None:
             assert f"cuda-nvcc_linux-64 {cuda}.*" in requirements["build"]
             assert f"cuda-version =={cuda}" in requirements["host"]
             assert "__cuda" in requirements["run"]
-            arch_list = script["env"]["TORCH_CUDA_ARCH_LIST"].split(";")
-            assert arch_list == list(BUILD.cuda_capabilities)
-            assert {"8.0", "9.0"} <= set(arch_list) and arch_list[-1].endswith("+PTX")
+            assert script["env"]["TORCH_CUDA_ARCH_LIST"].split(";") == list(BUILD.capabilities_for(cuda))
 
 
 def test_offline_override_points_the_same_recipe_at_machine_stand_ins() -> None:

@@ -157,19 +157,22 @@ def test_wrong_identity_and_attacks_at_lock(new_repo, app, cli, sigstore) -> Non
     assert status == 1 and "signed by https://github.com/hijacker/kernels/.github/workflows/x.yaml" in one_line(err)
     assert f'which [tool.kernelpin.trust.publishers."acme"] does not allow' in err
     # Swap across variants, downgrade (an older release's valid bundle), tampered metadata, malformed, huge.
-    good = sigstore[0].sign_files(kernel_files("1.0.0"), ACME)
-    newer = kernel_files("1.1.0")
+    # Each attack is tagged with the version its other variants' signed metadata.json says (issue 41 finding 5
+    # binds them), so that only the variant attacked is refused.
+    older = sigstore[0].sign_files(kernel_files("1.0.0"), ACME)
     cpu, other = f"build/{CPU_213}/metadata.json", "build/torch212-cxx11-cpu-x86_64-linux/metadata.json"
-    for name, files, says in (
-        ("swapped variant", {**good, cpu + ".sigstore": good[other + ".sigstore"]}, "signs other bytes"),
-        ("downgrade", {**newer, cpu + ".sigstore": good[cpu + ".sigstore"]}, "signs other bytes"),
-        ("tampered metadata", {**good, cpu: good[cpu].replace(b"Apache-2.0", b"MIT")}, "signs other bytes"),
-        ("malformed", {**good, cpu + ".sigstore": b"{"}, "is not a Sigstore bundle"),
-        ("huge", {**good, cpu + ".sigstore": b" " * ((1 << 20) + 1)}, "over the 1048576 a Sigstore bundle may be"),
+    for name, attack, says in (
+        ("swapped variant", lambda good: {cpu + ".sigstore": good[other + ".sigstore"]}, "signs other bytes"),
+        ("downgrade", lambda good: {cpu + ".sigstore": older[cpu + ".sigstore"]}, "signs other bytes"),
+        ("tampered metadata", lambda good: {cpu: good[cpu].replace(b"Apache-2.0", b"MIT")}, "signs other bytes"),
+        ("malformed", lambda good: {cpu + ".sigstore": b"{"}, "is not a Sigstore bundle"),
+        ("huge", lambda good: {cpu + ".sigstore": b" " * ((1 << 20) + 1)}, "over the 1048576 a Sigstore bundle may be"),
     ):
-        repo.write(files, clear=True)
+        version = f"1.0.{len(repo.refs()[0])}"
+        good = sigstore[0].sign_files(kernel_files(version), ACME)
+        repo.write({**good, **attack(good)}, clear=True)
         repo.commit(name)
-        repo.tag(f"v1.0.{len(repo.refs()[0])}")
+        repo.tag(f"v{version}")
         status, _, err = cli("lock", "--upgrade")
         assert status == 1, name
         line = one_line(err)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kernelpin.errors import KernelpinError
+from kernelpin.trust.gate import LOCK, Evidence, admit_publisher, enforce
 from kernelpin.trust.policy import (
     GITHUB_ISSUER, UNSIGNED, LockedSignature, SignatureError, Signer, parse_policy, signer_changes,
 )
@@ -16,6 +17,11 @@ NEXT_RELEASE = Signer(GITHUB_ISSUER, "https://github.com/acme-corp/kernels/.gith
                       "https://github.com/acme-corp/kernels", "b" * 40, "refs/tags/v1.1.0")
 HIJACKER = Signer(GITHUB_ISSUER, "https://github.com/hijacker/kernels/.github/workflows/x.yaml@refs/heads/main",
                   "https://github.com/hijacker/kernels", "c" * 40, "refs/heads/main")
+
+
+def check_signer(policy, repo_id: str, variant: str, signer: Signer | None) -> None:
+    """What `load` asks of a lock's record: the one decision (kernelpin.trust.gate)."""
+    enforce(policy, repo_id, variant, Evidence(LOCK, signer))
 
 
 def signed(signer: Signer) -> LockedSignature:
@@ -34,17 +40,17 @@ def test_the_hub_gate_asks_only_for_publishers_the_policy_does_not_name() -> Non
         return org == "trusted"
 
     named = policy({"publishers": {"acme": {}}})
-    named.check_publisher("acme/x", hub)
-    named.check_publisher("kernels-community/x", hub)  # the built-in entry
-    named.check_publisher("trusted/x", hub)
+    admit_publisher(named, "acme/x", hub)
+    admit_publisher(named, "kernels-community/x", hub)  # the built-in entry
+    admit_publisher(named, "trusted/x", hub)
     assert asked == ["trusted"]
     with pytest.raises(KernelpinError) as refused:
-        named.check_publisher("stranger/x", hub)
+        admit_publisher(named, "stranger/x", hub)
     assert str(refused.value) == (
         "stranger/x: untrusted publisher: the Hub does not mark stranger a trusted kernel publisher "
         "(trustedKernelPublisher) and pyproject.toml does not name it; if you trust it, add "
         '[tool.kernelpin.trust.publishers."stranger"] (or "stranger/x") to pyproject.toml')
-    policy({"publishers": {"stranger/x": {}}}).check_publisher("stranger/x", hub)
+    admit_publisher(policy({"publishers": {"stranger/x": {}}}), "stranger/x", hub)
 
 
 def test_a_locked_signature_round_trips_and_malformed_ones_are_refused() -> None:
@@ -80,15 +86,15 @@ def test_signer_continuity() -> None:
 def test_load_checks_recorded_signers_against_the_current_policy() -> None:
     trust = {"publishers": {"acme": {"signers": [{"repository": "acme-corp/kernels",
                                                   "workflow": ".github/workflows/release.yaml"}]}}}
-    policy(trust).check_signer("acme/x", "v", RELEASE)
-    policy({}).check_signer("other/x", "v", None)  # unsigned, nothing requires a signature
+    check_signer(policy(trust), "acme/x", "v", RELEASE)
+    check_signer(policy({}), "other/x", "v", None)  # unsigned, nothing requires a signature
     with pytest.raises(SignatureError, match="^acme/x v: locked as signed by https://github.com/hijacker/.*, which "
                                              r"\[tool.kernelpin.trust.publishers.\"acme\"\] does not allow"):
-        policy(trust).check_signer("acme/x", "v", HIJACKER)
+        check_signer(policy(trust), "acme/x", "v", HIJACKER)
     with pytest.raises(SignatureError, match="^other/x v: locked unsigned, but .*require-signatures requires a sig"):
-        policy({"require-signatures": True}).check_signer("other/x", "v", None)
+        check_signer(policy({"require-signatures": True}), "other/x", "v", None)
     with pytest.raises(SignatureError, match="kernelpin's built-in policy requires a signature"):
-        policy({}).check_signer("kernels-community/x", "v", None)
+        check_signer(policy({}), "kernels-community/x", "v", None)
 
 
 def test_the_documented_policy_means_what_docs_kernelpin_md_says() -> None:
@@ -102,17 +108,18 @@ def test_the_documented_policy_means_what_docs_kernelpin_md_says() -> None:
     documented = parse_policy({"tool": tomllib.loads(block.text)["tool"]})
     release = Signer(GITHUB_ISSUER, "https://github.com/acme/kernels/.github/workflows/release.yaml@refs/tags/v2.0.0",
                      "https://github.com/acme/kernels")
-    documented.check_signer("acme/other", "v", release)  # the organization's workflow, on any ref
+    check_signer(documented, "acme/other", "v", release)  # the organization's workflow, on any ref
     with pytest.raises(SignatureError):
-        documented.check_signer("acme/other", "v", None)  # the organization requires signatures
+        check_signer(documented, "acme/other", "v", None)  # the organization requires signatures
     with pytest.raises(SignatureError):
-        documented.check_signer("acme/img2gray", "v", release)  # its own entry replaces the organization's
-    documented.check_signer("acme/img2gray", "v", Signer("https://github.com/login/oauth", "release@acme.dev"))
-    documented.check_signer("acme/img2gray", "v", Signer(
+        check_signer(documented, "acme/img2gray", "v", release)  # its own entry replaces the organization's
+    check_signer(documented, "acme/img2gray", "v", Signer("https://github.com/login/oauth", "release@acme.dev"))
+    check_signer(documented, "acme/img2gray", "v", Signer(
         GITHUB_ISSUER, "https://github.com/acme/img2gray/.github/workflows/conda-packages.yml@refs/tags/v0.2.0",
         "https://github.com/acme/img2gray"))
-    documented.check_signer("acme/img2gray", "v", None)  # its entry does not require signatures
+    with pytest.raises(SignatureError, match="names signers"):
+        check_signer(documented, "acme/img2gray", "v", None)  # an entry naming signers refuses what none signed
     community = Signer(GITHUB_ISSUER, "https://github.com/huggingface/kernels-community/.github/workflows/"
                        "build-mac.yaml@refs/heads/main", "https://github.com/huggingface/kernels-community")
-    documented.check_signer("kernels-community/x", "v", community)
+    check_signer(documented, "kernels-community/x", "v", community)
     assert documented.publisher("kernels-community/x").signers == parse_policy({}).publisher("kernels-community/x").signers

@@ -32,6 +32,26 @@ BUILD_TOOLS = ("tools/__init__.py", "tools/builder/__init__.py", "tools/builder/
 
 ABIS = ("exact", "stable")
 
+# What each CUDA toolkit's nvcc compiles (`nvcc --list-gpu-code`, as compute capabilities): 12.8 added Blackwell
+# (10.0, 10.1, 12.0), 12.9 added 10.3 and 12.1, 13.0 dropped everything below 7.5, added 8.8 and renamed 10.1 to
+# 11.0 (13.0's row is checked against the local nvcc by tests/test_build_op.py). 13.2: taken as 13.0's (no new
+# architecture since 13.0, as conda-forge-pinning-feedstock#8926 says for 13.4); not checked here.
+_CUDA_12_6 = ("5.0", "5.2", "5.3", "6.0", "6.1", "6.2", "7.0", "7.2", "7.5", "8.0", "8.6", "8.7", "8.9", "9.0")
+_CUDA_13_0 = ("7.5", "8.0", "8.6", "8.7", "8.8", "8.9", "9.0", "10.0", "10.3", "11.0", "12.0", "12.1")
+TOOLKIT_ARCHS: dict[str, frozenset[str]] = {
+    "12.6": frozenset(_CUDA_12_6),
+    "12.8": frozenset(_CUDA_12_6 + ("10.0", "10.1", "12.0")),
+    "12.9": frozenset(_CUDA_12_6 + ("10.0", "10.1", "10.3", "12.0", "12.1")),
+    "13.0": frozenset(_CUDA_13_0),
+    "13.2": frozenset(_CUDA_13_0),
+}
+
+
+def cuda_release(version: str) -> tuple[int, int]:
+    """(major, minor) of a CUDA release ("12.6", "13.0.88")."""
+    major, minor = version.split(".")[:2]
+    return int(major), int(minor)
+
 
 @dataclass(frozen=True)
 class StableAbi:
@@ -59,7 +79,7 @@ class BuildConfig:
     license: str
     homepage: str
     repository: str
-    cuda_capabilities: tuple[str, ...]
+    cuda_capabilities: dict[str, tuple[str, ...]]  # CUDA toolkit "major.minor" -> its TORCH_CUDA_ARCH_LIST entries
     torch_sources: tuple[str, ...]
     backend_sources: dict[str, tuple[str, ...]]  # "cpu" / "cuda" -> repository-relative paths
     stable_abi: StableAbi | None = None  # [torch.stable-abi]: the binding of the stable-ABI build
@@ -93,13 +113,23 @@ class BuildConfig:
             license=_string(general, "general", "license"),
             homepage=_string(general, "general", "homepage"),
             repository=_string(general, "general", "repository"),
-            cuda_capabilities=tuple(_table(config, "cuda").get("capabilities", ())),
+            cuda_capabilities=_cuda_capabilities(_table(config, "cuda")),
             torch_sources=_sources(_table(config, "torch"), "torch", root),
             backend_sources=backend_sources,
             stable_abi=_stable_abi(_table(config, "torch"), root),
             upstream=_optional_string(general, "general", "upstream"),
             kernels_minver=_optional_string(general, "general", "kernels-minver"),
         )
+
+    def capabilities_for(self, toolkit: str) -> tuple[str, ...]:
+        """The capabilities a CUDA toolkit compiles: the list of the newest key at or below its release within its
+        major (a new major may drop architectures: it needs its own list)."""
+        major, minor = cuda_release(toolkit)
+        keys = [key for key in self.cuda_capabilities if cuda_release(key)[0] == major and cuda_release(key)[1] <= minor]
+        if not keys:
+            raise BuildConfigError(f"build.toml [cuda.capabilities] has no list for CUDA {toolkit}: add a "
+                                   f"\"{major}.{minor}\" = [...] entry (it has {', '.join(self.cuda_capabilities) or 'none'})")
+        return self.cuda_capabilities[max(keys, key=cuda_release)]
 
     @property
     def package_dir(self) -> str:
@@ -154,6 +184,28 @@ def _stable_abi(torch_table: dict, root: Path) -> StableAbi | None:
         raise BuildConfigError(f"build.toml [torch.stable-abi] needs version = \"2.N\" (N >= 10, the first torch "
                                f"that enforces TORCH_TARGET_VERSION), got {version!r}")
     return StableAbi(version, _sources(table, "torch.stable-abi", root))
+
+
+def _cuda_capabilities(cuda_table: dict) -> dict[str, tuple[str, ...]]:
+    table = cuda_table.get("capabilities", {})
+    if not isinstance(table, dict):
+        raise BuildConfigError("build.toml [cuda.capabilities] needs one list per CUDA toolkit, e.g. "
+                               "\"13.0\" = [\"7.5\", \"9.0\", \"12.1+PTX\"]")
+    lists = {}
+    for toolkit, archs in table.items():
+        if toolkit not in TOOLKIT_ARCHS:
+            raise BuildConfigError(f"build.toml [cuda.capabilities] \"{toolkit}\": not a CUDA toolkit whose "
+                                   f"architectures are known ({', '.join(TOOLKIT_ARCHS)}); add its row to "
+                                   "TOOLKIT_ARCHS in tools/builder/config.py")
+        if not isinstance(archs, list) or not archs or not all(isinstance(arch, str) for arch in archs):
+            raise BuildConfigError(f"build.toml [cuda.capabilities] \"{toolkit}\" needs a list like [\"8.0\", \"9.0+PTX\"]")
+        if unknown := [arch for arch in archs if arch.removesuffix("+PTX") not in TOOLKIT_ARCHS[toolkit]]:
+            newest = max(TOOLKIT_ARCHS[toolkit], key=cuda_release)
+            oldest = min(TOOLKIT_ARCHS[toolkit], key=cuda_release)
+            raise BuildConfigError(f"build.toml [cuda.capabilities] \"{toolkit}\": CUDA {toolkit} cannot compile "
+                                   f"{', '.join(unknown)} (it compiles {oldest} to {newest})")
+        lists[toolkit] = tuple(archs)
+    return lists
 
 
 def _table(config: dict, key: str) -> dict:

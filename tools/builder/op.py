@@ -216,7 +216,9 @@ def nvcc_version_output() -> str:
 
 
 def arch_list(config: BuildConfig) -> str:
-    return os.environ.get("TORCH_CUDA_ARCH_LIST") or ";".join(config.cuda_capabilities)
+    """TORCH_CUDA_ARCH_LIST as given (the recipe sets it), else build.toml's list for the toolkit nvcc belongs to."""
+    return os.environ.get("TORCH_CUDA_ARCH_LIST") or ";".join(
+        config.capabilities_for(toolkit_cuda_version(nvcc_version_output())))
 
 
 def build_id(config: BuildConfig, cuda_version: str | None, glibc_floor: str = "2.28", abi: str = "exact") -> str:

@@ -74,12 +74,13 @@ def offline_variant_config(machine: Machine, files: Sequence[Path] = (PROJECT_VA
     return VariantConfig(values, zip_keys=base.zip_keys)
 
 
-def render_variants(variant_config: VariantConfig, *, target_platform: str = "linux-64") -> list[RenderedVariant]:
-    """Render recipe/recipe.yaml for every variant (no build), as plain `rattler-build build` does: no
-    experimental features."""
+def render_variants(variant_config: VariantConfig, *, target_platform: str = "linux-64",
+                    recipe: Path = RECIPE) -> list[RenderedVariant]:
+    """Render recipe/recipe.yaml (or another commit's copy) for every variant (no build), as plain `rattler-build
+    build` does: no experimental features."""
     platform = PlatformConfig(target_platform=target_platform, experimental=False)
     with _commit_in_environment():
-        variants = Stage0Recipe.from_file(RECIPE).render(variant_config, RenderConfig(platform=platform))
+        variants = Stage0Recipe.from_file(recipe).render(variant_config, RenderConfig(platform=platform))
     unknown = sorted({abi_of(variant) for variant in variants} - set(ABIS))
     if unknown:
         raise ValueError(f"torch_abi {', '.join(map(repr, unknown))} in the variant config: it is one of {', '.join(ABIS)}")

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kernelpin.files.atomic import write_atomic
-from tools.builder.config import BuildConfig
+from tools.builder.config import BuildConfig, cuda_release
 
 RECIPE = Path(__file__).resolve().parents[2] / "recipe" / "recipe.yaml"
 # The recipe ships the license text (about.license_file); the build itself never reads it.
@@ -37,11 +37,20 @@ def context_lines(config: BuildConfig) -> list[str]:
         "license": config.license,
         "homepage": config.homepage,
         "repository": config.repository,
-        "cuda_capabilities": ";".join(config.cuda_capabilities),
         # The oldest pytorch a stable-ABI package serves (empty: build.toml declares no stable build).
         "stable_abi": config.stable_abi.version if config.stable_abi else "",
     }
-    return [f"{key}: {json.dumps(value)}" for key, value in values.items()]
+    return [f"{key}: {json.dumps(value)}" for key, value in values.items()] + [f"cuda_capabilities: {capabilities_expression(config)}"]
+
+
+def capabilities_expression(config: BuildConfig) -> str:
+    """build.toml's per-toolkit capability lists as one recipe expression of cuda_compiler_version, with
+    BuildConfig.capabilities_for's rule: the newest key at or below the toolkit's release within its major. Empty for
+    a CPU variant or a toolkit without a list: the build (tools/builder/op.py) then refuses it by name."""
+    ordered = sorted(config.cuda_capabilities, key=cuda_release, reverse=True)
+    branches = [f'{json.dumps(";".join(config.cuda_capabilities[key]))} if match(cuda_compiler_version, '
+                f'">={key},<{cuda_release(key)[0] + 1}") else ' for key in ordered]
+    return '${{ "" if cuda_compiler_version == "None" else ' + "".join(branches) + '"" }}'
 
 
 def filter_includes(config: BuildConfig) -> list[str]:

@@ -1,24 +1,23 @@
-"""Compile CPU-minutes of the CI matrix: jobs x measured build time, before and after the stable-ABI packages.
+"""Compile CPU-minutes of the CI matrix: jobs x measured build time, for an earlier commit's matrix and this one.
 
-    python -m tools.maintainer.matrix_cost [--out benchmarks/results/cpu/matrix-compile-minutes.json]
+    python -m tools.maintainer.matrix_cost [--before 214c74f] [--out benchmarks/results/cpu/matrix-compile-minutes.json]
 
-Measures, on this machine, the CPU time (user + system, of the build and its compilers) of one build of each kind a
-CI job runs: the exact CPU library, the stable CPU library (`tools.builder.op --abi exact|stable --cuda off`, fresh
-build directories) and the CUDA device code with the release flags (`tools.builder.op --nvcc-check`; a CUDA job's
-time is taken as the CPU build of its ABI plus that, since a full CUDA build needs a CUDA torch). Then counts the
-compiles of each matrix per kind:
+Each matrix is what tools/ci/workflow.py makes of it: recipe/recipe.yaml rendered with tools/conda/variants.yaml (of
+that commit, read with `git show`) for every plain platform of pixi.toml, one job per variant. A job compiles the
+library of its ABI (exact or stable) and, for CUDA, the device code for its TORCH_CUDA_ARCH_LIST as rendered.
 
-- before (the workflow until the stable packages): one exact package per pytorch pin x backend x platform, plus the
-  Hub's stable variants compiled apart with tools.builder.op, one per backend x platform; serving pytorch 2.14 and
-  2.15 that way takes two more pins;
-- after (tools.ci.workflow.matrix(), what the committed workflow runs): the same exact packages, and the stable
-  packages compiled once per backend x platform, which are the Hub's stable variants too.
+Measured on this machine, as CPU time (user + system of the build and its compilers): one exact and one stable CPU
+library (`tools.builder.op --abi exact|stable --cuda off`, fresh build directories) and, for every distinct arch
+list of the two matrices, the CUDA device code with the release flags (`tools.builder.op --nvcc-check` with that
+TORCH_CUDA_ARCH_LIST), a CUDA job being its ABI's CPU build plus that (a full CUDA build needs a CUDA torch). Only
+the local nvcc runs: an arch list of another toolkit (CUDA 12.6's) is timed with it, an estimate the record says so.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -26,54 +25,75 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from tools.builder.op import source_commit
-from tools.ci.workflow import matrix
+from tools.builder.op import nvcc_version_output, source_commit, toolkit_cuda_version
+from tools.ci.workflow import workspace_platforms
+from tools.conda.build import PROJECT_VARIANTS, RECIPE, abi_of, cuda_version_of, render_variants, variant_config
 
 ROOT = Path(__file__).resolve().parents[2]
+Build = tuple[str, str | None, str]  # (abi, CUDA version or None, TORCH_CUDA_ARCH_LIST or "")
 
 
-def cpu_seconds(*args: str) -> float:
+def cpu_seconds(*args: str, env: dict[str, str] | None = None) -> float:
     """CPU seconds of `python -m tools.builder.op ARGS` and everything it starts."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run([sys.executable, "-m", "tools.builder.op", *args], cwd=ROOT, check=True, capture_output=True)
+    subprocess.run([sys.executable, "-m", "tools.builder.op", *args], cwd=ROOT, check=True, capture_output=True,
+                   env={**os.environ, **(env or {})})
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return round(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, 1)
 
 
-def measure() -> dict[str, float]:
-    with tempfile.TemporaryDirectory(prefix="img2gray-cost-") as scratch:
-        times = {abi: cpu_seconds("--abi", abi, "--cuda", "off", "--out", f"{scratch}/{abi}", "--build-dir", f"{scratch}/obj-{abi}")
-                 for abi in ("exact", "stable")}
-        nvcc = cpu_seconds("--nvcc-check", "--build-dir", f"{scratch}/nvcc")
-    return {"exact-cpu": times["exact"], "stable-cpu": times["stable"], "exact-cuda": times["exact"] + nvcc,
-            "stable-cuda": times["stable"] + nvcc, "nvcc-device-code": nvcc}
+def matrix_builds(recipe: Path = RECIPE, variants: Path = PROJECT_VARIANTS) -> list[Build]:
+    """One entry per CI job of the matrix `variants` makes of `recipe`."""
+    return [(abi_of(v), cuda_version_of(v), v.recipe.build.script.get("env", {}).get("TORCH_CUDA_ARCH_LIST", "") or "")
+            for platform in workspace_platforms()
+            for v in render_variants(variant_config([variants]), target_platform=platform, recipe=recipe)]
 
 
-def kind(abi: str, cuda: str | None) -> str:
-    return f"{abi}-{'cpu' if cuda is None else 'cuda'}"
+def builds_at(commit: str, scratch: Path) -> list[Build]:
+    """The matrix of an earlier commit: its recipe and variants.yaml, read with git show."""
+    (scratch / "recipe").mkdir(parents=True, exist_ok=True)
+    for path, target in (("recipe/recipe.yaml", scratch / "recipe" / "recipe.yaml"), ("tools/conda/variants.yaml", scratch / "variants.yaml")):
+        target.write_text(subprocess.run(["git", "show", f"{commit}:{path}"], cwd=ROOT, check=True, capture_output=True,
+                                         text=True).stdout)
+    return matrix_builds(scratch / "recipe" / "recipe.yaml", scratch / "variants.yaml")
+
+
+def measure(arch_lists: set[str], scratch: Path) -> dict[str, float]:
+    """CPU seconds: "exact" and "stable" CPU libraries, and the device code of each arch list."""
+    seconds = {abi: cpu_seconds("--abi", abi, "--cuda", "off", "--out", f"{scratch}/{abi}", "--build-dir", f"{scratch}/obj-{abi}")
+               for abi in ("exact", "stable")}
+    for number, archs in enumerate(sorted(arch_lists)):
+        seconds[archs] = cpu_seconds("--nvcc-check", "--build-dir", f"{scratch}/nvcc-{number}", env={"TORCH_CUDA_ARCH_LIST": archs})
+    return seconds
+
+
+def cost(builds: list[Build], seconds: dict[str, float]) -> dict:
+    kinds = Counter(f"{abi}-{'cpu' if cuda is None else 'cuda' + cuda.replace('.', '')}" for abi, cuda, _ in builds)
+    total = sum(seconds[abi] + (seconds[archs] if cuda else 0.0) for abi, cuda, archs in builds)
+    return {"jobs": len(builds), "compiles": dict(sorted(kinds.items())), "cpu_minutes": round(total / 60, 1)}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--before", default="214c74f", help="the commit whose matrix is 'before' (default: the last one "
+                        "with CUDA 12.9/13.0 and one capability list)")
     parser.add_argument("--out", type=Path, help="write the record as JSON here")
     args = parser.parse_args(argv)
-    seconds = measure()
-    jobs = matrix()
-    exact = Counter(kind(job.abi, job.cuda) for job in jobs if not job.stable)
-    stable = Counter(kind(job.abi, job.cuda) for job in jobs if job.stable)
-    pins = len({job.pytorch for job in jobs if not job.stable})
-    per_pin = Counter({key: count // pins for key, count in exact.items()})
-    matrices = {
-        "before": exact + stable,  # the same compiles, the stable ones in separate tools.builder.op jobs
-        "before, pins to 2.15": exact + Counter({key: count * 2 for key, count in per_pin.items()}) + stable,
-        "after": exact + stable,  # the stable packages are the Hub's stable variants: no second compile
+    with tempfile.TemporaryDirectory(prefix="img2gray-cost-") as scratch:
+        matrices = {f"before ({args.before})": builds_at(args.before, Path(scratch) / "before"), "after": matrix_builds()}
+        arch_lists = {archs for builds in matrices.values() for _, cuda, archs in builds if cuda}
+        seconds = measure(arch_lists, Path(scratch))
+    nvcc = toolkit_cuda_version(nvcc_version_output())
+    record = {
+        "commit": source_commit(), "nvcc": nvcc,
+        "note": f"device code of every arch list timed with the local nvcc {nvcc}, also where a job compiles with another "
+                "toolkit (CUDA 12.6 cannot be run here); a CUDA job = its ABI's CPU library + its device code",
+        "cpu_seconds": {"exact-cpu": seconds["exact"], "stable-cpu": seconds["stable"],
+                        **{f"device code {archs}": seconds[archs] for archs in sorted(arch_lists)}},
+        "matrices": {name: cost(builds, seconds) for name, builds in matrices.items()},
     }
-    record = {"commit": source_commit(), "cpu_seconds_per_build": seconds, "matrices": {}}
-    for name, compiles in matrices.items():
-        minutes = sum(seconds[key] * count for key, count in compiles.items()) / 60
-        record["matrices"][name] = {"compiles": dict(sorted(compiles.items())), "jobs": sum(compiles.values()),
-                                    "cpu_minutes": round(minutes, 1)}
-        print(f"{name}: {sum(compiles.values())} compiles, {minutes:.1f} CPU-minutes ({dict(sorted(compiles.items()))})")
+    for name, result in record["matrices"].items():
+        print(f"{name}: {result['jobs']} jobs, {result['cpu_minutes']} CPU-minutes {result['compiles']}")
     if args.out:
         args.out.write_text(json.dumps(record, indent=2) + "\n")
     return 0

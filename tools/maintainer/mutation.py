@@ -43,7 +43,7 @@ TESTS = (
 )
 # Needs node-semver from `./dev setup`, which the copy does not carry; it checks agreement with npm, not kernelpin.
 DESELECT = ("tests/kernelpin/test_ranges.py::test_node_semver_agrees_except_where_documented",)
-COPIED = ("kernelpin", "testkit", "tests", "tools", "pyproject.toml")
+COPIED = ("kernelpin", "testkit", "tests", "tools", "docs", "pyproject.toml")  # docs: tests read its examples
 # mutmut names a mutant kernelpin.<room>.<module>.<function>__mutmut_<n> (or kernelpin.<module>.... at the top).
 RESULT = re.compile(r"^\s*kernelpin\.(?P<module>(?:\w+\.)?\w+)\.(?P<mutant>x\S+): (?P<status>.+)$")
 
@@ -78,7 +78,7 @@ def mutmut_config(modules: Sequence[str], tests: Sequence[str]) -> str:
     return (
         "\n[tool.mutmut]\n"
         'source_paths = ["kernelpin"]\n'
-        'also_copy = ["testkit", "tools"]\n'  # mutmut runs the tests in its mutants/ copy; tests import testkit
+        'also_copy = ["testkit", "tools", "docs"]\n'  # mutmut runs the tests in its mutants/ copy; tests import testkit and read docs/
         f"only_mutate = {toml_list(['kernelpin/' + module.replace('.', '/') + '.py' for module in modules])}\n"
         f"pytest_add_cli_args_test_selection = {toml_list(tests)}\n"
         f"pytest_add_cli_args = {toml_list(['-p', 'no:xdist', '-p', 'no:cacheprovider', *[f'--deselect={d}' for d in DESELECT]])}\n"

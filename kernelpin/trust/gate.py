@@ -1,0 +1,163 @@
+"""The one decision on trust: may this variant of this release of this repository run (or be locked)?
+
+Every path asks it, with what that path knows (its evidence): `lock` and `get_kernel` online with the signer of
+the bundle they just verified (or its absence) and the signed metadata.json; a relock, `sync`, `verify
+--signatures`, `load` and `get_kernel` offline with what the lock (or get_kernel's remembered resolution)
+recorded, or that nothing was recorded; `has_kernel` as `get_kernel` does; LOCAL_KERNELS with a build on disk
+that nothing signed. A path with no evidence passes NO_RECORD; none skips the call. Pure: no I/O, no sigstore
+(the cryptography is kernelpin.trust.signature's: it hands over the signer of a bundle that verified).
+
+The publisher gate of `kernels` (the Hub's trusted mark, or the caller's `trust_remote_code`) is here too:
+`admit_publisher`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from kernelpin.errors import KernelpinError
+from kernelpin.format.metadata import BuildMetadata
+from kernelpin.format.ranges import Version
+from kernelpin.format.variant import Variant
+from kernelpin.layout import SIGNATURE
+from kernelpin.trust.policy import TABLE, LockedSignature, Policy, SignatureError, Signer
+
+# Where the evidence comes from.
+RELEASE = "release"  # the release's own files: its bundle verified now (or by this user's receipt), or none there
+LOCK = "lock"  # what kernelpin.lock records (`lock` verified it)
+REMEMBERED = "remembered"  # what get_kernel recorded when it resolved the release before (kernelpin.store.resolutions)
+NO_RECORD = "no record"  # a lock entry without its signature record: nothing says what was checked
+LOCAL = "local"  # a build on disk named by LOCAL_KERNELS: nothing signed it, the user named it
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What a path knows of one variant's signature: the signer (None: unsigned, or not known) and its source."""
+
+    source: str  # RELEASE, LOCK, REMEMBERED, NO_RECORD or LOCAL
+    signer: Signer | None = None
+
+    @classmethod
+    def recorded(cls, record: LockedSignature | None, source: str) -> Evidence:
+        """What a lock (or a remembered resolution, `source`) says of a variant: NO_RECORD when it has no record."""
+        return cls(NO_RECORD) if record is None else cls(source, record.signer)
+
+
+@dataclass(frozen=True)
+class Served:
+    """What signed bytes are served as: the release's version (its tag; None without one) and the major version
+    the requirement asked for (the branch vN; None for a range or a revision)."""
+
+    version: Version | None = None
+    major: int | None = None
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Admit or refuse; a refusal's cause and fix, an admission's notice (None: nothing to tell)."""
+
+    admit: bool
+    cause: str = ""
+    fix: str = ""
+    notice: str | None = None
+
+
+def decide(policy: Policy, repo_id: str, variant: str, evidence: Evidence,
+           metadata: BuildMetadata | None = None, served: Served | None = None) -> Decision:
+    """The policy's verdict on one variant: a signer it allows (whose signed metadata.json says it is what it is
+    served as), or no signature where none is required (neither `require-signatures` nor named signers)."""
+    if evidence.source == LOCAL:
+        return Decision(True, notice="a local build (LOCAL_KERNELS): not signed, not checked against the policy")
+    entry = policy.publisher(repo_id)
+    if evidence.signer is None:
+        required, where = policy.requires_signature(repo_id)
+        if not required:
+            return Decision(True, notice="unsigned" if evidence.source != NO_RECORD else None)
+        cause, fix = _unsigned(evidence.source, where, repo_id)
+        return Decision(False, cause, fix)
+    signer = evidence.signer
+    if entry is not None and entry.signers and not entry.allows(signer):
+        issuers = {rule.issuer for rule in entry.signers}
+        what = (f"signed through issuer {signer.issuer}, not {' or '.join(sorted(issuers))}"
+                if signer.issuer not in issuers else f"signed by {signer.describe()}")
+        rules = "; ".join(rule.describe() for rule in entry.signers)
+        if evidence.source == RELEASE:
+            return Decision(False, f"{what}, which {entry.where} does not allow ({rules})",
+                            "do not use this release unless you trust that signer: then add it to the policy's "
+                            "signers")
+        return Decision(False, f"{'locked' if evidence.source == LOCK else 'resolved before'} as {what}, which "
+                        f"{entry.where} does not allow ({rules})",
+                        "add that signer to the entry if you trust it, or lock another release")
+    if metadata is not None:
+        mismatch = _served_as_other(metadata, variant, served or Served())
+        if mismatch is not None:
+            return Decision(False, f"the signed metadata.json {mismatch}",
+                            "do not use this release (signed bytes served as another release or build); tell the "
+                            "publisher")
+    return Decision(True)
+
+
+def _unsigned(source: str, where: str, repo_id: str) -> tuple[str, str]:
+    if source == RELEASE:
+        return (f"no signature ({SIGNATURE}), but {where} requires one",
+                "ask the publisher to sign the release, or pin a signed one")
+    if source == LOCK:
+        return (f"locked unsigned, but {where} requires a signature",
+                "ask the publisher for a signed release and run `kernelpin lock --upgrade`")
+    if source == REMEMBERED:
+        return (f"resolved unsigned before (get_kernel remembers it), but {where} requires a signature",
+                "call get_kernel online for a signed release, or ask the publisher to sign it")
+    return (f"the lock records no signature check of this variant, but {where} requires a signature",
+            f"run `kernelpin lock --upgrade-package {repo_id}` to verify and record it")
+
+
+def _served_as_other(metadata: BuildMetadata, variant: str, served: Served) -> str | None:
+    """How a signed metadata.json contradicts where it is served, or None: its variant name, its backend, its
+    version against the tag and the requirement's major."""
+    if metadata.variant is not None and metadata.variant != variant:
+        return f"is variant {metadata.variant[:80]}'s, served as {variant}"
+    try:
+        parsed = Variant.parse(variant)
+    except ValueError:
+        parsed = None
+    if parsed is not None and metadata.backend is not None:
+        expected = {"npu": "cann"}.get(parsed.backend.name, parsed.backend.name)
+        if expected != "universal" and metadata.backend != expected:
+            return f"is a {metadata.backend} build, served as the {expected} variant {variant}"
+    version = served.version
+    if version is not None and metadata.semver is not None and not metadata.semver.same_precedence(version):
+        return f"is version {metadata.semver}, served as {version}"
+    if version is not None and metadata.major is not None and metadata.major != version.major:
+        return f"is major version {metadata.major}, served as {version}"
+    if served.major is not None and metadata.major is not None and metadata.major != served.major:
+        return f"is major version {metadata.major}, served as the branch v{served.major}"
+    return None
+
+
+def enforce(policy: Policy, repo_id: str, variant: str, evidence: Evidence,
+            metadata: BuildMetadata | None = None, served: Served | None = None) -> Decision:
+    """`decide`, with a refusal raised as SignatureError (one line: repository, variant, cause, fix)."""
+    decision = decide(policy, repo_id, variant, evidence, metadata, served)
+    if not decision.admit:
+        raise SignatureError(repo_id, variant, decision.cause, decision.fix)
+    return decision
+
+
+def admit_publisher(policy: Policy, repo_id: str, hub_trusts: Callable[[str], bool],
+                    caller_trusts: bool | None = None, endpoint: str = "the Hub") -> bool:
+    """The gate `kernels` has: a repository of a publisher the policy does not name needs the caller's trust
+    (`trust_remote_code`, get_kernel's; None for `lock`, which has none) or the Hub's trusted mark on its
+    organization (`hub_trusts`, asked only then; offline, what get_kernel recorded of the mark). Returns whether
+    the mark is what let it through; raises KernelpinError for a publisher nothing trusts."""
+    if caller_trusts or policy.publisher(repo_id) is not None:
+        return False
+    org = repo_id.split("/", 1)[0]
+    if hub_trusts(org):
+        return True
+    if caller_trusts is None:
+        raise KernelpinError(f"{repo_id}: untrusted publisher: the Hub does not mark {org} a trusted kernel "
+                             f"publisher (trustedKernelPublisher) and pyproject.toml does not name it; if you "
+                             f'trust it, add [{TABLE}.publishers."{org}"] (or "{repo_id}") to pyproject.toml')
+    raise KernelpinError(f"{repo_id}: {org} is not a trusted kernel publisher on {endpoint}; if you trust it, "
+                         f"pass trust_remote_code=True (or trust_remote_code=[{repo_id!r}])")
