@@ -48,6 +48,8 @@ if TYPE_CHECKING:
     from kernelpin.loading.loader import loaded_kernels
     from kernelpin.commands.kernelize import integrate_kernels
     from kernelpin.commands.kernelize import integrated_kernels
+    from kernelpin.commands.kernelize import kernelized_layers
+    from kernelpin.commands.kernelize import KernelizedLayer
     from kernelpin.commands.lock import Locked
     from kernelpin.commands.lock import Added
     from kernelpin.commands.lock import Removed
@@ -126,6 +128,7 @@ _FUNCTIONS = {
     "loaded_kernels": ("kernelpin.loading.loader", "loaded_kernels"),
     "integrate_kernels": ("kernelpin.commands.kernelize", "integrate_kernels"),
     "integrated_kernels": ("kernelpin.commands.kernelize", "integrated_kernels"),
+    "kernelized_layers": ("kernelpin.commands.kernelize", "kernelized_layers"),
 }
 _RESULTS = {
     "Locked": ("kernelpin.commands.lock", "Locked"),
@@ -141,6 +144,7 @@ _RESULTS = {
     "VersionList": ("kernelpin.commands.outdated", "VersionList"),
     "TaggedVersion": ("kernelpin.commands.outdated", "TaggedVersion"),
     "KernelInfo": ("kernelpin.commands.info", "KernelInfo"),
+    "KernelizedLayer": ("kernelpin.commands.kernelize", "KernelizedLayer"),
     "DependencyNode": ("kernelpin.commands.info", "DependencyNode"),
     "RevisionVariants": ("kernelpin.commands.info", "RevisionVariants"),
     "DescribedApi": ("kernelpin.commands.info", "DescribedApi"),
