@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelpin.errors import KernelpinError
-from kernelpin.format.variant import CPU, Backend, Environment
+from kernelpin.format.variant import CPU, Backend, Environment, this_python
 
 _ARCH_ALIASES = {"amd64": "x86_64", "arm64": "aarch64"}
 _OS_NAMES = ("linux", "darwin", "windows")
@@ -38,15 +38,17 @@ _CXX_ABIS = {"cxx11": True, "cxx98": False, "none": None}
 DESCRIPTION = {
     "torch": ("X.Y|none", "describe the target machine instead of detecting it: its torch (needed by every other "
                           "flag below but --backend)"),
-    "backend": ("TAG", "the backend as variant names spell it: cpu, cu130, rocm71, xpu20253, cann81, metal, neuron, "
-                       "tpu; without --torch only cpu (or this machine's own), as kernels' backend="),
+    "backend": ("TAG", "the backend as variant names spell it: cpu, cu130 (or cuda-13.0), rocm71, xpu20253, cann81, "
+                       "metal, neuron, tpu; without --torch only cpu (or this machine's own), as kernels' backend="),
     "cuda": ("X.Y|none", "the CUDA version (same as --backend cuXY; default none: CPU)"),
     "os": ("linux|darwin|windows", "the target's OS (default this machine's)"),
     "cpu_arch": ("x86_64|aarch64", "the target's CPU (default this machine's)"),
     "cxx_abi": ("cxx11|cxx98|none", "its torch's C++ ABI (default cxx11 on Linux, none elsewhere)"),
     "macos": ("X.Y", "the macOS version (Metal builds need 26 or later; default this Mac's)"),
     "tvm_ffi": ("X.Y|none", "the installed tvm-ffi version (default none)"),
-    "free_threaded": ("yes|no", "a free-threaded Python before 3.15, which loads no compiled build (default no)"),
+    "python": ("X.Y", "the target's Python (builds name their floor, e.g. cpython-3.10; default this interpreter's)"),
+    "free_threaded": ("yes|no", "a free-threaded Python, which loads only abi3t builds (default no)"),
+    "mlx": ("yes|no", "MLX is installed (mlx-<backend> builds need it; default no)"),
     "gpu_capability": ("X.Y", "the CUDA GPU's compute capability (default: not checked)"),
     "gpu_arch": ("GFX", "the ROCm GPU's gcnArchName, e.g. gfx942 (default: not checked)"),
 }
@@ -86,11 +88,15 @@ def _macos_version() -> tuple[int, int] | None:
 def _free_threaded() -> bool:
     # Free-threaded builds exist from 3.13 on; before, the answer needs no sysconfig (whose first
     # get_config_var imports and builds the build configuration: about 3 ms of every get_kernel).
-    if not (3, 13) <= sys.version_info < (3, 15):
+    if sys.version_info < (3, 13):
         return False
     import sysconfig
 
     return bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+
+
+def _mlx_installed() -> bool:
+    return importlib.util.find_spec("mlx") is not None  # as kernels' has_mlx
 
 
 def _tvm_ffi_version() -> tuple[int, int] | None:
@@ -102,13 +108,14 @@ def _tvm_ffi_version() -> tuple[int, int] | None:
 
 
 def _torch_backend(torch: Any) -> Backend:
-    """The backend of the running torch, in `kernels`' order (kernels.backends._backend)."""
-    if hasattr(torch.backends, "tpu"):
+    """The backend of the running torch, in `kernels`' order (kernels 0.19's _backend)."""
+    accelerator = torch.accelerator.current_accelerator() if hasattr(torch, "accelerator") else None
+    if accelerator is not None and accelerator.type == "tpu":
         return Backend("tpu")
     if hasattr(torch, "neuron"):
         return Backend("neuron")
     if torch.version.cuda is not None or torch.version.hip is not None:
-        return _built_for(torch.version.cuda, torch.version.hip, None)
+        return _built_for(torch.version.cuda, getattr(torch.version, "rocm", None) or torch.version.hip, None)
     if torch.backends.mps.is_available():
         return Backend("metal")
     xpu = getattr(torch.version, "xpu", None)
@@ -124,7 +131,8 @@ def _torch_backend(torch: Any) -> Backend:
 
 
 def _built_for(cuda: str | None, hip: str | None, xpu: str | None) -> Backend:
-    """The backend torch.version's fields name (CUDA first, then ROCm, then XPU, as `kernels` reads them)."""
+    """The backend torch.version's fields name (CUDA first, then ROCm, then XPU, as `kernels` reads them);
+    `hip` is torch.version.rocm where torch has it (2.10+: ROCm and HIP versions can differ), else .hip."""
     if cuda is not None:
         return Backend("cuda", _pair(cuda, "CUDA version"))
     if hip is not None:
@@ -195,7 +203,7 @@ def detect_installed() -> Environment | None:
         return None
     try:
         torch = _pair(str(facts["__version__"]), "torch version")
-        backend = _built_for(facts.get("cuda"), facts.get("hip"), facts.get("xpu"))
+        backend = _built_for(facts.get("cuda"), facts.get("rocm") or facts.get("hip"), facts.get("xpu"))
     except (KernelpinError, KeyError, TypeError, ValueError):
         return None
     if torch < (2, 7) and os_name == "linux":  # older PyPI wheels were cxx98, conda's cxx11: ask torch
@@ -211,6 +219,7 @@ def detect_installed() -> Environment | None:
         backend=backend,
         tvm_ffi=_tvm_ffi_version(),
         free_threaded=_free_threaded(),
+        mlx=_mlx_installed(),
     )
 
 
@@ -252,6 +261,7 @@ def detect() -> Environment:
         macos=_macos_version() if os_name == "darwin" else None,
         tvm_ffi=_tvm_ffi_version(),
         free_threaded=_free_threaded(),
+        mlx=_mlx_installed(),
     )
 
 
@@ -314,9 +324,7 @@ def describe(values: Mapping[str, str | None]) -> Environment:
         raise KernelpinError(f"C++ ABI {cxx_abi!r} is not one of cxx11, cxx98, none")
     macos = values.get("macos")
     tvm_ffi = values.get("tvm_ffi")
-    free_threaded = (values.get("free_threaded") or "no").strip().lower()
-    if free_threaded not in ("yes", "no", "1", "0", "true", "false"):
-        raise KernelpinError(f"--free-threaded {free_threaded!r} is not yes or no")
+    free_threaded, mlx = (_yes_no(values, name) for name in ("free_threaded", "mlx"))
     capability, gpu_arch = values.get("gpu_capability"), values.get("gpu_arch")
     if capability and backend.name != "cuda":
         raise KernelpinError("--gpu-capability is a CUDA GPU's; give --backend cuXY (or --cuda X.Y) too")
@@ -333,5 +341,14 @@ def describe(values: Mapping[str, str | None]) -> Environment:
         gpu_arch=gpu_arch.strip() if gpu_arch else None,
         macos=_pair(macos, "macOS version") if macos else (_macos_version() if os_name == host_os == "darwin" else None),
         tvm_ffi=None if not tvm_ffi or _none(tvm_ffi) else _pair(tvm_ffi, "tvm-ffi version"),
-        free_threaded=free_threaded in ("yes", "1", "true"),
+        free_threaded=free_threaded,
+        python=_pair(values["python"], "Python version") if values.get("python") else this_python(),
+        mlx=mlx,
     )
+
+
+def _yes_no(values: Mapping[str, str | None], name: str) -> bool:
+    answer = (values.get(name) or "no").strip().lower()
+    if answer not in ("yes", "no", "1", "0", "true", "false"):
+        raise KernelpinError(f"--{name.replace('_', '-')} {answer!r} is not yes or no")
+    return answer in ("yes", "1", "true")

@@ -9,6 +9,8 @@ directory on disk (`write_variant`).
 from __future__ import annotations
 
 import hashlib
+import io
+import zipfile
 from pathlib import Path
 
 from kernelpin.format import metadata as kernel_metadata
@@ -30,6 +32,28 @@ ARCHS = ("8.0", "9.0", "12.0+PTX")
 ROCM_ARCHS = ("gfx90a", "gfx942")
 
 
+def op_id(name: str) -> str:
+    """metadata.json's id (the torch.ops namespace) of a test kernel named `name`."""
+    return f"_{name.replace('-', '_')}_test"
+
+
+OP_ID = op_id("img2gray")
+
+
+def zip_archive(files: dict[str, bytes], links: dict[str, str] | None = None) -> bytes:
+    """A ZIP build's archive as kernel-builder makes it: the package's files at its root, reproducible (fixed
+    timestamps); `links`: symbolic-link members (name -> target), for tests of hostile archives."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path, data in sorted(files.items()):
+            archive.writestr(zipfile.ZipInfo(path, date_time=(2026, 1, 1, 0, 0, 0)), data)
+        for path, target in (links or {}).items():
+            info = zipfile.ZipInfo(path, date_time=(2026, 1, 1, 0, 0, 0))
+            info.external_attr = (0o120777 << 16)  # S_IFLNK
+            archive.writestr(info, target)
+    return buffer.getvalue()
+
+
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -38,9 +62,10 @@ def backend_metadata(variant: str, archs: tuple[str, ...] = ARCHS) -> dict:
     """metadata.json's `backend` as kernel-builder writes it for `variant`: the type, and the archs for CUDA
     (`archs`) and ROCm (gfx names); CPU for a name no loader reads (tests of such names)."""
     try:
-        name = Variant.parse(variant).backend.name
+        backend = Variant.parse(variant).backend
     except ValueError:
-        name = "cpu"
+        backend = None
+    name = backend.name if backend is not None else "cpu"  # `sdk`: backend-agnostic
     kind = {"npu": "cann", "universal": "cpu"}.get(name, name)
     if kind == "cuda":
         return {"type": "cuda", "version": "13.0", "archs": list(archs)}
@@ -51,9 +76,10 @@ def backend_metadata(variant: str, archs: tuple[str, ...] = ARCHS) -> dict:
 
 def variant_files(
     version: str, variant: str, archs: tuple[str, ...] = ARCHS, metadata: bool = True,
-    extra: dict[str, bytes] | None = None,
+    extra: dict[str, bytes] | None = None, layout: str = "files", name: str = "img2gray",
 ) -> dict[str, bytes]:
-    """The files of one variant directory: `__init__.py`, `_impl.py` (+ `extra`) and their metadata.json."""
+    """The files of one variant directory: `__init__.py`, `_impl.py` (+ `extra`) and their metadata.json;
+    with layout="zip" (kernel-builder's ZIP builds, kernels 0.19) those files are packed into `<id>.zip`."""
     files: dict[str, bytes] = {
         "__init__.py": b"from ._impl import VARIANT, gray\n" + f'VERSION = "{version}"\n'.encode(),
         "_impl.py": (
@@ -63,28 +89,32 @@ def variant_files(
         ).encode(),
         **(extra or {}),
     }
+    if layout == "zip":
+        files = {f"{op_id(name)}.zip": zip_archive(files)}
     if metadata:
         backend = backend_metadata(variant, archs)
         cuda = backend["type"] == "cuda"
         document = kernel_metadata.compose(
-            op_id="_img2gray_test", name="img2gray", version=Version.parse(version), license="Apache-2.0",
+            op_id=op_id(name), name=name, version=Version.parse(version), license="Apache-2.0",
             variant=variant,
             backend=backend,
             files={path: sha256(data) for path, data in files.items()},
             builder=BUILDER,
             provenance={"source_commit": None, "torch": "2.13.0", "cuda": "13.0" if cuda else None},
+            extra={"build-layout": "zip"} if layout == "zip" else None,
         )
         files[METADATA] = kernel_metadata.render(document).encode()
     return files
 
 
 def kernel_files(
-    version: str, variants: tuple[str, ...] = VARIANTS, metadata: bool = True, extra: dict[str, bytes] | None = None
+    version: str, variants: tuple[str, ...] = VARIANTS, metadata: bool = True, extra: dict[str, bytes] | None = None,
+    layout: str = "files", name: str = "img2gray",
 ) -> dict[str, bytes]:
-    """A release's repository tree: README.md and build/<variant>/... for every variant."""
+    """A release's repository tree: README.md and build/<variant>/... for every variant (`layout`: files or zip)."""
     files: dict[str, bytes] = {"README.md": f"# test kernel {version}\n".encode()}
     for variant in variants:
-        own = variant_files(version, variant, metadata=metadata, extra=extra)
+        own = variant_files(version, variant, metadata=metadata, extra=extra, layout=layout, name=name)
         files.update({f"build/{variant}/{path}": data for path, data in own.items()})
     return files
 
@@ -98,11 +128,12 @@ def publish(repo: MirrorRepo, version: str, tag: str | None = None, annotated: b
 
 
 def write_variant(
-    directory: Path, version: str, variant: str, archs: tuple[str, ...] = ARCHS, extra: dict[str, bytes] | None = None
+    directory: Path, version: str, variant: str, archs: tuple[str, ...] = ARCHS, extra: dict[str, bytes] | None = None,
+    layout: str = "files",
 ) -> Path:
     """One variant directory on disk, as tools/builder/op.py would leave it (`extra`: more files, e.g. a library)."""
     directory.mkdir(parents=True)
-    for name, data in variant_files(version, variant, archs, extra=extra).items():
+    for name, data in variant_files(version, variant, archs, extra=extra, layout=layout).items():
         (directory / name).parent.mkdir(parents=True, exist_ok=True)
         (directory / name).write_bytes(data)
     return directory

@@ -158,5 +158,7 @@ def kernels_get_and_check(repo_id: str, major: int, env: Mapping[str, str], devi
 
 def kernels_cli(args: list[str], env: Mapping[str, str], check: bool = True) -> subprocess.CompletedProcess[str]:
     """The `kernels` command line (e.g. `versions REPO`, `lock DIR`) in its own process."""
-    code = "import sys; from kernels.cli import main; sys.argv = ['kernels', *sys.argv[1:]]; main()"
+    code = ("import sys; from kernelpin.loading import kernels_internals; "
+            "main = kernels_internals.attribute('cli', 'main', 'the kernels command line'); "
+            "sys.argv = ['kernels', *sys.argv[1:]]; main()")
     return run([sys.executable, "-c", code, *args], env=env, check=check)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from testkit.build_once import build_once
+from testkit.interop_skips import SkipPolicy
 from testkit.schedule import heavy_first
 
 if TYPE_CHECKING:
@@ -45,6 +46,28 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # Under pytest-xdist every worker collects and orders alike; `workerinput` says how many there are.
     workers = getattr(config, "workerinput", {}).get("workercount", 1)
     items[:] = heavy_first(items, cost, workers)
+
+
+SKIPS = SkipPolicy.read()
+
+
+def _fail_unlisted_skip(report: pytest.TestReport | pytest.CollectReport) -> None:
+    if report.skipped and isinstance(report.longrepr, tuple):
+        problem = SKIPS.problem(report.nodeid, str(report.longrepr[2]).removeprefix("Skipped: "))
+        if problem is not None:
+            report.outcome, report.longrepr = "failed", problem
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> object:
+    outcome = yield
+    _fail_unlisted_skip(outcome.get_result())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> object:
+    outcome = yield
+    _fail_unlisted_skip(outcome.get_result())
 
 
 # Which build of the operator the session's `checkout_build` is: "exact" (libtorch's C++ ABI, the default) or

@@ -38,11 +38,13 @@ NAMED_ON_PURPOSE = {
     **{file: {f".github/workflows/{name}.yaml" for name in workflows} for file, workflows in {
         "benchmarks/signature_bench.py": ("release",),
         "docs/kernelpin.md": ("release", "build", "build-mac", "build-windows", "sign-old-builds"),
-        "kernelpin/trust/policy.py": ("release",),
+        "kernelpin/trust/policy.py": ("release", "build"),
         "testkit/sigstore_root.py": ("build",),
         "tests/kernelpin/test_lock_signatures.py": ("release", "x"),
         "tests/kernelpin/test_signature.py": ("release", "pr", "build", "build-mac", "other"),
         "tests/kernelpin/test_trust_policy.py": ("release",),
+        "tests/kernelpin/test_trust_gate.py": ("release", "other", "build", "build-mac"),
+        "tests/kernelpin/test_trust_paths.py": ("build",),
     }.items()},
 }
 PLACEHOLDER = re.compile(r"[<>{}$%]|\.\.\.")

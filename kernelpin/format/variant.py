@@ -1,15 +1,20 @@
 """Build variants: the names of `build/<variant>/` directories, what they stand for, and which one fits.
 
-The grammar and the choice are those of HF `kernels` 0.17.2 (`kernels/variants.py`, `kernels/archs.py`),
-checked against it by tests/kernelpin/test_variant_vs_kernels.py; docs/kernelpin.md ("Which variant")
-lists where kernelpin differs and why.
+The grammar and the choice are those of HF `kernels` 0.19.1 (`kernels/_internals/variants.py`, `backends.py`,
+`archs.py`): kernel-builder's legacy names (`torch213-cxx11-cu130-x86_64-linux`) and its new ones
+(`torch-2.13-cxx11-cuda-13.0-cpython-3.10-abi3-x86_64-linux`, `torch-stable-abi-2.11-...`, `tvm-ffi-0.1-...`, the
+SDK variants `sdk`, `sdk-<backend>`, `sdk-[<backend>-]cpython-...`, and `mlx-<backend>`), with the Python floor and
+ABI tag (`abi3`; `abi3t` for free-threaded Python 3.15+) as selection inputs. tests/kernelpin/test_variant_vs_kernels.py
+checks parse and choice against the installed kernels' own code; docs/kernelpin.md ("Which variant") lists where
+kernelpin differs and why.
 """
 
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from kernelpin.errors import NoVariantError
@@ -17,19 +22,33 @@ from kernelpin.errors import NoVariantError
 if TYPE_CHECKING:
     from kernelpin.format.lockfile import LockedKernel
 
-TORCH, STABLE_ABI, TVM_FFI, NOARCH = "torch", "torch-stable-abi", "tvm-ffi", "noarch"
+TORCH, STABLE_ABI, TVM_FFI, NOARCH, MLX, SDK = "torch", "torch-stable-abi", "tvm-ffi", "noarch", "mlx", "sdk"
 
-# The framework part of an arch build's name, as `kernels` reads it: torch<major><minor> (one digit, then the
-# rest), torch-stable-abi<major><minor> likewise, tvm-ffi<major><minor> (the first digit is the major).
-_TORCH_RE = re.compile(r"torch([0-9])([0-9]+)")
-_STABLE_ABI_RE = re.compile(r"torch-stable-abi([0-9])([0-9]+)")
-_TVM_FFI_RE = re.compile(r"tvm-ffi([0-9]+?)([0-9]+)")
-# A backend tag: its version's minor is the last digit (cu128 = CUDA 12.8, rocm71, xpu20253 = XPU 2025.3, cann81).
-_BACKEND_TAG_RE = re.compile(r"(?P<prefix>cu|rocm|xpu|cann)(?P<major>[0-9]+)(?P<minor>[0-9])")
-_VERSIONED_BACKENDS = {"cu": "cuda", "rocm": "rocm", "xpu": "xpu", "cann": "cann"}
+# Framework parts, legacy (torch213, torch-stable-abi211, tvm-ffi01: one-digit torch major, first digit of
+# tvm-ffi) and new (torch-2.13, torch-stable-abi-2.11, tvm-ffi-0.1), as kernels' regexes read them.
+_FRAMEWORK_RES = {
+    (TORCH, True): re.compile(r"torch([0-9])([0-9]+)(?:-(cxx11|cxx98))?"),
+    (TORCH, False): re.compile(r"torch-([0-9]+)\.([0-9]+)(?:-(cxx11|cxx98))?"),
+    (STABLE_ABI, True): re.compile(r"torch-stable-abi([0-9])([0-9]+)"),
+    (STABLE_ABI, False): re.compile(r"torch-stable-abi-([0-9]+)\.([0-9]+)"),
+    (TVM_FFI, True): re.compile(r"tvm-ffi([0-9]+?)([0-9]+)"),
+    (TVM_FFI, False): re.compile(r"tvm-ffi-([0-9]+)\.([0-9]+)"),
+}
+_CXX_TAGS = ("cxx11", "cxx98")
+# A legacy backend tag: its version's minor is the last digit (cu128 = CUDA 12.8, rocm71, xpu20253 = XPU 2025.3,
+# cann81), except ROCm 7.14 (rocm714). New names spell them cuda-12.8, rocm-7.14, xpu-2025.3, cann-8.1.
+_BACKEND_TAG_RES = {"cuda": re.compile(r"cu([0-9]+)([0-9]+)"), "rocm": re.compile(r"rocm(7(?=14$)|[0-9]+)([0-9]+)"),
+                    "xpu": re.compile(r"xpu([0-9]+)([0-9]+)"), "cann": re.compile(r"cann([0-9]+)([0-9]+)")}
+_TAG_PREFIXES = {"cuda": "cu", "rocm": "rocm", "xpu": "xpu", "cann": "cann"}
+_DOTTED_RE = re.compile(r"([0-9]+)\.([0-9]+)")
 _UNVERSIONED_BACKENDS = ("cpu", "metal", "neuron", "tpu")
 _BACKEND_LABELS = {"cuda": "CUDA", "rocm": "ROCm", "xpu": "XPU", "cann": "CANN", "cpu": "CPU", "metal": "Metal",
                    "neuron": "Neuron", "tpu": "TPU"}
+# The Python floor and ABI of compiled parts: `cpython-3.10-abi3` in new names, implicit 3.9 and abi3 in legacy
+# ones. abi3 does not load on free-threaded Python; abi3t (PEP 803) needs 3.15 and loads on both kinds.
+PYTHON_MARKER, ABI3, ABI3T = "cpython", "abi3", "abi3t"
+_ABIS = (ABI3, ABI3T)
+LEGACY_PYTHON, ABI3T_MIN_PYTHON = (3, 9), (3, 15)
 # Metal builds use -std=metal4.0, which needs macOS 26 (`kernels`' _METAL_MIN_MACOS_VERSION).
 METAL_MIN_MACOS = (26, 0)
 
@@ -48,25 +67,32 @@ def _dotted(pair: tuple[int, int]) -> str:
     return f"{pair[0]}.{pair[1]}"
 
 
+def _not_a_variant(name: str, why: str) -> ValueError:
+    return ValueError(
+        f"not a kernel variant name: {name!r} ({why}; expected e.g. 'torch213-cxx11-cu130-x86_64-linux', "
+        "'torch-2.13-cuda-13.0-cpython-3.10-abi3-x86_64-linux', 'torch-stable-abi211-rocm71-x86_64-linux', "
+        "'tvm-ffi01-cu130-x86_64-linux', 'torch-cuda', 'mlx-metal' or 'sdk-cpu-cpython-3.12-abi3-x86_64-linux')"
+    )
+
+
 @dataclass(frozen=True)
 class Backend:
     """A backend as variant names spell it: `name` ("cpu", "cuda", "rocm", "xpu", "cann", "metal", "neuron",
-    "tpu"; for Python-only builds any name after `torch-`) and, for CUDA/ROCm/XPU/CANN, its (major, minor)."""
+    "tpu"; for Python-only builds and `sdk-<backend>` any name) and, for CUDA/ROCm/XPU/CANN, its (major, minor)."""
 
     name: str
     version: tuple[int, int] | None = None
 
     @property
     def tag(self) -> str:
+        """The legacy spelling: cu130, rocm71, xpu20253, cpu, ..."""
         if self.version is None:
             return self.name
-        prefix = "cu" if self.name == "cuda" else self.name
-        return f"{prefix}{self.version[0]}{self.version[1]}"
+        return f"{_TAG_PREFIXES.get(self.name, self.name)}{self.version[0]}{self.version[1]}"
 
-    @property
-    def noarch_name(self) -> str:
-        """The name Python-only builds use for this backend (`torch-npu` for CANN)."""
-        return "npu" if self.name == "cann" else self.name
+    def spelled(self, legacy: bool) -> str:
+        """The backend's part of a variant name: its tag (legacy) or cuda-13.0, rocm-7.1, cpu, ... (new)."""
+        return self.tag if legacy or self.version is None else f"{self.name}-{_dotted(self.version)}"
 
     def describe(self) -> str:
         label = _BACKEND_LABELS.get(self.name, self.name)
@@ -74,16 +100,37 @@ class Backend:
 
     @classmethod
     def parse(cls, tag: str) -> Backend:
-        """A backend tag of a variant name ('cu130', 'rocm71', 'xpu20253', 'cann81', 'cpu', 'metal', ...)."""
-        if tag in _UNVERSIONED_BACKENDS:
-            return cls(tag)
-        match = _BACKEND_TAG_RE.fullmatch(tag)
-        if match is None:
+        """A backend as one argument spells it: a legacy tag ('cu130', 'rocm71', 'xpu20253', 'cann81', 'cpu',
+        'metal', ...) or a new one ('cuda-13.0', 'rocm-7.1')."""
+        try:
+            return cls.from_parts(tag.split("-"), legacy="-" not in tag)
+        except ValueError:
             raise ValueError(
-                f"not a backend tag: {tag!r} (expected cpu, cu<XY> such as cu130, rocm<XY>, xpu<YYYYR>, cann<XY>, "
-                "metal, neuron or tpu)"
-            )
-        return cls(_VERSIONED_BACKENDS[match["prefix"]], (int(match["major"]), int(match["minor"])))
+                f"not a backend: {tag!r} (expected cpu, cu<XY> such as cu130 or cuda-13.0, rocm<XY> or rocm-X.Y, "
+                "xpu<YYYYR> or xpu-YYYY.R, cann<XY> or cann-X.Y, metal, neuron or tpu)"
+            ) from None
+
+    @classmethod
+    def from_parts(cls, parts: Sequence[str], legacy: bool) -> Backend:
+        """The backend parts of a variant name, as kernels' parse_backend reads them: one part in the legacy
+        format (cu128), a name and a dotted version (cuda, 12.8) or an unversioned name (cpu) in the new one."""
+        if legacy:
+            if len(parts) != 1:
+                raise ValueError(f"a legacy backend is one part, not {list(parts)}")
+            tag = parts[0]
+            if tag in _UNVERSIONED_BACKENDS:
+                return cls(tag)
+            name = next((name for name, prefix in (("cuda", "cu"), ("rocm", "rocm"), ("xpu", "xpu"), ("cann", "cann"))
+                         if tag.startswith(prefix)), None)
+            match = _BACKEND_TAG_RES[name].fullmatch(tag) if name else None
+        else:
+            name = parts[0] if parts else ""
+            if name in _UNVERSIONED_BACKENDS and len(parts) == 1:
+                return cls(name)
+            match = _DOTTED_RE.fullmatch(parts[1]) if name in _TAG_PREFIXES and len(parts) == 2 else None
+        if match is None or name is None:
+            raise ValueError(f"unknown backend {'-'.join(parts)!r}")
+        return cls(name, (int(match[1]), int(match[2])))
 
 
 CPU = Backend("cpu")
@@ -93,22 +140,41 @@ def cuda(major: int, minor: int) -> Backend:
     return Backend("cuda", (major, minor))
 
 
+def _parse_python(parts: Sequence[str]) -> tuple[tuple[int, int], str]:
+    """`cpython-<M>.<m>-<abi>`: the Python floor and ABI of a new-format name."""
+    if len(parts) != 3 or parts[0] != PYTHON_MARKER:
+        raise ValueError(f"expected {PYTHON_MARKER}-<version>-<abi>, got {'-'.join(parts)!r}")
+    match = _DOTTED_RE.fullmatch(parts[1])
+    if match is None or parts[2] not in _ABIS:
+        raise ValueError(f"expected {PYTHON_MARKER}-<major>.<minor>-abi3|abi3t, got {'-'.join(parts)!r}")
+    version = (int(match[1]), int(match[2]))
+    if parts[2] == ABI3T and version < ABI3T_MIN_PYTHON:
+        raise ValueError(f"abi3t needs Python {_dotted(ABI3T_MIN_PYTHON)} or later, not {_dotted(version)}")
+    return version, parts[2]
+
+
 @dataclass(frozen=True)
 class Variant:
     """One build configuration, as `kernels` parses a variant name.
 
     `framework` TORCH: built for torch `version` exactly (`cxx11_abi` None when the name has no ABI tag);
     STABLE_ABI: against torch `version`'s stable ABI, so it runs on that torch and newer; TVM_FFI: for tvm-ffi
-    `version` exactly; NOARCH: Python only (`version`, `arch`, `os` are None; `backend` is the name after
-    `torch-`, e.g. cuda, npu, universal).
+    `version` exactly; NOARCH (torch-<backend>) and MLX (mlx-<backend>): Python only, `backend` is the name after
+    the dash (cuda, cann, universal, ...), `version`, `arch`, `os` are None; SDK: no framework, `backend` None
+    (sdk), a name only (sdk-<backend>) or a backend with a system (sdk-[<backend>-]cpython-...).
+    `python` and `abi` are the floor and ABI tag of compiled parts (None for Python-only builds and SDKs without
+    a system); `legacy` says which spelling the name uses (both spellings of one build are the same variant).
     """
 
     framework: str
     version: tuple[int, int] | None
-    backend: Backend
+    backend: Backend | None
     arch: str | None = "x86_64"
     os: str | None = "linux"
     cxx11_abi: bool | None = None
+    python: tuple[int, int] | None = LEGACY_PYTHON
+    abi: str | None = ABI3
+    legacy: bool = field(default=True, compare=False)
 
     @property
     def torch(self) -> tuple[int, int] | None:
@@ -116,43 +182,105 @@ class Variant:
         return self.version if self.framework in (TORCH, STABLE_ABI) else None
 
     @property
+    def compiled(self) -> bool:
+        """Whether the build has compiled parts (a system and a Python ABI)."""
+        return self.arch is not None
+
+    @property
     def name(self) -> str:
-        if self.framework == NOARCH:
-            return f"torch-{self.backend.name}"
-        assert self.version is not None
-        major, minor = self.version
-        if self.framework == STABLE_ABI:
-            framework = f"torch-stable-abi{major}{minor}"
-        elif self.framework == TVM_FFI:
-            framework = f"tvm-ffi{major}{minor}"
+        if self.framework in (NOARCH, MLX):
+            assert self.backend is not None
+            return f"{'torch' if self.framework == NOARCH else 'mlx'}-{self.backend.name}"
+        parts: list[str] = []
+        if self.framework == SDK:
+            parts.append("sdk")
         else:
-            abi = {True: "-cxx11", False: "-cxx98", None: ""}[self.cxx11_abi]
-            framework = f"torch{major}{minor}{abi}"
-        return f"{framework}-{self.backend.tag}-{self.arch}-{self.os}"
+            assert self.version is not None
+            major, minor = self.version
+            if self.legacy:
+                parts.append({TORCH: "torch", STABLE_ABI: "torch-stable-abi", TVM_FFI: "tvm-ffi"}[self.framework]
+                             + f"{major}{minor}")
+            else:
+                parts.append(f"{self.framework}-{major}.{minor}")
+            if self.cxx11_abi is not None:
+                parts.append("cxx11" if self.cxx11_abi else "cxx98")
+        if self.backend is not None:
+            parts.append(self.backend.name if self.framework == SDK and not self.compiled
+                         else self.backend.spelled(self.legacy))
+        if self.compiled:
+            if not self.legacy:
+                assert self.python is not None
+                parts.append(f"{PYTHON_MARKER}-{_dotted(self.python)}-{self.abi}")
+            parts.append(f"{self.arch}-{self.os}")
+        return "-".join(parts)
 
     @classmethod
     def parse(cls, name: str) -> Variant:
-        """Parse a variant directory name as `kernels.variants.parse_variant` does; ValueError when it can't."""
+        """Parse a variant directory name as kernels 0.19.1's `parse_variant` does; ValueError when it can't."""
         parts = name.split("-")
+        if parts[0] == SDK:
+            return cls._parse_sdk(name, parts[1:])
         if name.startswith("torch-stable-abi"):
-            framework, version, rest, cxx11_abi = STABLE_ABI, _STABLE_ABI_RE.fullmatch("-".join(parts[:3])), parts[3:], None
+            framework, legacy = STABLE_ABI, not (len(parts) > 3 and parts[2] == "abi")
+            count = 3 if legacy else 4
+        elif parts[0] == "torch" and len(parts) >= 2 and parts[1][:1].isdigit():
+            framework, legacy = TORCH, False
+            count = 3 if len(parts) >= 3 and parts[2] in _CXX_TAGS else 2
         elif parts[0] == "torch":
-            return cls(NOARCH, None, Backend("-".join(parts[1:])), arch=None, os=None)
+            return cls(NOARCH, None, Backend("-".join(parts[1:])), None, None, python=None, abi=None)
+        elif parts[0] == "mlx" and len(parts) >= 2 and not parts[1][:1].isdigit():
+            return cls(MLX, None, Backend("-".join(parts[1:])), None, None, python=None, abi=None)
         elif parts[0].startswith("torch"):
-            tagged = len(parts) >= 2 and parts[1] in ("cxx11", "cxx98")
-            cxx11_abi = None if not tagged else parts[1] == "cxx11"
-            framework, version, rest = TORCH, _TORCH_RE.fullmatch(parts[0]), parts[2 if tagged else 1:]
+            framework, legacy = TORCH, True
+            count = 2 if len(parts) >= 2 and parts[1] in _CXX_TAGS else 1
         elif parts[0] == "tvm" and len(parts) >= 2 and parts[1].startswith("ffi"):
-            framework, version, rest, cxx11_abi = TVM_FFI, _TVM_FFI_RE.fullmatch(f"tvm-{parts[1]}"), parts[2:], None
+            framework, legacy = TVM_FFI, not (len(parts) > 2 and parts[1] == "ffi")
+            count = 2 if legacy else 3
         else:
-            version, rest = None, []
-        if version is None or len(rest) != 3:
-            raise ValueError(
-                f"not a kernel variant name: {name!r} (expected e.g. 'torch213-cxx11-cu130-x86_64-linux', "
-                "'torch-stable-abi210-rocm71-x86_64-linux', 'tvm-ffi01-cu130-x86_64-linux' or 'torch-cuda')"
-            )
-        backend, arch, os_name = rest
-        return cls(framework, (int(version[1]), int(version[2])), Backend.parse(backend), arch, os_name, cxx11_abi)
+            raise _not_a_variant(name, "unknown framework")
+        match = _FRAMEWORK_RES[framework, legacy].fullmatch("-".join(parts[:count]))
+        if match is None:
+            raise _not_a_variant(name, f"unreadable {framework} version")
+        rest = parts[count:]
+        if len(rest) < 2:
+            raise _not_a_variant(name, "no <cpu>-<os>")
+        backend_parts, (arch, os_name) = rest[:-2], rest[-2:]
+        python, abi = LEGACY_PYTHON, ABI3
+        try:
+            if not legacy:
+                if PYTHON_MARKER not in backend_parts:
+                    raise ValueError(f"a new-format name needs {PYTHON_MARKER}-<version>-<abi>")
+                split = backend_parts.index(PYTHON_MARKER)
+                (python, abi), backend_parts = _parse_python(backend_parts[split:]), backend_parts[:split]
+            if not backend_parts:
+                raise ValueError("no backend")
+            backend = Backend.from_parts(backend_parts, legacy)
+        except ValueError as error:
+            raise _not_a_variant(name, str(error)) from None
+        cxx11_abi = None if framework != TORCH or match.lastindex < 3 or match[3] is None else match[3] == "cxx11"
+        return cls(framework, (int(match[1]), int(match[2])), backend, arch, os_name, cxx11_abi, python, abi, legacy)
+
+    @classmethod
+    def _parse_sdk(cls, name: str, rest: list[str]) -> Variant:
+        """sdk, sdk-<backend>, sdk-cpython-<M.m>-<abi>-<cpu>-<os>, sdk-<backend>[-<X.Y>]-cpython-...: kernels'
+        parse_sdk_variant (a backend with a system is versioned where its kind is; one without is a name only)."""
+        if PYTHON_MARKER not in rest:
+            if len(rest) > 1:
+                raise _not_a_variant(name, "an SDK without compiled parts names at most its backend")
+            return cls(SDK, None, Backend(rest[0]) if rest else None, None, None, python=None, abi=None,
+                       legacy=False)
+        try:
+            if len(rest) < 2:
+                raise ValueError("no <cpu>-<os>")
+            rest, (arch, os_name) = rest[:-2], rest[-2:]
+            if PYTHON_MARKER not in rest:
+                raise ValueError(f"{PYTHON_MARKER}-<version>-<abi> must come before <cpu>-<os>")
+            split = rest.index(PYTHON_MARKER)
+            (python, abi), rest = _parse_python(rest[split:]), rest[:split]
+            backend = Backend.from_parts(rest, legacy=False) if rest else None
+        except ValueError as error:
+            raise _not_a_variant(name, str(error)) from None
+        return cls(SDK, None, backend, arch, os_name, None, python, abi, legacy=False)
 
     @classmethod
     def from_versions(cls, torch_version: str, cuda_version: str | None, arch: str, os: str = "linux") -> Variant:
@@ -165,6 +293,11 @@ class Variant:
         return cls(TORCH, (torch_major, torch_minor), backend, arch, os, cxx11_abi=True)
 
 
+def this_python() -> tuple[int, int]:
+    """This interpreter's (major, minor)."""
+    return sys.version_info[0], sys.version_info[1]
+
+
 @dataclass(frozen=True)
 class Environment:
     """What a variant must fit: a running (or described) machine, with the backend selected for it.
@@ -174,7 +307,8 @@ class Environment:
     Environment(backend=Backend("cuda", (13, 0))). `cxx11_abi` is None where torch has no such ABI choice
     (`kernels` reads it on Linux only); `gpu_capability` (CUDA) and `gpu_arch` (ROCm gcnArchName, e.g.
     "gfx942") are None when no GPU is visible or described. `macos` is the macOS version on darwin,
-    `tvm_ffi` the installed tvm-ffi's (major, minor), `free_threaded` a free-threaded Python before 3.15.
+    `tvm_ffi` the installed tvm-ffi's (major, minor), `python` the interpreter's (major, minor) (default: this
+    one's), `free_threaded` whether it is a free-threaded build, `mlx` whether MLX is installed.
     """
 
     torch: tuple[int, int] | None
@@ -188,6 +322,8 @@ class Environment:
     macos: tuple[int, int] | None = None
     tvm_ffi: tuple[int, int] | None = None
     free_threaded: bool = False
+    python: tuple[int, int] = field(default_factory=this_python)
+    mlx: bool = False
 
     def __post_init__(self) -> None:
         if self.backend is None:
@@ -214,8 +350,9 @@ class Environment:
             parts.append(f"GPU {self.gpu_arch}")
         if self.tvm_ffi is not None:
             parts.append(f"tvm-ffi {_dotted(self.tvm_ffi)}")
-        if self.free_threaded:
-            parts.append("free-threaded Python")
+        if self.mlx:
+            parts.append("MLX")
+        parts.append(f"{'free-threaded ' if self.free_threaded else ''}Python {_dotted(self.python)}")
         return ", ".join(parts)
 
 
@@ -255,7 +392,7 @@ def arch_rejection(variant: Variant, archs: Sequence[str] | None, env: Environme
     """Why `variant`, listing `archs`, cannot run on the GPU of `env`, or None: `kernels`' check_arch, which it
     applies to the chosen variant only, for CUDA and ROCm builds. Without archs or a known GPU nothing is
     checked; CUDA archs none of which can be read are assumed to fit; a ROCm GPU's gfx name must be listed."""
-    if not archs:
+    if not archs or variant.backend is None:
         return None
     if variant.backend.name == "cuda" and env.selected.name == "cuda" and env.gpu_capability is not None:
         covers = [cuda_arch_covers(arch, env.gpu_capability) for arch in archs]
@@ -268,20 +405,68 @@ def arch_rejection(variant: Variant, archs: Sequence[str] | None, env: Environme
     return None
 
 
-def rejection(variant: Variant, env: Environment) -> str | None:
-    """Why `variant` (by its name) cannot run in `env`, or None when it can: `kernels`' rules."""
-    backend = env.selected
-    if variant.framework == NOARCH:
-        if variant.backend.name in (backend.noarch_name, "universal"):
-            return None
-        return f"Python-only build for {variant.backend.name}; this machine's backend is {backend.noarch_name}"
-    if env.free_threaded:
-        return "compiled build; free-threaded Python before 3.15 cannot load it (no stable ABI)"
+def _python_rejection(variant: Variant, env: Environment) -> str | None:
+    assert variant.python is not None
+    if variant.abi == ABI3 and env.free_threaded:
+        return "abi3 build; free-threaded Python loads abi3t builds only"
+    if env.python < variant.python:
+        return f"needs Python {_dotted(variant.python)} or later, this is {_dotted(env.python)}"
+    return None
+
+
+def _system_rejection(variant: Variant, env: Environment) -> str | None:
     if variant.arch != env.arch:
         return f"built for {variant.arch}, this is {env.arch}"
     if variant.os != env.os:
         return f"built for {variant.os}, this is {env.os}"
-    assert variant.version is not None
+    return None
+
+
+def _backend_rejection(built: Backend, env: Environment) -> str | None:
+    """kernels' _backend_mismatch: CUDA and ROCm builds of the system's major and a minor up to its own fit;
+    other backends must be the selected one exactly; Metal needs macOS 26."""
+    backend = env.selected
+    if built.name == backend.name and built.name in ("cuda", "rocm"):
+        assert built.version is not None and backend.version is not None
+        if built.version[0] != backend.version[0]:
+            return (f"{built.describe()} has another major version than the system's "
+                    f"{_dotted(backend.version)}")
+        if built.version[1] > backend.version[1]:
+            return f"{built.describe()} > system {_dotted(backend.version)}"
+        return None
+    if built != backend:
+        return f"{built.describe()} build, this machine's backend is {backend.describe()}"
+    if built.name == "metal" and (env.macos is None or env.macos < METAL_MIN_MACOS):
+        macos = "unknown" if env.macos is None else _dotted(env.macos)
+        return f"Metal builds need macOS {_dotted(METAL_MIN_MACOS)} or later, this is macOS {macos}"
+    return None
+
+
+def rejection(variant: Variant, env: Environment) -> str | None:
+    """Why `variant` (by its name) cannot run in `env`, or None when it can: `kernels`' rules."""
+    backend = env.selected
+    if variant.framework in (NOARCH, MLX):
+        assert variant.backend is not None
+        if variant.framework == MLX and not env.mlx:
+            return "MLX build; MLX is not installed"
+        if variant.backend.name in (backend.name, "universal"):
+            return None
+        return f"Python-only build for {variant.backend.name}; this machine's backend is {backend.name}"
+    if variant.framework == SDK:
+        reason = None
+        if variant.compiled:
+            reason = _python_rejection(variant, env) or _system_rejection(variant, env)
+        if reason is None and variant.backend is not None:
+            if not variant.compiled:
+                if variant.backend.name != backend.name:
+                    reason = f"SDK for {variant.backend.name}; this machine's backend is {backend.name}"
+            else:
+                reason = _backend_rejection(variant.backend, env)
+        return reason
+    reason = _python_rejection(variant, env) or _system_rejection(variant, env)
+    if reason is not None:
+        return reason
+    assert variant.version is not None and variant.backend is not None
     if variant.framework == TORCH:
         if variant.version != env.torch:
             return f"torch {_dotted(variant.version)} != {'none' if env.torch is None else _dotted(env.torch)}"
@@ -295,40 +480,39 @@ def rejection(variant: Variant, env: Environment) -> str | None:
     elif variant.version != env.tvm_ffi:
         tvm_ffi = "no tvm-ffi" if env.tvm_ffi is None else f"tvm-ffi {_dotted(env.tvm_ffi)}"
         return f"tvm-ffi {_dotted(variant.version)} build, this machine has {tvm_ffi}"
-    built = variant.backend
-    if built.name == "cuda" and backend.name == "cuda":
-        assert built.version is not None and backend.version is not None
-        if built.version[0] != backend.version[0]:
-            return f"CUDA {_dotted(built.version)} has another major version than the system's {_dotted(backend.version)}"
-        if built.version[1] > backend.version[1]:
-            return f"CUDA {_dotted(built.version)} > system {_dotted(backend.version)}"
-        return None
-    if built != backend:
-        return f"{built.describe()} build, this machine's backend is {backend.describe()}"
-    if built.name == "metal" and (env.macos is None or env.macos < METAL_MIN_MACOS):
-        macos = "unknown" if env.macos is None else _dotted(env.macos)
-        return f"Metal builds need macOS {_dotted(METAL_MIN_MACOS)} or later, this is macOS {macos}"
-    return None
+    return _backend_rejection(variant.backend, env)
+
+
+def _backend_minor(backend: Backend | None) -> int:
+    return -backend.version[1] if backend is not None and backend.version is not None else 0
+
+
+def _python_order(variant: Variant) -> tuple[int, int, int]:
+    assert variant.python is not None and variant.abi is not None
+    return _ABIS.index(variant.abi), -variant.python[0], -variant.python[1]
 
 
 def preference(variant: Variant) -> tuple:
-    """Sort key among fitting variants, best first, as `kernels` sorts: stable-ABI builds (newest ABI first),
-    then per-torch builds (untagged before ABI-tagged), then tvm-ffi and Python-only builds, `torch-universal`
-    last; the highest backend minor (CUDA, ROCm, XPU, CANN) first within each. Where kernels' keys tie (a
-    tvm-ffi build whose backend minor is 0 or unversioned, and a Python-only build) its order is the
-    repository listing's, i.e. arbitrary; kernelpin puts the tvm-ffi build first, as kernels' documentation
-    orders them."""
-    minor = -variant.backend.version[1] if variant.backend.version and variant.framework != NOARCH else 0
-    if variant.framework == STABLE_ABI:
+    """Sort key among fitting variants, best first, as kernels 0.19.1 sorts: stable-ABI builds (newest ABI
+    first), per-torch builds (untagged before ABI-tagged), tvm-ffi builds, SDKs with compiled parts
+    (backend-agnostic last), Python-only builds (`torch-universal` last), `sdk-<backend>`, `sdk`; within each
+    the highest backend minor (CUDA, ROCm, XPU, CANN) first, then abi3 before abi3t, then the highest Python
+    floor. Where kernels' keys tie its order is the repository listing's (arbitrary); kernelpin's is by name."""
+    if variant.framework in (TORCH, STABLE_ABI, TVM_FFI):
         assert variant.version is not None
-        key = (0, -variant.version[0], -variant.version[1], minor)
-    elif variant.framework == TORCH:
-        key = (1, 0, 0 if variant.cxx11_abi is None else 1, minor)
-    elif variant.framework == TVM_FFI:
-        key = (2, 0, 0, minor)
-    else:
-        key = (2, 0, 0, 1 if variant.backend.name == "universal" else 0)
-    return (*key, variant.framework == NOARCH)
+        if variant.framework == STABLE_ABI:
+            key = (0, -variant.version[0], -variant.version[1])
+        elif variant.framework == TORCH:
+            key = (1, 0, 0 if variant.cxx11_abi is None else 1)
+        else:
+            key = (2, 0, 0)
+        return (*key, _backend_minor(variant.backend), *_python_order(variant))
+    if variant.framework == SDK:
+        if variant.compiled:
+            return (3, 0, 0, 1 if variant.backend is None else _backend_minor(variant.backend), *_python_order(variant))
+        return (5 if variant.backend is not None else 6, 0, 0, 0, 0, 0, 0)
+    assert variant.backend is not None
+    return (4, 0, 0, 1 if variant.backend.name == "universal" else 0, 0, 0)
 
 
 def exact_build(env: Environment) -> str | None:
@@ -377,8 +561,7 @@ def _cpu_hint(variants: Mapping[str, Sequence[str] | None], env: Environment) ->
     backend="cpu" does (kernels, like kernelpin, never takes a CPU build on its own there)."""
     if env.selected == CPU:
         return ""
-    as_cpu = Environment(env.torch, None, env.arch, env.os, env.cxx11_abi, macos=env.macos, tvm_ffi=env.tvm_ffi,
-                         free_threaded=env.free_threaded)
+    as_cpu = replace(env, cuda=None, backend=CPU, gpu_capability=None, gpu_arch=None)
     chosen = select(variants, as_cpu).chosen
     if chosen is None:
         return ""
@@ -386,13 +569,17 @@ def _cpu_hint(variants: Mapping[str, Sequence[str] | None], env: Environment) ->
             "kernelpin.load(..., backend=\"cpu\") (kernels: backend=\"cpu\").")
 
 
-def choose_variant(kernel: LockedKernel, env: Environment) -> str:
-    """The locked variant for `env`; when none fits, the error lists every variant and why it was rejected."""
-    selection = select({v.name: v.archs for v in kernel.variants}, env)
+def choose_variant(kernel: LockedKernel, env: Environment, check_arch: bool = True) -> str:
+    """The locked variant for `env` (its GPU archs checked unless `check_arch` is false); when none fits, the
+    error lists every variant and why it was rejected."""
+    selection = select({v.name: v.archs if check_arch else None for v in kernel.variants}, env)
     if selection.chosen is None:
+        archs = check_arch and select({v.name: None for v in kernel.variants}, env).chosen is not None
         raise NoVariantError(
             f"{kernel.label}: no build variant fits this environment ({env.describe()}). "
             f"Variants at {kernel.commit[:12]}:\n{selection.explain()}\n"
-            "Pick a kernel version built for this torch/CUDA, or change torch."
+            + ("The declared GPU archs can be incomplete (a kernel with a Triton fallback): "
+               "load(..., check_arch=False) skips their check." if archs else
+               "Pick a kernel version built for this torch/CUDA, or change torch.")
         )
     return selection.chosen

@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 from kernelpin.errors import KernelpinError
 from kernelpin.format.lockfile import LockedVariant
-from kernelpin.loading import python_depends
+from kernelpin.loading import kernels_internals, python_depends
 from kernelpin.loading.loader import import_verified
 from kernelpin.store.receipts import Receipts
 
@@ -89,15 +89,11 @@ def _import_with_dependencies(name: str, directory: Path, variant: LockedVariant
                               receipts: Receipts | None) -> ModuleType:
     """Import a verified variant. One with dependencies calls `kernels.get_kernel_dep(repo)` while it loads:
     `kernels` keeps the dependencies of the kernel being loaded in a context variable
-    (kernels.deps.use_kernel_deps), set here; without dependencies no `kernels` is needed."""
+    (its use_kernel_deps, located by kernelpin.loading.kernels_internals), set here; without dependencies no
+    `kernels` is needed."""
     if not dependencies:
         return import_verified(name, directory, variant, what, kernel, receipts)
-    try:
-        from kernels.deps import use_kernel_deps
-    except ImportError:
-        raise KernelpinError(
-            f"{what} depends on {', '.join(dependencies)} (kernel-depends) and gets them with "
-            "kernels.get_kernel_dep, which needs the `kernels` package: pip install kernels"
-        ) from None
-    with use_kernel_deps(dependencies):
+    purpose = (f"{what} depends on {', '.join(dependencies)} (kernel-depends) and gets them with "
+               "kernels.get_kernel_dep, which")
+    with kernels_internals.kernel_deps(dependencies, purpose):
         return import_verified(name, directory, variant, what, kernel, receipts)

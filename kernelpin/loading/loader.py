@@ -7,7 +7,10 @@ package: it knows only the modules the lock lists and refuses the rest. Python s
 bytes hashed and compiled from memory (no bytecode cache is read or written) and its verified lines are
 what linecache (inspect, tracebacks) serves afterwards; extension modules and the
 shared libraries the package loads itself (e.g. `torch.ops.load_library` in `_ops.py`) are re-hashed right
-before the package's code runs. What this does not cover is documented in docs/kernelpin.md (threat model).
+before the package's code runs. A ZIP build (kernelpin.loading.archive) is verified as one file and its
+modules served from those verified bytes in memory, the variant directory's listed modules first (as kernels puts
+the directory before the archive on the package's path). What this does not cover is documented in
+docs/kernelpin.md (threat model).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from types import ModuleType
 
 from kernelpin.errors import IntegrityError, KernelpinError
 from kernelpin.format.lockfile import LockedFile, LockedVariant
+from kernelpin.loading.archive import read_members, verified_bytes, zip_member_of
 from kernelpin.store.receipts import Receipts
 
 _INIT = "__init__.py"
@@ -40,6 +44,7 @@ class _Module:
     file: LockedFile
     is_package: bool
     is_extension: bool
+    archived: bytes | None = None  # a ZIP build's member: its verified bytes
 
 
 @dataclass(frozen=True)
@@ -66,8 +71,17 @@ class _Package:
     loaded: LoadedKernel
     receipts: Receipts  # extension modules and shared libraries are large: checked against this user's receipts
 
+    archive: Path | None = None  # a ZIP build's archive, whose members `modules` serves from memory
+
     def path(self, file: LockedFile) -> Path:
         return self.directory / file.path
+
+    def location(self, module: _Module) -> Path:
+        """Where a module is, as its __file__ and tracebacks name it (<archive>/<member> inside a ZIP build)."""
+        if module.archived is not None:
+            assert self.archive is not None
+            return self.archive / module.file.path
+        return self.path(module.file)
 
 
 def _module_names(name: str, files: Sequence[LockedFile]) -> dict[str, _Module]:
@@ -112,11 +126,15 @@ class _VerifiedFinder(importlib.abc.MetaPathFinder):
                 f"{fullname}: {package.what} lists no such module, so it is not imported from {package.directory}",
                 name=fullname,
             )
-        location = package.path(module.file)
+        location = package.location(module)
+        if module.is_extension and module.archived is not None:
+            raise ImportError(f"{fullname}: an extension module inside {package.what}'s ZIP archive cannot be "
+                              "loaded (nor can kernels load one); the build must place it beside the archive",
+                              name=fullname)
         if module.is_extension:
             loader: importlib.abc.Loader = _VerifiedExtensionLoader(fullname, str(location), package, module.file)
         else:
-            loader = _VerifiedSourceLoader(package, module.file)
+            loader = _VerifiedSourceLoader(package, module)
         search = [str(location.parent)] if module.is_package else None
         return importlib.util.spec_from_file_location(fullname, location, loader=loader,
                                                       submodule_search_locations=search)
@@ -125,10 +143,13 @@ class _VerifiedFinder(importlib.abc.MetaPathFinder):
 class _VerifiedSourceLoader(importlib.abc.Loader):
     """Runs Python source compiled from the very bytes that were hashed; never touches __pycache__."""
 
-    def __init__(self, package: _Package, file: LockedFile) -> None:
-        self.package, self.file = package, file
+    def __init__(self, package: _Package, module: _Module) -> None:
+        self.package, self.file, self.archived = package, module.file, module.archived
+        self.location = package.location(module)
 
     def _verified_source(self) -> bytes:
+        if self.archived is not None:  # hashed with its archive
+            return self.archived
         path = self.package.path(self.file)
         with open(path, "rb") as stream:
             # One byte more than pinned, so a longer file is seen without reading an unbounded one.
@@ -146,7 +167,7 @@ class _VerifiedSourceLoader(importlib.abc.Loader):
     def exec_module(self, module: ModuleType) -> None:
         if module.__name__ == self.package.name:
             _verify_shared_libraries(self.package)
-        source, filename = self._verified_source(), str(self.package.path(self.file))
+        source, filename = self._verified_source(), str(self.location)
         # What reads source again after the import (inspect.getsource: TorchScript, Triton's @jit, tracebacks)
         # goes through linecache, which would read the file from disk, edited or not; an entry without an mtime
         # is never re-checked against the file, so they see the verified source.
@@ -194,6 +215,13 @@ def import_verified(name: str, directory: Path, variant: LockedVariant, what: st
     re-reading binaries this user's `receipts` vouch for; default: none, every file is hashed). `kernel` is
     the (repo id, commit) it is a build of, for loaded_kernels()."""
     modules = _module_names(name, variant.files)
+    archive = zip_member_of(directory, variant, what) if name not in modules else None
+    if archive is not None:
+        members = read_members(verified_bytes(directory / archive.path, archive, what), f"{what}: {archive.path}")
+        listed = [LockedFile(path, len(data), hashlib.sha256(data).hexdigest()) for path, data in members.items()]
+        archived = {module_name: _Module(module.file, module.is_package, module.is_extension, members[module.file.path])
+                    for module_name, module in _module_names(name, listed).items()}
+        modules = {**archived, **modules}  # the directory's listed modules first, as on kernels' package path
     if name not in modules:
         raise KernelpinError(
             f"{what}: the lock lists no {_INIT} for variant {variant.name}, so nothing verified can be imported "
@@ -204,7 +232,7 @@ def import_verified(name: str, directory: Path, variant: LockedVariant, what: st
     repo_id, commit = kernel or (None, None)
     _FINDER.packages[name] = _Package(name, directory, what, modules, shared,
                                       LoadedKernel(name, repo_id, commit, variant.name, directory),
-                                      receipts or Receipts(None))
+                                      receipts or Receipts(None), None if archive is None else directory / archive.path)
     if _FINDER not in sys.meta_path:
         sys.meta_path.insert(0, _FINDER)
     spec = _FINDER.find_spec(name)

@@ -14,52 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conda.support import OfflineBuild
+from tests.conda.support import PYTORCH_MINORS, OfflineBuild, conda_forge_records, write_channel
 from tools.conda.build import abi_of, cuda_version_of, render_variants, variant_config
 from tools.conda.channel import NoCandidateError, install_environment, solve_environment
-
-# conda-forge's builds of pytorch, as repodata records only (no archives): the same names, versions and build
-# string convention ({cpu|cudaXYZ}_{blas}_py{XY}_h{hash}_{n}, CUDA builds +200 and requiring __cuda).
-PYTORCH_MINORS = ("2.10", "2.11", "2.12", "2.13", "2.14", "2.15")
-# conda-forge's pytorch is built with CUDA 12.9 and 13.0 (pytorch-cpu-feedstock#393, #477); cuda-version exists for
-# every release, each asking only for a driver of its major (minor-version compatibility).
-PYTORCH_CUDA = ("12.9", "13.0")
-CUDA_VERSIONS = ("12.6", "12.9", "13.0", "13.2")
-PYTHONS = ("3.11", "3.12")
-
-
-def _conda_forge_records() -> dict[str, dict[str, object]]:
-    records: dict[str, dict[str, object]] = {}
-
-    def add(name: str, version: str, build: str, number: int, depends: list[str]) -> None:
-        records[f"{name}-{version}-{build}.conda"] = {
-            "name": name, "version": version, "build": build, "build_number": number,
-            "depends": depends, "subdir": "linux-64", "license": "BSD-3-Clause",
-        }
-
-    for python in PYTHONS:
-        add("python", f"{python}.9", "hd63b3ec_0_cpython", 0, ["__glibc >=2.17,<3.0.a0"])
-    for cuda in CUDA_VERSIONS:
-        add("cuda-version", cuda, "h4f385c5_3", 3, [f"__cuda >={cuda.split('.')[0]}"])
-    for minor in PYTORCH_MINORS:
-        for python in PYTHONS:
-            py = "py" + python.replace(".", "")
-            python_pin = f"python >={python},<{python[:2]}{int(python[2:]) + 1}.0a0"
-            add("pytorch", f"{minor}.0", f"cpu_generic_{py}_h1a2b3c4_0", 0, [python_pin])
-            for cuda in PYTORCH_CUDA:
-                major = int(cuda.split(".")[0])
-                add("pytorch", f"{minor}.0", f"cuda{cuda.replace('.', '')}_generic_{py}_h5d6e7f8_200", 200,
-                    [python_pin, "__cuda", f"cuda-version >={cuda},<{major + 1}.0a0"])
-    return records
-
-
-def _write_channel(channel_dir: Path, records: dict[str, dict[str, object]]) -> str:
-    for subdir, packages in (("linux-64", records), ("noarch", {})):
-        (channel_dir / subdir).mkdir(parents=True, exist_ok=True)
-        repodata = {"info": {"subdir": subdir}, "packages": {}, "packages.conda": packages, "repodata_version": 1}
-        (channel_dir / subdir / "repodata.json").write_text(json.dumps(repodata, indent=1))
-    return channel_dir.resolve().as_uri()
-
 
 @pytest.fixture(scope="module")
 def solver_channels(offline_build: OfflineBuild, tmp_path_factory: pytest.TempPathFactory) -> list[str]:
@@ -84,8 +41,8 @@ def solver_channels(offline_build: OfflineBuild, tmp_path_factory: pytest.TempPa
     }
     img2gray_records = {**built["packages.conda"], f"img2gray-{cuda_record['version']}-{recipe.build.string}.conda": cuda_record}
     return [
-        _write_channel(root / "img2gray", img2gray_records),
-        _write_channel(root / "conda-forge", _conda_forge_records()),
+        write_channel(root / "img2gray", img2gray_records),
+        write_channel(root / "conda-forge", conda_forge_records()),
     ]
 
 
@@ -215,7 +172,7 @@ def _matrix_records() -> dict[str, dict[str, object]]:
 @pytest.fixture(scope="module")
 def matrix_channels(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     root = tmp_path_factory.mktemp("matrix")
-    return [_write_channel(root / "img2gray", _matrix_records()), _write_channel(root / "conda-forge", _conda_forge_records())]
+    return [write_channel(root / "img2gray", _matrix_records()), write_channel(root / "conda-forge", conda_forge_records())]
 
 
 def _pixi_add(channels: list[str], pytorch: str | None, cuda: str | None, spec: str = "img2gray") -> tuple[str, str]:
@@ -227,13 +184,14 @@ def _pixi_add(channels: list[str], pytorch: str | None, cuda: str | None, spec: 
 
 # The img2gray flavours a driver may get (CUDA 13: the cu130 or the cu132 package, both serve cuda-version 13.2),
 # and the pytorch build it comes with.
-FLAVOURS = {None: ("cpu", "cpu"), "12.9": ("cuda126", "cuda129"), "13.0": ("cuda13[02]", "cuda130")}
+FLAVOURS = {None: ("cpu", "cpu"), "12.0": ("cuda129", "cuda129"), "12.9": ("cuda129", "cuda129"),
+            "13.0": ("cuda13[02]", "cuda130")}
 
 
-@pytest.mark.parametrize("cuda", [None, "12.9", "13.0"])
+@pytest.mark.parametrize("cuda", [None, "12.0", "12.9", "13.0"])
 def test_pixi_add_takes_the_stable_package_for_every_pytorch_from_2_11(matrix_channels: list[str], cuda: str | None) -> None:
-    """What `pixi add img2gray` takes next to each pytorch 2.11-2.15, without a GPU, with a CUDA 12 driver (conda-forge's
-    cuda129 pytorch: the cu126 package) and with a CUDA 13 driver: the stable-ABI package of the flavour, also where
+    """What `pixi add img2gray` takes next to each pytorch 2.11-2.15, without a GPU, with a CUDA 12 driver (12.0 or 12.9:
+    the cu129 package with conda-forge's cuda129 pytorch, both asking only for a CUDA 12 driver) and with a CUDA 13 driver: the stable-ABI package of the flavour, also where
     an exact one fits (docs/packaging.md says why); pytorch 2.10 gets none. Failed before: pytorch 2.14 and 2.15 had
     no img2gray at all."""
     flavour, torch_flavour = FLAVOURS[cuda]
@@ -256,5 +214,5 @@ def test_pixi_add_does_not_hold_pytorch_back_and_an_exact_build_is_one_request_a
     assert _pixi_add(matrix_channels, None, "13.0")[1].startswith("2.15.0 cuda130_")
     img2gray, torch = _pixi_add(matrix_channels, "2.13", "13.0", "img2gray * cuda130_torch213*")
     assert img2gray.startswith("cuda130_torch213_") and torch.startswith("2.13.0 cuda130_")
-    img2gray, torch = _pixi_add(matrix_channels, "2.12", "12.9", "img2gray * cuda126_torch212*")
-    assert img2gray.startswith("cuda126_torch212_") and torch.startswith("2.12.0 cuda129_")
+    img2gray, torch = _pixi_add(matrix_channels, "2.12", "12.9", "img2gray * cuda129_torch212*")
+    assert img2gray.startswith("cuda129_torch212_") and torch.startswith("2.12.0 cuda129_")

@@ -17,11 +17,13 @@ from tools.conda.build import (RECIPE, abi_of, cuda_version_of, offline_variant_
 
 BUILD = BuildConfig.load()
 # kernel-builder's required set (its docs, Sept 2026): torch 2.12 and 2.13 x cu126, cu130, cu132, and its default
-# capabilities for CUDA >= 13.
+# capabilities for CUDA >= 13. The conda packages' CUDA 12 is 12.9 instead, the toolkit of conda-forge's own CUDA 12
+# pytorch (tests/conda/test_host_solve.py); its list is kernel-builder's with 12.9's name for sm_110 (10.1).
 EXACT_PINS = ("2.12", "2.13")
-KERNEL_BUILDER_CUDA = ("12.6", "13.0", "13.2")
+CONDA_CUDA = ("12.9", "13.0", "13.2")
 KERNEL_BUILDER_CUDA13_ARCHS = "7.5;8.0;8.6;8.7;8.9;9.0;10.0;10.3;11.0;12.0;12.1+PTX"
-CUDA_FLAVOURS = (None, *KERNEL_BUILDER_CUDA)
+CUDA12_9_ARCHS = "7.5;8.0;8.6;8.7;8.9;9.0;10.0;10.1;10.3;12.0;12.1+PTX"
+CUDA_FLAVOURS = (None, *CONDA_CUDA)
 SERVED_MINORS = ("2.11", "2.12", "2.13", "2.14", "2.15")
 
 
@@ -83,15 +85,15 @@ def test_full_matrix_is_every_exact_pin_and_one_stable_build_times_every_cuda_fl
 
 
 def test_cuda_flavours_are_kernel_builders_with_the_capabilities_each_toolkit_compiles() -> None:
-    """Failed before (12.9 and 13.0, one list sm_80..sm_120 for both): the CUDA flavours are kernel-builder's cu126,
-    cu130 and cu132; each compiles from 7.5 (T4, Colab) to the newest capability its toolkit has, with PTX of that
-    one: CUDA 12.6 stops at 9.0, CUDA 13 is kernel-builder's list for CUDA >= 13."""
+    """The CUDA flavours are 12.9 (conda-forge's CUDA 12), 13.0 and 13.2; each compiles from 7.5 (T4, Colab) to the
+    newest capability its toolkit has, with PTX of that one: CUDA 12.9 Blackwell included (10.1 is 13.0's 11.0), CUDA
+    13 kernel-builder's list for CUDA >= 13. Failed on the 12.6 matrix (its list stopped at 9.0+PTX)."""
     variants = render_variants(variant_config())
     arch_lists = {cuda_version_of(v): v.recipe.build.script["env"]["TORCH_CUDA_ARCH_LIST"] for v in variants if cuda_version_of(v)}
 
-    assert sorted(arch_lists) == sorted(KERNEL_BUILDER_CUDA)
+    assert sorted(arch_lists) == sorted(CONDA_CUDA)
     assert arch_lists["13.0"] == arch_lists["13.2"] == KERNEL_BUILDER_CUDA13_ARCHS
-    assert arch_lists["12.6"] == "7.5;8.0;8.6;8.7;8.9;9.0+PTX"
+    assert arch_lists["12.9"] == CUDA12_9_ARCHS
     for cuda, arch_list in arch_lists.items():
         archs = [arch.removesuffix("+PTX") for arch in arch_list.split(";")]
         assert arch_list == ";".join(BUILD.capabilities_for(cuda))
@@ -108,7 +110,7 @@ def test_stable_packages_admit_every_pytorch_from_the_floor_on_and_refuse_older(
     2.10 and the other flavour; pytorch's run_exports (which pin the host's minor) are ignored for them only."""
     stable = select_variants(render_variants(variant_config()), "all", abi="stable")
 
-    assert sorted(cuda_version_of(v) or "None" for v in stable) == ["12.6", "13.0", "13.2", "None"]
+    assert sorted(cuda_version_of(v) or "None" for v in stable) == ["12.9", "13.0", "13.2", "None"]
     for variant in stable:
         cuda = cuda_version_of(variant)
         other = "13.0" if cuda is None else None
@@ -152,8 +154,7 @@ def test_build_strings_and_requirements_name_both_pins() -> None:
 
         assert re.fullmatch(rf"{flavour}_{torch_tag}_h[0-9a-f]{{7}}_{number}", variant.recipe.build.string)
         assert variant.recipe.build.number == number
-        gcc = "13" if cuda == "12.6" else "14"  # nvcc 12.6 takes gcc up to 13
-        assert {f"gxx_linux-64 {gcc}.*", "sysroot_linux-64 2.28.*", "ninja"} <= set(requirements["build"])
+        assert {"gxx_linux-64 14.*", "sysroot_linux-64 2.28.*", "ninja"} <= set(requirements["build"])
         assert host_spec in requirements["host"] and run_spec in requirements["run"]
         assert ("ignore_run_exports" in requirements) == stable
         assert "python 3.10.*" in requirements["host"] and "python >=3.10" in requirements["run"]

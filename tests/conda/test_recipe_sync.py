@@ -93,7 +93,7 @@ def test_a_broken_build_toml_names_the_problem(change: dict, message: str) -> No
         BuildConfig.from_dict(config, BUILD.root)
 
 
-@pytest.mark.parametrize(("toolkit", "key"), [("12.6", "12.6"), ("12.9", "12.6"), ("13.0", "13.0"), ("13.2", "13.0"),
+@pytest.mark.parametrize(("toolkit", "key"), [("12.6", "12.6"), ("12.8", "12.6"), ("12.9", "12.9"), ("13.0", "13.0"), ("13.2", "13.0"),
                                               ("13.4.1", "13.0")])
 def test_a_toolkit_compiles_the_list_of_the_newest_key_at_or_below_it_in_its_major(toolkit: str, key: str) -> None:
     assert BUILD.capabilities_for(toolkit) == BUILD.cuda_capabilities[key]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from kernelpin import environment
@@ -19,7 +21,11 @@ def test_a_linux_cuda_image_described_from_any_machine(monkeypatch):
     env = describe(torch="2.13", cuda="13.0", os="linux", cpu_arch="x86_64", gpu_capability="9.0")
     assert (env.os, env.arch, env.torch, env.selected, env.cxx11_abi, env.gpu_capability) == (
         "linux", "x86_64", (2, 13), cuda(13, 0), True, (9, 0))
-    assert env.describe() == "linux/x86_64, torch 2.13 (cxx11 ABI), CUDA 13.0, GPU capability 9.0"
+    python = f"{sys.version_info[0]}.{sys.version_info[1]}"  # the interpreter's unless described (--python)
+    assert env.describe() == f"linux/x86_64, torch 2.13 (cxx11 ABI), CUDA 13.0, GPU capability 9.0, Python {python}"
+    described = describe(torch="2.13", python="3.15", free_threaded="yes", mlx="yes")
+    assert (described.python, described.free_threaded, described.mlx) == ((3, 15), True, True)
+    assert described.describe().endswith(", MLX, free-threaded Python 3.15")
     mac = describe(torch="2.13", backend="metal", macos="26.1")
     assert (mac.os, mac.arch, mac.cxx11_abi, mac.macos, mac.selected) == ("darwin", "aarch64", None, (26, 1),
                                                                           Backend("metal"))
@@ -42,7 +48,9 @@ def test_every_fact_has_a_variable_and_flags_win():
     ("given", "message"),
     [
         (dict(torch="2.13", os="win32"), "OS 'win32' is not one of linux, darwin, windows"),
-        (dict(torch="2.13", backend="cuda"), "backend 'cuda': not a backend tag"),
+        (dict(torch="2.13", backend="cuda"), "backend 'cuda': not a backend: 'cuda'"),
+        (dict(torch="2.13", python="3"), "Python version '3' is not MAJOR.MINOR"),
+        (dict(torch="2.13", mlx="perhaps"), "--mlx 'perhaps' is not yes or no"),
         (dict(torch="2.13", backend="cu130", cuda="13.0"), "either --backend or --cuda"),
         (dict(torch="2.13", gpu_capability="9.0"), "--gpu-capability is a CUDA GPU's"),
         (dict(torch="2.13", cuda="13.0", gpu_arch="gfx942"), "--gpu-arch is a ROCm GPU's"),
@@ -74,4 +82,4 @@ def test_windows_is_windows(monkeypatch):
     monkeypatch.setattr("platform.system", lambda: "Windows")
     monkeypatch.setattr("platform.machine", lambda: "AMD64")
     assert environment.machine() == ("windows", "x86_64")
-    assert describe(torch="2.13").describe() == "windows/x86_64, torch 2.13, no CUDA"
+    assert describe(torch="2.13", python="3.12").describe() == "windows/x86_64, torch 2.13, no CUDA, Python 3.12"

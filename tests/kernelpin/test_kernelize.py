@@ -16,6 +16,7 @@ kernels = pytest.importorskip("kernels")
 
 import kernelpin  # noqa: E402
 from kernelpin.errors import IntegrityError, KernelpinError  # noqa: E402
+from kernelpin.loading import kernels_internals  # noqa: E402
 from kernelpin.loading.local_override import LocalKernelOverrideWarning  # noqa: E402
 from kernelpin.commands.get_kernel import UnpinnedKernelWarning  # noqa: E402
 from kernelpin.loading.runtime import module_name as load_module_name  # noqa: E402
@@ -33,6 +34,7 @@ class Gray(nn.Module):
         return torch.full(x.shape[:-1], 42.0)  # not the reference: shows the kernel ran
 """
 EXTRA = {"__init__.py": KERNEL_INIT, "layers.py": LAYERS}
+LAYER = kernels_internals.module("layer", "tests/kernelpin/test_kernelize.py")  # kernels' layer module, any version
 
 
 @kernels.use_kernel_forward_from_hub("Gray")
@@ -51,9 +53,7 @@ def layer_kernel(new_repo, hf_env, tmp_path, monkeypatch) -> tuple[str, str]:
     repo.tag("v1.0.0")
     repo.branch("v1")
     yield repo_id, commit
-    from kernels.layer import layer
-
-    layer._CACHED_LAYER.clear()  # kernels caches layers per repository, across tests
+    LAYER._CACHED_LAYER.clear()  # kernels caches layers per repository, across tests
     for name in [name for name in sys.modules if name.startswith("_kernelpin_")]:
         del sys.modules[name]
 
@@ -77,9 +77,7 @@ def test_layer_repository_loads_verified_through_kernelpin(layer_kernel, hf_env)
         # The cached file changed: kernelpin refuses it (kernels alone would run it, below).
         impl = snapshot_dir(hf_env, repo_id, commit, "kernel") / "build" / CPU_213 / "layers.py"
         impl.resolve().write_bytes(LAYERS.replace(b"42.0", b"666.0"))
-        from kernels.layer import layer
-
-        layer._CACHED_LAYER.clear()
+        LAYER._CACHED_LAYER.clear()
         for name in [name for name in sys.modules if name.startswith("_kernelpin_")]:
             del sys.modules[name]
         with pytest.raises(IntegrityError, match="layers.py"):
@@ -111,9 +109,7 @@ def test_locked_layer_repository_loads_the_kernelpin_lock_and_refuses_disagreein
         repository = kernels.LockedLayerRepository(repo_id, lockfile=root / "kernels.lock", layer_name="Gray")
         model = kernelized(layer_mapping(repository))
         assert model(torch.ones(1, 3)).tolist() == [42.0]
-        from kernels.layer import layer
-
-        (loaded,) = layer._CACHED_LAYER.values()  # the layer class kernelize took, imported by kernelpin
+        (loaded,) = LAYER._CACHED_LAYER.values()  # the layer class kernelize took, imported by kernelpin
         assert loaded.__module__ == f"{load_module_name(repo_id, commit, CPU_213)}.layers"
         # A kernels.lock edited to another commit: kernelpin will not guess which one is meant.
         lock = json.loads((root / "kernels.lock").read_text())
@@ -143,9 +139,7 @@ def test_local_kernels_under_a_locked_layer_is_refused_unless_allowed(layer_kern
 
 
 def test_the_context_manager_puts_kernels_own_loading_back():
-    from kernels.layer import layer
-
-    before = layer.LayerRepository.load
+    before = LAYER.LayerRepository.load
     with kernelpin.integrated_kernels():
-        assert layer.LayerRepository.load is not before
-    assert layer.LayerRepository.load is before
+        assert LAYER.LayerRepository.load is not before
+    assert LAYER.LayerRepository.load is before

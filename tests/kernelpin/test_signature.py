@@ -209,20 +209,37 @@ def test_the_policy_parser_names_each_mistake() -> None:
     assert replaced.publisher("kernels-community/x").signers[0].repository == "me/fork"
 
 
-# The differential test: kernels' own verify_variant (its policies given from Python, our trust root) agrees.
+# The differential test: kernels' own verifier (verify_variant until 0.17, verify_signature since 0.18; its policies
+# given from Python, our trust root) agrees.
 
 def _kernels_verdict(variant: Path, instance, repository: str, workflows: list[str], ref: str, monkeypatch) -> bool:
     from sigstore.models import TrustedRoot
     from sigstore.verify import Verifier
 
-    import kernels.verify as kernels_verify
+    from kernelpin.loading import kernels_internals
 
+    kernels_verify = kernels_internals.module("verify", "the signature differential")
     monkeypatch.setattr(kernels_verify.Verifier, "production",
                         classmethod(lambda cls, offline=False: Verifier(trusted_root=TrustedRoot.from_file(str(instance[1])))))
     policy = kernels_verify.GitHubWorkflowPolicy(
         repo_id=repository, signer_uris=[f"https://github.com/{repository}/{w}@{ref}" for w in workflows])
-    result = kernels_verify.verify_variant(variant, [policy])
-    return isinstance(result, kernels_verify.VerificationResult.Success)
+    if hasattr(kernels_verify, "verify_variant"):  # kernels 0.17: a list of policies
+        result = kernels_verify.verify_variant(variant, [policy])
+        return isinstance(result, kernels_verify.VerificationResult.Success)
+    # kernels 0.18+: one policy, a location (for its receipts, not used here: cache=False)
+    from kernels._rust import KernelLocation, Oid
+
+    location = KernelLocation.remote(repository, Oid.from_str("0" * 40), variant.name)
+    result = kernels_verify.verify_signature(variant, location=location, policy=policy, cache=False)
+    if not isinstance(result, kernels_verify.SignatureVerificationResult.Success):
+        return False
+    # ... and the files against the signed digest, as `kernels verify-signature` does next (0.17 in one call).
+    from kernels._rust import Metadata
+
+    digest = kernels_internals.module("digest", "the signature differential")
+    metadata = Metadata.from_bytes((variant / "metadata.json").read_bytes())
+    checked = digest.verify_digest(variant, metadata=metadata, location=None, cache=False)
+    return isinstance(checked, digest.DigestVerificationResult.Success)
 
 
 def test_kernels_verify_variant_agrees_on_every_release(instance, tmp_path: Path, monkeypatch) -> None:

@@ -1,15 +1,17 @@
 """Variant choice: pure functions over variant names, GPU archs and an Environment.
 
-The choice is `kernels` 0.17.2's (test_variant_vs_kernels.py compares the two over a grid); these tests pin
+The choice is `kernels` 0.19.1's (test_variant_vs_kernels.py compares the two over a grid); these tests pin
 the rules one by one, including the edge cases a mutation of the rules would otherwise leave alive.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from kernelpin.format.variant import (
-    CPU, NOARCH, STABLE_ABI, TORCH, TVM_FFI, Backend, Environment, Variant, cuda, cuda_arch_covers, select,
+    CPU, MLX, NOARCH, SDK, STABLE_ABI, TORCH, TVM_FFI, Backend, Environment, Variant, cuda, cuda_arch_covers, select,
 )
 
 ARCHS = ("8.0", "9.0", "12.0+PTX")
@@ -157,6 +159,17 @@ def test_abi_tag_is_optional():
         ("torch-cuda", NOARCH, None, Backend("cuda")),
         ("torch-universal", NOARCH, None, Backend("universal")),
         ("torch-npu", NOARCH, None, Backend("npu")),
+        ("torch-cann", NOARCH, None, Backend("cann")),
+        ("mlx-metal", MLX, None, Backend("metal")),
+        ("sdk", SDK, None, None),
+        ("sdk-cuda", SDK, None, Backend("cuda")),
+        ("sdk-cuda-12.8-cpython-3.12-abi3-x86_64-linux", SDK, None, cuda(12, 8)),
+        ("sdk-cpython-3.12-abi3-x86_64-linux", SDK, None, None),
+        ("torch-2.13-cxx11-cuda-13.0-cpython-3.10-abi3-x86_64-linux", TORCH, (2, 13), cuda(13, 0)),
+        ("torch-2.13-rocm-7.14-cpython-3.10-abi3-x86_64-linux", TORCH, (2, 13), Backend("rocm", (7, 14))),
+        ("torch213-cxx11-rocm714-x86_64-linux", TORCH, (2, 13), Backend("rocm", (7, 14))),
+        ("torch-stable-abi-2.11-cpu-cpython-3.15-abi3t-x86_64-linux", STABLE_ABI, (2, 11), CPU),
+        ("tvm-ffi-0.1-xpu-2025.3-cpython-3.10-abi3-x86_64-linux", TVM_FFI, (0, 1), Backend("xpu", (2025, 3))),
         ("torch213-cxx11-rocm71-x86_64-linux", TORCH, (2, 13), Backend("rocm", (7, 1))),
         ("torch212-cpu-aarch64-darwin", TORCH, (2, 12), CPU),
         ("torch213-cxx11-xpu20253-x86_64-linux", TORCH, (2, 13), Backend("xpu", (2025, 3))),
@@ -175,7 +188,12 @@ def test_ecosystem_names_parse_and_round_trip(name, framework, version, backend)
 
 @pytest.mark.parametrize("name", ["torch213-cuda-x86_64-linux", "torch213-cu1-x86_64-linux", "torch-stable-abi-cpu",
                                   "torch213-cxx11-cpu-x86_64", "tvm-ffi-cpu-x86_64-linux", "cpu-x86_64-linux",
-                                  "torch213-cxx11-npu-x86_64-linux", "torchx-cpu-x86_64-linux"])
+                                  "torch213-cxx11-npu-x86_64-linux", "torchx-cpu-x86_64-linux",
+                                  # kernel-builder's new names: the Python floor and ABI are required, and exact
+                                  "torch-2.13-cxx11-cuda-13.0-x86_64-linux", "torch-2.13-cuda-13-cpython-3.10-abi3-x86_64-linux",
+                                  "torch-2.13-cpu-cpython-3.14-abi3t-x86_64-linux", "torch-2.13-cpu-cpython-3.10-abi4-x86_64-linux",
+                                  "torch213-cxx11-cu130-cpython-3.10-abi3-x86_64-linux", "sdk-cuda-13.0",
+                                  "sdk-cuda-cpython-3.12-abi3-x86_64-linux", "mlx-0.1-metal", "torch-2"])
 def test_names_kernels_does_not_read_are_refused(name):
     with pytest.raises(ValueError, match="not a"):
         Variant.parse(name)
@@ -219,7 +237,7 @@ EVERY_BACKEND = {
         (NPU, "torch213-cann81-aarch64-linux"),
         (WINDOWS, "torch213-cu130-x86_64-windows"),
         (TVM, "tvm-ffi01-cu130-x86_64-linux"),
-        (FREE_THREADED, "torch-cpu"),  # no compiled build on free-threaded Python < 3.15
+        (FREE_THREADED, "torch-cpu"),  # legacy names are abi3 builds: free-threaded Python loads none
         (env(cuda=(13, 0)), "torch-stable-abi210-cu130-x86_64-linux"),
         (env(), "torch213-cxx11-cpu-x86_64-linux"),
     ],
@@ -229,8 +247,37 @@ def test_backends(environment, chosen):
     assert select(EVERY_BACKEND, environment).chosen == chosen
 
 
+def test_python_floor_and_abi_tag():
+    """kernel-builder's new names carry the oldest Python their compiled parts load on and the ABI: abi3 (not on
+    free-threaded Python) or abi3t (3.15+, GIL or not); the highest fitting floor wins, abi3 before abi3t."""
+    names = dict.fromkeys(["torch-2.13-cpu-cpython-3.10-abi3-x86_64-linux", "torch-2.13-cpu-cpython-3.12-abi3-x86_64-linux",
+                           "torch-2.13-cpu-cpython-3.15-abi3t-x86_64-linux", "torch213-cpu-x86_64-linux"])
+    assert select(names, env(python=(3, 11))).ranked == (
+        "torch-2.13-cpu-cpython-3.10-abi3-x86_64-linux", "torch213-cpu-x86_64-linux")
+    assert select(names, env(python=(3, 15))).ranked == (
+        "torch-2.13-cpu-cpython-3.12-abi3-x86_64-linux", "torch-2.13-cpu-cpython-3.10-abi3-x86_64-linux",
+        "torch213-cpu-x86_64-linux", "torch-2.13-cpu-cpython-3.15-abi3t-x86_64-linux")
+    free = select(names, env(python=(3, 15), free_threaded=True))
+    assert free.chosen == "torch-2.13-cpu-cpython-3.15-abi3t-x86_64-linux"
+    assert free.rejected["torch213-cpu-x86_64-linux"] == "abi3 build; free-threaded Python loads abi3t builds only"
+    assert select(names, env(python=(3, 11))).rejected["torch-2.13-cpu-cpython-3.12-abi3-x86_64-linux"] == (
+        "needs Python 3.12 or later, this is 3.11")
+
+
+def test_sdk_and_mlx_builds():
+    names = dict.fromkeys(["sdk", "sdk-cuda", "sdk-cpython-3.12-abi3-x86_64-linux", "mlx-metal", "torch-metal",
+                           "sdk-cuda-12.8-cpython-3.12-abi3-x86_64-linux", "sdk-cuda-13.0-cpython-3.12-abi3-x86_64-linux"])
+    assert select(names, env(cuda=(13, 0), python=(3, 12))).ranked == (  # CUDA 12.8: another major
+        "sdk-cuda-13.0-cpython-3.12-abi3-x86_64-linux", "sdk-cpython-3.12-abi3-x86_64-linux", "sdk-cuda", "sdk")
+    assert select(names, env(cuda=(12, 9), python=(3, 11))).ranked == ("sdk-cuda", "sdk")  # below the floor
+    mac = Environment(torch=None, os="darwin", arch="aarch64", cxx11_abi=None, backend=Backend("metal"), macos=(26, 1))
+    assert select(names, mac).ranked == ("torch-metal", "sdk")  # mlx-metal needs MLX installed
+    assert select(names, replace(mac, mlx=True)).ranked == ("mlx-metal", "torch-metal", "sdk")
+
+
 def test_noarch_builds_follow_the_backend():
-    assert select({"torch-npu": None, "torch-universal": None}, NPU).chosen == "torch-npu"
+    assert select({"torch-npu": None, "torch-universal": None}, NPU).chosen == "torch-universal"  # kernels 0.19
+    assert select({"torch-cann": None, "torch-npu": None, "torch-universal": None}, NPU).chosen == "torch-cann"
     assert select({"torch-rocm": None, "torch-cpu": None}, ROCM).chosen == "torch-rocm"
     assert select({"torch-cpu": None}, ROCM).rejected == {
         "torch-cpu": "Python-only build for cpu; this machine's backend is rocm"}

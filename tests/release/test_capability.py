@@ -67,7 +67,7 @@ def test_sync_refuses_a_build_that_does_not_cover_the_gpu(app, capability):
     done = kernelpin_cli(["sync"], project, gpu, check=False)
     assert done.returncode == 1
     assert (f"acme/cuda-only 1.0.0: no build variant fits this environment (linux/x86_64, torch 2.13 (cxx11 ABI), "
-            f"CUDA 13.0, GPU capability {capability})") in done.stderr
+            f"CUDA 13.0, GPU capability {capability}, Python {sys.version_info[0]}.{sys.version_info[1]})") in done.stderr
     assert f"{CUDA}: compute capabilities 8.0;8.6;9.0 do not cover this GPU's {capability}" in done.stderr
     snapshot = Path(env["HF_HUB_CACHE"]) / "models--acme--cuda-only" / "snapshots"
     # Refused before any download; lock read each metadata.json into memory, so the cache holds nothing.

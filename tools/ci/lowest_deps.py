@@ -7,7 +7,8 @@ A floor is only true when kernelpin works there. This makes a virtual environmen
 `--resolution lowest-direct`, holds every `name>=X` of [project.dependencies] at exactly X (`--override`: a
 test tool that wants more, such as kernels' tomlkit, cannot lift a floor), and runs pytest there. torch and
 hypothesis, which the tests use but kernelpin does not depend on, are the running environment's versions.
-CI runs it after the suite (.ci/run).
+It is also the environment of the oldest supported `kernels` (the test extra's floor): the interop and
+differential suites (INTEROP) run here against it. CI runs it after the suite (.ci/run).
 """
 
 from __future__ import annotations
@@ -30,8 +31,13 @@ TEST_TOOLS = ("torch", "numpy", "hypothesis", "pytest-xdist")
 # outdated, the Hub's faults; tomlkit: add/remove; rich: the CLI's output; filelock: lock and sync; sigstore:
 # signatures), not the
 # whole directory: kernelpin's pure core (ranges, variants, metadata) imports none of them, and CI time counts.
+# The test extra's lowest `kernels` is the oldest kernelpin supports (kernelpin.loading.kernels_internals.OLDEST):
+# the interop and differential suites run here against it too (requirements/dev.txt's run has the newest).
+INTEROP = [f"tests/kernelpin/{name}" for name in (
+    "test_kernels_internals.py", "test_variant_vs_kernels.py", "test_backends.py", "test_kernels_compat.py",
+    "test_kernelize.py", "test_signed_release.py", "test_zip_builds.py", "test_python_depends.py")]
 SUITE = [f"tests/kernelpin/{name}" for name in ("test_cli.py", "test_lock.py", "test_sync.py", "test_end_to_end.py",
-                                                "test_repo_types.py", "test_sync_faults.py", "test_signature.py")]
+                                                "test_repo_types.py", "test_sync_faults.py", "test_signature.py")] + INTEROP
 
 
 def declared_floors(pyproject: Path = ROOT / "pyproject.toml") -> dict[str, str]:
@@ -75,6 +81,14 @@ def main(argv: list[str] | None = None) -> int:
                                 "print(' '.join(f'{n}=={m.version(n)}' for n in sys.argv[1:]))", *floors],
                                check=True, capture_output=True, text=True).stdout.strip()
     print(f"lowest declared versions: {installed}", flush=True)
+    oldest = subprocess.run([str(venv / "bin" / "python"), "-c",
+                             "import importlib.metadata as m; from kernelpin.loading import kernels_internals as k; "
+                             "print(m.version('kernels'), k.OLDEST)"],
+                            check=True, capture_output=True, text=True, cwd=ROOT).stdout.split()
+    if oldest[0] != oldest[1]:
+        raise SystemExit(f"lowest_deps: kernels {oldest[0]} installed, but the oldest kernelpin supports is {oldest[1]}: "
+                         "the test extra's floor and kernelpin.loading.kernels_internals.OLDEST must agree")
+    print(f"oldest supported kernels: {oldest[0]}", flush=True)
     done = subprocess.run([str(venv / "bin" / "python"), "-m", "pytest", "-p", "no:cacheprovider",
                            *(pytest_args or ["-q", "-n", "auto", *SUITE])], cwd=ROOT, env={**env, "PYTHONPATH": str(ROOT)})
     return done.returncode

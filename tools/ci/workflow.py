@@ -9,8 +9,14 @@ variants): each runs `pixi run build FLAVOUR PYTORCH CUDA ABI`, which selects ex
 its package. The stable-ABI packages (torch_abi: stable) serve every torch from build.toml's [torch.stable-abi]
 version on: one compile per backend and platform, and that one compile is the Hub's `torch-stable-abi211-...`
 variant too (the release stages it from the package, as it stages the exact ones), so no other job compiles it.
-Each stable job gates its package and the CPU one runs tests/op against the variant inside. A release job, on a
-`v*` tag, waits for every build and for the ABI gate, then stages the packages, signs each variant's
+Each stable job gates its package and the CPU one runs tests/op against the variant inside.
+
+One Hub variant is not a conda package: `torch-stable-abi211-cu126-<arch>-linux`, for PyPI's torch+cu126 (kernel-builder's
+required cu126; Colab). conda-forge has no pytorch for CUDA 12.6 (its CUDA 12 pytorch is built with 12.9, so the conda
+CUDA 12 flavour is 12.9), so a `hub-` job per platform builds it as kernel-builder does: `tools.builder.op --abi stable`
+with nvcc 12.6 (NVIDIA's CUDA 12.6 devel image) against PyPI's torch cu126 wheel. A release job, on a
+`v*` tag, waits for every build and for the ABI gate (which gates the hub- variants too), then stages the packages and
+the hub- variants, signs each variant's
 metadata.json keylessly (Sigstore, the job's GitHub OIDC identity) and publishes them to the Hub, refusing an
 unsigned variant.
 """
@@ -41,6 +47,13 @@ PIXI_VERSION = "v0.77.0"
 ABI_GATE = "pixi run -e cpu python -m tools.release.abi_gate output"
 # Where a stable job lays out its package's variant for tests/op, as the release stages it.
 STABLE_CHECK_DIR = "build/stable-check"
+# The Hub-only CUDA 12 stable variant (module docstring): toolkit, where its nvcc comes from, the torch it is built
+# against (kernel-builder's oldest required torch, which PyPI has for cu126) and where the jobs put it.
+HUB_CUDA = "12.6"
+HUB_IMAGE = "nvidia/cuda:12.6.3-devel-ubuntu24.04"
+HUB_TORCH = "torch==2.12.*"
+HUB_TORCH_INDEX = "https://download.pytorch.org/whl/cu126"
+HUB_DIR = "build/hub"
 
 
 def flavour(cuda_version: str | None) -> str:
@@ -81,11 +94,46 @@ class Job:
     @property
     def variant(self) -> str:
         """The Hub variant a stable package holds (`torch-stable-abi211-cu130-x86_64-linux`)."""
-        config = BuildConfig.load()
-        assert self.stable and config.stable_abi is not None
-        backend = CPU if self.cuda is None else cuda(*(int(part) for part in self.cuda.split(".")))
-        floor = tuple(int(part) for part in config.stable_abi.version.split("."))
-        return Variant(STABLE_ABI, floor, backend, ARCHS[self.platform], "linux").name
+        assert self.stable
+        return stable_variant(self.platform, self.cuda)
+
+
+def stable_variant(platform: str, cuda_version: str | None) -> str:
+    """The Hub's stable-ABI variant of a backend on a platform (`torch-stable-abi211-cu126-aarch64-linux`)."""
+    config = BuildConfig.load()
+    assert config.stable_abi is not None
+    backend = CPU if cuda_version is None else cuda(*(int(part) for part in cuda_version.split(".")))
+    floor = tuple(int(part) for part in config.stable_abi.version.split("."))
+    return Variant(STABLE_ABI, floor, backend, ARCHS[platform], "linux").name
+
+
+@dataclass(frozen=True)
+class HubJob:
+    """The Hub-only stable CUDA 12.6 variant of one platform, built with tools.builder.op outside conda."""
+
+    platform: str
+
+    @property
+    def id(self) -> str:
+        return f"hub-{self.platform}-{flavour(HUB_CUDA)}"
+
+    @property
+    def variant(self) -> str:
+        return stable_variant(self.platform, HUB_CUDA)
+
+    @property
+    def out(self) -> str:
+        return f"{HUB_DIR}/{self.variant}"
+
+    @property
+    def build_command(self) -> str:
+        return (f'git config --global --add safe.directory "$PWD" && python3 -m venv /opt/torch && '
+                f'/opt/torch/bin/pip install --index-url {HUB_TORCH_INDEX} "{HUB_TORCH}" && /opt/torch/bin/pip install ninja && '
+                f"CUDA_HOME=/usr/local/cuda /opt/torch/bin/python -m tools.builder.op --abi stable --cuda on --out {self.out}")
+
+
+def hub_jobs() -> list[HubJob]:
+    return [HubJob(platform) for platform in workspace_platforms()]
 
 
 def workspace_platforms(manifest: Path = MANIFEST) -> list[str]:
@@ -118,10 +166,11 @@ SIGN_COMMAND = (f'for metadata in {RELEASE_DIR}/build/*/metadata.json; do pixi r
                 '--bundle "$metadata.sigstore" "$metadata" || exit 1; done')
 
 
-def stage_command(repo: str) -> str:
+def stage_command(repo: str, hub: Sequence[HubJob] = ()) -> str:
     """Stage the conda packages, exact and stable (the stable ones carry the torch-stable-abi variants), as pixi.toml's
-    publish task does."""
-    return f"pixi run -e cpu python -m tools.release stage output --repo {repo} --out {RELEASE_DIR}"
+    publish task does, and the Hub-only variants."""
+    sources = " ".join(["output", *(job.out for job in hub)])
+    return f"pixi run -e cpu python -m tools.release stage {sources} --repo {repo} --out {RELEASE_DIR}"
 
 
 def publish_command(repo: str) -> str:
@@ -146,6 +195,32 @@ def _download_packages() -> list[str]:
         "          pattern: conda-*",
         "          path: output",
         "          merge-multiple: true",
+        "      - uses: actions/download-artifact@v4",
+        "        with:",
+        "          pattern: hub-*",
+        f"          path: {HUB_DIR}",
+        "          merge-multiple: true",
+    ]
+
+
+def _hub_job(job: HubJob) -> list[str]:
+    return [
+        f"  {job.id}:",
+        f"    name: {job.platform} {job.variant} (Hub only)",
+        f"    runs-on: {RUNNERS[job.platform]}",
+        f"    container: {HUB_IMAGE}",
+        "    steps:",
+        "      - name: Tools",
+        "        run: apt-get update && apt-get install -y --no-install-recommends git python3-venv",
+        "      - uses: actions/checkout@v4",
+        "      - name: Build",
+        f"        run: {job.build_command}",
+        "      - uses: actions/upload-artifact@v4",
+        "        with:",
+        f"          name: {job.id}",
+        f"          path: {HUB_DIR}",
+        "          if-no-files-found: error",
+        "",
     ]
 
 
@@ -179,12 +254,14 @@ def _job(job: Job, repo: str) -> list[str]:
     return lines
 
 
-def render(jobs: Sequence[Job]) -> str:
+def render(jobs: Sequence[Job], hub: Sequence[HubJob] = ()) -> str:
     stable = [job for job in jobs if job.stable]
     lines = [
         "# Generated by `python -m tools.ci.workflow` from tools/conda/variants.yaml, build.toml and pixi.toml: do not edit.",
         f"# {len(jobs)} build jobs, one per rendered variant and platform ({len(stable)} of them stable-ABI packages, one",
-        "# per backend and platform, whose library is the Hub's stable variant too); tests/ci/test_workflow.py fails when stale.",
+        "# per backend and platform, whose library is the Hub's stable variant too), and "
+        f"{len(hub)} Hub-only job{'s' * (len(hub) != 1)}",
+        f"# (the CUDA {HUB_CUDA} stable variant, no conda package); tests/ci/test_workflow.py fails when stale.",
         "name: conda packages",
         "",
         "on:",
@@ -200,7 +277,9 @@ def render(jobs: Sequence[Job]) -> str:
     ]
     for job in jobs:
         lines += _job(job, hub_repository())
-    needs = ", ".join(job.id for job in jobs)
+    for hub_job in hub:
+        lines += _hub_job(hub_job)
+    needs = ", ".join([*(job.id for job in jobs), *(job.id for job in hub)])
     lines += [
         "  abi-gate:",
         "    name: ABI gate",
@@ -210,7 +289,7 @@ def render(jobs: Sequence[Job]) -> str:
         *_setup_steps(),
         *_download_packages(),
         "      - name: ABI gate",
-        f"        run: {ABI_GATE}",
+        f"        run: {' '.join([ABI_GATE, *(job.out for job in hub)])}",
         "",
         "  release:",
         "    name: Stage, sign and publish to the Hub",
@@ -225,7 +304,7 @@ def render(jobs: Sequence[Job]) -> str:
         *_setup_steps(),
         *_download_packages(),
         "      - name: Stage",
-        f"        run: {stage_command(hub_repository())}",
+        f"        run: {stage_command(hub_repository(), hub)}",
         "      - name: Sign",
         f"        run: {SIGN_COMMAND}",
         "      - name: Publish",
@@ -241,7 +320,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="exit 1 if the committed workflow is stale")
     args = parser.parse_args(argv)
     jobs = matrix()
-    wanted = render(jobs)
+    wanted = render(jobs, hub_jobs())
     current = WORKFLOW.read_text() if WORKFLOW.exists() else None
     if current == wanted:
         print(f"{WORKFLOW.relative_to(REPO_ROOT)} is up to date ({len(jobs)} build jobs, {sum(job.stable for job in jobs)} stable-ABI)")
