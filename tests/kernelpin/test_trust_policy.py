@@ -199,3 +199,15 @@ def test_a_signer_of_another_issuer_names_it() -> None:
     assert Signer("https://accounts.google.com", "release@acme.dev").describe() == (
         "release@acme.dev (issuer https://accounts.google.com)")
     assert RELEASE.describe() == RELEASE.identity
+
+
+@pytest.mark.parametrize(("pyproject", "message"), [
+    ({"tool": "x"}, r"^\[tool\] must be a table"),
+    ({"tool": {"kernelpin": "x"}}, r"^\[tool\.kernelpin\] must be a table"),
+    ({"tool": {"kernelpin": ["trust"]}}, r"^\[tool\.kernelpin\] must be a table"),
+])
+def test_a_tool_table_that_is_no_table_fails_closed(pyproject, message) -> None:
+    """Failed before: a [tool] or [tool.kernelpin] that is no table read as no policy at all (the defaults),
+    so a pyproject.toml that meant to name a policy locked under none (found by mutation: parse_policy 19)."""
+    with pytest.raises(KernelpinError, match=message):
+        parse_policy(pyproject)
