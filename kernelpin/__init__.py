@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     from kernelpin.commands.outdated import versions
     from kernelpin.commands.cache import cache
     from kernelpin.commands.info import info
+    from kernelpin.commands.info import variants
+    from kernelpin.commands.info import describe_api
     from kernelpin.publisher.release import check_release
     from kernelpin.publisher.release import check_signatures
     from kernelpin.publisher.release import publish
@@ -46,6 +48,8 @@ if TYPE_CHECKING:
     from kernelpin.loading.loader import loaded_kernels
     from kernelpin.loading.kernelize import integrate_kernels
     from kernelpin.loading.kernelize import integrated_kernels
+    from kernelpin.loading.kernelize import kernelized_layers
+    from kernelpin.loading.kernelize import KernelizedLayer
     from kernelpin.relock import Locked
     from kernelpin.commands.lock import Added
     from kernelpin.commands.lock import Removed
@@ -59,6 +63,10 @@ if TYPE_CHECKING:
     from kernelpin.commands.outdated import VersionList
     from kernelpin.commands.outdated import TaggedVersion
     from kernelpin.commands.info import KernelInfo
+    from kernelpin.commands.info import DependencyNode
+    from kernelpin.commands.info import RevisionVariants
+    from kernelpin.commands.info import DescribedApi
+    from kernelpin.format.python_api import KernelApi
     from kernelpin.builds import VariantFit
     from kernelpin.commands.cache import CacheReport
     from kernelpin.commands.cache import CachedRevision
@@ -87,6 +95,9 @@ if TYPE_CHECKING:
     from kernelpin.publisher.abi_gate import AbiError
     from kernelpin.loading.get_kernel import UnpinnedKernelWarning
     from kernelpin.loading.local_override import LocalKernelOverrideWarning
+    from kernelpin.loading.provenance import DirtyBuildWarning
+    from kernelpin.loading.get_kernel import KernelRedirectWarning
+    from kernelpin.resolve import KernelMoved
 
 # name -> (module, name there): looked up on first use, so `import kernelpin` stays cheap. The functions (every
 # command is one, named like it), the types they return, and the errors and warnings they raise.
@@ -103,6 +114,8 @@ _FUNCTIONS = {
     "versions": ("kernelpin.commands.outdated", "versions"),
     "cache": ("kernelpin.commands.cache", "cache"),
     "info": ("kernelpin.commands.info", "info"),
+    "variants": ("kernelpin.commands.info", "variants"),
+    "describe_api": ("kernelpin.commands.info", "describe_api"),
     "check_release": ("kernelpin.publisher.release", "check_release"),
     "check_signatures": ("kernelpin.publisher.release", "check_signatures"),
     "publish": ("kernelpin.publisher.release", "publish"),
@@ -117,6 +130,7 @@ _FUNCTIONS = {
     "loaded_kernels": ("kernelpin.loading.loader", "loaded_kernels"),
     "integrate_kernels": ("kernelpin.loading.kernelize", "integrate_kernels"),
     "integrated_kernels": ("kernelpin.loading.kernelize", "integrated_kernels"),
+    "kernelized_layers": ("kernelpin.loading.kernelize", "kernelized_layers"),
 }
 _RESULTS = {
     "Locked": ("kernelpin.relock", "Locked"),
@@ -132,6 +146,11 @@ _RESULTS = {
     "VersionList": ("kernelpin.commands.outdated", "VersionList"),
     "TaggedVersion": ("kernelpin.commands.outdated", "TaggedVersion"),
     "KernelInfo": ("kernelpin.commands.info", "KernelInfo"),
+    "KernelizedLayer": ("kernelpin.loading.kernelize", "KernelizedLayer"),
+    "DependencyNode": ("kernelpin.commands.info", "DependencyNode"),
+    "RevisionVariants": ("kernelpin.commands.info", "RevisionVariants"),
+    "DescribedApi": ("kernelpin.commands.info", "DescribedApi"),
+    "KernelApi": ("kernelpin.format.python_api", "KernelApi"),
     "VariantFit": ("kernelpin.builds", "VariantFit"),
     "CacheReport": ("kernelpin.commands.cache", "CacheReport"),
     "CachedRevision": ("kernelpin.commands.cache", "CachedRevision"),
@@ -162,6 +181,9 @@ _ERRORS = {
     "AbiError": ("kernelpin.publisher.abi_gate", "AbiError"),
     "UnpinnedKernelWarning": ("kernelpin.loading.get_kernel", "UnpinnedKernelWarning"),
     "LocalKernelOverrideWarning": ("kernelpin.loading.local_override", "LocalKernelOverrideWarning"),
+    "DirtyBuildWarning": ("kernelpin.loading.provenance", "DirtyBuildWarning"),
+    "KernelRedirectWarning": ("kernelpin.loading.get_kernel", "KernelRedirectWarning"),
+    "KernelMoved": ("kernelpin.resolve", "KernelMoved"),
 }
 _EXPORTS = {**_FUNCTIONS, **_RESULTS, **_ERRORS}
 

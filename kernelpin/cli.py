@@ -23,7 +23,7 @@ from kernelpin.format import lockfile
 from kernelpin.commands import sync as syncing
 from kernelpin.errors import KernelpinError
 from kernelpin.commands.cache import cache
-from kernelpin.commands.info import info
+from kernelpin.commands.info import DependencyNode, describe_api, describe_local_api, info, variants
 from kernelpin.store.install import SyncedVariant
 from kernelpin.project import PYPROJECT, Project, find_project
 from kernelpin.relock import Locked
@@ -202,8 +202,7 @@ def cmd_lock(ctx: Context) -> int:
         ctx.out.print(f"nothing to lock: {ctx.project.pyproject.name} has no [tool.kernels.dependencies]; add a "
                       "kernel with `kernelpin add ORG/NAME` (see `kernelpin help add`)")
     elif not changed:
-        kernels = f"{len(new.kernels)} kernel" + ("" if len(new.kernels) == 1 else "s")
-        ctx.out.print(f"{ctx.project.lockfile.name} is up to date ({kernels})")
+        ctx.out.print(f"{ctx.project.lockfile.name} is up to date ({_count(len(new.kernels), 'kernel')})")
     return 0
 
 
@@ -310,7 +309,7 @@ def _sync_dry_run(ctx: Context, plan: syncing.SyncPlan, env: Any) -> int:
     if not rows:
         ctx.out.print(f"nothing to sync: {ctx.project.lockfile.name} locks no kernels")
     for row in rows:
-        state = f"{len(row.missing)} files to download" if row.missing else "all files present"
+        state = f"{_count(len(row.missing), 'file')} to download" if row.missing else "all files present"
         ctx.out.print(f"Would sync {row.repo}: {row.variant}: {state}")
     ctx.out.print("Dry run: nothing was downloaded or changed (files present are verified by a real sync).")
     return 0
@@ -451,11 +450,54 @@ def cmd_versions(ctx: Context) -> int:
     return 0
 
 
+def _variants_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("repo", metavar="REPO", help=REPO_HELP)
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--all-versions", action="store_true", help="every major version (every branch vN)")
+    which.add_argument("--version", metavar="N|latest", help="the major version N (the branch vN); default: latest")
+    which.add_argument("--revision", metavar="REV", help="a tag, branch or commit")
+    parser.add_argument("--only-compatible", action="store_true", help="only the builds that fit")
+    environment.add_arguments(parser)
+
+
+@command("variants", help="judge a kernel's builds for this machine (as `kernels variants`)", options=_variants_options,
+         description="List every build variant of a kernel's newest major version (or --version N, --all-versions, "
+                     "--revision REV) and whether it fits this machine (or the one --torch ... describes): the one "
+                     "`load` and `get_kernel` would choose first, then the other builds that fit, then those that "
+                     "do not, each with the reason. `kernels variants` (0.18+) shows the same; `kernels versions`, "
+                     "which 0.19 deprecates, is `kernelpin variants --all-versions`.")
+def cmd_variants(ctx: Context) -> int:
+    env = environment.current(vars(ctx.args))
+    found = variants(ctx.source, ctx.args.repo, env, version=ctx.args.version, revision=ctx.args.revision,
+                     all_versions=ctx.args.all_versions)
+    shown = [[fit for fit in block.variants if fit.fits or not ctx.args.only_compatible] for block in found]
+    if ctx.args.json:
+        _emit_json({"repo_id": ctx.args.repo, "environment": env.describe(), "revisions": [
+            {"version": block.version, "revision": block.revision, "commit": block.commit,
+             "variants": [{"variant": fit.name, "compatible": fit.fits, "preferred": fit.chosen, "reason": fit.reason}
+                          for fit in fits]} for block, fits in zip(found, shown)]})
+        return 0
+    for index, (block, fits) in enumerate(zip(found, shown)):
+        label = f"Version {block.version}" if block.version is not None else f"Revision {block.revision}"
+        ctx.out.print(("\n" if index else "") + f"{label} ({block.commit[:12]}):\n")
+        for fit in fits:
+            ctx.out.print(f"{fit.name} compatible{', preferred' if fit.chosen else ''} ✅" if fit.fits
+                          else f"{fit.name}: {fit.reason}")
+        if not fits:
+            ctx.out.print("No compatible variants found." if ctx.args.only_compatible else "No build variants found.")
+    ctx.note(f"builds judged for {env.describe()}")
+    return 0
+
+
 def _info_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("repo", metavar="REPO", help=REPO_HELP)
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--version", metavar="N|RANGE", help="a major version (the branch vN) or a range of tags")
     which.add_argument("--revision", metavar="REV", help="a tag, branch or commit")
+    parser.add_argument("--dep-tree", action="store_true",
+                        help="show the whole kernel-depends tree: each kernel's release and the build this machine "
+                             "(or the one --torch ... describes) takes")
+    environment.add_arguments(parser)
 
 
 @command("info", help="show a kernel's license, upstream, backends and dependencies", options=_info_options,
@@ -470,7 +512,8 @@ def cmd_info(ctx: Context) -> int:
     except KernelpinError:  # outside a project: no requirement to default to
         project = None
     found = info(ctx.source, ctx.args.repo, version=int(version) if version and version.isdigit() else version,
-                 revision=ctx.args.revision, project=project)
+                 revision=ctx.args.revision, project=project,
+                 dep_tree=environment.current(vars(ctx.args)) if ctx.args.dep_tree else None)
     if ctx.args.json:
         _emit_json(dataclasses.asdict(found))
         return 0
@@ -488,6 +531,83 @@ def cmd_info(ctx: Context) -> int:
                                                   for d in found.kernel_depends]),
                          ("Backends", found.backends), ("Variants", found.variants)):
         ctx.out.print(f"{label}: {shown(value)}")
+    if found.dependency_tree is not None:
+        ctx.out.print("Dependency tree:")
+        for line in _tree_lines(found.dependency_tree):
+            ctx.out.print(line)
+    return 0
+
+
+def _tree_lines(node: DependencyNode, prefix: str = "", last: bool = True, top: bool = True) -> list[str]:
+    """`kernels info --dep-tree`'s drawing (`|-- `, `` `-- ``), each kernel with its release and build."""
+    release = node.version or f"{(node.ref or '').rpartition('/')[2] or 'commit'}@{node.commit[:12]}"
+    asked = "" if node.requirement is None else f" {describe_value(node.requirement)} ->"
+    label = f"{node.repo}{asked} {release} ({node.variant or 'no build'})" + (f": {node.note}" if node.note else "")
+    lines = [label if top else f"{prefix}{'`-- ' if last else '|-- '}{label}"]
+    below = prefix if top else prefix + ("    " if last else "|   ")
+    for index, child in enumerate(node.depends):
+        lines += _tree_lines(child, below, index == len(node.depends) - 1, top=False)
+    return lines
+
+
+def _describe_api_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("kernel", metavar="REPO|DIR", help=f"{REPO_HELP}, or a build on disk (build/<variant>/ or one "
+                                                         "variant directory)")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--version", metavar="N|RANGE", help="a major version (the branch vN) or a range of tags")
+    which.add_argument("--revision", metavar="REV", help="a tag, branch or commit")
+    environment.add_arguments(parser)
+
+
+@command("describe-api", help="list a kernel's public functions and layers from its Python sources",
+         options=_describe_api_options,
+         description="List a kernel's public functions (with their signatures) and its layers (with has_backward "
+                     "and can_torch_compile), read with Python's ast from the Python sources of the build this "
+                     "machine (or --torch ...) would load: only metadata.json and those sources are downloaded, "
+                     "into memory and checked against the listing and the metadata's digests; no binary is fetched "
+                     "and nothing is imported or run. `kernels describe-api` (0.18+) shows the same from a "
+                     "symbols.json that only recent builds carry.")
+def cmd_describe_api(ctx: Context) -> int:
+    env = environment.current(vars(ctx.args))
+    given = Path(ctx.args.kernel).expanduser()
+    if given.is_dir():
+        if ctx.args.version or ctx.args.revision:
+            raise KernelpinError("--version and --revision name a revision on the Hub, not a directory; drop them")
+        found = describe_local_api(given, env)
+    else:
+        version = ctx.args.version
+        found = describe_api(ctx.source, ctx.args.kernel, env, project=_project_if_any(ctx), revision=ctx.args.revision,
+                             version=int(version) if version and version.isdigit() else version)
+    api = found.api
+    if ctx.args.json:
+        where = {"path": found.path} if found.path else {"repo_id": found.repo, "revision": found.ref or found.commit,
+                                                        "commit": found.commit}
+        _emit_json({"schema_version": 1, **where, "variant": found.variant,
+                    "functions": [dataclasses.asdict(f) for f in api.functions],
+                    "layers": [dataclasses.asdict(layer) for layer in api.layers],
+                    "others": api.others, "problems": api.problems})
+        return 0
+    if found.path:
+        ctx.out.print(f"Path: {found.path}")
+    else:
+        ctx.out.print(f"Repository: {found.repo}")
+        ctx.out.print(f"Revision: {found.ref or found.commit} ({(found.commit or '')[:12]})")
+    ctx.out.print(f"Variant: {found.variant}")
+    ctx.out.print("\nFunctions:")
+    for function in api.functions:
+        ctx.out.print(f"  {function.signature}" + (f"  # {function.summary}" if function.summary else ""))
+    if not api.functions:
+        ctx.out.print("  (none)")
+    ctx.out.print("\nLayers:")
+    for layer in api.layers:
+        flags = "  ".join(f"{name}={'unknown' if value is None else value}" for name, value in layer.attributes.items())
+        ctx.out.print(f"  {layer.name}  {flags}")
+    if not api.layers:
+        ctx.out.print("  (none)")
+    if api.others:
+        ctx.out.print(f"\nOther public names: {', '.join(api.others)}")
+    for problem in api.problems:
+        ctx.warn(problem)
     return 0
 
 
@@ -524,7 +644,7 @@ def cmd_verify(ctx: Context) -> int:
     elif not report:
         ctx.out.print("nothing installed yet; run `kernelpin sync`")
     else:
-        ctx.out.print(f"verified {len(report)} installed files: {len(report) - len(bad)} match the lock"
+        ctx.out.print(f"verified {_count(len(report), 'installed file')}: {len(report) - len(bad)} match the lock"
                       + ("" if not bad else f", {len(bad)} modified, missing or not in the lock; "
                                             "run `kernelpin sync` to repair"))
     return 1 if bad else 0
@@ -561,8 +681,8 @@ def cmd_publish(ctx: Context) -> int:
     for name, signer in sorted(signers.items()):
         ctx.note(f"{name}: {'signed by ' + signer.describe() if signer else 'unsigned'}")
     branch = None if release.version.is_prerelease else f"v{release.version.major}"
-    variants = f"{len(release.variants)} variant" + ("" if len(release.variants) == 1 else "s")
-    summary = f"{len(release.files)} files ({release.size / 1e6:.1f} MB), {variants}, to {args.repo} tagged {release.tag}"
+    summary = (f"{_count(len(release.files), 'file')} ({release.size / 1e6:.1f} MB), "
+               f"{_count(len(release.variants), 'variant')}, to {args.repo} tagged {release.tag}")
     if release.without_compat_package:  # HF's kernel requirements still ask for it (kernels before the flat layout)
         ctx.err.print(f"warning: no build/<variant>/<name>/ package in {', '.join(release.without_compat_package)}: "
                       "`kernels` releases older than the flat layout cannot load them (kernelpin.format.metadata."
@@ -628,14 +748,14 @@ def cmd_cache(ctx: Context) -> int:
         ctx.show(table)
     total = _size(sum(row.size for row in unused))
     if not prune:
-        ctx.out.print(f"{len(rows)} revisions, {_size(sum(row.size for row in rows))}; {len(unused)} not used by "
+        ctx.out.print(f"{_count(len(rows), 'revision')}, {_size(sum(row.size for row in rows))}; {len(unused)} not used by "
                       f"this project's lock ({total}): `kernelpin cache prune` lists them, `--yes` deletes them")
     elif not unused:
         ctx.out.print("nothing to prune: the lock uses every cached kernel revision")
     elif deleted:
-        ctx.out.print(f"deleted {len(unused)} revisions ({total})")
+        ctx.out.print(f"deleted {_count(len(unused), 'revision')} ({total})")
     else:
-        ctx.out.print(f"would delete {len(unused)} revisions ({total}) that this project's lock does not use; other "
+        ctx.out.print(f"would delete {_count(len(unused), 'revision')} ({total}) that this project's lock does not use; other "
                       "projects may use them: add --yes to delete")
     return 0
 
@@ -645,6 +765,11 @@ def _project_if_any(ctx: Context) -> Project | None:
         return ctx.project
     except KernelpinError:
         return None
+
+
+def _count(count: int, noun: str) -> str:
+    """`1 revision`, `2 revisions`: a count with its noun."""
+    return f"{count} {noun}" + ("" if count == 1 else "s")
 
 
 def _size(size: int) -> str:
@@ -662,7 +787,7 @@ EXIT_CODES = """exit status:
 """
 JSON_HELP = "print machine-readable JSON on stdout (an error too: {\"error\": MESSAGE}, exit 1)"
 class _Parser(argparse.ArgumentParser):
-    """argparse with a "did you mean" on a mistyped command (as cargo and uv have)."""
+    """argparse with a "did you mean" on a mistyped command or option (as cargo and uv have)."""
 
     def error(self, message: str) -> NoReturn:
         choice = re.match(r"argument COMMAND: invalid choice: '([^']*)' \(choose from (.*)\)$", message)
@@ -671,7 +796,20 @@ class _Parser(argparse.ArgumentParser):
             close = difflib.get_close_matches(choice[1], commands, n=1)
             message = f"unknown command '{choice[1]}'" + (f"; did you mean '{close[0]}'?" if close else "") + \
                       f" (commands: {', '.join(commands)})"
+        unknown = re.match(r"unrecognized arguments: (.*)$", message)
+        if unknown:
+            message = "; ".join(self._unknown_argument(given) for given in unknown[1].split(" "))
         super().error(message)
+
+    def _unknown_argument(self, given: str) -> str:
+        """`--upgade`: unknown option '--upgade'; did you mean '--upgrade'? (this command's options only)."""
+        if not given.startswith("-"):
+            return f"unexpected argument '{given}'"
+        name = given.partition("=")[0]
+        options = sorted(option for option in self._option_string_actions if option.startswith("--"))
+        close = difflib.get_close_matches(name, options, n=1, cutoff=0.7)
+        return f"unknown option '{name}'" + (f"; did you mean '{close[0]}'?" if close else
+                                             f" (`{self.prog} --help` lists its options)")
 
 
 def _global_options(defaults: bool) -> argparse.ArgumentParser:

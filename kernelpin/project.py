@@ -14,7 +14,9 @@ from kernelpin.files.atomic import write_atomic
 from kernelpin.files.integrity import find_owned_upward
 from kernelpin.format.layout import LOCKFILE, PROJECT_STATE_DIR
 from kernelpin.format.ranges import Range, RangeError, Version
-from kernelpin.format.spec import Requirement, RequirementValue, check_repo_id, line_major, parse_dependencies
+from kernelpin.format.spec import (
+    Requirement, RequirementValue, check_repo_id, line_major, parse_dependencies, toml_kind, toml_text,
+)
 from kernelpin.trust.policy import Policy, parse_policy
 
 if TYPE_CHECKING:
@@ -137,8 +139,8 @@ def _dependencies(document: tomlkit.TOMLDocument, create: bool) -> Table | None:
         if not isinstance(child, dict):
             name = ".".join(("tool", "kernels", "dependencies")[: depth + 1])
             raise KernelpinError(
-                f"[{name}] in {PYPROJECT} must be a table, not {type(child).__name__} "
-                f"({str(child)[:40]!r}); write e.g.\n[tool.kernels.dependencies]\n\"acme/img2gray\" = \"^0.1\""
+                f"[{name}] in {PYPROJECT} must be a table, not {toml_kind(child)} "
+                f"({toml_text(child)}); write e.g.\n[tool.kernels.dependencies]\n\"acme/img2gray\" = \"^0.1\""
             )
         table = child
     return table

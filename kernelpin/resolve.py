@@ -9,6 +9,7 @@ from collections.abc import Callable, Collection, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from kernelpin.format.kernel_status import MAX_STATUS_SIZE, STATUS_FILE, Redirect, parse_status
 from kernelpin.errors import KernelpinError
 from kernelpin.files.integrity import GIT_OBJECT_ID_RE, check_repo_path, git_blob_sha1
 from kernelpin.format.layout import BUILD_DIR, METADATA, SIGNATURE
@@ -81,7 +82,7 @@ def pick_revision(requirement: Requirement, refs: Refs) -> Pick:
         raise KernelpinError(
             f"{repo_id}: no version satisfies {requirement.range.text} "
             f"(available: {describe_versions(list(versions))}); "
-            "change the requirement in [tool.kernels.dependencies] or publish a matching tag"
+            f"change the requirement in {requirement.declared} or publish a matching tag"
         )
     revision = requirement.revision
     if GIT_OBJECT_ID_RE.match(revision):
@@ -138,6 +139,15 @@ def group_variants(files: list[RemoteFile], where: str) -> dict[str, list[Remote
     return variants
 
 
+def matches_listing(remote: RemoteFile, content: bytes) -> bool:
+    """Whether bytes read from the Hub are the file its listing describes (size, and LFS sha256 or git blob id)."""
+    if len(content) != remote.size:
+        return False
+    if remote.lfs_sha256 is not None:  # the blob id is the LFS pointer's; the content has its sha256
+        return hashlib.sha256(content).hexdigest() == remote.lfs_sha256
+    return not remote.blob_id or git_blob_sha1(content) == remote.blob_id
+
+
 class Pinner:
     """Hashes for every file of every variant at a commit, downloading as little as possible.
 
@@ -191,10 +201,10 @@ class Pinner:
         for cached in (lambda: self.store.cached(self.snapshot, variant, relative, remote.size),
                        lambda: self.store.blob(self.snapshot, blob, remote.size)) if blob else ():
             content = cached()
-            if content is not None and self._matches_listing(remote, content):
+            if content is not None and matches_listing(remote, content):
                 return content, False
         content = self.source.read(self.repo_id, self.repo_type, self.commit, remote.path, remote.size)
-        if not self._matches_listing(remote, content):
+        if not matches_listing(remote, content):
             raise self._altered(remote)
         return content, True
 
@@ -206,14 +216,6 @@ class Pinner:
                 self.store.keep_blob(self.snapshot, blob, content)
             except (KernelpinError, OSError):
                 pass  # a cache that takes no writes, or a sync writing: the next lock asks the Hub again
-
-    @staticmethod
-    def _matches_listing(remote: RemoteFile, content: bytes) -> bool:
-        if len(content) != remote.size:
-            return False
-        if remote.lfs_sha256 is not None:  # the blob id is the LFS pointer's; the content has its sha256
-            return hashlib.sha256(content).hexdigest() == remote.lfs_sha256
-        return not remote.blob_id or git_blob_sha1(content) == remote.blob_id
 
     def _altered(self, remote: RemoteFile) -> KernelpinError:
         return KernelpinError(
@@ -278,7 +280,7 @@ class Pinner:
         except KernelpinError:
             return  # refused when it is read as usual, before any download
         content = read()
-        if content is not None and self._matches_listing(remote, content):
+        if content is not None and matches_listing(remote, content):
             self.fetched.setdefault(name, {})[relative] = content
 
     def variant(self, name: str, files: list[RemoteFile]) -> LockedVariant:
@@ -367,17 +369,58 @@ class Located:
         return any(f.path.endswith(f"/{SIGNATURE}") for files in self.variants.values() for f in files)
 
 
+class KernelMoved(KernelpinError):
+    """The release a requirement names says the kernel moved (kernel-status.toml): what to ask for instead."""
+
+    def __init__(self, requirement: Requirement, commit: str, redirect: Redirect, instead: Requirement) -> None:
+        self.requirement, self.commit, self.redirect, self.instead = requirement, commit, redirect, instead
+        super().__init__(
+            f"{requirement.repo_id} has moved to {redirect.destination} (its {STATUS_FILE} at {commit[:12]} says "
+            f"so); require \"{redirect.destination}\" = {instead.text} in {requirement.declared} instead: a lock "
+            "pins what you name, so kernelpin does not follow a move on its own"
+            + ("" if same_publisher(requirement.repo_id, redirect.destination) else
+               f" ({redirect.destination} is another organization's: a new publisher, held to the publisher policy)"))
+
+
+def same_publisher(repo_id: str, other: str) -> bool:
+    return repo_id.split("/", 1)[0] == other.split("/", 1)[0]
+
+
+def _moved(source: HubSource, requirement: Requirement, repo_type: str, commit: str,
+           status: RemoteFile) -> KernelMoved:
+    """The redirect a release's kernel-status.toml states, read into memory and checked against the listing."""
+    where = f"{requirement.repo_id} at {commit[:12]}: {STATUS_FILE}"
+    if status.size > MAX_STATUS_SIZE:
+        raise KernelpinError(f"{where}: {status.size} bytes, over {MAX_STATUS_SIZE}: not a status note; ask the "
+                             "repository's publisher")
+    content = source.read(requirement.repo_id, repo_type, commit, status.path, status.size)
+    if not matches_listing(status, content):
+        raise KernelpinError(f"{where} as downloaded does not match the repository listing; the server or a proxy "
+                             "altered it: do not use this revision")
+    redirect = parse_status(content, where)
+    value: RequirementValue = requirement.value if redirect.revision is None else {"revision": redirect.revision}
+    if isinstance(value, dict) and "repo-type" in value:
+        value = {key: item for key, item in value.items() if key != "repo-type"}
+    instead = parse_requirement(redirect.destination, value, where=f"{where} -> {redirect.destination!r}",
+                                declared=requirement.declared)
+    return KernelMoved(requirement, commit, redirect, instead)
+
+
 def locate(source: HubSource, requirement: Requirement, note: Callable[[str], None],
            refs: Refs | None = None) -> Located:
     """The revision `requirement` names on the Hub and the variants there (two requests: refs, unless given,
     and the file listing)."""
-    refs = refs or source.refs(requirement.repo_id, requirement.repo_type)
+    refs = refs or source.refs(requirement.repo_id, requirement.repo_type, requirement.declared)
     _, ignored = tag_versions(refs.tags)
     if ignored:
         note(f"{requirement.repo_id}: ignored tags (not versions): {', '.join(ignored)}")
     pick = pick_revision(requirement, refs)
     where = f"{requirement.repo_id} at {pick.commit[:12]}"
-    variants = group_variants(source.tree(requirement.repo_id, refs.repo_type, pick.commit), where)
+    listing = source.tree(requirement.repo_id, refs.repo_type, pick.commit)
+    status = next((remote for remote in listing if remote.path == STATUS_FILE), None)
+    if status is not None:
+        raise _moved(source, requirement, refs.repo_type, pick.commit, status)
+    variants = group_variants(listing, where)
     # Stray folders (build/__pycache__/, build/.ipynb_checkpoints/) are no builds; the lock cannot name them.
     stray = sorted(name for name in variants if not is_variant_name(name))
     if stray:
@@ -406,7 +449,7 @@ class Fetched:
 def fetch_one(source: HubSource, requirement: Requirement, note: Callable[[str], None],
               checker: ReleaseChecker | None = None) -> Fetched:
     """The requests that lock a requirement: refs, the publisher gate, the listing, the small files."""
-    refs = source.refs(requirement.repo_id, requirement.repo_type)
+    refs = source.refs(requirement.repo_id, requirement.repo_type, requirement.declared)
     if checker is not None:  # the publisher gate `kernels` has, before anything of the release is read
         admit_publisher(checker.policy, requirement.repo_id, source.trusted_publisher)
     located = locate(source, requirement, note, refs)
@@ -537,7 +580,8 @@ def _resolve_dependencies(
                 cycle = " -> ".join((*chain[chain.index(repo_id):], repo_id))
                 raise KernelpinError(f"kernel dependency cycle: {cycle} ({asker}); a kernel cannot depend on "
                                      "itself, through others or not: ask the publisher to break the cycle")
-            requirement = parse_requirement(repo_id, value, where=f"{asker} {repo_id!r}")
+            requirement = parse_requirement(repo_id, value, where=f"{asker} {repo_id!r}",
+                                            declared=f"the metadata.json of {asker} (ask its publisher)")
             first = ((top[repo_id].value, "[tool.kernels.dependencies]") if repo_id in top
                      else wanted.setdefault(repo_id, (value, asker)))
             if _meaning(parse_requirement(repo_id, first[0])) != _meaning(requirement):

@@ -30,7 +30,14 @@ VARIANTS = (
 )
 ARCHS = ("8.0", "9.0", "12.0+PTX")
 ROCM_ARCHS = ("gfx90a", "gfx942")
-OP_ID = "_img2gray_test"
+
+
+def op_id(name: str) -> str:
+    """metadata.json's id (the torch.ops namespace) of a test kernel named `name`."""
+    return f"_{name.replace('-', '_')}_test"
+
+
+OP_ID = op_id("img2gray")
 
 
 def zip_archive(files: dict[str, bytes], links: dict[str, str] | None = None) -> bytes:
@@ -69,7 +76,7 @@ def backend_metadata(variant: str, archs: tuple[str, ...] = ARCHS) -> dict:
 
 def variant_files(
     version: str, variant: str, archs: tuple[str, ...] = ARCHS, metadata: bool = True,
-    extra: dict[str, bytes] | None = None, layout: str = "files",
+    extra: dict[str, bytes] | None = None, layout: str = "files", name: str = "img2gray",
 ) -> dict[str, bytes]:
     """The files of one variant directory: `__init__.py`, `_impl.py` (+ `extra`) and their metadata.json;
     with layout="zip" (kernel-builder's ZIP builds, kernels 0.19) those files are packed into `<id>.zip`."""
@@ -83,12 +90,12 @@ def variant_files(
         **(extra or {}),
     }
     if layout == "zip":
-        files = {f"{OP_ID}.zip": zip_archive(files)}
+        files = {f"{op_id(name)}.zip": zip_archive(files)}
     if metadata:
         backend = backend_metadata(variant, archs)
         cuda = backend["type"] == "cuda"
         document = kernel_metadata.compose(
-            op_id=OP_ID, name="img2gray", version=Version.parse(version), license="Apache-2.0",
+            op_id=op_id(name), name=name, version=Version.parse(version), license="Apache-2.0",
             variant=variant,
             backend=backend,
             files={path: sha256(data) for path, data in files.items()},
@@ -102,12 +109,12 @@ def variant_files(
 
 def kernel_files(
     version: str, variants: tuple[str, ...] = VARIANTS, metadata: bool = True, extra: dict[str, bytes] | None = None,
-    layout: str = "files",
+    layout: str = "files", name: str = "img2gray",
 ) -> dict[str, bytes]:
     """A release's repository tree: README.md and build/<variant>/... for every variant (`layout`: files or zip)."""
     files: dict[str, bytes] = {"README.md": f"# test kernel {version}\n".encode()}
     for variant in variants:
-        own = variant_files(version, variant, metadata=metadata, extra=extra, layout=layout)
+        own = variant_files(version, variant, metadata=metadata, extra=extra, layout=layout, name=name)
         files.update({f"build/{variant}/{path}": data for path, data in own.items()})
     return files
 

@@ -205,8 +205,10 @@ class HubServer:
         waiting = [self.port, *self._olah_ports.values()]
         while waiting and time.monotonic() < deadline:
             if dead := [p for p in self._processes if p.poll() is not None]:
+                name = next(name for name, process in self._named.items() if process is dead[0])
                 self.stop()
-                raise RuntimeError(f"{dead[0].args[:2]} exited with {dead[0].returncode}; see the logs in {self.root}")
+                raise RuntimeError(f"the test Hub's {name} server exited at its start (status {dead[0].returncode}; "
+                                   f"a port taken?); its log: {self.root / (name + '.log')}")
             try:
                 with socket.create_connection(("127.0.0.1", waiting[0]), timeout=0.5):
                     waiting.pop(0)

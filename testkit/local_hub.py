@@ -5,24 +5,42 @@
 Builds the operator from this checkout (tools/builder/op.py, into build/dev as `./dev setup` does: a second run
 reuses the objects), stages it as `python -m tools.release stage` stages a release, commits and tags it
 v<version> in the kernel repository acme/img2gray of a test Hub (testkit.hub: olah over local git repositories,
-the real Hub API), prints the HF_ENDPOINT to export, and serves until Ctrl-C. docs/kernelpin.md walks through
-lock, sync and load against it.
+the real Hub API), adds acme/gray-layers (a Python-only kernel with a `layers` module, for the kernelize
+example), prints the HF_ENDPOINT to export, and serves until Ctrl-C. docs/kernelpin.md walks through lock, sync
+and load against it, and every example of its "Without a lock" section runs against it
+(tests/kernelpin/test_doc_examples.py starts this module as `./dev hub` does).
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+from testkit.fake_kernel import kernel_files
 from testkit.hub import HubServer
 from testkit.releasing import REPO_ID, ROOT, release_into_mirror, stage
 from tools.builder.config import BuildConfig
 
 DEFAULT_PORT = 8765
+LAYERS_REPO_ID = "acme/gray-layers"
+LAYERS_VARIANT = "torch-universal"  # Python only: fits any machine
+LAYERS = b"""\
+import torch
+from torch import nn
+
+
+class Gray(nn.Module):
+    \"\"\"Every pixel mid-gray: a layer whose forward replaces the model's own.\"\"\"
+
+    def forward(self, rgb: torch.Tensor) -> torch.Tensor:
+        return torch.full(rgb.shape[:-1], 0.5)
+"""
 
 
 def publish_checkout(hub: HubServer, root: Path, variant: Path | None = None) -> str:
@@ -37,6 +55,27 @@ def publish_checkout(hub: HubServer, root: Path, variant: Path | None = None) ->
     return tag
 
 
+def publish_layers(hub: HubServer) -> str:
+    """acme/gray-layers 1.0.0 (tag v1.0.0, branch v1): the layer kernel docs/kernelpin.md's kernelize example maps
+    a layer to; returns the tag."""
+    layers = hub.repo(LAYERS_REPO_ID, "kernel")
+    extra = {"__init__.py": b"from . import layers\n", "layers.py": LAYERS}
+    layers.write(kernel_files("1.0.0", variants=(LAYERS_VARIANT,), extra=extra, name="gray-layers"), clear=True)
+    layers.commit("release 1.0.0")
+    layers.tag("v1.0.0")
+    layers.branch("v1")
+    return "v1.0.0"
+
+
+def _port_taken(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"where the Hub API listens (default {DEFAULT_PORT})")
@@ -44,25 +83,41 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--variant", type=Path,
                         help="release this build of the checkout (a `tools.builder.op --out` directory) instead of building")
     args = parser.parse_args(argv)
+    if _port_taken(args.port):  # said before the build, in words: not after minutes, as a process's arguments
+        sys.exit(f"error: port {args.port} on 127.0.0.1 is taken (another `./dev hub`?); stop that, or give another "
+                 "port with --port N")
+    own_root = args.root is None  # a temporary directory of its own is removed when it stops; a given one is kept
     root = args.root or Path(tempfile.mkdtemp(prefix="kernelpin-local-hub-"))
-    root.mkdir(parents=True, exist_ok=True)
-    hub = HubServer(root, trusted_publishers=("acme",))
-    what = args.variant or "this checkout's operator (building it into build/dev)"
-    print(f"releasing {what} on a local Hub in {root} ...", flush=True)
-    tag = publish_checkout(hub, root, args.variant)
-    try:
-        hub.start(args.port)
-    except RuntimeError as error:
-        hint = f" (is port {args.port} taken? give another with --port)" if "port" in str(error) or "exited" in str(error) else ""
-        sys.exit(f"error: {error}{hint}")
-    print(f"serving {REPO_ID} {tag} (this checkout's CPU build) on a local Hub; in another shell:", flush=True)
-    print(f"  export HF_ENDPOINT={hub.endpoint}", flush=True)
-    print("Ctrl-C stops it.", flush=True)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
-        signal.pause()
+        root.mkdir(parents=True, exist_ok=True)
+        return _serve(root, args.port, args.variant)
     except KeyboardInterrupt:
-        pass
+        return 0
+    except SystemExit as exit_:
+        own_root = own_root and exit_.code in (0, None)  # a failed start keeps its logs for the message's path
+        raise
+    finally:
+        if own_root:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def _serve(root: Path, port: int, variant: Path | None) -> int:
+    hub = HubServer(root, trusted_publishers=("acme",))
+    what = variant or "this checkout's operator (building it into build/dev)"
+    print(f"releasing {what} on a local Hub in {root} ...", flush=True)
+    tag = publish_checkout(hub, root, variant)
+    layers_tag = publish_layers(hub)
+    try:
+        hub.start(port)
+    except RuntimeError as error:
+        sys.exit(f"error: {error}")
+    try:
+        print(f"serving {REPO_ID} {tag} (this checkout's CPU build) and {LAYERS_REPO_ID} {layers_tag} on a local "
+              "Hub; in another shell:", flush=True)
+        print(f"  export HF_ENDPOINT={hub.endpoint}", flush=True)
+        print("Ctrl-C stops it.", flush=True)
+        signal.pause()
     finally:
         hub.stop()
     return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -118,3 +119,35 @@ def test_pixi_bench_tasks_build_the_operator_first() -> None:
         task = workspace["feature"][flavour]["tasks"]["bench"]
         assert task.get("depends-on") == ["build-op"], flavour
         assert task.get("env", {}).get("PYTHONPATH") == "build/dev", flavour
+
+
+def test_ci_run_says_what_it_does_before_each_long_step(tmp_path: Path) -> None:
+    # Failed before: .ci/run printed nothing for its first 2-2.5 minutes (apt-get silenced, then ./dev test -q).
+    root = tmp_path / "clone"
+    (root / ".ci").mkdir(parents=True)
+    (root / ".ci" / "run").write_bytes((ROOT / ".ci" / "run").read_bytes())
+    stubs = tmp_path / "bin"
+    stubs.mkdir()
+    for name, line in (("dev", 'echo "RAN ./dev $*"'), (".venv/bin/python", 'echo "RAN python $*"'),
+                       ("apt-get", 'echo "RAN apt-get $*" >&2')):  # .ci/run silences apt-get's stdout
+        path = (stubs if name == "apt-get" else root) / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"#!/bin/sh\n{line}\n")
+        path.chmod(0o755)
+    env = {"PATH": f"{stubs}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    cross = all(shutil.which(tool, path="/usr/bin:/bin") for tool in ("aarch64-linux-gnu-g++", "qemu-aarch64-static"))
+    done = subprocess.run(["bash", str(root / ".ci" / "run")], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, env=env, timeout=60)
+    assert done.returncode == 0, done.stdout
+    lines = done.stdout.splitlines()
+    ran = [index for index, line in enumerate(lines) if line.startswith("RAN ")]
+    assert [lines[index].split()[1] for index in ran] == (["apt-get"] if os.geteuid() == 0 and not cross else []) + ["./dev", "python"]
+    for index in ran:  # each step is announced by the line (or lines) just before it
+        assert any(line.startswith("==> .ci/run: ") for line in lines[max(0, index - 2):index]), lines
+
+
+def test_dev_announces_the_operator_build_and_the_test_run() -> None:
+    script = (ROOT / "dev").read_text()
+    for command in ("python -m tools.builder.op --out build/dev/img2gray", "python -m pytest -n auto"):
+        before = script[:script.index(command)].rstrip().splitlines()[-1].strip()
+        assert before.startswith('echo "==> '), (command, before)

@@ -142,6 +142,9 @@ def test_local_hub_walkthrough(checkout_build: Path, tmp_path: Path) -> None:
         done = subprocess.run(["bash", "-euo", "pipefail", "-c", steps], capture_output=True, text=True, env=env)
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
         assert "torch.Size([1, 4, 4])" in done.stdout and "acme/img2gray  ^0.1" in done.stdout
+        # The warning the walkthrough announces is the one the first lock prints.
+        announced = re.search(r"`(warning: acme/img2gray [^`]*)\(\.\.\.\)([^`]*)`", (ROOT / "docs" / "kernelpin.md").read_text())
+        assert announced and re.search(re.escape(announced[1]) + r"\([^)]*\)" + re.escape(announced[2]), done.stderr)
     finally:
         server.send_signal(signal.SIGTERM)
         server.communicate(timeout=60)

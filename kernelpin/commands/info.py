@@ -1,5 +1,6 @@
 """Looking at a kernel before using it: what it is (`kernelpin info`: license, upstream, backends,
-dependencies), which of its builds a machine can use (per variant; `kernelpin versions --variants` per version),
+dependencies), which of its builds a machine can use (per variant: `kernelpin variants`; `kernelpin versions
+--variants` per version),
 and, when the version asked for has no build for this machine, which newer one has. `kernels info`, `kernels
 versions` and `get_kernel_variants`, answered from the repository listing and checked metadata.json files;
 nothing is downloaded to disk.
@@ -7,17 +8,71 @@ nothing is downloaded to disk.
 
 from __future__ import annotations
 
+import hashlib
+import json
+import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from kernelpin.builds import VariantFit, fits
 from kernelpin.errors import KernelpinError
-from kernelpin.format.metadata import KERNELS_MINVER_KEY, UPSTREAM_KEY
+from kernelpin.format.metadata import KERNELS_MINVER_KEY, UPSTREAM_KEY, BuildMetadata, parse_metadata
+from kernelpin.format.python_api import KernelApi, Unreadable, describe as describe_sources
+from kernelpin.format.layout import METADATA
+from kernelpin.loading.local_override import choose
 from kernelpin.project import Project, read_requirements
 from kernelpin.loading.python_depends import declared
-from kernelpin.resolve import Pinner, locate
+from kernelpin.resolve import Located, Pinner, locate, matches_listing
 from kernelpin.hub.source import HubSource
-from kernelpin.format.spec import Requirement, check_repo_id, parse_requirement, requirement_from_arguments
-from kernelpin.format.variant import Variant
+from kernelpin.format.spec import (
+    Requirement, RequirementValue, check_repo_id, parse_requirement, requirement_from_arguments,
+)
+from kernelpin.format.variant import Environment, Variant, select
+
+
+@dataclass(frozen=True)
+class RevisionVariants:
+    """The builds of one revision of a kernel, judged for a machine (a block of `kernelpin variants`)."""
+
+    version: int | None  # the major version (the branch vN), as `kernels variants` numbers them; None: a revision
+    revision: str  # refs/heads/vN, or the revision as given
+    commit: str
+    variants: list[VariantFit]
+
+
+def variants(source: HubSource, repo_id: str, env: Environment, *, version: int | str | None = None,
+             revision: str | None = None, all_versions: bool = False) -> list[RevisionVariants]:
+    """Every build of a kernel judged for `env`, as `kernels variants` 0.19 shows them: of the newest major-version
+    branch (`version` None or "latest"), of branch vN (`version` N), of every one (`all_versions`), or of a tag,
+    branch or commit (`revision`). One refs listing and one file listing per revision; nothing is downloaded."""
+    repo_id = check_repo_id(repo_id)
+    if sum((all_versions, version is not None, revision is not None)) > 1:
+        raise KernelpinError("give at most one of --all-versions, --version and --revision")
+    refs = source.refs(repo_id, None)
+    if revision is not None:
+        requirements = [(None, requirement_from_arguments(repo_id, None, revision))]
+    else:
+        majors = sorted(int(name[1:]) for name in refs.branches if re.fullmatch(r"v\d+", name))
+        if not majors:
+            raise KernelpinError(f"{repo_id} has no major-version branch (v1, v2, ...), which is what a kernel's "
+                                 "versions are to `kernels`; name a revision: --revision TAG|BRANCH|COMMIT")
+        if isinstance(version, str) and version != "latest":
+            if not version.isdigit():
+                raise KernelpinError(f"--version {version}: a major version (the branch vN) or latest")
+            version = int(version)
+        if isinstance(version, int) and version not in majors:
+            raise KernelpinError(f"{repo_id}: no version {version} (the branch v{version}); versions: "
+                                 f"{', '.join(map(str, majors))}")
+        chosen = majors if all_versions else [majors[-1] if version in (None, "latest") else int(version)]
+        requirements = [(major, parse_requirement(repo_id, major)) for major in chosen]
+    found = []
+    for major, requirement in requirements:
+        located = locate(source, requirement, lambda message: None, refs)
+        names = sorted(located.variants)
+        found.append(RevisionVariants(major, located.pick.ref or revision or located.pick.commit,
+                                      located.pick.commit, fits(select(dict.fromkeys(names), env), names)))
+    return found
 
 
 def backends(names: list[str]) -> list[str]:
@@ -28,6 +83,71 @@ def backends(names: list[str]) -> list[str]:
         except ValueError:
             continue
     return sorted(found)
+
+
+MAX_TREE_DEPTH = 32  # kernel-depends levels `info --dep-tree` walks; deeper ones are cut, with a note
+
+
+@dataclass(frozen=True)
+class DependencyNode:
+    """A kernel of a kernel-depends tree: the release its requirement resolves to and the build a machine takes."""
+
+    repo: str
+    requirement: RequirementValue | None  # as the parent's metadata.json writes it; None for the top
+    version: str | None  # the release tag's version on the commit, if any
+    ref: str | None
+    commit: str
+    variant: str | None  # the build the machine takes; None: none fits (see note)
+    depends: list[DependencyNode]
+    note: str | None = None  # a cycle, no fitting build, or the depth cut
+
+
+def _chosen_metadata(source: HubSource, repo_id: str, located: Located, variant: str) -> BuildMetadata | None:
+    """A variant's metadata.json, read into memory and checked against the listing (nothing else is read)."""
+    remote = next((r for r in located.variants[variant] if r.path == f"build/{variant}/{METADATA}"), None)
+    if remote is None:
+        return None
+    where = f"{repo_id} at {located.pick.commit[:12]}: {remote.path}"
+    content = source.read(repo_id, located.repo_type, located.pick.commit, remote.path, remote.size)
+    if not matches_listing(remote, content):
+        raise KernelpinError(f"{where} as downloaded does not match the repository listing; the server or a proxy "
+                             "altered it: do not use this revision")
+    return parse_metadata(content, where)
+
+
+def dependency_tree(source: HubSource, requirement: Requirement, env: Environment) -> DependencyNode:
+    """The whole kernel-depends tree of a kernel as `env` loads it: each kernel's requirement resolved to its
+    release and the build `env` takes, whose metadata.json names the next level (as `kernels` and `kernelpin.load`
+    walk it). One refs listing, one file listing and one metadata.json per kernel; no binary."""
+    located_by: dict[tuple[str, str], Located] = {}
+
+    def node(requirement: Requirement, asked: RequirementValue | None, path: tuple[str, ...]) -> DependencyNode:
+        key = (requirement.repo_id, json.dumps(requirement.value, sort_keys=True))
+        if key not in located_by:
+            located_by[key] = locate(source, requirement, lambda message: None)
+        located = located_by[key]
+        pick, repo_id = located.pick, requirement.repo_id
+        names = sorted(located.variants)
+        chosen = select(dict.fromkeys(names), env).chosen
+        version = None if pick.version is None else str(pick.version)
+
+        def made(depends: list[DependencyNode], note: str | None = None) -> DependencyNode:
+            return DependencyNode(repo_id, asked, version, pick.ref, pick.commit, chosen, depends, note)
+
+        if repo_id in path:
+            return made([], f"cycle: {' -> '.join((*path[path.index(repo_id):], repo_id))}; lock and load refuse it")
+        if chosen is None:
+            return made([], f"no build fits {env.describe()}")
+        if len(path) >= MAX_TREE_DEPTH:
+            return made([], f"deeper than {MAX_TREE_DEPTH} levels: not shown")
+        metadata = _chosen_metadata(source, repo_id, located, chosen)
+        asker = f"{repo_id} ({chosen}, kernel-depends)"
+        return made([node(parse_requirement(dependency, value, where=f"{asker} {dependency!r}",
+                                            declared=f"the metadata.json of {asker} (ask its publisher)"),
+                          value, (*path, repo_id))
+                     for dependency, value in sorted(metadata.kernel_depends if metadata else ())])
+
+    return node(requirement, None, ())
 
 
 @dataclass(frozen=True)
@@ -49,19 +169,17 @@ class KernelInfo:
     kernel_depends: list[dict[str, Any]]
     backends: list[str]
     variants: list[str]
+    dependency_tree: DependencyNode | None = None  # with dep_tree: every kernel-depends level, as env loads it
 
 
 def info(source: HubSource, repo_id: str, *, version: int | str | None = None, revision: str | None = None,
-         project: Project | None = None) -> KernelInfo:
+         project: Project | None = None, dep_tree: Environment | None = None) -> KernelInfo:
     """What a kernel is, read from one variant's checked metadata.json (the fields that describe the kernel, not a
     build, are the same in every variant) at the revision `version` or `revision` names; without either, the
-    project's requirement on it, else the newest major-version branch (as `kernels info`)."""
+    project's requirement on it, else the newest major-version branch (as `kernels info`). With `dep_tree` (a
+    machine), also its whole kernel-depends tree as that machine loads it (`kernels info --dep-tree`)."""
     repo_id = check_repo_id(repo_id)
-    if version is not None or revision is not None:
-        requirement = requirement_from_arguments(repo_id, version, revision)
-    else:
-        required = read_requirements(project) if project is not None else []
-        requirement = next((r for r in required if r.repo_id == repo_id), None) or _newest_line(source, repo_id)
+    requirement = _asked(source, repo_id, version, revision, project)
     located = locate(source, requirement, lambda message: None)
     names = sorted(located.variants)
     first = names[0]
@@ -80,7 +198,89 @@ def info(source: HubSource, repo_id: str, *, version: int | str | None = None, r
         kernel_depends=[{"repo": dependency, "requirement": value}
                         for dependency, value in (metadata.kernel_depends if metadata is not None else ())],
         backends=backends(names), variants=names,
+        dependency_tree=None if dep_tree is None else dependency_tree(source, requirement, dep_tree),
     )
+
+
+def _asked(source: HubSource, repo_id: str, version: int | str | None, revision: str | None,
+           project: Project | None) -> Requirement:
+    """The revision to look at: `version` or `revision`, else the project's requirement, else the newest line."""
+    if version is not None or revision is not None:
+        return requirement_from_arguments(repo_id, version, revision)
+    required = read_requirements(project) if project is not None else []
+    return next((r for r in required if r.repo_id == repo_id), None) or _newest_line(source, repo_id)
+
+
+MAX_SOURCE_BYTES = 1 << 20  # one Python file describe_api reads; a bigger one is not a kernel's public module
+
+
+@dataclass(frozen=True)
+class DescribedApi:
+    """What `kernelpin describe-api` shows: where the sources were read, and the API read from them."""
+
+    repo: str | None  # None for a build on disk
+    path: str | None
+    ref: str | None
+    commit: str | None
+    variant: str
+    api: KernelApi
+
+
+def describe_api(source: HubSource, repo_id: str, env: Environment, *, version: int | str | None = None,
+                 revision: str | None = None, project: Project | None = None) -> DescribedApi:
+    """A kernel's public functions and layers, read with `ast` from the Python sources of the build `env` would
+    load (at `version`/`revision`, else the project's requirement, else the newest major branch): only its
+    `metadata.json` and the `.py` files the API reaches are downloaded, into memory, each checked against the
+    listing and the metadata's digest; no binary is fetched, nothing is imported or run (so no publisher check
+    either: `kernels describe-api` wants --trust-remote-code for a publisher the Hub does not mark)."""
+    repo_id = check_repo_id(repo_id)
+    located = locate(source, _asked(source, repo_id, version, revision, project), lambda message: None)
+    names = sorted(located.variants)
+    selection = select(dict.fromkeys(names), env)
+    if selection.chosen is None:
+        raise KernelpinError(f"{repo_id} at {located.pick.commit[:12]}: no build fits {env.describe()}:\n"
+                             f"{selection.explain()}")
+    commit, prefix = located.pick.commit, f"build/{selection.chosen}/"
+    listed = {remote.path[len(prefix):]: remote for remote in located.variants[selection.chosen]}
+    where = f"{repo_id} at {commit[:12]}: {prefix}"
+
+    def read(relative: str) -> bytes:
+        remote = listed[relative]
+        if remote.size > MAX_SOURCE_BYTES and relative != METADATA:  # metadata.json has its own bound
+            raise Unreadable(f"{remote.size} bytes, over {MAX_SOURCE_BYTES}: not read")
+        content = source.read(repo_id, located.repo_type, commit, remote.path, remote.size)
+        if not matches_listing(remote, content):
+            raise KernelpinError(f"{where}{relative} as downloaded does not match the repository listing; the "
+                                 "server or a proxy altered it: do not use this revision")
+        return content
+
+    digests = parse_metadata(read(METADATA), where + METADATA).digests if METADATA in listed else {}
+
+    def checked_source(relative: str) -> bytes | None:
+        if relative not in listed:
+            return None
+        content = read(relative)
+        if relative in digests and hashlib.sha256(content).hexdigest() != digests[relative]:
+            raise KernelpinError(f"{where}{relative} does not match the sha256 its metadata.json records: do not "
+                                 "use this revision")
+        return content
+
+    return DescribedApi(repo_id, None, located.pick.ref, commit, selection.chosen, describe_sources(checked_source))
+
+
+def describe_local_api(path: Path, env: Environment) -> DescribedApi:
+    """The same for a build on disk (what LOCAL_KERNELS names: `build/<variant>/`, or one variant directory)."""
+    directory, _ = choose(str(path), path, env)
+
+    def on_disk(relative: str) -> bytes | None:
+        file = directory / relative
+        if not file.is_file():
+            return None
+        if file.stat().st_size > MAX_SOURCE_BYTES:
+            raise Unreadable(f"{file.stat().st_size} bytes, over {MAX_SOURCE_BYTES}: not read")
+        return file.read_bytes()
+
+    return DescribedApi(None, str(path), None, None, directory.name, describe_sources(on_disk))
 
 
 def _newest_line(source: HubSource, repo_id: str) -> Requirement:
@@ -94,3 +294,5 @@ def _newest_line(source: HubSource, repo_id: str) -> Requirement:
 
 def _text(value: object) -> str | None:
     return value[:500] if isinstance(value, str) else None
+
+

@@ -17,13 +17,13 @@ from kernelpin.errors import KernelpinError
 from kernelpin.files.atomic import write_atomic
 from kernelpin.format import kernels_lock
 from kernelpin.format import lockfile
-from kernelpin.format.ranges import Version
+from kernelpin.format.ranges import Range, Version
 from kernelpin.hub.source import HubSource
 from kernelpin.project import (
     NewEntry, Project, entry_to_add, find_project, read_requirements, remove_requirement, set_requirement,
 )
 from kernelpin.relock import Locked, Report, relock, release_checker
-from kernelpin.resolve import tag_versions
+from kernelpin.resolve import describe_versions, tag_versions
 
 
 def _ignore(message: str) -> None:
@@ -104,9 +104,15 @@ def _entry_to_add(project: Project, source: HubSource, repo_id: str, range_text:
     """What `add` writes (project.entry_to_add) from the repository's tags and branches; offline, from what the lock
     already holds for it (its version, and its branch when it is locked as `= N`), since the Hub cannot be asked."""
     if not source.settings.offline:
-        refs = source.refs(repo_id, None)
+        refs = source.refs(repo_id, None, named_in="`kernelpin add`'s arguments")
         versions, _ = tag_versions(refs.tags)
-        return entry_to_add(repo_id, range_text, list(versions), set(refs.branches))
+        entry = entry_to_add(repo_id, range_text, list(versions), set(refs.branches))
+        if isinstance(entry.value, str) and Range.parse(entry.value).best(versions) is None:
+            # Said here, about the argument: the re-lock's message would send the user to pyproject.toml.
+            raise KernelpinError(f"{repo_id}@{range_text}: no version satisfies {range_text} (available: "
+                                 f"{describe_versions(list(versions))}); give `kernelpin add` a range that one of "
+                                 f"them satisfies, or {repo_id} alone for the newest release")
+        return entry
     locked = lockfile.read(project.lockfile)
     kernel = locked.kernel(repo_id) if locked else None
     if kernel is None or (kernel.version is None and range_text is None):

@@ -414,13 +414,17 @@ def changes(old: Lock | None, new: Lock) -> list[str]:
     return lines
 
 
-def choose_variant(kernel: LockedKernel, env: Environment) -> str:
-    """The locked variant for `env`; when none fits, the error lists every variant and why it was rejected."""
-    selection = select({v.name: v.archs for v in kernel.variants}, env)
+def choose_variant(kernel: LockedKernel, env: Environment, check_arch: bool = True) -> str:
+    """The locked variant for `env` (its GPU archs checked unless `check_arch` is false); when none fits, the
+    error lists every variant and why it was rejected."""
+    selection = select({v.name: v.archs if check_arch else None for v in kernel.variants}, env)
     if selection.chosen is None:
+        archs = check_arch and select({v.name: None for v in kernel.variants}, env).chosen is not None
         raise NoVariantError(
             f"{kernel.label}: no build variant fits this environment ({env.describe()}). "
             f"Variants at {kernel.commit[:12]}:\n{selection.explain()}\n"
-            "Pick a kernel version built for this torch/CUDA, or change torch."
+            + ("The declared GPU archs can be incomplete (a kernel with a Triton fallback): "
+               "load(..., check_arch=False) skips their check." if archs else
+               "Pick a kernel version built for this torch/CUDA, or change torch.")
         )
     return selection.chosen

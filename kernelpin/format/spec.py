@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kernelpin.errors import KernelpinError
@@ -17,6 +17,7 @@ _REPO_PART = r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?"
 REPO_ID_RE = re.compile(rf"^{_REPO_PART}/{_REPO_PART}$")
 REPO_TYPES = ("kernel", "model")
 RequirementValue = str | int | dict[str, str | int]  # as written in pyproject.toml, as plain data
+DEPENDENCIES_TABLE = "[tool.kernels.dependencies]"
 _TABLE_KEYS = {"version", "revision", "repo-type"}
 _EXAMPLE = (
     '  "acme/img2gray" = "^0.1"\n'
@@ -38,6 +39,8 @@ class Requirement:
     revision: str | None = None
     major: int | None = None
     repo_type: str | None = None  # None: detect (kernel first, then model)
+    # Where it was written, for messages that say where to fix it: pyproject's table, a get_kernel call, ...
+    declared: str = field(default=DEPENDENCIES_TABLE, compare=False)
 
     @property
     def text(self) -> str:
@@ -70,6 +73,25 @@ def _toml_scalar(value: object) -> str:
     return json.dumps(value) if isinstance(value, str) else str(value)
 
 
+def toml_text(value: object) -> str:
+    """A value as TOML spells it (`true`, `[1, 2]`, `"^1"`), cut short, for messages: never Python's `True` nor
+    a tomlkit type's name. tomlkit is imported only here, on the way to an error."""
+    import tomlkit
+
+    try:
+        text = tomlkit.item(value).as_string().strip()  # type: ignore[arg-type]
+    except (TypeError, ValueError):  # not a TOML value at all
+        text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def toml_kind(value: object) -> str:
+    """The TOML type of a parsed value, as a person reads it (`an array`, `a boolean`), not a Python class name."""
+    kinds = ((bool, "a boolean"), (int, "an integer"), (float, "a float"), (str, "a string"),
+             (Mapping, "a table"), (list, "an array"))
+    return next((name for kind, name in kinds if isinstance(value, kind)), "a date or time")
+
+
 def is_repo_id(repo_id: object) -> bool:
     return isinstance(repo_id, str) and bool(REPO_ID_RE.match(repo_id)) and ".." not in repo_id and "--" not in repo_id
 
@@ -84,16 +106,18 @@ def check_repo_id(repo_id: object) -> str:
     return repo_id
 
 
-def parse_requirement(repo_id: str, value: Any, where: str | None = None) -> Requirement:
-    """One entry of the dependencies table (or a lock's copy of it, `where` says); kept in the lock as data."""
+def parse_requirement(repo_id: str, value: Any, where: str | None = None,
+                      declared: str = DEPENDENCIES_TABLE) -> Requirement:
+    """One entry of the dependencies table (or a lock's copy of it, `where` says); kept in the lock as data.
+    `declared` is where the user writes it, for the messages that say what to change."""
     check_repo_id(repo_id)
-    where = where or f"[tool.kernels.dependencies] {repo_id!r}"
+    where = where or f"{DEPENDENCIES_TABLE} {repo_id!r}"
     if isinstance(value, bool):
-        raise KernelpinError(f"{where}: {value!r} is not a requirement; use e.g.\n{_EXAMPLE}")
+        raise KernelpinError(f"{where}: {toml_text(value)} (a boolean) is not a requirement; use e.g.\n{_EXAMPLE}")
     if isinstance(value, int):
-        return Requirement(repo_id, value, major=_major(where, value))
+        return Requirement(repo_id, value, major=_major(where, value), declared=declared)
     if isinstance(value, str):
-        return Requirement(repo_id, value, range=_parse_range(where, value))
+        return Requirement(repo_id, value, range=_parse_range(where, value), declared=declared)
     if isinstance(value, Mapping):
         unknown = set(value) - _TABLE_KEYS
         if unknown:
@@ -109,15 +133,17 @@ def parse_requirement(repo_id: str, value: Any, where: str | None = None) -> Req
             version = value["version"]
             plain = dict(value)
             if isinstance(version, int) and not isinstance(version, bool):
-                return Requirement(repo_id, plain, major=_major(where, version), repo_type=repo_type)
+                return Requirement(repo_id, plain, major=_major(where, version), repo_type=repo_type,
+                                   declared=declared)
             if not isinstance(version, str):
                 raise KernelpinError(f"{where}: 'version' must be a major version (1) or a range string such as \"^1.2\"")
-            return Requirement(repo_id, plain, range=_parse_range(where, version), repo_type=repo_type)
+            return Requirement(repo_id, plain, range=_parse_range(where, version), repo_type=repo_type,
+                               declared=declared)
         revision = value["revision"]
         if not isinstance(revision, str) or not revision.strip():
             raise KernelpinError(f"{where}: 'revision' must be a tag, branch or commit sha (a string)")
-        return Requirement(repo_id, dict(value), revision=revision.strip(), repo_type=repo_type)
-    raise KernelpinError(f"{where}: {value!r} is not a requirement; use e.g.\n{_EXAMPLE}")
+        return Requirement(repo_id, dict(value), revision=revision.strip(), repo_type=repo_type, declared=declared)
+    raise KernelpinError(f"{where}: {toml_text(value)} ({toml_kind(value)}) is not a requirement; use e.g.\n{_EXAMPLE}")
 
 
 def _major(where: str, value: int) -> int:
@@ -149,4 +175,4 @@ def requirement_from_arguments(repo_id: str, version: int | str | None, revision
         )
     value: RequirementValue = {"revision": revision} if revision is not None else version  # type: ignore[assignment]
     where = f"get_kernel({repo_id!r}, {f'revision={revision!r}' if revision is not None else f'version={version!r}'})"
-    return parse_requirement(repo_id, value, where=where)
+    return parse_requirement(repo_id, value, where=where, declared=where)

@@ -23,7 +23,7 @@ from kernelpin.hub.limits import Budget, Limits, running
 from kernelpin.hub.listing import (
     Refs, RemoteFile, check_commit, check_count, files_of, malformed, parse_refs, parse_tree_page,
 )
-from kernelpin.format.spec import REPO_TYPES
+from kernelpin.format.spec import DEPENDENCIES_TABLE, REPO_TYPES
 
 if TYPE_CHECKING:
     from huggingface_hub import HfApi
@@ -151,8 +151,9 @@ class HubSource:
         return parse_refs(data, repo_type, f"the refs of {repo_id} at {self.settings.endpoint}",
                           self.settings.limits.max_listing)
 
-    def refs(self, repo_id: str, repo_type: str | None) -> Refs:
-        """Tags and branches of a repository; with repo_type None, try a kernel repo, then a model repo."""
+    def refs(self, repo_id: str, repo_type: str | None, named_in: str = DEPENDENCIES_TABLE) -> Refs:
+        """Tags and branches of a repository; with repo_type None, try a kernel repo, then a model repo.
+        `named_in` is where the user wrote the name, for the message when there is no such repository."""
         self._require_online(f"resolving {repo_id}")
         with self.budget(), translate_errors(f"listing tags of {repo_id}", self.settings.endpoint):
             found = repository_refs(lambda kind: self._list_refs(repo_id, kind), repo_type)
@@ -160,7 +161,7 @@ class HubSource:
             kinds = repo_type or " or ".join(REPO_TYPES)
             raise KernelpinError(
                 f"{repo_id}: no {kinds} repository of that name at {self.settings.endpoint}; "
-                "check the name in [tool.kernels.dependencies] (and HF_ENDPOINT / HF_TOKEN for private repos)"
+                f"check the name in {named_in} (and HF_ENDPOINT / HF_TOKEN for private repos)"
             )
         return found
 

@@ -34,7 +34,7 @@ from kernelpin.format.lockfile import LockedKernel, LockedVariant
 from kernelpin.format.metadata import MAX_METADATA_SIZE
 from kernelpin.project import find_project, read_policy
 from kernelpin.store.resolutions import Remembered, Resolutions, state_dir
-from kernelpin.resolve import Located, Pinner, locate, pick_revision, served_as
+from kernelpin.resolve import KernelMoved, Located, Pinner, locate, pick_revision, same_publisher, served_as
 from kernelpin.loading.importing import Verified, import_pinned
 from kernelpin.loading.runtime import environment_for, module_name
 from kernelpin.trust.checker import ReleaseChecker
@@ -147,11 +147,11 @@ def resolve_online(source: HubSource, requirement: Requirement, env: Environment
     remembered)."""
     check = lambda: _check_trust(source, requirement.repo_id, trust_remote_code, checker.policy)  # noqa: E731
     if remembered is not None and remembered.publisher_trusted:
-        refs, marked = source.refs(requirement.repo_id, requirement.repo_type), None
+        refs, marked = source.refs(requirement.repo_id, requirement.repo_type, requirement.declared), None
     else:
         with ThreadPoolExecutor(max_workers=1) as pool:  # the publisher check runs beside the refs request
             trusted = pool.submit(check)
-            refs = source.refs(requirement.repo_id, requirement.repo_type)
+            refs = source.refs(requirement.repo_id, requirement.repo_type, requirement.declared)
             marked = trusted.result()
     pick = pick_revision(requirement, refs)
     known = remembered if remembered is not None and remembered.kernel.commit == pick.commit else None
@@ -248,9 +248,42 @@ def get_kernel(
     return _load_resolved(requirement, env, check_arch, trust_remote_code, checker)
 
 
+MAX_REDIRECTS = 4  # kernel-status.toml moves followed for one kernel; a longer chain (or a loop) is refused
+
+
+class KernelRedirectWarning(UserWarning):
+    """A kernel's repository says it moved (kernel-status.toml), and get_kernel loaded the destination."""
+
+
+def _follow(moved: KernelMoved, env: Environment, check_arch: bool, trust_remote_code: bool | Sequence[str],
+            checker: ReleaseChecker, moved_from: tuple[str, ...]) -> ModuleType:
+    """Load what a moved kernel's kernel-status.toml names, where the publisher policy admits it: in the same
+    organization, as any kernel of that publisher; in another, only when the policy or trust_remote_code names the
+    destination (a move across organizations is a new publisher, which the Hub's trusted mark alone does not make
+    one the caller chose)."""
+    old, new = moved.requirement.repo_id, moved.instead.repo_id
+    chain = (*moved_from, old)
+    if new in chain or len(chain) > MAX_REDIRECTS:
+        raise KernelpinError(f"{' -> '.join((*chain, new))}: kernel-status.toml redirects loop or run longer than "
+                             f"{MAX_REDIRECTS}; ask the publisher, or name the repository to load")
+    named = checker.policy.publisher(new) is not None or (
+        not isinstance(trust_remote_code, bool) and new in trust_remote_code)
+    if not same_publisher(old, new) and not named:
+        org = new.split("/", 1)[0]
+        raise KernelpinError(f"{old} has moved to {new} (its kernel-status.toml at {moved.commit[:12]} says so), "
+                             f"another organization's: a new publisher, which neither the publisher policy nor "
+                             f"trust_remote_code names; if you trust it, pass trust_remote_code=[{new!r}] or add "
+                             f'[tool.kernelpin.trust.publishers."{org}"] to pyproject.toml')
+    warnings.warn(f"{old} has moved to {new} (its kernel-status.toml at {moved.commit[:12]} says so); loading "
+                  f"{new} {moved.instead.text} instead: to load it by its new name, get_kernel({new!r}, ...)",
+                  KernelRedirectWarning, stacklevel=4)
+    return _load_resolved(moved.instead, env, check_arch, trust_remote_code, checker, chain)
+
+
 def _load_resolved(requirement: Requirement, env: Environment, check_arch: bool,
-                   trust_remote_code: bool | Sequence[str], checker: ReleaseChecker) -> ModuleType:
-    """Load one kernel and, first, the kernels its variant depends on."""
+                   trust_remote_code: bool | Sequence[str], checker: ReleaseChecker,
+                   moved_from: tuple[str, ...] = ()) -> ModuleType:
+    """Load one kernel and, first, the kernels its variant depends on (following kernel-status.toml moves)."""
     settings = HubSettings.from_env()
     source = HubSource(settings)
     resolutions = Resolutions(settings.endpoint, state_dir())
@@ -261,8 +294,11 @@ def _load_resolved(requirement: Requirement, env: Environment, check_arch: bool,
         document, fetched = None, {}
         names: tuple[str, ...] = ()
     else:
-        resolved, names, document, fetched = resolve_online(source, requirement, env, check_arch, remembered,
-                                                   trust_remote_code, checker)
+        try:
+            resolved, names, document, fetched = resolve_online(source, requirement, env, check_arch, remembered,
+                                                                trust_remote_code, checker)
+        except KernelMoved as moved:
+            return _follow(moved, env, check_arch, trust_remote_code, checker, moved_from)
     kernel, variant = resolved.kernel, resolved.kernel.variant(resolved.variant)
     assert variant is not None
     what = f"{kernel.label} ({variant.name})"
@@ -280,8 +316,9 @@ def _load_resolved(requirement: Requirement, env: Environment, check_arch: bool,
                               "on itself: ask the publisher to break it")
 
     def dependency(repo_id: str, value: object) -> ModuleType:
-        return _load_resolved(parse_requirement(repo_id, value, f"{what} kernel-depends"), env, check_arch,
-                              trust_remote_code, checker)
+        return _load_resolved(parse_requirement(repo_id, value, f"{what} kernel-depends",
+                                                declared=f"the metadata.json of {what} (ask its publisher)"),
+                              env, check_arch, trust_remote_code, checker)
 
     # python-depends: checked above when read now, else (remembered) from the verified store.
     module, imported = import_pinned(module_name(kernel.repo_id, kernel.commit, variant.name), what,

@@ -17,14 +17,21 @@ builds its mapping from kernels' own classes, so the integration replaces `load(
 The layer or function is then taken from the loaded module exactly as kernels takes it (its own
 `_get_kernel_layer` / `_get_kernel_func`, so their checks and errors stay kernels'). Where kernels keeps these
 classes and functions, for each version kernelpin supports: kernelpin.loading.kernels_internals.
+
+`kernelized_layers(model)` answers what `kernels.get_kernelized_layers` (0.18+) answers, which layers kernelize
+replaced and from which repository, with what kernelpin verified beside each: the commit and build it loaded,
+and for a locked repository the kernelpin.lock, the release and the signer it pins. It reads the model's own
+modules (the forward kernelize put there), so it works with kernels 0.17.2 too, which records nothing.
 """
 
 from __future__ import annotations
 
 import contextlib
+import weakref
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
+from types import MethodType, ModuleType
 from typing import Any
 
 from kernelpin.errors import KernelpinError
@@ -35,11 +42,52 @@ from kernelpin.loading import kernels_internals
 _Originals = dict[tuple[type, str], Callable[..., Any]]
 
 
-def _hub_kernel(repository: Any) -> ModuleType:
+@dataclass(frozen=True)
+class KernelizedLayer:
+    """A layer (or a function, `func` set) that kernelize replaced through kernelpin, and what kernelpin verified."""
+
+    name: str  # the module's name in the model (`named_modules`)
+    func: str | None  # the kernel function's name, for a function repository; None for a layer
+    repo_id: str
+    asked: str  # what the repository asked for: "version 1", "revision v1.0.0", or "locked"
+    commit: str
+    variant: str  # the build loaded, every file verified
+    lock: Path | None  # the kernelpin.lock that pinned it; None: resolved on the spot (get_kernel)
+    version: str | None  # the release the lock records (a lock only)
+    signer: str | None  # who signed the build, as the lock records it (None: unsigned, or no lock)
+    repository: Any  # kernels' repository object (what kernels.get_kernelized_layers gives as `.repo`)
+
+
+@dataclass(frozen=True)
+class _Loaded:
+    """What kernelpin loaded for one repository: the facts a KernelizedLayer shows beside it."""
+
+    repository: Any
+    commit: str
+    variant: str
+    lock: Path | None = None
+    version: str | None = None
+    signer: str | None = None
+
+
+# Layer (and function) classes kernelpin handed to kernelize, with what was loaded for them.
+_HANDED: weakref.WeakKeyDictionary[type, _Loaded] = weakref.WeakKeyDictionary()
+
+
+def _built(repository: Any, module: ModuleType, **locked: Any) -> _Loaded:
+    from kernelpin.loading.loader import loaded_kernels
+
+    loaded = next(k for k in loaded_kernels() if k.module == module.__name__)
+    return _Loaded(repository, loaded.commit or "", loaded.variant, **locked)
+
+
+def _hub_kernel(repository: Any) -> tuple[ModuleType, _Loaded]:
     from kernelpin.loading.get_kernel import get_kernel
 
-    return get_kernel(repository._repo_id, revision=repository._revision, version=repository._version,
-                      trust_remote_code=repository._trust_remote_code)
+    module = get_kernel(repository._repo_id, revision=repository._revision, version=repository._version,
+                        trust_remote_code=repository._trust_remote_code,
+                        check_arch=getattr(repository, "_check_arch", True))  # kernels 0.19 repositories carry it
+    return module, _built(repository, module)
 
 
 def kernelpin_lock_for(kernels_lock: Path | None) -> Path:
@@ -57,7 +105,7 @@ def kernelpin_lock_for(kernels_lock: Path | None) -> Path:
     return found
 
 
-def _locked_kernel(repository: Any) -> ModuleType:
+def _locked_kernel(repository: Any) -> tuple[ModuleType, _Loaded]:
     from kernelpin.loading.runtime import load, read_lock_cached
 
     lock = kernelpin_lock_for(repository._lockfile)
@@ -69,7 +117,12 @@ def _locked_kernel(repository: Any) -> ModuleType:
             f"{repository._repo_id}: kernels.lock pins {commit[:12]} but {lock} pins {kernel.commit[:12]}; "
             "run `kernelpin lock` to bring kernels.lock in step"
         )
-    return load(repository._repo_id, lock=lock)
+    module = load(repository._repo_id, lock=lock, check_arch=getattr(repository, "_check_arch", True))
+    loaded = _built(repository, module, lock=lock)
+    variant = kernel.variant(loaded.variant) if kernel is not None else None
+    signer = variant.signature.signer if variant is not None and variant.signature is not None else None
+    return module, _Loaded(repository, loaded.commit, loaded.variant, lock, kernel.version if kernel else None,
+                           signer.describe() if signer is not None else None)
 
 
 def _replacements() -> dict[tuple[type, str], Callable[..., Any]]:
@@ -77,11 +130,20 @@ def _replacements() -> dict[tuple[type, str], Callable[..., Any]]:
     layer = kernels_internals.module("layer", purpose)
     func = kernels_internals.module("func", purpose)
 
-    def layer_load(get: Callable[[Any], ModuleType]) -> Callable[[Any], Any]:
-        return lambda self: layer._get_kernel_layer(self, get(self))
+    def handed(take: Callable[[Any, ModuleType], type], get: Callable[[Any], tuple[ModuleType, _Loaded]]
+               ) -> Callable[[Any], Any]:
+        def load(self: Any) -> type:
+            module, loaded = get(self)
+            found = take(self, module)
+            _HANDED[found] = loaded  # kernelize puts its forward on the model's modules: kernelized_layers finds it
+            return found
+        return load
 
-    def func_load(get: Callable[[Any], ModuleType]) -> Callable[[Any], Any]:
-        return lambda self: func._get_kernel_func(self, get(self))
+    def layer_load(get: Callable[[Any], tuple[ModuleType, _Loaded]]) -> Callable[[Any], Any]:
+        return handed(layer._get_kernel_layer, get)
+
+    def func_load(get: Callable[[Any], tuple[ModuleType, _Loaded]]) -> Callable[[Any], Any]:
+        return handed(func._get_kernel_func, get)
 
     def described(kind: str) -> Callable[[Any], str]:
         # kernels' own __str__ resolves the revision with kernels' client (kernelize logs every repository).
@@ -124,3 +186,31 @@ def integrated_kernels() -> Iterator[None]:
     finally:
         for (cls, name), method in originals.items():
             setattr(cls, name, method)
+
+
+def kernelized_layers(model: Any) -> list[KernelizedLayer]:
+    """The layers and functions of `model` that kernelize replaced with a kernel loaded through kernelpin
+    (`integrate_kernels`), by their names in the model, with the repository (as `kernels.get_kernelized_layers`
+    0.18+ gives it) and what kernelpin verified: commit, build, and for a locked one the lock, release and signer.
+    Read from the model's modules (the forward kernelize set), so it answers with any kernels version."""
+    found = []
+    for name, module in model.named_modules():
+        for func_name, owner in ((None, module), *getattr(module, "_kernel_funcs", {}).items()):
+            forward = owner.__dict__.get("forward")
+            layer_class = _owner(forward) if isinstance(forward, MethodType) else None
+            if layer_class is None:
+                continue
+            loaded = _HANDED[layer_class]
+            repository = loaded.repository
+            asked = ("locked" if loaded.lock is not None else
+                     f"revision {repository._revision}" if getattr(repository, "_revision", None) is not None
+                     else f"version {repository._version}")
+            found.append(KernelizedLayer(name, func_name, repository._repo_id, asked, loaded.commit, loaded.variant,
+                                         loaded.lock, loaded.version, loaded.signer, repository))
+    return found
+
+
+def _owner(forward: MethodType) -> type | None:
+    """The layer class whose forward kernelize bound to a module (the function's defining class)."""
+    function = forward.__func__
+    return next((cls for cls in list(_HANDED.keys()) if getattr(cls, "forward", None) is function), None)

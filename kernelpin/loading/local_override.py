@@ -107,6 +107,11 @@ def _metadata(directory: Path, where: str) -> BuildMetadata:
 def choose(repo_id: str, root: Path, env: Environment, check_arch: bool = True) -> tuple[Path, BuildMetadata]:
     """The variant directory of the local build at `root` that fits `env`, and its metadata."""
     where = f"{VARIABLE} {repo_id}={root}"
+    if not root.is_dir():
+        relative = "" if root.is_absolute() else f" (a relative path, read from the working directory {Path.cwd()})"
+        problem = "is not a directory" if root.exists() else "does not exist"
+        raise NoVariantError(f"{where}: {root}{relative} {problem}; point {VARIABLE} at the directory of a build "
+                             f"(holding {BUILD_DIR}/<variant>/, or one variant's files with its {METADATA})")
     candidates = _candidates(root)
     if not candidates and (root / METADATA).is_file():  # ROOT is one variant directory: used as it is (as kernels)
         return root, _metadata(root, where)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kernelpin.loading.provenance import warn_if_dirty
 from kernelpin.errors import KernelpinError
 from kernelpin.format.layout import METADATA
 from kernelpin.format.lockfile import LockedVariant
@@ -106,7 +107,9 @@ def kernels_too_old(minver: str, installed: str | None) -> bool:
 
 def check(document: Mapping[str, Any], backend: str, what: str) -> None:
     """Refuse a variant whose `python-depends` are not importable here, or that needs a newer `kernels` than
-    the one installed, with the pip command that fixes it. `what` names the kernel and variant."""
+    the one installed, with the pip command that fixes it. `what` names the kernel and variant. Every loader calls
+    this before the kernel runs, so it also warns of a build made from uncommitted changes (loading.provenance)."""
+    warn_if_dirty(document, what)
     missing = missing_packages(declared(document, what), backend, what)
     if missing:
         pips = " ".join(dict.fromkeys(package.pip for package in missing))

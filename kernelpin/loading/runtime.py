@@ -112,6 +112,7 @@ def load(
     lock: str | os.PathLike | None = None,
     target: str | os.PathLike | None = None,
     backend: str | None = None,
+    check_arch: bool = True,
 ) -> ModuleType:
     """Import the kernel `repo_id` as the project's kernelpin.lock pins it.
 
@@ -121,7 +122,9 @@ def load(
     verified against the lock before import; a modified file raises IntegrityError and is never imported.
     Only modules the lock lists are importable, compiled from the bytes that were hashed (kernelpin.loading.loader).
     `backend="cpu"` takes a CPU build on an accelerator's machine (as kernels' backend="cpu"); by default
-    the variant is the one `kernels.get_kernel` would choose.
+    the variant is the one `kernels.get_kernel` would choose. `check_arch=False` skips the check of the chosen
+    build's GPU archs (as kernels 0.19's `get_locked_kernel`/`load_kernel`: a kernel with a Triton fallback may
+    declare fewer archs than it runs on); the build is chosen as with the check, every file verified the same.
     """
     lock_path = _lock_path(lock, _caller_file(2) if lock is None else None)
     pinned = read_lock_cached(lock_path)
@@ -136,8 +139,8 @@ def load(
     env = environment_for(backend)
     override = local_override.refuse_under_lock(repo_id, lock_path)
     if override is not None:
-        return local_override.load(repo_id, override, env, policy_beside(lock_path))
-    variant = choose_variant(kernel, env)
+        return local_override.load(repo_id, override, env, policy_beside(lock_path), check_arch=check_arch)
+    variant = choose_variant(kernel, env, check_arch)
     # The signer `lock` verified, against today's policy: string compares, no cryptography (`sync` and
     # `kernelpin verify --signatures` verify the bundle itself; the lock pins its sha256 like any file's).
     enforce(policy_beside(lock_path), repo_id, variant, Evidence.recorded(kernel.variant(variant).signature, LOCK))
@@ -157,5 +160,5 @@ def load(
     module, _ = import_pinned(name, f"{kernel.label} ({variant})", (kernel.repo_id, kernel.commit), verify,
                               python_backend=env.selected.name, cycle_error=cycle,
                               load_dependency=lambda repo, _: load(repo, lock=lock_path, target=target,
-                                                                   backend=backend))
+                                                                   backend=backend, check_arch=check_arch))
     return module

@@ -1,52 +1,54 @@
 """The examples of docs/kernelpin.md's "Without a lock" section run as written (each block marked
 `<!-- example: NAME -->`), against a test Hub with this checkout's img2gray released on it (as `./dev hub` serves
-it) and a small layers kernel for the kernelize example; README's one-liner is one of them."""
+it, with its small layers kernel for the kernelize example: the module `./dev hub` runs); README's one-liner is one
+of them."""
 
 from __future__ import annotations
 
 import shutil
+import signal
 import subprocess
 import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from testkit.fake_kernel import CPU_213, kernel_files
-from testkit.hub import HubServer
-from testkit.local_hub import publish_checkout
+from testkit.hub import free_port
 from tests.markdown import code_blocks
 from testkit.releasing import hub_env
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = {block.comment.removeprefix("example: "): block for block in code_blocks(ROOT / "docs" / "kernelpin.md")
             if (block.comment or "").startswith("example: ")}
-LAYERS = b"""\
-import torch
-from torch import nn
 
 
-class Gray(nn.Module):
-    def forward(self, rgb: torch.Tensor) -> torch.Tensor:
-        return torch.full(rgb.shape[:-1], 0.5)
-"""
+@dataclass(frozen=True)
+class LocalHub:
+    endpoint: str
+    root: Path
 
 
 @pytest.fixture(scope="module")
-def docs_hub(tmp_path_factory: pytest.TempPathFactory, checkout_build: Path):
-    """The local Hub of the docs: acme/img2gray (this checkout's build, v0.1.0 on branch v0) and acme/gray-layers."""
-    root = tmp_path_factory.mktemp("docs-hub")
-    with HubServer(root / "hub", trusted_publishers=("acme",)) as hub:
-        publish_checkout(hub, root, checkout_build)
-        layers = hub.repo("acme/gray-layers", "kernel")
-        extra = {"__init__.py": b"from . import layers\n", "layers.py": LAYERS}
-        layers.write(kernel_files("1.0.0", variants=(CPU_213,), extra=extra), clear=True)
-        layers.commit("release 1.0.0")
-        layers.tag("v1.0.0")
-        layers.branch("v1")
-        yield hub
+def docs_hub(tmp_path_factory: pytest.TempPathFactory, checkout_build: Path) -> Iterator[LocalHub]:
+    """The local Hub of the docs, as `./dev hub` serves it (`python -m testkit.local_hub`, with this test run's
+    build): acme/img2gray and acme/gray-layers."""
+    root = tmp_path_factory.mktemp("docs-hub") / "hub"
+    server = subprocess.Popen([sys.executable, "-m", "testkit.local_hub", "--port", str(free_port()), "--root",
+                               str(root), "--variant", str(checkout_build)], cwd=ROOT, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        lines = [server.stdout.readline() for _ in range(3)]
+        [endpoint] = [line.split("=", 1)[1].strip() for line in lines if "export HF_ENDPOINT=" in line] or [None]
+        assert endpoint, lines + [server.stderr.read()]
+        yield LocalHub(endpoint, root)
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.communicate(timeout=60)
 
 
-def run_example(name: str, hub: HubServer, cwd: Path) -> subprocess.CompletedProcess[str]:
+def run_example(name: str, hub: LocalHub, cwd: Path) -> subprocess.CompletedProcess[str]:
     block = EXAMPLES[name]
     # kernels 0.17.2 with HF_HUB_DISABLE_TELEMETRY=1 sends a header httpx rejects (ANCHORS §8).
     env = hub_env(hub.endpoint, cwd / "hf", KERNELPIN_STATE_DIR=str(cwd / "state"), HF_HUB_DISABLE_TELEMETRY="0")

@@ -26,6 +26,20 @@ from tests.kernelpin.test_kernels_compat import publish_depending, with_dependen
 OTHER = "torch213-cxx11-cu130-x86_64-linux"
 
 
+@pytest.fixture(autouse=True)
+def unpinned_warnings_name_the_pin():
+    """Every lockless load here warns how to pin it (the one-liner's contract, test_version_n_is_the_branch...): the
+    warnings are taken here and each is checked to carry that hint, instead of escaping into the run's summary."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UnpinnedKernelWarning)
+        yield
+    for warning in caught:
+        if issubclass(warning.category, UnpinnedKernelWarning):
+            assert "was loaded without a lock" in str(warning.message) and "to pin it, " in str(warning.message)
+        else:  # any other warning is passed on, as pytest would show it
+            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+
+
 @pytest.fixture
 def state(hf_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """This test's own kernelpin state directory (where get_kernel remembers what it resolved)."""

@@ -11,6 +11,8 @@ import sys
 
 import pytest
 
+from kernelpin.loading.get_kernel import UnpinnedKernelWarning
+
 import kernelpin
 from kernelpin import environment
 from kernelpin.errors import NoVariantError
@@ -93,7 +95,8 @@ def test_no_build_for_this_machine_points_at_the_newer_version_that_has_one(grow
 
 def test_loaded_kernels_lists_what_this_process_imported(grown):
     repo_id, _ = grown
-    module = kernelpin.get_kernel(repo_id, version="^1.1")
+    with pytest.warns(UnpinnedKernelWarning, match=f"to pin it, run `kernelpin add {repo_id}@"):
+        module = kernelpin.get_kernel(repo_id, version="^1.1")
     (loaded,) = [k for k in kernelpin.loaded_kernels() if k.repo_id == repo_id]
     assert sys.modules[loaded.module] is module
     assert loaded.variant == CPU_213 and loaded.directory.name == CPU_213 and len(loaded.commit) == 40

@@ -40,7 +40,8 @@ def test_get_kernel_loads_the_build_on_disk_and_warns_naming_it(local_build):
         module = kernelpin.get_kernel(REPO, version=9)
     assert (module.VERSION, module.VARIANT) == ("9.9.9", CPU_213)
     assert module.__file__ == str(local_build / "build" / CPU_213 / "__init__.py")
-    assert kernelpin.has_kernel(REPO, version=9)
+    with pytest.warns(LocalKernelOverrideWarning, match=f"LOCAL_KERNELS overrides {REPO}: answering from the local build"):
+        assert kernelpin.has_kernel(REPO, version=9)
 
 
 def test_kernels_loads_the_same_directory_from_the_same_variable(local_build, tmp_path):
@@ -53,7 +54,7 @@ def test_kernels_loads_the_same_directory_from_the_same_variable(local_build, tm
 def test_a_local_file_that_differs_from_its_metadata_is_refused(local_build):
     (local_build / "build" / CPU_213 / "_impl.py").write_text("VARIANT = 'edited after the build'\n")
     with pytest.raises(IntegrityError, match=r"_impl.py has sha256 .* the build changed after its metadata was "
-                                             "written: rebuild it"):
+                                             "written: rebuild it"), pytest.warns(LocalKernelOverrideWarning):
         kernelpin.get_kernel(REPO, version=9)
 
 

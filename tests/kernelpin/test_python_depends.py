@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from kernelpin.loading.get_kernel import UnpinnedKernelWarning
+
 import kernelpin
 from kernelpin.format import metadata as kernel_metadata
 from kernelpin.loading.python_depends import DependencyError, dependency_table, missing_packages
@@ -88,7 +90,8 @@ def test_the_offline_call_checks_from_the_verified_cache(publish_with, monkeypat
 
     with monkeypatch.context() as patched:  # einops importable for the online call only
         patched.setattr(importlib.util, "find_spec", einops_installed)
-        assert kernelpin.get_kernel(repo_id, version=1).VERSION == "1.0.0"
+        with pytest.warns(UnpinnedKernelWarning, match="was loaded without a lock"):
+            assert kernelpin.get_kernel(repo_id, version=1).VERSION == "1.0.0"
     for name in [name for name in sys.modules if name.startswith("_kernelpin_")]:
         del sys.modules[name]
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")

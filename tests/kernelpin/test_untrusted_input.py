@@ -567,7 +567,7 @@ def test_pyproject_tables_of_the_wrong_type_are_clear_errors(project, cli):
     root = project("")
     (root / "pyproject.toml").write_text('[project]\nname = "app"\n\n[tool]\nkernels = 5\n')
     status, _, err = cli("lock")
-    assert status == 1 and "[tool.kernels] in pyproject.toml must be a table, not Integer" in err
+    assert status == 1 and "[tool.kernels] in pyproject.toml must be a table, not an integer" in err
 
 
 # --- 12. tag ambiguity and moved tags ------------------------------------------------------------

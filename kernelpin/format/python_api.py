@@ -1,0 +1,196 @@
+"""A kernel's public API read from its Python sources with `ast`: nothing imported, nothing run, no binary read.
+
+`kernels describe-api` (0.18+) reads a `symbols.json` that a recent kernel-builder writes beside the build (and
+fails without one); this reads the sources every build has. Public functions are the package's public names
+(`__all__` when it is a literal list, else the names not starting with `_`, modules imported aside) that are
+`def`s, in `__init__.py` or followed through relative imports (`from .functional import img2gray`); layers are the
+public classes of the `layers` submodule, which `kernels` takes layers from, with the two attributes `kernels`
+reads (`has_backward`, `can_torch_compile`) where the class sets them to a literal, else unknown (None).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+MAX_DEPTH = 16  # relative imports followed from one name: deeper chains (or cycles) end there
+LAYER_ATTRIBUTES = ("has_backward", "can_torch_compile")
+
+ReadSource = Callable[[str], bytes | None]  # a path in the variant ("functional.py") -> its bytes, None: absent
+
+
+class Unreadable(Exception):
+    """Raised by a ReadSource for a file it will not serve (too big): a problem of the description, not its end."""
+
+
+@dataclass(frozen=True)
+class Function:
+    name: str
+    signature: str  # as written: `img2gray(x: torch.Tensor, dim: int = -3) -> torch.Tensor`
+    module: str  # where it is defined, relative to the package ("functional")
+    summary: str | None  # its docstring's first line
+
+
+@dataclass(frozen=True)
+class Layer:
+    name: str
+    attributes: dict[str, bool | None]  # has_backward, can_torch_compile: a literal, or None (unknown)
+    module: str
+    summary: str | None
+
+
+@dataclass(frozen=True)
+class KernelApi:
+    functions: list[Function]
+    layers: list[Layer]
+    others: list[str]  # public names that are neither (constants, objects, classes outside `layers`)
+    problems: list[str] = field(default_factory=list)  # sources that could not be read, names not found
+
+
+class _Package:
+    """The variant's modules, parsed on first use."""
+
+    def __init__(self, read: ReadSource) -> None:
+        self.read = read
+        self.parsed: dict[str, ast.Module | None] = {}
+        self.problems: list[str] = []
+
+    def module(self, dotted: str) -> tuple[str, ast.Module] | None:
+        """The module `dotted` ("" is the package, "a.b" is a/b.py or a/b/__init__.py) and its tree."""
+        base = dotted.replace(".", "/")
+        for path in ((f"{base}/__init__.py", f"{base}.py") if base else ("__init__.py",)):
+            if path not in self.parsed:
+                self.parsed[path] = self._parse(path)
+            if self.parsed[path] is not None:
+                return path, self.parsed[path]  # type: ignore[return-value]
+        return None
+
+    def _parse(self, path: str) -> ast.Module | None:
+        try:
+            data = self.read(path)
+        except Unreadable as error:
+            self.problems.append(f"{path}: {error}")
+            return None
+        if data is None:
+            return None
+        try:
+            return ast.parse(data, filename=path)
+        except (SyntaxError, ValueError, RecursionError, MemoryError) as error:
+            self.problems.append(f"{path}: not readable Python ({type(error).__name__}: {str(error)[:100]})")
+            return None
+
+
+def _exported(tree: ast.Module) -> list[str]:
+    """`__all__` when it is a literal list or tuple of strings, else the public names bound at the top level."""
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            if isinstance(node.value, (ast.List, ast.Tuple)) and all(
+                    isinstance(item, ast.Constant) and isinstance(item.value, str) for item in node.value.elts):
+                return [item.value for item in node.value.elts]  # type: ignore[attr-defined]
+    names: list[str] = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.append(node.name)
+        elif isinstance(node, ast.ImportFrom) and node.level:  # the package's own; `from typing import Any` is no API
+            names += [alias.asname or alias.name for alias in node.names if alias.name != "*"]
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names += [target.id for target in targets if isinstance(target, ast.Name)]
+    return list(dict.fromkeys(name for name in names if not name.startswith("_")))
+
+
+def _binding(tree: ast.Module, name: str) -> ast.AST | None:
+    """The last top-level statement that binds `name` (as Python leaves it after running the module)."""
+    found = None
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
+            found = node
+        elif isinstance(node, (ast.Import, ast.ImportFrom)) and any(
+                (alias.asname or alias.name.split(".")[0]) == name for alias in node.names):
+            found = node
+        elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            found = node
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == name:
+            found = node
+    return found
+
+
+def _relative(module: str, path: str, level: int, target: str | None) -> str | None:
+    """The dotted module a relative import names, from the module at `path`; None when it leaves the package."""
+    parts = module.split(".") if module else []
+    package = parts if path.endswith("__init__.py") else parts[:-1]
+    if level - 1 > len(package):
+        return None
+    base = package[:len(package) - (level - 1)]
+    return ".".join([*base, *(target.split(".") if target else [])])
+
+
+def _definition(package: _Package, module: str, name: str) -> tuple[str, ast.AST] | None:
+    """Where `name`, as the module `module` binds it, is defined: follows relative `from . import` chains."""
+    for _ in range(MAX_DEPTH):
+        found = package.module(module)
+        if found is None:
+            return None
+        path, tree = found
+        node = _binding(tree, name)
+        if not isinstance(node, ast.ImportFrom) or not node.level:
+            return (module, node) if node is not None else None
+        alias = next(alias for alias in node.names if (alias.asname or alias.name) == name)
+        source = _relative(module, path, node.level, node.module)
+        if source is None:
+            return None
+        if package.module(".".join(filter(None, (source, alias.name)))) is not None and node.module is None:
+            return None  # `from . import layers`: a submodule, not a function
+        module, name = source, alias.name
+    return None
+
+
+def _signature(node: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
+    text = f"{node.name}({ast.unparse(node.args)})" + (f" -> {ast.unparse(node.returns)}" if node.returns else "")
+    return ("async " if isinstance(node, ast.AsyncFunctionDef) else "") + text
+
+
+def _summary(node: ast.AST) -> str | None:
+    try:
+        doc = ast.get_docstring(node)  # type: ignore[arg-type]
+    except TypeError:
+        return None
+    return doc.strip().splitlines()[0][:200] if doc and doc.strip() else None
+
+
+def _literal_attributes(node: ast.ClassDef) -> dict[str, bool | None]:
+    attributes: dict[str, bool | None] = dict.fromkeys(LAYER_ATTRIBUTES)
+    for statement in node.body:
+        targets = (statement.targets if isinstance(statement, ast.Assign)
+                   else [statement.target] if isinstance(statement, ast.AnnAssign) else [])
+        value = getattr(statement, "value", None)
+        for target in targets:
+            if isinstance(target, ast.Name) and target.id in attributes:
+                attributes[target.id] = value.value if isinstance(value, ast.Constant) and isinstance(
+                    value.value, bool) else None
+    return attributes
+
+
+def describe(read: ReadSource) -> KernelApi:
+    """The public functions and layers of the package whose files `read` serves (paths relative to the variant)."""
+    package = _Package(read)
+    root = package.module("")
+    if root is None:
+        return KernelApi([], [], [], package.problems or ["__init__.py: not in the build"])
+    functions, others = [], []
+    for name in _exported(root[1]):
+        found = _definition(package, "", name)
+        if found is not None and isinstance(found[1], (ast.FunctionDef, ast.AsyncFunctionDef)):
+            functions.append(Function(name, _signature(found[1]).replace(found[1].name, name, 1), found[0],
+                                      _summary(found[1])))
+        elif name != "layers":
+            others.append(name)
+    layers = []
+    found_layers = package.module("layers")
+    if found_layers is not None:
+        for name in _exported(found_layers[1]):
+            definition = _definition(package, "layers", name)
+            if definition is not None and isinstance(definition[1], ast.ClassDef):
+                layers.append(Layer(name, _literal_attributes(definition[1]), definition[0], _summary(definition[1])))
+    return KernelApi(functions, layers, others, package.problems)
