@@ -34,6 +34,9 @@ NAMED_ON_PURPOSE = {
                                "torch-ext/binding.cpp"},
     "tests/conda/test_recipe_sync.py": {"csrc/missing.cpp"},  # a broken build.toml's missing source
     "tests/test_docs.py": {"tools/x.py"},  # the example of what its check reads
+    # Test files the interop-skip check makes up to show what it refuses.
+    "tests/interop_suites.toml": {"tests/kernelpin/test_x.py"},
+    "tests/test_interop_skips.py": {"tests/kernelpin/test_x.py", "tests/kernelpin/test_other.py"},
     # Signer identities: the release workflows of other repositories (acme/kernels, kernels-community).
     **{file: {f".github/workflows/{name}.yaml" for name in workflows} for file, workflows in {
         "benchmarks/signature_bench.py": ("release",),

@@ -311,9 +311,14 @@ def _publisher(name: str, table: Any, where: str) -> Publisher:
 
 def parse_policy(pyproject: Mapping[str, Any]) -> Policy:
     """The policy of a parsed pyproject.toml (its `[tool.kernelpin.trust]`; the defaults when absent)."""
+    # A [tool] or [tool.kernelpin] that is no table is refused, not read as "no policy": that would fail open.
     tool = pyproject.get("tool", {})
-    kernelpin = tool.get("kernelpin", {}) if isinstance(tool, dict) else {}
-    table = kernelpin.get("trust") if isinstance(kernelpin, dict) else None
+    if not isinstance(tool, dict):
+        raise PolicyError("[tool] must be a table (pyproject.toml's tools each have a table below it)")
+    kernelpin = tool.get("kernelpin", {})
+    if not isinstance(kernelpin, dict):
+        raise PolicyError("[tool.kernelpin] must be a table; the publisher policy is its [tool.kernelpin.trust]")
+    table = kernelpin.get("trust")
     if table is None:
         return Policy()
     where = f"[{TABLE}]"

@@ -293,3 +293,81 @@ def test_kernels_verify_variant_agrees_on_every_release(instance, tmp_path: Path
         verdicts[name] = (ours, theirs)
     assert {name for name, (ours, _) in verdicts.items() if ours} == {"signed", "old-signature", "mac-workflow"}
     assert all(ours == theirs for ours, theirs in verdicts.values()), verdicts
+
+
+def test_what_lock_records_and_sync_rechecks(instance, signed: Path, tmp_path: Path) -> None:
+    """ReleaseChecker in-process (no worker, no receipts): `check` records the verified signer, bundle and log entry;
+    `recheck` verifies an installed variant again and refuses a lock edited to claim another signer or bundle, or
+    to record no signature where one is required."""
+    from kernelpin.trust.policy import LockedSignature
+    from kernelpin.trust.signature import ReleaseChecker
+
+    policy = policy_of({}, instance[1])
+    metadata, bundle = (signed / "metadata.json").read_bytes(), (signed / "metadata.json.sigstore").read_bytes()
+    with ReleaseChecker(policy, Path("/")) as checker:
+        record = checker.check("kernels-community/x", CPU_213, metadata, bundle)
+        verified = verify_bundle("kernels-community/x", CPU_213, metadata, bundle, policy, verifier(policy, Path("/")))
+        assert record == LockedSignature(verified.signer, verified.bundle_sha256, verified.log_index,
+                                         verified.log_id, verified.integrated_time)
+        assert record.bundle_sha256 == hashlib.sha256(bundle).hexdigest()
+        assert checker.check("other/x", CPU_213, metadata, None) == LockedSignature(None)
+        with pytest.raises(SignatureError, match=f"^kernels-community/x {CPU_213}: no signature"):
+            checker.check("kernels-community/x", CPU_213, None, None)
+        with pytest.raises(SignatureError) as refused_:
+            checker.check("kernels-community/x", CPU_213, None, bundle)
+        assert str(refused_.value) == (f"kernels-community/x {CPU_213}: metadata.json.sigstore without a metadata.json "
+                                       "to sign; the release is broken; ask the publisher to fix it")
+        for files in (False, True):
+            assert checker.recheck("kernels-community/x", CPU_213, signed, record, files) == record.signer
+        impostor = Signer(GITHUB_ISSUER, record.signer.identity.replace("build.yaml", "other.yaml"))
+        for edited, says in ((LockedSignature(impostor, record.bundle_sha256), "a signature by " + impostor.identity),
+                             (LockedSignature(record.signer, "0" * 64), "a signature by " + record.signer.identity)):
+            with pytest.raises(SignatureError) as refused_:
+                checker.recheck("kernels-community/x", CPU_213, signed, edited)
+            assert str(refused_.value) == (
+                f"kernels-community/x {CPU_213}: the lock records {says}, but the bundle is by "
+                f"{record.signer.identity}; the lock was edited: regenerate it with `kernelpin lock "
+                "--upgrade-package kernels-community/x` and review the change")
+        with pytest.raises(SignatureError, match="the lock records no signature check of this variant"):
+            checker.recheck("kernels-community/x", CPU_213, signed, None)
+        with pytest.raises(SignatureError, match="locked unsigned, but kernelpin's built-in policy requires"):
+            checker.recheck("kernels-community/x", CPU_213, signed, LockedSignature(None))
+        assert checker.recheck("other/x", CPU_213, signed, LockedSignature(None)) is None
+        (signed / "metadata.json.sigstore").unlink()
+        with pytest.raises(SignatureError, match="but the bundle is unsigned; the lock was edited"):
+            checker.recheck("other/x", CPU_213, signed, record)
+        (signed / "_impl.py").write_text("planted = True\n")
+        with pytest.raises(SignatureError, match=r"do not match the signed metadata.json digest \(_impl.py\)"):
+            checker.recheck("other/x", CPU_213, signed, record, files=True)
+
+
+def test_verify_variant_names_each_broken_variant(instance, signed: Path, tmp_path: Path) -> None:
+    """Each way an installed variant is broken is its own one-line refusal naming the repository and variant."""
+    def message(variant: Path) -> str:
+        with pytest.raises(SignatureError) as caught:
+            check(instance, variant, "other/x")
+        return str(caught.value)
+
+    empty = tmp_path / "empty" / CPU_213
+    empty.mkdir(parents=True)
+    assert message(empty) == (f"other/x {CPU_213}: no readable metadata.json (No such file or directory); sync the "
+                              "kernel again")
+    (empty / "metadata.json").write_text("{")
+    assert message(empty).startswith(f"other/x {CPU_213}: {empty / 'metadata.json'}")
+    assert message(empty).endswith("; do not use this build")
+    (empty / "metadata.json").write_text('{"version": 1}')
+    assert message(empty) == (f"other/x {CPU_213}: the files do not match the signed metadata.json digest (no "
+                              "digest); do not use this build; sync it again")
+    for name in "abcdefg":
+        (signed / f"{name}.py").write_text("")
+    assert message(signed).endswith(" digest (a.py, b.py, c.py, d.py, e.py); do not use this build; sync it again")
+    # A bundle of exactly the largest size is read (and is no bundle); one byte more is refused unread.
+    (signed / "metadata.json.sigstore").write_bytes(b" " * MAX_BUNDLE_BYTES)
+    assert "metadata.json.sigstore is not a Sigstore bundle" in message(signed)
+    with pytest.raises(SignatureError) as caught:
+        verify_bundle("other/x", CPU_213, b"{}", b" " * (MAX_BUNDLE_BYTES + 1), parse_policy({}), None)
+    assert str(caught.value) == (f"other/x {CPU_213}: metadata.json.sigstore is {MAX_BUNDLE_BYTES + 1} bytes, over the "
+                                 f"{MAX_BUNDLE_BYTES} a Sigstore bundle may be; the release is broken or hostile; ask "
+                                 "the publisher to sign it again")
+    assert "not a Sigstore bundle" in str(pytest.raises(SignatureError, verify_bundle, "other/x", CPU_213, b"{}",
+                                                        b" " * MAX_BUNDLE_BYTES, parse_policy({}), None).value)

@@ -267,6 +267,12 @@ def test_kernels_community_rs_signs_for_kernels_community() -> None:
     ({"publishers": {"a": {"signers": [{"repository": "a"}]}}}, 'signer #1: repository is a GitHub owner/name, '
                                                                'such as "acme/kernels"'),
     ({"publishers": {"a": {"signers": [{"repository": "https://github.com/a"}]}}}, "signer #1: repository is a GitHub owner"),
+    ({"publishers": {"a": {"signers": [{"repository": "https:/acme"}]}}}, "signer #1: repository is a GitHub owner"),
+    ({"publishers": {"a": {"require-signatures": False, "signers": [{"repository": "a/b"}]}}},
+     '[tool.kernelpin.trust.publishers."a"]: names signers and require-signatures = false, but an entry that names '
+     "its signers refuses what none of them signed; drop require-signatures (or the signers)"),
+    ({"publishers": {"Acme": {}, "acme": {}}}, '[tool.kernelpin.trust.publishers]: "Acme" and "acme" are one publisher '
+                                              "(the Hub compares names without case); keep one entry"),
     ({"publishers": {"a": {"signers": [{"repository": 3}]}}}, "signer #1: repository is a GitHub owner"),
     ({"publishers": {"a": {"signers": [{"identity": 3}]}}}, "signer #1: identity is a string (the certificate's "
                                                            "e-mail or URI)"),
@@ -302,3 +308,37 @@ def test_a_well_formed_policy_means_what_it_says() -> None:
         "kernelpin's built-in policy")
     assert parse_policy({}) == parse_policy({"tool": {"kernelpin": {}}}) == policy({}) == parse_policy({"tool": 1})
     assert parsed.publisher("a/other") is None and parsed.publisher("kernels-community/x") is KERNELS_COMMUNITY
+
+
+def test_refusals_name_every_rule_and_issuer_and_enforce_binds_what_is_served() -> None:
+    """What a refused user reads lists each allowed signer (and issuer) apart; enforce passes on where the bytes
+    are served (a signed 1.0.0 served as 1.0.1 is refused through it as through decide)."""
+    two = policy({"publishers": {"acme": {"signers": [
+        {"repository": "acme/kernels", "workflow": ["a.yaml", "b.yaml"]},
+        {"issuer": "https://accounts.google.com", "identity": "release@acme.dev"}]}}})
+    decision = decide(two, "acme/x", CPU, Evidence(RELEASE, github("hijacker/kernels")))
+    assert decision.admit is False and decision.cause == (
+        "signed by https://github.com/hijacker/kernels/.github/workflows/release.yaml@refs/heads/main, which "
+        '[tool.kernelpin.trust.publishers."acme"] does not allow (github.com/acme/kernels a.yaml|'
+        "b.yaml @ any ref; release@acme.dev (issuer https://accounts.google.com))")
+    gitlab = Signer("https://gitlab.com", "https://gitlab.com/acme/kernels//.gitlab-ci.yml@refs/heads/main")
+    assert decide(two, "acme/x", CPU, Evidence(LOCK, gitlab)).cause.startswith(
+        "locked as signed through issuer https://gitlab.com, not https://accounts.google.com or "
+        "https://token.actions.githubusercontent.com, which")
+    named, signer = policy(ACME), github("acme/kernels")
+    with pytest.raises(SignatureError, match="the signed metadata.json is version 1.0.0, served as 1.0.1"):
+        enforce(named, "acme/x", CPU, Evidence(RELEASE, signer), metadata(), Served(Version.parse("1.0.1")))
+    decision = decide(named, "acme/x", CPU, Evidence(RELEASE, signer), metadata(variant="v" * 500))
+    assert decision.admit is False and decision.cause == f"the signed metadata.json is variant {'v' * 80}'s, served as {CPU}"
+
+
+def test_a_repository_id_of_more_parts_falls_to_its_organization() -> None:
+    """An id such as acme/one/x (no Hub id has two slashes: a hostile one) is its organization's, never taken for
+    the repository entry acme/one, nor its organization for acme/one at the Hub's gate."""
+    parsed = policy({"publishers": {"acme": {}, "acme/one": {"require-signatures": True}}})
+    assert parsed.publisher("acme/one/x").name == "acme" and parsed.publisher("acme/one").name == "acme/one"
+    asked: list[str] = []
+    assert admit_publisher(policy({}), "marked/one/x", lambda org: asked.append(org) or org == "marked") is True
+    assert asked == ["marked"]
+    with pytest.raises(KernelpinError, match=r"^stranger/x: stranger is not a trusted kernel publisher on the Hub; "):
+        admit_publisher(policy({}), "stranger/x", lambda org: False, caller_trusts=False)

@@ -123,3 +123,91 @@ def test_the_documented_policy_means_what_docs_kernelpin_md_says() -> None:
                        "build-mac.yaml@refs/heads/main", "https://github.com/huggingface/kernels-community")
     check_signer(documented, "kernels-community/x", "v", community)
     assert documented.publisher("kernels-community/x").signers == parse_policy({}).publisher("kernels-community/x").signers
+
+
+SIGNED_TABLE = signed(RELEASE).to_table()
+NEEDS = "needs issuer, identity and bundle-sha256 (64 lowercase hex digits)"
+WHOLE = "log-index and integrated-time must be whole numbers"
+
+
+@pytest.mark.parametrize("table, problem", [
+    ("x", "must be a table"),
+    ([SIGNED_TABLE], "must be a table"),
+    ({"unsigned": False}, "has an unknown key 'unsigned'"),
+    ({"unsigned": "true"}, "has an unknown key 'unsigned'"),
+    ({**SIGNED_TABLE, "unsigned": True}, "has an unknown key 'unsigned'"),  # both signed and unsigned
+    ({**SIGNED_TABLE, "who": "x"}, "has an unknown key 'who'"),
+    ({**SIGNED_TABLE, "k" * 1000: "x"}, f"has an unknown key {'k' * 40!r}"),  # cut: the message stays one short line
+    ({**SIGNED_TABLE, "ïdentity": "x"}, "has an unknown key 'ïdentity'"),
+    ({**SIGNED_TABLE, "identity": 3}, "fields must be strings"),
+    ({**SIGNED_TABLE, "identity": ["x"]}, "fields must be strings"),
+    ({**SIGNED_TABLE, "source-ref": {"a": 1}}, "fields must be strings"),
+    ({**SIGNED_TABLE, "issuer": "i" * 4096}, "fields must be strings"),  # huge: refused, not carried into messages
+    ({**SIGNED_TABLE, "log-index": -1}, WHOLE),
+    ({**SIGNED_TABLE, "log-index": 1 << 63}, WHOLE),
+    ({**SIGNED_TABLE, "log-index": 10 ** 400}, WHOLE),
+    ({**SIGNED_TABLE, "log-index": True}, WHOLE),
+    ({**SIGNED_TABLE, "log-index": 1.5}, WHOLE),
+    ({**SIGNED_TABLE, "integrated-time": "1700000000"}, WHOLE),
+    ({k: v for k, v in SIGNED_TABLE.items() if k != "issuer"}, NEEDS),
+    ({k: v for k, v in SIGNED_TABLE.items() if k != "identity"}, NEEDS),
+    ({k: v for k, v in SIGNED_TABLE.items() if k != "bundle-sha256"}, NEEDS),
+    ({**SIGNED_TABLE, "issuer": ""}, NEEDS),
+    ({**SIGNED_TABLE, "bundle-sha256": "A" * 64}, NEEDS),
+    ({**SIGNED_TABLE, "bundle-sha256": "0X" + "a" * 62}, NEEDS),
+    ({**SIGNED_TABLE, "bundle-sha256": "a" * 63}, NEEDS),
+    ({**SIGNED_TABLE, "bundle-sha256": "a" * 65}, NEEDS),
+    ({**SIGNED_TABLE, "bundle-sha256": "٠" * 64}, NEEDS),  # Arabic-Indic zeros: digits to str.isdigit, not hex
+], ids=lambda value: None)
+def test_a_hostile_lock_signature_table_is_one_error_naming_the_problem(table, problem) -> None:
+    """What a hand-edited or hostile kernelpin.lock may hold where a variant's signature record is: each refused
+    with its own message (the mutation run of issue 41 found 40 survivors in from_table on 9fbbe02)."""
+    with pytest.raises(KernelpinError) as refused:
+        LockedSignature.from_table(table, "kernelpin.lock [[kernel]] #1", "regenerate it")
+    assert str(refused.value) == f"kernelpin.lock [[kernel]] #1: signature {problem}; regenerate it"
+
+
+def test_a_lock_signature_table_at_its_limits_is_read() -> None:
+    """The bounds are where they say: 0 and 2**63-1 are whole numbers a log can record; a 4095-character field
+    (a long workflow path) is a field."""
+    for fields in ({"log-index": 0, "integrated-time": 0}, {"log-index": (1 << 63) - 1, "integrated-time": 1},
+                   {"identity": "https://github.com/a/b/" + "w" * (4095 - 24) + "@"}):
+        record = LockedSignature.from_table({**SIGNED_TABLE, **fields}, "here", "fix")
+        assert record.to_table() == {**SIGNED_TABLE, **fields}
+    assert LockedSignature.from_table({"unsigned": True}, "here", "fix") == LockedSignature(None)
+
+
+def test_signer_continuity_is_per_variant_and_names_every_known_signer() -> None:
+    """A variant keeps its own signer: the signer of another variant of the lock is not good enough for it (a
+    signer of the CPU build cannot take over the CUDA build); a variant new to the lock may come from any of them."""
+    other = Signer(GITHUB_ISSUER, "https://github.com/acme-corp/cuda/.github/workflows/cuda.yaml@refs/heads/main",
+                   "https://github.com/acme-corp/cuda")
+    old = {"cpu": signed(RELEASE), "cuda": signed(other)}
+    [problem] = signer_changes("acme/x", old, {"cpu": signed(other), "cuda": signed(other)}, ())
+    assert problem.startswith("acme/x cpu: the new release is signed by https://github.com/acme-corp/cuda/")
+    assert signer_changes("acme/x", old, {"new": signed(other), "newer": signed(NEXT_RELEASE)}, ()) == []
+    [problem] = signer_changes("acme/x", old, {"new": LockedSignature(None)}, ())
+    assert problem == (
+        "acme/x new: the new release is unsigned, but the locked one was signed by "
+        "https://github.com/acme-corp/cuda/.github/workflows/cuda.yaml or "
+        "https://github.com/acme-corp/kernels/.github/workflows/release.yaml; if you accept an unsigned release, "
+        "repeat the command with `--accept-signer acme/x=unsigned`")
+
+
+def test_a_signer_of_another_issuer_names_it() -> None:
+    """An e-mail identity means nothing without its issuer (anyone can have one at some OIDC provider)."""
+    assert Signer("https://accounts.google.com", "release@acme.dev").describe() == (
+        "release@acme.dev (issuer https://accounts.google.com)")
+    assert RELEASE.describe() == RELEASE.identity
+
+
+@pytest.mark.parametrize(("pyproject", "message"), [
+    ({"tool": "x"}, r"^\[tool\] must be a table"),
+    ({"tool": {"kernelpin": "x"}}, r"^\[tool\.kernelpin\] must be a table"),
+    ({"tool": {"kernelpin": ["trust"]}}, r"^\[tool\.kernelpin\] must be a table"),
+])
+def test_a_tool_table_that_is_no_table_fails_closed(pyproject, message) -> None:
+    """Failed before: a [tool] or [tool.kernelpin] that is no table read as no policy at all (the defaults),
+    so a pyproject.toml that meant to name a policy locked under none (found by mutation: parse_policy 19)."""
+    with pytest.raises(KernelpinError, match=message):
+        parse_policy(pyproject)
