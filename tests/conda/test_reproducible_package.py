@@ -47,8 +47,9 @@ def test_second_checkout_builds_a_package_with_identical_contents(request: pytes
     # The commit and its time as a clone of it records them (the copy has no .git); it used to pass only where the
     # session's own build had left IMG2GRAY_SOURCE_COMMIT in this process's environment.
     env = {**os.environ, **this_commit_env(), "RATTLER_CACHE_DIR": str(tmp_path / "rattler-cache")}
-    subprocess.run([sys.executable, "-m", "tools.conda.build", "--offline", "--variant", "cpu", "--output-dir",
-                    str(channel)], cwd=checkout, check=True, capture_output=True, env=env)
+    # The exact package, as the session's offline_build (the stable one is the same recipe with torch_abi=stable).
+    subprocess.run([sys.executable, "-m", "tools.conda.build", "--offline", "--variant", "cpu", "--abi", "exact",
+                    "--output-dir", str(channel)], cwd=checkout, check=True, capture_output=True, env=env)
     [package] = (channel / "linux-64").glob("*.conda")
     # Asked for only now: the session's build may still be running on another worker while this one built.
     offline_build: OfflineBuild = request.getfixturevalue("offline_build")
