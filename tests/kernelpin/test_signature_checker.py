@@ -344,3 +344,22 @@ def test_recheck_of_a_variant_whose_bundle_is_gone(instance, tmp_path: Path) -> 
             required = refusal(lambda: checker.recheck(REPO, CPU_213, variant, record, files))
             assert required.startswith(f"{REPO} {CPU_213}: no signature")
         assert refusal(lambda: checker.recheck(REPO, CPU_213, variant, None)).startswith(f"{REPO} {CPU_213}: ")
+
+
+def test_the_signature_worker_verifies_and_its_verification_leaves_a_receipt(instance, release, receipts) -> None:
+    """With `worker`, the check is the worker's (the parent never makes a verifier of its own), under the root the
+    worker names, and leaves a receipt as an in-process one does; a worker that died is verified for in-process."""
+    import signal
+
+    metadata, bundle = release
+    policy = policy_of({}, instance[1])
+    with ReleaseChecker(policy, Path("/"), worker=True, receipts=receipts) as checker:
+        checker.warm_up()
+        record = checker.check(REPO, CPU_213, metadata, bundle)
+        assert checker._verifier is None  # answered by the worker
+        assert receipts.recall(trust_root_id(policy, Path("/")), metadata, bundle).signer == record.signer
+        other = instance[0].sign(metadata).encode()
+        os.kill(checker._worker.pid, signal.SIGKILL)
+        checker._worker._process.wait()
+        assert checker.check(REPO, CPU_213, metadata, other).signer == record.signer
+        assert checker._verifier is not None
