@@ -305,6 +305,11 @@ def test_each_refusal_word_for_word(instance, release) -> None:
     found = re.fullmatch(rf"{re.escape(start)}the certificate does not verify against the Sigstore trust root "
                          rf"\((.+)\): issued by another CA; {FIX_AGAIN}", words(metadata, stranger))
     assert found and found.group(1) != "None"
+    # sigstore's cause is cut at 160 characters: a certificate without SubjectAlternativeName gets a longer one.
+    nameless = instance[0].sign(metadata, Identity(alternative_name=False))
+    found = re.fullmatch(rf"{re.escape(start)}the certificate does not verify against the Sigstore trust root "
+                         rf"\((.+)\): issued by another CA; {FIX_AGAIN}", words(metadata, nameless))
+    assert found and len(found.group(1)) == 160 and "subjectAltName" in found.group(1)
     expired = instance[0].sign(metadata, logged_after=timedelta(minutes=11))
     assert words(metadata, expired) == (f"{start}the certificate had expired (or was not yet valid) when the log "
                                         f"recorded the signature; {FIX_AGAIN}")
