@@ -368,3 +368,55 @@ def test_the_signature_worker_verifies_and_its_verification_leaves_a_receipt(ins
         checker._worker._process.wait()
         assert checker.check(REPO, CPU_213, metadata, other).signer == record.signer
         assert checker._verifier is not None
+
+
+def test_warm_up_makes_the_verifier_in_the_background_without_a_worker(instance) -> None:
+    """Without `worker`, warm_up starts no process: it makes the verifier in a thread, so that sigstore's import
+    overlaps the downloads; once made, the check uses it."""
+    import time
+
+    with ReleaseChecker(policy_of({}, instance[1]), Path("/")) as checker:
+        checker.warm_up()
+        assert checker._worker is None
+        deadline = time.monotonic() + 30
+        while checker._verifier is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert checker._verifier is not None
+
+
+@pytest.mark.parametrize("corrupt", [
+    lambda receipt: receipt["verified"].update(log_index="7"),
+    lambda receipt: receipt["verified"].update(integrated_time=1.5),
+    lambda receipt: receipt["verified"].update(log_index=True),
+    lambda receipt: receipt["verified"]["signer"].update(issuer=None),
+    lambda receipt: receipt["verified"]["signer"].update(source_ref=7),
+    lambda receipt: receipt["verified"].update(signer="https://github.com/x"),
+    lambda receipt: receipt.update(verified=["signer"]),
+    lambda receipt: receipt["verified"].update(bundle_sha256="0" * 64),
+    lambda receipt: receipt.update({"metadata-sha256": "0" * 64}),
+], ids=["index-text", "time-fraction", "index-bool", "issuer-null", "ref-number", "signer-text", "verified-list",
+        "other-bundle", "other-metadata"])
+def test_a_corrupt_receipt_is_not_believed(instance, release, receipts, corrupt) -> None:
+    """A receipt that is not what `keep` writes (wrong types, another bundle or metadata.json) is not recalled:
+    the bundle is verified again, and names its real signer."""
+    metadata, bundle = release
+    policy = policy_of({}, instance[1])
+    root = trust_root_id(policy, Path("/"))
+    with ReleaseChecker(policy, Path("/"), receipts=receipts) as checker:
+        record = checker.check(REPO, CPU_213, metadata, bundle)
+    (name,) = list(receipts.files.directory.iterdir())
+    receipt = json.loads(name.read_bytes())
+    receipt["verified"]["signer"]["identity"] = record.signer.identity.replace("build.yaml", "build-mac.yaml")
+    corrupt(receipt)
+    name.write_text(json.dumps(receipt))
+    assert receipts.recall(root, metadata, bundle) is None
+    with ReleaseChecker(policy, Path("/"), receipts=receipts) as checker:
+        assert checker.check(REPO, CPU_213, metadata, bundle).signer == record.signer
+
+
+def test_a_receipt_of_a_signer_without_source_fields_round_trips(tmp_path: Path, receipts) -> None:
+    """A person's signature (an e-mail identity) has no source repository, commit or ref: its receipt keeps None."""
+    from kernelpin.trust.signature import Verified
+
+    verified = Verified(Signer("https://accounts.example", "dev@example.org"), "b" * 64, 3, "c" * 64, 1700000000)
+    assert Verified.from_fields(json.loads(json.dumps(verified.fields()))) == verified
