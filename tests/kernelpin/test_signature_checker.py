@@ -297,6 +297,11 @@ def test_each_refusal_word_for_word(instance, release) -> None:
     assert words(metadata + b" ", bundle) == (
         f"{start}metadata.json.sigstore signs other bytes than this metadata.json (tampered metadata, or the "
         "signature of another release); do not use this release; tell the publisher")
+    # A log entry of another signature: sigstore says "inconsistent with other materials", kernelpin says whose.
+    spliced = json.loads(bundle)
+    spliced["verificationMaterial"]["tlogEntries"] = json.loads(instance[0].sign(metadata + b" "))[
+        "verificationMaterial"]["tlogEntries"]
+    assert words(metadata, json.dumps(spliced)) == words(metadata + b" ", bundle)
     not_bundle = words(metadata, b"[1]")
     found = re.fullmatch(rf"{re.escape(start)}metadata.json.sigstore is not a Sigstore bundle \((.+)\); the release "
                          r"is broken or hostile; ask the publisher to sign it again", not_bundle)
