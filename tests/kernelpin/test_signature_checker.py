@@ -324,6 +324,10 @@ def test_each_refusal_word_for_word(instance, release) -> None:
     found = re.fullmatch(rf"{re.escape(start)}the signature does not verify \((.+)\); {FIX_AGAIN}",
                          words(metadata, json.dumps(broken)))
     assert found and found.group(1) != "None"
+    untimed = json.loads(bundle)
+    del untimed["verificationMaterial"]["tlogEntries"][0]["integratedTime"]
+    assert words(metadata, json.dumps(untimed)) == (f"{start}the signature does not verify (not enough sources of "
+                                                    f"verified time); {FIX_AGAIN}")
     strict = policy_of({"publishers": {"kernels-community": {"require-signatures": True, "signers": [
         {"repository": "kernels-community/fork", "workflow": ".github/workflows/build.yaml"}]}}}, instance[1])
     by_release = refusal(lambda: verify_bundle(REPO, CPU_213, metadata, bundle, strict, made))
