@@ -113,7 +113,7 @@ def time_rounds(timed: dict[str, Callable[[int], object]], sets: int, rounds: in
     """All samples (ms) and per-round trimmed means (ms) of each candidate, timed in blocks of `calls` that take
     turns, each from a clean L2, after one round that is not kept. Taking turns spreads the machine's drift over
     every candidate alike, and each round starts one candidate later, so that no candidate keeps a place in the
-    order. In the H200 runs before this (tools/maintainer/experiments/README.md) the first block of a case
+    order. In the H200 runs before this (benchmarks/experiments/README.md) the first block of a case
     ran 145-344 ns slow (it was always the op's), and on the 720p float16 frame the candidate timed last before
     the copy came out best in runs 3 to 7, a different kernel each time. `timer` times one block (gpu_times_ms's
     signature; gpu_times_ms by default)."""

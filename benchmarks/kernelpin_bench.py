@@ -48,11 +48,11 @@ import httpx2
 from benchmarks import machine
 from kernelpin.format import lockfile
 from kernelpin.cli import main as kernelpin_main
-from kernelpin.project import Project, read_requirements
+from kernelpin import HubSource, Project
+from kernelpin.project import read_requirements
 from kernelpin.store.receipts import SETTLE_NS
 from kernelpin.resolve import resolve
 from kernelpin.loading.runtime import module_name
-from kernelpin.hub.source import HubSettings, HubSource
 from testkit.fake_kernel import CPU_213, VARIANTS, publish
 from testkit.hub import HubServer
 
@@ -161,7 +161,8 @@ def oneliner(repeats: int) -> dict[str, object]:
     repo.branch("v1")
     server.start()
     base = {key: value for key, value in os.environ.items() if not key.startswith(("HF_", "KERNELPIN_"))}
-    # kernels 0.17.2 with HF_HUB_DISABLE_TELEMETRY=1 sends a user agent ending in "; ", which httpx rejects.
+    # Telemetry left on: kernels 0.17.2 (the oldest kernelpin supports) with HF_HUB_DISABLE_TELEMETRY=1 sends a
+    # user agent ending in "; ", which httpx rejects (fixed in 0.18).
     base.update({"HF_ENDPOINT": server.endpoint, "HF_HUB_DISABLE_PROGRESS_BARS": "1",
                  "PYTHONPATH": str(REPO_ROOT), "PYTHONWARNINGS": "ignore"})
 
@@ -242,9 +243,17 @@ in kernelpin's cold call, {cell("collected_kernels_cold_s")} in kernels'; median
 calls, the time each spent in full collections (measured with `gc.callbacks`) taken off. "Settled": other runs,
 with a full collection (`gc.collect()`) after `import torch`, before the clock. Either way each tool's own cost
 remains, the time beyond `import torch`.
-Offline, kernels 0.17.2 fails by version (it writes no `refs/v1` to read back); kernelpin uses the resolution it
+{offline_line(r)} kernelpin uses the resolution it
 remembered online (kernelpin.store.resolutions) and verifies the cached files against it.{load_line(r)}
 """
+
+
+def offline_line(r: dict) -> str:
+    """What the measured kernels did offline by version: 0.17.2 records no ref, 0.18 on records refs/v1 online."""
+    if r.get("kernels_offline_s") is None:
+        return f"Offline, kernels {r['kernels_version']} fails by version (it writes no `refs/v1` to read back);"
+    return (f"Offline, kernels {r['kernels_version']} loads by version from the `refs/v1` it recorded online "
+            "(0.18 and later);")
 
 
 def main() -> None:
@@ -291,7 +300,7 @@ def main() -> None:
     )
     lock_path = project / "kernelpin.lock"
     requirements = read_requirements(Project(project))
-    source = HubSource(HubSettings.from_env())
+    source = HubSource.from_env()
 
     def cold() -> None:
         shutil.rmtree(cache, ignore_errors=True)
@@ -375,7 +384,8 @@ def main() -> None:
 
     # The `kernels` package on the same server and repositories, as subprocesses (and kernelpin likewise).
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    # kernels 0.17.2 with HF_HUB_DISABLE_TELEMETRY=1 sends a user agent ending in "; ", which httpx rejects.
+    # Telemetry left on: kernels 0.17.2 (the oldest kernelpin supports) with HF_HUB_DISABLE_TELEMETRY=1 sends a
+    # user agent ending in "; ", which httpx rejects (fixed in 0.18).
     kernels_env = {key: value for key, value in env.items() if key != "HF_HUB_DISABLE_TELEMETRY"}
     kernels_cli = str(Path(sys.executable).with_name("kernels"))
     comparison: dict[str, object] = {}
@@ -468,7 +478,7 @@ Requirement `= 1` (branch `v1`, the only form `kernels` accepts), repositories o
 
 Each command is one process, start-up included. The test Hub answers `kernels lock`'s trusted-publisher
 check (the organization overview) for `acme`; `kernels` runs without HF_HUB_DISABLE_TELEMETRY, with which
-0.17.2 sends a user agent that httpx rejects. What each lock holds differs: `kernels.lock` pins a commit and
+0.17.2 sends a user agent that httpx rejects (fixed in 0.18). What each lock holds differs: `kernels.lock` pins a commit and
 a hash per variant directory; `kernelpin.lock` keeps the requirement, the resolved version and ref, and the
 size and sha256 of every file, and `sync` verifies each file against it (a no-op sync re-hashes them all).
 """
@@ -539,7 +549,8 @@ def bulk(args: argparse.Namespace) -> None:
     base = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HF_ENDPOINT": server.endpoint, "HF_HOME": str(work / "hf-home"),
             "XDG_STATE_HOME": str(work / "state"), "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
     base.pop("HF_HUB_OFFLINE", None)
-    # kernels 0.17.2 with HF_HUB_DISABLE_TELEMETRY=1 sends a user agent that httpx rejects (ANCHORS §8).
+    # kernels 0.17.2 with HF_HUB_DISABLE_TELEMETRY=1 sends a user agent that httpx rejects (ANCHORS §8; fixed in
+    # 0.18): its processes run with telemetry left on, so every supported kernels runs here.
     envs = {"kernels": {**base, "HF_HUB_CACHE": str(caches["kernels"])},
             "kernelpin": {**base, "HF_HUB_CACHE": str(caches["kernelpin"]), "HF_HUB_DISABLE_TELEMETRY": "1"}}
     project = work / "app"

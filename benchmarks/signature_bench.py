@@ -63,10 +63,10 @@ from typing import NamedTuple
 
 from kernelpin.cli import main as kernelpin_main
 from kernelpin.files.private_state import PrivateFiles, private_directory
-from kernelpin.project import Project, read_policy, read_requirements
+from kernelpin import HubSource, Project
+from kernelpin.project import read_policy, read_requirements
 from kernelpin.resolve import resolve
-from kernelpin.trust.signature import ReleaseChecker
-from kernelpin.hub.source import HubSettings, HubSource
+from kernelpin.trust.checker import ReleaseChecker
 from benchmarks import machine
 from benchmarks.kernelpin_bench import compile_kernelpin, median_time
 from testkit.fake_kernel import kernel_files
@@ -170,7 +170,7 @@ def main() -> None:
 
     def lock(app: Path):
         def run() -> None:
-            resolve(HubSource(HubSettings.from_env()), requirements[app], None, upgrade=lambda _: True,
+            resolve(HubSource.from_env(), requirements[app], None, upgrade=lambda _: True,
                     checker=ReleaseChecker(policy, app))
         return run
 

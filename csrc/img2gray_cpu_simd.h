@@ -86,7 +86,7 @@ namespace simd {
 // How far ahead of the block being read the loops prefetch their input (into L1): 8 KiB in the one interleaved
 // stream, 4 KiB in each of the planar loops' three. A 4K frame streams from memory, where the hardware prefetchers
 // alone left the interleaved loops at 82-90% of a same-bytes copy on a Xeon and at 56-70% on a Zen 5 EPYC (the planar
-// ones at 62-80% there); 2 KiB ahead served the Xeon but not the EPYC (tools/maintainer/experiments/README.md).
+// ones at 62-80% there); 2 KiB ahead served the Xeon but not the EPYC (benchmarks/experiments/README.md).
 constexpr uintptr_t kInterleavedPrefetchAhead = 8192;
 constexpr uintptr_t kPlanarPrefetchAhead = 4096;
 

@@ -1,5 +1,5 @@
 // The CUDA kernels and their launch shape, free of ATen so that standalone experiments
-// (tools/maintainer/experiments/frame_shapes.cu) time exactly the product's code.
+// (benchmarks/experiments/frame_shapes.cu) time exactly the product's code.
 //
 // Dense layouts move packets of 16 or 8 bytes (4 on tiny 8/16-bit inputs), one per thread (`launch_dense` at
 // the end says which and why); everything else takes a per-pixel strided path.
@@ -112,7 +112,7 @@ struct InterleavedBytes {
 };
 
 // Plain read-only-path loads and plain stores: on the H200, evict-first hints (__ldcs/__stcs) cost 5-6%
-// of bandwidth here (tools/maintainer/experiments/planar_variants.cu).
+// of bandwidth here (benchmarks/experiments/planar_variants.cu).
 template <typename scalar_t, int kBytes>
 __device__ __forceinline__ Packet<scalar_t, kBytes> load_packet(const scalar_t* p) {
   Packet<scalar_t, kBytes> packet;
@@ -197,7 +197,7 @@ __device__ __forceinline__ Packet<scalar_t, kBytes> interleaved_gray(const Packe
 }
 
 // Dense layouts: one packet of pixels per thread, on a grid that covers the input (no loop: a grid-stride
-// loop cost single frames about 1%, tools/maintainer/experiments/README.md). kSaturate false skips the clamp to
+// loop cost single frames about 1%, benchmarks/experiments/README.md). kSaturate false skips the clamp to
 // [0, 255] of uint8 results, for weights under which it cannot change a result (saturation_is_identity).
 
 // Planar (..., 3, inner) with `inner` a multiple of the packet size, on a 2D grid: blockIdx.x counts packets
@@ -207,7 +207,7 @@ __device__ __forceinline__ Packet<scalar_t, kBytes> interleaved_gray(const Packe
 // plane's end (in its last block) read the plane's last packet again and store nothing, so that no branch
 // stands before the loads: on the H200 that was 0.3-0.9% faster on frames and small batches than an exit
 // before the loads, and than a grid without such threads and without a test at all
-// (tools/maintainer/experiments/frame_variants.cu, ../tools/maintainer/experiments/README.md).
+// (benchmarks/experiments/frame_variants.cu, ../benchmarks/experiments/README.md).
 template <typename scalar_t, int kBytes, typename index_t, bool kSaturate, bool kOnePlane>
 __global__ void __launch_bounds__(kThreads) planar_packets(const scalar_t* __restrict__ in, scalar_t* __restrict__ out,
                                                            index_t packets_per_plane, uint64_t plane_bytes,
@@ -344,13 +344,13 @@ void launch_per_pixel(const scalar_t* in, scalar_t* out, const Plan& plan, const
   }
 }
 
-// The product's choice of shape, measured on the H200 (tools/maintainer/experiments/README.md, frame_shapes.cu):
+// The product's choice of shape, measured on the H200 (benchmarks/experiments/README.md, frame_shapes.cu):
 // 8-byte packets for uint8 interleaved input (8 pixels per thread: with 16, its per-pixel arithmetic left
 // single frames and small batches 2-5% short of a copy; with 8 they reach the memory floor) and for 16/32-bit
 // planar input (1-3% faster on single frames, the same on large batches); 16-byte packets for the rest (uint8
 // planar lost 3-8% with 8). Tiny 8/16-bit inputs take 4-byte packets, to fill the GPU with threads. Unsigned
 // 32-bit indices wherever the input allows them (with the loop-free planar grid: 16/32-bit frames 0.5-2% faster
-// than signed indices and a plane loop, ../tools/maintainer/experiments/README.md).
+// than signed indices and a plane loop, ../benchmarks/experiments/README.md).
 template <typename scalar_t, bool kSaturate>
 bool launch_dense(const scalar_t* in, scalar_t* out, const Plan& plan, const Weights<acc_t<scalar_t>>& w, int device,
                   cudaStream_t stream) {

@@ -42,15 +42,15 @@ if TYPE_CHECKING:
     from kernelpin.hub.source import HubSettings
     from kernelpin.hub.source import HubSource
     from kernelpin.environment import detect as detect_environment
-    from kernelpin.commands.get_kernel import get_kernel
-    from kernelpin.commands.get_kernel import has_kernel
-    from kernelpin.commands.get_kernel import get_kernel_variants
+    from kernelpin.loading.get_kernel import get_kernel
+    from kernelpin.loading.get_kernel import has_kernel
+    from kernelpin.loading.get_kernel import get_kernel_variants
     from kernelpin.loading.loader import loaded_kernels
-    from kernelpin.commands.kernelize import integrate_kernels
-    from kernelpin.commands.kernelize import integrated_kernels
-    from kernelpin.commands.kernelize import kernelized_layers
-    from kernelpin.commands.kernelize import KernelizedLayer
-    from kernelpin.commands.lock import Locked
+    from kernelpin.loading.kernelize import integrate_kernels
+    from kernelpin.loading.kernelize import integrated_kernels
+    from kernelpin.loading.kernelize import kernelized_layers
+    from kernelpin.loading.kernelize import KernelizedLayer
+    from kernelpin.relock import Locked
     from kernelpin.commands.lock import Added
     from kernelpin.commands.lock import Removed
     from kernelpin.commands.sync import Synced
@@ -67,7 +67,7 @@ if TYPE_CHECKING:
     from kernelpin.commands.info import RevisionVariants
     from kernelpin.commands.info import DescribedApi
     from kernelpin.format.python_api import KernelApi
-    from kernelpin.commands.info import VariantFit
+    from kernelpin.builds import VariantFit
     from kernelpin.commands.cache import CacheReport
     from kernelpin.commands.cache import CachedRevision
     from kernelpin.publisher.release import Release
@@ -75,12 +75,14 @@ if TYPE_CHECKING:
     from kernelpin.publisher.release import Published
     from kernelpin.loading.loader import LoadedKernel
     from kernelpin.format.variant import Environment
-    from kernelpin.trust.policy import Signer
+    from kernelpin.format.signer import Signer
     from kernelpin.errors import KernelpinError
     from kernelpin.errors import IntegrityError
     from kernelpin.errors import NoVariantError
     from kernelpin.format.metadata import MetadataError
     from kernelpin.loading.python_depends import DependencyError
+    from kernelpin.loading.archive import ArchiveError
+    from kernelpin.loading.kernels_internals import KernelsPackageError
     from kernelpin.trust.policy import PolicyError
     from kernelpin.trust.policy import SignatureError
     from kernelpin.trust.signature import TrustRootError
@@ -91,10 +93,10 @@ if TYPE_CHECKING:
     from kernelpin.publisher.release import PublishError
     from kernelpin.publisher.release import TagExistsError
     from kernelpin.publisher.abi_gate import AbiError
-    from kernelpin.commands.get_kernel import UnpinnedKernelWarning
+    from kernelpin.loading.get_kernel import UnpinnedKernelWarning
     from kernelpin.loading.local_override import LocalKernelOverrideWarning
     from kernelpin.loading.provenance import DirtyBuildWarning
-    from kernelpin.commands.get_kernel import KernelRedirectWarning
+    from kernelpin.loading.get_kernel import KernelRedirectWarning
     from kernelpin.resolve import KernelMoved
 
 # name -> (module, name there): looked up on first use, so `import kernelpin` stays cheap. The functions (every
@@ -122,16 +124,16 @@ _FUNCTIONS = {
     "HubSettings": ("kernelpin.hub.source", "HubSettings"),
     "HubSource": ("kernelpin.hub.source", "HubSource"),
     "detect_environment": ("kernelpin.environment", "detect"),
-    "get_kernel": ("kernelpin.commands.get_kernel", "get_kernel"),
-    "has_kernel": ("kernelpin.commands.get_kernel", "has_kernel"),
-    "get_kernel_variants": ("kernelpin.commands.get_kernel", "get_kernel_variants"),
+    "get_kernel": ("kernelpin.loading.get_kernel", "get_kernel"),
+    "has_kernel": ("kernelpin.loading.get_kernel", "has_kernel"),
+    "get_kernel_variants": ("kernelpin.loading.get_kernel", "get_kernel_variants"),
     "loaded_kernels": ("kernelpin.loading.loader", "loaded_kernels"),
-    "integrate_kernels": ("kernelpin.commands.kernelize", "integrate_kernels"),
-    "integrated_kernels": ("kernelpin.commands.kernelize", "integrated_kernels"),
-    "kernelized_layers": ("kernelpin.commands.kernelize", "kernelized_layers"),
+    "integrate_kernels": ("kernelpin.loading.kernelize", "integrate_kernels"),
+    "integrated_kernels": ("kernelpin.loading.kernelize", "integrated_kernels"),
+    "kernelized_layers": ("kernelpin.loading.kernelize", "kernelized_layers"),
 }
 _RESULTS = {
-    "Locked": ("kernelpin.commands.lock", "Locked"),
+    "Locked": ("kernelpin.relock", "Locked"),
     "Added": ("kernelpin.commands.lock", "Added"),
     "Removed": ("kernelpin.commands.lock", "Removed"),
     "Synced": ("kernelpin.commands.sync", "Synced"),
@@ -144,12 +146,12 @@ _RESULTS = {
     "VersionList": ("kernelpin.commands.outdated", "VersionList"),
     "TaggedVersion": ("kernelpin.commands.outdated", "TaggedVersion"),
     "KernelInfo": ("kernelpin.commands.info", "KernelInfo"),
-    "KernelizedLayer": ("kernelpin.commands.kernelize", "KernelizedLayer"),
+    "KernelizedLayer": ("kernelpin.loading.kernelize", "KernelizedLayer"),
     "DependencyNode": ("kernelpin.commands.info", "DependencyNode"),
     "RevisionVariants": ("kernelpin.commands.info", "RevisionVariants"),
     "DescribedApi": ("kernelpin.commands.info", "DescribedApi"),
     "KernelApi": ("kernelpin.format.python_api", "KernelApi"),
-    "VariantFit": ("kernelpin.commands.info", "VariantFit"),
+    "VariantFit": ("kernelpin.builds", "VariantFit"),
     "CacheReport": ("kernelpin.commands.cache", "CacheReport"),
     "CachedRevision": ("kernelpin.commands.cache", "CachedRevision"),
     "Release": ("kernelpin.publisher.release", "Release"),
@@ -157,7 +159,7 @@ _RESULTS = {
     "Published": ("kernelpin.publisher.release", "Published"),
     "LoadedKernel": ("kernelpin.loading.loader", "LoadedKernel"),
     "Environment": ("kernelpin.format.variant", "Environment"),
-    "Signer": ("kernelpin.trust.policy", "Signer"),
+    "Signer": ("kernelpin.format.signer", "Signer"),
 }
 _ERRORS = {
     "KernelpinError": ("kernelpin.errors", "KernelpinError"),
@@ -165,6 +167,8 @@ _ERRORS = {
     "NoVariantError": ("kernelpin.errors", "NoVariantError"),
     "MetadataError": ("kernelpin.format.metadata", "MetadataError"),
     "DependencyError": ("kernelpin.loading.python_depends", "DependencyError"),
+    "ArchiveError": ("kernelpin.loading.archive", "ArchiveError"),
+    "KernelsPackageError": ("kernelpin.loading.kernels_internals", "KernelsPackageError"),
     "PolicyError": ("kernelpin.trust.policy", "PolicyError"),
     "SignatureError": ("kernelpin.trust.policy", "SignatureError"),
     "TrustRootError": ("kernelpin.trust.signature", "TrustRootError"),
@@ -175,10 +179,10 @@ _ERRORS = {
     "PublishError": ("kernelpin.publisher.release", "PublishError"),
     "TagExistsError": ("kernelpin.publisher.release", "TagExistsError"),
     "AbiError": ("kernelpin.publisher.abi_gate", "AbiError"),
-    "UnpinnedKernelWarning": ("kernelpin.commands.get_kernel", "UnpinnedKernelWarning"),
+    "UnpinnedKernelWarning": ("kernelpin.loading.get_kernel", "UnpinnedKernelWarning"),
     "LocalKernelOverrideWarning": ("kernelpin.loading.local_override", "LocalKernelOverrideWarning"),
     "DirtyBuildWarning": ("kernelpin.loading.provenance", "DirtyBuildWarning"),
-    "KernelRedirectWarning": ("kernelpin.commands.get_kernel", "KernelRedirectWarning"),
+    "KernelRedirectWarning": ("kernelpin.loading.get_kernel", "KernelRedirectWarning"),
     "KernelMoved": ("kernelpin.resolve", "KernelMoved"),
 }
 _EXPORTS = {**_FUNCTIONS, **_RESULTS, **_ERRORS}

@@ -1,5 +1,5 @@
 """The `kernelpin` command line: parsing and rendering only. Each command is one library function
-(kernelpin.commands.lock, .syncing, .verification, .updates, .hub_cache, .publisher.release) registered once below
+(kernelpin.commands: lock, sync, verify, outdated, info, cache; kernelpin.publisher.release) registered once below
 with @command; commands that need no torch never import it."""
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from kernelpin.commands.cache import cache
 from kernelpin.commands.info import DependencyNode, describe_api, describe_local_api, info, variants
 from kernelpin.store.install import SyncedVariant
 from kernelpin.project import PYPROJECT, Project, find_project
+from kernelpin.relock import Locked
 from kernelpin.hub.source import HubSettings, HubSource
 from kernelpin.format.spec import check_repo_id, describe_value
 from kernelpin.terminal import SafeConsole
@@ -250,7 +251,7 @@ def cmd_sync(ctx: Context) -> int:
     project, source = ctx.project, ctx.source
     env = None if args.all_variants else environment.current(vars(args))
 
-    def on_lock(fresh: locking.Locked) -> None:  # the re-lock's changes, shown before anything is installed
+    def on_lock(fresh: Locked) -> None:  # the re-lock's changes, shown before anything is installed
         _report_changes(ctx, fresh.changes, ctx.progress)
         if env is not None and not args.dry_run:
             ctx.note(f"selecting variants for {env.describe()}")

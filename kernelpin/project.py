@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from kernelpin.errors import KernelpinError
 from kernelpin.files.atomic import write_atomic
 from kernelpin.files.integrity import find_owned_upward
-from kernelpin.layout import LOCKFILE, PROJECT_STATE_DIR
+from kernelpin.format.layout import LOCKFILE, PROJECT_STATE_DIR
 from kernelpin.format.ranges import Range, RangeError, Version
 from kernelpin.format.spec import (
     Requirement, RequirementValue, check_repo_id, line_major, parse_dependencies, toml_kind, toml_text,

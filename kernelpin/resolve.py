@@ -12,13 +12,14 @@ from dataclasses import dataclass
 from kernelpin.format.kernel_status import MAX_STATUS_SIZE, STATUS_FILE, Redirect, parse_status
 from kernelpin.errors import KernelpinError
 from kernelpin.files.integrity import GIT_OBJECT_ID_RE, check_repo_path, git_blob_sha1
-from kernelpin.layout import BUILD_DIR, METADATA, SIGNATURE
+from kernelpin.format.layout import BUILD_DIR, METADATA, SIGNATURE
 from kernelpin.format.lockfile import Lock, LockedFile, LockedKernel, LockedVariant, is_variant_name, why_stale
 from kernelpin.format.metadata import check_size as check_metadata_size
 from kernelpin.format.metadata import BuildMetadata, parse_metadata
 from kernelpin.store.parallel import run_all
 from kernelpin.format.ranges import Version
-from kernelpin.trust.signature import MAX_BUNDLE_BYTES, ReleaseChecker, oversized
+from kernelpin.trust.checker import ReleaseChecker
+from kernelpin.trust.signature import MAX_BUNDLE_BYTES, oversized
 from kernelpin.hub.source import HubSource, Refs, RemoteFile
 from kernelpin.store.content import Store
 from kernelpin.format.spec import Requirement, RequirementValue, describe_value, parse_requirement

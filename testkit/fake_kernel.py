@@ -14,7 +14,7 @@ import zipfile
 from pathlib import Path
 
 from kernelpin.format import metadata as kernel_metadata
-from kernelpin.layout import METADATA
+from kernelpin.format.layout import METADATA
 from kernelpin.format.ranges import Version
 from kernelpin.format.variant import Variant
 from testkit.hub import MirrorRepo
@@ -32,12 +32,15 @@ ARCHS = ("8.0", "9.0", "12.0+PTX")
 ROCM_ARCHS = ("gfx90a", "gfx942")
 
 
-def op_id(name: str) -> str:
-    """metadata.json's id (the torch.ops namespace) of a test kernel named `name`."""
-    return f"_{name.replace('-', '_')}_test"
-
-
-OP_ID = op_id("img2gray")
+def op_id(name: str, package: dict[str, bytes]) -> str:
+    """metadata.json's id (the torch.ops namespace) of a build of the test kernel `name` whose Python package
+    holds `package` (path -> bytes, before any archive): derived from that content, as tools/builder/op.py
+    derives its namespace (`build_id`), so two different builds never share an id, as with kernel-builder
+    (kernels 0.18+ refuses a second build under an id already imported in the process)."""
+    digest = hashlib.sha256()
+    for path, data in sorted(package.items()):
+        digest.update(path.encode() + b"\0" + hashlib.sha256(data).digest())
+    return f"_{name.replace('-', '_')}_{digest.hexdigest()[:10]}"
 
 
 def zip_archive(files: dict[str, bytes], links: dict[str, str] | None = None) -> bytes:
@@ -89,13 +92,14 @@ def variant_files(
         ).encode(),
         **(extra or {}),
     }
+    namespace = op_id(name, files)
     if layout == "zip":
-        files = {f"{op_id(name)}.zip": zip_archive(files)}
+        files = {f"{namespace}.zip": zip_archive(files)}
     if metadata:
         backend = backend_metadata(variant, archs)
         cuda = backend["type"] == "cuda"
         document = kernel_metadata.compose(
-            op_id=op_id(name), name=name, version=Version.parse(version), license="Apache-2.0",
+            op_id=namespace, name=name, version=Version.parse(version), license="Apache-2.0",
             variant=variant,
             backend=backend,
             files={path: sha256(data) for path, data in files.items()},

@@ -1,4 +1,4 @@
-"""Real builds, staged releases and a consumer project: shared by tests/release, tools/gpu/e2e.py and benchmarks.
+"""Real builds, staged releases and a consumer project: shared by tests/release, testkit/gpu_e2e.py and benchmarks.
 
 olah is a read-only mirror: it serves local git repositories and accepts no uploads. A release reaches the
 test Hub as the tree `kernelpin publish` would upload (`tools.release stage`'s layout), committed
@@ -150,8 +150,8 @@ def load_and_check(project: Path, repo_id: str, env: Mapping[str, str], device: 
 
 def kernels_get_and_check(repo_id: str, major: int, env: Mapping[str, str], device: str = "cpu") -> dict:
     """kernels.get_kernel(repo_id, version=major) in a fresh process, then the op on examples/chelsea.png vs
-    the reference (testkit/kernels_check.py). `env` must not set HF_HUB_DISABLE_TELEMETRY=1: kernels 0.17.2
-    then sends a User-Agent that huggingface_hub's HTTP client rejects."""
+    the reference (testkit/kernels_check.py). With HF_HUB_DISABLE_TELEMETRY=1 in `env`, kernels 0.17.2 sends a
+    User-Agent that huggingface_hub's HTTP client rejects (fixed in 0.18): leave it unset to judge 0.17.2."""
     done = run([sys.executable, str(KERNELS_CHECK), repo_id, str(major), str(IMAGE), device], env=env)
     return json.loads(done.stdout.strip().splitlines()[-1])
 

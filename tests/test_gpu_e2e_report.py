@@ -1,8 +1,8 @@
-"""tools/gpu/e2e.py's last line says what ran: "GPU E2E" only when a GPU ran the loop."""
+"""testkit/gpu_e2e.py's last line says what ran: "GPU E2E" only when a GPU ran the loop."""
 
 from __future__ import annotations
 
-from tools.gpu.e2e import summary_line
+from testkit.gpu_e2e import summary_line
 
 CPU_PASS = {"device": "cpu", "result": "PASS", "variant": "torch213-cxx11-cpu-x86_64-linux", "torch": "2.13.0+cpu",
             "backend": {"type": "cpu"}, "op": {"device": "cpu", "mismatches": 0}}

@@ -2,7 +2,7 @@
 
 What counts as a path: a token that starts with one of the checkout's tracked top-level folders and a slash
 (`tools/gpu/session.sh`, `tests/conda/`, `../csrc/layout.h` relative to the file that names it), and a module
-path under `tools.`/`testkit.`/`benchmarks.`/`tests.` (`python -m tools.gpu.e2e`: every dotted part up to the
+path under `tools.`/`testkit.`/`benchmarks.`/`tests.` (`python -m testkit.gpu_e2e`: every dotted part up to the
 last module must exist); in C/C++ sources, a bare file name (`layout.h`) too. Tokens with placeholders (`<variant>`, `{name}`, `$OUT`, `...`) are patterns, not
 paths, and `*` globs must match something. Records of past runs (benchmarks/results/) name the paths of their
 day and are not read. tests/test_docs.py checks the docs' links and doc-relative paths besides."""
@@ -98,7 +98,7 @@ def _exists(named_in: Path, token: str) -> bool:
 
 
 def _module_exists(module: str) -> bool:
-    """`tools.gpu.e2e`, `tests.test_dev`, `tools.builder.config.BuildConfig` (after a module, its attributes).
+    """`testkit.gpu_e2e`, `tests.test_dev`, `tools.builder.config.BuildConfig` (after a module, its attributes).
     These packages' __init__ files define nothing, so a name under a package is a module or a package."""
     path = ROOT
     for part in module.split("."):
@@ -136,7 +136,7 @@ def missing_paths(relative: str, text: str) -> list[str]:
 def test_the_check_finds_what_is_not_there() -> None:
     # The check itself: a missing file, a renamed folder, a dead module and a dead relative path are found;
     # placeholders, globs that match, generated files and present paths are not.
-    text = ("see tools/gpu/session.sh and `tools/gpu/gone.sh`; python -m tools.gpu.e2e, python -m tools.gpu.gone\n"
+    text = ("see tools/gpu/session.sh and `tools/gpu/gone.sh`; python -m testkit.gpu_e2e, python -m tools.gpu.gone\n"
             "recipe/<variant>.yaml, tests/*/test_*.py, tools/ci/node/node_modules/.bin, ../csrc/layout.h, "
             "../csrc/gone.h, tools.ci.workflow.flavour, ROOT / \"tools\" / \"gone\" / \"op.py\", \"tools\" / \"ci\"\n"
             "#include <cuda_runtime.h> as layout.h plans it, in torch_binding.h")

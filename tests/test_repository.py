@@ -1,4 +1,6 @@
-"""The repository's own conventions: test folders collect in any combination, scripts import without path edits."""
+"""The repository's own conventions: test folders collect in any combination, scripts import without path edits,
+benchmarks/results/ holds one current result set per machine, and the lab, the test kit and the tools import one
+another in one direction only."""
 
 from __future__ import annotations
 
@@ -6,6 +8,7 @@ import ast
 import re
 import subprocess
 import sys
+from fnmatch import fnmatch
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,3 +52,42 @@ def test_kernelpin_and_release_tests_collect_together() -> None:
     done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
                            "tests/kernelpin", "tests/release"], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+
+RESULTS = ROOT / "benchmarks" / "results"
+# A record named for the commit or the run it came from: the history of a result, which git keeps.
+STAMPED = re.compile(r"-[0-9a-f]{7,40}(-run\d+)?\.\w+$|-run\d+\.\w+$")
+
+
+def _result_names() -> tuple[str, list[str]]:
+    """What names result files: the scripts that write them and benchmarks/README.md, which gives each command
+    with its output; the names as text, and the globs among them (`host-cpu-*.json`, `kernelpin-bulk-<N>mb.*`)."""
+    scripts = [path for folder in ("benchmarks", "tools") for suffix in ("*.py", "*.sh")
+               for path in (ROOT / folder).rglob(suffix)]
+    text = "\n".join(path.read_text() for path in [*scripts, ROOT / "benchmarks" / "README.md", ROOT / "pixi.toml"])
+    patterns = re.sub(r"<[^<>\s]+>", "*", text)  # kernelpin-bulk-<N>mb.* is a glob too
+    return text, [glob for glob in re.findall(r"[\w.-]{3,}\*[\w.*-]*", patterns) if "." in glob]
+
+
+def test_benchmarks_results_hold_one_current_set_per_machine() -> None:
+    """benchmarks/results/<machine>/ holds the current records, each named as a script or benchmarks/README.md's
+    command writes it: none named for a commit or a run (earlier records are in git history, `git show
+    COMMIT:benchmarks/results/...`, where docs/verification.md points), no folder below a machine's."""
+    text, globs = _result_names()
+    stray = sorted(path.relative_to(RESULTS).as_posix() for path in RESULTS.rglob("*") if path.is_file() and (
+        path.parent.parent != RESULTS or STAMPED.search(path.name)
+        or path.name not in text and not any(fnmatch(path.name, glob) for glob in globs)))
+    assert stray == []
+
+
+def test_the_lab_the_test_kit_and_the_tools_import_one_way() -> None:
+    """tools/ (the product's build and release tooling) imports neither testkit/ nor benchmarks/; testkit/ uses
+    tools/ (it builds releases with tools/builder) and imports no benchmark; benchmarks/, the lab (its experiments
+    included), may use both; kernelpin/ imports none of them."""
+    def reaching(folder: str, forbidden: set[str]) -> list[str]:
+        return [f"{path.relative_to(ROOT)}: {module}" for path in _python_files(folder)
+                for module in sorted(_imported_modules(path)) if module.split(".")[0] in forbidden]
+
+    assert reaching("tools", {"testkit", "benchmarks"}) == []
+    assert reaching("testkit", {"benchmarks"}) == []
+    assert reaching("kernelpin", {"tools", "testkit", "benchmarks", "tests"}) == []

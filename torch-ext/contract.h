@@ -29,7 +29,7 @@
 #define IMG2GRAY_OUT_SCHEMA "img2gray.out(" IMG2GRAY_ARGUMENTS ", *, Tensor(a!) out) -> ()"
 // img2gray(input) with the default weights, dim=-3 and dim=-1: what the Python entry point (functional.py) calls
 // for (..., 3, H, W) and (..., H, W, 3) images. torch converts each argument a call from Python gives and looks
-// up each one it leaves out: 0.1-0.35 us of a small CPU call (tools/maintainer/experiments/small_calls_ab.py); these
+// up each one it leaves out: 0.1-0.35 us of a small CPU call (benchmarks/experiments/small_calls_ab.py); these
 // overloads have none. Their arguments are named apart: torch's TorchScript registry tells overloads apart by name,
 // argument types and argument names only (canonicalSchemaString), and two that it cannot tell apart made the
 // interpreter's exit abort (torch 2.13, tests/op test_a_process_that_used_the_op_exits_cleanly).

@@ -15,43 +15,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kernelpin.builds import VariantFit, fits
 from kernelpin.errors import KernelpinError
 from kernelpin.format.metadata import KERNELS_MINVER_KEY, UPSTREAM_KEY, BuildMetadata, parse_metadata
 from kernelpin.format.python_api import KernelApi, Unreadable, describe as describe_sources
-from kernelpin.layout import METADATA
+from kernelpin.format.layout import METADATA
 from kernelpin.loading.local_override import choose
 from kernelpin.project import Project, read_requirements
 from kernelpin.loading.python_depends import declared
-from kernelpin.format.ranges import Version
-from kernelpin.resolve import Located, Pinner, group_variants, locate, matches_listing, tag_versions
+from kernelpin.resolve import Located, Pinner, locate, matches_listing
 from kernelpin.hub.source import HubSource
 from kernelpin.format.spec import (
     Requirement, RequirementValue, check_repo_id, parse_requirement, requirement_from_arguments,
 )
-from kernelpin.format.variant import Environment, Selection, Variant, select
-
-
-@dataclass(frozen=True)
-class VariantFit:
-    """One build variant judged for a machine: whether it fits, why not, and whether it is the one chosen."""
-
-    name: str
-    fits: bool
-    chosen: bool
-    reason: str | None  # why it is not chosen (None for the chosen one)
-
-
-def fits(selection: Selection, names: list[str]) -> list[VariantFit]:
-    """Every variant with the verdict of `selection`: those that fit first (the chosen leading, best first),
-    then the rejected ones by name, as kernels' get_kernel_variants orders them."""
-    order = list(selection.ranked) + sorted(set(names) - set(selection.ranked))
-    return [VariantFit(name, name in selection.ranked, name == selection.chosen, selection.rejected.get(name))
-            for name in order]
-
-
-def kernel_variants(source: HubSource, requirement: Requirement, env: Environment) -> list[VariantFit]:
-    names = sorted(locate(source, requirement, lambda message: None).variants)
-    return fits(select(dict.fromkeys(names), env), names)
+from kernelpin.format.variant import Environment, Variant, select
 
 
 @dataclass(frozen=True)
@@ -319,21 +296,3 @@ def _text(value: object) -> str | None:
     return value[:500] if isinstance(value, str) else None
 
 
-def newer_build_hint(source: HubSource, repo_id: str, repo_type: str | None, than: Version | None,
-                     env: Environment, limit: int = 3) -> str:
-    """When the version in use has no build for `env`: the newest release tag (newer than `than`, at most
-    `limit` looked at) that has one, and how to require it; "" when none has (or nothing is newer)."""
-    try:
-        refs = source.refs(repo_id, repo_type)
-    except KernelpinError:
-        return ""
-    versions, _ = tag_versions(refs.tags)
-    newer = sorted((v for v in versions if not v.is_prerelease and (than is None or v > than)), reverse=True)
-    for version in newer[:limit]:
-        commit = refs.tags[versions[version]]
-        names = sorted(group_variants(source.tree(repo_id, refs.repo_type, commit), f"{repo_id} at {commit[:12]}"))
-        chosen = select(dict.fromkeys(names), env).chosen
-        if chosen is not None:
-            return (f"Version {version} (tag {versions[version]}) has a build for this machine ({chosen}): "
-                    f"require it, e.g. `kernelpin add {repo_id}@^{version}`")
-    return ""

@@ -1,5 +1,5 @@
-"""Locking: resolve pyproject.toml's [tool.kernels.dependencies] into kernelpin.lock (`kernelpin.lock`), check
-that the lock is fresh (`check_lock`), and the edits that re-lock (`add`, `remove`).
+"""Locking: resolve pyproject.toml's [tool.kernels.dependencies] into kernelpin.lock (`kernelpin.lock`, through
+kernelpin.relock), check that the lock is fresh (`check_lock`), and the edits that re-lock (`add`, `remove`).
 
 Every function takes the project and the Hub source (`lock` and `check_lock` by default the project around the
 working directory and the Hub the environment names), returns what it did as data and raises
@@ -9,41 +9,25 @@ problems that do not stop the command.
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import os
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from kernelpin.errors import KernelpinError
+from kernelpin.files.atomic import write_atomic
 from kernelpin.format import kernels_lock
 from kernelpin.format import lockfile
-from kernelpin.files.atomic import write_atomic
-from kernelpin.errors import KernelpinError
-from kernelpin.project import (
-    NewEntry, Project, entry_to_add, find_project, read_policy, read_requirements, remove_requirement, set_requirement,
-)
 from kernelpin.format.ranges import Range, Version
-from kernelpin.resolve import describe_versions, resolve, tag_versions
-from kernelpin.trust.signature import ReleaseChecker
-from kernelpin.trust.receipts import SignatureReceipts
-from kernelpin.trust.worker import wanted as signature_worker_wanted
-from kernelpin.hub.source import OFFLINE, HubSource
-
-Report = Callable[[str], None]
+from kernelpin.hub.source import HubSource
+from kernelpin.project import (
+    NewEntry, Project, entry_to_add, find_project, read_requirements, remove_requirement, set_requirement,
+)
+from kernelpin.relock import Locked, Report, relock, release_checker
+from kernelpin.resolve import describe_versions, tag_versions
 
 
 def _ignore(message: str) -> None:
     pass
-
-
-@dataclass(frozen=True)
-class Locked:
-    """The lock as resolved, and each change against the previous one (`lockfile.changes`'s lines; a line
-    starting with "!" is a release tag that now names another commit)."""
-
-    lock: lockfile.Lock
-    changes: list[str]
 
 
 @dataclass(frozen=True)
@@ -67,32 +51,8 @@ def check_lock(project: Project | None = None) -> list[str]:
     return reasons
 
 
-def release_checker(project: Project, source: HubSource, refresh: bool = False) -> ReleaseChecker:
-    """The publisher policy of pyproject.toml ([tool.kernelpin.trust]) with its Sigstore trust root; `refresh`
-    asks Sigstore's TUF repository for a newer root first (online only). It verifies in a second process unless
-    KERNELPIN_SIGNATURE_WORKER=0, and not again what this user's signature receipts vouch for: close it when the
-    command is done."""
-    if refresh and source.settings.offline:
-        raise KernelpinError(f"--refresh-trust-root asks Sigstore's TUF repository for a newer trust root, but "
-                             f"{OFFLINE}; go online, or drop --refresh-trust-root (the shipped root works offline)")
-    checker = ReleaseChecker(read_policy(project), project.root, refresh=refresh,
-                             refresh_timeout=source.settings.limits.http_timeout, worker=signature_worker_wanted(),
-                             receipts=SignatureReceipts.of_user())
-    if refresh:
-        _ = checker.verifier  # the refresh first, once: without network it fails before anything is resolved
-    return checker
-
-
-@contextlib.contextmanager
-def release_checker_when_needed(project: Project, source: HubSource) -> Iterator[Callable[[], ReleaseChecker]]:
-    """release_checker, made at the first call of what this yields (the same one at every later call) and closed
-    with the block: a command that verifies nothing neither reads the policy nor starts a signature worker."""
-    with contextlib.ExitStack() as closing:
-        yield functools.cache(lambda: closing.enter_context(release_checker(project, source)))
-
-
-def lock(project: Project | None = None, source: HubSource | None = None, *, upgrade: Collection[str] = (), upgrade_all: bool = False,
-         dry_run: bool = False, note: Report = _ignore, warn: Report = _ignore,
+def lock(project: Project | None = None, source: HubSource | None = None, *, upgrade: Collection[str] = (),
+         upgrade_all: bool = False, dry_run: bool = False, note: Report = _ignore, warn: Report = _ignore,
          accepted_signers: Mapping[str, Collection[str]] | None = None, refresh_trust_root: bool = False) -> Locked:
     """Resolve every requirement and write kernelpin.lock (not with `dry_run`). A requirement the lock already
     satisfies keeps its locked version unless `upgrade_all`, or `upgrade` names it. Every release resolved
@@ -105,36 +65,8 @@ def lock(project: Project | None = None, source: HubSource | None = None, *, upg
                              "does not exist yet: the first lock resolves against the Hub, so run `kernelpin lock` "
                              "once with network access (without --offline and HF_HUB_OFFLINE) and commit the lock")
     with release_checker(project, source, refresh_trust_root) as checker, project.edit_lock():
-        return _relock(project, source, set(upgrade), upgrade_all, dry_run, note, warn, checker,
+        return relock(project, source, set(upgrade), upgrade_all, dry_run, note, warn, checker,
                        accepted_signers or {})
-
-
-def lock_for_sync(project: Project, source: HubSource, *, locked: bool = False, frozen: bool = False,
-                  note: Report = _ignore, warn: Report = _ignore,
-                  accepted_signers: Mapping[str, Collection[str]] | None = None,
-                  checker: Callable[[], ReleaseChecker] | None = None) -> Locked:
-    """The lock `sync` installs: as it is with `frozen`; re-locked when stale, unless `locked` forbids it (the
-    re-lock keeps each kernel's signer unless `accepted_signers` names the new one, as `lock`). `checker` gives
-    the project's release_checker where the caller verifies what it installs with the same one."""
-    existing = lockfile.read(project.lockfile)
-    if frozen:
-        if existing is None:
-            raise KernelpinError(f"--frozen needs {project.lockfile}; run `kernelpin lock` first (with network "
-                                 "access: it resolves against the Hub)")
-        return Locked(existing, [])
-    reasons = lockfile.staleness(read_requirements(project), existing)
-    if not reasons:
-        return Locked(existing or lockfile.Lock(), [])  # no lock and nothing required: nothing to sync
-    if locked:
-        raise KernelpinError(
-            f"{project.lockfile.name} is stale and --locked forbids updating it:\n  "
-            + "\n  ".join(reasons) + "\nRun `kernelpin lock` and commit the result."
-        )
-    with project.edit_lock():
-        if checker is not None:  # the caller's, closed by the caller
-            return _relock(project, source, set(), False, False, note, warn, checker(), accepted_signers)
-        with release_checker(project, source) as own:
-            return _relock(project, source, set(), False, False, note, warn, own, accepted_signers)
 
 
 def add(project: Project, source: HubSource, requirements: Mapping[str, str | None], *, dry_run: bool = False,
@@ -151,7 +83,7 @@ def add(project: Project, source: HubSource, requirements: Mapping[str, str | No
         for repo_id, entry in entries.items():
             set_requirement(project, repo_id, entry.value)
 
-    done = _edit_and_relock(project, source, edit, dry_run, note, warn, accepted_signers)
+    done = _edit_andrelock(project, source, edit, dry_run, note, warn, accepted_signers)
     return Added(done.lock, done.changes, entries)
 
 
@@ -164,7 +96,7 @@ def remove(project: Project, source: HubSource, repo_ids: Collection[str], *, no
         for repo_id in repo_ids:
             remove_requirement(project, repo_id)
 
-    done = _edit_and_relock(project, source, edit, False, note, warn)
+    done = _edit_andrelock(project, source, edit, False, note, warn)
     return Removed(done.lock, done.changes, list(repo_ids))
 
 
@@ -191,7 +123,7 @@ def _entry_to_add(project: Project, source: HubSource, repo_id: str, range_text:
     return entry_to_add(repo_id, range_text, versions, {branch} if branch else set())
 
 
-def _edit_and_relock(project: Project, source: HubSource, edit: Callable[[Project], None], dry_run: bool,
+def _edit_andrelock(project: Project, source: HubSource, edit: Callable[[Project], None], dry_run: bool,
                      note: Report, warn: Report,
                      accepted_signers: Mapping[str, Collection[str]] | None = None) -> Locked:
     """Change pyproject.toml with `edit`, then re-lock. When locking fails, pyproject.toml is put back
@@ -203,57 +135,10 @@ def _edit_and_relock(project: Project, source: HubSource, edit: Callable[[Projec
         edit(project)
         try:
             with release_checker(project, source) as checker:
-                result = _relock(project, source, set(), False, dry_run, note, warn, checker, accepted_signers)
+                result = relock(project, source, set(), False, dry_run, note, warn, checker, accepted_signers)
         except BaseException:
             write_atomic(project.pyproject, original)
             raise
         if dry_run:
             write_atomic(project.pyproject, original)
         return result
-
-
-def _relock(project: Project, source: HubSource, upgrade: set[str], upgrade_all: bool, dry_run: bool,
-            note: Report, warn: Report, checker: ReleaseChecker,
-            accepted_signers: Mapping[str, Collection[str]] | None = None) -> Locked:
-    """Resolve and (unless dry_run) write the lock; the caller holds the project's edit lock."""
-    requirements = read_requirements(project)
-    path = project.lockfile
-    if path.is_symlink() and not path.exists():
-        raise KernelpinError(
-            f"{path} is a symbolic link to {os.path.realpath(path)}, which does not exist; refusing to "
-            "create a file there: remove the link (or point it at a lock) and re-run"
-        )
-    try:
-        previous = lockfile.read(path)
-    except KernelpinError as error:
-        if path.is_symlink():
-            # A link is kept as a link (a lock shared between checkouts); what it points at is not a lock,
-            # so it is someone else's file: never overwrite it.
-            raise KernelpinError(
-                f"{path} is a symbolic link to {os.path.realpath(path)}, which is not a kernelpin lock "
-                f"({error}); refusing to overwrite it: remove the link (or point it at a lock) and re-run"
-            ) from None
-        # A damaged or hand-edited lock: its error says "run `kernelpin lock`", so that has to work.
-        warn(f"{error}; it is regenerated from pyproject.toml")
-        previous = None
-    dependencies = {k.repo_id for k in previous.kernels if k.required_by} if previous else set()
-    unknown = upgrade - {r.repo_id for r in requirements} - dependencies
-    if unknown:
-        raise KernelpinError(
-            f"--upgrade-package {', '.join(sorted(unknown))}: not in [tool.kernels.dependencies] "
-            f"(present: {', '.join(r.repo_id for r in requirements) or 'none'})"
-        )
-    new = resolve(source, requirements, previous, upgrade=lambda repo_id: upgrade_all or repo_id in upgrade, note=note,
-                  checker=checker, accepted_signers=accepted_signers)
-    changed = lockfile.changes(previous, new)
-    for kernel in new.kernels:
-        unsigned = [v.name for v in kernel.variants if v.signature is not None and v.signature.signer is None]
-        if unsigned and (previous is None or previous.kernel(kernel.repo_id) != kernel):
-            warn(f"{kernel.label}: unsigned ({', '.join(unsigned)}): locked without a signature; "
-                 "`require-signatures = true` in [tool.kernelpin.trust] refuses such releases")
-    if previous is not None and previous.schema != lockfile.SCHEMA_VERSION:
-        changed.append(f"~ {path.name}: schema version {previous.schema} -> {lockfile.SCHEMA_VERSION}")
-    if not dry_run and (previous is None or changed):
-        lockfile.write(path, new)
-    changed += kernels_lock.keep(project.root / kernels_lock.KERNELS_LOCK, new, dry_run)
-    return Locked(new, changed)

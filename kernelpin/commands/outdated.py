@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelpin.format import lockfile
-from kernelpin.commands.info import VariantFit, fits
+from kernelpin.builds import VariantFit, fits
 from kernelpin.project import Project, find_project, read_requirements
 from kernelpin.format.ranges import Version
 from kernelpin.resolve import group_variants, tag_versions

@@ -1,5 +1,5 @@
 """`kernelpin sync` for a project: take its lock (re-locked first when stale, unless `locked` or `frozen` says
-otherwise; kernelpin.commands.lock.lock_for_sync) and install it (kernelpin.store.install); `sync_plan` says what a sync
+otherwise; kernelpin.relock.lock_for_sync) and install it (kernelpin.store.install); `sync_plan` says what a sync
 would install (--dry-run)."""
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ from typing import Any
 from kernelpin import environment
 from kernelpin.store import install
 from kernelpin.errors import NoVariantError
-from kernelpin.commands.info import newer_build_hint
+from kernelpin.builds import newer_build_hint
 from kernelpin.store.install import Installer, PlannedVariant, SyncedVariant
 from kernelpin.format.lockfile import Lock
-from kernelpin.commands.lock import Locked, Report, lock_for_sync, release_checker_when_needed
+from kernelpin.relock import Locked, Report, lock_for_sync, release_checker_when_needed
 from kernelpin.project import Project, find_project
 from kernelpin.format.ranges import Version
-from kernelpin.trust.signature import ReleaseChecker
+from kernelpin.trust.checker import ReleaseChecker
 from kernelpin.hub.source import HubSource
 from kernelpin.format.variant import Environment, select
 

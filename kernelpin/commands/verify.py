@@ -12,11 +12,11 @@ from kernelpin.format import lockfile
 from kernelpin.errors import KernelpinError
 from kernelpin.store.install import Installer, unlisted_entries
 from kernelpin.files.integrity import verify_file
-from kernelpin.layout import SIGNATURE
+from kernelpin.format.layout import SIGNATURE
 from kernelpin.format.lockfile import LockedKernel, LockedVariant
-from kernelpin.commands.lock import release_checker_when_needed
+from kernelpin.relock import release_checker_when_needed
 from kernelpin.project import Project, find_project
-from kernelpin.trust.signature import ReleaseChecker
+from kernelpin.trust.checker import ReleaseChecker
 from kernelpin.hub.source import HubSource
 
 # What verify found for a file: "ok" (its bytes match the lock), "modified", "missing" (a locked file of an
@@ -54,7 +54,8 @@ class Verification:
         return not self.problems
 
 
-def verify(project: Project | None = None, source: HubSource | None = None, target: Path | None = None, signatures: bool = False) -> Verification:
+def verify(project: Project | None = None, source: HubSource | None = None, target: Path | None = None,
+           signatures: bool = False) -> Verification:
     """Classify every installed file of every locked kernel (in the Hub cache, or a `sync --target` directory);
     with `signatures`, also verify each installed variant's bundle and files against the policy and the signer
     the lock recorded, as `kernels verify-signature` does (one row for its metadata.json.sigstore). By default

@@ -21,10 +21,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from kernelpin.errors import KernelpinError
-from kernelpin.layout import PARTIAL
 
 _LEVEL = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+PARTIAL = ".kernelpin-partial"  # suffix of a file being written (or left by a killed process)
 
 
 class LinkRefused(KernelpinError):

@@ -20,7 +20,6 @@ from pathlib import Path
 
 from kernelpin.files import confined
 from kernelpin.errors import KernelpinError
-from kernelpin.layout import PARTIAL
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
@@ -95,7 +94,7 @@ class PrivateFiles:
                 return
             temporary = None
             try:
-                fd, temporary = confined.new_file(directory, self.directory, f".{name}.", PARTIAL, 0o600)
+                fd, temporary = confined.new_file(directory, self.directory, f".{name}.", confined.PARTIAL, 0o600)
                 with os.fdopen(fd, "wb") as stream:
                     stream.write(content)
                 os.replace(temporary, name, src_dir_fd=directory, dst_dir_fd=directory)

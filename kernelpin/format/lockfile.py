@@ -13,17 +13,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kernelpin.errors import KernelpinError
+from kernelpin.errors import KernelpinError, NoVariantError
 from kernelpin.files.atomic import write_atomic
 from kernelpin.files.integrity import GIT_OBJECT_ID_RE, MAX_FILE_SIZE, SHA256_HEX_RE, check_repo_path
-from kernelpin.layout import SIGNATURE
+from kernelpin.format.layout import SIGNATURE
 from kernelpin.format.metadata import BACKEND_NAME_RE
 from kernelpin.format.ranges import Version, VersionError
 from kernelpin.format.spec import (
     REPO_TYPES, Requirement, RequirementValue, check_repo_id, describe_value, is_repo_id, parse_requirement,
 )
-from kernelpin.trust.policy import LockedSignature
-from kernelpin.format.variant import is_arch
+from kernelpin.format.signer import LockedSignature
+from kernelpin.format.variant import Environment, is_arch, select
 
 # 3: kernel dependencies (a variant's `kernel-depends`, a dependency's `required-by`), the tag on a branch's
 # commit; 2: `requirement` is data ("^0.1", 1, { version = ... }); 1 stored it as TOML source.
@@ -412,3 +412,19 @@ def changes(old: Lock | None, new: Lock) -> list[str]:
                 lines.append(f"~ {repo_id}: requirement {describe_value(a.requirement)} -> "
                              f"{describe_value(b.requirement)}")
     return lines
+
+
+def choose_variant(kernel: LockedKernel, env: Environment, check_arch: bool = True) -> str:
+    """The locked variant for `env` (its GPU archs checked unless `check_arch` is false); when none fits, the
+    error lists every variant and why it was rejected."""
+    selection = select({v.name: v.archs if check_arch else None for v in kernel.variants}, env)
+    if selection.chosen is None:
+        archs = check_arch and select({v.name: None for v in kernel.variants}, env).chosen is not None
+        raise NoVariantError(
+            f"{kernel.label}: no build variant fits this environment ({env.describe()}). "
+            f"Variants at {kernel.commit[:12]}:\n{selection.explain()}\n"
+            + ("The declared GPU archs can be incomplete (a kernel with a Triton fallback): "
+               "load(..., check_arch=False) skips their check." if archs else
+               "Pick a kernel version built for this torch/CUDA, or change torch.")
+        )
+    return selection.chosen

@@ -24,7 +24,7 @@ from typing import Any
 
 from kernelpin.errors import KernelpinError
 from kernelpin.files.integrity import SHA256_HEX_RE, check_repo_path
-from kernelpin.layout import METADATA, SIGNATURE
+from kernelpin.format.layout import METADATA, SIGNATURE
 from kernelpin.format.ranges import Version, VersionError
 from kernelpin.format.spec import is_repo_id
 from kernelpin.format.variant import is_arch

@@ -15,12 +15,6 @@ import re
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
-
-from kernelpin.errors import NoVariantError
-
-if TYPE_CHECKING:
-    from kernelpin.format.lockfile import LockedKernel
 
 TORCH, STABLE_ABI, TVM_FFI, NOARCH, MLX, SDK = "torch", "torch-stable-abi", "tvm-ffi", "noarch", "mlx", "sdk"
 
@@ -567,19 +561,3 @@ def _cpu_hint(variants: Mapping[str, Sequence[str] | None], env: Environment) ->
         return ""
     return (f"A CPU build fits ({chosen}): ask for it with `kernelpin sync --backend cpu` or "
             "kernelpin.load(..., backend=\"cpu\") (kernels: backend=\"cpu\").")
-
-
-def choose_variant(kernel: LockedKernel, env: Environment, check_arch: bool = True) -> str:
-    """The locked variant for `env` (its GPU archs checked unless `check_arch` is false); when none fits, the
-    error lists every variant and why it was rejected."""
-    selection = select({v.name: v.archs if check_arch else None for v in kernel.variants}, env)
-    if selection.chosen is None:
-        archs = check_arch and select({v.name: None for v in kernel.variants}, env).chosen is not None
-        raise NoVariantError(
-            f"{kernel.label}: no build variant fits this environment ({env.describe()}). "
-            f"Variants at {kernel.commit[:12]}:\n{selection.explain()}\n"
-            + ("The declared GPU archs can be incomplete (a kernel with a Triton fallback): "
-               "load(..., check_arch=False) skips their check." if archs else
-               "Pick a kernel version built for this torch/CUDA, or change torch.")
-        )
-    return selection.chosen

@@ -22,7 +22,7 @@ from pathlib import Path
 from kernelpin.errors import IntegrityError, KernelpinError
 from kernelpin.files.integrity import check_repo_path
 from kernelpin.format.lockfile import LockedFile, LockedVariant
-from kernelpin.layout import METADATA
+from kernelpin.format.layout import METADATA
 
 BUILD_LAYOUT_KEY, ZIP_LAYOUT = "build-layout", "zip"
 MAX_EXPANDED = 1 << 30  # 1 GiB of Python sources and data: far above any kernel's, far below a zip bomb's

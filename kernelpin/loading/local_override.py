@@ -25,7 +25,7 @@ from kernelpin.loading import python_depends
 from kernelpin.loading.importing import Verified, import_pinned
 from kernelpin.errors import IntegrityError, KernelpinError, NoVariantError
 from kernelpin.files.integrity import sha256_file
-from kernelpin.layout import BUILD_DIR, METADATA
+from kernelpin.format.layout import BUILD_DIR, METADATA
 from kernelpin.format.lockfile import LockedFile, LockedVariant, is_variant_name
 from kernelpin.format.metadata import BuildMetadata, check_size, parse_metadata
 from kernelpin.format.spec import check_repo_id

@@ -20,7 +20,7 @@ from typing import Any
 
 from kernelpin.loading.provenance import warn_if_dirty
 from kernelpin.errors import KernelpinError
-from kernelpin.layout import METADATA
+from kernelpin.format.layout import METADATA
 from kernelpin.format.lockfile import LockedVariant
 from kernelpin.format.metadata import KERNELS_MINVER_KEY, MetadataError, parse_metadata
 

@@ -15,14 +15,15 @@ from kernelpin.loading import local_override
 from kernelpin.format import lockfile
 from kernelpin.errors import KernelpinError
 from kernelpin.files.integrity import find_owned_upward
-from kernelpin.layout import LOCKFILE
+from kernelpin.format.layout import LOCKFILE
 from kernelpin.loading.importing import Verified, import_pinned
 from kernelpin.store.receipts import Receipts
 from kernelpin.hub.source import HubSettings, HubSource
 from kernelpin.store.content import Store
 from kernelpin.trust.gate import LOCK, Evidence, enforce
 from kernelpin.trust.policy import Policy, parse_policy
-from kernelpin.format.variant import Environment, choose_variant
+from kernelpin.format.lockfile import choose_variant
+from kernelpin.format.variant import Environment
 
 
 def find_lock(start: Path) -> Path | None:

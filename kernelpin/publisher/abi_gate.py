@@ -25,7 +25,7 @@ from functools import cache
 from pathlib import Path
 
 from kernelpin.errors import KernelpinError
-from kernelpin.layout import METADATA
+from kernelpin.format.layout import METADATA
 from kernelpin.format.variant import STABLE_ABI, Variant
 
 MANYLINUX = "manylinux_2_28"

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from kernelpin.publisher import abi_gate
 from kernelpin.errors import KernelpinError
 from kernelpin.files.integrity import check_repo_path, sha256_file
-from kernelpin.layout import BUILD_DIR, METADATA, SIGNATURE
+from kernelpin.format.layout import BUILD_DIR, METADATA, SIGNATURE
 from kernelpin.hub.limits import Limits
 from kernelpin.format.metadata import (
     SEMVER_KEY, MetadataError, check_kernels_format, compat_package_name, digest_covers, parse_metadata,
@@ -31,7 +31,7 @@ from kernelpin.format.ranges import Version, VersionError
 from kernelpin.hub.listing import Refs, parse_refs
 from kernelpin.hub.source import http_status, repository_refs, translate_errors
 from kernelpin.format.spec import REPO_TYPES, check_repo_id
-from kernelpin.trust.policy import Signer
+from kernelpin.format.signer import Signer
 from kernelpin.format.variant import Variant
 
 if TYPE_CHECKING:

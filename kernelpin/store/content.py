@@ -28,7 +28,7 @@ from typing import Any, NoReturn
 from kernelpin.files import confined
 from kernelpin.errors import IntegrityError, KernelpinError
 from kernelpin.files.integrity import GIT_OBJECT_ID_RE, SHA256_HEX_RE, check_repo_path
-from kernelpin.layout import BUILD_DIR, LOCKS_DIR, PARTIAL
+from kernelpin.format.layout import BUILD_DIR, LOCKS_DIR
 from kernelpin.hub.listing import check_commit, check_ref_name
 from kernelpin.format.lockfile import LockedFile, LockedKernel
 from kernelpin.store.parallel import run_all
@@ -172,7 +172,7 @@ class Store:
             with confined.file_lock(self.base, lock_path, what, wait=wait):
                 with confined.directory(self.base, self._partial_dir(kernel), what, create=True) as partial:
                     for name in os.listdir(partial):
-                        if name.startswith(".") and name.endswith(PARTIAL):
+                        if name.startswith(".") and name.endswith(confined.PARTIAL):
                             confined.remove_name(partial, name)
                 yield
         except OSError as error:
@@ -232,7 +232,7 @@ class Store:
                        prefix: str, what: str, content: bytes | None) -> None:
         """Download (or take `content`) into a new file of the directory `partial`, then rename it to `name` in
         `into`."""
-        fd, temporary = confined.new_file(partial, self._partial_dir(kernel), f".{name}.", PARTIAL)
+        fd, temporary = confined.new_file(partial, self._partial_dir(kernel), f".{name}.", confined.PARTIAL)
         bar = self.progress(total=locked.size, desc=locked.path) if self.progress is not None else None
         try:
             digest = hashlib.sha256()
@@ -282,7 +282,7 @@ class Store:
         """Make `path` a symbolic link to `target`, atomically; whatever was at `path` (a link too) is replaced,
         never followed. False when the file system or OS refuses to make links (nothing was changed)."""
         with confined.directory(self.base, path.parent, what, create=True) as parent:
-            temporary = f".{path.name}.{os.getpid()}{PARTIAL}"
+            temporary = f".{path.name}.{os.getpid()}{confined.PARTIAL}"
             confined.remove_name(parent, temporary)
             try:
                 os.symlink(target, temporary, dir_fd=parent)

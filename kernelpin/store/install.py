@@ -10,13 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from kernelpin.files import confined
-from kernelpin.layout import BUILD_DIR
+from kernelpin.format.layout import BUILD_DIR
 from kernelpin.format.lockfile import Lock, LockedFile, LockedKernel, LockedVariant
 from kernelpin.store.parallel import run_all
-from kernelpin.trust.signature import ReleaseChecker
+from kernelpin.trust.checker import ReleaseChecker
 from kernelpin.hub.source import HubSource
 from kernelpin.store.content import Store
-from kernelpin.format.variant import Environment, choose_variant
+from kernelpin.format.lockfile import choose_variant
+from kernelpin.format.variant import Environment
 
 
 @dataclass

@@ -20,8 +20,9 @@ from kernelpin.errors import KernelpinError
 from kernelpin.format.metadata import BuildMetadata
 from kernelpin.format.ranges import Version
 from kernelpin.format.variant import Variant
-from kernelpin.layout import SIGNATURE
-from kernelpin.trust.policy import TABLE, LockedSignature, Policy, SignatureError, Signer
+from kernelpin.format.layout import SIGNATURE
+from kernelpin.format.signer import LockedSignature, Signer
+from kernelpin.trust.policy import TABLE, Policy, SignatureError
 
 # Where the evidence comes from.
 RELEASE = "release"  # the release's own files: its bundle verified now (or by this user's receipt), or none there

@@ -15,7 +15,7 @@ from kernelpin.commands import cache as hub_cache
 from kernelpin.format import lockfile
 from kernelpin.files.confined import LinkRefused
 from kernelpin.files.integrity import GIT_OBJECT_ID_RE
-from kernelpin.layout import LOCKS_DIR
+from kernelpin.format.layout import LOCKS_DIR
 from testkit.fake_kernel import CPU_213
 from tests.kernelpin.helpers import snapshot_dir
 

@@ -18,7 +18,7 @@ import pytest
 
 from kernelpin.files.confined import LinkRefused
 from kernelpin.errors import KernelpinError
-from kernelpin.layout import LOCKS_DIR
+from kernelpin.format.layout import LOCKS_DIR
 from kernelpin.format.lockfile import LockedFile, LockedKernel, LockedVariant
 from kernelpin.store.receipts import MIN_SIZE, SETTLE_NS, Receipts
 from kernelpin.store.resolutions import Resolutions

@@ -15,7 +15,8 @@ import pytest
 
 import kernelpin
 from kernelpin.errors import IntegrityError, KernelpinError, NoVariantError
-from kernelpin.commands.get_kernel import UnpinnedKernelWarning
+from kernelpin.loading.get_kernel import UnpinnedKernelWarning
+from kernelpin.loading import kernels_internals
 from kernelpin.store.resolutions import state_dir
 from testkit.fake_kernel import CPU_213, kernel_files, publish
 from testkit.releasing import hub_env, run
@@ -116,8 +117,10 @@ def test_a_range_a_tag_and_a_commit_resolve_on_the_spot(line, state, fresh_modul
     assert f'add "{repo_id}" = {{ revision = "v1.0.0" }} to [tool.kernels.dependencies]' in hints[2]
 
 
-def test_offline_by_version_after_an_online_call_where_kernels_fails(hub, line, state, hf_env, monkeypatch,
-                                                                       fresh_modules, tmp_path):
+def test_offline_by_version_after_an_online_call(hub, line, state, hf_env, monkeypatch, fresh_modules, tmp_path):
+    """kernelpin loads `version=N` offline after one online call with any kernels installed. The installed kernels
+    judged in the same situation: before 0.18 it recorded no ref, so offline it cannot tell which commit
+    `version=1` named and fails; 0.18 on records refs/v1 in its cache (`_record_ref_in_cache`) and loads."""
     repo_id, _, _, at_branch = line
     kernelpin.get_kernel(repo_id, version=1)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -130,7 +133,12 @@ def test_offline_by_version_after_an_online_call_where_kernels_fails(hub, line, 
     code = f"import kernels; print(kernels.get_kernel({repo_id!r}, version=1).VERSION)"
     assert run([sys.executable, "-c", code], env=env).stdout.strip() == "1.1.0"
     offline = run([sys.executable, "-c", code], env={**env, "HF_HUB_OFFLINE": "1"}, check=False)
-    assert offline.returncode != 0 and "1.1.0" not in offline.stdout
+    if kernels_internals._release(kernels_internals.installed_version("the test")) >= (0, 18):
+        assert (offline.returncode, offline.stdout.strip()) == (0, "1.1.0"), offline.stderr
+        assert (tmp_path / "kernels-home" / "hub" / f"kernels--{repo_id.replace('/', '--')}" / "refs" / "v1"
+                ).read_text().strip() == at_branch  # what it went by: the ref it recorded online
+    else:
+        assert offline.returncode != 0 and "1.1.0" not in offline.stdout
 
 
 def test_offline_without_an_earlier_resolution_says_what_to_do(line, state, monkeypatch):
@@ -266,7 +274,7 @@ def test_the_one_liner_imports_only_what_its_way_needs(line, state, tmp_path, mo
         print(kernelpin.get_kernel({line[0]!r}, version=1).VERSION)
     """))
     assert printed.strip() == "1.1.0"
-    assert "kernelpin.commands.info" not in modules
+    assert "kernelpin.commands.info" not in modules and "kernelpin.builds" not in modules
     if sys.version_info < (3, 13):
         assert "sysconfig" not in modules
 

@@ -22,7 +22,7 @@ import kernelpin
 from kernelpin.errors import KernelpinError
 from kernelpin.hub.listing import files_of, parse_refs, parse_tree_page
 from kernelpin.loading.runtime import module_name
-from kernelpin.layout import PARTIAL
+from kernelpin.files.confined import PARTIAL
 from testkit.fake_kernel import CPU_213, publish
 from tests.kernelpin.faulty_hub import HostileHub, Lies
 from tests.kernelpin.helpers import AS_NOBODY, REPO_ROOT, require_nobody, snapshot_dir

@@ -95,5 +95,6 @@ def test_a_cycle_and_a_kernel_without_a_build_here_are_shown_not_followed(hub, h
         f"|-- {second_id} 1 -> 1.0.0 ({CPU_213})",
         f"|   `-- {first_id} 1 -> 1.0.0 ({CPU_213}): cycle: {first_id} -> {second_id} -> {first_id}; lock and load "
         "refuse it",
-        f"`-- {gpu_id} 1 -> 1.0.0 (no build): no build fits linux/x86_64, torch 2.13 (cxx11 ABI), no CUDA",
+        f"`-- {gpu_id} 1 -> 1.0.0 (no build): no build fits linux/x86_64, torch 2.13 (cxx11 ABI), no CUDA, "
+        f"Python {sys.version_info.major}.{sys.version_info.minor}",
     ]

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from kernelpin.commands.get_kernel import UnpinnedKernelWarning
+from kernelpin.loading.get_kernel import UnpinnedKernelWarning
 
 import kernelpin
 from kernelpin import environment

@@ -12,7 +12,7 @@ import warnings
 import pytest
 
 import kernelpin
-from kernelpin.commands.get_kernel import KernelRedirectWarning
+from kernelpin.loading.get_kernel import KernelRedirectWarning
 from kernelpin.errors import KernelpinError
 from kernelpin.format.kernel_status import Redirect, parse_status
 from testkit.fake_kernel import CPU_213, kernel_files

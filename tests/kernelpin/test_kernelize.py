@@ -18,7 +18,7 @@ import kernelpin  # noqa: E402
 from kernelpin.errors import IntegrityError, KernelpinError  # noqa: E402
 from kernelpin.loading import kernels_internals  # noqa: E402
 from kernelpin.loading.local_override import LocalKernelOverrideWarning  # noqa: E402
-from kernelpin.commands.get_kernel import UnpinnedKernelWarning  # noqa: E402
+from kernelpin.loading.get_kernel import UnpinnedKernelWarning  # noqa: E402
 from kernelpin.loading.runtime import module_name as load_module_name  # noqa: E402
 from testkit.fake_kernel import CPU_213, kernel_files, write_variant  # noqa: E402
 from tests.kernelpin.helpers import TRUSTED_ORG, snapshot_dir  # noqa: E402

@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 kernels = pytest.importorskip("kernels")
 
 import kernelpin  # noqa: E402
-from kernelpin.commands.get_kernel import UnpinnedKernelWarning  # noqa: E402
+from kernelpin.loading.get_kernel import UnpinnedKernelWarning  # noqa: E402
 from testkit.fake_kernel import CPU_213, kernel_files  # noqa: E402
 from tests.kernelpin.helpers import TRUSTED_ORG  # noqa: E402
 

@@ -15,7 +15,7 @@ from kernelpin.format import lockfile
 from kernelpin.hub.listing import RemoteFile
 from kernelpin.project import Project, read_policy, read_requirements
 from kernelpin.resolve import resolve
-from kernelpin.trust.signature import ReleaseChecker
+from kernelpin.trust.checker import ReleaseChecker
 from kernelpin.hub.source import HubSettings, HubSource
 from testkit.fake_kernel import VARIANTS, kernel_files, publish
 from testkit.hub import HubServer

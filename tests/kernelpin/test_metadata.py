@@ -4,6 +4,7 @@ the format `kernels` reads, and one reader for it, for kernel-builder's builds a
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -41,12 +42,27 @@ def test_kernels_data_parses_what_we_write_and_validates_its_digest(tmp_path, va
     kernels_data = pytest.importorskip("kernels_data")
     directory = write_variant(tmp_path / "v", "2.3.1", variant)
     metadata = kernels_data.Metadata.read_from_file(directory / "metadata.json")
-    assert (metadata.version, metadata.id, str(metadata.name)) == (2, "_img2gray_test", "img2gray")
+    assert (metadata.version, str(metadata.name)) == (2, "img2gray")
+    assert re.fullmatch(r"_img2gray_[0-9a-f]{10}", metadata.id)
     metadata.digest.validate(kernels_data.Digest.hash_variant(kernels_data.DigestAlgorithm.SHA256, directory))
     ours = parse_metadata((directory / "metadata.json").read_bytes(), "here")
     assert (str(ours.semver), ours.major, ours.variant, ours.legacy) == ("2.3.1", 2, variant, False)
     assert ours.digests == {name: sha256((directory / name).read_bytes()) for name in ("__init__.py", "_impl.py")}
     check_kernels_format(ours, "here")
+
+
+def test_every_test_build_has_an_id_of_its_own():
+    """kernel-builder (and tools/builder/op.py) give every build its own op namespace, and kernels 0.18+ refuses a
+    second build under an id already imported in a process. Failed before: every test build was `_img2gray_test`,
+    so kernels 0.19.1 refused the second of two test kernels one process loaded ("has the same id ... but it is a
+    different build")."""
+    def build_id(version: str, variant: str = CPU_213, **kwargs) -> str:
+        return json.loads(variant_files(version, variant, **kwargs)["metadata.json"])["id"]
+    rebuilt = build_id("1.0.1", extra={"rebuild.txt": b"1.0.1"})
+    ids = {build_id("1.0.0"), build_id("1.0.1"), rebuilt, build_id("1.0.0", CUDA), build_id("1.0.0", name="other")}
+    assert len(ids) == 5 and build_id("1.0.1", extra={"rebuild.txt": b"1.0.1"}) == rebuilt  # reproducible
+    zipped = variant_files("1.0.0", CPU_213, layout="zip")
+    assert f"{build_id('1.0.0', layout='zip')}.zip" in zipped and build_id("1.0.0", layout="zip") == build_id("1.0.0")
 
 
 def test_legacy_and_kernel_builder_metadata_are_read():

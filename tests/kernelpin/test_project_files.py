@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from kernelpin.layout import LOCKFILE
+from kernelpin.format.layout import LOCKFILE
 
 
 @pytest.mark.parametrize("content", ["[" * 100_000, '[{"dependency": {"repo-id": ["x"]}, "lock": {"commit": "a"}}]',

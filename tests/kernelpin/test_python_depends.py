@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelpin.commands.get_kernel import UnpinnedKernelWarning
+from kernelpin.loading.get_kernel import UnpinnedKernelWarning
 
 import kernelpin
 from kernelpin.format import metadata as kernel_metadata

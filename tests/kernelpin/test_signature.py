@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from kernelpin.trust.signature import MAX_BUNDLE_BYTES, verifier, verify_bundle, verify_variant
-from kernelpin.trust.policy import GITHUB_ISSUER, KERNELS_COMMUNITY, PolicyError, SignatureError, Signer, parse_policy
+from kernelpin.format.signer import GITHUB_ISSUER, Signer
+from kernelpin.trust.policy import KERNELS_COMMUNITY, PolicyError, SignatureError, parse_policy
 from testkit.fake_kernel import CPU_213, write_variant
 from testkit.sigstore_root import Identity, SigstoreRoot
 
@@ -299,8 +300,8 @@ def test_what_lock_records_and_sync_rechecks(instance, signed: Path, tmp_path: P
     """ReleaseChecker in-process (no worker, no receipts): `check` records the verified signer, bundle and log entry;
     `recheck` verifies an installed variant again and refuses a lock edited to claim another signer or bundle, or
     to record no signature where one is required."""
-    from kernelpin.trust.policy import LockedSignature
-    from kernelpin.trust.signature import ReleaseChecker
+    from kernelpin.format.signer import LockedSignature
+    from kernelpin.trust.checker import ReleaseChecker
 
     policy = policy_of({}, instance[1])
     metadata, bundle = (signed / "metadata.json").read_bytes(), (signed / "metadata.json.sigstore").read_bytes()

@@ -16,7 +16,8 @@ import pytest
 
 from kernelpin.trust import signature
 from kernelpin.files.private_state import PrivateFiles, private_directory
-from kernelpin.trust.signature import PUBLIC_GOOD_TUF, ReleaseChecker, trust_root_id
+from kernelpin.trust.checker import ReleaseChecker
+from kernelpin.trust.signature import PUBLIC_GOOD_TUF, trust_root_id
 from kernelpin.trust.receipts import SignatureReceipts
 from kernelpin.trust.worker import WORKER
 from kernelpin.trust.policy import Policy, SignatureError, parse_policy

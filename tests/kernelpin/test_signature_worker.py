@@ -18,7 +18,8 @@ import pytest
 from kernelpin.format import lockfile
 from kernelpin.trust import signature
 from kernelpin.errors import KernelpinError
-from kernelpin.trust.signature import MAX_BUNDLE_BYTES, ReleaseChecker
+from kernelpin.trust.checker import ReleaseChecker
+from kernelpin.trust.signature import MAX_BUNDLE_BYTES
 from kernelpin.trust.worker import WORKER, SignatureWorker, WorkerGone, wanted
 from kernelpin.trust.policy import parse_policy
 from testkit.fake_kernel import CPU_213, VARIANTS, kernel_files

@@ -23,7 +23,8 @@ import pytest
 
 from kernelpin.files import confined
 from kernelpin.errors import IntegrityError, KernelpinError
-from kernelpin.layout import LOCKS_DIR, PARTIAL
+from kernelpin.files.confined import PARTIAL
+from kernelpin.format.layout import LOCKS_DIR
 from kernelpin.format.lockfile import LockedFile, LockedKernel, LockedVariant
 from kernelpin.hub.limits import Limits
 from kernelpin.hub.source import HubSettings, HubSource

@@ -16,7 +16,7 @@ from kernelpin.format import lockfile
 from kernelpin.errors import IntegrityError, KernelpinError
 from kernelpin.loading.runtime import module_name
 from kernelpin.hub.source import HubSettings, HubSource
-from kernelpin.layout import PARTIAL
+from kernelpin.files.confined import PARTIAL
 from kernelpin.store.install import Installer, sync
 from kernelpin.format.variant import Environment
 from testkit.hub import HubServer

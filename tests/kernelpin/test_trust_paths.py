@@ -15,11 +15,12 @@ from pathlib import Path
 import pytest
 
 import kernelpin
-from kernelpin.commands.get_kernel import UnpinnedKernelWarning
+from kernelpin.loading.get_kernel import UnpinnedKernelWarning
 from kernelpin.errors import KernelpinError
 from kernelpin.format import lockfile
 from kernelpin.loading.local_override import LocalKernelOverrideWarning
-from kernelpin.trust.policy import LockedSignature, Policy, SignatureError
+from kernelpin.format.signer import LockedSignature
+from kernelpin.trust.policy import Policy, SignatureError
 from testkit.fake_kernel import CPU_213, kernel_files, write_variant
 from testkit.sigstore_root import Identity
 from tests.kernelpin.helpers import UNTRUSTED_ORG
@@ -224,7 +225,7 @@ def test_every_path_reaches_the_one_decision(new_repo, app, cli, sigstore, state
     two loaders each call kernelpin.trust.gate.decide, with the evidence the path has (none: NO_RECORD)."""
     from types import SimpleNamespace
 
-    from kernelpin.commands import kernelize
+    from kernelpin.loading import kernelize
     from kernelpin.trust import gate
 
     calls: list[tuple[str, str]] = []

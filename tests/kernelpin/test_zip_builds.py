@@ -5,6 +5,7 @@ build ("the lock lists no __init__.py")."""
 
 from __future__ import annotations
 
+import json
 import sys
 
 import pytest
@@ -14,18 +15,19 @@ from kernelpin.errors import IntegrityError, KernelpinError
 from kernelpin.format import lockfile
 from kernelpin.loading import kernels_internals
 from kernelpin.loading.archive import ArchiveError, read_members
-from testkit.fake_kernel import CPU_213, OP_ID, kernel_files, write_variant, zip_archive
+from testkit.fake_kernel import CPU_213, kernel_files, write_variant, zip_archive
 from testkit.releasing import hub_env, run
 from tests.kernelpin.helpers import TRUSTED_ORG, snapshot_dir
 
-ARCHIVE = f"{OP_ID}.zip"
 EXTRA = {"sub/__init__.py": b"NAME = 'sub'\n", "sub/deep.py": b"from .. import _impl\nVARIANT = _impl.VARIANT\n"}
+RELEASE = kernel_files("1.0.0", variants=(CPU_213,), extra=EXTRA, layout="zip")
+ARCHIVE = f"{json.loads(RELEASE[f'build/{CPU_213}/metadata.json'])['id']}.zip"  # <metadata id>.zip
 
 
 @pytest.fixture
 def zip_release(new_repo) -> tuple[str, str]:
     repo_id, repo = new_repo("zipped", "kernel", TRUSTED_ORG)
-    repo.write(kernel_files("1.0.0", variants=(CPU_213,), extra=EXTRA, layout="zip"), clear=True)
+    repo.write(RELEASE, clear=True)
     commit = repo.commit("release 1.0.0")
     repo.tag("v1.0.0")
     repo.branch("v1")

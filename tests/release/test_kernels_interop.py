@@ -1,14 +1,14 @@
-"""Interop with the `kernels` ecosystem (PyPI kernels 0.17.2, kernels-data 0.16.2): what our tools publish is
-what its own code accepts, measured with its own code against the test Hub's kernel repository.
+"""Interop with the `kernels` ecosystem (the installed kernels, 0.17.2 to 0.19.1; kernels-data 0.16.2): what our
+tools publish is what its own code accepts, measured with its own code against the test Hub's kernel repository.
 
 - its parser (`kernels_data.Metadata`) reads every staged variant and its digest validates the files;
 - `kernels.get_kernel(repo, version=0)` resolves the branch v0, which publishing moved to v0.2.0, loads our
   binary and its op matches the reference on a real photo;
 - `kernels versions` lists our variants; `kernels lock` and kernelpin read one pyproject and pin one commit.
 
-One incompatibility of `kernels` itself stays pinned (it fails the day it is fixed): with
-HF_HUB_DISABLE_TELEMETRY=1 it sends a User-Agent ending in "; ", which huggingface_hub 2.4's HTTP client
-rejects before any request. Its processes here run with telemetry left on (nothing leaves this machine).
+One incompatibility of `kernels` 0.17.2 is checked per version: with HF_HUB_DISABLE_TELEMETRY=1 it sends a
+User-Agent ending in "; ", which huggingface_hub 2.4's HTTP client rejects before any request; 0.18 fixed it.
+Its other processes here run with telemetry left on (nothing leaves this machine), so they run on 0.17.2 too.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import pytest
 
 from kernelpin.format import lockfile
 from kernelpin.files.integrity import sha256_file
+from kernelpin.loading import kernels_internals
 from testkit.releasing import (
     BUILT_VERSIONS,
     REPO_ID,
@@ -96,8 +97,16 @@ def test_kernels_lock_and_kernelpin_lock_read_one_pyproject(released: Released, 
     assert (kernel.ref, kernel.tag) == ("refs/heads/v0", "v0.2.0")
 
 
-def test_get_kernel_with_telemetry_disabled_sends_an_illegal_header(released: Released, tmp_path: Path):
-    outcome = kernels_get_and_check(REPO_ID, 0, hub_env(released.hub.endpoint, tmp_path / "hf"))
-    assert outcome["loaded"] is False and outcome["type"] == "httpx2.LocalProtocolError"
-    assert outcome["message"].startswith("Illegal header value b'kernels/0.17.2; hf_hub/")
-    assert outcome["message"].endswith("; '")
+def test_get_kernel_with_telemetry_disabled(released: Released, tmp_path: Path):
+    """kernels 0.17.2 builds an empty user agent of its own when HF_HUB_DISABLE_TELEMETRY=1 and huggingface_hub
+    appends it after "; ": httpx refuses the header before any request. 0.18 passes no user agent then
+    (`_get_hf_api`) and loads."""
+    version = kernels_internals.installed_version("the test")
+    outcome = kernels_get_and_check(REPO_ID, 0, hub_env(released.hub.endpoint, tmp_path / "hf"))  # telemetry off
+    if kernels_internals._release(version) >= (0, 18):
+        assert outcome["loaded"] is True and outcome["mismatches"] == 0, outcome
+        assert (outcome["metadata"]["semver"], outcome["metadata"]["variant"]) == ("0.2.0", VARIANT)
+    else:
+        assert outcome["loaded"] is False and outcome["type"] == "httpx2.LocalProtocolError", outcome
+        assert outcome["message"].startswith(f"Illegal header value b'kernels/{version}; hf_hub/")
+        assert outcome["message"].endswith("; '")

@@ -91,7 +91,7 @@ def test_check_release_refuses_what_publish_must_not_upload(builds, tmp_path):
         check_release(root)
     cuda_metadata.write_text(json.dumps(document))
     os.rename(root / "build" / CUDA, root / "build" / "cuda-13")
-    with pytest.raises(PublishError, match=r"build/cuda-13: not a kernel variant name: 'cuda-13' \(expected e.g."):
+    with pytest.raises(PublishError, match=r"build/cuda-13: not a kernel variant name: 'cuda-13' \(unknown framework; expected e.g."):
         check_release(root)
     with pytest.raises(PublishError, match=r"no build/ directory"):
         check_release(tmp_path)

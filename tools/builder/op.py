@@ -40,7 +40,7 @@ from pathlib import Path
 from kernelpin.format import metadata as variant_metadata
 from kernelpin.files.atomic import staged_directory
 from kernelpin.files.integrity import sha256_file
-from kernelpin.layout import METADATA
+from kernelpin.format.layout import METADATA
 from kernelpin.format.ranges import Version
 from kernelpin.format.variant import Variant  # names the build; kernelpin is pure Python
 from kernelpin.format.variant import STABLE_ABI

@@ -37,25 +37,25 @@ if [[ " $STEPS " == *" before "* ]]; then
   before_build=$!
 fi
 step build $PY -m tools.builder.op --out build/gpu/img2gray --cuda on
-# The standalone experiments (tools/maintainer/experiments): nvcc for the H200 with torch's headers (c10's Half/BFloat16).
+# The standalone experiments (benchmarks/experiments): nvcc for the H200 with torch's headers (c10's Half/BFloat16).
 experiment_nvcc() {
   nvcc -O3 --fmad=false -std=c++20 -arch=sm_90 -Icsrc \
     $($PY -c 'import torch.utils.cpp_extension as c; print(" ".join("-I" + p for p in c.include_paths()))') "$@"
 }
 frame_shapes() {
-  experiment_nvcc tools/maintainer/experiments/frame_shapes.cu -o build/frame_shapes && build/frame_shapes
+  experiment_nvcc benchmarks/experiments/frame_shapes.cu -o build/frame_shapes && build/frame_shapes
 }
 step experiment frame_shapes
 # Planar float variants against the product and torch.compile's Triton kernel, same process; then Nsight
 # Compute of each (L2 flushed before every launch, so every candidate starts from the same cache state).
 # Run as a step after PYTHONPATH points at build/gpu (the op the variants are timed against).
 variants() {
-  experiment_nvcc -shared -Xcompiler -fPIC tools/maintainer/experiments/frame_variants.cu -o build/frame_variants.so &&
-    TORCH_LOGS=output_code $PY -m tools.maintainer.experiments.frame_variants build/frame_variants.so ${VARIANT_ARGS:-} \
+  experiment_nvcc -shared -Xcompiler -fPIC benchmarks/experiments/frame_variants.cu -o build/frame_variants.so &&
+    TORCH_LOGS=output_code $PY -m benchmarks.experiments.frame_variants build/frame_variants.so ${VARIANT_ARGS:-} \
       --json "$OUT/variants.json" 2>"$OUT/variants-inductor.log" &&
     ncu --clock-control none --cache-control all --nvtx --print-nvtx-rename kernel \
       --kernel-name regex:"triton|planar_packets|planar_variant|planar_bytes" --csv --metrics "$NCU_METRICS,smsp__inst_executed.sum,launch__block_size" \
-      $PY -m tools.maintainer.experiments.frame_variants build/frame_variants.so ${VARIANT_ARGS:-} --ncu >"$OUT/variants-ncu.csv"
+      $PY -m benchmarks.experiments.frame_variants build/frame_variants.so ${VARIANT_ARGS:-} --ncu >"$OUT/variants-ncu.csv"
 }
 if [[ " $STEPS " == *" before "* ]]; then
   wait "$before_build"

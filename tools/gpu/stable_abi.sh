@@ -3,10 +3,10 @@
 # the ABI gate (stable-ABI rule included), tests/op and compute-sanitizer memcheck over the CUDA tests with each
 # build, single calls of both builds against torch.compile and a same-bytes copy, host time included and inside
 # CUDA graphs (benchmarks/single_calls.py), small-call latency against the exact build in one process (each build
-# owning the public name once), tools.gpu.e2e --abi stable (release into a local Hub, kernels.get_kernel and
+# owning the public name once), testkit.gpu_e2e --abi stable (release into a local Hub, kernels.get_kernel and
 # kernelpin.load), and kernelpin's torch-free machine detection (the CUDA driver's compute capability) against the
 # running torch's (tests/kernelpin/test_detect_installed.py, with e2e). Logs and results go to $OUT; wheels for the
-# gate and tools.gpu.e2e are installed from .whl/ when present (docs/releasing.md).
+# gate and testkit.gpu_e2e are installed from .whl/ when present (docs/releasing.md).
 # Every step runs even if an earlier one failed. Last, tools/gpu/record.py writes the steps' outcome into $OUT/verification.md (docs/verification.md with this script's section replaced: copy it there;
 # COMMIT=REV names the commit where the checkout has no git; RECORD_INTO=FILE writes it there instead, updating
 # what an earlier run wrote there).
@@ -47,7 +47,7 @@ TAIL=12 step latency 60 $PY benchmarks/stable_abi_latency.py --exact "$EXACT" --
   --device cuda --json "$OUT/latency-exact-first.json"
 TAIL=12 step latency-stable-first 60 $PY benchmarks/stable_abi_latency.py --exact "$EXACT" \
   --stable "$STABLE" --device cuda --stable-first --json "$OUT/latency-stable-first.json"
-step e2e 180 env PYTHONPATH=$SITE:$PWD PATH=$SITE/bin:$PATH $PY -m tools.gpu.e2e --abi stable --json "$OUT/e2e.json"
+step e2e 180 env PYTHONPATH=$SITE:$PWD PATH=$SITE/bin:$PATH $PY -m testkit.gpu_e2e --abi stable --json "$OUT/e2e.json"
 step e2e-environment 180 env PYTHONPATH=$SITE:$PWD $PY -m pytest -q -p no:cacheprovider -rs tests/kernelpin/test_detect_installed.py
 $PY -m tools.gpu.record "$OUT" --script tools/gpu/stable_abi.sh --write "${RECORD_INTO:-$OUT/verification.md}" \
   ${COMMIT:+--commit "$COMMIT"} || status=1

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from kernelpin.publisher import abi_gate
 from kernelpin.publisher.abi_gate import AbiError, Violation, check_library, refusal, shared_libraries
-from kernelpin.errors import KernelpinError
+from kernelpin import KernelpinError
 from tools.release.stage import CONDA_SUFFIX, conda_packages, extract_variant
 
 

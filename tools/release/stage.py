@@ -20,9 +20,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from kernelpin.errors import KernelpinError
+from kernelpin import KernelpinError
 from kernelpin.files.atomic import staged_directory
-from kernelpin.layout import BUILD_DIR, METADATA
+from kernelpin.format.layout import BUILD_DIR, METADATA
 from kernelpin.publisher.release import PublishError, Release, check_release, read_variant, release_version
 from kernelpin.format.spec import check_repo_id
 

@@ -1,6 +1,6 @@
 """Host cost of small img2gray calls, builds side by side in one process (CPU or CUDA).
 
-    python -m tools.maintainer.experiments.small_calls_ab cpu|cuda NAME=DIR [NAME=DIR ...]
+    python -m benchmarks.experiments.small_calls_ab cpu|cuda NAME=DIR [NAME=DIR ...]
 
 DIR: variant directories from `tools/builder/op.py --out DIR`, imported as img2gray_NAME (builds of the same C++
 sources share a torch.ops namespace and cannot be loaded together). Each candidate runs 20000 calls of a

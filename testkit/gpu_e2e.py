@@ -3,7 +3,7 @@ into a kernel repository of a local Hub (olah + testkit/hub_front.py: tag v<vers
 then load it both ways: `kernels.get_kernel(repo, version=<major>)` and, in a consumer project, kernelpin
 lock/sync/load; the op runs on the GPU and must match the reference on examples/chelsea.png.
 
-    PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH python3 -m tools.gpu.e2e [--workdir DIR] [--json FILE]
+    PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH python3 -m testkit.gpu_e2e [--workdir DIR] [--json FILE]
 
 Needs a CUDA build of torch, nvcc, and olah, kernels, kernels-data, kernel-abi-check + kernelpin's
 dependencies importable (docs/releasing.md says how to carry them as wheels). `--device cpu` runs the same

@@ -35,7 +35,7 @@ from types import MethodType, ModuleType
 from typing import Any
 
 from kernelpin.errors import KernelpinError
-from kernelpin.layout import LOCKFILE
+from kernelpin.format.layout import LOCKFILE
 from kernelpin.loading import kernels_internals
 
 # The replaced methods, by (class, attribute): restored by `integrated_kernels` on exit.
@@ -82,7 +82,7 @@ def _built(repository: Any, module: ModuleType, **locked: Any) -> _Loaded:
 
 
 def _hub_kernel(repository: Any) -> tuple[ModuleType, _Loaded]:
-    from kernelpin.commands.get_kernel import get_kernel
+    from kernelpin.loading.get_kernel import get_kernel
 
     module = get_kernel(repository._repo_id, revision=repository._revision, version=repository._version,
                         trust_remote_code=repository._trust_remote_code,

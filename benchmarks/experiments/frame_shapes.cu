@@ -5,7 +5,7 @@
 // differ in grid (1D, or 2D with the plane as blockIdx.y), block size and the cache hint of the loads.
 // Every shape's output is compared with the product's, byte for byte.
 //   nvcc -O3 --fmad=false -std=c++20 -arch=sm_90 -Icsrc $(torch include flags) \
-//        tools/maintainer/experiments/frame_shapes.cu -o frame_shapes && ./frame_shapes
+//        benchmarks/experiments/frame_shapes.cu -o frame_shapes && ./frame_shapes
 // Medians over ROUNDS timed calls per shape (argument 1, default 101); argument 2 `reverse` times the shapes
 // in reverse order (a check that order does not decide the ranking), `forward` does not; argument 3
 // `same-output` has every call write one output buffer (a caller that allocates per call); argument 4

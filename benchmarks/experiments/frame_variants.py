@@ -1,7 +1,7 @@
 """Experiment: the planar float kernels of frame_variants.cu against the product op and torch.compile's own
 Triton kernel, in one process, on the frames where torch.compile was up to 1% ahead.
 
-    python -m tools.maintainer.experiments.frame_variants LIB.so [--rounds N] [--json F] [--ncu] [--only RE] [--cases RE]
+    python -m benchmarks.experiments.frame_variants LIB.so [--rounds N] [--json F] [--ncu] [--only RE] [--cases RE]
                                                          [--fresh-outputs]
 
 Timed as bench_op.py times (each call behind ~1 ms of GPU busy-wait, inputs rotated over 512 MB, candidates

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from kernelpin.loading import local_override
 from kernelpin.loading import python_depends
 from kernelpin.errors import KernelpinError, NoVariantError
-from kernelpin.layout import BUILD_DIR, METADATA
+from kernelpin.format.layout import BUILD_DIR, METADATA
 from kernelpin.format.lockfile import LockedKernel, LockedVariant
 from kernelpin.format.metadata import MAX_METADATA_SIZE
 from kernelpin.project import find_project, read_policy
@@ -37,8 +37,8 @@ from kernelpin.store.resolutions import Remembered, Resolutions, state_dir
 from kernelpin.resolve import KernelMoved, Located, Pinner, locate, pick_revision, same_publisher, served_as
 from kernelpin.loading.importing import Verified, import_pinned
 from kernelpin.loading.runtime import environment_for, module_name
+from kernelpin.trust.checker import ReleaseChecker
 from kernelpin.trust.gate import REMEMBERED, Evidence, admit_publisher, enforce
-from kernelpin.trust.signature import ReleaseChecker
 from kernelpin.trust.receipts import SignatureReceipts
 from kernelpin.hub.source import HubSettings, HubSource
 from kernelpin.format.spec import Requirement, describe_value, parse_requirement, requirement_from_arguments
@@ -47,7 +47,7 @@ from kernelpin.trust.policy import Policy
 from kernelpin.format.variant import Environment, Variant, arch_rejection, exact_build, select
 
 if TYPE_CHECKING:
-    from kernelpin.commands.info import VariantFit
+    from kernelpin.builds import VariantFit
 
 
 class UnpinnedKernelWarning(UserWarning):
@@ -165,7 +165,7 @@ def resolve_online(source: HubSource, requirement: Requirement, env: Environment
     selection = select(dict.fromkeys(names), env)
     label = f"{requirement.repo_id} {requirement.text}"
     if selection.chosen is None:
-        from kernelpin.commands.info import newer_build_hint  # only to explain a miss: not on get_kernel's way
+        from kernelpin.builds import newer_build_hint  # only to explain a miss: not on get_kernel's way
 
         hint = newer_build_hint(source, requirement.repo_id, refs.repo_type, pick.version, env)
         raise _no_fit(label, pick.commit, "\n".join(filter(None, [selection.explain(), hint])), env)
@@ -373,7 +373,7 @@ def get_kernel_variants(
 ) -> list[VariantFit]:
     """Every build variant of the kernel judged for this machine (arguments as `kernels.get_kernel_variants`'):
     those that fit first, the one get_kernel would choose leading, then the others with the reason."""
-    from kernelpin.commands.info import kernel_variants
+    from kernelpin.builds import kernel_variants
 
     requirement = requirement_from_arguments(repo_id, version, revision)
     return kernel_variants(HubSource(HubSettings.from_env()), requirement, environment_for(backend))

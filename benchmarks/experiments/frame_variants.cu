@@ -9,7 +9,7 @@
 // Build (sm_90; torch's c10 headers for Half/BFloat16; a CPU-only torch lacks one generated header, so a shim
 // directory with c10/cuda/impl/cuda_cmake_macros.h may be put first):
 //   nvcc -O3 --fmad=false -std=c++20 -arch=sm_90 -shared -Xcompiler -fPIC -Icsrc $(torch include flags) \
-//        tools/maintainer/experiments/frame_variants.cu -o build/exp/frame_variants.so
+//        benchmarks/experiments/frame_variants.cu -o build/exp/frame_variants.so
 #include <cuda_runtime.h>
 
 #include <cstdint>

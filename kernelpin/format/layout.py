@@ -6,4 +6,3 @@ METADATA = "metadata.json"  # in every variant: name, version, backend, file dig
 SIGNATURE = "metadata.json.sigstore"  # beside it when signed: a Sigstore bundle over its bytes (cosign sign-blob)
 PROJECT_STATE_DIR = ".kernelpin"  # next to pyproject.toml: kernelpin's own files (the edit lock), git-ignored
 LOCKS_DIR = ".kernelpin-locks"  # in the Hub cache (or a --target directory): one file lock per repository
-PARTIAL = ".kernelpin-partial"  # suffix of a download in progress (or left by a killed process)
