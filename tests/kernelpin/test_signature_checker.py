@@ -1,4 +1,4 @@
-"""kernelpin.trust.signature without a Hub: the signature receipts through ReleaseChecker, whose files decide which
+"""kernelpin.trust.signature and trust.checker without a Hub: the signature receipts through ReleaseChecker, whose files decide which
 trust root is believed (owned_by_user, public_good_root, trust_root_id), who a certificate names (signer_of, with
 certificates carrying only one of Fulcio's issuer extensions, or no alternative name), and the exact words of
 each refusal (verify_bundle, verifier). Real bundles of testkit's Sigstore instance, real sigstore-python."""
@@ -18,10 +18,12 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from kernelpin.files.private_state import PrivateFiles
-from kernelpin.trust.policy import GITHUB_ISSUER, LockedSignature, SignatureError, Signer, parse_policy
+from kernelpin.format.signer import GITHUB_ISSUER, Signer
+from kernelpin.trust.policy import SignatureError, parse_policy
 from kernelpin.trust.receipts import SignatureReceipts
-from kernelpin.trust.signature import (PUBLIC_GOOD_TUF, ReleaseChecker, TrustRootError, owned_by_user,
-                                       public_good_root, signer_of, trust_root_id, verifier, verify_bundle)
+from kernelpin.trust.checker import ReleaseChecker
+from kernelpin.trust.signature import (PUBLIC_GOOD_TUF, TrustRootError, owned_by_user, public_good_root, signer_of,
+                                       trust_root_id, verifier, verify_bundle)
 from testkit.fake_kernel import CPU_213, write_variant
 from testkit.sigstore_root import Identity, SigstoreRoot
 
