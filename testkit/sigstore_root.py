@@ -57,6 +57,10 @@ class Identity:
     commit: str = "1" * 40
     issuer: str = GITHUB_ISSUER
     email: str | None = None
+    # Which of Fulcio's issuer extensions the certificate carries (v1: the old raw string, v2: DER UTF8String;
+    # Fulcio writes both), and whether it names the identity in a SubjectAlternativeName at all.
+    issuer_extensions: tuple[str, ...] = ("v1", "v2")
+    alternative_name: bool = True
 
     @property
     def san(self) -> str:
@@ -195,10 +199,13 @@ class SigstoreRoot:
             .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CODE_SIGNING]), critical=False)
             .add_extension(x509.SubjectKeyIdentifier.from_public_key(public), critical=False)
             .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(self.ca_key.public_key()), critical=False)
-            .add_extension(x509.SubjectAlternativeName([san]), critical=True)
-            .add_extension(x509.UnrecognizedExtension(_ISSUER_V1, identity.issuer.encode()), critical=False)
-            .add_extension(x509.UnrecognizedExtension(_ISSUER, _der_utf8(identity.issuer)), critical=False)
         )
+        if identity.alternative_name:
+            builder = builder.add_extension(x509.SubjectAlternativeName([san]), critical=True)
+        if "v1" in identity.issuer_extensions:
+            builder = builder.add_extension(x509.UnrecognizedExtension(_ISSUER_V1, identity.issuer.encode()), critical=False)
+        if "v2" in identity.issuer_extensions:
+            builder = builder.add_extension(x509.UnrecognizedExtension(_ISSUER, _der_utf8(identity.issuer)), critical=False)
         if identity.email is None:
             workflow = f"https://github.com/{identity.repository}/{identity.workflow}@{identity.ref}"
             for oid, value in ((_BUILD_SIGNER_URI, workflow), (_BUILD_SIGNER_DIGEST, identity.commit),

@@ -256,9 +256,9 @@ def signer_of(certificate: Certificate) -> Signer:
 
     try:
         names = certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-    except x509.ExtensionNotFound:
-        names = x509.SubjectAlternativeName([])
-    subjects = names.get_values_for_type(x509.UniformResourceIdentifier) + names.get_values_for_type(x509.RFC822Name)
+        subjects = names.get_values_for_type(x509.UniformResourceIdentifier) + names.get_values_for_type(x509.RFC822Name)
+    except x509.ExtensionNotFound:  # (an empty SubjectAlternativeName cannot be made: cryptography refuses it)
+        subjects = []
     return Signer(
         issuer=_extension(certificate, _ISSUER) or _extension(certificate, _ISSUER_V1) or "",
         identity=subjects[0] if subjects else "",
