@@ -176,13 +176,13 @@ class HostileHub:
                     hub.arrivals.append((time.monotonic(), self.path))
                     hub._in_flight += 1
                     hub.most_in_flight = max(hub.most_in_flight, hub._in_flight)
+                    self.counted = True
                 try:
                     hub._answer(self)
                 except (ConnectionError, OSError):
                     pass  # the client hung up: what a bounded client does to an endless answer
                 finally:
-                    with hub._count_lock:
-                        hub._in_flight -= 1
+                    hub._answered(self)
 
             do_HEAD = do_GET
 
@@ -273,13 +273,21 @@ class HostileHub:
         finally:
             connection.close()
 
-    @staticmethod
-    def _send(handler: BaseHTTPRequestHandler, status: int, body: bytes, headers: dict[str, str]) -> None:
+    def _answered(self, handler: BaseHTTPRequestHandler) -> None:
+        """The request no longer counts as in flight (once). Called before its answer goes out: a client that has
+        read the whole answer may send its next request before this thread runs again, which would read as two."""
+        with self._count_lock:
+            if getattr(handler, "counted", False):
+                handler.counted = False
+                self._in_flight -= 1
+
+    def _send(self, handler: BaseHTTPRequestHandler, status: int, body: bytes, headers: dict[str, str]) -> None:
         handler.send_response(status)
         for name, value in headers.items():
             handler.send_header(name, value)
         if not any(name.lower() == "content-length" for name in headers):
             handler.send_header("Content-Length", str(len(body)))
+        self._answered(handler)
         handler.end_headers()
         if handler.command != "HEAD":
             handler.wfile.write(body)
