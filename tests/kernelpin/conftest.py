@@ -12,6 +12,7 @@ import pytest
 from kernelpin.cli import main
 from testkit.fake_kernel import publish
 from testkit.hub import HubServer, MirrorRepo
+from testkit.sigstore_root import SigstoreRoot
 from tests.kernelpin.helpers import TRUSTED_ORG
 
 
@@ -106,3 +107,11 @@ def shared_parent(tmp_path: Path) -> Path:
     (shared / "app").mkdir(parents=True)
     shared.chmod(0o1777)
     return shared
+
+
+@pytest.fixture(scope="module")
+def sigstore(tmp_path_factory: pytest.TempPathFactory) -> tuple[SigstoreRoot, Path]:
+    """A Sigstore instance of the test kit's own (CA, log, timestamps) and its trusted_root.json, which the real
+    verifier takes; one per test module, as each module had before."""
+    root = SigstoreRoot()
+    return root, root.write_trusted_root(tmp_path_factory.mktemp("sigstore") / "trusted_root.json")

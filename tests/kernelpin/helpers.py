@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from kernelpin.trust.policy import Policy, parse_policy
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # Trusted kernel publishers on the test Hub (`kernels lock`, `get_kernel` and `kernelpin lock` check), and one that
 # is not.
@@ -60,3 +62,11 @@ def snapshot_dir(cache: Path, repo_id: str, commit: str, repo_type: str = "model
 def snapshot_files(cache: Path, repo_id: str, commit: str) -> dict[str, Path]:
     snapshot = snapshot_dir(cache, repo_id, commit)
     return {str(p.relative_to(snapshot)): p for p in snapshot.rglob("*") if p.is_file()}
+
+
+def policy_of(trust: dict, root: Path | None = None) -> Policy:
+    """The policy of a pyproject.toml whose [tool.kernelpin.trust] is `trust` (with `root` as its trusted-root)."""
+    table = dict(trust)
+    if root is not None:
+        table["trusted-root"] = str(root)
+    return parse_policy({"tool": {"kernelpin": {"trust": table}}})

@@ -19,17 +19,12 @@ from kernelpin.trust.checker import ReleaseChecker
 from kernelpin.hub.source import HubSettings, HubSource
 from testkit.fake_kernel import VARIANTS, kernel_files, publish
 from testkit.hub import HubServer
-from testkit.sigstore_root import Identity, SigstoreRoot
+from testkit.sigstore_root import Identity
 
 from tests.kernelpin.helpers import fresh_interpreter
 
 SIGNER = Identity(repository="acme/kernels")  # the default workflow of the test kit; the policy names the repository
 
-
-@pytest.fixture(scope="module")
-def sigstore(tmp_path_factory: pytest.TempPathFactory) -> tuple[SigstoreRoot, Path]:
-    root = SigstoreRoot()
-    return root, root.write_trusted_root(tmp_path_factory.mktemp("sigstore") / "trusted_root.json")
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ from kernelpin.errors import KernelpinError
 from kernelpin.project import Project
 from kernelpin.hub.source import HubSettings, HubSource
 from testkit.fake_kernel import CPU_213, VARIANTS, kernel_files
-from testkit.sigstore_root import Identity, SigstoreRoot
+from testkit.sigstore_root import Identity
 from tests.kernelpin.faulty_hub import SilentServer
 from tests.kernelpin.helpers import UNTRUSTED_ORG, snapshot_dir
 
@@ -31,11 +31,6 @@ ACME_WORKFLOW = "https://github.com/acme-corp/kernels/.github/workflows/release.
 HIJACKER_WORKFLOW = "https://github.com/hijacker/kernels/.github/workflows/x.yaml"
 ACME_SIGNERS = '[{ repository = "acme-corp/kernels", workflow = ".github/workflows/release.yaml" }]'
 
-
-@pytest.fixture(scope="module")
-def sigstore(tmp_path_factory: pytest.TempPathFactory) -> tuple[SigstoreRoot, Path]:
-    root = SigstoreRoot()
-    return root, root.write_trusted_root(tmp_path_factory.mktemp("sigstore") / "trusted_root.json")
 
 
 @pytest.fixture(autouse=True, params=["worker", "in-process"])

@@ -17,6 +17,7 @@ from kernelpin.trust.signature import MAX_BUNDLE_BYTES, verifier, verify_bundle,
 from kernelpin.format.signer import GITHUB_ISSUER, Signer
 from kernelpin.trust.policy import KERNELS_COMMUNITY, PolicyError, SignatureError, parse_policy
 from testkit.fake_kernel import CPU_213, write_variant
+from tests.kernelpin.helpers import policy_of
 from testkit.sigstore_root import Identity, SigstoreRoot
 
 COMMUNITY = Identity()  # huggingface/kernels-community's build.yaml on main
@@ -26,43 +27,32 @@ ACME_POLICY = {"publishers": {"acme": {"require-signatures": True, "signers": [
     {"repository": "acme-corp/kernels", "workflow": ".github/workflows/release.yaml"}]}}}
 
 
-def policy_of(trust: dict, root: Path | None = None) -> object:
-    table = dict(trust)
-    if root is not None:
-        table["trusted-root"] = str(root)
-    return parse_policy({"tool": {"kernelpin": {"trust": table}}})
-
-
-@pytest.fixture(scope="module")
-def instance(tmp_path_factory: pytest.TempPathFactory) -> tuple[SigstoreRoot, Path]:
-    root = SigstoreRoot()
-    return root, root.write_trusted_root(tmp_path_factory.mktemp("sigstore") / "trusted_root.json")
 
 
 @pytest.fixture
-def signed(instance: tuple[SigstoreRoot, Path], tmp_path: Path) -> Path:
+def signed(sigstore: tuple[SigstoreRoot, Path], tmp_path: Path) -> Path:
     """A kernels-community variant signed by its build workflow."""
     variant = write_variant(tmp_path / "v1" / CPU_213, "1.0.0", CPU_213)
-    instance[0].sign_variant(variant, COMMUNITY)
+    sigstore[0].sign_variant(variant, COMMUNITY)
     return variant
 
 
-def check(instance: tuple[SigstoreRoot, Path], variant: Path, repo_id: str, trust: dict | None = None):
-    policy = policy_of(trust or {}, instance[1])
+def check(sigstore: tuple[SigstoreRoot, Path], variant: Path, repo_id: str, trust: dict | None = None):
+    policy = policy_of(trust or {}, sigstore[1])
     return verify_variant(variant, repo_id, policy, verifier(policy, Path("/")))
 
 
-def refused(instance, variant: Path, repo_id: str, trust: dict | None = None) -> str:
+def refused(sigstore, variant: Path, repo_id: str, trust: dict | None = None) -> str:
     with pytest.raises(SignatureError) as caught:
-        check(instance, variant, repo_id, trust)
+        check(sigstore, variant, repo_id, trust)
     message = str(caught.value)
     assert message.startswith(f"{repo_id} {variant.name}: ") and "\n" not in message  # one line, repo and variant
     assert "; " in message  # and the fix
     return message
 
 
-def test_a_signed_release_verifies_and_names_its_signer(instance, signed: Path) -> None:
-    verified = check(instance, signed, "kernels-community/img2gray")
+def test_a_signed_release_verifies_and_names_its_signer(sigstore, signed: Path) -> None:
+    verified = check(sigstore, signed, "kernels-community/img2gray")
     assert verified.signer == Signer(
         issuer=GITHUB_ISSUER,
         identity="https://github.com/huggingface/kernels-community/.github/workflows/build.yaml@refs/heads/main",
@@ -72,29 +62,29 @@ def test_a_signed_release_verifies_and_names_its_signer(instance, signed: Path) 
     assert len(verified.log_id) == 64
 
 
-def test_an_own_organization_policy(instance, tmp_path: Path) -> None:
+def test_an_own_organization_policy(sigstore, tmp_path: Path) -> None:
     variant = write_variant(tmp_path / CPU_213, "1.0.0", CPU_213)
-    instance[0].sign_variant(variant, ACME)
-    assert check(instance, variant, "acme/img2gray", ACME_POLICY).signer.source_commit == "a" * 40
+    sigstore[0].sign_variant(variant, ACME)
+    assert check(sigstore, variant, "acme/img2gray", ACME_POLICY).signer.source_commit == "a" * 40
     # The organization's rule does not allow kernels-community's workflow, nor does the built-in entry allow acme's.
-    instance[0].sign_variant(variant, COMMUNITY)
-    assert "signed by https://github.com/huggingface/kernels-community/" in refused(instance, variant, "acme/x",
+    sigstore[0].sign_variant(variant, COMMUNITY)
+    assert "signed by https://github.com/huggingface/kernels-community/" in refused(sigstore, variant, "acme/x",
                                                                                      ACME_POLICY)
-    instance[0].sign_variant(variant, ACME)
-    assert "kernelpin's built-in policy does not allow" in refused(instance, variant, "kernels-community/x")
+    sigstore[0].sign_variant(variant, ACME)
+    assert "kernelpin's built-in policy does not allow" in refused(sigstore, variant, "kernels-community/x")
 
 
-def test_a_repository_entry_replaces_its_organization(instance, tmp_path: Path) -> None:
+def test_a_repository_entry_replaces_its_organization(sigstore, tmp_path: Path) -> None:
     variant = write_variant(tmp_path / CPU_213, "1.0.0", CPU_213)
     person = Identity(email="release@acme.dev", issuer="https://accounts.google.com")
-    instance[0].sign_variant(variant, person)
+    sigstore[0].sign_variant(variant, person)
     trust = {**ACME_POLICY, "publishers": {**ACME_POLICY["publishers"], "acme/one": {"signers": [
         {"issuer": "https://accounts.google.com", "identity": "release@acme.dev"}]}}}
-    assert check(instance, variant, "acme/one", trust).signer.identity == "release@acme.dev"
-    assert "signed through issuer https://accounts.google.com" in refused(instance, variant, "acme/two", trust)
+    assert check(sigstore, variant, "acme/one", trust).signer.identity == "release@acme.dev"
+    assert "signed through issuer https://accounts.google.com" in refused(sigstore, variant, "acme/two", trust)
 
 
-def test_wrong_identity_and_wrong_issuer(instance, tmp_path: Path) -> None:
+def test_wrong_identity_and_wrong_issuer(sigstore, tmp_path: Path) -> None:
     variant = write_variant(tmp_path / CPU_213, "1.0.0", CPU_213)
     for identity, says in (
         (Identity(workflow=".github/workflows/pr.yaml"), "signed by https://github.com/huggingface/kernels-community/.github/workflows/pr.yaml"),
@@ -102,64 +92,64 @@ def test_wrong_identity_and_wrong_issuer(instance, tmp_path: Path) -> None:
         (Identity(repository="evil/kernels-community"), "signed by https://github.com/evil/kernels-community"),
         (Identity(issuer="https://token.actions.evil.example"), "signed through issuer https://token.actions.evil.example"),
     ):
-        instance[0].sign_variant(variant, identity)
-        assert says in refused(instance, variant, "kernels-community/img2gray")
+        sigstore[0].sign_variant(variant, identity)
+        assert says in refused(sigstore, variant, "kernels-community/img2gray")
 
 
-def test_tampered_metadata_and_bundles_of_other_bytes(instance, signed: Path, tmp_path: Path) -> None:
+def test_tampered_metadata_and_bundles_of_other_bytes(sigstore, signed: Path, tmp_path: Path) -> None:
     good = (signed / "metadata.json").read_bytes()
     (signed / "metadata.json").write_bytes(good.replace(b'"license": "Apache-2.0"', b'"license": "Apache-2.1"'))
-    assert "signs other bytes than this metadata.json" in refused(instance, signed, "kernels-community/img2gray")
+    assert "signs other bytes than this metadata.json" in refused(sigstore, signed, "kernels-community/img2gray")
     # Downgrade/replay: the valid bundle of an older release, or of another variant, beside this metadata.json.
     newer = write_variant(tmp_path / "v1.1" / CPU_213, "1.1.0", CPU_213)
     shutil.copyfile(signed / "metadata.json.sigstore", newer / "metadata.json.sigstore")
-    assert "signs other bytes" in refused(instance, newer, "kernels-community/img2gray")
+    assert "signs other bytes" in refused(sigstore, newer, "kernels-community/img2gray")
     other = write_variant(tmp_path / "other" / "torch212-cxx11-cpu-x86_64-linux", "1.1.0",
                           "torch212-cxx11-cpu-x86_64-linux")
-    instance[0].sign_variant(other, COMMUNITY)
+    sigstore[0].sign_variant(other, COMMUNITY)
     shutil.copyfile(other / "metadata.json.sigstore", newer / "metadata.json.sigstore")
-    assert "signs other bytes" in refused(instance, newer, "kernels-community/img2gray")
+    assert "signs other bytes" in refused(sigstore, newer, "kernels-community/img2gray")
     # A bundle whose recorded digest was edited to match: the signature itself no longer verifies.
     bundle = json.loads((other / "metadata.json.sigstore").read_text())
     bundle["messageSignature"]["messageDigest"]["digest"] = base64.b64encode(
         hashlib.sha256((newer / "metadata.json").read_bytes()).digest()).decode()
     (newer / "metadata.json.sigstore").write_text(json.dumps(bundle))
-    assert "signs other bytes" in refused(instance, newer, "kernels-community/img2gray")
+    assert "signs other bytes" in refused(sigstore, newer, "kernels-community/img2gray")
 
 
-def test_a_tampered_file_under_a_valid_signature(instance, signed: Path) -> None:
+def test_a_tampered_file_under_a_valid_signature(sigstore, signed: Path) -> None:
     (signed / "_impl.py").write_bytes(b"import os; os.system('id')\n")
-    assert "do not match the signed metadata.json digest (_impl.py)" in refused(instance, signed, "kernels-community/x")
+    assert "do not match the signed metadata.json digest (_impl.py)" in refused(sigstore, signed, "kernels-community/x")
     (signed / "_impl.py").unlink()
     (signed / "planted.py").write_text("")
-    assert "(_impl.py, planted.py)" in refused(instance, signed, "kernels-community/x")
+    assert "(_impl.py, planted.py)" in refused(sigstore, signed, "kernels-community/x")
 
 
-def test_a_missing_bundle_where_one_is_required(instance, signed: Path) -> None:
+def test_a_missing_bundle_where_one_is_required(sigstore, signed: Path) -> None:
     (signed / "metadata.json.sigstore").unlink()
     assert "no signature (metadata.json.sigstore), but kernelpin's built-in policy requires one" in refused(
-        instance, signed, "kernels-community/img2gray")
+        sigstore, signed, "kernels-community/img2gray")
     assert "but [tool.kernelpin.trust.publishers.\"acme\"] requires one" in refused(
-        instance, signed, "acme/img2gray", ACME_POLICY)
+        sigstore, signed, "acme/img2gray", ACME_POLICY)
     assert "[tool.kernelpin.trust] require-signatures requires one" in refused(
-        instance, signed, "other/img2gray", {"require-signatures": True})
+        sigstore, signed, "other/img2gray", {"require-signatures": True})
     # Another publisher's unsigned release passes unless a policy requires signatures; the caller records it.
-    assert check(instance, signed, "other/img2gray") is None
+    assert check(sigstore, signed, "other/img2gray") is None
 
 
-def test_malformed_and_huge_bundles(instance, signed: Path) -> None:
+def test_malformed_and_huge_bundles(sigstore, signed: Path) -> None:
     bundle = signed / "metadata.json.sigstore"
     good = json.loads(bundle.read_text())
     for bad in (b"", b"not json", b"[]", b'{"mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json"}',
                 json.dumps({**good, "mediaType": "x"}).encode(), b"[" * 100_000,
                 json.dumps({**good, "verificationMaterial": {**good["verificationMaterial"], "tlogEntries": []}}).encode()):
         bundle.write_bytes(bad)
-        assert "metadata.json.sigstore is not a Sigstore bundle" in refused(instance, signed, "kernels-community/x")
+        assert "metadata.json.sigstore is not a Sigstore bundle" in refused(sigstore, signed, "kernels-community/x")
     bundle.write_bytes(b" " * (MAX_BUNDLE_BYTES + 1))
-    assert f"is {MAX_BUNDLE_BYTES + 1} bytes, over the {MAX_BUNDLE_BYTES}" in refused(instance, signed, "kernels-community/x")
+    assert f"is {MAX_BUNDLE_BYTES + 1} bytes, over the {MAX_BUNDLE_BYTES}" in refused(sigstore, signed, "kernels-community/x")
 
 
-def test_log_entries_and_certificates_that_do_not_verify(instance, signed: Path, tmp_path: Path) -> None:
+def test_log_entries_and_certificates_that_do_not_verify(sigstore, signed: Path, tmp_path: Path) -> None:
     bundle = signed / "metadata.json.sigstore"
     good = json.loads(bundle.read_text())
     entry = good["verificationMaterial"]["tlogEntries"][0]
@@ -167,20 +157,20 @@ def test_log_entries_and_certificates_that_do_not_verify(instance, signed: Path,
                        ("logIndex", str(int(entry["logIndex"]) + 1))):
         bundle.write_text(json.dumps({**good, "verificationMaterial": {**good["verificationMaterial"],
                                                                        "tlogEntries": [{**entry, key: value}]}}))
-        assert "does not verify" in refused(instance, signed, "kernels-community/x")
+        assert "does not verify" in refused(sigstore, signed, "kernels-community/x")
     # A certificate that expired before the log recorded the signature.
-    instance[0].sign_variant(signed, COMMUNITY, logged_after=timedelta(minutes=11))
+    sigstore[0].sign_variant(signed, COMMUNITY, logged_after=timedelta(minutes=11))
     assert "the certificate had expired (or was not yet valid) when the log recorded the signature" in refused(
-        instance, signed, "kernels-community/x")
+        sigstore, signed, "kernels-community/x")
     # Signed by another Sigstore instance (another CA and log): not ours to trust.
     SigstoreRoot().sign_variant(signed, COMMUNITY)
-    assert "issued by another CA" in refused(instance, signed, "kernels-community/x")
+    assert "issued by another CA" in refused(sigstore, signed, "kernels-community/x")
 
 
-def test_an_old_signature_verifies_offline_long_after_the_certificate_expired(instance, tmp_path: Path) -> None:
+def test_an_old_signature_verifies_offline_long_after_the_certificate_expired(sigstore, tmp_path: Path) -> None:
     variant = write_variant(tmp_path / CPU_213, "1.0.0", CPU_213)
-    instance[0].sign_variant(variant, COMMUNITY, at=datetime.now(UTC) - timedelta(days=20))
-    assert check(instance, variant, "kernels-community/x").signer.issuer == GITHUB_ISSUER
+    sigstore[0].sign_variant(variant, COMMUNITY, at=datetime.now(UTC) - timedelta(days=20))
+    assert check(sigstore, variant, "kernels-community/x").signer.issuer == GITHUB_ISSUER
 
 
 def test_the_public_good_root_works_offline_and_refuses_test_bundles(signed: Path) -> None:
@@ -213,7 +203,7 @@ def test_the_policy_parser_names_each_mistake() -> None:
 # The differential test: kernels' own verifier (verify_variant until 0.17, verify_signature since 0.18; its policies
 # given from Python, our trust root) agrees.
 
-def _kernels_verdict(variant: Path, instance, repository: str, workflows: list[str], ref: str, monkeypatch) -> bool:
+def _kernels_verdict(variant: Path, sigstore, repository: str, workflows: list[str], ref: str, monkeypatch) -> bool:
     from sigstore.models import TrustedRoot
     from sigstore.verify import Verifier
 
@@ -221,7 +211,7 @@ def _kernels_verdict(variant: Path, instance, repository: str, workflows: list[s
 
     kernels_verify = kernels_internals.module("verify", "the signature differential")
     monkeypatch.setattr(kernels_verify.Verifier, "production",
-                        classmethod(lambda cls, offline=False: Verifier(trusted_root=TrustedRoot.from_file(str(instance[1])))))
+                        classmethod(lambda cls, offline=False: Verifier(trusted_root=TrustedRoot.from_file(str(sigstore[1])))))
     policy = kernels_verify.GitHubWorkflowPolicy(
         repo_id=repository, signer_uris=[f"https://github.com/{repository}/{w}@{ref}" for w in workflows])
     if hasattr(kernels_verify, "verify_variant"):  # kernels 0.17: a list of policies
@@ -243,8 +233,8 @@ def _kernels_verdict(variant: Path, instance, repository: str, workflows: list[s
     return isinstance(checked, digest.DigestVerificationResult.Success)
 
 
-def test_kernels_verify_variant_agrees_on_every_release(instance, tmp_path: Path, monkeypatch) -> None:
-    root = instance[0]
+def test_kernels_verify_variant_agrees_on_every_release(sigstore, tmp_path: Path, monkeypatch) -> None:
+    root = sigstore[0]
     cases: dict[str, Path] = {}
 
     def case(name: str, identity: Identity | None = COMMUNITY, **options) -> Path:
@@ -284,10 +274,10 @@ def test_kernels_verify_variant_agrees_on_every_release(instance, tmp_path: Path
         {"repository": "huggingface/kernels-community", "workflow": workflows, "ref": "refs/heads/main"}]}}}
     verdicts = {}
     for name, variant in cases.items():
-        theirs = _kernels_verdict(variant, instance, "huggingface/kernels-community", workflows, "refs/heads/main",
+        theirs = _kernels_verdict(variant, sigstore, "huggingface/kernels-community", workflows, "refs/heads/main",
                                   monkeypatch)
         try:
-            check(instance, variant, "kernels-community/img2gray", trust)
+            check(sigstore, variant, "kernels-community/img2gray", trust)
             ours = True
         except SignatureError:
             ours = False
@@ -296,14 +286,14 @@ def test_kernels_verify_variant_agrees_on_every_release(instance, tmp_path: Path
     assert all(ours == theirs for ours, theirs in verdicts.values()), verdicts
 
 
-def test_what_lock_records_and_sync_rechecks(instance, signed: Path, tmp_path: Path) -> None:
+def test_what_lock_records_and_sync_rechecks(sigstore, signed: Path, tmp_path: Path) -> None:
     """ReleaseChecker in-process (no worker, no receipts): `check` records the verified signer, bundle and log entry;
     `recheck` verifies an installed variant again and refuses a lock edited to claim another signer or bundle, or
     to record no signature where one is required."""
     from kernelpin.format.signer import LockedSignature
     from kernelpin.trust.checker import ReleaseChecker
 
-    policy = policy_of({}, instance[1])
+    policy = policy_of({}, sigstore[1])
     metadata, bundle = (signed / "metadata.json").read_bytes(), (signed / "metadata.json.sigstore").read_bytes()
     with ReleaseChecker(policy, Path("/")) as checker:
         record = checker.check("kernels-community/x", CPU_213, metadata, bundle)
@@ -342,11 +332,11 @@ def test_what_lock_records_and_sync_rechecks(instance, signed: Path, tmp_path: P
             checker.recheck("other/x", CPU_213, signed, record, files=True)
 
 
-def test_verify_variant_names_each_broken_variant(instance, signed: Path, tmp_path: Path) -> None:
+def test_verify_variant_names_each_broken_variant(sigstore, signed: Path, tmp_path: Path) -> None:
     """Each way an installed variant is broken is its own one-line refusal naming the repository and variant."""
     def message(variant: Path) -> str:
         with pytest.raises(SignatureError) as caught:
-            check(instance, variant, "other/x")
+            check(sigstore, variant, "other/x")
         return str(caught.value)
 
     empty = tmp_path / "empty" / CPU_213

@@ -19,12 +19,13 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from kernelpin.files.private_state import PrivateFiles
 from kernelpin.format.signer import GITHUB_ISSUER, Signer
-from kernelpin.trust.policy import SignatureError, parse_policy
+from kernelpin.trust.policy import SignatureError
 from kernelpin.trust.receipts import SignatureReceipts
 from kernelpin.trust.checker import ReleaseChecker
 from kernelpin.trust.signature import (PUBLIC_GOOD_TUF, TrustRootError, owned_by_user, public_good_root, signer_of,
                                        trust_root_id, verifier, verify_bundle)
 from testkit.fake_kernel import CPU_213, write_variant
+from tests.kernelpin.helpers import policy_of
 from testkit.sigstore_root import Identity, SigstoreRoot
 
 REPO = "kernels-community/x"
@@ -33,24 +34,13 @@ AS_ROOT = pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another
 ELSEWHERE = 4242  # a uid that is not this user's
 
 
-def policy_of(trust: dict, root: Path | None = None):
-    table = dict(trust)
-    if root is not None:
-        table["trusted-root"] = str(root)
-    return parse_policy({"tool": {"kernelpin": {"trust": table}}})
-
-
-@pytest.fixture(scope="module")
-def instance(tmp_path_factory: pytest.TempPathFactory) -> tuple[SigstoreRoot, Path]:
-    root = SigstoreRoot()
-    return root, root.write_trusted_root(tmp_path_factory.mktemp("sigstore") / "trusted_root.json")
 
 
 @pytest.fixture
-def release(instance, tmp_path: Path) -> tuple[bytes, bytes]:
+def release(sigstore, tmp_path: Path) -> tuple[bytes, bytes]:
     """A kernels-community variant's metadata.json and its bundle, signed by its build workflow."""
     variant = write_variant(tmp_path / "v1" / CPU_213, "1.0.0", CPU_213)
-    instance[0].sign_variant(variant)
+    sigstore[0].sign_variant(variant)
     return (variant / "metadata.json").read_bytes(), (variant / "metadata.json.sigstore").read_bytes()
 
 
@@ -69,13 +59,13 @@ def refusal(call) -> str:
 
 # Receipts through ReleaseChecker -------------------------------------------------------------------------------
 
-def test_a_verification_leaves_a_receipt_that_a_later_command_believes(instance, release, receipts) -> None:
+def test_a_verification_leaves_a_receipt_that_a_later_command_believes(sigstore, release, receipts) -> None:
     """The first check verifies and keeps a receipt under the trust root's id; a later checker takes the signer
     from it (shown by a receipt this user rewrote to name another signer: believed, as this user's own state is),
     reads it once per command, and still puts its signer to the policy, refusing word for word as a verification
     would."""
     metadata, bundle = release
-    policy = policy_of({}, instance[1])
+    policy = policy_of({}, sigstore[1])
     root = trust_root_id(policy, Path("/"))
     with ReleaseChecker(policy, Path("/"), receipts=receipts) as first:
         record = first.check(REPO, CPU_213, metadata, bundle)
@@ -101,7 +91,7 @@ def test_a_verification_leaves_a_receipt_that_a_later_command_believes(instance,
 
     # A policy that refuses the recorded signer refuses the recalled one in the same words.
     strict = policy_of({"publishers": {"kernels-community": {"require-signatures": True, "signers": [
-        {"repository": "kernels-community/fork", "workflow": "build.yaml"}]}}}, instance[1])
+        {"repository": "kernels-community/fork", "workflow": "build.yaml"}]}}}, sigstore[1])
     with ReleaseChecker(strict, Path("/")) as verifying:
         verified_words = refusal(lambda: verifying.check(REPO, CPU_213, metadata, bundle))
     assert verified_words.startswith(f"{REPO} {CPU_213}: ") and "kernels-community/fork" in verified_words
@@ -110,10 +100,10 @@ def test_a_verification_leaves_a_receipt_that_a_later_command_believes(instance,
         assert refusal(lambda: recalling.check(REPO, CPU_213, metadata, bundle)) == verified_words
 
 
-def test_changed_bytes_or_root_are_verified_again_and_refusals_leave_no_receipt(instance, release, receipts,
+def test_changed_bytes_or_root_are_verified_again_and_refusals_leave_no_receipt(sigstore, release, receipts,
                                                                                 tmp_path: Path) -> None:
     metadata, bundle = release
-    policy = policy_of({}, instance[1])
+    policy = policy_of({}, sigstore[1])
     with ReleaseChecker(policy, Path("/"), receipts=receipts) as checker:
         checker.check(REPO, CPU_213, metadata, bundle)
         tampered = metadata.replace(b"1.0.0", b"6.6.6")
@@ -122,47 +112,47 @@ def test_changed_bytes_or_root_are_verified_again_and_refusals_leave_no_receipt(
     assert receipts.recall(root, tampered, bundle) is None
     assert len(list(receipts.files.directory.iterdir())) == 1
     # Another bundle over the same metadata by another signer: its own verification, its own receipt.
-    other = instance[0].sign(metadata, OTHER).encode()
+    other = sigstore[0].sign(metadata, OTHER).encode()
     with ReleaseChecker(policy, Path("/"), receipts=receipts) as checker:
         assert checker.check("other/x", CPU_213, metadata, other).signer.source_repository == (
             "https://github.com/kernels-community/fork")
     assert receipts.recall(root, metadata, other).signer.source_repository == "https://github.com/kernels-community/fork"
     # A receipt of another trust root is not believed: an edited trusted_root.json is another root.
     moved = tmp_path / "moved_root.json"
-    moved.write_text(instance[1].read_text() + "\n")
+    moved.write_text(sigstore[1].read_text() + "\n")
     assert trust_root_id(policy_of({}, moved), Path("/")) != root
     assert receipts.recall(trust_root_id(policy_of({}, moved), Path("/")), metadata, bundle) is None
 
 
-def test_no_receipt_is_kept_without_a_root_id_or_without_a_receipt_directory(instance, release, tmp_path: Path) -> None:
+def test_no_receipt_is_kept_without_a_root_id_or_without_a_receipt_directory(sigstore, release, tmp_path: Path) -> None:
     metadata, bundle = release
     nowhere = SignatureReceipts(PrivateFiles(None))
-    with ReleaseChecker(policy_of({}, instance[1]), Path("/"), receipts=nowhere) as checker:
+    with ReleaseChecker(policy_of({}, sigstore[1]), Path("/"), receipts=nowhere) as checker:
         assert checker.check(REPO, CPU_213, metadata, bundle).signer is not None
 
 
 # Who a certificate names ----------------------------------------------------------------------------------------
 
-def _certificate(instance, identity: Identity):
-    return instance[0].certificate(identity, ec.generate_private_key(ec.SECP256R1()), datetime.now(UTC))
+def _certificate(sigstore, identity: Identity):
+    return sigstore[0].certificate(identity, ec.generate_private_key(ec.SECP256R1()), datetime.now(UTC))
 
 
 @pytest.mark.parametrize("extensions", [("v1", "v2"), ("v1",), ("v2",)])
-def test_signer_of_reads_either_issuer_extension(instance, extensions) -> None:
+def test_signer_of_reads_either_issuer_extension(sigstore, extensions) -> None:
     """Fulcio writes the issuer in two extensions (the old raw string, 1.1, and a DER UTF8String, 1.8); older
     certificates carry only the first. Either alone names the issuer."""
-    signer = signer_of(_certificate(instance, Identity(issuer_extensions=extensions)))
+    signer = signer_of(_certificate(sigstore, Identity(issuer_extensions=extensions)))
     identity = Identity()
     assert signer == Signer(GITHUB_ISSUER, identity.san, "https://github.com/huggingface/kernels-community", "1" * 40,
                             "refs/heads/main")
 
 
-def test_signer_of_a_certificate_without_issuer_or_alternative_name(instance) -> None:
+def test_signer_of_a_certificate_without_issuer_or_alternative_name(sigstore) -> None:
     """No issuer extension: issuer "" (no policy names it); no SubjectAlternativeName: identity "", not a crash."""
-    assert signer_of(_certificate(instance, Identity(issuer_extensions=()))).issuer == ""
-    bare = signer_of(_certificate(instance, Identity(alternative_name=False, issuer_extensions=())))
+    assert signer_of(_certificate(sigstore, Identity(issuer_extensions=()))).issuer == ""
+    bare = signer_of(_certificate(sigstore, Identity(alternative_name=False, issuer_extensions=())))
     assert (bare.issuer, bare.identity) == ("", "")
-    by_mail = signer_of(_certificate(instance, Identity(email="dev@example.org", issuer="https://accounts.example")))
+    by_mail = signer_of(_certificate(sigstore, Identity(email="dev@example.org", issuer="https://accounts.example")))
     assert (by_mail.issuer, by_mail.identity, by_mail.source_repository) == ("https://accounts.example",
                                                                              "dev@example.org", None)
 
@@ -286,9 +276,9 @@ def test_a_trusted_root_that_cannot_be_read(tmp_path: Path) -> None:
 FIX_AGAIN = "do not use this release; ask the publisher to sign it again"
 
 
-def test_each_refusal_word_for_word(instance, release) -> None:
+def test_each_refusal_word_for_word(sigstore, release) -> None:
     metadata, bundle = release
-    policy = policy_of({}, instance[1])
+    policy = policy_of({}, sigstore[1])
     made = verifier(policy, Path("/"))
 
     def words(data: bytes, signed: bytes | str) -> str:
@@ -301,7 +291,7 @@ def test_each_refusal_word_for_word(instance, release) -> None:
         "signature of another release); do not use this release; tell the publisher")
     # A log entry of another signature: sigstore says "inconsistent with other materials", kernelpin says whose.
     spliced = json.loads(bundle)
-    spliced["verificationMaterial"]["tlogEntries"] = json.loads(instance[0].sign(metadata + b" "))[
+    spliced["verificationMaterial"]["tlogEntries"] = json.loads(sigstore[0].sign(metadata + b" "))[
         "verificationMaterial"]["tlogEntries"]
     assert words(metadata, json.dumps(spliced)) == words(metadata + b" ", bundle)
     not_bundle = words(metadata, b"[1]")
@@ -313,11 +303,11 @@ def test_each_refusal_word_for_word(instance, release) -> None:
                          rf"\((.+)\): issued by another CA; {FIX_AGAIN}", words(metadata, stranger))
     assert found and found.group(1) != "None"
     # sigstore's cause is cut at 160 characters: a certificate without SubjectAlternativeName gets a longer one.
-    nameless = instance[0].sign(metadata, Identity(alternative_name=False))
+    nameless = sigstore[0].sign(metadata, Identity(alternative_name=False))
     found = re.fullmatch(rf"{re.escape(start)}the certificate does not verify against the Sigstore trust root "
                          rf"\((.+)\): issued by another CA; {FIX_AGAIN}", words(metadata, nameless))
     assert found and len(found.group(1)) == 160 and "subjectAltName" in found.group(1)
-    expired = instance[0].sign(metadata, logged_after=timedelta(minutes=11))
+    expired = sigstore[0].sign(metadata, logged_after=timedelta(minutes=11))
     assert words(metadata, expired) == (f"{start}the certificate had expired (or was not yet valid) when the log "
                                         f"recorded the signature; {FIX_AGAIN}")
     broken = json.loads(bundle)
@@ -331,20 +321,20 @@ def test_each_refusal_word_for_word(instance, release) -> None:
     assert words(metadata, json.dumps(untimed)) == (f"{start}the signature does not verify (not enough sources of "
                                                     f"verified time); {FIX_AGAIN}")
     strict = policy_of({"publishers": {"kernels-community": {"require-signatures": True, "signers": [
-        {"repository": "kernels-community/fork", "workflow": "build.yaml"}]}}}, instance[1])
+        {"repository": "kernels-community/fork", "workflow": "build.yaml"}]}}}, sigstore[1])
     by_release = refusal(lambda: verify_bundle(REPO, CPU_213, metadata, bundle, strict, made))
     with ReleaseChecker(strict, Path("/")) as checker:
         assert refusal(lambda: checker.check(REPO, CPU_213, metadata, bundle)) == by_release
     assert by_release.startswith(start) and "by https://github.com/huggingface/kernels-community/" in by_release
 
 
-def test_recheck_of_a_variant_whose_bundle_is_gone(instance, tmp_path: Path) -> None:
+def test_recheck_of_a_variant_whose_bundle_is_gone(sigstore, tmp_path: Path) -> None:
     """The lock records a signer, the installed variant has no bundle any more: `recheck` refuses, with or without
     `files`, in one line that says the bundle is unsigned (not a crash); where signatures are required the
     refusal is that none is there."""
     variant = write_variant(tmp_path / "v1" / CPU_213, "1.0.0", CPU_213)
-    instance[0].sign_variant(variant)
-    policy = policy_of({}, instance[1])
+    sigstore[0].sign_variant(variant)
+    policy = policy_of({}, sigstore[1])
     with ReleaseChecker(policy, Path("/")) as checker:
         record = checker.check("other/x", CPU_213, (variant / "metadata.json").read_bytes(),
                                (variant / "metadata.json.sigstore").read_bytes())
@@ -362,31 +352,31 @@ def test_recheck_of_a_variant_whose_bundle_is_gone(instance, tmp_path: Path) -> 
         assert refusal(lambda: checker.recheck(REPO, CPU_213, variant, None)).startswith(f"{REPO} {CPU_213}: ")
 
 
-def test_the_signature_worker_verifies_and_its_verification_leaves_a_receipt(instance, release, receipts) -> None:
+def test_the_signature_worker_verifies_and_its_verification_leaves_a_receipt(sigstore, release, receipts) -> None:
     """With `worker`, the check is the worker's (the parent never makes a verifier of its own), under the root the
     worker names, and leaves a receipt as an in-process one does; a worker that died is verified for in-process."""
     import signal
 
     metadata, bundle = release
-    policy = policy_of({}, instance[1])
+    policy = policy_of({}, sigstore[1])
     with ReleaseChecker(policy, Path("/"), worker=True, receipts=receipts) as checker:
         checker.warm_up()
         record = checker.check(REPO, CPU_213, metadata, bundle)
         assert checker._verifier is None  # answered by the worker
         assert receipts.recall(trust_root_id(policy, Path("/")), metadata, bundle).signer == record.signer
-        other = instance[0].sign(metadata).encode()
+        other = sigstore[0].sign(metadata).encode()
         os.kill(checker._worker.pid, signal.SIGKILL)
         checker._worker._process.wait()
         assert checker.check(REPO, CPU_213, metadata, other).signer == record.signer
         assert checker._verifier is not None
 
 
-def test_warm_up_makes_the_verifier_in_the_background_without_a_worker(instance) -> None:
+def test_warm_up_makes_the_verifier_in_the_background_without_a_worker(sigstore) -> None:
     """Without `worker`, warm_up starts no process: it makes the verifier in a thread, so that sigstore's import
     overlaps the downloads; once made, the check uses it."""
     import time
 
-    with ReleaseChecker(policy_of({}, instance[1]), Path("/")) as checker:
+    with ReleaseChecker(policy_of({}, sigstore[1]), Path("/")) as checker:
         checker.warm_up()
         assert checker._worker is None
         deadline = time.monotonic() + 30
@@ -407,11 +397,11 @@ def test_warm_up_makes_the_verifier_in_the_background_without_a_worker(instance)
     lambda receipt: receipt.update({"metadata-sha256": "0" * 64}),
 ], ids=["index-text", "time-fraction", "index-bool", "issuer-null", "ref-number", "signer-text", "verified-list",
         "other-bundle", "other-metadata"])
-def test_a_corrupt_receipt_is_not_believed(instance, release, receipts, corrupt) -> None:
+def test_a_corrupt_receipt_is_not_believed(sigstore, release, receipts, corrupt) -> None:
     """A receipt that is not what `keep` writes (wrong types, another bundle or metadata.json) is not recalled:
     the bundle is verified again, and names its real signer."""
     metadata, bundle = release
-    policy = policy_of({}, instance[1])
+    policy = policy_of({}, sigstore[1])
     root = trust_root_id(policy, Path("/"))
     with ReleaseChecker(policy, Path("/"), receipts=receipts) as checker:
         record = checker.check(REPO, CPU_213, metadata, bundle)

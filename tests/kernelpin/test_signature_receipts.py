@@ -38,11 +38,6 @@ print('STATUS', main(['lock']), 'WORKERS', len(started))
 """
 
 
-@pytest.fixture(scope="module")
-def sigstore(tmp_path_factory: pytest.TempPathFactory) -> tuple[SigstoreRoot, Path]:
-    root = SigstoreRoot()
-    return root, root.write_trusted_root(tmp_path_factory.mktemp("sigstore") / "trusted_root.json")
-
 
 @pytest.fixture
 def verifications(monkeypatch) -> list[str]:

@@ -35,11 +35,6 @@ METADATA = f"build/{CPU_213}/metadata.json"
 BUNDLE = METADATA + ".sigstore"
 
 
-@pytest.fixture(scope="module")
-def sigstore(tmp_path_factory: pytest.TempPathFactory) -> tuple[SigstoreRoot, Path]:
-    root = SigstoreRoot()
-    return root, root.write_trusted_root(tmp_path_factory.mktemp("sigstore") / "trusted_root.json")
-
 
 def children() -> dict[int, str]:
     """This process's child processes: pid -> state (R, S, Z for a zombie, ...) and command line."""
