@@ -65,10 +65,16 @@ class SwapOnFirstByte:
 
     def update(self, count: int) -> None:
         with self.swapping:
-            if not self.swapped and self.directory.is_dir() and not self.directory.is_symlink():
-                self.directory.rename(self.directory.with_name("moved-aside"))
-                self.directory.symlink_to(self.home, target_is_directory=True)
-                self.swapped = True
+            # Another download thread may make the directory again between the rename and the link (that made
+            # symlink_to fail with FileExistsError once, in a fresh-clone CI run): move that one aside too.
+            for attempt in range(8) if not self.swapped else ():
+                if not self.directory.is_dir() or self.directory.is_symlink():
+                    break
+                self.directory.rename(self.directory.with_name(f"moved-aside-{attempt}"))
+                with contextlib.suppress(FileExistsError):
+                    self.directory.symlink_to(self.home, target_is_directory=True)
+                    self.swapped = True
+                    break
 
     def close(self) -> None:
         pass

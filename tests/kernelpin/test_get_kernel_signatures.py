@@ -15,7 +15,7 @@ from kernelpin.loading.get_kernel import UnpinnedKernelWarning
 from kernelpin.trust.policy import SignatureError
 from tests.kernelpin.helpers import UNTRUSTED_ORG
 from tests.kernelpin.test_get_kernel import fresh_modules, state  # noqa: F401 (fixtures)
-from tests.kernelpin.test_lock_signatures import ACME, ACME_SIGNERS, HIJACKER, release, sigstore  # noqa: F401
+from tests.kernelpin.test_lock_signatures import ACME, ACME_SIGNERS, HIJACKER, release  # noqa: F401
 
 POLICY = f'[tool.kernelpin.trust.publishers."{UNTRUSTED_ORG}"]\nsigners = {ACME_SIGNERS}\n'
 
