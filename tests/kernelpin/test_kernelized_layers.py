@@ -5,8 +5,6 @@ repository objects; kernels 0.17.2 records nothing, and kernelpin answers there 
 
 from __future__ import annotations
 
-import sys
-
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -14,40 +12,9 @@ kernels = pytest.importorskip("kernels")
 
 import kernelpin  # noqa: E402
 from kernelpin.loading.get_kernel import UnpinnedKernelWarning  # noqa: E402
-from testkit.fake_kernel import CPU_213, kernel_files  # noqa: E402
-from tests.kernelpin.helpers import TRUSTED_ORG  # noqa: E402
-
-LAYERS = b"""\
-import torch
-from torch import nn
-
-
-class Gray(nn.Module):
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.full(x.shape[:-1], 42.0)
-"""
-EXTRA = {"__init__.py": b"from . import layers\nfrom ._impl import VARIANT\n", "layers.py": LAYERS}
-
-
-@kernels.use_kernel_forward_from_hub("Gray")
-class Gray(torch.nn.Module):
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x.float().mean(-1)
-
-
-@pytest.fixture
-def layer_kernel(new_repo, hf_env, tmp_path, monkeypatch):
-    monkeypatch.setenv("KERNELPIN_STATE_DIR", str(tmp_path / "state"))
-    repo_id, repo = new_repo("kernelized", "kernel", TRUSTED_ORG)
-    repo.write(kernel_files("1.0.0", variants=(CPU_213,), extra=EXTRA), clear=True)
-    commit = repo.commit("release")
-    repo.tag("v1.0.0")
-    repo.branch("v1")
-    yield repo_id, commit
-    cache = getattr(getattr(kernels, "layer", None), "layer", None) or sys.modules.get("kernels._internals.layer.layer")
-    cache._CACHED_LAYER.clear()  # kernels caches layers per repository, across tests
-    for name in [name for name in sys.modules if name.startswith("_kernelpin_")]:
-        del sys.modules[name]
+from testkit.fake_kernel import CPU_213  # noqa: E402
+# The kernel with a Gray layer on the test Hub, and the model's Gray that kernelize replaces: test_kernelize's.
+from tests.kernelpin.test_kernelize import Gray, layer_kernel  # noqa: E402, F401
 
 
 def kernelized(repository) -> torch.nn.Module:
