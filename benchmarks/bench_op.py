@@ -69,8 +69,9 @@ def clean_l2() -> None:
     torch.empty(L2_CLEAN_BYTES, dtype=torch.uint8, device="cuda").amax()
 
 
-def gpu_times_ms(fn: Callable[[int], object], sets: int, repeats: int, warmup: int = 3, first: int = 0, *,
-                 host_time: bool = False) -> list[float]:
+def gpu_times_ms(
+    fn: Callable[[int], object], sets: int, repeats: int, warmup: int = 3, first: int = 0, *, host_time: bool = False
+) -> list[float]:
     """GPU times of `repeats` calls fn(i), i rotating over `sets` from `first` after `warmup` untimed calls,
     starting from a clean L2. Each call starts behind a head start of queued GPU work, so the host's path is
     hidden; with `host_time`, each starts on an idle device instead and its host path is in the time, as in a
@@ -80,7 +81,9 @@ def gpu_times_ms(fn: Callable[[int], object], sets: int, repeats: int, warmup: i
         fn(i % sets)
     torch.cuda.synchronize()
     times = []
-    for i in range(first + warmup, first + warmup + repeats):  # continue the rotation: no set comes back while still in L2
+    for i in range(
+        first + warmup, first + warmup + repeats
+    ):  # continue the rotation: no set comes back while still in L2
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         if host_time:
             torch.cuda.synchronize()
@@ -99,17 +102,22 @@ def trimmed_mean(values: list[float], cut: float = 0.1) -> float:
     a median cannot, and drops the rare call that an interrupt or a clock change stretched."""
     ordered = sorted(values)
     k = int(len(ordered) * cut)
-    return statistics.fmean(ordered[k:len(ordered) - k])
+    return statistics.fmean(ordered[k : len(ordered) - k])
 
 
 def paired(round_means: list[float], base: list[float]) -> tuple[float, float, int]:
     """Mean and standard error of the per-round differences against `base`, and the rounds it was faster."""
-    diffs = [a - b for a, b in zip(round_means, base)]
+    diffs = [a - b for a, b in zip(round_means, base, strict=False)]
     return statistics.fmean(diffs), statistics.stdev(diffs) / len(diffs) ** 0.5, sum(d < 0 for d in diffs)
 
 
-def time_rounds(timed: dict[str, Callable[[int], object]], sets: int, rounds: int, calls: int,
-                timer: Callable[..., list[float]] | None = None) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+def time_rounds(
+    timed: dict[str, Callable[[int], object]],
+    sets: int,
+    rounds: int,
+    calls: int,
+    timer: Callable[..., list[float]] | None = None,
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     """All samples (ms) and per-round trimmed means (ms) of each candidate, timed in blocks of `calls` that take
     turns, each from a clean L2, after one round that is not kept. Taking turns spreads the machine's drift over
     every candidate alike, and each round starts one candidate later, so that no candidate keeps a place in the
@@ -164,7 +172,9 @@ def gpu_cases(quick: bool, only: re.Pattern = re.compile("")):
         cases.append((f"{batch}x3x1080x1920 {str(dtype)[6:]} NCHW", (batch, 3, 1080, 1920), dtype, "nchw", -3))
     cases.append((f"{batch}x1080x1920x3 uint8 HWC", (batch, 1080, 1920, 3), torch.uint8, "hwc", -1))
     cases.append((f"{batch}x3x1080x1920 uint8 channels_last", (batch, 3, 1080, 1920), torch.uint8, "channels_last", -3))
-    cases.append((f"{batch}x3x1080x1920 float32 channels_last", (batch, 3, 1080, 1920), torch.float32, "channels_last", -3))
+    cases.append(
+        (f"{batch}x3x1080x1920 float32 channels_last", (batch, 3, 1080, 1920), torch.float32, "channels_last", -3)
+    )
     return [case for case in cases if only.search(case[0])]
 
 
@@ -198,7 +208,7 @@ def bench_gpu(img2gray, quick: bool, with_peers: bool = True, only: re.Pattern =
         in_bytes = probe.numel() * probe.element_size()
         moved = in_bytes * 4 // 3  # read 3 channels, write 1
         sets = max(2, -(-ROTATION_BYTES // moved))
-        inputs = [probe] + input_sets(shape, dtype, layout, sets - 1, "cuda")
+        inputs = [probe, *input_sets(shape, dtype, layout, sets - 1, "cuda")]
         got = img2gray.img2gray(probe, dim=dim)
         outputs = [torch.empty(got.shape, dtype=dtype, device="cuda") for _ in inputs]
         # A copy moving the same bytes: read and write half of the op's traffic each.
@@ -236,16 +246,24 @@ def bench_gpu(img2gray, quick: bool, with_peers: bool = True, only: re.Pattern =
         # block starts from, not the steady state of a pipeline.
         samples, round_means = time_rounds(timed, sets, rounds=4 if quick else 10, calls=10 if quick else 20)
         medians = {peer: statistics.median(times) for peer, times in samples.items()}
-        row = {"case": name, "bytes_moved": moved, "copy_ms": medians.pop("copy"),
-               "results": {**medians, **dict.fromkeys(failed)},
-               "trimmed_mean_ms": {peer: trimmed_mean(times) for peer, times in samples.items()}}
+        row = {
+            "case": name,
+            "bytes_moved": moved,
+            "copy_ms": medians.pop("copy"),
+            "results": {**medians, **dict.fromkeys(failed)},
+            "trimmed_mean_ms": {peer: trimmed_mean(times) for peer, times in samples.items()},
+        }
         if "torch.compile" in round_means:
             # Per-round differences against torch.compile: the comparison that resolves below the timer's tick.
             row["vs_torch_compile_ns"] = {}
             for ours in ("img2gray", NEW_OUTPUT):
                 mean, error, faster = paired(round_means[ours], round_means["torch.compile"])
-                row["vs_torch_compile_ns"][ours] = {"mean": round(mean * 1e6, 1), "standard_error": round(error * 1e6, 1),
-                                                    "rounds_faster": faster, "rounds": len(round_means[ours])}
+                row["vs_torch_compile_ns"][ours] = {
+                    "mean": round(mean * 1e6, 1),
+                    "standard_error": round(error * 1e6, 1),
+                    "rounds_faster": faster,
+                    "rounds": len(round_means[ours]),
+                }
         rows.append(row)
         del inputs, outputs, copy_src, copy_dst, probe
         torch.cuda.empty_cache()
@@ -327,8 +345,10 @@ def busy_warning(load_average: float, cores: int) -> str | None:
     benchmark starts): a multi-threaded run then waits for descheduled workers, and its times are noise."""
     if load_average < 0.75 * cores:
         return None
-    return (f"warning: the machine is busy (load average {load_average:.1f} on {cores} cores): times are noisy and "
-            "multi-threaded runs stall; compare ratios within this run, re-run when it is quiet, or use --threads 1")
+    return (
+        f"warning: the machine is busy (load average {load_average:.1f} on {cores} cores): times are noisy and "
+        "multi-threaded runs stall; compare ratios within this run, re-run when it is quiet, or use --threads 1"
+    )
 
 
 SPREAD_WARNING = 0.25  # interquartile range over the median
@@ -343,8 +363,10 @@ def copy_candidates(moved: int) -> dict[str, Callable[[], object]]:
     memcpy.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
     source = torch.randint(0, 256, (moved // 2,), dtype=torch.uint8)
     target = torch.empty_like(source)
-    return {"memcpy": lambda: memcpy(target.data_ptr(), source.data_ptr(), source.numel()),
-            "torch copy_": lambda: target.copy_(source)}
+    return {
+        "memcpy": lambda: memcpy(target.data_ptr(), source.data_ptr(), source.numel()),
+        "torch copy_": lambda: target.copy_(source),
+    }
 
 
 UINT8_LAYOUTS = ("HWC", "NCHW", "channels_last")
@@ -353,8 +375,17 @@ UINT8_LAYOUTS = ("HWC", "NCHW", "channels_last")
 def cpu_cases(quick: bool) -> list[tuple[str, tuple[int, int], str]]:
     frames = {"1080p": FRAMES["1080p"]} if quick else FRAMES
     # Named as the GPU cases are: the shape img2gray gets.
-    return [(f"{h}x{w}x3 uint8 HWC ({label} frame)" if layout == "HWC" else f"1x3x{h}x{w} uint8 {layout} ({label} frame)",
-             (h, w), layout) for label, (h, w) in frames.items() for layout in UINT8_LAYOUTS]
+    return [
+        (
+            f"{h}x{w}x3 uint8 HWC ({label} frame)"
+            if layout == "HWC"
+            else f"1x3x{h}x{w} uint8 {layout} ({label} frame)",
+            (h, w),
+            layout,
+        )
+        for label, (h, w) in frames.items()
+        for layout in UINT8_LAYOUTS
+    ]
 
 
 def bench_cpu(img2gray, quick: bool, threads: int) -> list[dict]:
@@ -396,8 +427,10 @@ def bench_cpu(img2gray, quick: bool, threads: int) -> list[dict]:
     for layout in ("nchw", "channels_last"):
         x = input_sets((1, 3, 1080, 1920), torch.float32, layout, 1, "cpu")[0]
         out = torch.empty(1, 1, 1080, 1920)
-        timed = {"img2gray": lambda x=x, out=out: img2gray.img2gray(x, out=out),
-                 "torch eager": lambda x=x: eager_expression(x, -3)}
+        timed = {
+            "img2gray": lambda x=x, out=out: img2gray.img2gray(x, out=out),
+            "torch eager": lambda x=x: eager_expression(x, -3),
+        }
         rows.append(cpu_row(f"1x3x1080x1920 float32 {layout}", x.numel() * 4 * 4 // 3, timed, rounds, calls))
     return rows
 
@@ -410,9 +443,15 @@ def cpu_row(case: str, moved: int, timed: dict[str, Callable[[], object]], round
     samples = cpu_rounds(timed, rounds, calls)
     medians = {candidate: statistics.median(times) for candidate, times in samples.items()}
     copies = {candidate: medians.pop(candidate) for candidate in ("memcpy", "torch copy_")}
-    return {"case": case, "bytes_moved": moved, "copy_ms": min(copies.values()), "copies_ms": copies,
-            "results": medians, "load_average": round(os.getloadavg()[0], 2),
-            "spread": {candidate: relative_spread(samples[candidate]) for candidate in medians}}
+    return {
+        "case": case,
+        "bytes_moved": moved,
+        "copy_ms": min(copies.values()),
+        "copies_ms": copies,
+        "results": medians,
+        "load_average": round(os.getloadavg()[0], 2),
+        "spread": {candidate: relative_spread(samples[candidate]) for candidate in medians},
+    }
 
 
 def print_table(rows: list[dict], device: str) -> None:
@@ -422,8 +461,10 @@ def print_table(rows: list[dict], device: str) -> None:
             for peer, us in row["results"].items():
                 print(f"  {peer:<30} {us:8.1f} us  ({row['ratios'][peer]:.2f}x baseline, median of per-round ratios)")
             continue
-        print(f"\n{row['case']}: copy of the same bytes {row['copy_ms']:.3f} ms "
-              f"({row['bytes_moved'] / row['copy_ms'] / 1e6:.0f} GB/s)")
+        print(
+            f"\n{row['case']}: copy of the same bytes {row['copy_ms']:.3f} ms "
+            f"({row['bytes_moved'] / row['copy_ms'] / 1e6:.0f} GB/s)"
+        )
         # Peers against img2gray called as they are (a new output per call), where that row exists.
         ours = row["results"].get(NEW_OUTPUT) or row["results"]["img2gray"]
         for peer, ms in row["results"].items():
@@ -431,16 +472,22 @@ def print_table(rows: list[dict], device: str) -> None:
                 print(f"  {peer:<30} failed")
                 continue
             comparison = "" if peer.startswith("img2gray") else f"  {versus(ours, ms)}"
-            print(f"  {peer:<30} {ms:8.3f} ms  {row['bytes_moved'] / ms / 1e6:7.0f} GB/s  "
-                  f"{100 * row['copy_ms'] / ms:5.1f}% copy{comparison}")
+            print(
+                f"  {peer:<30} {ms:8.3f} ms  {row['bytes_moved'] / ms / 1e6:7.0f} GB/s  "
+                f"{100 * row['copy_ms'] / ms:5.1f}% copy{comparison}"
+            )
         wide = {name: spread for name, spread in row.get("spread", {}).items() if spread > SPREAD_WARNING}
         if wide:
-            print("  warning: wide spread between calls (interquartile range "
-                  + ", ".join(f"{name} {100 * spread:.0f}%" for name, spread in wide.items())
-                  + " of the median): the machine is busy or throttling; these medians are rough")
+            print(
+                "  warning: wide spread between calls (interquartile range "
+                + ", ".join(f"{name} {100 * spread:.0f}%" for name, spread in wide.items())
+                + " of the median): the machine is busy or throttling; these medians are rough"
+            )
         for peer, diff in row.get("vs_torch_compile_ns", {}).items():
-            print(f"  {peer:<30} {diff['mean']:+8.1f} ± {diff['standard_error']:.1f} ns against torch.compile, "
-                  f"faster in {diff['rounds_faster']}/{diff['rounds']} rounds")
+            print(
+                f"  {peer:<30} {diff['mean']:+8.1f} ± {diff['standard_error']:.1f} ns against torch.compile, "
+                f"faster in {diff['rounds_faster']}/{diff['rounds']} rounds"
+            )
 
 
 def main() -> None:
@@ -452,8 +499,12 @@ def main() -> None:
     parser.add_argument("--ncu", action="store_true", help="run each GPU case once, for Nsight Compute")
     parser.add_argument("--no-peers", action="store_true", help="GPU: time img2gray and the copy only")
     parser.add_argument("--latency", action="store_true", help="GPU: the per-call row only")
-    parser.add_argument("--cases", type=re.compile, default=re.compile(""),
-                        help="GPU: only the cases whose name matches this regular expression")
+    parser.add_argument(
+        "--cases",
+        type=re.compile,
+        default=re.compile(""),
+        help="GPU: only the cases whose name matches this regular expression",
+    )
     args = parser.parse_args()
 
     import img2gray
@@ -471,11 +522,12 @@ def main() -> None:
     if args.device == "cuda" and args.latency:
         rows = [bench_gpu_latency(img2gray)]
     else:
-        rows = bench_gpu(img2gray, args.quick, not args.no_peers, args.cases) if args.device == "cuda" else bench_cpu(img2gray, args.quick, args.threads)
-    if args.device == "cpu":
-        device = f"{this_cpu()}, {os.cpu_count()} cores"
-    else:
-        device = torch.cuda.get_device_name()
+        rows = (
+            bench_gpu(img2gray, args.quick, not args.no_peers, args.cases)
+            if args.device == "cuda"
+            else bench_cpu(img2gray, args.quick, args.threads)
+        )
+    device = f"{this_cpu()}, {os.cpu_count()} cores" if args.device == "cpu" else torch.cuda.get_device_name()
     environment = {
         "device": device,
         "torch": torch.__version__,

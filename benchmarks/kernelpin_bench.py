@@ -46,13 +46,13 @@ from pathlib import Path
 import httpx2
 
 from benchmarks import machine
-from kernelpin.format import lockfile
-from kernelpin.cli import main as kernelpin_main
 from kernelpin import HubSource, Project
-from kernelpin.project import read_requirements
-from kernelpin.store.receipts import SETTLE_NS
-from kernelpin.resolve import resolve
+from kernelpin.cli import main as kernelpin_main
+from kernelpin.format import lockfile
 from kernelpin.loading.runtime import module_name
+from kernelpin.project import read_requirements
+from kernelpin.resolve import resolve
+from kernelpin.store.receipts import SETTLE_NS
 from testkit.fake_kernel import CPU_213, VARIANTS, publish
 from testkit.hub import HubServer
 
@@ -86,7 +86,7 @@ def quiet(args: list[str]) -> None:
 
 def timed_subprocess(command: list[str], env: dict[str, str], cwd: Path) -> tuple[float, int, str]:
     start = time.perf_counter()
-    done = subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True, timeout=600, check=False)
     elapsed = time.perf_counter() - start
     tail = (done.stderr or done.stdout).strip().splitlines()
     return elapsed, done.returncode, tail[-1] if tail else ""
@@ -117,6 +117,7 @@ def floor_client(per_kernel: list[list[tuple[str, str]]], workers: int) -> Calla
 
     def run() -> None:
         with httpx2.Client(follow_redirects=True) as client:
+
             def one_kernel(requests: list[tuple[str, str]]) -> None:
                 for method, url in requests:
                     client.request(method, url).raise_for_status()
@@ -163,18 +164,35 @@ def oneliner(repeats: int) -> dict[str, object]:
     base = {key: value for key, value in os.environ.items() if not key.startswith(("HF_", "KERNELPIN_"))}
     # Telemetry left on: kernels 0.17.2 (the oldest kernelpin supports) with HF_HUB_DISABLE_TELEMETRY=1 sends a
     # user agent ending in "; ", which httpx rejects (fixed in 0.18).
-    base.update({"HF_ENDPOINT": server.endpoint, "HF_HUB_DISABLE_PROGRESS_BARS": "1",
-                 "PYTHONPATH": str(REPO_ROOT), "PYTHONWARNINGS": "ignore"})
+    base.update(
+        {
+            "HF_ENDPOINT": server.endpoint,
+            "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+            "PYTHONPATH": str(REPO_ROOT),
+            "PYTHONWARNINGS": "ignore",
+        }
+    )
 
     def environ(tool: str, offline: bool = False) -> dict[str, str]:
         home = work / tool
-        return {**base, "HF_HOME": str(home / "hf"), "HF_HUB_CACHE": str(home / "hf" / "hub"),
-                "KERNELPIN_STATE_DIR": str(home / "state"), **({"HF_HUB_OFFLINE": "1"} if offline else {})}
+        return {
+            **base,
+            "HF_HOME": str(home / "hf"),
+            "HF_HUB_CACHE": str(home / "hf" / "hub"),
+            "KERNELPIN_STATE_DIR": str(home / "state"),
+            **({"HF_HUB_OFFLINE": "1"} if offline else {}),
+        }
 
     def once(tool: str, offline: bool = False, gc_state: str = "as left") -> tuple[float, float]:
         """The call's time and the part of it spent in full garbage collections."""
-        done = subprocess.run([sys.executable, "-c", ONELINER, tool, repo_id, CPU_213, gc_state],
-                              env=environ(tool, offline), capture_output=True, text=True, timeout=300)
+        done = subprocess.run(
+            [sys.executable, "-c", ONELINER, tool, repo_id, CPU_213, gc_state],
+            env=environ(tool, offline),
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
         if done.returncode != 0:
             return float("nan"), float("nan")
         elapsed, collecting = done.stdout.strip().splitlines()[-1].split()
@@ -199,7 +217,8 @@ def oneliner(repeats: int) -> dict[str, object]:
     server.stop()
     shutil.rmtree(work, ignore_errors=True)
     results: dict[str, object] = {
-        "repeats": repeats, "variants": len(VARIANTS),
+        "repeats": repeats,
+        "variants": len(VARIANTS),
         "machine": machine.description(),
         "kernels_version": __import__("importlib.metadata").metadata.version("kernels"),
         "load_average": {"start": load_start, "end": os.getloadavg()},
@@ -221,12 +240,17 @@ def render_oneliner(r: dict) -> str:
         return "\n".join(
             f"| {label}{gc_state} | {cell(f'{prefix}kernelpin_{case}_s')} | {cell(f'{prefix}kernels_{case}_s')} | "
             f"{ratio(r.get(f'{prefix}kernelpin_{case}_s'), r.get(f'{prefix}kernels_{case}_s'))} |"
-            for label, case in (("cold cache", "cold"), ("warm cache, online", "warm"),
-                                ("warm cache, HF_HUB_OFFLINE=1", "offline")))
+            for label, case in (
+                ("cold cache", "cold"),
+                ("warm cache, online", "warm"),
+                ("warm cache, HF_HUB_OFFLINE=1", "offline"),
+            )
+        )
+
     return f"""# The one-liner: `get_kernel(repo, version=1)`
 
-One kernel with {r['variants']} variants on the test Hub at 127.0.0.1 (olah behind its front, with the front's CDN), {r['machine']}; kernels {r['kernels_version']};
-medians of {r['repeats']} runs, the tools alternating. Each run is a fresh process that imports torch before the
+One kernel with {r["variants"]} variants on the test Hub at 127.0.0.1 (olah behind its front, with the front's CDN), {r["machine"]}; kernels {r["kernels_version"]};
+medians of {r["repeats"]} runs, the tools alternating. Each run is a fresh process that imports torch before the
 clock starts; the time is the package's import and the call (resolve branch v1, choose the variant, download
 it or find it in the cache, verify, import). Both packages' bytecode is compiled beforehand (kernelpin's as a
 wheel's install does). Generated by `python -m benchmarks.kernelpin_bench --oneliner`.
@@ -252,8 +276,10 @@ def offline_line(r: dict) -> str:
     """What the measured kernels did offline by version: 0.17.2 records no ref, 0.18 on records refs/v1 online."""
     if r.get("kernels_offline_s") is None:
         return f"Offline, kernels {r['kernels_version']} fails by version (it writes no `refs/v1` to read back);"
-    return (f"Offline, kernels {r['kernels_version']} loads by version from the `refs/v1` it recorded online "
-            "(0.18 and later);")
+    return (
+        f"Offline, kernels {r['kernels_version']} loads by version from the `refs/v1` it recorded online "
+        "(0.18 and later);"
+    )
 
 
 def main() -> None:
@@ -289,8 +315,15 @@ def main() -> None:
         repo.branch("v1")  # the kernels package's integer-major scheme
     server.start()
     cache = work / "hf-cache"
-    os.environ.update({"HF_ENDPOINT": server.endpoint, "HF_HUB_CACHE": str(cache), "HF_HOME": str(work / "hf-home"),
-                       "HF_HUB_DISABLE_TELEMETRY": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1"})
+    os.environ.update(
+        {
+            "HF_ENDPOINT": server.endpoint,
+            "HF_HUB_CACHE": str(cache),
+            "HF_HOME": str(work / "hf-home"),
+            "HF_HUB_DISABLE_TELEMETRY": "1",
+            "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+        }
+    )
     project = work / "app"
     project.mkdir()
     # `= 1` is the one requirement form both tools understand: the branch v1 for both (here at v1.1.0).
@@ -307,9 +340,12 @@ def main() -> None:
         lock_path.unlink(missing_ok=True)
 
     results: dict[str, object] = {
-        "kernels": args.kernels, "variants_per_kernel": 5, "repeats": args.repeats,
+        "kernels": args.kernels,
+        "variants_per_kernel": 5,
+        "repeats": args.repeats,
         "machine": machine.description(),
     }
+
     def lock(workers: int) -> Callable[[], object]:
         return lambda: resolve(source, requirements, None, upgrade=lambda _: True, workers=workers)
 
@@ -323,8 +359,12 @@ def main() -> None:
     kinds: dict[str, int] = defaultdict(int)
     for method, url in sent:
         kinds[f"{method} " + ("refs" if "/refs" in url else "tree" if "/tree/" in url else url.rsplit("/", 1)[-1])] += 1
-    results["lock_requests"] = {"total": len(sent), "per_kernel": len(sent) / len(repo_ids),
-                                "variants_per_kernel": len(VARIANTS), "by_kind": dict(sorted(kinds.items()))}
+    results["lock_requests"] = {
+        "total": len(sent),
+        "per_kernel": len(sent) / len(repo_ids),
+        "variants_per_kernel": len(VARIANTS),
+        "by_kind": dict(sorted(kinds.items())),
+    }
     # Alternate lock and floor rounds so that both see the same server and machine state.
     lock_times, floor_times = [], []
     floor = floor_client([per_kernel[r] for r in repo_ids], workers=8)
@@ -343,7 +383,8 @@ def main() -> None:
     results["lock_cli_noop_s"] = median_time(lambda: quiet(["--project", str(project), "lock"]), args.repeats)
     sync_args = ["--project", str(project), "sync", "--frozen", "--torch", "2.13", "--json"]
     results["sync_cold_s"] = median_time(
-        lambda: quiet(sync_args), args.repeats, lambda: shutil.rmtree(cache, ignore_errors=True))
+        lambda: quiet(sync_args), args.repeats, lambda: shutil.rmtree(cache, ignore_errors=True)
+    )
     quiet(sync_args)
     results["sync_noop_s"] = median_time(lambda: quiet(sync_args), args.repeats)
 
@@ -354,8 +395,10 @@ def main() -> None:
 
     pinned = lockfile.read(lock_path)
     names = [module_name(k.repo_id, k.commit, CPU_213) for k in pinned.kernels]
-    directories = [cache / f"kernels--{k.repo_id.replace('/', '--')}" / "snapshots" / k.commit / "build" / CPU_213
-                   for k in pinned.kernels]
+    directories = [
+        cache / f"kernels--{k.repo_id.replace('/', '--')}" / "snapshots" / k.commit / "build" / CPU_213
+        for k in pinned.kernels
+    ]
 
     def forget() -> None:
         for name in list(sys.modules):
@@ -365,7 +408,8 @@ def main() -> None:
     def plain_imports() -> None:
         for index, directory in enumerate(directories):
             spec = importlib.util.spec_from_file_location(
-                f"_plain_{index}", directory / "__init__.py", submodule_search_locations=[str(directory)])
+                f"_plain_{index}", directory / "__init__.py", submodule_search_locations=[str(directory)]
+            )
             module = importlib.util.module_from_spec(spec)
             sys.modules[spec.name] = module
             spec.loader.exec_module(module)
@@ -378,9 +422,14 @@ def main() -> None:
     loaded = median_time(loads, args.repeats, forget) / len(repo_ids)
     cached = median_time(loads, args.repeats) / len(repo_ids)
     assert len(names) == len(repo_ids)
-    results.update({"plain_import_per_kernel_ms": plain * 1e3, "load_per_kernel_ms": loaded * 1e3,
-                    "load_overhead_per_kernel_ms": (loaded - plain) * 1e3,
-                    "load_already_loaded_per_kernel_ms": cached * 1e3})
+    results.update(
+        {
+            "plain_import_per_kernel_ms": plain * 1e3,
+            "load_per_kernel_ms": loaded * 1e3,
+            "load_overhead_per_kernel_ms": (loaded - plain) * 1e3,
+            "load_already_loaded_per_kernel_ms": cached * 1e3,
+        }
+    )
 
     # The `kernels` package on the same server and repositories, as subprocesses (and kernelpin likewise).
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
@@ -399,26 +448,35 @@ def main() -> None:
         # kernels download from a kernels.lock with the commits kernelpin resolved.
         from kernels._rust import KernelDependency, KernelLock, KernelLocks, KernelVersion
 
-        locks = KernelLocks(locks={KernelDependency(repo_id=k.repo_id, version=KernelVersion.Version(1)):
-                                   KernelLock(commit=k.commit) for k in lockfile.read(lock_path).kernels})
+        locks = KernelLocks(
+            locks={
+                KernelDependency(repo_id=k.repo_id, version=KernelVersion.Version(1)): KernelLock(commit=k.commit)
+                for k in lockfile.read(lock_path).kernels
+            }
+        )
         (project / "kernels.lock").write_text(locks.to_json())
     shutil.rmtree(cache, ignore_errors=True)
     elapsed, status, tail = timed_subprocess([kernels_cli, "download", str(project)], kernels_env, project)
     comparison["kernels_download"] = {"seconds": elapsed, "exit": status, "last_line": tail}
     shutil.rmtree(cache, ignore_errors=True)
     elapsed, status, tail = timed_subprocess(
-        [sys.executable, "-m", "kernelpin", "sync", "--frozen", "--torch", "2.13"], env, project)
+        [sys.executable, "-m", "kernelpin", "sync", "--frozen", "--torch", "2.13"], env, project
+    )
     comparison["kernelpin_sync_subprocess"] = {"seconds": elapsed, "exit": status}
     elapsed, status, tail = timed_subprocess([kernels_cli, "download", str(project)], kernels_env, project)
     comparison["kernels_download_noop"] = {"seconds": elapsed, "exit": status, "last_line": tail}
     elapsed, status, tail = timed_subprocess(
-        [sys.executable, "-m", "kernelpin", "sync", "--frozen", "--torch", "2.13"], env, project)
+        [sys.executable, "-m", "kernelpin", "sync", "--frozen", "--torch", "2.13"], env, project
+    )
     comparison["kernelpin_sync_noop_subprocess"] = {"seconds": elapsed, "exit": status}
     results["comparison"] = comparison
     import kernels as kernels_package
 
-    results["kernels_version"] = kernels_package.__version__ if hasattr(kernels_package, "__version__") else \
-        __import__("importlib.metadata").metadata.version("kernels")
+    results["kernels_version"] = (
+        kernels_package.__version__
+        if hasattr(kernels_package, "__version__")
+        else __import__("importlib.metadata").metadata.version("kernels")
+    )
     server.stop()
     shutil.rmtree(work, ignore_errors=True)
 
@@ -443,11 +501,11 @@ def render_markdown(r: dict) -> str:
 
     return f"""# kernelpin benchmark
 
-{r['kernels']} kernels x {r['variants_per_kernel']} variants (metadata.json with digests), the test Hub (olah behind its front, with the front's CDN) on 127.0.0.1,
-{r['machine']}; medians of {r['repeats']} runs. Generated by `python -m benchmarks.kernelpin_bench`.
+{r["kernels"]} kernels x {r["variants_per_kernel"]} variants (metadata.json with digests), the test Hub (olah behind its front, with the front's CDN) on 127.0.0.1,
+{r["machine"]}; medians of {r["repeats"]} runs. Generated by `python -m benchmarks.kernelpin_bench`.
 
-A cold lock sends {q['total']} requests, {q['per_kernel']:g} per kernel: its refs, its file tree and one GET of
-each of its {q['variants_per_kernel']} variants' metadata.json ({by_kind}). metadata.json is checked against the
+A cold lock sends {q["total"]} requests, {q["per_kernel"]:g} per kernel: its refs, its file tree and one GET of
+each of its {q["variants_per_kernel"]} variants' metadata.json ({by_kind}). metadata.json is checked against the
 git blob id of the tree listing and carries the sha256 of every other file of its variant, so no binary is
 fetched; locking writes nothing to the Hub cache. The floor is the same requests, recorded from the lock and
 replayed by a plain `httpx2.Client` (huggingface_hub's HTTP library) with 8 threads, each kernel's requests in
@@ -455,26 +513,26 @@ order (each needs the answer before it), in rounds alternating with the lock.
 
 | operation | time | ratio |
 |---|---|---|
-| lock, cold cache, 8 workers | {r['lock_cold_parallel_s']:.2f} s | **{r['lock_cold_parallel_s'] / r['lock_floor_s']:.2f}x its floor** |
-| floor: the same {q['total']} requests from a plain httpx2 client, 8 threads | {r['lock_floor_s']:.2f} s | 1x |
-| lock, cold cache, 1 worker | {r['lock_cold_one_worker_s']:.2f} s | {r['lock_cold_one_worker_s'] / r['lock_cold_parallel_s']:.2f}x the time of 8 workers |
-| `kernelpin lock` (CLI, in-process), cold | {r['lock_cli_cold_s']:.2f} s | |
-| `kernelpin lock`, lock already fresh | {r['lock_cli_noop_s'] * 1e3:.0f} ms | {r['lock_cli_cold_s'] / r['lock_cli_noop_s']:.0f}x faster than cold |
-| `kernelpin sync --frozen`, cold cache (CPU variant of each) | {r['sync_cold_s']:.2f} s | |
-| `kernelpin sync --frozen`, no-op (re-verifies every file) | {r['sync_noop_s'] * 1e3:.1f} ms | |
-| plain import of a kernel directory | {r['plain_import_per_kernel_ms']:.2f} ms/kernel | 1x |
-| `kernelpin.load` (find lock, pick variant, verify hashes, import) | {r['load_per_kernel_ms']:.2f} ms/kernel | {r['load_per_kernel_ms'] / r['plain_import_per_kernel_ms']:.1f}x plain import (+{r['load_overhead_per_kernel_ms']:.2f} ms) |
-| `kernelpin.load` of an already loaded kernel | {r['load_already_loaded_per_kernel_ms']:.3f} ms/kernel | |
+| lock, cold cache, 8 workers | {r["lock_cold_parallel_s"]:.2f} s | **{r["lock_cold_parallel_s"] / r["lock_floor_s"]:.2f}x its floor** |
+| floor: the same {q["total"]} requests from a plain httpx2 client, 8 threads | {r["lock_floor_s"]:.2f} s | 1x |
+| lock, cold cache, 1 worker | {r["lock_cold_one_worker_s"]:.2f} s | {r["lock_cold_one_worker_s"] / r["lock_cold_parallel_s"]:.2f}x the time of 8 workers |
+| `kernelpin lock` (CLI, in-process), cold | {r["lock_cli_cold_s"]:.2f} s | |
+| `kernelpin lock`, lock already fresh | {r["lock_cli_noop_s"] * 1e3:.0f} ms | {r["lock_cli_cold_s"] / r["lock_cli_noop_s"]:.0f}x faster than cold |
+| `kernelpin sync --frozen`, cold cache (CPU variant of each) | {r["sync_cold_s"]:.2f} s | |
+| `kernelpin sync --frozen`, no-op (re-verifies every file) | {r["sync_noop_s"] * 1e3:.1f} ms | |
+| plain import of a kernel directory | {r["plain_import_per_kernel_ms"]:.2f} ms/kernel | 1x |
+| `kernelpin.load` (find lock, pick variant, verify hashes, import) | {r["load_per_kernel_ms"]:.2f} ms/kernel | {r["load_per_kernel_ms"] / r["plain_import_per_kernel_ms"]:.1f}x plain import (+{r["load_overhead_per_kernel_ms"]:.2f} ms) |
+| `kernelpin.load` of an already loaded kernel | {r["load_already_loaded_per_kernel_ms"]:.3f} ms/kernel | |
 
-## Against the `kernels` package {r['kernels_version']} (same server, same repositories, as subprocesses)
+## Against the `kernels` package {r["kernels_version"]} (same server, same repositories, as subprocesses)
 
 Requirement `= 1` (branch `v1`, the only form `kernels` accepts), repositories of type `kernel`.
 
 | operation | kernels | kernelpin | kernels' time / kernelpin's |
 |---|---|---|---|
-| lock | {outcome(c['kernels_lock'])} | {outcome(c['kernelpin_lock_subprocess'])} | {ratio(c['kernels_lock'], c['kernelpin_lock_subprocess'])} |
-| download / sync, cold | {outcome(c['kernels_download'])} | {outcome(c['kernelpin_sync_subprocess'])} | {ratio(c['kernels_download'], c['kernelpin_sync_subprocess'])} |
-| download / sync, no-op | {outcome(c['kernels_download_noop'])} | {outcome(c['kernelpin_sync_noop_subprocess'])} | {ratio(c['kernels_download_noop'], c['kernelpin_sync_noop_subprocess'])} |
+| lock | {outcome(c["kernels_lock"])} | {outcome(c["kernelpin_lock_subprocess"])} | {ratio(c["kernels_lock"], c["kernelpin_lock_subprocess"])} |
+| download / sync, cold | {outcome(c["kernels_download"])} | {outcome(c["kernelpin_sync_subprocess"])} | {ratio(c["kernels_download"], c["kernelpin_sync_subprocess"])} |
+| download / sync, no-op | {outcome(c["kernels_download_noop"])} | {outcome(c["kernelpin_sync_noop_subprocess"])} | {ratio(c["kernels_download_noop"], c["kernelpin_sync_noop_subprocess"])} |
 
 Each command is one process, start-up included. The test Hub answers `kernels lock`'s trusted-publisher
 check (the organization overview) for `acme`; `kernels` runs without HF_HUB_DISABLE_TELEMETRY, with which
@@ -493,6 +551,7 @@ BULK_MB = 200  # the issue's size; other sizes are recorded as kernelpin-bulk-<N
 def bulk_results_name(library_mb: int) -> str:
     return BULK_RESULTS if library_mb == BULK_MB else f"{BULK_RESULTS}-{library_mb}mb"
 
+
 # Run in a fresh process around each command: its wall time inside the process, and whether torch was imported.
 _TIMED = """\
 import atexit, json, sys, time
@@ -500,7 +559,10 @@ started = time.perf_counter()
 atexit.register(lambda: print("KERNELPIN_BENCH " + json.dumps(
     {"seconds": time.perf_counter() - started, "torch": "torch" in sys.modules}), file=sys.stderr))
 """
-_KERNELPIN_CLI = _TIMED + "import runpy\nsys.argv = ['kernelpin', *sys.argv[1:]]\nrunpy.run_module('kernelpin', run_name='__main__')\n"
+_KERNELPIN_CLI = (
+    _TIMED
+    + "import runpy\nsys.argv = ['kernelpin', *sys.argv[1:]]\nrunpy.run_module('kernelpin', run_name='__main__')\n"
+)
 _KERNELS_CLI = _TIMED + "from kernels.cli import main\nsys.argv = ['kernels', *sys.argv[1:]]\nsys.exit(main())\n"
 # A load after `import torch` (both loaders need it): the load's own time, and the import's.
 _LOAD = """\
@@ -519,8 +581,15 @@ def timed_run(code: str, arguments: list[str], env: dict[str, str], cwd: Path, m
     and CPU time (user and system);
     with `may_fail`, a failure is recorded as its last line."""
     start, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
-    done = subprocess.run([sys.executable, "-c", code, *arguments], env=env, cwd=cwd, capture_output=True, text=True,
-                          timeout=1200)
+    done = subprocess.run(
+        [sys.executable, "-c", code, *arguments],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        check=False,
+    )
     wall, after = time.perf_counter() - start, resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
     if done.returncode != 0 and may_fail:
@@ -546,31 +615,47 @@ def bulk(args: argparse.Namespace) -> None:
     del library
     server.start()
     caches = {"kernels": work / "cache-kernels", "kernelpin": work / "cache-kernelpin"}
-    base = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HF_ENDPOINT": server.endpoint, "HF_HOME": str(work / "hf-home"),
-            "XDG_STATE_HOME": str(work / "state"), "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+    base = {
+        **os.environ,
+        "PYTHONPATH": str(REPO_ROOT),
+        "HF_ENDPOINT": server.endpoint,
+        "HF_HOME": str(work / "hf-home"),
+        "XDG_STATE_HOME": str(work / "state"),
+        "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+    }
     base.pop("HF_HUB_OFFLINE", None)
     # kernels 0.17.2 with HF_HUB_DISABLE_TELEMETRY=1 sends a user agent that httpx rejects (ANCHORS §8; fixed in
     # 0.18): its processes run with telemetry left on, so every supported kernels runs here.
-    envs = {"kernels": {**base, "HF_HUB_CACHE": str(caches["kernels"])},
-            "kernelpin": {**base, "HF_HUB_CACHE": str(caches["kernelpin"]), "HF_HUB_DISABLE_TELEMETRY": "1"}}
+    envs = {
+        "kernels": {**base, "HF_HUB_CACHE": str(caches["kernels"])},
+        "kernelpin": {**base, "HF_HUB_CACHE": str(caches["kernelpin"]), "HF_HUB_DISABLE_TELEMETRY": "1"},
+    }
     project = work / "app"
     project.mkdir()
-    (project / "pyproject.toml").write_text('[project]\nname = "app"\nversion = "1"\n\n[tool.kernels.dependencies]\n'
-                                           + "".join(f'"{repo_id}" = 1\n' for repo_id in repo_ids))
+    (project / "pyproject.toml").write_text(
+        '[project]\nname = "app"\nversion = "1"\n\n[tool.kernels.dependencies]\n'
+        + "".join(f'"{repo_id}" = 1\n' for repo_id in repo_ids)
+    )
     (project / "kernels.lock").write_text("[]")  # kernelpin lock keeps it in step: both tools sync the same commits
     timed_run(_KERNELPIN_CLI, ["lock"], envs["kernelpin"], project)
-    commands = {"kernels": (_KERNELS_CLI, ["download", str(project)]),
-                "kernelpin": (_KERNELPIN_CLI, ["sync", "--frozen"])}
+    commands = {
+        "kernels": (_KERNELS_CLI, ["download", str(project)]),
+        "kernelpin": (_KERNELPIN_CLI, ["sync", "--frozen"]),
+    }
     # Untimed: each tool's requests once through the test Hub's CDN (kernels sends a HEAD before each GET), which
     # then holds the release as the Hub's does.
     for tool, (code, arguments) in commands.items():
         timed_run(code, arguments, {**envs[tool], "HF_HUB_CACHE": str(work / "cache-cdn")}, project)
         shutil.rmtree(work / "cache-cdn")
     results: dict[str, object] = {
-        "kernels": args.bulk_kernels, "library_mb": args.bulk_mb, "repeats": args.repeats,
+        "kernels": args.bulk_kernels,
+        "library_mb": args.bulk_mb,
+        "repeats": args.repeats,
         "machine": machine.description(),
-        "kernels_version": importlib.metadata.version("kernels"), "runs": defaultdict(list),
-        "bulk_cold_repeats": args.bulk_cold_repeats, "load_average": {"start": os.getloadavg()},
+        "kernels_version": importlib.metadata.version("kernels"),
+        "runs": defaultdict(list),
+        "bulk_cold_repeats": args.bulk_cold_repeats,
+        "load_average": {"start": os.getloadavg()},
     }
     runs = results["runs"]
 
@@ -581,8 +666,9 @@ def bulk(args: argparse.Namespace) -> None:
         served = server.cpu_seconds_by_process()
         run = timed_run(code, arguments, env, project, may_fail=state == "offline")
         if state == "cold":  # where a cold sync's CPU goes: the client's process and each server process
-            run["server_cpu"] = {name: used - served.get(name, 0.0)
-                                 for name, used in server.cpu_seconds_by_process().items()}
+            run["server_cpu"] = {
+                name: used - served.get(name, 0.0) for name, used in server.cpu_seconds_by_process().items()
+            }
         runs[f"sync_{state}_{tool}"].append(run)
 
     for _ in range(args.bulk_cold_repeats):  # alternating, each from an empty cache
@@ -600,9 +686,13 @@ def bulk(args: argparse.Namespace) -> None:
     repo_id = repo_ids[0]
     library_file = next(caches["kernelpin"].rglob("_big.so")).resolve()
     time.sleep(max(0.0, (library_file.stat().st_ctime_ns + SETTLE_NS - time.time_ns()) / 1e9) + 0.1)
-    loads = {"kernelpin": _LOAD.format(call=f"import kernelpin\nkernelpin.load({repo_id!r}, lock={str(project)!r})"),
-             "kernels": _LOAD.format(call="import kernels\nfrom pathlib import Path\n"
-                                          f"kernels.get_locked_kernel({repo_id!r}, lockfile=Path({str(project / 'kernels.lock')!r}))")}
+    loads = {
+        "kernelpin": _LOAD.format(call=f"import kernelpin\nkernelpin.load({repo_id!r}, lock={str(project)!r})"),
+        "kernels": _LOAD.format(
+            call="import kernels\nfrom pathlib import Path\n"
+            f"kernels.get_locked_kernel({repo_id!r}, lockfile=Path({str(project / 'kernels.lock')!r}))"
+        ),
+    }
     env_first = {**envs["kernelpin"], "XDG_STATE_HOME": str(work / "state-first")}
     runs["load_first_kernelpin"].append(timed_run(loads["kernelpin"], [], env_first, project))  # hashes, keeps receipts
     for _ in range(args.repeats):
@@ -623,8 +713,9 @@ def bulk(args: argparse.Namespace) -> None:
 
 def summarize_bulk(results: dict) -> None:
     """Medians per operation and tool, with and without the time spent importing torch."""
-    torch_import = statistics.median(run["torch_import"] for key in ("load_warm_kernels", "load_warm_kernelpin")
-                                     for run in results["runs"][key])
+    torch_import = statistics.median(
+        run["torch_import"] for key in ("load_warm_kernels", "load_warm_kernelpin") for run in results["runs"][key]
+    )
     medians: dict[str, dict] = {}
     for key, samples in results["runs"].items():
         if any("failed" in run for run in samples):
@@ -632,16 +723,25 @@ def summarize_bulk(results: dict) -> None:
             continue
         seconds = statistics.median(run["seconds"] for run in samples)
         imported = any(run.get("torch") for run in samples)
-        medians[key] = {"seconds": seconds, "torch": imported,
-                        "beyond_torch": seconds - torch_import if imported else seconds}
+        medians[key] = {
+            "seconds": seconds,
+            "torch": imported,
+            "beyond_torch": seconds - torch_import if imported else seconds,
+        }
     results["torch_import_s"] = torch_import
     results["medians"] = medians
     megabytes = results["kernels"] * results["library_mb"]
     results["cold_sync_cpu_ms_per_mb"] = {  # medians over the cold syncs: the client's process, each server's
-        tool: {name: statistics.median(run[key] if key == "cpu" else run["server_cpu"][name]
-                                       for run in results["runs"][f"sync_cold_{tool}"]) * 1e3 / megabytes
-               for name, key in (("client", "cpu"), ("olah-kernels", "server_cpu"), ("front", "server_cpu"))}
-        for tool in ("kernels", "kernelpin")}
+        tool: {
+            name: statistics.median(
+                run[key] if key == "cpu" else run["server_cpu"][name] for run in results["runs"][f"sync_cold_{tool}"]
+            )
+            * 1e3
+            / megabytes
+            for name, key in (("client", "cpu"), ("olah-kernels", "server_cpu"), ("front", "server_cpu"))
+        }
+        for tool in ("kernels", "kernelpin")
+    }
 
 
 def render_bulk(r: dict) -> str:
@@ -652,24 +752,31 @@ def render_bulk(r: dict) -> str:
         if "failed" in theirs:
             return f"| {label} | fails: `{theirs['failed'][:120]}` | {ours['seconds']:.2f} s | - | - |"
         torch_note = lambda entry: " (imports torch)" if entry["torch"] else ""  # noqa: E731
-        return (f"| {label} | {theirs['seconds']:.2f} s{torch_note(theirs)} | {ours['seconds']:.2f} s{torch_note(ours)} "
-                f"| {ours['seconds'] / theirs['seconds']:.2f}x | **{ours['beyond_torch'] / theirs['beyond_torch']:.2f}x** |")
+        return (
+            f"| {label} | {theirs['seconds']:.2f} s{torch_note(theirs)} | {ours['seconds']:.2f} s{torch_note(ours)} "
+            f"| {ours['seconds'] / theirs['seconds']:.2f}x | **{ours['beyond_torch'] / theirs['beyond_torch']:.2f}x** |"
+        )
 
     first = m["load_first_kernelpin"]["seconds"]
     cpu = r["cold_sync_cpu_ms_per_mb"]
-    per_mb = "; ".join(f"{label} {cpu['kernelpin'][name]:.1f} / {cpu['kernels'][name]:.1f} ms" for label, name in (
-        ("olah", "olah-kernels"), ("the front relaying it", "front"),
-        ("the client's whole process (start-up included)", "client")))
+    per_mb = "; ".join(
+        f"{label} {cpu['kernelpin'][name]:.1f} / {cpu['kernels'][name]:.1f} ms"
+        for label, name in (
+            ("olah", "olah-kernels"),
+            ("the front relaying it", "front"),
+            ("the client's whole process (start-up included)", "client"),
+        )
+    )
     return f"""# kernelpin with big kernels
 
-{r['kernels']} kernels, each one variant with a {r['library_mb']} MB library (`_big.so`, the same bytes in every
+{r["kernels"]} kernels, each one variant with a {r["library_mb"]} MB library (`_big.so`, the same bytes in every
 kernel) and three small files, on the test Hub at 127.0.0.1 (olah behind its front, with the front's CDN);
-{r['machine']}; `kernels` {r['kernels_version']}.
-Generated by `python -m benchmarks.kernelpin_bench --bulk --bulk-kernels {r['kernels']} --bulk-mb {r['library_mb']}`:
+{r["machine"]}; `kernels` {r["kernels_version"]}.
+Generated by `python -m benchmarks.kernelpin_bench --bulk --bulk-kernels {r["kernels"]} --bulk-mb {r["library_mb"]}`:
 each command a fresh process, both tools alternating in one run, each with its own Hub cache; medians of
-{r['repeats']} runs ({r.get('bulk_cold_repeats', 1)} for cold syncs, each from an empty cache). `kernelpin sync --frozen`
+{r["repeats"]} runs ({r.get("bulk_cold_repeats", 1)} for cold syncs, each from an empty cache). `kernelpin sync --frozen`
 detects the machine from the installed torch's files; `kernels download` imports torch. Both loads import torch
-first ({r['torch_import_s']:.2f} s here, not counted); "beyond torch" subtracts that import where a command
+first ({r["torch_import_s"]:.2f} s here, not counted); "beyond torch" subtracts that import where a command
 makes it.
 
 | operation | `kernels` | kernelpin | kernelpin / kernels | beyond `import torch` |

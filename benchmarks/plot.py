@@ -15,7 +15,7 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
 
 def plot(path: Path) -> Path:
@@ -52,8 +52,13 @@ def gpu_table(path: Path) -> str:
     """The README table of a bench_op GPU result: time and % of copy per library, and the paired difference of
     img2gray (new output) against torch.compile."""
     rows = [row for row in json.loads(path.read_text())["rows"] if "copy_ms" in row]
-    lines = ["| input | copy | **img2gray, out=** | **img2gray, new output** | torch.compile | torchvision | torch eager "
-             "| new output - torch.compile, paired |", "|---" * 8 + "|"]
+    lines = [
+        (
+            "| input | copy | **img2gray, out=** | **img2gray, new output** | torch.compile | torchvision | torch eager "
+            "| new output - torch.compile, paired |"
+        ),
+        "|---" * 8 + "|",
+    ]
     for row in rows:
         cells = [row["case"], duration(row["copy_ms"])]
         for library in GPU_COLUMNS:

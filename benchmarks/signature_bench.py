@@ -61,14 +61,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
+from benchmarks import machine
+from benchmarks.kernelpin_bench import compile_kernelpin, median_time
+from kernelpin import HubSource, Project
 from kernelpin.cli import main as kernelpin_main
 from kernelpin.files.private_state import PrivateFiles, private_directory
-from kernelpin import HubSource, Project
 from kernelpin.project import read_policy, read_requirements
 from kernelpin.resolve import resolve
 from kernelpin.trust.checker import ReleaseChecker
-from benchmarks import machine
-from benchmarks.kernelpin_bench import compile_kernelpin, median_time
 from testkit.fake_kernel import kernel_files
 from testkit.hub import HubServer
 from testkit.sigstore_root import Identity, SigstoreRoot
@@ -79,8 +79,13 @@ LATENCY = 0.05  # seconds per answer of the test Hub in the first-lock row "over
 SIGNER = Identity(repository="acme/kernels", workflow=".github/workflows/release.yaml", ref="refs/tags/v1.0.0")
 # Each variant shaped like img2gray's CPU build (build/dev): its files' count and sizes, the library included
 # (hashed at load like any listed file; the fake kernel never opens it).
-SHAPE = {"_img2gray_bench.abi3.so": 371_632, "functional.py": 7_733, "stable_abi.py": 6_328, "_ops.py": 589,
-         "img2gray/__init__.py": 120}
+SHAPE = {
+    "_img2gray_bench.abi3.so": 371_632,
+    "functional.py": 7_733,
+    "stable_abi.py": 6_328,
+    "_ops.py": 589,
+    "img2gray/__init__.py": 120,
+}
 
 
 class Costs(NamedTuple):
@@ -96,13 +101,15 @@ class Costs(NamedTuple):
 
 
 # `python -m kernelpin lock`, telling at exit the CPU time of its own process (without its signature worker's).
-LOCK = ("import atexit, resource, runpy, sys\n"
-        "def own_cpu():\n"
-        "    usage = resource.getrusage(resource.RUSAGE_SELF)\n"
-        "    print('OWN CPU', usage.ru_utime + usage.ru_stime, file=sys.stderr)\n"
-        "atexit.register(own_cpu)\n"
-        "sys.argv = ['kernelpin', 'lock']\n"
-        "runpy.run_module('kernelpin', run_name='__main__', alter_sys=True)\n")
+LOCK = (
+    "import atexit, resource, runpy, sys\n"
+    "def own_cpu():\n"
+    "    usage = resource.getrusage(resource.RUSAGE_SELF)\n"
+    "    print('OWN CPU', usage.ru_utime + usage.ru_stime, file=sys.stderr)\n"
+    "atexit.register(own_cpu)\n"
+    "sys.argv = ['kernelpin', 'lock']\n"
+    "runpy.run_module('kernelpin', run_name='__main__', alter_sys=True)\n"
+)
 
 
 def children_cpu() -> float:
@@ -123,7 +130,8 @@ def project(root: Path, repo_ids: list[str], trusted_root: Path) -> Path:
         + "".join(f'"{repo_id}" = "^1"\n' for repo_id in repo_ids)
         + f'\n[tool.kernelpin.trust]\ntrusted-root = "{trusted_root}"\n'
         + '[tool.kernelpin.trust.publishers.acme]\nsigners = [{ repository = "acme/kernels" }]\n'
-        + '[tool.kernelpin.trust.publishers.plain]\n')  # trusted, no signers named: no signature expected
+        + "[tool.kernelpin.trust.publishers.plain]\n"
+    )  # trusted, no signers named: no signature expected
     return root
 
 
@@ -144,23 +152,34 @@ def main() -> None:
     unexpected_ids = [f"acme/unsigned-{i:02d}" for i in range(args.kernels)]
     for repo_id in signed_ids + unsigned_ids + unexpected_ids:
         repo = server.repo(repo_id, repo_type="kernel")
-        files = kernel_files("1.0.0", extra={path: os.urandom(size) if path.endswith(".so") else b"#" * size
-                                             for path, size in SHAPE.items()})
+        files = kernel_files(
+            "1.0.0",
+            extra={path: os.urandom(size) if path.endswith(".so") else b"#" * size for path, size in SHAPE.items()},
+        )
         repo.write(sigstore.sign_files(files, SIGNER) if repo_id in signed_ids else files, clear=True)
         repo.commit("release 1.0.0")
         repo.tag("v1.0.0")
     server.start()
     cache = work / "hf-cache"
-    os.environ.update({"HF_ENDPOINT": server.endpoint, "HF_HUB_CACHE": str(cache), "HF_HOME": str(work / "hf-home"),
-                       "HF_HUB_DISABLE_TELEMETRY": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1",
-                       "XDG_STATE_HOME": str(work / "state")})  # the bench's own signature receipts
+    os.environ.update(
+        {
+            "HF_ENDPOINT": server.endpoint,
+            "HF_HUB_CACHE": str(cache),
+            "HF_HOME": str(work / "hf-home"),
+            "HF_HUB_DISABLE_TELEMETRY": "1",
+            "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+            "XDG_STATE_HOME": str(work / "state"),
+        }
+    )  # the bench's own signature receipts
     receipts = private_directory("signatures")
     assert receipts is not None and receipts.is_relative_to(work)
     signed_app = project(work / "signed", signed_ids, trusted_root)
     unsigned_app = project(work / "unsigned", unsigned_ids, trusted_root)
     unexpected_app = project(work / "unexpected", unexpected_ids, trusted_root)
     results: dict[str, object] = {
-        "kernels": args.kernels, "variants_per_kernel": 5, "repeats": args.repeats,
+        "kernels": args.kernels,
+        "variants_per_kernel": 5,
+        "repeats": args.repeats,
         "machine": machine.description(),
     }
 
@@ -170,8 +189,14 @@ def main() -> None:
 
     def lock(app: Path):
         def run() -> None:
-            resolve(HubSource.from_env(), requirements[app], None, upgrade=lambda _: True,
-                    checker=ReleaseChecker(policy, app))
+            resolve(
+                HubSource.from_env(),
+                requirements[app],
+                None,
+                upgrade=lambda _: True,
+                checker=ReleaseChecker(policy, app),
+            )
+
         return run
 
     lock(signed_app)()  # warm-up: imports (sigstore's included), connections, the test Hub's git caches
@@ -196,24 +221,43 @@ def main() -> None:
         no_receipts()
         PrivateFiles(receipts).write("of-other-bytes", b"{}")
 
-    def command(app: Path, hub_cache: Path = cache, extra_env: dict[str, str] | None = None,
-                receipts_before: Callable[[], None] = keep_receipts) -> Costs:
+    def command(
+        app: Path,
+        hub_cache: Path = cache,
+        extra_env: dict[str, str] | None = None,
+        receipts_before: Callable[[], None] = keep_receipts,
+    ) -> Costs:
         (app / "kernelpin.lock").unlink(missing_ok=True)
         receipts_before()
         requests, hub_cpu, client_cpu = answered(server), server.cpu_seconds(), children_cpu()
         start = time.perf_counter()
-        done = subprocess.run([sys.executable, "-c", LOCK], cwd=app, check=True, capture_output=True, text=True,
-                              env={**env, "HF_HUB_CACHE": str(hub_cache), **(extra_env or {})})
+        done = subprocess.run(
+            [sys.executable, "-c", LOCK],
+            cwd=app,
+            check=True,
+            capture_output=True,
+            text=True,
+            env={**env, "HF_HUB_CACHE": str(hub_cache), **(extra_env or {})},
+        )
         own = float(done.stderr.rpartition("OWN CPU ")[2].split()[0])
-        return Costs(time.perf_counter() - start, children_cpu() - client_cpu, own, server.cpu_seconds() - hub_cpu,
-                     answered(server) - requests)
+        return Costs(
+            time.perf_counter() - start,
+            children_cpu() - client_cpu,
+            own,
+            server.cpu_seconds() - hub_cpu,
+            answered(server) - requests,
+        )
 
     def empty_cache() -> Path:
         return Path(tempfile.mkdtemp(dir=work, prefix="hf-cache-"))
 
-    def commands(key: str, hub_cache: Callable[[], Path], extra_env: dict[str, str] | None = None,
-                 receipts_before: Callable[[], None] = keep_receipts, against: tuple[str, Path] = ("signed", signed_app),
-                 ) -> None:
+    def commands(
+        key: str,
+        hub_cache: Callable[[], Path],
+        extra_env: dict[str, str] | None = None,
+        receipts_before: Callable[[], None] = keep_receipts,
+        against: tuple[str, Path] = ("signed", signed_app),
+    ) -> None:
         """Rows `key_<kind>_*` of `against` and of the unsigned set, and `key_ratio`, the first over the second."""
         compared, app = against
         runs: dict[str, list[Costs]] = {compared: [], "unsigned": []}

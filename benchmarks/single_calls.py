@@ -27,8 +27,15 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.bench_op import (busy_warning, eager_expression, gpu_cases, gpu_times_ms, input_sets, time_rounds,
-                                 trimmed_mean)
+from benchmarks.bench_op import (
+    busy_warning,
+    eager_expression,
+    gpu_cases,
+    gpu_times_ms,
+    input_sets,
+    time_rounds,
+    trimmed_mean,
+)
 from benchmarks.stable_abi_latency import load
 
 ROTATION_BYTES = 256 << 20
@@ -81,8 +88,14 @@ def summarize(case: str, moved: int, samples: dict[str, list[float]]) -> dict:
     exact build and over torch.compile. Keys of `samples` are "<candidate> <mode>" ("eager", "graph", or "host":
     the host's part of an eager call)."""
     means = {name: trimmed_mean(values) for name, values in samples.items()}
-    row: dict = {"case": case, "bytes_moved": moved, "ms": means, "percent_of_copy": {}, "over_exact": {},
-                 "over_torch_compile": {}}
+    row: dict = {
+        "case": case,
+        "bytes_moved": moved,
+        "ms": means,
+        "percent_of_copy": {},
+        "over_exact": {},
+        "over_torch_compile": {},
+    }
     for name, ms in means.items():
         candidate, mode = name.rsplit(" ", 1)
         row["percent_of_copy"][name] = 100 * means[f"{COPY} {mode}"] / ms
@@ -129,8 +142,10 @@ def machine_warnings(load_average: float, cores: int, others_gpu_bytes: int) -> 
     """Why this run's times may be noise: the host busy (single calls are host time), or another process on the GPU."""
     warnings = [warning] if (warning := busy_warning(load_average, cores)) else []
     if others_gpu_bytes > OTHERS_GPU_BYTES:
-        warnings.append(f"warning: {others_gpu_bytes / 2**30:.1f} GiB of GPU memory belong to other processes: the GPU "
-                        "is shared, times are noisy; re-run when it is free")
+        warnings.append(
+            f"warning: {others_gpu_bytes / 2**30:.1f} GiB of GPU memory belong to other processes: the GPU "
+            "is shared, times are noisy; re-run when it is free"
+        )
     return warnings
 
 
@@ -145,7 +160,7 @@ def bench_case(builds: dict, case, rounds: int, calls: int, with_compile: bool) 
     probe = input_sets(shape, dtype, layout, 1, "cuda")[0]
     moved = probe.numel() * probe.element_size() * 4 // 3  # read 3 channels, write 1
     sets = rotation_sets(moved)
-    inputs = [probe] + input_sets(shape, dtype, layout, sets - 1, "cuda")
+    inputs = [probe, *input_sets(shape, dtype, layout, sets - 1, "cuda")]
     copy_src = [torch.empty(moved // 2, dtype=torch.uint8, device="cuda") for _ in inputs]
     expected = builds["exact"].img2gray(probe, dim=dim)
     calls_of: dict[str, Callable[[int], object]] = {COPY: lambda i: copy_src[i].clone()}
@@ -160,8 +175,9 @@ def bench_case(builds: dict, case, rounds: int, calls: int, with_compile: bool) 
     timed = {f"{candidate} eager": fn for candidate, fn in calls_of.items()}
     timed |= {f"{candidate} graph": graphed(fn, sets) for candidate, fn in calls_of.items()}
     samples, _ = time_rounds(timed, sets, rounds, calls, timer=functools.partial(gpu_times_ms, host_time=True))
-    host, _ = time_rounds({f"{candidate} host": fn for candidate, fn in calls_of.items()}, sets, rounds, calls,
-                          timer=host_times_ms)
+    host, _ = time_rounds(
+        {f"{candidate} host": fn for candidate, fn in calls_of.items()}, sets, rounds, calls, timer=host_times_ms
+    )
     samples |= host
     row = summarize(name, moved, samples)
     del inputs, copy_src, timed
@@ -176,22 +192,32 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="batches of 8 instead of 64, fewer rounds")
     parser.add_argument("--cases", type=re.compile, default=re.compile(""), help="only the cases matching this regex")
     parser.add_argument("--no-compile", action="store_true", help="leave out torch.compile (its compiles take seconds)")
-    parser.add_argument("--rounds", type=int, help="rounds per case (default 16, 4 with --quick); more rounds narrow "
-                        "the spread that the host's noise gives a single call's time")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        help="rounds per case (default 16, 4 with --quick); more rounds narrow "
+        "the spread that the host's noise gives a single call's time",
+    )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    builds = {abi: load(f"img2gray_{abi}", directory) for abi, directory in (("exact", args.exact), ("stable", args.stable))}
+    builds = {
+        abi: load(f"img2gray_{abi}", directory) for abi, directory in (("exact", args.exact), ("stable", args.stable))
+    }
     warnings = machine_warnings(os.getloadavg()[0], os.cpu_count() or 1, others_gpu_bytes())
     for warning in warnings:
         print(warning)
     rounds, calls = (4, 10) if args.quick else (16, 20)
     rounds = args.rounds or rounds
     rows = [bench_case(builds, case, rounds, calls, not args.no_compile) for case in gpu_cases(args.quick, args.cases)]
-    environment = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-                   "variants": {abi: module.metadata()["variant"] for abi, module in builds.items()},
-                   "load_average": round(os.getloadavg()[0], 2), "warnings": warnings,
-                   "case": "single calls (host time included) and CUDA-graph replays, trimmed means of "
-                           f"{rounds} rounds x {calls} calls"}
+    environment = {
+        "device": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "variants": {abi: module.metadata()["variant"] for abi, module in builds.items()},
+        "load_average": round(os.getloadavg()[0], 2),
+        "warnings": warnings,
+        "case": "single calls (host time included) and CUDA-graph replays, trimmed means of "
+        f"{rounds} rounds x {calls} calls",
+    }
     print(environment)
     print(render(rows))
     if args.json:

@@ -25,8 +25,9 @@ import torch
 
 
 def load(name: str, directory: Path):
-    spec = importlib.util.spec_from_file_location(name, directory / "__init__.py",
-                                                  submodule_search_locations=[str(directory)])
+    spec = importlib.util.spec_from_file_location(
+        name, directory / "__init__.py", submodule_search_locations=[str(directory)]
+    )
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
@@ -41,8 +42,11 @@ def main() -> None:
     parser.add_argument("--stable-first", action="store_true", help="the stable build owns torch.ops.img2gray")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    order = [("stable", args.stable), ("exact", args.exact)] if args.stable_first else [("exact", args.exact),
-                                                                                        ("stable", args.stable)]
+    order = (
+        [("stable", args.stable), ("exact", args.exact)]
+        if args.stable_first
+        else [("exact", args.exact), ("stable", args.stable)]
+    )
     builds = {abi: load(f"img2gray_{abi}", directory) for abi, directory in order}
     owner = order[0][0]
     x = torch.rand(1, 3, 64, 64, device=args.device)
@@ -77,10 +81,13 @@ def main() -> None:
         if name.startswith("stable: ") and (twin := "exact: " + name.removeprefix("stable: ")) in candidates:
             stable_over_exact[name.removeprefix("stable: ")] = statistics.median(r[name] / r[twin] for r in rounds)
     record = {
-        "environment": {"device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
-                        "torch": torch.__version__, "threads": torch.get_num_threads(),
-                        "public name owned by": owner,
-                        "variants": {abi: m.metadata()["variant"] for abi, m in builds.items()}},
+        "environment": {
+            "device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
+            "torch": torch.__version__,
+            "threads": torch.get_num_threads(),
+            "public name owned by": owner,
+            "variants": {abi: m.metadata()["variant"] for abi, m in builds.items()},
+        },
         "case": "1x3x64x64 float32, us per call (median of 21 rounds)",
         "us": results,
         "over_baseline": over_baseline,
@@ -95,9 +102,11 @@ def main() -> None:
 
 def summary(stable_over_exact: dict[str, float]) -> str:
     """One line for logs (tools/gpu/record.py quotes a log's last line): the highest ratio with and without grad."""
+
     def highest(names: list[str]) -> str:
         name = max(names, key=stable_over_exact.__getitem__)
         return f"{stable_over_exact[name]:.3f}x ({name})"
+
     with_grad = [name for name in stable_over_exact if "requires grad" in name]
     without = [name for name in stable_over_exact if name not in with_grad]
     return f"stable over exact, highest: {highest(without)} without grad, {highest(with_grad)} with grad"

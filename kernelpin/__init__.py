@@ -20,84 +20,64 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from kernelpin.loading.runtime import load
-    from kernelpin.commands.lock import lock
-    from kernelpin.commands.lock import check_lock
-    from kernelpin.commands.lock import add
-    from kernelpin.commands.lock import remove
-    from kernelpin.commands.sync import sync
-    from kernelpin.commands.sync import sync_plan
-    from kernelpin.commands.verify import verify
-    from kernelpin.commands.outdated import outdated
-    from kernelpin.commands.outdated import versions
-    from kernelpin.commands.cache import cache
-    from kernelpin.commands.info import info
-    from kernelpin.commands.info import variants
-    from kernelpin.commands.info import describe_api
-    from kernelpin.publisher.release import check_release
-    from kernelpin.publisher.release import check_signatures
-    from kernelpin.publisher.release import publish
-    from kernelpin.project import find_project
-    from kernelpin.project import Project
-    from kernelpin.hub.source import HubSettings
-    from kernelpin.hub.source import HubSource
-    from kernelpin.environment import detect as detect_environment
-    from kernelpin.loading.get_kernel import get_kernel
-    from kernelpin.loading.get_kernel import has_kernel
-    from kernelpin.loading.get_kernel import get_kernel_variants
-    from kernelpin.loading.loader import loaded_kernels
-    from kernelpin.loading.kernelize import integrate_kernels
-    from kernelpin.loading.kernelize import integrated_kernels
-    from kernelpin.loading.kernelize import kernelized_layers
-    from kernelpin.loading.kernelize import KernelizedLayer
-    from kernelpin.relock import Locked
-    from kernelpin.commands.lock import Added
-    from kernelpin.commands.lock import Removed
-    from kernelpin.commands.sync import Synced
-    from kernelpin.commands.sync import SyncPlan
-    from kernelpin.store.install import SyncedVariant
-    from kernelpin.store.install import PlannedVariant
-    from kernelpin.commands.verify import Verification
-    from kernelpin.commands.verify import FileStatus
-    from kernelpin.commands.outdated import Outdated
-    from kernelpin.commands.outdated import VersionList
-    from kernelpin.commands.outdated import TaggedVersion
-    from kernelpin.commands.info import KernelInfo
-    from kernelpin.commands.info import DependencyNode
-    from kernelpin.commands.info import RevisionVariants
-    from kernelpin.commands.info import DescribedApi
-    from kernelpin.format.python_api import KernelApi
     from kernelpin.builds import VariantFit
-    from kernelpin.commands.cache import CacheReport
-    from kernelpin.commands.cache import CachedRevision
-    from kernelpin.publisher.release import Release
-    from kernelpin.publisher.release import ReleaseFile
-    from kernelpin.publisher.release import Published
-    from kernelpin.loading.loader import LoadedKernel
-    from kernelpin.format.variant import Environment
-    from kernelpin.format.signer import Signer
-    from kernelpin.errors import KernelpinError
-    from kernelpin.errors import IntegrityError
-    from kernelpin.errors import NoVariantError
+    from kernelpin.commands.cache import CachedRevision, CacheReport, cache
+    from kernelpin.commands.info import (
+        DependencyNode,
+        DescribedApi,
+        KernelInfo,
+        RevisionVariants,
+        describe_api,
+        info,
+        variants,
+    )
+    from kernelpin.commands.lock import Added, Removed, add, check_lock, lock, remove
+    from kernelpin.commands.outdated import Outdated, TaggedVersion, VersionList, outdated, versions
+    from kernelpin.commands.sync import Synced, SyncPlan, sync, sync_plan
+    from kernelpin.commands.verify import FileStatus, Verification, verify
+    from kernelpin.environment import detect as detect_environment
+    from kernelpin.errors import IntegrityError, KernelpinError, NoVariantError
+    from kernelpin.files.confined import LinkRefused
     from kernelpin.format.metadata import MetadataError
-    from kernelpin.loading.python_depends import DependencyError
-    from kernelpin.loading.archive import ArchiveError
-    from kernelpin.loading.kernels_internals import KernelsPackageError
-    from kernelpin.trust.policy import PolicyError
-    from kernelpin.trust.policy import SignatureError
-    from kernelpin.trust.signature import TrustRootError
+    from kernelpin.format.python_api import KernelApi
+    from kernelpin.format.signer import Signer
+    from kernelpin.format.variant import Environment
     from kernelpin.hub.client import HubTimeout
     from kernelpin.hub.limits import LimitExceeded
     from kernelpin.hub.listing import MalformedAnswer
-    from kernelpin.files.confined import LinkRefused
-    from kernelpin.publisher.release import PublishError
-    from kernelpin.publisher.release import TagExistsError
-    from kernelpin.publisher.abi_gate import AbiError
-    from kernelpin.loading.get_kernel import UnpinnedKernelWarning
+    from kernelpin.hub.source import HubSettings, HubSource
+    from kernelpin.loading.archive import ArchiveError
+    from kernelpin.loading.get_kernel import (
+        KernelRedirectWarning,
+        UnpinnedKernelWarning,
+        get_kernel,
+        get_kernel_variants,
+        has_kernel,
+    )
+    from kernelpin.loading.kernelize import KernelizedLayer, integrate_kernels, integrated_kernels, kernelized_layers
+    from kernelpin.loading.kernels_internals import KernelsPackageError
+    from kernelpin.loading.loader import LoadedKernel, loaded_kernels
     from kernelpin.loading.local_override import LocalKernelOverrideWarning
     from kernelpin.loading.provenance import DirtyBuildWarning
-    from kernelpin.loading.get_kernel import KernelRedirectWarning
+    from kernelpin.loading.python_depends import DependencyError
+    from kernelpin.loading.runtime import load
+    from kernelpin.project import Project, find_project
+    from kernelpin.publisher.abi_gate import AbiError
+    from kernelpin.publisher.release import (
+        Published,
+        PublishError,
+        Release,
+        ReleaseFile,
+        TagExistsError,
+        check_release,
+        check_signatures,
+        publish,
+    )
+    from kernelpin.relock import Locked
     from kernelpin.resolve import KernelMoved
+    from kernelpin.store.install import PlannedVariant, SyncedVariant
+    from kernelpin.trust.policy import PolicyError, SignatureError
+    from kernelpin.trust.signature import TrustRootError
 
 # name -> (module, name there): looked up on first use, so `import kernelpin` stays cheap. The functions (every
 # command is one, named like it), the types they return, and the errors and warnings they raise.

@@ -28,8 +28,10 @@ def fits(selection: Selection, names: list[str]) -> list[VariantFit]:
     """Every variant with the verdict of `selection`: those that fit first (the chosen leading, best first),
     then the rejected ones by name, as kernels' get_kernel_variants orders them."""
     order = list(selection.ranked) + sorted(set(names) - set(selection.ranked))
-    return [VariantFit(name, name in selection.ranked, name == selection.chosen, selection.rejected.get(name))
-            for name in order]
+    return [
+        VariantFit(name, name in selection.ranked, name == selection.chosen, selection.rejected.get(name))
+        for name in order
+    ]
 
 
 def kernel_variants(source: HubSource, requirement: Requirement, env: Environment) -> list[VariantFit]:
@@ -37,8 +39,9 @@ def kernel_variants(source: HubSource, requirement: Requirement, env: Environmen
     return fits(select(dict.fromkeys(names), env), names)
 
 
-def newer_build_hint(source: HubSource, repo_id: str, repo_type: str | None, than: Version | None,
-                     env: Environment, limit: int = 3) -> str:
+def newer_build_hint(
+    source: HubSource, repo_id: str, repo_type: str | None, than: Version | None, env: Environment, limit: int = 3
+) -> str:
     """When the version in use has no build for `env`: the newest release tag (newer than `than`, at most
     `limit` looked at) that has one, and how to require it; "" when none has (or nothing is newer)."""
     try:
@@ -52,6 +55,8 @@ def newer_build_hint(source: HubSource, repo_id: str, repo_type: str | None, tha
         names = sorted(group_variants(source.tree(repo_id, refs.repo_type, commit), f"{repo_id} at {commit[:12]}"))
         chosen = select(dict.fromkeys(names), env).chosen
         if chosen is not None:
-            return (f"Version {version} (tag {versions[version]}) has a build for this machine ({chosen}): "
-                    f"require it, e.g. `kernelpin add {repo_id}@^{version}`")
+            return (
+                f"Version {version} (tag {versions[version]}) has a build for this machine ({chosen}): "
+                f"require it, e.g. `kernelpin add {repo_id}@^{version}`"
+            )
     return ""

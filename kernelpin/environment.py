@@ -36,10 +36,20 @@ _CXX_ABIS = {"cxx11": True, "cxx98": False, "none": None}
 
 # Every fact a description can give: flag --<name with dashes>, variable KERNELPIN_<NAME>, and its help.
 DESCRIPTION = {
-    "torch": ("X.Y|none", "describe the target machine instead of detecting it: its torch (needed by every other "
-                          "flag below but --backend)"),
-    "backend": ("TAG", "the backend as variant names spell it: cpu, cu130 (or cuda-13.0), rocm71, xpu20253, cann81, "
-                       "metal, neuron, tpu; without --torch only cpu (or this machine's own), as kernels' backend="),
+    "torch": (
+        "X.Y|none",
+        (
+            "describe the target machine instead of detecting it: its torch (needed by every other "
+            "flag below but --backend)"
+        ),
+    ),
+    "backend": (
+        "TAG",
+        (
+            "the backend as variant names spell it: cpu, cu130 (or cuda-13.0), rocm71, xpu20253, cann81, "
+            "metal, neuron, tpu; without --torch only cpu (or this machine's own), as kernels' backend="
+        ),
+    ),
     "cuda": ("X.Y|none", "the CUDA version (same as --backend cuXY; default none: CPU)"),
     "os": ("linux|darwin|windows", "the target's OS (default this machine's)"),
     "cpu_arch": ("x86_64|aarch64", "the target's CPU (default this machine's)"),
@@ -155,8 +165,13 @@ def installed_torch_version() -> dict[str, Any] | None:
         return None
     values: dict[str, Any] = {}
     for node in tree.body:
-        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else \
-            node.target if isinstance(node, ast.AnnAssign) and node.value is not None else None
+        target = (
+            node.targets[0]
+            if isinstance(node, ast.Assign) and len(node.targets) == 1
+            else node.target
+            if isinstance(node, ast.AnnAssign) and node.value is not None
+            else None
+        )
         if isinstance(target, ast.Name):
             try:
                 values[target.id] = ast.literal_eval(node.value)  # type: ignore[union-attr, arg-type]
@@ -175,13 +190,20 @@ def _cuda_capability(cuda: tuple[int, int]) -> tuple[int, int] | None:
     except OSError:
         return None
     version, count, device, major, minor = (ctypes.c_int(0) for _ in range(5))
-    if (driver.cuInit(0) != 0 or driver.cuDriverGetVersion(ctypes.byref(version)) != 0
-            or version.value // 1000 < cuda[0]
-            or driver.cuDeviceGetCount(ctypes.byref(count)) != 0 or count.value == 0
-            or driver.cuDeviceGet(ctypes.byref(device), 0) != 0):
+    if (
+        driver.cuInit(0) != 0
+        or driver.cuDriverGetVersion(ctypes.byref(version)) != 0
+        or version.value // 1000 < cuda[0]
+        or driver.cuDeviceGetCount(ctypes.byref(count)) != 0
+        or count.value == 0
+        or driver.cuDeviceGet(ctypes.byref(device), 0) != 0
+    ):
         return None
-    if (driver.cuDeviceGetAttribute(ctypes.byref(major), 75, device) != 0  # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
-            or driver.cuDeviceGetAttribute(ctypes.byref(minor), 76, device) != 0):  # ..._MINOR
+    if (
+        driver.cuDeviceGetAttribute(ctypes.byref(major), 75, device)
+        != 0  # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
+        or driver.cuDeviceGetAttribute(ctypes.byref(minor), 76, device) != 0
+    ):  # ..._MINOR
         return None
     return major.value, minor.value
 
@@ -297,7 +319,9 @@ def current(given: Mapping[str, str | None], environ: Mapping[str, str] = os.env
         extra = sorted(name for name, value in values.items() if value is not None and name != "backend")
         if extra:
             flags = ", ".join(f"--{name.replace('_', '-')}" for name in extra)
-            raise KernelpinError(f"{flags} describe another machine: give its torch too (--torch X.Y or KERNELPIN_TORCH)")
+            raise KernelpinError(
+                f"{flags} describe another machine: give its torch too (--torch X.Y or KERNELPIN_TORCH)"
+            )
         env = machine_environment()
         return env if values["backend"] is None else with_backend(env, values["backend"])
     return describe(values)
@@ -339,7 +363,9 @@ def describe(values: Mapping[str, str | None]) -> Environment:
         gpu_capability=_pair(capability, "GPU capability") if capability else None,
         backend=backend,
         gpu_arch=gpu_arch.strip() if gpu_arch else None,
-        macos=_pair(macos, "macOS version") if macos else (_macos_version() if os_name == host_os == "darwin" else None),
+        macos=_pair(macos, "macOS version")
+        if macos
+        else (_macos_version() if os_name == host_os == "darwin" else None),
         tvm_ffi=None if not tvm_ffi or _none(tvm_ffi) else _pair(tvm_ffi, "tvm-ffi version"),
         free_threaded=free_threaded,
         python=_pair(values["python"], "Python version") if values.get("python") else this_python(),

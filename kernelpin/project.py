@@ -15,7 +15,13 @@ from kernelpin.files.integrity import find_owned_upward
 from kernelpin.format.layout import LOCKFILE, PROJECT_STATE_DIR
 from kernelpin.format.ranges import Range, RangeError, Version
 from kernelpin.format.spec import (
-    Requirement, RequirementValue, check_repo_id, line_major, parse_dependencies, toml_kind, toml_text,
+    Requirement,
+    RequirementValue,
+    check_repo_id,
+    line_major,
+    parse_dependencies,
+    toml_kind,
+    toml_text,
 )
 from kernelpin.trust.policy import Policy, parse_policy
 
@@ -50,7 +56,9 @@ class Project:
             state.mkdir(exist_ok=True)
             ignore = state / ".gitignore"
             if not ignore.exists():
-                write_atomic(ignore, "# Created by kernelpin: its own files (a lock of concurrent edits), never committed.\n*\n")
+                write_atomic(
+                    ignore, "# Created by kernelpin: its own files (a lock of concurrent edits), never committed.\n*\n"
+                )
         except OSError as error:
             if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
                 return contextlib.nullcontext()
@@ -62,8 +70,9 @@ def find_project(start: Path) -> Project:
     """The nearest directory at or above `start` holding a pyproject.toml, trusting only what this user or root
     owns, as load()'s lock search does: a project another user planted in a shared parent is never used."""
     start = start.resolve()
-    found, stopped = find_owned_upward(start, PYPROJECT, "Run kernelpin inside your project, or name it with "
-                                                         "--project DIR")
+    found, stopped = find_owned_upward(
+        start, PYPROJECT, "Run kernelpin inside your project, or name it with --project DIR"
+    )
     if found is not None:
         return Project(found.parent)
     if stopped is not None:
@@ -81,8 +90,10 @@ def _text(project: Project) -> str:
     try:
         return project.pyproject.read_text(encoding="utf-8").removeprefix(_BOM)
     except UnicodeDecodeError as error:
-        raise KernelpinError(f"{project.pyproject}: not UTF-8 ({error.reason} at byte {error.start}); "
-                             "TOML files are UTF-8: save it as UTF-8 and retry") from None
+        raise KernelpinError(
+            f"{project.pyproject}: not UTF-8 ({error.reason} at byte {error.start}); "
+            "TOML files are UTF-8: save it as UTF-8 and retry"
+        ) from None
 
 
 def _invalid(project: Project, error: Exception) -> KernelpinError:
@@ -140,7 +151,7 @@ def _dependencies(document: tomlkit.TOMLDocument, create: bool) -> Table | None:
             name = ".".join(("tool", "kernels", "dependencies")[: depth + 1])
             raise KernelpinError(
                 f"[{name}] in {PYPROJECT} must be a table, not {toml_kind(child)} "
-                f"({toml_text(child)}); write e.g.\n[tool.kernels.dependencies]\n\"acme/img2gray\" = \"^0.1\""
+                f'({toml_text(child)}); write e.g.\n[tool.kernels.dependencies]\n"acme/img2gray" = "^0.1"'
             )
         table = child
     return table
@@ -185,17 +196,24 @@ def entry_to_add(repo_id: str, range_text: str | None, versions: list[Version], 
         else:
             raise KernelpinError(
                 f"{repo_id} has neither version tags (v1.2.3) nor major-version branches (v1); add it as "
-                f"{repo_id}@RANGE after tagging, or pin a revision in pyproject.toml: {{ revision = \"...\" }}")
+                f'{repo_id}@RANGE after tagging, or pin a revision in pyproject.toml: {{ revision = "..." }}'
+            )
     try:
         major = line_major(Range.parse(range_text))
     except RangeError as error:
         raise KernelpinError(f"{repo_id}: {error}") from None
     if major is not None and major in majors:
         return NewEntry(major, True, f"the branch v{major}: {range_text!r} written as `kernels lock` reads it")
-    why = ("it takes only an integer major, the branch v<N>" if major is None
-           else f"the repository has no branch v{major}, which `= {major}` would name")
-    return NewEntry(range_text, False, f"`kernels lock` will not read this entry ({why}); kernelpin resolves it "
-                                       "against version tags")
+    why = (
+        "it takes only an integer major, the branch v<N>"
+        if major is None
+        else f"the repository has no branch v{major}, which `= {major}` would name"
+    )
+    return NewEntry(
+        range_text,
+        False,
+        f"`kernels lock` will not read this entry ({why}); kernelpin resolves it against version tags",
+    )
 
 
 def set_requirement(project: Project, repo_id: str, value: RequirementValue) -> None:

@@ -11,8 +11,7 @@ from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 
 from kernelpin.errors import KernelpinError
-from kernelpin.format import kernels_lock
-from kernelpin.format import lockfile
+from kernelpin.format import kernels_lock, lockfile
 from kernelpin.hub.source import OFFLINE, HubSource
 from kernelpin.project import Project, read_policy, read_requirements
 from kernelpin.resolve import resolve
@@ -42,11 +41,18 @@ def release_checker(project: Project, source: HubSource, refresh: bool = False) 
     KERNELPIN_SIGNATURE_WORKER=0, and not again what this user's signature receipts vouch for: close it when the
     command is done."""
     if refresh and source.settings.offline:
-        raise KernelpinError(f"--refresh-trust-root asks Sigstore's TUF repository for a newer trust root, but "
-                             f"{OFFLINE}; go online, or drop --refresh-trust-root (the shipped root works offline)")
-    checker = ReleaseChecker(read_policy(project), project.root, refresh=refresh,
-                             refresh_timeout=source.settings.limits.http_timeout, worker=signature_worker_wanted(),
-                             receipts=SignatureReceipts.of_user())
+        raise KernelpinError(
+            f"--refresh-trust-root asks Sigstore's TUF repository for a newer trust root, but "
+            f"{OFFLINE}; go online, or drop --refresh-trust-root (the shipped root works offline)"
+        )
+    checker = ReleaseChecker(
+        read_policy(project),
+        project.root,
+        refresh=refresh,
+        refresh_timeout=source.settings.limits.http_timeout,
+        worker=signature_worker_wanted(),
+        receipts=SignatureReceipts.of_user(),
+    )
     if refresh:
         _ = checker.verifier  # the refresh first, once: without network it fails before anything is resolved
     return checker
@@ -60,18 +66,27 @@ def release_checker_when_needed(project: Project, source: HubSource) -> Iterator
         yield functools.cache(lambda: closing.enter_context(release_checker(project, source)))
 
 
-def lock_for_sync(project: Project, source: HubSource, *, locked: bool = False, frozen: bool = False,
-                  note: Report = _ignore, warn: Report = _ignore,
-                  accepted_signers: Mapping[str, Collection[str]] | None = None,
-                  checker: Callable[[], ReleaseChecker] | None = None) -> Locked:
+def lock_for_sync(
+    project: Project,
+    source: HubSource,
+    *,
+    locked: bool = False,
+    frozen: bool = False,
+    note: Report = _ignore,
+    warn: Report = _ignore,
+    accepted_signers: Mapping[str, Collection[str]] | None = None,
+    checker: Callable[[], ReleaseChecker] | None = None,
+) -> Locked:
     """The lock `sync` installs: as it is with `frozen`; re-locked when stale, unless `locked` forbids it (the
     re-lock keeps each kernel's signer unless `accepted_signers` names the new one, as `lock`). `checker` gives
     the project's release_checker where the caller verifies what it installs with the same one."""
     existing = lockfile.read(project.lockfile)
     if frozen:
         if existing is None:
-            raise KernelpinError(f"--frozen needs {project.lockfile}; run `kernelpin lock` first (with network "
-                                 "access: it resolves against the Hub)")
+            raise KernelpinError(
+                f"--frozen needs {project.lockfile}; run `kernelpin lock` first (with network "
+                "access: it resolves against the Hub)"
+            )
         return Locked(existing, [])
     reasons = lockfile.staleness(read_requirements(project), existing)
     if not reasons:
@@ -79,7 +94,8 @@ def lock_for_sync(project: Project, source: HubSource, *, locked: bool = False, 
     if locked:
         raise KernelpinError(
             f"{project.lockfile.name} is stale and --locked forbids updating it:\n  "
-            + "\n  ".join(reasons) + "\nRun `kernelpin lock` and commit the result."
+            + "\n  ".join(reasons)
+            + "\nRun `kernelpin lock` and commit the result."
         )
     with project.edit_lock():
         if checker is not None:  # the caller's, closed by the caller
@@ -88,9 +104,17 @@ def lock_for_sync(project: Project, source: HubSource, *, locked: bool = False, 
             return relock(project, source, set(), False, False, note, warn, own, accepted_signers)
 
 
-def relock(project: Project, source: HubSource, upgrade: set[str], upgrade_all: bool, dry_run: bool,
-            note: Report, warn: Report, checker: ReleaseChecker,
-            accepted_signers: Mapping[str, Collection[str]] | None = None) -> Locked:
+def relock(
+    project: Project,
+    source: HubSource,
+    upgrade: set[str],
+    upgrade_all: bool,
+    dry_run: bool,
+    note: Report,
+    warn: Report,
+    checker: ReleaseChecker,
+    accepted_signers: Mapping[str, Collection[str]] | None = None,
+) -> Locked:
     """Resolve and (unless dry_run) write the lock; the caller holds the project's edit lock."""
     requirements = read_requirements(project)
     path = project.lockfile
@@ -119,14 +143,23 @@ def relock(project: Project, source: HubSource, upgrade: set[str], upgrade_all: 
             f"--upgrade-package {', '.join(sorted(unknown))}: not in [tool.kernels.dependencies] "
             f"(present: {', '.join(r.repo_id for r in requirements) or 'none'})"
         )
-    new = resolve(source, requirements, previous, upgrade=lambda repo_id: upgrade_all or repo_id in upgrade, note=note,
-                  checker=checker, accepted_signers=accepted_signers)
+    new = resolve(
+        source,
+        requirements,
+        previous,
+        upgrade=lambda repo_id: upgrade_all or repo_id in upgrade,
+        note=note,
+        checker=checker,
+        accepted_signers=accepted_signers,
+    )
     changed = lockfile.changes(previous, new)
     for kernel in new.kernels:
         unsigned = [v.name for v in kernel.variants if v.signature is not None and v.signature.signer is None]
         if unsigned and (previous is None or previous.kernel(kernel.repo_id) != kernel):
-            warn(f"{kernel.label}: unsigned ({', '.join(unsigned)}): locked without a signature; "
-                 "`require-signatures = true` in [tool.kernelpin.trust] refuses such releases")
+            warn(
+                f"{kernel.label}: unsigned ({', '.join(unsigned)}): locked without a signature; "
+                "`require-signatures = true` in [tool.kernelpin.trust] refuses such releases"
+            )
     if previous is not None and previous.schema != lockfile.SCHEMA_VERSION:
         changed.append(f"~ {path.name}: schema version {previous.schema} -> {lockfile.SCHEMA_VERSION}")
     if not dry_run and (previous is None or changed):

@@ -9,22 +9,22 @@ from collections.abc import Callable, Collection, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from kernelpin.format.kernel_status import MAX_STATUS_SIZE, STATUS_FILE, Redirect, parse_status
 from kernelpin.errors import KernelpinError
 from kernelpin.files.integrity import GIT_OBJECT_ID_RE, check_repo_path, git_blob_sha1
+from kernelpin.format.kernel_status import MAX_STATUS_SIZE, STATUS_FILE, Redirect, parse_status
 from kernelpin.format.layout import BUILD_DIR, METADATA, SIGNATURE
 from kernelpin.format.lockfile import Lock, LockedFile, LockedKernel, LockedVariant, is_variant_name, why_stale
-from kernelpin.format.metadata import check_size as check_metadata_size
 from kernelpin.format.metadata import BuildMetadata, parse_metadata
-from kernelpin.store.parallel import run_all
+from kernelpin.format.metadata import check_size as check_metadata_size
 from kernelpin.format.ranges import Version
-from kernelpin.trust.checker import ReleaseChecker
-from kernelpin.trust.signature import MAX_BUNDLE_BYTES, oversized
+from kernelpin.format.spec import Requirement, RequirementValue, describe_value, parse_requirement
 from kernelpin.hub.source import HubSource, Refs, RemoteFile
 from kernelpin.store.content import Store
-from kernelpin.format.spec import Requirement, RequirementValue, describe_value, parse_requirement
+from kernelpin.store.parallel import run_all
+from kernelpin.trust.checker import ReleaseChecker
 from kernelpin.trust.gate import LOCK, RELEASE, Evidence, Served, admit_publisher, enforce
 from kernelpin.trust.policy import signer_changes
+from kernelpin.trust.signature import MAX_BUNDLE_BYTES, oversized
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ def pick_revision(requirement: Requirement, refs: Refs) -> Pick:
                 f"{repo_id}: no branch {branch} (`= {requirement.major}` is the branch {branch}, as `kernels` "
                 f"reads it; major-version branches: {', '.join(lines) or 'none'}; version tags: "
                 f"{describe_versions(list(versions))}); require an existing major, or a tag range such as "
-                f"\"^{requirement.major}\" (kernelpin only: `kernels lock` cannot read it)"
+                f'"^{requirement.major}" (kernelpin only: `kernels lock` cannot read it)'
             )
         return _at_commit(refs.branches[branch], f"refs/heads/{branch}", refs.tags, versions)
     if requirement.range is not None:
@@ -90,7 +90,9 @@ def pick_revision(requirement: Requirement, refs: Refs) -> Pick:
         return _at_commit(revision, None, refs.tags, versions)
     if revision in refs.tags:
         commit = refs.tags[revision]
-        return Pick(commit, f"refs/tags/{revision}", Version.from_tag(revision) or _version_at(commit, refs.tags, versions))
+        return Pick(
+            commit, f"refs/tags/{revision}", Version.from_tag(revision) or _version_at(commit, refs.tags, versions)
+        )
     if revision in refs.branches:
         return _at_commit(refs.branches[revision], f"refs/heads/{revision}", refs.tags, versions)
     raise KernelpinError(
@@ -117,7 +119,7 @@ def check_unambiguous(repo_id: str, chosen: Version, tags: dict[str, str]) -> No
         listed = ", ".join(f"{tag} -> {commit[:12]}" for tag, commit in sorted(same.items()))
         raise KernelpinError(
             f"{repo_id}: version {chosen} is ambiguous: tags that differ only in a 'v' prefix or build metadata "
-            f"point at different commits ({listed}). Pin the one you mean, e.g. {{ revision = \"{min(same)}\" }}, "
+            f'point at different commits ({listed}). Pin the one you mean, e.g. {{ revision = "{min(same)}" }}, '
             "and ask the publisher to delete the others"
         )
 
@@ -162,8 +164,16 @@ class Pinner:
     real network); `variant` reads what was not fetched.
     """
 
-    def __init__(self, source: HubSource, repo_id: str, repo_type: str, commit: str,
-                 checker: ReleaseChecker | None = None, keep: bool = True, served: Served | None = None) -> None:
+    def __init__(
+        self,
+        source: HubSource,
+        repo_id: str,
+        repo_type: str,
+        commit: str,
+        checker: ReleaseChecker | None = None,
+        keep: bool = True,
+        served: Served | None = None,
+    ) -> None:
         self.source, self.repo_id, self.repo_type, self.commit = source, repo_id, repo_type, commit
         self.served = served or Served()  # what the release is served as: a signed metadata.json must say the same
         self.keep = keep  # keep what was downloaded as blobs (False: the caller installs the variant from `fetched`)
@@ -198,8 +208,14 @@ class Pinner:
         lock kept) or in one GET, checked against the listing either way; and whether it was downloaded."""
         _, variant, relative = remote.path.split("/", 2)
         blob = remote.lfs_sha256 or remote.blob_id  # without either, nothing cached could be checked
-        for cached in (lambda: self.store.cached(self.snapshot, variant, relative, remote.size),
-                       lambda: self.store.blob(self.snapshot, blob, remote.size)) if blob else ():
+        for cached in (
+            (
+                lambda: self.store.cached(self.snapshot, variant, relative, remote.size),
+                lambda: self.store.blob(self.snapshot, blob, remote.size),
+            )
+            if blob
+            else ()
+        ):
             content = cached()
             if content is not None and matches_listing(remote, content):
                 return content, False
@@ -253,12 +269,16 @@ class Pinner:
         bound on them holds across kernels, so parallel kernels do not multiply it). Nothing is parsed or
         verified here, and nothing raised: a variant whose files failed raises the first one's error when it is
         pinned, so a failure is reported as if the variants had been read and verified in turn."""
-        wanted = [remote for name, files in sorted(variants.items()) for remote in self._small_files(name, files)
-                  if remote.path.split("/", 2)[2] not in self.fetched.get(name, {})]
+        wanted = [
+            remote
+            for name, files in sorted(variants.items())
+            for remote in self._small_files(name, files)
+            if remote.path.split("/", 2)[2] not in self.fetched.get(name, {})
+        ]
         read = run_all(self._read_small, wanted, self.source.settings.limits.reads)
         # Kept one after another once all are read: the store writes a repository's cache with one writer at
         # a time and does not wait for another (parallel keepers would skip their blobs).
-        for remote, outcome in zip(wanted, read):
+        for remote, outcome in zip(wanted, read, strict=False):
             _, name, relative = remote.path.split("/", 2)
             if isinstance(outcome, Exception):
                 self._failed.setdefault(name, outcome)
@@ -285,13 +305,14 @@ class Pinner:
 
     def variant(self, name: str, files: list[RemoteFile]) -> LockedVariant:
         prefix = f"{BUILD_DIR}/{name}/"
-        by_relative = {remote.path[len(prefix):]: remote for remote in files}
+        by_relative = {remote.path[len(prefix) :]: remote for remote in files}
         digests: dict[str, str] = {}
         backend = archs = None
         depends: tuple = ()
         fetched = self.fetched.setdefault(name, {})
-        if name not in self._failed and any(remote.path[len(prefix):] not in fetched
-                                            for remote in self._small_files(name, files)):
+        if name not in self._failed and any(
+            remote.path[len(prefix) :] not in fetched for remote in self._small_files(name, files)
+        ):
             self.fetch({name: files})
         if name in self._failed:
             raise self._failed.pop(name)
@@ -304,8 +325,9 @@ class Pinner:
             metadata = parse_metadata(content, where)
             if self.checker is not None and signature is not None and signature.signer is not None:
                 # Signed bytes are bound to where they are served: this variant, this release.
-                enforce(self.checker.policy, self.repo_id, name, Evidence(RELEASE, signature.signer), metadata,
-                        self.served)
+                enforce(
+                    self.checker.policy, self.repo_id, name, Evidence(RELEASE, signature.signer), metadata, self.served
+                )
             self.metadata[name] = metadata
             digests, backend, archs = metadata.digests, metadata.backend, metadata.archs
             depends = metadata.kernel_depends
@@ -376,38 +398,46 @@ class KernelMoved(KernelpinError):
         self.requirement, self.commit, self.redirect, self.instead = requirement, commit, redirect, instead
         super().__init__(
             f"{requirement.repo_id} has moved to {redirect.destination} (its {STATUS_FILE} at {commit[:12]} says "
-            f"so); require \"{redirect.destination}\" = {instead.text} in {requirement.declared} instead: a lock "
+            f'so); require "{redirect.destination}" = {instead.text} in {requirement.declared} instead: a lock '
             "pins what you name, so kernelpin does not follow a move on its own"
-            + ("" if same_publisher(requirement.repo_id, redirect.destination) else
-               f" ({redirect.destination} is another organization's: a new publisher, held to the publisher policy)"))
+            + (
+                ""
+                if same_publisher(requirement.repo_id, redirect.destination)
+                else f" ({redirect.destination} is another organization's: a new publisher, held to the publisher policy)"
+            )
+        )
 
 
 def same_publisher(repo_id: str, other: str) -> bool:
     return repo_id.split("/", 1)[0] == other.split("/", 1)[0]
 
 
-def _moved(source: HubSource, requirement: Requirement, repo_type: str, commit: str,
-           status: RemoteFile) -> KernelMoved:
+def _moved(source: HubSource, requirement: Requirement, repo_type: str, commit: str, status: RemoteFile) -> KernelMoved:
     """The redirect a release's kernel-status.toml states, read into memory and checked against the listing."""
     where = f"{requirement.repo_id} at {commit[:12]}: {STATUS_FILE}"
     if status.size > MAX_STATUS_SIZE:
-        raise KernelpinError(f"{where}: {status.size} bytes, over {MAX_STATUS_SIZE}: not a status note; ask the "
-                             "repository's publisher")
+        raise KernelpinError(
+            f"{where}: {status.size} bytes, over {MAX_STATUS_SIZE}: not a status note; ask the repository's publisher"
+        )
     content = source.read(requirement.repo_id, repo_type, commit, status.path, status.size)
     if not matches_listing(status, content):
-        raise KernelpinError(f"{where} as downloaded does not match the repository listing; the server or a proxy "
-                             "altered it: do not use this revision")
+        raise KernelpinError(
+            f"{where} as downloaded does not match the repository listing; the server or a proxy "
+            "altered it: do not use this revision"
+        )
     redirect = parse_status(content, where)
     value: RequirementValue = requirement.value if redirect.revision is None else {"revision": redirect.revision}
     if isinstance(value, dict) and "repo-type" in value:
         value = {key: item for key, item in value.items() if key != "repo-type"}
-    instead = parse_requirement(redirect.destination, value, where=f"{where} -> {redirect.destination!r}",
-                                declared=requirement.declared)
+    instead = parse_requirement(
+        redirect.destination, value, where=f"{where} -> {redirect.destination!r}", declared=requirement.declared
+    )
     return KernelMoved(requirement, commit, redirect, instead)
 
 
-def locate(source: HubSource, requirement: Requirement, note: Callable[[str], None],
-           refs: Refs | None = None) -> Located:
+def locate(
+    source: HubSource, requirement: Requirement, note: Callable[[str], None], refs: Refs | None = None
+) -> Located:
     """The revision `requirement` names on the Hub and the variants there (two requests: refs, unless given,
     and the file listing)."""
     refs = refs or source.refs(requirement.repo_id, requirement.repo_type, requirement.declared)
@@ -442,12 +472,15 @@ class Fetched:
 
     def pin(self) -> LockedKernel:
         """Verify and pin every variant (a signature before its metadata.json is parsed)."""
-        return self.located.kernel(self.requirement, tuple(self.pinner.variant(name, files) for name, files
-                                                           in sorted(self.located.variants.items())))
+        return self.located.kernel(
+            self.requirement,
+            tuple(self.pinner.variant(name, files) for name, files in sorted(self.located.variants.items())),
+        )
 
 
-def fetch_one(source: HubSource, requirement: Requirement, note: Callable[[str], None],
-              checker: ReleaseChecker | None = None) -> Fetched:
+def fetch_one(
+    source: HubSource, requirement: Requirement, note: Callable[[str], None], checker: ReleaseChecker | None = None
+) -> Fetched:
     """The requests that lock a requirement: refs, the publisher gate, the listing, the small files."""
     refs = source.refs(requirement.repo_id, requirement.repo_type, requirement.declared)
     if checker is not None:  # the publisher gate `kernels` has, before anything of the release is read
@@ -455,8 +488,14 @@ def fetch_one(source: HubSource, requirement: Requirement, note: Callable[[str],
     located = locate(source, requirement, note, refs)
     if checker is not None and located.signed:
         checker.expect_signatures()
-    pinner = Pinner(source, requirement.repo_id, located.repo_type, located.pick.commit, checker,
-                    served=served_as(requirement, located.pick))
+    pinner = Pinner(
+        source,
+        requirement.repo_id,
+        located.repo_type,
+        located.pick.commit,
+        checker,
+        served=served_as(requirement, located.pick),
+    )
     pinner.fetch(located.variants)
     if checker is not None and located.signed:
         checker.expect_bundles(pinner.fetched)
@@ -496,9 +535,11 @@ def resolve(
         before = previous.kernel(locked.repo_id) if previous else None
         if checker is not None and before is not None:
             problems = signer_changes(
-                locked.repo_id, {v.name: v.signature for v in before.variants},
+                locked.repo_id,
+                {v.name: v.signature for v in before.variants},
                 {v.name: v.signature for v in locked.variants if v.signature is not None},
-                (accepted_signers or {}).get(locked.repo_id, ()))
+                (accepted_signers or {}).get(locked.repo_id, ()),
+            )
             if problems:
                 raise KernelpinError("\n".join(problems))
         return locked
@@ -537,11 +578,12 @@ def _signature_expected(checker: ReleaseChecker, previous: Lock | None, requirem
     previous lock recorded one."""
     policy = checker.policy
     entry = policy.publisher(requirement.repo_id)
-    if policy.requires_signature(requirement.repo_id)[0] or entry is not None and entry.signers:
+    if policy.requires_signature(requirement.repo_id)[0] or (entry is not None and entry.signers):
         return True
     locked = previous.kernel(requirement.repo_id) if previous else None
     return locked is not None and any(
-        variant.signature is not None and variant.signature.signer is not None for variant in locked.variants)
+        variant.signature is not None and variant.signature.signer is not None for variant in locked.variants
+    )
 
 
 def _meaning(requirement: Requirement) -> tuple:
@@ -550,7 +592,9 @@ def _meaning(requirement: Requirement) -> tuple:
 
 
 def _resolve_dependencies(
-    kernels: dict[str, LockedKernel], top: dict[str, Requirement], lock_one: Callable[[Requirement], LockedKernel],
+    kernels: dict[str, LockedKernel],
+    top: dict[str, Requirement],
+    lock_one: Callable[[Requirement], LockedKernel],
 ) -> dict[str, LockedKernel]:
     """Lock every kernel the variants of `kernels` depend on, transitively, as `kernels lock` does; one build
     per repository, so two different requirements on one repository are refused, and so is a cycle. Returns
@@ -577,13 +621,22 @@ def _resolve_dependencies(
             chain = [on_path.repo_id for on_path, _ in path]
             asker = f"{kernel.repo_id} ({variant_name}, kernel-depends)"
             if repo_id in chain:
-                cycle = " -> ".join((*chain[chain.index(repo_id):], repo_id))
-                raise KernelpinError(f"kernel dependency cycle: {cycle} ({asker}); a kernel cannot depend on "
-                                     "itself, through others or not: ask the publisher to break the cycle")
-            requirement = parse_requirement(repo_id, value, where=f"{asker} {repo_id!r}",
-                                            declared=f"the metadata.json of {asker} (ask its publisher)")
-            first = ((top[repo_id].value, "[tool.kernels.dependencies]") if repo_id in top
-                     else wanted.setdefault(repo_id, (value, asker)))
+                cycle = " -> ".join((*chain[chain.index(repo_id) :], repo_id))
+                raise KernelpinError(
+                    f"kernel dependency cycle: {cycle} ({asker}); a kernel cannot depend on "
+                    "itself, through others or not: ask the publisher to break the cycle"
+                )
+            requirement = parse_requirement(
+                repo_id,
+                value,
+                where=f"{asker} {repo_id!r}",
+                declared=f"the metadata.json of {asker} (ask its publisher)",
+            )
+            first = (
+                (top[repo_id].value, "[tool.kernels.dependencies]")
+                if repo_id in top
+                else wanted.setdefault(repo_id, (value, asker))
+            )
             if _meaning(parse_requirement(repo_id, first[0])) != _meaning(requirement):
                 raise KernelpinError(
                     f"{repo_id}: {asker} requires {describe_value(value)}, but {first[1]} requires "
@@ -596,5 +649,7 @@ def _resolve_dependencies(
             if repo_id not in done:
                 dependency = kernels.get(repo_id) or found[repo_id]
                 path.append((dependency, depends(dependency)))
-    return {repo_id: dataclasses.replace(kernel, required_by=tuple(sorted(required_by[repo_id])))
-            for repo_id, kernel in found.items()}
+    return {
+        repo_id: dataclasses.replace(kernel, required_by=tuple(sorted(required_by[repo_id])))
+        for repo_id, kernel in found.items()
+    }

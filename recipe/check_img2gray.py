@@ -23,5 +23,7 @@ print(f"img2gray {metadata['semver']} ({metadata['variant']}): CPU result matche
 if cuda_build and torch.cuda.is_available():
     result = torch.ops.img2gray.img2gray(x.cuda()).cpu().double()
     torch.testing.assert_close(result, reference(x), rtol=1e-6, atol=1e-6)
-    print(f"img2gray {metadata['semver']} ({metadata['variant']}): CUDA result on "
-          f"{torch.cuda.get_device_name()} matches the reference")
+    print(
+        f"img2gray {metadata['semver']} ({metadata['variant']}): CUDA result on "
+        f"{torch.cuda.get_device_name()} matches the reference"
+    )

@@ -35,16 +35,20 @@ def main(repo_id: str, image: str, device: str) -> None:
     expected = reference(rgb)
     opencv = cv2.cvtColor(rgb, cv2.COLOR_RGB2GRAY)
     metadata = module.metadata()
-    print(json.dumps({
-        "version": metadata.get("semver", metadata["version"]),
-        "variant": metadata["variant"],
-        "namespace": module.NAMESPACE,
-        "directory": str(Path(module.__file__).parent),
-        "device": str(gray.device),
-        "shape": list(result.shape),
-        "mismatches": int((result != expected).sum()),
-        "max_diff_opencv": int(np.abs(result.astype(np.int16) - opencv.astype(np.int16)).max()),
-    }))
+    print(
+        json.dumps(
+            {
+                "version": metadata.get("semver", metadata["version"]),
+                "variant": metadata["variant"],
+                "namespace": module.NAMESPACE,
+                "directory": str(Path(module.__file__).parent),
+                "device": str(gray.device),
+                "shape": list(result.shape),
+                "mismatches": int((result != expected).sum()),
+                "max_diff_opencv": int(np.abs(result.astype(np.int16) - opencv.astype(np.int16)).max()),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -52,7 +52,7 @@ def zip_archive(files: dict[str, bytes], links: dict[str, str] | None = None) ->
             archive.writestr(zipfile.ZipInfo(path, date_time=(2026, 1, 1, 0, 0, 0)), data)
         for path, target in (links or {}).items():
             info = zipfile.ZipInfo(path, date_time=(2026, 1, 1, 0, 0, 0))
-            info.external_attr = (0o120777 << 16)  # S_IFLNK
+            info.external_attr = 0o120777 << 16  # S_IFLNK
             archive.writestr(info, target)
     return buffer.getvalue()
 
@@ -78,8 +78,13 @@ def backend_metadata(variant: str, archs: tuple[str, ...] = ARCHS) -> dict:
 
 
 def variant_files(
-    version: str, variant: str, archs: tuple[str, ...] = ARCHS, metadata: bool = True,
-    extra: dict[str, bytes] | None = None, layout: str = "files", name: str = "img2gray",
+    version: str,
+    variant: str,
+    archs: tuple[str, ...] = ARCHS,
+    metadata: bool = True,
+    extra: dict[str, bytes] | None = None,
+    layout: str = "files",
+    name: str = "img2gray",
 ) -> dict[str, bytes]:
     """The files of one variant directory: `__init__.py`, `_impl.py` (+ `extra`) and their metadata.json;
     with layout="zip" (kernel-builder's ZIP builds, kernels 0.19) those files are packed into `<id>.zip`."""
@@ -99,7 +104,10 @@ def variant_files(
         backend = backend_metadata(variant, archs)
         cuda = backend["type"] == "cuda"
         document = kernel_metadata.compose(
-            op_id=namespace, name=name, version=Version.parse(version), license="Apache-2.0",
+            op_id=namespace,
+            name=name,
+            version=Version.parse(version),
+            license="Apache-2.0",
             variant=variant,
             backend=backend,
             files={path: sha256(data) for path, data in files.items()},
@@ -112,8 +120,12 @@ def variant_files(
 
 
 def kernel_files(
-    version: str, variants: tuple[str, ...] = VARIANTS, metadata: bool = True, extra: dict[str, bytes] | None = None,
-    layout: str = "files", name: str = "img2gray",
+    version: str,
+    variants: tuple[str, ...] = VARIANTS,
+    metadata: bool = True,
+    extra: dict[str, bytes] | None = None,
+    layout: str = "files",
+    name: str = "img2gray",
 ) -> dict[str, bytes]:
     """A release's repository tree: README.md and build/<variant>/... for every variant (`layout`: files or zip)."""
     files: dict[str, bytes] = {"README.md": f"# test kernel {version}\n".encode()}
@@ -132,7 +144,11 @@ def publish(repo: MirrorRepo, version: str, tag: str | None = None, annotated: b
 
 
 def write_variant(
-    directory: Path, version: str, variant: str, archs: tuple[str, ...] = ARCHS, extra: dict[str, bytes] | None = None,
+    directory: Path,
+    version: str,
+    variant: str,
+    archs: tuple[str, ...] = ARCHS,
+    extra: dict[str, bytes] | None = None,
     layout: str = "files",
 ) -> Path:
     """One variant directory on disk, as tools/builder/op.py would leave it (`extra`: more files, e.g. a library)."""

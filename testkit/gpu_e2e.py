@@ -38,7 +38,7 @@ from testkit.releasing import (
     run,
     stage,
 )
-from tools.builder.config import BuildConfig  # noqa: E402
+from tools.builder.config import BuildConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -59,8 +59,11 @@ def loop(work: Path, device: str, report: dict[str, Any], log: Callable[[str], N
     cuda = device == "cuda"
     version = BuildConfig.load().version
     if cuda:
-        check(torch.version.cuda is not None and torch.cuda.is_available(), "environment",
-              f"torch {torch.__version__} sees no CUDA GPU")
+        check(
+            torch.version.cuda is not None and torch.cuda.is_available(),
+            "environment",
+            f"torch {torch.__version__} sees no CUDA GPU",
+        )
         report["gpu"] = torch.cuda.get_device_name()
         report["capability"] = ".".join(map(str, torch.cuda.get_device_capability()))
     report["torch"] = torch.__version__
@@ -92,20 +95,33 @@ def loop(work: Path, device: str, report: dict[str, Any], log: Callable[[str], N
         loaded = kernels_get_and_check(REPO_ID, major, kernels_env, device)
         report["kernels"] = loaded
         check(loaded["loaded"], "kernels.get_kernel", f"{loaded.get('type')}: {loaded.get('message')}")
-        check(loaded["metadata"]["variant"] == metadata["variant"], "kernels.get_kernel",
-              f"loaded {loaded['metadata']['variant']}")
+        check(
+            loaded["metadata"]["variant"] == metadata["variant"],
+            "kernels.get_kernel",
+            f"loaded {loaded['metadata']['variant']}",
+        )
         check(loaded["device"].startswith(device), "kernels.get_kernel", f"ran on {loaded['device']}")
         check(loaded["mismatches"] == 0, "kernels op", f"{loaded['mismatches']} pixels differ from the reference")
-        log(f"kernels.get_kernel({REPO_ID!r}, version={major}) loaded {loaded['metadata']['variant']}, op on "
-            f"{loaded['device']}: 0 mismatches")
+        log(
+            f"kernels.get_kernel({REPO_ID!r}, version={major}) loaded {loaded['metadata']['variant']}, op on "
+            f"{loaded['device']}: 0 mismatches"
+        )
 
-        plan = json.loads(run([sys.executable, "-m", "kernelpin", "publish", str(staged), "--repo", REPO_ID,
-                               "--dry-run", "--json"], env=env).stdout)
+        plan = json.loads(
+            run(
+                [sys.executable, "-m", "kernelpin", "publish", str(staged), "--repo", REPO_ID, "--dry-run", "--json"],
+                env=env,
+            ).stdout
+        )
         check(plan["variants"] == [metadata["variant"]], "publish --dry-run", f"variants {plan['variants']}")
-        refused = run([sys.executable, "-m", "kernelpin", "publish", str(staged), "--repo", REPO_ID], env=env,
-                      check=False)
-        check(refused.returncode == 1 and f"already has tag v{version}" in refused.stderr, "publish",
-              f"moving tag v{version} was not refused: {refused.stderr.strip()}")
+        refused = run(
+            [sys.executable, "-m", "kernelpin", "publish", str(staged), "--repo", REPO_ID], env=env, check=False
+        )
+        check(
+            refused.returncode == 1 and f"already has tag v{version}" in refused.stderr,
+            "publish",
+            f"moving tag v{version} was not refused: {refused.stderr.strip()}",
+        )
 
         project = consumer_project(work / "app", f"^{version}", REPO_ID)
         kernelpin(["lock"], project, env)
@@ -120,18 +136,29 @@ def loop(work: Path, device: str, report: dict[str, Any], log: Callable[[str], N
         check(result["mismatches"] == 0, "op", f"{result['mismatches']} pixels differ from the reference")
 
         if cuda:  # a GPU the build does not cover is refused by sync, before anything is imported
-            old_gpu = {**env, "KERNELPIN_TORCH": ".".join(torch.__version__.split(".")[:2]),
-                       "KERNELPIN_CUDA": torch.version.cuda, "KERNELPIN_GPU_CAPABILITY": "7.5"}
+            old_gpu = {
+                **env,
+                "KERNELPIN_TORCH": ".".join(torch.__version__.split(".")[:2]),
+                "KERNELPIN_CUDA": torch.version.cuda,
+                "KERNELPIN_GPU_CAPABILITY": "7.5",
+            }
             refused = kernelpin(["sync"], project, old_gpu, check=False)
-            check(refused.returncode == 1 and "do not cover this GPU's 7.5" in refused.stderr, "capability",
-                  f"sm_75 was not refused: {refused.stderr.strip()}")
+            check(
+                refused.returncode == 1 and "do not cover this GPU's 7.5" in refused.stderr,
+                "capability",
+                f"sm_75 was not refused: {refused.stderr.strip()}",
+            )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
-    parser.add_argument("--abi", choices=["exact", "stable"], default="exact",
-                        help="the build to release: exact (torch<maj><min>-...) or stable (torch-stable-abi...)")
+    parser.add_argument(
+        "--abi",
+        choices=["exact", "stable"],
+        default="exact",
+        help="the build to release: exact (torch<maj><min>-...) or stable (torch-stable-abi...)",
+    )
     parser.add_argument("--workdir", type=Path, help="keep builds, the Hub and logs here (default: a temp dir)")
     parser.add_argument("--json", type=Path, help="write the report here")
     args = parser.parse_args(argv)
@@ -158,11 +185,16 @@ def summary_line(report: dict[str, Any]) -> str:
     if report["result"] != "PASS":
         return f"{label} {report['result']}"
     op = report.get("op", {})
-    where = (f"{report.get('gpu')} (capability {report.get('capability')}), archs {report.get('backend', {}).get('archs')}"
-             if on_gpu else "CPU")
-    return (f"{label} PASS: {report.get('variant')} on {where}, torch {report.get('torch')}, ABI gate passed, "
-            f"kernels.get_kernel and kernelpin.load: op on {op.get('device')}, {op.get('mismatches')} mismatches "
-            "vs reference")
+    where = (
+        f"{report.get('gpu')} (capability {report.get('capability')}), archs {report.get('backend', {}).get('archs')}"
+        if on_gpu
+        else "CPU"
+    )
+    return (
+        f"{label} PASS: {report.get('variant')} on {where}, torch {report.get('torch')}, ABI gate passed, "
+        f"kernels.get_kernel and kernelpin.load: op on {op.get('device')}, {op.get('mismatches')} mismatches "
+        "vs reference"
+    )
 
 
 if __name__ == "__main__":

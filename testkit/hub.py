@@ -23,6 +23,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import Self
 
 from testkit.hub_front import IN_FLIGHT
 
@@ -96,10 +97,12 @@ class MirrorRepo:
 
     def refs(self) -> tuple[dict[str, str], dict[str, str]]:
         """(tags, branches): name -> commit (annotated tags peeled), as the Hub lists them."""
-        listing = self.git("for-each-ref", "--format=%(refname) %(objectname) %(*objectname)", "refs/tags", "refs/heads")
+        listing = self.git(
+            "for-each-ref", "--format=%(refname) %(objectname) %(*objectname)", "refs/tags", "refs/heads"
+        )
         tags, branches = {}, {}
         for line in filter(None, listing.splitlines()):
-            ref, target, peeled = (line.split(" ") + [""])[:3]
+            ref, target, peeled = ([*line.split(" "), ""])[:3]
             if ref.startswith("refs/tags/"):
                 tags[ref.removeprefix("refs/tags/")] = peeled or target
             else:
@@ -138,8 +141,9 @@ class HubServer:
     every answer is olah's).
     """
 
-    def __init__(self, root: Path, trusted_publishers: tuple[str, ...] = (), latency: float = 0.0,
-                 cdn: bool = False) -> None:
+    def __init__(
+        self, root: Path, trusted_publishers: tuple[str, ...] = (), latency: float = 0.0, cdn: bool = False
+    ) -> None:
         self.root = root
         self.latency = latency
         self.cdn = cdn
@@ -170,8 +174,9 @@ class HubServer:
         workdir.mkdir(exist_ok=True)
         with open(self.root / f"{name}.log", "ab") as log:
             # cwd: olah writes ./logs; its own process group so stop() ends it and its children only.
-            self._processes.append(subprocess.Popen(
-                command, cwd=workdir, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+            self._processes.append(
+                subprocess.Popen(command, cwd=workdir, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            )
         self._named[name] = self._processes[-1]
 
     def _olah(self, name: str, mirrors: Path, port: int) -> None:
@@ -191,9 +196,16 @@ class HubServer:
             self._olah_ports.setdefault(kind, free_port())
         self._olah("olah", self.mirrors, self._olah_ports["model"])
         self._olah("olah-kernels", self.kernel_mirrors, self._olah_ports["kernel"])
-        front = [sys.executable, str(Path(__file__).with_name("hub_front.py")), "--port", str(self.port),
-                 "--models", f"http://127.0.0.1:{self._olah_ports['model']}",
-                 "--kernels", f"http://127.0.0.1:{self._olah_ports['kernel']}"]
+        front = [
+            sys.executable,
+            str(Path(__file__).with_name("hub_front.py")),
+            "--port",
+            str(self.port),
+            "--models",
+            f"http://127.0.0.1:{self._olah_ports['model']}",
+            "--kernels",
+            f"http://127.0.0.1:{self._olah_ports['kernel']}",
+        ]
         for org in self.trusted_publishers:
             front += ["--trusted-publisher", org]
         if self.latency:
@@ -207,8 +219,10 @@ class HubServer:
             if dead := [p for p in self._processes if p.poll() is not None]:
                 name = next(name for name, process in self._named.items() if process is dead[0])
                 self.stop()
-                raise RuntimeError(f"the test Hub's {name} server exited at its start (status {dead[0].returncode}; "
-                                   f"a port taken?); its log: {self.root / (name + '.log')}")
+                raise RuntimeError(
+                    f"the test Hub's {name} server exited at its start (status {dead[0].returncode}; "
+                    f"a port taken?); its log: {self.root / (name + '.log')}"
+                )
             try:
                 with socket.create_connection(("127.0.0.1", waiting[0]), timeout=0.5):
                     waiting.pop(0)
@@ -216,7 +230,9 @@ class HubServer:
                 time.sleep(0.1)
         if waiting:
             self.stop()
-            raise RuntimeError(f"the test Hub did not listen on port {waiting[0]} within {timeout}s; see the logs in {self.root}")
+            raise RuntimeError(
+                f"the test Hub did not listen on port {waiting[0]} within {timeout}s; see the logs in {self.root}"
+            )
         return self.endpoint
 
     def most_in_flight(self) -> dict[str, int]:
@@ -248,7 +264,7 @@ class HubServer:
                 process.wait()
         self._processes, self._named = [], {}
 
-    def __enter__(self) -> HubServer:
+    def __enter__(self) -> Self:
         self.start()
         return self
 

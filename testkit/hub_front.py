@@ -59,9 +59,9 @@ def route(path: str) -> tuple[str, str]:
     # olah resolves short names only.
     path = _FULL_REF.sub("/", path, count=1)
     if path.startswith("/api/kernels/"):
-        return "kernel", "/api/models/" + path[len("/api/kernels/"):]
+        return "kernel", "/api/models/" + path[len("/api/kernels/") :]
     if path.startswith("/kernels/"):
-        return "kernel", path[len("/kernels"):]
+        return "kernel", path[len("/kernels") :]
     return "model", path
 
 
@@ -82,9 +82,9 @@ def _keep_answer(keep: str, partial: str, method: str, known_length: str | None,
 def rewrite_location(location: str, kind: str, front: str) -> str:
     """A redirect from olah, made to point at the front and, for kernel requests, at the kernel paths."""
     parts = urlsplit(location)
-    path = location if not parts.scheme else location[len(f"{parts.scheme}://{parts.netloc}"):]
+    path = location if not parts.scheme else location[len(f"{parts.scheme}://{parts.netloc}") :]
     if kind == "kernel" and path.startswith("/"):
-        path = "/api/kernels/" + path[len("/api/models/"):] if path.startswith("/api/models/") else "/kernels" + path
+        path = "/api/kernels/" + path[len("/api/models/") :] if path.startswith("/api/models/") else "/kernels" + path
     return front + path if parts.scheme else path
 
 
@@ -95,8 +95,9 @@ class Front(ThreadingHTTPServer):
     # closes its connection) had a SYN dropped and waited a second for its retry, which no real Hub makes it do.
     request_queue_size = 128
 
-    def __init__(self, port: int, upstreams: dict[str, str], trusted: set[str], latency: float = 0.0,
-                 cache: str | None = None) -> None:
+    def __init__(
+        self, port: int, upstreams: dict[str, str], trusted: set[str], latency: float = 0.0, cache: str | None = None
+    ) -> None:
         super().__init__(("127.0.0.1", port), Handler)
         self.upstreams = {kind: urlsplit(url) for kind, url in upstreams.items()}
         self.trusted = trusted
@@ -164,8 +165,12 @@ class Handler(BaseHTTPRequestHandler):
     def _kept(self) -> str | None:
         """Where the answer to this request is kept (without the extension), for a pinned GET or HEAD when the
         front keeps answers; else None."""
-        if (self.server.cache is None or self.command not in ("GET", "HEAD") or "Range" in self.headers
-                or not _PINNED.search(self.path)):
+        if (
+            self.server.cache is None
+            or self.command not in ("GET", "HEAD")
+            or "Range" in self.headers
+            or not _PINNED.search(self.path)
+        ):
             return None
         return os.path.join(self.server.cache, hashlib.sha256(f"{self.command} {self.path}".encode()).hexdigest())
 
@@ -195,8 +200,11 @@ class Handler(BaseHTTPRequestHandler):
         upstream = self.server.upstreams[kind]
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else None
-        headers = {name: value for name, value in self.headers.items()
-                   if name.lower() not in _HOP_BY_HOP and name.lower() != "host"}
+        headers = {
+            name: value
+            for name, value in self.headers.items()
+            if name.lower() not in _HOP_BY_HOP and name.lower() != "host"
+        }
         headers["Host"] = upstream.netloc
         connection = http.client.HTTPConnection(upstream.hostname, upstream.port, timeout=120)
         partial = f"{keep}.{threading.get_ident()}.partial"  # where an answer being kept is written first
@@ -242,11 +250,22 @@ class Handler(BaseHTTPRequestHandler):
             connection.close()
 
     def _organization(self, org: str) -> None:
-        self._json({
-            "name": org, "fullname": org, "avatarUrl": "", "isVerified": False, "isFollowing": False,
-            "numUsers": 0, "numModels": 0, "numSpaces": 0, "numDatasets": 0, "numFollowers": 0, "numPapers": 0,
-            "trustedKernelPublisher": org in self.server.trusted,
-        })
+        self._json(
+            {
+                "name": org,
+                "fullname": org,
+                "avatarUrl": "",
+                "isVerified": False,
+                "isFollowing": False,
+                "numUsers": 0,
+                "numModels": 0,
+                "numSpaces": 0,
+                "numDatasets": 0,
+                "numFollowers": 0,
+                "numPapers": 0,
+                "trustedKernelPublisher": org in self.server.trusted,
+            }
+        )
 
     def _json(self, document: dict) -> None:
         body = json.dumps(document).encode()
@@ -263,15 +282,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", required=True, help="olah serving model/dataset/space repositories")
     parser.add_argument("--kernels", required=True, help="olah serving the kernel repositories (as models)")
     parser.add_argument("--trusted-publisher", action="append", default=[], metavar="ORG")
-    parser.add_argument("--latency", type=float, default=0.0, metavar="SECONDS",
-                        help="delay every answer by this much (a network's round trip)")
+    parser.add_argument(
+        "--latency",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="delay every answer by this much (a network's round trip)",
+    )
     parser.add_argument("--cache", metavar="DIR", help="answer files at a commit again from DIR, as a CDN does")
     args = parser.parse_args(argv)
     socketserver.TCPServer.allow_reuse_address = True
     if args.cache:
         os.makedirs(args.cache, exist_ok=True)
-    with Front(args.port, {"model": args.models, "kernel": args.kernels}, set(args.trusted_publisher),
-               args.latency, args.cache) as front:
+    with Front(
+        args.port, {"model": args.models, "kernel": args.kernels}, set(args.trusted_publisher), args.latency, args.cache
+    ) as front:
         front.serve_forever()
     return 0
 

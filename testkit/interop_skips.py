@@ -28,5 +28,7 @@ class SkipPolicy:
         path = nodeid.split("::", 1)[0]
         if path not in self.suites or any(nodeid.startswith(test) for test in self.allowed):
             return None
-        return (f"{nodeid} skipped ({reason}) in an interop suite: a judge that cannot run is a failed check. "
-                f"Install what it needs, or list it with a reason under [[allowed-skip]] in {LIST.name}")
+        return (
+            f"{nodeid} skipped ({reason}) in an interop suite: a judge that cannot run is a failed check. "
+            f"Install what it needs, or list it with a reason under [[allowed-skip]] in {LIST.name}"
+        )

@@ -23,16 +23,28 @@ def main(repo_id: str, major: int, image: str, device: str) -> None:
     try:
         module = kernels.get_kernel(repo_id, version=major, trust_remote_code=True)
     except Exception as error:  # the JSON line reports any refusal, whatever its type
-        print(json.dumps({"loaded": False, "type": f"{type(error).__module__}.{type(error).__name__}",
-                          "message": str(error)}))
+        print(
+            json.dumps(
+                {"loaded": False, "type": f"{type(error).__module__}.{type(error).__name__}", "message": str(error)}
+            )
+        )
         return
     rgb = np.asarray(Image.open(image).convert("RGB"))
     r, g, b = (rgb[..., c].astype(np.float32) for c in range(3))
     expected = np.rint(np.clip((np.float32(0.299) * r + np.float32(0.587) * g) + np.float32(0.114) * b, 0, 255))
     gray = module.img2gray(torch.from_numpy(rgb.copy()).to(device), dim=-1, keepdim=False)
-    print(json.dumps({"loaded": True, "file": module.__file__, "namespace": module.NAMESPACE,
-                      "metadata": module.metadata(), "device": str(gray.device),
-                      "mismatches": int((gray.cpu().numpy() != expected.astype(np.uint8)).sum())}))
+    print(
+        json.dumps(
+            {
+                "loaded": True,
+                "file": module.__file__,
+                "namespace": module.NAMESPACE,
+                "metadata": module.metadata(),
+                "device": str(gray.device),
+                "mismatches": int((gray.cpu().numpy() != expected.astype(np.uint8)).sum()),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

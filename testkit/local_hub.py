@@ -48,8 +48,12 @@ def publish_checkout(hub: HubServer, root: Path, variant: Path | None = None) ->
     build of it, is given); returns the tag."""
     if variant is None:
         variant = ROOT / "build" / "dev" / "img2gray"
-        subprocess.run([sys.executable, "-m", "tools.builder.op", "--out", str(variant)], cwd=ROOT, check=True,
-                       stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [sys.executable, "-m", "tools.builder.op", "--out", str(variant)],
+            cwd=ROOT,
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
     tag = f"v{BuildConfig.load().version}"
     release_into_mirror(hub.repo(REPO_ID, "kernel"), stage([variant], root / "staged", REPO_ID), tag)
     return tag
@@ -78,14 +82,23 @@ def _port_taken(port: int) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"where the Hub API listens (default {DEFAULT_PORT})")
-    parser.add_argument("--root", type=Path, help="where its repositories and logs go (default: a new temporary directory)")
-    parser.add_argument("--variant", type=Path,
-                        help="release this build of the checkout (a `tools.builder.op --out` directory) instead of building")
+    parser.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help=f"where the Hub API listens (default {DEFAULT_PORT})"
+    )
+    parser.add_argument(
+        "--root", type=Path, help="where its repositories and logs go (default: a new temporary directory)"
+    )
+    parser.add_argument(
+        "--variant",
+        type=Path,
+        help="release this build of the checkout (a `tools.builder.op --out` directory) instead of building",
+    )
     args = parser.parse_args(argv)
     if _port_taken(args.port):  # said before the build, in words: not after minutes, as a process's arguments
-        sys.exit(f"error: port {args.port} on 127.0.0.1 is taken (another `./dev hub`?); stop that, or give another "
-                 "port with --port N")
+        sys.exit(
+            f"error: port {args.port} on 127.0.0.1 is taken (another `./dev hub`?); stop that, or give another "
+            "port with --port N"
+        )
     own_root = args.root is None  # a temporary directory of its own is removed when it stops; a given one is kept
     root = args.root or Path(tempfile.mkdtemp(prefix="kernelpin-local-hub-"))
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
@@ -113,8 +126,11 @@ def _serve(root: Path, port: int, variant: Path | None) -> int:
     except RuntimeError as error:
         sys.exit(f"error: {error}")
     try:
-        print(f"serving {REPO_ID} {tag} (this checkout's CPU build) and {LAYERS_REPO_ID} {layers_tag} on a local "
-              "Hub; in another shell:", flush=True)
+        print(
+            f"serving {REPO_ID} {tag} (this checkout's CPU build) and {LAYERS_REPO_ID} {layers_tag} on a local "
+            "Hub; in another shell:",
+            flush=True,
+        )
         print(f"  export HF_ENDPOINT={hub.endpoint}", flush=True)
         print("Ctrl-C stops it.", flush=True)
         signal.pause()

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import tomlkit
 
-from kernelpin.publisher.release import plan_major_branch
 from kernelpin.format.ranges import Version
+from kernelpin.publisher.release import plan_major_branch
 from testkit.hub import HubServer, MirrorRepo
 from tools.builder.config import BuildConfig, copy_build_inputs
 
@@ -55,8 +55,19 @@ def source_tree(version: str, into: Path) -> Path:
 
 def build_command(out: Path, build_dir: Path, cuda: str = "off", abi: str = "exact") -> list[str]:
     """The build of the sources in the working directory it runs in (ROOT or a `source_tree`)."""
-    return [sys.executable, "-m", "tools.builder.op", "--out", str(out), "--cuda", cuda, "--build-dir", str(build_dir),
-            "--abi", abi]
+    return [
+        sys.executable,
+        "-m",
+        "tools.builder.op",
+        "--out",
+        str(out),
+        "--cuda",
+        cuda,
+        "--build-dir",
+        str(build_dir),
+        "--abi",
+        abi,
+    ]
 
 
 STATIC_LIBSTDCXX_DRIVER = "g++-static-libstdc++"
@@ -70,7 +81,9 @@ def write_static_libstdcxx_driver(into: Path) -> None:
     compiler = shutil.which("g++")
     if compiler is None:
         return
-    archive = subprocess.run([compiler, "-print-file-name=libstdc++.a"], capture_output=True, text=True).stdout.strip()
+    archive = subprocess.run(
+        [compiler, "-print-file-name=libstdc++.a"], capture_output=True, text=True, check=False
+    ).stdout.strip()
     if not Path(archive).is_file():
         return
     (into / "lib").mkdir(parents=True)
@@ -82,8 +95,10 @@ def write_static_libstdcxx_driver(into: Path) -> None:
 
 def stage(sources: list[Path], out: Path, repo_id: str) -> Path:
     """`python -m tools.release stage`, as a release manager runs it."""
-    run([sys.executable, "-m", "tools.release", "stage", *map(str, sources), "--repo", repo_id, "--out", str(out)],
-        cwd=ROOT)
+    run(
+        [sys.executable, "-m", "tools.release", "stage", *map(str, sources), "--repo", repo_id, "--out", str(out)],
+        cwd=ROOT,
+    )
     return out
 
 
@@ -103,16 +118,17 @@ def release_into_mirror(repo: MirrorRepo, staged: Path, tag: str) -> str:
 
 def hub_env(endpoint: str, home: Path, **extra: str) -> dict[str, str]:
     """The environment of a consumer process: this checkout's kernelpin, the test Hub, a private cache."""
-    env = {key: value for key, value in os.environ.items()
-           if not key.startswith(("HF_", "KERNELPIN_"))}
-    env.update({
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-        "HF_ENDPOINT": endpoint,
-        "HF_HOME": str(home),
-        "HF_HUB_CACHE": str(home / "hub"),
-        "HF_HUB_DISABLE_TELEMETRY": "1",
-        **extra,
-    })
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("HF_", "KERNELPIN_"))}
+    env.update(
+        {
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+            "HF_ENDPOINT": endpoint,
+            "HF_HOME": str(home),
+            "HF_HUB_CACHE": str(home / "hub"),
+            "HF_HUB_DISABLE_TELEMETRY": "1",
+            **extra,
+        }
+    )
     return env
 
 
@@ -126,15 +142,20 @@ def consumer_project(root: Path, requirement: str, repo_id: str) -> Path:
     return root
 
 
-def run(command: list[str], cwd: Path | None = None, env: Mapping[str, str] | None = None,
-        check: bool = True) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(command, cwd=cwd, env=None if env is None else dict(env), capture_output=True, text=True)
+def run(
+    command: list[str], cwd: Path | None = None, env: Mapping[str, str] | None = None, check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        command, cwd=cwd, env=None if env is None else dict(env), capture_output=True, text=True, check=False
+    )
     if check and done.returncode != 0:
         raise AssertionError(f"{' '.join(command)} exited {done.returncode}\n{done.stdout}\n{done.stderr}")
     return done
 
 
-def kernelpin(args: list[str], project: Path, env: Mapping[str, str], check: bool = True) -> subprocess.CompletedProcess[str]:
+def kernelpin(
+    args: list[str], project: Path, env: Mapping[str, str], check: bool = True
+) -> subprocess.CompletedProcess[str]:
     """The real CLI in its own process, inside the consumer project."""
     return run([sys.executable, "-m", "kernelpin", *args], cwd=project, env=env, check=check)
 
@@ -158,7 +179,9 @@ def kernels_get_and_check(repo_id: str, major: int, env: Mapping[str, str], devi
 
 def kernels_cli(args: list[str], env: Mapping[str, str], check: bool = True) -> subprocess.CompletedProcess[str]:
     """The `kernels` command line (e.g. `versions REPO`, `lock DIR`) in its own process."""
-    code = ("import sys; from kernelpin.loading import kernels_internals; "
-            "main = kernels_internals.attribute('cli', 'main', 'the kernels command line'); "
-            "sys.argv = ['kernels', *sys.argv[1:]]; main()")
+    code = (
+        "import sys; from kernelpin.loading import kernels_internals; "
+        "main = kernels_internals.attribute('cli', 'main', 'the kernels command line'); "
+        "sys.argv = ['kernels', *sys.argv[1:]]; main()"
+    )
     return run([sys.executable, "-c", code, *args], env=env, check=check)

@@ -31,6 +31,6 @@ def heavy_first(items: Sequence[Item], cost: Mapping[Item, float], workers: int)
     for worker, share in enumerate(shares):
         size = len(items) * (worker + 1) // workers - len(items) * worker // workers
         ordered += share
-        ordered += [item for _, item in zip(range(size - len(share)), light)]
+        ordered += [item for _, item in zip(range(size - len(share)), light, strict=False)]
     ordered += list(light)  # where one worker's costly items overfill its share
     return ordered

@@ -120,8 +120,8 @@ def _inclusion_path(index: int, leaves: list[bytes]) -> list[bytes]:
         return []
     split = 1 << ((len(leaves) - 1).bit_length() - 1)
     if index < split:
-        return _inclusion_path(index, leaves[:split]) + [_tree_hash(leaves[split:])]
-    return _inclusion_path(index - split, leaves[split:]) + [_tree_hash(leaves[:split])]
+        return [*_inclusion_path(index, leaves[:split]), _tree_hash(leaves[split:])]
+    return [*_inclusion_path(index - split, leaves[split:]), _tree_hash(leaves[:split])]
 
 
 @dataclass
@@ -136,17 +136,36 @@ class SigstoreRoot:
         self.ct_key = ec.generate_private_key(ec.SECP256R1())
         self.log_key = ec.generate_private_key(ec.SECP256R1())
         self._leaves: list[bytes] = [_leaf_hash(b"genesis")]  # a log is never empty of others' entries
-        name = x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "kernelpin.test"),
-                          x509.NameAttribute(NameOID.COMMON_NAME, "fulcio.kernelpin.test")])
+        name = x509.Name(
+            [
+                x509.NameAttribute(NameOID.ORGANIZATION_NAME, "kernelpin.test"),
+                x509.NameAttribute(NameOID.COMMON_NAME, "fulcio.kernelpin.test"),
+            ]
+        )
         public = self.ca_key.public_key()
         self.ca_cert = (
-            x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(public)
+            x509.CertificateBuilder()
+            .subject_name(name)
+            .issuer_name(name)
+            .public_key(public)
             .serial_number(x509.random_serial_number())
-            .not_valid_before(self.start).not_valid_after(self.start + timedelta(days=3650))
+            .not_valid_before(self.start)
+            .not_valid_after(self.start + timedelta(days=3650))
             .add_extension(x509.BasicConstraints(ca=True, path_length=1), critical=True)
-            .add_extension(x509.KeyUsage(digital_signature=False, content_commitment=False, key_encipherment=False,
-                                         data_encipherment=False, key_agreement=False, key_cert_sign=True,
-                                         crl_sign=True, encipher_only=False, decipher_only=False), critical=True)
+            .add_extension(
+                x509.KeyUsage(
+                    digital_signature=False,
+                    content_commitment=False,
+                    key_encipherment=False,
+                    data_encipherment=False,
+                    key_agreement=False,
+                    key_cert_sign=True,
+                    crl_sign=True,
+                    encipher_only=False,
+                    decipher_only=False,
+                ),
+                critical=True,
+            )
             .add_extension(x509.SubjectKeyIdentifier.from_public_key(public), critical=False)
             .sign(self.ca_key, hashes.SHA384())
         )
@@ -158,24 +177,35 @@ class SigstoreRoot:
 
         def log(url: str, key: ec.EllipticCurvePrivateKey) -> dict[str, object]:
             return {
-                "baseUrl": url, "hashAlgorithm": "SHA2_256",
-                "publicKey": {"rawBytes": _b64(_spki(key.public_key())), "keyDetails": "PKIX_ECDSA_P256_SHA_256",
-                              "validFor": {"start": _rfc3339(self.start)}},
+                "baseUrl": url,
+                "hashAlgorithm": "SHA2_256",
+                "publicKey": {
+                    "rawBytes": _b64(_spki(key.public_key())),
+                    "keyDetails": "PKIX_ECDSA_P256_SHA_256",
+                    "validFor": {"start": _rfc3339(self.start)},
+                },
                 "logId": {"keyId": _b64(_key_id(key.public_key()))},
             }
 
-        return json.dumps({
-            "mediaType": "application/vnd.dev.sigstore.trustedroot+json;version=0.1",
-            "tlogs": [log("https://rekor.kernelpin.test", self.log_key)],
-            "certificateAuthorities": [{
-                "subject": {"organization": "kernelpin.test", "commonName": "fulcio.kernelpin.test"},
-                "uri": "https://fulcio.kernelpin.test",
-                "certChain": {"certificates": [{"rawBytes": _b64(self.ca_cert.public_bytes(serialization.Encoding.DER))}]},
-                "validFor": {"start": _rfc3339(self.start)},
-            }],
-            "ctlogs": [log("https://ctfe.kernelpin.test", self.ct_key)],
-            "timestampAuthorities": [],
-        }, indent=2)
+        return json.dumps(
+            {
+                "mediaType": "application/vnd.dev.sigstore.trustedroot+json;version=0.1",
+                "tlogs": [log("https://rekor.kernelpin.test", self.log_key)],
+                "certificateAuthorities": [
+                    {
+                        "subject": {"organization": "kernelpin.test", "commonName": "fulcio.kernelpin.test"},
+                        "uri": "https://fulcio.kernelpin.test",
+                        "certChain": {
+                            "certificates": [{"rawBytes": _b64(self.ca_cert.public_bytes(serialization.Encoding.DER))}]
+                        },
+                        "validFor": {"start": _rfc3339(self.start)},
+                    }
+                ],
+                "ctlogs": [log("https://ctfe.kernelpin.test", self.ct_key)],
+                "timestampAuthorities": [],
+            },
+            indent=2,
+        )
 
     def write_trusted_root(self, path: Path) -> Path:
         path.write_text(self.trusted_root_json())
@@ -183,19 +213,40 @@ class SigstoreRoot:
 
     # Fulcio and the CT log ------------------------------------------------------------------------------------
 
-    def certificate(self, identity: Identity, key: ec.EllipticCurvePrivateKey, issued: datetime,
-                    lifetime: timedelta = timedelta(minutes=10)) -> x509.Certificate:
+    def certificate(
+        self,
+        identity: Identity,
+        key: ec.EllipticCurvePrivateKey,
+        issued: datetime,
+        lifetime: timedelta = timedelta(minutes=10),
+    ) -> x509.Certificate:
         """A Fulcio-style leaf for `identity`, with an embedded SCT from the CT log."""
         public = key.public_key()
-        san: x509.GeneralName = (x509.RFC822Name(identity.email) if identity.email
-                                 else x509.UniformResourceIdentifier(identity.san))
+        san: x509.GeneralName = (
+            x509.RFC822Name(identity.email) if identity.email else x509.UniformResourceIdentifier(identity.san)
+        )
         builder = (
-            x509.CertificateBuilder().subject_name(x509.Name([])).issuer_name(self.ca_cert.subject)
-            .public_key(public).serial_number(x509.random_serial_number())
-            .not_valid_before(issued).not_valid_after(issued + lifetime)
-            .add_extension(x509.KeyUsage(digital_signature=True, content_commitment=False, key_encipherment=False,
-                                         data_encipherment=False, key_agreement=False, key_cert_sign=False,
-                                         crl_sign=False, encipher_only=False, decipher_only=False), critical=True)
+            x509.CertificateBuilder()
+            .subject_name(x509.Name([]))
+            .issuer_name(self.ca_cert.subject)
+            .public_key(public)
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(issued)
+            .not_valid_after(issued + lifetime)
+            .add_extension(
+                x509.KeyUsage(
+                    digital_signature=True,
+                    content_commitment=False,
+                    key_encipherment=False,
+                    data_encipherment=False,
+                    key_agreement=False,
+                    key_cert_sign=False,
+                    crl_sign=False,
+                    encipher_only=False,
+                    decipher_only=False,
+                ),
+                critical=True,
+            )
             .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CODE_SIGNING]), critical=False)
             .add_extension(x509.SubjectKeyIdentifier.from_public_key(public), critical=False)
             .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(self.ca_key.public_key()), critical=False)
@@ -203,30 +254,48 @@ class SigstoreRoot:
         if identity.alternative_name:
             builder = builder.add_extension(x509.SubjectAlternativeName([san]), critical=True)
         if "v1" in identity.issuer_extensions:
-            builder = builder.add_extension(x509.UnrecognizedExtension(_ISSUER_V1, identity.issuer.encode()), critical=False)
+            builder = builder.add_extension(
+                x509.UnrecognizedExtension(_ISSUER_V1, identity.issuer.encode()), critical=False
+            )
         if "v2" in identity.issuer_extensions:
-            builder = builder.add_extension(x509.UnrecognizedExtension(_ISSUER, _der_utf8(identity.issuer)), critical=False)
+            builder = builder.add_extension(
+                x509.UnrecognizedExtension(_ISSUER, _der_utf8(identity.issuer)), critical=False
+            )
         if identity.email is None:
             workflow = f"https://github.com/{identity.repository}/{identity.workflow}@{identity.ref}"
-            for oid, value in ((_BUILD_SIGNER_URI, workflow), (_BUILD_SIGNER_DIGEST, identity.commit),
-                               (_SOURCE_REPOSITORY_URI, f"https://github.com/{identity.repository}"),
-                               (_SOURCE_REPOSITORY_DIGEST, identity.commit), (_SOURCE_REPOSITORY_REF, identity.ref),
-                               (_BUILD_CONFIG_URI, workflow)):
+            for oid, value in (
+                (_BUILD_SIGNER_URI, workflow),
+                (_BUILD_SIGNER_DIGEST, identity.commit),
+                (_SOURCE_REPOSITORY_URI, f"https://github.com/{identity.repository}"),
+                (_SOURCE_REPOSITORY_DIGEST, identity.commit),
+                (_SOURCE_REPOSITORY_REF, identity.ref),
+                (_BUILD_CONFIG_URI, workflow),
+            ):
                 builder = builder.add_extension(x509.UnrecognizedExtension(oid, _der_utf8(value)), critical=False)
         precertificate = builder.sign(self.ca_key, hashes.SHA384())
         return builder.add_extension(
-            x509.UnrecognizedExtension(_SCT_LIST, _der_octets(self._sct_list(precertificate, issued))),
-            critical=False).sign(self.ca_key, hashes.SHA384())
+            x509.UnrecognizedExtension(_SCT_LIST, _der_octets(self._sct_list(precertificate, issued))), critical=False
+        ).sign(self.ca_key, hashes.SHA384())
 
     def _sct_list(self, precertificate: x509.Certificate, issued: datetime) -> bytes:
         """The TLS-encoded SignedCertificateTimestampList of one SCT over the precertificate (RFC 6962 3.2)."""
         timestamp = int(issued.timestamp()) * 1000
         tbs = precertificate.tbs_certificate_bytes
-        signed = (struct.pack("!BBQH", 0, 0, timestamp, 1) + _key_id(self.ca_key.public_key())
-                  + len(tbs).to_bytes(3, "big") + tbs + struct.pack("!H", 0))
+        signed = (
+            struct.pack("!BBQH", 0, 0, timestamp, 1)
+            + _key_id(self.ca_key.public_key())
+            + len(tbs).to_bytes(3, "big")
+            + tbs
+            + struct.pack("!H", 0)
+        )
         signature = self.ct_key.sign(signed, ec.ECDSA(hashes.SHA256()))
-        sct = (struct.pack("!B", 0) + _key_id(self.ct_key.public_key()) + struct.pack("!QH", timestamp, 0)
-               + struct.pack("!BBH", 4, 3, len(signature)) + signature)
+        sct = (
+            struct.pack("!B", 0)
+            + _key_id(self.ct_key.public_key())
+            + struct.pack("!QH", timestamp, 0)
+            + struct.pack("!BBH", 4, 3, len(signature))
+            + signature
+        )
         return struct.pack("!HH", len(sct) + 2, len(sct)) + sct
 
     # Rekor ----------------------------------------------------------------------------------------------------
@@ -242,8 +311,9 @@ class SigstoreRoot:
         name = self.origin.split(" ")[0]
         checkpoint = f"{note}\n\u2014 {name} {_b64(log_id[:4] + note_signature)}\n"
         integrated_time = int(integrated.timestamp())
-        promise = rfc8785.dumps({"body": _b64(body), "integratedTime": integrated_time,
-                                 "logID": log_id.hex(), "logIndex": index})
+        promise = rfc8785.dumps(
+            {"body": _b64(body), "integratedTime": integrated_time, "logID": log_id.hex(), "logIndex": index}
+        )
         return {
             "logIndex": str(index),
             "logId": {"keyId": _b64(log_id)},
@@ -251,7 +321,9 @@ class SigstoreRoot:
             "integratedTime": str(integrated_time),
             "inclusionPromise": {"signedEntryTimestamp": _b64(self.log_key.sign(promise, ec.ECDSA(hashes.SHA256())))},
             "inclusionProof": {
-                "logIndex": str(index), "rootHash": _b64(root), "treeSize": str(size),
+                "logIndex": str(index),
+                "rootHash": _b64(root),
+                "treeSize": str(size),
                 "hashes": [_b64(h) for h in _inclusion_path(index, self._leaves)],
                 "checkpoint": {"envelope": checkpoint},
             },
@@ -260,9 +332,15 @@ class SigstoreRoot:
 
     # Signing --------------------------------------------------------------------------------------------------
 
-    def sign(self, data: bytes, identity: Identity = Identity(), *, at: datetime | None = None,
-             logged_after: timedelta = timedelta(seconds=5),
-             lifetime: timedelta = timedelta(minutes=10)) -> str:
+    def sign(
+        self,
+        data: bytes,
+        identity: Identity = Identity(),
+        *,
+        at: datetime | None = None,
+        logged_after: timedelta = timedelta(seconds=5),
+        lifetime: timedelta = timedelta(minutes=10),
+    ) -> str:
         """A keyless signature of `data` by `identity` at `at` (default now), as the JSON bundle
         `cosign sign-blob --bundle` writes. `logged_after` past the certificate's `lifetime` makes a bundle whose
         certificate had expired when the log recorded it."""
@@ -272,21 +350,31 @@ class SigstoreRoot:
         digest = hashlib.sha256(data).digest()
         signature = key.sign(data, ec.ECDSA(hashes.SHA256()))
         pem = certificate.public_bytes(serialization.Encoding.PEM)
-        body = json.dumps({
-            "apiVersion": "0.0.1", "kind": "hashedrekord",
-            "spec": {"data": {"hash": {"algorithm": "sha256", "value": digest.hex()}},
-                     "signature": {"content": _b64(signature), "publicKey": {"content": _b64(pem)}}},
-        }, separators=(",", ":")).encode()
-        return json.dumps({
-            "mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json",
-            "verificationMaterial": {
-                "certificate": {"rawBytes": _b64(certificate.public_bytes(serialization.Encoding.DER))},
-                "tlogEntries": [self._log(body, issued + logged_after)],
-                "timestampVerificationData": {},
+        body = json.dumps(
+            {
+                "apiVersion": "0.0.1",
+                "kind": "hashedrekord",
+                "spec": {
+                    "data": {"hash": {"algorithm": "sha256", "value": digest.hex()}},
+                    "signature": {"content": _b64(signature), "publicKey": {"content": _b64(pem)}},
+                },
             },
-            "messageSignature": {"messageDigest": {"algorithm": "SHA2_256", "digest": _b64(digest)},
-                                 "signature": _b64(signature)},
-        })
+            separators=(",", ":"),
+        ).encode()
+        return json.dumps(
+            {
+                "mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json",
+                "verificationMaterial": {
+                    "certificate": {"rawBytes": _b64(certificate.public_bytes(serialization.Encoding.DER))},
+                    "tlogEntries": [self._log(body, issued + logged_after)],
+                    "timestampVerificationData": {},
+                },
+                "messageSignature": {
+                    "messageDigest": {"algorithm": "SHA2_256", "digest": _b64(digest)},
+                    "signature": _b64(signature),
+                },
+            }
+        )
 
     def sign_variant(self, variant: Path, identity: Identity = Identity(), **options: object) -> Path:
         """Sign `variant/metadata.json` as kernels-community's CI does: the bundle beside it."""
@@ -294,7 +382,9 @@ class SigstoreRoot:
         bundle.write_text(self.sign((variant / "metadata.json").read_bytes(), identity, **options))  # type: ignore[arg-type]
         return bundle
 
-    def sign_files(self, files: dict[str, bytes], identity: Identity = Identity(), **options: object) -> dict[str, bytes]:
+    def sign_files(
+        self, files: dict[str, bytes], identity: Identity = Identity(), **options: object
+    ) -> dict[str, bytes]:
         """A repository tree (testkit.fake_kernel.kernel_files) with every `build/<variant>/metadata.json` signed:
         the bundles added beside them."""
         signed = dict(files)

@@ -26,13 +26,20 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parents[1]
 
 # CPU seconds (2-core CI machine) of the session builds, paid by the first test that asks for one.
-SESSION_BUILD_SECONDS = {"checkout_build": 22, "exact_build": 22, "offline_build": 27, "builds": 22,
-                         "stable_build": 8, "offline_stable_build": 20}
+SESSION_BUILD_SECONDS = {
+    "checkout_build": 22,
+    "exact_build": 22,
+    "offline_build": 27,
+    "builds": 22,
+    "stable_build": 8,
+    "offline_stable_build": 20,
+}
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "heavy(cpu_seconds): a test that builds for tens of seconds; it is run first "
-                                       "(testkit/schedule.py)")
+    config.addinivalue_line(
+        "markers", "heavy(cpu_seconds): a test that builds for tens of seconds; it is run first (testkit/schedule.py)"
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -81,8 +88,11 @@ def op_build(tmp_path_factory: pytest.TempPathFactory, abi: str) -> Path:
     def build(root: Path) -> None:
         # A separate process: the build loads the library it compiles, and a process may register a
         # torch.ops namespace only once.
-        subprocess.run([sys.executable, "-m", "tools.builder.op", "--abi", abi, "--out", str(root / "img2gray")],
-                       cwd=ROOT, check=True)
+        subprocess.run(
+            [sys.executable, "-m", "tools.builder.op", "--abi", abi, "--out", str(root / "img2gray")],
+            cwd=ROOT,
+            check=True,
+        )
 
     return build_once(tmp_path_factory, f"checkout-build-{abi}", build) / "img2gray"
 
@@ -90,7 +100,9 @@ def op_build(tmp_path_factory: pytest.TempPathFactory, abi: str) -> Path:
 @pytest.fixture(scope="session")
 def checkout_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The build every consumer uses (CUDA too where torch has CUDA and nvcc is found), of `--abi $IMG2GRAY_OP_ABI`."""
-    if prebuilt := os.environ.get("IMG2GRAY_OP_BUILD"):  # a variant directory built elsewhere (tools/maintainer/stable_abi_matrix.py)
+    if prebuilt := os.environ.get(
+        "IMG2GRAY_OP_BUILD"
+    ):  # a variant directory built elsewhere (tools/maintainer/stable_abi_matrix.py)
         return Path(prebuilt)
     return op_build(tmp_path_factory, OP_ABI)
 

@@ -44,10 +44,13 @@ def code_blocks(path: Path) -> list[CodeBlock]:
         end = next((i for i in range(index + 1, len(lines)) if lines[i].strip() == "```"), None)
         if end is None:
             raise ValueError(f"{path.name}:{index + 1}: code fence never closed")
-        body = [line[len(indent):] if line.startswith(indent) else line for line in lines[index + 1:end]]
+        body = [line.removeprefix(indent) for line in lines[index + 1 : end]]
         previous = next((lines[i] for i in range(index - 1, -1, -1) if lines[i].strip()), "")
         comment = COMMENT.search(previous)
-        blocks.append(CodeBlock(path, index + 1, opening["language"], "\n".join(body) + "\n",
-                                comment["text"] if comment else None))
+        blocks.append(
+            CodeBlock(
+                path, index + 1, opening["language"], "\n".join(body) + "\n", comment["text"] if comment else None
+            )
+        )
         index = end + 1
     return blocks

@@ -52,7 +52,7 @@ def test_each_candidate_leads_a_round_as_often_as_the_others(schedule):
 def test_paired_differences_and_trimmed_mean():
     mean, error, faster = bench_op.paired([1.0, 2.0, 4.0], [2.0, 2.0, 2.0])
     assert (mean, faster) == (1.0 / 3.0, 1)
-    assert error == pytest.approx(7 ** 0.5 / 3)  # differences -1, 0, 2: sample deviation (7/3) ** 0.5, over 3 ** 0.5
+    assert error == pytest.approx(7**0.5 / 3)  # differences -1, 0, 2: sample deviation (7/3) ** 0.5, over 3 ** 0.5
     # A tenth trimmed from each end: the one stretched call of ten does not move the mean.
     assert bench_op.trimmed_mean([1.0] * 8 + [0.0, 100.0]) == 1.0
 
@@ -77,8 +77,13 @@ def test_a_busy_machine_is_called_out():
 
 def test_spread_warning_names_the_noisy_candidates(capsys):
     assert bench_op.relative_spread([1.0, 1.0, 1.0, 1.0, 1.0]) == 0.0
-    row = {"case": "c", "bytes_moved": 100, "copy_ms": 1.0, "results": {"img2gray": 2.0, "OpenCV cvtColor": 1.0},
-           "spread": {"img2gray": 0.5, "OpenCV cvtColor": 0.01}}
+    row = {
+        "case": "c",
+        "bytes_moved": 100,
+        "copy_ms": 1.0,
+        "results": {"img2gray": 2.0, "OpenCV cvtColor": 1.0},
+        "spread": {"img2gray": 0.5, "OpenCV cvtColor": 0.01},
+    }
     bench_op.print_table([row], "cpu")
     out = capsys.readouterr().out
     assert "img2gray is 2.00x slower" in out

@@ -13,23 +13,42 @@ from pathlib import Path
 import pytest
 
 from tools.builder.config import ROOT, TOOLKIT_ARCHS, BuildConfig
-from tools.builder.op import (build_cuda_version, check_torch_cuda_libs, gencode_flags, nvcc_version_output,
-                            staged_sources, toolkit_cuda_version, toolkit_nvcc, torch_cuda_problem)
+from tools.builder.op import (
+    build_cuda_version,
+    check_torch_cuda_libs,
+    gencode_flags,
+    nvcc_version_output,
+    staged_sources,
+    toolkit_cuda_version,
+    toolkit_nvcc,
+    torch_cuda_problem,
+)
 
-FILES = {"csrc/cpu.cpp": b"int cpu;\n", "csrc/shared.h": b"#pragma once\n", "csrc/kernel.cu": b"// v1\n",
-         "csrc/kernel.cuh": b"// v1\n", "torch-ext/binding.cpp": b"int binding;\n"}
+FILES = {
+    "csrc/cpu.cpp": b"int cpu;\n",
+    "csrc/shared.h": b"#pragma once\n",
+    "csrc/kernel.cu": b"// v1\n",
+    "csrc/kernel.cuh": b"// v1\n",
+    "torch-ext/binding.cpp": b"int binding;\n",
+}
 
 
 def _checkout(root: Path, cuda_header: bytes) -> BuildConfig:
     for path, data in {**FILES, "csrc/kernel.cuh": cuda_header}.items():
         (root / path).parent.mkdir(parents=True, exist_ok=True)
         (root / path).write_bytes(data)
-    return BuildConfig.from_dict({
-        "general": {"name": "k", "version": "0.1.0", "license": "MIT", "homepage": "h", "repository": "r"},
-        "cuda": {"capabilities": {"13.0": ["9.0"]}}, "torch": {"src": ["torch-ext/binding.cpp"]},
-        "kernel": {"k_cpu": {"backend": "cpu", "src": ["csrc/cpu.cpp", "csrc/shared.h"]},
-                   "k": {"backend": "cuda", "src": ["csrc/kernel.cu", "csrc/kernel.cuh", "csrc/shared.h"]}},
-    }, root)
+    return BuildConfig.from_dict(
+        {
+            "general": {"name": "k", "version": "0.1.0", "license": "MIT", "homepage": "h", "repository": "r"},
+            "cuda": {"capabilities": {"13.0": ["9.0"]}},
+            "torch": {"src": ["torch-ext/binding.cpp"]},
+            "kernel": {
+                "k_cpu": {"backend": "cpu", "src": ["csrc/cpu.cpp", "csrc/shared.h"]},
+                "k": {"backend": "cuda", "src": ["csrc/kernel.cu", "csrc/kernel.cuh", "csrc/shared.h"]},
+            },
+        },
+        root,
+    )
 
 
 def test_cpu_builds_compile_from_the_checkout_and_leave_nothing_behind(tmp_path):
@@ -80,8 +99,7 @@ def test_a_second_build_of_the_same_sources_waits_for_the_first(tmp_path):
     first, second = _checkout(tmp_path / "a", b"// v1\n"), _checkout(tmp_path / "b", b"// v1\n")
     order = []
     with staged_sources(first, "key", cuda=True, stage_parent=stage_parent) as staged:
-        waiting = threading.Thread(target=lambda: order.append(
-            _staged_files(second, stage_parent)))
+        waiting = threading.Thread(target=lambda: order.append(_staged_files(second, stage_parent)))
         waiting.start()
         waiting.join(timeout=1)
         assert waiting.is_alive()  # blocked on the lock while the first build compiles
@@ -103,8 +121,13 @@ def test_cuda_source_compiles_for_every_capability_of_the_release(tmp_path):
     """`tools.builder.op --nvcc-check` with build.toml's capabilities: no CUDA torch needed, so CUDA code is compiled for
     every release target on any machine with nvcc (CI), not only where a GPU build runs."""
     env = {name: value for name, value in os.environ.items() if name != "TORCH_CUDA_ARCH_LIST"}
-    done = subprocess.run([sys.executable, "-m", "tools.builder.op", "--nvcc-check", "--build-dir", str(tmp_path)],
-                          cwd=ROOT, env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "tools.builder.op", "--nvcc-check", "--build-dir", str(tmp_path)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     # The host object plus one device ELF image (SASS) per capability of this toolkit's list; "+PTX" adds text,
     # not an ELF image.
@@ -112,8 +135,9 @@ def test_cuda_source_compiles_for_every_capability_of_the_release(tmp_path):
     assert (tmp_path / "img2gray.cu.o").read_bytes().count(b"\x7fELF") == 1 + len(archs)
 
 
-needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists(),
-                                reason="needs nvcc")
+needs_nvcc = pytest.mark.skipif(
+    shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists(), reason="needs nvcc"
+)
 
 
 @needs_nvcc
@@ -134,8 +158,12 @@ def test_every_capability_list_for_the_local_toolkit_compiles_with_it(tmp_path):
     release = toolkit_cuda_version(nvcc_version_output())
     archs = BuildConfig.load().capabilities_for(release)
     (tmp_path / "k.cu").write_text("__global__ void k(float *x) { x[threadIdx.x] *= 2.0f; }\n")
-    done = subprocess.run([str(toolkit_nvcc()), "-c", "k.cu", "-o", "k.o", *gencode_flags(list(archs))],
-                          cwd=tmp_path, capture_output=True, text=True)
+    done = subprocess.run(
+        [str(toolkit_nvcc()), "-c", "k.cu", "-o", "k.o", *gencode_flags(list(archs))],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "k.o").read_bytes().count(b"\x7fELF") == 1 + len(archs)
 
@@ -193,10 +221,15 @@ def test_a_stable_cuda_build_on_a_cpu_torch_names_the_missing_library(tmp_path):
 
     if torch.version.cuda is not None or shutil.which("nvcc") is None:
         pytest.skip("needs a CPU torch and nvcc")
-    done = subprocess.run([sys.executable, "-m", "tools.builder.op", "--abi", "stable", "--cuda", "on", "--out",
-                           str(tmp_path / "out")], cwd=ROOT, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "tools.builder.op", "--abi", "stable", "--cuda", "on", "--out", str(tmp_path / "out")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 1
     assert done.stderr.strip().splitlines()[-1] == (
         f"build_op: --cuda on with --abi stable needs libtorch_cuda.so, which torch {torch.__version__} lacks: "
-        "name a CUDA torch's lib directory with --torch-cuda-libs DIR")
+        "name a CUDA torch's lib directory with --torch-cuda-libs DIR"
+    )
     assert not (tmp_path / "out").exists()

@@ -32,8 +32,12 @@ def module_level_imports(package: Path) -> set[str]:
             if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
                 continue
             if isinstance(node, (ast.If, ast.Try)):
-                statements += [*node.body, *node.orelse, *getattr(node, "finalbody", []),
-                               *(line for handler in getattr(node, "handlers", []) for line in handler.body)]
+                statements += [
+                    *node.body,
+                    *node.orelse,
+                    *getattr(node, "finalbody", []),
+                    *(line for handler in getattr(node, "handlers", []) for line in handler.body),
+                ]
             elif isinstance(node, ast.Import):
                 modules |= {alias.name.split(".")[0] for alias in node.names}
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
@@ -47,10 +51,15 @@ def test_every_distribution_kernelpin_imports_is_declared() -> None:
     third_party = module_level_imports(ROOT / "kernelpin") - set(sys.stdlib_module_names) - {"kernelpin"}
     distributions = importlib.metadata.packages_distributions()
     declared = {canonicalize_name(Requirement(line).name) for line in PROJECT["project"]["dependencies"]}
-    undeclared = {module: distributions.get(module, [module]) for module in third_party
-                  if not {canonicalize_name(name) for name in distributions.get(module, [module])} & declared}
+    undeclared = {
+        module: distributions.get(module, [module])
+        for module in third_party
+        if not {canonicalize_name(name) for name in distributions.get(module, [module])} & declared
+    }
     assert not undeclared, f"kernelpin imports these without declaring them in pyproject.toml: {undeclared}"
-    assert {canonicalize_name(name) for name in declared_floors()} == declared  # every dependency has a floor (name>=X) for tools.ci.lowest_deps
+    assert {
+        canonicalize_name(name) for name in declared_floors()
+    } == declared  # every dependency has a floor (name>=X) for tools.ci.lowest_deps
 
 
 def test_the_declared_build_backend_floor_builds_kernelpin(tmp_path: Path) -> None:
@@ -64,10 +73,20 @@ def test_the_declared_build_backend_floor_builds_kernelpin(tmp_path: Path) -> No
         shutil.copyfile(ROOT / name, source / name)
     shutil.copytree(ROOT / "kernelpin", source / "kernelpin", ignore=shutil.ignore_patterns("__pycache__"))
     subprocess.run([uv(), "venv", "--quiet", "--python", sys.executable, str(venv)], check=True)
-    subprocess.run([uv(), "pip", "install", "--quiet", "--python", str(venv / "bin" / "python"),
-                    f"{requirement.name}=={floor}"], check=True)
-    build = subprocess.run([str(venv / "bin" / "python"), "-c",
-                            "import sys, setuptools.build_meta as backend; print(backend.build_wheel(sys.argv[1]))",
-                            str(tmp_path / "dist")], cwd=source, capture_output=True, text=True)
+    subprocess.run(
+        [uv(), "pip", "install", "--quiet", "--python", str(venv / "bin" / "python"), f"{requirement.name}=={floor}"],
+        check=True,
+    )
+    build = subprocess.run(
+        [
+            str(venv / "bin" / "python"),
+            "-c",
+            "import sys, setuptools.build_meta as backend; print(backend.build_wheel(sys.argv[1]))",
+            str(tmp_path / "dist"),
+        ],
+        cwd=source,
+        capture_output=True,
+        text=True,
+    )
     assert build.returncode == 0, f"setuptools=={floor} cannot build kernelpin:\n{build.stderr[-3000:]}"
     assert build.stdout.strip().splitlines()[-1].startswith("kernelpin-")

@@ -55,8 +55,9 @@ def test_demo_rejects_bad_arguments_before_building(argv: list[str], tmp_path: P
 
 def _demo(checkout_build: Path, *argv: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(checkout_build.parent)}
-    return subprocess.run([sys.executable, str(ROOT / "examples" / "demo.py"), *argv], capture_output=True, text=True,
-                          env=env, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "demo.py"), *argv], capture_output=True, text=True, env=env, cwd=ROOT
+    )
 
 
 def test_demo_prints_the_release_version(checkout_build: Path, tmp_path: Path) -> None:
@@ -72,12 +73,21 @@ def test_demo_prints_the_release_version(checkout_build: Path, tmp_path: Path) -
     assert Image.open(tmp_path / "square.gray.png").size == (8, 6)
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["README.md"], "README.md: cannot read it as an image"),
-    (["missing.png"], "missing.png: cannot read it as an image"),
-    pytest.param(["--device", "cuda"], "--device cuda: this torch", marks=pytest.mark.skipif(
-        __import__("torch").cuda.is_available(), reason="the machine has a CUDA GPU: --device cuda works")),
-], ids=["not-an-image", "missing", "cuda-without-gpu"])
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["README.md"], "README.md: cannot read it as an image"),
+        (["missing.png"], "missing.png: cannot read it as an image"),
+        pytest.param(
+            ["--device", "cuda"],
+            "--device cuda: this torch",
+            marks=pytest.mark.skipif(
+                __import__("torch").cuda.is_available(), reason="the machine has a CUDA GPU: --device cuda works"
+            ),
+        ),
+    ],
+    ids=["not-an-image", "missing", "cuda-without-gpu"],
+)
 def test_demo_errors_are_one_line(argv: list[str], message: str, checkout_build: Path) -> None:
     done = _demo(checkout_build, *argv)
     assert done.returncode == 1
@@ -94,8 +104,9 @@ def test_second_demo_reuses_the_package() -> None:
     assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-4000:]
     [package] = (ROOT / "output" / "linux-64").glob("img2gray-*_stableabi*.conda")  # the one pixi add takes
     built = package.stat().st_mtime_ns
-    second = subprocess.run([str(ROOT / "dev"), "demo", "examples/chelsea.png"], capture_output=True, text=True,
-                            env=env)
+    second = subprocess.run(
+        [str(ROOT / "dev"), "demo", "examples/chelsea.png"], capture_output=True, text=True, env=env
+    )
     assert second.returncode == 0, second.stdout[-2000:] + second.stderr[-4000:]
     assert "are up to date" in second.stdout and "building the conda package" not in second.stdout
     assert package.stat().st_mtime_ns == built
@@ -107,8 +118,9 @@ def test_bench_builds_the_operator_it_measures() -> None:
     # Failed before on a fresh clone: "No module named 'img2gray'" (nothing had built or installed the operator).
     env = {**os.environ, "IMG2GRAY_VENV": sys.prefix}
     env.pop("PYTHONPATH", None)
-    done = subprocess.run([str(ROOT / "dev"), "bench", "--quick", "--threads", "1"], capture_output=True, text=True,
-                          env=env, cwd="/")
+    done = subprocess.run(
+        [str(ROOT / "dev"), "bench", "--quick", "--threads", "1"], capture_output=True, text=True, env=env, cwd="/"
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
     assert "img2gray" in done.stdout and "1080x1920x3 uint8 HWC" in done.stdout
 
@@ -128,26 +140,39 @@ def test_ci_run_says_what_it_does_before_each_long_step(tmp_path: Path) -> None:
     (root / ".ci" / "run").write_bytes((ROOT / ".ci" / "run").read_bytes())
     stubs = tmp_path / "bin"
     stubs.mkdir()
-    for name, line in (("dev", 'echo "RAN ./dev $*"'), (".venv/bin/python", 'echo "RAN python $*"'),
-                       ("apt-get", 'echo "RAN apt-get $*" >&2')):  # .ci/run silences apt-get's stdout
+    for name, line in (
+        ("dev", 'echo "RAN ./dev $*"'),
+        (".venv/bin/python", 'echo "RAN python $*"'),
+        ("apt-get", 'echo "RAN apt-get $*" >&2'),
+    ):  # .ci/run silences apt-get's stdout
         path = (stubs if name == "apt-get" else root) / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(f"#!/bin/sh\n{line}\n")
         path.chmod(0o755)
     env = {"PATH": f"{stubs}:/usr/bin:/bin", "HOME": str(tmp_path)}
     cross = all(shutil.which(tool, path="/usr/bin:/bin") for tool in ("aarch64-linux-gnu-g++", "qemu-aarch64-static"))
-    done = subprocess.run(["bash", str(root / ".ci" / "run")], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True, env=env, timeout=60)
+    done = subprocess.run(
+        ["bash", str(root / ".ci" / "run")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stdout
     lines = done.stdout.splitlines()
     ran = [index for index, line in enumerate(lines) if line.startswith("RAN ")]
-    assert [lines[index].split()[1] for index in ran] == (["apt-get"] if os.geteuid() == 0 and not cross else []) + ["./dev", "python", "python"]
+    assert [lines[index].split()[1] for index in ran] == (["apt-get"] if os.geteuid() == 0 and not cross else []) + [
+        "./dev",
+        "python",
+        "python",
+    ]
     for index in ran:  # each step is announced by the line (or lines) just before it
-        assert any(line.startswith("==> .ci/run: ") for line in lines[max(0, index - 2):index]), lines
+        assert any(line.startswith("==> .ci/run: ") for line in lines[max(0, index - 2) : index]), lines
 
 
 def test_dev_announces_the_operator_build_and_the_test_run() -> None:
     script = (ROOT / "dev").read_text()
     for command in ("python -m tools.builder.op --out build/dev/img2gray", "python -m pytest -n auto"):
-        before = script[:script.index(command)].rstrip().splitlines()[-1].strip()
+        before = script[: script.index(command)].rstrip().splitlines()[-1].strip()
         assert before.startswith('echo "==> '), (command, before)

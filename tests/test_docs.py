@@ -20,11 +20,25 @@ from tests.markdown import code_blocks
 
 ROOT = Path(__file__).resolve().parents[1]
 # Every markdown file git tracks (the results' pages and tools/' READMEs too).
-DOCS = [ROOT / path for path in subprocess.run(["git", "ls-files", "-z", "*.md"], cwd=ROOT, capture_output=True,
-                                               text=True, check=True).stdout.split("\0") if path]
+DOCS = [
+    ROOT / path
+    for path in subprocess.run(
+        ["git", "ls-files", "-z", "*.md"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split("\0")
+    if path
+]
 # Written by builds and runs, not kept in git: a doc may name them though a fresh clone lacks them.
-GENERATED = ("build/", "output/", ".venv", "examples/chelsea.gray.png", "kernelpin.lock", "kernels.lock",
-             "vendor/", "tools/ci/node/node_modules", ".pixi")
+GENERATED = (
+    "build/",
+    "output/",
+    ".venv",
+    "examples/chelsea.gray.png",
+    "kernelpin.lock",
+    "kernels.lock",
+    "vendor/",
+    "tools/ci/node/node_modules",
+    ".pixi",
+)
 # Paths that look like this checkout's but name another project's files.
 ELSEWHERE = {"recipe/conda_build_config.yaml"}  # conda-forge-pinning's global pinning file
 LINK = re.compile(r"\]\((?P<target>[^)\s]+)\)")
@@ -33,7 +47,9 @@ PATH_LIKE = re.compile(r"^\.{0,2}/?[\w.*-]+(/[\w.*-]*)+$")
 
 
 def _words(doc: Path) -> list[str]:
-    text = re.sub(r"^[ \t]*```.*?^[ \t]*```", "", doc.read_text(encoding="utf-8"), flags=re.M | re.S)  # no blocks
+    text = re.sub(
+        r"^[ \t]*```.*?^[ \t]*```", "", doc.read_text(encoding="utf-8"), flags=re.MULTILINE | re.DOTALL
+    )  # no blocks
     return [" ".join(m["code"].split()) for m in CODE.finditer(text)]
 
 
@@ -44,8 +60,9 @@ def _exists(doc: Path, path: str) -> bool:
     for base in (ROOT, doc.parent):
         if any(base.glob(path.rstrip("/"))) if "*" in path else (base / path).exists():
             return True
-        if (base / path).resolve().is_relative_to(ROOT) and (base / path).resolve().relative_to(ROOT).as_posix(
-                ).startswith(GENERATED):
+        if (base / path).resolve().is_relative_to(ROOT) and (base / path).resolve().relative_to(
+            ROOT
+        ).as_posix().startswith(GENERATED):
             return True
     return False
 
@@ -54,7 +71,9 @@ def _names_a_repository_path(doc: Path, token: str) -> bool:
     """A relative path whose first directory is one of the checkout's (or the doc's folder's): `tools/x.py`,
     `results/h200.json`; not `site-packages/img2gray/` or `refs/tags/v1`, which name places elsewhere."""
     first = token.removeprefix("./").split("/")[0]
-    if token in ELSEWHERE or token.startswith(("../", "/")):  # `../x` in inline code is relative to a folder the text names
+    if token in ELSEWHERE or token.startswith(
+        ("../", "/")
+    ):  # `../x` in inline code is relative to a folder the text names
         return False
     return "/" in token and ((ROOT / first).exists() or (doc.parent / first).exists())
 
@@ -69,14 +88,18 @@ def test_relative_links_and_paths_exist(doc: Path) -> None:
     for word in _words(doc):
         for token in word.split():
             token = token.strip(",;:()")
-            if (PATH_LIKE.match(token) and _names_a_repository_path(doc, token)
-                    and not re.search(r"[<>{}$]|\.\.\.", token) and not _exists(doc, token)):
+            if (
+                PATH_LIKE.match(token)
+                and _names_a_repository_path(doc, token)
+                and not re.search(r"[<>{}$]|\.\.\.", token)
+                and not _exists(doc, token)
+            ):
                 missing.append(f"path {token}")
     assert not missing, f"{doc.relative_to(ROOT)} names what is not there: {missing}"
 
 
 def _dev_commands() -> set[str]:
-    return set(re.search(r'^COMMANDS="([^"]+)"', (ROOT / "dev").read_text(), re.M)[1].split())
+    return set(re.search(r'^COMMANDS="([^"]+)"', (ROOT / "dev").read_text(), re.MULTILINE)[1].split())
 
 
 def _pixi_tasks() -> set[str]:
@@ -98,14 +121,18 @@ def _module_exists(module: str) -> bool:
 def test_commands_exist(doc: Path) -> None:
     # Inline code, and shell blocks' command lines without their comments (a TOML or Python block's comments are
     # prose).
-    shell = [line.split(" #")[0] for block in code_blocks(doc) if block.language in ("bash", "sh", "console", "")
-             for line in block.text.splitlines()]
+    shell = [
+        line.split(" #")[0]
+        for block in code_blocks(doc)
+        if block.language in ("bash", "sh", "console", "")
+        for line in block.text.splitlines()
+    ]
     text = "\n".join(_words(doc) + shell)
     wrong = []
     for command in re.findall(r"(?:^|\s)\./dev\s+([a-z][\w-]*)", text):
         if command not in _dev_commands():
             wrong.append(f"./dev {command}")
-    for command in re.findall(r"(?:^|[\s`])kernelpin[ \t]+(?:-\S+[ \t]+)*([a-z][\w-]*)", text, re.M):
+    for command in re.findall(r"(?:^|[\s`])kernelpin[ \t]+(?:-\S+[ \t]+)*([a-z][\w-]*)", text, re.MULTILINE):
         if command not in DESCRIPTIONS:
             wrong.append(f"kernelpin {command}")
     for module in re.findall(r"python -m ([\w.]+)(?![\w.<])", text):  # not `tools.<job>.<name>`
@@ -118,7 +145,9 @@ def test_commands_exist(doc: Path) -> None:
 
 
 def _walkthrough(step: str):
-    [block] = [b for b in code_blocks(ROOT / "docs" / "kernelpin.md") if (b.comment or "").startswith(f"walkthrough: {step}")]
+    [block] = [
+        b for b in code_blocks(ROOT / "docs" / "kernelpin.md") if (b.comment or "").startswith(f"walkthrough: {step}")
+    ]
     return block
 
 
@@ -132,18 +161,37 @@ def test_local_hub_walkthrough(checkout_build: Path, tmp_path: Path) -> None:
     env = {key: value for key, value in os.environ.items() if not key.startswith(("HF_", "KERNELPIN_"))}
     env.update(PYTHONPATH=str(ROOT), PATH=f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}")
     # `./dev hub` runs this after ./dev setup; here with the build of this test run.
-    server = subprocess.Popen([sys.executable, "-m", "testkit.local_hub", "--port", str(port), "--root",
-                               str(tmp_path / "hub"), "--variant", str(checkout_build)], cwd=ROOT, env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "testkit.local_hub",
+            "--port",
+            str(port),
+            "--root",
+            str(tmp_path / "hub"),
+            "--variant",
+            str(checkout_build),
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         lines = [server.stdout.readline() for _ in range(3)]
-        assert f"  export HF_ENDPOINT=http://127.0.0.1:{port}\n" in lines, lines + [server.stderr.read()]
-        steps = _walkthrough("steps").text.replace("8765", str(port)).replace("/tmp/kernelpin-try", str(tmp_path / "try"))
+        assert f"  export HF_ENDPOINT=http://127.0.0.1:{port}\n" in lines, [*lines, server.stderr.read()]
+        steps = (
+            _walkthrough("steps").text.replace("8765", str(port)).replace("/tmp/kernelpin-try", str(tmp_path / "try"))
+        )
         done = subprocess.run(["bash", "-euo", "pipefail", "-c", steps], capture_output=True, text=True, env=env)
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
         assert "torch.Size([1, 4, 4])" in done.stdout and "acme/img2gray  ^0.1" in done.stdout
         # The warning the walkthrough announces is the one the first lock prints.
-        announced = re.search(r"`(warning: acme/img2gray [^`]*)\(\.\.\.\)([^`]*)`", (ROOT / "docs" / "kernelpin.md").read_text())
+        announced = re.search(
+            r"`(warning: acme/img2gray [^`]*)\(\.\.\.\)([^`]*)`", (ROOT / "docs" / "kernelpin.md").read_text()
+        )
         assert announced and re.search(re.escape(announced[1]) + r"\([^)]*\)" + re.escape(announced[2]), done.stderr)
     finally:
         server.send_signal(signal.SIGTERM)

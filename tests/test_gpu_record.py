@@ -16,14 +16,19 @@ SCRIPTS = ("tools/gpu/session.sh", "tools/gpu/stable_abi.sh")
 
 
 def _section(doc: str, script: str) -> str:
-    return doc[doc.index(begin_marker(script)):doc.index(end_marker(script)) + len(end_marker(script))]
+    return doc[doc.index(begin_marker(script)) : doc.index(end_marker(script)) + len(end_marker(script))]
 
 
 def _pytest_log(tmp_path: Path) -> str:
     (tmp_path / "test_sample.py").write_text(
-        "import pytest\n\ndef test_ok():\n    pass\n\n@pytest.mark.skip(reason='a second GPU')\ndef test_two():\n    pass\n")
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_sample.py"],
-                          cwd=tmp_path, capture_output=True, text=True)
+        "import pytest\n\ndef test_ok():\n    pass\n\n@pytest.mark.skip(reason='a second GPU')\ndef test_two():\n    pass\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_sample.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
     return done.stdout + done.stderr
 
 
@@ -38,7 +43,10 @@ def test_a_summary_is_pytests_counts_and_the_sanitizers_error_count(tmp_path: Pa
     log = _pytest_log(tmp_path)
     assert summary_of(log).startswith("1 passed, 1 skipped in ")
     assert summary_of(log + "========= ERROR SUMMARY: 0 errors\n").endswith("; ERROR SUMMARY: 0 errors")
-    assert summary_of("building\nPASS: --cuda on builds are bit-identical\n\n") == "PASS: --cuda on builds are bit-identical"
+    assert (
+        summary_of("building\nPASS: --cuda on builds are bit-identical\n\n")
+        == "PASS: --cuda on builds are bit-identical"
+    )
     assert summary_of("") == "(empty log)"
 
 
@@ -49,7 +57,11 @@ def test_the_scripts_section_is_replaced_and_the_rest_kept(tmp_path: Path) -> No
     (out / "repro.log").write_text("FAIL: the two builds differ | metadata.json\n")
     (out / "steps.tsv").write_text("tests\t0\t118\nrepro\t1\t40\nconda\t0\t3\n")
     (out / "gpu.txt").write_text("NVIDIA H200, 580.159.04\ntorch 2.11.0+cu130 cuda 13.0\n")
-    assert [(s.name, s.rc, s.seconds) for s in read_steps(out)] == [("tests", 0, 118), ("repro", 1, 40), ("conda", 0, 3)]
+    assert [(s.name, s.rc, s.seconds) for s in read_steps(out)] == [
+        ("tests", 0, 118),
+        ("repro", 1, 40),
+        ("conda", 0, 3),
+    ]
     assert main([str(out), "--script", "tools/gpu/session.sh", "--commit", "0123abcdef", "--doc", str(DOC)]) == 0
     written = (out / "verification.md").read_text()
     section = _section(written, "tools/gpu/session.sh")
@@ -62,7 +74,9 @@ def test_the_scripts_section_is_replaced_and_the_rest_kept(tmp_path: Path) -> No
     # A second script of the same session reads what the first wrote.
     assert main([str(out), "--script", "tools/gpu/stable_abi.sh", "--commit", "0123abcdef"]) == 0
     both = (out / "verification.md").read_text()
-    assert _section(both, "tools/gpu/session.sh") == section and "| tests | ok |" in _section(both, "tools/gpu/stable_abi.sh")
+    assert _section(both, "tools/gpu/session.sh") == section and "| tests | ok |" in _section(
+        both, "tools/gpu/stable_abi.sh"
+    )
 
 
 def test_a_session_split_over_calls_keeps_the_earlier_steps_of_its_commit(tmp_path: Path) -> None:
@@ -76,8 +90,9 @@ def test_a_session_split_over_calls_keeps_the_earlier_steps_of_its_commit(tmp_pa
 
     run("build\t0\t90\ntests\t1\t100\n", "0123abcdef")
     second = run("tests\t0\t110\nbench\t0\t200\n", "0123abcdef")  # tests again, then the rest
-    assert [row.split(" | ")[:3] for row in second.splitlines() if row.startswith(("| build", "| tests", "| bench"))] == [
-        ["| build", "ok", "90 s"], ["| tests", "ok", "110 s"], ["| bench", "ok", "200 s"]]
+    assert [
+        row.split(" | ")[:3] for row in second.splitlines() if row.startswith(("| build", "| tests", "| bench"))
+    ] == [["| build", "ok", "90 s"], ["| tests", "ok", "110 s"], ["| bench", "ok", "200 s"]]
     other = run("bench\t0\t201\n", "fedcba9876")  # another commit starts afresh
     assert "| build |" not in other and "| tests |" not in other and "| bench | ok | 201 s |" in other
 

@@ -25,11 +25,19 @@ def test_a_taken_port_is_one_line_before_any_build(tmp_path: Path) -> None:
         taken.listen()
         port = taken.getsockname()[1]
         started = time.monotonic()
-        done = subprocess.run([sys.executable, "-m", "testkit.local_hub", "--port", str(port)], cwd=ROOT,
-                              capture_output=True, text=True, timeout=120, env={**os.environ, "TMPDIR": str(tmp_path)})
+        done = subprocess.run(
+            [sys.executable, "-m", "testkit.local_hub", "--port", str(port)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "TMPDIR": str(tmp_path)},
+        )
     assert done.returncode == 1 and done.stdout == ""
-    assert done.stderr == (f"error: port {port} on 127.0.0.1 is taken (another `./dev hub`?); stop that, or give "
-                           "another port with --port N\n")
+    assert done.stderr == (
+        f"error: port {port} on 127.0.0.1 is taken (another `./dev hub`?); stop that, or give "
+        "another port with --port N\n"
+    )
     assert time.monotonic() - started < 30 and not list(tmp_path.iterdir())  # nothing built, nothing made
 
 
@@ -48,13 +56,18 @@ def test_stopping_removes_its_temporary_directory(tmp_path: Path, checkout_build
     # Failed before: every stop left /tmp/kernelpin-local-hub-*/ (git repositories, olah caches, logs) behind.
     temp = tmp_path / "tmp"
     temp.mkdir()
-    server = subprocess.Popen([sys.executable, "-m", "testkit.local_hub", "--port", str(free_port()), "--variant",
-                               str(checkout_build)], cwd=ROOT, text=True, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, env={**os.environ, "TMPDIR": str(temp)})
+    server = subprocess.Popen(
+        [sys.executable, "-m", "testkit.local_hub", "--port", str(free_port()), "--variant", str(checkout_build)],
+        cwd=ROOT,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "TMPDIR": str(temp)},
+    )
     try:
         lines = [server.stdout.readline() for _ in range(3)]
-        assert any("export HF_ENDPOINT=" in line for line in lines), lines + [server.stderr.read()]
-        assert [path.name[:len("kernelpin-local-hub-")] for path in temp.iterdir()] == ["kernelpin-local-hub-"]
+        assert any("export HF_ENDPOINT=" in line for line in lines), [*lines, server.stderr.read()]
+        assert [path.name[: len("kernelpin-local-hub-")] for path in temp.iterdir()] == ["kernelpin-local-hub-"]
     finally:
         server.send_signal(signal.SIGTERM)
         server.communicate(timeout=60)

@@ -30,25 +30,33 @@ GENERATED = ("tools/ci/node/node_modules", "examples/*.gray.png")
 # the throwaway trees tests build in tmp_path. By file, so that a real path gone missing elsewhere is still found.
 NAMED_ON_PURPOSE = {
     "*": ELSEWHERE,
-    "tests/test_build_op.py": {"csrc/cpu.cpp", "csrc/shared.h", "csrc/kernel.cu", "csrc/kernel.cuh",
-                               "torch-ext/binding.cpp"},
+    "tests/test_build_op.py": {
+        "csrc/cpu.cpp",
+        "csrc/shared.h",
+        "csrc/kernel.cu",
+        "csrc/kernel.cuh",
+        "torch-ext/binding.cpp",
+    },
     "tests/conda/test_recipe_sync.py": {"csrc/missing.cpp"},  # a broken build.toml's missing source
     "tests/test_docs.py": {"tools/x.py"},  # the example of what its check reads
     # Test files the interop-skip check makes up to show what it refuses.
     "tests/interop_suites.toml": {"tests/kernelpin/test_x.py"},
     "tests/test_interop_skips.py": {"tests/kernelpin/test_x.py", "tests/kernelpin/test_other.py"},
     # Signer identities: the release workflows of other repositories (acme/kernels, kernels-community).
-    **{file: {f".github/workflows/{name}.yaml" for name in workflows} for file, workflows in {
-        "benchmarks/signature_bench.py": ("release",),
-        "docs/kernelpin.md": ("release", "build", "build-mac", "build-windows", "sign-old-builds"),
-        "kernelpin/trust/policy.py": ("release", "build"),
-        "testkit/sigstore_root.py": ("build",),
-        "tests/kernelpin/test_lock_signatures.py": ("release", "x"),
-        "tests/kernelpin/test_signature.py": ("release", "pr", "build", "build-mac", "other"),
-        "tests/kernelpin/test_trust_policy.py": ("release",),
-        "tests/kernelpin/test_trust_gate.py": ("release", "other", "build", "build-mac"),
-        "tests/kernelpin/test_trust_paths.py": ("build",),
-    }.items()},
+    **{
+        file: {f".github/workflows/{name}.yaml" for name in workflows}
+        for file, workflows in {
+            "benchmarks/signature_bench.py": ("release",),
+            "docs/kernelpin.md": ("release", "build", "build-mac", "build-windows", "sign-old-builds"),
+            "kernelpin/trust/policy.py": ("release", "build"),
+            "testkit/sigstore_root.py": ("build",),
+            "tests/kernelpin/test_lock_signatures.py": ("release", "x"),
+            "tests/kernelpin/test_signature.py": ("release", "pr", "build", "build-mac", "other"),
+            "tests/kernelpin/test_trust_policy.py": ("release",),
+            "tests/kernelpin/test_trust_gate.py": ("release", "other", "build", "build-mac"),
+            "tests/kernelpin/test_trust_paths.py": ("build",),
+        }.items()
+    },
 }
 PLACEHOLDER = re.compile(r"[<>{}$%]|\.\.\.")
 MODULE_ROOTS = ("tools", "testkit", "benchmarks", "tests")
@@ -79,14 +87,17 @@ C_FILE_NAME = re.compile(r"(?<![\w./<-])(?P<name>[A-Za-z_][\w-]*\.(?:h|cuh|cpp|c
 
 
 def _files_to_read() -> list[str]:
-    return [path for path in _tracked() if not path.startswith(NOT_READ)
-            and (Path(path).suffix in TEXT_SUFFIXES or Path(path).name in TEXT_NAMES)]
+    return [
+        path
+        for path in _tracked()
+        if not path.startswith(NOT_READ) and (Path(path).suffix in TEXT_SUFFIXES or Path(path).name in TEXT_NAMES)
+    ]
 
 
 def _exists(named_in: Path, token: str) -> bool:
     token = token.rstrip("/.")
     base = named_in.parent if token.startswith(("./", "../")) else ROOT
-    target = (base / token)
+    target = base / token
     if not target.resolve().is_relative_to(ROOT):
         return False
     relative = target.resolve().relative_to(ROOT).as_posix()
@@ -136,31 +147,50 @@ def missing_paths(relative: str, text: str) -> list[str]:
 def test_the_check_finds_what_is_not_there() -> None:
     # The check itself: a missing file, a renamed folder, a dead module and a dead relative path are found;
     # placeholders, globs that match, generated files and present paths are not.
-    text = ("see tools/gpu/session.sh and `tools/gpu/gone.sh`; python -m testkit.gpu_e2e, python -m tools.gpu.gone\n"
-            "recipe/<variant>.yaml, tests/*/test_*.py, tools/ci/node/node_modules/.bin, ../csrc/layout.h, "
-            "../csrc/gone.h, tools.ci.workflow.flavour, ROOT / \"tools\" / \"gone\" / \"op.py\", \"tools\" / \"ci\"\n"
-            "#include <cuda_runtime.h> as layout.h plans it, in torch_binding.h")
+    text = (
+        "see tools/gpu/session.sh and `tools/gpu/gone.sh`; python -m testkit.gpu_e2e, python -m tools.gpu.gone\n"
+        "recipe/<variant>.yaml, tests/*/test_*.py, tools/ci/node/node_modules/.bin, ../csrc/layout.h, "
+        '../csrc/gone.h, tools.ci.workflow.flavour, ROOT / "tools" / "gone" / "op.py", "tools" / "ci"\n'
+        "#include <cuda_runtime.h> as layout.h plans it, in torch_binding.h"
+    )
     assert missing_paths("csrc/img2gray.h", text) == [
-        "csrc/img2gray.h:1: tools/gpu/gone.sh", "csrc/img2gray.h:1: tools.gpu.gone", "csrc/img2gray.h:2: ../csrc/gone.h",
-        "csrc/img2gray.h:2: tools/gone/op.py", "csrc/img2gray.h:3: torch_binding.h"]
+        "csrc/img2gray.h:1: tools/gpu/gone.sh",
+        "csrc/img2gray.h:1: tools.gpu.gone",
+        "csrc/img2gray.h:2: ../csrc/gone.h",
+        "csrc/img2gray.h:2: tools/gone/op.py",
+        "csrc/img2gray.h:3: torch_binding.h",
+    ]
 
 
 def test_every_named_path_exists() -> None:
     assert set(NAMED_ON_PURPOSE) - {"*"} <= set(_tracked())  # the allowance follows a renamed test file
-    missing = [where for relative in _files_to_read()
-               for where in missing_paths(relative, (ROOT / relative).read_text(encoding="utf-8", errors="replace"))]
+    missing = [
+        where
+        for relative in _files_to_read()
+        for where in missing_paths(relative, (ROOT / relative).read_text(encoding="utf-8", errors="replace"))
+    ]
     assert missing == []
 
 
 def test_every_git_show_of_a_record_resolves() -> None:
     # The records of earlier runs live in git history; the docs say where (`git show 632436a:benchmarks/...`).
-    shallow = subprocess.run(["git", "rev-parse", "--is-shallow-repository"], cwd=ROOT, capture_output=True,
-                             text=True, check=True).stdout.strip() == "true"
+    shallow = (
+        subprocess.run(
+            ["git", "rev-parse", "--is-shallow-repository"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        == "true"
+    )
     if shallow:
         pytest.skip("a shallow clone lacks the history the records are in")
-    named = {(relative, match[1]) for relative in _files_to_read()
-             for match in re.finditer(r"git show ([0-9a-f]{7,40}:[\w./-]+)", (ROOT / relative).read_text(errors="replace"))}
+    named = {
+        (relative, match[1])
+        for relative in _files_to_read()
+        for match in re.finditer(r"git show ([0-9a-f]{7,40}:[\w./-]+)", (ROOT / relative).read_text(errors="replace"))
+    }
     assert len(named) >= 5  # docs/verification.md and the experiments' README name them
-    missing = [f"{relative}: {revision}" for relative, revision in sorted(named)
-               if subprocess.run(["git", "cat-file", "-e", revision], cwd=ROOT, capture_output=True).returncode]
+    missing = [
+        f"{relative}: {revision}"
+        for relative, revision in sorted(named)
+        if subprocess.run(["git", "cat-file", "-e", revision], cwd=ROOT, capture_output=True).returncode
+    ]
     assert missing == []

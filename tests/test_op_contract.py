@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Run in a fresh process with both builds imported (a process may define a torch.ops namespace only once, and the
 # first build imported owns the public name). Prints {"schemas": {abi: [...]}, "refusals": {abi: {case: ...}}}.
-PROBE = r'''
+PROBE = r"""
 import importlib.util, json, sys
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
@@ -108,7 +108,7 @@ for abi, module in builds.items():
                 fake[abi][f"{case}, the internal overload"] = refusal(lambda: overloads[dim](mode.from_tensor(make())))
 schemas["public"] = [str(torch.ops.img2gray.img2gray.default._schema), str(torch.ops.img2gray.img2gray.out._schema)]
 print(json.dumps({"schemas": schemas, "refusals": refusals, "fake": fake}))
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -122,9 +122,14 @@ def probed(exact_build: Path, stable_build: Path) -> dict:
 def test_both_builds_define_the_same_schemas(probed):
     schemas = probed["schemas"]
     weights = "float[] weights=[0.29899999999999999, 0.58699999999999997, 0.114]"  # as torch prints 0.299, 0.587
-    assert schemas["exact"] == schemas["stable"] == [
-        f"<ns>::img2gray(Tensor input, int dim=-3, {weights}) -> Tensor",
-        f"<ns>::img2gray.out(Tensor input, int dim=-3, {weights}, *, Tensor(a!) out) -> ()"]
+    assert (
+        schemas["exact"]
+        == schemas["stable"]
+        == [
+            f"<ns>::img2gray(Tensor input, int dim=-3, {weights}) -> Tensor",
+            f"<ns>::img2gray.out(Tensor input, int dim=-3, {weights}, *, Tensor(a!) out) -> ()",
+        ]
+    )
     assert schemas["public"] == [schema.replace("<ns>::", "img2gray::") for schema in schemas["exact"]]
 
 
@@ -136,12 +141,18 @@ def test_both_builds_refuse_every_bad_call_alike_on_every_entry_point(probed):
     assert all(refusal is not None for refusal in exact.values()), [call for call, r in exact.items() if r is None]
 
     def documented(call: str) -> bool:
-        return (stable[call] == ["RuntimeError", exact[call][1]] and exact[call][0] == "IndexError"
-                and call.split(",")[0] in {"dim out of range", "negative dim out of range"}
-                and not call.endswith("img2gray.img2gray"))
+        return (
+            stable[call] == ["RuntimeError", exact[call][1]]
+            and exact[call][0] == "IndexError"
+            and call.split(",")[0] in {"dim out of range", "negative dim out of range"}
+            and not call.endswith("img2gray.img2gray")
+        )
 
-    differences = {call: {"exact": exact[call], "stable": stable[call]} for call in exact
-                   if exact[call] != stable[call] and not documented(call)}
+    differences = {
+        call: {"exact": exact[call], "stable": stable[call]}
+        for call in exact
+        if exact[call] != stable[call] and not documented(call)
+    }
     assert not differences, json.dumps(differences, indent=1)
 
 
@@ -151,9 +162,18 @@ def test_the_fake_kernel_refuses_as_the_library_does_where_it_refuses(probed):
     for abi, fake in probed["fake"].items():
         eager = {case.removesuffix(", the build's op"): refusal for case, refusal in probed["refusals"][abi].items()}
         refused = {case: refusal for case, refusal in fake.items() if refusal is not None}
-        shape_cases = ("wrong channel size, no weights", "wrong channel size at dim -1, no weights",
-                       "0-d tensor at dim -1, no weights")
-        assert set(refused) == {"wrong channel size", "dim out of range", "negative dim out of range", "0-d tensor",
-                                *shape_cases, *(f"{case}, the internal overload" for case in shape_cases)}
+        shape_cases = (
+            "wrong channel size, no weights",
+            "wrong channel size at dim -1, no weights",
+            "0-d tensor at dim -1, no weights",
+        )
+        assert set(refused) == {
+            "wrong channel size",
+            "dim out of range",
+            "negative dim out of range",
+            "0-d tensor",
+            *shape_cases,
+            *(f"{case}, the internal overload" for case in shape_cases),
+        }
         for case, refusal in refused.items():
             assert refusal == eager[case], (abi, case)

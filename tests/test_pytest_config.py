@@ -16,7 +16,7 @@ FILTERS = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]
 
 def test_script_method_filter_matches_torchs_own_warning():
     [rule] = [f for f in FILTERS if "script_method" in f]
-    action, message, category, module = rule.split(":")[:4]
+    _action, message, category, module = rule.split(":")[:4]
     import torch.utils.mkldnn
 
     with warnings.catch_warnings(record=True) as caught:
@@ -35,13 +35,15 @@ def test_script_filter_matches_torchs_own_warning_only():
     [rule] = [f for f in FILTERS if "`torch.jit.script`" in f]
     action, message, category, module = rule.split(":")[:4]
     assert action == "ignore"
-    probe = ("import sys, warnings\n"
-             "warnings.simplefilter('always')\n"
-             "with warnings.catch_warnings(record=True) as caught:\n"
-             "    warnings.simplefilter('always')\n"
-             "    import torch._decomp.decompositions_for_jvp\n"
-             "for w in caught:\n"
-             "    print(w.category.__name__, '|', w.filename, '|', str(w.message).splitlines()[0])\n")
+    probe = (
+        "import sys, warnings\n"
+        "warnings.simplefilter('always')\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        "    import torch._decomp.decompositions_for_jvp\n"
+        "for w in caught:\n"
+        "    print(w.category.__name__, '|', w.filename, '|', str(w.message).splitlines()[0])\n"
+    )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     scripted = [line for line in done.stdout.splitlines() if "`torch.jit.script`" in line]
     assert scripted, "torch no longer warns here: remove the filter from pyproject.toml"
@@ -53,6 +55,10 @@ def test_script_filter_matches_torchs_own_warning_only():
 
 
 def test_no_repository_code_uses_torchscript():
-    found = subprocess.run(["git", "grep", "-n", "-e", "torch.jit", "--", "*.py", ":!tests/test_pytest_config.py"],
-                           cwd=ROOT, capture_output=True, text=True)
+    found = subprocess.run(
+        ["git", "grep", "-n", "-e", "torch.jit", "--", "*.py", ":!tests/test_pytest_config.py"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert found.stdout == "", found.stdout

@@ -21,9 +21,18 @@ BLOCKS = code_blocks(ROOT / "README.md")
 
 
 def _blocks(language: str) -> list:
-    runnable = [pytest.param(block, id=block.where) for block in BLOCKS if block.language == language and not block.not_run]
-    return runnable or [pytest.param(None, id="none", marks=pytest.mark.skip(
-        reason=f"README.md has no ```{language} block to run (any it has is marked not run, with the reason)"))]
+    runnable = [
+        pytest.param(block, id=block.where) for block in BLOCKS if block.language == language and not block.not_run
+    ]
+    return runnable or [
+        pytest.param(
+            None,
+            id="none",
+            marks=pytest.mark.skip(
+                reason=f"README.md has no ```{language} block to run (any it has is marked not run, with the reason)"
+            ),
+        )
+    ]
 
 
 def test_every_block_runs_or_says_why_not() -> None:
@@ -43,8 +52,13 @@ def _python_env(checkout_build: Path) -> dict[str, str]:
 
 @pytest.mark.parametrize("block", _blocks("python"))
 def test_python_block(block, checkout_build: Path, tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-c", block.text], capture_output=True, text=True, cwd=tmp_path,
-                          env=_python_env(checkout_build))
+    done = subprocess.run(
+        [sys.executable, "-c", block.text],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=_python_env(checkout_build),
+    )
     assert done.returncode == 0, f"{block.where}:\n{done.stderr[-3000:]}"
 
 
@@ -64,8 +78,13 @@ def test_bash_block(block) -> None:
 def test_dev_venv_imports_the_operator_without_pythonpath() -> None:
     # Failed before: ModuleNotFoundError in the venv ./dev made; the README's Quick start needs nothing else.
     env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
-    done = subprocess.run([sys.executable, "-c", "import img2gray; print(img2gray.__file__)"], capture_output=True,
-                          text=True, cwd="/", env=env)
+    done = subprocess.run(
+        [sys.executable, "-c", "import img2gray; print(img2gray.__file__)"],
+        capture_output=True,
+        text=True,
+        cwd="/",
+        env=env,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert Path(done.stdout.strip()).is_relative_to(ROOT / "build" / "dev"), done.stdout
 

@@ -19,7 +19,9 @@ SYS_PATH_EDIT = re.compile(r"^\s*sys\.path(\.(insert|append|extend)\(|\[.*\]\s*=
 
 
 def _python_files(*folders: str) -> list[Path]:
-    return sorted(path for folder in folders for path in (ROOT / folder).rglob("*.py") if "__pycache__" not in path.parts)
+    return sorted(
+        path for folder in folders for path in (ROOT / folder).rglob("*.py") if "__pycache__" not in path.parts
+    )
 
 
 def _imported_modules(path: Path) -> set[str]:
@@ -36,21 +38,41 @@ def test_every_test_folder_is_a_package_and_no_module_imports_a_bare_conftest() 
     # A bare `conftest` is whichever conftest.py pytest put on sys.path first: another folder's, in a combined run.
     folders = {path.parent for path in (ROOT / "tests").rglob("test_*.py")}
     assert sorted(str(f.relative_to(ROOT)) for f in folders if not (f / "__init__.py").is_file()) == []
-    bare = [str(path.relative_to(ROOT)) for path in _python_files("tests", "testkit")
-            if "conftest" in _imported_modules(path)]
+    bare = [
+        str(path.relative_to(ROOT))
+        for path in _python_files("tests", "testkit")
+        if "conftest" in _imported_modules(path)
+    ]
     assert bare == []
 
 
 def test_scripts_and_tests_do_not_edit_sys_path() -> None:
-    editing = {str(path.relative_to(ROOT)) for path in _python_files("tests", "testkit", "tools", "benchmarks")
-               if _edits_sys_path(path)}
+    editing = {
+        str(path.relative_to(ROOT))
+        for path in _python_files("tests", "testkit", "tools", "benchmarks")
+        if _edits_sys_path(path)
+    }
     assert editing - SYS_PATH_EDITS_ALLOWED == set()
 
 
 def test_kernelpin_and_release_tests_collect_together() -> None:
     # The combination that stopped with 4 collection errors (kernelpin tests imported tests/release/conftest.py).
-    done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-                           "tests/kernelpin", "tests/release"], cwd=ROOT, capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--collect-only",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "tests/kernelpin",
+            "tests/release",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 
 
@@ -62,8 +84,12 @@ STAMPED = re.compile(r"-[0-9a-f]{7,40}(-run\d+)?\.\w+$|-run\d+\.\w+$")
 def _result_names() -> tuple[str, list[str]]:
     """What names result files: the scripts that write them and benchmarks/README.md, which gives each command
     with its output; the names as text, and the globs among them (`host-cpu-*.json`, `kernelpin-bulk-<N>mb.*`)."""
-    scripts = [path for folder in ("benchmarks", "tools") for suffix in ("*.py", "*.sh")
-               for path in (ROOT / folder).rglob(suffix)]
+    scripts = [
+        path
+        for folder in ("benchmarks", "tools")
+        for suffix in ("*.py", "*.sh")
+        for path in (ROOT / folder).rglob(suffix)
+    ]
     text = "\n".join(path.read_text() for path in [*scripts, ROOT / "benchmarks" / "README.md", ROOT / "pixi.toml"])
     patterns = re.sub(r"<[^<>\s]+>", "*", text)  # kernelpin-bulk-<N>mb.* is a glob too
     return text, [glob for glob in re.findall(r"[\w.-]{3,}\*[\w.*-]*", patterns) if "." in glob]
@@ -74,9 +100,16 @@ def test_benchmarks_results_hold_one_current_set_per_machine() -> None:
     command writes it: none named for a commit or a run (earlier records are in git history, `git show
     COMMIT:benchmarks/results/...`, where docs/verification.md points), no folder below a machine's."""
     text, globs = _result_names()
-    stray = sorted(path.relative_to(RESULTS).as_posix() for path in RESULTS.rglob("*") if path.is_file() and (
-        path.parent.parent != RESULTS or STAMPED.search(path.name)
-        or path.name not in text and not any(fnmatch(path.name, glob) for glob in globs)))
+    stray = sorted(
+        path.relative_to(RESULTS).as_posix()
+        for path in RESULTS.rglob("*")
+        if path.is_file()
+        and (
+            path.parent.parent != RESULTS
+            or STAMPED.search(path.name)
+            or (path.name not in text and not any(fnmatch(path.name, glob) for glob in globs))
+        )
+    )
     assert stray == []
 
 
@@ -84,9 +117,14 @@ def test_the_lab_the_test_kit_and_the_tools_import_one_way() -> None:
     """tools/ (the product's build and release tooling) imports neither testkit/ nor benchmarks/; testkit/ uses
     tools/ (it builds releases with tools/builder) and imports no benchmark; benchmarks/, the lab (its experiments
     included), may use both; kernelpin/ imports none of them."""
+
     def reaching(folder: str, forbidden: set[str]) -> list[str]:
-        return [f"{path.relative_to(ROOT)}: {module}" for path in _python_files(folder)
-                for module in sorted(_imported_modules(path)) if module.split(".")[0] in forbidden]
+        return [
+            f"{path.relative_to(ROOT)}: {module}"
+            for path in _python_files(folder)
+            for module in sorted(_imported_modules(path))
+            if module.split(".")[0] in forbidden
+        ]
 
     assert reaching("tools", {"testkit", "benchmarks"}) == []
     assert reaching("testkit", {"benchmarks"}) == []

@@ -7,7 +7,7 @@ from testkit.schedule import heavy_first
 
 def shares(ordered: list[str], workers: int) -> list[list[str]]:
     """What pytest-xdist's worksteal scheduler hands each worker first: contiguous, equal shares."""
-    return [ordered[len(ordered) * w // workers: len(ordered) * (w + 1) // workers] for w in range(workers)]
+    return [ordered[len(ordered) * w // workers : len(ordered) * (w + 1) // workers] for w in range(workers)]
 
 
 def test_costly_items_lead_each_workers_share_balanced_longest_first():

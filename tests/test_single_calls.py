@@ -13,11 +13,17 @@ def test_inputs_rotate_over_at_least_256_mb():
 
 
 SAMPLES = {  # trimmed means are the values themselves
-    "copy eager": [0.100] * 10, "exact eager": [0.102] * 10, "stable eager": [0.110] * 10,
+    "copy eager": [0.100] * 10,
+    "exact eager": [0.102] * 10,
+    "stable eager": [0.110] * 10,
     "torch.compile eager": [0.125] * 10,
-    "copy graph": [0.090] * 10, "exact graph": [0.091] * 10, "stable graph": [0.090] * 10,
+    "copy graph": [0.090] * 10,
+    "exact graph": [0.091] * 10,
+    "stable graph": [0.090] * 10,
     "torch.compile graph": [0.100] * 10,
-    "copy host": [0.005] * 10, "exact host": [0.0056] * 10, "stable host": [0.0071] * 10,
+    "copy host": [0.005] * 10,
+    "exact host": [0.0056] * 10,
+    "stable host": [0.0071] * 10,
 }
 
 
@@ -54,6 +60,15 @@ def test_single_calls_take_turns_as_bench_op_rounds_do():
 
     timed = {name: (lambda first, name=name: name) for name in ("copy eager", "exact eager", "stable eager")}
     samples, _ = bench_op.time_rounds(timed, sets=4, rounds=2, calls=5, timer=timer)
-    assert order == ["copy eager", "exact eager", "stable eager", "exact eager", "stable eager", "copy eager",
-                     "stable eager", "copy eager", "exact eager"]
+    assert order == [
+        "copy eager",
+        "exact eager",
+        "stable eager",
+        "exact eager",
+        "stable eager",
+        "copy eager",
+        "stable eager",
+        "copy eager",
+        "exact eager",
+    ]
     assert {name: len(values) for name, values in samples.items()} == dict.fromkeys(timed, 10)

@@ -22,8 +22,13 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.mark.heavy(cpu_seconds=60)
 def test_the_op_suite_passes_with_the_stable_abi_build(stable_build):
     env = {**os.environ, "IMG2GRAY_OP_BUILD": str(stable_build), "IMG2GRAY_OP_ABI": "stable"}
-    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "-p", "no:cacheprovider",
-                             "tests/op"], cwd=ROOT, env=env, capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "-p", "no:cacheprovider", "tests/op"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert " passed" in result.stdout.splitlines()[-1], result.stdout[-500:]
 

@@ -48,8 +48,15 @@ BLOCK_CALLS = 30
 def load_variants(path: Path) -> tuple[ctypes.CDLL, list[str]]:
     lib = ctypes.CDLL(str(path))
     lib.fv_name.restype = ctypes.c_char_p
-    lib.fv_launch.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_longlong,
-                              ctypes.c_longlong, ctypes.c_void_p]
+    lib.fv_launch.argtypes = [
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+        ctypes.c_longlong,
+        ctypes.c_longlong,
+        ctypes.c_void_p,
+    ]
     return lib, [lib.fv_name(i).decode() for i in range(lib.fv_count())]
 
 
@@ -67,8 +74,11 @@ def candidates(lib, names, img2gray, shape, dtype, inputs, outputs, only: re.Pat
     def output(i: int) -> torch.Tensor:
         return outputs[i] if outputs else torch.empty(out_shape, dtype=dtype, device="cuda")
 
-    found = {"img2gray (out=)": lambda i: img2gray.img2gray(inputs[i], dim=-3, out=outputs[i])} if outputs else \
-        {"img2gray (new output)": lambda i: img2gray.img2gray(inputs[i], dim=-3)}
+    found = (
+        {"img2gray (out=)": lambda i: img2gray.img2gray(inputs[i], dim=-3, out=outputs[i])}
+        if outputs
+        else {"img2gray (new output)": lambda i: img2gray.img2gray(inputs[i], dim=-3)}
+    )
     found["torch.compile"] = lambda i: compiled(inputs[i], -3)
     for index, name in enumerate(names):
         if not only.search(name):
@@ -76,19 +86,27 @@ def candidates(lib, names, img2gray, shape, dtype, inputs, outputs, only: re.Pat
 
         def call(i, index=index):
             out = output(i)
-            if lib.fv_launch(index, DTYPE_CODE[dtype], inputs[i].data_ptr(), out.data_ptr(), planes, inner, stream) != 1:
+            if (
+                lib.fv_launch(index, DTYPE_CODE[dtype], inputs[i].data_ptr(), out.data_ptr(), planes, inner, stream)
+                != 1
+            ):
                 raise RuntimeError(f"variant {names[index]} failed")
             return out
 
-        if lib.fv_launch(index, DTYPE_CODE[dtype], inputs[0].data_ptr(), output(0).data_ptr(), planes, inner, stream) == 1:
+        if (
+            lib.fv_launch(index, DTYPE_CODE[dtype], inputs[0].data_ptr(), output(0).data_ptr(), planes, inner, stream)
+            == 1
+        ):
             found[name] = call
     return found
 
 
 def agreement(got: torch.Tensor, product: torch.Tensor, compiled: torch.Tensor) -> dict:
-    return {"equals product": bool(torch.equal(got, product)),
-            "max diff vs torch.compile": (got.double() - compiled.double()).abs().max().item(),
-            "share differing from torch.compile": (got != compiled).double().mean().item()}
+    return {
+        "equals product": bool(torch.equal(got, product)),
+        "max diff vs torch.compile": (got.double() - compiled.double()).abs().max().item(),
+        "share differing from torch.compile": (got != compiled).double().mean().item(),
+    }
 
 
 def main() -> None:
@@ -109,9 +127,12 @@ def main() -> None:
         probe = input_sets(shape, dtype, "nchw", 1, "cuda")[0]
         moved = probe.numel() * probe.element_size() * 4 // 3
         sets = max(2, -(-ROTATION_BYTES // moved))
-        inputs = [probe] + input_sets(shape, dtype, "nchw", sets - 1, "cuda")
-        outputs = [torch.empty((shape[0], 1, shape[2], shape[3]), dtype=dtype, device="cuda") for _ in inputs] \
-            if args.fresh_outputs else None
+        inputs = [probe, *input_sets(shape, dtype, "nchw", sets - 1, "cuda")]
+        outputs = (
+            [torch.empty((shape[0], 1, shape[2], shape[3]), dtype=dtype, device="cuda") for _ in inputs]
+            if args.fresh_outputs
+            else None
+        )
         found = candidates(lib, names, img2gray, shape, dtype, inputs, outputs, args.only)
         if args.ncu:
             for fn in found.values():  # compiles torch.compile's kernel outside the profiled ranges
@@ -125,33 +146,55 @@ def main() -> None:
             continue
         product = img2gray.img2gray(probe, dim=-3)
         compiled_result = found["torch.compile"](0).unsqueeze(-3).clone()
-        checks = {name: agreement(fn(0), product, compiled_result) for name, fn in found.items()
-                  if not name.startswith(("img2gray", "torch.compile"))}
+        checks = {
+            name: agreement(fn(0), product, compiled_result)
+            for name, fn in found.items()
+            if not name.startswith(("img2gray", "torch.compile"))
+        }
         copy_src = [torch.empty(moved // 2, dtype=torch.uint8, device="cuda") for _ in inputs]
         copy_dst = [torch.empty_like(t) for t in copy_src]
-        samples, round_means = time_rounds({**found, "copy": lambda i: copy_dst[i].copy_(copy_src[i])}, sets,
-                                           args.rounds, BLOCK_CALLS)
+        samples, round_means = time_rounds(
+            {**found, "copy": lambda i: copy_dst[i].copy_(copy_src[i])}, sets, args.rounds, BLOCK_CALLS
+        )
         base = round_means["torch.compile"]
         rows = []
         for name, times in samples.items():
             diff, error, faster = paired(round_means[name], base)
-            rows.append({"candidate": name, "median_us": statistics.median(times) * 1e3,
-                         "mean_us": trimmed_mean(times) * 1e3, "vs_compile_ns": diff * 1e6, "vs_compile_se_ns": error * 1e6,
-                         "rounds_faster": faster, "round_means_us": [m * 1e3 for m in round_means[name]],
-                         **checks.get(name, {})})
-        print(f"{case}: {moved / 1e6:.1f} MB, {len(samples['copy'])} calls per candidate; "
-              f"paired against torch.compile over {args.rounds} rounds")
+            rows.append(
+                {
+                    "candidate": name,
+                    "median_us": statistics.median(times) * 1e3,
+                    "mean_us": trimmed_mean(times) * 1e3,
+                    "vs_compile_ns": diff * 1e6,
+                    "vs_compile_se_ns": error * 1e6,
+                    "rounds_faster": faster,
+                    "round_means_us": [m * 1e3 for m in round_means[name]],
+                    **checks.get(name, {}),
+                }
+            )
+        print(
+            f"{case}: {moved / 1e6:.1f} MB, {len(samples['copy'])} calls per candidate; "
+            f"paired against torch.compile over {args.rounds} rounds"
+        )
         for row in rows:
-            flag = "" if row.get("equals product", True) else f"  (differs: max {row['max diff vs torch.compile']:.3g} vs compile)"
-            print(f"    {row['candidate']:<34} median {row['median_us']:7.2f} us  mean {row['mean_us']:7.3f} us  "
-                  f"{row['vs_compile_ns']:+7.1f} ± {row['vs_compile_se_ns']:4.1f} ns, faster in "
-                  f"{row['rounds_faster']}/{args.rounds}{flag}")
+            flag = (
+                ""
+                if row.get("equals product", True)
+                else f"  (differs: max {row['max diff vs torch.compile']:.3g} vs compile)"
+            )
+            print(
+                f"    {row['candidate']:<34} median {row['median_us']:7.2f} us  mean {row['mean_us']:7.3f} us  "
+                f"{row['vs_compile_ns']:+7.1f} ± {row['vs_compile_se_ns']:4.1f} ns, faster in "
+                f"{row['rounds_faster']}/{args.rounds}{flag}"
+            )
         report.append({"case": case, "moved_bytes": moved, "rows": rows})
         del inputs, outputs, copy_src, copy_dst
         torch.cuda.empty_cache()
     if args.json:
-        args.json.write_text(json.dumps({"torch": torch.__version__, "device": torch.cuda.get_device_name(),
-                                         "cases": report}, indent=1) + "\n")
+        args.json.write_text(
+            json.dumps({"torch": torch.__version__, "device": torch.cuda.get_device_name(), "cases": report}, indent=1)
+            + "\n"
+        )
 
 
 if __name__ == "__main__":

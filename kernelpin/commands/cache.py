@@ -18,12 +18,12 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernelpin.files import confined
-from kernelpin.format import lockfile
 from kernelpin.errors import KernelpinError
+from kernelpin.files import confined
 from kernelpin.files.integrity import GIT_OBJECT_ID_RE
-from kernelpin.project import Project
+from kernelpin.format import lockfile
 from kernelpin.format.spec import REPO_TYPES
+from kernelpin.project import Project
 
 
 @dataclass(frozen=True)
@@ -61,14 +61,25 @@ def cache(cache_dir: Path, project: Project | None, prune: bool = False, delete:
             if prune:
                 raise  # pruning against a lock that cannot be read would remove what it names
     in_lock = {(k.repo_type, k.repo_id): k.commit for k in locked.kernels}
-    snapshots = [snapshot for snapshot in scan(cache_dir)
-                 if snapshot.repo_type == "kernel" or (snapshot.repo_type, snapshot.repo_id) in in_lock]
-    rows = [CachedRevision(snapshot.repo_id, snapshot.repo_type, snapshot.commit, snapshot.size, list(snapshot.refs),
-                           in_lock.get((snapshot.repo_type, snapshot.repo_id)) == snapshot.commit)
-            for snapshot in snapshots]
+    snapshots = [
+        snapshot
+        for snapshot in scan(cache_dir)
+        if snapshot.repo_type == "kernel" or (snapshot.repo_type, snapshot.repo_id) in in_lock
+    ]
+    rows = [
+        CachedRevision(
+            snapshot.repo_id,
+            snapshot.repo_type,
+            snapshot.commit,
+            snapshot.size,
+            list(snapshot.refs),
+            in_lock.get((snapshot.repo_type, snapshot.repo_id)) == snapshot.commit,
+        )
+        for snapshot in snapshots
+    ]
     report = CacheReport(cache_dir, rows, deleted=False)
     if prune and delete and report.unused:
-        remove(cache_dir, [snapshot for snapshot, row in zip(snapshots, rows) if not row.locked])
+        remove(cache_dir, [snapshot for snapshot, row in zip(snapshots, rows, strict=False) if not row.locked])
         report = CacheReport(cache_dir, rows, deleted=True)
     return report
 
@@ -151,9 +162,16 @@ def scan(cache_dir: Path) -> list[Snapshot]:
             if not GIT_OBJECT_ID_RE.match(snapshot.name) or snapshot.is_symlink() or not snapshot.is_dir():
                 continue
             blobs = frozenset(_blob_names(folder, Path(snapshot.path)))
-            revisions.append(Snapshot(
-                rest.replace("--", "/", 1), kind, snapshot.name, sum(_blob_size(folder, name) for name in blobs),
-                tuple(sorted(name for name, commit in refs.items() if commit == snapshot.name)), blobs))
+            revisions.append(
+                Snapshot(
+                    rest.replace("--", "/", 1),
+                    kind,
+                    snapshot.name,
+                    sum(_blob_size(folder, name) for name in blobs),
+                    tuple(sorted(name for name, commit in refs.items() if commit == snapshot.name)),
+                    blobs,
+                )
+            )
     return sorted(revisions, key=lambda r: (r.repo_type, r.repo_id, r.commit))
 
 

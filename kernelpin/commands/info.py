@@ -17,18 +17,23 @@ from typing import Any
 
 from kernelpin.builds import VariantFit, fits
 from kernelpin.errors import KernelpinError
-from kernelpin.format.metadata import KERNELS_MINVER_KEY, UPSTREAM_KEY, BuildMetadata, parse_metadata
-from kernelpin.format.python_api import KernelApi, Unreadable, describe as describe_sources
 from kernelpin.format.layout import METADATA
-from kernelpin.loading.local_override import choose
-from kernelpin.project import Project, read_requirements
-from kernelpin.loading.python_depends import declared
-from kernelpin.resolve import Located, Pinner, locate, matches_listing
-from kernelpin.hub.source import HubSource
+from kernelpin.format.metadata import KERNELS_MINVER_KEY, UPSTREAM_KEY, BuildMetadata, parse_metadata
+from kernelpin.format.python_api import KernelApi, Unreadable
+from kernelpin.format.python_api import describe as describe_sources
 from kernelpin.format.spec import (
-    Requirement, RequirementValue, check_repo_id, parse_requirement, requirement_from_arguments,
+    Requirement,
+    RequirementValue,
+    check_repo_id,
+    parse_requirement,
+    requirement_from_arguments,
 )
 from kernelpin.format.variant import Environment, Variant, select
+from kernelpin.hub.source import HubSource
+from kernelpin.loading.local_override import choose
+from kernelpin.loading.python_depends import declared
+from kernelpin.project import Project, read_requirements
+from kernelpin.resolve import Located, Pinner, locate, matches_listing
 
 
 @dataclass(frozen=True)
@@ -41,8 +46,15 @@ class RevisionVariants:
     variants: list[VariantFit]
 
 
-def variants(source: HubSource, repo_id: str, env: Environment, *, version: int | str | None = None,
-             revision: str | None = None, all_versions: bool = False) -> list[RevisionVariants]:
+def variants(
+    source: HubSource,
+    repo_id: str,
+    env: Environment,
+    *,
+    version: int | str | None = None,
+    revision: str | None = None,
+    all_versions: bool = False,
+) -> list[RevisionVariants]:
     """Every build of a kernel judged for `env`, as `kernels variants` 0.19 shows them: of the newest major-version
     branch (`version` None or "latest"), of branch vN (`version` N), of every one (`all_versions`), or of a tag,
     branch or commit (`revision`). One refs listing and one file listing per revision; nothing is downloaded."""
@@ -55,23 +67,32 @@ def variants(source: HubSource, repo_id: str, env: Environment, *, version: int 
     else:
         majors = sorted(int(name[1:]) for name in refs.branches if re.fullmatch(r"v\d+", name))
         if not majors:
-            raise KernelpinError(f"{repo_id} has no major-version branch (v1, v2, ...), which is what a kernel's "
-                                 "versions are to `kernels`; name a revision: --revision TAG|BRANCH|COMMIT")
+            raise KernelpinError(
+                f"{repo_id} has no major-version branch (v1, v2, ...), which is what a kernel's "
+                "versions are to `kernels`; name a revision: --revision TAG|BRANCH|COMMIT"
+            )
         if isinstance(version, str) and version != "latest":
             if not version.isdigit():
                 raise KernelpinError(f"--version {version}: a major version (the branch vN) or latest")
             version = int(version)
         if isinstance(version, int) and version not in majors:
-            raise KernelpinError(f"{repo_id}: no version {version} (the branch v{version}); versions: "
-                                 f"{', '.join(map(str, majors))}")
+            raise KernelpinError(
+                f"{repo_id}: no version {version} (the branch v{version}); versions: {', '.join(map(str, majors))}"
+            )
         chosen = majors if all_versions else [majors[-1] if version in (None, "latest") else int(version)]
         requirements = [(major, parse_requirement(repo_id, major)) for major in chosen]
     found = []
     for major, requirement in requirements:
         located = locate(source, requirement, lambda message: None, refs)
         names = sorted(located.variants)
-        found.append(RevisionVariants(major, located.pick.ref or revision or located.pick.commit,
-                                      located.pick.commit, fits(select(dict.fromkeys(names), env), names)))
+        found.append(
+            RevisionVariants(
+                major,
+                located.pick.ref or revision or located.pick.commit,
+                located.pick.commit,
+                fits(select(dict.fromkeys(names), env), names),
+            )
+        )
     return found
 
 
@@ -110,8 +131,10 @@ def _chosen_metadata(source: HubSource, repo_id: str, located: Located, variant:
     where = f"{repo_id} at {located.pick.commit[:12]}: {remote.path}"
     content = source.read(repo_id, located.repo_type, located.pick.commit, remote.path, remote.size)
     if not matches_listing(remote, content):
-        raise KernelpinError(f"{where} as downloaded does not match the repository listing; the server or a proxy "
-                             "altered it: do not use this revision")
+        raise KernelpinError(
+            f"{where} as downloaded does not match the repository listing; the server or a proxy "
+            "altered it: do not use this revision"
+        )
     return parse_metadata(content, where)
 
 
@@ -135,17 +158,28 @@ def dependency_tree(source: HubSource, requirement: Requirement, env: Environmen
             return DependencyNode(repo_id, asked, version, pick.ref, pick.commit, chosen, depends, note)
 
         if repo_id in path:
-            return made([], f"cycle: {' -> '.join((*path[path.index(repo_id):], repo_id))}; lock and load refuse it")
+            return made([], f"cycle: {' -> '.join((*path[path.index(repo_id) :], repo_id))}; lock and load refuse it")
         if chosen is None:
             return made([], f"no build fits {env.describe()}")
         if len(path) >= MAX_TREE_DEPTH:
             return made([], f"deeper than {MAX_TREE_DEPTH} levels: not shown")
         metadata = _chosen_metadata(source, repo_id, located, chosen)
         asker = f"{repo_id} ({chosen}, kernel-depends)"
-        return made([node(parse_requirement(dependency, value, where=f"{asker} {dependency!r}",
-                                            declared=f"the metadata.json of {asker} (ask its publisher)"),
-                          value, (*path, repo_id))
-                     for dependency, value in sorted(metadata.kernel_depends if metadata else ())])
+        return made(
+            [
+                node(
+                    parse_requirement(
+                        dependency,
+                        value,
+                        where=f"{asker} {dependency!r}",
+                        declared=f"the metadata.json of {asker} (ask its publisher)",
+                    ),
+                    value,
+                    (*path, repo_id),
+                )
+                for dependency, value in sorted(metadata.kernel_depends if metadata else ())
+            ]
+        )
 
     return node(requirement, None, ())
 
@@ -172,8 +206,15 @@ class KernelInfo:
     dependency_tree: DependencyNode | None = None  # with dep_tree: every kernel-depends level, as env loads it
 
 
-def info(source: HubSource, repo_id: str, *, version: int | str | None = None, revision: str | None = None,
-         project: Project | None = None, dep_tree: Environment | None = None) -> KernelInfo:
+def info(
+    source: HubSource,
+    repo_id: str,
+    *,
+    version: int | str | None = None,
+    revision: str | None = None,
+    project: Project | None = None,
+    dep_tree: Environment | None = None,
+) -> KernelInfo:
     """What a kernel is, read from one variant's checked metadata.json (the fields that describe the kernel, not a
     build, are the same in every variant) at the revision `version` or `revision` names; without either, the
     project's requirement on it, else the newest major-version branch (as `kernels info`). With `dep_tree` (a
@@ -189,21 +230,31 @@ def info(source: HubSource, repo_id: str, *, version: int | str | None = None, r
     document = metadata.document if metadata is not None else {}
     where = f"{repo_id} at {located.pick.commit[:12]}: build/{first}/metadata.json"
     return KernelInfo(
-        repo=repo_id, repo_type=located.repo_type, commit=located.pick.commit, ref=located.pick.ref,
+        repo=repo_id,
+        repo_type=located.repo_type,
+        commit=located.pick.commit,
+        ref=located.pick.ref,
         version=None if located.pick.version is None else str(located.pick.version),
-        name=_text(document.get("name")), major=metadata.major if metadata is not None else None,
-        license=_text(document.get("license")), upstream=_text(document.get(UPSTREAM_KEY)),
-        source=_text(document.get("source")), kernels_minver=_text(document.get(KERNELS_MINVER_KEY)),
+        name=_text(document.get("name")),
+        major=metadata.major if metadata is not None else None,
+        license=_text(document.get("license")),
+        upstream=_text(document.get(UPSTREAM_KEY)),
+        source=_text(document.get("source")),
+        kernels_minver=_text(document.get(KERNELS_MINVER_KEY)),
         python_depends=list(declared(document, where)),
-        kernel_depends=[{"repo": dependency, "requirement": value}
-                        for dependency, value in (metadata.kernel_depends if metadata is not None else ())],
-        backends=backends(names), variants=names,
+        kernel_depends=[
+            {"repo": dependency, "requirement": value}
+            for dependency, value in (metadata.kernel_depends if metadata is not None else ())
+        ],
+        backends=backends(names),
+        variants=names,
         dependency_tree=None if dep_tree is None else dependency_tree(source, requirement, dep_tree),
     )
 
 
-def _asked(source: HubSource, repo_id: str, version: int | str | None, revision: str | None,
-           project: Project | None) -> Requirement:
+def _asked(
+    source: HubSource, repo_id: str, version: int | str | None, revision: str | None, project: Project | None
+) -> Requirement:
     """The revision to look at: `version` or `revision`, else the project's requirement, else the newest line."""
     if version is not None or revision is not None:
         return requirement_from_arguments(repo_id, version, revision)
@@ -226,8 +277,15 @@ class DescribedApi:
     api: KernelApi
 
 
-def describe_api(source: HubSource, repo_id: str, env: Environment, *, version: int | str | None = None,
-                 revision: str | None = None, project: Project | None = None) -> DescribedApi:
+def describe_api(
+    source: HubSource,
+    repo_id: str,
+    env: Environment,
+    *,
+    version: int | str | None = None,
+    revision: str | None = None,
+    project: Project | None = None,
+) -> DescribedApi:
     """A kernel's public functions and layers, read with `ast` from the Python sources of the build `env` would
     load (at `version`/`revision`, else the project's requirement, else the newest major branch): only its
     `metadata.json` and the `.py` files the API reaches are downloaded, into memory, each checked against the
@@ -238,10 +296,11 @@ def describe_api(source: HubSource, repo_id: str, env: Environment, *, version: 
     names = sorted(located.variants)
     selection = select(dict.fromkeys(names), env)
     if selection.chosen is None:
-        raise KernelpinError(f"{repo_id} at {located.pick.commit[:12]}: no build fits {env.describe()}:\n"
-                             f"{selection.explain()}")
+        raise KernelpinError(
+            f"{repo_id} at {located.pick.commit[:12]}: no build fits {env.describe()}:\n{selection.explain()}"
+        )
     commit, prefix = located.pick.commit, f"build/{selection.chosen}/"
-    listed = {remote.path[len(prefix):]: remote for remote in located.variants[selection.chosen]}
+    listed = {remote.path[len(prefix) :]: remote for remote in located.variants[selection.chosen]}
     where = f"{repo_id} at {commit[:12]}: {prefix}"
 
     def read(relative: str) -> bytes:
@@ -250,8 +309,10 @@ def describe_api(source: HubSource, repo_id: str, env: Environment, *, version: 
             raise Unreadable(f"{remote.size} bytes, over {MAX_SOURCE_BYTES}: not read")
         content = source.read(repo_id, located.repo_type, commit, remote.path, remote.size)
         if not matches_listing(remote, content):
-            raise KernelpinError(f"{where}{relative} as downloaded does not match the repository listing; the "
-                                 "server or a proxy altered it: do not use this revision")
+            raise KernelpinError(
+                f"{where}{relative} as downloaded does not match the repository listing; the "
+                "server or a proxy altered it: do not use this revision"
+            )
         return content
 
     digests = parse_metadata(read(METADATA), where + METADATA).digests if METADATA in listed else {}
@@ -261,8 +322,9 @@ def describe_api(source: HubSource, repo_id: str, env: Environment, *, version: 
             return None
         content = read(relative)
         if relative in digests and hashlib.sha256(content).hexdigest() != digests[relative]:
-            raise KernelpinError(f"{where}{relative} does not match the sha256 its metadata.json records: do not "
-                                 "use this revision")
+            raise KernelpinError(
+                f"{where}{relative} does not match the sha256 its metadata.json records: do not use this revision"
+            )
         return content
 
     return DescribedApi(repo_id, None, located.pick.ref, commit, selection.chosen, describe_sources(checked_source))
@@ -287,12 +349,12 @@ def _newest_line(source: HubSource, repo_id: str) -> Requirement:
     refs = source.refs(repo_id, None)
     majors = sorted(int(name[1:]) for name in refs.branches if name.startswith("v") and name[1:].isdigit())
     if not majors:
-        raise KernelpinError(f"{repo_id} has no major-version branch (v1, v2, ...); name the revision to show: "
-                             "--revision TAG|BRANCH|COMMIT (or --version)")
+        raise KernelpinError(
+            f"{repo_id} has no major-version branch (v1, v2, ...); name the revision to show: "
+            "--revision TAG|BRANCH|COMMIT (or --version)"
+        )
     return parse_requirement(repo_id, majors[-1])
 
 
 def _text(value: object) -> str | None:
     return value[:500] if isinstance(value, str) else None
-
-

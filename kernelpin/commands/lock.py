@@ -15,14 +15,19 @@ from pathlib import Path
 
 from kernelpin.errors import KernelpinError
 from kernelpin.files.atomic import write_atomic
-from kernelpin.format import kernels_lock
-from kernelpin.format import lockfile
+from kernelpin.format import kernels_lock, lockfile
 from kernelpin.format.ranges import Range, Version
 from kernelpin.hub.source import HubSource
 from kernelpin.project import (
-    NewEntry, Project, entry_to_add, find_project, read_requirements, remove_requirement, set_requirement,
+    NewEntry,
+    Project,
+    entry_to_add,
+    find_project,
+    read_requirements,
+    remove_requirement,
+    set_requirement,
 )
-from kernelpin.relock import Locked, Report, relock, release_checker
+from kernelpin.relock import Locked, Report, release_checker, relock
 from kernelpin.resolve import describe_versions, tag_versions
 
 
@@ -51,9 +56,18 @@ def check_lock(project: Project | None = None) -> list[str]:
     return reasons
 
 
-def lock(project: Project | None = None, source: HubSource | None = None, *, upgrade: Collection[str] = (),
-         upgrade_all: bool = False, dry_run: bool = False, note: Report = _ignore, warn: Report = _ignore,
-         accepted_signers: Mapping[str, Collection[str]] | None = None, refresh_trust_root: bool = False) -> Locked:
+def lock(
+    project: Project | None = None,
+    source: HubSource | None = None,
+    *,
+    upgrade: Collection[str] = (),
+    upgrade_all: bool = False,
+    dry_run: bool = False,
+    note: Report = _ignore,
+    warn: Report = _ignore,
+    accepted_signers: Mapping[str, Collection[str]] | None = None,
+    refresh_trust_root: bool = False,
+) -> Locked:
     """Resolve every requirement and write kernelpin.lock (not with `dry_run`). A requirement the lock already
     satisfies keeps its locked version unless `upgrade_all`, or `upgrade` names it. Every release resolved
     passes the publisher policy (kernelpin.trust.policy: trusted publisher, signature, signer continuity unless
@@ -61,23 +75,32 @@ def lock(project: Project | None = None, source: HubSource | None = None, *, upg
     the Hub the environment names (HF_ENDPOINT, HF_HUB_OFFLINE, ...)."""
     project, source = project or find_project(Path.cwd()), source or HubSource.from_env()
     if source.settings.offline and not project.lockfile.exists() and read_requirements(project):
-        raise KernelpinError(f"offline, and {project.lockfile.name} "
-                             "does not exist yet: the first lock resolves against the Hub, so run `kernelpin lock` "
-                             "once with network access (without --offline and HF_HUB_OFFLINE) and commit the lock")
+        raise KernelpinError(
+            f"offline, and {project.lockfile.name} "
+            "does not exist yet: the first lock resolves against the Hub, so run `kernelpin lock` "
+            "once with network access (without --offline and HF_HUB_OFFLINE) and commit the lock"
+        )
     with release_checker(project, source, refresh_trust_root) as checker, project.edit_lock():
-        return relock(project, source, set(upgrade), upgrade_all, dry_run, note, warn, checker,
-                       accepted_signers or {})
+        return relock(project, source, set(upgrade), upgrade_all, dry_run, note, warn, checker, accepted_signers or {})
 
 
-def add(project: Project, source: HubSource, requirements: Mapping[str, str | None], *, dry_run: bool = False,
-        note: Report = _ignore, warn: Report = _ignore,
-        accepted_signers: Mapping[str, Collection[str]] | None = None) -> Added:
+def add(
+    project: Project,
+    source: HubSource,
+    requirements: Mapping[str, str | None],
+    *,
+    dry_run: bool = False,
+    note: Report = _ignore,
+    warn: Report = _ignore,
+    accepted_signers: Mapping[str, Collection[str]] | None = None,
+) -> Added:
     """Add each repository (repo id -> a version range, or None for the newest release's line) to
     [tool.kernels.dependencies] and re-lock (a kernel already locked keeps its signer unless `accepted_signers`
     names the new one, as `lock`). With `dry_run`, or when locking fails, pyproject.toml is put back byte for
     byte and the lock is not written."""
-    entries = {repo_id: _entry_to_add(project, source, repo_id, range_text)
-               for repo_id, range_text in requirements.items()}
+    entries = {
+        repo_id: _entry_to_add(project, source, repo_id, range_text) for repo_id, range_text in requirements.items()
+    }
 
     def edit(project: Project) -> None:
         for repo_id, entry in entries.items():
@@ -87,8 +110,9 @@ def add(project: Project, source: HubSource, requirements: Mapping[str, str | No
     return Added(done.lock, done.changes, entries)
 
 
-def remove(project: Project, source: HubSource, repo_ids: Collection[str], *, note: Report = _ignore,
-           warn: Report = _ignore) -> Removed:
+def remove(
+    project: Project, source: HubSource, repo_ids: Collection[str], *, note: Report = _ignore, warn: Report = _ignore
+) -> Removed:
     """Remove each repository from [tool.kernels.dependencies] and re-lock (pyproject.toml is put back when
     locking fails)."""
 
@@ -109,23 +133,33 @@ def _entry_to_add(project: Project, source: HubSource, repo_id: str, range_text:
         entry = entry_to_add(repo_id, range_text, list(versions), set(refs.branches))
         if isinstance(entry.value, str) and Range.parse(entry.value).best(versions) is None:
             # Said here, about the argument: the re-lock's message would send the user to pyproject.toml.
-            raise KernelpinError(f"{repo_id}@{range_text}: no version satisfies {range_text} (available: "
-                                 f"{describe_versions(list(versions))}); give `kernelpin add` a range that one of "
-                                 f"them satisfies, or {repo_id} alone for the newest release")
+            raise KernelpinError(
+                f"{repo_id}@{range_text}: no version satisfies {range_text} (available: "
+                f"{describe_versions(list(versions))}); give `kernelpin add` a range that one of "
+                f"them satisfies, or {repo_id} alone for the newest release"
+            )
         return entry
     locked = lockfile.read(project.lockfile)
     kernel = locked.kernel(repo_id) if locked else None
     if kernel is None or (kernel.version is None and range_text is None):
-        raise KernelpinError(f"{repo_id}: offline, its versions cannot be looked up and {project.lockfile.name} "
-                             f"does not lock a version of it; go online to add it")
+        raise KernelpinError(
+            f"{repo_id}: offline, its versions cannot be looked up and {project.lockfile.name} "
+            f"does not lock a version of it; go online to add it"
+        )
     branch = (kernel.ref or "").removeprefix("refs/heads/") if (kernel.ref or "").startswith("refs/heads/") else None
     versions = [Version.parse(kernel.version)] if kernel.version else []
     return entry_to_add(repo_id, range_text, versions, {branch} if branch else set())
 
 
-def _edit_andrelock(project: Project, source: HubSource, edit: Callable[[Project], None], dry_run: bool,
-                     note: Report, warn: Report,
-                     accepted_signers: Mapping[str, Collection[str]] | None = None) -> Locked:
+def _edit_andrelock(
+    project: Project,
+    source: HubSource,
+    edit: Callable[[Project], None],
+    dry_run: bool,
+    note: Report,
+    warn: Report,
+    accepted_signers: Mapping[str, Collection[str]] | None = None,
+) -> Locked:
     """Change pyproject.toml with `edit`, then re-lock. When locking fails, pyproject.toml is put back
     byte for byte (as `uv add` does): a requirement that cannot be locked is never left behind. With
     `dry_run` it is put back in any case and the lock is not written."""

@@ -8,14 +8,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kernelpin.format import lockfile
 from kernelpin.builds import VariantFit, fits
-from kernelpin.project import Project, find_project, read_requirements
+from kernelpin.format import lockfile
 from kernelpin.format.ranges import Version
-from kernelpin.resolve import group_variants, tag_versions
-from kernelpin.hub.source import HubSource, Refs
 from kernelpin.format.spec import Requirement, RequirementValue, check_repo_id
 from kernelpin.format.variant import Environment, select
+from kernelpin.hub.source import HubSource, Refs
+from kernelpin.project import Project, find_project, read_requirements
+from kernelpin.resolve import group_variants, tag_versions
 
 
 @dataclass(frozen=True)
@@ -69,15 +69,22 @@ def outdated(project: Project | None = None, source: HubSource | None = None) ->
             head = refs.branches.get(requirement.branch)
             at_head = [v for v, tag in versions.items() if refs.tags[tag] == head]
             if head is not None:
-                newest_satisfying = str(max(at_head)) if at_head else _short_pin(f"refs/heads/{requirement.branch}", head)
+                newest_satisfying = (
+                    str(max(at_head)) if at_head else _short_pin(f"refs/heads/{requirement.branch}", head)
+                )
             branch_moved = current is not None and head is not None and head != current.commit
         elif requirement.range is not None and (satisfying := requirement.range.best(versions)) is not None:
             newest_satisfying = str(satisfying)
-        rows.append(Outdated(
-            requirement.repo_id, requirement.value,
-            None if current is None else current.version or _short_pin(current.ref, current.commit),
-            newest_satisfying, str(max(releases)) if releases else None, branch_moved,
-        ))
+        rows.append(
+            Outdated(
+                requirement.repo_id,
+                requirement.value,
+                None if current is None else current.version or _short_pin(current.ref, current.commit),
+                newest_satisfying,
+                str(max(releases)) if releases else None,
+                branch_moved,
+            )
+        )
     return rows
 
 
@@ -96,10 +103,17 @@ def versions(project: Project, source: HubSource, repo_id: str, env: Environment
     found, ignored = tag_versions(refs.tags)
     locked = lockfile.read(project.lockfile)
     locked_kernel = locked.kernel(repo_id) if locked else None
-    rows = [TaggedVersion(str(v), found[v], refs.tags[found[v]], _satisfies(requirement, refs, v, found[v]),
-                          locked_kernel is not None and locked_kernel.version == str(v),
-                          None if env is None else _judged(source, repo_id, refs.repo_type, refs.tags[found[v]], env))
-            for v in sorted(found, reverse=True)]
+    rows = [
+        TaggedVersion(
+            str(v),
+            found[v],
+            refs.tags[found[v]],
+            _satisfies(requirement, refs, v, found[v]),
+            locked_kernel is not None and locked_kernel.version == str(v),
+            None if env is None else _judged(source, repo_id, refs.repo_type, refs.tags[found[v]], env),
+        )
+        for v in sorted(found, reverse=True)
+    ]
     return VersionList(repo_id, refs.repo_type, requirement, rows, ignored)
 
 

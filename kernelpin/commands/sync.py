@@ -10,17 +10,17 @@ from pathlib import Path
 from typing import Any
 
 from kernelpin import environment
-from kernelpin.store import install
-from kernelpin.errors import NoVariantError
 from kernelpin.builds import newer_build_hint
-from kernelpin.store.install import Installer, PlannedVariant, SyncedVariant
+from kernelpin.errors import NoVariantError
 from kernelpin.format.lockfile import Lock
-from kernelpin.relock import Locked, Report, lock_for_sync, release_checker_when_needed
-from kernelpin.project import Project, find_project
 from kernelpin.format.ranges import Version
-from kernelpin.trust.checker import ReleaseChecker
-from kernelpin.hub.source import HubSource
 from kernelpin.format.variant import Environment, select
+from kernelpin.hub.source import HubSource
+from kernelpin.project import Project, find_project
+from kernelpin.relock import Locked, Report, lock_for_sync, release_checker_when_needed
+from kernelpin.store import install
+from kernelpin.store.install import Installer, PlannedVariant, SyncedVariant
+from kernelpin.trust.checker import ReleaseChecker
 
 
 def _ignore(message: str) -> None:
@@ -39,11 +39,21 @@ class SyncPlan:
     variants: list[PlannedVariant]
 
 
-def sync(project: Project | None = None, source: HubSource | None = None, env: Environment | None = None, *,
-         all_variants: bool = False, target: Path | None = None, locked: bool = False, frozen: bool = False,
-         progress: Callable[..., Any] | None = None, note: Report = _ignore, warn: Report = _ignore,
-         accepted_signers: Mapping[str, Collection[str]] | None = None,
-         on_lock: Callable[[Locked], object] = _ignore) -> Synced:
+def sync(
+    project: Project | None = None,
+    source: HubSource | None = None,
+    env: Environment | None = None,
+    *,
+    all_variants: bool = False,
+    target: Path | None = None,
+    locked: bool = False,
+    frozen: bool = False,
+    progress: Callable[..., Any] | None = None,
+    note: Report = _ignore,
+    warn: Report = _ignore,
+    accepted_signers: Mapping[str, Collection[str]] | None = None,
+    on_lock: Callable[[Locked], object] = _ignore,
+) -> Synced:
     """Install the locked variant that fits `env` (every locked variant with `all_variants`) into the Hub cache
     or `target`, verify every byte, repair what changed and remove what the lock does not list. A stale lock is
     re-locked first (`accepted_signers`: as `lock`'s); `on_lock` gets the lock to install, before anything is
@@ -53,40 +63,75 @@ def sync(project: Project | None = None, source: HubSource | None = None, env: E
     project, source = project or find_project(Path.cwd()), source or HubSource.from_env()
     env = env if env is not None or all_variants else environment.current({})
     with release_checker_when_needed(project, source) as checker:  # the re-lock and the install share one
-        fresh = lock_for_sync(project, source, locked=locked, frozen=frozen, note=note, warn=warn,
-                              accepted_signers=accepted_signers, checker=checker)
+        fresh = lock_for_sync(
+            project,
+            source,
+            locked=locked,
+            frozen=frozen,
+            note=note,
+            warn=warn,
+            accepted_signers=accepted_signers,
+            checker=checker,
+        )
         on_lock(fresh)
-        return Synced(fresh, install_lock(fresh.lock, Installer(source, target, progress), env, all_variants,
-                                          checker=checker()))
+        return Synced(
+            fresh, install_lock(fresh.lock, Installer(source, target, progress), env, all_variants, checker=checker())
+        )
 
 
-def install_lock(lock: Lock, installer: Installer, env: Environment | None,
-                 all_variants: bool = False, checker: ReleaseChecker | None = None) -> list[SyncedVariant]:
+def install_lock(
+    lock: Lock,
+    installer: Installer,
+    env: Environment | None,
+    all_variants: bool = False,
+    checker: ReleaseChecker | None = None,
+) -> list[SyncedVariant]:
     """kernelpin.install.sync (with `checker`, each installed variant's signature verified again); when a
     locked version has no build for `env`, the error also names the newer release that has one (asked of the
     Hub, unless offline)."""
     try:
         return install.sync(lock, installer, env, all_variants, checker)
     except NoVariantError as error:
-        hints = [] if env is None or installer.store.source.settings.offline else [
-            newer_build_hint(installer.store.source, kernel.repo_id, kernel.repo_type,
-                             Version.parse(kernel.version) if kernel.version else None, env)
-            for kernel in lock.kernels if select({v.name: v.archs for v in kernel.variants}, env).chosen is None]
+        hints = (
+            []
+            if env is None or installer.store.source.settings.offline
+            else [
+                newer_build_hint(
+                    installer.store.source,
+                    kernel.repo_id,
+                    kernel.repo_type,
+                    Version.parse(kernel.version) if kernel.version else None,
+                    env,
+                )
+                for kernel in lock.kernels
+                if select({v.name: v.archs for v in kernel.variants}, env).chosen is None
+            ]
+        )
         if not any(hints):
             raise
         raise NoVariantError("\n".join([str(error), *filter(None, hints)])) from None
 
 
-def sync_plan(project: Project | None = None, source: HubSource | None = None, env: Environment | None = None, *,
-              all_variants: bool = False, target: Path | None = None, locked: bool = False, frozen: bool = False,
-              note: Report = _ignore, warn: Report = _ignore,
-              accepted_signers: Mapping[str, Collection[str]] | None = None,
-              on_lock: Callable[[Locked], object] = _ignore) -> SyncPlan:
+def sync_plan(
+    project: Project | None = None,
+    source: HubSource | None = None,
+    env: Environment | None = None,
+    *,
+    all_variants: bool = False,
+    target: Path | None = None,
+    locked: bool = False,
+    frozen: bool = False,
+    note: Report = _ignore,
+    warn: Report = _ignore,
+    accepted_signers: Mapping[str, Collection[str]] | None = None,
+    on_lock: Callable[[Locked], object] = _ignore,
+) -> SyncPlan:
     """What `sync` would install, downloading nothing (a stale lock is still re-locked, as `sync` would); the
     defaults and `on_lock` as `sync`'s."""
     project, source = project or find_project(Path.cwd()), source or HubSource.from_env()
     env = env if env is not None or all_variants else environment.current({})
-    fresh = lock_for_sync(project, source, locked=locked, frozen=frozen, note=note, warn=warn,
-                          accepted_signers=accepted_signers)
+    fresh = lock_for_sync(
+        project, source, locked=locked, frozen=frozen, note=note, warn=warn, accepted_signers=accepted_signers
+    )
     on_lock(fresh)
     return SyncPlan(fresh, install.plan(fresh.lock, Installer(source, target), env, all_variants))

@@ -8,16 +8,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernelpin.format import lockfile
 from kernelpin.errors import KernelpinError
-from kernelpin.store.install import Installer, unlisted_entries
 from kernelpin.files.integrity import verify_file
+from kernelpin.format import lockfile
 from kernelpin.format.layout import SIGNATURE
 from kernelpin.format.lockfile import LockedKernel, LockedVariant
-from kernelpin.relock import release_checker_when_needed
-from kernelpin.project import Project, find_project
-from kernelpin.trust.checker import ReleaseChecker
 from kernelpin.hub.source import HubSource
+from kernelpin.project import Project, find_project
+from kernelpin.relock import release_checker_when_needed
+from kernelpin.store.install import Installer, unlisted_entries
+from kernelpin.trust.checker import ReleaseChecker
 
 # What verify found for a file: "ok" (its bytes match the lock), "modified", "missing" (a locked file of an
 # installed variant), "unlisted" (in a variant directory, not in the lock), "link" (the variant directory is a
@@ -54,8 +54,12 @@ class Verification:
         return not self.problems
 
 
-def verify(project: Project | None = None, source: HubSource | None = None, target: Path | None = None,
-           signatures: bool = False) -> Verification:
+def verify(
+    project: Project | None = None,
+    source: HubSource | None = None,
+    target: Path | None = None,
+    signatures: bool = False,
+) -> Verification:
     """Classify every installed file of every locked kernel (in the Hub cache, or a `sync --target` directory);
     with `signatures`, also verify each installed variant's bundle and files against the policy and the signer
     the lock recorded, as `kernels verify-signature` does (one row for its metadata.json.sigstore). By default
@@ -73,8 +77,9 @@ def verify(project: Project | None = None, source: HubSource | None = None, targ
     return Verification(len(locked.kernels), report)
 
 
-def _variant_report(installer: Installer, kernel: LockedKernel, variant: LockedVariant,
-                    checker: Callable[[], ReleaseChecker] | None) -> list[FileStatus]:
+def _variant_report(
+    installer: Installer, kernel: LockedKernel, variant: LockedVariant, checker: Callable[[], ReleaseChecker] | None
+) -> list[FileStatus]:
     """verify's rows for one locked variant; with `checker`, its signature's too where it is installed."""
     linked = installer.linked_directory(kernel, variant.name)
     if linked is not None:  # what it points to is not kernelpin's: never listed nor hashed
@@ -102,9 +107,13 @@ def _variant_report(installer: Installer, kernel: LockedKernel, variant: LockedV
     if checker is not None and installed:  # a variant without a signature record too: the policy decides
         release_checker = checker()  # outside the try: a policy that fails to read fails the command
         try:
-            signer = release_checker.recheck(kernel.repo_id, variant.name,
-                                             installer.variant_directory(kernel, variant.name), variant.signature,
-                                             files=True)
+            signer = release_checker.recheck(
+                kernel.repo_id,
+                variant.name,
+                installer.variant_directory(kernel, variant.name),
+                variant.signature,
+                files=True,
+            )
             if signer is not None:  # a row for the bundle only where there is one
                 report.append(FileStatus(kernel.repo_id, variant.name, SIGNATURE, "signed"))
         except KernelpinError as error:

@@ -117,8 +117,15 @@ def new_file(fd: int, directory: Path, prefix: str, suffix: str, mode: int = 0o6
         return created, name
 
 
-def replace_file(root: Path, path: Path, content: bytes, what: str, mode: int = 0o644, directory_mode: int = 0o755,
-                 durable: bool = False) -> None:
+def replace_file(
+    root: Path,
+    path: Path,
+    content: bytes,
+    what: str,
+    mode: int = 0o644,
+    directory_mode: int = 0o755,
+    durable: bool = False,
+) -> None:
     """Write `content` as the file `path` below `root`, whole or not at all: a new file (`mode`) in its directory
     (made with `directory_mode` where missing), renamed onto the name, so whatever was there (a link too) is
     replaced, never written through; a link on the way is refused (LinkRefused). `durable`: on disk (fsync)

@@ -18,8 +18,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernelpin.files import confined
 from kernelpin.errors import KernelpinError
+from kernelpin.files import confined
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
@@ -56,8 +56,7 @@ class PrivateFiles:
         root = self.directory.parent if self.root is None else self.root
         with contextlib.ExitStack() as stack:
             try:
-                fd = stack.enter_context(confined.directory(root, self.directory, "private state", create,
-                                                            mode=0o700))
+                fd = stack.enter_context(confined.directory(root, self.directory, "private state", create, mode=0o700))
             except (OSError, KernelpinError):  # missing, unwritable, or a link on the way (LinkRefused)
                 fd = None
             trusted = fd is not None and os.fstat(fd).st_uid == os.geteuid() and not os.fstat(fd).st_mode & 0o022

@@ -11,8 +11,9 @@ version asked of the old repository is asked of the new one), the one difference
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
+
+import tomllib
 
 from kernelpin.errors import KernelpinError
 from kernelpin.format.spec import check_repo_id
@@ -29,6 +30,7 @@ class Redirect:
 
 def parse_status(content: bytes, where: str) -> Redirect:
     """The redirect a kernel-status.toml states; KernelpinError names what is wrong with it."""
+
     def broken(problem: str) -> KernelpinError:
         return KernelpinError(f"{where}: {problem}; the repository's {STATUS_FILE} is broken: ask its publisher")
 
@@ -39,7 +41,7 @@ def parse_status(content: bytes, where: str) -> Redirect:
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
         raise broken(f"not TOML ({str(error)[:120]})") from None
     if data.get("kind") != "redirect":
-        raise broken(f"kind must be \"redirect\", not {str(data.get('kind'))[:40]!r}")
+        raise broken(f'kind must be "redirect", not {str(data.get("kind"))[:40]!r}')
     destination, revision = data.get("destination"), data.get("revision")
     if not isinstance(destination, str) or not destination:
         raise broken("no destination")

@@ -44,8 +44,14 @@ def entries(lock: Lock) -> list[dict[str, Any]]:
         dep = dependency(kernel)
         if dep is not None:
             found.append({"dependency": dep, "lock": {"commit": kernel.commit}})
-    return sorted(found, key=lambda entry: (entry["dependency"]["repo-id"], str(entry["dependency"].get("version", "")),
-                                            entry["dependency"].get("revision", "")))
+    return sorted(
+        found,
+        key=lambda entry: (
+            entry["dependency"]["repo-id"],
+            str(entry["dependency"].get("version", "")),
+            entry["dependency"].get("revision", ""),
+        ),
+    )
 
 
 def render(lock: Lock) -> str:
@@ -71,12 +77,19 @@ def out_of_step(path: Path, lock: Lock) -> str | None:
     commits = {}
     if isinstance(present, list):
         for entry in present:
-            if (isinstance(entry, dict) and isinstance(entry.get("dependency"), dict) and isinstance(entry.get("lock"), dict)
-                    and isinstance(entry["dependency"].get("repo-id"), str)):
+            if (
+                isinstance(entry, dict)
+                and isinstance(entry.get("dependency"), dict)
+                and isinstance(entry.get("lock"), dict)
+                and isinstance(entry["dependency"].get("repo-id"), str)
+            ):
                 commits[entry["dependency"]["repo-id"]] = entry["lock"].get("commit")
     differ = sorted(commits.keys() ^ {e["dependency"]["repo-id"] for e in entries(lock)})
-    differ += sorted(e["dependency"]["repo-id"] for e in entries(lock)
-                     if commits.get(e["dependency"]["repo-id"], e["lock"]["commit"]) != e["lock"]["commit"])
+    differ += sorted(
+        e["dependency"]["repo-id"]
+        for e in entries(lock)
+        if commits.get(e["dependency"]["repo-id"], e["lock"]["commit"]) != e["lock"]["commit"]
+    )
     named = f" ({', '.join(differ)})" if differ else ""
     return f"{KERNELS_LOCK} does not name the commits of kernelpin.lock{named}"
 

@@ -8,10 +8,11 @@ outside the cache. Writing (`render`) renders the fixed layout directly (tests c
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import tomllib
 
 from kernelpin.errors import KernelpinError, NoVariantError
 from kernelpin.files.atomic import write_atomic
@@ -19,10 +20,16 @@ from kernelpin.files.integrity import GIT_OBJECT_ID_RE, MAX_FILE_SIZE, SHA256_HE
 from kernelpin.format.layout import SIGNATURE
 from kernelpin.format.metadata import BACKEND_NAME_RE
 from kernelpin.format.ranges import Version, VersionError
-from kernelpin.format.spec import (
-    REPO_TYPES, Requirement, RequirementValue, check_repo_id, describe_value, is_repo_id, parse_requirement,
-)
 from kernelpin.format.signer import LockedSignature
+from kernelpin.format.spec import (
+    REPO_TYPES,
+    Requirement,
+    RequirementValue,
+    check_repo_id,
+    describe_value,
+    is_repo_id,
+    parse_requirement,
+)
 from kernelpin.format.variant import Environment, is_arch, select
 
 # 3: kernel dependencies (a variant's `kernel-depends`, a dependency's `required-by`), the tag on a branch's
@@ -105,10 +112,19 @@ def render(lock: Lock) -> str:
     if not lock.kernels:
         lines.append("kernel = []")
     for kernel in sorted(lock.kernels, key=lambda k: k.repo_id):
-        lines += ["", "[[kernel]]", f"repo = {_toml(kernel.repo_id)}", f"repo-type = {_toml(kernel.repo_type)}",
-                  f"requirement = {_toml(kernel.requirement)}"]
-        for key, value in (("version", kernel.version), ("ref", kernel.ref), ("tag", kernel.tag),
-                           ("required-by", sorted(kernel.required_by) or None)):
+        lines += [
+            "",
+            "[[kernel]]",
+            f"repo = {_toml(kernel.repo_id)}",
+            f"repo-type = {_toml(kernel.repo_type)}",
+            f"requirement = {_toml(kernel.requirement)}",
+        ]
+        for key, value in (
+            ("version", kernel.version),
+            ("ref", kernel.ref),
+            ("tag", kernel.tag),
+            ("required-by", sorted(kernel.required_by) or None),
+        ):
             if value is not None:
                 lines.append(f"{key} = {_toml(value)}")
         lines.append(f"commit = {_toml(kernel.commit)}")
@@ -123,12 +139,17 @@ def render(lock: Lock) -> str:
             if variant.depends:
                 entries = [{"repo": repo_id, "requirement": requirement} for repo_id, requirement in variant.depends]
                 lines.append(f"kernel-depends = {_toml(entries)}")
-            files = [f"    {_toml({'path': f.path, 'size': f.size, 'sha256': f.sha256})},"
-                     for f in sorted(variant.files, key=lambda f: f.path)]
+            files = [
+                f"    {_toml({'path': f.path, 'size': f.size, 'sha256': f.sha256})},"
+                for f in sorted(variant.files, key=lambda f: f.path)
+            ]
             lines += ["files = [", *files, "]"] if files else ["files = []"]
             if variant.signature is not None:
-                lines += ["", "[kernel.variant.signature]",
-                          *(f"{key} = {_toml(value)}" for key, value in variant.signature.to_table().items())]
+                lines += [
+                    "",
+                    "[kernel.variant.signature]",
+                    *(f"{key} = {_toml(value)}" for key, value in variant.signature.to_table().items()),
+                ]
     return "\n".join(lines) + "\n"
 
 
@@ -170,8 +191,9 @@ def parse(text: str, source: str) -> Lock:
     entries = data.get("kernel", [])
     if not isinstance(entries, list):
         raise KernelpinError(f"{source}: 'kernel' must be an array of tables ([[kernel]]); {_FIX}")
-    kernels = tuple(_parse_kernel(entry, schema, f"{source}: [[kernel]] #{index + 1}")
-                    for index, entry in enumerate(entries))
+    kernels = tuple(
+        _parse_kernel(entry, schema, f"{source}: [[kernel]] #{index + 1}") for index, entry in enumerate(entries)
+    )
     repos = [kernel.repo_id for kernel in kernels]
     duplicates = sorted({repo for repo in repos if repos.count(repo) > 1})
     if duplicates:
@@ -196,7 +218,7 @@ class _Entry:
             if required:
                 raise self.fail(key, "is missing")
             return None
-        if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+        if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
             raise self.fail(key, f"must be {getattr(kind, '__name__', kind)}, not {type(value).__name__}")
         return value
 
@@ -233,8 +255,9 @@ def _parse_kernel(table: Any, schema: int, where: str) -> LockedKernel:
         if not isinstance(dependent, str) or not is_repo_id(dependent):
             raise entry.fail("required-by", f"must list repository ids, not {str(dependent)[:80]!r}")
     variants = entry.get("variant", list)
-    parsed = tuple(_parse_variant(variant, f"{entry.where} variant #{index + 1}")
-                   for index, variant in enumerate(variants))
+    parsed = tuple(
+        _parse_variant(variant, f"{entry.where} variant #{index + 1}") for index, variant in enumerate(variants)
+    )
     names = [variant.name for variant in parsed]
     if len(set(names)) != len(names):
         raise entry.fail("variant", "lists a variant name twice")
@@ -271,7 +294,7 @@ def _parse_variant(table: Any, where: str) -> LockedVariant:
     entry.where = f"{where} ({name})"
     archs = entry.get("archs", list, required=False)
     if archs is not None and not all(isinstance(arch, str) and is_arch(arch) for arch in archs):
-        raise entry.fail("archs", "must list GPU archs such as \"8.0\", \"9.0a\", \"12.0+PTX\", \"gfx942\"")
+        raise entry.fail("archs", 'must list GPU archs such as "8.0", "9.0a", "12.0+PTX", "gfx942"')
     files = []
     for index, item in enumerate(entry.get("files", list)):
         file = _Entry(item, f"{entry.where} file #{index + 1}")
@@ -333,8 +356,10 @@ def why_stale(requirement: Requirement, locked: LockedKernel) -> str | None:
         # Fresh while it pins that branch: a branch that moved since is news for `outdated`, and
         # `lock --upgrade-package` follows it, as a newer tag within a range is.
         if locked.ref != f"refs/heads/{requirement.branch}":
-            return (f"now the branch {requirement.branch} (`= {requirement.major}`, as `kernels` reads it), "
-                    f"locked as {locked.ref or locked.commit}")
+            return (
+                f"now the branch {requirement.branch} (`= {requirement.major}`, as `kernels` reads it), "
+                f"locked as {locked.ref or locked.commit}"
+            )
         return None
     if requirement.range is not None:
         if locked.version is None or locked.ref is None or not locked.ref.startswith("refs/tags/"):
@@ -371,14 +396,19 @@ def staleness(requirements: list[Requirement], lock: Lock | None) -> list[str]:
                 dependency = lock.kernel(repo_id)
                 if dependency is None:
                     reasons.append(f"{repo_id}: a dependency of {kernel.repo_id} (kernel-depends) but not locked")
-                elif repo_id not in wanted and (reason := why_stale(
-                        parse_requirement(repo_id, value, where="kernel-depends"), dependency)) is not None:
+                elif (
+                    repo_id not in wanted
+                    and (reason := why_stale(parse_requirement(repo_id, value, where="kernel-depends"), dependency))
+                    is not None
+                ):
                     reasons.append(f"{repo_id} (a dependency of {kernel.repo_id}): {reason}")
                 if repo_id not in needed:
                     needed.add(repo_id)
                     todo.append(dependency)
-    reasons += [f"{repo_id}: in the lock but no longer required" for repo_id in sorted(
-        k.repo_id for k in lock.kernels if k.repo_id not in needed)]
+    reasons += [
+        f"{repo_id}: in the lock but no longer required"
+        for repo_id in sorted(k.repo_id for k in lock.kernels if k.repo_id not in needed)
+    ]
     return sorted(set(reasons), key=reasons.index)
 
 
@@ -409,8 +439,9 @@ def changes(old: Lock | None, new: Lock) -> list[str]:
             elif a.commit != b.commit:
                 lines.append(f"~ {repo_id}: {a.version or a.commit[:12]} -> {b.version or b.commit[:12]}")
             else:
-                lines.append(f"~ {repo_id}: requirement {describe_value(a.requirement)} -> "
-                             f"{describe_value(b.requirement)}")
+                lines.append(
+                    f"~ {repo_id}: requirement {describe_value(a.requirement)} -> {describe_value(b.requirement)}"
+                )
     return lines
 
 
@@ -423,8 +454,11 @@ def choose_variant(kernel: LockedKernel, env: Environment, check_arch: bool = Tr
         raise NoVariantError(
             f"{kernel.label}: no build variant fits this environment ({env.describe()}). "
             f"Variants at {kernel.commit[:12]}:\n{selection.explain()}\n"
-            + ("The declared GPU archs can be incomplete (a kernel with a Triton fallback): "
-               "load(..., check_arch=False) skips their check." if archs else
-               "Pick a kernel version built for this torch/CUDA, or change torch.")
+            + (
+                "The declared GPU archs can be incomplete (a kernel with a Triton fallback): "
+                "load(..., check_arch=False) skips their check."
+                if archs
+                else "Pick a kernel version built for this torch/CUDA, or change torch."
+            )
         )
     return selection.chosen

@@ -85,8 +85,11 @@ def compose(
     `upstream` and `kernels_minver` become the optional keys `kernels` reads, when given."""
     if "version" not in builder:
         raise ValueError("builder needs a 'version' (kernels requires provenance.kernel-builder.version)")
-    optional = {key: value for key, value in ((UPSTREAM_KEY, upstream), (KERNELS_MINVER_KEY, kernels_minver))
-                if value is not None}
+    optional = {
+        key: value
+        for key, value in ((UPSTREAM_KEY, upstream), (KERNELS_MINVER_KEY, kernels_minver))
+        if value is not None
+    }
     return {
         **(extra or {}),
         **optional,
@@ -200,7 +203,9 @@ def parse_metadata(content: bytes | str, where: str) -> BuildMetadata:
             if semver.major != major:
                 raise broken(f"{SEMVER_KEY} {semver} is not on major version {major} (version)")
     elif version is not None:
-        raise broken(f"version must be the kernel's major version as an unsigned integer (e.g. 1), not {str(version)[:40]}")
+        raise broken(
+            f"version must be the kernel's major version as an unsigned integer (e.g. 1), not {str(version)[:40]}"
+        )
 
     digests = {}
     for path, value in files.items():
@@ -213,7 +218,9 @@ def parse_metadata(content: bytes | str, where: str) -> BuildMetadata:
     if archs is not None and not all(isinstance(arch, str) and is_arch(arch) for arch in archs):
         raise broken('backend.archs must list GPU archs such as "8.0", "9.0a", "12.0+PTX", "gfx942"')
     variant = _optional(document, "variant", str, broken)
-    kernel_depends = tuple(_kernel_dependency(item, broken) for item in _optional(document, DEPENDS_KEY, list, broken) or ())
+    kernel_depends = tuple(
+        _kernel_dependency(item, broken) for item in _optional(document, DEPENDS_KEY, list, broken) or ()
+    )
     return BuildMetadata(
         digests=digests,
         backend=backend_type,
@@ -248,7 +255,7 @@ def check_kernels_format(metadata: BuildMetadata, where: str) -> None:
     provenance without `kernel-builder.version`, a variant without a digest, or one without a SemVer."""
     if metadata.legacy:
         raise MetadataError(
-            f"{where}: old metadata format (\"version\" is the SemVer string, digests are hex), which the "
+            f'{where}: old metadata format ("version" is the SemVer string, digests are hex), which the '
             "`kernels` package refuses to load; rebuild the variant with tools/builder/op.py"
         )
     document = metadata.document
@@ -259,23 +266,27 @@ def check_kernels_format(metadata: BuildMetadata, where: str) -> None:
     if provenance is not None and not (
         isinstance(provenance, dict) and isinstance((provenance.get("kernel-builder") or {}).get("version"), str)
     ):
-        raise MetadataError(f"{where}: \"provenance\" must name the build tool: {{\"kernel-builder\": {{\"version\": ...}}}}")
+        raise MetadataError(f'{where}: "provenance" must name the build tool: {{"kernel-builder": {{"version": ...}}}}')
     minver = document.get(KERNELS_MINVER_KEY)
     if minver is not None and not (isinstance(minver, str) and _KERNELS_MINVER_RE.match(minver)):
-        raise MetadataError(f"{where}: \"{KERNELS_MINVER_KEY}\" {str(minver)[:40]!r} is not a kernels version of "
-                            "three numbers (e.g. \"0.17.0\"); kernels refuses to parse it")
+        raise MetadataError(
+            f'{where}: "{KERNELS_MINVER_KEY}" {str(minver)[:40]!r} is not a kernels version of '
+            'three numbers (e.g. "0.17.0"); kernels refuses to parse it'
+        )
     upstream = document.get(UPSTREAM_KEY)
     if upstream is not None and not (isinstance(upstream, str) and _GIT_URL_RE.match(upstream)):
-        raise MetadataError(f"{where}: \"{UPSTREAM_KEY}\" {str(upstream)[:80]!r} is not a git URL "
-                            "(e.g. \"https://github.com/org/kernel\"); kernels refuses to parse it")
+        raise MetadataError(
+            f'{where}: "{UPSTREAM_KEY}" {str(upstream)[:80]!r} is not a git URL '
+            '(e.g. "https://github.com/org/kernel"); kernels refuses to parse it'
+        )
     if metadata.major is None:
-        raise MetadataError(f"{where}: no \"version\" (the kernel's major version, an integer)")
+        raise MetadataError(f'{where}: no "version" (the kernel\'s major version, an integer)')
     if not metadata.digests:
-        raise MetadataError(f"{where}: no \"digest\"; every released variant lists the sha256 of its files")
+        raise MetadataError(f'{where}: no "digest"; every released variant lists the sha256 of its files')
     if metadata.semver is None:
         raise MetadataError(
-            f"{where}: no \"{SEMVER_KEY}\": kernelpin releases are tagged with the full version "
-            f"(e.g. \"{SEMVER_KEY}\": \"{metadata.major}.1.0\"); rebuild with tools/builder/op.py"
+            f'{where}: no "{SEMVER_KEY}": kernelpin releases are tagged with the full version '
+            f'(e.g. "{SEMVER_KEY}": "{metadata.major}.1.0"); rebuild with tools/builder/op.py'
         )
 
 
@@ -312,5 +323,12 @@ _kinds = {dict: "an object", list: "a list", str: "a string"}
 
 
 def _kind(value: object) -> str:
-    return {dict: "an object", list: "a list", str: "a string", int: "a number", float: "a number",
-            bool: "a boolean", type(None): "null"}.get(type(value), type(value).__name__)
+    return {
+        dict: "an object",
+        list: "a list",
+        str: "a string",
+        int: "a number",
+        float: "a number",
+        bool: "a boolean",
+        type(None): "null",
+    }.get(type(value), type(value).__name__)

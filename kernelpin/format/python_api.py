@@ -59,7 +59,7 @@ class _Package:
     def module(self, dotted: str) -> tuple[str, ast.Module] | None:
         """The module `dotted` ("" is the package, "a.b" is a/b.py or a/b/__init__.py) and its tree."""
         base = dotted.replace(".", "/")
-        for path in ((f"{base}/__init__.py", f"{base}.py") if base else ("__init__.py",)):
+        for path in (f"{base}/__init__.py", f"{base}.py") if base else ("__init__.py",):
             if path not in self.parsed:
                 self.parsed[path] = self._parse(path)
             if self.parsed[path] is not None:
@@ -86,7 +86,8 @@ def _exported(tree: ast.Module) -> list[str]:
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
             if isinstance(node.value, (ast.List, ast.Tuple)) and all(
-                    isinstance(item, ast.Constant) and isinstance(item.value, str) for item in node.value.elts):
+                isinstance(item, ast.Constant) and isinstance(item.value, str) for item in node.value.elts
+            ):
                 return [item.value for item in node.value.elts]  # type: ignore[attr-defined]
     names: list[str] = []
     for node in tree.body:
@@ -104,14 +105,15 @@ def _binding(tree: ast.Module, name: str) -> ast.AST | None:
     """The last top-level statement that binds `name` (as Python leaves it after running the module)."""
     found = None
     for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
-            found = node
-        elif isinstance(node, (ast.Import, ast.ImportFrom)) and any(
-                (alias.asname or alias.name.split(".")[0]) == name for alias in node.names):
-            found = node
-        elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
-            found = node
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == name:
+        if (
+            (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name)
+            or (
+                isinstance(node, (ast.Import, ast.ImportFrom))
+                and any((alias.asname or alias.name.split(".")[0]) == name for alias in node.names)
+            )
+            or (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets))
+            or (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == name)
+        ):
             found = node
     return found
 
@@ -122,7 +124,7 @@ def _relative(module: str, path: str, level: int, target: str | None) -> str | N
     package = parts if path.endswith("__init__.py") else parts[:-1]
     if level - 1 > len(package):
         return None
-    base = package[:len(package) - (level - 1)]
+    base = package[: len(package) - (level - 1)]
     return ".".join([*base, *(target.split(".") if target else [])])
 
 
@@ -162,13 +164,19 @@ def _summary(node: ast.AST) -> str | None:
 def _literal_attributes(node: ast.ClassDef) -> dict[str, bool | None]:
     attributes: dict[str, bool | None] = dict.fromkeys(LAYER_ATTRIBUTES)
     for statement in node.body:
-        targets = (statement.targets if isinstance(statement, ast.Assign)
-                   else [statement.target] if isinstance(statement, ast.AnnAssign) else [])
+        targets = (
+            statement.targets
+            if isinstance(statement, ast.Assign)
+            else [statement.target]
+            if isinstance(statement, ast.AnnAssign)
+            else []
+        )
         value = getattr(statement, "value", None)
         for target in targets:
             if isinstance(target, ast.Name) and target.id in attributes:
-                attributes[target.id] = value.value if isinstance(value, ast.Constant) and isinstance(
-                    value.value, bool) else None
+                attributes[target.id] = (
+                    value.value if isinstance(value, ast.Constant) and isinstance(value.value, bool) else None
+                )
     return attributes
 
 
@@ -182,8 +190,9 @@ def describe(read: ReadSource) -> KernelApi:
     for name in _exported(root[1]):
         found = _definition(package, "", name)
         if found is not None and isinstance(found[1], (ast.FunctionDef, ast.AsyncFunctionDef)):
-            functions.append(Function(name, _signature(found[1]).replace(found[1].name, name, 1), found[0],
-                                      _summary(found[1])))
+            functions.append(
+                Function(name, _signature(found[1]).replace(found[1].name, name, 1), found[0], _summary(found[1]))
+            )
         elif name != "layers":
             others.append(name)
     layers = []

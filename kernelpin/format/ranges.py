@@ -226,7 +226,7 @@ def _parse_partial(text: str) -> _Partial:
     if len(parts) > 3:
         raise _Problem(f"{_echo(text)} has {len(parts)} dot-separated parts, at most MAJOR.MINOR.PATCH are allowed")
     numbers: list[int | None] = []
-    for name, part in zip(_PART_NAMES, parts):
+    for name, part in zip(_PART_NAMES, parts, strict=False):
         if part in _WILDCARDS:
             numbers.append(None)
         elif numbers and numbers[-1] is None:
@@ -255,6 +255,7 @@ def _identifier(part: str, text: str, numeric: bool) -> str | int:
 
 
 # --- desugaring: operator + partial version -> primitive comparators ------------------------------
+
 
 def _below(version: Version) -> Comparator:
     """``<X.Y.Z-0``: below X.Y.Z and all its prereleases, so a desugared upper bound admits none of them."""

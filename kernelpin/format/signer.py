@@ -48,10 +48,15 @@ class LockedSignature:
         if self.signer is None:
             return {"unsigned": True}
         table: dict[str, str | int | bool] = {"issuer": self.signer.issuer, "identity": self.signer.identity}
-        for key, value in (("source-repository", self.signer.source_repository),
-                           ("source-commit", self.signer.source_commit), ("source-ref", self.signer.source_ref),
-                           ("bundle-sha256", self.bundle_sha256), ("log-id", self.log_id),
-                           ("log-index", self.log_index), ("integrated-time", self.integrated_time)):
+        for key, value in (
+            ("source-repository", self.signer.source_repository),
+            ("source-commit", self.signer.source_commit),
+            ("source-ref", self.signer.source_ref),
+            ("bundle-sha256", self.bundle_sha256),
+            ("log-id", self.log_id),
+            ("log-index", self.log_index),
+            ("integrated-time", self.integrated_time),
+        ):
             if value is not None:
                 table[key] = value
         return table
@@ -59,6 +64,7 @@ class LockedSignature:
     @classmethod
     def from_table(cls, table: Any, where: str, fix: str) -> LockedSignature:
         """Read what `to_table` wrote; a malformed entry is an error naming it and the fix."""
+
         def fail(problem: str) -> KernelpinError:
             return KernelpinError(f"{where}: signature {problem}; {fix}")
 
@@ -66,22 +72,39 @@ class LockedSignature:
             raise fail("must be a table")
         if table.get("unsigned") is True and len(table) == 1:
             return cls(None)
-        strings = {key: table.get(key) for key in ("issuer", "identity", "source-repository", "source-commit",
-                                                   "source-ref", "bundle-sha256", "log-id")}
+        strings = {
+            key: table.get(key)
+            for key in (
+                "issuer",
+                "identity",
+                "source-repository",
+                "source-commit",
+                "source-ref",
+                "bundle-sha256",
+                "log-id",
+            )
+        }
         numbers = {key: table.get(key) for key in ("log-index", "integrated-time")}
         unknown = sorted(set(table) - strings.keys() - numbers.keys())
         if unknown:
             raise fail(f"has an unknown key {unknown[0][:40]!r}")
-        if not all(value is None or isinstance(value, str) and len(value) < 4096 for value in strings.values()):
+        if not all(value is None or (isinstance(value, str) and len(value) < 4096) for value in strings.values()):
             raise fail("fields must be strings")
-        if not all(value is None or isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 63
-                   for value in numbers.values()):
+        if not all(
+            value is None or (isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 63)
+            for value in numbers.values()
+        ):
             raise fail("log-index and integrated-time must be whole numbers")
         bundle = strings["bundle-sha256"]
         if not strings["issuer"] or not strings["identity"] or bundle is None or not _is_sha256(bundle):
             raise fail("needs issuer, identity and bundle-sha256 (64 lowercase hex digits)")
-        signer = Signer(strings["issuer"], strings["identity"], strings["source-repository"], strings["source-commit"],
-                        strings["source-ref"])
+        signer = Signer(
+            strings["issuer"],
+            strings["identity"],
+            strings["source-repository"],
+            strings["source-commit"],
+            strings["source-ref"],
+        )
         return cls(signer, bundle, numbers["log-index"], strings["log-id"], numbers["integrated-time"])
 
 

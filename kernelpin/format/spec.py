@@ -87,8 +87,14 @@ def toml_text(value: object) -> str:
 
 def toml_kind(value: object) -> str:
     """The TOML type of a parsed value, as a person reads it (`an array`, `a boolean`), not a Python class name."""
-    kinds = ((bool, "a boolean"), (int, "an integer"), (float, "a float"), (str, "a string"),
-             (Mapping, "a table"), (list, "an array"))
+    kinds = (
+        (bool, "a boolean"),
+        (int, "an integer"),
+        (float, "a float"),
+        (str, "a string"),
+        (Mapping, "a table"),
+        (list, "an array"),
+    )
     return next((name for kind, name in kinds if isinstance(value, kind)), "a date or time")
 
 
@@ -106,8 +112,9 @@ def check_repo_id(repo_id: object) -> str:
     return repo_id
 
 
-def parse_requirement(repo_id: str, value: Any, where: str | None = None,
-                      declared: str = DEPENDENCIES_TABLE) -> Requirement:
+def parse_requirement(
+    repo_id: str, value: Any, where: str | None = None, declared: str = DEPENDENCIES_TABLE
+) -> Requirement:
     """One entry of the dependencies table (or a lock's copy of it, `where` says); kept in the lock as data.
     `declared` is where the user writes it, for the messages that say what to change."""
     check_repo_id(repo_id)
@@ -128,17 +135,21 @@ def parse_requirement(repo_id: str, value: Any, where: str | None = None,
         if repo_type is not None and repo_type not in REPO_TYPES:
             raise KernelpinError(f"{where}: repo-type must be one of {', '.join(REPO_TYPES)}, not {repo_type!r}")
         if ("version" in value) == ("revision" in value):
-            raise KernelpinError(f"{where}: give exactly one of 'version' (a range) or 'revision' (tag, branch, commit)")
+            raise KernelpinError(
+                f"{where}: give exactly one of 'version' (a range) or 'revision' (tag, branch, commit)"
+            )
         if "version" in value:
             version = value["version"]
             plain = dict(value)
             if isinstance(version, int) and not isinstance(version, bool):
-                return Requirement(repo_id, plain, major=_major(where, version), repo_type=repo_type,
-                                   declared=declared)
+                return Requirement(repo_id, plain, major=_major(where, version), repo_type=repo_type, declared=declared)
             if not isinstance(version, str):
-                raise KernelpinError(f"{where}: 'version' must be a major version (1) or a range string such as \"^1.2\"")
-            return Requirement(repo_id, plain, range=_parse_range(where, version), repo_type=repo_type,
-                               declared=declared)
+                raise KernelpinError(
+                    f"{where}: 'version' must be a major version (1) or a range string such as \"^1.2\""
+                )
+            return Requirement(
+                repo_id, plain, range=_parse_range(where, version), repo_type=repo_type, declared=declared
+            )
         revision = value["revision"]
         if not isinstance(revision, str) or not revision.strip():
             raise KernelpinError(f"{where}: 'revision' must be a tag, branch or commit sha (a string)")
@@ -171,7 +182,7 @@ def requirement_from_arguments(repo_id: str, version: int | str | None, revision
     if (version is None) == (revision is None):
         raise KernelpinError(
             f"{repo_id}: give exactly one of version= (a major version such as 1, the branch v1, or a range such "
-            "as \"^1.2\") and revision= (a tag, branch or commit), as kernels.get_kernel requires"
+            'as "^1.2") and revision= (a tag, branch or commit), as kernels.get_kernel requires'
         )
     value: RequirementValue = {"revision": revision} if revision is not None else version  # type: ignore[assignment]
     where = f"get_kernel({repo_id!r}, {f'revision={revision!r}' if revision is not None else f'version={version!r}'})"

@@ -31,13 +31,25 @@ _FRAMEWORK_RES = {
 _CXX_TAGS = ("cxx11", "cxx98")
 # A legacy backend tag: its version's minor is the last digit (cu128 = CUDA 12.8, rocm71, xpu20253 = XPU 2025.3,
 # cann81), except ROCm 7.14 (rocm714). New names spell them cuda-12.8, rocm-7.14, xpu-2025.3, cann-8.1.
-_BACKEND_TAG_RES = {"cuda": re.compile(r"cu([0-9]+)([0-9]+)"), "rocm": re.compile(r"rocm(7(?=14$)|[0-9]+)([0-9]+)"),
-                    "xpu": re.compile(r"xpu([0-9]+)([0-9]+)"), "cann": re.compile(r"cann([0-9]+)([0-9]+)")}
+_BACKEND_TAG_RES = {
+    "cuda": re.compile(r"cu([0-9]+)([0-9]+)"),
+    "rocm": re.compile(r"rocm(7(?=14$)|[0-9]+)([0-9]+)"),
+    "xpu": re.compile(r"xpu([0-9]+)([0-9]+)"),
+    "cann": re.compile(r"cann([0-9]+)([0-9]+)"),
+}
 _TAG_PREFIXES = {"cuda": "cu", "rocm": "rocm", "xpu": "xpu", "cann": "cann"}
 _DOTTED_RE = re.compile(r"([0-9]+)\.([0-9]+)")
 _UNVERSIONED_BACKENDS = ("cpu", "metal", "neuron", "tpu")
-_BACKEND_LABELS = {"cuda": "CUDA", "rocm": "ROCm", "xpu": "XPU", "cann": "CANN", "cpu": "CPU", "metal": "Metal",
-                   "neuron": "Neuron", "tpu": "TPU"}
+_BACKEND_LABELS = {
+    "cuda": "CUDA",
+    "rocm": "ROCm",
+    "xpu": "XPU",
+    "cann": "CANN",
+    "cpu": "CPU",
+    "metal": "Metal",
+    "neuron": "Neuron",
+    "tpu": "TPU",
+}
 # The Python floor and ABI of compiled parts: `cpython-3.10-abi3` in new names, implicit 3.9 and abi3 in legacy
 # ones. abi3 does not load on free-threaded Python; abi3t (PEP 803) needs 3.15 and loads on both kinds.
 PYTHON_MARKER, ABI3, ABI3T = "cpython", "abi3", "abi3t"
@@ -114,8 +126,14 @@ class Backend:
             tag = parts[0]
             if tag in _UNVERSIONED_BACKENDS:
                 return cls(tag)
-            name = next((name for name, prefix in (("cuda", "cu"), ("rocm", "rocm"), ("xpu", "xpu"), ("cann", "cann"))
-                         if tag.startswith(prefix)), None)
+            name = next(
+                (
+                    name
+                    for name, prefix in (("cuda", "cu"), ("rocm", "rocm"), ("xpu", "xpu"), ("cann", "cann"))
+                    if tag.startswith(prefix)
+                ),
+                None,
+            )
             match = _BACKEND_TAG_RES[name].fullmatch(tag) if name else None
         else:
             name = parts[0] if parts else ""
@@ -192,15 +210,18 @@ class Variant:
             assert self.version is not None
             major, minor = self.version
             if self.legacy:
-                parts.append({TORCH: "torch", STABLE_ABI: "torch-stable-abi", TVM_FFI: "tvm-ffi"}[self.framework]
-                             + f"{major}{minor}")
+                parts.append(
+                    {TORCH: "torch", STABLE_ABI: "torch-stable-abi", TVM_FFI: "tvm-ffi"}[self.framework]
+                    + f"{major}{minor}"
+                )
             else:
                 parts.append(f"{self.framework}-{major}.{minor}")
             if self.cxx11_abi is not None:
                 parts.append("cxx11" if self.cxx11_abi else "cxx98")
         if self.backend is not None:
-            parts.append(self.backend.name if self.framework == SDK and not self.compiled
-                         else self.backend.spelled(self.legacy))
+            parts.append(
+                self.backend.name if self.framework == SDK and not self.compiled else self.backend.spelled(self.legacy)
+            )
         if self.compiled:
             if not self.legacy:
                 assert self.python is not None
@@ -261,8 +282,7 @@ class Variant:
         if PYTHON_MARKER not in rest:
             if len(rest) > 1:
                 raise _not_a_variant(name, "an SDK without compiled parts names at most its backend")
-            return cls(SDK, None, Backend(rest[0]) if rest else None, None, None, python=None, abi=None,
-                       legacy=False)
+            return cls(SDK, None, Backend(rest[0]) if rest else None, None, None, python=None, abi=None, legacy=False)
         try:
             if len(rest) < 2:
                 raise ValueError("no <cpu>-<os>")
@@ -423,8 +443,7 @@ def _backend_rejection(built: Backend, env: Environment) -> str | None:
     if built.name == backend.name and built.name in ("cuda", "rocm"):
         assert built.version is not None and backend.version is not None
         if built.version[0] != backend.version[0]:
-            return (f"{built.describe()} has another major version than the system's "
-                    f"{_dotted(backend.version)}")
+            return f"{built.describe()} has another major version than the system's {_dotted(backend.version)}"
         if built.version[1] > backend.version[1]:
             return f"{built.describe()} > system {_dotted(backend.version)}"
         return None
@@ -523,7 +542,7 @@ def select(variants: Mapping[str, Sequence[str] | None], env: Environment) -> Se
     kernels, a preferred build whose archs miss the GPU is refused, not passed over for another."""
     rejected: dict[str, str] = {}
     fitting: list[tuple[Variant, str]] = []
-    for name, archs in variants.items():
+    for name in variants:
         try:
             variant = Variant.parse(name)
         except ValueError:
@@ -543,7 +562,9 @@ def select(variants: Mapping[str, Sequence[str] | None], env: Environment) -> Se
     if arch_reason is not None:
         rejected[chosen] = arch_reason
         for _, other in others:
-            rejected[other] = f"fits, but {chosen} comes first and (as in kernels) a build missing the GPU is not passed over"
+            rejected[other] = (
+                f"fits, but {chosen} comes first and (as in kernels) a build missing the GPU is not passed over"
+            )
         return Selection(None, rejected, _cpu_hint(variants, env), ranked)
     for _, other in others:
         rejected[other] = f"fits, but {chosen} is preferred"
@@ -559,5 +580,7 @@ def _cpu_hint(variants: Mapping[str, Sequence[str] | None], env: Environment) ->
     chosen = select(variants, as_cpu).chosen
     if chosen is None:
         return ""
-    return (f"A CPU build fits ({chosen}): ask for it with `kernelpin sync --backend cpu` or "
-            "kernelpin.load(..., backend=\"cpu\") (kernels: backend=\"cpu\").")
+    return (
+        f"A CPU build fits ({chosen}): ask for it with `kernelpin sync --backend cpu` or "
+        'kernelpin.load(..., backend="cpu") (kernels: backend="cpu").'
+    )

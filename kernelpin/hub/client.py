@@ -35,8 +35,8 @@ import httpx2
 from huggingface_hub.utils import _http as hf_http
 from huggingface_hub.utils import set_client_factory
 
-from kernelpin.hub import limits
 from kernelpin.errors import KernelpinError
+from kernelpin.hub import limits
 from kernelpin.hub.limits import MAX_RESPONSE_BYTES, LimitExceeded
 from kernelpin.hub.throttle import wait_before_retry
 
@@ -116,8 +116,10 @@ def capped_timeouts(requested: dict[str, float | None], seconds: float) -> dict[
     huggingface_hub's own long ones (60 s on its retried metadata request) and keeps its short ones (3 s on its
     once-a-day, best-effort fetch of the agent-harness registry, which a flat `seconds` stretched to 30 s:
     a silent Hub then cost two full timeouts per command instead of one)."""
-    return {kind: seconds if requested.get(kind) is None else min(requested[kind], seconds)
-            for kind in ("connect", "read", "write", "pool")}
+    return {
+        kind: seconds if requested.get(kind) is None else min(requested[kind], seconds)
+        for kind in ("connect", "read", "write", "pool")
+    }
 
 
 def _time_left(timeout: float | None, expired: type[httpcore2.TimeoutException]) -> float | None:
@@ -163,10 +165,12 @@ class _DeadlineStream(httpcore2.NetworkStream):
     def close(self) -> None:
         self.inner.close()
 
-    def start_tls(self, ssl_context: Any, server_hostname: str | None = None,
-                  timeout: float | None = None) -> httpcore2.NetworkStream:
-        return _DeadlineStream(self.inner.start_tls(ssl_context, server_hostname,
-                                                    _time_left(timeout, httpcore2.ConnectTimeout)))
+    def start_tls(
+        self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None
+    ) -> httpcore2.NetworkStream:
+        return _DeadlineStream(
+            self.inner.start_tls(ssl_context, server_hostname, _time_left(timeout, httpcore2.ConnectTimeout))
+        )
 
     def get_extra_info(self, info: str) -> Any:
         return self.inner.get_extra_info(info)
@@ -179,15 +183,26 @@ class _DeadlineBackend(httpcore2.NetworkBackend):
     def __init__(self, inner: httpcore2.NetworkBackend) -> None:
         self.inner = inner
 
-    def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
-                    socket_options: Iterable[Any] | None = None) -> httpcore2.NetworkStream:
-        return _DeadlineStream(self.inner.connect_tcp(host, port, _time_left(timeout, httpcore2.ConnectTimeout),
-                                                      local_address, socket_options))
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore2.NetworkStream:
+        return _DeadlineStream(
+            self.inner.connect_tcp(
+                host, port, _time_left(timeout, httpcore2.ConnectTimeout), local_address, socket_options
+            )
+        )
 
-    def connect_unix_socket(self, path: str, timeout: float | None = None,
-                            socket_options: Iterable[Any] | None = None) -> httpcore2.NetworkStream:
-        return _DeadlineStream(self.inner.connect_unix_socket(path, _time_left(timeout, httpcore2.ConnectTimeout),
-                                                              socket_options))
+    def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
+    ) -> httpcore2.NetworkStream:
+        return _DeadlineStream(
+            self.inner.connect_unix_socket(path, _time_left(timeout, httpcore2.ConnectTimeout), socket_options)
+        )
 
     def sleep(self, seconds: float) -> None:
         self.inner.sleep(seconds)
@@ -208,8 +223,11 @@ class _DeadlineTransport(httpx2.BaseTransport):
             if key not in self._by_scheme:
                 import ssl
 
-                transport = httpx2.HTTPTransport() if key == "https" else httpx2.HTTPTransport(
-                    verify=ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT))
+                transport = (
+                    httpx2.HTTPTransport()
+                    if key == "https"
+                    else httpx2.HTTPTransport(verify=ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT))
+                )
                 # httpx2's transport takes no network backend; the httpcore2 pool it wraps does (`network_backend`).
                 pool = transport._pool
                 pool._network_backend = _DeadlineBackend(pool._network_backend)
@@ -238,8 +256,14 @@ class _DeadlineTransport(httpx2.BaseTransport):
             # "Too many requests": wait as the server asks, within the deadline (kernelpin.hub.throttle).
             if budget is None or request.method not in ("GET", "HEAD"):
                 break
-            wait = wait_before_retry(response.status_code, response.headers.get("Retry-After"), attempt,
-                                     budget.remaining(), time.time(), str(url))
+            wait = wait_before_retry(
+                response.status_code,
+                response.headers.get("Retry-After"),
+                attempt,
+                budget.remaining(),
+                time.time(),
+                str(url),
+            )
             if wait is None:
                 break
             response.close()
@@ -265,8 +289,12 @@ class _DeadlineTransport(httpx2.BaseTransport):
         return response
 
     def _timeout(self, error: httpx2.TimeoutException, url: httpx2.URL, timeouts: dict[str, float]) -> HubTimeout:
-        phase = {httpx2.ConnectTimeout: "connect", httpx2.ReadTimeout: "read", httpx2.WriteTimeout: "write",
-                 httpx2.PoolTimeout: "pool"}.get(type(error))
+        phase = {
+            httpx2.ConnectTimeout: "connect",
+            httpx2.ReadTimeout: "read",
+            httpx2.WriteTimeout: "write",
+            httpx2.PoolTimeout: "pool",
+        }.get(type(error))
         waited = timeouts[phase] if phase else max(timeouts.values())
         return HubTimeout(
             f"no answer from {url} within {waited:g} s ({type(error).__name__}); the server is down "
@@ -282,8 +310,15 @@ class _DeadlineTransport(httpx2.BaseTransport):
 class _BoundedBody(httpx2.SyncByteStream):
     """A response body held to a size, its reads to the command's deadline (by the _DeadlineBackend below)."""
 
-    def __init__(self, response: httpx2.Response, budget: limits.Budget, url: httpx2.URL, expected: int | None,
-                 timeouts: dict[str, float], transport: _DeadlineTransport) -> None:
+    def __init__(
+        self,
+        response: httpx2.Response,
+        budget: limits.Budget,
+        url: httpx2.URL,
+        expected: int | None,
+        timeouts: dict[str, float],
+        transport: _DeadlineTransport,
+    ) -> None:
         self.inner, self.budget, self.url, self.expected = response.stream, budget, url, expected
         self.limit = budget.limits.max_response_bytes if expected is None else expected
         self.timeouts, self.transport = timeouts, transport

@@ -48,8 +48,9 @@ class Limits:
             http_timeout=_read(environ, HTTP_TIMEOUT, cls.http_timeout, float, 3600, "a number of seconds"),
             deadline=_read(environ, DEADLINE, cls.deadline, float, 7 * 86400, "a number of seconds"),
             max_listing=_read(environ, MAX_LISTING, cls.max_listing, int, 10**9, "a whole number"),
-            max_response_bytes=_read(environ, MAX_RESPONSE_BYTES, cls.max_response_bytes, int, 1 << 40,
-                                     "a whole number of bytes"),
+            max_response_bytes=_read(
+                environ, MAX_RESPONSE_BYTES, cls.max_response_bytes, int, 1 << 40, "a whole number of bytes"
+            ),
             downloads=_read(environ, DOWNLOADS, cls.downloads, int, 64, "a whole number"),
             reads=_read(environ, READS, cls.reads, int, 64, "a whole number"),
         )

@@ -86,8 +86,9 @@ def parse_refs(data: Any, repo_type: str, where: str, limit: int) -> Refs:
         named = found[kind] = {}
         for entry in entries:
             if not isinstance(entry, dict):
-                raise malformed(where, f"an entry of '{kind}' is {type(entry).__name__} {_short(entry, 40)}, "
-                                       "not an object")
+                raise malformed(
+                    where, f"an entry of '{kind}' is {type(entry).__name__} {_short(entry, 40)}, not an object"
+                )
             name = check_ref_name(entry.get("name"), where)
             if name in named:
                 raise malformed(where, f"{one} {name!r} is listed twice")

@@ -19,11 +19,18 @@ from typing import TYPE_CHECKING
 
 from kernelpin.errors import IntegrityError, KernelpinError
 from kernelpin.files.integrity import check_repo_path
+from kernelpin.format.spec import DEPENDENCIES_TABLE, REPO_TYPES
 from kernelpin.hub.limits import Budget, Limits, running
 from kernelpin.hub.listing import (
-    Refs, RemoteFile, check_commit, check_count, files_of, malformed, parse_refs, parse_tree_page,
+    Refs,
+    RemoteFile,
+    check_commit,
+    check_count,
+    files_of,
+    malformed,
+    parse_refs,
+    parse_tree_page,
 )
-from kernelpin.format.spec import DEPENDENCIES_TABLE, REPO_TYPES
 
 if TYPE_CHECKING:
     from huggingface_hub import HfApi
@@ -148,8 +155,9 @@ class HubSource:
 
     def _list_refs(self, repo_id: str, repo_type: str) -> Refs:
         data, _ = self._get_json(self._api_url(repo_id, repo_type, "refs"))
-        return parse_refs(data, repo_type, f"the refs of {repo_id} at {self.settings.endpoint}",
-                          self.settings.limits.max_listing)
+        return parse_refs(
+            data, repo_type, f"the refs of {repo_id} at {self.settings.endpoint}", self.settings.limits.max_listing
+        )
 
     def refs(self, repo_id: str, repo_type: str | None, named_in: str = DEPENDENCIES_TABLE) -> Refs:
         """Tags and branches of a repository; with repo_type None, try a kernel repo, then a model repo.
@@ -171,8 +179,10 @@ class HubSource:
         where = f"the file listing of {repo_id} at {commit[:12]} ({self.settings.endpoint})"
         limit = self.settings.limits.max_listing
         entries: list[RemoteFile | str] = []
-        with self.budget(), translate_errors(f"listing files of {repo_id} at {commit[:12]}",
-                                             self.settings.endpoint, repo_id):
+        with (
+            self.budget(),
+            translate_errors(f"listing files of {repo_id} at {commit[:12]}", self.settings.endpoint, repo_id),
+        ):
             url: str | None = self._api_url(repo_id, repo_type, "tree", check_commit(commit, where))
             params: dict[str, str] | None = {"recursive": "true", "expand": "false"}
             while url is not None:
@@ -197,8 +207,10 @@ class HubSource:
             if org not in self._publishers:
                 self._require_online(f"checking whether {org} is a trusted kernel publisher")
                 url = f"{self.settings.endpoint}/api/organizations/{quote(org, safe='')}/overview"
-                with self.budget(), translate_errors(f"checking whether {org} is a trusted kernel publisher",
-                                                     self.settings.endpoint):
+                with (
+                    self.budget(),
+                    translate_errors(f"checking whether {org} is a trusted kernel publisher", self.settings.endpoint),
+                ):
                     try:
                         data, _ = self._get_json(url)
                     except Exception as error:
@@ -212,8 +224,17 @@ class HubSource:
         """A repository's folder in the Hub cache: <cache>/<type>s--<org>--<name>/{blobs,snapshots/...}."""
         return self.settings.cache_dir / f"{repo_type}s--{repo_id.replace('/', '--')}"
 
-    def stream(self, repo_id: str, repo_type: str, commit: str, path: str, size: int,
-               sink: Callable[[bytes], None], *, small: bool = False) -> None:
+    def stream(
+        self,
+        repo_id: str,
+        repo_type: str,
+        commit: str,
+        path: str,
+        size: int,
+        sink: Callable[[bytes], None],
+        *,
+        small: bool = False,
+    ) -> None:
         """One file at a commit, handed to `sink` chunk by chunk, with a single GET (no HEAD, no header of
         the answer is used). The body must be exactly `size` bytes (from the lock or the listing): a longer
         one is cut off at `size` by the transport, a shorter one is an error. The caller checks the content.
@@ -234,17 +255,33 @@ class HubSource:
             received += len(chunk)
             sink(chunk)
 
-        self._get_file(repo_id, repo_type, commit, path, what, counted, expect_size(size),
-                       self._reads if small else self._transfers)
+        self._get_file(
+            repo_id,
+            repo_type,
+            commit,
+            path,
+            what,
+            counted,
+            expect_size(size),
+            self._reads if small else self._transfers,
+        )
         if received != size:
             raise IntegrityError(
                 f"{what}: the server sent {received} bytes, not the {size} the file has (as locked or listed); "
                 "nothing of it is kept. Retry; if it persists, the server is broken or hostile"
             )
 
-    def _get_file(self, repo_id: str, repo_type: str, commit: str, path: str, what: str,
-                  sink: Callable[[bytes], None], extensions: dict[str, int], slots: threading.BoundedSemaphore,
-                  ) -> None:
+    def _get_file(
+        self,
+        repo_id: str,
+        repo_type: str,
+        commit: str,
+        path: str,
+        what: str,
+        sink: Callable[[bytes], None],
+        extensions: dict[str, int],
+        slots: threading.BoundedSemaphore,
+    ) -> None:
         """The GET of one file at a commit, its body handed to `sink`, in one of `slots` (the source's bound on
         downloads, or on small reads)."""
         from huggingface_hub.utils import get_session, hf_raise_for_status
@@ -283,8 +320,9 @@ class HubSource:
                 raise _TooLong
 
         try:
-            self._get_file(repo_id, repo_type, commit, path, _downloading(repo_id, commit, path), bounded, {},
-                           self._reads)
+            self._get_file(
+                repo_id, repo_type, commit, path, _downloading(repo_id, commit, path), bounded, {}, self._reads
+            )
         except _TooLong:
             return None
         except KernelpinError as error:
@@ -360,11 +398,15 @@ def _http_problem(error: Exception, what: str, endpoint: str, repo_id: str | Non
     if status in (401, 403):
         hint = "set HF_TOKEN to a token with read access"
     elif isinstance(error, RevisionNotFoundError):
-        hint = (f"that revision does not exist on the server (rewritten history or a deleted branch): "
-                f"run `kernelpin lock --upgrade-package {repo_id or 'REPO'}` to lock one that does")
+        hint = (
+            f"that revision does not exist on the server (rewritten history or a deleted branch): "
+            f"run `kernelpin lock --upgrade-package {repo_id or 'REPO'}` to lock one that does"
+        )
     elif status == 404:
-        hint = ("the repository, revision or file does not exist on this server: check the name, and if a "
-                f"locked commit is gone, run `kernelpin lock --upgrade-package {repo_id or 'REPO'}`")
+        hint = (
+            "the repository, revision or file does not exist on this server: check the name, and if a "
+            f"locked commit is gone, run `kernelpin lock --upgrade-package {repo_id or 'REPO'}`"
+        )
     elif status == 429:
         hint = "the server is throttling requests (kernelpin waited as it asked, and gave up); retry later"
     elif status is not None and status >= 500:
@@ -375,10 +417,14 @@ def _http_problem(error: Exception, what: str, endpoint: str, repo_id: str | Non
 
 
 # A local file system that refuses a write: not the network's fault, and not fixed by retrying.
-_DISK_ERRORS = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is exceeded",
-                errno.EROFS: "the file system is read-only", errno.EACCES: "permission denied",
-                errno.EPERM: "permission denied",
-                errno.EFBIG: "the file is larger than this process may write (its file size limit, `ulimit -f`)"}
+_DISK_ERRORS = {
+    errno.ENOSPC: "the disk is full",
+    errno.EDQUOT: "the disk quota is exceeded",
+    errno.EROFS: "the file system is read-only",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "permission denied",
+    errno.EFBIG: "the file is larger than this process may write (its file size limit, `ulimit -f`)",
+}
 
 
 def local_write_problem(error: OSError, what: str, path: Path | str | None = None) -> KernelpinError | None:
@@ -393,8 +439,10 @@ def local_write_problem(error: OSError, what: str, path: Path | str | None = Non
     elif error.errno == errno.EFBIG:
         fix = "raise the limit, or run `kernelpin sync` where it allows the kernel's files"
     else:
-        fix = ("run `kernelpin sync` as a user who can write there, or point HF_HUB_CACHE (or `sync --target DIR`) "
-               "at a writable directory; loading needs write access only to download missing files")
+        fix = (
+            "run `kernelpin sync` as a user who can write there, or point HF_HUB_CACHE (or `sync --target DIR`) "
+            "at a writable directory; loading needs write access only to download missing files"
+        )
     return KernelpinError(f"{what}: cannot write{where}: {cause}; {fix}")
 
 

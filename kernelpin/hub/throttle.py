@@ -35,8 +35,9 @@ def retry_after_seconds(value: str | None, now: float) -> float | None:
     return max(0.0, when.timestamp() - now)
 
 
-def wait_before_retry(status: int, retry_after: str | None, attempt: int, remaining: float, now: float,
-                      url: str) -> float | None:
+def wait_before_retry(
+    status: int, retry_after: str | None, attempt: int, remaining: float, now: float, url: str
+) -> float | None:
     """Seconds to wait before sending a request again whose answer was `status` (attempt 0 is the first
     answer), or None to pass the answer on: not a "wait" answer (429, or 503 with a Retry-After), or retried
     MAX_RETRIES times already. A wait that would outlast the deadline (`remaining` seconds) raises."""
@@ -45,7 +46,7 @@ def wait_before_retry(status: int, retry_after: str | None, attempt: int, remain
         return None
     if attempt >= MAX_RETRIES:
         return None
-    wait = asked if asked is not None else _FIRST_BACKOFF * 2 ** attempt
+    wait = asked if asked is not None else _FIRST_BACKOFF * 2**attempt
     if not math.isfinite(wait) or wait >= remaining:
         how = f"asks to wait {wait:g} s (Retry-After)" if asked is not None else f"would need a wait of {wait:g} s"
         raise LimitExceeded(

@@ -21,8 +21,8 @@ from pathlib import Path
 
 from kernelpin.errors import IntegrityError, KernelpinError
 from kernelpin.files.integrity import check_repo_path
-from kernelpin.format.lockfile import LockedFile, LockedVariant
 from kernelpin.format.layout import METADATA
+from kernelpin.format.lockfile import LockedFile, LockedVariant
 
 BUILD_LAYOUT_KEY, ZIP_LAYOUT = "build-layout", "zip"
 MAX_EXPANDED = 1 << 30  # 1 GiB of Python sources and data: far above any kernel's, far below a zip bomb's
@@ -40,8 +40,9 @@ def verified_bytes(path: Path, file: LockedFile, what: str) -> bytes:
     except FileNotFoundError:
         raise IntegrityError(f"{what}: {file.path} is missing; run `kernelpin sync`") from None
     if len(data) != file.size or hashlib.sha256(data).hexdigest() != file.sha256:
-        raise IntegrityError(f"{what}: {file.path} does not match the lock; it is not imported. "
-                             "Run `kernelpin sync` to replace it")
+        raise IntegrityError(
+            f"{what}: {file.path} does not match the lock; it is not imported. Run `kernelpin sync` to replace it"
+        )
     return data
 
 
@@ -60,8 +61,10 @@ def zip_member_of(directory: Path, variant: LockedVariant, what: str) -> LockedF
     name = f"{document.get('id')}.zip"
     archive = variant.file(name)
     if not isinstance(document.get("id"), str) or archive is None:
-        raise ArchiveError(f"{what}: a ZIP build (metadata.json \"{BUILD_LAYOUT_KEY}\": \"zip\") without its archive "
-                           f"{name!r} in the lock; run `kernelpin lock` to regenerate it")
+        raise ArchiveError(
+            f'{what}: a ZIP build (metadata.json "{BUILD_LAYOUT_KEY}": "zip") without its archive '
+            f"{name!r} in the lock; run `kernelpin lock` to regenerate it"
+        )
     return archive
 
 

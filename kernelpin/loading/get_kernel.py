@@ -26,25 +26,24 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from kernelpin.loading import local_override
-from kernelpin.loading import python_depends
 from kernelpin.errors import KernelpinError, NoVariantError
 from kernelpin.format.layout import BUILD_DIR, METADATA
 from kernelpin.format.lockfile import LockedKernel, LockedVariant
 from kernelpin.format.metadata import MAX_METADATA_SIZE
-from kernelpin.project import find_project, read_policy
-from kernelpin.store.resolutions import Remembered, Resolutions, state_dir
-from kernelpin.resolve import KernelMoved, Located, Pinner, locate, pick_revision, same_publisher, served_as
+from kernelpin.format.spec import Requirement, describe_value, parse_requirement, requirement_from_arguments
+from kernelpin.format.variant import Environment, Variant, arch_rejection, exact_build, select
+from kernelpin.hub.source import HubSettings, HubSource
+from kernelpin.loading import local_override, python_depends
 from kernelpin.loading.importing import Verified, import_pinned
 from kernelpin.loading.runtime import environment_for, module_name
+from kernelpin.project import find_project, read_policy
+from kernelpin.resolve import KernelMoved, Located, Pinner, locate, pick_revision, same_publisher, served_as
+from kernelpin.store.content import Store
+from kernelpin.store.resolutions import Remembered, Resolutions, state_dir
 from kernelpin.trust.checker import ReleaseChecker
 from kernelpin.trust.gate import REMEMBERED, Evidence, admit_publisher, enforce
-from kernelpin.trust.receipts import SignatureReceipts
-from kernelpin.hub.source import HubSettings, HubSource
-from kernelpin.format.spec import Requirement, describe_value, parse_requirement, requirement_from_arguments
-from kernelpin.store.content import Store
 from kernelpin.trust.policy import Policy
-from kernelpin.format.variant import Environment, Variant, arch_rejection, exact_build, select
+from kernelpin.trust.receipts import SignatureReceipts
 
 if TYPE_CHECKING:
     from kernelpin.builds import VariantFit
@@ -69,8 +68,10 @@ def pin_hint(requirement: Requirement) -> str:
     """How to pin what get_kernel resolved, in this project's pyproject.toml and kernelpin.lock."""
     value = requirement.value
     if isinstance(value, dict):
-        return (f"add \"{requirement.repo_id}\" = {describe_value(value)} to [tool.kernels.dependencies] in "
-                "pyproject.toml and run `kernelpin lock`")
+        return (
+            f'add "{requirement.repo_id}" = {describe_value(value)} to [tool.kernels.dependencies] in '
+            "pyproject.toml and run `kernelpin lock`"
+        )
     return f"run `kernelpin add {requirement.repo_id}@{value}`"
 
 
@@ -96,8 +97,9 @@ def release_checker_here() -> ReleaseChecker:
 def _check_trust(source: HubSource, repo_id: str, trust_remote_code: bool | Sequence[str], policy: Policy) -> bool:
     """Refuse a publisher that neither the policy names nor the Hub marks trusted unless the caller trusts it
     (as kernels does). Returns whether the Hub's mark was asked for and let it through."""
-    return admit_publisher(policy, repo_id, source.trusted_publisher, _trusted(repo_id, trust_remote_code),
-                           source.settings.endpoint)
+    return admit_publisher(
+        policy, repo_id, source.trusted_publisher, _trusted(repo_id, trust_remote_code), source.settings.endpoint
+    )
 
 
 def _no_fit(kernel_label: str, commit: str, selection_text: str, env: Environment) -> NoVariantError:
@@ -112,8 +114,9 @@ def _check_remembered(checker: ReleaseChecker, repo_id: str, variant: LockedVari
     enforce(checker.policy, repo_id, variant.name, Evidence.recorded(variant.signature, REMEMBERED))
 
 
-def _metadata_ahead(source: HubSource, repo_id: str, repo_type: str, commit: str,
-                    variant: str | None) -> tuple[str, Future[bytes | None]] | None:
+def _metadata_ahead(
+    source: HubSource, repo_id: str, repo_type: str, commit: str, variant: str | None
+) -> tuple[str, Future[bytes | None]] | None:
     """The metadata.json of `variant` (the build most likely chosen), requested beside the file listing: where
     the listing then chooses it, the listing's size and git blob id check it and it is not read again, so a cold
     call waits for one round trip less. Neither waited for nor its failure raised when another build is chosen,
@@ -125,8 +128,9 @@ def _metadata_ahead(source: HubSource, repo_id: str, repo_type: str, commit: str
 
     def read() -> None:
         try:
-            ahead.set_result(source.read_ahead(repo_id, repo_type, commit, f"{BUILD_DIR}/{variant}/{METADATA}",
-                                               MAX_METADATA_SIZE))
+            ahead.set_result(
+                source.read_ahead(repo_id, repo_type, commit, f"{BUILD_DIR}/{variant}/{METADATA}", MAX_METADATA_SIZE)
+            )
         except BaseException as error:  # handed to whoever waits for it
             ahead.set_exception(error)
 
@@ -134,9 +138,15 @@ def _metadata_ahead(source: HubSource, repo_id: str, repo_type: str, commit: str
     return variant, ahead
 
 
-def resolve_online(source: HubSource, requirement: Requirement, env: Environment, check_arch: bool,
-                   remembered: Remembered | None, trust_remote_code: bool | Sequence[str],
-                   checker: ReleaseChecker) -> tuple[Resolved, tuple[str, ...], dict | None, dict[str, bytes]]:
+def resolve_online(
+    source: HubSource,
+    requirement: Requirement,
+    env: Environment,
+    check_arch: bool,
+    remembered: Remembered | None,
+    trust_remote_code: bool | Sequence[str],
+    checker: ReleaseChecker,
+) -> tuple[Resolved, tuple[str, ...], dict | None, dict[str, bytes]]:
     """Resolve `requirement` on the Hub for `env`, pinning only the chosen variant (its signature verified
     by `checker`). At a commit resolved before, neither its listing nor a variant pinned then is fetched again
     (a commit's files never change), nor the publisher's trusted mark when that is what let it through then: the
@@ -176,8 +186,15 @@ def resolve_online(source: HubSource, requirement: Requirement, env: Environment
         located = located or locate(source, requirement, lambda message: None, refs)
         # No blob kept for the next lock: the install below writes what was read into the snapshot, where a
         # lock looks first (a second copy cost a file lock and an fsync on every cold call).
-        pinner = Pinner(source, requirement.repo_id, refs.repo_type, pick.commit, checker, keep=False,
-                        served=served_as(requirement, pick))
+        pinner = Pinner(
+            source,
+            requirement.repo_id,
+            refs.repo_type,
+            pick.commit,
+            checker,
+            keep=False,
+            served=served_as(requirement, pick),
+        )
         if ahead is not None and ahead[0] == chosen:
             pinner.offer(chosen, located.variants[chosen], METADATA, ahead[1].result)
         variant = pinner.variant(chosen, located.variants[chosen])
@@ -193,15 +210,26 @@ def resolve_online(source: HubSource, requirement: Requirement, env: Environment
     return Resolved(kernel, chosen, requirement, marked), names, document, fetched
 
 
-def resolve_remembered(remembered: Remembered | None, requirement: Requirement, env: Environment,
-                       check_arch: bool, cache: Path, checker: ReleaseChecker,
-                       trust_remote_code: bool | Sequence[str]) -> Resolved:
+def resolve_remembered(
+    remembered: Remembered | None,
+    requirement: Requirement,
+    env: Environment,
+    check_arch: bool,
+    cache: Path,
+    checker: ReleaseChecker,
+    trust_remote_code: bool | Sequence[str],
+) -> Resolved:
     """Offline: the variant for `env` among those get_kernel pinned online before (as this user), checked
     against the current policy, and its publisher as online: named by the policy, trusted by this caller, or
     marked trusted by the Hub when it was resolved (whatever an earlier caller trusted)."""
     if remembered is not None:
-        admit_publisher(checker.policy, requirement.repo_id, lambda org: remembered.publisher_trusted,
-                        _trusted(requirement.repo_id, trust_remote_code), "the Hub (offline: as resolved before)")
+        admit_publisher(
+            checker.policy,
+            requirement.repo_id,
+            lambda org: remembered.publisher_trusted,
+            _trusted(requirement.repo_id, trust_remote_code),
+            "the Hub (offline: as resolved before)",
+        )
     if remembered is None:
         raise KernelpinError(
             f"{requirement.repo_id} {requirement.text}: offline (HF_HUB_OFFLINE=1), and kernelpin has not resolved "
@@ -211,8 +239,7 @@ def resolve_remembered(remembered: Remembered | None, requirement: Requirement, 
     kernel = remembered.kernel
     selection = select({v.name: v.archs if check_arch else None for v in kernel.variants}, env)
     if selection.chosen is None:
-        raise _no_fit(f"{kernel.label} (offline: the builds resolved before)", kernel.commit,
-                      selection.explain(), env)
+        raise _no_fit(f"{kernel.label} (offline: the builds resolved before)", kernel.commit, selection.explain(), env)
     variant = kernel.variant(selection.chosen)
     assert variant is not None
     _check_remembered(checker, kernel.repo_id, variant)
@@ -255,8 +282,14 @@ class KernelRedirectWarning(UserWarning):
     """A kernel's repository says it moved (kernel-status.toml), and get_kernel loaded the destination."""
 
 
-def _follow(moved: KernelMoved, env: Environment, check_arch: bool, trust_remote_code: bool | Sequence[str],
-            checker: ReleaseChecker, moved_from: tuple[str, ...]) -> ModuleType:
+def _follow(
+    moved: KernelMoved,
+    env: Environment,
+    check_arch: bool,
+    trust_remote_code: bool | Sequence[str],
+    checker: ReleaseChecker,
+    moved_from: tuple[str, ...],
+) -> ModuleType:
     """Load what a moved kernel's kernel-status.toml names, where the publisher policy admits it: in the same
     organization, as any kernel of that publisher; in another, only when the policy or trust_remote_code names the
     destination (a move across organizations is a new publisher, which the Hub's trusted mark alone does not make
@@ -264,39 +297,54 @@ def _follow(moved: KernelMoved, env: Environment, check_arch: bool, trust_remote
     old, new = moved.requirement.repo_id, moved.instead.repo_id
     chain = (*moved_from, old)
     if new in chain or len(chain) > MAX_REDIRECTS:
-        raise KernelpinError(f"{' -> '.join((*chain, new))}: kernel-status.toml redirects loop or run longer than "
-                             f"{MAX_REDIRECTS}; ask the publisher, or name the repository to load")
+        raise KernelpinError(
+            f"{' -> '.join((*chain, new))}: kernel-status.toml redirects loop or run longer than "
+            f"{MAX_REDIRECTS}; ask the publisher, or name the repository to load"
+        )
     named = checker.policy.publisher(new) is not None or (
-        not isinstance(trust_remote_code, bool) and new in trust_remote_code)
+        not isinstance(trust_remote_code, bool) and new in trust_remote_code
+    )
     if not same_publisher(old, new) and not named:
         org = new.split("/", 1)[0]
-        raise KernelpinError(f"{old} has moved to {new} (its kernel-status.toml at {moved.commit[:12]} says so), "
-                             f"another organization's: a new publisher, which neither the publisher policy nor "
-                             f"trust_remote_code names; if you trust it, pass trust_remote_code=[{new!r}] or add "
-                             f'[tool.kernelpin.trust.publishers."{org}"] to pyproject.toml')
-    warnings.warn(f"{old} has moved to {new} (its kernel-status.toml at {moved.commit[:12]} says so); loading "
-                  f"{new} {moved.instead.text} instead: to load it by its new name, get_kernel({new!r}, ...)",
-                  KernelRedirectWarning, stacklevel=4)
+        raise KernelpinError(
+            f"{old} has moved to {new} (its kernel-status.toml at {moved.commit[:12]} says so), "
+            f"another organization's: a new publisher, which neither the publisher policy nor "
+            f"trust_remote_code names; if you trust it, pass trust_remote_code=[{new!r}] or add "
+            f'[tool.kernelpin.trust.publishers."{org}"] to pyproject.toml'
+        )
+    warnings.warn(
+        f"{old} has moved to {new} (its kernel-status.toml at {moved.commit[:12]} says so); loading "
+        f"{new} {moved.instead.text} instead: to load it by its new name, get_kernel({new!r}, ...)",
+        KernelRedirectWarning,
+        stacklevel=4,
+    )
     return _load_resolved(moved.instead, env, check_arch, trust_remote_code, checker, chain)
 
 
-def _load_resolved(requirement: Requirement, env: Environment, check_arch: bool,
-                   trust_remote_code: bool | Sequence[str], checker: ReleaseChecker,
-                   moved_from: tuple[str, ...] = ()) -> ModuleType:
+def _load_resolved(
+    requirement: Requirement,
+    env: Environment,
+    check_arch: bool,
+    trust_remote_code: bool | Sequence[str],
+    checker: ReleaseChecker,
+    moved_from: tuple[str, ...] = (),
+) -> ModuleType:
     """Load one kernel and, first, the kernels its variant depends on (following kernel-status.toml moves)."""
     settings = HubSettings.from_env()
     source = HubSource(settings)
     resolutions = Resolutions(settings.endpoint, state_dir())
     remembered = resolutions.read(requirement)
     if settings.offline:
-        resolved = resolve_remembered(remembered, requirement, env, check_arch, settings.cache_dir, checker,
-                                      trust_remote_code)
+        resolved = resolve_remembered(
+            remembered, requirement, env, check_arch, settings.cache_dir, checker, trust_remote_code
+        )
         document, fetched = None, {}
         names: tuple[str, ...] = ()
     else:
         try:
-            resolved, names, document, fetched = resolve_online(source, requirement, env, check_arch, remembered,
-                                                                trust_remote_code, checker)
+            resolved, names, document, fetched = resolve_online(
+                source, requirement, env, check_arch, remembered, trust_remote_code, checker
+            )
         except KernelMoved as moved:
             return _follow(moved, env, check_arch, trust_remote_code, checker, moved_from)
     kernel, variant = resolved.kernel, resolved.kernel.variant(resolved.variant)
@@ -312,22 +360,39 @@ def _load_resolved(requirement: Requirement, env: Environment, check_arch: bool,
         return Verified(store.ensure_variant(kernel, variant.name, fetched=fetched).directory, variant, store.receipts)
 
     def cycle(chain: str) -> KernelpinError:
-        return KernelpinError(f"kernel dependency cycle: {chain} ({what}, kernel-depends); a kernel cannot depend "
-                              "on itself: ask the publisher to break it")
+        return KernelpinError(
+            f"kernel dependency cycle: {chain} ({what}, kernel-depends); a kernel cannot depend "
+            "on itself: ask the publisher to break it"
+        )
 
     def dependency(repo_id: str, value: object) -> ModuleType:
-        return _load_resolved(parse_requirement(repo_id, value, f"{what} kernel-depends",
-                                                declared=f"the metadata.json of {what} (ask its publisher)"),
-                              env, check_arch, trust_remote_code, checker)
+        return _load_resolved(
+            parse_requirement(
+                repo_id, value, f"{what} kernel-depends", declared=f"the metadata.json of {what} (ask its publisher)"
+            ),
+            env,
+            check_arch,
+            trust_remote_code,
+            checker,
+        )
 
     # python-depends: checked above when read now, else (remembered) from the verified store.
-    module, imported = import_pinned(module_name(kernel.repo_id, kernel.commit, variant.name), what,
-                                     (kernel.repo_id, kernel.commit), verify, cycle_error=cycle,
-                                     python_backend=env.selected.name if document is None else None,
-                                     load_dependency=dependency)
+    module, imported = import_pinned(
+        module_name(kernel.repo_id, kernel.commit, variant.name),
+        what,
+        (kernel.repo_id, kernel.commit),
+        verify,
+        cycle_error=cycle,
+        python_backend=env.selected.name if document is None else None,
+        load_dependency=dependency,
+    )
     if imported:
-        warnings.warn(f"{kernel.label} was loaded without a lock (commit {kernel.commit[:12]}); to pin it, "
-                      f"{pin_hint(requirement)}", UnpinnedKernelWarning, stacklevel=3)
+        warnings.warn(
+            f"{kernel.label} was loaded without a lock (commit {kernel.commit[:12]}); to pin it, "
+            f"{pin_hint(requirement)}",
+            UnpinnedKernelWarning,
+            stacklevel=3,
+        )
     return module
 
 
@@ -355,8 +420,7 @@ def has_kernel(
         source = HubSource(settings)
         remembered = Resolutions(settings.endpoint, state_dir()).read(requirement)
         if settings.offline:
-            resolve_remembered(remembered, requirement, env, check_arch, settings.cache_dir, checker,
-                               trust_remote_code)
+            resolve_remembered(remembered, requirement, env, check_arch, settings.cache_dir, checker, trust_remote_code)
         else:
             resolve_online(source, requirement, env, check_arch, remembered, trust_remote_code, checker)
     except NoVariantError:

@@ -45,10 +45,16 @@ def module_lock(name: str) -> threading.RLock:
 _loading: ContextVar[tuple[str, ...]] = ContextVar("_loading", default=())  # the chain of kernels being loaded
 
 
-def import_pinned(name: str, what: str, kernel: tuple[str, str | None], verify: Callable[[], Verified], *,
-                  python_backend: str | None,
-                  load_dependency: Callable[[str, object], ModuleType] | None = None,
-                  cycle_error: Callable[[str], KernelpinError] | None = None) -> tuple[ModuleType, bool]:
+def import_pinned(
+    name: str,
+    what: str,
+    kernel: tuple[str, str | None],
+    verify: Callable[[], Verified],
+    *,
+    python_backend: str | None,
+    load_dependency: Callable[[str, object], ModuleType] | None = None,
+    cycle_error: Callable[[str], KernelpinError] | None = None,
+) -> tuple[ModuleType, bool]:
     """Import the build `kernel` (repo id, commit; None for a local build) as the module `name`, once per
     process: under the module's lock, `verify()` (which downloads what is missing), the variant's python-depends
     checked from its verified metadata.json for `python_backend` (None: the caller checked them before anything
@@ -65,8 +71,12 @@ def import_pinned(name: str, what: str, kernel: tuple[str, str | None], verify: 
         return _import_with_dependencies(name, directory, variant, what, dependencies, kernel, receipts), True
 
 
-def _load_dependencies(repo_id: str, depends: tuple, load_dependency: Callable[[str, object], ModuleType] | None,
-                       cycle_error: Callable[[str], KernelpinError] | None) -> dict[str, ModuleType]:
+def _load_dependencies(
+    repo_id: str,
+    depends: tuple,
+    load_dependency: Callable[[str, object], ModuleType] | None,
+    cycle_error: Callable[[str], KernelpinError] | None,
+) -> dict[str, ModuleType]:
     """Each kernel of `depends` loaded first, with `repo_id` on the chain of kernels being loaded."""
     if not depends:
         return {}
@@ -84,16 +94,23 @@ def _load_dependencies(repo_id: str, depends: tuple, load_dependency: Callable[[
         _loading.reset(token)
 
 
-def _import_with_dependencies(name: str, directory: Path, variant: LockedVariant, what: str,
-                              dependencies: dict[str, ModuleType], kernel: tuple[str, str | None],
-                              receipts: Receipts | None) -> ModuleType:
+def _import_with_dependencies(
+    name: str,
+    directory: Path,
+    variant: LockedVariant,
+    what: str,
+    dependencies: dict[str, ModuleType],
+    kernel: tuple[str, str | None],
+    receipts: Receipts | None,
+) -> ModuleType:
     """Import a verified variant. One with dependencies calls `kernels.get_kernel_dep(repo)` while it loads:
     `kernels` keeps the dependencies of the kernel being loaded in a context variable
     (its use_kernel_deps, located by kernelpin.loading.kernels_internals), set here; without dependencies no
     `kernels` is needed."""
     if not dependencies:
         return import_verified(name, directory, variant, what, kernel, receipts)
-    purpose = (f"{what} depends on {', '.join(dependencies)} (kernel-depends) and gets them with "
-               "kernels.get_kernel_dep, which")
+    purpose = (
+        f"{what} depends on {', '.join(dependencies)} (kernel-depends) and gets them with kernels.get_kernel_dep, which"
+    )
     with kernels_internals.kernel_deps(dependencies, purpose):
         return import_verified(name, directory, variant, what, kernel, receipts)

@@ -84,9 +84,13 @@ def _built(repository: Any, module: ModuleType, **locked: Any) -> _Loaded:
 def _hub_kernel(repository: Any) -> tuple[ModuleType, _Loaded]:
     from kernelpin.loading.get_kernel import get_kernel
 
-    module = get_kernel(repository._repo_id, revision=repository._revision, version=repository._version,
-                        trust_remote_code=repository._trust_remote_code,
-                        check_arch=getattr(repository, "_check_arch", True))  # kernels 0.19 repositories carry it
+    module = get_kernel(
+        repository._repo_id,
+        revision=repository._revision,
+        version=repository._version,
+        trust_remote_code=repository._trust_remote_code,
+        check_arch=getattr(repository, "_check_arch", True),
+    )  # kernels 0.19 repositories carry it
     return module, _built(repository, module)
 
 
@@ -121,8 +125,14 @@ def _locked_kernel(repository: Any) -> tuple[ModuleType, _Loaded]:
     loaded = _built(repository, module, lock=lock)
     variant = kernel.variant(loaded.variant) if kernel is not None else None
     signer = variant.signature.signer if variant is not None and variant.signature is not None else None
-    return module, _Loaded(repository, loaded.commit, loaded.variant, lock, kernel.version if kernel else None,
-                           signer.describe() if signer is not None else None)
+    return module, _Loaded(
+        repository,
+        loaded.commit,
+        loaded.variant,
+        lock,
+        kernel.version if kernel else None,
+        signer.describe() if signer is not None else None,
+    )
 
 
 def _replacements() -> dict[tuple[type, str], Callable[..., Any]]:
@@ -130,13 +140,15 @@ def _replacements() -> dict[tuple[type, str], Callable[..., Any]]:
     layer = kernels_internals.module("layer", purpose)
     func = kernels_internals.module("func", purpose)
 
-    def handed(take: Callable[[Any, ModuleType], type], get: Callable[[Any], tuple[ModuleType, _Loaded]]
-               ) -> Callable[[Any], Any]:
+    def handed(
+        take: Callable[[Any, ModuleType], type], get: Callable[[Any], tuple[ModuleType, _Loaded]]
+    ) -> Callable[[Any], Any]:
         def load(self: Any) -> type:
             module, loaded = get(self)
             found = take(self, module)
             _HANDED[found] = loaded  # kernelize puts its forward on the model's modules: kernelized_layers finds it
             return found
+
         return load
 
     def layer_load(get: Callable[[Any], tuple[ModuleType, _Loaded]]) -> Callable[[Any], Any]:
@@ -150,6 +162,7 @@ def _replacements() -> dict[tuple[type, str], Callable[..., Any]]:
         def text(self: Any) -> str:
             wanted = f"version {self._version}" if self._revision is None else f"revision {self._revision}"
             return f"`{self._repo_id}` ({wanted}, through kernelpin), {kind} `{getattr(self, kind + '_name')}`"
+
         return text
 
     return {
@@ -202,11 +215,27 @@ def kernelized_layers(model: Any) -> list[KernelizedLayer]:
                 continue
             loaded = _HANDED[layer_class]
             repository = loaded.repository
-            asked = ("locked" if loaded.lock is not None else
-                     f"revision {repository._revision}" if getattr(repository, "_revision", None) is not None
-                     else f"version {repository._version}")
-            found.append(KernelizedLayer(name, func_name, repository._repo_id, asked, loaded.commit, loaded.variant,
-                                         loaded.lock, loaded.version, loaded.signer, repository))
+            asked = (
+                "locked"
+                if loaded.lock is not None
+                else f"revision {repository._revision}"
+                if getattr(repository, "_revision", None) is not None
+                else f"version {repository._version}"
+            )
+            found.append(
+                KernelizedLayer(
+                    name,
+                    func_name,
+                    repository._repo_id,
+                    asked,
+                    loaded.commit,
+                    loaded.variant,
+                    loaded.lock,
+                    loaded.version,
+                    loaded.signer,
+                    repository,
+                )
+            )
     return found
 
 

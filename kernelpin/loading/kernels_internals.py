@@ -28,10 +28,18 @@ from kernelpin.loading.python_depends import installed_kernels_version
 OLDEST, NEWEST = "0.17.2", "0.19.1"
 
 # Each layout: the first `kernels` release with it, and the module of each internal kernelpin (or its tests) uses.
-_BEFORE_0_19 = {"deps": "kernels.deps", "layer": "kernels.layer.layer", "func": "kernels.layer.func",
-                "variants": "kernels.variants", "backends": "kernels.backends", "archs": "kernels.archs",
-                "versions": "kernels._versions", "cli": "kernels.cli", "verify": "kernels.verify",
-                "digest": "kernels.digest"}
+_BEFORE_0_19 = {
+    "deps": "kernels.deps",
+    "layer": "kernels.layer.layer",
+    "func": "kernels.layer.func",
+    "variants": "kernels.variants",
+    "backends": "kernels.backends",
+    "archs": "kernels.archs",
+    "versions": "kernels._versions",
+    "cli": "kernels.cli",
+    "verify": "kernels.verify",
+    "digest": "kernels.digest",
+}
 LAYOUTS: tuple[tuple[tuple[int, ...], Mapping[str, str]], ...] = (
     ((0, 17), _BEFORE_0_19),
     ((0, 19), {name: module.replace("kernels.", "kernels._internals.", 1) for name, module in _BEFORE_0_19.items()}),
@@ -51,18 +59,21 @@ def installed_version(purpose: str) -> str:
     """The installed kernels' version; KernelsPackageError (saying what needs it) when none is or it is too old."""
     version = installed_kernels_version()
     if version is None:
-        raise KernelsPackageError(f"{purpose} needs the `kernels` package, which is not installed: "
-                                  f"pip install 'kernels>={OLDEST}'")
+        raise KernelsPackageError(
+            f"{purpose} needs the `kernels` package, which is not installed: pip install 'kernels>={OLDEST}'"
+        )
     if _release(version) < _release(OLDEST):
-        raise KernelsPackageError(f"{purpose} needs kernels {OLDEST} or later, but kernels {version} is installed: "
-                                  f"pip install --upgrade 'kernels>={OLDEST}'")
+        raise KernelsPackageError(
+            f"{purpose} needs kernels {OLDEST} or later, but kernels {version} is installed: "
+            f"pip install --upgrade 'kernels>={OLDEST}'"
+        )
     return version
 
 
 def module(internal: str, purpose: str) -> ModuleType:
     """kernels' module of `internal` (a key of LAYOUTS' tables) for the installed version."""
     version = installed_version(purpose)
-    layout = next(modules for first, modules in reversed(LAYOUTS) if _release(version)[:len(first)] >= first)
+    layout = next(modules for first, modules in reversed(LAYOUTS) if _release(version)[: len(first)] >= first)
     try:
         return importlib.import_module(layout[internal])
     except ImportError as error:

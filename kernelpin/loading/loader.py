@@ -115,7 +115,9 @@ class _VerifiedFinder(importlib.abc.MetaPathFinder):
     def _package(self, fullname: str) -> _Package | None:
         return self.packages.get(fullname.partition(".")[0])
 
-    def find_spec(self, fullname: str, path: object = None, target: object = None) -> importlib.machinery.ModuleSpec | None:
+    def find_spec(
+        self, fullname: str, path: object = None, target: object = None
+    ) -> importlib.machinery.ModuleSpec | None:
         package = self._package(fullname)
         if package is None:
             return None
@@ -128,16 +130,19 @@ class _VerifiedFinder(importlib.abc.MetaPathFinder):
             )
         location = package.location(module)
         if module.is_extension and module.archived is not None:
-            raise ImportError(f"{fullname}: an extension module inside {package.what}'s ZIP archive cannot be "
-                              "loaded (nor can kernels load one); the build must place it beside the archive",
-                              name=fullname)
+            raise ImportError(
+                f"{fullname}: an extension module inside {package.what}'s ZIP archive cannot be "
+                "loaded (nor can kernels load one); the build must place it beside the archive",
+                name=fullname,
+            )
         if module.is_extension:
             loader: importlib.abc.Loader = _VerifiedExtensionLoader(fullname, str(location), package, module.file)
         else:
             loader = _VerifiedSourceLoader(package, module)
         search = [str(location.parent)] if module.is_package else None
-        return importlib.util.spec_from_file_location(fullname, location, loader=loader,
-                                                      submodule_search_locations=search)
+        return importlib.util.spec_from_file_location(
+            fullname, location, loader=loader, submodule_search_locations=search
+        )
 
 
 class _VerifiedSourceLoader(importlib.abc.Loader):
@@ -209,8 +214,14 @@ def loaded_kernels() -> list[LoadedKernel]:
     return [package.loaded for name, package in _FINDER.packages.items() if name in sys.modules]
 
 
-def import_verified(name: str, directory: Path, variant: LockedVariant, what: str,
-                    kernel: tuple[str, str | None] | None = None, receipts: Receipts | None = None) -> ModuleType:
+def import_verified(
+    name: str,
+    directory: Path,
+    variant: LockedVariant,
+    what: str,
+    kernel: tuple[str, str | None] | None = None,
+    receipts: Receipts | None = None,
+) -> ModuleType:
     """Import `directory` as the package `name`, executing only files `variant` pins, each verified (without
     re-reading binaries this user's `receipts` vouch for; default: none, every file is hashed). `kernel` is
     the (repo id, commit) it is a build of, for loaded_kernels()."""
@@ -219,8 +230,10 @@ def import_verified(name: str, directory: Path, variant: LockedVariant, what: st
     if archive is not None:
         members = read_members(verified_bytes(directory / archive.path, archive, what), f"{what}: {archive.path}")
         listed = [LockedFile(path, len(data), hashlib.sha256(data).hexdigest()) for path, data in members.items()]
-        archived = {module_name: _Module(module.file, module.is_package, module.is_extension, members[module.file.path])
-                    for module_name, module in _module_names(name, listed).items()}
+        archived = {
+            module_name: _Module(module.file, module.is_package, module.is_extension, members[module.file.path])
+            for module_name, module in _module_names(name, listed).items()
+        }
         modules = {**archived, **modules}  # the directory's listed modules first, as on kernels' package path
     if name not in modules:
         raise KernelpinError(
@@ -230,9 +243,16 @@ def import_verified(name: str, directory: Path, variant: LockedVariant, what: st
         )
     shared = tuple(f for f in variant.files if _is_shared_library(f.path))
     repo_id, commit = kernel or (None, None)
-    _FINDER.packages[name] = _Package(name, directory, what, modules, shared,
-                                      LoadedKernel(name, repo_id, commit, variant.name, directory),
-                                      receipts or Receipts(None), None if archive is None else directory / archive.path)
+    _FINDER.packages[name] = _Package(
+        name,
+        directory,
+        what,
+        modules,
+        shared,
+        LoadedKernel(name, repo_id, commit, variant.name, directory),
+        receipts or Receipts(None),
+        None if archive is None else directory / archive.path,
+    )
     if _FINDER not in sys.meta_path:
         sys.meta_path.insert(0, _FINDER)
     spec = _FINDER.find_spec(name)

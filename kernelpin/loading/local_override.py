@@ -21,8 +21,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import ModuleType
 
-from kernelpin.loading import python_depends
-from kernelpin.loading.importing import Verified, import_pinned
 from kernelpin.errors import IntegrityError, KernelpinError, NoVariantError
 from kernelpin.files.integrity import sha256_file
 from kernelpin.format.layout import BUILD_DIR, METADATA
@@ -30,6 +28,8 @@ from kernelpin.format.lockfile import LockedFile, LockedVariant, is_variant_name
 from kernelpin.format.metadata import BuildMetadata, check_size, parse_metadata
 from kernelpin.format.spec import check_repo_id
 from kernelpin.format.variant import Environment, Variant, select
+from kernelpin.loading import python_depends
+from kernelpin.loading.importing import Verified, import_pinned
 from kernelpin.trust.gate import LOCAL, Evidence, enforce
 from kernelpin.trust.policy import Policy
 
@@ -48,8 +48,10 @@ def parse(text: str) -> dict[str, Path]:
     for entry in text.split(":"):
         repo_id, separator, path = entry.partition("=")
         if not separator or not path:
-            raise KernelpinError(f"{VARIABLE}: entry {entry[:200]!r} is not REPO=PATH; write it as "
-                                 "org/a=/path/a:org/b=/path/b (each path holding build/<variant>/)")
+            raise KernelpinError(
+                f"{VARIABLE}: entry {entry[:200]!r} is not REPO=PATH; write it as "
+                "org/a=/path/a:org/b=/path/b (each path holding build/<variant>/)"
+            )
         overrides[check_repo_id(repo_id.strip())] = Path(path).expanduser()
     return overrides
 
@@ -80,8 +82,11 @@ def _candidates(root: Path) -> dict[str, Path]:
     ROOT/<variant>/."""
     for base in (root / BUILD_DIR, root):
         if base.is_dir():
-            found = {entry.name: entry for entry in sorted(base.iterdir())
-                     if entry.is_dir() and is_variant_name(entry.name) and _is_variant(entry.name)}
+            found = {
+                entry.name: entry
+                for entry in sorted(base.iterdir())
+                if entry.is_dir() and is_variant_name(entry.name) and _is_variant(entry.name)
+            }
             if found:
                 return found
     return {}
@@ -98,8 +103,10 @@ def _is_variant(name: str) -> bool:
 def _metadata(directory: Path, where: str) -> BuildMetadata:
     path = directory / METADATA
     if not path.is_file():
-        raise KernelpinError(f"{where}: no {METADATA}; a local build needs one listing the sha256 of its files "
-                             "(tools/builder/op.py and kernel-builder write it)")
+        raise KernelpinError(
+            f"{where}: no {METADATA}; a local build needs one listing the sha256 of its files "
+            "(tools/builder/op.py and kernel-builder write it)"
+        )
     check_size(path.stat().st_size, where)
     return parse_metadata(path.read_bytes(), f"{where}/{METADATA}")
 
@@ -110,8 +117,10 @@ def choose(repo_id: str, root: Path, env: Environment, check_arch: bool = True) 
     if not root.is_dir():
         relative = "" if root.is_absolute() else f" (a relative path, read from the working directory {Path.cwd()})"
         problem = "is not a directory" if root.exists() else "does not exist"
-        raise NoVariantError(f"{where}: {root}{relative} {problem}; point {VARIABLE} at the directory of a build "
-                             f"(holding {BUILD_DIR}/<variant>/, or one variant's files with its {METADATA})")
+        raise NoVariantError(
+            f"{where}: {root}{relative} {problem}; point {VARIABLE} at the directory of a build "
+            f"(holding {BUILD_DIR}/<variant>/, or one variant's files with its {METADATA})"
+        )
     candidates = _candidates(root)
     if not candidates and (root / METADATA).is_file():  # ROOT is one variant directory: used as it is (as kernels)
         return root, _metadata(root, where)
@@ -120,30 +129,40 @@ def choose(repo_id: str, root: Path, env: Environment, check_arch: bool = True) 
     metadata = {name: _metadata(directory, f"{where}: {directory}") for name, directory in candidates.items()}
     selection = select({name: meta.archs if check_arch else None for name, meta in metadata.items()}, env)
     if selection.chosen is None:
-        raise NoVariantError(f"{where}: no build variant fits this environment ({env.describe()}):\n"
-                             f"{selection.explain()}")
+        raise NoVariantError(
+            f"{where}: no build variant fits this environment ({env.describe()}):\n{selection.explain()}"
+        )
     return candidates[selection.chosen], metadata[selection.chosen]
 
 
 def verified_variant(directory: Path, metadata: BuildMetadata, where: str) -> LockedVariant:
     """The local variant pinned by its own metadata.json: every digest checked against the file now."""
     if not metadata.digests:
-        raise KernelpinError(f"{where}: {METADATA} lists no digest of the build's files, so nothing can be "
-                             "verified; rebuild it (the build writes digest.files)")
+        raise KernelpinError(
+            f"{where}: {METADATA} lists no digest of the build's files, so nothing can be "
+            "verified; rebuild it (the build writes digest.files)"
+        )
     files = []
     for relative, sha256 in sorted(metadata.digests.items()):
         path = directory / relative
-        if not path.is_file() or path.is_symlink() and not path.resolve().is_relative_to(directory.resolve()):
+        if not path.is_file() or (path.is_symlink() and not path.resolve().is_relative_to(directory.resolve())):
             raise IntegrityError(f"{where}: {relative} is listed in {METADATA} but is not a file of the build")
         actual = sha256_file(path)
         if actual != sha256:
-            raise IntegrityError(f"{where}: {relative} has sha256 {actual}, not the {sha256} its {METADATA} "
-                                 "lists; the build changed after its metadata was written: rebuild it")
+            raise IntegrityError(
+                f"{where}: {relative} has sha256 {actual}, not the {sha256} its {METADATA} "
+                "lists; the build changed after its metadata was written: rebuild it"
+            )
         files.append(LockedFile(relative, path.stat().st_size, sha256))
     own = directory / METADATA
     files.append(LockedFile(METADATA, own.stat().st_size, sha256_file(own)))
-    return LockedVariant(directory.name, tuple(sorted(files, key=lambda f: f.path)), metadata.backend,
-                         metadata.archs, metadata.kernel_depends)
+    return LockedVariant(
+        directory.name,
+        tuple(sorted(files, key=lambda f: f.path)),
+        metadata.backend,
+        metadata.archs,
+        metadata.kernel_depends,
+    )
 
 
 def module_name(repo_id: str, directory: Path) -> str:
@@ -156,8 +175,11 @@ def admit(repo_id: str, directory: Path, policy: Policy, doing: str = "loading",
     """Put the local build to the one decision (kernelpin.trust.gate: nothing signed it, the user named it) and
     warn that the override is in effect: every answer from a local build says so, a load's and has_kernel's."""
     enforce(policy, repo_id, directory.name, Evidence(LOCAL))
-    warnings.warn(f"{VARIABLE} overrides {repo_id}: {doing} the local build {directory} instead of the Hub",
-                  LocalKernelOverrideWarning, stacklevel=stacklevel)
+    warnings.warn(
+        f"{VARIABLE} overrides {repo_id}: {doing} the local build {directory} instead of the Hub",
+        LocalKernelOverrideWarning,
+        stacklevel=stacklevel,
+    )
 
 
 def load(repo_id: str, root: Path, env: Environment, policy: Policy, check_arch: bool = True) -> ModuleType:
@@ -166,12 +188,18 @@ def load(repo_id: str, root: Path, env: Environment, policy: Policy, check_arch:
     directory, metadata = choose(repo_id, root, env, check_arch)
     what = f"{repo_id} from {VARIABLE} ({directory})"
     if metadata.kernel_depends:
-        raise KernelpinError(f"{what}: a local build with kernel-depends is not supported yet; load its "
-                             "dependencies from the Hub with a lock, or override each of them in LOCAL_KERNELS")
+        raise KernelpinError(
+            f"{what}: a local build with kernel-depends is not supported yet; load its "
+            "dependencies from the Hub with a lock, or override each of them in LOCAL_KERNELS"
+        )
     python_depends.check(metadata.document, env.selected.name, what)
     admit(repo_id, directory, policy)
     # python-depends checked above, before the warning; kernel-depends refused above.
-    module, _ = import_pinned(module_name(repo_id, directory), what, (repo_id, None),
-                              lambda: Verified(directory, verified_variant(directory, metadata, what)),
-                              python_backend=None)
+    module, _ = import_pinned(
+        module_name(repo_id, directory),
+        what,
+        (repo_id, None),
+        lambda: Verified(directory, verified_variant(directory, metadata, what)),
+        python_backend=None,
+    )
     return module

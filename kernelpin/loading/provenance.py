@@ -22,14 +22,21 @@ def dirty_parts(document: Mapping[str, Any]) -> list[str]:
     provenance = document.get("provenance")
     if not isinstance(provenance, Mapping):
         return []
-    return [name for key, name in PARTS.items()
-            if isinstance(provenance.get(key), Mapping) and provenance[key].get("dirty") is True]
+    return [
+        name
+        for key, name in PARTS.items()
+        if isinstance(provenance.get(key), Mapping) and provenance[key].get("dirty") is True
+    ]
 
 
 def warn_if_dirty(document: Mapping[str, Any], what: str) -> None:
     """Warn (DirtyBuildWarning) when the build `what` was made from uncommitted changes."""
     parts = dirty_parts(document)
     if parts:
-        warnings.warn(f"{what} was built from uncommitted changes ({' and '.join(parts)} had changes no commit "
-                      "holds): its recorded git commit does not identify what it was built from, so it may not be "
-                      "reproducible; ask its publisher for a build from a clean tree", DirtyBuildWarning, stacklevel=4)
+        warnings.warn(
+            f"{what} was built from uncommitted changes ({' and '.join(parts)} had changes no commit "
+            "holds): its recorded git commit does not identify what it was built from, so it may not be "
+            "reproducible; ask its publisher for a build from a clean tree",
+            DirtyBuildWarning,
+            stacklevel=4,
+        )

@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kernelpin.loading.provenance import warn_if_dirty
 from kernelpin.errors import KernelpinError
 from kernelpin.format.layout import METADATA
 from kernelpin.format.lockfile import LockedVariant
 from kernelpin.format.metadata import KERNELS_MINVER_KEY, MetadataError, parse_metadata
+from kernelpin.loading.provenance import warn_if_dirty
 
 PYTHON_DEPENDS_KEY = "python-depends"
 _MAX_DEPENDS = 64  # real variants name a handful
@@ -55,15 +55,21 @@ def packages(dependency: str, backend: str, table: Mapping[str, Any]) -> tuple[P
 def declared(document: Mapping[str, Any], where: str) -> tuple[str, ...]:
     """The `python-depends` names of a parsed metadata.json, checked for shape (it comes from the publisher)."""
     names = document.get(PYTHON_DEPENDS_KEY) or []
-    if (not isinstance(names, list) or len(names) > _MAX_DEPENDS
-            or not all(isinstance(name, str) and 0 < len(name) <= 100 for name in names)):
-        raise MetadataError(f"{where}: {PYTHON_DEPENDS_KEY} must be a list of at most {_MAX_DEPENDS} dependency "
-                            'names such as ["einops"]')
+    if (
+        not isinstance(names, list)
+        or len(names) > _MAX_DEPENDS
+        or not all(isinstance(name, str) and 0 < len(name) <= 100 for name in names)
+    ):
+        raise MetadataError(
+            f"{where}: {PYTHON_DEPENDS_KEY} must be a list of at most {_MAX_DEPENDS} dependency "
+            'names such as ["einops"]'
+        )
     return tuple(names)
 
 
-def missing_packages(names: tuple[str, ...], backend: str, what: str,
-                     table: Mapping[str, Any] | None = None) -> list[PythonPackage]:
+def missing_packages(
+    names: tuple[str, ...], backend: str, what: str, table: Mapping[str, Any] | None = None
+) -> list[PythonPackage]:
     """The packages of `names` whose module cannot be imported here (found without importing it)."""
     table = dependency_table() if table is None else table
     missing = []
@@ -75,8 +81,11 @@ def missing_packages(names: tuple[str, ...], backend: str, what: str,
                 f"for the {backend} backend (known: {', '.join(sorted(_known(table, backend)))}); the build is "
                 "broken: ask its publisher, or pick another version"
             )
-        missing += [package for package in found if package.module is not None
-                    and importlib.util.find_spec(package.module) is None]
+        missing += [
+            package
+            for package in found
+            if package.module is not None and importlib.util.find_spec(package.module) is None
+        ]
     return missing
 
 
@@ -113,15 +122,19 @@ def check(document: Mapping[str, Any], backend: str, what: str) -> None:
     missing = missing_packages(declared(document, what), backend, what)
     if missing:
         pips = " ".join(dict.fromkeys(package.pip for package in missing))
-        raise DependencyError(f"{what} requires the Python package(s) {pips.replace(' ', ', ')}, which are not "
-                              f"installed; install them with: pip install {pips}")
+        raise DependencyError(
+            f"{what} requires the Python package(s) {pips.replace(' ', ', ')}, which are not "
+            f"installed; install them with: pip install {pips}"
+        )
     minver = document.get(KERNELS_MINVER_KEY)
     if not isinstance(minver, str):  # nothing to compare: the installed version is not looked up (a scan of sys.path)
         return
     installed = installed_kernels_version()
     if kernels_too_old(minver, installed):
-        raise DependencyError(f"{what} requires kernels>={minver}, but kernels {installed} is installed; "
-                              f"upgrade it with: pip install --upgrade 'kernels>={minver}'")
+        raise DependencyError(
+            f"{what} requires kernels>={minver}, but kernels {installed} is installed; "
+            f"upgrade it with: pip install --upgrade 'kernels>={minver}'"
+        )
 
 
 def check_installed(directory: Path, variant: LockedVariant, backend: str, what: str) -> None:

@@ -11,19 +11,19 @@ from pathlib import Path
 from types import ModuleType
 
 from kernelpin import environment
-from kernelpin.loading import local_override
-from kernelpin.format import lockfile
 from kernelpin.errors import KernelpinError
 from kernelpin.files.integrity import find_owned_upward
+from kernelpin.format import lockfile
 from kernelpin.format.layout import LOCKFILE
-from kernelpin.loading.importing import Verified, import_pinned
-from kernelpin.store.receipts import Receipts
-from kernelpin.hub.source import HubSettings, HubSource
-from kernelpin.store.content import Store
-from kernelpin.trust.gate import LOCK, Evidence, enforce
-from kernelpin.trust.policy import Policy, parse_policy
 from kernelpin.format.lockfile import choose_variant
 from kernelpin.format.variant import Environment
+from kernelpin.hub.source import HubSettings, HubSource
+from kernelpin.loading import local_override
+from kernelpin.loading.importing import Verified, import_pinned
+from kernelpin.store.content import Store
+from kernelpin.store.receipts import Receipts
+from kernelpin.trust.gate import LOCK, Evidence, enforce
+from kernelpin.trust.policy import Policy, parse_policy
 
 
 def find_lock(start: Path) -> Path | None:
@@ -31,8 +31,11 @@ def find_lock(start: Path) -> Path | None:
     safe.directory check does): the search stops at a directory another user owns, and a lock another user
     owns is refused, since in a shared parent (/tmp, a group directory) anyone can plant one."""
     start = start.resolve()
-    found, _ = find_owned_upward(start if start.is_dir() else start.parent, LOCKFILE,
-                                 "Pass load(..., lock='path/to/kernelpin.lock') to name your project's lock")
+    found, _ = find_owned_upward(
+        start if start.is_dir() else start.parent,
+        LOCKFILE,
+        "Pass load(..., lock='path/to/kernelpin.lock') to name your project's lock",
+    )
     return found
 
 
@@ -133,9 +136,7 @@ def load(
     kernel = pinned.kernel(repo_id)
     if kernel is None:
         locked = ", ".join(k.repo_id for k in pinned.kernels) or "none"
-        raise KernelpinError(
-            f"{repo_id} is not in {lock_path} (locked: {locked}); run `kernelpin add {repo_id}`"
-        )
+        raise KernelpinError(f"{repo_id} is not in {lock_path} (locked: {locked}); run `kernelpin add {repo_id}`")
     env = environment_for(backend)
     override = local_override.refuse_under_lock(repo_id, lock_path)
     if override is not None:
@@ -153,12 +154,20 @@ def load(
         return Verified(store.ensure_variant(kernel, variant).directory, kernel.variant(variant), receipts)
 
     def cycle(chain: str) -> KernelpinError:  # only a hand-edited lock has one: locking refuses cycles
-        return KernelpinError(f"{lock_path}: kernel dependency cycle {chain}; run `kernelpin lock` to regenerate "
-                              "the lock")
+        return KernelpinError(
+            f"{lock_path}: kernel dependency cycle {chain}; run `kernelpin lock` to regenerate the lock"
+        )
 
     # Dependencies from the same lock, for the same backend (as `kernels` does: a CPU build's are CPU builds too).
-    module, _ = import_pinned(name, f"{kernel.label} ({variant})", (kernel.repo_id, kernel.commit), verify,
-                              python_backend=env.selected.name, cycle_error=cycle,
-                              load_dependency=lambda repo, _: load(repo, lock=lock_path, target=target,
-                                                                   backend=backend, check_arch=check_arch))
+    module, _ = import_pinned(
+        name,
+        f"{kernel.label} ({variant})",
+        (kernel.repo_id, kernel.commit),
+        verify,
+        python_backend=env.selected.name,
+        cycle_error=cycle,
+        load_dependency=lambda repo, _: load(
+            repo, lock=lock_path, target=target, backend=backend, check_arch=check_arch
+        ),
+    )
     return module

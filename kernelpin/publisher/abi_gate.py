@@ -64,11 +64,14 @@ def advice_for(symbol: str, dependency: str, static_libstdcxx: bool = False) -> 
     if static_libstdcxx and dependency.upper().startswith("GLIBC"):
         return _STATIC_LIBSTDCXX_HINT
     if symbol == "__libc_single_threaded":
-        return ("libstdc++ reads it when compiled against glibc >= 2.32 headers (<sys/single_threaded.h>); "
-                + _FLOOR_HINT)
+        return (
+            "libstdc++ reads it when compiled against glibc >= 2.32 headers (<sys/single_threaded.h>); " + _FLOOR_HINT
+        )
     if symbol.startswith("__isoc23_"):
-        return (f"glibc >= 2.38 headers redirect {symbol.removeprefix('__isoc23_')}() there in C23/_GNU_SOURCE "
-                "mode; " + _FLOOR_HINT + ", or avoid the strtol/scanf family (std::from_chars)")
+        return (
+            f"glibc >= 2.38 headers redirect {symbol.removeprefix('__isoc23_')}() there in C23/_GNU_SOURCE "
+            "mode; " + _FLOOR_HINT + ", or avoid the strtol/scanf family (std::from_chars)"
+        )
     if dependency.upper().startswith("GLIBC"):
         return f"the function is newer than glibc 2.28: avoid it, or {_FLOOR_HINT}"
     return f"{dependency} is newer than {MANYLINUX} allows: build with the manylinux_2_28 toolchain (gcc-toolset) or link it statically"
@@ -79,7 +82,7 @@ def needed_libraries(path: Path) -> list[str] | None:
     data = path.read_bytes()
     if data[:4] != _ELF_MAGIC or data[4] != 2 or data[5] != 1:
         return None
-    phoff, = struct.unpack_from("<Q", data, 0x20)
+    (phoff,) = struct.unpack_from("<Q", data, 0x20)
     phentsize, phnum = struct.unpack_from("<HH", data, 0x36)
     segments = [struct.unpack_from("<IIQQQQ", data, phoff + i * phentsize) for i in range(phnum)]
     # (p_type, p_flags, p_offset, p_vaddr, p_paddr, p_filesz); PT_LOAD = 1 maps addresses, PT_DYNAMIC = 2
@@ -92,7 +95,7 @@ def needed_libraries(path: Path) -> list[str] | None:
     if strtab is None:
         return []
     base = next(offset + strtab - vaddr for vaddr, offset, size in loads if vaddr <= strtab < vaddr + size)
-    return [data[base + value:data.index(b"\0", base + value)].decode() for tag, value in entries if tag == 1]
+    return [data[base + value : data.index(b"\0", base + value)].decode() for tag, value in entries if tag == 1]
 
 
 def undefined_symbols(path: Path) -> list[str]:
@@ -100,7 +103,7 @@ def undefined_symbols(path: Path) -> list[str]:
     data = path.read_bytes()
     if data[:4] != _ELF_MAGIC or data[4] != 2 or data[5] != 1:
         return []
-    shoff, = struct.unpack_from("<Q", data, 0x28)
+    (shoff,) = struct.unpack_from("<Q", data, 0x28)
     shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
     # (sh_name, sh_type, sh_flags, sh_addr, sh_offset, sh_size, sh_link): SHT_DYNSYM = 11
     sections = [struct.unpack_from("<IIQQQQI", data, shoff + i * shentsize) for i in range(shnum)]
@@ -112,7 +115,7 @@ def undefined_symbols(path: Path) -> list[str]:
         for entry in range(offset, offset + size, 24):
             name, _, _, shndx = struct.unpack_from("<IBBH", data, entry)
             if name and shndx == 0:  # SHN_UNDEF
-                names.append(data[strings + name:data.index(b"\0", strings + name)].decode())
+                names.append(data[strings + name : data.index(b"\0", strings + name)].decode())
     return names
 
 
@@ -151,19 +154,36 @@ def stable_abi_violations(path: Path, label: str, target: tuple[int, int]) -> li
     found = []
     for symbol in undefined_symbols(path):
         if _LIBTORCH_CXX.match(symbol):
-            found.append(Violation(label, symbol, "libtorch's C++ ABI (not in the stable ABI)",
-                                   "use only torch/csrc/stable and torch/headeronly; a c10::/at::/torch:: symbol "
-                                   "ties the library to the torch release it was built with"))
+            found.append(
+                Violation(
+                    label,
+                    symbol,
+                    "libtorch's C++ ABI (not in the stable ABI)",
+                    "use only torch/csrc/stable and torch/headeronly; a c10::/at::/torch:: symbol "
+                    "ties the library to the torch release it was built with",
+                )
+            )
         elif symbol.startswith(("aoti_torch_", "torch_")):
             added = shims.get(symbol)
             if added is None:
-                found.append(Violation(label, symbol, f"a C shim unknown up to torch {newest[0]}.{newest[1]}",
-                                       f"it is not in the stable ABI of {wanted}; avoid it"))
+                found.append(
+                    Violation(
+                        label,
+                        symbol,
+                        f"a C shim unknown up to torch {newest[0]}.{newest[1]}",
+                        f"it is not in the stable ABI of {wanted}; avoid it",
+                    )
+                )
             elif added > target:
-                found.append(Violation(label, symbol, f"torch {added[0]}.{added[1]} (a shim newer than the variant's "
-                                                      f"{wanted})",
-                                       f"build with -DTORCH_TARGET_VERSION for {wanted} (tools/builder/op.py --abi "
-                                       "stable does), which hides newer shims, or raise the variant's stable ABI"))
+                found.append(
+                    Violation(
+                        label,
+                        symbol,
+                        f"torch {added[0]}.{added[1]} (a shim newer than the variant's {wanted})",
+                        f"build with -DTORCH_TARGET_VERSION for {wanted} (tools/builder/op.py --abi "
+                        "stable does), which hides newer shims, or raise the variant's stable ABI",
+                    )
+                )
     return found
 
 
@@ -175,15 +195,21 @@ def hides_its_imports(path: Path) -> bool:
     data = path.read_bytes()
     if data[:4] != _ELF_MAGIC or data[4] != 2 or data[5] != 1 or len(data) < 0x40:
         return False
-    phoff, = struct.unpack_from("<Q", data, 0x20)
-    shoff, = struct.unpack_from("<Q", data, 0x28)
+    (phoff,) = struct.unpack_from("<Q", data, 0x20)
+    (shoff,) = struct.unpack_from("<Q", data, 0x28)
     phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", data, 0x36)
-    kinds = [struct.unpack_from("<I", data, phoff + i * phentsize)[0] for i in range(phnum)
-             if phoff + (i + 1) * phentsize <= len(data)]
+    kinds = [
+        struct.unpack_from("<I", data, phoff + i * phentsize)[0]
+        for i in range(phnum)
+        if phoff + (i + 1) * phentsize <= len(data)
+    ]
     if 2 not in kinds:  # PT_DYNAMIC: nothing for the loader to link
         return False
-    sections = [struct.unpack_from("<I", data, shoff + i * shentsize + 4)[0] for i in range(shnum)
-                if shoff and shoff + (i + 1) * shentsize <= len(data)]
+    sections = [
+        struct.unpack_from("<I", data, shoff + i * shentsize + 4)[0]
+        for i in range(shnum)
+        if shoff and shoff + (i + 1) * shentsize <= len(data)
+    ]
     return 11 not in sections  # SHT_DYNSYM
 
 
@@ -199,7 +225,9 @@ def shared_libraries(roots: Iterable[Path]) -> list[Path]:
     """Every ELF file below the roots (by content, whatever its name), sorted."""
     found = []
     for root in roots:
-        candidates = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink())
+        candidates = (
+            [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink())
+        )
         for path in candidates:
             with open(path, "rb") as stream:
                 if stream.read(4) == _ELF_MAGIC:
@@ -213,14 +241,19 @@ def check_library(path: Path, label: str | None = None) -> list[Violation]:
         from kernel_abi_check import IncompatibleAbi3Symbol, ObjectFile
     except ImportError:
         raise AbiError(
-            f"{path} is a shared library and checking it needs HF's ABI checker: "
-            "pip install kernel-abi-check==0.14.1"
+            f"{path} is a shared library and checking it needs HF's ABI checker: pip install kernel-abi-check==0.14.1"
         ) from None
     label = label or str(path)
     if hides_its_imports(path):
-        return [Violation(label, "its dynamic symbol table", "a section header (.dynsym) to be checked",
-                          "the section headers were removed or rewritten (e.g. by sstrip): the library still loads, "
-                          "but what it imports cannot be checked. Ship it as the linker wrote it (strip -s keeps them)")]
+        return [
+            Violation(
+                label,
+                "its dynamic symbol table",
+                "a section header (.dynsym) to be checked",
+                "the section headers were removed or rewritten (e.g. by sstrip): the library still loads, "
+                "but what it imports cannot be checked. Ship it as the linker wrote it (strip -s keeps them)",
+            )
+        ]
     try:
         library = ObjectFile(str(path))
         manylinux = library.check_manylinux(MANYLINUX)
@@ -228,17 +261,30 @@ def check_library(path: Path, label: str | None = None) -> list[Violation]:
     except (OSError, ValueError) as error:
         raise AbiError(f"{label}: cannot be checked as a shared library ({error}); is it a broken build?") from None
     static_libstdcxx = bool(manylinux) and links_libstdcxx_statically(path)
-    found = [Violation(label, v.name, f"{v.dep}_{v.version}", advice_for(v.name, v.dep, static_libstdcxx))
-             for v in manylinux]
+    found = [
+        Violation(label, v.name, f"{v.dep}_{v.version}", advice_for(v.name, v.dep, static_libstdcxx)) for v in manylinux
+    ]
     if target := stable_abi_target(path):
         found += stable_abi_violations(path, label, target)
     for symbol in python:
         if isinstance(symbol, IncompatibleAbi3Symbol):
-            found.append(Violation(label, symbol.name, f"Python {symbol.version_added}",
-                                   f"not in the stable ABI of Python {PYTHON_ABI}: avoid it or raise Py_LIMITED_API's floor"))
+            found.append(
+                Violation(
+                    label,
+                    symbol.name,
+                    f"Python {symbol.version_added}",
+                    f"not in the stable ABI of Python {PYTHON_ABI}: avoid it or raise Py_LIMITED_API's floor",
+                )
+            )
         else:
-            found.append(Violation(label, symbol.name, "the full Python C API (not abi3)",
-                                   "build with Py_LIMITED_API=0x03090000 (abi3) and use only the stable ABI"))
+            found.append(
+                Violation(
+                    label,
+                    symbol.name,
+                    "the full Python C API (not abi3)",
+                    "build with Py_LIMITED_API=0x03090000 (abi3) and use only the stable ABI",
+                )
+            )
     return found
 
 
@@ -253,8 +299,11 @@ def refusal(violations: Sequence[Violation]) -> AbiError:
 def gate(roots: Sequence[Path], relative_to: Path | None = None) -> int:
     """Raise AbiError listing every violation below the roots; return how many libraries passed."""
     libraries = shared_libraries(roots)
-    violations = [v for library in libraries
-                  for v in check_library(library, str(library.relative_to(relative_to)) if relative_to else None)]
+    violations = [
+        v
+        for library in libraries
+        for v in check_library(library, str(library.relative_to(relative_to)) if relative_to else None)
+    ]
     if violations:
         raise refusal(violations)
     return len(libraries)
@@ -265,15 +314,20 @@ def passed_message(count: int) -> str:
     return f"ABI gate passed: {libraries} {MANYLINUX} and abi3 (Python >= {PYTHON_ABI})"
 
 
-def main(argv: Sequence[str] | None = None, prog: str = "python -m kernelpin.publisher.abi_gate",
-         description: str | None = __doc__, check: Callable[[Sequence[Path]], int] | None = None) -> int:
+def main(
+    argv: Sequence[str] | None = None,
+    prog: str = "python -m kernelpin.publisher.abi_gate",
+    description: str | None = __doc__,
+    check: Callable[[Sequence[Path]], int] | None = None,
+) -> int:
     """The ABI gate's one command line: 0 and the passed message, or 1 and every violation. `check` maps the paths
     given to the number of libraries that passed, raising KernelpinError (default: `gate`, missing paths exit 2);
     tools/release/abi_gate.py passes one that unpacks conda packages first."""
     import argparse
 
-    parser = argparse.ArgumentParser(prog=prog, description=description,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog=prog, description=description, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("paths", nargs="+", type=Path, metavar="DIR", help="release layouts, variant dirs or libraries")
     args = parser.parse_args(argv)
     if check is None:

@@ -19,20 +19,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kernelpin.publisher import abi_gate
 from kernelpin.errors import KernelpinError
 from kernelpin.files.integrity import check_repo_path, sha256_file
 from kernelpin.format.layout import BUILD_DIR, METADATA, SIGNATURE
-from kernelpin.hub.limits import Limits
 from kernelpin.format.metadata import (
-    SEMVER_KEY, MetadataError, check_kernels_format, compat_package_name, digest_covers, parse_metadata,
+    SEMVER_KEY,
+    MetadataError,
+    check_kernels_format,
+    compat_package_name,
+    digest_covers,
+    parse_metadata,
 )
 from kernelpin.format.ranges import Version, VersionError
+from kernelpin.format.signer import Signer
+from kernelpin.format.spec import REPO_TYPES, check_repo_id
+from kernelpin.format.variant import Variant
+from kernelpin.hub.limits import Limits
 from kernelpin.hub.listing import Refs, parse_refs
 from kernelpin.hub.source import http_status, repository_refs, translate_errors
-from kernelpin.format.spec import REPO_TYPES, check_repo_id
-from kernelpin.format.signer import Signer
-from kernelpin.format.variant import Variant
+from kernelpin.publisher import abi_gate
 
 if TYPE_CHECKING:
     from huggingface_hub import HfApi
@@ -69,8 +74,11 @@ class Release:
     def without_compat_package(self) -> list[str]:
         """Variants without `<name>/__init__.py`, which `kernels` releases before the flat layout cannot load."""
         paths = {f.path for f in self.files}
-        return sorted(name for name, metadata in self.variants.items()
-                      if f"{BUILD_DIR}/{name}/{compat_package_name(str(metadata['name']))}/__init__.py" not in paths)
+        return sorted(
+            name
+            for name, metadata in self.variants.items()
+            if f"{BUILD_DIR}/{name}/{compat_package_name(str(metadata['name']))}/__init__.py" not in paths
+        )
 
     @property
     def tag(self) -> str:
@@ -109,7 +117,9 @@ def read_variant(directory: Path, name: str | None = None) -> dict[str, Any]:
     except MetadataError as error:
         raise PublishError(str(error)) from None
     if name is not None and metadata.variant is not None and metadata.variant != name:
-        raise PublishError(f"{metadata_path}: says variant {metadata.variant!r} but lies in build/{name}/; rebuild or move it")
+        raise PublishError(
+            f"{metadata_path}: says variant {metadata.variant!r} but lies in build/{name}/; rebuild or move it"
+        )
 
     present = {path: file for path, file in _files_under(directory, where).items() if digest_covers(path)}
     expected = metadata.digests
@@ -121,7 +131,8 @@ def read_variant(directory: Path, name: str | None = None) -> dict[str, Any]:
             problems.append(f"{path}: sha256 {actual} != {expected[path]} in {METADATA}")
     if problems:
         raise PublishError(
-            f"{where}: the files do not match {METADATA}:\n  " + "\n  ".join(problems)
+            f"{where}: the files do not match {METADATA}:\n  "
+            + "\n  ".join(problems)
             + "\nThe build was modified after it was made; rebuild it instead of editing files."
         )
     return metadata.document
@@ -132,21 +143,27 @@ def release_version(metadata: dict[str, Any]) -> str:
     return str(metadata[SEMVER_KEY])
 
 
-def check_signatures(root: Path, variants: dict[str, dict[str, Any]], required: bool,
-                     trusted_root: Path | None = None) -> dict[str, Signer | None]:
+def check_signatures(
+    root: Path, variants: dict[str, dict[str, Any]], required: bool, trusted_root: Path | None = None
+) -> dict[str, Signer | None]:
     """Who signed each variant (None: unsigned). A bundle that does not verify over its metadata.json is refused
     whatever `required` says; `required` refuses unsigned variants too. Any identity may sign: the consumers'
     publisher policies say whose signatures they accept."""
-    from kernelpin.trust.signature import MAX_BUNDLE_BYTES, oversized, verifier, verify_bundle
     from kernelpin.trust.policy import Policy, SignatureError
+    from kernelpin.trust.signature import MAX_BUNDLE_BYTES, oversized, verifier, verify_bundle
 
     policy = Policy(publishers={}, trusted_root=None if trusted_root is None else str(trusted_root.resolve()))
     signers: dict[str, Signer | None] = {}
     check = None
     for name in sorted(variants):
         directory = root / BUILD_DIR / name
-        bundle, how = directory / SIGNATURE, (f"sign it with `python -m sigstore sign --bundle {directory / SIGNATURE} "
-                                              f"{directory / METADATA}` (docs/releasing.md)")
+        bundle, how = (
+            directory / SIGNATURE,
+            (
+                f"sign it with `python -m sigstore sign --bundle {directory / SIGNATURE} "
+                f"{directory / METADATA}` (docs/releasing.md)"
+            ),
+        )
         if not bundle.is_file():
             if required:
                 raise PublishError(f"{BUILD_DIR}/{name}: unsigned (no {SIGNATURE}) and --require-signatures; {how}")
@@ -156,8 +173,9 @@ def check_signatures(root: Path, variants: dict[str, dict[str, Any]], required: 
         try:
             if bundle.stat().st_size > MAX_BUNDLE_BYTES:
                 raise oversized(str(root), name, bundle.stat().st_size)
-            verified = verify_bundle(str(root), name, (directory / METADATA).read_bytes(), bundle.read_bytes(),
-                                     policy, check)
+            verified = verify_bundle(
+                str(root), name, (directory / METADATA).read_bytes(), bundle.read_bytes(), policy, check
+            )
         except SignatureError as error:
             raise PublishError(f"{error}; {how}") from None
         signers[name] = None if verified is None else verified.signer
@@ -169,7 +187,9 @@ def check_release(root: Path, version: str | None = None) -> Release:
     root = root.resolve()
     build = root / BUILD_DIR
     if not build.is_dir():
-        raise PublishError(f"{root}: no {BUILD_DIR}/ directory; expected {BUILD_DIR}/<variant>/ (`python -m tools.release stage` makes it)")
+        raise PublishError(
+            f"{root}: no {BUILD_DIR}/ directory; expected {BUILD_DIR}/<variant>/ (`python -m tools.release stage` makes it)"
+        )
     variants: dict[str, dict[str, Any]] = {}
     for entry in sorted(build.iterdir()):
         if not entry.is_dir() or entry.is_symlink():
@@ -225,13 +245,16 @@ def plan_major_branch(version: Version, tags: dict[str, str], branches: dict[str
     at_branch = [v for tag, commit in tags.items() if commit == current and (v := Version.from_tag(tag)) is not None]
     if not at_branch:
         return BranchPlan(
-            branch, False,
+            branch,
+            False,
             f"{branch} not moved: it points at {current[:12]}, which no version tag names, so kernelpin cannot "
             f"tell whether {version} is newer; move it yourself if it is",
         )
     newest = max(at_branch)
     if newest > version:
-        return BranchPlan(branch, False, f"{branch} stays at {newest}: it is newer than {version} (branches never move back)")
+        return BranchPlan(
+            branch, False, f"{branch} stays at {newest}: it is newer than {version} (branches never move back)"
+        )
     return BranchPlan(branch, True, f"{branch} moved from {newest} to {version}")
 
 
@@ -262,8 +285,10 @@ def upload_patterns(release: Release) -> list[str]:
 def _refs(api: HfApi, repo_id: str, repo_type: str) -> Refs:
     """The tags and branches of the repository published to, through kernelpin's checks (commit ids, names)."""
     listing = api.list_repo_refs(repo_id, repo_type=repo_type)
-    data = {kind: [{"name": ref.name, "targetCommit": ref.target_commit} for ref in getattr(listing, kind)]
-            for kind in ("tags", "branches")}
+    data = {
+        kind: [{"name": ref.name, "targetCommit": ref.target_commit} for ref in getattr(listing, kind)]
+        for kind in ("tags", "branches")
+    }
     return parse_refs(data, repo_type, f"the refs of {repo_id} at {api.endpoint}", Limits.from_env().max_listing)
 
 
@@ -289,8 +314,12 @@ def publish(api: HfApi, release: Release, repo_id: str, repo_type: str | None = 
             if refs is None:
                 api.create_repo(repo_id, repo_type=repo_type, exist_ok=True)
             commit = api.upload_folder(
-                repo_id=repo_id, repo_type=repo_type, folder_path=release.root, commit_message=message,
-                allow_patterns=upload_patterns(release), delete_patterns=[f"{BUILD_DIR}/**"],
+                repo_id=repo_id,
+                repo_type=repo_type,
+                folder_path=release.root,
+                commit_message=message,
+                allow_patterns=upload_patterns(release),
+                delete_patterns=[f"{BUILD_DIR}/**"],
             )
     except KernelpinError as error:
         status = http_status(error.__cause__) if isinstance(error.__cause__, HfHubHTTPError) else None

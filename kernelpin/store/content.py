@@ -25,15 +25,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
-from kernelpin.files import confined
 from kernelpin.errors import IntegrityError, KernelpinError
+from kernelpin.files import confined
 from kernelpin.files.integrity import GIT_OBJECT_ID_RE, SHA256_HEX_RE, check_repo_path
 from kernelpin.format.layout import BUILD_DIR, LOCKS_DIR
-from kernelpin.hub.listing import check_commit, check_ref_name
 from kernelpin.format.lockfile import LockedFile, LockedKernel
+from kernelpin.hub.listing import check_commit, check_ref_name
+from kernelpin.hub.source import HubSource, local_write_problem
 from kernelpin.store.parallel import run_all
 from kernelpin.store.receipts import Receipts
-from kernelpin.hub.source import HubSource, local_write_problem
 
 
 @dataclass
@@ -57,8 +57,13 @@ class Store:
     progress bar per download (called with `total` bytes and `desc`; tqdm's interface: update, close).
     `receipts` spare re-hashing files this user verified before (default: this user's, kernelpin.store.receipts)."""
 
-    def __init__(self, source: HubSource, target: Path | None = None,
-                 progress: Callable[..., Any] | None = None, receipts: Receipts | None = None) -> None:
+    def __init__(
+        self,
+        source: HubSource,
+        target: Path | None = None,
+        progress: Callable[..., Any] | None = None,
+        receipts: Receipts | None = None,
+    ) -> None:
         self.source, self.target, self.progress = source, target, progress
         self.receipts = Receipts.of_user() if receipts is None else receipts
 
@@ -95,8 +100,9 @@ class Store:
         path = self.variant_directory(kernel, variant_name) / check_repo_path(locked.path, kernel.repo_id)
         return path if path.is_file() else None
 
-    def ensure_variant(self, kernel: LockedKernel, variant_name: str, repair: bool = False,
-                       fetched: Mapping[str, bytes] | None = None) -> Installed:
+    def ensure_variant(
+        self, kernel: LockedKernel, variant_name: str, repair: bool = False, fetched: Mapping[str, bytes] | None = None
+    ) -> Installed:
         """Make every file of one locked variant present and verified; return where it is.
 
         A present file that fails verification is discarded and downloaded again when `repair`, else it is an
@@ -122,15 +128,21 @@ class Store:
             with self._writing(kernel, what):
                 # Another process may have installed some while this one waited for the lock.
                 todo = [locked for locked in missing if not self._reuse(kernel, variant.name, locked, repair, result)]
-                run_all(lambda locked: self._download(kernel, result.directory, locked, prefix,
-                                                      (fetched or {}).get(locked.path)),
-                        todo, self.source.settings.limits.downloads)
-                result.downloaded += [prefix + locked.path for locked in todo
-                                      if prefix + locked.path not in result.repaired]
+                run_all(
+                    lambda locked: self._download(
+                        kernel, result.directory, locked, prefix, (fetched or {}).get(locked.path)
+                    ),
+                    todo,
+                    self.source.settings.limits.downloads,
+                )
+                result.downloaded += [
+                    prefix + locked.path for locked in todo if prefix + locked.path not in result.repaired
+                ]
         return result
 
-    def _reuse(self, kernel: LockedKernel, variant_name: str, locked: LockedFile, repair: bool,
-               result: Installed) -> bool:
+    def _reuse(
+        self, kernel: LockedKernel, variant_name: str, locked: LockedFile, repair: bool, result: Installed
+    ) -> bool:
         """Whether the installed file is present and verified; a bad one is discarded (repair) or refused."""
         # result.directory is the variant's (made once per variant: load checks every file on its hot path).
         entry = result.directory / check_repo_path(locked.path, kernel.repo_id)
@@ -204,8 +216,9 @@ class Store:
         with self._writing(kernel, what, wait=False):
             self._fetch_into(kernel, self._blobs(kernel) / _blob_name(name, kernel.repo_id), locked, "", what, content)
 
-    def _download(self, kernel: LockedKernel, directory: Path, locked: LockedFile, prefix: str,
-                  content: bytes | None = None) -> None:
+    def _download(
+        self, kernel: LockedKernel, directory: Path, locked: LockedFile, prefix: str, content: bytes | None = None
+    ) -> None:
         """Stream one file (or take its `content`, already in memory) into a temporary file, hash it on the
         way, and move it into place when it matches the lock; otherwise delete it. In the Hub cache the bytes
         become blobs/<sha256> and the snapshot entry a relative link to it; where links are off
@@ -222,14 +235,32 @@ class Store:
         else:
             self._fetch_into(kernel, destination, locked, prefix, what, content)
 
-    def _fetch_into(self, kernel: LockedKernel, destination: Path, locked: LockedFile, prefix: str, what: str,
-                    content: bytes | None = None) -> None:
-        with confined.directory(self.base, self._partial_dir(kernel), what, create=True) as partial, \
-                confined.directory(self.base, destination.parent, what, create=True) as into:
+    def _fetch_into(
+        self,
+        kernel: LockedKernel,
+        destination: Path,
+        locked: LockedFile,
+        prefix: str,
+        what: str,
+        content: bytes | None = None,
+    ) -> None:
+        with (
+            confined.directory(self.base, self._partial_dir(kernel), what, create=True) as partial,
+            confined.directory(self.base, destination.parent, what, create=True) as into,
+        ):
             self._fetch_between(kernel, partial, into, destination.name, locked, prefix, what, content)
 
-    def _fetch_between(self, kernel: LockedKernel, partial: int, into: int, name: str, locked: LockedFile,
-                       prefix: str, what: str, content: bytes | None) -> None:
+    def _fetch_between(
+        self,
+        kernel: LockedKernel,
+        partial: int,
+        into: int,
+        name: str,
+        locked: LockedFile,
+        prefix: str,
+        what: str,
+        content: bytes | None,
+    ) -> None:
         """Download (or take `content`) into a new file of the directory `partial`, then rename it to `name` in
         `into`."""
         fd, temporary = confined.new_file(partial, self._partial_dir(kernel), f".{name}.", confined.PARTIAL)
@@ -237,6 +268,7 @@ class Store:
         try:
             digest = hashlib.sha256()
             with os.fdopen(fd, "wb") as stream:
+
                 def sink(chunk: bytes) -> None:
                     digest.update(chunk)
                     try:
@@ -249,8 +281,9 @@ class Store:
                 if content is not None:
                     sink(content)
                 else:
-                    self.source.stream(kernel.repo_id, kernel.repo_type, kernel.commit, prefix + locked.path,
-                                       locked.size, sink)
+                    self.source.stream(
+                        kernel.repo_id, kernel.repo_type, kernel.commit, prefix + locked.path, locked.size, sink
+                    )
             # Not synced (fsync): a crash may leave the file with bytes that never reached the disk, which the
             # next hash finds; only a hash receipt could vouch for it unread, and receipts sync first.
             if digest.hexdigest() != locked.sha256:
@@ -300,8 +333,10 @@ class Store:
     def _move(self, source: Path, destination: Path, what: str) -> None:
         """Rename `source` to `destination` (both below the store's base), by name inside directories opened
         without following links: whatever is at `destination` (a link too) is replaced, never followed."""
-        with confined.directory(self.base, source.parent, what) as origin, \
-                confined.directory(self.base, destination.parent, what, create=True) as into:
+        with (
+            confined.directory(self.base, source.parent, what) as origin,
+            confined.directory(self.base, destination.parent, what, create=True) as into,
+        ):
             os.replace(source.name, destination.name, src_dir_fd=origin, dst_dir_fd=into)
 
     def write_ref(self, repo_id: str, repo_type: str, name: str, commit: str) -> Path:
@@ -345,5 +380,3 @@ def _blob_name(name: str, repo_id: str) -> str:
 # What making a link fails with where links are not allowed: Linux file systems without them (vfat, some FUSE and
 # network mounts) say EPERM or EOPNOTSUPP; Windows without the privilege gives WinError 1314, errno EINVAL.
 _NO_LINKS = {errno.EPERM, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP}
-
-

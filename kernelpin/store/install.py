@@ -11,13 +11,12 @@ from typing import Any
 
 from kernelpin.files import confined
 from kernelpin.format.layout import BUILD_DIR
-from kernelpin.format.lockfile import Lock, LockedFile, LockedKernel, LockedVariant
-from kernelpin.store.parallel import run_all
-from kernelpin.trust.checker import ReleaseChecker
+from kernelpin.format.lockfile import Lock, LockedFile, LockedKernel, LockedVariant, choose_variant
+from kernelpin.format.variant import Environment
 from kernelpin.hub.source import HubSource
 from kernelpin.store.content import Store
-from kernelpin.format.lockfile import choose_variant
-from kernelpin.format.variant import Environment
+from kernelpin.store.parallel import run_all
+from kernelpin.trust.checker import ReleaseChecker
 
 
 @dataclass
@@ -36,8 +35,9 @@ class Installer:
     """`sync`'s side of the store: installs variants, repairs what changed, removes what the lock does not list,
     and reports it all."""
 
-    def __init__(self, source: HubSource, target: Path | None = None,
-                 progress: Callable[..., Any] | None = None) -> None:
+    def __init__(
+        self, source: HubSource, target: Path | None = None, progress: Callable[..., Any] | None = None
+    ) -> None:
         self.store = Store(source, target, progress)
 
     def present(self, kernel: LockedKernel, variant_name: str, locked: LockedFile) -> Path | None:
@@ -53,8 +53,15 @@ class Installer:
         """Make every file of one variant present and verified, repairing what changed (see
         Store.ensure_variant), and remove the entries of the variant directory that the lock does not list."""
         installed = self.store.ensure_variant(kernel, variant_name, repair=True)
-        result = SyncedVariant(kernel.repo_id, kernel.label, variant_name, installed.directory,
-                               installed.downloaded, installed.reused, installed.repaired)
+        result = SyncedVariant(
+            kernel.repo_id,
+            kernel.label,
+            variant_name,
+            installed.directory,
+            installed.downloaded,
+            installed.reused,
+            installed.repaired,
+        )
         variant = kernel.variant(variant_name)
         assert variant is not None  # ensure_variant refused it otherwise
         for extra in unlisted_entries(result.directory, variant):
@@ -93,8 +100,13 @@ def unlisted_entries(directory: Path, variant: LockedVariant) -> list[str]:
     return found
 
 
-def sync(lock: Lock, installer: Installer, env: Environment | None, all_variants: bool = False,
-         checker: ReleaseChecker | None = None) -> list[SyncedVariant]:
+def sync(
+    lock: Lock,
+    installer: Installer,
+    env: Environment | None,
+    all_variants: bool = False,
+    checker: ReleaseChecker | None = None,
+) -> list[SyncedVariant]:
     """Install the variant each locked kernel needs in `env` (or every variant with `all_variants`): every
     variant is chosen first (a kernel without one for `env` fails the command before any download), then the
     kernels are installed in parallel (KERNELPIN_DOWNLOADS at once, each repository by one thread). With a
@@ -115,8 +127,9 @@ def sync(lock: Lock, installer: Installer, env: Environment | None, all_variants
         installer.record_major_ref(kernel)
         return done
 
-    return [synced for done in run_all(install, chosen, installer.store.source.settings.limits.downloads)
-            for synced in done]
+    return [
+        synced for done in run_all(install, chosen, installer.store.source.settings.limits.downloads) for synced in done
+    ]
 
 
 @dataclass(frozen=True)

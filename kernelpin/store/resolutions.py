@@ -20,9 +20,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from kernelpin.errors import KernelpinError
 from kernelpin.files import confined
 from kernelpin.format import lockfile
-from kernelpin.errors import KernelpinError
 from kernelpin.format.lockfile import Lock, LockedKernel, is_variant_name
 from kernelpin.format.spec import Requirement
 
@@ -89,8 +89,10 @@ class Resolutions:
         if not path.exists() and not path.is_symlink():
             return None
         self._check(self.root, self.root / _RESOLVED, path)
-        broken = KernelpinError(f"{path} is not a resolution kernelpin wrote for {requirement.repo_id} "
-                                f"{requirement.text}; delete it (the next online get_kernel writes it again)")
+        broken = KernelpinError(
+            f"{path} is not a resolution kernelpin wrote for {requirement.repo_id} "
+            f"{requirement.text}; delete it (the next online get_kernel writes it again)"
+        )
         try:
             record = json.loads(path.read_text(encoding="utf-8"))
         except (ValueError, UnicodeDecodeError):
@@ -106,8 +108,9 @@ class Resolutions:
             raise broken
         return Remembered(kernel, tuple(names), marked)
 
-    def remember(self, kernel: LockedKernel, variants: tuple[str, ...], requirement: Requirement,
-                 publisher_trusted: bool = False) -> Path:
+    def remember(
+        self, kernel: LockedKernel, variants: tuple[str, ...], requirement: Requirement, publisher_trusted: bool = False
+    ) -> Path:
         """Keep `kernel` (and the variant names at its commit, and whether the Hub's mark on the publisher let it
         through) for `requirement`; the variants remembered for the same commit are kept beside the new one.
         Written through kernelpin.files.confined, as the cache is: a link at the record's name or on the way below the
@@ -122,9 +125,19 @@ class Resolutions:
             kernel = dataclasses.replace(kernel, variants=tuple(sorted(kernel.variants + kept, key=lambda v: v.name)))
         if previous == Remembered(kernel, variants, publisher_trusted):
             return path
-        record = {"format": _FORMAT, "variants": list(variants), "lock": lockfile.render(Lock((kernel,))),
-                  "publisher-trusted": publisher_trusted}
-        confined.replace_file(self.root, path, json.dumps(record, indent=1).encode("utf-8"),
-                              f"remembering {requirement.repo_id} {requirement.text}", mode=0o600,
-                              directory_mode=0o700, durable=True)
+        record = {
+            "format": _FORMAT,
+            "variants": list(variants),
+            "lock": lockfile.render(Lock((kernel,))),
+            "publisher-trusted": publisher_trusted,
+        }
+        confined.replace_file(
+            self.root,
+            path,
+            json.dumps(record, indent=1).encode("utf-8"),
+            f"remembering {requirement.repo_id} {requirement.text}",
+            mode=0o600,
+            directory_mode=0o700,
+            durable=True,
+        )
         return path

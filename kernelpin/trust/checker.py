@@ -9,13 +9,13 @@ import functools
 import threading
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Self
 
 from kernelpin.errors import KernelpinError
-from kernelpin.format.signer import LockedSignature, Signer
-from kernelpin.hub.limits import Limits
 from kernelpin.format.layout import METADATA
 from kernelpin.format.layout import SIGNATURE as BUNDLE
+from kernelpin.format.signer import LockedSignature, Signer
+from kernelpin.hub.limits import Limits
 from kernelpin.trust import signature
 from kernelpin.trust.gate import LOCK, RELEASE, Evidence, enforce
 from kernelpin.trust.policy import Policy, SignatureError
@@ -35,9 +35,15 @@ class ReleaseChecker:
     a bundle this user verified before over the same metadata.json under the same trust root is not verified
     again (kernelpin.trust.receipts): its recorded signer is put to the current policy."""
 
-    def __init__(self, policy: Policy, project_root: Path, refresh: bool = False,
-                 refresh_timeout: float = Limits.http_timeout, worker: bool = False,
-                 receipts: SignatureReceipts | None = None) -> None:
+    def __init__(
+        self,
+        policy: Policy,
+        project_root: Path,
+        refresh: bool = False,
+        refresh_timeout: float = Limits.http_timeout,
+        worker: bool = False,
+        receipts: SignatureReceipts | None = None,
+    ) -> None:
         self.policy, self.project_root, self.refresh = policy, project_root, refresh
         self.refresh_timeout = refresh_timeout
         self.receipts = receipts
@@ -49,7 +55,7 @@ class ReleaseChecker:
         self._wants_worker = worker
         self._worker: SignatureWorker | None = None
 
-    def __enter__(self) -> ReleaseChecker:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -67,7 +73,8 @@ class ReleaseChecker:
                 self._verifier = signature.verifier(self.policy, self.project_root, self.refresh, self.refresh_timeout)
             elif self._verifier is None:
                 self._verifier, self._verifier_root = signature.verifier_and_root(
-                    self.policy, self.project_root, self.refresh, self.refresh_timeout)
+                    self.policy, self.project_root, self.refresh, self.refresh_timeout
+                )
             return self._verifier
 
     @functools.cached_property
@@ -106,8 +113,10 @@ class ReleaseChecker:
         receipt vouches for every bundle among them."""
         if self._warmed:
             return
-        if any(BUNDLE in files and self._recall(files.get(METADATA, b""), files[BUNDLE]) is None
-               for files in fetched.values()):
+        if any(
+            BUNDLE in files and self._recall(files.get(METADATA, b""), files[BUNDLE]) is None
+            for files in fetched.values()
+        ):
             self.warm_up()
 
     def warm_up(self) -> None:
@@ -156,17 +165,23 @@ class ReleaseChecker:
         if bundle is None:
             verified = signature.verify_bundle(repo_id, variant, metadata or b"", None, self.policy, None)
         elif metadata is None:
-            raise SignatureError(repo_id, variant, f"{BUNDLE} without a metadata.json to sign",
-                                 "the release is broken; ask the publisher to fix it")
+            raise SignatureError(
+                repo_id,
+                variant,
+                f"{BUNDLE} without a metadata.json to sign",
+                "the release is broken; ask the publisher to fix it",
+            )
         else:
             verified = self._verify(repo_id, variant, metadata, bundle)
         if verified is None:
             return LockedSignature(None)
-        return LockedSignature(verified.signer, verified.bundle_sha256, verified.log_index, verified.log_id,
-                               verified.integrated_time)
+        return LockedSignature(
+            verified.signer, verified.bundle_sha256, verified.log_index, verified.log_id, verified.integrated_time
+        )
 
-    def recheck(self, repo_id: str, variant: str, directory: Path, locked: LockedSignature | None,
-                files: bool = False) -> Signer | None:
+    def recheck(
+        self, repo_id: str, variant: str, directory: Path, locked: LockedSignature | None, files: bool = False
+    ) -> Signer | None:
         """`sync`'s check of an installed variant whose files matched the lock: what the lock records (or that it
         records nothing) put to the policy; a recorded signer's bundle verifies again, offline (or this user's
         receipt vouches for it), and names that signer (a lock edited to claim a signer is caught here).
@@ -177,15 +192,21 @@ class ReleaseChecker:
             return None
         if files:
             verified = signature.verify_variant(directory, repo_id, self.policy, self.verifier)
-            found = LockedSignature(None) if verified is None else LockedSignature(verified.signer,
-                                                                                  verified.bundle_sha256)
+            found = (
+                LockedSignature(None) if verified is None else LockedSignature(verified.signer, verified.bundle_sha256)
+            )
         else:
             bundle = directory / BUNDLE
-            found = self.check(repo_id, variant, (directory / METADATA).read_bytes(),
-                               bundle.read_bytes() if bundle.is_file() else None)
+            found = self.check(
+                repo_id, variant, (directory / METADATA).read_bytes(), bundle.read_bytes() if bundle.is_file() else None
+            )
         if found.signer != locked.signer or found.bundle_sha256 != locked.bundle_sha256:
-            raise SignatureError(repo_id, variant, f"the lock records a signature by {locked.signer.describe()}, "
-                                 f"but the bundle is {'unsigned' if found.signer is None else 'by ' + found.signer.describe()}",
-                                 "the lock was edited: regenerate it with `kernelpin lock --upgrade-package "
-                                 f"{repo_id}` and review the change")
+            raise SignatureError(
+                repo_id,
+                variant,
+                f"the lock records a signature by {locked.signer.describe()}, "
+                f"but the bundle is {'unsigned' if found.signer is None else 'by ' + found.signer.describe()}",
+                "the lock was edited: regenerate it with `kernelpin lock --upgrade-package "
+                f"{repo_id}` and review the change",
+            )
         return found.signer

@@ -17,11 +17,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kernelpin.errors import KernelpinError
+from kernelpin.format.layout import SIGNATURE
 from kernelpin.format.metadata import BuildMetadata
 from kernelpin.format.ranges import Version
-from kernelpin.format.variant import Variant
-from kernelpin.format.layout import SIGNATURE
 from kernelpin.format.signer import LockedSignature, Signer
+from kernelpin.format.variant import Variant
 from kernelpin.trust.policy import TABLE, Policy, SignatureError
 
 # Where the evidence comes from.
@@ -64,8 +64,14 @@ class Decision:
     notice: str | None = None
 
 
-def decide(policy: Policy, repo_id: str, variant: str, evidence: Evidence,
-           metadata: BuildMetadata | None = None, served: Served | None = None) -> Decision:
+def decide(
+    policy: Policy,
+    repo_id: str,
+    variant: str,
+    evidence: Evidence,
+    metadata: BuildMetadata | None = None,
+    served: Served | None = None,
+) -> Decision:
     """The policy's verdict on one variant: a signer it allows (whose signed metadata.json says it is what it is
     served as), or no signature where none is required (neither `require-signatures` nor named signers)."""
     if evidence.source == LOCAL:
@@ -80,37 +86,55 @@ def decide(policy: Policy, repo_id: str, variant: str, evidence: Evidence,
     signer = evidence.signer
     if entry is not None and entry.signers and not entry.allows(signer):
         issuers = {rule.issuer for rule in entry.signers}
-        what = (f"signed through issuer {signer.issuer}, not {' or '.join(sorted(issuers))}"
-                if signer.issuer not in issuers else f"signed by {signer.describe()}")
+        what = (
+            f"signed through issuer {signer.issuer}, not {' or '.join(sorted(issuers))}"
+            if signer.issuer not in issuers
+            else f"signed by {signer.describe()}"
+        )
         rules = "; ".join(rule.describe() for rule in entry.signers)
         if evidence.source == RELEASE:
-            return Decision(False, f"{what}, which {entry.where} does not allow ({rules})",
-                            "do not use this release unless you trust that signer: then add it to the policy's "
-                            "signers")
-        return Decision(False, f"{'locked' if evidence.source == LOCK else 'resolved before'} as {what}, which "
-                        f"{entry.where} does not allow ({rules})",
-                        "add that signer to the entry if you trust it, or lock another release")
+            return Decision(
+                False,
+                f"{what}, which {entry.where} does not allow ({rules})",
+                "do not use this release unless you trust that signer: then add it to the policy's signers",
+            )
+        return Decision(
+            False,
+            f"{'locked' if evidence.source == LOCK else 'resolved before'} as {what}, which "
+            f"{entry.where} does not allow ({rules})",
+            "add that signer to the entry if you trust it, or lock another release",
+        )
     if metadata is not None:
         mismatch = _served_as_other(metadata, variant, served or Served())
         if mismatch is not None:
-            return Decision(False, f"the signed metadata.json {mismatch}",
-                            "do not use this release (signed bytes served as another release or build); tell the "
-                            "publisher")
+            return Decision(
+                False,
+                f"the signed metadata.json {mismatch}",
+                "do not use this release (signed bytes served as another release or build); tell the publisher",
+            )
     return Decision(True)
 
 
 def _unsigned(source: str, where: str, repo_id: str) -> tuple[str, str]:
     if source == RELEASE:
-        return (f"no signature ({SIGNATURE}), but {where} requires one",
-                "ask the publisher to sign the release, or pin a signed one")
+        return (
+            f"no signature ({SIGNATURE}), but {where} requires one",
+            "ask the publisher to sign the release, or pin a signed one",
+        )
     if source == LOCK:
-        return (f"locked unsigned, but {where} requires a signature",
-                "ask the publisher for a signed release and run `kernelpin lock --upgrade`")
+        return (
+            f"locked unsigned, but {where} requires a signature",
+            "ask the publisher for a signed release and run `kernelpin lock --upgrade`",
+        )
     if source == REMEMBERED:
-        return (f"resolved unsigned before (get_kernel remembers it), but {where} requires a signature",
-                "call get_kernel online for a signed release, or ask the publisher to sign it")
-    return (f"the lock records no signature check of this variant, but {where} requires a signature",
-            f"run `kernelpin lock --upgrade-package {repo_id}` to verify and record it")
+        return (
+            f"resolved unsigned before (get_kernel remembers it), but {where} requires a signature",
+            "call get_kernel online for a signed release, or ask the publisher to sign it",
+        )
+    return (
+        f"the lock records no signature check of this variant, but {where} requires a signature",
+        f"run `kernelpin lock --upgrade-package {repo_id}` to verify and record it",
+    )
 
 
 def _served_as_other(metadata: BuildMetadata, variant: str, served: Served) -> str | None:
@@ -136,8 +160,14 @@ def _served_as_other(metadata: BuildMetadata, variant: str, served: Served) -> s
     return None
 
 
-def enforce(policy: Policy, repo_id: str, variant: str, evidence: Evidence,
-            metadata: BuildMetadata | None = None, served: Served | None = None) -> Decision:
+def enforce(
+    policy: Policy,
+    repo_id: str,
+    variant: str,
+    evidence: Evidence,
+    metadata: BuildMetadata | None = None,
+    served: Served | None = None,
+) -> Decision:
     """`decide`, with a refusal raised as SignatureError (one line: repository, variant, cause, fix)."""
     decision = decide(policy, repo_id, variant, evidence, metadata, served)
     if not decision.admit:
@@ -145,8 +175,13 @@ def enforce(policy: Policy, repo_id: str, variant: str, evidence: Evidence,
     return decision
 
 
-def admit_publisher(policy: Policy, repo_id: str, hub_trusts: Callable[[str], bool],
-                    caller_trusts: bool | None = None, endpoint: str = "the Hub") -> bool:
+def admit_publisher(
+    policy: Policy,
+    repo_id: str,
+    hub_trusts: Callable[[str], bool],
+    caller_trusts: bool | None = None,
+    endpoint: str = "the Hub",
+) -> bool:
     """The gate `kernels` has: a repository of a publisher the policy does not name needs the caller's trust
     (`trust_remote_code`, get_kernel's; None for `lock`, which has none) or the Hub's trusted mark on its
     organization (`hub_trusts`, asked only then; offline, what get_kernel recorded of the mark). Returns whether
@@ -157,8 +192,12 @@ def admit_publisher(policy: Policy, repo_id: str, hub_trusts: Callable[[str], bo
     if hub_trusts(org):
         return True
     if caller_trusts is None:
-        raise KernelpinError(f"{repo_id}: untrusted publisher: the Hub does not mark {org} a trusted kernel "
-                             f"publisher (trustedKernelPublisher) and pyproject.toml does not name it; if you "
-                             f'trust it, add [{TABLE}.publishers."{org}"] (or "{repo_id}") to pyproject.toml')
-    raise KernelpinError(f"{repo_id}: {org} is not a trusted kernel publisher on {endpoint}; if you trust it, "
-                         f"pass trust_remote_code=True (or trust_remote_code=[{repo_id!r}])")
+        raise KernelpinError(
+            f"{repo_id}: untrusted publisher: the Hub does not mark {org} a trusted kernel "
+            f"publisher (trustedKernelPublisher) and pyproject.toml does not name it; if you "
+            f'trust it, add [{TABLE}.publishers."{org}"] (or "{repo_id}") to pyproject.toml'
+        )
+    raise KernelpinError(
+        f"{repo_id}: {org} is not a trusted kernel publisher on {endpoint}; if you trust it, "
+        f"pass trust_remote_code=True (or trust_remote_code=[{repo_id!r}])"
+    )

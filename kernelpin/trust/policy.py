@@ -35,15 +35,22 @@ def normalised(repo_id: str) -> str:
     return repo_id.lower()
 
 
-def signer_changes(repo_id: str, old: Mapping[str, LockedSignature | None], new: Mapping[str, LockedSignature],
-                   accepted: Collection[str]) -> list[str]:
+def signer_changes(
+    repo_id: str,
+    old: Mapping[str, LockedSignature | None],
+    new: Mapping[str, LockedSignature],
+    accepted: Collection[str],
+) -> list[str]:
     """Signer continuity across a re-lock, for each variant of the new release: one refusal per variant whose
     signer is not the one the lock recorded (for that variant, or for any variant when it is new), or that is
     no longer signed. `accepted` holds the new identities (`Signer.continuity`, or UNSIGNED) the user named with
     `--accept-signer REPO=...` (of `lock`, `add` or `sync`, whichever re-locked). A lock that recorded no signer
     constrains nothing (unsigned -> signed is fine)."""
-    known = {variant: signature.signer for variant, signature in old.items()
-             if signature is not None and signature.signer is not None}
+    known = {
+        variant: signature.signer
+        for variant, signature in old.items()
+        if signature is not None and signature.signer is not None
+    }
     if not known:
         return []
     everyone = {signer.continuity for signer in known.values()}
@@ -54,13 +61,17 @@ def signer_changes(repo_id: str, old: Mapping[str, LockedSignature | None], new:
         was = " or ".join(sorted(allowed))
         if signature.signer is None:
             if UNSIGNED not in accepted:
-                problems.append(f"{repo_id} {variant}: the new release is unsigned, but the locked one was signed by "
-                                f"{was}; if you accept an unsigned release, repeat the command with "
-                                f"`--accept-signer {repo_id}={UNSIGNED}`")
+                problems.append(
+                    f"{repo_id} {variant}: the new release is unsigned, but the locked one was signed by "
+                    f"{was}; if you accept an unsigned release, repeat the command with "
+                    f"`--accept-signer {repo_id}={UNSIGNED}`"
+                )
         elif signature.signer.continuity not in allowed and signature.signer.continuity not in accepted:
-            problems.append(f"{repo_id} {variant}: the new release is signed by {signature.signer.describe()}, but the "
-                            f"locked one by {was}: the publisher's signer changed. If you trust the new one, repeat "
-                            f"the command with `--accept-signer {repo_id}={signature.signer.continuity}`")
+            problems.append(
+                f"{repo_id} {variant}: the new release is signed by {signature.signer.describe()}, but the "
+                f"locked one by {was}: the publisher's signer changed. If you trust the new one, repeat "
+                f"the command with `--accept-signer {repo_id}={signature.signer.continuity}`"
+            )
     return problems
 
 
@@ -82,11 +93,11 @@ class SignerRule:
             return True
         # GitHub compares owner/name without case; the workflow path and the ref are compared exactly.
         base = f"https://github.com/{self.repository}/".lower()
-        if (signer.source_repository or "").lower() + "/" != base or signer.identity[:len(base)].lower() != base:
+        if (signer.source_repository or "").lower() + "/" != base or signer.identity[: len(base)].lower() != base:
             return False
         # `<workflow path>@<ref>`: a workflow path has no `@`, a ref may (a branch `feature@refs/heads/main`), so
         # the identity splits at its first `@`, and the ref must be one whole ref.
-        workflow, at, ref = signer.identity[len(base):].partition("@")
+        workflow, at, ref = signer.identity[len(base) :].partition("@")
         if not at or not ref.startswith("refs/"):
             return False
         if self.workflows and workflow not in self.workflows:
@@ -120,16 +131,20 @@ class Publisher:
 
 KERNELS_COMMUNITY = Publisher(
     name="kernels-community",
-    signers=(SignerRule(
-        repository="huggingface/kernels-community",
-        workflows=tuple(f".github/workflows/{name}.yaml" for name in ("build", "build-mac", "build-windows",
-                                                                     "sign-old-builds")),
-        refs=("refs/heads/main",),
-    ), SignerRule(  # its Rust kernels, as kernels 0.19's DEFAULT_POLICY has them (kernels/_internals/verify.py)
-        repository="huggingface/kernels-community-rs",
-        workflows=(".github/workflows/build.yaml",),
-        refs=("refs/heads/main",),
-    )),
+    signers=(
+        SignerRule(
+            repository="huggingface/kernels-community",
+            workflows=tuple(
+                f".github/workflows/{name}.yaml" for name in ("build", "build-mac", "build-windows", "sign-old-builds")
+            ),
+            refs=("refs/heads/main",),
+        ),
+        SignerRule(  # its Rust kernels, as kernels 0.19's DEFAULT_POLICY has them (kernels/_internals/verify.py)
+            repository="huggingface/kernels-community-rs",
+            workflows=(".github/workflows/build.yaml",),
+            refs=("refs/heads/main",),
+        ),
+    ),
     require_signatures=True,
     builtin=True,
 )
@@ -171,8 +186,10 @@ class SignatureError(KernelpinError):
         self.repo_id, self.variant, self.cause, self.fix = repo_id, variant, cause, fix
 
 
-_EXAMPLE = (f'[{TABLE}.publishers.acme]\nsigners = [{{ repository = "acme/kernels", '
-            'workflow = ".github/workflows/release.yaml", ref = "refs/heads/main" }]')
+_EXAMPLE = (
+    f'[{TABLE}.publishers.acme]\nsigners = [{{ repository = "acme/kernels", '
+    'workflow = ".github/workflows/release.yaml", ref = "refs/heads/main" }]'
+)
 
 
 def _strings(value: Any, key: str, where: str) -> tuple[str, ...]:
@@ -187,19 +204,23 @@ def _rule(table: Any, where: str) -> SignerRule:
         raise PolicyError(f"{where}: a signer is a table; for example\n{_EXAMPLE}")
     unknown = sorted(set(table) - {"issuer", "repository", "workflow", "ref", "identity"})
     if unknown:
-        raise PolicyError(f"{where}: unknown key {unknown[0]!r} (a signer has issuer, repository, workflow, ref, "
-                          "identity)")
+        raise PolicyError(
+            f"{where}: unknown key {unknown[0]!r} (a signer has issuer, repository, workflow, ref, identity)"
+        )
     issuer = _strings(table.get("issuer", GITHUB_ISSUER), "issuer", where)
     if len(issuer) != 1:
         raise PolicyError(f"{where}: issuer is one URL")
     repository = table.get("repository")
     identity = table.get("identity")
     if repository is None and identity is None:
-        raise PolicyError(f"{where}: a signer names a GitHub repository (`repository = \"owner/name\"`) or an "
-                          f"exact identity (`identity = \"release@acme.dev\"`, with its `issuer`)")
-    if repository is not None and (not isinstance(repository, str) or repository.count("/") != 1
-                                   or repository.startswith("https:")):
-        raise PolicyError(f"{where}: repository is a GitHub owner/name, such as \"acme/kernels\"")
+        raise PolicyError(
+            f'{where}: a signer names a GitHub repository (`repository = "owner/name"`) or an '
+            f'exact identity (`identity = "release@acme.dev"`, with its `issuer`)'
+        )
+    if repository is not None and (
+        not isinstance(repository, str) or repository.count("/") != 1 or repository.startswith("https:")
+    ):
+        raise PolicyError(f'{where}: repository is a GitHub owner/name, such as "acme/kernels"')
     if identity is not None and not isinstance(identity, str):
         raise PolicyError(f"{where}: identity is a string (the certificate's e-mail or URI)")
     if repository is None and ("workflow" in table or "ref" in table):
@@ -217,7 +238,7 @@ def _publisher(name: str, table: Any, where: str) -> Publisher:
         raise PolicyError(f"{where}: unknown key {unknown[0]!r} (a publisher has signers, require-signatures)")
     parts = name.split("/")
     if not 1 <= len(parts) <= 2 or not all(parts):
-        raise PolicyError(f"{where}: a publisher is an organization (\"acme\") or a repository (\"acme/img2gray\")")
+        raise PolicyError(f'{where}: a publisher is an organization ("acme") or a repository ("acme/img2gray")')
     signers = table.get("signers", [])
     if not isinstance(signers, list):
         raise PolicyError(f"{where}: signers must be a list of tables; for example\n{_EXAMPLE}")
@@ -225,10 +246,13 @@ def _publisher(name: str, table: Any, where: str) -> Publisher:
     if required is not None and not isinstance(required, bool):
         raise PolicyError(f"{where}: require-signatures must be true or false")
     if required is False and signers:
-        raise PolicyError(f"{where}: names signers and require-signatures = false, but an entry that names its "
-                          "signers refuses what none of them signed; drop require-signatures (or the signers)")
-    return Publisher(name, tuple(_rule(rule, f"{where} signer #{index + 1}") for index, rule in enumerate(signers)),
-                     required)
+        raise PolicyError(
+            f"{where}: names signers and require-signatures = false, but an entry that names its "
+            "signers refuses what none of them signed; drop require-signatures (or the signers)"
+        )
+    return Publisher(
+        name, tuple(_rule(rule, f"{where} signer #{index + 1}") for index, rule in enumerate(signers)), required
+    )
 
 
 def parse_policy(pyproject: Mapping[str, Any]) -> Policy:
@@ -257,15 +281,18 @@ def parse_policy(pyproject: Mapping[str, Any]) -> Policy:
         raise PolicyError(f"{where}: trusted-root is the path of a Sigstore trusted_root.json")
     publishers = table.get("publishers", {})
     if not isinstance(publishers, dict):
-        raise PolicyError(f"{where}: publishers must be a table of organizations and repositories; for example\n"
-                          f"{_EXAMPLE}")
+        raise PolicyError(
+            f"{where}: publishers must be a table of organizations and repositories; for example\n{_EXAMPLE}"
+        )
     entries = {KERNELS_COMMUNITY.name: KERNELS_COMMUNITY}
     named: dict[str, str] = {}
     for name, value in publishers.items():
         key = normalised(name)
         if key in named:
-            raise PolicyError(f'[{TABLE}.publishers]: "{named[key]}" and "{name}" are one publisher (the Hub '
-                              "compares names without case); keep one entry")
+            raise PolicyError(
+                f'[{TABLE}.publishers]: "{named[key]}" and "{name}" are one publisher (the Hub '
+                "compares names without case); keep one entry"
+            )
         named[key] = name
         entries[key] = _publisher(key, value, f'[{TABLE}.publishers."{name}"]')
     return Policy(entries, required, root)

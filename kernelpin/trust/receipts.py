@@ -64,8 +64,12 @@ class SignatureReceipts:
 
 
 def _key(trust_root: str, metadata: bytes, bundle: bytes) -> dict[str, object]:
-    return {"format": FORMAT, "trust-root": trust_root, "bundle-sha256": hashlib.sha256(bundle).hexdigest(),
-            "metadata-sha256": hashlib.sha256(metadata).hexdigest()}
+    return {
+        "format": FORMAT,
+        "trust-root": trust_root,
+        "bundle-sha256": hashlib.sha256(bundle).hexdigest(),
+        "metadata-sha256": hashlib.sha256(metadata).hexdigest(),
+    }
 
 
 def _name(key: dict[str, object]) -> str:

@@ -27,9 +27,9 @@ from urllib.parse import quote
 from kernelpin.errors import KernelpinError
 from kernelpin.format.layout import METADATA
 from kernelpin.format.layout import SIGNATURE as BUNDLE
+from kernelpin.format.signer import Signer
 from kernelpin.hub.limits import HTTP_TIMEOUT, Limits
 from kernelpin.trust.gate import RELEASE, Evidence, enforce
-from kernelpin.format.signer import Signer
 from kernelpin.trust.policy import Policy, SignatureError
 
 if TYPE_CHECKING:
@@ -60,12 +60,18 @@ class Verified:
 
     def fields(self) -> dict[str, Any]:
         """As JSON data (the signature worker's answers, the signature receipts)."""
-        return {"signer": vars(self.signer), "bundle_sha256": self.bundle_sha256, "log_index": self.log_index,
-                "log_id": self.log_id, "integrated_time": self.integrated_time}
+        return {
+            "signer": vars(self.signer),
+            "bundle_sha256": self.bundle_sha256,
+            "log_index": self.log_index,
+            "log_id": self.log_id,
+            "integrated_time": self.integrated_time,
+        }
 
     @classmethod
     def from_fields(cls, fields: object) -> Verified:
         """What `fields` wrote; ValueError for anything else."""
+
         def text(value: object) -> str:
             if isinstance(value, str):
                 return value
@@ -79,11 +85,17 @@ class Verified:
         signer = fields.get("signer") if isinstance(fields, dict) else None
         if not isinstance(fields, dict) or not isinstance(signer, dict):
             raise ValueError("not a verified signature")
-        optional = (None if signer.get(key) is None else text(signer.get(key))
-                    for key in ("source_repository", "source_commit", "source_ref"))
-        return cls(Signer(text(signer.get("issuer")), text(signer.get("identity")), *optional),
-                   text(fields.get("bundle_sha256")), number(fields.get("log_index")), text(fields.get("log_id")),
-                   number(fields.get("integrated_time")))
+        optional = (
+            None if signer.get(key) is None else text(signer.get(key))
+            for key in ("source_repository", "source_commit", "source_ref")
+        )
+        return cls(
+            Signer(text(signer.get("issuer")), text(signer.get("identity")), *optional),
+            text(fields.get("bundle_sha256")),
+            number(fields.get("log_index")),
+            text(fields.get("log_id")),
+            number(fields.get("integrated_time")),
+        )
 
 
 class TrustRootError(KernelpinError):
@@ -110,9 +122,11 @@ def _refreshed_root(timeout: float) -> TrustedRoot:
     thread.join(timeout)
     fix = "run without --refresh-trust-root to use the one sigstore-python ships (it works offline)"
     if not outcome:
-        raise TrustRootError(f"no answer from Sigstore's TUF repository within {timeout:g} s, "
-                             f"so its trust root cannot be refreshed (offline, or the network blocks it); {fix}, or "
-                             f"set {HTTP_TIMEOUT}=SECONDS to wait longer")
+        raise TrustRootError(
+            f"no answer from Sigstore's TUF repository within {timeout:g} s, "
+            f"so its trust root cannot be refreshed (offline, or the network blocks it); {fix}, or "
+            f"set {HTTP_TIMEOUT}=SECONDS to wait longer"
+        )
     if isinstance(outcome[0], Error):
         # sigstore's TUFError says only "Failed to refresh TUF metadata": the causes below it say what failed and why.
         causes, cause = [], outcome[0].__cause__ or outcome[0]
@@ -120,8 +134,7 @@ def _refreshed_root(timeout: float) -> TrustedRoot:
             causes.append((str(cause).splitlines() or [type(cause).__name__])[0])
             cause = cause.__cause__
         detail = ": ".join(causes)[:400]
-        raise TrustRootError(f"cannot refresh Sigstore's trust root through TUF ({detail}); "
-                             f"{fix}") from None
+        raise TrustRootError(f"cannot refresh Sigstore's trust root through TUF ({detail}); {fix}") from None
     if isinstance(outcome[0], BaseException):
         raise outcome[0]
     return outcome[0]
@@ -132,8 +145,9 @@ def _one_line(error: BaseException, limit: int = 200) -> str:
     return " ".join(str(error).split())[:limit]
 
 
-def verifier(policy: Policy, project_root: Path, refresh: bool = False,
-             refresh_timeout: float = Limits.http_timeout) -> Verifier:
+def verifier(
+    policy: Policy, project_root: Path, refresh: bool = False, refresh_timeout: float = Limits.http_timeout
+) -> Verifier:
     """The verifier of the policy's trust root: its `trusted-root` file, else Sigstore's public-good root as
     sigstore-python ships it (or as its TUF cache last updated it); `refresh` asks TUF for a newer one first,
     waiting at most `refresh_timeout` seconds."""
@@ -146,8 +160,10 @@ def verifier(policy: Policy, project_root: Path, refresh: bool = False,
         try:
             return Verifier(trusted_root=TrustedRoot.from_file(str(path)))
         except (OSError, ValueError, Error) as error:
-            raise TrustRootError(f"{path} (trusted-root in [tool.kernelpin.trust]): not a Sigstore trusted root "
-                                 f"({_one_line(error)}); point it at a trusted_root.json") from None
+            raise TrustRootError(
+                f"{path} (trusted-root in [tool.kernelpin.trust]): not a Sigstore trusted root "
+                f"({_one_line(error)}); point it at a trusted_root.json"
+            ) from None
     if refresh:
         return Verifier(trusted_root=_refreshed_root(refresh_timeout))
     path = public_good_root()
@@ -156,12 +172,15 @@ def verifier(policy: Policy, project_root: Path, refresh: bool = False,
             raise OSError("sigstore-python ships none")
         return Verifier(trusted_root=TrustedRoot.from_file(str(path)))
     except (OSError, ValueError, Error) as error:  # a damaged TUF cache of sigstore-python's
-        raise TrustRootError(f"cannot load Sigstore's trust root from {path} ({_one_line(error)}); run with "
-                             "--refresh-trust-root (online) to fetch it again") from None
+        raise TrustRootError(
+            f"cannot load Sigstore's trust root from {path} ({_one_line(error)}); run with "
+            "--refresh-trust-root (online) to fetch it again"
+        ) from None
 
 
-def verifier_and_root(policy: Policy, project_root: Path, refresh: bool = False,
-                      refresh_timeout: float = Limits.http_timeout) -> tuple[Verifier, str | None]:
+def verifier_and_root(
+    policy: Policy, project_root: Path, refresh: bool = False, refresh_timeout: float = Limits.http_timeout
+) -> tuple[Verifier, str | None]:
     """`verifier`, and the trust_root_id of the root it loaded: read before and after it was made, so a root that
     changed meanwhile (a refresh, an edit) is not known for sure (None; nothing is kept as verified under it)."""
     before = trust_root_id(policy, project_root)
@@ -256,7 +275,9 @@ def signer_of(certificate: Certificate) -> Signer:
 
     try:
         names = certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-        subjects = names.get_values_for_type(x509.UniformResourceIdentifier) + names.get_values_for_type(x509.RFC822Name)
+        subjects = names.get_values_for_type(x509.UniformResourceIdentifier) + names.get_values_for_type(
+            x509.RFC822Name
+        )
     except x509.ExtensionNotFound:  # (an empty SubjectAlternativeName cannot be made: cryptography refuses it)
         subjects = []
     return Signer(
@@ -280,15 +301,21 @@ class _Recorder:
 
 def oversized(repo_id: str, variant: str, size: int) -> SignatureError:
     """The refusal of a bundle too large to be one, before it is read."""
-    return SignatureError(repo_id, variant, f"{BUNDLE} is {size} bytes, over the {MAX_BUNDLE_BYTES} a Sigstore "
-                          "bundle may be", "the release is broken or hostile; ask the publisher to sign it again")
+    return SignatureError(
+        repo_id,
+        variant,
+        f"{BUNDLE} is {size} bytes, over the {MAX_BUNDLE_BYTES} a Sigstore bundle may be",
+        "the release is broken or hostile; ask the publisher to sign it again",
+    )
 
 
-def verify_bundle(repo_id: str, variant: str, metadata: bytes, bundle: bytes | None, policy: Policy,
-                  verifier: Verifier | None) -> Verified | None:
+def verify_bundle(
+    repo_id: str, variant: str, metadata: bytes, bundle: bytes | None, policy: Policy, verifier: Verifier | None
+) -> Verified | None:
     """Verify `bundle` over `metadata` (both as the release holds them) and its signer against `policy`.
     None for an unsigned release the policy lets through; `SignatureError` for everything else. `verifier`
     may be None only for a release without a bundle."""
+
     def refuse(cause: str, fix: str) -> SignatureError:
         return SignatureError(repo_id, variant, cause, fix)
 
@@ -307,10 +334,14 @@ def verify_bundle(repo_id: str, variant: str, metadata: bytes, bundle: bytes | N
         log_index, log_id = int(entries[0]["logIndex"]), base64.b64decode(entries[0]["logId"]["keyId"]).hex()
         integrated_time = int(entries[0].get("integratedTime", 0))
     except (InvalidBundle, ValueError, KeyError, IndexError, TypeError, RecursionError) as error:
-        raise refuse(f"{BUNDLE} is not a Sigstore bundle ({str(error).splitlines()[0][:160]})",
-                     "the release is broken or hostile; ask the publisher to sign it again") from None
-    other_bytes = refuse(f"{BUNDLE} signs other bytes than this metadata.json (tampered metadata, or the "
-                         "signature of another release)", "do not use this release; tell the publisher")
+        raise refuse(
+            f"{BUNDLE} is not a Sigstore bundle ({str(error).splitlines()[0][:160]})",
+            "the release is broken or hostile; ask the publisher to sign it again",
+        ) from None
+    other_bytes = refuse(
+        f"{BUNDLE} signs other bytes than this metadata.json (tampered metadata, or the signature of another release)",
+        "do not use this release; tell the publisher",
+    )
     digest = parsed._inner.message_signature.message_digest if parsed._inner.message_signature else None
     if digest is not None and digest.digest != hashlib.sha256(metadata).digest():
         raise other_bytes
@@ -320,19 +351,28 @@ def verify_bundle(repo_id: str, variant: str, metadata: bytes, bundle: bytes | N
         verifier.verify_artifact(metadata, parsed, recorder)
     except CertValidationError as error:
         if "not valid at validation time" in str(error):
-            raise refuse("the certificate had expired (or was not yet valid) when the log recorded the signature",
-                         "do not use this release; ask the publisher to sign it again") from None
-        raise refuse(f"the certificate does not verify against the Sigstore trust root ({str(error)[:160]}): "
-                     "issued by another CA", "do not use this release; ask the publisher to sign it again") from None
+            raise refuse(
+                "the certificate had expired (or was not yet valid) when the log recorded the signature",
+                "do not use this release; ask the publisher to sign it again",
+            ) from None
+        raise refuse(
+            f"the certificate does not verify against the Sigstore trust root ({str(error)[:160]}): "
+            "issued by another CA",
+            "do not use this release; ask the publisher to sign it again",
+        ) from None
     except VerificationError as error:
         text = str(error)
         if "Signature is invalid for input" in text or "inconsistent with other materials" in text:
             raise other_bytes from None
         if "expired at time of signing" in text:
-            raise refuse("the certificate had expired when the log recorded the signature",
-                         "do not use this release; ask the publisher to sign it again") from None
-        raise refuse(f"the signature does not verify ({text.splitlines()[0][:200]})",
-                     "do not use this release; ask the publisher to sign it again") from None
+            raise refuse(
+                "the certificate had expired when the log recorded the signature",
+                "do not use this release; ask the publisher to sign it again",
+            ) from None
+        raise refuse(
+            f"the signature does not verify ({text.splitlines()[0][:200]})",
+            "do not use this release; ask the publisher to sign it again",
+        ) from None
     signer = recorder.signer
     assert signer is not None  # the verifier asks the policy before it can succeed
     enforce(policy, repo_id, variant, Evidence(RELEASE, signer))
@@ -349,8 +389,9 @@ def verify_variant(directory: Path, repo_id: str, policy: Policy, verifier: Veri
     try:
         metadata = (directory / METADATA).read_bytes()
     except OSError as error:
-        raise SignatureError(repo_id, variant, f"no readable {METADATA} ({error.strerror})",
-                             "sync the kernel again") from None
+        raise SignatureError(
+            repo_id, variant, f"no readable {METADATA} ({error.strerror})", "sync the kernel again"
+        ) from None
     bundle_path = directory / BUNDLE
     size = bundle_path.stat().st_size if bundle_path.is_file() else None
     if size is not None and size > MAX_BUNDLE_BYTES:
@@ -366,6 +407,10 @@ def verify_variant(directory: Path, repo_id: str, policy: Policy, verifier: Veri
     problems = sorted(present.keys() ^ digests.keys())
     problems += sorted(path for path in present.keys() & digests.keys() if sha256_file(present[path]) != digests[path])
     if problems or not digests:
-        raise SignatureError(repo_id, variant, f"the files do not match the signed {METADATA} digest "
-                             f"({', '.join(problems[:5]) or 'no digest'})", "do not use this build; sync it again")
+        raise SignatureError(
+            repo_id,
+            variant,
+            f"the files do not match the signed {METADATA} digest ({', '.join(problems[:5]) or 'no digest'})",
+            "do not use this build; sync it again",
+        )
     return verified

@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from kernelpin.errors import KernelpinError
-from kernelpin.trust.signature import TrustRootError, Verified, verifier_and_root, verify_bundle
 from kernelpin.trust.policy import Policy, SignatureError
+from kernelpin.trust.signature import TrustRootError, Verified, verifier_and_root, verify_bundle
 
 if TYPE_CHECKING:
     from sigstore.verify import Verifier
@@ -43,15 +43,26 @@ if TYPE_CHECKING:
 WORKER = "KERNELPIN_SIGNATURE_WORKER"
 _MODULE = "kernelpin.trust.worker"
 # Run in the directory kernelpin is imported from: that directory first on the path, then this module as __main__.
-_BOOTSTRAP = f"import os, runpy, sys; sys.path.insert(0, os.getcwd()); runpy.run_module({_MODULE!r}, run_name='__main__')"
+_BOOTSTRAP = (
+    f"import os, runpy, sys; sys.path.insert(0, os.getcwd()); runpy.run_module({_MODULE!r}, run_name='__main__')"
+)
 
 
 def isolation_flags(flags: Any = sys.flags) -> list[str]:
     """The command-line flags that gave this interpreter its isolation, for a child to run as isolated."""
     if flags.isolated:
         return ["-I"]  # -E, -s and -P with it
-    return [flag for flag, on in (("-E", flags.ignore_environment), ("-s", flags.no_user_site),
-                                  ("-P", getattr(flags, "safe_path", False))) if on]
+    return [
+        flag
+        for flag, on in (
+            ("-E", flags.ignore_environment),
+            ("-s", flags.no_user_site),
+            ("-P", getattr(flags, "safe_path", False)),
+        )
+        if on
+    ]
+
+
 _STOP_SECONDS = 5.0  # how long a worker whose input ended may take to exit before it is killed
 # How long a job may wait for its answer (the first one waits for sigstore's import, about 0.4 s): a worker
 # silent for this long (stopped, or starved) is given up, and every later job verified in-process.
@@ -65,8 +76,10 @@ def wanted(environ: Mapping[str, str] = os.environ) -> bool:
         return True
     if text == "0":
         return False
-    raise KernelpinError(f"{WORKER}={text[:20]!r} is neither 1 (verify signatures in a second process, the default) "
-                         "nor 0 (in the command's own process)")
+    raise KernelpinError(
+        f"{WORKER}={text[:20]!r} is neither 1 (verify signatures in a second process, the default) "
+        "nor 0 (in the command's own process)"
+    )
 
 
 class WorkerGone(Exception):
@@ -155,8 +168,9 @@ class SignatureWorker:
         self._process, self._input = process, process.stdin
         self._sending = threading.Lock()
         self._waiting = _Waiting()
-        reader = threading.Thread(target=_read_answers, args=(process.stdout, self._waiting),
-                                  name="kernelpin-signature-answers", daemon=True)
+        reader = threading.Thread(
+            target=_read_answers, args=(process.stdout, self._waiting), name="kernelpin-signature-answers", daemon=True
+        )
         reader.start()
         # Stopped by close(), else when the worker is collected or at exit: no process is left behind.
         waiting = self._waiting
@@ -179,9 +193,13 @@ class SignatureWorker:
             # module it imports. It then works in this process's directory, so that paths (a relative
             # trusted-root) read the same.
             here = os.getcwd()
-            process = subprocess.Popen([sys.executable, *isolation_flags(), "-c", _BOOTSTRAP], stdin=subprocess.PIPE,
-                                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                       cwd=Path(__file__).resolve().parents[2])
+            process = subprocess.Popen(
+                [sys.executable, *isolation_flags(), "-c", _BOOTSTRAP],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                cwd=Path(__file__).resolve().parents[2],
+            )
         except (OSError, ValueError, subprocess.SubprocessError) as error:
             raise WorkerGone(f"cannot start the signature worker ({error})") from None
         worker = cls(process)
@@ -238,8 +256,15 @@ def _outcome(repo_id: str, variant: str, answer: dict[str, Any]) -> tuple[Verifi
     raise WorkerGone("an answer that is not one")  # "unexpected": the in-process call raises what it was
 
 
-def _answer(made: Verifier | TrustRootError | None, root: str | None, policy: Policy, repo_id: str, variant: str,
-            metadata: bytes, bundle: bytes) -> dict[str, Any]:
+def _answer(
+    made: Verifier | TrustRootError | None,
+    root: str | None,
+    policy: Policy,
+    repo_id: str,
+    variant: str,
+    metadata: bytes,
+    bundle: bytes,
+) -> dict[str, Any]:
     """The child's answer to one job, as data."""
     if isinstance(made, TrustRootError):  # in-process, making the verifier fails before the bundle is read
         return {"trust_root": str(made)}

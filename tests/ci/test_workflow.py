@@ -33,18 +33,20 @@ def _lint(*paths: Path) -> list[dict]:
 
 
 def _real_problems(problems: list[dict]) -> list[dict]:
-    return [p for p in problems
-            if not (p["kind"] == "runner-label" and p["message"].split('"')[1] in NEWER_RUNNER_LABELS)]
+    return [
+        p for p in problems if not (p["kind"] == "runner-label" and p["message"].split('"')[1] in NEWER_RUNNER_LABELS)
+    ]
 
 
 def test_committed_workflow_is_the_generated_one() -> None:
-    assert ci_workflow.WORKFLOW.read_text() == ci_workflow.render(ci_workflow.matrix(), ci_workflow.hub_jobs()), \
+    assert ci_workflow.WORKFLOW.read_text() == ci_workflow.render(ci_workflow.matrix(), ci_workflow.hub_jobs()), (
         "stale: run `python -m tools.ci.workflow`"
+    )
     assert ci_workflow.main(["--check"]) == 0
 
 
 def test_a_new_variant_makes_the_committed_workflow_stale() -> None:
-    jobs = ci_workflow.matrix() + [ci_workflow.Job("linux-64", "2.14", None)]
+    jobs = [*ci_workflow.matrix(), ci_workflow.Job("linux-64", "2.14", None)]
 
     assert ci_workflow.render(jobs, ci_workflow.hub_jobs()) != ci_workflow.WORKFLOW.read_text()
 
@@ -96,8 +98,11 @@ def test_the_release_signs_every_variant_keylessly_and_refuses_an_unsigned_one()
 
 # What the release must carry besides the exact variants: the stable-ABI variants (torch >= 2.11, any minor): CPU,
 # the conda packages' CUDA 12.9, 13.0 and 13.2, and kernel-builder's cu126 for PyPI's torch+cu126 (Hub only).
-STABLE_VARIANTS = {f"torch-stable-abi211-{backend}-{arch}-linux" for backend in ("cpu", "cu126", "cu129", "cu130", "cu132")
-                   for arch in ("x86_64", "aarch64")}
+STABLE_VARIANTS = {
+    f"torch-stable-abi211-{backend}-{arch}-linux"
+    for backend in ("cpu", "cu126", "cu129", "cu130", "cu132")
+    for arch in ("x86_64", "aarch64")
+}
 HUB_ONLY = {variant for variant in STABLE_VARIANTS if "-cu126-" in variant}
 
 
@@ -121,9 +126,12 @@ def stable_release_problems(text: str) -> list[str]:
         built.add(variant)
         if _steps(job, "ABI gate") != [ci_workflow.ABI_GATE]:
             problems.append(f"{name}: its package is not gated")
-        if "-cpu-" in variant and not any(f'IMG2GRAY_OP_BUILD="$PWD/build/stable-check/build/{variant}"' in run
-                                          and run.startswith("pixi run -e cpu python -m tools.release stage output ")
-                                          and "pytest -q tests/op" in run for run in _steps(job, "Test")):
+        if "-cpu-" in variant and not any(
+            f'IMG2GRAY_OP_BUILD="$PWD/build/stable-check/build/{variant}"' in run
+            and run.startswith("pixi run -e cpu python -m tools.release stage output ")
+            and "pytest -q tests/op" in run
+            for run in _steps(job, "Test")
+        ):
             problems.append(f"{name}: the CPU variant does not run tests/op")
         uploads = [step["with"] for step in job["steps"] if step.get("uses", "").startswith("actions/upload-artifact")]
         if uploads != [{"name": f"conda-{name}", "path": "output/*/*.conda", "if-no-files-found": "error"}]:
@@ -135,8 +143,11 @@ def stable_release_problems(text: str) -> list[str]:
         out = f"build/hub/{variant}"
         if variant in built:
             problems.append(f"{name}: {variant} is a conda package's library already: one compile per variant")
-        if not (job.get("container", "").startswith("nvidia/cuda:12.6.") and "whl/cu126" in build
-                and build.endswith(f"-m tools.builder.op --abi stable --cuda on --out {out}")):
+        if not (
+            job.get("container", "").startswith("nvidia/cuda:12.6.")
+            and "whl/cu126" in build
+            and build.endswith(f"-m tools.builder.op --abi stable --cuda on --out {out}")
+        ):
             problems.append(f"{name}: not nvcc 12.6 against PyPI's torch cu126 writing {out}: {build!r}")
         built.add(variant)
         hub_outs.append(out)
@@ -190,7 +201,11 @@ def test_the_stable_jobs_are_the_rendered_stable_variants() -> None:
     rendered = {(cuda_version_of(v), abi_of(v)) for v in render_variants(variant_config())}
     stable_jobs = [job for job in ci_workflow.matrix() if job.stable]
 
-    assert {job.cuda for job in stable_jobs} == {cuda for cuda, abi in rendered if abi == "stable"} == {None, "12.9", "13.0", "13.2"}
+    assert (
+        {job.cuda for job in stable_jobs}
+        == {cuda for cuda, abi in rendered if abi == "stable"}
+        == {None, "12.9", "13.0", "13.2"}
+    )
     assert {job.platform for job in stable_jobs} == set(ci_workflow.workspace_platforms())
 
 

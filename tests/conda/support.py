@@ -29,9 +29,18 @@ class OfflineBuild:
 def machine_like_h200(**changes: object) -> Machine:
     """Facts of the H200 box (CPU-only unless `changes` add CUDA): render-only tests use them."""
     machine = Machine(
-        python_executable="/opt/torch/.venv/bin/python3", python_version="3.12.3", torch_version="2.11.0",
-        torch_cuda=None, cxx="/usr/bin/g++", cc="/usr/bin/gcc", gcc_version="13.3.0", glibc_version="2.39",
-        ninja="/opt/torch/.venv/bin/ninja", ninja_version="1.13.0", cuda_home=None, nvcc_version=None,
+        python_executable="/opt/torch/.venv/bin/python3",
+        python_version="3.12.3",
+        torch_version="2.11.0",
+        torch_cuda=None,
+        cxx="/usr/bin/g++",
+        cc="/usr/bin/gcc",
+        gcc_version="13.3.0",
+        glibc_version="2.39",
+        ninja="/opt/torch/.venv/bin/ninja",
+        ninja_version="1.13.0",
+        cuda_home=None,
+        nvcc_version=None,
     )
     return dataclasses.replace(machine, **changes)
 
@@ -39,7 +48,8 @@ def machine_like_h200(**changes: object) -> Machine:
 def conda_forge_pins(target_platform: str) -> VariantConfig:
     """The excerpt of conda-forge's global pins, read as conda-smithy reads the real file (selectors evaluated)."""
     return VariantConfig.from_conda_build_config(
-        CONDA_FORGE_PINS, JinjaConfig(platform=PlatformConfig(target_platform=target_platform)))
+        CONDA_FORGE_PINS, JinjaConfig(platform=PlatformConfig(target_platform=target_platform))
+    )
 
 
 # conda-forge's builds, as repodata records only (no archives): the same names, versions and build string convention
@@ -59,8 +69,13 @@ def conda_forge_records(subdir: str = "linux-64") -> dict[str, dict[str, object]
 
     def add(name: str, version: str, build: str, number: int, depends: list[str]) -> None:
         records[f"{name}-{version}-{build}.conda"] = {
-            "name": name, "version": version, "build": build, "build_number": number, "depends": depends,
-            "subdir": subdir, "license": "BSD-3-Clause",
+            "name": name,
+            "version": version,
+            "build": build,
+            "build_number": number,
+            "depends": depends,
+            "subdir": subdir,
+            "license": "BSD-3-Clause",
         }
 
     for python in PYTHONS:
@@ -77,8 +92,13 @@ def conda_forge_records(subdir: str = "linux-64") -> dict[str, dict[str, object]
             add("pytorch", f"{minor}.0", f"cpu_generic_{py}_h1a2b3c4_0", 0, [python_pin])
             for cuda in PYTORCH_CUDA:
                 major = int(cuda.split(".")[0])
-                add("pytorch", f"{minor}.0", f"cuda{cuda.replace('.', '')}_generic_{py}_h5d6e7f8_200", 200,
-                    [python_pin, "__cuda", f"cuda-version >={cuda},<{major + 1}.0a0"])
+                add(
+                    "pytorch",
+                    f"{minor}.0",
+                    f"cuda{cuda.replace('.', '')}_generic_{py}_h5d6e7f8_200",
+                    200,
+                    [python_pin, "__cuda", f"cuda-version >={cuda},<{major + 1}.0a0"],
+                )
     return records
 
 

@@ -18,6 +18,7 @@ from tests.conda.support import PYTORCH_MINORS, OfflineBuild, conda_forge_record
 from tools.conda.build import abi_of, cuda_version_of, render_variants, variant_config
 from tools.conda.channel import NoCandidateError, install_environment, solve_environment
 
+
 @pytest.fixture(scope="module")
 def solver_channels(offline_build: OfflineBuild, tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     """[img2gray channel, conda-forge stand-in records].
@@ -30,16 +31,25 @@ def solver_channels(offline_build: OfflineBuild, tmp_path_factory: pytest.TempPa
     built = json.loads((offline_build.channel_dir / "linux-64" / "repodata.json").read_text())
     torch_minor = offline_build.machine.torch_minor
     [cuda_variant] = [
-        v for v in render_variants(variant_config())
+        v
+        for v in render_variants(variant_config())
         if str(v.variant["pytorch"]) == torch_minor and cuda_version_of(v) == "13.0" and abi_of(v) == "exact"
     ]
     recipe = cuda_variant.recipe
     cuda_record = {
-        "name": recipe.package.name, "version": str(recipe.package.version), "build": recipe.build.string,
-        "build_number": recipe.build.number, "depends": recipe.requirements.to_dict()["run"],
-        "subdir": "linux-64", "noarch": "python", "license": "Apache-2.0",
+        "name": recipe.package.name,
+        "version": str(recipe.package.version),
+        "build": recipe.build.string,
+        "build_number": recipe.build.number,
+        "depends": recipe.requirements.to_dict()["run"],
+        "subdir": "linux-64",
+        "noarch": "python",
+        "license": "Apache-2.0",
     }
-    img2gray_records = {**built["packages.conda"], f"img2gray-{cuda_record['version']}-{recipe.build.string}.conda": cuda_record}
+    img2gray_records = {
+        **built["packages.conda"],
+        f"img2gray-{cuda_record['version']}-{recipe.build.string}.conda": cuda_record,
+    }
     return [
         write_channel(root / "img2gray", img2gray_records),
         write_channel(root / "conda-forge", conda_forge_records()),
@@ -78,12 +88,16 @@ def test_a_pytorch_minor_without_a_build_explains_no_candidate(
 
     message = str(raised.value)
     assert message.startswith(f"no candidate satisfies img2gray, pytorch {unbuilt}.*")
-    assert f"img2gray 0.1.0 {_picked(solve_environment(solver_channels, ['img2gray'], cuda=None), 'img2gray')}" in message
+    assert (
+        f"img2gray 0.1.0 {_picked(solve_environment(solver_channels, ['img2gray'], cuda=None), 'img2gray')}" in message
+    )
     assert f"pytorch {offline_build.machine.torch_minor}.* cpu*" in message  # what the builds need instead
     assert "img2gray" in message.split("Solver explanation:")[1]
 
 
-def test_installed_into_a_fresh_prefix_the_operator_runs_and_matches_its_digests(offline_build: OfflineBuild, tmp_path: Path) -> None:
+def test_installed_into_a_fresh_prefix_the_operator_runs_and_matches_its_digests(
+    offline_build: OfflineBuild, tmp_path: Path
+) -> None:
     prefix = tmp_path / "env"
     records = install_environment(
         [offline_build.channel_url, offline_build.standins_url], ["img2gray"], prefix, cuda=None
@@ -125,7 +139,7 @@ class QuietHandler(http.server.SimpleHTTPRequestHandler):
 
     requests: list[tuple[str, int]] = []
 
-    def send_head(self):  # noqa: ANN201 (http.server's signature)
+    def send_head(self):
         path = Path(self.translate_path(self.path))
         if path.is_file() and not path.stat().st_mode & stat.S_IROTH:
             self.send_error(403, f"{path.name} is not readable by the server's account")
@@ -136,8 +150,9 @@ class QuietHandler(http.server.SimpleHTTPRequestHandler):
         QuietHandler.requests.append((self.path, int(code)))
 
 
-def test_pixi_add_from_a_channel_served_over_http(offline_build: OfflineBuild, http_channel: str, tmp_path: Path,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_pixi_add_from_a_channel_served_over_http(
+    offline_build: OfflineBuild, http_channel: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`pixi add img2gray` with the channel's URL: py-rattler fetches repodata and the package over HTTP, solves
     and installs, and the operator runs from the prefix. Failed before: the package was written 0600, so a server
     under another account answered 403 for it."""
@@ -147,8 +162,11 @@ def test_pixi_add_from_a_channel_served_over_http(offline_build: OfflineBuild, h
     [img2gray] = [record for record in records if record.name.normalized == "img2gray"]
     assert img2gray.url.startswith(http_channel) and img2gray.url.endswith(offline_build.package.name)
     assert (f"/linux-64/{offline_build.package.name}", 200) in QuietHandler.requests
-    result = subprocess.run([prefix / "bin" / "python", "-c", "import torch, img2gray; print(img2gray.metadata()['variant'])"],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [prefix / "bin" / "python", "-c", "import torch, img2gray; print(img2gray.metadata()['variant'])"],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stderr
     assert "cpu" in result.stdout
 
@@ -163,16 +181,25 @@ def _matrix_records() -> dict[str, dict[str, object]]:
         if cuda:
             depends.append(f"cuda-version >={cuda},<{int(cuda.split('.')[0]) + 1}.0a0")
         records[f"{recipe.package.name}-{recipe.package.version}-{recipe.build.string}.conda"] = {
-            "name": recipe.package.name, "version": str(recipe.package.version), "build": recipe.build.string,
-            "build_number": recipe.build.number, "depends": depends, "subdir": "linux-64", "noarch": "python",
-            "license": "Apache-2.0"}
+            "name": recipe.package.name,
+            "version": str(recipe.package.version),
+            "build": recipe.build.string,
+            "build_number": recipe.build.number,
+            "depends": depends,
+            "subdir": "linux-64",
+            "noarch": "python",
+            "license": "Apache-2.0",
+        }
     return records
 
 
 @pytest.fixture(scope="module")
 def matrix_channels(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     root = tmp_path_factory.mktemp("matrix")
-    return [write_channel(root / "img2gray", _matrix_records()), write_channel(root / "conda-forge", conda_forge_records())]
+    return [
+        write_channel(root / "img2gray", _matrix_records()),
+        write_channel(root / "conda-forge", conda_forge_records()),
+    ]
 
 
 def _pixi_add(channels: list[str], pytorch: str | None, cuda: str | None, spec: str = "img2gray") -> tuple[str, str]:
@@ -184,12 +211,18 @@ def _pixi_add(channels: list[str], pytorch: str | None, cuda: str | None, spec: 
 
 # The img2gray flavours a driver may get (CUDA 13: the cu130 or the cu132 package, both serve cuda-version 13.2),
 # and the pytorch build it comes with.
-FLAVOURS = {None: ("cpu", "cpu"), "12.0": ("cuda129", "cuda129"), "12.9": ("cuda129", "cuda129"),
-            "13.0": ("cuda13[02]", "cuda130")}
+FLAVOURS = {
+    None: ("cpu", "cpu"),
+    "12.0": ("cuda129", "cuda129"),
+    "12.9": ("cuda129", "cuda129"),
+    "13.0": ("cuda13[02]", "cuda130"),
+}
 
 
 @pytest.mark.parametrize("cuda", [None, "12.0", "12.9", "13.0"])
-def test_pixi_add_takes_the_stable_package_for_every_pytorch_from_2_11(matrix_channels: list[str], cuda: str | None) -> None:
+def test_pixi_add_takes_the_stable_package_for_every_pytorch_from_2_11(
+    matrix_channels: list[str], cuda: str | None
+) -> None:
     """What `pixi add img2gray` takes next to each pytorch 2.11-2.15, without a GPU, with a CUDA 12 driver (12.0 or 12.9:
     the cu129 package with conda-forge's cuda129 pytorch, both asking only for a CUDA 12 driver) and with a CUDA 13 driver: the stable-ABI package of the flavour, also where
     an exact one fits (docs/packaging.md says why); pytorch 2.10 gets none. Failed before: pytorch 2.14 and 2.15 had
@@ -201,7 +234,10 @@ def test_pixi_add_takes_the_stable_package_for_every_pytorch_from_2_11(matrix_ch
         print(f"  pytorch {minor}: img2gray {img2gray} (pytorch {torch})")
 
     for minor, (img2gray, torch) in picks.items():
-        assert re.fullmatch(rf"{flavour}_stableabi211_h[0-9a-f]{{7}}_{300 if cuda else 100}", img2gray), (minor, img2gray)
+        assert re.fullmatch(rf"{flavour}_stableabi211_h[0-9a-f]{{7}}_{300 if cuda else 100}", img2gray), (
+            minor,
+            img2gray,
+        )
         assert torch.startswith(f"{minor}.0 {torch_flavour}_")
     with pytest.raises(NoCandidateError, match="pytorch >=2.11,<3"):
         _pixi_add(matrix_channels, "2.10", cuda)

@@ -33,6 +33,7 @@ def test_cpu_package_is_named_after_both_pins_and_indexed(offline_build: Offline
 
 def test_cpu_package_records_no_path_of_the_build_machine_in_about_json(offline_build: OfflineBuild) -> None:
     """Failed before: info/about.json listed the stand-in channel, file:///tmp/img2gray-standins-.../standins/."""
+
     async def read_about() -> AboutJson:
         return await (await PackageArchive.from_path(offline_build.package)).about_json()
 
@@ -82,28 +83,41 @@ def test_h200_cuda_variant_environments_resolve_against_its_stand_ins(tmp_path: 
         host_env = solve_environment([channel], requirements["host"], cuda="13.0")
 
         assert {r.name.normalized for r in build_env} == {
-            "machine-gxx_linux-64", "machine-sysroot_linux-64", "machine-cuda-nvcc_linux-64", "ninja"}
+            "machine-gxx_linux-64",
+            "machine-sysroot_linux-64",
+            "machine-cuda-nvcc_linux-64",
+            "ninja",
+        }
         assert {(r.name.normalized, str(r.build).split("_h")[0]) for r in host_env} >= {
-            ("pytorch", "cuda130_generic_py312"), ("cuda-version", "machine"), ("cuda-cudart-dev", "machine")}
+            ("pytorch", "cuda130_generic_py312"),
+            ("cuda-version", "machine"),
+            ("cuda-cudart-dev", "machine"),
+        }
         with pytest.raises(NoCandidateError, match="__cuda"):
             solve_environment([channel], requirements["host"], cuda=None)  # a CUDA torch needs the driver
 
 
-def test_library_uses_no_python_abi_beyond_the_packages_python_floor(offline_build: OfflineBuild, tmp_path: Path) -> None:
+def test_library_uses_no_python_abi_beyond_the_packages_python_floor(
+    offline_build: OfflineBuild, tmp_path: Path
+) -> None:
     """The package is Python-version independent (one build for every python >= its floor): abi3audit's check,
     through HF's kernel-abi-check, on the library inside the .conda, at the floor its run requirement states."""
     from kernel_abi_check import ObjectFile
     from rattler.package_streaming import extract
 
-    [floor] = [spec.removeprefix("python >=") for spec in Package.from_file(offline_build.package).depends
-               if spec.startswith("python >=")]
+    [floor] = [
+        spec.removeprefix("python >=")
+        for spec in Package.from_file(offline_build.package).depends
+        if spec.startswith("python >=")
+    ]
     extract(offline_build.package, tmp_path)
     [library] = (tmp_path / "site-packages" / "img2gray").glob("*.abi3.so")
     assert ObjectFile(str(library)).check_python_abi(floor) == []
 
 
 def test_stable_package_serves_every_pytorch_from_the_floor_and_holds_the_stable_library(
-        offline_stable_build: OfflineBuild) -> None:
+    offline_stable_build: OfflineBuild,
+) -> None:
     """The CPU stable-ABI package built offline through the recipe: its run requirement is the stable range, not
     the host torch's minor (the stand-in pytorch's run_exports pin it, as conda-forge's do), and it holds the
     torch-stable-abi211 variant."""
@@ -116,7 +130,8 @@ def test_stable_package_serves_every_pytorch_from_the_floor_and_holds_the_stable
 
 
 def test_stable_package_library_is_the_hub_stable_variant_byte_for_byte(
-        offline_stable_build: OfflineBuild, stable_build: Path, tmp_path: Path) -> None:
+    offline_stable_build: OfflineBuild, stable_build: Path, tmp_path: Path
+) -> None:
     """The library in the package is `tools.builder.op --abi stable`'s (the Hub's torch-stable-abi211 variant) of
     the same sources and torch, so metadata.json's digest (and a release signature over it) vouch for a conda install."""
     from rattler.package_streaming import extract

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import re
 import tomllib
-from pathlib import Path
 
 import pytest
 from packaging.specifiers import SpecifierSet
 
-from tools.conda.build import REPO_ROOT, variant_config, render_variants, select_variants
+from tools.conda.build import REPO_ROOT, render_variants, select_variants, variant_config
 from tools.conda.build import main as conda_build_main
 
 CONSUMER_DIR = REPO_ROOT / "examples" / "consumer"
@@ -65,13 +64,15 @@ def test_every_script_a_task_runs_exists() -> None:
     for name, names in modules.items():
         for module in names:  # a module file, or a package run through its __main__.py
             path = REPO_ROOT.joinpath(*module.split("."))
-            assert path.with_suffix(".py").is_file() or (path / "__main__.py").is_file(), f"task {name}: {tasks[name]['cmd']}"
+            assert path.with_suffix(".py").is_file() or (path / "__main__.py").is_file(), (
+                f"task {name}: {tasks[name]['cmd']}"
+            )
 
 
 def _rendered_build(*args: str) -> list[str]:
     build = WORKSPACE["tasks"]["build"]
     values = {spec["arg"]: spec["default"] for spec in build["args"]}
-    values |= dict(zip(values, args))
+    values |= dict(zip(values, args, strict=False))
     command = build["cmd"]
     for name, value in values.items():
         command = command.replace("{{ " + name + " }}", value)
@@ -88,13 +89,23 @@ def test_build_task_arguments_are_conda_build_options(capsys) -> None:
     assert "--variant" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize(("args", "count"), [((), 12), (("cpu",), 3), (("cuda", "2.13"), 3), (("cuda", "2.13", "13.0"), 1),
-                                             (("cpu", "2.11", "None"), 1), (("cpu", "2.13", "None", "exact"), 1),
-                                             (("cuda", "any", "12.9", "stable"), 1), (("all", "any", "any", "stable"), 4)])
+@pytest.mark.parametrize(
+    ("args", "count"),
+    [
+        ((), 12),
+        (("cpu",), 3),
+        (("cuda", "2.13"), 3),
+        (("cuda", "2.13", "13.0"), 1),
+        (("cpu", "2.11", "None"), 1),
+        (("cpu", "2.13", "None", "exact"), 1),
+        (("cuda", "any", "12.9", "stable"), 1),
+        (("all", "any", "any", "stable"), 4),
+    ],
+)
 def test_build_task_arguments_select_variants(args: tuple[str, ...], count: int) -> None:
     """`pixi run build cuda 2.13 13.0 exact` (what a CI job runs) selects exactly one variant of the matrix."""
     rendered = _rendered_build(*args)
-    options = dict(zip(rendered[3::2], rendered[4::2]))
+    options = dict(zip(rendered[3::2], rendered[4::2], strict=False))
     variants = render_variants(variant_config())
     which = "all" if options["--variant"] == "auto" else options["--variant"]
 
@@ -141,8 +152,11 @@ def test_consumer_uses_the_built_channel_before_conda_forge() -> None:
 def _environments_with_task(task: str) -> list[str]:
     """The environments of pixi.toml in which `pixi run TASK` finds the task (default: [tasks] only)."""
     environments = {"default": [], **{name: spec["features"] for name, spec in WORKSPACE["environments"].items()}}
-    return [name for name, features in environments.items()
-            if task in WORKSPACE.get("tasks", {}) or any(task in WORKSPACE["feature"][f].get("tasks", {}) for f in features)]
+    return [
+        name
+        for name, features in environments.items()
+        if task in WORKSPACE.get("tasks", {}) or any(task in WORKSPACE["feature"][f].get("tasks", {}) for f in features)
+    ]
 
 
 def test_documented_pixi_commands_name_an_environment_where_the_task_is_ambiguous() -> None:
@@ -157,7 +171,8 @@ def test_documented_pixi_commands_name_an_environment_where_the_task_is_ambiguou
                 continue
             # pixi takes the default environment when the task is there, else the only one that has it.
             assert environment or "default" in found or len(found) == 1, (
-                f"{document.name}: `pixi run {task}` is a task of {found}: say -e")
+                f"{document.name}: `pixi run {task}` is a task of {found}: say -e"
+            )
             if environment:
                 assert environment.removeprefix("-e ") in found, f"{document.name}: `pixi run {command}`"
 

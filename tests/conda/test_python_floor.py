@@ -17,7 +17,7 @@ from pathlib import Path
 
 from tests.conda.support import conda_forge_pins
 from tools.builder.config import BuildConfig
-from tools.conda.build import REPO_ROOT, RECIPE, variant_config, render_variants
+from tools.conda.build import RECIPE, REPO_ROOT, render_variants, variant_config
 
 CONFIG = BuildConfig.load()
 
@@ -27,17 +27,30 @@ def recipe_python_floor() -> str:
     pins or with the project's matrix."""
     floors = set()
     for variant in [*render_variants(conda_forge_pins("linux-64")), *render_variants(variant_config())]:
-        floors |= {match.group(1) for spec in variant.recipe.requirements.to_dict()["run"]
-                   if (match := re.fullmatch(r"python >=(\d+\.\d+)", spec))}
+        floors |= {
+            match.group(1)
+            for spec in variant.recipe.requirements.to_dict()["run"]
+            if (match := re.fullmatch(r"python >=(\d+\.\d+)", spec))
+        }
     return min(floors, key=lambda floor: tuple(map(int, floor.split("."))))
 
 
 def build_step_modules() -> list[Path]:
     """The checkout's files that importing tools.builder.op loads (what the recipe's build script runs)."""
-    probe = ("import json, sys, tools.builder.op\n"
-             "print(json.dumps([getattr(m, '__file__', None) for m in list(sys.modules.values())]))")
-    loaded = json.loads(subprocess.run([sys.executable, "-c", probe], cwd=REPO_ROOT, check=True, text=True,
-                                       capture_output=True, env={"PYTHONPATH": str(REPO_ROOT), "PATH": ""}).stdout)
+    probe = (
+        "import json, sys, tools.builder.op\n"
+        "print(json.dumps([getattr(m, '__file__', None) for m in list(sys.modules.values())]))"
+    )
+    loaded = json.loads(
+        subprocess.run(
+            [sys.executable, "-c", probe],
+            cwd=REPO_ROOT,
+            check=True,
+            text=True,
+            capture_output=True,
+            env={"PYTHONPATH": str(REPO_ROOT), "PATH": ""},
+        ).stdout
+    )
     return sorted({Path(name).resolve() for name in loaded if name and Path(name).resolve().is_relative_to(REPO_ROOT)})
 
 
@@ -45,12 +58,26 @@ def test_build_and_test_steps_run_on_the_recipe_python_floor() -> None:
     """Failed before: tools/builder/config.py imported tomllib (3.11+), so the build failed on conda-forge's 3.10."""
     floor = recipe_python_floor()
     modules = build_step_modules()
-    assert REPO_ROOT / "tools" / "builder" / "config.py" in modules and REPO_ROOT / "kernelpin" / "format" / "metadata.py" in modules
+    assert (
+        REPO_ROOT / "tools" / "builder" / "config.py" in modules
+        and REPO_ROOT / "kernelpin" / "format" / "metadata.py" in modules
+    )
     package = sorted((REPO_ROOT / CONFIG.package_dir).glob("*.py"))
     recipe_scripts = sorted(RECIPE.parent.glob("*.py"))
     files = [*modules, *package, *recipe_scripts]
-    done = subprocess.run([sys.executable, "-c", "import sys, vermin; sys.exit(vermin.main())", f"--target={floor}-", "--violations", "--no-tips",
-                           *map(str, files)], capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, vermin; sys.exit(vermin.main())",
+            f"--target={floor}-",
+            "--violations",
+            "--no-tips",
+            *map(str, files),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, f"needs a newer python than the recipe's floor {floor}:\n{done.stdout}{done.stderr}"
 
 

@@ -12,8 +12,15 @@ from rattler_build import VariantConfig
 
 from tests.conda.support import conda_forge_pins, machine_like_h200
 from tools.builder.config import TOOLKIT_ARCHS, BuildConfig
-from tools.conda.build import (RECIPE, abi_of, cuda_version_of, offline_variant_config, render_variants,
-                               select_variants, variant_config)
+from tools.conda.build import (
+    RECIPE,
+    abi_of,
+    cuda_version_of,
+    offline_variant_config,
+    render_variants,
+    select_variants,
+    variant_config,
+)
 
 BUILD = BuildConfig.load()
 # kernel-builder's required set (its docs, Sept 2026): torch 2.12 and 2.13 x cu126, cu130, cu132, and its default
@@ -29,9 +36,16 @@ SERVED_MINORS = ("2.11", "2.12", "2.13", "2.14", "2.15")
 
 def pytorch_record(version: str, cuda: str | None) -> PackageRecord:
     """conda-forge's pytorch build of `version` (a record only), to match run requirements against."""
-    build = "cpu_generic_py312_h1a2b3c4_0" if cuda is None else f"cuda{cuda.replace('.', '')}_generic_py312_h5d6e7f8_200"
-    return PackageRecord(name="pytorch", version=version, build=BuildString(build), build_number=int(build.rsplit("_", 1)[1]),
-                         subdir="linux-64")
+    build = (
+        "cpu_generic_py312_h1a2b3c4_0" if cuda is None else f"cuda{cuda.replace('.', '')}_generic_py312_h5d6e7f8_200"
+    )
+    return PackageRecord(
+        name="pytorch",
+        version=version,
+        build=BuildString(build),
+        build_number=int(build.rsplit("_", 1)[1]),
+        subdir="linux-64",
+    )
 
 
 def admits(variant, version: str, cuda: str | None) -> bool:
@@ -59,7 +73,9 @@ def test_recipe_renders_with_conda_forge_global_pins_alone(target_platform: str)
         assert f"python {python_min}.*" in requirements["host"] and f"python >={python_min}" in requirements["run"]
         assert any(spec.startswith(f"pytorch {pytorch}.*") for spec in requirements["run"])
         arm_variant = [spec for spec in requirements["build"] if spec.startswith("arm-variant")]
-        wanted = [f"arm-variant * {pins['arm_variant_type'][0]}"] if cuda != "None" and "aarch64" in target_platform else []
+        wanted = (
+            [f"arm-variant * {pins['arm_variant_type'][0]}"] if cuda != "None" and "aarch64" in target_platform else []
+        )
         assert arm_variant == wanted
         if cuda != "None":  # a toolkit between two keys of build.toml (12.9) compiles the older key's list
             assert variant.recipe.build.script["env"]["TORCH_CUDA_ARCH_LIST"] == ";".join(BUILD.capabilities_for(cuda))
@@ -79,7 +95,8 @@ def test_full_matrix_is_every_exact_pin_and_one_stable_build_times_every_cuda_fl
 
     assert len(variants) == (len(EXACT_PINS) + 1) * len(CUDA_FLAVOURS) == 12
     assert set(by_pins) == {("exact", torch, cuda) for torch in EXACT_PINS for cuda in CUDA_FLAVOURS} | {
-        ("stable", BUILD.stable_abi.version, cuda) for cuda in CUDA_FLAVOURS}  # compiled against its floor
+        ("stable", BUILD.stable_abi.version, cuda) for cuda in CUDA_FLAVOURS
+    }  # compiled against its floor
     assert len({v.recipe.build.string for v in variants}) == 12
     assert {str(v.variant["pytorch"]) for v in variants if abi_of(v) == "exact"} == set(EXACT_PINS)
 
@@ -89,7 +106,9 @@ def test_cuda_flavours_are_kernel_builders_with_the_capabilities_each_toolkit_co
     newest capability its toolkit has, with PTX of that one: CUDA 12.9 Blackwell included (10.1 is 13.0's 11.0), CUDA
     13 kernel-builder's list for CUDA >= 13. Failed on the 12.6 matrix (its list stopped at 9.0+PTX)."""
     variants = render_variants(variant_config())
-    arch_lists = {cuda_version_of(v): v.recipe.build.script["env"]["TORCH_CUDA_ARCH_LIST"] for v in variants if cuda_version_of(v)}
+    arch_lists = {
+        cuda_version_of(v): v.recipe.build.script["env"]["TORCH_CUDA_ARCH_LIST"] for v in variants if cuda_version_of(v)
+    }
 
     assert sorted(arch_lists) == sorted(CONDA_CUDA)
     assert arch_lists["13.0"] == arch_lists["13.2"] == KERNEL_BUILDER_CUDA13_ARCHS
@@ -98,7 +117,9 @@ def test_cuda_flavours_are_kernel_builders_with_the_capabilities_each_toolkit_co
         archs = [arch.removesuffix("+PTX") for arch in arch_list.split(";")]
         assert arch_list == ";".join(BUILD.capabilities_for(cuda))
         assert set(archs) <= TOOLKIT_ARCHS[cuda], cuda
-        assert archs[0] == "7.5" and archs[-1] == max(TOOLKIT_ARCHS[cuda], key=lambda arch: tuple(map(int, arch.split("."))))
+        assert archs[0] == "7.5" and archs[-1] == max(
+            TOOLKIT_ARCHS[cuda], key=lambda arch: tuple(map(int, arch.split(".")))
+        )
         assert arch_list.endswith("+PTX") and arch_list.count("+PTX") == 1
     for v in variants:
         assert v.recipe.package.name == "img2gray"
@@ -150,7 +171,9 @@ def test_build_strings_and_requirements_name_both_pins() -> None:
         build = "cpu*" if cuda is None else "cuda*"
         host_spec = f"pytorch {torch}.* {build}"
         run_spec = f"pytorch >={BUILD.stable_abi.version},<3 {build}" if stable else host_spec
-        torch_tag = "stableabi" + BUILD.stable_abi.version.replace(".", "") if stable else "torch" + torch.replace(".", "")
+        torch_tag = (
+            "stableabi" + BUILD.stable_abi.version.replace(".", "") if stable else "torch" + torch.replace(".", "")
+        )
 
         assert re.fullmatch(rf"{flavour}_{torch_tag}_h[0-9a-f]{{7}}_{number}", variant.recipe.build.string)
         assert variant.recipe.build.number == number

@@ -42,7 +42,10 @@ def test_a_version_bump_in_build_toml_alone_makes_the_check_fail_and_sync_fixes_
 
     assert stale
     assert 'version: "9.9.9"' in recipe.read_text()
-    assert 'cuda_capabilities: ${{ "" if cuda_compiler_version == "None" else "9.0" if match(cuda_compiler_version, ">=13.0,<14") else "" }}' in recipe.read_text()
+    assert (
+        'cuda_capabilities: ${{ "" if cuda_compiler_version == "None" else "9.0" if match(cuda_compiler_version, ">=13.0,<14") else "" }}'
+        in recipe.read_text()
+    )
     assert recipe_sync.synced(recipe.read_text(), config) == recipe.read_text()  # idempotent
 
 
@@ -57,8 +60,12 @@ def test_source_filter_is_exactly_the_declared_build_inputs() -> None:
 
 def test_every_source_file_of_the_repository_is_declared_in_build_toml() -> None:
     """A header added to csrc/ but not to build.toml would be missing from the recipe's source copy."""
-    on_disk = {p.relative_to(BUILD.root).as_posix() for folder in ("csrc", "torch-ext")
-               for p in (BUILD.root / folder).glob("*") if p.suffix in (".h", ".cuh", ".cpp", ".cu")}
+    on_disk = {
+        p.relative_to(BUILD.root).as_posix()
+        for folder in ("csrc", "torch-ext")
+        for p in (BUILD.root / folder).glob("*")
+        if p.suffix in (".h", ".cuh", ".cpp", ".cu")
+    }
 
     assert on_disk == set(BUILD.sources(cuda=True)) | set(BUILD.sources(cuda=True, abi="stable"))
 
@@ -74,18 +81,27 @@ def test_no_other_module_parses_build_toml() -> None:
     assert readers == ["tools/builder/config.py"]
 
 
-@pytest.mark.parametrize(("change", "message"), [
-    ({"kernel": {"x": {"backend": "rocm", "src": ["csrc/img2gray.h"]}}}, "backend 'rocm'"),
-    ({"torch": {"src": ["../outside.cpp"]}}, "normalized path inside the repository"),
-    ({"torch": {"src": ["csrc/missing.cpp"]}}, "does not exist"),
-    ({"general": {"name": "img2gray"}}, "needs version"),
-    # One list for every toolkit (the form before per-toolkit lists): which CUDA compiles it is unknown.
-    ({"cuda": {"capabilities": ["8.0", "9.0"]}}, "one list per CUDA toolkit"),
-    ({"cuda": {"capabilities": {"12.6": ["8.0", "10.0"]}}}, r'"12.6": CUDA 12.6 cannot compile 10.0 \(it compiles 5.0 to 9.0\)'),
-    ({"cuda": {"capabilities": {"13.0": ["7.0", "9.0+PTX"]}}}, "CUDA 13.0 cannot compile 7.0 \\(it compiles 7.5 to 12.1\\)"),
-    ({"cuda": {"capabilities": {"12.4": ["8.0"]}}}, r'"12.4": not a CUDA toolkit whose architectures are known'),
-    ({"cuda": {"capabilities": {"13.0": []}}}, "needs a list like"),
-])
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"kernel": {"x": {"backend": "rocm", "src": ["csrc/img2gray.h"]}}}, "backend 'rocm'"),
+        ({"torch": {"src": ["../outside.cpp"]}}, "normalized path inside the repository"),
+        ({"torch": {"src": ["csrc/missing.cpp"]}}, "does not exist"),
+        ({"general": {"name": "img2gray"}}, "needs version"),
+        # One list for every toolkit (the form before per-toolkit lists): which CUDA compiles it is unknown.
+        ({"cuda": {"capabilities": ["8.0", "9.0"]}}, "one list per CUDA toolkit"),
+        (
+            {"cuda": {"capabilities": {"12.6": ["8.0", "10.0"]}}},
+            r'"12.6": CUDA 12.6 cannot compile 10.0 \(it compiles 5.0 to 9.0\)',
+        ),
+        (
+            {"cuda": {"capabilities": {"13.0": ["7.0", "9.0+PTX"]}}},
+            "CUDA 13.0 cannot compile 7.0 \\(it compiles 7.5 to 12.1\\)",
+        ),
+        ({"cuda": {"capabilities": {"12.4": ["8.0"]}}}, r'"12.4": not a CUDA toolkit whose architectures are known'),
+        ({"cuda": {"capabilities": {"13.0": []}}}, "needs a list like"),
+    ],
+)
 def test_a_broken_build_toml_names_the_problem(change: dict, message: str) -> None:
     config = tomllib.loads((BUILD.root / BUILD_TOML).read_text()) | change
 
@@ -93,8 +109,10 @@ def test_a_broken_build_toml_names_the_problem(change: dict, message: str) -> No
         BuildConfig.from_dict(config, BUILD.root)
 
 
-@pytest.mark.parametrize(("toolkit", "key"), [("12.6", "12.6"), ("12.8", "12.6"), ("12.9", "12.9"), ("13.0", "13.0"), ("13.2", "13.0"),
-                                              ("13.4.1", "13.0")])
+@pytest.mark.parametrize(
+    ("toolkit", "key"),
+    [("12.6", "12.6"), ("12.8", "12.6"), ("12.9", "12.9"), ("13.0", "13.0"), ("13.2", "13.0"), ("13.4.1", "13.0")],
+)
 def test_a_toolkit_compiles_the_list_of_the_newest_key_at_or_below_it_in_its_major(toolkit: str, key: str) -> None:
     assert BUILD.capabilities_for(toolkit) == BUILD.cuda_capabilities[key]
 

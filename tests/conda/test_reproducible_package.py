@@ -30,14 +30,20 @@ def _payload(package: Path, into: Path) -> dict[str, bytes]:
 
 
 @pytest.mark.heavy(cpu_seconds=27)
-def test_second_checkout_builds_a_package_with_identical_contents(request: pytest.FixtureRequest, tmp_path: Path) -> None:
+def test_second_checkout_builds_a_package_with_identical_contents(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
     config = BuildConfig.load()
     checkout = copy_build_inputs(config, tmp_path / "another" / "checkout")
     for name in RECIPE_SIDE:
         source = config.root / name
         if source.is_dir():
-            shutil.copytree(source, checkout / name, dirs_exist_ok=True,
-                            ignore=shutil.ignore_patterns("__pycache__", "node_modules"))
+            shutil.copytree(
+                source,
+                checkout / name,
+                dirs_exist_ok=True,
+                ignore=shutil.ignore_patterns("__pycache__", "node_modules"),
+            )
         else:
             shutil.copyfile(source, checkout / name)
     channel = tmp_path / "channel"
@@ -48,8 +54,24 @@ def test_second_checkout_builds_a_package_with_identical_contents(request: pytes
     # session's own build had left IMG2GRAY_SOURCE_COMMIT in this process's environment.
     env = {**os.environ, **this_commit_env(), "RATTLER_CACHE_DIR": str(tmp_path / "rattler-cache")}
     # The exact package, as the session's offline_build (the stable one is the same recipe with torch_abi=stable).
-    subprocess.run([sys.executable, "-m", "tools.conda.build", "--offline", "--variant", "cpu", "--abi", "exact",
-                    "--output-dir", str(channel)], cwd=checkout, check=True, capture_output=True, env=env)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tools.conda.build",
+            "--offline",
+            "--variant",
+            "cpu",
+            "--abi",
+            "exact",
+            "--output-dir",
+            str(channel),
+        ],
+        cwd=checkout,
+        check=True,
+        capture_output=True,
+        env=env,
+    )
     [package] = (channel / "linux-64").glob("*.conda")
     # Asked for only now: the session's build may still be running on another worker while this one built.
     offline_build: OfflineBuild = request.getfixturevalue("offline_build")

@@ -16,8 +16,6 @@ from testkit.sigstore_root import SigstoreRoot
 from tests.kernelpin.helpers import TRUSTED_ORG
 
 
-
-
 @pytest.fixture(scope="session")
 def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubServer]:
     with HubServer(tmp_path_factory.mktemp("hub"), trusted_publishers=(TRUSTED_ORG, "acme")) as server:
@@ -63,8 +61,14 @@ def hf_env(hub: HubServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> P
     monkeypatch.setenv("HF_HUB_CACHE", str(cache))
     monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))  # this test's own hash receipts
-    for name in ("HF_HUB_OFFLINE", "HF_TOKEN", "KERNELPIN_TORCH", "KERNELPIN_CUDA", "KERNELPIN_GPU_CAPABILITY",
-                 "KERNELPIN_TARGET"):
+    for name in (
+        "HF_HUB_OFFLINE",
+        "HF_TOKEN",
+        "KERNELPIN_TORCH",
+        "KERNELPIN_CUDA",
+        "KERNELPIN_GPU_CAPABILITY",
+        "KERNELPIN_TARGET",
+    ):
         monkeypatch.delenv(name, raising=False)
     return cache
 

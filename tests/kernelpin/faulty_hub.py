@@ -221,13 +221,15 @@ class HostileHub:
         if kind == lies.interim:
             return self._raw_forever(handler, b"", b"HTTP/1.1 100 Continue\r\n\r\n")
         if kind == "refs" and lies.refs_announced is not None:
-            return self._send(handler, 200, b" " * 100_000, {"Content-Length": str(lies.refs_announced),
-                                                             "Connection": "close"})
+            return self._send(
+                handler, 200, b" " * 100_000, {"Content-Length": str(lies.refs_announced), "Connection": "close"}
+            )
         if kind == "refs" and lies.refs is not None:
             body = lies.refs if isinstance(lies.refs, bytes) else json.dumps(lies.refs).encode()
             if lies.gzip_refs:
-                return self._send(handler, 200, gzip.compress(body), {"Content-Type": "application/json",
-                                                                      "Content-Encoding": "gzip"})
+                return self._send(
+                    handler, 200, gzip.compress(body), {"Content-Type": "application/json", "Content-Encoding": "gzip"}
+                )
             return self._json(handler, lies.refs)
         if lies.stall_path is not None and path.endswith(lies.stall_path):
             self._stopped.wait(lies.endless_for)
@@ -251,8 +253,9 @@ class HostileHub:
             # An error page longer than the small files it stands for, as the Hub's JSON errors are.
             message = lies.error_message or f"status {lies.file_status}"
             error = json.dumps({"error": message, "detail": "x" * 200}).encode()
-            return self._send(handler, lies.file_status, error, {"Content-Type": "application/json",
-                                                                 **lies.file_headers})
+            return self._send(
+                handler, lies.file_status, error, {"Content-Type": "application/json", **lies.file_headers}
+            )
         status, headers, body = self._forward(handler)
         extra = lies.file_headers if kind == "file" else {}
         self._send(handler, status, body, {**headers, **extra})
@@ -263,10 +266,22 @@ class HostileHub:
             connection.request(handler.command, handler.path, headers={"Accept-Encoding": "identity"})
             reply = connection.getresponse()
             body = reply.read()
-            keep = {"content-type", "etag", "x-repo-commit", "x-error-code", "x-error-message", "link", "location",
-                    "x-linked-size", "x-linked-etag"}
-            headers = {name: value.replace(f"{self.upstream.scheme}://{self.upstream.netloc}", self.endpoint)
-                       for name, value in reply.getheaders() if name.lower() in keep}
+            keep = {
+                "content-type",
+                "etag",
+                "x-repo-commit",
+                "x-error-code",
+                "x-error-message",
+                "link",
+                "location",
+                "x-linked-size",
+                "x-linked-etag",
+            }
+            headers = {
+                name: value.replace(f"{self.upstream.scheme}://{self.upstream.netloc}", self.endpoint)
+                for name, value in reply.getheaders()
+                if name.lower() in keep
+            }
             if handler.command == "HEAD":
                 headers["Content-Length"] = reply.getheader("Content-Length") or "0"
             return reply.status, headers, body

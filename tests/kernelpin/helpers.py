@@ -35,11 +35,17 @@ def require_nobody() -> None:
     """Skip unless this test process can run this checkout's kernelpin as the user nobody."""
     if os.geteuid() != 0 or not shutil.which("setpriv"):
         pytest.skip("needs root and setpriv to run as an unprivileged user (root ignores permissions)")
-    probe = subprocess.run([*AS_NOBODY, sys.executable, "-c", "import kernelpin, huggingface_hub"],
-                           env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, capture_output=True, text=True)
+    probe = subprocess.run(
+        [*AS_NOBODY, sys.executable, "-c", "import kernelpin, huggingface_hub"],
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        capture_output=True,
+        text=True,
+    )
     if probe.returncode != 0:
-        pytest.skip(f"the user nobody cannot read this checkout or its Python environment ({REPO_ROOT}, "
-                    f"{sys.prefix}): {probe.stderr.strip().splitlines()[-1][:200]}")
+        pytest.skip(
+            f"the user nobody cannot read this checkout or its Python environment ({REPO_ROOT}, "
+            f"{sys.prefix}): {probe.stderr.strip().splitlines()[-1][:200]}"
+        )
 
 
 def fresh_interpreter(code: str) -> tuple[str, set[str]]:
@@ -47,9 +53,16 @@ def fresh_interpreter(code: str) -> tuple[str, set[str]]:
     (then the caller's PYTHONPATH, where the GPU machine keeps kernelpin's dependencies):
     (what it printed, the names of every module loaded by then)."""
     script = f"{code}\nimport sys\nprint('\\nMODULES', *sys.modules)"
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": os.pathsep.join(
-                              [str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])})
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
+        },
+    )
     assert done.returncode == 0, done.stderr
     output, _, modules = done.stdout.rpartition("\nMODULES ")
     return output, set(modules.split())

@@ -10,11 +10,11 @@ import re
 from pathlib import Path
 
 import pytest
-from testkit.fake_kernel import CPU_213
 
 import kernelpin
 from kernelpin import environment
 from kernelpin.errors import KernelpinError
+from testkit.fake_kernel import CPU_213
 
 
 @pytest.fixture
@@ -89,7 +89,9 @@ def test_the_cli_sync_is_the_library_sync_rendered(img2gray, project, cli, monke
     calls = []
     for name in ("sync", "sync_plan"):
         real = getattr(syncing, name)
-        monkeypatch.setattr(syncing, name, lambda *a, _name=name, _real=real, **k: calls.append(_name) or _real(*a, **k))
+        monkeypatch.setattr(
+            syncing, name, lambda *a, _name=name, _real=real, **k: calls.append(_name) or _real(*a, **k)
+        )
     status, out, err = cli("sync", "--torch", "2.13", "--dry-run")
     assert status == 0 and calls == ["sync_plan"] and "Locked: " in err and "Would sync acme/img2gray" in out
     status, out, err = cli("sync", "--torch", "2.13")
@@ -114,13 +116,18 @@ def test_dir_lists_the_api_and_every_type_it_returns_or_raises_is_exported() -> 
     assert names == sorted(kernelpin.__all__) and len(names) == len(set(names))
     assert all(getattr(kernelpin, name) is not None for name in names)
     classes = _kernelpin_classes()
-    returned = {word for name in names if inspect.isfunction(getattr(kernelpin, name))
-                for word in re.findall(r"\b[A-Z]\w*", str(inspect.signature(getattr(kernelpin, name)).return_annotation))}
+    returned = {
+        word
+        for name in names
+        if inspect.isfunction(getattr(kernelpin, name))
+        for word in re.findall(r"\b[A-Z]\w*", str(inspect.signature(getattr(kernelpin, name)).return_annotation))
+    }
     assert returned & set(classes) - set(names) == set()
 
     def raised(name: str) -> bool:
-        return bool({"KernelpinError", "UserWarning"} & classes[name]) or any(raised(base) for base in classes[name]
-                                                                              if base in classes)
+        return bool({"KernelpinError", "UserWarning"} & classes[name]) or any(
+            raised(base) for base in classes[name] if base in classes
+        )
 
     assert {name for name in classes if raised(name)} - set(names) == set()
     assert issubclass(kernelpin.IntegrityError, kernelpin.KernelpinError) and kernelpin.Synced.__name__ == "Synced"

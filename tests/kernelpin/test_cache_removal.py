@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from kernelpin.files import confined
 from kernelpin.commands import cache as hub_cache
-from kernelpin.format import lockfile
+from kernelpin.files import confined
 from kernelpin.files.confined import LinkRefused
 from kernelpin.files.integrity import GIT_OBJECT_ID_RE
+from kernelpin.format import lockfile
 from kernelpin.format.layout import LOCKS_DIR
 from testkit.fake_kernel import CPU_213
 from tests.kernelpin.helpers import snapshot_dir
@@ -40,8 +40,9 @@ def synced(project, cli, hf_env) -> tuple[lockfile.LockedKernel, Path]:
     return kernel, hf_env / f"models--{kernel.repo_id.replace('/', '--')}"
 
 
-def test_repairing_a_modified_entry_never_deletes_through_a_linked_blobs_directory(img2gray, project, cli, hf_env,
-                                                                                     tmp_path):
+def test_repairing_a_modified_entry_never_deletes_through_a_linked_blobs_directory(
+    img2gray, project, cli, hf_env, tmp_path
+):
     # Failed before: the repair deleted victim/_impl.py, the entry's target, because it lay in blobs.resolve().
     kernel, folder = synced(project, cli, hf_env)
     home, before = victim(tmp_path)
@@ -70,10 +71,9 @@ def test_a_download_never_writes_through_a_linked_blobs_directory(img2gray, proj
     assert status == 1 and "is a symbolic link" in err and contents(home) == before
 
 
-def test_cache_prune_removes_a_planted_revision_never_what_its_links_point_to(img2gray, project, cli, hf_env,
-                                                                              tmp_path):
+def test_cache_prune_removes_a_planted_revision_never_what_its_links_point_to(img2gray, project, cli, hf_env, tmp_path):
     # Failed before: huggingface_hub's delete_revisions deleted victim/thesis.tex, the planted entry's target.
-    kernel, folder = synced(project, cli, hf_env)
+    _kernel, folder = synced(project, cli, hf_env)
     home, before = victim(tmp_path)
     planted = folder / "snapshots" / ("f" * 40)
     planted.mkdir()
@@ -134,8 +134,7 @@ def test_cache_scan_reads_no_link_as_a_repository_revision_or_blob(tmp_path):
     assert [r.commit for r in hub_cache.scan(linked_root)] == ["a" * 40]
 
 
-def test_the_writers_lock_is_never_created_through_a_linked_locks_directory(img2gray, project, cli, hf_env,
-                                                                            tmp_path):
+def test_the_writers_lock_is_never_created_through_a_linked_locks_directory(img2gray, project, cli, hf_env, tmp_path):
     # Failed before: sync created its lock file in the directory .kernelpin-locks pointed to.
     project('"acme/img2gray" = "^0.1"\n')
     assert cli("lock")[0] == 0
@@ -195,9 +194,8 @@ def test_a_link_at_any_level_is_refused_for_removal_and_creation(tree, level):
     before = contents(home)
     with pytest.raises(LinkRefused, match=f"test: {linked} is a symbolic link"):
         confined.remove(root, root / "a" / "b" / "c" / "file", "test")
-    with pytest.raises(LinkRefused):
-        with confined.directory(root, root / "a" / "b" / "c" / "new", "test", create=True):
-            pass
+    with pytest.raises(LinkRefused), confined.directory(root, root / "a" / "b" / "c" / "new", "test", create=True):
+        pass
     assert contents(home) == before
 
 
@@ -207,9 +205,8 @@ def test_a_file_where_a_directory_belongs_is_refused(tmp_path):
     (root / "a").write_text("a file")
     with pytest.raises(LinkRefused, match="is not a directory"):
         confined.remove(root, root / "a" / "b", "test")
-    with pytest.raises(FileNotFoundError):
-        with confined.directory(root, root / "missing", "test"):
-            pass
+    with pytest.raises(FileNotFoundError), confined.directory(root, root / "missing", "test"):
+        pass
 
 
 def test_new_files_are_readable_by_others_whatever_the_umask(tmp_path):

@@ -12,17 +12,15 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 from importlib.metadata import version
 from pathlib import Path
 
 import pytest
 
+from kernelpin.cli import main
+from kernelpin.format import lockfile
 from testkit.fake_kernel import CPU_213, write_variant
 from tests.kernelpin.helpers import AS_NOBODY, require_nobody
-
-from kernelpin.format import lockfile
-from kernelpin.cli import main
 
 SILENT = "http://127.0.0.1:9"  # discard port: nothing answers
 
@@ -57,7 +55,9 @@ def test_global_options_before_or_after_the_command(img2gray, project, cli, tmp_
 def test_quiet_prints_only_errors_and_json(img2gray, project, cli):
     root = project('"acme/img2gray" = "^0.1"\n')
     status, out, err = cli("lock", "-q")  # warnings stay: the release is unsigned
-    assert (status, out) == (0, "") and err.startswith("warning: acme/img2gray 0.1.1: unsigned (") and err.count("\n") == 1
+    assert (
+        (status, out) == (0, "") and err.startswith("warning: acme/img2gray 0.1.1: unsigned (") and err.count("\n") == 1
+    )
     assert cli("-q", "sync", "--torch", "2.13") == (0, "", "")
     status, out, _ = cli("-q", "lock", "--json")
     assert status == 0 and json.loads(out)["kernels"][0]["version"] == "0.1.1"
@@ -67,7 +67,9 @@ def test_quiet_prints_only_errors_and_json(img2gray, project, cli):
     assert (status, out) == (1, "") and "does not satisfy ^0.2" in err
     # `sync` re-locks on the way: the "Locked:" progress line is chatter too.
     status, out, err = cli("sync", "-q", "--torch", "2.13")
-    assert (status, out) == (0, "") and err.startswith("warning: acme/img2gray 0.2.0: unsigned (") and err.count("\n") == 1
+    assert (
+        (status, out) == (0, "") and err.startswith("warning: acme/img2gray 0.2.0: unsigned (") and err.count("\n") == 1
+    )
     assert lockfile.read(root / "kernelpin.lock").kernels[0].version == "0.2.0"
     assert usage_error("-q", "lock", "-v") == 2
 
@@ -101,17 +103,27 @@ def test_add_and_remove_json(img2gray, new_repo, project, cli):
     status, out, _ = cli("add", "acme/img2gray@^0.2", "--json")
     assert status == 0
     added = json.loads(out)
-    assert added["added"] == [{"repo": "acme/img2gray", "requirement": "^0.2", "kernels_lock_reads": False,
-                               "note": "`kernels lock` will not read this entry (it takes only an integer major, "
-                                       "the branch v<N>); kernelpin resolves it against version tags"}]
+    assert added["added"] == [
+        {
+            "repo": "acme/img2gray",
+            "requirement": "^0.2",
+            "kernels_lock_reads": False,
+            "note": "`kernels lock` will not read this entry (it takes only an integer major, "
+            "the branch v<N>); kernelpin resolves it against version tags",
+        }
+    ]
     assert added["dry_run"] is False
     assert added["pyproject"] == str(root / "pyproject.toml")
     assert added["changes"] == ["~ acme/img2gray: 0.1.1 -> 0.2.0"]
     assert [(k["repo"], k["version"]) for k in added["kernels"]] == [("acme/img2gray", "0.2.0")]
     status, out, _ = cli("remove", "acme/img2gray", "--json")
     assert status == 0
-    assert json.loads(out) == {"removed": ["acme/img2gray"], "pyproject": str(root / "pyproject.toml"),
-                               "changes": ["- acme/img2gray 0.2.0"], "kernels": []}
+    assert json.loads(out) == {
+        "removed": ["acme/img2gray"],
+        "pyproject": str(root / "pyproject.toml"),
+        "changes": ["- acme/img2gray 0.2.0"],
+        "kernels": [],
+    }
 
 
 def test_exit_codes_are_documented_and_kept(img2gray, project, cli, capsys):
@@ -146,15 +158,27 @@ def test_interrupt_exits_130_and_says_what_is_kept(tmp_path):
         server.settimeout(60)
         (tmp_path / "pyproject.toml").write_text('[project]\nname = "app"\nversion = "1"\n')
         env = {key: value for key, value in os.environ.items() if not key.startswith(("HF_", "KERNELPIN_"))}
-        env.update(HF_ENDPOINT=f"http://127.0.0.1:{server.getsockname()[1]}", HF_HOME=str(tmp_path / "hf"),
-                   PYTHONPATH=str(Path(__file__).resolve().parents[2]), KERNELPIN_HTTP_TIMEOUT="600",
-                   PYTHONFAULTHANDLER="1")
+        env.update(
+            HF_ENDPOINT=f"http://127.0.0.1:{server.getsockname()[1]}",
+            HF_HOME=str(tmp_path / "hf"),
+            PYTHONPATH=str(Path(__file__).resolve().parents[2]),
+            KERNELPIN_HTTP_TIMEOUT="600",
+            PYTHONFAULTHANDLER="1",
+        )
         # Started as a terminal starts a command, with Python's own SIGINT handler: a test run that is itself a
         # background job of a script (`./dev test &`) ignores SIGINT, and a child would inherit that.
-        in_foreground = ("import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
-                         "runpy.run_module('kernelpin', run_name='__main__', alter_sys=True)")
-        process = subprocess.Popen([sys.executable, "-c", in_foreground, "versions", repo_id], cwd=tmp_path, env=env,
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        in_foreground = (
+            "import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+            "runpy.run_module('kernelpin', run_name='__main__', alter_sys=True)"
+        )
+        process = subprocess.Popen(
+            [sys.executable, "-c", in_foreground, "versions", repo_id],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         connections = []
         try:
             while True:  # until kernelpin's request for the repository's refs has arrived: it now waits for an answer
@@ -188,8 +212,9 @@ def test_a_path_kernelpin_cannot_write_is_an_error_not_a_traceback(img2gray, pro
         app, cache, home = shared / "app", shared / "cache", shared / "home"
         for folder in (app, cache, home):
             folder.mkdir()
-        (app / "pyproject.toml").write_text('[project]\nname = "app"\nversion = "1"\n\n'
-                                            '[tool.kernels.dependencies]\n"acme/img2gray" = "^0.1"\n')
+        (app / "pyproject.toml").write_text(
+            '[project]\nname = "app"\nversion = "1"\n\n[tool.kernels.dependencies]\n"acme/img2gray" = "^0.1"\n'
+        )
         subprocess.run(["chmod", "-R", "a+rX,a-w", str(shared)], check=True)
         subprocess.run(["chmod", "a+w", str(home)], check=True)
 
@@ -199,19 +224,34 @@ def test_a_path_kernelpin_cannot_write_is_an_error_not_a_traceback(img2gray, pro
 
         def as_nobody(cache_dir: Path, project: Path, command: list[str]) -> subprocess.CompletedProcess[str]:
             env = {key: value for key, value in os.environ.items() if not key.startswith(("HF_", "KERNELPIN_"))}
-            env.update(HF_ENDPOINT=hub.endpoint, HF_HUB_CACHE=str(cache_dir), HF_HOME=str(home), HOME=str(home),
-                       PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+            env.update(
+                HF_ENDPOINT=hub.endpoint,
+                HF_HUB_CACHE=str(cache_dir),
+                HF_HOME=str(home),
+                HOME=str(home),
+                PYTHONPATH=str(Path(__file__).resolve().parents[2]),
+            )
             return subprocess.run(
-                [*AS_NOBODY, sys.executable, "-m", "kernelpin", *command], cwd=project, env=env, capture_output=True,
-                text=True, timeout=120,
+                [*AS_NOBODY, sys.executable, "-m", "kernelpin", *command],
+                cwd=project,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
             )
 
         subprocess.run(["chmod", "-R", "a+w", str(writable_app)], check=True)
-        for cache_dir, project_dir, command, unwritable in ((home / "cache", app, ["lock"], app),
-                                                           (cache, writable_app, ["sync", "--torch", "2.13"], cache)):
+        for cache_dir, project_dir, command, unwritable in (
+            (home / "cache", app, ["lock"], app),
+            (cache, writable_app, ["sync", "--torch", "2.13"], cache),
+        ):
             done = as_nobody(cache_dir, project_dir, command)
             assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
-            assert "error:" in done.stderr and "permission denied" in done.stderr.lower() and str(unwritable) in done.stderr
+            assert (
+                "error:" in done.stderr
+                and "permission denied" in done.stderr.lower()
+                and str(unwritable) in done.stderr
+            )
     finally:
         subprocess.run(["chmod", "-R", "u+w", str(shared)], check=True)
         shutil.rmtree(shared)

@@ -16,28 +16,28 @@ from pathlib import Path
 
 import pytest
 
-from kernelpin.files.confined import LinkRefused
 from kernelpin.errors import KernelpinError
+from kernelpin.files.confined import LinkRefused
 from kernelpin.format.layout import LOCKS_DIR
 from kernelpin.format.lockfile import LockedFile, LockedKernel, LockedVariant
-from kernelpin.store.receipts import MIN_SIZE, SETTLE_NS, Receipts
-from kernelpin.store.resolutions import Resolutions
 from kernelpin.format.spec import parse_requirement
 from kernelpin.hub.source import HubSettings, HubSource
 from kernelpin.store.content import Store
+from kernelpin.store.receipts import MIN_SIZE, SETTLE_NS, Receipts
+from kernelpin.store.resolutions import Resolutions
 from tests.kernelpin.test_cache_removal import contents, victim
 from tests.kernelpin.test_store_direct import COMMIT, FILES, VARIANT, locked, served  # noqa: F401 (a fixture)
 
 BLOB = hashlib.sha1(b"blob 2\0{}").hexdigest()  # metadata.json's git blob id, as `lock` keeps it
 
 
-def cache_store(served, tmp_path: Path, symlinks: bool = True, progress=None) -> Store:  # noqa: F811
+def cache_store(served, tmp_path: Path, symlinks: bool = True, progress=None) -> Store:
     settings = HubSettings(endpoint=served.endpoint, cache_dir=tmp_path / "cache", offline=False, symlinks=symlinks)
     return Store(HubSource(settings), progress=progress, receipts=Receipts(None))
 
 
 @pytest.mark.parametrize("planted", [LOCKS_DIR, "models--acme--k/blobs", f"models--acme--k/blobs/{BLOB}"])
-def test_a_kept_blob_is_never_locked_or_written_through_a_link(served, tmp_path, planted):  # noqa: F811
+def test_a_kept_blob_is_never_locked_or_written_through_a_link(served, tmp_path, planted):
     # Failed before (the locks directory): keep_blob's writer lock (filelock) created its file in the victim's
     # directory the link named.
     home, before = victim(tmp_path)
@@ -80,7 +80,7 @@ class SwapOnFirstByte:
         pass
 
 
-def test_a_plain_snapshot_entry_never_lands_through_a_directory_swapped_for_a_link(served, tmp_path):  # noqa: F811
+def test_a_plain_snapshot_entry_never_lands_through_a_directory_swapped_for_a_link(served, tmp_path):
     # Failed before: without links (HF_HUB_DISABLE_SYMLINKS=1) the finished download was renamed to its snapshot
     # path, resolved again after the download: through the link put there meanwhile, into the victim's directory.
     home, before = victim(tmp_path)
@@ -94,12 +94,13 @@ def test_a_plain_snapshot_entry_never_lands_through_a_directory_swapped_for_a_li
 
 
 @pytest.mark.parametrize("links", ["disabled", "refused"])
-def test_a_plain_snapshot_entry_is_never_made_through_a_linked_directory(served, tmp_path, monkeypatch, links):  # noqa: F811
+def test_a_plain_snapshot_entry_is_never_made_through_a_linked_directory(served, tmp_path, monkeypatch, links):
     home, before = victim(tmp_path)
     variant = tmp_path / "cache" / "models--acme--k" / "snapshots" / COMMIT / "build" / VARIANT
     variant.mkdir(parents=True)
     (variant / "pkg").symlink_to(home, target_is_directory=True)  # pkg/deep.py would land in the victim's
     if links == "refused":  # a file system without links: the blob is moved into place instead
+
         def refuse(*args, **kwargs):
             raise OSError(errno.EPERM, "Operation not permitted (this file system takes no links)")
 
@@ -120,8 +121,9 @@ def test_receipts_are_never_written_through_a_link_on_the_way(tmp_path):
     state.mkdir()
     elsewhere.mkdir(mode=0o700)
     (state / "kernelpin").symlink_to(elsewhere, target_is_directory=True)
-    receipts = dataclasses.replace(Receipts.of_user({"XDG_STATE_HOME": str(state)}),
-                                   clock=lambda: time.time_ns() + 10 * SETTLE_NS)
+    receipts = dataclasses.replace(
+        Receipts.of_user({"XDG_STATE_HOME": str(state)}), clock=lambda: time.time_ns() + 10 * SETTLE_NS
+    )
     data = b"a" * (MIN_SIZE + 7)
     (tmp_path / "lib.so").write_bytes(data)
     receipts.verify_file(tmp_path / "lib.so", len(data), hashlib.sha256(data).hexdigest(), "lib.so")
@@ -140,8 +142,15 @@ def test_a_remembered_resolution_is_never_written_through_a_link(tmp_path, monke
     state = tmp_path / "state"
     resolutions = Resolutions("http://hub.test", state)
     requirement = parse_requirement("acme/k", 1)
-    kernel = LockedKernel("acme/k", "kernel", 1, "a" * 40, "refs/heads/v1", "1.0.0",
-                          (LockedVariant(VARIANT, (LockedFile("_impl.py", 2, hashlib.sha256(b"{}").hexdigest()),)),))
+    kernel = LockedKernel(
+        "acme/k",
+        "kernel",
+        1,
+        "a" * 40,
+        "refs/heads/v1",
+        "1.0.0",
+        (LockedVariant(VARIANT, (LockedFile("_impl.py", 2, hashlib.sha256(b"{}").hexdigest()),)),),
+    )
     record = resolutions.path(requirement)
     real_read = Resolutions.read
 

@@ -8,8 +8,8 @@ import sys
 import pytest
 
 import kernelpin
-from kernelpin.format import lockfile
 from kernelpin.errors import IntegrityError
+from kernelpin.format import lockfile
 from kernelpin.loading.runtime import module_name
 from testkit.fake_kernel import CPU_213
 from tests.kernelpin.helpers import snapshot_dir
@@ -23,16 +23,20 @@ def fresh_load(kernel: lockfile.LockedKernel, **kwargs):
 
 
 @pytest.mark.parametrize("vendored", [False, True])
-def test_a_directory_where_a_file_belongs_is_repaired_by_sync_and_refused_by_load(img2gray, project, cli, hf_env,
-                                                                                   tmp_path, vendored):
+def test_a_directory_where_a_file_belongs_is_repaired_by_sync_and_refused_by_load(
+    img2gray, project, cli, hf_env, tmp_path, vendored
+):
     # Failed before: every sync failed ("check that path's permissions and free space"), load raised a raw
     # IsADirectoryError.
     root = project('"acme/img2gray" = "^0.1"\n')
     where = ("--target", str(tmp_path / "vendor")) if vendored else ()
     assert cli("sync", "--torch", "2.13", *where)[0] == 0
     (kernel,) = lockfile.read(root / "kernelpin.lock").kernels
-    base = tmp_path / "vendor" / kernel.repo_id / kernel.commit if vendored else snapshot_dir(hf_env, kernel.repo_id,
-                                                                                              kernel.commit)
+    base = (
+        tmp_path / "vendor" / kernel.repo_id / kernel.commit
+        if vendored
+        else snapshot_dir(hf_env, kernel.repo_id, kernel.commit)
+    )
     impl = base / "build" / CPU_213 / "_impl.py"
     impl.unlink()
     (impl / "inside").mkdir(parents=True)

@@ -13,6 +13,7 @@ from tests.kernelpin.test_hub_answers import fresh_load, locked, one_line_error 
 
 DEADLINE = "stopped at the 0.3 s deadline for one command (KERNELPIN_DEADLINE)"
 
+
 @pytest.fixture(scope="module")
 def released(hub) -> tuple[str, str]:
     """A kernel repository of this module's own, with one release."""
@@ -20,11 +21,13 @@ def released(hub) -> tuple[str, str]:
     return repo_id, publish(hub.repo(repo_id, "kernel"), "1.0.0", variants=(CPU_213,))
 
 
-
-@pytest.mark.parametrize(("lie", "answer"), [("drip_head", "refs"), ("drip_head", "tree"), ("drip_head", "file"),
-                                             ("interim", "refs"), ("interim", "file")])
-def test_a_server_that_stalls_before_its_body_is_cut_off_at_the_deadline(hub, released, locked, cli, monkeypatch,
-                                                                       lie, answer):
+@pytest.mark.parametrize(
+    ("lie", "answer"),
+    [("drip_head", "refs"), ("drip_head", "tree"), ("drip_head", "file"), ("interim", "refs"), ("interim", "file")],
+)
+def test_a_server_that_stalls_before_its_body_is_cut_off_at_the_deadline(
+    hub, released, locked, cli, monkeypatch, lie, answer
+):
     # Failed before: each byte came well within KERNELPIN_HTTP_TIMEOUT, so the command waited until the server
     # gave up (`endless_for`), then called it unreachable.
     repo_id, commit = released

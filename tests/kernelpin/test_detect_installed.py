@@ -46,13 +46,19 @@ def installed(tmp_path, monkeypatch):
     return install
 
 
-@pytest.mark.parametrize("build, expected", [
-    (dict(version="2.13.0+cpu"), ((2, 13), CPU)),  # a CPU wheel
-    (dict(version="2.13.0+cu130", cuda="13.0"), ((2, 13), Backend("cuda", (13, 0)))),  # a +cu wheel
-    (dict(version="2.12.1", cuda="12.9"), ((2, 12), Backend("cuda", (12, 9)))),  # PyPI's default CUDA wheel, conda's
-    (dict(version="2.13.0+xpu", xpu="20250301"), ((2, 13), Backend("xpu", (2025, 3)))),
-    (dict(version="2.14.0a0+git1234567"), ((2, 14), CPU)),  # a source build
-])
+@pytest.mark.parametrize(
+    ("build", "expected"),
+    [
+        ({"version": "2.13.0+cpu"}, ((2, 13), CPU)),  # a CPU wheel
+        ({"version": "2.13.0+cu130", "cuda": "13.0"}, ((2, 13), Backend("cuda", (13, 0)))),  # a +cu wheel
+        (
+            {"version": "2.12.1", "cuda": "12.9"},
+            ((2, 12), Backend("cuda", (12, 9))),
+        ),  # PyPI's default CUDA wheel, conda's
+        ({"version": "2.13.0+xpu", "xpu": "20250301"}, ((2, 13), Backend("xpu", (2025, 3)))),
+        ({"version": "2.14.0a0+git1234567"}, ((2, 14), CPU)),  # a source build
+    ],
+)
 def test_the_installed_torch_is_read_without_importing_it(installed, build, expected):
     installed(**build)
     found = environment.detect_installed()
@@ -63,11 +69,14 @@ def test_the_installed_torch_is_read_without_importing_it(installed, build, expe
     assert found.gpu_capability is None or found.backend.name == "cuda"
 
 
-@pytest.mark.parametrize("build", [
-    dict(version="2.13.0+rocm7.1", hip="7.1.25424-abc"),  # the GPU's gfx name comes from torch.cuda
-    dict(version="2.6.0+cpu"),  # PyPI's builds before 2.7 were cxx98, conda's cxx11: only torch knows
-    dict(version="nonsense"),
-])
+@pytest.mark.parametrize(
+    "build",
+    [
+        {"version": "2.13.0+rocm7.1", "hip": "7.1.25424-abc"},  # the GPU's gfx name comes from torch.cuda
+        {"version": "2.6.0+cpu"},  # PyPI's builds before 2.7 were cxx98, conda's cxx11: only torch knows
+        {"version": "nonsense"},
+    ],
+)
 def test_what_the_files_cannot_tell_is_left_to_torch(installed, build):
     installed(**build)
     assert environment.detect_installed() is None
@@ -97,10 +106,12 @@ def test_this_machine_is_seen_as_the_running_torch_sees_it_without_importing_tor
     if sys.platform == "darwin":
         pytest.skip("on macOS torch is imported (MPS)")
     assert "torch" not in modules
-    with_torch, modules = fresh_interpreter(textwrap.dedent("""
+    with_torch, modules = fresh_interpreter(
+        textwrap.dedent("""
         from kernelpin import environment
         print(repr(environment.detect()))
-    """))
+    """)
+    )
     assert "torch" in modules and without == with_torch
 
 

@@ -16,12 +16,15 @@ from pathlib import Path
 import pytest
 
 from testkit.hub import free_port
-from tests.markdown import code_blocks
 from testkit.releasing import hub_env
+from tests.markdown import code_blocks
 
 ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = {block.comment.removeprefix("example: "): block for block in code_blocks(ROOT / "docs" / "kernelpin.md")
-            if (block.comment or "").startswith("example: ")}
+EXAMPLES = {
+    block.comment.removeprefix("example: "): block
+    for block in code_blocks(ROOT / "docs" / "kernelpin.md")
+    if (block.comment or "").startswith("example: ")
+}
 
 
 @dataclass(frozen=True)
@@ -35,13 +38,27 @@ def docs_hub(tmp_path_factory: pytest.TempPathFactory, checkout_build: Path) -> 
     """The local Hub of the docs, as `./dev hub` serves it (`python -m testkit.local_hub`, with this test run's
     build): acme/img2gray and acme/gray-layers."""
     root = tmp_path_factory.mktemp("docs-hub") / "hub"
-    server = subprocess.Popen([sys.executable, "-m", "testkit.local_hub", "--port", str(free_port()), "--root",
-                               str(root), "--variant", str(checkout_build)], cwd=ROOT, text=True,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "testkit.local_hub",
+            "--port",
+            str(free_port()),
+            "--root",
+            str(root),
+            "--variant",
+            str(checkout_build),
+        ],
+        cwd=ROOT,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         lines = [server.stdout.readline() for _ in range(3)]
         [endpoint] = [line.split("=", 1)[1].strip() for line in lines if "export HF_ENDPOINT=" in line] or [None]
-        assert endpoint, lines + [server.stderr.read()]
+        assert endpoint, [*lines, server.stderr.read()]
         yield LocalHub(endpoint, root)
     finally:
         server.send_signal(signal.SIGTERM)
@@ -52,8 +69,11 @@ def run_example(name: str, hub: LocalHub, cwd: Path) -> subprocess.CompletedProc
     block = EXAMPLES[name]
     # kernels 0.17.2 with HF_HUB_DISABLE_TELEMETRY=1 sends a header httpx rejects (ANCHORS §8).
     env = hub_env(hub.endpoint, cwd / "hf", KERNELPIN_STATE_DIR=str(cwd / "state"), HF_HUB_DISABLE_TELEMETRY="0")
-    command = [sys.executable, "-c", block.text] if block.language == "python" else ["bash", "-euo", "pipefail",
-                                                                                    "-c", block.text]
+    command = (
+        [sys.executable, "-c", block.text]
+        if block.language == "python"
+        else ["bash", "-euo", "pipefail", "-c", block.text]
+    )
     env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"
     done = subprocess.run(command, capture_output=True, text=True, cwd=cwd, env=env, timeout=300)
     assert done.returncode == 0, f"{block.where}:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
@@ -80,7 +100,9 @@ def test_local_kernels(docs_hub, tmp_path, checkout_build):
     shutil.copytree(checkout_build, tmp_path / "build" / "dev" / "img2gray")
     done = run_example("local-kernels", docs_hub, tmp_path)
     assert done.stdout.strip() == "torch.Size([1, 2, 2])"
-    assert f"LOCAL_KERNELS overrides acme/img2gray: loading the local build {tmp_path}/build/dev/img2gray" in done.stderr
+    assert (
+        f"LOCAL_KERNELS overrides acme/img2gray: loading the local build {tmp_path}/build/dev/img2gray" in done.stderr
+    )
     assert not (tmp_path / "hf" / "hub").exists()  # the Hub was not asked
 
 

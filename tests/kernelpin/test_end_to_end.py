@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import json
 
-from testkit.fake_kernel import CPU_213, VARIANTS
-
 import kernelpin
 from kernelpin.format import lockfile
+from testkit.fake_kernel import CPU_213, VARIANTS
 
 
 def test_lock_sync_load(img2gray, project, cli, hf_env):
@@ -26,7 +25,9 @@ def test_lock_sync_load(img2gray, project, cli, hf_env):
     assert status == 0, err
     (synced,) = json.loads(out)["synced"]
     assert synced["variant"] == CPU_213
-    assert sorted(synced["downloaded"] + synced["reused"]) == [f"build/{CPU_213}/{p}" for p in ("__init__.py", "_impl.py", "metadata.json")]
+    assert sorted(synced["downloaded"] + synced["reused"]) == [
+        f"build/{CPU_213}/{p}" for p in ("__init__.py", "_impl.py", "metadata.json")
+    ]
     # Locking read only metadata.json of each variant, into memory; sync fetched the chosen variant only.
     snapshot = hf_env / "models--acme--img2gray" / "snapshots" / kernel.commit / "build"
     present = sorted(str(p.relative_to(snapshot)) for p in snapshot.rglob("*") if p.is_file())

@@ -15,8 +15,8 @@ import pytest
 
 import kernelpin
 from kernelpin.errors import IntegrityError, KernelpinError, NoVariantError
-from kernelpin.loading.get_kernel import UnpinnedKernelWarning
 from kernelpin.loading import kernels_internals
+from kernelpin.loading.get_kernel import UnpinnedKernelWarning
 from kernelpin.store.resolutions import state_dir
 from testkit.fake_kernel import CPU_213, kernel_files, publish
 from testkit.releasing import hub_env, run
@@ -91,8 +91,9 @@ def test_get_kernel_takes_what_kernels_get_kernel_takes():
     assert list(ours) == list(inspect.signature(kernels.has_kernel).parameters)
 
 
-def test_version_n_is_the_branch_only_this_variant_is_downloaded_and_the_pin_is_shown(line, state, hf_env,
-                                                                                      fresh_modules):
+def test_version_n_is_the_branch_only_this_variant_is_downloaded_and_the_pin_is_shown(
+    line, state, hf_env, fresh_modules
+):
     repo_id, _, _, at_branch = line
     with pytest.warns(UnpinnedKernelWarning) as caught:
         module = kernelpin.get_kernel(repo_id, version=1)
@@ -135,8 +136,9 @@ def test_offline_by_version_after_an_online_call(hub, line, state, hf_env, monke
     offline = run([sys.executable, "-c", code], env={**env, "HF_HUB_OFFLINE": "1"}, check=False)
     if kernels_internals._release(kernels_internals.installed_version("the test")) >= (0, 18):
         assert (offline.returncode, offline.stdout.strip()) == (0, "1.1.0"), offline.stderr
-        assert (tmp_path / "kernels-home" / "hub" / f"kernels--{repo_id.replace('/', '--')}" / "refs" / "v1"
-                ).read_text().strip() == at_branch  # what it went by: the ref it recorded online
+        assert (
+            tmp_path / "kernels-home" / "hub" / f"kernels--{repo_id.replace('/', '--')}" / "refs" / "v1"
+        ).read_text().strip() == at_branch  # what it went by: the ref it recorded online
     else:
         assert offline.returncode != 0 and "1.1.0" not in offline.stdout
 
@@ -176,8 +178,9 @@ def test_an_untrusted_publisher_needs_trust_remote_code(new_repo, state, fresh_m
     repo_id, repo = new_repo("untrusted", "kernel", UNTRUSTED_ORG)
     publish(repo, "1.0.0", variants=(CPU_213,))
     repo.branch("v1")
-    with pytest.raises(KernelpinError,
-                       match=rf"{UNTRUSTED_ORG} is not a trusted kernel publisher .* trust_remote_code=True"):
+    with pytest.raises(
+        KernelpinError, match=rf"{UNTRUSTED_ORG} is not a trusted kernel publisher .* trust_remote_code=True"
+    ):
         kernelpin.get_kernel(repo_id, version=1)
     assert kernelpin.get_kernel(repo_id, version=1, trust_remote_code=[repo_id]).VERSION == "1.0.0"
     # What trust_remote_code let through once is not remembered as trusted: the same commit needs it again.
@@ -217,8 +220,9 @@ def test_the_state_directory_follows_xdg():
     assert state_dir({"KERNELPIN_STATE_DIR": "/y", "XDG_STATE_HOME": "/x"}) == Path("/y")
 
 
-def test_a_second_online_call_asks_only_for_the_refs_and_follows_a_moved_branch(line, state, monkeypatch,
-                                                                                fresh_modules):
+def test_a_second_online_call_asks_only_for_the_refs_and_follows_a_moved_branch(
+    line, state, monkeypatch, fresh_modules
+):
     from kernelpin.hub.source import HubSource
 
     repo_id, repo, _, _ = line
@@ -227,9 +231,14 @@ def test_a_second_online_call_asks_only_for_the_refs_and_follows_a_moved_branch(
     asked: list[str] = []
     for method in ("tree", "stream", "read_ahead", "trusted_publisher"):
         real = getattr(HubSource, method)
-        monkeypatch.setattr(HubSource, method, lambda self, *a, _real=real, _name=method, **k: (
-            asked.append(_name if _name not in ("stream", "read_ahead") else a[3].rsplit("/", 1)[-1]),
-            _real(self, *a, **k))[1])
+        monkeypatch.setattr(
+            HubSource,
+            method,
+            lambda self, *a, _real=real, _name=method, **k: (
+                asked.append(_name if _name not in ("stream", "read_ahead") else a[3].rsplit("/", 1)[-1]),
+                _real(self, *a, **k),
+            )[1],
+        )
     assert kernelpin.get_kernel(repo_id, version=1).VERSION == "1.1.0"
     # The commit is unchanged: its listing and files are what was resolved before, and so is the Hub's trusted
     # mark on its publisher, which let it through then (asked for again before: a second request).
@@ -248,10 +257,12 @@ def test_an_unsigned_kernel_is_loaded_without_importing_sigstore_or_tomlkit(line
     # and the project's publisher policy was read with tomlkit (its formatting is only needed to edit the file).
     strict = tmp_path / "strict"
     strict.mkdir()  # a project whose policy (read after a byte-order mark) requires signatures
-    (strict / "pyproject.toml").write_text("\ufeff[tool.kernelpin.trust]\nrequire-signatures = true\n",
-                                           encoding="utf-8")
+    (strict / "pyproject.toml").write_text(
+        "\ufeff[tool.kernelpin.trust]\nrequire-signatures = true\n", encoding="utf-8"
+    )
     monkeypatch.chdir(tmp_path)
-    printed, modules = fresh_interpreter(textwrap.dedent(f"""
+    printed, modules = fresh_interpreter(
+        textwrap.dedent(f"""
         import os, kernelpin
         print(kernelpin.get_kernel({line[0]!r}, version=1).VERSION)
         os.chdir("strict")
@@ -259,7 +270,8 @@ def test_an_unsigned_kernel_is_loaded_without_importing_sigstore_or_tomlkit(line
             kernelpin.get_kernel({line[0]!r}, version=1)
         except kernelpin.errors.KernelpinError as error:
             print(error)
-    """))
+    """)
+    )
     assert printed.splitlines()[0] == "1.1.0"
     assert "require" in printed.splitlines()[1] and "signature" in printed.splitlines()[1]
     assert not [name for name in modules if name.split(".")[0] in ("sigstore", "tomlkit")]
@@ -269,18 +281,21 @@ def test_the_one_liner_imports_only_what_its_way_needs(line, state, tmp_path, mo
     # Failed before: every get_kernel imported kernelpin.commands.info (only a miss's hint or get_kernel_variants use
     # it) and built sysconfig's configuration to learn that a Python before 3.13 is not free-threaded.
     monkeypatch.chdir(tmp_path)
-    printed, modules = fresh_interpreter(textwrap.dedent(f"""
+    printed, modules = fresh_interpreter(
+        textwrap.dedent(f"""
         import torch, kernelpin
         print(kernelpin.get_kernel({line[0]!r}, version=1).VERSION)
-    """))
+    """)
+    )
     assert printed.strip() == "1.1.0"
     assert "kernelpin.commands.info" not in modules and "kernelpin.builds" not in modules
     if sys.version_info < (3, 13):
         assert "sysconfig" not in modules
 
 
-def test_a_cold_call_asks_for_the_likely_builds_metadata_beside_the_listing(hub, line, state, hf_env, monkeypatch,
-                                                                           fresh_modules):
+def test_a_cold_call_asks_for_the_likely_builds_metadata_beside_the_listing(
+    hub, line, state, hf_env, monkeypatch, fresh_modules
+):
     # Failed before: metadata.json was asked for once the listing had come, a round trip later.
     repo_id, _, _, at_branch = line
     server = HostileHub(hub.endpoint, Lies(tree_delay=0.5))
@@ -290,19 +305,22 @@ def test_a_cold_call_asks_for_the_likely_builds_metadata_beside_the_listing(hub,
     listed = min(at for at, path in server.arrivals if "/tree/" in path)
     metadata = [at for at, path in server.arrivals if path.endswith("/metadata.json")]
     assert [path for _, path in server.arrivals if path.endswith("/metadata.json")] == [
-        f"/kernels/{repo_id}/resolve/{at_branch}/build/{CPU_213}/metadata.json"]  # once, this machine's build
+        f"/kernels/{repo_id}/resolve/{at_branch}/build/{CPU_213}/metadata.json"
+    ]  # once, this machine's build
     assert metadata[0] - listed < 0.4  # not after the listing's answer
 
 
-def test_metadata_read_ahead_counts_only_as_the_listing_names_it(hub, line, state, hf_env, monkeypatch, new_repo,
-                                                                 fresh_modules):
+def test_metadata_read_ahead_counts_only_as_the_listing_names_it(
+    hub, line, state, hf_env, monkeypatch, new_repo, fresh_modules
+):
     # A listing whose git blob id of metadata.json is not the file's: the bytes read ahead are not taken, and the
     # variant is refused as it was before the read-ahead.
     import httpx2
 
     repo_id, _, _, at_branch = line
-    tree = httpx2.get(f"{hub.endpoint}/api/kernels/{repo_id}/tree/{at_branch}", params={"recursive": "true"},
-                      follow_redirects=True).json()
+    tree = httpx2.get(
+        f"{hub.endpoint}/api/kernels/{repo_id}/tree/{at_branch}", params={"recursive": "true"}, follow_redirects=True
+    ).json()
     for entry in tree:
         if entry["path"] == f"build/{CPU_213}/metadata.json":
             entry["oid"] = "0" * 40
@@ -316,11 +334,12 @@ def test_metadata_read_ahead_counts_only_as_the_listing_names_it(hub, line, stat
     publish(other, "1.0.0", variants=(stable,))
     other.branch("v1")
     monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
-    assert kernelpin.get_kernel(other_id, version=1).VARIANT == stable
+    assert stable == kernelpin.get_kernel(other_id, version=1).VARIANT
 
 
-def test_a_silent_file_server_costs_one_timeout_with_the_read_ahead(hub, line, state, hf_env, monkeypatch,
-                                                                    fresh_modules):
+def test_a_silent_file_server_costs_one_timeout_with_the_read_ahead(
+    hub, line, state, hf_env, monkeypatch, fresh_modules
+):
     # The metadata.json read ahead that gets no answer is the error (once), not read again for a second timeout.
     import time
 
@@ -354,7 +373,7 @@ def test_a_read_ahead_nobody_waits_for_does_not_hold_up_the_exit(hub, state, hf_
 
 
 def test_kernel_dependencies_load_first_and_a_cycle_is_refused(with_dependency, new_repo, state, fresh_modules):
-    kernel_id, _, dep_id, dep_commit = with_dependency
+    kernel_id, _, _dep_id, dep_commit = with_dependency
     module = kernelpin.get_kernel(kernel_id, version=2)
     assert (module.VERSION, module.DEP_VERSION) == ("2.0.0", "1.4.0") and dep_commit in module.DEP_FILE
     selfish_id, selfish = new_repo("selfish", "kernel", TRUSTED_ORG)
@@ -364,7 +383,8 @@ def test_kernel_dependencies_load_first_and_a_cycle_is_refused(with_dependency, 
 
 
 def test_a_cold_call_writes_metadata_json_once_and_a_lock_then_reads_it_from_the_snapshot(
-        hub, line, state, hf_env, project, cli, monkeypatch, fresh_modules):
+    hub, line, state, hf_env, project, cli, monkeypatch, fresh_modules
+):
     # Failed before: the cold call kept a second copy as blobs/<git blob id> (a file lock and an fsync more).
     repo_id, _, _, at_branch = line
     kernelpin.get_kernel(repo_id, version=1)

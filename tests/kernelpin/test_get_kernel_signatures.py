@@ -15,13 +15,13 @@ from kernelpin.loading.get_kernel import UnpinnedKernelWarning
 from kernelpin.trust.policy import SignatureError
 from tests.kernelpin.helpers import UNTRUSTED_ORG
 from tests.kernelpin.test_get_kernel import fresh_modules, state  # noqa: F401 (fixtures)
-from tests.kernelpin.test_lock_signatures import ACME, ACME_SIGNERS, HIJACKER, release  # noqa: F401
+from tests.kernelpin.test_lock_signatures import ACME, ACME_SIGNERS, HIJACKER, release
 
 POLICY = f'[tool.kernelpin.trust.publishers."{UNTRUSTED_ORG}"]\nsigners = {ACME_SIGNERS}\n'
 
 
 @pytest.fixture
-def signed_line(new_repo, project, sigstore):  # noqa: F811
+def signed_line(new_repo, project, sigstore):
     """release(identity): a kernel of an organization the Hub does not trust, v1.0.0 on branch v1 signed by
     `identity`, in a project whose policy names that organization with ACME as its only signer."""
     root = project("")
@@ -37,8 +37,11 @@ def signed_line(new_repo, project, sigstore):  # noqa: F811
     return make
 
 
-def test_a_release_its_policy_signer_signed_loads_without_trust_remote_code(signed_line, state,  # noqa: F811
-                                                                             fresh_modules):  # noqa: F811
+def test_a_release_its_policy_signer_signed_loads_without_trust_remote_code(
+    signed_line,
+    state,
+    fresh_modules,
+):
     repo_id = signed_line(ACME)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UnpinnedKernelWarning)
@@ -47,7 +50,7 @@ def test_a_release_its_policy_signer_signed_loads_without_trust_remote_code(sign
     assert "acme-corp/kernels/.github/workflows/release.yaml@refs/tags/v1.0.0" in record  # the signer remembered
 
 
-def test_a_release_another_identity_signed_is_refused_before_import(signed_line, state, fresh_modules):  # noqa: F811
+def test_a_release_another_identity_signed_is_refused_before_import(signed_line, state, fresh_modules):
     repo_id = signed_line(HIJACKER)
     before = set(sys.modules)
     with pytest.raises(SignatureError, match=r"hijacker/kernels.*acme-corp/kernels"):
@@ -55,8 +58,9 @@ def test_a_release_another_identity_signed_is_refused_before_import(signed_line,
     assert not [name for name in set(sys.modules) - before if name.startswith("_kernelpin_")]
 
 
-def test_a_signed_release_get_kernel_verified_is_not_verified_again_by_its_receipt(  # noqa: F811 (fixtures)
-        signed_line, state, hf_env, fresh_modules, monkeypatch):  # noqa: F811
+def test_a_signed_release_get_kernel_verified_is_not_verified_again_by_its_receipt(
+    signed_line, state, hf_env, fresh_modules, monkeypatch
+):
     # Failed before: get_kernel kept no signature receipt, so the same bundle was verified by sigstore again after
     # its Hub cache and resolution were gone (and a later `lock` of the release verified it once more).
     import shutil

@@ -20,9 +20,9 @@ import pytest
 
 import kernelpin
 from kernelpin.errors import KernelpinError
+from kernelpin.files.confined import PARTIAL
 from kernelpin.hub.listing import files_of, parse_refs, parse_tree_page
 from kernelpin.loading.runtime import module_name
-from kernelpin.files.confined import PARTIAL
 from testkit.fake_kernel import CPU_213, publish
 from tests.kernelpin.faulty_hub import HostileHub, Lies
 from tests.kernelpin.helpers import AS_NOBODY, REPO_ROOT, require_nobody, snapshot_dir
@@ -69,8 +69,9 @@ def fresh_load(repo_id: str, commit: str, **kwargs):
 # --- 1-2. headers name no file: ETag and X-Repo-Commit are never used --------------------------------
 
 
-def test_an_etag_that_is_a_path_writes_nothing_outside_the_cache(hub, released, locked, new_repo, project, cli,
-                                                                  tmp_path, monkeypatch):
+def test_an_etag_that_is_a_path_writes_nothing_outside_the_cache(
+    hub, released, locked, new_repo, project, cli, tmp_path, monkeypatch
+):
     # Failed before: huggingface_hub named the blob after the ETag, so the server's bytes landed in
     # tmp_path/OUTSIDE/planted.pth (a .pth runs at the next Python start), and sync failed on the link;
     # in `sync`, in `load`, and in `lock` of a build without digests (its files were downloaded to be hashed).
@@ -90,12 +91,14 @@ def test_an_etag_that_is_a_path_writes_nothing_outside_the_cache(hub, released, 
     assert outside(tmp_path) == []
 
 
-def test_an_x_repo_commit_that_is_a_path_writes_nothing_outside_the_cache(hub, released, locked, cli, tmp_path,
-                                                                          monkeypatch):
+def test_an_x_repo_commit_that_is_a_path_writes_nothing_outside_the_cache(
+    hub, released, locked, cli, tmp_path, monkeypatch
+):
     # Failed before: a 404 carrying this header made huggingface_hub create tmp_path/OUTSIDE/no-exist.
     repo_id, commit = released
-    lies = Lies(file_status=404,
-                file_headers={"X-Repo-Commit": "../../../OUTSIDE/no-exist", "X-Error-Code": "EntryNotFound"})
+    lies = Lies(
+        file_status=404, file_headers={"X-Repo-Commit": "../../../OUTSIDE/no-exist", "X-Error-Code": "EntryNotFound"}
+    )
     with HostileHub(hub.endpoint, lies) as endpoint:
         monkeypatch.setenv("HF_ENDPOINT", endpoint)
         status, _, err = cli("sync", "--torch", "2.13")
@@ -105,8 +108,7 @@ def test_an_x_repo_commit_that_is_a_path_writes_nothing_outside_the_cache(hub, r
     assert outside(tmp_path) == []
 
 
-def test_what_is_verified_is_what_is_imported_whatever_commit_the_server_names(hub, released, locked, cli,
-                                                                              monkeypatch):
+def test_what_is_verified_is_what_is_imported_whatever_commit_the_server_names(hub, released, locked, cli, monkeypatch):
     # Failed before: huggingface_hub filed the files under the server's X-Repo-Commit, sync and verify
     # checked them there, and load found nothing under the locked commit (a bare FileNotFoundError).
     repo_id, commit = released
@@ -141,11 +143,19 @@ def _file(path: object, **fields: object) -> dict:
         (lambda c: Lies(tree=[_file(5)]), "a listing entry's path is 5, not a string"),
         (lambda c: Lies(tree=[_file("build/x/a.py")] * 2), "'build/x/a.py' is listed twice"),
     ],
-    ids=["tag-traversal", "tag-uppercase", "tag-39-digits", "tag-without-target", "tags-a-string",
-         "path-a-number", "path-twice"],
+    ids=[
+        "tag-traversal",
+        "tag-uppercase",
+        "tag-39-digits",
+        "tag-without-target",
+        "tags-a-string",
+        "path-a-number",
+        "path-twice",
+    ],
 )
-def test_a_listing_the_hub_cannot_mean_is_refused_in_one_line(hub, released, locked, cli, tmp_path, monkeypatch,
-                                                               lie, message):
+def test_a_listing_the_hub_cannot_mean_is_refused_in_one_line(
+    hub, released, locked, cli, tmp_path, monkeypatch, lie, message
+):
     # Failed before: the commit went unchecked into paths and the lock (uppercase and 39 digits were written,
     # a path became a revision), and malformed listings raised KeyError/TypeError tracebacks.
     _, commit = released
@@ -227,16 +237,16 @@ def test_a_server_that_drips_bytes_is_cut_off_at_the_deadline(hub, released, loc
                 fresh_load(repo_id, commit)
 
 
-def test_an_endless_body_stops_at_the_locked_size_and_leaves_nothing(hub, released, locked, cli, tmp_path,
-                                                                     monkeypatch):
+def test_an_endless_body_stops_at_the_locked_size_and_leaves_nothing(hub, released, locked, cli, tmp_path, monkeypatch):
     # Failed before: a file locked at a few hundred bytes took an endless body (64 MiB written, a tmpfs filled).
     with HostileHub(hub.endpoint, Lies(endless_file=True, endless_for=30)) as endpoint:
         monkeypatch.setenv("HF_ENDPOINT", endpoint)
         status, _, err = cli("sync", "--torch", "2.13")
         one_line_error(status, err, "the server sends more than the", "nothing of it is kept")
     cache = tmp_path / "hf-cache"
-    assert not list(cache.rglob(f"*{PARTIAL}")) and not [p for p in cache.rglob("*") if p.is_file() and
-                                                          p.stat().st_size > 200_000]
+    assert not list(cache.rglob(f"*{PARTIAL}")) and not [
+        p for p in cache.rglob("*") if p.is_file() and p.stat().st_size > 200_000
+    ]
 
 
 def test_refs_listings_are_bounded_in_entries_and_bytes(hub, locked, cli, monkeypatch):
@@ -266,8 +276,9 @@ def test_an_answer_announced_longer_than_the_limit_is_refused_before_it_is_read(
     # "cannot reach ... check the network and HF_ENDPOINT".
     with HostileHub(hub.endpoint, Lies(refs_announced=10**15)) as endpoint:
         monkeypatch.setenv("HF_ENDPOINT", endpoint)
-        one_line_error(*cli("lock", "--upgrade")[::2], "announces 1000000000000000 bytes",
-                       "KERNELPIN_MAX_RESPONSE_BYTES")
+        one_line_error(
+            *cli("lock", "--upgrade")[::2], "announces 1000000000000000 bytes", "KERNELPIN_MAX_RESPONSE_BYTES"
+        )
 
 
 def test_a_full_disk_is_reported_as_a_full_disk(hub, released, locked, tmp_path):
@@ -276,11 +287,16 @@ def test_a_full_disk_is_reported_as_a_full_disk(hub, released, locked, tmp_path)
         pytest.skip("needs root and unshare to mount a small file system")
     cache = tmp_path / "hf-cache"
     cache.mkdir(exist_ok=True)
-    script = (f"mount -t tmpfs -o size=64k tmpfs {cache} && "
-              f"{sys.executable} -m kernelpin sync --frozen --torch 2.13")
+    script = f"mount -t tmpfs -o size=64k tmpfs {cache} && {sys.executable} -m kernelpin sync --frozen --torch 2.13"
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HF_ENDPOINT": hub.endpoint}
-    done = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script], cwd=locked, env=env,
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        ["unshare", "-m", "--propagation", "private", "sh", "-c", script],
+        cwd=locked,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     if "mount" in done.stderr and "permission denied" in done.stderr.lower():
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
     one_line_error(done.returncode, done.stderr, "the disk is full", str(cache), "free space there")
@@ -291,8 +307,13 @@ def test_a_partial_download_left_by_a_killed_sync_is_removed_by_the_next(hub, lo
     cache = tmp_path / "hf-cache"
     with HostileHub(hub.endpoint, Lies(drip="file", endless_for=30)) as endpoint:
         env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HF_ENDPOINT": endpoint}
-        syncing = subprocess.Popen([sys.executable, "-m", "kernelpin", "sync", "--frozen", "--torch", "2.13"],
-                                   cwd=locked, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        syncing = subprocess.Popen(
+            [sys.executable, "-m", "kernelpin", "sync", "--frozen", "--torch", "2.13"],
+            cwd=locked,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         try:
             for _ in range(600):  # until the download has begun (at most a minute)
                 if list(cache.rglob(f"*{PARTIAL}")):
@@ -320,12 +341,20 @@ def test_a_read_only_cache_without_a_file_names_the_file_and_the_fix(released, l
         shutil.copytree(tmp_path / "hf-cache", shared / "cache", symlinks=True)
         (snapshot_dir(shared / "cache", repo_id, commit, "kernel") / "build" / CPU_213 / "_big.so").unlink()
         subprocess.run(["chmod", "-R", "a+rX,a-w", str(shared)], check=True)
-        script = f"import kernelpin\ntry:\n    kernelpin.load({repo_id!r}, lock={str(shared)!r})\n" \
-                 "except kernelpin.errors.KernelpinError as error:\n    print(error)\n"
-        env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HF_HUB_CACHE": str(shared / "cache"),
-               "HF_HOME": str(shared / "hf-home"), "HOME": str(shared)}
-        done = subprocess.run([*AS_NOBODY, sys.executable, "-c", script], env=env, capture_output=True, text=True,
-                              timeout=60)
+        script = (
+            f"import kernelpin\ntry:\n    kernelpin.load({repo_id!r}, lock={str(shared)!r})\n"
+            "except kernelpin.errors.KernelpinError as error:\n    print(error)\n"
+        )
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(REPO_ROOT),
+            "HF_HUB_CACHE": str(shared / "cache"),
+            "HF_HOME": str(shared / "hf-home"),
+            "HOME": str(shared),
+        }
+        done = subprocess.run(
+            [*AS_NOBODY, sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60
+        )
         assert done.returncode == 0 and done.stderr == "", done.stderr[-2000:]
         assert f"installing build/{CPU_213}/_big.so: cannot write {shared / 'cache'}" in done.stdout, done.stdout
         assert "permission denied; run `kernelpin sync` as a user who can write there" in done.stdout

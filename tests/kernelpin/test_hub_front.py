@@ -29,7 +29,11 @@ def request(url: str, method: str = "GET") -> tuple[int, dict[str, str], bytes]:
     [
         ("/api/kernels/acme/k/refs", "kernel", "/api/models/acme/k/refs"),
         ("/kernels/acme/k/resolve/v1/build/x/a.py", "kernel", "/acme/k/resolve/v1/build/x/a.py"),
-        ("/api/kernels/acme/k/tree/refs%2Fheads%2Fv0/build?recursive=false", "kernel", "/api/models/acme/k/tree/v0/build?recursive=false"),
+        (
+            "/api/kernels/acme/k/tree/refs%2Fheads%2Fv0/build?recursive=false",
+            "kernel",
+            "/api/models/acme/k/tree/v0/build?recursive=false",
+        ),
         ("/api/models/acme/m/refs", "model", "/api/models/acme/m/refs"),
         ("/acme/m/resolve/main/a.py", "model", "/acme/m/resolve/main/a.py"),
     ],
@@ -40,9 +44,15 @@ def test_route(path, kind, upstream):
 
 def test_redirects_point_back_at_the_front_on_the_type_asked_for():
     front = "http://127.0.0.1:9"
-    assert rewrite_location("http://127.0.0.1:5/acme/k/resolve/abc/a.py", "kernel", front) == f"{front}/kernels/acme/k/resolve/abc/a.py"
+    assert (
+        rewrite_location("http://127.0.0.1:5/acme/k/resolve/abc/a.py", "kernel", front)
+        == f"{front}/kernels/acme/k/resolve/abc/a.py"
+    )
     assert rewrite_location("/api/models/acme/k/tree/abc", "kernel", front) == "/api/kernels/acme/k/tree/abc"
-    assert rewrite_location("http://127.0.0.1:5/acme/m/resolve/abc/a.py", "model", front) == f"{front}/acme/m/resolve/abc/a.py"
+    assert (
+        rewrite_location("http://127.0.0.1:5/acme/m/resolve/abc/a.py", "model", front)
+        == f"{front}/acme/m/resolve/abc/a.py"
+    )
 
 
 def test_kernel_repositories_are_served_apart_from_model_repositories(hub, new_repo):
@@ -59,8 +69,14 @@ def test_kernel_repositories_are_served_apart_from_model_repositories(hub, new_r
     status, headers, body = request(f"{hub.endpoint}/kernels/{repo_id}/resolve/{commit}/{path}", "HEAD")
     assert status == 200 and body == b""
     assert int(headers["content-length"]) == len(big)  # huggingface_hub reads a file's size from HEAD
-    downloaded = hf_hub_download(repo_id, path, revision=commit, repo_type="kernel", endpoint=hub.endpoint,
-                                 cache_dir=hub.root / f"cache-{repo_id.split('/')[1]}")
+    downloaded = hf_hub_download(
+        repo_id,
+        path,
+        revision=commit,
+        repo_type="kernel",
+        endpoint=hub.endpoint,
+        cache_dir=hub.root / f"cache-{repo_id.split('/')[1]}",
+    )
     assert hashlib.sha256(open(downloaded, "rb").read()).digest() == hashlib.sha256(big).digest()
 
 
@@ -110,8 +126,11 @@ def test_with_a_cdn_a_file_at_a_commit_is_answered_again_as_olah_answered_it(tmp
     commit = repo.commit("one")
     with server:
         base = f"{server.endpoint}/kernels/acme/k/resolve"
-        first = {(method, path): request(f"{base}/{commit}/build/x/{path}", method)
-                 for method in ("GET", "HEAD") for path in ("lib.so", "a.py")}
+        first = {
+            (method, path): request(f"{base}/{commit}/build/x/{path}", method)
+            for method in ("GET", "HEAD")
+            for path in ("lib.so", "a.py")
+        }
         assert all(answer[0] == 200 for answer in first.values())
         assert request(f"{base}/{commit}/build/x/missing.py")[0] != 200  # olah: 500
         ranged = urllib.request.Request(f"{base}/{commit}/build/x/a.py", headers={"Range": "bytes=0-2"})
@@ -122,7 +141,8 @@ def test_with_a_cdn_a_file_at_a_commit_is_answered_again_as_olah_answered_it(tmp
             again = request(f"{base}/{commit}/build/x/{path}", method)
             assert again[0] == answer[0] and again[2] == answer[2], (method, path)
             assert {k: v for k, v in again[1].items() if k != "date"} == {
-                k: v for k, v in answer[1].items() if k != "date"}, (method, path)
+                k: v for k, v in answer[1].items() if k != "date"
+            }, (method, path)
         for path in ("main/build/x/a.py", f"{commit}/build/x/missing.py"):  # olah's to answer, and it is gone
             with pytest.raises(OSError):
                 request(f"{base}/{path}")

@@ -25,11 +25,18 @@ def test_a_hub_home_or_cache_that_is_a_file_is_named(img2gray, project, cli, tmp
     monkeypatch.setenv(name, str(planted))
     if name == "HF_HOME":
         monkeypatch.delenv("HF_HUB_CACHE")
-    expected = (f"error: {name} is {planted}, a file, not a directory: huggingface_hub keeps the token and the Hub "
-                f"cache there. Point {name} at a directory (or move the file away)\n")
+    expected = (
+        f"error: {name} is {planted}, a file, not a directory: huggingface_hub keeps the token and the Hub "
+        f"cache there. Point {name} at a directory (or move the file away)\n"
+    )
     if name == "HF_HOME":  # in a new process: huggingface_hub reads HF_HOME when it is imported
-        done = subprocess.run([sys.executable, "-m", "kernelpin", "lock", "--upgrade"], capture_output=True,
-                              text=True, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, timeout=120)
+        done = subprocess.run(
+            [sys.executable, "-m", "kernelpin", "lock", "--upgrade"],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+            timeout=120,
+        )
         assert done.returncode == 1 and done.stderr == expected, done.stderr
     status, _, err = cli("sync", "--torch", "2.13")
     assert status == 1 and err == expected, err
@@ -53,4 +60,5 @@ def test_a_files_url_is_the_one_huggingface_hub_makes(repo_type, path):
     source = HubSource(HubSettings.from_env({"HF_ENDPOINT": "http://127.0.0.1:1/mirror/"}))
     commit = "a" * 40
     assert source._file_url("acme/k", repo_type, commit, path) == hf_hub_url(
-        "acme/k", path, repo_type=repo_type, revision=commit, endpoint="http://127.0.0.1:1/mirror")
+        "acme/k", path, repo_type=repo_type, revision=commit, endpoint="http://127.0.0.1:1/mirror"
+    )

@@ -16,7 +16,16 @@ from huggingface_hub import constants
 
 from kernelpin.hub import limits
 from kernelpin.hub.client import (
-    READ_BYTES, READ_WAIT_SLICE, HubTimeout, _DeadlineStream, _DeadlineTransport, _time_left, capped_timeouts, expect_size, request_headers, use_timeout,
+    READ_BYTES,
+    READ_WAIT_SLICE,
+    HubTimeout,
+    _DeadlineStream,
+    _DeadlineTransport,
+    _time_left,
+    capped_timeouts,
+    expect_size,
+    request_headers,
+    use_timeout,
 )
 from kernelpin.hub.limits import Budget, LimitExceeded, Limits
 from tests.kernelpin.faulty_hub import HostileHub, Lies, SilentServer, StatusServer
@@ -54,23 +63,40 @@ def test_time_left_is_the_timeout_outside_a_budget_and_the_least_of_both_inside(
 def test_timeouts_are_capped_and_shorter_ones_kept():
     every = ("connect", "read", "write", "pool")
     assert capped_timeouts({"connect": 60.0, "read": 1.0, "write": None}, 30) == {
-        "connect": 30, "read": 1.0, "write": 30, "pool": 30}
+        "connect": 30,
+        "read": 1.0,
+        "write": 30,
+        "pool": 30,
+    }
     assert capped_timeouts({}, 2.5) == dict.fromkeys(every, 2.5)
 
 
-@pytest.mark.parametrize("lie", [Lies(drip_head="refs", drip_seconds=0.02, endless_for=10),
-                                 Lies(interim="refs", drip_seconds=0.02, endless_for=10),
-                                 Lies(drip="refs", drip_seconds=0.02, endless_for=10)],
-                         ids=["headers", "100-continue", "body"])
+@pytest.mark.parametrize(
+    "lie",
+    [
+        Lies(drip_head="refs", drip_seconds=0.02, endless_for=10),
+        Lies(interim="refs", drip_seconds=0.02, endless_for=10),
+        Lies(drip="refs", drip_seconds=0.02, endless_for=10),
+    ],
+    ids=["headers", "100-continue", "body"],
+)
 def test_a_stalling_server_is_cut_off_at_the_deadline_whatever_it_stalls(lie):
     # The body case needs the headers within the deadline: 0.3 s was missed on a loaded machine (a mutation run).
     deadline = 0.3 if lie.drip is None else 1
-    with HostileHub(NOWHERE, lie) as endpoint, limits.running(budget(deadline=deadline)):
-        with pytest.raises(LimitExceeded, match=re.escape(
+    with (
+        HostileHub(NOWHERE, lie) as endpoint,
+        limits.running(budget(deadline=deadline)),
+        pytest.raises(
+            LimitExceeded,
+            match=re.escape(
                 f"{endpoint}{REFS}: stopped at the {deadline} s deadline for one command (KERNELPIN_DEADLINE); the "
-                "server is too slow or is stalling: retry later, or set KERNELPIN_DEADLINE=SECONDS to allow more")
-                if lie.drip is None else rf"receiving .*stopped at the {deadline} s deadline"):
-            get(endpoint + REFS)
+                "server is too slow or is stalling: retry later, or set KERNELPIN_DEADLINE=SECONDS to allow more"
+            )
+            if lie.drip is None
+            else rf"receiving .*stopped at the {deadline} s deadline",
+        ),
+    ):
+        get(endpoint + REFS)
 
 
 def test_a_deadline_already_passed_sends_no_request():
@@ -82,11 +108,17 @@ def test_a_deadline_already_passed_sends_no_request():
 
 
 def test_a_silent_server_outside_a_budget_times_out_once_with_the_timeout_named():
-    with SilentServer() as endpoint:
-        with pytest.raises(HubTimeout, match=re.escape(
+    with (
+        SilentServer() as endpoint,
+        pytest.raises(
+            HubTimeout,
+            match=re.escape(
                 f"no answer from {endpoint}/x within 0.2 s (ReadTimeout); the server is down or overloaded: retry "
-                "later, or set KERNELPIN_HTTP_TIMEOUT=SECONDS to wait longer")):
-            get(endpoint + "/x?q=1", seconds=0.2)
+                "later, or set KERNELPIN_HTTP_TIMEOUT=SECONDS to wait longer"
+            ),
+        ),
+    ):
+        get(endpoint + "/x?q=1", seconds=0.2)
 
 
 def test_a_silent_server_inside_a_budget_is_a_timeout_until_the_deadline():
@@ -99,8 +131,15 @@ def test_answers_are_asked_for_uncompressed_and_a_compressed_one_is_refused():
     refs = {"tags": [], "branches": []}
     with HostileHub(NOWHERE, Lies(refs=refs, gzip_refs=True)) as endpoint:
         assert get(endpoint + REFS) == b'{"tags": [], "branches": []}'  # outside a budget: taken, and expanded
-        with limits.running(budget()), pytest.raises(LimitExceeded, match=re.escape(
-                f"{endpoint}{REFS}: the server compressed its answer (gzip) though kernelpin asked for none")):
+        with (
+            limits.running(budget()),
+            pytest.raises(
+                LimitExceeded,
+                match=re.escape(
+                    f"{endpoint}{REFS}: the server compressed its answer (gzip) though kernelpin asked for none"
+                ),
+            ),
+        ):
             get(endpoint + REFS)
     with HostileHub(NOWHERE, Lies(refs=refs)) as endpoint, limits.running(budget()):
         assert get(endpoint + REFS) == b'{"tags": [], "branches": []}'
@@ -108,22 +147,35 @@ def test_answers_are_asked_for_uncompressed_and_a_compressed_one_is_refused():
 
 def test_an_answer_is_held_to_the_response_limit_announced_or_sent():
     with HostileHub(NOWHERE, Lies(refs_announced=10**9)) as endpoint, limits.running(budget(max_response_bytes=1000)):
-        with pytest.raises(LimitExceeded, match=re.escape(
+        with pytest.raises(
+            LimitExceeded,
+            match=re.escape(
                 f"{endpoint}{REFS}: the answer announces 1000000000 bytes, more than 1000 bytes "
                 "(KERNELPIN_MAX_RESPONSE_BYTES); the server is broken or hostile. If the answer is genuine, set "
-                "KERNELPIN_MAX_RESPONSE_BYTES=N to allow more")):
+                "KERNELPIN_MAX_RESPONSE_BYTES=N to allow more"
+            ),
+        ):
             get(endpoint + REFS)
     with HostileHub(NOWHERE, Lies(drip="refs", drip_seconds=0.01, endless_for=10)) as endpoint:  # no length
-        with limits.running(budget(max_response_bytes=3)), pytest.raises(LimitExceeded, match=re.escape(
-                f"{endpoint}{REFS}: the answer is longer than 3 bytes (KERNELPIN_MAX_RESPONSE_BYTES)")):
+        with (
+            limits.running(budget(max_response_bytes=3)),
+            pytest.raises(
+                LimitExceeded,
+                match=re.escape(f"{endpoint}{REFS}: the answer is longer than 3 bytes (KERNELPIN_MAX_RESPONSE_BYTES)"),
+            ),
+        ):
             get(endpoint + REFS)
 
 
 def test_a_file_body_is_held_to_its_expected_size_an_error_page_is_not():
     with HostileHub(NOWHERE, Lies(endless_file=True, endless_for=10)) as endpoint, limits.running(budget()):
-        with pytest.raises(LimitExceeded, match=re.escape(
+        with pytest.raises(
+            LimitExceeded,
+            match=re.escape(
                 f"{endpoint}{FILE}: the server sends more than the 1000 bytes the file has (as locked or listed); "
-                "the download was stopped and nothing of it is kept. The server is broken or hostile")):
+                "the download was stopped and nothing of it is kept. The server is broken or hostile"
+            ),
+        ):
             get(endpoint + FILE, extensions=expect_size(1000))
     with HostileHub(NOWHERE, Lies(file_status=404)) as endpoint, limits.running(budget()):
         assert b"status 404" in get(endpoint + FILE, extensions=expect_size(1))  # an error page, not the file
@@ -138,16 +190,21 @@ def test_kernelpins_headers_are_its_own_and_carry_a_checked_token(monkeypatch):
     monkeypatch.delenv("HF_TOKEN", raising=False)
     monkeypatch.setattr(constants, "HF_TOKEN_PATH", "/nonexistent-hf-home/token")
     headers = request_headers()
-    assert list(headers) == ["user-agent"] and re.fullmatch(r"kernelpin; hf_hub/\S+; python/\d+\.\d+\.\d+",
-                                                             headers["user-agent"])
+    assert list(headers) == ["user-agent"] and re.fullmatch(
+        r"kernelpin; hf_hub/\S+; python/\d+\.\d+\.\d+", headers["user-agent"]
+    )
     monkeypatch.setenv("HF_TOKEN", "hf_!~")
     assert request_headers()["authorization"] == "Bearer hf_!~"
     for token in ("hf_ x", "hf_\x7f", "hf_\u00e9"):
         monkeypatch.setenv("HF_TOKEN", token)
-        with pytest.raises(Exception, match=re.escape(
+        with pytest.raises(
+            Exception,
+            match=re.escape(
                 "the Hub token (HF_TOKEN, or the one `hf auth login` saved) holds spaces, control or non-ASCII "
                 "characters, which no request header can carry; set HF_TOKEN to the token exactly as the Hub "
-                "shows it")):
+                "shows it"
+            ),
+        ):
             request_headers()
     monkeypatch.setattr(constants, "HF_HUB_DISABLE_IMPLICIT_TOKEN", True)
     assert "authorization" not in request_headers()
@@ -174,18 +231,25 @@ def test_a_timeout_names_its_phase_and_the_time_waited():
     transport = _DeadlineTransport(5)
     url = httpx2.URL("http://127.0.0.1:9/x")
     timeouts = {"connect": 1.0, "read": 2.0, "write": 3.0, "pool": 4.5}
-    for error, waited in ((httpx2.ConnectTimeout("c"), "1 s (ConnectTimeout)"), (httpx2.ReadTimeout("r"), "2 s (ReadTimeout)"),
-                          (httpx2.WriteTimeout("w"), "3 s (WriteTimeout)"), (httpx2.PoolTimeout("p"), "4.5 s (PoolTimeout)"),
-                          (httpx2.TimeoutException("t"), "4.5 s (TimeoutException)")):
+    for error, waited in (
+        (httpx2.ConnectTimeout("c"), "1 s (ConnectTimeout)"),
+        (httpx2.ReadTimeout("r"), "2 s (ReadTimeout)"),
+        (httpx2.WriteTimeout("w"), "3 s (WriteTimeout)"),
+        (httpx2.PoolTimeout("p"), "4.5 s (PoolTimeout)"),
+        (httpx2.TimeoutException("t"), "4.5 s (TimeoutException)"),
+    ):
         assert str(transport._timeout(error, url, timeouts)) == (
             f"no answer from {url} within {waited}; the server is down or overloaded: retry later, or set "
-            "KERNELPIN_HTTP_TIMEOUT=SECONDS to wait longer")
+            "KERNELPIN_HTTP_TIMEOUT=SECONDS to wait longer"
+        )
 
 
 def test_a_body_that_stalls_before_the_deadline_is_a_read_timeout():
     with HostileHub(NOWHERE, Lies(drip="refs", drip_seconds=2, endless_for=10)) as endpoint:
-        with limits.running(budget(deadline=60)), pytest.raises(HubTimeout, match=re.escape(
-                f"no answer from {endpoint}{REFS} within 0.2 s (ReadTimeout)")):
+        with (
+            limits.running(budget(deadline=60)),
+            pytest.raises(HubTimeout, match=re.escape(f"no answer from {endpoint}{REFS} within 0.2 s (ReadTimeout)")),
+        ):
             get(endpoint + REFS, seconds=0.2)
 
 
@@ -220,11 +284,10 @@ def test_the_shared_client_follows_redirects_runs_huggingface_hubs_hook_and_hold
 
 
 def test_each_request_gets_its_own_capped_timeouts_and_asks_for_identity_inside_a_budget():
-    with StatusServer(200) as endpoint:
-        with httpx2.Client(transport=_DeadlineTransport(5), timeout=0.5) as http:
-            outside = http.get(f"{endpoint}/x").request
-            with limits.running(budget(deadline=100)):
-                inside = http.get(f"{endpoint}/x").request
+    with StatusServer(200) as endpoint, httpx2.Client(transport=_DeadlineTransport(5), timeout=0.5) as http:
+        outside = http.get(f"{endpoint}/x").request
+        with limits.running(budget(deadline=100)):
+            inside = http.get(f"{endpoint}/x").request
     assert outside.extensions["timeout"] == dict.fromkeys(("connect", "read", "write", "pool"), 0.5)
     assert "identity" not in outside.headers.get("Accept-Encoding", "")
     assert inside.headers["Accept-Encoding"] == "identity" and inside.extensions["timeout"]["read"] == 0.5
@@ -235,16 +298,28 @@ def test_an_empty_content_encoding_is_no_compression():
         with limits.running(budget()):
             assert b"status 200" in get(endpoint + FILE)
     with HostileHub(NOWHERE, Lies(file_status=200, file_headers={"Content-Encoding": "x" * 30})) as endpoint:
-        with limits.running(budget()), pytest.raises(LimitExceeded, match="^" + re.escape(
-                f"{endpoint}{FILE}: the server compressed its answer ({'x' * 20}) though kernelpin asked for none; "
-                "its size cannot be bounded before it is expanded. The server is broken or hostile") + "$"):
+        with (
+            limits.running(budget()),
+            pytest.raises(
+                LimitExceeded,
+                match="^"
+                + re.escape(
+                    f"{endpoint}{FILE}: the server compressed its answer ({'x' * 20}) though kernelpin asked for none; "
+                    "its size cannot be bounded before it is expanded. The server is broken or hostile"
+                )
+                + "$",
+            ),
+        ):
             get(endpoint + FILE)
 
 
 def test_a_server_that_never_reads_the_request_body_is_a_write_timeout():
-    with SilentServer() as endpoint, client(0.2) as http:
-        with pytest.raises(HubTimeout, match=re.escape(f"no answer from {endpoint}/upload within 0.2 s (WriteTimeout)")):
-            http.post(f"{endpoint}/upload", content=b"\0" * (64 << 20))
+    with (
+        SilentServer() as endpoint,
+        client(0.2) as http,
+        pytest.raises(HubTimeout, match=re.escape(f"no answer from {endpoint}/upload within 0.2 s (WriteTimeout)")),
+    ):
+        http.post(f"{endpoint}/upload", content=b"\0" * (64 << 20))
 
 
 def test_a_server_whose_backlog_is_full_is_a_connect_timeout():
@@ -261,8 +336,13 @@ def test_a_server_whose_backlog_is_full_is_a_connect_timeout():
                 queued.append(socket.create_connection(address, timeout=0.2))
             except OSError:
                 break
-        with client(0.2) as http, pytest.raises(HubTimeout, match=re.escape(
-                f"no answer from http://127.0.0.1:{address[1]}/x within 0.2 s (ConnectTimeout)")):
+        with (
+            client(0.2) as http,
+            pytest.raises(
+                HubTimeout,
+                match=re.escape(f"no answer from http://127.0.0.1:{address[1]}/x within 0.2 s (ConnectTimeout)"),
+            ),
+        ):
             http.get(f"http://127.0.0.1:{address[1]}/x")
     finally:
         for connection in queued:
@@ -353,4 +433,3 @@ def test_a_read_waits_in_slices_until_its_timeout_or_an_answer():
         with pytest.raises(httpcore2.ReadTimeout):
             _DeadlineStream(inner).read(1, timeout=30)
         assert len(inner.waits) == 1 and inner.waits[0] <= 0.4 * READ_WAIT_SLICE
-

@@ -34,7 +34,9 @@ def release(repo, version_: str, depends: dict[str, dict], variants=(CPU_213, CU
 
 def _kernels(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     [script] = [ep for ep in entry_points(group="console_scripts") if ep.name == "kernels"]
-    code = f"import sys; from {script.module} import {script.attr} as main; sys.argv = ['kernels', *sys.argv[1:]]; main()"
+    code = (
+        f"import sys; from {script.module} import {script.attr} as main; sys.argv = ['kernels', *sys.argv[1:]]; main()"
+    )
     return subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=300)
 
 
@@ -52,14 +54,23 @@ def test_the_whole_tree_with_releases_and_builds(hub, hf_env, cli, new_repo, tmp
     cuda_only_id, cuda_only = new_repo("cuda-only", "kernel")
     release(cuda_only, "1.0.0", {})
     # The CPU build needs leaf, the CUDA build another kernel: the tree is that of this machine's build.
-    release(right, "3.0.0", {CPU_213: [{"repo-id": leaf_id, "version": 2}], CUDA_213: [{"repo-id": cuda_only_id,
-                                                                                         "version": 1}]})
+    release(
+        right,
+        "3.0.0",
+        {CPU_213: [{"repo-id": leaf_id, "version": 2}], CUDA_213: [{"repo-id": cuda_only_id, "version": 1}]},
+    )
     top_id, top = new_repo("top", "kernel")
-    release(top, "1.2.0", {variant: [{"repo-id": right_id, "version": 3}, {"repo-id": left_id, "version": 1}]
-                           for variant in (CPU_213, CUDA_213)})
+    release(
+        top,
+        "1.2.0",
+        {
+            variant: [{"repo-id": right_id, "version": 3}, {"repo-id": left_id, "version": 1}]
+            for variant in (CPU_213, CUDA_213)
+        },
+    )
     status, out, err = cli("info", top_id, "--dep-tree")
     assert status == 0, err
-    tree = out[out.index("Dependency tree:\n"):].splitlines()[1:]
+    tree = out[out.index("Dependency tree:\n") :].splitlines()[1:]
     assert tree == [
         f"{top_id} 1.2.0 ({CPU_213})",
         f"|-- {left_id} 1 -> 1.0.0 ({CPU_213})",
@@ -67,15 +78,29 @@ def test_the_whole_tree_with_releases_and_builds(hub, hf_env, cli, new_repo, tmp
         f"`-- {right_id} 3 -> 3.0.0 ({CPU_213})",
         f"    `-- {leaf_id} 2 -> 2.1.0 ({CPU_213})",
     ]
-    status, out, _ = cli("info", top_id, "--dep-tree", "--torch", "2.13", "--cuda", "13.0", "--os", "linux",
-                         "--cpu-arch", "x86_64", "--json")
+    status, out, _ = cli(
+        "info",
+        top_id,
+        "--dep-tree",
+        "--torch",
+        "2.13",
+        "--cuda",
+        "13.0",
+        "--os",
+        "linux",
+        "--cpu-arch",
+        "x86_64",
+        "--json",
+    )
     document = json.loads(out)["dependency_tree"]
     assert _shape(document) == {left_id: {}, right_id: {cuda_only_id: {}}}  # CUDA 13.0 builds depend otherwise
     assert [child["variant"] for child in document["depends"]] == [CUDA_213, CUDA_213]
     assert document["depends"][1]["depends"][0]["commit"] and document["depends"][1]["depends"][0]["version"] == "1.0.0"
-    if KERNELS >= Version("0.19"):  # --dep-tree is new in kernels 0.19; 0.17.2 and 0.18 have no tree to judge by
-        judged = _kernels(["info", top_id, "--dep-tree", "--json"],
-                          hub_env(hub.endpoint, tmp_path / "k", HF_HUB_DISABLE_TELEMETRY="0"))
+    if Version("0.19") <= KERNELS:  # --dep-tree is new in kernels 0.19; 0.17.2 and 0.18 have no tree to judge by
+        judged = _kernels(
+            ["info", top_id, "--dep-tree", "--json"],
+            hub_env(hub.endpoint, tmp_path / "k", HF_HUB_DISABLE_TELEMETRY="0"),
+        )
         assert judged.returncode == 0, f"kernels {KERNELS}: {judged.stderr[-2000:]}"
         status, out, _ = cli("info", top_id, "--dep-tree", "--json")
         assert json.loads(judged.stdout)["dependency_tree"] == _shape(json.loads(out)["dependency_tree"])
@@ -90,11 +115,15 @@ def test_a_cycle_and_a_kernel_without_a_build_here_are_shown_not_followed(hub, h
     release(first, "1.0.0", {CPU_213: [{"repo-id": second_id, "version": 1}, {"repo-id": gpu_id, "version": 1}]})
     status, out, err = cli("info", first_id, "--dep-tree")
     assert status == 0, err
-    assert out[out.index("Dependency tree:\n"):].splitlines()[1:] == [
+    assert out[out.index("Dependency tree:\n") :].splitlines()[1:] == [
         f"{first_id} 1.0.0 ({CPU_213})",
         f"|-- {second_id} 1 -> 1.0.0 ({CPU_213})",
-        f"|   `-- {first_id} 1 -> 1.0.0 ({CPU_213}): cycle: {first_id} -> {second_id} -> {first_id}; lock and load "
-        "refuse it",
-        f"`-- {gpu_id} 1 -> 1.0.0 (no build): no build fits linux/x86_64, torch 2.13 (cxx11 ABI), no CUDA, "
-        f"Python {sys.version_info.major}.{sys.version_info.minor}",
+        (
+            f"|   `-- {first_id} 1 -> 1.0.0 ({CPU_213}): cycle: {first_id} -> {second_id} -> {first_id}; lock and load "
+            "refuse it"
+        ),
+        (
+            f"`-- {gpu_id} 1 -> 1.0.0 (no build): no build fits linux/x86_64, torch 2.13 (cxx11 ABI), no CUDA, "
+            f"Python {sys.version_info.major}.{sys.version_info.minor}"
+        ),
     ]

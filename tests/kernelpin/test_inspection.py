@@ -11,12 +11,11 @@ import sys
 
 import pytest
 
-from kernelpin.loading.get_kernel import UnpinnedKernelWarning
-
 import kernelpin
 from kernelpin import environment
 from kernelpin.errors import NoVariantError
 from kernelpin.hub.source import HubSettings, HubSource
+from kernelpin.loading.get_kernel import UnpinnedKernelWarning
 from testkit.fake_kernel import CPU_213, kernel_files, publish
 from tests.kernelpin.helpers import TRUSTED_ORG
 
@@ -33,8 +32,9 @@ def grown(new_repo, hf_env, tmp_path, monkeypatch):
     files = kernel_files("1.0.0", variants=(CPU_212, CU130))
     for path in [path for path in files if path.endswith("metadata.json")]:
         document = json.loads(files[path])
-        document.update({"upstream": "https://github.com/acme/grown", "kernels-minver": "0.11.0",
-                         "python-depends": ["einops"]})
+        document.update(
+            {"upstream": "https://github.com/acme/grown", "kernels-minver": "0.11.0", "python-depends": ["einops"]}
+        )
         files[path] = json.dumps(document).encode()
     repo.write(files, clear=True)
     first = repo.commit("release 1.0.0")
@@ -50,7 +50,11 @@ def test_info_shows_license_upstream_backends_and_dependencies(grown, cli):
     repo_id, first = grown
     info = kernelpin.info(HubSource(HubSettings.from_env()), repo_id, revision="v1.0.0")
     assert info.commit == first and info.version == "1.0.0" and info.ref == "refs/tags/v1.0.0"
-    assert (info.license, info.upstream, info.kernels_minver) == ("Apache-2.0", "https://github.com/acme/grown", "0.11.0")
+    assert (info.license, info.upstream, info.kernels_minver) == (
+        "Apache-2.0",
+        "https://github.com/acme/grown",
+        "0.11.0",
+    )
     assert info.python_depends == ["einops"] and info.kernel_depends == []
     assert info.backends == ["cpu", "cuda"] and info.variants == [CPU_212, CU130]
     status, out, err = cli("info", repo_id, "--json")  # no project here: the newest major-version branch, v1
@@ -73,8 +77,10 @@ def test_variants_are_judged_for_this_machine_and_for_a_described_one(grown, pro
     other = environment.current({"torch": "2.13", "backend": "cu130"})
     listed = kernelpin.versions(app, HubSource(HubSettings.from_env()), repo_id, other)
     assert [row.version for row in listed.versions] == ["1.1.0", "1.0.0"]
-    assert [(v.name, v.fits, v.chosen) for v in listed.versions[1].variants] == [(CU130, True, True),
-                                                                                (CPU_212, False, False)]
+    assert [(v.name, v.fits, v.chosen) for v in listed.versions[1].variants] == [
+        (CU130, True, True),
+        (CPU_212, False, False),
+    ]
     status, out, err = cli("versions", repo_id, "--variants", "--torch", "2.12", "--json")
     assert status == 0, err
     rows = json.loads(out)["versions"]
@@ -86,8 +92,11 @@ def test_variants_are_judged_for_this_machine_and_for_a_described_one(grown, pro
 
 def test_no_build_for_this_machine_points_at_the_newer_version_that_has_one(grown):
     repo_id, _ = grown
-    with pytest.raises(NoVariantError, match=r"Version 1.1.0 \(tag v1.1.0\) has a build for this machine "
-                                             rf"\({CPU_213}\): require it, e.g. `kernelpin add {repo_id}@\^1.1.0`"):
+    with pytest.raises(
+        NoVariantError,
+        match=r"Version 1.1.0 \(tag v1.1.0\) has a build for this machine "
+        rf"\({CPU_213}\): require it, e.g. `kernelpin add {repo_id}@\^1.1.0`",
+    ):
         kernelpin.get_kernel(repo_id, version=1)
     assert kernelpin.has_kernel(repo_id, revision="v1.0.0") is False
     assert kernelpin.has_kernel(repo_id, revision="v1.1.0") is True

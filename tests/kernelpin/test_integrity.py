@@ -15,12 +15,18 @@ from pathlib import Path
 
 import pytest
 
-from kernelpin.format import lockfile
-from kernelpin.files.atomic import staged_directory, write_atomic
 from kernelpin.errors import IntegrityError, KernelpinError
+from kernelpin.files.atomic import staged_directory, write_atomic
 from kernelpin.files.integrity import (
-    MAX_NAME_BYTES, MAX_PATH_BYTES, check_repo_path, git_blob_sha1, other_owner, sha256_file, verify_file,
+    MAX_NAME_BYTES,
+    MAX_PATH_BYTES,
+    check_repo_path,
+    git_blob_sha1,
+    other_owner,
+    sha256_file,
+    verify_file,
 )
+from kernelpin.format import lockfile
 from kernelpin.format.spec import parse_requirement
 
 
@@ -47,8 +53,10 @@ from kernelpin.format.spec import parse_requirement
 def test_check_repo_path_refuses_paths_that_could_escape(path, problem):
     with pytest.raises(KernelpinError) as refused:
         check_repo_path(path, "acme/x at 0123456789ab")
-    assert str(refused.value) == (f"acme/x at 0123456789ab: refusing unsafe path {path!r} (it {problem}); the "
-                                  "repository is malformed or hostile: do not use this revision")
+    assert str(refused.value) == (
+        f"acme/x at 0123456789ab: refusing unsafe path {path!r} (it {problem}); the "
+        "repository is malformed or hostile: do not use this revision"
+    )
 
 
 def test_a_long_path_is_shown_cut_short_in_the_refusal():
@@ -77,8 +85,16 @@ def test_hashes_match_sha256_and_git(tmp_path):
     (tmp_path / "f").write_bytes(content)
     assert sha256_file(tmp_path / "f") == hashlib.sha256(content).hexdigest()
     subprocess.run(["git", "init", "-q", str(tmp_path / "repo")], check=True)
-    blob = subprocess.run(["git", "-C", str(tmp_path / "repo"), "hash-object", "--stdin"], input=content,
-                          capture_output=True, check=True).stdout.decode().strip()
+    blob = (
+        subprocess.run(
+            ["git", "-C", str(tmp_path / "repo"), "hash-object", "--stdin"],
+            input=content,
+            capture_output=True,
+            check=True,
+        )
+        .stdout.decode()
+        .strip()
+    )
     assert git_blob_sha1(content) == blob
 
 
@@ -114,14 +130,24 @@ def test_write_atomic_makes_missing_directories_and_a_hidden_temporary_named_aft
     write_atomic(target, "caf\u00e9\r\n")
     assert target.read_bytes() == "caf\u00e9\r\n".encode()  # UTF-8 whatever the locale, no newline translation
     (temporary,) = renamed
-    assert Path(temporary).parent == target.parent and re.fullmatch(r"\.kernelpin\.lock\.\w+\.tmp", Path(temporary).name)
+    assert Path(temporary).parent == target.parent and re.fullmatch(
+        r"\.kernelpin\.lock\.\w+\.tmp", Path(temporary).name
+    )
 
 
 def test_write_atomic_writes_utf8_under_a_c_locale(tmp_path):
-    code = ("import sys; from pathlib import Path; from kernelpin.files.atomic import write_atomic; "
-            "write_atomic(Path(sys.argv[1]), 'caf\\u00e9')")
-    env = {**os.environ, "LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0",
-           "PYTHONIOENCODING": ""}
+    code = (
+        "import sys; from pathlib import Path; from kernelpin.files.atomic import write_atomic; "
+        "write_atomic(Path(sys.argv[1]), 'caf\\u00e9')"
+    )
+    env = {
+        **os.environ,
+        "LC_ALL": "C",
+        "LANG": "C",
+        "PYTHONUTF8": "0",
+        "PYTHONCOERCECLOCALE": "0",
+        "PYTHONIOENCODING": "",
+    }
     subprocess.run([sys.executable, "-c", code, str(tmp_path / "f")], env=env, check=True, timeout=60)
     assert (tmp_path / "f").read_bytes() == "caf\u00e9".encode()
 
@@ -168,10 +194,9 @@ def test_staged_directory_replaces_the_target_whole_or_not_at_all(tmp_path):
     target = tmp_path / "variant"
     target.mkdir()
     (target / "old").write_text("old")
-    with pytest.raises(RuntimeError):
-        with staged_directory(target) as staging:
-            (staging / "half").write_text("half")
-            raise RuntimeError("interrupted")
+    with pytest.raises(RuntimeError), staged_directory(target) as staging:
+        (staging / "half").write_text("half")
+        raise RuntimeError("interrupted")
     assert os.listdir(tmp_path) == ["variant"] and os.listdir(target) == ["old"]
     with staged_directory(target) as staging:
         assert staging.parent == tmp_path and stat.S_IMODE(staging.stat().st_mode) == 0o755
@@ -203,7 +228,10 @@ files = [
 def test_the_lock_reader_accepts_the_good_lock():
     (kernel,) = lockfile.parse(GOOD_LOCK, "kernelpin.lock").kernels
     assert (kernel.commit, kernel.variants[0].name, kernel.variants[0].files[0].sha256) == (
-        COMMIT, "torch213-cxx11-cpu-x86_64-linux", "a" * 64)
+        COMMIT,
+        "torch213-cxx11-cpu-x86_64-linux",
+        "a" * 64,
+    )
 
 
 @pytest.mark.parametrize(
@@ -244,8 +272,17 @@ def _locked(**changes) -> lockfile.LockedKernel:
         ("^2", {}, "locked version 1.0.0 does not satisfy ^2"),
         ("^1", {"ref": None}, "now a version range ^1, locked as a revision"),
     ],
-    ids=["same-type", "type-changed", "commit-pin", "tag-pin", "ref-pin", "tag-changed", "commit-changed",
-         "range-unsatisfied", "range-after-revision"],
+    ids=[
+        "same-type",
+        "type-changed",
+        "commit-pin",
+        "tag-pin",
+        "ref-pin",
+        "tag-changed",
+        "commit-changed",
+        "range-unsatisfied",
+        "range-after-revision",
+    ],
 )
 def test_why_stale(value, locked, reason):
     assert lockfile.why_stale(parse_requirement("acme/x", value), _locked(**locked)) == reason
@@ -253,13 +290,25 @@ def test_why_stale(value, locked, reason):
 
 def test_render_is_the_documented_form_and_parse_reads_it_back():
     kernel = _locked()
-    kernel = lockfile.LockedKernel(**{**kernel.__dict__, "requirement": {"version": "^1", "repo-type": "model"},
-                                      "variants": (lockfile.LockedVariant(
-                                          "torch213-cxx11-cu130-x86_64-linux",
-                                          (lockfile.LockedFile("b.py", 2, "b" * 64), lockfile.LockedFile("a.py", 1, "a" * 64)),
-                                          backend="cuda", archs=("8.0", "9.0")), *kernel.variants)})
+    kernel = lockfile.LockedKernel(
+        **{
+            **kernel.__dict__,
+            "requirement": {"version": "^1", "repo-type": "model"},
+            "variants": (
+                lockfile.LockedVariant(
+                    "torch213-cxx11-cu130-x86_64-linux",
+                    (lockfile.LockedFile("b.py", 2, "b" * 64), lockfile.LockedFile("a.py", 1, "a" * 64)),
+                    backend="cuda",
+                    archs=("8.0", "9.0"),
+                ),
+                *kernel.variants,
+            ),
+        }
+    )
     text = lockfile.render(lockfile.Lock((kernel,)))
-    assert text == f'''# This file is generated by kernelpin. Do not edit it by hand:
+    assert (
+        text
+        == f'''# This file is generated by kernelpin. Do not edit it by hand:
 # change [tool.kernels] in pyproject.toml and run `kernelpin lock`.
 version = {lockfile.SCHEMA_VERSION}
 
@@ -286,6 +335,7 @@ files = [
     {{path = "b.py", size = 2, sha256 = "{"b" * 64}"}},
 ]
 '''
+    )
     (parsed,) = lockfile.parse(text, "kernelpin.lock").kernels
     assert parsed.variant("torch213-cxx11-cu130-x86_64-linux").files[0] == lockfile.LockedFile("a.py", 1, "a" * 64)
     assert (parsed.requirement, parsed.commit, parsed.variants[1].archs) == (kernel.requirement, COMMIT, ("8.0", "9.0"))
@@ -302,7 +352,8 @@ def test_changes_name_what_a_relock_did():
     upgraded = _locked(commit="f" * 40, version="1.1.0")
     assert lockfile.changes(lockfile.Lock((old,)), lockfile.Lock((upgraded,))) == ["~ acme/x: 1.0.0 -> 1.1.0"]
     assert lockfile.changes(lockfile.Lock((old,)), lockfile.Lock((_locked(requirement="~1.0"),))) == [
-        "~ acme/x: requirement ^1 -> ~1.0"]
+        "~ acme/x: requirement ^1 -> ~1.0"
+    ]
 
 
 def test_staleness_lists_every_reason():
@@ -311,9 +362,12 @@ def test_staleness_lists_every_reason():
     assert lockfile.staleness([parse_requirement("acme/x", "^1")], None) == ["no kernelpin.lock yet"]
     assert lockfile.staleness([parse_requirement("acme/x", "^1")], lock) == []
     assert sorted(lockfile.staleness([parse_requirement("acme/y", "^2")], lock)) == [
-        "acme/x: in the lock but no longer required", "acme/y: required (^2) but not locked"]
+        "acme/x: in the lock but no longer required",
+        "acme/y: required (^2) but not locked",
+    ]
     assert lockfile.staleness([parse_requirement("acme/x", "^2")], lock) == [
-        "acme/x: locked version 1.0.0 does not satisfy ^2"]
+        "acme/x: locked version 1.0.0 does not satisfy ^2"
+    ]
 
 
 @pytest.mark.parametrize(
@@ -333,10 +387,10 @@ def test_a_lock_of_the_wrong_shape_is_refused(text, message):
 
 
 def test_a_lock_listing_a_kernel_variant_or_file_twice_is_refused():
-    kernel = GOOD_LOCK[GOOD_LOCK.index("[[kernel]]"):]
+    kernel = GOOD_LOCK[GOOD_LOCK.index("[[kernel]]") :]
     with pytest.raises(KernelpinError, match=r"acme/x locked more than once"):
         lockfile.parse(GOOD_LOCK + "\n" + kernel, "kernelpin.lock")
-    variant = GOOD_LOCK[GOOD_LOCK.index("[[kernel.variant]]"):]
+    variant = GOOD_LOCK[GOOD_LOCK.index("[[kernel.variant]]") :]
     with pytest.raises(KernelpinError, match=r"variant lists a variant name twice"):
         lockfile.parse(GOOD_LOCK + "\n" + variant, "kernelpin.lock")
     entry = f'    {{path = "__init__.py", size = 3, sha256 = "{"a" * 64}"}},\n'

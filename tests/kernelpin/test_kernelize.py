@@ -14,14 +14,14 @@ import pytest
 torch = pytest.importorskip("torch")
 kernels = pytest.importorskip("kernels")
 
-import kernelpin  # noqa: E402
-from kernelpin.errors import IntegrityError, KernelpinError  # noqa: E402
-from kernelpin.loading import kernels_internals  # noqa: E402
-from kernelpin.loading.local_override import LocalKernelOverrideWarning  # noqa: E402
-from kernelpin.loading.get_kernel import UnpinnedKernelWarning  # noqa: E402
-from kernelpin.loading.runtime import module_name as load_module_name  # noqa: E402
-from testkit.fake_kernel import CPU_213, kernel_files, write_variant  # noqa: E402
-from tests.kernelpin.helpers import TRUSTED_ORG, snapshot_dir  # noqa: E402
+import kernelpin
+from kernelpin.errors import IntegrityError, KernelpinError
+from kernelpin.loading import kernels_internals
+from kernelpin.loading.get_kernel import UnpinnedKernelWarning
+from kernelpin.loading.local_override import LocalKernelOverrideWarning
+from kernelpin.loading.runtime import module_name as load_module_name
+from testkit.fake_kernel import CPU_213, kernel_files, write_variant
+from tests.kernelpin.helpers import TRUSTED_ORG, snapshot_dir
 
 KERNEL_INIT = b"from . import layers\nfrom ._impl import VARIANT\nVERSION = '1.0.0'\n"
 LAYERS = b"""\
@@ -90,8 +90,10 @@ def test_without_the_integration_kernels_runs_the_changed_file(hub, layer_kernel
 
     repo_id, _ = layer_kernel
     env = hub_env(hub.endpoint, tmp_path / "kernels-home", HF_HUB_DISABLE_TELEMETRY="0")  # ANCHORS §8
-    code = (f"import kernels; k = kernels.get_kernel({repo_id!r}, version=1); import inspect; "
-            "print(inspect.getsourcefile(k.layers.Gray))")
+    code = (
+        f"import kernels; k = kernels.get_kernel({repo_id!r}, version=1); import inspect; "
+        "print(inspect.getsourcefile(k.layers.Gray))"
+    )
     path = Path(run([sys.executable, "-c", code], env=env).stdout.strip())
     path.resolve().write_bytes(LAYERS.replace(b"42.0", b"666.0"))
     code = f"import kernels, torch; k = kernels.get_kernel({repo_id!r}, version=1); print(k.layers.Gray()(torch.ones(1, 3)).item())"
@@ -116,18 +118,25 @@ def test_locked_layer_repository_loads_the_kernelpin_lock_and_refuses_disagreein
         lock[0]["lock"]["commit"] = "0" * 40
         (root / "kernels.lock").write_text(json.dumps(lock))
         repository = kernels.LockedLayerRepository(repo_id, lockfile=root / "kernels.lock", layer_name="Gray")
-        with pytest.raises(KernelpinError, match=rf"kernels.lock pins 000000000000 but .*kernelpin.lock pins {commit[:12]}"):
+        with pytest.raises(
+            KernelpinError, match=rf"kernels.lock pins 000000000000 but .*kernelpin.lock pins {commit[:12]}"
+        ):
             kernelized(layer_mapping(repository))
 
 
-def test_local_kernels_under_a_locked_layer_is_refused_unless_allowed(layer_kernel, project, cli, tmp_path,
-                                                                       monkeypatch):
+def test_local_kernels_under_a_locked_layer_is_refused_unless_allowed(
+    layer_kernel, project, cli, tmp_path, monkeypatch
+):
     repo_id, _ = layer_kernel
     root = project(f'"{repo_id}" = 1\n')
     (root / "kernels.lock").write_text("[]")
     assert cli("lock")[0] == 0
-    write_variant(tmp_path / "local" / "build" / CPU_213, "1.0.0", CPU_213,
-                  extra={**EXTRA, "layers.py": LAYERS.replace(b"42.0", b"7.0")})
+    write_variant(
+        tmp_path / "local" / "build" / CPU_213,
+        "1.0.0",
+        CPU_213,
+        extra={**EXTRA, "layers.py": LAYERS.replace(b"42.0", b"7.0")},
+    )
     monkeypatch.setenv("LOCAL_KERNELS", f"{repo_id}={tmp_path / 'local'}")
     with kernelpin.integrated_kernels():
         repository = kernels.LockedLayerRepository(repo_id, lockfile=root / "kernels.lock", layer_name="Gray")

@@ -10,11 +10,12 @@ import pytest
 torch = pytest.importorskip("torch")
 kernels = pytest.importorskip("kernels")
 
-import kernelpin  # noqa: E402
-from kernelpin.loading.get_kernel import UnpinnedKernelWarning  # noqa: E402
-from testkit.fake_kernel import CPU_213  # noqa: E402
+import kernelpin
+from kernelpin.loading.get_kernel import UnpinnedKernelWarning
+from testkit.fake_kernel import CPU_213
+
 # The kernel with a Gray layer on the test Hub, and the model's Gray that kernelize replaces: test_kernelize's.
-from tests.kernelpin.test_kernelize import Gray, layer_kernel  # noqa: E402, F401
+from tests.kernelpin.test_kernelize import Gray, layer_kernel  # noqa: F401
 
 
 def kernelized(repository) -> torch.nn.Module:
@@ -33,13 +34,19 @@ def _judged(model, found) -> None:
 def test_a_hub_layer_with_its_commit_and_build(layer_kernel):
     repo_id, commit = layer_kernel
     repository = kernels.LayerRepository(repo_id, layer_name="Gray", version=1)
-    with kernelpin.integrated_kernels():
-        with pytest.warns(UnpinnedKernelWarning):
-            model = kernelized(repository)
+    with kernelpin.integrated_kernels(), pytest.warns(UnpinnedKernelWarning):
+        model = kernelized(repository)
     assert model(torch.ones(1, 3)).tolist() == [42.0]
     [layer] = kernelpin.kernelized_layers(model)
     assert (layer.name, layer.func, layer.repo_id, layer.asked, layer.commit, layer.variant, layer.lock) == (
-        "1", None, repo_id, "version 1", commit, CPU_213, None)
+        "1",
+        None,
+        repo_id,
+        "version 1",
+        commit,
+        CPU_213,
+        None,
+    )
     assert layer.repository is repository
     _judged(model, [layer])
 
@@ -54,14 +61,19 @@ def test_a_locked_layer_with_the_locks_facts(layer_kernel, project, cli):
         model = kernelized(repository)
     [layer] = kernelpin.kernelized_layers(model)
     assert (layer.asked, layer.commit, layer.variant, layer.lock, layer.version, layer.signer) == (
-        "locked", commit, CPU_213, root / "kernelpin.lock", "1.0.0", None)  # the test release is unsigned
+        "locked",
+        commit,
+        CPU_213,
+        root / "kernelpin.lock",
+        "1.0.0",
+        None,
+    )  # the test release is unsigned
     _judged(model, [layer])
 
 
 def test_a_model_kernelize_did_not_touch_through_kernelpin_has_none(layer_kernel):
     model = torch.nn.Sequential(Gray())
     assert kernelpin.kernelized_layers(model) == []
-    with kernelpin.integrated_kernels():
-        with kernels.use_kernel_mapping({}, inherit_mapping=False):
-            model = kernels.kernelize(model, mode=kernels.Mode.INFERENCE, device="cpu")  # the model's own forward
+    with kernelpin.integrated_kernels(), kernels.use_kernel_mapping({}, inherit_mapping=False):
+        model = kernels.kernelize(model, mode=kernels.Mode.INFERENCE, device="cpu")  # the model's own forward
     assert kernelpin.kernelized_layers(model) == []

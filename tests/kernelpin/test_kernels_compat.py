@@ -14,8 +14,8 @@ from kernelpin.format import lockfile
 from kernelpin.format.metadata import render
 from testkit.fake_kernel import CPU_213, kernel_files, publish, variant_files
 from testkit.releasing import hub_env, kernels_cli, run
-
 from tests.kernelpin.helpers import TRUSTED_ORG
+
 from .helpers import fresh_interpreter, snapshot_dir
 
 pytest.importorskip("kernels")
@@ -50,8 +50,11 @@ def lines(new_repo) -> dict[str, tuple[str, str, str | None]]:
 
     only_id, only = new_repo("branch-only", "kernel", TRUSTED_ORG)
     only_head = rebuild(only, "1.3.0", "v1")  # no tags at all
-    return {"ahead": (ahead_id, ahead_head, None), "behind": (behind_id, behind_head, "v1.0.0"),
-            "only": (only_id, only_head, None)}
+    return {
+        "ahead": (ahead_id, ahead_head, None),
+        "behind": (behind_id, behind_head, "v1.0.0"),
+        "only": (only_id, only_head, None),
+    }
 
 
 def test_integer_major_locks_the_commit_kernels_lock_locks(hub, lines, project, cli, tmp_path):
@@ -59,8 +62,10 @@ def test_integer_major_locks_the_commit_kernels_lock_locks(hub, lines, project, 
     where `kernels lock` locks the head of branch v1."""
     root = project("".join(f'"{repo_id}" = 1\n' for repo_id, _, _ in lines.values()))
     kernels_cli(["lock", str(root)], kernels_env(hub.endpoint, tmp_path / "kernels-home"))
-    by_kernels = {entry["dependency"]["repo-id"]: entry["lock"]["commit"]
-                  for entry in json.loads((root / "kernels.lock").read_text())}
+    by_kernels = {
+        entry["dependency"]["repo-id"]: entry["lock"]["commit"]
+        for entry in json.loads((root / "kernels.lock").read_text())
+    }
     (root / "kernels.lock").unlink()  # kernelpin is judged on its own lock here
     status, _, err = cli("lock")
     assert status == 0, err
@@ -73,7 +78,9 @@ def test_integer_major_locks_the_commit_kernels_lock_locks(hub, lines, project, 
     assert cli("lock", "--check")[0] == 0
     status, out, _ = cli("versions", lines["behind"][0], "--json")  # satisfies `= 1`: the tag on the head of v1
     assert [(v["version"], v["satisfies"], v["locked"]) for v in json.loads(out)["versions"]] == [
-        ("1.2.0", False, False), ("1.0.0", True, True)]
+        ("1.2.0", False, False),
+        ("1.0.0", True, True),
+    ]
 
 
 def test_a_moved_branch_keeps_the_lock_fresh_and_outdated_reports_it(hub, lines, project, cli):
@@ -92,7 +99,7 @@ def test_a_moved_branch_keeps_the_lock_fresh_and_outdated_reports_it(hub, lines,
     assert cli("lock", "--upgrade-package", repo_id)[0] == 0
     (kernel,) = lockfile.read(root / "kernelpin.lock").kernels
     assert kernel.commit == moved
-    status, out, _ = cli("outdated", "--json")
+    _status, out, _ = cli("outdated", "--json")
     assert json.loads(out)[0]["branch_moved"] is False
 
 
@@ -104,7 +111,10 @@ def test_a_range_lock_is_stale_under_an_integer_requirement(lines, project, cli)
     assert lockfile.read(root / "kernelpin.lock").kernels[0].ref == "refs/tags/v1.2.0"
     project(f'"{repo_id}" = {{ version = 1 }}\n')
     status, _, err = cli("lock", "--check")
-    assert status == 1 and f"{repo_id}: now the branch v1 (`= 1`, as `kernels` reads it), locked as refs/tags/v1.2.0" in err
+    assert (
+        status == 1
+        and f"{repo_id}: now the branch v1 (`= 1`, as `kernels` reads it), locked as refs/tags/v1.2.0" in err
+    )
     assert cli("lock")[0] == 0
     assert lockfile.read(root / "kernelpin.lock").kernels[0].commit == head
 
@@ -114,8 +124,10 @@ def test_an_integer_without_its_branch_is_refused_naming_the_alternatives(lines,
     project(f'"{repo_id}" = 2\n')
     status, _, err = cli("lock")
     assert status == 1
-    assert (f"{repo_id}: no branch v2 (`= 2` is the branch v2, as `kernels` reads it; major-version branches: v1; "
-            "version tags: 1.2.0, 1.0.0)") in err
+    assert (
+        f"{repo_id}: no branch v2 (`= 2` is the branch v2, as `kernels` reads it; major-version branches: v1; "
+        "version tags: 1.2.0, 1.0.0)"
+    ) in err
     assert '"^2" (kernelpin only' in err
 
 
@@ -133,8 +145,10 @@ def test_kernelpin_add_writes_what_kernels_lock_reads(hub, lines, project, cli, 
     text = (root / "pyproject.toml").read_text()
     assert f'"{behind_id}" = 1\n' in text and f'"{only_id}" = 1\n' in text
     kernels_cli(["lock", str(root)], kernels_env(hub.endpoint, tmp_path / "kernels-home"))
-    by_kernels = {entry["dependency"]["repo-id"]: entry["lock"]["commit"]
-                  for entry in json.loads((root / "kernels.lock").read_text())}
+    by_kernels = {
+        entry["dependency"]["repo-id"]: entry["lock"]["commit"]
+        for entry in json.loads((root / "kernels.lock").read_text())
+    }
     assert by_kernels == {behind_id: behind_head, only_id: only_head}
     assert {k.repo_id: k.commit for k in lockfile.read(root / "kernelpin.lock").kernels} == by_kernels
 
@@ -144,8 +158,10 @@ def test_add_of_a_range_kernels_cannot_express_says_so(lines, new_repo, project,
     behind_id, _, _ = lines["behind"]
     status, out, err = cli("add", f"{behind_id}@^1.1")
     assert status == 0 and f'Added {behind_id} = "^1.1"' in out
-    assert (f"warning: {behind_id}: `kernels lock` will not read this entry (it takes only an integer major, the "
-            "branch v<N>); kernelpin resolves it against version tags") in err
+    assert (
+        f"warning: {behind_id}: `kernels lock` will not read this entry (it takes only an integer major, the "
+        "branch v<N>); kernelpin resolves it against version tags"
+    ) in err
     tags_only_id, tags_only = new_repo("tags-only", "kernel", TRUSTED_ORG)
     publish(tags_only, "2.0.0", variants=(CPU_213,))
     status, out, err = cli("add", "--json", tags_only_id)
@@ -158,10 +174,15 @@ def test_add_of_a_range_kernels_cannot_express_says_so(lines, new_repo, project,
 
 def kernels_load(calls: dict[str, str], env: dict[str, str]) -> dict[str, dict]:
     """Evaluate each `kernels.<call>` (returning a kernel module) in one fresh process; what each kernel says."""
-    script = ("import json, kernels\nfrom pathlib import Path\nfound = {}\n"
-              + "".join(f"module = kernels.{call}\nfound[{key!r}] = {{'version': module.VERSION, "
-                        f"'variant': module.VARIANT, 'file': module.__file__}}\n" for key, call in calls.items())
-              + "print(json.dumps(found))")
+    script = (
+        "import json, kernels\nfrom pathlib import Path\nfound = {}\n"
+        + "".join(
+            f"module = kernels.{call}\nfound[{key!r}] = {{'version': module.VERSION, "
+            f"'variant': module.VARIANT, 'file': module.__file__}}\n"
+            for key, call in calls.items()
+        )
+        + "print(json.dumps(found))"
+    )
     done = run([sys.executable, "-c", script], env=env)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -188,10 +209,17 @@ def test_kernelpin_lock_keeps_a_kernels_lock_in_step(hub, lines, project, cli, t
     ]
     # kernels' own reader and loader take it: get_locked_kernel loads the build kernelpin resolved.
     kernels_lock = str(root / "kernels.lock")
-    loaded = kernels_load({repo_id: f"get_locked_kernel({repo_id!r}, lockfile=Path({kernels_lock!r}))"
-                           for repo_id in (behind_id, ahead_id)}, env)
+    loaded = kernels_load(
+        {
+            repo_id: f"get_locked_kernel({repo_id!r}, lockfile=Path({kernels_lock!r}))"
+            for repo_id in (behind_id, ahead_id)
+        },
+        env,
+    )
     assert {repo_id: (found["version"], found["variant"]) for repo_id, found in loaded.items()} == {
-        behind_id: ("1.2.0", CPU_213), ahead_id: ("1.0.1", CPU_213)}
+        behind_id: ("1.2.0", CPU_213),
+        ahead_id: ("1.0.1", CPU_213),
+    }
     assert all(locked[repo_id] in found["file"] for repo_id, found in loaded.items())
     # Out of step (edited, or re-locked by `kernels lock` to other commits): `lock --check` says so, `lock` repairs.
     (root / "kernels.lock").write_text((root / "kernels.lock").read_text().replace(locked[behind_id], "0" * 40))
@@ -228,8 +256,10 @@ def with_dependency(new_repo) -> tuple[str, str, str, str]:
     dep_id, dep = new_repo("multi", "kernel", TRUSTED_ORG)
     dep_commit = rebuild(dep, "1.4.0", "v1")
     kernel_id, kernel = new_repo("uses-multi", "kernel", TRUSTED_ORG)
-    init = (f"import kernels\n_dep = kernels.get_kernel_dep({dep_id!r})\nDEP_VERSION = _dep.VERSION\n"
-            "DEP_FILE = _dep.__file__\nfrom ._impl import VARIANT, gray\nVERSION = '2.0.0'\n")
+    init = (
+        f"import kernels\n_dep = kernels.get_kernel_dep({dep_id!r})\nDEP_VERSION = _dep.VERSION\n"
+        "DEP_FILE = _dep.__file__\nfrom ._impl import VARIANT, gray\nVERSION = '2.0.0'\n"
+    )
     commit = publish_depending(kernel, "2.0.0", [{"repo-id": dep_id, "version": 1}], init)
     return kernel_id, commit, dep_id, dep_commit
 
@@ -240,8 +270,10 @@ def test_a_kernel_dependency_is_locked_synced_verified_and_loaded(hub, with_depe
     kernel_id, commit, dep_id, dep_commit = with_dependency
     root = project(f'"{kernel_id}" = 2\n')
     kernels_cli(["lock", str(root)], kernels_env(hub.endpoint, tmp_path / "kernels-home"))
-    by_kernels = {entry["dependency"]["repo-id"]: entry["lock"]["commit"]
-                  for entry in json.loads((root / "kernels.lock").read_text())}
+    by_kernels = {
+        entry["dependency"]["repo-id"]: entry["lock"]["commit"]
+        for entry in json.loads((root / "kernels.lock").read_text())
+    }
     assert by_kernels == {kernel_id: commit, dep_id: dep_commit}  # kernels locks the dependency transitively
     status, out, err = cli("lock")
     assert status == 0, err
@@ -259,20 +291,26 @@ def test_a_kernel_dependency_is_locked_synced_verified_and_loaded(hub, with_depe
     impl = next(p for p in snapshot_dir(hf_env, dep_id, dep_commit, "kernel").rglob("_impl.py"))
     impl.unlink()
     impl.write_text("VARIANT = 'planted'\n")
-    code = ("import kernelpin\nfrom kernelpin.cli import main\nfrom kernelpin.errors import IntegrityError\ntry:\n"
-            f"    kernelpin.load({kernel_id!r})\nexcept IntegrityError as error:\n    print('refused:', error)\n"
-            "assert main(['-q', 'sync', '--torch', '2.13']) == 0\n"
-            "import sys\nsys.modules['kernels'] = sys.modules['kernels.deps'] = None  # as if not installed\n"
-            f"try:\n    kernelpin.load({kernel_id!r})\nexcept Exception as error:\n    print('without kernels:', error)\n"
-            "del sys.modules['kernels'], sys.modules['kernels.deps']\n"
-            f"module = kernelpin.load({kernel_id!r})\nprint('loaded:', module.VERSION, module.DEP_VERSION, module.DEP_FILE)\n")
+    code = (
+        "import kernelpin\nfrom kernelpin.cli import main\nfrom kernelpin.errors import IntegrityError\ntry:\n"
+        f"    kernelpin.load({kernel_id!r})\nexcept IntegrityError as error:\n    print('refused:', error)\n"
+        "assert main(['-q', 'sync', '--torch', '2.13']) == 0\n"
+        "import sys\nsys.modules['kernels'] = sys.modules['kernels.deps'] = None  # as if not installed\n"
+        f"try:\n    kernelpin.load({kernel_id!r})\nexcept Exception as error:\n    print('without kernels:', error)\n"
+        "del sys.modules['kernels'], sys.modules['kernels.deps']\n"
+        f"module = kernelpin.load({kernel_id!r})\nprint('loaded:', module.VERSION, module.DEP_VERSION, module.DEP_FILE)\n"
+    )
     printed, _ = fresh_interpreter(code)
     refused, without_kernels, loaded = printed.strip().splitlines()[-3:]
     assert refused.startswith(f"refused: {dep_id} refs/heads/v1: build/{CPU_213}/_impl.py: size 20 != 137 pinned")
     # kernels installed but not importable: the error names the module and the installed version.
-    assert without_kernels.startswith(
-        f"without kernels: {kernel_id} refs/heads/v2 ({CPU_213}) depends on {dep_id} (kernel-depends) and gets them "
-        f"with kernels.get_kernel_dep, which uses kernels.") and " which cannot be imported " in without_kernels
+    assert (
+        without_kernels.startswith(
+            f"without kernels: {kernel_id} refs/heads/v2 ({CPU_213}) depends on {dep_id} (kernel-depends) and gets them "
+            f"with kernels.get_kernel_dep, which uses kernels."
+        )
+        and " which cannot be imported " in without_kernels
+    )
     _, version, dep_version, dep_file = loaded.split()
     assert (version, dep_version) == ("2.0.0", "1.4.0") and dep_commit in dep_file
 
@@ -289,8 +327,10 @@ def test_dependency_cycles_and_conflicts_are_refused_naming_them(with_dependency
     project(f'"{kernel_id}" = 2\n"{dep_id}" = {{ revision = "main" }}\n')
     status, _, err = cli("lock")
     assert status == 1
-    assert (f"{dep_id}: {kernel_id} ({CPU_213}, kernel-depends) requires 1, but [tool.kernels.dependencies] "
-            'requires { revision = "main" }; kernelpin locks one build per repository') in err
+    assert (
+        f"{dep_id}: {kernel_id} ({CPU_213}, kernel-depends) requires 1, but [tool.kernels.dependencies] "
+        'requires { revision = "main" }; kernelpin locks one build per repository'
+    ) in err
     project(f'"{kernel_id}" = 2\n"{dep_id}" = {{ version = 1 }}\n')  # the same requirement, written as a table
     assert cli("lock")[0] == 0
     first_id, first = new_repo("cycle-a", "kernel", TRUSTED_ORG)
@@ -311,21 +351,31 @@ def test_after_sync_kernels_finds_the_files_offline_by_version(hub, lines, proje
     assert cli("lock")[0] == 0 and cli("sync", "--torch", "2.13")[0] == 0
     ref = hf_env / f"kernels--{repo_id.replace('/', '--')}" / "refs" / "v1"
     assert ref.read_text() == head
-    offline = {**kernels_env(hub.endpoint, tmp_path / "kernels-home"), "HF_HUB_CACHE": str(hf_env),
-               "HF_HUB_OFFLINE": "1"}
+    offline = {
+        **kernels_env(hub.endpoint, tmp_path / "kernels-home"),
+        "HF_HUB_CACHE": str(hf_env),
+        "HF_HUB_OFFLINE": "1",
+    }
     # kernels' resolver takes a KernelDependency until 0.17, (repo_id, KernelVersion) since 0.18.
-    code = ("import inspect\nfrom kernels._rust import KernelDependency, KernelVersion\n"
-            "from kernelpin.loading import kernels_internals\n"
-            "resolve = kernels_internals.attribute('versions', 'resolve_kernel_version', 'the test')\n"
-            f"version = KernelVersion.Version(1)\n"
-            "if 'kernel' in inspect.signature(resolve).parameters:\n"
-            f"    print(resolve(KernelDependency(repo_id={repo_id!r}, version=version), local_files_only=True))\n"
-            "else:\n"
-            f"    print(resolve({repo_id!r}, version, local_files_only=True))")
+    code = (
+        "import inspect\nfrom kernels._rust import KernelDependency, KernelVersion\n"
+        "from kernelpin.loading import kernels_internals\n"
+        "resolve = kernels_internals.attribute('versions', 'resolve_kernel_version', 'the test')\n"
+        f"version = KernelVersion.Version(1)\n"
+        "if 'kernel' in inspect.signature(resolve).parameters:\n"
+        f"    print(resolve(KernelDependency(repo_id={repo_id!r}, version=version), local_files_only=True))\n"
+        "else:\n"
+        f"    print(resolve({repo_id!r}, version, local_files_only=True))"
+    )
     done = run([sys.executable, "-c", code], env=offline)
     assert done.stdout.strip() == head
-    loaded = kernels_load({"by version": f"get_kernel({repo_id!r}, version=1)",
-                           "locked": f"load_kernel({repo_id!r}, lockfile=Path({str(root / 'kernels.lock')!r}))"}, offline)
+    loaded = kernels_load(
+        {
+            "by version": f"get_kernel({repo_id!r}, version=1)",
+            "locked": f"load_kernel({repo_id!r}, lockfile=Path({str(root / 'kernels.lock')!r}))",
+        },
+        offline,
+    )
     assert all(found["version"] == "1.0.1" and head in found["file"] for found in loaded.values()), loaded
 
 
@@ -333,8 +383,10 @@ def test_locked_layer_repository_loads_the_layer_kernelpin_resolved(hub, new_rep
     """LockedLayerRepository (kernelize, how transformers uses kernels) reads the kept kernels.lock, here for a
     tag range `kernels lock` cannot express."""
     repo_id, repo = new_repo("layered", "kernel", TRUSTED_ORG)
-    layer = ("import torch\n\n\nclass Gray(torch.nn.Module):\n    def forward(self, x):\n        return x\n\n\n"
-             "class layers:\n    Gray = Gray\n\n\nGray.VERSION = {!r}\n")
+    layer = (
+        "import torch\n\n\nclass Gray(torch.nn.Module):\n    def forward(self, x):\n        return x\n\n\n"
+        "class layers:\n    Gray = Gray\n\n\nGray.VERSION = {!r}\n"
+    )
     publish_depending(repo, "1.0.0", [], layer.format("1.0.0"))
     repo.tag("v1.0.0")
     commit = publish_depending(repo, "1.1.0", [], layer.format("1.1.0"))
@@ -344,10 +396,13 @@ def test_locked_layer_repository_loads_the_layer_kernelpin_resolved(hub, new_rep
     (root / "kernels.lock").write_text("[]")
     assert cli("lock")[0] == 0
     assert json.loads((root / "kernels.lock").read_text()) == [
-        {"dependency": {"repo-id": repo_id, "revision": "v1.1.0"}, "lock": {"commit": commit}}]
-    code = ("from pathlib import Path\nfrom kernels import LockedLayerRepository\n"
-            f"layer = LockedLayerRepository({repo_id!r}, lockfile=Path({str(root / 'kernels.lock')!r}), "
-            "layer_name='Gray').load()\nprint(layer.VERSION)")
+        {"dependency": {"repo-id": repo_id, "revision": "v1.1.0"}, "lock": {"commit": commit}}
+    ]
+    code = (
+        "from pathlib import Path\nfrom kernels import LockedLayerRepository\n"
+        f"layer = LockedLayerRepository({repo_id!r}, lockfile=Path({str(root / 'kernels.lock')!r}), "
+        "layer_name='Gray').load()\nprint(layer.VERSION)"
+    )
     done = run([sys.executable, "-c", code], env=kernels_env(hub.endpoint, tmp_path / "kernels-home"))
     assert done.stdout.strip().splitlines()[-1] == "1.1.0"
 
@@ -361,15 +416,36 @@ def test_kernels_lock_rendering_is_what_kernels_own_reader_and_writer_give():
     from kernelpin.format.lockfile import Lock, LockedKernel
 
     def kernel(repo_id: str, requirement, ref: str | None, repo_type: str = "kernel") -> LockedKernel:
-        return LockedKernel(repo_id, repo_type, requirement, commit=f"{abs(hash(repo_id)) % 10**40:040d}", ref=ref,
-                            version=None, variants=())
+        return LockedKernel(
+            repo_id,
+            repo_type,
+            requirement,
+            commit=f"{abs(hash(repo_id)) % 10**40:040d}",
+            ref=ref,
+            version=None,
+            variants=(),
+        )
 
-    lock = Lock((kernel("z/major", 1, "refs/heads/v1"), kernel("a/range", "^1.2", "refs/tags/v1.3.0"),
-                 kernel("m/table", {"version": 2}, "refs/heads/v2"), kernel("c/commit", {"revision": "a" * 40}, None),
-                 kernel("b/branch", {"revision": "main"}, "refs/heads/main"), kernel("o/model", 1, "refs/heads/v1", "model")))
+    lock = Lock(
+        (
+            kernel("z/major", 1, "refs/heads/v1"),
+            kernel("a/range", "^1.2", "refs/tags/v1.3.0"),
+            kernel("m/table", {"version": 2}, "refs/heads/v2"),
+            kernel("c/commit", {"revision": "a" * 40}, None),
+            kernel("b/branch", {"revision": "main"}, "refs/heads/main"),
+            kernel("o/model", 1, "refs/heads/v1", "model"),
+        )
+    )
     text = kernels_lock.render(lock)
     assert KernelLocks.from_json(text).to_json() == text
-    assert [(e["dependency"]["repo-id"], e["dependency"].get("version"), e["dependency"].get("revision"))
-            for e in json.loads(text)] == [("a/range", None, "v1.3.0"), ("b/branch", None, "main"),
-                                            ("c/commit", None, "a" * 40), ("m/table", 2, None), ("z/major", 1, None)]
+    assert [
+        (e["dependency"]["repo-id"], e["dependency"].get("version"), e["dependency"].get("revision"))
+        for e in json.loads(text)
+    ] == [
+        ("a/range", None, "v1.3.0"),
+        ("b/branch", None, "main"),
+        ("c/commit", None, "a" * 40),
+        ("m/table", 2, None),
+        ("z/major", 1, None),
+    ]
     assert kernels_lock.left_out(lock) == ["o/model"]

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 import kernelpin
-from kernelpin.format import lockfile
 from kernelpin.errors import IntegrityError, KernelpinError
+from kernelpin.format import lockfile
 from kernelpin.loading.loader import LoadedKernel, import_verified, loaded_kernels
 from kernelpin.loading.runtime import find_lock, module_name
 from testkit.fake_kernel import CPU_213, variant_files
@@ -33,8 +33,13 @@ COMMIT = "c0ffee" + "0" * 34
 
 
 def locked_variant(files: dict[str, bytes]) -> lockfile.LockedVariant:
-    return lockfile.LockedVariant(CPU_213, tuple(
-        lockfile.LockedFile(path, len(data), hashlib.sha256(data).hexdigest()) for path, data in sorted(files.items())))
+    return lockfile.LockedVariant(
+        CPU_213,
+        tuple(
+            lockfile.LockedFile(path, len(data), hashlib.sha256(data).hexdigest())
+            for path, data in sorted(files.items())
+        ),
+    )
 
 
 def vendor(tmp_path: Path, extra: dict[str, bytes] | None = None, repo_id: str = REPO) -> tuple[Path, Path, str]:
@@ -45,8 +50,9 @@ def vendor(tmp_path: Path, extra: dict[str, bytes] | None = None, repo_id: str =
     for path, data in files.items():
         (directory / path).parent.mkdir(parents=True, exist_ok=True)
         (directory / path).write_bytes(data)
-    kernel = lockfile.LockedKernel(repo_id, "kernel", "^1", COMMIT, "refs/tags/v1.0.0", "1.0.0",
-                                   (locked_variant(files),))
+    kernel = lockfile.LockedKernel(
+        repo_id, "kernel", "^1", COMMIT, "refs/tags/v1.0.0", "1.0.0", (locked_variant(files),)
+    )
     lockfile.write(tmp_path / "kernelpin.lock", lockfile.Lock((kernel,)))
     name = module_name(repo_id, COMMIT, CPU_213)
     for loaded in [key for key in sys.modules if key == name or key.startswith(name + ".")]:
@@ -63,10 +69,7 @@ def gate(monkeypatch):
     gate.release.set()
 
 
-BLOCKING_INIT = (b"import kernelpin_test_gate as gate\n"
-                 b"gate.runs += 1\n"
-                 b"gate.entered.set()\n"
-                 b"gate.release.wait(60)\n")
+BLOCKING_INIT = b"import kernelpin_test_gate as gate\ngate.runs += 1\ngate.entered.set()\ngate.release.wait(60)\n"
 
 
 @pytest.mark.parametrize("fails", [False, True], ids=["completes", "raises"])
@@ -96,8 +99,6 @@ def test_a_second_thread_waits_for_the_first_load_and_gets_the_complete_module_o
     assert outcomes == {"first": expected, "second": expected}
     assert gate.runs == (2 if fails else 1)  # a failed import is retried by the next load, as Python's import does
     assert (name in sys.modules) is not fails
-
-
 
 
 def test_lock_discovery_refuses_a_lock_another_user_planted_in_a_shared_parent(tmp_path, shared_parent):
@@ -168,8 +169,11 @@ def test_only_listed_modules_are_imported_and_a_listed_package_wins_over_a_modul
     assert module.VALUE == 11 and module.__file__ == str(directory / "__init__.py")
     assert module.sub.__file__ == str(directory / "sub" / "__init__.py") and hasattr(module.sub, "__path__")
     assert not hasattr(module.helper, "__path__")  # a module, not a package: nothing is imported below it
-    with pytest.raises(ModuleNotFoundError, match=rf"{name}.planted: acme/x 1.0.0 lists no such module, so it is not "
-                                                   rf"imported from {directory}"):
+    with pytest.raises(
+        ModuleNotFoundError,
+        match=rf"{name}.planted: acme/x 1.0.0 lists no such module, so it is not "
+        rf"imported from {directory}",
+    ):
         importlib.import_module(f"{name}.planted")
     # The source a debugger or inspect reads is the verified one.
     assert inspect.getsource(module.helper) == "VALUE = 1\n"
@@ -181,7 +185,7 @@ def test_source_changed_after_verification_is_not_run(tmp_path, imported):
     imported.append(name)
     for edit in (b"VALUE = 'edited!!'\n", b"VALUE = 'verified'\n# one more line\n"):  # same size, then longer
         (directory / "late.py").write_bytes(edit)
-        with pytest.raises(IntegrityError, match=rf"acme/x 1.0.0: late.py does not match the lock; it is not imported"):
+        with pytest.raises(IntegrityError, match=r"acme/x 1.0.0: late.py does not match the lock; it is not imported"):
             import_verified(name, directory, variant, "acme/x 1.0.0")
         assert not any(key == name or key.startswith(name + ".") for key in sys.modules)  # rolled back
     (directory / "late.py").write_bytes(files["late.py"])
@@ -240,8 +244,10 @@ def test_source_read_again_after_the_import_is_the_verified_source(tmp_path, imp
 
 
 def test_a_failed_import_forgets_every_module_it_imported(tmp_path, imported):
-    files = {"__init__.py": b"from . import helper\nraise RuntimeError('init failed after importing helper')\n",
-             "helper.py": b"VALUE = 1\n"}
+    files = {
+        "__init__.py": b"from . import helper\nraise RuntimeError('init failed after importing helper')\n",
+        "helper.py": b"VALUE = 1\n",
+    }
     directory, variant, name = variant_on_disk(tmp_path, files)
     imported.append(name)
     with pytest.raises(RuntimeError, match="init failed"):
@@ -283,22 +289,35 @@ def extension(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     compiler = shutil.which("gcc") or pytest.skip("no gcc")
     root = tmp_path_factory.mktemp("extension")
     (root / "answer.c").write_text(EXTENSION)
-    subprocess.run([compiler, "-shared", "-fPIC", f"-I{sysconfig.get_paths()['include']}", str(root / "answer.c"),
-                    "-o", str(root / "_answer.so")], check=True)
+    subprocess.run(
+        [
+            compiler,
+            "-shared",
+            "-fPIC",
+            f"-I{sysconfig.get_paths()['include']}",
+            str(root / "answer.c"),
+            "-o",
+            str(root / "_answer.so"),
+        ],
+        check=True,
+    )
     return (root / "_answer.so").read_bytes()
 
 
 @pytest.mark.parametrize("suffix", importlib.machinery.EXTENSION_SUFFIXES)
-def test_a_compiled_extension_module_is_verified_and_loaded_from_its_listed_file(tmp_path, imported, extension,
-                                                                               suffix):
-    files = {"__init__.py": b"from .pkg import _answer\nANSWER = _answer.ANSWER\n", "pkg/__init__.py": b"",
-             f"pkg/_answer{suffix}": extension}
+def test_a_compiled_extension_module_is_verified_and_loaded_from_its_listed_file(tmp_path, imported, extension, suffix):
+    files = {
+        "__init__.py": b"from .pkg import _answer\nANSWER = _answer.ANSWER\n",
+        "pkg/__init__.py": b"",
+        f"pkg/_answer{suffix}": extension,
+    }
     directory, variant, name = variant_on_disk(tmp_path, files)
     imported.append(name)
     library = directory / "pkg" / f"_answer{suffix}"
     library.write_bytes(extension[:-1] + bytes([extension[-1] ^ 1]))
-    with pytest.raises(IntegrityError, match=re.escape(f"acme/x 1.0.0: pkg/_answer{suffix}: sha256 ") + ".* It is not "
-                                                                                                        "loaded"):
+    with pytest.raises(
+        IntegrityError, match=re.escape(f"acme/x 1.0.0: pkg/_answer{suffix}: sha256 ") + ".* It is not loaded"
+    ):
         import_verified(name, directory, variant, "acme/x 1.0.0")
     library.write_bytes(extension)
     module = import_verified(name, directory, variant, "acme/x 1.0.0")
@@ -306,11 +325,13 @@ def test_a_compiled_extension_module_is_verified_and_loaded_from_its_listed_file
     assert module.ANSWER == 42 and answer.__name__ == f"{name}.pkg._answer"
     assert answer.__file__ == answer.__spec__.origin == str(library)
     assert module.pkg.__path__ == [str(directory / "pkg")] and module.pkg.__spec__.submodule_search_locations == [
-        str(directory / "pkg")]
+        str(directory / "pkg")
+    ]
 
 
-def test_an_extension_module_imported_after_the_package_ran_is_verified_right_before_its_dlopen(tmp_path, imported,
-                                                                                              extension):
+def test_an_extension_module_imported_after_the_package_ran_is_verified_right_before_its_dlopen(
+    tmp_path, imported, extension
+):
     # The package's shared libraries were re-hashed when it ran; one replaced after that, before a later
     # import of it (lazily, by the kernel's code), is caught by the extension loader itself.
     suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
@@ -319,8 +340,9 @@ def test_an_extension_module_imported_after_the_package_ran_is_verified_right_be
     imported.append(name)
     import_verified(name, directory, variant, "acme/x 1.0.0")
     (directory / f"_answer{suffix}").write_bytes(extension[:-1] + bytes([extension[-1] ^ 1]))
-    with pytest.raises(IntegrityError, match=re.escape(f"acme/x 1.0.0: _answer{suffix}: sha256 ") + ".* It is not "
-                                                                                                 "loaded"):
+    with pytest.raises(
+        IntegrityError, match=re.escape(f"acme/x 1.0.0: _answer{suffix}: sha256 ") + ".* It is not loaded"
+    ):
         importlib.import_module(f"{name}._answer")
     assert f"{name}._answer" not in sys.modules
 
@@ -345,8 +367,10 @@ def test_loaded_kernels_lists_each_completed_import_with_its_kernel(tmp_path, im
     with pytest.raises(RuntimeError):
         import_verified(bad_name, bad_directory, bad_variant, "acme/y 1.0.0", kernel=("acme/y", COMMIT))
     mine = [kernel for kernel in loaded_kernels() if kernel.module in (name, local_name, bad_name)]
-    assert mine == [LoadedKernel(name, REPO, COMMIT, CPU_213, directory),
-                    LoadedKernel(local_name, None, None, CPU_213, local_directory)]
+    assert mine == [
+        LoadedKernel(name, REPO, COMMIT, CPU_213, directory),
+        LoadedKernel(local_name, None, None, CPU_213, local_directory),
+    ]
 
 
 def test_an_unlisted_module_is_not_found_under_its_own_name(tmp_path, imported):
@@ -356,7 +380,9 @@ def test_an_unlisted_module_is_not_found_under_its_own_name(tmp_path, imported):
     with pytest.raises(ModuleNotFoundError) as missing:
         importlib.import_module(f"{name}.gone.deeper")
     assert missing.value.name == f"{name}.gone"
-    assert str(missing.value) == f"{name}.gone: acme/x 1.0.0 lists no such module, so it is not imported from {directory}"
+    assert (
+        str(missing.value) == f"{name}.gone: acme/x 1.0.0 lists no such module, so it is not imported from {directory}"
+    )
 
 
 def test_the_finder_answers_only_for_kernel_packages_it_imported():
@@ -368,9 +394,14 @@ def test_the_finder_answers_only_for_kernel_packages_it_imported():
 def test_a_source_that_does_not_match_says_to_sync(tmp_path, imported):
     directory, variant, name = variant_on_disk(tmp_path, {"__init__.py": b"X = 1\n"})
     (directory / "__init__.py").write_bytes(b"X = 2\n")
-    with pytest.raises(IntegrityError, match="^" + re.escape(
-            "acme/x 1.0.0: __init__.py does not match the lock; it is not imported. Run `kernelpin sync` to "
-            "replace it") + "$"):
+    with pytest.raises(
+        IntegrityError,
+        match="^"
+        + re.escape(
+            "acme/x 1.0.0: __init__.py does not match the lock; it is not imported. Run `kernelpin sync` to replace it"
+        )
+        + "$",
+    ):
         import_verified(name, directory, variant, "acme/x 1.0.0")
 
 
@@ -401,8 +432,14 @@ def test_the_finder_comes_first_and_linecache_holds_the_verified_lines_without_a
 
 def test_a_lock_without_the_package_init_is_refused_with_the_fix(tmp_path):
     directory, variant, name = variant_on_disk(tmp_path, {"sub/__init__.py": b""})
-    with pytest.raises(KernelpinError, match="^" + re.escape(
+    with pytest.raises(
+        KernelpinError,
+        match="^"
+        + re.escape(
             f"acme/x 1.0.0: the lock lists no __init__.py for variant {CPU_213}, so nothing verified can be imported "
             "(a lock that omits the package's own code is damaged or hostile); run `kernelpin lock` to regenerate "
-            "it") + "$"):
+            "it"
+        )
+        + "$",
+    ):
         import_verified(name, directory, variant, "acme/x 1.0.0")

@@ -35,26 +35,42 @@ def local_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_get_kernel_loads_the_build_on_disk_and_warns_naming_it(local_build):
-    with pytest.warns(LocalKernelOverrideWarning, match=rf"LOCAL_KERNELS overrides {REPO}: loading the local build "
-                      rf"{local_build / 'build' / CPU_213} instead of the Hub"):
+    with pytest.warns(
+        LocalKernelOverrideWarning,
+        match=rf"LOCAL_KERNELS overrides {REPO}: loading the local build "
+        rf"{local_build / 'build' / CPU_213} instead of the Hub",
+    ):
         module = kernelpin.get_kernel(REPO, version=9)
     assert (module.VERSION, module.VARIANT) == ("9.9.9", CPU_213)
     assert module.__file__ == str(local_build / "build" / CPU_213 / "__init__.py")
-    with pytest.warns(LocalKernelOverrideWarning, match=f"LOCAL_KERNELS overrides {REPO}: answering from the local build"):
+    with pytest.warns(
+        LocalKernelOverrideWarning, match=f"LOCAL_KERNELS overrides {REPO}: answering from the local build"
+    ):
         assert kernelpin.has_kernel(REPO, version=9)
 
 
 def test_kernels_loads_the_same_directory_from_the_same_variable(local_build, tmp_path):
-    env = hub_env("http://127.0.0.1:9", tmp_path / "kernels-home", LOCAL_KERNELS=f"{REPO}={local_build}",
-                  HF_HUB_OFFLINE="1", HF_HUB_DISABLE_TELEMETRY="0")
+    env = hub_env(
+        "http://127.0.0.1:9",
+        tmp_path / "kernels-home",
+        LOCAL_KERNELS=f"{REPO}={local_build}",
+        HF_HUB_OFFLINE="1",
+        HF_HUB_DISABLE_TELEMETRY="0",
+    )
     code = f"import kernels; m = kernels.get_kernel({REPO!r}, version=9); print(m.VARIANT)"
     assert run([sys.executable, "-c", code], env=env).stdout.strip() == CPU_213
 
 
 def test_a_local_file_that_differs_from_its_metadata_is_refused(local_build):
     (local_build / "build" / CPU_213 / "_impl.py").write_text("VARIANT = 'edited after the build'\n")
-    with pytest.raises(IntegrityError, match=r"_impl.py has sha256 .* the build changed after its metadata was "
-                                             "written: rebuild it"), pytest.warns(LocalKernelOverrideWarning):
+    with (
+        pytest.raises(
+            IntegrityError,
+            match=r"_impl.py has sha256 .* the build changed after its metadata was "
+            "written: rebuild it",
+        ),
+        pytest.warns(LocalKernelOverrideWarning),
+    ):
         kernelpin.get_kernel(REPO, version=9)
 
 
@@ -73,8 +89,11 @@ def test_load_from_a_lock_refuses_the_override_unless_allowed(local_build, tmp_p
     from tests.kernelpin.test_loader import vendor
 
     lock, target, _ = vendor(tmp_path / "app", repo_id=REPO)
-    with pytest.raises(KernelpinError, match=rf"LOCAL_KERNELS overrides {REPO} with {local_build}, but this load "
-                                             rf"follows {lock}.* KERNELPIN_ALLOW_LOCAL_KERNELS=1"):
+    with pytest.raises(
+        KernelpinError,
+        match=rf"LOCAL_KERNELS overrides {REPO} with {local_build}, but this load "
+        rf"follows {lock}.* KERNELPIN_ALLOW_LOCAL_KERNELS=1",
+    ):
         kernelpin.load(REPO, lock=lock, target=target)
     monkeypatch.setenv("KERNELPIN_ALLOW_LOCAL_KERNELS", "1")
     with pytest.warns(LocalKernelOverrideWarning):
@@ -84,9 +103,14 @@ def test_load_from_a_lock_refuses_the_override_unless_allowed(local_build, tmp_p
     assert lockfile.read(lock) is not None
 
 
-@pytest.mark.parametrize(("text", "problem"), [("acme/a", "entry 'acme/a' is not REPO=PATH"),
-                                               ("acme/a=", "entry 'acme/a=' is not REPO=PATH"),
-                                               ("../x=/p", "is not a Hub repository id")])
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("acme/a", "entry 'acme/a' is not REPO=PATH"),
+        ("acme/a=", "entry 'acme/a=' is not REPO=PATH"),
+        ("../x=/p", "is not a Hub repository id"),
+    ],
+)
 def test_a_malformed_variable_is_one_clear_error(text, problem):
     with pytest.raises(KernelpinError, match=problem):
         parse(text)

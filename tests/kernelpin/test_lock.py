@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 import shutil
 
-from testkit.fake_kernel import CPU_213, kernel_files, publish
-
-from kernelpin.format import lockfile
 from kernelpin.files.integrity import git_blob_sha1
+from kernelpin.format import lockfile
+from testkit.fake_kernel import CPU_213, kernel_files, publish
 
 
 def test_lock_is_deterministic_and_documented(img2gray, project, cli, hf_env):
@@ -93,8 +92,13 @@ def test_upgrade(new_repo, project, cli):
     assert versions == {first_id: "1.2.0", second_id: "1.0.0"}
     status, out, _ = cli("outdated", "--json")
     rows = {row["repo"]: row for row in json.loads(out)}
-    assert rows[second_id] == {"repo": second_id, "requirement": "^1", "locked": "1.0.0",
-                               "newest_satisfying": "1.2.0", "newest": "1.2.0"}
+    assert rows[second_id] == {
+        "repo": second_id,
+        "requirement": "^1",
+        "locked": "1.0.0",
+        "newest_satisfying": "1.2.0",
+        "newest": "1.2.0",
+    }
     assert cli("lock", "--upgrade")[0] == 0
     assert {k.version for k in lockfile.read(root / "kernelpin.lock").kernels} == {"1.2.0"}
     status, _, err = cli("lock", "--upgrade-package", "acme/absent")
@@ -107,7 +111,11 @@ def test_versions_and_outdated(img2gray, project, cli):
     status, out, _ = cli("versions", "acme/img2gray", "--json")
     listing = json.loads(out)
     assert [(v["version"], v["satisfies"], v["locked"]) for v in listing["versions"]] == [
-        ("1.0.0-rc.1", False, False), ("0.2.0", False, False), ("0.1.1", True, True), ("0.1.0", True, False)]
+        ("1.0.0-rc.1", False, False),
+        ("0.2.0", False, False),
+        ("0.1.1", True, True),
+        ("0.1.0", True, False),
+    ]
     assert listing["ignored_tags"] == ["latest", "nightly-2026-01-01"]
     status, out, err = cli("--verbose", "versions", "acme/img2gray")
     assert status == 0 and "0.1.1" in out and "ignored tags (not versions): latest, nightly-2026-01-01" in err
@@ -121,7 +129,7 @@ def test_add_and_remove_keep_comments(img2gray, new_repo, project, cli):
     publish(repo, "3.0.0-beta.1", variants=("torch213-cxx11-cpu-x86_64-linux",))
     root = project('# the grayscale op\n"acme/img2gray" = "^0.1"  # keep on 0.1\n')
     original = (root / "pyproject.toml").read_text()
-    status, out, err = cli("add", repo_id)
+    status, _out, err = cli("add", repo_id)
     assert status == 0, err
     text = (root / "pyproject.toml").read_text()
     assert text.startswith(original.rstrip("\n"))  # comments and layout untouched
@@ -162,7 +170,8 @@ def test_requirements_are_stored_as_data_and_version_1_locks_are_migrated(img2gr
     assert (root / "kernelpin.lock").read_text() == current
     # A version-1 lock (requirement as TOML source) is read everywhere and rewritten on the next lock.
     legacy = current.replace("\nversion = 3\n", "\nversion = 1\n").replace(
-        'requirement = "^0.1"', 'requirement = "\\"^0.1\\""')
+        'requirement = "^0.1"', 'requirement = "\\"^0.1\\""'
+    )
     (root / "kernelpin.lock").write_text(legacy)
     assert lockfile.read(root / "kernelpin.lock").kernels[0].requirement == "^0.1"
     assert cli("lock", "--check")[0] == 0
@@ -178,8 +187,9 @@ def test_requirements_are_stored_as_data_and_version_1_locks_are_migrated(img2gr
     assert json.loads(out)[0]["requirement"] == {"version": ">=0.1, <0.2"}
 
 
-def test_lock_sends_only_the_requests_it_needs_and_keeps_only_verified_blobs(new_repo, project, cli, hf_env,
-                                                                            monkeypatch):
+def test_lock_sends_only_the_requests_it_needs_and_keeps_only_verified_blobs(
+    new_repo, project, cli, hf_env, monkeypatch
+):
     """Per kernel: its refs, its tree, one GET per variant's metadata.json (verified against the tree's git
     blob id), kept in the Hub cache as the blob of that id for the next lock (tests/kernelpin/test_lock_reuse.py).
     Failed before: a HEAD before every metadata GET (hf_hub_download), 12 requests for 5 variants, and blobs named
@@ -232,8 +242,10 @@ def test_integer_requirement_on_a_repository_with_only_major_branches(new_repo, 
     project(f'"{repo_id}" = 2\n')
     status, _, err = cli("lock")
     assert status == 1
-    assert f"{repo_id}: no branch v2 (`= 2` is the branch v2, as `kernels` reads it; major-version branches: v1; " \
-           "version tags: none (no tag of the form v1.2.3 or 1.2.3))" in err
+    assert (
+        f"{repo_id}: no branch v2 (`= 2` is the branch v2, as `kernels` reads it; major-version branches: v1; "
+        "version tags: none (no tag of the form v1.2.3 or 1.2.3))" in err
+    )
 
 
 def test_a_build_directory_the_lock_cannot_name_does_not_make_an_unreadable_lock(new_repo, project, cli, hf_env):
@@ -241,8 +253,14 @@ def test_a_build_directory_the_lock_cannot_name_does_not_make_an_unreadable_lock
     # reaches the Hub. The lock reader refuses such variant names, so writing one would leave a lock that
     # every later command, `kernelpin lock` included, refuses to read.
     repo_id, repo = new_repo()
-    repo.write({**kernel_files("1.0.0", variants=(CPU_213,)),
-                "build/__pycache__/x.cpython-312.pyc": b"\0", "build/.ipynb_checkpoints/a.py": b""}, clear=True)
+    repo.write(
+        {
+            **kernel_files("1.0.0", variants=(CPU_213,)),
+            "build/__pycache__/x.cpython-312.pyc": b"\0",
+            "build/.ipynb_checkpoints/a.py": b"",
+        },
+        clear=True,
+    )
     commit = repo.commit("release with stray directories")
     repo.tag("v1.0.0")
     root = project(f'"{repo_id}" = "^1"\n')

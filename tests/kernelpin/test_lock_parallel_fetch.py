@@ -13,18 +13,16 @@ from sigstore.verify import Verifier
 
 from kernelpin.format import lockfile
 from kernelpin.hub.listing import RemoteFile
+from kernelpin.hub.source import HubSettings, HubSource
 from kernelpin.project import Project, read_policy, read_requirements
 from kernelpin.resolve import resolve
 from kernelpin.trust.checker import ReleaseChecker
-from kernelpin.hub.source import HubSettings, HubSource
 from testkit.fake_kernel import VARIANTS, kernel_files, publish
 from testkit.hub import HubServer
 from testkit.sigstore_root import Identity
-
 from tests.kernelpin.helpers import fresh_interpreter
 
 SIGNER = Identity(repository="acme/kernels")  # the default workflow of the test kit; the policy names the repository
-
 
 
 @pytest.fixture(scope="module")
@@ -51,9 +49,11 @@ def lock_at_slow_hub(slow_hub, project, sigstore, cli, monkeypatch):
     def lock(*repo_ids: str, signers: bool = True) -> tuple[lockfile.Lock, dict[str, int]]:
         root = project("".join(f'"{repo_id}" = "^1"\n' for repo_id in repo_ids))
         with open(root / "pyproject.toml", "a") as stream:
-            stream.write(f'\n[tool.kernelpin.trust]\ntrusted-root = "{sigstore[1]}"\n'
-                         '[tool.kernelpin.trust.publishers.acme]\n'
-                         + ('signers = [{ repository = "acme/kernels" }]\n' if signers else ""))
+            stream.write(
+                f'\n[tool.kernelpin.trust]\ntrusted-root = "{sigstore[1]}"\n'
+                "[tool.kernelpin.trust.publishers.acme]\n"
+                + ('signers = [{ repository = "acme/kernels" }]\n' if signers else "")
+            )
         slow_hub.most_in_flight()  # counting starts now
         status, _, err = cli("lock")
         assert status == 0, err
@@ -66,8 +66,9 @@ def test_a_signed_kernels_bundles_and_metadata_are_fetched_at_once(lock_at_slow_
     lock, most = lock_at_slow_hub("acme/signed-0")
     # Failed before: 1 (bundle, metadata.json, next variant's bundle, ... one after another).
     assert most["files"] >= 4, most
-    assert all(variant.signature is not None and variant.signature.signer is not None
-               for variant in lock.kernels[0].variants)
+    assert all(
+        variant.signature is not None and variant.signature.signer is not None for variant in lock.kernels[0].variants
+    )
     assert len(lock.kernels[0].variants) == len(VARIANTS)
 
 
@@ -98,17 +99,25 @@ def test_failures_are_reported_in_the_order_of_the_variants_as_before(new_repo, 
     """The first variant's bundle signs other bytes (found when it is verified, after every file is read); the
     last variant's metadata.json is too big (found before reading it): the first variant's refusal is the error,
     as when the variants were read and verified one after another."""
-    first, last = sorted(VARIANTS)[0], sorted(VARIANTS)[-1]
+    first, last = min(VARIANTS), max(VARIANTS)
     good = sigstore[0].sign_files(kernel_files("1.0.0"), SIGNER)
     repo_id, repo = new_repo("two-faults", "kernel")
-    repo.write({**good, f"build/{first}/metadata.json.sigstore": good[f"build/{last}/metadata.json.sigstore"],
-                f"build/{last}/metadata.json": b" " * ((1 << 20) + 1)}, clear=True)
+    repo.write(
+        {
+            **good,
+            f"build/{first}/metadata.json.sigstore": good[f"build/{last}/metadata.json.sigstore"],
+            f"build/{last}/metadata.json": b" " * ((1 << 20) + 1),
+        },
+        clear=True,
+    )
     repo.commit("release 1.0.0")
     repo.tag("v1.0.0")
     root = project(f'"{repo_id}" = "^1"\n')
     with open(root / "pyproject.toml", "a") as stream:
-        stream.write(f'\n[tool.kernelpin.trust]\ntrusted-root = "{sigstore[1]}"\n'
-                     '[tool.kernelpin.trust.publishers.acme]\nsigners = [{ repository = "acme/kernels" }]\n')
+        stream.write(
+            f'\n[tool.kernelpin.trust]\ntrusted-root = "{sigstore[1]}"\n'
+            '[tool.kernelpin.trust.publishers.acme]\nsigners = [{ repository = "acme/kernels" }]\n'
+        )
     status, _, err = cli("lock")
     # Failed with the parallel fetch raising at once: the last variant's metadata.json was the error.
     [line] = [line for line in err.splitlines() if line.startswith("error:")]
@@ -117,8 +126,7 @@ def test_failures_are_reported_in_the_order_of_the_variants_as_before(new_repo, 
 
 def _policy(sigstore_root: Path, extra: str = "", signers: bool = True) -> str:
     """[tool.kernelpin.trust] with the test trust root and `extra`; `signers`: naming who signs for acme."""
-    acme = ('[tool.kernelpin.trust.publishers.acme]\nsigners = [{ repository = "acme/kernels" }]\n' if signers
-            else "")
+    acme = '[tool.kernelpin.trust.publishers.acme]\nsigners = [{ repository = "acme/kernels" }]\n' if signers else ""
     return f'\n[tool.kernelpin.trust]\ntrusted-root = "{sigstore_root}"\n{extra}{acme}'
 
 
@@ -138,8 +146,9 @@ class _ListingsCounted(HubSource):
         return files
 
 
-def test_a_verifier_still_being_made_holds_back_no_other_kernels_requests(slow_hub, project, sigstore,
-                                                                          monkeypatch) -> None:
+def test_a_verifier_still_being_made_holds_back_no_other_kernels_requests(
+    slow_hub, project, sigstore, monkeypatch
+) -> None:
     """Three signed kernels, two workers, and a verifier that is made only once every kernel has been listed
     (as sigstore's import, 0.3 s of CPU, may outlast the listings): before, both workers waited for it in the
     first two kernels' verification, so the third was never listed until the verifier came (checked: this
@@ -156,20 +165,24 @@ def test_a_verifier_still_being_made_holds_back_no_other_kernels_requests(slow_h
         def verifier(self) -> Verifier:
             with source.changed:
                 assert source.changed.wait_for(lambda: source.listed == len(repo_ids), timeout=20), (
-                    f"only {source.listed} of {len(repo_ids)} kernels listed while the verifier was being made")
+                    f"only {source.listed} of {len(repo_ids)} kernels listed while the verifier was being made"
+                )
             return super().verifier
 
     checker = MadeAfterEveryListing(read_policy(Project(root)), root)
-    lock = resolve(source, read_requirements(Project(root)), None, upgrade=lambda _: True, workers=2,
-                   checker=checker)
+    lock = resolve(source, read_requirements(Project(root)), None, upgrade=lambda _: True, workers=2, checker=checker)
     assert [kernel.repo_id for kernel in lock.kernels] == repo_ids
-    assert all(variant.signature is not None and variant.signature.signer is not None
-               for kernel in lock.kernels for variant in kernel.variants)
+    assert all(
+        variant.signature is not None and variant.signature.signer is not None
+        for kernel in lock.kernels
+        for variant in kernel.variants
+    )
 
 
 @pytest.mark.parametrize("why", ["policy", "previous lock", "signers named"])
-def test_the_verifier_is_warmed_before_any_listing_when_a_signature_is_expected(slow_hub, project, sigstore,
-                                                                               monkeypatch, why) -> None:
+def test_the_verifier_is_warmed_before_any_listing_when_a_signature_is_expected(
+    slow_hub, project, sigstore, monkeypatch, why
+) -> None:
     """A policy that requires signatures or names who signs for the publisher, or a lock that recorded one,
     says before anything is listed that there will be a bundle to verify: sigstore's import starts with the
     first request (before, only after the first listing that showed a bundle; checked: this test failed, for
@@ -177,13 +190,21 @@ def test_the_verifier_is_warmed_before_any_listing_when_a_signature_is_expected(
     monkeypatch.setenv("HF_ENDPOINT", slow_hub.endpoint)
     root = project('"acme/signed-0" = "^1"\n')
     with open(root / "pyproject.toml", "a") as stream:
-        stream.write(_policy(sigstore[1], "require-signatures = true\n" if why == "policy" else "",
-                             signers=why == "signers named"))
+        stream.write(
+            _policy(
+                sigstore[1], "require-signatures = true\n" if why == "policy" else "", signers=why == "signers named"
+            )
+        )
     policy, requirements = read_policy(Project(root)), read_requirements(Project(root))
     previous = None
     if why == "previous lock":
-        previous = resolve(HubSource(HubSettings.from_env()), requirements, None, upgrade=lambda _: True,
-                           checker=ReleaseChecker(policy, root))
+        previous = resolve(
+            HubSource(HubSettings.from_env()),
+            requirements,
+            None,
+            upgrade=lambda _: True,
+            checker=ReleaseChecker(policy, root),
+        )
     source = _ListingsCounted(HubSettings.from_env())
     listed_when_warmed: list[int] = []
 
@@ -209,7 +230,7 @@ def test_an_unsigned_lock_never_imports_sigstore(slow_hub, project, sigstore, mo
     monkeypatch.delenv("KERNELPIN_SIGNATURE_WORKER", raising=False)
     root = project('"acme/plain" = "^1"\n')
     with open(root / "pyproject.toml", "a") as stream:
-        stream.write(_policy(sigstore[1], "" if signers else '[tool.kernelpin.trust.publishers.acme]\n', signers))
+        stream.write(_policy(sigstore[1], "" if signers else "[tool.kernelpin.trust.publishers.acme]\n", signers))
     output, modules = fresh_interpreter(
         "import subprocess\nstarted = []\n"
         "class Recorded(subprocess.Popen):\n"
@@ -219,7 +240,8 @@ def test_an_unsigned_lock_never_imports_sigstore(slow_hub, project, sigstore, mo
         "subprocess.Popen = Recorded\n"
         "from kernelpin.cli import main\nstatus = main(['lock'])\n"
         "print('STATUS', status, 'STARTED', [('worker' if 'kernelpin.trust.worker' in ' '.join(process.args)\n"
-        "                                     else process.args, process.returncode) for process in started])")
+        "                                     else process.args, process.returncode) for process in started])"
+    )
     if signers:
         assert "STATUS 1 STARTED [('worker', -9)]" in output, output
         assert not (root / "kernelpin.lock").exists()
@@ -229,8 +251,9 @@ def test_an_unsigned_lock_never_imports_sigstore(slow_hub, project, sigstore, mo
     assert not {name for name in modules if name.split(".")[0] in ("sigstore", "rekor_types")}, modules
 
 
-def test_a_trust_root_that_fails_in_the_background_is_one_line_error(slow_hub, project, cli, tmp_path,
-                                                                     monkeypatch) -> None:
+def test_a_trust_root_that_fails_in_the_background_is_one_line_error(
+    slow_hub, project, cli, tmp_path, monkeypatch
+) -> None:
     """The verifier is made in a background thread once a listing shows a bundle; its failure (here: the
     policy's trusted-root is no trust root) reaches the user as the one-line error of the first use, with no
     traceback of the thread."""

@@ -5,8 +5,8 @@ kernels). A cached copy that does not match the listing is never used."""
 
 from __future__ import annotations
 
-from kernelpin.format import lockfile
 from kernelpin.files.integrity import git_blob_sha1
+from kernelpin.format import lockfile
 from testkit.fake_kernel import VARIANTS, publish
 from tests.kernelpin.faulty_hub import HostileHub, Lies
 from tests.kernelpin.helpers import snapshot_dir
@@ -16,8 +16,9 @@ def metadata_requests(server: HostileHub) -> list[str]:
     return [path for _, path in server.arrivals if path.endswith("/metadata.json")]
 
 
-def test_a_relock_reads_metadata_from_the_cache_and_never_a_wrong_copy(hub, new_repo, project, cli, hf_env,
-                                                                       monkeypatch):
+def test_a_relock_reads_metadata_from_the_cache_and_never_a_wrong_copy(
+    hub, new_repo, project, cli, hf_env, monkeypatch
+):
     repo_id, repo = new_repo("reused", "kernel")
     commit = publish(repo, "1.0.0", variants=VARIANTS)
     project(f'"{repo_id}" = "^1"\n')

@@ -12,25 +12,26 @@ from pathlib import Path
 
 import pytest
 
-from kernelpin.format import lockfile
 from kernelpin.commands import sync as syncing
 from kernelpin.errors import KernelpinError
-from kernelpin.project import Project
+from kernelpin.format import lockfile
 from kernelpin.hub.source import HubSettings, HubSource
+from kernelpin.project import Project
 from testkit.fake_kernel import CPU_213, VARIANTS, kernel_files
 from testkit.sigstore_root import Identity
 from tests.kernelpin.faulty_hub import SilentServer
 from tests.kernelpin.helpers import UNTRUSTED_ORG, snapshot_dir
 
-ACME = Identity(repository="acme-corp/kernels", workflow=".github/workflows/release.yaml", ref="refs/tags/v1.0.0",
-                commit="a" * 40)
-ACME_NEXT = Identity(repository="acme-corp/kernels", workflow=".github/workflows/release.yaml",
-                     ref="refs/tags/v1.1.0", commit="b" * 40)
+ACME = Identity(
+    repository="acme-corp/kernels", workflow=".github/workflows/release.yaml", ref="refs/tags/v1.0.0", commit="a" * 40
+)
+ACME_NEXT = Identity(
+    repository="acme-corp/kernels", workflow=".github/workflows/release.yaml", ref="refs/tags/v1.1.0", commit="b" * 40
+)
 HIJACKER = Identity(repository="hijacker/kernels", workflow=".github/workflows/x.yaml", commit="c" * 40)
 ACME_WORKFLOW = "https://github.com/acme-corp/kernels/.github/workflows/release.yaml"
 HIJACKER_WORKFLOW = "https://github.com/hijacker/kernels/.github/workflows/x.yaml"
 ACME_SIGNERS = '[{ repository = "acme-corp/kernels", workflow = ".github/workflows/release.yaml" }]'
-
 
 
 @pytest.fixture(autouse=True, params=["worker", "in-process"])
@@ -75,16 +76,20 @@ def one_line(err: str) -> str:
 def test_a_signed_release_is_locked_with_its_signer(new_repo, app, cli, sigstore, hf_env) -> None:
     repo_id, repo = new_repo("signed", "kernel")
     release(repo, sigstore, "1.0.0", ACME)
-    root = app(f'"{repo_id}" = "^1"\n', f'[tool.kernelpin.trust.publishers.acme]\nsigners = {ACME_SIGNERS}\n')
+    root = app(f'"{repo_id}" = "^1"\n', f"[tool.kernelpin.trust.publishers.acme]\nsigners = {ACME_SIGNERS}\n")
     status, out, err = cli("lock")
     assert status == 0, err
     signatures = locked_signatures(root)
     assert set(signatures) == set(VARIANTS)
     signature = signatures[CPU_213]
-    assert signature["identity"] == ("https://github.com/acme-corp/kernels/.github/workflows/release.yaml"
-                                     "@refs/tags/v1.0.0")
+    assert signature["identity"] == (
+        "https://github.com/acme-corp/kernels/.github/workflows/release.yaml@refs/tags/v1.0.0"
+    )
     assert (signature["issuer"], signature["source-repository"], signature["source-commit"]) == (
-        "https://token.actions.githubusercontent.com", "https://github.com/acme-corp/kernels", "a" * 40)
+        "https://token.actions.githubusercontent.com",
+        "https://github.com/acme-corp/kernels",
+        "a" * 40,
+    )
     assert signature["log-index"] >= 1 and signature["integrated-time"] > 0 and len(signature["log-id"]) == 64
     lock = lockfile.read(root / "kernelpin.lock")
     variant = lock.kernels[0].variant(CPU_213)
@@ -98,10 +103,21 @@ def test_a_signed_release_is_locked_with_its_signer(new_repo, app, cli, sigstore
     rows = json.loads(out)["files"]
     assert {"repo": repo_id, "variant": CPU_213, "path": "metadata.json.sigstore", "status": "signed"} in rows
     # A file changed after sync: verify --signatures names the signed digest it no longer matches.
-    impl = hf_env / f"kernels--{repo_id.replace('/', '--')}" / "snapshots" / lock.kernels[0].commit / "build" / CPU_213 / "_impl.py"
+    impl = (
+        hf_env
+        / f"kernels--{repo_id.replace('/', '--')}"
+        / "snapshots"
+        / lock.kernels[0].commit
+        / "build"
+        / CPU_213
+        / "_impl.py"
+    )
     impl.write_bytes(b"import os\n")
     status, out, err = cli("verify", "--signatures")
-    assert status == 1 and f"signature: {repo_id} {CPU_213}: the files do not match the signed metadata.json digest (_impl.py)" in err
+    assert (
+        status == 1
+        and f"signature: {repo_id} {CPU_213}: the files do not match the signed metadata.json digest (_impl.py)" in err
+    )
 
 
 def test_an_unsigned_release_of_a_trusted_publisher_is_locked_with_a_notice(new_repo, app, cli, sigstore) -> None:
@@ -113,14 +129,17 @@ def test_an_unsigned_release_of_a_trusted_publisher_is_locked_with_a_notice(new_
     assert f"warning: {repo_id} 1.0.0: unsigned ({', '.join(sorted(VARIANTS))})" in err
     assert locked_signatures(root)[CPU_213] == {"unsigned": True}
     # Requiring signatures (everywhere, for the organization, or for the repository) refuses it.
-    for trust in ("require-signatures = true\n",
-                  "[tool.kernelpin.trust.publishers.acme]\nrequire-signatures = true\n",
-                  f'[tool.kernelpin.trust.publishers."{repo_id}"]\nrequire-signatures = true\n'):
+    for trust in (
+        "require-signatures = true\n",
+        "[tool.kernelpin.trust.publishers.acme]\nrequire-signatures = true\n",
+        f'[tool.kernelpin.trust.publishers."{repo_id}"]\nrequire-signatures = true\n',
+    ):
         app(f'"{repo_id}" = "^1"\n', trust)
-        status, out, err = cli("lock", "--upgrade")
+        status, _out, err = cli("lock", "--upgrade")
         assert status == 1
-        assert one_line(err).startswith(f"error: {repo_id} torch212-cxx11-cpu-x86_64-linux: no signature "
-                                        "(metadata.json.sigstore), but ")
+        assert one_line(err).startswith(
+            f"error: {repo_id} torch212-cxx11-cpu-x86_64-linux: no signature (metadata.json.sigstore), but "
+        )
         assert "requires one; ask the publisher to sign the release, or pin a signed one" in err
         # load refuses the unsigned lock too, once the policy requires signatures.
         with pytest.raises(KernelpinError, match="locked unsigned, but .* requires a signature"):
@@ -138,19 +157,20 @@ def test_untrusted_publishers_are_refused_unless_named(new_repo, app, cli, sigst
     assert one_line(err) == (
         f"error: {repo_id}: untrusted publisher: the Hub does not mark {UNTRUSTED_ORG} a trusted kernel publisher "
         f"(trustedKernelPublisher) and pyproject.toml does not name it; if you trust it, add "
-        f'[tool.kernelpin.trust.publishers."{UNTRUSTED_ORG}"] (or "{repo_id}") to pyproject.toml')
+        f'[tool.kernelpin.trust.publishers."{UNTRUSTED_ORG}"] (or "{repo_id}") to pyproject.toml'
+    )
     app(f'"{repo_id}" = "^1"\n', f'[tool.kernelpin.trust.publishers."{repo_id}"]\n')
     assert cli("lock")[0] == 0
 
 
 def test_wrong_identity_and_attacks_at_lock(new_repo, app, cli, sigstore) -> None:
-    trust = f'[tool.kernelpin.trust.publishers.acme]\nsigners = {ACME_SIGNERS}\n'
+    trust = f"[tool.kernelpin.trust.publishers.acme]\nsigners = {ACME_SIGNERS}\n"
     repo_id, repo = new_repo("attacked", "kernel")
     release(repo, sigstore, "1.0.0", HIJACKER)
     app(f'"{repo_id}" = "^1"\n', trust)
     status, _, err = cli("lock")
     assert status == 1 and "signed by https://github.com/hijacker/kernels/.github/workflows/x.yaml" in one_line(err)
-    assert f'which [tool.kernelpin.trust.publishers."acme"] does not allow' in err
+    assert 'which [tool.kernelpin.trust.publishers."acme"] does not allow' in err
     # Swap across variants, downgrade (an older release's valid bundle), tampered metadata, malformed, huge.
     # Each attack is tagged with the version its other variants' signed metadata.json says (issue 41 finding 5
     # binds them), so that only the variant attacked is refused.
@@ -184,8 +204,10 @@ def test_a_swapped_repository_is_refused_by_its_own_policy(new_repo, app, cli, s
         repo.write(files, clear=True)
         repo.commit("release")
         repo.tag("v1.0.0")
-    trust = (f'[tool.kernelpin.trust.publishers."{a_id}"]\nsigners = {ACME_SIGNERS}\n'
-             f'[tool.kernelpin.trust.publishers."{b_id}"]\nsigners = [{{ repository = "acme-corp/b" }}]\n')
+    trust = (
+        f'[tool.kernelpin.trust.publishers."{a_id}"]\nsigners = {ACME_SIGNERS}\n'
+        f'[tool.kernelpin.trust.publishers."{b_id}"]\nsigners = [{{ repository = "acme-corp/b" }}]\n'
+    )
     app(f'"{a_id}" = "^1"\n"{b_id}" = "^1"\n', trust)
     status, _, err = cli("lock")
     assert status == 1 and one_line(err).startswith(f"error: {b_id} ") and "acme-corp/kernels" in err
@@ -203,12 +225,18 @@ def test_signer_continuity_on_upgrade(new_repo, app, cli, sigstore) -> None:
     status, out, err = cli("lock", "--upgrade")
     assert status == 1
     assert f"{repo_id} {CPU_213}: the new release is signed by https://github.com/hijacker/kernels/" in err
-    assert (f"but the locked one by https://github.com/acme-corp/kernels/.github/workflows/release.yaml: the "
-            f"publisher's signer changed. If you trust the new one, repeat the command with `--accept-signer "
-            f"{repo_id}=https://github.com/hijacker/kernels/.github/workflows/x.yaml`") in err
+    assert (
+        f"but the locked one by https://github.com/acme-corp/kernels/.github/workflows/release.yaml: the "
+        f"publisher's signer changed. If you trust the new one, repeat the command with `--accept-signer "
+        f"{repo_id}=https://github.com/hijacker/kernels/.github/workflows/x.yaml`"
+    ) in err
     assert "1.1.0" in (root / "kernelpin.lock").read_text()  # nothing written
-    status, out, err = cli("lock", "--upgrade", "--accept-signer",
-                           f"{repo_id}=https://github.com/hijacker/kernels/.github/workflows/x.yaml")
+    status, _out, err = cli(
+        "lock",
+        "--upgrade",
+        "--accept-signer",
+        f"{repo_id}=https://github.com/hijacker/kernels/.github/workflows/x.yaml",
+    )
     assert status == 0, err
     # Signed, then unsigned: refused the same way.
     release(repo, sigstore, "1.3.0", None)
@@ -219,8 +247,9 @@ def test_signer_continuity_on_upgrade(new_repo, app, cli, sigstore) -> None:
     assert locked_signatures(root)[CPU_213] == {"unsigned": True}
 
 
-def test_add_and_a_relocking_sync_keep_the_signer_unless_accept_signer_names_the_new_one(new_repo, app, cli,
-                                                                                      sigstore) -> None:
+def test_add_and_a_relocking_sync_keep_the_signer_unless_accept_signer_names_the_new_one(
+    new_repo, app, cli, sigstore
+) -> None:
     """`add` of a new range for a locked kernel and a `sync` that re-locks a changed requirement refuse a change
     of signer as `lock` does, and take the same --accept-signer (the library functions the same argument)."""
     repo_id, repo = new_repo("accept", "kernel")
@@ -238,8 +267,9 @@ def test_add_and_a_relocking_sync_keep_the_signer_unless_accept_signer_names_the
 
     def require(major: int) -> None:
         text = (root / "pyproject.toml").read_text()
-        (root / "pyproject.toml").write_text(re.sub(rf'^"{repo_id}" = .*$', f'"{repo_id}" = "^{major}"', text,
-                                                    flags=re.MULTILINE))
+        (root / "pyproject.toml").write_text(
+            re.sub(rf'^"{repo_id}" = .*$', f'"{repo_id}" = "^{major}"', text, flags=re.MULTILINE)
+        )
 
     release(repo, sigstore, "3.0.0", ACME)  # back to the first signer: a change from the locked one all the same
     require(3)
@@ -275,8 +305,7 @@ def tuf_through(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
     return use
 
 
-def test_refresh_trust_root_without_an_answer_fails_at_once_in_one_line(project, cli, tuf_through,
-                                                                       monkeypatch) -> None:
+def test_refresh_trust_root_without_an_answer_fails_at_once_in_one_line(project, cli, tuf_through, monkeypatch) -> None:
     """A silent link (tuf alone would wait 30 s per request and retry, minutes): the refresh waits
     KERNELPIN_HTTP_TIMEOUT, once, before anything is resolved."""
     project('"acme/not-asked-for" = "^1"\n')
@@ -288,7 +317,8 @@ def test_refresh_trust_root_without_an_answer_fails_at_once_in_one_line(project,
     assert one_line(err) == (
         "error: no answer from Sigstore's TUF repository within 0.5 s, so its trust root cannot be refreshed "
         "(offline, or the network blocks it); run without --refresh-trust-root to use the one sigstore-python ships "
-        "(it works offline), or set KERNELPIN_HTTP_TIMEOUT=SECONDS to wait longer")
+        "(it works offline), or set KERNELPIN_HTTP_TIMEOUT=SECONDS to wait longer"
+    )
 
 
 def test_refresh_trust_root_through_a_refused_connection_names_the_cause(project, cli, tuf_through) -> None:
@@ -298,27 +328,33 @@ def test_refresh_trust_root_through_a_refused_connection_names_the_cause(project
     port = closed.getsockname()[1]
     closed.close()  # nothing listens there: connections are refused
     tuf_through(f"http://127.0.0.1:{port}")
-    status, out, err = cli("lock", "--refresh-trust-root")
+    status, _out, err = cli("lock", "--refresh-trust-root")
     line = one_line(err)
     assert status == 1 and line.startswith("error: cannot refresh Sigstore's trust root through TUF (")
     assert "Failed to refresh TUF metadata" not in line and "proxy" in line.lower(), line
     assert line.endswith("; run without --refresh-trust-root to use the one sigstore-python ships (it works offline)")
 
 
-def test_sync_catches_a_lock_that_lies_about_its_signer_and_a_tampered_file(new_repo, app, cli, sigstore,
-                                                                           hf_env) -> None:
+def test_sync_catches_a_lock_that_lies_about_its_signer_and_a_tampered_file(
+    new_repo, app, cli, sigstore, hf_env
+) -> None:
     repo_id, repo = new_repo("tampered", "kernel")
     commit = release(repo, sigstore, "1.0.0", ACME)
     root = app(f'"{repo_id}" = "^1"\n')
     assert cli("lock")[0] == 0
     # A lock edited to claim another signer (the same bundle, another identity): sync verifies the bundle again.
     text = (root / "kernelpin.lock").read_text()
-    (root / "kernelpin.lock").write_text(text.replace("acme-corp/kernels/.github/workflows/release.yaml",
-                                                      "acme-corp/kernels/.github/workflows/other.yaml"))
+    (root / "kernelpin.lock").write_text(
+        text.replace(
+            "acme-corp/kernels/.github/workflows/release.yaml", "acme-corp/kernels/.github/workflows/other.yaml"
+        )
+    )
     status, _, err = cli("sync", "--frozen")
     assert status == 1
-    assert one_line(err).startswith(f"error: {repo_id} {CPU_213}: the lock records a signature by "
-                                    "https://github.com/acme-corp/kernels/.github/workflows/other.yaml")
+    assert one_line(err).startswith(
+        f"error: {repo_id} {CPU_213}: the lock records a signature by "
+        "https://github.com/acme-corp/kernels/.github/workflows/other.yaml"
+    )
     assert "the lock was edited" in err
     assert snapshot_dir(hf_env, repo_id, commit, "kernel").exists()
     (root / "kernelpin.lock").write_text(text)

@@ -26,8 +26,10 @@ def moved_release(new_repo, project, cli, retag) -> tuple[str, str, str, str]:
 
 def test_a_moved_tag_is_reported_loudly(new_repo, project, cli):
     repo_id, first, second, err = moved_release(new_repo, project, cli, lambda repo: repo.git("tag", "-f", "v1.0.0"))
-    assert (f"warning: {repo_id}: version 1.0.0 now points at another commit ({first[:12]} -> {second[:12]}): "
-            "the publisher moved its tag") in err
+    assert (
+        f"warning: {repo_id}: version 1.0.0 now points at another commit ({first[:12]} -> {second[:12]}): "
+        "the publisher moved its tag"
+    ) in err
 
 
 def test_a_release_retagged_with_build_metadata_on_another_commit_is_a_moved_release(new_repo, project, cli):
@@ -37,13 +39,23 @@ def test_a_release_retagged_with_build_metadata_on_another_commit_is_a_moved_rel
         repo.tag("v1.0.0+rebuild")
 
     repo_id, first, second, err = moved_release(new_repo, project, cli, retag)
-    assert (f"warning: {repo_id}: version 1.0.0 (now 1.0.0+rebuild) now points at another commit ({first[:12]} -> "
-            f"{second[:12]}): the publisher moved its tag") in err
+    assert (
+        f"warning: {repo_id}: version 1.0.0 (now 1.0.0+rebuild) now points at another commit ({first[:12]} -> "
+        f"{second[:12]}): the publisher moved its tag"
+    ) in err
 
 
 def test_changes_tell_a_moved_release_from_an_upgrade():
-    kernel = lockfile.LockedKernel(repo_id="acme/k", repo_type="kernel", requirement="^1", commit="a" * 40,
-                                   ref="refs/tags/v1.0.0", version="1.0.0", tag=None, variants=())
+    kernel = lockfile.LockedKernel(
+        repo_id="acme/k",
+        repo_type="kernel",
+        requirement="^1",
+        commit="a" * 40,
+        ref="refs/tags/v1.0.0",
+        version="1.0.0",
+        tag=None,
+        variants=(),
+    )
 
     def at(version: str | None, commit: str) -> lockfile.Lock:
         return lockfile.Lock((dataclasses.replace(kernel, version=version, commit=commit),))
@@ -51,7 +63,8 @@ def test_changes_tell_a_moved_release_from_an_upgrade():
     moved = "! acme/k: version 1.0.0 (now 1.0.0+b.2) now points at another commit"
     assert lockfile.changes(at("1.0.0", "a" * 40), at("1.0.0+b.2", "b" * 40))[0].startswith(moved)
     assert lockfile.changes(at("1.0.0+b.1", "a" * 40), at("1.0.0", "b" * 40))[0].startswith(
-        "! acme/k: version 1.0.0+b.1 (now 1.0.0)")
+        "! acme/k: version 1.0.0+b.1 (now 1.0.0)"
+    )
     assert lockfile.changes(at("1.0.0", "a" * 40), at("1.0.1", "b" * 40)) == ["~ acme/k: 1.0.0 -> 1.0.1"]
     assert lockfile.changes(at("1.0.0-rc.1", "a" * 40), at("1.0.0", "b" * 40)) == ["~ acme/k: 1.0.0-rc.1 -> 1.0.0"]
     assert lockfile.changes(at(None, "a" * 40), at("1.0.0", "b" * 40)) == [f"~ acme/k: {'a' * 12} -> 1.0.0"]

@@ -10,11 +10,14 @@ import kernelpin.cli
 from kernelpin.errors import KernelpinError
 
 
-@pytest.mark.parametrize(("written", "said"), [
-    ("true", "true (a boolean) is not a requirement"),
-    ("[1, 2]", "[1, 2] (an array) is not a requirement"),
-    ("1.5", "1.5 (a float) is not a requirement"),
-])
+@pytest.mark.parametrize(
+    ("written", "said"),
+    [
+        ("true", "true (a boolean) is not a requirement"),
+        ("[1, 2]", "[1, 2] (an array) is not a requirement"),
+        ("1.5", "1.5 (a float) is not a requirement"),
+    ],
+)
 def test_a_wrong_requirement_is_named_as_toml_writes_it(img2gray, project, cli, written, said):
     # Failed before: "True is not a requirement", "[1, 2] is not ..." (Python's spelling).
     project(f'"acme/img2gray" = {written}\n')
@@ -26,8 +29,9 @@ def test_a_wrong_requirement_is_named_as_toml_writes_it(img2gray, project, cli, 
 def test_a_dependencies_table_that_is_no_table_is_named_as_toml_writes_it(project, cli):
     # Failed before: "must be a table, not Array ('[1, 2]')": tomlkit's class name.
     root = project("")
-    (root / "pyproject.toml").write_text('[project]\nname = "app"\nversion = "1.0"\n[tool.kernels]\n'
-                                         'dependencies = [1, 2]\n')
+    (root / "pyproject.toml").write_text(
+        '[project]\nname = "app"\nversion = "1.0"\n[tool.kernels]\ndependencies = [1, 2]\n'
+    )
     status, _, err = cli("lock")
     assert status == 1 and "[tool.kernels.dependencies] in pyproject.toml must be a table, not an array ([1, 2])" in err
     assert "Array" not in err
@@ -41,8 +45,9 @@ def test_add_names_its_own_arguments(img2gray, project, cli):
     status, _, err = cli("add", "acme/img2gray@^7")
     assert status == 1 and "tool.kernels" not in err
     assert err.startswith("error: acme/img2gray@^7: no version satisfies ^7 (available: 1.0.0-rc.1, 0.2.0, ")
-    assert err.rstrip().endswith("give `kernelpin add` a range that one of them satisfies, or acme/img2gray alone "
-                                 "for the newest release")
+    assert err.rstrip().endswith(
+        "give `kernelpin add` a range that one of them satisfies, or acme/img2gray alone for the newest release"
+    )
 
 
 def test_get_kernel_names_its_own_call(img2gray, hf_env, tmp_path, monkeypatch):
@@ -65,28 +70,34 @@ def test_a_local_kernels_path_that_does_not_exist_says_so(hf_env, tmp_path, monk
     with pytest.raises(KernelpinError) as error:
         kernelpin.get_kernel("acme/img2gray", version=0)
     message = str(error.value)
-    assert f"{path} does not exist" in message or f"{path} (a relative path, read from the working directory " \
-                                                 f"{tmp_path}) does not exist" in message
+    assert (
+        f"{path} does not exist" in message
+        or f"{path} (a relative path, read from the working directory {tmp_path}) does not exist" in message
+    )
     assert "no build variants" not in message and "point LOCAL_KERNELS at the directory of a build" in message
 
 
-@pytest.mark.parametrize(("given", "suggested"), [("--upgade", "--upgrade"), ("--dry-runn", "--dry-run"),
-                                                  ("--chek", "--check")])
+@pytest.mark.parametrize(
+    ("given", "suggested"), [("--upgade", "--upgrade"), ("--dry-runn", "--dry-run"), ("--chek", "--check")]
+)
 def test_a_mistyped_option_gets_a_did_you_mean(capsys, given, suggested):
     # Failed before: "unrecognized arguments: --upgade", where a mistyped command got "did you mean".
     with pytest.raises(SystemExit) as exit_:
         kernelpin.cli.main(["lock", given])
     assert exit_.value.code == 2
-    assert capsys.readouterr().err.splitlines()[-1] == (f"kernelpin lock: error: unknown option '{given}'; did you "
-                                                        f"mean '{suggested}'?")
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"kernelpin lock: error: unknown option '{given}'; did you mean '{suggested}'?"
+    )
 
 
 def test_an_option_with_nothing_close_points_at_help(capsys):
     with pytest.raises(SystemExit):
         kernelpin.cli.main(["sync", "--zzzzzz", "extra"])
-    assert capsys.readouterr().err.splitlines()[-1] == ("kernelpin sync: error: unknown option '--zzzzzz' "
-                                                        "(`kernelpin sync --help` lists its options); unexpected "
-                                                        "argument 'extra'")
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "kernelpin sync: error: unknown option '--zzzzzz' "
+        "(`kernelpin sync --help` lists its options); unexpected "
+        "argument 'extra'"
+    )
 
 
 def test_one_revision_is_singular(img2gray, project, cli):

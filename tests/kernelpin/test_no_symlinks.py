@@ -23,6 +23,7 @@ from tests.kernelpin.test_kernels_compat import kernels_env, kernels_load
 @pytest.fixture(params=["HF_HUB_DISABLE_SYMLINKS", "refused"])
 def no_links(request, monkeypatch) -> str:
     if request.param == "refused":
+
         def refuse(*args, **kwargs):
             raise OSError(errno.EPERM, "Operation not permitted (this file system takes no links)")
 
@@ -63,10 +64,15 @@ def test_sync_load_and_kernels_work_without_symbolic_links(hub, new_repo, projec
     status, _, err = cli("sync", "--torch", "2.13")
     assert status == 0 and "_lib.so did not match the lock; replaced" in err, err
     assert cli("verify")[0] == 0 and links_below(hf_env) == []
-    offline = {**kernels_env(hub.endpoint, tmp_path / "kernels-home"), "HF_HUB_CACHE": str(hf_env),
-               "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_SYMLINKS": "1"}
-    loaded = kernels_load({"locked": f"load_kernel({repo_id!r}, lockfile=Path({str(root / 'kernels.lock')!r}))"},
-                          offline)
+    offline = {
+        **kernels_env(hub.endpoint, tmp_path / "kernels-home"),
+        "HF_HUB_CACHE": str(hf_env),
+        "HF_HUB_OFFLINE": "1",
+        "HF_HUB_DISABLE_SYMLINKS": "1",
+    }
+    loaded = kernels_load(
+        {"locked": f"load_kernel({repo_id!r}, lockfile=Path({str(root / 'kernels.lock')!r}))"}, offline
+    )
     assert loaded["locked"]["version"] == "1.0.0" and commit in loaded["locked"]["file"]
 
 

@@ -24,8 +24,11 @@ PACKAGE = ROOT / "kernelpin"
 
 def package_files() -> set[str]:
     """Every file of the kernelpin package in the source tree, as a path below the tree's root."""
-    return {path.relative_to(ROOT).as_posix() for path in PACKAGE.rglob("*")
-            if path.is_file() and "__pycache__" not in path.parts}
+    return {
+        path.relative_to(ROOT).as_posix()
+        for path in PACKAGE.rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts
+    }
 
 
 def data_files_read() -> set[str]:
@@ -33,8 +36,13 @@ def data_files_read() -> set[str]:
     read = set()
     for module in PACKAGE.rglob("*.py"):
         for node in ast.walk(ast.parse(module.read_text(), str(module))):
-            if (isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "with_name" and node.args
-                    and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+            if (
+                isinstance(node, ast.Call)
+                and getattr(node.func, "attr", None) == "with_name"
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str)
+            ):
                 read.add((module.parent / node.args[0].value).relative_to(ROOT).as_posix())
     return read
 
@@ -51,8 +59,21 @@ def build_distributions(into: Path) -> tuple[Path, Path]:
     uv = shutil.which("uv", path=str(Path(sys.executable).parent)) or shutil.which("uv")
     if uv is None:
         pytest.fail("uv is not installed: pip install -r requirements/dev.txt")
-    subprocess.run([uv, "build", "--quiet", "--no-build-isolation", "--python", sys.executable, "--out-dir",
-                    str(into / "dist"), str(source)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            uv,
+            "build",
+            "--quiet",
+            "--no-build-isolation",
+            "--python",
+            sys.executable,
+            "--out-dir",
+            str(into / "dist"),
+            str(source),
+        ],
+        check=True,
+        capture_output=True,
+    )
     (sdist,), (wheel,) = (into / "dist").glob("*.tar.gz"), (into / "dist").glob("*.whl")
     return sdist, wheel
 

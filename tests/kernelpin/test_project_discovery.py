@@ -19,8 +19,11 @@ def test_a_pyproject_another_user_planted_in_a_shared_parent_is_refused(shared_p
     planted = shared_parent / "pyproject.toml"
     planted.write_text(PYPROJECT_TEXT)
     os.chown(planted, NOBODY, NOBODY)
-    with pytest.raises(KernelpinError, match=rf"{planted} belongs to another user \(uid {NOBODY}\), so it is not "
-                                             r"used.*--project"):
+    with pytest.raises(
+        KernelpinError,
+        match=rf"{planted} belongs to another user \(uid {NOBODY}\), so it is not "
+        r"used.*--project",
+    ):
         find_project(shared_parent / "app")
     os.chown(planted, os.geteuid(), os.getegid())
     assert find_project(shared_parent / "app").root == shared_parent
@@ -39,5 +42,5 @@ def test_a_project_named_with_project_is_used_whoever_owns_it(shared_parent, cli
     monkeypatch.chdir(shared_parent / "app")
     status, _, err = cli("verify")
     assert status == 1 and "belongs to another user" in err, err
-    status, out, err = cli("verify", "--project", str(shared_parent))
+    status, _out, err = cli("verify", "--project", str(shared_parent))
     assert "belongs to another user" not in err, err

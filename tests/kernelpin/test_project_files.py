@@ -8,8 +8,15 @@ import pytest
 from kernelpin.format.layout import LOCKFILE
 
 
-@pytest.mark.parametrize("content", ["[" * 100_000, '[{"dependency": {"repo-id": ["x"]}, "lock": {"commit": "a"}}]',
-                                     '{"dependency": 1}', '[{"dependency": {"repo-id": {"a": 1}}, "lock": {}}]'])
+@pytest.mark.parametrize(
+    "content",
+    [
+        "[" * 100_000,
+        '[{"dependency": {"repo-id": ["x"]}, "lock": {"commit": "a"}}]',
+        '{"dependency": 1}',
+        '[{"dependency": {"repo-id": {"a": 1}}, "lock": {}}]',
+    ],
+)
 def test_a_malformed_kernels_lock_is_reported_and_rewritten_never_a_traceback(img2gray, project, cli, content):
     # Failed before: RecursionError (nesting), TypeError: unhashable type: 'list' (a list as repo-id).
     root = project('"acme/img2gray" = "^0.1"\n')

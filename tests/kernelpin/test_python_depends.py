@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from kernelpin.loading.get_kernel import UnpinnedKernelWarning
-
 import kernelpin
 from kernelpin.format import metadata as kernel_metadata
+from kernelpin.loading.get_kernel import UnpinnedKernelWarning
 from kernelpin.loading.python_depends import DependencyError, dependency_table, missing_packages
 from testkit.fake_kernel import CPU_213, kernel_files
 from tests.kernelpin.helpers import TRUSTED_ORG
@@ -47,16 +46,22 @@ def publish_with(new_repo, hf_env, tmp_path, monkeypatch):
 
 def test_a_missing_python_dependency_is_named_with_its_pip_command_before_downloading(publish_with, hf_env):
     repo_id = publish_with(python_depends=["einops"])
-    with pytest.raises(DependencyError, match=r"requires the Python package\(s\) einops, which are not installed; "
-                                              r"install them with: pip install einops"):
+    with pytest.raises(
+        DependencyError,
+        match=r"requires the Python package\(s\) einops, which are not installed; "
+        r"install them with: pip install einops",
+    ):
         kernelpin.get_kernel(repo_id, version=1)
     assert not (hf_env / f"kernels--{repo_id.replace('/', '--')}" / "snapshots").exists()  # nothing downloaded
 
 
 def test_a_dependency_no_one_knows_is_refused(publish_with):
     repo_id = publish_with(python_depends=["left-pad"])
-    with pytest.raises(DependencyError, match=r"python-depends names 'left-pad', which is no dependency the kernels "
-                                              r"ecosystem knows for the cpu backend \(known: einops, helion, tvm-ffi\)"):
+    with pytest.raises(
+        DependencyError,
+        match=r"python-depends names 'left-pad', which is no dependency the kernels "
+        r"ecosystem knows for the cpu backend \(known: einops, helion, tvm-ffi\)",
+    ):
         kernelpin.get_kernel(repo_id, version=1)
 
 
@@ -65,8 +70,11 @@ def test_a_kernel_needing_a_newer_kernels_says_how_to_upgrade(publish_with):
 
     repo_id = publish_with(kernels_minver="99.0.0")
     installed = importlib.metadata.version("kernels")
-    with pytest.raises(DependencyError, match=rf"requires kernels>=99.0.0, but kernels {installed} is installed; "
-                                              r"upgrade it with: pip install --upgrade 'kernels>=99.0.0'"):
+    with pytest.raises(
+        DependencyError,
+        match=rf"requires kernels>=99.0.0, but kernels {installed} is installed; "
+        r"upgrade it with: pip install --upgrade 'kernels>=99.0.0'",
+    ):
         kernelpin.get_kernel(repo_id, version=1)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -274,8 +275,8 @@ def test_semver_precedence_example() -> None:
     chain = ["1.0.0-alpha", "1.0.0-alpha.1", "1.0.0-alpha.beta", "1.0.0-beta", "1.0.0-beta.2",
              "1.0.0-beta.11", "1.0.0-rc.1", "1.0.0", "1.0.1", "1.1.0", "2.0.0"]  # fmt: skip
     versions = [Version.parse(text) for text in chain]
-    assert all(low < high for low, high in zip(versions, versions[1:]))
-    assert sorted(reversed(versions)) == versions
+    assert all(low < high for low, high in itertools.pairwise(versions))
+    assert sorted(versions) == versions
 
 
 def test_version_fields_and_build_metadata() -> None:
@@ -540,8 +541,14 @@ def _node_semver(rows: list[tuple[str, str]]) -> dict:
     found = subprocess.run([node, "-e", "require.resolve('semver')"], capture_output=True, env=env)
     if found.returncode != 0:
         pytest.fail(f"node-semver is not installed in {NODE_MODULES}: run ./dev setup (npm ci --prefix tools/ci/node)")
-    done = subprocess.run([node, "-e", NODE_SEMVER], input=json.dumps({"rows": rows, "tie": BUILD_TIE}),
-                          capture_output=True, text=True, check=True, env=env)
+    done = subprocess.run(
+        [node, "-e", NODE_SEMVER],
+        input=json.dumps({"rows": rows, "tie": BUILD_TIE}),
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    )
     return json.loads(done.stdout)
 
 
@@ -551,14 +558,15 @@ def test_node_semver_agrees_except_where_documented() -> None:
     rows = [(text, version) for text, version, _ in agreeing + DIFFERENCES]
     node = _node_semver([(text.replace(",", " "), version) for text, version in rows])  # `,`: Cargo's spelling
     expected = [expected for _, _, expected in agreeing] + [not ours for _, _, ours in DIFFERENCES]
-    assert dict(zip(map(tuple, rows), node["satisfies"])) == dict(zip(rows, expected))
+    assert dict(zip(map(tuple, rows), node["satisfies"], strict=False)) == dict(zip(rows, expected, strict=False))
     for text, version, ours in DIFFERENCES:
         assert Range.parse(text).contains(Version.parse(version)) is ours
     # npm's maxSatisfying keeps whichever tie comes first; kernelpin picks the greater build either way.
     candidates, text = BUILD_TIE
     assert node["best"] == [candidates[0], candidates[1]]
-    assert {str(Range.parse(text).best([Version.parse(v) for v in order])) for order in (candidates, candidates[::-1])} \
-        == {"1.2.3+b"}
+    assert {
+        str(Range.parse(text).best([Version.parse(v) for v in order])) for order in (candidates, candidates[::-1])
+    } == {"1.2.3+b"}
 
 
 HUGE = "9" * 4301  # one digit past Python's int-conversion limit

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 import kernelpin
-from kernelpin.store import receipts as receipts_module
 from kernelpin.errors import IntegrityError
+from kernelpin.store import receipts as receipts_module
 from kernelpin.store.receipts import MIN_SIZE, SETTLE_NS, Receipts
 from tests.kernelpin.helpers import NOBODY
 from tests.kernelpin.test_loader import vendor
@@ -99,8 +99,11 @@ def test_a_receipt_is_kept_only_after_the_files_bytes_are_on_disk(tmp_path, monk
     receipts, events = settled(tmp_path), []
     real_fsync, real_write = os.fsync, receipts_module.PrivateFiles.write
     monkeypatch.setattr(os, "fsync", lambda fd: (events.append(("fsync", os.fstat(fd).st_ino)), real_fsync(fd)))
-    monkeypatch.setattr(receipts_module.PrivateFiles, "write",
-                        lambda files, name, data: (events.append(("receipt", name)), real_write(files, name, data)))
+    monkeypatch.setattr(
+        receipts_module.PrivateFiles,
+        "write",
+        lambda files, name, data: (events.append(("receipt", name)), real_write(files, name, data)),
+    )
     receipts.verify_file(path, path.stat().st_size, digest, "lib.so")
     stat = path.stat()
     assert events[-2:] == [("fsync", stat.st_ino), ("receipt", f"{stat.st_dev:x}-{stat.st_ino:x}")]

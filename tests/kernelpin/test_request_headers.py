@@ -19,12 +19,12 @@ from testkit.fake_kernel import CPU_213, publish
 from tests.kernelpin.faulty_hub import HostileHub, Lies
 from tests.kernelpin.test_hub_answers import fresh_load, locked, one_line_error  # noqa: F401 (a fixture)
 
+
 @pytest.fixture(scope="module")
 def released(hub) -> tuple[str, str]:
     """A kernel repository of this module's own, with one release."""
     repo_id = "acme/headers-target"
     return repo_id, publish(hub.repo(repo_id, "kernel"), "1.0.0", variants=(CPU_213,))
-
 
 
 @pytest.fixture
@@ -40,8 +40,9 @@ def agent_detection(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("harness", ["agent-\u00fc", "agent\r\nX-Injected: 1"])
-def test_a_poisoned_harness_registry_in_hf_home_reaches_no_request(released, locked, cli, agent_detection,
-                                                                   monkeypatch, harness):
+def test_a_poisoned_harness_registry_in_hf_home_reaches_no_request(
+    released, locked, cli, agent_detection, monkeypatch, harness
+):
     # Failed before: the non-ASCII id made every command a UnicodeEncodeError traceback, the CR/LF one made
     # each fail as "cannot reach" a server that never got a request.
     repo_id, commit = released
@@ -143,14 +144,24 @@ def test_a_saved_token_reaches_the_hub(no_token, released, hub, locked, cli, mon
 def test_without_a_token_source_huggingface_hubs_token_module_is_not_imported(tmp_path):
     # It imports a YAML parser and a file-lock library (about 35 ms of a cold get_kernel); failed before:
     # every request's headers called get_token.
-    environ = {key: value for key, value in os.environ.items()
-               if key not in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_OIDC_RESOURCE", "HF_TOKEN_PATH")}
+    environ = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_OIDC_RESOURCE", "HF_TOKEN_PATH")
+    }
     environ["HF_HOME"] = str(tmp_path / "hf-home")
-    check = ("import sys; from kernelpin.hub.client import request_headers; headers = request_headers(); "
-             "assert 'authorization' not in headers, headers; "
-             "assert 'huggingface_hub.utils._auth' not in sys.modules, 'get_token was imported'; "
-             "(tmp := __import__('pathlib').Path(sys.argv[1])).parent.mkdir(); tmp.write_text('hf_x'); "
-             "assert request_headers()['authorization'] == 'Bearer hf_x'")
-    done = subprocess.run([sys.executable, "-c", check, str(tmp_path / "hf-home" / "token")], env=environ,
-                          capture_output=True, text=True, timeout=120)
+    check = (
+        "import sys; from kernelpin.hub.client import request_headers; headers = request_headers(); "
+        "assert 'authorization' not in headers, headers; "
+        "assert 'huggingface_hub.utils._auth' not in sys.modules, 'get_token was imported'; "
+        "(tmp := __import__('pathlib').Path(sys.argv[1])).parent.mkdir(); tmp.write_text('hf_x'); "
+        "assert request_headers()['authorization'] == 'Bearer hf_x'"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", check, str(tmp_path / "hf-home" / "token")],
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr

@@ -10,14 +10,15 @@ import pytest
 from rich.table import Table
 
 import kernelpin
-from kernelpin.format import lockfile
 from kernelpin.errors import KernelpinError
+from kernelpin.format import lockfile
 from kernelpin.terminal import SafeConsole, printable
 from testkit.fake_kernel import CPU_213, publish
 from tests.kernelpin.faulty_hub import HostileHub, Lies
 from tests.kernelpin.test_hub_answers import locked, one_line_error  # noqa: F401 (a fixture)
 
 ESCAPES = "\x1b[2J\x1b[31mcleared\r\nerror: faked line\u202egnp.exe\x07"
+
 
 @pytest.fixture(scope="module")
 def released(hub) -> tuple[str, str]:
@@ -26,10 +27,11 @@ def released(hub) -> tuple[str, str]:
     return repo_id, publish(hub.repo(repo_id, "kernel"), "1.0.0", variants=(CPU_213,))
 
 
-
 def tree(path: str) -> list[dict]:
-    return [{"type": "file", "path": "build/torch213-cxx11-cpu-x86_64-linux/__init__.py", "size": 1, "oid": "0" * 40},
-            {"type": "file", "path": path, "size": 1, "oid": "0" * 40}]
+    return [
+        {"type": "file", "path": "build/torch213-cxx11-cpu-x86_64-linux/__init__.py", "size": 1, "oid": "0" * 40},
+        {"type": "file", "path": path, "size": 1, "oid": "0" * 40},
+    ]
 
 
 def test_the_consoles_escape_every_string_they_render():
@@ -46,13 +48,17 @@ def test_the_consoles_escape_every_string_they_render():
     assert "\x1b[31m" in shown  # rich's own styling still reaches the terminal
 
 
-@pytest.mark.parametrize(("path", "problem"), [
-    (f"build/torch213-cxx11-cpu-x86_64-linux/{ESCAPES}", "contains a control character"),
-    ("build/torch213-cxx11-cpu-x86_64-linux/" + "n" * 300, "has a 300-byte name, more than the 255"),
-    ("build/torch213-cxx11-cpu-x86_64-linux/" + "/".join(["d" * 200] * 3), "more than the 512 a path may have"),
-])
-def test_a_listed_path_that_would_act_on_a_terminal_or_cannot_be_stored_is_refused(hub, locked, cli, monkeypatch,
-                                                                                    path, problem):
+@pytest.mark.parametrize(
+    ("path", "problem"),
+    [
+        (f"build/torch213-cxx11-cpu-x86_64-linux/{ESCAPES}", "contains a control character"),
+        ("build/torch213-cxx11-cpu-x86_64-linux/" + "n" * 300, "has a 300-byte name, more than the 255"),
+        ("build/torch213-cxx11-cpu-x86_64-linux/" + "/".join(["d" * 200] * 3), "more than the 512 a path may have"),
+    ],
+)
+def test_a_listed_path_that_would_act_on_a_terminal_or_cannot_be_stored_is_refused(
+    hub, locked, cli, monkeypatch, path, problem
+):
     # Failed before: locked, printed raw, and never syncable (ENAMETOOLONG).
     with HostileHub(hub.endpoint, Lies(tree=tree(path))) as endpoint:
         monkeypatch.setenv("HF_ENDPOINT", endpoint)

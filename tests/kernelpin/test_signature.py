@@ -13,20 +13,25 @@ from pathlib import Path
 
 import pytest
 
-from kernelpin.trust.signature import MAX_BUNDLE_BYTES, verifier, verify_bundle, verify_variant
 from kernelpin.format.signer import GITHUB_ISSUER, Signer
 from kernelpin.trust.policy import KERNELS_COMMUNITY, PolicyError, SignatureError, parse_policy
+from kernelpin.trust.signature import MAX_BUNDLE_BYTES, verifier, verify_bundle, verify_variant
 from testkit.fake_kernel import CPU_213, write_variant
-from tests.kernelpin.helpers import policy_of
 from testkit.sigstore_root import Identity, SigstoreRoot
+from tests.kernelpin.helpers import policy_of
 
 COMMUNITY = Identity()  # huggingface/kernels-community's build.yaml on main
-ACME = Identity(repository="acme-corp/kernels", workflow=".github/workflows/release.yaml", ref="refs/tags/v1.0.0",
-                commit="a" * 40)
-ACME_POLICY = {"publishers": {"acme": {"require-signatures": True, "signers": [
-    {"repository": "acme-corp/kernels", "workflow": ".github/workflows/release.yaml"}]}}}
-
-
+ACME = Identity(
+    repository="acme-corp/kernels", workflow=".github/workflows/release.yaml", ref="refs/tags/v1.0.0", commit="a" * 40
+)
+ACME_POLICY = {
+    "publishers": {
+        "acme": {
+            "require-signatures": True,
+            "signers": [{"repository": "acme-corp/kernels", "workflow": ".github/workflows/release.yaml"}],
+        }
+    }
+}
 
 
 @pytest.fixture
@@ -56,8 +61,10 @@ def test_a_signed_release_verifies_and_names_its_signer(sigstore, signed: Path) 
     assert verified.signer == Signer(
         issuer=GITHUB_ISSUER,
         identity="https://github.com/huggingface/kernels-community/.github/workflows/build.yaml@refs/heads/main",
-        source_repository="https://github.com/huggingface/kernels-community", source_commit="1" * 40,
-        source_ref="refs/heads/main")
+        source_repository="https://github.com/huggingface/kernels-community",
+        source_commit="1" * 40,
+        source_ref="refs/heads/main",
+    )
     assert len(verified.bundle_sha256) == 64 and verified.log_index >= 1 and verified.integrated_time > 0
     assert len(verified.log_id) == 64
 
@@ -68,8 +75,9 @@ def test_an_own_organization_policy(sigstore, tmp_path: Path) -> None:
     assert check(sigstore, variant, "acme/img2gray", ACME_POLICY).signer.source_commit == "a" * 40
     # The organization's rule does not allow kernels-community's workflow, nor does the built-in entry allow acme's.
     sigstore[0].sign_variant(variant, COMMUNITY)
-    assert "signed by https://github.com/huggingface/kernels-community/" in refused(sigstore, variant, "acme/x",
-                                                                                     ACME_POLICY)
+    assert "signed by https://github.com/huggingface/kernels-community/" in refused(
+        sigstore, variant, "acme/x", ACME_POLICY
+    )
     sigstore[0].sign_variant(variant, ACME)
     assert "kernelpin's built-in policy does not allow" in refused(sigstore, variant, "kernels-community/x")
 
@@ -78,8 +86,13 @@ def test_a_repository_entry_replaces_its_organization(sigstore, tmp_path: Path) 
     variant = write_variant(tmp_path / CPU_213, "1.0.0", CPU_213)
     person = Identity(email="release@acme.dev", issuer="https://accounts.google.com")
     sigstore[0].sign_variant(variant, person)
-    trust = {**ACME_POLICY, "publishers": {**ACME_POLICY["publishers"], "acme/one": {"signers": [
-        {"issuer": "https://accounts.google.com", "identity": "release@acme.dev"}]}}}
+    trust = {
+        **ACME_POLICY,
+        "publishers": {
+            **ACME_POLICY["publishers"],
+            "acme/one": {"signers": [{"issuer": "https://accounts.google.com", "identity": "release@acme.dev"}]},
+        },
+    }
     assert check(sigstore, variant, "acme/one", trust).signer.identity == "release@acme.dev"
     assert "signed through issuer https://accounts.google.com" in refused(sigstore, variant, "acme/two", trust)
 
@@ -87,10 +100,16 @@ def test_a_repository_entry_replaces_its_organization(sigstore, tmp_path: Path) 
 def test_wrong_identity_and_wrong_issuer(sigstore, tmp_path: Path) -> None:
     variant = write_variant(tmp_path / CPU_213, "1.0.0", CPU_213)
     for identity, says in (
-        (Identity(workflow=".github/workflows/pr.yaml"), "signed by https://github.com/huggingface/kernels-community/.github/workflows/pr.yaml"),
+        (
+            Identity(workflow=".github/workflows/pr.yaml"),
+            "signed by https://github.com/huggingface/kernels-community/.github/workflows/pr.yaml",
+        ),
         (Identity(ref="refs/heads/attacker"), "@refs/heads/attacker"),
         (Identity(repository="evil/kernels-community"), "signed by https://github.com/evil/kernels-community"),
-        (Identity(issuer="https://token.actions.evil.example"), "signed through issuer https://token.actions.evil.example"),
+        (
+            Identity(issuer="https://token.actions.evil.example"),
+            "signed through issuer https://token.actions.evil.example",
+        ),
     ):
         sigstore[0].sign_variant(variant, identity)
         assert says in refused(sigstore, variant, "kernels-community/img2gray")
@@ -104,15 +123,17 @@ def test_tampered_metadata_and_bundles_of_other_bytes(sigstore, signed: Path, tm
     newer = write_variant(tmp_path / "v1.1" / CPU_213, "1.1.0", CPU_213)
     shutil.copyfile(signed / "metadata.json.sigstore", newer / "metadata.json.sigstore")
     assert "signs other bytes" in refused(sigstore, newer, "kernels-community/img2gray")
-    other = write_variant(tmp_path / "other" / "torch212-cxx11-cpu-x86_64-linux", "1.1.0",
-                          "torch212-cxx11-cpu-x86_64-linux")
+    other = write_variant(
+        tmp_path / "other" / "torch212-cxx11-cpu-x86_64-linux", "1.1.0", "torch212-cxx11-cpu-x86_64-linux"
+    )
     sigstore[0].sign_variant(other, COMMUNITY)
     shutil.copyfile(other / "metadata.json.sigstore", newer / "metadata.json.sigstore")
     assert "signs other bytes" in refused(sigstore, newer, "kernels-community/img2gray")
     # A bundle whose recorded digest was edited to match: the signature itself no longer verifies.
     bundle = json.loads((other / "metadata.json.sigstore").read_text())
     bundle["messageSignature"]["messageDigest"]["digest"] = base64.b64encode(
-        hashlib.sha256((newer / "metadata.json").read_bytes()).digest()).decode()
+        hashlib.sha256((newer / "metadata.json").read_bytes()).digest()
+    ).decode()
     (newer / "metadata.json.sigstore").write_text(json.dumps(bundle))
     assert "signs other bytes" in refused(sigstore, newer, "kernels-community/img2gray")
 
@@ -128,11 +149,14 @@ def test_a_tampered_file_under_a_valid_signature(sigstore, signed: Path) -> None
 def test_a_missing_bundle_where_one_is_required(sigstore, signed: Path) -> None:
     (signed / "metadata.json.sigstore").unlink()
     assert "no signature (metadata.json.sigstore), but kernelpin's built-in policy requires one" in refused(
-        sigstore, signed, "kernels-community/img2gray")
-    assert "but [tool.kernelpin.trust.publishers.\"acme\"] requires one" in refused(
-        sigstore, signed, "acme/img2gray", ACME_POLICY)
+        sigstore, signed, "kernels-community/img2gray"
+    )
+    assert 'but [tool.kernelpin.trust.publishers."acme"] requires one' in refused(
+        sigstore, signed, "acme/img2gray", ACME_POLICY
+    )
     assert "[tool.kernelpin.trust] require-signatures requires one" in refused(
-        sigstore, signed, "other/img2gray", {"require-signatures": True})
+        sigstore, signed, "other/img2gray", {"require-signatures": True}
+    )
     # Another publisher's unsigned release passes unless a policy requires signatures; the caller records it.
     assert check(sigstore, signed, "other/img2gray") is None
 
@@ -140,28 +164,45 @@ def test_a_missing_bundle_where_one_is_required(sigstore, signed: Path) -> None:
 def test_malformed_and_huge_bundles(sigstore, signed: Path) -> None:
     bundle = signed / "metadata.json.sigstore"
     good = json.loads(bundle.read_text())
-    for bad in (b"", b"not json", b"[]", b'{"mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json"}',
-                json.dumps({**good, "mediaType": "x"}).encode(), b"[" * 100_000,
-                json.dumps({**good, "verificationMaterial": {**good["verificationMaterial"], "tlogEntries": []}}).encode()):
+    for bad in (
+        b"",
+        b"not json",
+        b"[]",
+        b'{"mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json"}',
+        json.dumps({**good, "mediaType": "x"}).encode(),
+        b"[" * 100_000,
+        json.dumps({**good, "verificationMaterial": {**good["verificationMaterial"], "tlogEntries": []}}).encode(),
+    ):
         bundle.write_bytes(bad)
         assert "metadata.json.sigstore is not a Sigstore bundle" in refused(sigstore, signed, "kernels-community/x")
     bundle.write_bytes(b" " * (MAX_BUNDLE_BYTES + 1))
-    assert f"is {MAX_BUNDLE_BYTES + 1} bytes, over the {MAX_BUNDLE_BYTES}" in refused(sigstore, signed, "kernels-community/x")
+    assert f"is {MAX_BUNDLE_BYTES + 1} bytes, over the {MAX_BUNDLE_BYTES}" in refused(
+        sigstore, signed, "kernels-community/x"
+    )
 
 
 def test_log_entries_and_certificates_that_do_not_verify(sigstore, signed: Path, tmp_path: Path) -> None:
     bundle = signed / "metadata.json.sigstore"
     good = json.loads(bundle.read_text())
     entry = good["verificationMaterial"]["tlogEntries"][0]
-    for key, value in (("integratedTime", str(int(entry["integratedTime"]) + 1)),
-                       ("logIndex", str(int(entry["logIndex"]) + 1))):
-        bundle.write_text(json.dumps({**good, "verificationMaterial": {**good["verificationMaterial"],
-                                                                       "tlogEntries": [{**entry, key: value}]}}))
+    for key, value in (
+        ("integratedTime", str(int(entry["integratedTime"]) + 1)),
+        ("logIndex", str(int(entry["logIndex"]) + 1)),
+    ):
+        bundle.write_text(
+            json.dumps(
+                {
+                    **good,
+                    "verificationMaterial": {**good["verificationMaterial"], "tlogEntries": [{**entry, key: value}]},
+                }
+            )
+        )
         assert "does not verify" in refused(sigstore, signed, "kernels-community/x")
     # A certificate that expired before the log recorded the signature.
     sigstore[0].sign_variant(signed, COMMUNITY, logged_after=timedelta(minutes=11))
     assert "the certificate had expired (or was not yet valid) when the log recorded the signature" in refused(
-        sigstore, signed, "kernels-community/x")
+        sigstore, signed, "kernels-community/x"
+    )
     # Signed by another Sigstore instance (another CA and log): not ours to trust.
     SigstoreRoot().sign_variant(signed, COMMUNITY)
     assert "issued by another CA" in refused(sigstore, signed, "kernels-community/x")
@@ -203,6 +244,7 @@ def test_the_policy_parser_names_each_mistake() -> None:
 # The differential test: kernels' own verifier (verify_variant until 0.17, verify_signature since 0.18; its policies
 # given from Python, our trust root) agrees.
 
+
 def _kernels_verdict(variant: Path, sigstore, repository: str, workflows: list[str], ref: str, monkeypatch) -> bool:
     from sigstore.models import TrustedRoot
     from sigstore.verify import Verifier
@@ -210,10 +252,14 @@ def _kernels_verdict(variant: Path, sigstore, repository: str, workflows: list[s
     from kernelpin.loading import kernels_internals
 
     kernels_verify = kernels_internals.module("verify", "the signature differential")
-    monkeypatch.setattr(kernels_verify.Verifier, "production",
-                        classmethod(lambda cls, offline=False: Verifier(trusted_root=TrustedRoot.from_file(str(sigstore[1])))))
+    monkeypatch.setattr(
+        kernels_verify.Verifier,
+        "production",
+        classmethod(lambda cls, offline=False: Verifier(trusted_root=TrustedRoot.from_file(str(sigstore[1])))),
+    )
     policy = kernels_verify.GitHubWorkflowPolicy(
-        repo_id=repository, signer_uris=[f"https://github.com/{repository}/{w}@{ref}" for w in workflows])
+        repo_id=repository, signer_uris=[f"https://github.com/{repository}/{w}@{ref}" for w in workflows]
+    )
     if hasattr(kernels_verify, "verify_variant"):  # kernels 0.17: a list of policies
         result = kernels_verify.verify_variant(variant, [policy])
         return isinstance(result, kernels_verify.VerificationResult.Success)
@@ -254,12 +300,15 @@ def test_kernels_verify_variant_agrees_on_every_release(sigstore, tmp_path: Path
     case("wrong-issuer", Identity(issuer="https://gitlab.com"))
     case("expired", logged_after=timedelta(hours=1))
     (case("tampered-metadata") / "metadata.json").write_bytes(
-        (cases["tampered-metadata"] / "metadata.json").read_bytes().replace(b"Apache", b"apache"))
+        (cases["tampered-metadata"] / "metadata.json").read_bytes().replace(b"Apache", b"apache")
+    )
     (case("tampered-file") / "_impl.py").write_text("x = 1\n")
     (case("planted-file") / "extra.py").write_text("")
     (case("garbage-bundle") / "metadata.json.sigstore").write_text("{}")
-    shutil.copyfile(cases["signed"] / "metadata.json.sigstore",
-                    write_variant(tmp_path / "replayed" / CPU_213, "1.0.1", CPU_213) / "metadata.json.sigstore")
+    shutil.copyfile(
+        cases["signed"] / "metadata.json.sigstore",
+        write_variant(tmp_path / "replayed" / CPU_213, "1.0.1", CPU_213) / "metadata.json.sigstore",
+    )
     cases["replayed"] = tmp_path / "replayed" / CPU_213
     other = SigstoreRoot()
     cases["other-instance"] = write_variant(tmp_path / "other-instance" / CPU_213, "1.0.0", CPU_213)
@@ -270,12 +319,21 @@ def test_kernels_verify_variant_agrees_on_every_release(sigstore, tmp_path: Path
     (cases["edited-log-index"] / "metadata.json.sigstore").write_text(json.dumps(bundle))
 
     workflows = [".github/workflows/build.yaml", ".github/workflows/build-mac.yaml"]
-    trust = {"publishers": {"kernels-community": {"require-signatures": True, "signers": [
-        {"repository": "huggingface/kernels-community", "workflow": workflows, "ref": "refs/heads/main"}]}}}
+    trust = {
+        "publishers": {
+            "kernels-community": {
+                "require-signatures": True,
+                "signers": [
+                    {"repository": "huggingface/kernels-community", "workflow": workflows, "ref": "refs/heads/main"}
+                ],
+            }
+        }
+    }
     verdicts = {}
     for name, variant in cases.items():
-        theirs = _kernels_verdict(variant, sigstore, "huggingface/kernels-community", workflows, "refs/heads/main",
-                                  monkeypatch)
+        theirs = _kernels_verdict(
+            variant, sigstore, "huggingface/kernels-community", workflows, "refs/heads/main", monkeypatch
+        )
         try:
             check(sigstore, variant, "kernels-community/img2gray", trust)
             ours = True
@@ -298,27 +356,33 @@ def test_what_lock_records_and_sync_rechecks(sigstore, signed: Path, tmp_path: P
     with ReleaseChecker(policy, Path("/")) as checker:
         record = checker.check("kernels-community/x", CPU_213, metadata, bundle)
         verified = verify_bundle("kernels-community/x", CPU_213, metadata, bundle, policy, verifier(policy, Path("/")))
-        assert record == LockedSignature(verified.signer, verified.bundle_sha256, verified.log_index,
-                                         verified.log_id, verified.integrated_time)
+        assert record == LockedSignature(
+            verified.signer, verified.bundle_sha256, verified.log_index, verified.log_id, verified.integrated_time
+        )
         assert record.bundle_sha256 == hashlib.sha256(bundle).hexdigest()
         assert checker.check("other/x", CPU_213, metadata, None) == LockedSignature(None)
         with pytest.raises(SignatureError, match=f"^kernels-community/x {CPU_213}: no signature"):
             checker.check("kernels-community/x", CPU_213, None, None)
         with pytest.raises(SignatureError) as refused_:
             checker.check("kernels-community/x", CPU_213, None, bundle)
-        assert str(refused_.value) == (f"kernels-community/x {CPU_213}: metadata.json.sigstore without a metadata.json "
-                                       "to sign; the release is broken; ask the publisher to fix it")
+        assert str(refused_.value) == (
+            f"kernels-community/x {CPU_213}: metadata.json.sigstore without a metadata.json "
+            "to sign; the release is broken; ask the publisher to fix it"
+        )
         for files in (False, True):
             assert checker.recheck("kernels-community/x", CPU_213, signed, record, files) == record.signer
         impostor = Signer(GITHUB_ISSUER, record.signer.identity.replace("build.yaml", "other.yaml"))
-        for edited, says in ((LockedSignature(impostor, record.bundle_sha256), "a signature by " + impostor.identity),
-                             (LockedSignature(record.signer, "0" * 64), "a signature by " + record.signer.identity)):
+        for edited, says in (
+            (LockedSignature(impostor, record.bundle_sha256), "a signature by " + impostor.identity),
+            (LockedSignature(record.signer, "0" * 64), "a signature by " + record.signer.identity),
+        ):
             with pytest.raises(SignatureError) as refused_:
                 checker.recheck("kernels-community/x", CPU_213, signed, edited)
             assert str(refused_.value) == (
                 f"kernels-community/x {CPU_213}: the lock records {says}, but the bundle is by "
                 f"{record.signer.identity}; the lock was edited: regenerate it with `kernelpin lock "
-                "--upgrade-package kernels-community/x` and review the change")
+                "--upgrade-package kernels-community/x` and review the change"
+            )
         with pytest.raises(SignatureError, match="the lock records no signature check of this variant"):
             checker.recheck("kernels-community/x", CPU_213, signed, None)
         with pytest.raises(SignatureError, match="locked unsigned, but kernelpin's built-in policy requires"):
@@ -334,6 +398,7 @@ def test_what_lock_records_and_sync_rechecks(sigstore, signed: Path, tmp_path: P
 
 def test_verify_variant_names_each_broken_variant(sigstore, signed: Path, tmp_path: Path) -> None:
     """Each way an installed variant is broken is its own one-line refusal naming the repository and variant."""
+
     def message(variant: Path) -> str:
         with pytest.raises(SignatureError) as caught:
             check(sigstore, variant, "other/x")
@@ -341,14 +406,17 @@ def test_verify_variant_names_each_broken_variant(sigstore, signed: Path, tmp_pa
 
     empty = tmp_path / "empty" / CPU_213
     empty.mkdir(parents=True)
-    assert message(empty) == (f"other/x {CPU_213}: no readable metadata.json (No such file or directory); sync the "
-                              "kernel again")
+    assert message(empty) == (
+        f"other/x {CPU_213}: no readable metadata.json (No such file or directory); sync the kernel again"
+    )
     (empty / "metadata.json").write_text("{")
     assert message(empty).startswith(f"other/x {CPU_213}: {empty / 'metadata.json'}")
     assert message(empty).endswith("; do not use this build")
     (empty / "metadata.json").write_text('{"version": 1}')
-    assert message(empty) == (f"other/x {CPU_213}: the files do not match the signed metadata.json digest (no "
-                              "digest); do not use this build; sync it again")
+    assert message(empty) == (
+        f"other/x {CPU_213}: the files do not match the signed metadata.json digest (no "
+        "digest); do not use this build; sync it again"
+    )
     for name in "abcdefg":
         (signed / f"{name}.py").write_text("")
     assert message(signed).endswith(" digest (a.py, b.py, c.py, d.py, e.py); do not use this build; sync it again")
@@ -357,8 +425,13 @@ def test_verify_variant_names_each_broken_variant(sigstore, signed: Path, tmp_pa
     assert "metadata.json.sigstore is not a Sigstore bundle" in message(signed)
     with pytest.raises(SignatureError) as caught:
         verify_bundle("other/x", CPU_213, b"{}", b" " * (MAX_BUNDLE_BYTES + 1), parse_policy({}), None)
-    assert str(caught.value) == (f"other/x {CPU_213}: metadata.json.sigstore is {MAX_BUNDLE_BYTES + 1} bytes, over the "
-                                 f"{MAX_BUNDLE_BYTES} a Sigstore bundle may be; the release is broken or hostile; ask "
-                                 "the publisher to sign it again")
-    assert "not a Sigstore bundle" in str(pytest.raises(SignatureError, verify_bundle, "other/x", CPU_213, b"{}",
-                                                        b" " * MAX_BUNDLE_BYTES, parse_policy({}), None).value)
+    assert str(caught.value) == (
+        f"other/x {CPU_213}: metadata.json.sigstore is {MAX_BUNDLE_BYTES + 1} bytes, over the "
+        f"{MAX_BUNDLE_BYTES} a Sigstore bundle may be; the release is broken or hostile; ask "
+        "the publisher to sign it again"
+    )
+    assert "not a Sigstore bundle" in str(
+        pytest.raises(
+            SignatureError, verify_bundle, "other/x", CPU_213, b"{}", b" " * MAX_BUNDLE_BYTES, parse_policy({}), None
+        ).value
+    )

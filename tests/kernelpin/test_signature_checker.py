@@ -19,21 +19,27 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from kernelpin.files.private_state import PrivateFiles
 from kernelpin.format.signer import GITHUB_ISSUER, Signer
+from kernelpin.trust.checker import ReleaseChecker
 from kernelpin.trust.policy import SignatureError
 from kernelpin.trust.receipts import SignatureReceipts
-from kernelpin.trust.checker import ReleaseChecker
-from kernelpin.trust.signature import (PUBLIC_GOOD_TUF, TrustRootError, owned_by_user, public_good_root, signer_of,
-                                       trust_root_id, verifier, verify_bundle)
+from kernelpin.trust.signature import (
+    PUBLIC_GOOD_TUF,
+    TrustRootError,
+    owned_by_user,
+    public_good_root,
+    signer_of,
+    trust_root_id,
+    verifier,
+    verify_bundle,
+)
 from testkit.fake_kernel import CPU_213, write_variant
-from tests.kernelpin.helpers import policy_of
 from testkit.sigstore_root import Identity, SigstoreRoot
+from tests.kernelpin.helpers import policy_of
 
 REPO = "kernels-community/x"
 OTHER = Identity(repository="kernels-community/fork")  # its build workflow, as the default identity's
 AS_ROOT = pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user needs root")
 ELSEWHERE = 4242  # a uid that is not this user's
-
-
 
 
 @pytest.fixture
@@ -59,6 +65,7 @@ def refusal(call) -> str:
 
 # Receipts through ReleaseChecker -------------------------------------------------------------------------------
 
+
 def test_a_verification_leaves_a_receipt_that_a_later_command_believes(sigstore, release, receipts) -> None:
     """The first check verifies and keeps a receipt under the trust root's id; a later checker takes the signer
     from it (shown by a receipt this user rewrote to name another signer: believed, as this user's own state is),
@@ -71,14 +78,22 @@ def test_a_verification_leaves_a_receipt_that_a_later_command_believes(sigstore,
         record = first.check(REPO, CPU_213, metadata, bundle)
     kept = receipts.recall(root, metadata, bundle)
     assert kept is not None and kept.signer == record.signer and kept.bundle_sha256 == record.bundle_sha256
-    assert (kept.log_index, kept.log_id, kept.integrated_time) == (record.log_index, record.log_id,
-                                                                    record.integrated_time)
+    assert (kept.log_index, kept.log_id, kept.integrated_time) == (
+        record.log_index,
+        record.log_id,
+        record.integrated_time,
+    )
 
     # The same bytes under the same root, recalled: rewrite the receipt's signer (to another the policy allows)
     # to see that it is what is read.
-    forged = Signer(GITHUB_ISSUER, record.signer.identity.replace("build.yaml", "build-mac.yaml"),
-                    record.signer.source_repository, record.signer.source_commit, record.signer.source_ref)
-    (name,) = [path for path in receipts.files.directory.iterdir()]
+    forged = Signer(
+        GITHUB_ISSUER,
+        record.signer.identity.replace("build.yaml", "build-mac.yaml"),
+        record.signer.source_repository,
+        record.signer.source_commit,
+        record.signer.source_ref,
+    )
+    (name,) = list(receipts.files.directory.iterdir())
     receipt = json.loads(name.read_bytes())
     receipt["verified"]["signer"] = vars(forged)
     name.write_text(json.dumps(receipt))
@@ -90,8 +105,17 @@ def test_a_verification_leaves_a_receipt_that_a_later_command_believes(sigstore,
         assert fresh.check(REPO, CPU_213, metadata, bundle).signer == record.signer
 
     # A policy that refuses the recorded signer refuses the recalled one in the same words.
-    strict = policy_of({"publishers": {"kernels-community": {"require-signatures": True, "signers": [
-        {"repository": "kernels-community/fork", "workflow": "build.yaml"}]}}}, sigstore[1])
+    strict = policy_of(
+        {
+            "publishers": {
+                "kernels-community": {
+                    "require-signatures": True,
+                    "signers": [{"repository": "kernels-community/fork", "workflow": "build.yaml"}],
+                }
+            }
+        },
+        sigstore[1],
+    )
     with ReleaseChecker(strict, Path("/")) as verifying:
         verified_words = refusal(lambda: verifying.check(REPO, CPU_213, metadata, bundle))
     assert verified_words.startswith(f"{REPO} {CPU_213}: ") and "kernels-community/fork" in verified_words
@@ -100,8 +124,9 @@ def test_a_verification_leaves_a_receipt_that_a_later_command_believes(sigstore,
         assert refusal(lambda: recalling.check(REPO, CPU_213, metadata, bundle)) == verified_words
 
 
-def test_changed_bytes_or_root_are_verified_again_and_refusals_leave_no_receipt(sigstore, release, receipts,
-                                                                                tmp_path: Path) -> None:
+def test_changed_bytes_or_root_are_verified_again_and_refusals_leave_no_receipt(
+    sigstore, release, receipts, tmp_path: Path
+) -> None:
     metadata, bundle = release
     policy = policy_of({}, sigstore[1])
     with ReleaseChecker(policy, Path("/"), receipts=receipts) as checker:
@@ -115,8 +140,11 @@ def test_changed_bytes_or_root_are_verified_again_and_refusals_leave_no_receipt(
     other = sigstore[0].sign(metadata, OTHER).encode()
     with ReleaseChecker(policy, Path("/"), receipts=receipts) as checker:
         assert checker.check("other/x", CPU_213, metadata, other).signer.source_repository == (
-            "https://github.com/kernels-community/fork")
-    assert receipts.recall(root, metadata, other).signer.source_repository == "https://github.com/kernels-community/fork"
+            "https://github.com/kernels-community/fork"
+        )
+    assert (
+        receipts.recall(root, metadata, other).signer.source_repository == "https://github.com/kernels-community/fork"
+    )
     # A receipt of another trust root is not believed: an edited trusted_root.json is another root.
     moved = tmp_path / "moved_root.json"
     moved.write_text(sigstore[1].read_text() + "\n")
@@ -133,6 +161,7 @@ def test_no_receipt_is_kept_without_a_root_id_or_without_a_receipt_directory(sig
 
 # Who a certificate names ----------------------------------------------------------------------------------------
 
+
 def _certificate(sigstore, identity: Identity):
     return sigstore[0].certificate(identity, ec.generate_private_key(ec.SECP256R1()), datetime.now(UTC))
 
@@ -143,8 +172,9 @@ def test_signer_of_reads_either_issuer_extension(sigstore, extensions) -> None:
     certificates carry only the first. Either alone names the issuer."""
     signer = signer_of(_certificate(sigstore, Identity(issuer_extensions=extensions)))
     identity = Identity()
-    assert signer == Signer(GITHUB_ISSUER, identity.san, "https://github.com/huggingface/kernels-community", "1" * 40,
-                            "refs/heads/main")
+    assert signer == Signer(
+        GITHUB_ISSUER, identity.san, "https://github.com/huggingface/kernels-community", "1" * 40, "refs/heads/main"
+    )
 
 
 def test_signer_of_a_certificate_without_issuer_or_alternative_name(sigstore) -> None:
@@ -153,11 +183,15 @@ def test_signer_of_a_certificate_without_issuer_or_alternative_name(sigstore) ->
     bare = signer_of(_certificate(sigstore, Identity(alternative_name=False, issuer_extensions=())))
     assert (bare.issuer, bare.identity) == ("", "")
     by_mail = signer_of(_certificate(sigstore, Identity(email="dev@example.org", issuer="https://accounts.example")))
-    assert (by_mail.issuer, by_mail.identity, by_mail.source_repository) == ("https://accounts.example",
-                                                                             "dev@example.org", None)
+    assert (by_mail.issuer, by_mail.identity, by_mail.source_repository) == (
+        "https://accounts.example",
+        "dev@example.org",
+        None,
+    )
 
 
 # Ownership of the trust root's files -----------------------------------------------------------------------------
+
 
 def _tree(tmp_path: Path) -> tuple[Path, Path]:
     """top/a/b/file, all this user's and 0755 / 0644, under a 0755 directory of this user's."""
@@ -240,13 +274,18 @@ def test_the_tuf_cache_copy_is_used_only_when_it_is_this_users(tmp_path: Path, m
     assert public_good_root() == cached
     policy = policy_of({})
     version = importlib.metadata.version("sigstore")
-    assert trust_root_id(policy, Path("/")) == hashlib.sha256(
-        f"sigstore-python {version}\0".encode() + shipped.read_bytes()).hexdigest()
+    assert (
+        trust_root_id(policy, Path("/"))
+        == hashlib.sha256(f"sigstore-python {version}\0".encode() + shipped.read_bytes()).hexdigest()
+    )
     cached.write_text("not a trusted root")
     with pytest.raises(TrustRootError) as caught:
         verifier(policy, Path("/"))
-    found = re.fullmatch(rf"cannot load Sigstore's trust root from {re.escape(str(cached))} \((.+)\); run with "
-                         r"--refresh-trust-root \(online\) to fetch it again", str(caught.value))
+    found = re.fullmatch(
+        rf"cannot load Sigstore's trust root from {re.escape(str(cached))} \((.+)\); run with "
+        r"--refresh-trust-root \(online\) to fetch it again",
+        str(caught.value),
+    )
     assert found and found.group(1) != "None" and "\n" not in str(caught.value)
     cached.chmod(0o666)  # writable by others: passed over, the shipped root verifies
     assert public_good_root() == shipped
@@ -259,15 +298,22 @@ def test_a_trusted_root_that_cannot_be_read(tmp_path: Path) -> None:
     assert trust_root_id(policy, Path("/")) is None
     with pytest.raises(TrustRootError) as caught:
         verifier(policy, Path("/"))
-    assert str(caught.value) == (f"{missing} (trusted-root in [tool.kernelpin.trust]): not a Sigstore trusted root "
-                                 f"([Errno 2] No such file or directory: '{missing}'); point it at a trusted_root.json")
+    assert str(caught.value) == (
+        f"{missing} (trusted-root in [tool.kernelpin.trust]): not a Sigstore trusted root "
+        f"([Errno 2] No such file or directory: '{missing}'); point it at a trusted_root.json"
+    )
     relative = policy_of({"trusted-root": "roots/root.json"})
     (tmp_path / "roots").mkdir()
     (tmp_path / "roots" / "root.json").write_text("{}")
-    assert trust_root_id(relative, tmp_path) == hashlib.sha256(
-        f"sigstore-python {importlib.metadata.version('sigstore')}\0{{}}".encode()).hexdigest()
-    with pytest.raises(TrustRootError, match=r"roots/root.json \(trusted-root in \[tool.kernelpin.trust\]\): not a "
-                                             r"Sigstore trusted root \(.*validation error"):
+    assert (
+        trust_root_id(relative, tmp_path)
+        == hashlib.sha256(f"sigstore-python {importlib.metadata.version('sigstore')}\0{{}}".encode()).hexdigest()
+    )
+    with pytest.raises(
+        TrustRootError,
+        match=r"roots/root.json \(trusted-root in \[tool.kernelpin.trust\]\): not a "
+        r"Sigstore trusted root \(.*validation error",
+    ):
         verifier(relative, tmp_path)
 
 
@@ -288,40 +334,64 @@ def test_each_refusal_word_for_word(sigstore, release) -> None:
     start = f"{REPO} {CPU_213}: "
     assert words(metadata + b" ", bundle) == (
         f"{start}metadata.json.sigstore signs other bytes than this metadata.json (tampered metadata, or the "
-        "signature of another release); do not use this release; tell the publisher")
+        "signature of another release); do not use this release; tell the publisher"
+    )
     # A log entry of another signature: sigstore says "inconsistent with other materials", kernelpin says whose.
     spliced = json.loads(bundle)
     spliced["verificationMaterial"]["tlogEntries"] = json.loads(sigstore[0].sign(metadata + b" "))[
-        "verificationMaterial"]["tlogEntries"]
+        "verificationMaterial"
+    ]["tlogEntries"]
     assert words(metadata, json.dumps(spliced)) == words(metadata + b" ", bundle)
     not_bundle = words(metadata, b"[1]")
-    found = re.fullmatch(rf"{re.escape(start)}metadata.json.sigstore is not a Sigstore bundle \((.+)\); the release "
-                         r"is broken or hostile; ask the publisher to sign it again", not_bundle)
+    found = re.fullmatch(
+        rf"{re.escape(start)}metadata.json.sigstore is not a Sigstore bundle \((.+)\); the release "
+        r"is broken or hostile; ask the publisher to sign it again",
+        not_bundle,
+    )
     assert found and found.group(1) != "None"
     stranger = SigstoreRoot().sign(metadata)
-    found = re.fullmatch(rf"{re.escape(start)}the certificate does not verify against the Sigstore trust root "
-                         rf"\((.+)\): issued by another CA; {FIX_AGAIN}", words(metadata, stranger))
+    found = re.fullmatch(
+        rf"{re.escape(start)}the certificate does not verify against the Sigstore trust root "
+        rf"\((.+)\): issued by another CA; {FIX_AGAIN}",
+        words(metadata, stranger),
+    )
     assert found and found.group(1) != "None"
     # sigstore's cause is cut at 160 characters: a certificate without SubjectAlternativeName gets a longer one.
     nameless = sigstore[0].sign(metadata, Identity(alternative_name=False))
-    found = re.fullmatch(rf"{re.escape(start)}the certificate does not verify against the Sigstore trust root "
-                         rf"\((.+)\): issued by another CA; {FIX_AGAIN}", words(metadata, nameless))
+    found = re.fullmatch(
+        rf"{re.escape(start)}the certificate does not verify against the Sigstore trust root "
+        rf"\((.+)\): issued by another CA; {FIX_AGAIN}",
+        words(metadata, nameless),
+    )
     assert found and len(found.group(1)) == 160 and "subjectAltName" in found.group(1)
     expired = sigstore[0].sign(metadata, logged_after=timedelta(minutes=11))
-    assert words(metadata, expired) == (f"{start}the certificate had expired (or was not yet valid) when the log "
-                                        f"recorded the signature; {FIX_AGAIN}")
+    assert words(metadata, expired) == (
+        f"{start}the certificate had expired (or was not yet valid) when the log recorded the signature; {FIX_AGAIN}"
+    )
     broken = json.loads(bundle)
     broken["verificationMaterial"]["tlogEntries"][0]["inclusionPromise"]["signedEntryTimestamp"] = (
-        broken["verificationMaterial"]["tlogEntries"][0]["inclusionPromise"]["signedEntryTimestamp"][:-8] + "AAAAAAA=")
-    found = re.fullmatch(rf"{re.escape(start)}the signature does not verify \((.+)\); {FIX_AGAIN}",
-                         words(metadata, json.dumps(broken)))
+        broken["verificationMaterial"]["tlogEntries"][0]["inclusionPromise"]["signedEntryTimestamp"][:-8] + "AAAAAAA="
+    )
+    found = re.fullmatch(
+        rf"{re.escape(start)}the signature does not verify \((.+)\); {FIX_AGAIN}", words(metadata, json.dumps(broken))
+    )
     assert found and found.group(1) != "None"
     untimed = json.loads(bundle)
     del untimed["verificationMaterial"]["tlogEntries"][0]["integratedTime"]
-    assert words(metadata, json.dumps(untimed)) == (f"{start}the signature does not verify (not enough sources of "
-                                                    f"verified time); {FIX_AGAIN}")
-    strict = policy_of({"publishers": {"kernels-community": {"require-signatures": True, "signers": [
-        {"repository": "kernels-community/fork", "workflow": "build.yaml"}]}}}, sigstore[1])
+    assert words(metadata, json.dumps(untimed)) == (
+        f"{start}the signature does not verify (not enough sources of verified time); {FIX_AGAIN}"
+    )
+    strict = policy_of(
+        {
+            "publishers": {
+                "kernels-community": {
+                    "require-signatures": True,
+                    "signers": [{"repository": "kernels-community/fork", "workflow": "build.yaml"}],
+                }
+            }
+        },
+        sigstore[1],
+    )
     by_release = refusal(lambda: verify_bundle(REPO, CPU_213, metadata, bundle, strict, made))
     with ReleaseChecker(strict, Path("/")) as checker:
         assert refusal(lambda: checker.check(REPO, CPU_213, metadata, bundle)) == by_release
@@ -336,8 +406,12 @@ def test_recheck_of_a_variant_whose_bundle_is_gone(sigstore, tmp_path: Path) -> 
     sigstore[0].sign_variant(variant)
     policy = policy_of({}, sigstore[1])
     with ReleaseChecker(policy, Path("/")) as checker:
-        record = checker.check("other/x", CPU_213, (variant / "metadata.json").read_bytes(),
-                               (variant / "metadata.json.sigstore").read_bytes())
+        record = checker.check(
+            "other/x",
+            CPU_213,
+            (variant / "metadata.json").read_bytes(),
+            (variant / "metadata.json.sigstore").read_bytes(),
+        )
         (variant / "_extra.py").write_text("not in the digest\n")
         assert checker.recheck("other/x", CPU_213, variant, record) == record.signer  # files: off by default
         (variant / "_extra.py").unlink()
@@ -346,7 +420,8 @@ def test_recheck_of_a_variant_whose_bundle_is_gone(sigstore, tmp_path: Path) -> 
             assert refusal(lambda: checker.recheck("other/x", CPU_213, variant, record, files)) == (
                 f"other/x {CPU_213}: the lock records a signature by {record.signer.describe()}, but the bundle is "
                 "unsigned; the lock was edited: regenerate it with `kernelpin lock --upgrade-package other/x` and "
-                "review the change")
+                "review the change"
+            )
             required = refusal(lambda: checker.recheck(REPO, CPU_213, variant, record, files))
             assert required.startswith(f"{REPO} {CPU_213}: no signature")
         assert refusal(lambda: checker.recheck(REPO, CPU_213, variant, None)).startswith(f"{REPO} {CPU_213}: ")
@@ -385,18 +460,31 @@ def test_warm_up_makes_the_verifier_in_the_background_without_a_worker(sigstore)
         assert checker._verifier is not None
 
 
-@pytest.mark.parametrize("corrupt", [
-    lambda receipt: receipt["verified"].update(log_index="7"),
-    lambda receipt: receipt["verified"].update(integrated_time=1.5),
-    lambda receipt: receipt["verified"].update(log_index=True),
-    lambda receipt: receipt["verified"]["signer"].update(issuer=None),
-    lambda receipt: receipt["verified"]["signer"].update(source_ref=7),
-    lambda receipt: receipt["verified"].update(signer="https://github.com/x"),
-    lambda receipt: receipt.update(verified=["signer"]),
-    lambda receipt: receipt["verified"].update(bundle_sha256="0" * 64),
-    lambda receipt: receipt.update({"metadata-sha256": "0" * 64}),
-], ids=["index-text", "time-fraction", "index-bool", "issuer-null", "ref-number", "signer-text", "verified-list",
-        "other-bundle", "other-metadata"])
+@pytest.mark.parametrize(
+    "corrupt",
+    [
+        lambda receipt: receipt["verified"].update(log_index="7"),
+        lambda receipt: receipt["verified"].update(integrated_time=1.5),
+        lambda receipt: receipt["verified"].update(log_index=True),
+        lambda receipt: receipt["verified"]["signer"].update(issuer=None),
+        lambda receipt: receipt["verified"]["signer"].update(source_ref=7),
+        lambda receipt: receipt["verified"].update(signer="https://github.com/x"),
+        lambda receipt: receipt.update(verified=["signer"]),
+        lambda receipt: receipt["verified"].update(bundle_sha256="0" * 64),
+        lambda receipt: receipt.update({"metadata-sha256": "0" * 64}),
+    ],
+    ids=[
+        "index-text",
+        "time-fraction",
+        "index-bool",
+        "issuer-null",
+        "ref-number",
+        "signer-text",
+        "verified-list",
+        "other-bundle",
+        "other-metadata",
+    ],
+)
 def test_a_corrupt_receipt_is_not_believed(sigstore, release, receipts, corrupt) -> None:
     """A receipt that is not what `keep` writes (wrong types, another bundle or metadata.json) is not recalled:
     the bundle is verified again, and names its real signer."""

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from kernelpin.trust import signature
 from kernelpin.files.private_state import PrivateFiles, private_directory
+from kernelpin.trust import signature
 from kernelpin.trust.checker import ReleaseChecker
-from kernelpin.trust.signature import PUBLIC_GOOD_TUF, trust_root_id
-from kernelpin.trust.receipts import SignatureReceipts
-from kernelpin.trust.worker import WORKER
 from kernelpin.trust.policy import Policy, SignatureError, parse_policy
+from kernelpin.trust.receipts import SignatureReceipts
+from kernelpin.trust.signature import PUBLIC_GOOD_TUF, trust_root_id
+from kernelpin.trust.worker import WORKER
 from testkit.fake_kernel import CPU_213, VARIANTS, kernel_files
 from testkit.sigstore_root import SigstoreRoot
 from tests.kernelpin.helpers import NOBODY, forget_signature_receipts, fresh_interpreter
@@ -36,7 +36,6 @@ start = signature_worker.SignatureWorker.start
 signature_worker.SignatureWorker.start = staticmethod(lambda *args: started.append(1) or start(*args))
 print('STATUS', main(['lock']), 'WORKERS', len(started))
 """
-
 
 
 @pytest.fixture
@@ -71,7 +70,8 @@ def relock(root: Path) -> tuple[str, int, set[str]]:
 
 @pytest.mark.parametrize("mode", ["1", "0"], ids=["worker", "in-process"])
 def test_a_relock_of_unchanged_signed_releases_neither_starts_a_worker_nor_imports_sigstore(
-        new_repo, project, sigstore, monkeypatch, mode) -> None:
+    new_repo, project, sigstore, monkeypatch, mode
+) -> None:
     # Failed before: every lock verified every bundle again (in the worker, 0.77 s of CPU; or in-process).
     monkeypatch.setenv(WORKER, mode)
     root = signed_app(new_repo, project, sigstore)
@@ -87,14 +87,17 @@ def test_a_relock_of_unchanged_signed_releases_neither_starts_a_worker_nor_impor
 
 
 def checker(sigstore, trusted_root: Path | None = None, trust: dict | None = None) -> ReleaseChecker:
-    table = {"trusted-root": str(trusted_root or sigstore[1]),
-             "publishers": {"acme": {"signers": [{"repository": "acme/kernels"}]}}, **(trust or {})}
-    return ReleaseChecker(parse_policy({"tool": {"kernelpin": {"trust": table}}}), Path("/"),
-                          receipts=SignatureReceipts.of_user())
+    table = {
+        "trusted-root": str(trusted_root or sigstore[1]),
+        "publishers": {"acme": {"signers": [{"repository": "acme/kernels"}]}},
+        **(trust or {}),
+    }
+    return ReleaseChecker(
+        parse_policy({"tool": {"kernelpin": {"trust": table}}}), Path("/"), receipts=SignatureReceipts.of_user()
+    )
 
 
-def test_a_changed_trust_root_bundle_or_metadata_is_verified_again(sigstore, hf_env, tmp_path,
-                                                                   verifications) -> None:
+def test_a_changed_trust_root_bundle_or_metadata_is_verified_again(sigstore, hf_env, tmp_path, verifications) -> None:
     files = sigstore[0].sign_files(kernel_files("1.0.0"), ACME)
     metadata, bundle = files[METADATA], files[BUNDLE]
     locked = checker(sigstore).check("acme/x", CPU_213, metadata, bundle)
@@ -126,10 +129,21 @@ def forged(sigstore, verifications: list[str]) -> tuple[bytes, bytes, Path]:
     hijacked = sigstore[0].sign_files(kernel_files("1.0.0"), HIJACKER)
     genuine = sigstore[0].sign_files(kernel_files("1.0.0"), ACME)
     receipts = SignatureReceipts.of_user()
-    claimed = signature.verify_bundle("acme/x", CPU_213, genuine[METADATA], genuine[BUNDLE], Policy(),
-                                      signature.verifier(Policy(trusted_root=str(sigstore[1])), Path("/")))
-    claimed = signature.Verified(claimed.signer, hashlib.sha256(hijacked[BUNDLE]).hexdigest(), claimed.log_index,
-                                 claimed.log_id, claimed.integrated_time)
+    claimed = signature.verify_bundle(
+        "acme/x",
+        CPU_213,
+        genuine[METADATA],
+        genuine[BUNDLE],
+        Policy(),
+        signature.verifier(Policy(trusted_root=str(sigstore[1])), Path("/")),
+    )
+    claimed = signature.Verified(
+        claimed.signer,
+        hashlib.sha256(hijacked[BUNDLE]).hexdigest(),
+        claimed.log_index,
+        claimed.log_id,
+        claimed.integrated_time,
+    )
     root = trust_root_id(Policy(trusted_root=str(sigstore[1])), Path("/"))
     receipts.keep(root, hijacked[METADATA], hijacked[BUNDLE], claimed)
     [receipt] = receipt_files()
@@ -140,8 +154,11 @@ def forged(sigstore, verifications: list[str]) -> tuple[bytes, bytes, Path]:
 def test_the_forged_receipt_would_be_believed_from_this_user(sigstore, hf_env, verifications) -> None:
     # The control for the tests below: the forgery is well made, so what refuses them is a check.
     metadata, bundle, _ = forged(sigstore, verifications)
-    assert checker(sigstore).check("acme/x", CPU_213, metadata, bundle).signer.identity.startswith(
-        "https://github.com/acme/kernels/")
+    assert (
+        checker(sigstore)
+        .check("acme/x", CPU_213, metadata, bundle)
+        .signer.identity.startswith("https://github.com/acme/kernels/")
+    )
     assert not verifications
 
 
@@ -167,8 +184,7 @@ def test_a_receipt_directory_of_another_user_is_not_believed(sigstore, hf_env, v
     refused_by_sigstore(sigstore, metadata, bundle, verifications)
 
 
-def test_a_receipt_directory_others_may_write_is_neither_believed_nor_written(sigstore, hf_env,
-                                                                              verifications) -> None:
+def test_a_receipt_directory_others_may_write_is_neither_believed_nor_written(sigstore, hf_env, verifications) -> None:
     metadata, bundle, receipt = forged(sigstore, verifications)
     receipt.parent.chmod(0o777)
     refused_by_sigstore(sigstore, metadata, bundle, verifications)
@@ -195,22 +211,30 @@ def test_a_receipt_of_the_wrong_content_is_not_believed(sigstore, hf_env, verifi
         written["metadata-sha256"] = hashlib.sha256(b"other").hexdigest()
     elif content == "another bundle's signer":
         written["verified"]["bundle_sha256"] = hashlib.sha256(b"other").hexdigest()
-    receipt.write_text({"not json": "{", "huge": json.dumps(written) + " " * (1 << 20)}.get(
-        content, json.dumps(written)))
+    receipt.write_text(
+        {"not json": "{", "huge": json.dumps(written) + " " * (1 << 20)}.get(content, json.dumps(written))
+    )
     refused_by_sigstore(sigstore, metadata, bundle, verifications)
 
 
-def test_a_policy_tightened_after_the_receipt_refuses_the_release(new_repo, project, sigstore, cli,
-                                                                  verifications) -> None:
+def test_a_policy_tightened_after_the_receipt_refuses_the_release(
+    new_repo, project, sigstore, cli, verifications
+) -> None:
     root = signed_app(new_repo, project, sigstore)
     assert cli("lock")[0] == 0 and len(verifications) == len(VARIANTS)
     pyproject = root / "pyproject.toml"
-    pyproject.write_text(pyproject.read_text().replace(TRUST, TRUST.replace(
-        '{ repository = "acme/kernels" }', '{ repository = "acme/kernels", ref = "refs/heads/main" }')))
+    pyproject.write_text(
+        pyproject.read_text().replace(
+            TRUST,
+            TRUST.replace(
+                '{ repository = "acme/kernels" }', '{ repository = "acme/kernels", ref = "refs/heads/main" }'
+            ),
+        )
+    )
     (root / "kernelpin.lock").unlink()
     status, _, by_receipt = cli("lock")
     assert status == 1 and len(verifications) == len(VARIANTS)  # refused from the receipt: nothing verified
-    assert f"{sorted(VARIANTS)[0]}: signed by https://github.com/acme/kernels/" in by_receipt, by_receipt
+    assert f"{min(VARIANTS)}: signed by https://github.com/acme/kernels/" in by_receipt, by_receipt
     assert "does not allow (github.com/acme/kernels any workflow @ refs/heads/main)" in by_receipt
     forget_signature_receipts()
     status, _, by_sigstore = cli("lock")
@@ -219,8 +243,7 @@ def test_a_policy_tightened_after_the_receipt_refuses_the_release(new_repo, proj
     assert not (root / "kernelpin.lock").exists()
 
 
-def test_sync_takes_receipts_and_verify_signatures_does_not(new_repo, project, sigstore, cli,
-                                                            verifications) -> None:
+def test_sync_takes_receipts_and_verify_signatures_does_not(new_repo, project, sigstore, cli, verifications) -> None:
     signed_app(new_repo, project, sigstore)
     assert cli("lock")[0] == 0
     locked = len(verifications)
@@ -232,8 +255,9 @@ def test_sync_takes_receipts_and_verify_signatures_does_not(new_repo, project, s
     assert len(verifications) == locked + 1  # the full check of the one installed variant, receipts or not
 
 
-def test_sync_verifies_a_bundle_without_a_receipt_and_keeps_one(new_repo, project, sigstore, cli,
-                                                                verifications) -> None:
+def test_sync_verifies_a_bundle_without_a_receipt_and_keeps_one(
+    new_repo, project, sigstore, cli, verifications
+) -> None:
     signed_app(new_repo, project, sigstore)
     assert cli("lock")[0] == 0
     forget_signature_receipts()
@@ -261,9 +285,9 @@ def test_the_public_good_root_is_identified_by_the_bytes_sigstore_loads(tmp_path
 def test_no_receipts_without_a_safe_place_for_them(sigstore, tmp_path, verifications) -> None:
     files = sigstore[0].sign_files(kernel_files("1.0.0"), ACME)
     for _ in range(2):
-        ReleaseChecker(Policy(trusted_root=str(sigstore[1])), Path("/"),
-                       receipts=SignatureReceipts(PrivateFiles(None))).check("acme/x", CPU_213, files[METADATA],
-                                                                            files[BUNDLE])
+        ReleaseChecker(
+            Policy(trusted_root=str(sigstore[1])), Path("/"), receipts=SignatureReceipts(PrivateFiles(None))
+        ).check("acme/x", CPU_213, files[METADATA], files[BUNDLE])
     assert len(verifications) == 2
 
 

@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
+from kernelpin.errors import KernelpinError
 from kernelpin.format import lockfile
 from kernelpin.trust import signature
-from kernelpin.errors import KernelpinError
 from kernelpin.trust.checker import ReleaseChecker
+from kernelpin.trust.policy import parse_policy
 from kernelpin.trust.signature import MAX_BUNDLE_BYTES
 from kernelpin.trust.worker import WORKER, SignatureWorker, WorkerGone, wanted
-from kernelpin.trust.policy import parse_policy
 from testkit.fake_kernel import CPU_213, VARIANTS, kernel_files
 from testkit.sigstore_root import Identity, SigstoreRoot
 from tests.kernelpin.helpers import forget_signature_receipts, fresh_interpreter
@@ -33,7 +33,6 @@ HIJACKER = Identity(repository="hijacker/kernels", commit="c" * 40)
 TRUST = '[tool.kernelpin.trust.publishers.acme]\nsigners = [{ repository = "acme/kernels" }]\n'
 METADATA = f"build/{CPU_213}/metadata.json"
 BUNDLE = METADATA + ".sigstore"
-
 
 
 def children() -> dict[int, str]:
@@ -96,8 +95,18 @@ def releases(sigstore) -> dict[str, tuple[bytes, bytes]]:
 
 
 def test_the_worker_answers_each_release_as_the_in_process_check(sigstore, tmp_path, monkeypatch) -> None:
-    policy = parse_policy({"tool": {"kernelpin": {"trust": {"trusted-root": str(sigstore[1]), "publishers": {
-        "acme": {"signers": [{"repository": "acme/kernels"}]}}}}}})
+    policy = parse_policy(
+        {
+            "tool": {
+                "kernelpin": {
+                    "trust": {
+                        "trusted-root": str(sigstore[1]),
+                        "publishers": {"acme": {"signers": [{"repository": "acme/kernels"}]}},
+                    }
+                }
+            }
+        }
+    )
     # A trusted-root relative to a project root relative to the working directory: the worker reads the same one.
     monkeypatch.chdir(tmp_path)
     root = Path("app")
@@ -105,8 +114,11 @@ def test_the_worker_answers_each_release_as_the_in_process_check(sigstore, tmp_p
     (root / "sigstore" / "broken.json").write_text('{"mediaType": "not a trusted root"}')
     broken_policy = parse_policy({"tool": {"kernelpin": {"trust": {"trusted-root": "sigstore/broken.json"}}}})
     cases = releases(sigstore)
-    expected = {(name, which): outcome(lambda: ReleaseChecker(use, root).check("acme/x", CPU_213, *cases[name]))
-                for name in cases for which, use in (("policy", policy), ("broken root", broken_policy))}
+    expected = {
+        (name, which): outcome(lambda: ReleaseChecker(use, root).check("acme/x", CPU_213, *cases[name]))
+        for name in cases
+        for which, use in (("policy", policy), ("broken root", broken_policy))
+    }
     assert not isinstance(expected["signed", "policy"], tuple)  # a LockedSignature
     assert sum(what[0] is signature.TrustRootError for what in expected.values() if isinstance(what, tuple)) == 8
     # In the worker's checkers, verifying in this process is an error: each answer is the worker's.
@@ -121,10 +133,15 @@ def test_the_worker_answers_each_release_as_the_in_process_check(sigstore, tmp_p
     assert "app/sigstore/broken.json (trusted-root in [tool.kernelpin.trust])" in expected["signed", "broken root"][1]
     messages = {name: what[1] for (name, which), what in expected.items() if which == "policy" and name != "signed"}
     assert all(message.startswith(f"acme/x {CPU_213}: ") and "\n" not in message for message in messages.values())
-    says = {"tampered metadata": "signs other bytes", "another variant's bundle": "signs other bytes",
-            "wrong identity": "signed by https://github.com/hijacker/kernels", "another CA": "issued by another CA",
-            "malformed": "is not a Sigstore bundle", "not a bundle": "is not a Sigstore bundle",
-            "oversized": "a Sigstore bundle may be"}
+    says = {
+        "tampered metadata": "signs other bytes",
+        "another variant's bundle": "signs other bytes",
+        "wrong identity": "signed by https://github.com/hijacker/kernels",
+        "another CA": "issued by another CA",
+        "malformed": "is not a Sigstore bundle",
+        "not a bundle": "is not a Sigstore bundle",
+        "oversized": "a Sigstore bundle may be",
+    }
     assert all(says[name] in message for name, message in messages.items()), messages
 
 
@@ -132,9 +149,14 @@ def signed_app(new_repo, project, sigstore, last: Identity = ACME) -> Path:
     """A project locking one acme kernel of five signed variants; the last one signed by `last`."""
     repo_id, repo = new_repo("signed", "kernel")
     files = sigstore[0].sign_files(kernel_files("1.0.0"), ACME)
-    final = f"build/{sorted(VARIANTS)[-1]}/metadata.json"
-    files.update({path: content for path, content in sigstore[0].sign_files(kernel_files("1.0.0"), last).items()
-                  if path.startswith(final)})
+    final = f"build/{max(VARIANTS)}/metadata.json"
+    files.update(
+        {
+            path: content
+            for path, content in sigstore[0].sign_files(kernel_files("1.0.0"), last).items()
+            if path.startswith(final)
+        }
+    )
     repo.write(files, clear=True)
     repo.commit("release 1.0.0")
     repo.tag("v1.0.0")
@@ -158,8 +180,9 @@ def lock_both_ways(cli, root: Path, monkeypatch) -> dict[str, tuple[int, str]]:
 
 
 @pytest.mark.parametrize("last", [ACME, HIJACKER], ids=["all signed well", "the last by a hijacker"])
-def test_a_worker_killed_mid_lock_leaves_the_rest_to_the_command(new_repo, project, sigstore, cli, monkeypatch,
-                                                                 started, last) -> None:
+def test_a_worker_killed_mid_lock_leaves_the_rest_to_the_command(
+    new_repo, project, sigstore, cli, monkeypatch, started, last
+) -> None:
     root = signed_app(new_repo, project, sigstore, last)
     answered = []
     verify = SignatureWorker.verify
@@ -184,8 +207,9 @@ def test_a_worker_killed_mid_lock_leaves_the_rest_to_the_command(new_repo, proje
     assert set(children()) <= before  # the killed worker was waited for: no zombie
 
 
-def test_a_worker_that_cannot_start_leaves_it_to_the_command(new_repo, project, sigstore, cli, monkeypatch,
-                                                             tmp_path) -> None:
+def test_a_worker_that_cannot_start_leaves_it_to_the_command(
+    new_repo, project, sigstore, cli, monkeypatch, tmp_path
+) -> None:
     root = signed_app(new_repo, project, sigstore)
     expected = lock_both_ways(cli, root, monkeypatch)["0"]
     monkeypatch.setattr(sys, "executable", str(tmp_path / "no-python"))
@@ -197,12 +221,26 @@ def test_an_answer_that_is_not_one_leaves_it_to_the_command(sigstore, tmp_path) 
     good = releases(sigstore)["signed"]
     policy = parse_policy({"tool": {"kernelpin": {"trust": {"trusted-root": str(sigstore[1])}}}})
     expected = ReleaseChecker(policy, tmp_path).check("acme/x", CPU_213, *good)
-    for says in ("not json", json.dumps({"job": 0, "verified": {"signer": "someone"}}), json.dumps({"job": 7}),
-                 json.dumps({"job": 0, "refused": {"cause": 1}}), json.dumps({"job": 0, "unexpected": "TypeError"})):
+    for says in (
+        "not json",
+        json.dumps({"job": 0, "verified": {"signer": "someone"}}),
+        json.dumps({"job": 7}),
+        json.dumps({"job": 0, "refused": {"cause": 1}}),
+        json.dumps({"job": 0, "unexpected": "TypeError"}),
+    ):
         # A child that reads its settings and the first job, answers `says` and exits.
-        child = subprocess.Popen([sys.executable, "-c", "import pickle, sys; pickle.load(sys.stdin.buffer); "
-                                  f"pickle.load(sys.stdin.buffer); print({says!r}, flush=True)"],
-                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        child = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                (
+                    "import pickle, sys; pickle.load(sys.stdin.buffer); "
+                    f"pickle.load(sys.stdin.buffer); print({says!r}, flush=True)"
+                ),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
         worker = SignatureWorker(child)
         worker._send((policy, tmp_path, str(tmp_path)))
         with pytest.raises(WorkerGone):
@@ -269,8 +307,7 @@ def test_a_worker_sent_nothing_is_killed_at_the_end_and_one_that_verified_exits(
     assert not workers()
 
 
-def test_an_idle_worker_is_killed_even_when_the_end_of_its_input_would_let_it_exit_first(sigstore,
-                                                                                          tmp_path) -> None:
+def test_an_idle_worker_is_killed_even_when_the_end_of_its_input_would_let_it_exit_first(sigstore, tmp_path) -> None:
     """The kill comes before the input closes: a worker that has finished importing sigstore reads the end of its
     input and exits 0 on its own if the parent's thread loses the core between the two (here made certain: its
     input's close waits for it to exit; checked: this test failed, CI saw it once under load)."""

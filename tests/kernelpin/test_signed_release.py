@@ -20,7 +20,6 @@ from testkit.sigstore_root import Identity, SigstoreRoot
 from tools.release.stage import stage
 
 
-
 @pytest.fixture
 def signed_variant(tmp_path: Path) -> tuple[SigstoreRoot, Path]:
     root = SigstoreRoot()
@@ -69,8 +68,14 @@ def test_kernels_verify_signature_accepts_the_staged_release(signed_variant, tmp
     root, variant = signed_variant
     release = stage([variant], tmp_path / "release", "kernels-community/img2gray")
     repo = hub.repo("trusted/img2gray-signed", "kernel")
-    repo.write({path.relative_to(release.root).as_posix(): path.read_bytes()
-                for path in release.root.rglob("*") if path.is_file()}, clear=True)
+    repo.write(
+        {
+            path.relative_to(release.root).as_posix(): path.read_bytes()
+            for path in release.root.rglob("*")
+            if path.is_file()
+        },
+        clear=True,
+    )
     repo.commit("release 1.0.0")
     repo.tag("v1.0.0")
     repo.branch("v1")
@@ -78,20 +83,41 @@ def test_kernels_verify_signature_accepts_the_staged_release(signed_variant, tmp
     env = hub_env(hub.endpoint, tmp_path / "hf", HF_HUB_DISABLE_TELEMETRY="0")  # kernels' user agent needs it on
 
     def kernels_verify_signature() -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-c", _KERNELS_WITH_TEST_ROOT, str(trusted_root), "verify-signature",
-                               "--all-variants", "trusted/img2gray-signed", "1"],
-                              env=env, capture_output=True, text=True, timeout=300)
+        return subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                _KERNELS_WITH_TEST_ROOT,
+                str(trusted_root),
+                "verify-signature",
+                "--all-variants",
+                "trusted/img2gray-signed",
+                "1",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
 
     done = kernels_verify_signature()
     assert done.returncode == 0, done.stdout + done.stderr
     assert re.search(rf"{CPU_213}: (kernel|the) metadata is correctly signed", done.stdout), done.stdout  # 0.17 | 0.18+
     # The same release signed by another Sigstore instance fails it: the trust root given is the one used.
     SigstoreRoot().sign_variant(release.root / "build" / CPU_213, Identity())
-    repo.write({f"build/{CPU_213}/metadata.json.sigstore": (release.root / "build" / CPU_213 / "metadata.json.sigstore").read_bytes()})
+    repo.write(
+        {
+            f"build/{CPU_213}/metadata.json.sigstore": (
+                release.root / "build" / CPU_213 / "metadata.json.sigstore"
+            ).read_bytes()
+        }
+    )
     repo.commit("re-signed elsewhere")
     repo.branch("v1")
     done = kernels_verify_signature()
-    assert done.returncode == 1 and re.search("metadata signature verification failed|the metadata could not be verified against its signature", done.stdout), done.stdout + done.stderr  # 0.17 | 0.18+
+    assert done.returncode == 1 and re.search(
+        "metadata signature verification failed|the metadata could not be verified against its signature", done.stdout
+    ), done.stdout + done.stderr  # 0.17 | 0.18+
 
 
 def test_publish_checks_signatures(signed_variant, tmp_path: Path) -> None:
@@ -110,8 +136,12 @@ def test_publish_checks_signatures(signed_variant, tmp_path: Path) -> None:
             check_signatures(release.root, release.variants, required=required, trusted_root=trusted_root)
     # Unsigned: refused only when signatures are required (the CI release job requires them).
     (staged / "metadata.json.sigstore").unlink()
-    assert check_signatures(release.root, release.variants, required=False, trusted_root=trusted_root) == {CPU_213: None}
-    with pytest.raises(PublishError, match=f"build/{CPU_213}: unsigned \\(no metadata.json.sigstore\\) and --require-signatures"):
+    assert check_signatures(release.root, release.variants, required=False, trusted_root=trusted_root) == {
+        CPU_213: None
+    }
+    with pytest.raises(
+        PublishError, match=f"build/{CPU_213}: unsigned \\(no metadata.json.sigstore\\) and --require-signatures"
+    ):
         check_signatures(release.root, release.variants, required=True, trusted_root=trusted_root)
 
 

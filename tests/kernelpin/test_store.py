@@ -10,8 +10,9 @@ from testkit.fake_kernel import CPU_213
 from tests.kernelpin.helpers import snapshot_dir
 
 
-def test_a_variant_directory_that_is_a_link_is_neither_repaired_nor_filled_through(img2gray, project, cli, hf_env,
-                                                                                 tmp_path):
+def test_a_variant_directory_that_is_a_link_is_neither_repaired_nor_filled_through(
+    img2gray, project, cli, hf_env, tmp_path
+):
     root = project('"acme/img2gray" = "^0.1"\n')
     assert cli("sync", "--torch", "2.13")[0] == 0
     (kernel,) = lockfile.read(root / "kernelpin.lock").kernels

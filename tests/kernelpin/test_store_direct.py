@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from kernelpin.files import confined
 from kernelpin.errors import IntegrityError, KernelpinError
+from kernelpin.files import confined
 from kernelpin.files.confined import PARTIAL
 from kernelpin.format.layout import LOCKS_DIR
 from kernelpin.format.lockfile import LockedFile, LockedKernel, LockedVariant
@@ -118,9 +118,13 @@ def test_a_modified_file_is_repaired_or_refused(served, tmp_path, target):
     impl = installed.directory / "_impl.py"
     impl.unlink()
     impl.write_bytes(b"X = 666\n")
-    with pytest.raises(IntegrityError, match=re.escape(
+    with pytest.raises(
+        IntegrityError,
+        match=re.escape(
             f"acme/k 1.0.0: build/{VARIANT}/_impl.py: size 8 != 6 pinned in the lock. The installed file was "
-            "modified or corrupted and is not used; run `kernelpin sync` to replace it")):
+            "modified or corrupted and is not used; run `kernelpin sync` to replace it"
+        ),
+    ):
         store(served, tmp_path, target).ensure_variant(kernel, VARIANT)
     repaired = store(served, tmp_path, target).ensure_variant(kernel, VARIANT, repair=True)
     assert repaired.repaired == [f"build/{VARIANT}/_impl.py"] and repaired.downloaded == []
@@ -133,9 +137,13 @@ def test_a_directory_where_a_file_belongs_is_refused_or_replaced(served, tmp_pat
     installed = store(served, tmp_path).ensure_variant(kernel, VARIANT)
     (installed.directory / "_impl.py").unlink()
     (installed.directory / "_impl.py" / "x").mkdir(parents=True)
-    with pytest.raises(IntegrityError, match=re.escape(
+    with pytest.raises(
+        IntegrityError,
+        match=re.escape(
             f"acme/k 1.0.0: build/{VARIANT}/_impl.py is a directory (or no file), not the file the lock lists. "
-            "The installed file")):
+            "The installed file"
+        ),
+    ):
         store(served, tmp_path).ensure_variant(kernel, VARIANT)
     repaired = store(served, tmp_path).ensure_variant(kernel, VARIANT, repair=True)
     assert repaired.repaired == [f"build/{VARIANT}/_impl.py"] and (installed.directory / "_impl.py").is_file()
@@ -169,11 +177,15 @@ def test_a_bad_blob_is_downloaded_again_and_an_existing_good_one_reused(served, 
 def test_bytes_that_do_not_match_the_lock_are_deleted_and_named(served, tmp_path):
     served.file("_impl.py").write_bytes(b"X = 7\n")
     digest = hashlib.sha256(b"X = 7\n").hexdigest()
-    with pytest.raises(IntegrityError, match=re.escape(
+    with pytest.raises(
+        IntegrityError,
+        match=re.escape(
             f"acme/k 1.0.0: build/{VARIANT}/_impl.py: sha256 {digest} != {hashlib.sha256(FILES['_impl.py']).hexdigest()} "
             "pinned in the lock. The downloaded file was deleted. The server's content differs from what was "
             "locked: if the publisher re-tagged on purpose, run `kernelpin lock --upgrade-package acme/k`; "
-            "otherwise do not trust this server")):
+            "otherwise do not trust this server"
+        ),
+    ):
         store(served, tmp_path).ensure_variant(locked(), VARIANT)
     folder = tmp_path / "cache" / "models--acme--k"
     assert not list(folder.rglob(f"*{PARTIAL}")) and not (folder / "blobs" / digest).exists()
@@ -195,9 +207,13 @@ def test_partial_files_a_killed_writer_left_are_removed_by_the_next(served, tmp_
 
 
 def test_offline_a_missing_file_names_the_cache(served, tmp_path):
-    with pytest.raises(KernelpinError, match=re.escape(
+    with pytest.raises(
+        KernelpinError,
+        match=re.escape(
             f"acme/k: build/{VARIANT}/__init__.py at cccccccccccc is not in the cache ({tmp_path / 'cache'}) and "
-            "offline mode is on")):
+            "offline mode is on"
+        ),
+    ):
         store(served, tmp_path, offline=True).ensure_variant(locked(), VARIANT)
 
 
@@ -209,10 +225,14 @@ def test_a_variant_the_lock_does_not_have_and_linked_directories_are_refused(ser
     installed.directory.parent.rename(elsewhere)
     installed.directory.parent.symlink_to(elsewhere)
     assert store(served, tmp_path).linked_directory(locked(), VARIANT) == installed.directory.parent
-    with pytest.raises(IntegrityError, match=re.escape(
+    with pytest.raises(
+        IntegrityError,
+        match=re.escape(
             f"acme/k 1.0.0: {installed.directory.parent} is a symbolic link (to {elsewhere}), not a directory "
             "kernelpin made; nothing is read, listed, removed or loaded through it. Remove the link (it is not "
-            "kernelpin's) and run `kernelpin sync` again")):
+            "kernelpin's) and run `kernelpin sync` again"
+        ),
+    ):
         store(served, tmp_path).ensure_variant(locked(), VARIANT)
     assert store(served, tmp_path).linked_directory(locked(), "other") == installed.directory.parent
     (tmp_path / "cache").rename(tmp_path / "real-cache")
@@ -234,15 +254,18 @@ def test_a_ref_is_recorded_replaced_and_never_written_through_a_link(served, tmp
     (tmp_path / "elsewhere").mkdir()
     (ref.parent / "release").rename(tmp_path / "moved")
     (ref.parent / "release").symlink_to(tmp_path / "elsewhere")
-    with pytest.raises(KernelpinError, match=re.escape(f"acme/k: recording ref release/2: {ref.parent / 'release'} "
-                                                       "is a symbolic link")):
+    with pytest.raises(
+        KernelpinError, match=re.escape(f"acme/k: recording ref release/2: {ref.parent / 'release'} is a symbolic link")
+    ):
         s.write_ref("acme/k", "kernel", "release/2", COMMIT)
     assert list((tmp_path / "elsewhere").iterdir()) == []
     with pytest.raises(KernelpinError, match=r"^acme/k: '\.\./x' is not a git tag or branch name"):
         s.write_ref("acme/k", "kernel", "../x", COMMIT)
     with pytest.raises(KernelpinError, match="^acme/k: commit 'C{40}' is not 40 lowercase hex digits"):
         s.write_ref("acme/k", "kernel", "v2", "C" * 40)
-    with pytest.raises(KernelpinError, match="^acme/k: refusing unsafe path .* \\(it has a 400-byte name, more than the 255"):
+    with pytest.raises(
+        KernelpinError, match="^acme/k: refusing unsafe path .* \\(it has a 400-byte name, more than the 255"
+    ):
         s.write_ref("acme/k", "kernel", "é" * 200, COMMIT)  # a git ref name (255 characters at most) too long to store
     assert sorted(p.name for p in ref.parent.iterdir()) == ["release", "v1"]
     assert not list(ref.parent.glob(f".*{PARTIAL}"))
@@ -265,17 +288,19 @@ def test_progress_bars_get_each_file_size_and_bytes(served, tmp_path):
             self.closed = True
 
     # One download at a time (KERNELPIN_DOWNLOADS=1), so each bar sees the blobs before it.
-    settings = HubSettings(endpoint=served.endpoint, cache_dir=tmp_path / "cache", offline=False,
-                           limits=Limits(downloads=1))
+    settings = HubSettings(
+        endpoint=served.endpoint, cache_dir=tmp_path / "cache", offline=False, limits=Limits(downloads=1)
+    )
     Store(HubSource(settings), progress=Bar).ensure_variant(locked(), VARIANT)
     assert [(b.desc, b.total, b.seen, b.closed) for b in bars] == [(p, len(d), len(d), True) for p, d in FILES.items()]
     # Mid-download the bytes are in a hidden .part file beside the blobs: the name a killed writer's leftover has,
     # that the next writer removes (test_partial_files_a_killed_writer_left_are_removed_by_the_next).
     done = []
-    for (path, data), entries in zip(FILES.items(), in_flight, strict=True):
+    for (_path, data), entries in zip(FILES.items(), in_flight, strict=True):
         blob = hashlib.sha256(data).hexdigest()
-        assert len(entries) == len(done) + 1 and re.fullmatch(rf"\.{blob}\.[0-9a-f]{{12}}{re.escape(PARTIAL)}",
-                                                              (set(entries) - set(done)).pop())
+        assert len(entries) == len(done) + 1 and re.fullmatch(
+            rf"\.{blob}\.[0-9a-f]{{12}}{re.escape(PARTIAL)}", (set(entries) - set(done)).pop()
+        )
         done.append(blob)
     assert sorted(p.name for p in blobs.iterdir()) == sorted(done)
 
@@ -298,19 +323,33 @@ BIG = bytes(range(256)) * 4096  # 1 MiB: larger than a stream's buffer, so the w
 
 
 @pytest.mark.parametrize("target", [False, True])
-@pytest.mark.parametrize("path, data", [("_impl.py", FILES["_impl.py"]), ("big.bin", BIG)],
-                         ids=["buffered", "during-transfer"])
+@pytest.mark.parametrize(
+    ("path", "data"), [("_impl.py", FILES["_impl.py"]), ("big.bin", BIG)], ids=["buffered", "during-transfer"]
+)
 def test_a_write_the_file_system_refuses_is_named_with_its_partial_file_and_leaves_nothing(
-        served, tmp_path, target, path, data):
+    served, tmp_path, target, path, data
+):
     served.file(path).write_bytes(data)
     kernel = locked({path: data})
     s = store(served, tmp_path, target)
-    partial_dir = checkout_dir(tmp_path / "vendor", kernel) if target else tmp_path / "cache" / "models--acme--k" / "blobs"
+    partial_dir = (
+        checkout_dir(tmp_path / "vendor", kernel) if target else tmp_path / "cache" / "models--acme--k" / "blobs"
+    )
     name = path if target else hashlib.sha256(data).hexdigest()
-    with file_size_limit(3), pytest.raises(KernelpinError, match="^" + re.escape(
-            f"acme/k 1.0.0: build/{VARIANT}/{path}: cannot write {partial_dir}/.{name}.") + "[0-9a-f]{12}"
-            + re.escape(f"{PARTIAL}: the file is larger than this process may write (its file size limit, "
-                        "`ulimit -f`); raise the limit, or run `kernelpin sync` where it allows the kernel's files") + "$"):
+    with (
+        file_size_limit(3),
+        pytest.raises(
+            KernelpinError,
+            match="^"
+            + re.escape(f"acme/k 1.0.0: build/{VARIANT}/{path}: cannot write {partial_dir}/.{name}.")
+            + "[0-9a-f]{12}"
+            + re.escape(
+                f"{PARTIAL}: the file is larger than this process may write (its file size limit, "
+                "`ulimit -f`); raise the limit, or run `kernelpin sync` where it allows the kernel's files"
+            )
+            + "$",
+        ),
+    ):
         s.ensure_variant(kernel, VARIANT)
     assert not [entry for entry in partial_dir.iterdir() if entry.name.endswith(PARTIAL)]
     assert s.installed(kernel, VARIANT, kernel.variants[0].files[0]) is None
@@ -320,8 +359,16 @@ def test_a_write_the_file_system_refuses_is_named_with_its_partial_file_and_leav
 def test_a_failed_ref_write_is_named_and_leaves_no_partial_file(served, tmp_path):
     s = store(served, tmp_path)
     refs = tmp_path / "cache" / "kernels--acme--k" / "refs"
-    with file_size_limit(3), pytest.raises(KernelpinError, match="^" + re.escape(
-            f"acme/k: recording ref v1: cannot write {refs / 'v1'}: the file is larger than this process may write")):
+    with (
+        file_size_limit(3),
+        pytest.raises(
+            KernelpinError,
+            match="^"
+            + re.escape(
+                f"acme/k: recording ref v1: cannot write {refs / 'v1'}: the file is larger than this process may write"
+            ),
+        ),
+    ):
         s.write_ref("acme/k", "kernel", "v1", COMMIT)
     assert list(refs.iterdir()) == []
 
@@ -336,15 +383,27 @@ def test_a_link_being_made_by_an_earlier_writer_with_this_pid_is_replaced(served
     assert not leftover.is_symlink() and (installed.directory / "_impl.py").read_bytes() == FILES["_impl.py"]
 
 
-@pytest.mark.parametrize("variant, commit, path, problem", [
-    ("../evil", COMMIT, "__init__.py", "refusing unsafe path '../evil'"),
-    (VARIANT, "C" * 40, "__init__.py", f"commit '{'C' * 40}' is not 40 lowercase hex digits"),
-    (VARIANT, COMMIT, "../../x.py", "refusing unsafe path '../../x.py'"),
-], ids=["variant", "commit", "file"])
-def test_a_hostile_lock_is_refused_by_the_store_itself_naming_the_repository(served, tmp_path, variant, commit, path,
-                                                                              problem):
-    kernel = LockedKernel("acme/k", "model", "^1", commit, "refs/tags/v1.0.0", "1.0.0",
-                          (LockedVariant(variant, (LockedFile(path, 6, "0" * 64),)),))
+@pytest.mark.parametrize(
+    ("variant", "commit", "path", "problem"),
+    [
+        ("../evil", COMMIT, "__init__.py", "refusing unsafe path '../evil'"),
+        (VARIANT, "C" * 40, "__init__.py", f"commit '{'C' * 40}' is not 40 lowercase hex digits"),
+        (VARIANT, COMMIT, "../../x.py", "refusing unsafe path '../../x.py'"),
+    ],
+    ids=["variant", "commit", "file"],
+)
+def test_a_hostile_lock_is_refused_by_the_store_itself_naming_the_repository(
+    served, tmp_path, variant, commit, path, problem
+):
+    kernel = LockedKernel(
+        "acme/k",
+        "model",
+        "^1",
+        commit,
+        "refs/tags/v1.0.0",
+        "1.0.0",
+        (LockedVariant(variant, (LockedFile(path, 6, "0" * 64),)),),
+    )
     with pytest.raises(KernelpinError, match="^" + re.escape(f"acme/k: {problem}")):
         store(served, tmp_path).ensure_variant(kernel, variant)
     assert not (tmp_path / "cache").exists()
@@ -354,8 +413,13 @@ def test_a_linked_locks_directory_is_refused_naming_the_install(served, tmp_path
     (tmp_path / "cache").mkdir()
     (tmp_path / "elsewhere").mkdir()
     (tmp_path / "cache" / LOCKS_DIR).symlink_to(tmp_path / "elsewhere")
-    with pytest.raises(KernelpinError, match="^" + re.escape(
-            f"acme/k 1.0.0: installing build/{VARIANT}/__init__.py: {tmp_path / 'cache' / LOCKS_DIR} is a symbolic link")):
+    with pytest.raises(
+        KernelpinError,
+        match="^"
+        + re.escape(
+            f"acme/k 1.0.0: installing build/{VARIANT}/__init__.py: {tmp_path / 'cache' / LOCKS_DIR} is a symbolic link"
+        ),
+    ):
         store(served, tmp_path).ensure_variant(locked(), VARIANT)
     assert list((tmp_path / "elsewhere").iterdir()) == []
 
@@ -368,7 +432,9 @@ def test_files_another_writer_installed_while_this_one_waited_are_checked_again(
     directory = this.variant_directory(kernel, VARIANT)
     done: dict[str, object] = {}
     with confined.file_lock(tmp_path / "cache", tmp_path / "cache" / LOCKS_DIR / "models--acme--k.lock", "other"):
-        waiting = threading.Thread(target=lambda: done.update(installed=this.ensure_variant(kernel, VARIANT, repair=True)))
+        waiting = threading.Thread(
+            target=lambda: done.update(installed=this.ensure_variant(kernel, VARIANT, repair=True))
+        )
         waiting.start()
         (directory / "pkg").mkdir(parents=True)
         (directory / "_impl.py").write_bytes(FILES["_impl.py"])

@@ -61,17 +61,26 @@ def _runtime_imports(path: Path, typing_too: bool = False) -> set[str]:
     """The kernelpin modules `path` imports when it runs (`if TYPE_CHECKING:` blocks left out unless `typing_too`),
     dotted names below kernelpin (`format.variant`); `from kernelpin.room import module` names the module."""
     tree = ast.parse(path.read_text(), str(path))
-    typing_only = set() if typing_too else {
-        id(node) for block in ast.walk(tree) if isinstance(block, ast.If)
-        and getattr(block.test, "id", None) == "TYPE_CHECKING" for node in ast.walk(block)}
+    typing_only = (
+        set()
+        if typing_too
+        else {
+            id(node)
+            for block in ast.walk(tree)
+            if isinstance(block, ast.If) and getattr(block.test, "id", None) == "TYPE_CHECKING"
+            for node in ast.walk(block)
+        }
+    )
     found = set()
     for node in ast.walk(tree):
         if id(node) in typing_only:
             continue
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("kernelpin"):
             module = node.module.removeprefix("kernelpin").lstrip(".")
-            found |= {f"{module}.{alias.name}".lstrip(".") if _is_module(f"{module}.{alias.name}".lstrip(".")) else module
-                      for alias in node.names} - {""}
+            found |= {
+                f"{module}.{alias.name}".lstrip(".") if _is_module(f"{module}.{alias.name}".lstrip(".")) else module
+                for alias in node.names
+            } - {""}
         elif isinstance(node, ast.Import):
             found |= {a.name.removeprefix("kernelpin.") for a in node.names if a.name.startswith("kernelpin.")}
     return found
@@ -90,8 +99,10 @@ def _arrows() -> dict[str, set[str]]:
     def named(target: str) -> str:
         return target if target in modules else f"{target}.__init__"
 
-    return {name: {named(target) for target in _runtime_imports(path, typing_too=True)} - {name}
-            for name, path in modules.items()}
+    return {
+        name: {named(target) for target in _runtime_imports(path, typing_too=True)} - {name}
+        for name, path in modules.items()
+    }
 
 
 def _room(module: str) -> str:
@@ -115,9 +126,11 @@ def _modules(folder: Path) -> dict[str, Path]:
 
 
 def test_the_consumer_core_never_imports_the_publisher() -> None:
-    reaching = {name: sorted(m for m in _runtime_imports(path) if m.split(".")[0] == "publisher")
-                for name, path in _modules(PACKAGE).items() if name not in ENTRY_POINTS
-                and not name.startswith("publisher.")}
+    reaching = {
+        name: sorted(m for m in _runtime_imports(path) if m.split(".")[0] == "publisher")
+        for name, path in _modules(PACKAGE).items()
+        if name not in ENTRY_POINTS and not name.startswith("publisher.")
+    }
     assert {name: found for name, found in reaching.items() if found} == {}
 
 
@@ -131,16 +144,23 @@ def test_no_module_imports_itself_back_counting_deferred_and_typing_imports() ->
 def test_every_arrow_between_rooms_points_down() -> None:
     layer = {room: number for number, rooms in enumerate(LAYERS) for room in rooms}
     assert {_room(name) for name in _modules(PACKAGE)} <= set(layer)  # a new room gets its place in LAYERS
-    up = sorted(f"{name} -> {target}" for name, targets in _arrows().items() for target in targets
-                if _room(name) != _room(target) and layer[_room(name)] <= layer[_room(target)])
+    up = sorted(
+        f"{name} -> {target}"
+        for name, targets in _arrows().items()
+        for target in targets
+        if _room(name) != _room(target) and layer[_room(name)] <= layer[_room(target)]
+    )
     assert up == []
 
 
 def test_a_command_imports_no_other_command() -> None:
     """Each CLI command is one module of kernelpin.commands; what two commands share lives below them
     (kernelpin.relock, kernelpin.builds, ...)."""
-    reaching = {name: sorted(target for target in targets if _room(target) == "commands" and target != "commands.__init__")
-                for name, targets in _arrows().items() if _room(name) == "commands"}
+    reaching = {
+        name: sorted(target for target in targets if _room(target) == "commands" and target != "commands.__init__")
+        for name, targets in _arrows().items()
+        if _room(name) == "commands"
+    }
     assert {name: found for name, found in reaching.items() if found} == {}
 
 
@@ -158,8 +178,12 @@ def test_tools_testkit_and_benchmarks_use_only_the_api_the_format_the_file_check
         named = path.relative_to(root).as_posix()
         allowed = SHARED_ROOMS | set(TIMED_INSIDE.get(named, ()))
         rooms = {_room(module) for module in _runtime_imports(path, typing_too=True)}
-        api = {alias.name for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.ImportFrom)
-               and node.module == "kernelpin" for alias in node.names}
+        api = {
+            alias.name
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.ImportFrom) and node.module == "kernelpin"
+            for alias in node.names
+        }
         import kernelpin
 
         found = sorted(rooms - allowed - (api & set(kernelpin.__all__)))
@@ -169,15 +193,31 @@ def test_tools_testkit_and_benchmarks_use_only_the_api_the_format_the_file_check
 
 
 def test_the_format_layer_imports_only_itself_and_the_checks() -> None:
-    outside = {name: sorted(_runtime_imports(PACKAGE.joinpath(*name.split(".")).with_suffix(".py")) - FORMAT - CHECKS)
-               for name in FORMAT}
+    outside = {
+        name: sorted(_runtime_imports(PACKAGE.joinpath(*name.split(".")).with_suffix(".py")) - FORMAT - CHECKS)
+        for name in FORMAT
+    }
     assert {name: found for name, found in outside.items() if found} == {}
 
 
 def test_the_publisher_imports_no_consumer_command() -> None:
-    consumer = {"commands.lock", "commands.sync", "store.install", "store.content", "loading.runtime", "loading.loader",
-                "commands.verify", "commands.outdated", "commands.cache", "resolve", "project", "cli"}
-    reaching = {name: sorted(_runtime_imports(path) & consumer) for name, path in _modules(PACKAGE / "publisher").items()}
+    consumer = {
+        "commands.lock",
+        "commands.sync",
+        "store.install",
+        "store.content",
+        "loading.runtime",
+        "loading.loader",
+        "commands.verify",
+        "commands.outdated",
+        "commands.cache",
+        "resolve",
+        "project",
+        "cli",
+    }
+    reaching = {
+        name: sorted(_runtime_imports(path) & consumer) for name, path in _modules(PACKAGE / "publisher").items()
+    }
     assert {name: found for name, found in reaching.items() if found} == {}
 
 
@@ -185,21 +225,43 @@ def test_the_cli_holds_no_locking_logic() -> None:
     """cli.py parses and renders: resolving, writing locks, editing pyproject.toml and the edit lock belong to
     kernelpin.commands.lock (each command is a library function there or in its own module)."""
     cli = PACKAGE / "cli.py"
-    assert _runtime_imports(cli) & {"resolve", "format.kernels_lock", "files.atomic", "store.content", "files.integrity"} == set()
+    assert (
+        _runtime_imports(cli) & {"resolve", "format.kernels_lock", "files.atomic", "store.content", "files.integrity"}
+        == set()
+    )
     tree = ast.parse(cli.read_text())
     names = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
     attributes = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
-    locking_names = {"resolve", "write_atomic", "set_requirement", "remove_requirement", "read_requirements",
-                     "edit_lock", "entry_to_add", "tag_versions", "unlisted_entries", "verify_file", "scan_cache_dir"}
+    locking_names = {
+        "resolve",
+        "write_atomic",
+        "set_requirement",
+        "remove_requirement",
+        "read_requirements",
+        "edit_lock",
+        "entry_to_add",
+        "tag_versions",
+        "unlisted_entries",
+        "verify_file",
+        "scan_cache_dir",
+    }
     assert (names | attributes - {"resolve"}) & locking_names == set()  # Path.resolve is no resolver
-    assert not any(isinstance(node, ast.Attribute) and node.attr in {"write", "read", "staleness", "changes"}
-                   and getattr(node.value, "id", None) == "lockfile" for node in ast.walk(tree))
+    assert not any(
+        isinstance(node, ast.Attribute)
+        and node.attr in {"write", "read", "staleness", "changes"}
+        and getattr(node.value, "id", None) == "lockfile"
+        for node in ast.walk(tree)
+    )
 
 
 def _imported_names(path: Path) -> set[str]:
     """The names `path` imports from kernelpin modules (`from kernelpin.x import name`), anywhere in the file."""
-    return {alias.name for node in ast.walk(ast.parse(path.read_text(), str(path)))
-            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("kernelpin") for alias in node.names}
+    return {
+        alias.name
+        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("kernelpin")
+        for alias in node.names
+    }
 
 
 def test_the_load_tail_is_written_once() -> None:
@@ -222,16 +284,25 @@ def test_every_command_is_a_library_function_named_like_it() -> None:
     assert all(callable(getattr(kernelpin, name)) and getattr(kernelpin, name).__doc__ for name in library)
 
 
-
-
-@pytest.mark.parametrize(("statement", "absent"), [
-    # load() reads a lock; it neither resolves nor edits pyproject.toml.
-    ("import kernelpin.loading.runtime", {"kernelpin.resolve", "kernelpin.project", "kernelpin.cli", "kernelpin.store.install",
-                                  "kernelpin.publisher"}),
-    # Installing and publishing need the layout's names, not the resolver.
-    ("import kernelpin.store.install", {"kernelpin.resolve", "kernelpin.project"}),
-    ("import kernelpin.publisher.release", {"kernelpin.resolve", "kernelpin.project", "kernelpin.store.install"}),
-])
+@pytest.mark.parametrize(
+    ("statement", "absent"),
+    [
+        # load() reads a lock; it neither resolves nor edits pyproject.toml.
+        (
+            "import kernelpin.loading.runtime",
+            {
+                "kernelpin.resolve",
+                "kernelpin.project",
+                "kernelpin.cli",
+                "kernelpin.store.install",
+                "kernelpin.publisher",
+            },
+        ),
+        # Installing and publishing need the layout's names, not the resolver.
+        ("import kernelpin.store.install", {"kernelpin.resolve", "kernelpin.project"}),
+        ("import kernelpin.publisher.release", {"kernelpin.resolve", "kernelpin.project", "kernelpin.store.install"}),
+    ],
+)
 def test_modules_load_only_what_they_use(statement: str, absent: set[str]) -> None:
     loaded = {name for name in fresh_interpreter(statement)[1] if name.startswith("kernelpin")}
     assert "kernelpin.format.layout" in loaded
@@ -243,6 +314,7 @@ def test_no_module_imports_another_modules_private_names() -> None:
     for path in sorted(PACKAGE.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("kernelpin"):
-                reaching += [f"{path.name}: {node.module}.{alias.name}" for alias in node.names
-                             if alias.name.startswith("_")]
+                reaching += [
+                    f"{path.name}: {node.module}.{alias.name}" for alias in node.names if alias.name.startswith("_")
+                ]
     assert reaching == []

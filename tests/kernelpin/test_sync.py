@@ -6,11 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
-from testkit.fake_kernel import CPU_213, publish
 
 import kernelpin
-from kernelpin.format import lockfile
 from kernelpin.errors import KernelpinError, NoVariantError
+from kernelpin.format import lockfile
+from testkit.fake_kernel import CPU_213, publish
 
 
 @pytest.mark.parametrize(
@@ -95,7 +95,10 @@ def test_offline_sync_uses_the_cache_and_says_what_is_missing(img2gray, project,
     status, _, err = cli("sync", "--frozen", "--torch", "2.12", "--cuda", "12.9")
     assert status == 1
     # __init__.py is the CPU build's, already in the cache (blobs are shared by content): _impl.py is missing.
-    assert "torch212-cxx11-cu129-x86_64-linux/_impl.py at" in err and "offline mode is on (--offline or HF_HUB_OFFLINE=1)" in err
+    assert (
+        "torch212-cxx11-cu129-x86_64-linux/_impl.py at" in err
+        and "offline mode is on (--offline or HF_HUB_OFFLINE=1)" in err
+    )
     project('"acme/img2gray" = "^0.2"\n')
     status, _, err = cli("lock")
     assert status == 1 and "resolving acme/img2gray needs the Hub, but offline mode is on" in err
@@ -118,7 +121,9 @@ def test_load_errors(img2gray, project, cli, tmp_path):
     assert "torch213-cxx11-cu130-x86_64-linux: CUDA 13.0 build, this machine's backend is CPU" in str(caught.value)
 
 
-def test_the_hub_cache_layout_is_huggingface_hubs_and_refs_can_name_a_snapshot(img2gray, project, cli, hf_env, tmp_path):
+def test_the_hub_cache_layout_is_huggingface_hubs_and_refs_can_name_a_snapshot(
+    img2gray, project, cli, hf_env, tmp_path
+):
     """kernelpin's downloads are found where huggingface_hub (and so `kernels`) looks offline: by commit after
     a sync, by name (e.g. `v0`, what `kernels.get_kernel(version=0)` asks for) once Store.write_ref records it."""
     from huggingface_hub import snapshot_download, try_to_load_from_cache
@@ -131,15 +136,21 @@ def test_the_hub_cache_layout_is_huggingface_hubs_and_refs_can_name_a_snapshot(i
     assert cli("sync", "--torch", "2.13")[0] == 0
     (kernel,) = lockfile.read(root / "kernelpin.lock").kernels
     impl = kernel.variant(CPU_213).file("_impl.py")
-    found = try_to_load_from_cache(kernel.repo_id, f"build/{CPU_213}/_impl.py", cache_dir=hf_env,
-                                   revision=kernel.commit, repo_type=kernel.repo_type)
+    found = try_to_load_from_cache(
+        kernel.repo_id,
+        f"build/{CPU_213}/_impl.py",
+        cache_dir=hf_env,
+        revision=kernel.commit,
+        repo_type=kernel.repo_type,
+    )
     assert isinstance(found, str) and sha256_file(Path(found)) == impl.sha256
     assert Path(found).resolve().name == impl.sha256  # the blob is named by the lock's sha256
     store = Store(HubSource(HubSettings.from_env()))
     ref = store.write_ref(kernel.repo_id, kernel.repo_type, "v0", kernel.commit)
     assert ref.read_text() == kernel.commit
-    snapshot = snapshot_download(kernel.repo_id, revision="v0", repo_type=kernel.repo_type, cache_dir=hf_env,
-                                 local_files_only=True)
+    snapshot = snapshot_download(
+        kernel.repo_id, revision="v0", repo_type=kernel.repo_type, cache_dir=hf_env, local_files_only=True
+    )
     assert (Path(snapshot) / "build" / CPU_213 / "_impl.py").is_file()
     # Names and commits are checked; an existing ref that is a link is replaced, never written through.
     for name, commit in (("../../x", kernel.commit), ("v0", kernel.commit.upper()), ("v 0", kernel.commit)):

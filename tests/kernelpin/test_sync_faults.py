@@ -9,16 +9,16 @@ import subprocess
 import sys
 
 import pytest
-from testkit.fake_kernel import CPU_213, publish
 
 import kernelpin
-from kernelpin.format import lockfile
 from kernelpin.errors import IntegrityError, KernelpinError
-from kernelpin.loading.runtime import module_name
-from kernelpin.hub.source import HubSettings, HubSource
 from kernelpin.files.confined import PARTIAL
-from kernelpin.store.install import Installer, sync
+from kernelpin.format import lockfile
 from kernelpin.format.variant import Environment
+from kernelpin.hub.source import HubSettings, HubSource
+from kernelpin.loading.runtime import module_name
+from kernelpin.store.install import Installer, sync
+from testkit.fake_kernel import CPU_213, publish
 from testkit.hub import HubServer
 from tests.kernelpin.helpers import REPO_ROOT, fresh_interpreter, snapshot_files
 
@@ -54,8 +54,11 @@ def test_server_stopped_mid_sync(tmp_path, project, cli, hf_env, monkeypatch):
 
         monkeypatch.setattr(HubSource, "stream", kill_server_during_transfer)
         installer = Installer(HubSource(HubSettings.from_env()))
-        with pytest.raises(KernelpinError, match=rf"downloading build/{CPU_213}/_big.so of acme/big at [0-9a-f]{{12}}"
-                           r"(?: failed: cannot reach|: the server sent \d+ bytes, not the 33554432)"):
+        with pytest.raises(
+            KernelpinError,
+            match=rf"downloading build/{CPU_213}/_big.so of acme/big at [0-9a-f]{{12}}"
+            r"(?: failed: cannot reach|: the server sent \d+ bytes, not the 33554432)",
+        ):
             sync(pinned, installer, CPU_ENV)
         # The cache holds no partial or unverified file under a usable name.
         (kernel,) = pinned.kernels
@@ -69,7 +72,7 @@ def test_server_stopped_mid_sync(tmp_path, project, cli, hf_env, monkeypatch):
         # The server comes back: the same command finishes the job.
         server.start()
         monkeypatch.setenv("HF_ENDPOINT", server.endpoint)
-        status, out, err = cli("sync", "--frozen", "--torch", "2.13")
+        status, _out, err = cli("sync", "--frozen", "--torch", "2.13")
         assert status == 0, err
         assert cli("verify")[0] == 0
     finally:
@@ -85,7 +88,9 @@ def test_tampered_cache_is_detected_and_never_imported(img2gray, project, cli, h
     impl.write_text(f"open({str(marker)!r}, 'w').close()\nVARIANT = 'evil'\ndef gray(p): return p\n")
     name = module_name(kernel.repo_id, kernel.commit, CPU_213)
     sys.modules.pop(name, None)
-    with pytest.raises(IntegrityError, match=r"_impl.py: size .* pinned in the lock.*run `kernelpin sync` to replace it"):
+    with pytest.raises(
+        IntegrityError, match=r"_impl.py: size .* pinned in the lock.*run `kernelpin sync` to replace it"
+    ):
         kernelpin.load("acme/img2gray")
     assert not marker.exists() and name not in sys.modules
     status, _, err = cli("verify")
@@ -176,19 +181,30 @@ def test_two_syncs_at_once(img2gray, project, cli, hf_env):
         ('"acme/k." = "^0.1"\n', "'acme/k.' is not a Hub repository id"),
         ('"acme/img2gray" = { version = -1 }\n', "a major version is a number from 0 to 999999, not -1"),
         ('"acme/img2gray" = -1\n', "a major version is a number from 0 to 999999, not -1"),
-        ('"acme/no-such-kernel" = "^1"\n',
-         "acme/no-such-kernel: no kernel or model repository of that name at http://127.0.0.1:"),
-        ('"acme/img2gray" = "^0.3"\n',
-         "acme/img2gray: no version satisfies ^0.3 (available: 1.0.0-rc.1, 0.2.0, 0.1.1, 0.1.0)"),
-        ('"acme/img2gray" = 7\n', "acme/img2gray: no branch v7 (`= 7` is the branch v7, as `kernels` reads it; "
-                                 "major-version branches: v0; version tags: 1.0.0-rc.1, 0.2.0, 0.1.1, 0.1.0)"),
-        ('"acme/img2gray" = { revision = "nope" }\n',
-         "acme/img2gray: revision 'nope' is neither a tag nor a branch nor a full 40-character commit sha"),
+        (
+            '"acme/no-such-kernel" = "^1"\n',
+            "acme/no-such-kernel: no kernel or model repository of that name at http://127.0.0.1:",
+        ),
+        (
+            '"acme/img2gray" = "^0.3"\n',
+            "acme/img2gray: no version satisfies ^0.3 (available: 1.0.0-rc.1, 0.2.0, 0.1.1, 0.1.0)",
+        ),
+        (
+            '"acme/img2gray" = 7\n',
+            (
+                "acme/img2gray: no branch v7 (`= 7` is the branch v7, as `kernels` reads it; "
+                "major-version branches: v0; version tags: 1.0.0-rc.1, 0.2.0, 0.1.1, 0.1.0)"
+            ),
+        ),
+        (
+            '"acme/img2gray" = { revision = "nope" }\n',
+            "acme/img2gray: revision 'nope' is neither a tag nor a branch nor a full 40-character commit sha",
+        ),
     ],
 )
 def test_bad_input_gets_a_clear_error(img2gray, project, cli, dependencies, message):
     root = project(dependencies)
-    status, out, err = cli("lock")
+    status, _out, err = cli("lock")
     assert status == 1
     assert message in err
     assert "Traceback" not in err and not (root / "kernelpin.lock").exists()

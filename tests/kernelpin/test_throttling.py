@@ -15,8 +15,8 @@ import pytest
 
 from kernelpin.hub.limits import LimitExceeded
 from kernelpin.hub.throttle import MAX_RETRIES, retry_after_seconds, wait_before_retry
-from tests.kernelpin.faulty_hub import HostileHub, Lies
 from testkit.fake_kernel import CPU_213, publish
+from tests.kernelpin.faulty_hub import HostileHub, Lies
 from tests.kernelpin.test_hub_answers import fresh_load, locked, one_line_error  # noqa: F401 (locked: a fixture)
 
 
@@ -44,8 +44,11 @@ def test_which_answers_are_retried_and_for_how_long():
     assert wait_before_retry(503, "3", 0, 60, 0, "u") == 3
     assert wait_before_retry(503, None, 0, 60, 0, "u") is None  # a plain failure: not retried
     assert wait_before_retry(404, "3", 0, 60, 0, "u") is None
-    with pytest.raises(LimitExceeded, match=r"asks to wait 3600 s \(Retry-After\), more than the 60 s left .*"
-                                            r"KERNELPIN_DEADLINE=SECONDS"):
+    with pytest.raises(
+        LimitExceeded,
+        match=r"asks to wait 3600 s \(Retry-After\), more than the 60 s left .*"
+        r"KERNELPIN_DEADLINE=SECONDS",
+    ):
         wait_before_retry(429, "3600", 0, 60, 0, "u")
 
 
@@ -75,8 +78,9 @@ def test_a_wait_past_the_deadline_fails_at_once_in_one_line(hub, locked, cli, mo
         monkeypatch.setenv("HF_ENDPOINT", endpoint)
         monkeypatch.setenv("KERNELPIN_DEADLINE", "30")
         started = time.monotonic()
-        one_line_error(*cli("sync", "--torch", "2.13")[::2], "HTTP 429", "asks to wait 3600 s (Retry-After)",
-                       "KERNELPIN_DEADLINE")
+        one_line_error(
+            *cli("sync", "--torch", "2.13")[::2], "HTTP 429", "asks to wait 3600 s (Retry-After)", "KERNELPIN_DEADLINE"
+        )
         assert time.monotonic() - started < 30  # it did not sit out the deadline either
     paths = [path for _, path in server.arrivals]
     assert len(paths) == len(set(paths))  # no request was sent again
@@ -95,8 +99,7 @@ def test_a_hub_that_never_stops_throttling_is_asked_a_bounded_number_of_times(hu
 # --- parallel downloads -------------------------------------------------------------------------------
 
 
-def test_a_variants_files_and_several_kernels_download_in_parallel(hub, released, new_repo, project, cli,
-                                                                   monkeypatch):
+def test_a_variants_files_and_several_kernels_download_in_parallel(hub, released, new_repo, project, cli, monkeypatch):
     # Failed before: one file after another (most_in_flight was 1), kernel after kernel.
     other, repo = new_repo("parallel", "kernel")
     publish(repo, "1.0.0", variants=(CPU_213,))

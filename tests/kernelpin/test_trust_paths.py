@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 import kernelpin
-from kernelpin.loading.get_kernel import UnpinnedKernelWarning
 from kernelpin.errors import KernelpinError
 from kernelpin.format import lockfile
-from kernelpin.loading.local_override import LocalKernelOverrideWarning
 from kernelpin.format.signer import LockedSignature
+from kernelpin.loading.get_kernel import UnpinnedKernelWarning
+from kernelpin.loading.local_override import LocalKernelOverrideWarning
 from kernelpin.trust.policy import Policy, SignatureError
 from testkit.fake_kernel import CPU_213, kernel_files, write_variant
 from testkit.sigstore_root import Identity
@@ -35,9 +35,12 @@ def edit_lock(root: Path, signature: LockedSignature | None) -> None:
     """The lock with every variant's signature record replaced by `signature` (None: dropped)."""
     path = root / "kernelpin.lock"
     lock = lockfile.read(path)
-    kernels = tuple(dataclasses.replace(kernel, variants=tuple(dataclasses.replace(variant, signature=signature)
-                                                               for variant in kernel.variants))
-                    for kernel in lock.kernels)
+    kernels = tuple(
+        dataclasses.replace(
+            kernel, variants=tuple(dataclasses.replace(variant, signature=signature) for variant in kernel.variants)
+        )
+        for kernel in lock.kernels
+    )
     lockfile.write(path, dataclasses.replace(lock, kernels=kernels))
 
 
@@ -50,8 +53,12 @@ def test_a_lock_without_its_signature_record_is_refused_by_sync_and_verify(new_r
     assert cli("lock")[0] == 0
     edit_lock(root, None)
     status, out, err = cli("sync", "--frozen")
-    assert status == 1 and "the lock records no signature check of this variant, but [tool.kernelpin.trust] " \
-                           "require-signatures requires a signature" in one_line(err), out + err
+    assert (
+        status == 1
+        and "the lock records no signature check of this variant, but [tool.kernelpin.trust] "
+        "require-signatures requires a signature"
+        in one_line(err)
+    ), out + err
     status, out, err = cli("verify", "--signatures")
     assert status == 1 and "records no signature check" in err
     status, _, err = cli("lock")  # a relock keeps nothing it cannot vouch for
@@ -113,8 +120,12 @@ def untrusted_line(new_repo, project):
     return repo_id
 
 
-def test_offline_get_kernel_asks_trust_remote_code_as_online(untrusted_line, state, monkeypatch,  # noqa: F811
-                                                             fresh_modules) -> None:  # noqa: F811
+def test_offline_get_kernel_asks_trust_remote_code_as_online(
+    untrusted_line,
+    state,
+    monkeypatch,
+    fresh_modules,
+) -> None:
     """Finding 7: once a call had loaded the untrusted publisher with trust_remote_code=True, an offline call
     without it loaded too on 9c8fb3a (online it is refused); and the lockless refusal names no lock."""
     with warnings.catch_warnings():
@@ -122,16 +133,20 @@ def test_offline_get_kernel_asks_trust_remote_code_as_online(untrusted_line, sta
         assert kernelpin.get_kernel(untrusted_line, version=1, trust_remote_code=True).VERSION == "1.0.0"
         forget_kernels()
         monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-        with pytest.raises(KernelpinError, match=rf"{UNTRUSTED_ORG} is not a trusted kernel publisher .*"
-                                                 r"trust_remote_code=True"):
+        with pytest.raises(
+            KernelpinError,
+            match=rf"{UNTRUSTED_ORG} is not a trusted kernel publisher .*"
+            r"trust_remote_code=True",
+        ):
             kernelpin.get_kernel(untrusted_line, version=1)
         with pytest.raises(KernelpinError, match="not a trusted kernel publisher"):
             kernelpin.has_kernel(untrusted_line, version=1)
         assert kernelpin.get_kernel(untrusted_line, version=1, trust_remote_code=[untrusted_line]).VERSION == "1.0.0"
         # The policy now requires signatures: the remembered unsigned resolution is refused in get_kernel's words.
         forget_kernels()
-        Path("pyproject.toml").write_text(Path("pyproject.toml").read_text()
-                                          + "\n[tool.kernelpin.trust]\nrequire-signatures = true\n")
+        Path("pyproject.toml").write_text(
+            Path("pyproject.toml").read_text() + "\n[tool.kernelpin.trust]\nrequire-signatures = true\n"
+        )
         with pytest.raises(SignatureError) as refused:
             kernelpin.get_kernel(untrusted_line, version=1, trust_remote_code=True)
         assert "resolved unsigned before (get_kernel remembers it)" in str(refused.value)
@@ -144,21 +159,25 @@ def test_the_signature_worker_keeps_the_interpreters_isolation(tmp_path) -> None
     planted, marker = tmp_path / "planted", tmp_path / "sitecustomize-ran"
     planted.mkdir()
     (planted / "sitecustomize.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
-    script = (f"import sys; sys.path.insert(0, {str(REPO)!r})\n"
-              "from pathlib import Path\n"
-              "from kernelpin.trust.policy import Policy\n"
-              "from kernelpin.trust.worker import SignatureWorker\n"
-              "worker = SignatureWorker.start(Policy(), Path.cwd())\n"
-              "verified, root = worker.verify('acme/x', 'v', b'{}', b'{')\n"
-              "print(verified, root)\n"
-              "worker.close()\n")
+    script = (
+        f"import sys; sys.path.insert(0, {str(REPO)!r})\n"
+        "from pathlib import Path\n"
+        "from kernelpin.trust.policy import Policy\n"
+        "from kernelpin.trust.worker import SignatureWorker\n"
+        "worker = SignatureWorker.start(Policy(), Path.cwd())\n"
+        "verified, root = worker.verify('acme/x', 'v', b'{}', b'{')\n"
+        "print(verified, root)\n"
+        "worker.close()\n"
+    )
     environ = {**os.environ, "PYTHONPATH": str(planted)}
-    isolated = subprocess.run([sys.executable, "-I", "-c", script], env=environ, capture_output=True, text=True,
-                              cwd=tmp_path, timeout=120)
+    isolated = subprocess.run(
+        [sys.executable, "-I", "-c", script], env=environ, capture_output=True, text=True, cwd=tmp_path, timeout=120
+    )
     assert not marker.exists(), isolated.stderr
     assert isolated.returncode == 1 and "is not a Sigstore bundle" in isolated.stderr  # the worker's answer
-    plain = subprocess.run([sys.executable, "-c", script], env=environ, capture_output=True, text=True, cwd=tmp_path,
-                           timeout=120)
+    plain = subprocess.run(
+        [sys.executable, "-c", script], env=environ, capture_output=True, text=True, cwd=tmp_path, timeout=120
+    )
     assert marker.exists() and plain.returncode == 1  # without -I, PYTHONPATH's sitecustomize runs: as asked
 
 
@@ -174,9 +193,15 @@ def test_a_trust_root_another_user_planted_in_the_cache_is_not_used(tmp_path, mo
     planted.write_bytes(sigstore[1].read_bytes())  # the test kit's root: it signs whatever it is asked to
     for directory in (cache, *list(planted.parents)[:4]):
         directory.chmod(0o755)
-    files = sigstore[0].sign_files(kernel_files("1.0.0"), Identity(
-        repository="huggingface/kernels-community", workflow=".github/workflows/build.yaml", ref="refs/heads/main",
-        commit="d" * 40))
+    files = sigstore[0].sign_files(
+        kernel_files("1.0.0"),
+        Identity(
+            repository="huggingface/kernels-community",
+            workflow=".github/workflows/build.yaml",
+            ref="refs/heads/main",
+            commit="d" * 40,
+        ),
+    )
     metadata, bundle = files[f"build/{CPU_213}/metadata.json"], files[f"build/{CPU_213}/metadata.json.sigstore"]
 
     def verify() -> object:
@@ -213,14 +238,25 @@ def test_has_kernel_from_local_kernels_warns(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("LOCAL_KERNELS", f"acme/local={root}")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.chdir(tmp_path)
-    with pytest.warns(LocalKernelOverrideWarning, match=rf"LOCAL_KERNELS overrides acme/local: answering from the "
-                      rf"local build {root / 'build' / CPU_213} instead of the Hub") as caught:
+    with pytest.warns(
+        LocalKernelOverrideWarning,
+        match=rf"LOCAL_KERNELS overrides acme/local: answering from the "
+        rf"local build {root / 'build' / CPU_213} instead of the Hub",
+    ) as caught:
         assert kernelpin.has_kernel("acme/local", version=9)
     assert caught[0].filename == __file__  # pointing at the caller
 
 
-def test_every_path_reaches_the_one_decision(new_repo, app, cli, sigstore, state, monkeypatch, tmp_path,  # noqa: F811
-                                             fresh_modules) -> None:  # noqa: F811
+def test_every_path_reaches_the_one_decision(
+    new_repo,
+    app,
+    cli,
+    sigstore,
+    state,
+    monkeypatch,
+    tmp_path,
+    fresh_modules,
+) -> None:
     """Lock, relock, sync, verify, load, get_kernel online and offline, has_kernel, LOCAL_KERNELS and kernelize's
     two loaders each call kernelpin.trust.gate.decide, with the evidence the path has (none: NO_RECORD)."""
     from types import SimpleNamespace
@@ -256,13 +292,20 @@ def test_every_path_reaches_the_one_decision(new_repo, app, cli, sigstore, state
     assert gate.RELEASE in reached(lambda: cli("verify", "--signatures"))
     assert reached(kernelpin.load, repo_id, lock=lock) == {gate.LOCK}
     forget_kernels()
-    assert reached(kernelize._locked_kernel, SimpleNamespace(
-        _repo_id=repo_id, _lockfile=None, kernel_dep="d", kernel_locks={"d": SimpleNamespace(
-            commit=lockfile.read(lock).kernels[0].commit)})) == {gate.LOCK}
+    assert reached(
+        kernelize._locked_kernel,
+        SimpleNamespace(
+            _repo_id=repo_id,
+            _lockfile=None,
+            kernel_dep="d",
+            kernel_locks={"d": SimpleNamespace(commit=lockfile.read(lock).kernels[0].commit)},
+        ),
+    ) == {gate.LOCK}
     assert reached(kernelpin.get_kernel, repo_id, version=1) == {gate.RELEASE}
     forget_kernels()
-    assert reached(kernelize._hub_kernel, SimpleNamespace(_repo_id=repo_id, _revision=None, _version=1,
-                                                          _trust_remote_code=False)) == {gate.REMEMBERED}
+    assert reached(
+        kernelize._hub_kernel, SimpleNamespace(_repo_id=repo_id, _revision=None, _version=1, _trust_remote_code=False)
+    ) == {gate.REMEMBERED}
     assert reached(kernelpin.has_kernel, repo_id, version=1) == {gate.REMEMBERED}
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     forget_kernels()

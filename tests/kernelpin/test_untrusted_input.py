@@ -17,11 +17,11 @@ import huggingface_hub.utils._http as hf_http
 import pytest
 
 import kernelpin
-from kernelpin.format import lockfile
 from kernelpin.errors import IntegrityError, KernelpinError
+from kernelpin.format import lockfile
 from kernelpin.hub.client import capped_timeouts
-from kernelpin.loading.runtime import module_name
 from kernelpin.hub.listing import remote_file
+from kernelpin.loading.runtime import module_name
 from kernelpin.store.content import Store
 from testkit.fake_kernel import CPU_213, kernel_files, publish, variant_files
 from tests.kernelpin.faulty_hub import SilentServer, StatusServer
@@ -86,7 +86,7 @@ def test_bytecode_caches_are_neither_read_nor_written(img2gray, project, cli, hf
 
 
 def test_a_lock_that_omits_the_package_code_is_refused(img2gray, project, cli, hf_env, tmp_path):
-    kernel, variant = synced_variant(project, cli, hf_env)
+    kernel, _variant = synced_variant(project, cli, hf_env)
     lock_path = Path.cwd() / "kernelpin.lock"
 
     def relock(keep: set[str]) -> None:
@@ -198,7 +198,9 @@ def test_a_linked_directory_in_the_target_is_refused_never_followed(img2gray, pr
     assert {p: p.read_bytes() for p in home.rglob("*") if p.is_file()} == before
 
 
-def test_a_linked_variant_directory_in_the_hub_cache_is_refused_never_followed(img2gray, project, cli, hf_env, tmp_path):
+def test_a_linked_variant_directory_in_the_hub_cache_is_refused_never_followed(
+    img2gray, project, cli, hf_env, tmp_path
+):
     kernel, variant = synced_variant(project, cli, hf_env)
     home = user_directory(tmp_path)
     before = {p: p.read_bytes() for p in home.rglob("*") if p.is_file()}
@@ -216,8 +218,7 @@ def test_a_linked_variant_directory_in_the_hub_cache_is_refused_never_followed(i
     assert fresh_load(kernel).VARIANT == CPU_213
 
 
-def test_a_linked_subdirectory_of_a_variant_is_never_repaired_through(
-        new_repo, project, cli, hf_env, tmp_path):
+def test_a_linked_subdirectory_of_a_variant_is_never_repaired_through(new_repo, project, cli, hf_env, tmp_path):
     repo_id, repo = new_repo()
     publish(repo, "1.0.0", variants=(CPU_213,), extra={"pkg/__init__.py": b"NAME = 'pkg'\n"})
     root = project(f'"{repo_id}" = "^1"\n')
@@ -235,18 +236,24 @@ def test_a_linked_subdirectory_of_a_variant_is_never_repaired_through(
     assert (home / "__init__.py").read_text() == "# the user's own file\n"
     package.unlink()
     assert cli("sync", "--target", str(vendor), "--torch", "2.13")[0] == 0
-    assert cli("verify", "--target", str(vendor))[0] == 0 and (home / "__init__.py").read_text() == "# the user's own file\n"
+    assert (
+        cli("verify", "--target", str(vendor))[0] == 0
+        and (home / "__init__.py").read_text() == "# the user's own file\n"
+    )
 
 
 def test_verify_fails_when_a_locked_file_of_an_installed_variant_is_missing(img2gray, project, cli, hf_env, tmp_path):
     # Failed before: verify skipped files it did not find and exited 0.
-    kernel, variant = synced_variant(project, cli, hf_env)
+    _kernel, variant = synced_variant(project, cli, hf_env)
     (variant / "_impl.py").unlink()
     status, out, err = cli("verify")
     assert status == 1 and f"missing: acme/img2gray {CPU_213}/_impl.py" in err and "missing" in out
     status, out, _ = cli("verify", "--json")
-    assert status == 1 and {"repo": "acme/img2gray", "variant": CPU_213, "path": "_impl.py",
-                            "status": "missing"} in json.loads(out)["files"]
+    assert (
+        status == 1
+        and {"repo": "acme/img2gray", "variant": CPU_213, "path": "_impl.py", "status": "missing"}
+        in json.loads(out)["files"]
+    )
     assert cli("sync", "--torch", "2.13")[0] == 0 and cli("verify")[0] == 0  # other variants: not installed, fine
 
 
@@ -348,8 +355,9 @@ def test_a_pyproject_starting_with_a_byte_order_mark_is_read_and_keeps_it(img2gr
 
 def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    return subprocess.run([sys.executable, "-m", "kernelpin", *args], env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "kernelpin", *args], env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def test_the_http_deadline_caps_huggingface_hubs_timeouts_and_keeps_its_shorter_ones():
@@ -359,7 +367,11 @@ def test_the_http_deadline_caps_huggingface_hubs_timeouts_and_keeps_its_shorter_
     every = ("connect", "read", "write", "pool")
     assert capped_timeouts(dict.fromkeys(every, 3.0), 30) == dict.fromkeys(every, 3.0)
     assert capped_timeouts({"connect": 60.0, "read": 10.0, "write": None}, 30) == {
-        "connect": 30, "read": 10.0, "write": 30, "pool": 30}
+        "connect": 30,
+        "read": 10.0,
+        "write": 30,
+        "pool": 30,
+    }
     assert capped_timeouts({}, 30) == dict.fromkeys(every, 30)
 
 
@@ -388,7 +400,10 @@ def test_a_silent_hub_times_out_with_a_clear_error(img2gray, project, cli, monke
         assert f"no answer from {endpoint}/acme/img2gray/resolve/" in done.stderr and "within 0.5 s" in done.stderr
         assert "KERNELPIN_HTTP_TIMEOUT" in done.stderr
         done = run_cli("lock", "--upgrade", timeout=30)
-        assert done.returncode == 1 and f"listing tags of acme/img2gray failed: no answer from {endpoint}/api/" in done.stderr
+        assert (
+            done.returncode == 1
+            and f"listing tags of acme/img2gray failed: no answer from {endpoint}/api/" in done.stderr
+        )
     monkeypatch.setenv("KERNELPIN_HTTP_TIMEOUT", "soon")
     status, _, err = cli("lock", "--upgrade")
     assert status == 1 and "KERNELPIN_HTTP_TIMEOUT='soon' is not a number of seconds" in err
@@ -467,11 +482,20 @@ def test_load_from_a_read_only_target_and_cache_as_another_user(img2gray, projec
             "for name in [m for m in sys.modules if m.startswith('_kernelpin_')]: del sys.modules[name]\n"
             "print('cache', kernelpin.load('acme/img2gray', lock=sys.argv[1]).VARIANT)\n"
         )
-        env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(shared / "cache"),
-               "HF_HOME": str(shared / "hf-home"), "HOME": str(shared)}
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(REPO_ROOT),
+            "HF_HUB_OFFLINE": "1",
+            "HF_HUB_CACHE": str(shared / "cache"),
+            "HF_HOME": str(shared / "hf-home"),
+            "HOME": str(shared),
+        }
         done = subprocess.run(
             [*AS_NOBODY, sys.executable, "-c", script, str(shared), str(shared / "vendor")],
-            env=env, capture_output=True, text=True, timeout=120,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
         assert done.returncode == 0, done.stderr[-2000:]
         assert done.stdout.split() == ["target", CPU_213, "cache", CPU_213]
@@ -492,10 +516,16 @@ def test_concurrent_adds_keep_every_entry(new_repo, project, cli, tmp_path):
     root = project("")
     # Each run with a Hub cache of its own: the edit lock belongs to the project, not to a cache (failed
     # before: the lock lived in the cache, all 6 exited 0, pyproject.toml kept 3 entries and the lock 2).
-    runs = [subprocess.Popen([sys.executable, "-m", "kernelpin", "add", f"{repo_id}@^1"],
-                             env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "HF_HUB_CACHE": str(tmp_path / f"cache-{n}")},
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            for n, repo_id in enumerate(repos)]
+    runs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "kernelpin", "add", f"{repo_id}@^1"],
+            env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "HF_HUB_CACHE": str(tmp_path / f"cache-{n}")},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for n, repo_id in enumerate(repos)
+    ]
     outcomes = [(run.wait(timeout=120), run.stderr.read()) for run in runs]
     assert [status for status, _ in outcomes] == [0] * len(repos), outcomes
     text = (root / "pyproject.toml").read_text()
@@ -504,8 +534,12 @@ def test_concurrent_adds_keep_every_entry(new_repo, project, cli, tmp_path):
     assert cli("lock", "--check")[0] == 0
     # The lock's directory ignores itself: `git add -A` in the project never commits it.
     subprocess.run(["git", "init", "-q", str(root)], check=True)
-    untracked = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=all"],
-                               capture_output=True, text=True, check=True).stdout.split()
+    untracked = subprocess.run(
+        ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=all"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     assert sorted(untracked) == ["??", "??", "kernelpin.lock", "pyproject.toml"]
 
 
@@ -518,10 +552,20 @@ def test_a_fresh_lock_in_a_read_only_project_needs_no_edit_lock(img2gray, projec
         shutil.copy(root / "pyproject.toml", shared)
         shutil.copy(root / "kernelpin.lock", shared)
         subprocess.run(["chmod", "-R", "a+rX,a-w", str(shared)], check=True)
-        env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HF_HUB_CACHE": str(shared / "cache"),
-               "HF_HOME": str(shared / "hf-home"), "HOME": str(shared)}
-        done = subprocess.run([*AS_NOBODY, sys.executable, "-m", "kernelpin", "--project", str(shared), "lock"],
-                              env=env, capture_output=True, text=True, timeout=120)
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(REPO_ROOT),
+            "HF_HUB_CACHE": str(shared / "cache"),
+            "HF_HOME": str(shared / "hf-home"),
+            "HOME": str(shared),
+        }
+        done = subprocess.run(
+            [*AS_NOBODY, sys.executable, "-m", "kernelpin", "--project", str(shared), "lock"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert done.returncode == 0 and "is up to date" in done.stdout, done.stderr[-2000:]
         assert sorted(p.name for p in shared.iterdir()) == ["kernelpin.lock", "pyproject.toml"]
     finally:

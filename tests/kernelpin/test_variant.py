@@ -11,7 +11,19 @@ from dataclasses import replace
 import pytest
 
 from kernelpin.format.variant import (
-    CPU, MLX, NOARCH, SDK, STABLE_ABI, TORCH, TVM_FFI, Backend, Environment, Variant, cuda, cuda_arch_covers, select,
+    CPU,
+    MLX,
+    NOARCH,
+    SDK,
+    STABLE_ABI,
+    TORCH,
+    TVM_FFI,
+    Backend,
+    Environment,
+    Variant,
+    cuda,
+    cuda_arch_covers,
+    select,
 )
 
 ARCHS = ("8.0", "9.0", "12.0+PTX")
@@ -50,7 +62,7 @@ def test_a_cpu_build_is_offered_not_taken_on_a_cuda_machine():
     selection = select(LOCKED, env(cuda=(11, 8)))
     assert selection.rejected["torch213-cxx11-cpu-x86_64-linux"] == "CPU build, this machine's backend is CUDA 11.8"
     assert "kernelpin sync --backend cpu" in selection.explain()
-    assert "backend=\"cpu\"" in selection.hint and "torch213-cxx11-cpu-x86_64-linux" in selection.hint
+    assert 'backend="cpu"' in selection.hint and "torch213-cxx11-cpu-x86_64-linux" in selection.hint
     assert select({"torch213-cxx11-cu128-x86_64-linux": None}, env(cuda=(11, 8))).hint == ""
 
 
@@ -83,15 +95,28 @@ def test_an_unparseable_name_does_not_stop_the_scan(first):
 @pytest.mark.parametrize(
     ("arch", "device", "covers"),
     [
-        ("8.0", (8, 6), True), ("8.6", (8, 0), False), ("8.0", (9, 0), False), ("8.0", (8, 0), True),
-        ("12.0+PTX", (12, 0), True), ("12.0+PTX", (12, 1), True), ("12.0+PTX", (13, 0), True),
+        ("8.0", (8, 6), True),
+        ("8.6", (8, 0), False),
+        ("8.0", (9, 0), False),
+        ("8.0", (8, 0), True),
+        ("12.0+PTX", (12, 0), True),
+        ("12.0+PTX", (12, 1), True),
+        ("12.0+PTX", (13, 0), True),
         ("12.0+PTX", (9, 0), False),
-        ("9.0a", (9, 0), True), ("9.0a", (9, 1), False),
+        ("9.0a", (9, 0), True),
+        ("9.0a", (9, 1), False),
         # arch- and family-specific builds don't run on later generations, +PTX or not (kernels.archs)
-        ("9.0a+PTX", (9, 0), True), ("9.0a+PTX", (10, 0), False), ("9.0a+PTX", (9, 1), False),
-        ("10.0f", (10, 3), True), ("10.0f", (11, 0), False), ("10.3f", (10, 0), False),
-        ("10.0f+PTX", (10, 1), True), ("10.0f+PTX", (11, 0), False),
-        ("gfx942", (9, 0), None), ("sm_90", (9, 0), None), ("9.0x", (9, 0), None),
+        ("9.0a+PTX", (9, 0), True),
+        ("9.0a+PTX", (10, 0), False),
+        ("9.0a+PTX", (9, 1), False),
+        ("10.0f", (10, 3), True),
+        ("10.0f", (11, 0), False),
+        ("10.3f", (10, 0), False),
+        ("10.0f+PTX", (10, 1), True),
+        ("10.0f+PTX", (11, 0), False),
+        ("gfx942", (9, 0), None),
+        ("sm_90", (9, 0), None),
+        ("9.0x", (9, 0), None),
     ],
 )
 def test_cuda_arch_covers(arch, device, covers):
@@ -121,7 +146,8 @@ def test_rocm_archs_are_gfx_names_compared_with_the_gpu():
     other_gpu = select(names, Environment(torch=(2, 13), backend=Backend("rocm", (7, 1)), gpu_arch="gfx1100"))
     assert other_gpu.chosen is None
     assert other_gpu.rejected["torch213-cxx11-rocm71-x86_64-linux"] == (
-        "ROCm archs gfx90a;gfx942 do not include this GPU's gfx1100")
+        "ROCm archs gfx90a;gfx942 do not include this GPU's gfx1100"
+    )
     assert select(names, Environment(torch=(2, 13), backend=Backend("rocm", (7, 0)))).chosen is None  # exact version
 
 
@@ -131,7 +157,8 @@ def test_the_preferred_build_missing_the_gpu_is_refused_not_passed_over():
     selection = select(names, env(cuda=(13, 0), capability=(12, 0)))
     assert selection.chosen is None
     assert selection.rejected["torch213-cxx11-cu130-x86_64-linux"].startswith(
-        "fits, but torch-stable-abi210-cu130-x86_64-linux comes first")
+        "fits, but torch-stable-abi210-cu130-x86_64-linux comes first"
+    )
 
 
 def test_abi_tag_is_optional():
@@ -145,7 +172,8 @@ def test_abi_tag_is_optional():
     # kernels reads the ABI on Linux only: a tagged build never fits elsewhere, an untagged one does
     mac = env(os="darwin", arch="aarch64", cxx11_abi=None)
     assert select({"torch213-cxx11-cpu-aarch64-darwin": None, "torch213-cpu-aarch64-darwin": None}, mac).chosen == (
-        "torch213-cpu-aarch64-darwin")
+        "torch213-cpu-aarch64-darwin"
+    )
 
 
 @pytest.mark.parametrize(
@@ -186,14 +214,29 @@ def test_ecosystem_names_parse_and_round_trip(name, framework, version, backend)
     assert variant.name == name
 
 
-@pytest.mark.parametrize("name", ["torch213-cuda-x86_64-linux", "torch213-cu1-x86_64-linux", "torch-stable-abi-cpu",
-                                  "torch213-cxx11-cpu-x86_64", "tvm-ffi-cpu-x86_64-linux", "cpu-x86_64-linux",
-                                  "torch213-cxx11-npu-x86_64-linux", "torchx-cpu-x86_64-linux",
-                                  # kernel-builder's new names: the Python floor and ABI are required, and exact
-                                  "torch-2.13-cxx11-cuda-13.0-x86_64-linux", "torch-2.13-cuda-13-cpython-3.10-abi3-x86_64-linux",
-                                  "torch-2.13-cpu-cpython-3.14-abi3t-x86_64-linux", "torch-2.13-cpu-cpython-3.10-abi4-x86_64-linux",
-                                  "torch213-cxx11-cu130-cpython-3.10-abi3-x86_64-linux", "sdk-cuda-13.0",
-                                  "sdk-cuda-cpython-3.12-abi3-x86_64-linux", "mlx-0.1-metal", "torch-2"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "torch213-cuda-x86_64-linux",
+        "torch213-cu1-x86_64-linux",
+        "torch-stable-abi-cpu",
+        "torch213-cxx11-cpu-x86_64",
+        "tvm-ffi-cpu-x86_64-linux",
+        "cpu-x86_64-linux",
+        "torch213-cxx11-npu-x86_64-linux",
+        "torchx-cpu-x86_64-linux",
+        # kernel-builder's new names: the Python floor and ABI are required, and exact
+        "torch-2.13-cxx11-cuda-13.0-x86_64-linux",
+        "torch-2.13-cuda-13-cpython-3.10-abi3-x86_64-linux",
+        "torch-2.13-cpu-cpython-3.14-abi3t-x86_64-linux",
+        "torch-2.13-cpu-cpython-3.10-abi4-x86_64-linux",
+        "torch213-cxx11-cu130-cpython-3.10-abi3-x86_64-linux",
+        "sdk-cuda-13.0",
+        "sdk-cuda-cpython-3.12-abi3-x86_64-linux",
+        "mlx-0.1-metal",
+        "torch-2",
+    ],
+)
 def test_names_kernels_does_not_read_are_refused(name):
     with pytest.raises(ValueError, match="not a"):
         Variant.parse(name)
@@ -202,7 +245,9 @@ def test_names_kernels_does_not_read_are_refused(name):
 ROCM = Environment(torch=(2, 13), backend=Backend("rocm", (7, 1)))
 XPU = Environment(torch=(2, 13), backend=Backend("xpu", (2025, 3)))
 MAC = Environment(torch=(2, 13), os="darwin", arch="aarch64", cxx11_abi=None, backend=Backend("metal"), macos=(26, 1))
-OLD_MAC = Environment(torch=(2, 13), os="darwin", arch="aarch64", cxx11_abi=None, backend=Backend("metal"), macos=(15, 5))
+OLD_MAC = Environment(
+    torch=(2, 13), os="darwin", arch="aarch64", cxx11_abi=None, backend=Backend("metal"), macos=(15, 5)
+)
 NPU = Environment(torch=(2, 13), arch="aarch64", backend=Backend("cann", (8, 1)))
 WINDOWS = Environment(torch=(2, 13), os="windows", cxx11_abi=None, backend=cuda(13, 0))
 TVM = Environment(torch=None, cxx11_abi=None, backend=cuda(13, 0), tvm_ffi=(0, 1))
@@ -250,25 +295,50 @@ def test_backends(environment, chosen):
 def test_python_floor_and_abi_tag():
     """kernel-builder's new names carry the oldest Python their compiled parts load on and the ABI: abi3 (not on
     free-threaded Python) or abi3t (3.15+, GIL or not); the highest fitting floor wins, abi3 before abi3t."""
-    names = dict.fromkeys(["torch-2.13-cpu-cpython-3.10-abi3-x86_64-linux", "torch-2.13-cpu-cpython-3.12-abi3-x86_64-linux",
-                           "torch-2.13-cpu-cpython-3.15-abi3t-x86_64-linux", "torch213-cpu-x86_64-linux"])
+    names = dict.fromkeys(
+        [
+            "torch-2.13-cpu-cpython-3.10-abi3-x86_64-linux",
+            "torch-2.13-cpu-cpython-3.12-abi3-x86_64-linux",
+            "torch-2.13-cpu-cpython-3.15-abi3t-x86_64-linux",
+            "torch213-cpu-x86_64-linux",
+        ]
+    )
     assert select(names, env(python=(3, 11))).ranked == (
-        "torch-2.13-cpu-cpython-3.10-abi3-x86_64-linux", "torch213-cpu-x86_64-linux")
+        "torch-2.13-cpu-cpython-3.10-abi3-x86_64-linux",
+        "torch213-cpu-x86_64-linux",
+    )
     assert select(names, env(python=(3, 15))).ranked == (
-        "torch-2.13-cpu-cpython-3.12-abi3-x86_64-linux", "torch-2.13-cpu-cpython-3.10-abi3-x86_64-linux",
-        "torch213-cpu-x86_64-linux", "torch-2.13-cpu-cpython-3.15-abi3t-x86_64-linux")
+        "torch-2.13-cpu-cpython-3.12-abi3-x86_64-linux",
+        "torch-2.13-cpu-cpython-3.10-abi3-x86_64-linux",
+        "torch213-cpu-x86_64-linux",
+        "torch-2.13-cpu-cpython-3.15-abi3t-x86_64-linux",
+    )
     free = select(names, env(python=(3, 15), free_threaded=True))
     assert free.chosen == "torch-2.13-cpu-cpython-3.15-abi3t-x86_64-linux"
     assert free.rejected["torch213-cpu-x86_64-linux"] == "abi3 build; free-threaded Python loads abi3t builds only"
     assert select(names, env(python=(3, 11))).rejected["torch-2.13-cpu-cpython-3.12-abi3-x86_64-linux"] == (
-        "needs Python 3.12 or later, this is 3.11")
+        "needs Python 3.12 or later, this is 3.11"
+    )
 
 
 def test_sdk_and_mlx_builds():
-    names = dict.fromkeys(["sdk", "sdk-cuda", "sdk-cpython-3.12-abi3-x86_64-linux", "mlx-metal", "torch-metal",
-                           "sdk-cuda-12.8-cpython-3.12-abi3-x86_64-linux", "sdk-cuda-13.0-cpython-3.12-abi3-x86_64-linux"])
+    names = dict.fromkeys(
+        [
+            "sdk",
+            "sdk-cuda",
+            "sdk-cpython-3.12-abi3-x86_64-linux",
+            "mlx-metal",
+            "torch-metal",
+            "sdk-cuda-12.8-cpython-3.12-abi3-x86_64-linux",
+            "sdk-cuda-13.0-cpython-3.12-abi3-x86_64-linux",
+        ]
+    )
     assert select(names, env(cuda=(13, 0), python=(3, 12))).ranked == (  # CUDA 12.8: another major
-        "sdk-cuda-13.0-cpython-3.12-abi3-x86_64-linux", "sdk-cpython-3.12-abi3-x86_64-linux", "sdk-cuda", "sdk")
+        "sdk-cuda-13.0-cpython-3.12-abi3-x86_64-linux",
+        "sdk-cpython-3.12-abi3-x86_64-linux",
+        "sdk-cuda",
+        "sdk",
+    )
     assert select(names, env(cuda=(12, 9), python=(3, 11))).ranked == ("sdk-cuda", "sdk")  # below the floor
     mac = Environment(torch=None, os="darwin", arch="aarch64", cxx11_abi=None, backend=Backend("metal"), macos=(26, 1))
     assert select(names, mac).ranked == ("torch-metal", "sdk")  # mlx-metal needs MLX installed
@@ -280,16 +350,19 @@ def test_noarch_builds_follow_the_backend():
     assert select({"torch-cann": None, "torch-npu": None, "torch-universal": None}, NPU).chosen == "torch-cann"
     assert select({"torch-rocm": None, "torch-cpu": None}, ROCM).chosen == "torch-rocm"
     assert select({"torch-cpu": None}, ROCM).rejected == {
-        "torch-cpu": "Python-only build for cpu; this machine's backend is rocm"}
+        "torch-cpu": "Python-only build for cpu; this machine's backend is rocm"
+    }
     assert select({"torch-universal": None}, ROCM).chosen == "torch-universal"
 
 
 @pytest.mark.parametrize(
     ("name", "backend"),
-    [("torch-stable-abi212-rocm71-x86_64-linux", Backend("rocm", (7, 1))),
-     ("torch-stable-abi212-xpu20253-x86_64-linux", Backend("xpu", (2025, 3))),
-     ("torch-stable-abi212-metal-aarch64-darwin", Backend("metal")),
-     ("torch-stable-abi212-cu130-x86_64-linux", cuda(13, 0))],
+    [
+        ("torch-stable-abi212-rocm71-x86_64-linux", Backend("rocm", (7, 1))),
+        ("torch-stable-abi212-xpu20253-x86_64-linux", Backend("xpu", (2025, 3))),
+        ("torch-stable-abi212-metal-aarch64-darwin", Backend("metal")),
+        ("torch-stable-abi212-cu130-x86_64-linux", cuda(13, 0)),
+    ],
 )
 def test_non_cpu_stable_abi_builds_are_not_cpu_builds(name, backend):
     assert Variant.parse(name).backend == backend
@@ -316,7 +389,8 @@ def test_windows_builds_fit_windows():
     """kernels compares with platform.system().lower(): 'windows', never sys.platform's 'win32'."""
     assert select({"torch213-cpu-x86_64-windows": None}, env(os="windows", cxx11_abi=None)).chosen is not None
     assert select({"torch213-cpu-x86_64-windows": None}, env()).rejected == {
-        "torch213-cpu-x86_64-windows": "built for windows, this is linux"}
+        "torch213-cpu-x86_64-windows": "built for windows, this is linux"
+    }
 
 
 def order(variants, environment) -> list[str]:
@@ -332,22 +406,49 @@ def order(variants, environment) -> list[str]:
     [
         # newest stable ABI first; stable ABI before per-torch; untagged before tagged even with an older CUDA
         # minor; the highest CUDA minor within one kind; then tvm-ffi, Python-only, torch-universal last
-        (env(cuda=(13, 1), tvm_ffi=(0, 1)),
-         ["torch-stable-abi212-cu130-x86_64-linux", "torch-stable-abi210-cu131-x86_64-linux",
-          "torch-stable-abi210-cu130-x86_64-linux", "torch213-cu130-x86_64-linux", "torch213-cxx11-cu131-x86_64-linux",
-          "torch213-cxx11-cu130-x86_64-linux", "tvm-ffi01-cu131-x86_64-linux", "tvm-ffi01-cu130-x86_64-linux",
-          "torch-cuda", "torch-universal"]),
-        (env(tvm_ffi=(0, 1)), ["torch-stable-abi212-cpu-x86_64-linux", "torch213-cxx11-cpu-x86_64-linux",
-                               "tvm-ffi01-cpu-x86_64-linux", "torch-cpu", "torch-universal"]),
+        (
+            env(cuda=(13, 1), tvm_ffi=(0, 1)),
+            [
+                "torch-stable-abi212-cu130-x86_64-linux",
+                "torch-stable-abi210-cu131-x86_64-linux",
+                "torch-stable-abi210-cu130-x86_64-linux",
+                "torch213-cu130-x86_64-linux",
+                "torch213-cxx11-cu131-x86_64-linux",
+                "torch213-cxx11-cu130-x86_64-linux",
+                "tvm-ffi01-cu131-x86_64-linux",
+                "tvm-ffi01-cu130-x86_64-linux",
+                "torch-cuda",
+                "torch-universal",
+            ],
+        ),
+        (
+            env(tvm_ffi=(0, 1)),
+            [
+                "torch-stable-abi212-cpu-x86_64-linux",
+                "torch213-cxx11-cpu-x86_64-linux",
+                "tvm-ffi01-cpu-x86_64-linux",
+                "torch-cpu",
+                "torch-universal",
+            ],
+        ),
     ],
     ids=["cuda", "cpu"],
 )
 def test_preference_tie_breakers(environment, expected):
     names = [
-        "torch-universal", "torch-cpu", "torch-cuda", "tvm-ffi01-cpu-x86_64-linux", "tvm-ffi01-cu130-x86_64-linux",
-        "tvm-ffi01-cu131-x86_64-linux", "torch213-cxx11-cpu-x86_64-linux", "torch213-cxx11-cu130-x86_64-linux",
-        "torch213-cxx11-cu131-x86_64-linux", "torch213-cu130-x86_64-linux", "torch-stable-abi210-cu130-x86_64-linux",
-        "torch-stable-abi210-cu131-x86_64-linux", "torch-stable-abi212-cu130-x86_64-linux",
+        "torch-universal",
+        "torch-cpu",
+        "torch-cuda",
+        "tvm-ffi01-cpu-x86_64-linux",
+        "tvm-ffi01-cu130-x86_64-linux",
+        "tvm-ffi01-cu131-x86_64-linux",
+        "torch213-cxx11-cpu-x86_64-linux",
+        "torch213-cxx11-cu130-x86_64-linux",
+        "torch213-cxx11-cu131-x86_64-linux",
+        "torch213-cu130-x86_64-linux",
+        "torch-stable-abi210-cu130-x86_64-linux",
+        "torch-stable-abi210-cu131-x86_64-linux",
+        "torch-stable-abi212-cu130-x86_64-linux",
         "torch-stable-abi212-cpu-x86_64-linux",
     ]
     assert order(names, environment) == expected

@@ -17,10 +17,24 @@ from types import SimpleNamespace
 import pytest
 
 from kernelpin import environment
-from kernelpin.format.variant import MLX, NOARCH, SDK, TVM_FFI, Variant, select
+from kernelpin.format.variant import NOARCH, TVM_FFI, Variant, select
 from tests.kernelpin.variant_judge import (
-    DEVIATIONS, JUDGE_0_19, NAMES, UNREADABLE, compared, compared_names, gpu_machines, kernels_accepted,
-    kernels_backends, kernels_choice, kernels_variants, kernelpin_order, machines, parses, random_repository, tie_order,
+    DEVIATIONS,
+    JUDGE_0_19,
+    NAMES,
+    UNREADABLE,
+    compared,
+    compared_names,
+    gpu_machines,
+    kernelpin_order,
+    kernels_accepted,
+    kernels_backends,
+    kernels_choice,
+    kernels_variants,
+    machines,
+    parses,
+    random_repository,
+    tie_order,
 )
 
 MACHINES = machines()
@@ -30,7 +44,13 @@ def test_grid_covers_every_backend_and_kind():
     assert len(MACHINES) > 3000 and "TIES" in DEVIATIONS
     assert {env.selected.name for env in MACHINES} == {"cpu", "cuda", "rocm", "xpu", "metal", "cann", "neuron", "tpu"}
     assert {Variant.parse(name).framework for name in NAMES[:-UNREADABLE]} == {
-        "torch", "torch-stable-abi", "tvm-ffi", "noarch", "mlx", "sdk"}
+        "torch",
+        "torch-stable-abi",
+        "tvm-ffi",
+        "noarch",
+        "mlx",
+        "sdk",
+    }
     for name in NAMES[-UNREADABLE:]:
         with pytest.raises(ValueError):
             Variant.parse(name)
@@ -81,11 +101,18 @@ def test_ties_are_only_the_documented_ones():
         forward, backward = kernels_accepted(ordered, env), kernels_accepted(ordered[::-1], env)
         for a, b in itertools.combinations(forward, 2):
             if backward.index(a) > backward.index(b):
-                ties.add(frozenset((_kind(a), _kind(b))) if JUDGE_0_19 else
-                         frozenset((Variant.parse(a).framework, Variant.parse(b).framework)))
+                ties.add(
+                    frozenset((_kind(a), _kind(b)))
+                    if JUDGE_0_19
+                    else frozenset((Variant.parse(a).framework, Variant.parse(b).framework))
+                )
     if JUDGE_0_19:
-        assert ties == {frozenset(("torch", "torch-new")), frozenset(("torch-stable-abi", "torch-stable-abi-new")),
-                        frozenset(("tvm-ffi", "tvm-ffi-new")), frozenset(("mlx", "noarch"))}, ties
+        assert ties == {
+            frozenset(("torch", "torch-new")),
+            frozenset(("torch-stable-abi", "torch-stable-abi-new")),
+            frozenset(("tvm-ffi", "tvm-ffi-new")),
+            frozenset(("mlx", "noarch")),
+        }, ties
     else:
         assert ties == {frozenset((TVM_FFI, NOARCH))}
 
@@ -94,9 +121,19 @@ def test_gpu_archs_of_the_chosen_build():
     """On machines with a GPU, over random variant sets with random archs: kernels loads its first choice when
     its arch check passes and fails otherwise (no fallback); kernelpin chooses that build or refuses."""
     rng = random.Random(21)
-    grid = gpu_machines(env for env in MACHINES if env.torch == (2, 13) and env.os == "linux" and env.arch == "x86_64"
-                        and env.cxx11_abi and env.tvm_ffi is None and not env.free_threaded and env.python == (3, 11)
-                        and not env.mlx and compared(env))
+    grid = gpu_machines(
+        env
+        for env in MACHINES
+        if env.torch == (2, 13)
+        and env.os == "linux"
+        and env.arch == "x86_64"
+        and env.cxx11_abi
+        and env.tvm_ffi is None
+        and not env.free_threaded
+        and env.python == (3, 11)
+        and not env.mlx
+        and compared(env)
+    )
     checked = refused = 0
     for env in grid:
         for _ in range(25):
@@ -111,18 +148,28 @@ def test_gpu_archs_of_the_chosen_build():
 # Detection: kernelpin's environment.detect() and kernels' resolve_variants read the same simulated torch and
 # platform; the choice must be the same.
 TORCHES = {
-    "cuda": dict(cuda="13.0", hip=None, mps=False, xpu=None),
-    "rocm": dict(cuda=None, hip="7.1.25424-abc", mps=False, xpu=None),
-    "mps": dict(cuda=None, hip=None, mps=True, xpu=None),
-    "xpu": dict(cuda=None, hip=None, mps=False, xpu="20250301"),
-    "cpu": dict(cuda=None, hip=None, mps=False, xpu=None),
-    "npu": dict(cuda=None, hip=None, mps=False, xpu=None, privateuse="npu"),
-    "neuron": dict(cuda="12.8", hip=None, mps=False, xpu=None, neuron=True),  # before CUDA, as kernels checks
-    "tpu": dict(cuda=None, hip=None, mps=False, xpu=None, tpu=True),
+    "cuda": {"cuda": "13.0", "hip": None, "mps": False, "xpu": None},
+    "rocm": {"cuda": None, "hip": "7.1.25424-abc", "mps": False, "xpu": None},
+    "mps": {"cuda": None, "hip": None, "mps": True, "xpu": None},
+    "xpu": {"cuda": None, "hip": None, "mps": False, "xpu": "20250301"},
+    "cpu": {"cuda": None, "hip": None, "mps": False, "xpu": None},
+    "npu": {"cuda": None, "hip": None, "mps": False, "xpu": None, "privateuse": "npu"},
+    "neuron": {
+        "cuda": "12.8",
+        "hip": None,
+        "mps": False,
+        "xpu": None,
+        "neuron": True,
+    },  # before CUDA, as kernels checks
+    "tpu": {"cuda": None, "hip": None, "mps": False, "xpu": None, "tpu": True},
 }
-SYSTEMS = {"linux": ("Linux", "x86_64", ""), "linux-arm": ("Linux", "aarch64", ""),
-           "mac26": ("Darwin", "arm64", "26.1"), "mac15": ("Darwin", "arm64", "15.5"),
-           "windows": ("Windows", "AMD64", "")}
+SYSTEMS = {
+    "linux": ("Linux", "x86_64", ""),
+    "linux-arm": ("Linux", "aarch64", ""),
+    "mac26": ("Darwin", "arm64", "26.1"),
+    "mac15": ("Darwin", "arm64", "15.5"),
+    "windows": ("Windows", "AMD64", ""),
+}
 
 
 def simulated_torch(kind: str, cxx11: bool) -> SimpleNamespace:

@@ -17,7 +17,7 @@ from testkit.releasing import hub_env
 
 KERNELS = Version(version("kernels"))
 # `kernels variants --all-versions` from 0.18; before, `kernels versions` printed the same blocks.
-KERNELS_ARGS = ["variants", "--all-versions"] if KERNELS >= Version("0.18") else ["versions"]
+KERNELS_ARGS = ["variants", "--all-versions"] if Version("0.18") <= KERNELS else ["versions"]
 
 
 @pytest.fixture
@@ -47,7 +47,9 @@ def _blocks(text: str) -> dict[str, list[tuple[str, bool, bool]]]:
 
 def _kernels(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     [script] = [ep for ep in entry_points(group="console_scripts") if ep.name == "kernels"]
-    code = f"import sys; from {script.module} import {script.attr} as main; sys.argv = ['kernels', *sys.argv[1:]]; main()"
+    code = (
+        f"import sys; from {script.module} import {script.attr} as main; sys.argv = ['kernels', *sys.argv[1:]]; main()"
+    )
     return subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=300)
 
 
@@ -73,22 +75,43 @@ def test_json_has_kernels_shape(hub, hf_env, cli, two_lines, tmp_path):
     [block] = document["revisions"]
     assert block["revision"] == "refs/heads/v1" and re.fullmatch(r"[0-9a-f]{40}", block["commit"])
     assert set(block["variants"][0]) == {"variant", "compatible", "preferred", "reason"}
-    if KERNELS >= Version("0.18"):  # the keys of `kernels variants --json`, plus kernelpin's commit and environment
-        judged = _kernels(["variants", two_lines, "--json"], hub_env(hub.endpoint, tmp_path / "k", HF_HUB_DISABLE_TELEMETRY="0"))
+    if Version("0.18") <= KERNELS:  # the keys of `kernels variants --json`, plus kernelpin's commit and environment
+        judged = _kernels(
+            ["variants", two_lines, "--json"], hub_env(hub.endpoint, tmp_path / "k", HF_HUB_DISABLE_TELEMETRY="0")
+        )
         theirs = json.loads(judged.stdout)
         assert set(theirs) <= set(document) and set(theirs["revisions"][0]) <= set(block)
-        assert [(v["variant"], v["compatible"], v["preferred"]) for v in theirs["revisions"][0]["variants"]
-                if v["compatible"]] == [(v["variant"], v["compatible"], v["preferred"]) for v in block["variants"]
-                                        if v["compatible"]]
+        assert [
+            (v["variant"], v["compatible"], v["preferred"])
+            for v in theirs["revisions"][0]["variants"]
+            if v["compatible"]
+        ] == [(v["variant"], v["compatible"], v["preferred"]) for v in block["variants"] if v["compatible"]]
 
 
 def test_another_machine_a_revision_and_only_compatible(hub, hf_env, cli, two_lines):
-    status, out, _ = cli("variants", two_lines, "--version", "0", "--torch", "2.12", "--cuda", "12.9", "--os", "linux",
-                         "--cpu-arch", "x86_64", "--only-compatible")
+    status, out, _ = cli(
+        "variants",
+        two_lines,
+        "--version",
+        "0",
+        "--torch",
+        "2.12",
+        "--cuda",
+        "12.9",
+        "--os",
+        "linux",
+        "--cpu-arch",
+        "x86_64",
+        "--only-compatible",
+    )
     assert status == 0 and out.splitlines()[2:] == ["torch212-cxx11-cu129-x86_64-linux compatible, preferred ✅"]
     assert out.startswith("Version 0 (")
     status, out, _ = cli("variants", two_lines, "--revision", "v0.1.0", "--torch", "2.11", "--only-compatible")
-    assert status == 0 and out.startswith("Revision refs/tags/v0.1.0 (") and out.rstrip().endswith("No compatible variants found.")
+    assert (
+        status == 0
+        and out.startswith("Revision refs/tags/v0.1.0 (")
+        and out.rstrip().endswith("No compatible variants found.")
+    )
 
 
 def test_errors_name_the_versions_there_are(hub, hf_env, cli, two_lines, new_repo):

@@ -43,7 +43,7 @@ def forget_modules():
 
 
 def test_a_zip_build_is_locked_synced_and_loaded(zip_release, hub, project, cli, hf_env, tmp_path, forget_modules):
-    repo_id, commit = zip_release
+    repo_id, _commit = zip_release
     root = project(f'"{repo_id}" = 1\n')
     assert cli("lock")[0] == 0 and cli("sync", "--torch", "2.13")[0] == 0
     (kernel,) = lockfile.read(root / "kernelpin.lock").kernels
@@ -71,12 +71,15 @@ def test_a_changed_archive_is_not_imported(zip_release, project, cli, hf_env, fo
         kernelpin.load(repo_id, lock=root)
 
 
-@pytest.mark.parametrize("members, links, problem", [
-    ({"../evil.py": b""}, {}, "contains '..'"),
-    ({"/abs.py": b""}, {}, "is absolute"),
-    ({"a\\b.py": b""}, {}, "backslash"),
-    ({"__init__.py": b""}, {"link.py": "/etc/passwd"}, "symbolic link"),
-])
+@pytest.mark.parametrize(
+    ("members", "links", "problem"),
+    [
+        ({"../evil.py": b""}, {}, "contains '..'"),
+        ({"/abs.py": b""}, {}, "is absolute"),
+        ({"a\\b.py": b""}, {}, "backslash"),
+        ({"__init__.py": b""}, {"link.py": "/etc/passwd"}, "symbolic link"),
+    ],
+)
 def test_unsafe_members_are_refused(members, links, problem):
     with pytest.raises(KernelpinError, match=problem):
         read_members(zip_archive(members, links), "k: x.zip")

@@ -23,16 +23,15 @@ import logging
 import random
 import re
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from types import SimpleNamespace
-from typing import Iterator
 
 from kernels._rust import Backend as MetadataBackend
 from packaging.version import Version
 
-from kernelpin.format.variant import MLX, NOARCH, SDK, TVM_FFI, Backend, Environment, Variant, select
+from kernelpin.format.variant import MLX, NOARCH, SDK, Backend, Environment, Variant, select
 from kernelpin.loading import kernels_internals
 
 JUDGE = "the variant judge (tests/kernelpin/variant_judge.py)"
@@ -55,83 +54,162 @@ DEVIATIONS = {
 if not JUDGE_0_19:
     DEVIATIONS |= {
         "NEW_NAMES": "kernels before 0.19 cannot read kernel-builder's new names (sdk*, mlx-*, torch-X.Y-..., "
-                     "torch-stable-abi-X.Y-..., tvm-ffi-X.Y-...): only legacy names are compared",
+        "torch-stable-abi-X.Y-..., tvm-ffi-X.Y-...): only legacy names are compared",
         "ROCM714": "kernels before 0.19 read rocm714 as ROCm 71.4; 0.19 (and kernelpin) as 7.14",
         "ROCM_MINOR": "kernels 0.17 takes only the system's exact ROCm version; 0.18+ (and kernelpin) also a lower "
-                      "minor, as for CUDA: ROCm machines are not compared",
+        "minor, as for CUDA: ROCm machines are not compared",
         "CANN_NOARCH": "kernels before 0.19 takes torch-npu on a CANN machine; 0.19 (and kernelpin) torch-cann: "
-                       "CANN machines are not compared",
+        "CANN machines are not compared",
         "FREE_THREADED": "kernels before 0.19 drops every compiled build on free-threaded Python before 3.15 and "
-                         "takes abi3 builds on 3.15; 0.19 (and kernelpin) take abi3t builds only: free-threaded "
-                         "machines are not compared",
+        "takes abi3 builds on 3.15; 0.19 (and kernelpin) take abi3t builds only: free-threaded "
+        "machines are not compared",
     }
 
 NAMES = [
     # per-torch builds: every backend, both ABI tags and none, other torch versions, CPU archs and OSes
-    *(f"torch213-cxx11-{tag}-x86_64-linux" for tag in
-      ("cpu", "cu118", "cu128", "cu129", "cu130", "cu131", "rocm70", "rocm71", "xpu20253", "cann81")),
-    "torch213-cxx98-cpu-x86_64-linux", "torch213-cxx98-cu130-x86_64-linux",
-    "torch213-cpu-x86_64-linux", "torch213-cu130-x86_64-linux", "torch213-cu128-x86_64-linux",
-    "torch213-cxx11-cu130-aarch64-linux", "torch213-cu130-aarch64-linux", "torch213-cann81-aarch64-linux",
-    "torch212-cxx11-cpu-x86_64-linux", "torch212-cxx11-cu129-x86_64-linux", "torch212-cxx11-rocm71-x86_64-linux",
-    "torch214-cxx11-cu130-x86_64-linux", "torch213-cxx11-rocm714-x86_64-linux",
-    "torch213-cpu-aarch64-darwin", "torch213-cxx11-cpu-aarch64-darwin", "torch213-metal-aarch64-darwin",
+    *(
+        f"torch213-cxx11-{tag}-x86_64-linux"
+        for tag in ("cpu", "cu118", "cu128", "cu129", "cu130", "cu131", "rocm70", "rocm71", "xpu20253", "cann81")
+    ),
+    "torch213-cxx98-cpu-x86_64-linux",
+    "torch213-cxx98-cu130-x86_64-linux",
+    "torch213-cpu-x86_64-linux",
+    "torch213-cu130-x86_64-linux",
+    "torch213-cu128-x86_64-linux",
+    "torch213-cxx11-cu130-aarch64-linux",
+    "torch213-cu130-aarch64-linux",
+    "torch213-cann81-aarch64-linux",
+    "torch212-cxx11-cpu-x86_64-linux",
+    "torch212-cxx11-cu129-x86_64-linux",
+    "torch212-cxx11-rocm71-x86_64-linux",
+    "torch214-cxx11-cu130-x86_64-linux",
+    "torch213-cxx11-rocm714-x86_64-linux",
+    "torch213-cpu-aarch64-darwin",
+    "torch213-cxx11-cpu-aarch64-darwin",
+    "torch213-metal-aarch64-darwin",
     "torch212-metal-aarch64-darwin",
-    "torch213-cpu-x86_64-windows", "torch213-cu130-x86_64-windows", "torch213-xpu20253-x86_64-windows",
+    "torch213-cpu-x86_64-windows",
+    "torch213-cu130-x86_64-windows",
+    "torch213-xpu20253-x86_64-windows",
     # stable ABI: several ABI versions and backends
-    "torch-stable-abi29-cpu-x86_64-linux", "torch-stable-abi210-cu130-x86_64-linux",
-    "torch-stable-abi210-cu128-x86_64-linux", "torch-stable-abi212-cu131-x86_64-linux",
-    "torch-stable-abi213-cpu-x86_64-linux", "torch-stable-abi214-cu130-x86_64-linux",
-    "torch-stable-abi210-rocm71-x86_64-linux", "torch-stable-abi210-xpu20253-x86_64-linux",
-    "torch-stable-abi210-metal-aarch64-darwin", "torch-stable-abi212-cu130-x86_64-windows",
-    "torch-stable-abi210-cu130-aarch64-linux", "torch-stable-abi210-cann81-aarch64-linux",
-    "torch213-cxx11-neuron-x86_64-linux", "torch-stable-abi210-tpu-x86_64-linux",
+    "torch-stable-abi29-cpu-x86_64-linux",
+    "torch-stable-abi210-cu130-x86_64-linux",
+    "torch-stable-abi210-cu128-x86_64-linux",
+    "torch-stable-abi212-cu131-x86_64-linux",
+    "torch-stable-abi213-cpu-x86_64-linux",
+    "torch-stable-abi214-cu130-x86_64-linux",
+    "torch-stable-abi210-rocm71-x86_64-linux",
+    "torch-stable-abi210-xpu20253-x86_64-linux",
+    "torch-stable-abi210-metal-aarch64-darwin",
+    "torch-stable-abi212-cu130-x86_64-windows",
+    "torch-stable-abi210-cu130-aarch64-linux",
+    "torch-stable-abi210-cann81-aarch64-linux",
+    "torch213-cxx11-neuron-x86_64-linux",
+    "torch-stable-abi210-tpu-x86_64-linux",
     # tvm-ffi
-    "tvm-ffi01-cu130-x86_64-linux", "tvm-ffi01-cu128-x86_64-linux", "tvm-ffi01-cpu-x86_64-linux",
-    "tvm-ffi02-cu130-x86_64-linux", "tvm-ffi01-rocm71-x86_64-linux", "tvm-ffi01-metal-aarch64-darwin",
+    "tvm-ffi01-cu130-x86_64-linux",
+    "tvm-ffi01-cu128-x86_64-linux",
+    "tvm-ffi01-cpu-x86_64-linux",
+    "tvm-ffi02-cu130-x86_64-linux",
+    "tvm-ffi01-rocm71-x86_64-linux",
+    "tvm-ffi01-metal-aarch64-darwin",
     # Python-only
     *(f"torch-{name}" for name in ("universal", "cpu", "cuda", "rocm", "xpu", "metal", "npu", "cann", "neuron", "tpu")),
     # kernel-builder's new names (kernels 0.19): per-torch, stable ABI and tvm-ffi builds with a Python floor
     # and ABI tag, legacy twins, free-threaded (abi3t) builds, every backend spelled out
-    "torch-2.13-cxx11-cuda-13.0-cpython-3.10-abi3-x86_64-linux", "torch-2.13-cuda-13.0-cpython-3.10-abi3-x86_64-linux",
-    "torch-2.13-cxx11-cuda-13.0-cpython-3.9-abi3-x86_64-linux", "torch-2.13-cxx11-cuda-12.8-cpython-3.12-abi3-x86_64-linux",
-    "torch-2.13-cuda-13.0-cpython-3.15-abi3t-x86_64-linux", "torch-2.13-cpu-cpython-3.10-abi3-x86_64-linux",
-    "torch-2.13-cpu-cpython-3.15-abi3t-aarch64-darwin", "torch-2.13-metal-cpython-3.10-abi3-aarch64-darwin",
-    "torch-2.13-rocm-7.1-cpython-3.10-abi3-x86_64-linux", "torch-2.13-rocm-7.14-cpython-3.10-abi3-x86_64-linux",
-    "torch-2.13-xpu-2025.3-cpython-3.10-abi3-x86_64-linux", "torch-2.13-cann-8.1-cpython-3.10-abi3-aarch64-linux",
-    "torch-2.12-cxx98-cuda-13.0-cpython-3.10-abi3-x86_64-linux", "torch-2.13-neuron-cpython-3.10-abi3-x86_64-linux",
+    "torch-2.13-cxx11-cuda-13.0-cpython-3.10-abi3-x86_64-linux",
+    "torch-2.13-cuda-13.0-cpython-3.10-abi3-x86_64-linux",
+    "torch-2.13-cxx11-cuda-13.0-cpython-3.9-abi3-x86_64-linux",
+    "torch-2.13-cxx11-cuda-12.8-cpython-3.12-abi3-x86_64-linux",
+    "torch-2.13-cuda-13.0-cpython-3.15-abi3t-x86_64-linux",
+    "torch-2.13-cpu-cpython-3.10-abi3-x86_64-linux",
+    "torch-2.13-cpu-cpython-3.15-abi3t-aarch64-darwin",
+    "torch-2.13-metal-cpython-3.10-abi3-aarch64-darwin",
+    "torch-2.13-rocm-7.1-cpython-3.10-abi3-x86_64-linux",
+    "torch-2.13-rocm-7.14-cpython-3.10-abi3-x86_64-linux",
+    "torch-2.13-xpu-2025.3-cpython-3.10-abi3-x86_64-linux",
+    "torch-2.13-cann-8.1-cpython-3.10-abi3-aarch64-linux",
+    "torch-2.12-cxx98-cuda-13.0-cpython-3.10-abi3-x86_64-linux",
+    "torch-2.13-neuron-cpython-3.10-abi3-x86_64-linux",
     "torch-stable-abi-2.11-cuda-13.0-cpython-3.10-abi3-x86_64-linux",
-    "torch-stable-abi-2.11-cpu-cpython-3.15-abi3t-x86_64-linux", "torch-stable-abi-2.12-cuda-13.1-cpython-3.12-abi3-x86_64-linux",
-    "torch-stable-abi-2.10-tpu-cpython-3.11-abi3-x86_64-linux", "torch-stable-abi-2.13-cpu-cpython-3.9-abi3-x86_64-linux",
-    "tvm-ffi-0.1-cuda-13.0-cpython-3.10-abi3-x86_64-linux", "tvm-ffi-0.1-cpu-cpython-3.15-abi3t-x86_64-linux",
+    "torch-stable-abi-2.11-cpu-cpython-3.15-abi3t-x86_64-linux",
+    "torch-stable-abi-2.12-cuda-13.1-cpython-3.12-abi3-x86_64-linux",
+    "torch-stable-abi-2.10-tpu-cpython-3.11-abi3-x86_64-linux",
+    "torch-stable-abi-2.13-cpu-cpython-3.9-abi3-x86_64-linux",
+    "tvm-ffi-0.1-cuda-13.0-cpython-3.10-abi3-x86_64-linux",
+    "tvm-ffi-0.1-cpu-cpython-3.15-abi3t-x86_64-linux",
     "tvm-ffi-0.1-cuda-13.0-cpython-3.9-abi3-x86_64-linux",
     # SDKs and MLX
-    "sdk", "sdk-cuda", "sdk-cpu", "sdk-metal", "sdk-cpython-3.12-abi3-x86_64-linux", "sdk-cpython-3.15-abi3t-x86_64-linux",
-    "sdk-cuda-12.8-cpython-3.12-abi3-x86_64-linux", "sdk-cuda-13.0-cpython-3.10-abi3-x86_64-linux",
-    "sdk-cpu-cpython-3.12-abi3-x86_64-linux", "sdk-rocm-7.1-cpython-3.10-abi3-x86_64-linux",
-    "sdk-metal-cpython-3.11-abi3-aarch64-darwin", "mlx-metal", "mlx-cpu", "mlx-universal",
+    "sdk",
+    "sdk-cuda",
+    "sdk-cpu",
+    "sdk-metal",
+    "sdk-cpython-3.12-abi3-x86_64-linux",
+    "sdk-cpython-3.15-abi3t-x86_64-linux",
+    "sdk-cuda-12.8-cpython-3.12-abi3-x86_64-linux",
+    "sdk-cuda-13.0-cpython-3.10-abi3-x86_64-linux",
+    "sdk-cpu-cpython-3.12-abi3-x86_64-linux",
+    "sdk-rocm-7.1-cpython-3.10-abi3-x86_64-linux",
+    "sdk-metal-cpython-3.11-abi3-aarch64-darwin",
+    "mlx-metal",
+    "mlx-cpu",
+    "mlx-universal",
     # names neither reads
-    "torch213-cxx11-cu130-x86_64", "torch213-cuda-x86_64-linux", "tvm-ffi-cpu-x86_64-linux", "build",
-    "torch-2.13-cxx11-cuda-13.0-x86_64-linux", "sdk-cuda-13.0", "sdk-cuda-cpython-3.12-abi3-x86_64-linux", "mlx-0.1-metal",
-    "torch213-cxx11-cu130-cpython-3.10-abi3-x86_64-linux", "torch-2.13-cpu-cpython-3.14-abi3t-x86_64-linux",
+    "torch213-cxx11-cu130-x86_64",
+    "torch213-cuda-x86_64-linux",
+    "tvm-ffi-cpu-x86_64-linux",
+    "build",
+    "torch-2.13-cxx11-cuda-13.0-x86_64-linux",
+    "sdk-cuda-13.0",
+    "sdk-cuda-cpython-3.12-abi3-x86_64-linux",
+    "mlx-0.1-metal",
+    "torch213-cxx11-cu130-cpython-3.10-abi3-x86_64-linux",
+    "torch-2.13-cpu-cpython-3.14-abi3t-x86_64-linux",
 ]
 UNREADABLE = 10  # the last names above
 
 PLATFORMS = [("linux", "x86_64"), ("linux", "aarch64"), ("darwin", "aarch64"), ("windows", "x86_64")]
 BACKENDS = {
-    "linux": ["cpu", "cu118", "cu128", "cu129", "cu130", "cu131", "rocm70", "rocm71", "rocm714", "xpu20253", "cann81",
-              "neuron", "tpu"],
+    "linux": [
+        "cpu",
+        "cu118",
+        "cu128",
+        "cu129",
+        "cu130",
+        "cu131",
+        "rocm70",
+        "rocm71",
+        "rocm714",
+        "xpu20253",
+        "cann81",
+        "neuron",
+        "tpu",
+    ],
     "darwin": ["cpu", "metal"],
     "windows": ["cpu", "cu130", "xpu20253"],
 }
 # The interpreters: below and above the names' Python floors, GIL and free-threaded.
 PYTHONS = [((3, 11), False), ((3, 15), False), ((3, 13), True), ((3, 15), True)]
 # The archs a build may list: CUDA capabilities with every suffix, gfx names, and strings neither can read.
-CUDA_ARCHS = [("8.0",), ("9.0a",), ("9.0a+PTX",), ("10.0f",), ("10.0f+PTX",), ("12.0+PTX",), ("8.0", "9.0", "12.0+PTX"),
-              ("7.5", "8.6+PTX"), ("sm_100",), ("sm_100", "9.0"), ("9.0",), ()]
+CUDA_ARCHS = [
+    ("8.0",),
+    ("9.0a",),
+    ("9.0a+PTX",),
+    ("10.0f",),
+    ("10.0f+PTX",),
+    ("12.0+PTX",),
+    ("8.0", "9.0", "12.0+PTX"),
+    ("7.5", "8.6+PTX"),
+    ("sm_100",),
+    ("sm_100", "9.0"),
+    ("9.0",),
+    (),
+]
 ROCM_ARCHS = [("gfx90a", "gfx942"), ("gfx1100",), ("gfx942",), ()]
-GPUS = {"cuda": [(7, 5), (8, 0), (8, 6), (9, 0), (9, 1), (10, 0), (10, 3), (11, 0), (12, 0), (13, 0)],
-        "rocm": ["gfx942:sramecc+:xnack-", "gfx90a", "gfx1100"]}
+GPUS = {
+    "cuda": [(7, 5), (8, 0), (8, 6), (9, 0), (9, 1), (10, 0), (10, 3), (11, 0), (12, 0), (13, 0)],
+    "rocm": ["gfx942:sramecc+:xnack-", "gfx90a", "gfx1100"],
+}
 
 
 def compared(env: Environment) -> bool:
@@ -163,11 +241,24 @@ def machines() -> list[Environment]:
         PLATFORMS, [(2, 12), (2, 13), (2, 14), None], [None, (0, 1)], PYTHONS, [False, True]
     ):
         for tag, cxx11_abi, macos in itertools.product(
-            BACKENDS[os_name], [True, False] if os_name == "linux" else [None],
+            BACKENDS[os_name],
+            [True, False] if os_name == "linux" else [None],
             [(15, 5), (26, 0)] if os_name == "darwin" else [None],
         ):
-            grid.append(Environment(torch=torch, arch=arch, os=os_name, cxx11_abi=cxx11_abi, backend=Backend.parse(tag),
-                                    macos=macos, tvm_ffi=tvm_ffi, free_threaded=free_threaded, python=python, mlx=mlx))
+            grid.append(
+                Environment(
+                    torch=torch,
+                    arch=arch,
+                    os=os_name,
+                    cxx11_abi=cxx11_abi,
+                    backend=Backend.parse(tag),
+                    macos=macos,
+                    tvm_ffi=tvm_ffi,
+                    free_threaded=free_threaded,
+                    python=python,
+                    mlx=mlx,
+                )
+            )
     return grid
 
 
@@ -196,22 +287,32 @@ def parses(name: str) -> bool:
 
 def tie_order(names: Iterable[str]) -> list[str]:
     """kernelpin's order among kernels' ties (TIES): tvm-ffi before Python-only, then by name."""
+
     def python_only(name: str) -> bool:
         try:
             return Variant.parse(name).framework in (NOARCH, MLX)
         except ValueError:
             return False
+
     return sorted(names, key=lambda name: (python_only(name), name))
 
 
 def _backend(backend: Backend):
     """The judge's backend object for kernelpin's."""
     if backend.version is None:
-        return {"cpu": kernels_backends.CPU, "metal": kernels_backends.Metal, "neuron": kernels_backends.Neuron,
-                "tpu": kernels_backends.TPU}[backend.name]()
+        return {
+            "cpu": kernels_backends.CPU,
+            "metal": kernels_backends.Metal,
+            "neuron": kernels_backends.Neuron,
+            "tpu": kernels_backends.TPU,
+        }[backend.name]()
     version = Version(f"{backend.version[0]}.{backend.version[1]}")
-    return {"cuda": kernels_backends.CUDA, "rocm": kernels_backends.ROCm, "xpu": kernels_backends.XPU,
-            "cann": kernels_backends.CANN}[backend.name](version=version)
+    return {
+        "cuda": kernels_backends.CUDA,
+        "rocm": kernels_backends.ROCm,
+        "xpu": kernels_backends.XPU,
+        "cann": kernels_backends.CANN,
+    }[backend.name](version=version)
 
 
 def _version(pair: tuple[int, int] | None) -> Version | None:
@@ -233,11 +334,20 @@ def kernels_accepted(names: Sequence[str], env: Environment) -> list[str]:
     """The names kernels accepts on `env`, best first (its resolver on the machine's facts, in `names`' order
     where its keys tie)."""
     parsed = [variant for variant in map(_kernels_parse, names) if variant is not None]
-    facts = (parsed, _backend(env.selected), env.arch, env.os, _version(env.torch), env.cxx11_abi,
-             _version(env.tvm_ffi), _version(env.macos))
+    facts = (
+        parsed,
+        _backend(env.selected),
+        env.arch,
+        env.os,
+        _version(env.torch),
+        env.cxx11_abi,
+        _version(env.tvm_ffi),
+        _version(env.macos),
+    )
     if JUDGE_0_19:
         accepted, _ = kernels_variants._resolve_variant_for_system(
-            *facts, python_version=_version(env.python), free_threaded=env.free_threaded, has_mlx=env.mlx)
+            *facts, python_version=_version(env.python), free_threaded=env.free_threaded, has_mlx=env.mlx
+        )
     else:
         with _free_threaded_before_0_19(env):
             accepted, _ = kernels_variants._resolve_variant_for_system(*facts)
@@ -248,11 +358,15 @@ def _simulated_torch(env: Environment) -> SimpleNamespace:
     """What kernels.archs reads of torch, for a machine with `env`'s GPU (none visible when it has none)."""
     capability, gfx = env.gpu_capability, env.gpu_arch
     return SimpleNamespace(
-        version=SimpleNamespace(cuda="13.0" if env.selected.name == "cuda" else None,
-                                hip="7.1" if env.selected.name == "rocm" else None),
-        cuda=SimpleNamespace(is_available=lambda: capability is not None or gfx is not None,
-                             get_device_capability=lambda: capability,
-                             current_device=lambda: 0, get_device_properties=lambda index: SimpleNamespace(gcnArchName=gfx)),
+        version=SimpleNamespace(
+            cuda="13.0" if env.selected.name == "cuda" else None, hip="7.1" if env.selected.name == "rocm" else None
+        ),
+        cuda=SimpleNamespace(
+            is_available=lambda: capability is not None or gfx is not None,
+            get_device_capability=lambda: capability,
+            current_device=lambda: 0,
+            get_device_properties=lambda index: SimpleNamespace(gcnArchName=gfx),
+        ),
     )
 
 
@@ -260,7 +374,8 @@ def kernels_arch_check_passes(name: str, archs: Sequence[str], env: Environment)
     """Whether kernels' arch check (check_arch=True, its default) lets it load build `name` on `env`'s GPU."""
     backend = Variant.parse(name).backend
     backend_type = {"cuda": MetadataBackend.CUDA, "rocm": MetadataBackend.ROCm}.get(
-        backend.name if backend else "", MetadataBackend.CPU)
+        backend.name if backend else "", MetadataBackend.CPU
+    )
     metadata = SimpleNamespace(name="k", backend=SimpleNamespace(archs=list(archs), backend_type=backend_type))
     real_torch = sys.modules.get("torch")
     sys.modules["torch"] = _simulated_torch(env)  # type: ignore[assignment]
@@ -314,8 +429,10 @@ def main(argv: list[str] | None = None) -> int:
             if theirs != ours:
                 disagreements += 1
                 print(f"{env.describe()}: kernels {theirs}, kernelpin {ours}: {repository}")
-    print(f"kernels {KERNELS_VERSION}: {len(compared_names(NAMES))} names x {len(grid)} machines x {args.repos} "
-          f"repositories: {cases} cases, {disagreements} disagreements (deviations: {', '.join(DEVIATIONS)})")
+    print(
+        f"kernels {KERNELS_VERSION}: {len(compared_names(NAMES))} names x {len(grid)} machines x {args.repos} "
+        f"repositories: {cases} cases, {disagreements} disagreements (deviations: {', '.join(DEVIATIONS)})"
+    )
     return 1 if disagreements else 0
 
 

@@ -147,8 +147,11 @@ UINT8_DENSE_PATHS = {
 
 
 @pytest.mark.parametrize("path", UINT8_DENSE_PATHS)
-@pytest.mark.parametrize("weights", [BT601, (0.5, -0.25, 1.5), (0.5, 0.5, 0.0021)],
-                         ids=["bt601", "saturates-both-ways", "white-sums-to-255.54"])
+@pytest.mark.parametrize(
+    "weights",
+    [BT601, (0.5, -0.25, 1.5), (0.5, 0.5, 0.0021)],
+    ids=["bt601", "saturates-both-ways", "white-sums-to-255.54"],
+)
 def test_uint8_saturates_wherever_the_weights_need_it(img2gray, device, path, weights):
     """CUDA skips the clamp to [0, 255] where the weights keep every sum below 255.25 (saturation_is_identity in
     csrc/img2gray.h) and must keep it everywhere else: with (0.5, 0.5, 0.0021) white sums to 255.54, which
@@ -193,7 +196,7 @@ def test_interleaved_with_partial_last_packet_and_unaligned_start(img2gray, devi
     check(img2gray.img2gray(x, dim=-1), x, -1)
 
 
-@pytest.mark.parametrize("shape,dim", [((0, 3, 4, 4), -3), ((3, 0, 5), 0), ((2, 0, 3), -1)])
+@pytest.mark.parametrize(("shape", "dim"), [((0, 3, 4, 4), -3), ((3, 0, 5), 0), ((2, 0, 3), -1)])
 def test_empty_inputs(img2gray, device, shape, dim):
     x = torch.empty(shape, dtype=torch.float32, device=device)
     result = img2gray.img2gray(x, dim=dim)
@@ -230,8 +233,11 @@ def test_out_within_a_strided_inputs_memory_is_refused(img2gray, device):
     x = base[:, :, ::2]  # (3, 4, 4), not dense
     out = base.view(-1)[:16].view(1, 4, 4)  # contiguous, over x's first plane
     before = base.clone()
-    for call in (lambda: img2gray.img2gray(x, out=out), lambda: torch.ops.img2gray.img2gray.out(x, out=out),
-                 lambda: img2gray.img2gray(x, keepdim=False, out=out[0])):
+    for call in (
+        lambda: img2gray.img2gray(x, out=out),
+        lambda: torch.ops.img2gray.img2gray.out(x, out=out),
+        lambda: img2gray.img2gray(x, keepdim=False, out=out[0]),
+    ):
         with pytest.raises(RuntimeError, match="out overlaps the input's memory"):
             call()
     assert torch.equal(base, before)
@@ -264,8 +270,13 @@ def test_calls_without_weights_use_the_schemas_default(img2gray, device):
     """The stable-ABI build runs the calls that give no weights through an overload with the default built in."""
     x = random_image((2, 3, 8, 8), torch.float32, device)
     given = img2gray.ops.img2gray(x, -3, list(BT601))
-    for call in (lambda: img2gray.img2gray(x), lambda: img2gray.ops.img2gray(x), lambda: img2gray.ops.img2gray.default(x),
-                 lambda: torch.ops.img2gray.img2gray(x), lambda: img2gray.img2gray(x.clone().requires_grad_())):
+    for call in (
+        lambda: img2gray.img2gray(x),
+        lambda: img2gray.ops.img2gray(x),
+        lambda: img2gray.ops.img2gray.default(x),
+        lambda: torch.ops.img2gray.img2gray(x),
+        lambda: img2gray.img2gray(x.clone().requires_grad_()),
+    ):
         assert torch.equal(call(), given)
 
 
@@ -296,9 +307,11 @@ def test_a_process_that_used_the_op_exits_cleanly(checkout_build):
     """The interpreter's exit deregisters the ops: torch 2.13 aborted there (an internal assert) when the stable-ABI
     build defined its internal overloads in another order (img2gray/stable_abi.py, INTERNAL_SCHEMAS), and when two
     overloads of one op had the same arguments under the same names (torch-ext/contract.h)."""
-    script = ("import sys, torch; sys.path.insert(0, sys.argv[1]); import img2gray; x = torch.rand(1, 3, 4, 4); "
-              "img2gray.img2gray(x); img2gray.ops.img2gray(x); torch.ops.img2gray.img2gray(x); "
-              "img2gray.img2gray(x.movedim(1, -1), dim=-1)")
+    script = (
+        "import sys, torch; sys.path.insert(0, sys.argv[1]); import img2gray; x = torch.rand(1, 3, 4, 4); "
+        "img2gray.img2gray(x); img2gray.ops.img2gray(x); torch.ops.img2gray.img2gray(x); "
+        "img2gray.img2gray(x.movedim(1, -1), dim=-1)"
+    )
     done = subprocess.run([sys.executable, "-c", script, str(checkout_build.parent)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
 
@@ -311,21 +324,44 @@ BAD_INPUTS = {
     "bool": (lambda d: torch.zeros(3, 4, 4, dtype=torch.bool, device=d), {}, RuntimeError, "unsupported dtype"),
     "unknown weights": (lambda d: torch.rand(3, 4, 4, device=d), {"weights": "srgb"}, ValueError, "unknown weights"),
     "two weights": (lambda d: torch.rand(3, 4, 4, device=d), {"weights": (0.5, 0.5)}, ValueError, "three finite"),
-    "nan weight": (lambda d: torch.rand(3, 4, 4, device=d), {"weights": (0.5, float("nan"), 0.5)}, ValueError,
-                   "three finite"),
-    "weights None": (lambda d: torch.rand(3, 4, 4, device=d), {"weights": None}, ValueError,
-                     r"weights must be a name \(bt601, bt709\) or three finite numbers \(R, G, B\), got None"),
-    "weights mapping": (lambda d: torch.rand(3, 4, 4, device=d), {"weights": {"r": 1}}, ValueError,
-                        r"weights must be a name .* got a mapping \{'r': 1\}"),
-    "weights not numbers": (lambda d: torch.rand(3, 4, 4, device=d), {"weights": ("r", "g", "b")}, ValueError,
-                            r"three finite numbers \(R, G, B\), got \('r', 'g', 'b'\)"),
-    "dim out of range, keepdim=False, out": (lambda d: torch.rand(3, 4, 4, device=d),
-                                             {"dim": 7, "keepdim": False, "out": "dropped"}, IndexError,
-                                             r"dim=7 is out of range .* \(accepted: one of -3\.\.2\)"),
+    "nan weight": (
+        lambda d: torch.rand(3, 4, 4, device=d),
+        {"weights": (0.5, float("nan"), 0.5)},
+        ValueError,
+        "three finite",
+    ),
+    "weights None": (
+        lambda d: torch.rand(3, 4, 4, device=d),
+        {"weights": None},
+        ValueError,
+        r"weights must be a name \(bt601, bt709\) or three finite numbers \(R, G, B\), got None",
+    ),
+    "weights mapping": (
+        lambda d: torch.rand(3, 4, 4, device=d),
+        {"weights": {"r": 1}},
+        ValueError,
+        r"weights must be a name .* got a mapping \{'r': 1\}",
+    ),
+    "weights not numbers": (
+        lambda d: torch.rand(3, 4, 4, device=d),
+        {"weights": ("r", "g", "b")},
+        ValueError,
+        r"three finite numbers \(R, G, B\), got \('r', 'g', 'b'\)",
+    ),
+    "dim out of range, keepdim=False, out": (
+        lambda d: torch.rand(3, 4, 4, device=d),
+        {"dim": 7, "keepdim": False, "out": "dropped"},
+        IndexError,
+        r"dim=7 is out of range .* \(accepted: one of -3\.\.2\)",
+    ),
     "out shape": (lambda d: torch.rand(3, 4, 4, device=d), {"out": "shape"}, RuntimeError, "out has shape"),
     "out dtype": (lambda d: torch.rand(3, 4, 4, device=d), {"out": "dtype"}, RuntimeError, "out has dtype"),
-    "out overlaps input": (lambda d: torch.rand(3, 4, 4, device=d), {"out": "alias"}, RuntimeError,
-                           "refer to a single memory location"),
+    "out overlaps input": (
+        lambda d: torch.rand(3, 4, 4, device=d),
+        {"out": "alias"},
+        RuntimeError,
+        "refer to a single memory location",
+    ),
 }
 
 
@@ -402,8 +438,9 @@ def test_more_than_2_to_the_31_elements(img2gray, device):
         channels = x.movedim(dim, -1).reshape(-1, 3)
         for start in (0, pixels // 2, pixels - (1 << 16)):
             window = channels[start : start + (1 << 16)]
-            torch.testing.assert_close(result[start : start + (1 << 16)].cpu(),
-                                       reference_uint8(window.cpu(), -1).flatten(), rtol=0, atol=0)
+            torch.testing.assert_close(
+                result[start : start + (1 << 16)].cpu(), reference_uint8(window.cpu(), -1).flatten(), rtol=0, atol=0
+            )
         del x, result, channels
 
 
@@ -413,8 +450,9 @@ def test_cuda_agrees_with_cpu(img2gray, dtype):
     x = random_image((3, 3, 123, 77), dtype, "cpu")
     for layout in (x, x.permute(0, 2, 3, 1).contiguous(), x.contiguous(memory_format=torch.channels_last)):
         dim = -1 if layout.shape[-1] == 3 else -3
-        torch.testing.assert_close(img2gray.img2gray(layout.cuda(), dim=dim).cpu(), img2gray.img2gray(layout, dim=dim),
-                                   rtol=0, atol=0)
+        torch.testing.assert_close(
+            img2gray.img2gray(layout.cuda(), dim=dim).cpu(), img2gray.img2gray(layout, dim=dim), rtol=0, atol=0
+        )
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -431,8 +469,11 @@ def test_runs_on_the_current_stream(img2gray):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-@pytest.mark.parametrize("shape,dim,dtype", [((2160, 3840, 3), -1, torch.uint8), ((8, 3, 720, 1280), -3, torch.float16),
-                                             ((3, 5, 7), 0, torch.float32)], ids=["4k-hwc-u8", "8x720p-f16", "tiny"])
+@pytest.mark.parametrize(
+    ("shape", "dim", "dtype"),
+    [((2160, 3840, 3), -1, torch.uint8), ((8, 3, 720, 1280), -3, torch.float16), ((3, 5, 7), 0, torch.float32)],
+    ids=["4k-hwc-u8", "8x720p-f16", "tiny"],
+)
 def test_cuda_graph_capture_and_replay(img2gray, shape, dim, dtype):
     """Captured once, replayed on new data in the captured buffers: the op is graph-safe (no host sync,
     no allocation outside the graph's pool, launches on the capturing stream)."""
@@ -475,8 +516,12 @@ assert torch.equal(out.cpu(), img2gray.img2gray(x.cpu(), dim=-1, keepdim=False))
 print("ok")
 """
     variant_parent = str(Path(img2gray.__file__).parent.parent)
-    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
-                            env={**os.environ, "PYTHONPATH": variant_parent})
+    result = subprocess.run(
+        [sys.executable, "-c", program],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": variant_parent},
+    )
     assert result.returncode == 0 and "ok" in result.stdout, result.stderr
 
 
@@ -495,10 +540,12 @@ def test_out_with_a_gradient_is_refused_as_torch_does(img2gray, device):
     out = torch.empty(1, 4, 4, device=device)
     with pytest.raises(RuntimeError, match="don't support automatic differentiation"):
         torch.mul(x, 2, out=torch.empty(3, 4, 4, device=device))
-    for call in (lambda: img2gray.img2gray(x, out=out),
-                 lambda: img2gray.ops.img2gray.out(x, -3, list(BT601), out=out),
-                 lambda: torch.ops.img2gray.img2gray.out(x, out=out),
-                 lambda: img2gray.img2gray(x.detach(), out=out.clone().requires_grad_())):
+    for call in (
+        lambda: img2gray.img2gray(x, out=out),
+        lambda: img2gray.ops.img2gray.out(x, -3, list(BT601), out=out),
+        lambda: torch.ops.img2gray.img2gray.out(x, out=out),
+        lambda: img2gray.img2gray(x.detach(), out=out.clone().requires_grad_()),
+    ):
         with pytest.raises(RuntimeError, match="don't support automatic differentiation"):
             call()
     with torch.no_grad():
@@ -551,8 +598,10 @@ def test_stable_build_keeps_python_off_calls_that_need_no_gradient(img2gray):
         pytest.skip("the exact build's autograd kernel is C++ (torch-ext/torch_binding.cpp)")
     for op in (f"{img2gray.NAMESPACE}::img2gray", "img2gray::img2gray"):
         for overload in (op, op + ".out"):
-            assert "Autograd[alias]: registered at /img2gray/torch-ext/torch_binding_stable.cpp" in \
-                torch._C._dispatch_dump(overload)
+            assert (
+                "Autograd[alias]: registered at /img2gray/torch-ext/torch_binding_stable.cpp"
+                in torch._C._dispatch_dump(overload)
+            )
 
     def ops_run(call) -> set[str]:
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profile:
@@ -561,9 +610,13 @@ def test_stable_build_keeps_python_off_calls_that_need_no_gradient(img2gray):
 
     x, out = torch.rand(1, 3, 8, 8), torch.empty(1, 1, 8, 8)
     build_op = f"{img2gray.NAMESPACE}::img2gray"  # the profiler names ops without their overload
-    for call in (lambda: torch.ops.img2gray.img2gray(x), lambda: img2gray.ops.img2gray.default(x),
-                 lambda: torch.ops.img2gray.img2gray(x, out=out), lambda: img2gray.img2gray(x),
-                 lambda: img2gray.img2gray(x, out=out)):
+    for call in (
+        lambda: torch.ops.img2gray.img2gray(x),
+        lambda: img2gray.ops.img2gray.default(x),
+        lambda: torch.ops.img2gray.img2gray(x, out=out),
+        lambda: img2gray.img2gray(x),
+        lambda: img2gray.img2gray(x, out=out),
+    ):
         assert ops_run(call) == {build_op}
     routed = ops_run(lambda: torch.ops.img2gray.img2gray(x.as_subclass(Subclass)))
     assert {"img2gray::img2gray", "aten::alias", build_op} <= routed
@@ -607,8 +660,11 @@ def test_vmap_records_the_gradient(img2gray, device, entry, shape, dim):
     result.sum().backward()
     assert x.grad is not None
     channel_dim = dim if dim < 0 else dim + 1
-    expected = torch.tensor(BT601, dtype=torch.float64, device=device).view([3 if d == channel_dim % 4 else 1
-                                                                              for d in range(4)]).expand(shape)
+    expected = (
+        torch.tensor(BT601, dtype=torch.float64, device=device)
+        .view([3 if d == channel_dim % 4 else 1 for d in range(4)])
+        .expand(shape)
+    )
     assert torch.equal(x.grad, expected)
 
 
@@ -641,7 +697,9 @@ def test_functorch_gradient_transforms_are_refused_with_a_message(img2gray, devi
 # Forward-mode AD: the functorch entry points and the op's own dispatch (a subclass).
 FORWARD_AD_ENTRY_POINTS = {
     **FUNCTORCH_ENTRY_POINTS,
-    "the op's own dispatch (a subclass)": lambda img2gray, x, dim: torch.ops.img2gray.img2gray(x.as_subclass(Subclass), dim),
+    "the op's own dispatch (a subclass)": lambda img2gray, x, dim: torch.ops.img2gray.img2gray(
+        x.as_subclass(Subclass), dim
+    ),
 }
 
 
@@ -664,12 +722,15 @@ def test_forward_mode_ad_gives_the_tangent(img2gray, device, entry, shape, dim):
         if requires_grad:  # the graph is recorded beside the tangent
             result.sum().backward()
             weights = torch.tensor(BT601, dtype=torch.float64, device=device)
-            assert torch.equal(primal.grad, weights.view([3 if d == dim % x.dim() else 1 for d in range(x.dim())]).expand(shape))
+            assert torch.equal(
+                primal.grad, weights.view([3 if d == dim % x.dim() else 1 for d in range(x.dim())]).expand(shape)
+            )
     with torch.no_grad(), fwAD.dual_level():  # forward-mode AD runs in no_grad too, as torch's own ops do
         result = call(img2gray, fwAD.make_dual(x, t), dim)
         torch.testing.assert_close(fwAD.unpack_dual(result).tangent, expected, rtol=0, atol=1e-15)
-    assert torch.autograd.gradcheck(lambda u: call(img2gray, u, dim), (x.clone().requires_grad_(),),
-                                    check_forward_ad=True, check_batched_grad=False)
+    assert torch.autograd.gradcheck(
+        lambda u: call(img2gray, u, dim), (x.clone().requires_grad_(),), check_forward_ad=True, check_batched_grad=False
+    )
 
 
 @pytest.mark.parametrize("entry", FUNCTORCH_ENTRY_POINTS)
@@ -684,8 +745,13 @@ def test_functorch_forward_mode_transforms(img2gray, device, entry):
     assert torch.equal(jacobian, torch.autograd.functional.jacobian(lambda u: call(img2gray, u, -3), x[0]))
     _, tangent = torch.func.jvp(torch.func.vmap(lambda u: call(img2gray, u, -3)), (x,), (t,))
     torch.testing.assert_close(tangent, reference_float64(t, -3), rtol=0, atol=1e-15)
-    assert torch.autograd.gradcheck(lambda u: call(img2gray, u, -3), (x.clone().requires_grad_(),),
-                                    check_forward_ad=True, check_batched_forward_grad=True, check_batched_grad=False)
+    assert torch.autograd.gradcheck(
+        lambda u: call(img2gray, u, -3),
+        (x.clone().requires_grad_(),),
+        check_forward_ad=True,
+        check_batched_forward_grad=True,
+        check_batched_grad=False,
+    )
 
 
 def test_forward_mode_ad_below_the_stable_builds_router_under_functorch_is_refused(img2gray, device):
@@ -726,14 +792,18 @@ def test_out_with_a_tangent_is_refused_as_torch_does(img2gray, device):
         dual, dual_out = fwAD.make_dual(x, x), fwAD.make_dual(out.clone(), torch.zeros_like(out))
         with pytest.raises(NotImplementedError, match="forward AD with mul_out .* out= function"):
             torch.mul(dual, 2, out=torch.empty_like(x))
-        for call in (lambda: img2gray.img2gray(dual, out=out),
-                     lambda: img2gray.ops.img2gray.out(dual, -3, list(BT601), out=out),
-                     lambda: torch.ops.img2gray.img2gray.out(dual, out=out),
-                     lambda: torch.ops.img2gray.img2gray(dual, out=out),
-                     lambda: torch.ops.img2gray.img2gray.out(dual.as_subclass(Subclass), out=out),
-                     lambda: img2gray.img2gray(x, out=dual_out)):
+        for call in (
+            lambda: img2gray.img2gray(dual, out=out),
+            lambda: img2gray.ops.img2gray.out(dual, -3, list(BT601), out=out),
+            lambda: torch.ops.img2gray.img2gray.out(dual, out=out),
+            lambda: torch.ops.img2gray.img2gray(dual, out=out),
+            lambda: torch.ops.img2gray.img2gray.out(dual.as_subclass(Subclass), out=out),
+            lambda: img2gray.img2gray(x, out=dual_out),
+        ):
             # NotImplementedError from the exact build, RuntimeError (its base) from the stable ABI
-            with pytest.raises(RuntimeError, match="forward AD with img2gray.out .* out= function; call img2gray without out="):
+            with pytest.raises(
+                RuntimeError, match="forward AD with img2gray.out .* out= function; call img2gray without out="
+            ):
                 call()
         img2gray.img2gray(x, out=out)  # no tangent: out= as ever
     check(out, x, -3)
@@ -748,13 +818,18 @@ def test_out_under_vmap_is_refused_as_torch_does(img2gray, device, batched_out):
     x = torch.rand(4, 3, 5, 6, device=device)
     out = torch.empty(4, 1, 5, 6, device=device) if batched_out else torch.empty(1, 5, 6, device=device)
     in_dims = (0, 0 if batched_out else None)
-    for call in (lambda t, o: img2gray.img2gray(t, out=o),
-                 lambda t, o: img2gray.img2gray(t, keepdim=False, out=o.squeeze(-3)),
-                 lambda t, o: img2gray.ops.img2gray.out(t, -3, list(BT601), out=o),
-                 lambda t, o: torch.ops.img2gray.img2gray.out(t, out=o),
-                 lambda t, o: torch.ops.img2gray.img2gray(t, out=o)):
-        with pytest.raises(RuntimeError, match=r"Batching rule not implemented for img2gray.out; .*call img2gray "
-                                               r"without out= inside torch.func.vmap"):
+    for call in (
+        lambda t, o: img2gray.img2gray(t, out=o),
+        lambda t, o: img2gray.img2gray(t, keepdim=False, out=o.squeeze(-3)),
+        lambda t, o: img2gray.ops.img2gray.out(t, -3, list(BT601), out=o),
+        lambda t, o: torch.ops.img2gray.img2gray.out(t, out=o),
+        lambda t, o: torch.ops.img2gray.img2gray(t, out=o),
+    ):
+        with pytest.raises(
+            RuntimeError,
+            match=r"Batching rule not implemented for img2gray.out; .*call img2gray "
+            r"without out= inside torch.func.vmap",
+        ):
             torch.func.vmap(call, in_dims=in_dims)(x, out)
     # Unbatched tensors under vmap are not batched calls: out= as ever.
     plain = torch.rand(3, 5, 6, device=device)

@@ -58,7 +58,8 @@ def check_every_colour(img2gray, weights_list=WEIGHTS, threads=(1, 2)) -> None:
                     wrong = (got != expected).nonzero().flatten()
                     assert wrong.numel() == 0, (
                         f"{name}, weights {weights}, {count} thread(s): {wrong.numel()} colours differ, "
-                        f"first {int(wrong[0]):#08x}: {int(got[wrong[0]])} instead of {int(expected[wrong[0]])}")
+                        f"first {int(wrong[0]):#08x}: {int(got[wrong[0]])} instead of {int(expected[wrong[0]])}"
+                    )
     finally:
         torch.set_num_threads(saved)
 
@@ -104,8 +105,10 @@ def forced_runs(img2gray):
     """One process per narrower path of this CPU, and one for the widest path, all started at once, each writing
     its output with streaming stores: the default weights and the ties (every path meets every weight in
     test_every_path_spans_natively)."""
-    program = ("import img2gray\nfrom tests.op.test_uint8_cpu_paths import WEIGHTS, check_every_colour\n"
-               "check_every_colour(img2gray, WEIGHTS[:2])\nprint('ok')\n")
+    program = (
+        "import img2gray\nfrom tests.op.test_uint8_cpu_paths import WEIGHTS, check_every_colour\n"
+        "check_every_colour(img2gray, WEIGHTS[:2])\nprint('ok')\n"
+    )
     paths = paths_of_this_cpu()
     runs = {path: forced(img2gray, path, program, STREAMED) for path in FORCED if path in paths[:-1]}
     runs["widest, streamed"] = forced(img2gray, paths[-1], program, STREAMED)
@@ -116,9 +119,19 @@ def forced_runs(img2gray):
 
 def forced(img2gray, path: str, program: str, environ: dict[str, str] | None = None) -> subprocess.Popen:
     variant_parent = str(Path(img2gray.__file__).parent.parent)
-    return subprocess.Popen([sys.executable, "-c", program], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            cwd=ROOT, env={**os.environ, "IMG2GRAY_CPU_ISA": path, **(environ or {}),
-                                           "PYTHONPATH": os.pathsep.join([variant_parent, str(ROOT)])})
+    return subprocess.Popen(
+        [sys.executable, "-c", program],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env={
+            **os.environ,
+            "IMG2GRAY_CPU_ISA": path,
+            **(environ or {}),
+            "PYTHONPATH": os.pathsep.join([variant_parent, str(ROOT)]),
+        },
+    )
 
 
 @pytest.mark.parametrize("path", [*FORCED, "widest, streamed"])
@@ -131,7 +144,7 @@ def test_every_colour_on_each_narrower_path(forced_runs, path):
 
 def test_unknown_cpu_path_is_refused_by_name(img2gray):
     program = "import torch, img2gray\nimg2gray.img2gray(torch.zeros(4, 4, 3, dtype=torch.uint8), dim=-1)\n"
-    stdout, stderr = forced(img2gray, "avx1024", program).communicate(timeout=600)
+    _stdout, stderr = forced(img2gray, "avx1024", program).communicate(timeout=600)
     assert "IMG2GRAY_CPU_ISA=avx1024 is not a CPU path of this build; use one of scalar, " in stderr, stderr[-3000:]
 
 
@@ -145,8 +158,22 @@ def test_a_cache_size_that_is_none_is_refused_by_name(img2gray, given):
 
 def compile_every_colour(compiler: str, binary: Path, *flags: str) -> None:
     include = Path(torch.__file__).parent / "include"
-    subprocess.run([compiler, "-std=c++17", "-O2", "-ffp-contract=off", *flags, f"-I{ROOT / 'csrc'}",
-                    "-isystem", str(include), str(EVERY_COLOUR), "-o", str(binary)], check=True)
+    subprocess.run(
+        [
+            compiler,
+            "-std=c++17",
+            "-O2",
+            "-ffp-contract=off",
+            *flags,
+            f"-I{ROOT / 'csrc'}",
+            "-isystem",
+            str(include),
+            str(EVERY_COLOUR),
+            "-o",
+            str(binary),
+        ],
+        check=True,
+    )
 
 
 def test_every_path_spans_natively(tmp_path):
@@ -166,8 +193,10 @@ def test_neon_spans_under_qemu(tmp_path):
     install g++-aarch64-linux-gnu and qemu-user-static where apt-get works). Three weights: the emulator is slow."""
     compiler, emulator = shutil.which("aarch64-linux-gnu-g++"), shutil.which("qemu-aarch64-static")
     if compiler is None or emulator is None:
-        pytest.skip("needs aarch64-linux-gnu-g++ and qemu-aarch64-static (apt-get install g++-aarch64-linux-gnu "
-                    "qemu-user-static)")
+        pytest.skip(
+            "needs aarch64-linux-gnu-g++ and qemu-aarch64-static (apt-get install g++-aarch64-linux-gnu "
+            "qemu-user-static)"
+        )
     compile_every_colour(compiler, tmp_path / "every_colour", "-static")
     result = subprocess.run([emulator, tmp_path / "every_colour", "3"], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout

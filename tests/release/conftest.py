@@ -32,13 +32,16 @@ from tools.builder.config import BuildConfig
 def static_libstdcxx_driver(tmp_path_factory: pytest.TempPathFactory) -> Path | None:
     """A compiler driver like the H200 image's CXX, which adds -static-libstdc++ (testkit.releasing), one per
     test run; None where this machine has no g++ or no libstdc++.a."""
-    driver = build_once(tmp_path_factory, "static-libstdcxx-driver", write_static_libstdcxx_driver) / STATIC_LIBSTDCXX_DRIVER
+    driver = (
+        build_once(tmp_path_factory, "static-libstdcxx-driver", write_static_libstdcxx_driver) / STATIC_LIBSTDCXX_DRIVER
+    )
     return driver if driver.exists() else None
 
 
 @pytest.fixture(scope="session")
-def builds(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest,
-           static_libstdcxx_driver: Path | None) -> dict[str, Path]:
+def builds(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest, static_libstdcxx_driver: Path | None
+) -> dict[str, Path]:
     """version -> build. The checkout's own version comes from the session's offline conda package (the bits
     `pixi add` installs; the conda tests use the same build); the others are build_op builds of a copy of the
     sources with the version bumped, compiled (one job each, once per test run) while the conda package
@@ -49,26 +52,43 @@ def builds(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequ
     bumped = [version for version in BUILT_VERSIONS if version != own_version]
 
     def compile_bumped(root: Path) -> None:
-        env = {**os.environ, "MAX_JOBS": "1", **({"CXX": str(static_libstdcxx_driver)} if static_libstdcxx_driver else {})}
+        env = {
+            **os.environ,
+            "MAX_JOBS": "1",
+            **({"CXX": str(static_libstdcxx_driver)} if static_libstdcxx_driver else {}),
+        }
         jobs: dict[str, tuple[subprocess.Popen, Path]] = {}
         for version in bumped:
             log = root / f"build-{version}.log"
             with open(log, "w") as stream:
-                jobs[version] = (subprocess.Popen(build_command(root / version / "img2gray", root / "objects"),
-                                                  cwd=source_tree(version, root / f"sources-{version}"),
-                                                  stdout=stream, stderr=subprocess.STDOUT, env=env), log)
+                jobs[version] = (
+                    subprocess.Popen(
+                        build_command(root / version / "img2gray", root / "objects"),
+                        cwd=source_tree(version, root / f"sources-{version}"),
+                        stdout=stream,
+                        stderr=subprocess.STDOUT,
+                        env=env,
+                    ),
+                    log,
+                )
         request.getfixturevalue("offline_build")  # while those compile
-        failed = [f"{version}: exit {process.wait()}, see {log}:\n{log.read_text()[-3000:]}"
-                  for version, (process, log) in jobs.items() if process.wait() != 0]
+        failed = [
+            f"{version}: exit {process.wait()}, see {log}:\n{log.read_text()[-3000:]}"
+            for version, (process, log) in jobs.items()
+            if process.wait() != 0
+        ]
         if failed:
             raise RuntimeError("builds failed:\n" + "\n".join(failed))
 
     root = build_once(tmp_path_factory, "release-builds", compile_bumped)
     prerelease = VERSIONS[-1]
-    return {own_version: request.getfixturevalue("offline_build").channel_dir,
-            **{version: root / version / "img2gray" for version in bumped},
-            prerelease: write_variant(tmp_path_factory.mktemp("prerelease") / "img2gray", prerelease,
-                                      "torch213-cxx11-cpu-x86_64-linux")}
+    return {
+        own_version: request.getfixturevalue("offline_build").channel_dir,
+        **{version: root / version / "img2gray" for version in bumped},
+        prerelease: write_variant(
+            tmp_path_factory.mktemp("prerelease") / "img2gray", prerelease, "torch213-cxx11-cpu-x86_64-linux"
+        ),
+    }
 
 
 @pytest.fixture(scope="session")

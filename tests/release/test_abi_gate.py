@@ -34,8 +34,10 @@ STREAMING_SOURCE = """
 #include <string>
 std::string show(int value) { std::ostringstream stream; stream << value; return stream.str(); }
 """
-HAS_SINGLE_THREADED_H = Path("/usr/include/x86_64-linux-gnu/sys/single_threaded.h").exists() or Path(
-    "/usr/include/sys/single_threaded.h").exists()
+HAS_SINGLE_THREADED_H = (
+    Path("/usr/include/x86_64-linux-gnu/sys/single_threaded.h").exists()
+    or Path("/usr/include/sys/single_threaded.h").exists()
+)
 
 
 def compile_library(directory: Path, *flags: str, source: str = SOURCE, link: tuple[str, ...] = ()) -> Path:
@@ -44,8 +46,10 @@ def compile_library(directory: Path, *flags: str, source: str = SOURCE, link: tu
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "keep.cpp").write_text(source)
     library = directory / "_keep.abi3.so"
-    subprocess.run([compiler, "-shared", "-fPIC", "-O2", *flags, str(directory / "keep.cpp"), *link,
-                    "-o", str(library)], check=True)
+    subprocess.run(
+        [compiler, "-shared", "-fPIC", "-O2", *flags, str(directory / "keep.cpp"), *link, "-o", str(library)],
+        check=True,
+    )
     (directory / "keep.cpp").unlink()
     return library
 
@@ -60,10 +64,12 @@ def libraries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
         "plain": compile_library(root / "plain").read_bytes(),
         "floor": compile_library(root / "floor", *floor).read_bytes(),
         # What the H200 image's compiler wrapper does: -static-libstdc++ copies libstdc++.a into the library.
-        "static-libstdc++": compile_library(root / "static", *floor, "-static-libstdc++",
-                                            source=STREAMING_SOURCE).read_bytes(),
-        "static-libstdc++ relinked": compile_library(root / "relinked", *floor, "-static-libstdc++",
-                                                     source=STREAMING_SOURCE, link=tuple(LIBSTDCXX_DYNAMIC)).read_bytes(),
+        "static-libstdc++": compile_library(
+            root / "static", *floor, "-static-libstdc++", source=STREAMING_SOURCE
+        ).read_bytes(),
+        "static-libstdc++ relinked": compile_library(
+            root / "relinked", *floor, "-static-libstdc++", source=STREAMING_SOURCE, link=tuple(LIBSTDCXX_DYNAMIC)
+        ).read_bytes(),
     }
 
 
@@ -76,7 +82,10 @@ def test_gate_refuses_glibc_2_32_and_says_what_to_do(libraries, tmp_path):
     with pytest.raises(AbiError) as refused:
         gate([directory])
     message = str(refused.value)
-    assert "_keep.abi3.so: __libc_single_threaded needs GLIBC_2.32: libstdc++ reads it when compiled against glibc" in message
+    assert (
+        "_keep.abi3.so: __libc_single_threaded needs GLIBC_2.32: libstdc++ reads it when compiled against glibc"
+        in message
+    )
     assert "--glibc-floor 2.28" in message and "manylinux_2_28" in message
 
 
@@ -114,20 +123,41 @@ def test_needed_libraries_agree_with_readelf(libraries, tmp_path):
 
 def test_stage_and_publish_run_the_gate(libraries, tmp_path):
     bad = variant_with(tmp_path, libraries["plain"])
-    done = run([sys.executable, "-m", "tools.release", "stage", str(bad), "--repo", "acme/gray",
-                "--out", str(tmp_path / "r")], cwd=ROOT, check=False)
-    assert done.returncode == 1 and "build/torch213-cxx11-cpu-x86_64-linux/_keep.abi3.so: __libc_single_threaded" in done.stderr
+    done = run(
+        [sys.executable, "-m", "tools.release", "stage", str(bad), "--repo", "acme/gray", "--out", str(tmp_path / "r")],
+        cwd=ROOT,
+        check=False,
+    )
+    assert (
+        done.returncode == 1
+        and "build/torch213-cxx11-cpu-x86_64-linux/_keep.abi3.so: __libc_single_threaded" in done.stderr
+    )
     assert not (tmp_path / "r").exists()
 
     good = variant_with(tmp_path, libraries["floor"], "1.0.1")
-    run([sys.executable, "-m", "tools.release", "stage", str(good), "--repo", "acme/gray",
-         "--out", str(tmp_path / "r")], cwd=ROOT)
+    run(
+        [
+            sys.executable,
+            "-m",
+            "tools.release",
+            "stage",
+            str(good),
+            "--repo",
+            "acme/gray",
+            "--out",
+            str(tmp_path / "r"),
+        ],
+        cwd=ROOT,
+    )
     # The library is replaced after staging (its digest updated to match): publish's own gate refuses it.
     staged = tmp_path / "r" / "build" / CPU
     shutil.rmtree(staged)
     shutil.copytree(bad, staged)
-    done = run([sys.executable, "-m", "kernelpin", "publish", str(tmp_path / "r"), "--repo", "acme/gray", "--dry-run"],
-               cwd=ROOT, check=False)
+    done = run(
+        [sys.executable, "-m", "kernelpin", "publish", str(tmp_path / "r"), "--repo", "acme/gray", "--dry-run"],
+        cwd=ROOT,
+        check=False,
+    )
     assert done.returncode == 1 and "__libc_single_threaded needs GLIBC_2.32" in done.stderr
 
 
@@ -148,7 +178,9 @@ def test_ci_gate_over_a_conda_channel_and_variant_dirs(builds, libraries, tmp_pa
     assert "ABI gate passed: 1 shared library meets manylinux_2_28 and abi3" in passed.stdout
     bad = variant_with(tmp_path, libraries["plain"])
     refused = run([sys.executable, "-m", "tools.release.abi_gate", str(channel), str(bad)], cwd=ROOT, check=False)
-    assert refused.returncode == 1 and f"{bad}: _keep.abi3.so: __libc_single_threaded needs GLIBC_2.32" in refused.stderr
+    assert (
+        refused.returncode == 1 and f"{bad}: _keep.abi3.so: __libc_single_threaded needs GLIBC_2.32" in refused.stderr
+    )
 
 
 def test_op_built_by_a_driver_that_links_libstdcxx_statically_passes(builds, static_libstdcxx_driver):
@@ -176,18 +208,28 @@ STABLE = "torch-stable-abi211-cpu-x86_64-linux"
 # header slips in. They load on new torch and fail only on old, so the gate must refuse them.
 STABLE_SOURCES = {
     "target shim": 'extern "C" int aoti_torch_get_dim(void*, long*);\n'
-                   "long dims(void* t) { long d = 0; aoti_torch_get_dim(t, &d); return d; }",
+    "long dims(void* t) { long d = 0; aoti_torch_get_dim(t, &d); return d; }",
     "newer shim": 'extern "C" const char* torch_exception_get_what();\n'
-                  "const char* what() { return torch_exception_get_what(); }",
+    "const char* what() { return torch_exception_get_what(); }",
     "c10 symbol": "namespace c10 { void warn_once(); }\nvoid call() { c10::warn_once(); }",
 }
 
 
-@pytest.mark.parametrize("case,refusal", [("target shim", None),
-                                          ("newer shim", r"torch_exception_get_what needs torch 2\.13 \(a shim newer "
-                                                         r"than the variant's torch 2\.11\): build with "
-                                                         r"-DTORCH_TARGET_VERSION"),
-                                          ("c10 symbol", r"_ZN3c109warn_onceEv needs libtorch's C\+\+ ABI")])
+@pytest.mark.parametrize(
+    ("case", "refusal"),
+    [
+        ("target shim", None),
+        (
+            "newer shim",
+            (
+                r"torch_exception_get_what needs torch 2\.13 \(a shim newer "
+                r"than the variant's torch 2\.11\): build with "
+                r"-DTORCH_TARGET_VERSION"
+            ),
+        ),
+        ("c10 symbol", r"_ZN3c109warn_onceEv needs libtorch's C\+\+ ABI"),
+    ],
+)
 def test_stable_abi_variants_keep_the_stable_abi_rule(tmp_path, case, refusal):
     stable = compile_library(tmp_path / STABLE, source=STABLE_SOURCES[case])
     if refusal is None:

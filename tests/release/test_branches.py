@@ -14,8 +14,8 @@ import pytest
 from huggingface_hub import HfApi
 from huggingface_hub.utils import filter_repo_objects
 
-from kernelpin.publisher.release import BranchPlan, check_release, plan_major_branch, publish, upload_patterns
 from kernelpin.format.ranges import Version
+from kernelpin.publisher.release import BranchPlan, check_release, plan_major_branch, publish, upload_patterns
 from testkit.fake_kernel import write_variant
 from testkit.hub import HubServer
 from testkit.releasing import release_into_mirror, stage
@@ -29,16 +29,32 @@ A, B, C = "a" * 40, "b" * 40, "c" * 40
     [
         ("0.1.0", {}, {"main": A}, BranchPlan("v0", True, "v0 created at 0.1.0")),
         ("1.4.0", {"v1.3.0": A}, {"v1": A}, BranchPlan("v1", True, "v1 moved from 1.3.0 to 1.4.0")),
-        ("1.2.1", {"v1.3.0": A, "v1.2.0": B}, {"v1": A},
-         BranchPlan("v1", False, "v1 stays at 1.3.0: it is newer than 1.2.1 (branches never move back)")),
+        (
+            "1.2.1",
+            {"v1.3.0": A, "v1.2.0": B},
+            {"v1": A},
+            BranchPlan("v1", False, "v1 stays at 1.3.0: it is newer than 1.2.1 (branches never move back)"),
+        ),
         ("2.0.0-rc.1", {"v1.3.0": A}, {"v1": A}, BranchPlan("v2", False, "v2 not moved: 2.0.0-rc.1 is a prerelease")),
         ("2.0.0", {"v1.3.0": A, "v2.0.0-rc.1": B}, {"v1": A}, BranchPlan("v2", True, "v2 created at 2.0.0")),
         # Two tags on the branch's commit: the highest decides.
-        ("1.3.5", {"v1.3.0": A, "1.4.0": A}, {"v1": A},
-         BranchPlan("v1", False, "v1 stays at 1.4.0: it is newer than 1.3.5 (branches never move back)")),
-        ("1.5.0", {"v1.3.0": A}, {"v1": C},
-         BranchPlan("v1", False, f"v1 not moved: it points at {C[:12]}, which no version tag names, so kernelpin "
-                                 "cannot tell whether 1.5.0 is newer; move it yourself if it is")),
+        (
+            "1.3.5",
+            {"v1.3.0": A, "1.4.0": A},
+            {"v1": A},
+            BranchPlan("v1", False, "v1 stays at 1.4.0: it is newer than 1.3.5 (branches never move back)"),
+        ),
+        (
+            "1.5.0",
+            {"v1.3.0": A},
+            {"v1": C},
+            BranchPlan(
+                "v1",
+                False,
+                f"v1 not moved: it points at {C[:12]}, which no version tag names, so kernelpin "
+                "cannot tell whether 1.5.0 is newer; move it yourself if it is",
+            ),
+        ),
     ],
     ids=["first", "forward", "backport", "prerelease", "new-major", "highest-tag", "untagged-branch"],
 )
@@ -115,5 +131,11 @@ def test_upload_patterns_match_every_file_of_the_release_and_nothing_else(tmp_pa
     paths = [f.path for f in release.files]
     assert "build/torch213-cxx11-cpu-x86_64-linux/table[1].bin" in paths
     assert list(filter_repo_objects(paths, allow_patterns=upload_patterns(release))) == paths
-    assert list(filter_repo_objects(["build/torch213-cxx11-cpu-x86_64-linux/stars.bin"],
-                                    allow_patterns=upload_patterns(release))) == []
+    assert (
+        list(
+            filter_repo_objects(
+                ["build/torch213-cxx11-cpu-x86_64-linux/stars.bin"], allow_patterns=upload_patterns(release)
+            )
+        )
+        == []
+    )

@@ -15,14 +15,14 @@ from pathlib import Path
 import pytest
 
 import kernelpin
-from kernelpin.format import lockfile
-from kernelpin.loading import runtime
 from kernelpin.errors import NoVariantError
+from kernelpin.format import lockfile
 from kernelpin.format.variant import Environment
-from testkit.hub import HubServer
+from kernelpin.loading import runtime
 from testkit.fake_kernel import write_variant
-from testkit.releasing import consumer_project, hub_env, kernelpin as kernelpin_cli
-from testkit.releasing import release_into_mirror, stage
+from testkit.hub import HubServer
+from testkit.releasing import consumer_project, hub_env, release_into_mirror, stage
+from testkit.releasing import kernelpin as kernelpin_cli
 
 CUDA = "torch213-cxx11-cu130-x86_64-linux"
 ARCHS = ["8.0", "8.6", "9.0"]  # SASS only: Hopper and Ampere, nothing for Blackwell (12.0)
@@ -66,8 +66,10 @@ def test_sync_refuses_a_build_that_does_not_cover_the_gpu(app, capability):
     gpu = {**env, "KERNELPIN_TORCH": "2.13", "KERNELPIN_CUDA": "13.0", "KERNELPIN_GPU_CAPABILITY": capability}
     done = kernelpin_cli(["sync"], project, gpu, check=False)
     assert done.returncode == 1
-    assert (f"acme/cuda-only 1.0.0: no build variant fits this environment (linux/x86_64, torch 2.13 (cxx11 ABI), "
-            f"CUDA 13.0, GPU capability {capability}, Python {sys.version_info[0]}.{sys.version_info[1]})") in done.stderr
+    assert (
+        f"acme/cuda-only 1.0.0: no build variant fits this environment (linux/x86_64, torch 2.13 (cxx11 ABI), "
+        f"CUDA 13.0, GPU capability {capability}, Python {sys.version_info[0]}.{sys.version_info[1]})"
+    ) in done.stderr
     assert f"{CUDA}: compute capabilities 8.0;8.6;9.0 do not cover this GPU's {capability}" in done.stderr
     snapshot = Path(env["HF_HUB_CACHE"]) / "models--acme--cuda-only" / "snapshots"
     # Refused before any download; lock read each metadata.json into memory, so the cache holds nothing.

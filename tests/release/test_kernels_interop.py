@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from kernelpin.format import lockfile
 from kernelpin.files.integrity import sha256_file
+from kernelpin.format import lockfile
 from kernelpin.loading import kernels_internals
 from testkit.releasing import (
     BUILT_VERSIONS,
@@ -47,7 +47,11 @@ def kernels_env(released: Released, home: Path) -> dict[str, str]:
 def test_staged_metadata_parses_and_its_digest_validates_with_kernels_data(released: Released, version: str):
     variant = released.staged[version] / "build" / VARIANT
     metadata = kernels_data.Metadata.read_from_file(variant / "metadata.json")
-    assert metadata.version == 0 and str(metadata.name) == "img2gray" and metadata.backend.backend_type == kernels_data.Backend.CPU
+    assert (
+        metadata.version == 0
+        and str(metadata.name) == "img2gray"
+        and metadata.backend.backend_type == kernels_data.Backend.CPU
+    )
     actual = kernels_data.Digest.hash_variant(kernels_data.DigestAlgorithm.SHA256, variant)
     metadata.digest.validate(actual)  # raises DigestValidationError listing each violation
     files = sorted(p.relative_to(variant).as_posix() for p in variant.rglob("*") if p.is_file())

@@ -12,8 +12,8 @@ import pytest
 
 from kernelpin.format.metadata import compat_package
 from kernelpin.publisher.release import PublishError, check_release
-from testkit.hub import HubServer
 from testkit.fake_kernel import write_variant
+from testkit.hub import HubServer
 from testkit.releasing import ROOT, hub_env, release_into_mirror, run, stage
 
 CPU = "torch213-cxx11-cpu-x86_64-linux"
@@ -34,13 +34,16 @@ def builds(tmp_path: Path) -> dict[str, Path]:
 
 
 def test_stage_lays_out_every_variant(builds, tmp_path):
-    status, output = release_tool("stage", builds["cpu"], builds["cuda"], "--repo", "acme/gray", "--out", tmp_path / "r")
+    status, output = release_tool(
+        "stage", builds["cpu"], builds["cuda"], "--repo", "acme/gray", "--out", tmp_path / "r"
+    )
     assert status == 0, output
     assert "staged v1.0.0 (torch213-cxx11-cpu-x86_64-linux, torch213-cxx11-cu130-x86_64-linux)" in output
     release = check_release(tmp_path / "r")
     assert sorted(release.variants) == [CPU, CUDA] and str(release.version) == "1.0.0"
     assert sorted(f.path for f in release.files) == sorted(
-        ["README.md"] + [f"build/{v}/{n}" for v in (CPU, CUDA) for n in ("__init__.py", "_impl.py", "metadata.json")])
+        ["README.md"] + [f"build/{v}/{n}" for v in (CPU, CUDA) for n in ("__init__.py", "_impl.py", "metadata.json")]
+    )
     readme = (tmp_path / "r" / "README.md").read_text()
     assert "| `torch213-cxx11-cu130-x86_64-linux` | cuda 13.0 | 8.0, 9.0, 12.0+PTX |" in readme
     assert '"acme/gray" = 1\n' in readme and '`"^1.0.0"` resolves against the version tags' in readme
@@ -49,12 +52,13 @@ def test_stage_lays_out_every_variant(builds, tmp_path):
 @pytest.mark.parametrize(
     ("damage", "message"),
     [
-        (lambda d: (d / "_impl.py").write_text("def gray(r, g, b):\n    return 0\n"),
-         "_impl.py: sha256 "),
+        (lambda d: (d / "_impl.py").write_text("def gray(r, g, b):\n    return 0\n"), "_impl.py: sha256 "),
         (lambda d: (d / "extra.py").write_text("import os\n"), "extra.py: present but not in the digest"),
         (lambda d: (d / "_impl.py").unlink(), "_impl.py: listed in the digest but missing"),
-        (lambda d: (d / "_impl.py").unlink() or (d / "_impl.py").symlink_to("/etc/hostname"),
-         "_impl.py is a symbolic link"),
+        (
+            lambda d: (d / "_impl.py").unlink() or (d / "_impl.py").symlink_to("/etc/hostname"),
+            "_impl.py is a symbolic link",
+        ),
         (lambda d: (d / "metadata.json").write_text("{"), "metadata.json: not valid kernel metadata (Expecting"),
     ],
     ids=["modified", "extra", "missing", "symlink", "bad-json"],
@@ -84,14 +88,20 @@ def test_check_release_refuses_what_publish_must_not_upload(builds, tmp_path):
     cuda_metadata = root / "build" / CUDA / "metadata.json"
     document = json.loads(cuda_metadata.read_text())
     cuda_metadata.write_text(json.dumps({**document, "semver": "1.1.0"}))
-    with pytest.raises(PublishError, match=r"variants of different versions \(torch213-cxx11-cpu-x86_64-linux: 1.0.0, "):
+    with pytest.raises(
+        PublishError, match=r"variants of different versions \(torch213-cxx11-cpu-x86_64-linux: 1.0.0, "
+    ):
         check_release(root)
     cuda_metadata.write_text(json.dumps({**document, "variant": CPU}))
-    with pytest.raises(PublishError, match=r"says variant 'torch213-cxx11-cpu-x86_64-linux' but lies in build/torch213"):
+    with pytest.raises(
+        PublishError, match=r"says variant 'torch213-cxx11-cpu-x86_64-linux' but lies in build/torch213"
+    ):
         check_release(root)
     cuda_metadata.write_text(json.dumps(document))
     os.rename(root / "build" / CUDA, root / "build" / "cuda-13")
-    with pytest.raises(PublishError, match=r"build/cuda-13: not a kernel variant name: 'cuda-13' \(unknown framework; expected e.g."):
+    with pytest.raises(
+        PublishError, match=r"build/cuda-13: not a kernel variant name: 'cuda-13' \(unknown framework; expected e.g."
+    ):
         check_release(root)
     with pytest.raises(PublishError, match=r"no build/ directory"):
         check_release(tmp_path)
@@ -129,9 +139,14 @@ def test_a_release_carries_the_package_folder_older_kernels_import(tmp_path):
     # A release without it is published with a warning that names the variants.
     root = stage([write_variant(tmp_path / "without", "1.0.0", CPU)], tmp_path / "r2", "acme/img2gray")
     assert check_release(root).without_compat_package == [CPU]
-    done = run([sys.executable, "-m", "kernelpin", "publish", str(root), "--repo", "acme/img2gray", "--dry-run"],
-               cwd=ROOT, env=hub_env("http://127.0.0.1:9", tmp_path / "hf"))
-    assert f"warning: no build/<variant>/<name>/ package in {CPU}: `kernels` releases older than the flat" in done.stderr
+    done = run(
+        [sys.executable, "-m", "kernelpin", "publish", str(root), "--repo", "acme/img2gray", "--dry-run"],
+        cwd=ROOT,
+        env=hub_env("http://127.0.0.1:9", tmp_path / "hf"),
+    )
+    assert (
+        f"warning: no build/<variant>/<name>/ package in {CPU}: `kernels` releases older than the flat" in done.stderr
+    )
 
 
 @pytest.fixture(scope="module")
@@ -139,8 +154,9 @@ def read_only_hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Hu
     """acme/gray v1.0.0 on olah, and the staged layout of v1.1.0."""
     root = tmp_path_factory.mktemp("hub")
     hub = HubServer(root)
-    release_into_mirror(hub.repo("acme/gray"), stage([write_variant(root / "b1", "1.0.0", CPU)],
-                                                     root / "v1.0.0", "acme/gray"), "v1.0.0")
+    release_into_mirror(
+        hub.repo("acme/gray"), stage([write_variant(root / "b1", "1.0.0", CPU)], root / "v1.0.0", "acme/gray"), "v1.0.0"
+    )
     staged = stage([write_variant(root / "b2", "1.1.0", CPU)], root / "v1.1.0", "acme/gray")
     with hub:
         yield hub, staged
@@ -163,9 +179,15 @@ def test_publish_to_a_server_that_takes_no_uploads(read_only_hub, tmp_path):
 def test_publish_checks_before_contacting_the_hub(read_only_hub, tmp_path):
     hub, staged = read_only_hub
     env = hub_env(hub.endpoint, tmp_path / "hf")
-    done = run([sys.executable, "-m", "kernelpin", "publish", str(staged), "--repo", "acme/gray", "--version", "2.0.0"],
-               env=env, check=False)
+    done = run(
+        [sys.executable, "-m", "kernelpin", "publish", str(staged), "--repo", "acme/gray", "--version", "2.0.0"],
+        env=env,
+        check=False,
+    )
     assert done.returncode == 1 and "--version 2.0.0 but the variants are version 1.1.0" in done.stderr
-    done = run([sys.executable, "-m", "kernelpin", "publish", str(staged), "--repo", "not a repo", "--dry-run"],
-               env=env, check=False)
+    done = run(
+        [sys.executable, "-m", "kernelpin", "publish", str(staged), "--repo", "not a repo", "--dry-run"],
+        env=env,
+        check=False,
+    )
     assert done.returncode == 1 and "'not a repo' is not a Hub repository id" in done.stderr

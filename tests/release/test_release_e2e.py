@@ -13,8 +13,8 @@ from pathlib import Path
 
 from huggingface_hub import HfApi
 
-from kernelpin.format import lockfile
 from kernelpin.files.integrity import sha256_file
+from kernelpin.format import lockfile
 from kernelpin.format.metadata import sha256_hex
 from testkit.releasing import (
     BUILT_VERSIONS,
@@ -61,24 +61,51 @@ def test_staged_layout_is_the_build(released: Released):
 
 def test_dry_run_lists_exactly_what_the_tag_serves(released: Released, tmp_path: Path):
     env = hub_env(released.hub.endpoint, tmp_path / "hf")
-    done = run([sys.executable, "-m", "kernelpin", "publish", str(released.staged["0.1.0"]), "--repo", REPO_ID,
-                "--dry-run", "--json"], env=env)
+    done = run(
+        [
+            sys.executable,
+            "-m",
+            "kernelpin",
+            "publish",
+            str(released.staged["0.1.0"]),
+            "--repo",
+            REPO_ID,
+            "--dry-run",
+            "--json",
+        ],
+        env=env,
+    )
     plan = json.loads(done.stdout)
     assert (plan["tag"], plan["branch"], plan["version"], plan["variants"]) == ("v0.1.0", "v0", "0.1.0", [CPU_VARIANT])
-    served = HfApi(endpoint=released.hub.endpoint).list_repo_tree(REPO_ID, recursive=True, revision="v0.1.0",
-                                                                  repo_type="kernel")
+    served = HfApi(endpoint=released.hub.endpoint).list_repo_tree(
+        REPO_ID, recursive=True, revision="v0.1.0", repo_type="kernel"
+    )
     assert sorted((f["path"], f["size"]) for f in plan["files"]) == sorted(
-        (entry.path, entry.size) for entry in served if hasattr(entry, "size"))
+        (entry.path, entry.size) for entry in served if hasattr(entry, "size")
+    )
     digest = digest_of(released, "0.1.0")
     listed = {f["path"]: f["sha256"] for f in plan["files"]}
     assert all(listed[f"build/{CPU_VARIANT}/{name}"] == sha for name, sha in digest.items())
 
-    human = run([sys.executable, "-m", "kernelpin", "publish", str(released.staged["0.1.0"]), "--repo", REPO_ID,
-                 "--dry-run"], env=env).stdout
+    human = run(
+        [sys.executable, "-m", "kernelpin", "publish", str(released.staged["0.1.0"]), "--repo", REPO_ID, "--dry-run"],
+        env=env,
+    ).stdout
     assert "Dry run: would upload" in human and "tagged v0.1.0" in human and "Hub was not contacted" in human
     assert "and move branch v0 to it, unless v0 holds a newer release" in human
-    prerelease = run([sys.executable, "-m", "kernelpin", "publish", str(released.staged["0.2.1-rc.1"]), "--repo",
-                      REPO_ID, "--dry-run"], env=env).stdout
+    prerelease = run(
+        [
+            sys.executable,
+            "-m",
+            "kernelpin",
+            "publish",
+            str(released.staged["0.2.1-rc.1"]),
+            "--repo",
+            REPO_ID,
+            "--dry-run",
+        ],
+        env=env,
+    ).stdout
     assert "0.2.1-rc.1 is a prerelease: no major-version branch is moved" in prerelease
 
 
@@ -86,11 +113,24 @@ def test_publish_refuses_to_move_a_release_tag(released: Released, tmp_path: Pat
     before = (released.repo.head(), released.repo.git("show-ref", "--tags"))
     env = hub_env(released.hub.endpoint, tmp_path / "hf")
     for repo_type in ([], ["--repo-type", "kernel"]):
-        done = run([sys.executable, "-m", "kernelpin", "publish", str(released.staged["0.1.0"]), "--repo", REPO_ID,
-                    *repo_type], env=env, check=False)
+        done = run(
+            [
+                sys.executable,
+                "-m",
+                "kernelpin",
+                "publish",
+                str(released.staged["0.1.0"]),
+                "--repo",
+                REPO_ID,
+                *repo_type,
+            ],
+            env=env,
+            check=False,
+        )
         assert done.returncode == 1
-        assert (f"acme/img2gray already has tag v0.1.0 (at {released.commits['0.1.0'][:12]}); release tags are "
-                "never moved") in done.stderr
+        assert (
+            f"acme/img2gray already has tag v0.1.0 (at {released.commits['0.1.0'][:12]}); release tags are never moved"
+        ) in done.stderr
     assert (released.repo.head(), released.repo.git("show-ref", "--tags")) == before
 
 
@@ -111,7 +151,10 @@ def test_lock_sync_load_then_bump(released: Released, tmp_path: Path):
     assert [(s["repo"], s["variant"]) for s in synced] == [(REPO_ID, CPU_VARIANT)]
     checked = load_and_check(project, REPO_ID, env)
     assert (checked["version"], checked["variant"], checked["namespace"]) == (
-        "0.1.0", CPU_VARIANT, metadata_of(released, "0.1.0")["id"])
+        "0.1.0",
+        CPU_VARIANT,
+        metadata_of(released, "0.1.0")["id"],
+    )
     assert checked["directory"] == synced[0]["directory"]  # the synced, verified files were imported
     assert checked["shape"] == [300, 451] and checked["mismatches"] == 0 and checked["max_diff_opencv"] <= 1
 
@@ -121,7 +164,11 @@ def test_lock_sync_load_then_bump(released: Released, tmp_path: Path):
     (kernel,) = lockfile.read(project / "kernelpin.lock").kernels
     assert (kernel.version, kernel.commit) == ("0.2.0", released.commits["0.2.0"])
     versions = json.loads(kernelpin(["versions", REPO_ID, "--json"], project, env).stdout)["versions"]
-    assert {row["version"]: row["satisfies"] for row in versions} == {"0.2.1-rc.1": False, "0.2.0": True, "0.1.0": False}
+    assert {row["version"]: row["satisfies"] for row in versions} == {
+        "0.2.1-rc.1": False,
+        "0.2.0": True,
+        "0.1.0": False,
+    }
     kernelpin(["sync"], project, env)
     checked = load_and_check(project, REPO_ID, env)
     assert (checked["version"], checked["namespace"]) == ("0.2.0", metadata_of(released, "0.2.0")["id"])
@@ -140,8 +187,12 @@ def test_the_release_holds_the_bits_that_were_built(released: Released, tmp_path
 
         (package,) = sorted(source.rglob("img2gray-0.1.0-*.conda"))
         extract(package, tmp_path / "package")
-        built = {"/".join(entry.relative_path.parts[2:]): entry.sha256.hex()
-                 for entry in PathsJson.from_package_directory(tmp_path / "package").paths
-                 if entry.relative_path.parts[:2] == ("site-packages", "img2gray")}
+        built = {
+            "/".join(entry.relative_path.parts[2:]): entry.sha256.hex()
+            for entry in PathsJson.from_package_directory(tmp_path / "package").paths
+            if entry.relative_path.parts[:2] == ("site-packages", "img2gray")
+        }
     staged = released.staged["0.1.0"] / "build" / CPU_VARIANT
-    assert {path.relative_to(staged).as_posix(): sha256_file(path) for path in staged.rglob("*") if path.is_file()} == built
+    assert {
+        path.relative_to(staged).as_posix(): sha256_file(path) for path in staged.rglob("*") if path.is_file()
+    } == built

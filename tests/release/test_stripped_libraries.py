@@ -9,7 +9,6 @@ import os
 import shutil
 import struct
 import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -41,8 +40,9 @@ def library(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     compiler = shutil.which("g++") or pytest.skip("no g++")
     root = tmp_path_factory.mktemp("stripped")
     (root / "lib.cpp").write_text(SOURCE)
-    subprocess.run([compiler, "-shared", "-fPIC", "-O2", str(root / "lib.cpp"), "-o", str(root / "_lib.abi3.so")],
-                   check=True)
+    subprocess.run(
+        [compiler, "-shared", "-fPIC", "-O2", str(root / "lib.cpp"), "-o", str(root / "_lib.abi3.so")], check=True
+    )
     built = (root / "_lib.abi3.so").read_bytes()
     if b"GLIBC_2.34" not in built:
         pytest.skip("this machine's glibc predates 2.34: pthread_create is not a GLIBC_2.34 import here")
@@ -55,11 +55,15 @@ def test_a_library_without_section_headers_is_refused_not_passed(library, tmp_pa
     with pytest.raises(AbiError) as refused:
         gate([plain])
     assert "GLIBC_2.34" in str(refused.value) and "_ZN3c101fEv needs libtorch's C++ ABI" in str(refused.value)
-    stripped = write_variant(tmp_path / "stripped" / STABLE, "1.0.0", STABLE,
-                             extra={"_lib.abi3.so": without_section_headers(library)})
+    stripped = write_variant(
+        tmp_path / "stripped" / STABLE, "1.0.0", STABLE, extra={"_lib.abi3.so": without_section_headers(library)}
+    )
     ctypes.CDLL(str(stripped / "_lib.abi3.so"), mode=os.RTLD_LAZY)  # it still loads (c10::f is bound when called)
-    with pytest.raises(AbiError, match=r"_lib\.abi3\.so: its dynamic symbol table needs a section header \(\.dynsym\) "
-                                       r"to be checked: the section headers were removed"):
+    with pytest.raises(
+        AbiError,
+        match=r"_lib\.abi3\.so: its dynamic symbol table needs a section header \(\.dynsym\) "
+        r"to be checked: the section headers were removed",
+    ):
         gate([stripped])
 
 
@@ -71,7 +75,7 @@ def test_only_a_dynamically_linked_elf_without_dynsym_hides_its_imports(library,
     assert not hides_its_imports(tmp_path / "lib.so") and hides_its_imports(tmp_path / "stripped.so")
     assert not hides_its_imports(tmp_path / "not-elf") and not hides_its_imports(tmp_path / "short")
     static = bytearray(library)  # no PT_DYNAMIC: every program header's p_type made PT_NULL
-    phoff, = struct.unpack_from("<Q", static, 0x20)
+    (phoff,) = struct.unpack_from("<Q", static, 0x20)
     phentsize, phnum = struct.unpack_from("<HH", static, 0x36)
     for i in range(phnum):
         struct.pack_into("<I", static, phoff + i * phentsize, 0)

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from rattler.package_streaming import extract
 
-from tests.conda.support import OfflineBuild
 from testkit.releasing import ROOT, build_command, run
+from tests.conda.support import OfflineBuild
 from tools.builder import repro_check
 from tools.builder.config import BuildConfig, copy_build_inputs
 from tools.builder.op import want_cuda
@@ -30,8 +30,9 @@ def checkout_cpu_build(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
     return out
 
 
-def test_cpu_build_is_bit_identical_from_two_checkout_paths(checkout_cpu_build: Path, offline_build: OfflineBuild,
-                                                           tmp_path: Path) -> None:
+def test_cpu_build_is_bit_identical_from_two_checkout_paths(
+    checkout_cpu_build: Path, offline_build: OfflineBuild, tmp_path: Path
+) -> None:
     """The checkout's own build and the library of the session's offline conda package: a second build of this
     commit, from rattler-build's copy of the sources in its work directory, against the torch of its build
     environment, with the conda toolchain (tests/conda/test_reproducible_package.py compares the package built from
@@ -65,15 +66,21 @@ def test_cuda_object_is_identical_from_two_checkout_paths(tmp_path: Path) -> Non
     for name in repro_check.CHECKOUTS:
         checkout = copy_build_inputs(config, tmp_path / name)
         command = [sys.executable, "-m", "tools.builder.op", "--nvcc-check", "--build-dir", str(checkout / "obj")]
-        jobs.append((checkout, subprocess.Popen(command, cwd=checkout, env=env, stdout=subprocess.PIPE,
-                                                stderr=subprocess.STDOUT)))
+        jobs.append(
+            (
+                checkout,
+                subprocess.Popen(command, cwd=checkout, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT),
+            )
+        )
     objects = []
     for checkout, job in jobs:
         output = job.communicate()[0].decode()
         assert job.returncode == 0, output[-3000:]
         stripped = checkout / "obj" / "stripped.o"
-        subprocess.run(["objcopy", "--discard-all", "--strip-debug", str(checkout / "obj" / "img2gray.cu.o"),
-                        str(stripped)], check=True)
+        subprocess.run(
+            ["objcopy", "--discard-all", "--strip-debug", str(checkout / "obj" / "img2gray.cu.o"), str(stripped)],
+            check=True,
+        )
         objects.append(stripped.read_bytes())
 
     assert str(tmp_path).encode() not in objects[0]

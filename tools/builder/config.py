@@ -27,7 +27,13 @@ BACKENDS = ("cpu", "cuda")
 COMPILED_SUFFIXES = (".cpp", ".cu")
 # What a build reads besides build.toml and the declared sources: the build tool itself and the
 # pure-Python kernelpin modules it names the variant with (the Python package dir is added per kernel).
-BUILD_TOOLS = ("tools/__init__.py", "tools/builder/__init__.py", "tools/builder/config.py", "tools/builder/op.py", "kernelpin")
+BUILD_TOOLS = (
+    "tools/__init__.py",
+    "tools/builder/__init__.py",
+    "tools/builder/config.py",
+    "tools/builder/op.py",
+    "kernelpin",
+)
 
 
 ABIS = ("exact", "stable")
@@ -40,8 +46,8 @@ _CUDA_12_6 = ("5.0", "5.2", "5.3", "6.0", "6.1", "6.2", "7.0", "7.2", "7.5", "8.
 _CUDA_13_0 = ("7.5", "8.0", "8.6", "8.7", "8.8", "8.9", "9.0", "10.0", "10.3", "11.0", "12.0", "12.1")
 TOOLKIT_ARCHS: dict[str, frozenset[str]] = {
     "12.6": frozenset(_CUDA_12_6),
-    "12.8": frozenset(_CUDA_12_6 + ("10.0", "10.1", "12.0")),
-    "12.9": frozenset(_CUDA_12_6 + ("10.0", "10.1", "10.3", "12.0", "12.1")),
+    "12.8": frozenset((*_CUDA_12_6, "10.0", "10.1", "12.0")),
+    "12.9": frozenset((*_CUDA_12_6, "10.0", "10.1", "10.3", "12.0", "12.1")),
     "13.0": frozenset(_CUDA_13_0),
     "13.2": frozenset(_CUDA_13_0),
 }
@@ -105,7 +111,9 @@ class BuildConfig:
                 raise BuildConfigError(f"build.toml [kernel.{kernel}]: backend {backend!r} is not one of {BACKENDS}")
             backend_sources[backend] = backend_sources.get(backend, ()) + _sources(table, f"kernel.{kernel}", root)
         if "cpu" not in backend_sources:
-            raise BuildConfigError("build.toml declares no [kernel.*] table with backend = \"cpu\"; every build compiles it")
+            raise BuildConfigError(
+                'build.toml declares no [kernel.*] table with backend = "cpu"; every build compiles it'
+            )
         return cls(
             root=root,
             name=_string(general, "general", "name"),
@@ -125,10 +133,14 @@ class BuildConfig:
         """The capabilities a CUDA toolkit compiles: the list of the newest key at or below its release within its
         major (a new major may drop architectures: it needs its own list)."""
         major, minor = cuda_release(toolkit)
-        keys = [key for key in self.cuda_capabilities if cuda_release(key)[0] == major and cuda_release(key)[1] <= minor]
+        keys = [
+            key for key in self.cuda_capabilities if cuda_release(key)[0] == major and cuda_release(key)[1] <= minor
+        ]
         if not keys:
-            raise BuildConfigError(f"build.toml [cuda.capabilities] has no list for CUDA {toolkit}: add a "
-                                   f"\"{major}.{minor}\" = [...] entry (it has {', '.join(self.cuda_capabilities) or 'none'})")
+            raise BuildConfigError(
+                f"build.toml [cuda.capabilities] has no list for CUDA {toolkit}: add a "
+                f'"{major}.{minor}" = [...] entry (it has {", ".join(self.cuda_capabilities) or "none"})'
+            )
         return self.cuda_capabilities[max(keys, key=cuda_release)]
 
     @property
@@ -140,7 +152,9 @@ class BuildConfig:
         """Every declared file of a build (CPU builds: torch + cpu; CUDA builds: + cuda), without repeats; the
         stable-ABI build takes [torch.stable-abi] src for [torch] src."""
         backends = ("cpu", "cuda") if cuda else ("cpu",)
-        declared = self.binding_sources(abi) + tuple(path for backend in backends for path in self.backend_sources.get(backend, ()))
+        declared = self.binding_sources(abi) + tuple(
+            path for backend in backends for path in self.backend_sources.get(backend, ())
+        )
         return list(dict.fromkeys(declared))
 
     def binding_sources(self, abi: str) -> tuple[str, ...]:
@@ -148,8 +162,9 @@ class BuildConfig:
             return self.torch_sources
         if abi == "stable" and self.stable_abi:
             return self.stable_abi.sources
-        raise BuildConfigError(f"build.toml declares no {abi!r} build (abi is one of {ABIS}; stable needs "
-                               "a [torch.stable-abi] table)")
+        raise BuildConfigError(
+            f"build.toml declares no {abi!r} build (abi is one of {ABIS}; stable needs a [torch.stable-abi] table)"
+        )
 
     def compiled(self, cuda: bool, abi: str = "exact") -> list[Path]:
         """The translation units of a build, as absolute paths."""
@@ -158,8 +173,10 @@ class BuildConfig:
     def build_inputs(self) -> list[str]:
         """Repository-relative paths a build reads: what a source copy (recipe, release rebuild) must hold."""
         stable = list(self.stable_abi.sources) if self.stable_abi else []
-        declared = self.sources(cuda=True) + stable + [path for paths in self.backend_sources.values() for path in paths]
-        return sorted(set([BUILD_TOML, self.package_dir, *declared, *BUILD_TOOLS]))
+        declared = (
+            self.sources(cuda=True) + stable + [path for paths in self.backend_sources.values() for path in paths]
+        )
+        return sorted({BUILD_TOML, self.package_dir, *declared, *BUILD_TOOLS})
 
 
 def copy_build_inputs(config: BuildConfig, into: Path) -> Path:
@@ -181,29 +198,36 @@ def _stable_abi(torch_table: dict, root: Path) -> StableAbi | None:
         return None
     version = table.get("version") if isinstance(table, dict) else None
     if not isinstance(version, str) or not re.fullmatch(r"2\.\d+", version) or int(version.split(".")[1]) < 10:
-        raise BuildConfigError(f"build.toml [torch.stable-abi] needs version = \"2.N\" (N >= 10, the first torch "
-                               f"that enforces TORCH_TARGET_VERSION), got {version!r}")
+        raise BuildConfigError(
+            f'build.toml [torch.stable-abi] needs version = "2.N" (N >= 10, the first torch '
+            f"that enforces TORCH_TARGET_VERSION), got {version!r}"
+        )
     return StableAbi(version, _sources(table, "torch.stable-abi", root))
 
 
 def _cuda_capabilities(cuda_table: dict) -> dict[str, tuple[str, ...]]:
     table = cuda_table.get("capabilities", {})
     if not isinstance(table, dict):
-        raise BuildConfigError("build.toml [cuda.capabilities] needs one list per CUDA toolkit, e.g. "
-                               "\"13.0\" = [\"7.5\", \"9.0\", \"12.1+PTX\"]")
+        raise BuildConfigError(
+            'build.toml [cuda.capabilities] needs one list per CUDA toolkit, e.g. "13.0" = ["7.5", "9.0", "12.1+PTX"]'
+        )
     lists = {}
     for toolkit, archs in table.items():
         if toolkit not in TOOLKIT_ARCHS:
-            raise BuildConfigError(f"build.toml [cuda.capabilities] \"{toolkit}\": not a CUDA toolkit whose "
-                                   f"architectures are known ({', '.join(TOOLKIT_ARCHS)}); add its row to "
-                                   "TOOLKIT_ARCHS in tools/builder/config.py")
+            raise BuildConfigError(
+                f'build.toml [cuda.capabilities] "{toolkit}": not a CUDA toolkit whose '
+                f"architectures are known ({', '.join(TOOLKIT_ARCHS)}); add its row to "
+                "TOOLKIT_ARCHS in tools/builder/config.py"
+            )
         if not isinstance(archs, list) or not archs or not all(isinstance(arch, str) for arch in archs):
-            raise BuildConfigError(f"build.toml [cuda.capabilities] \"{toolkit}\" needs a list like [\"8.0\", \"9.0+PTX\"]")
+            raise BuildConfigError(f'build.toml [cuda.capabilities] "{toolkit}" needs a list like ["8.0", "9.0+PTX"]')
         if unknown := [arch for arch in archs if arch.removesuffix("+PTX") not in TOOLKIT_ARCHS[toolkit]]:
             newest = max(TOOLKIT_ARCHS[toolkit], key=cuda_release)
             oldest = min(TOOLKIT_ARCHS[toolkit], key=cuda_release)
-            raise BuildConfigError(f"build.toml [cuda.capabilities] \"{toolkit}\": CUDA {toolkit} cannot compile "
-                                   f"{', '.join(unknown)} (it compiles {oldest} to {newest})")
+            raise BuildConfigError(
+                f'build.toml [cuda.capabilities] "{toolkit}": CUDA {toolkit} cannot compile '
+                f"{', '.join(unknown)} (it compiles {oldest} to {newest})"
+            )
         lists[toolkit] = tuple(archs)
     return lists
 
@@ -222,14 +246,14 @@ def _optional_string(table: dict, where: str, key: str) -> str | None:
 def _string(table: dict, where: str, key: str) -> str:
     value = table.get(key)
     if not isinstance(value, str) or not value:
-        raise BuildConfigError(f"build.toml [{where}] needs {key} = \"...\" (a non-empty string)")
+        raise BuildConfigError(f'build.toml [{where}] needs {key} = "..." (a non-empty string)')
     return value
 
 
 def _sources(table: dict, where: str, root: Path) -> tuple[str, ...]:
     paths = table.get("src")
     if not isinstance(paths, list) or not paths or not all(isinstance(p, str) for p in paths):
-        raise BuildConfigError(f"build.toml [{where}] needs src = [\"path\", ...] (repository-relative files)")
+        raise BuildConfigError(f'build.toml [{where}] needs src = ["path", ...] (repository-relative files)')
     for path in paths:
         pure = PurePosixPath(path)
         if pure.is_absolute() or ".." in pure.parts or str(pure) != path:

@@ -37,13 +37,15 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from kernelpin.format import metadata as variant_metadata
 from kernelpin.files.atomic import staged_directory
 from kernelpin.files.integrity import sha256_file
+from kernelpin.format import metadata as variant_metadata
 from kernelpin.format.layout import METADATA
 from kernelpin.format.ranges import Version
-from kernelpin.format.variant import Variant  # names the build; kernelpin is pure Python
-from kernelpin.format.variant import STABLE_ABI
+from kernelpin.format.variant import (
+    STABLE_ABI,
+    Variant,  # names the build; kernelpin is pure Python
+)
 from tools.builder.config import ABIS, BuildConfig
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -95,8 +97,12 @@ GLIBC_FLOORS = ("2.28", "off")
 GLIBC_FLOOR_HEADER = "csrc/glibc_floor.h"  # declared in build.toml, so staged and hashed with the sources
 CONTRACT_HEADER = "torch-ext/contract.h"  # the op's schemas, declared in build.toml like the glibc floor
 # What _ops.py.in receives from the contract header: placeholder -> the macro whose string it becomes.
-SCHEMA_MACROS = {"@SCHEMA@": "IMG2GRAY_SCHEMA", "@OUT_SCHEMA@": "IMG2GRAY_OUT_SCHEMA",
-                 "@CHW_SCHEMA@": "IMG2GRAY_CHW_SCHEMA", "@HWC_SCHEMA@": "IMG2GRAY_HWC_SCHEMA"}
+SCHEMA_MACROS = {
+    "@SCHEMA@": "IMG2GRAY_SCHEMA",
+    "@OUT_SCHEMA@": "IMG2GRAY_OUT_SCHEMA",
+    "@CHW_SCHEMA@": "IMG2GRAY_CHW_SCHEMA",
+    "@HWC_SCHEMA@": "IMG2GRAY_HWC_SCHEMA",
+}
 
 
 def glibc_floor_flags(config: BuildConfig, floor: str) -> list[str]:
@@ -107,7 +113,9 @@ def glibc_floor_flags(config: BuildConfig, floor: str) -> list[str]:
 def header_strings(header: str) -> dict[str, str]:
     """The string macros of a C header (`#define NAME "text" OTHER_NAME ...`), concatenated as the compiler does."""
     strings: dict[str, str] = {}
-    for name, body in re.findall(r'^#define (\w+) ((?:"[^"\\]*"|\w+)(?: +(?:"[^"\\]*"|\w+))*)[ \t]*$', header, re.M):
+    for name, body in re.findall(
+        r'^#define (\w+) ((?:"[^"\\]*"|\w+)(?: +(?:"[^"\\]*"|\w+))*)[ \t]*$', header, re.MULTILINE
+    ):
         parts = re.findall(r'"([^"\\]*)"|(\w+)', body)
         if all(literal or word in strings for literal, word in parts):
             strings[name] = "".join(literal or strings[word] for literal, word in parts)
@@ -152,14 +160,18 @@ def extension_builder_cuda_home(home: str | None) -> Iterator[None]:
 TORCH_CUDA_LIBRARIES = ("libtorch_cuda.so", "libc10_cuda.so")  # what --torch-cuda-libs must hold
 
 
-def torch_cuda_problem(abi: str, torch_version: str, torch_cuda: str | None, torch_cuda_libs: Path | None) -> str | None:
+def torch_cuda_problem(
+    abi: str, torch_version: str, torch_cuda: str | None, torch_cuda_libs: Path | None
+) -> str | None:
     """Why the build's torch cannot serve a CUDA build of `abi` (None: it can). An exact build links libtorch's C++
     ABI, so its torch must be the CUDA one it serves; a stable build needs only libtorch_cuda.so to link."""
     if abi == "exact" and torch_cuda is None:
         return f"with --abi exact needs a CUDA-enabled torch (found {torch_version})"
     if abi == "stable" and torch_cuda is None and torch_cuda_libs is None:
-        return (f"with --abi stable needs libtorch_cuda.so, which torch {torch_version} lacks: "
-                "name a CUDA torch's lib directory with --torch-cuda-libs DIR")
+        return (
+            f"with --abi stable needs libtorch_cuda.so, which torch {torch_version} lacks: "
+            "name a CUDA torch's lib directory with --torch-cuda-libs DIR"
+        )
     return None
 
 
@@ -179,12 +191,15 @@ def want_cuda(mode: str, abi: str = "exact", torch_cuda_libs: Path | None = None
 def check_torch_cuda_libs(directory: Path, abi: str) -> Path:
     """`directory` resolved, after checking it can serve as --torch-cuda-libs."""
     if abi != "stable":
-        raise SystemExit("build_op: --torch-cuda-libs is for --abi stable: an exact build links the CUDA torch it "
-                         "compiles against")
+        raise SystemExit(
+            "build_op: --torch-cuda-libs is for --abi stable: an exact build links the CUDA torch it compiles against"
+        )
     missing = [name for name in TORCH_CUDA_LIBRARIES if not (directory / name).is_file()]
     if missing:
-        raise SystemExit(f"build_op: --torch-cuda-libs {directory} lacks {', '.join(missing)}: name the torch/lib "
-                         "directory of a CUDA torch")
+        raise SystemExit(
+            f"build_op: --torch-cuda-libs {directory} lacks {', '.join(missing)}: name the torch/lib "
+            "directory of a CUDA torch"
+        )
     return directory.resolve()
 
 
@@ -218,7 +233,8 @@ def nvcc_version_output() -> str:
 def arch_list(config: BuildConfig) -> str:
     """TORCH_CUDA_ARCH_LIST as given (the recipe sets it), else build.toml's list for the toolkit nvcc belongs to."""
     return os.environ.get("TORCH_CUDA_ARCH_LIST") or ";".join(
-        config.capabilities_for(toolkit_cuda_version(nvcc_version_output())))
+        config.capabilities_for(toolkit_cuda_version(nvcc_version_output()))
+    )
 
 
 def build_id(config: BuildConfig, cuda_version: str | None, glibc_floor: str = "2.28", abi: str = "exact") -> str:
@@ -231,9 +247,16 @@ def build_id(config: BuildConfig, cuda_version: str | None, glibc_floor: str = "
 
     cuda = cuda_version is not None
     digest = hashlib.sha256()
-    for part in (config.name, config.version, torch.__version__, str(cuda_version),
-                 arch_list(config) if cuda else "", " ".join(CXX_FLAGS + (NVCC_FLAGS if cuda else [])),
-                 f"glibc-floor={glibc_floor}", *([f"abi=stable-{config.stable_abi.version}"] if abi == "stable" else [])):
+    for part in (
+        config.name,
+        config.version,
+        torch.__version__,
+        str(cuda_version),
+        arch_list(config) if cuda else "",
+        " ".join(CXX_FLAGS + (NVCC_FLAGS if cuda else [])),
+        f"glibc-floor={glibc_floor}",
+        *([f"abi=stable-{config.stable_abi.version}"] if abi == "stable" else []),
+    ):
         digest.update(part.encode() + b"\0")
     for relative in sorted({*config.sources(cuda, abi), f"{config.package_dir}/_ops.py.in"}):
         digest.update(relative.encode() + b"\0" + (config.root / relative).read_bytes())
@@ -241,8 +264,9 @@ def build_id(config: BuildConfig, cuda_version: str | None, glibc_floor: str = "
 
 
 @contextlib.contextmanager
-def staged_sources(config: BuildConfig, key: str, cuda: bool,
-                   stage_parent: Path = CUDA_STAGE_PARENT, abi: str = "exact") -> Iterator[BuildConfig]:
+def staged_sources(
+    config: BuildConfig, key: str, cuda: bool, stage_parent: Path = CUDA_STAGE_PARENT, abi: str = "exact"
+) -> Iterator[BuildConfig]:
     """The config to compile from: the checkout itself for a CPU build, for a CUDA build a copy of exactly its
     declared sources at `<stage_parent>/<name>-sources-<key>` (`key` hashes their content: `build_id`).
 
@@ -282,13 +306,17 @@ def _lock_private_directory(path: Path) -> int:
         except FileNotFoundError:  # removed by the build that held it, between mkdir and open
             continue
         except OSError as error:
-            raise SystemExit(f"build_op: {path} is not a directory ({error.strerror}); remove it and build again") from None
+            raise SystemExit(
+                f"build_op: {path} is not a directory ({error.strerror}); remove it and build again"
+            ) from None
         info = os.fstat(descriptor)
         if info.st_uid != os.getuid() or info.st_mode & 0o022:
             os.close(descriptor)
-            raise SystemExit(f"build_op: {path} is not private to this build (owner uid {info.st_uid}, mode "
-                             f"{stat.S_IMODE(info.st_mode):o}); a CUDA build compiles only from a directory of its own: "
-                             "remove it (or let that user's build finish) and build again")
+            raise SystemExit(
+                f"build_op: {path} is not private to this build (owner uid {info.st_uid}, mode "
+                f"{stat.S_IMODE(info.st_mode):o}); a CUDA build compiles only from a directory of its own: "
+                "remove it (or let that user's build finish) and build again"
+            )
         fcntl.flock(descriptor, fcntl.LOCK_EX)
         if os.fstat(descriptor).st_nlink:  # still there: not removed by a build that held the lock before us
             return descriptor
@@ -302,7 +330,6 @@ def prefix_maps(config: BuildConfig, cuda: bool) -> dict[str, str]:
     library, and one commit built in two directories would differ.
     """
     import torch
-    from torch.utils import cpp_extension
 
     roots = {ROOT: config.name, config.root: config.name, Path(torch.__file__).parent: "torch"}
     if cuda and (home := cuda_home()):
@@ -311,8 +338,10 @@ def prefix_maps(config: BuildConfig, cuda: bool) -> dict[str, str]:
     for directory, name in roots.items():
         for spelling in {str(directory), os.path.realpath(directory)}:  # as the compiler sees it, and resolved
             if "," in spelling or "=" in spelling:
-                raise SystemExit(f"build_op: cannot map the path {spelling!r} (it holds ',' or '='); "
-                                 "build from a directory without them")
+                raise SystemExit(
+                    f"build_op: cannot map the path {spelling!r} (it holds ',' or '='); "
+                    "build from a directory without them"
+                )
             maps[spelling] = f"/{name}"
     return maps
 
@@ -331,8 +360,12 @@ def fixed_timestamp() -> str:
     if epoch := os.environ.get("SOURCE_DATE_EPOCH"):
         return epoch
     try:
-        return subprocess.run(["git", "-C", str(ROOT), "log", "-1", "--format=%ct"], capture_output=True,
-                              text=True, check=True).stdout.strip() or "0"
+        return (
+            subprocess.run(
+                ["git", "-C", str(ROOT), "log", "-1", "--format=%ct"], capture_output=True, text=True, check=True
+            ).stdout.strip()
+            or "0"
+        )
     except (OSError, subprocess.CalledProcessError):
         return "0"
 
@@ -342,8 +375,12 @@ def source_commit() -> str | None:
         return commit
     try:
         head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, check=True)
-        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--", *BuildConfig.load().build_inputs()],
-                               capture_output=True, text=True, check=True)
+        dirty = subprocess.run(
+            ["git", "-C", str(ROOT), "status", "--porcelain", "--", *BuildConfig.load().build_inputs()],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
     except (OSError, subprocess.CalledProcessError):
         return None
     return head.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
@@ -352,13 +389,23 @@ def source_commit() -> str | None:
 def compiler_version() -> str:
     compiler = os.environ.get("CXX", "c++")
     try:
-        return subprocess.run([compiler, "--version"], capture_output=True, text=True, check=True).stdout.splitlines()[0]
+        return subprocess.run([compiler, "--version"], capture_output=True, text=True, check=True).stdout.splitlines()[
+            0
+        ]
     except (OSError, subprocess.CalledProcessError, IndexError):
         return compiler
 
 
-def compile_library(config: BuildConfig, namespace: str, cuda: bool, build_dir: Path, verbose: bool,
-                    glibc_floor: str = "2.28", abi: str = "exact", torch_cuda_libs: Path | None = None) -> Path:
+def compile_library(
+    config: BuildConfig,
+    namespace: str,
+    cuda: bool,
+    build_dir: Path,
+    verbose: bool,
+    glibc_floor: str = "2.28",
+    abi: str = "exact",
+    torch_cuda_libs: Path | None = None,
+) -> Path:
     """Compile the sources of `config` (see staged_sources) into `build_dir`; return the library."""
     import torch
     from torch.utils import cpp_extension
@@ -371,18 +418,20 @@ def compile_library(config: BuildConfig, namespace: str, cuda: bool, build_dir: 
     cxx_maps, nvcc_maps = prefix_map_flags(prefix_maps(config, cuda))
     with extension_builder_cuda_home(cuda_home() if cuda else cpp_extension.CUDA_HOME):
         try:
-            return Path(cpp_extension.load(
-                name=namespace,
-                sources=[str(s) for s in config.compiled(cuda, abi)],
-                extra_cflags=cxx_flags + defines + cxx_maps,
-                extra_cuda_cflags=NVCC_FLAGS + defines + nvcc_maps,
-                extra_ldflags=link_flags(cuda, torch_cuda_libs),
-                extra_include_paths=[str(config.root / path) for path in INCLUDE_DIRS],
-                build_directory=str(build_dir),
-                with_cuda=cuda,
-                is_python_module=False,
-                verbose=verbose,
-            ))
+            return Path(
+                cpp_extension.load(
+                    name=namespace,
+                    sources=[str(s) for s in config.compiled(cuda, abi)],
+                    extra_cflags=cxx_flags + defines + cxx_maps,
+                    extra_cuda_cflags=NVCC_FLAGS + defines + nvcc_maps,
+                    extra_ldflags=link_flags(cuda, torch_cuda_libs),
+                    extra_include_paths=[str(config.root / path) for path in INCLUDE_DIRS],
+                    build_directory=str(build_dir),
+                    with_cuda=cuda,
+                    is_python_module=False,
+                    verbose=verbose,
+                )
+            )
         except OSError:
             # load() loads what it built, and a torch without CUDA cannot load a library linked to libtorch_cuda.so
             # (--torch-cuda-libs): a failed build raises RuntimeError, so the library is built and is checked by the
@@ -427,16 +476,34 @@ def _nvcc_compile(config: BuildConfig, object_dir: Path) -> Path:
         includes.append(str(shim))
     obj = object_dir / "img2gray.cu.o"
     [cuda_source] = [path for path in config.compiled(cuda=True) if path.suffix == ".cu"]
-    command = [str(nvcc), "-std=c++20", "-c", str(cuda_source), "-o", str(obj), "-DIMG2GRAY_WITH_CUDA",
-               "-Xptxas=-warn-spills", *NVCC_FLAGS, *glibc_floor_flags(config, "2.28"),
-               *gencode_flags(arch_list(config).split(";")),
-               *prefix_map_flags(prefix_maps(config, cuda=True))[1], *(f"-I{inc}" for inc in includes)]
+    command = [
+        str(nvcc),
+        "-std=c++20",
+        "-c",
+        str(cuda_source),
+        "-o",
+        str(obj),
+        "-DIMG2GRAY_WITH_CUDA",
+        "-Xptxas=-warn-spills",
+        *NVCC_FLAGS,
+        *glibc_floor_flags(config, "2.28"),
+        *gencode_flags(arch_list(config).split(";")),
+        *prefix_map_flags(prefix_maps(config, cuda=True))[1],
+        *(f"-I{inc}" for inc in includes),
+    ]
     subprocess.run(command, check=True, env={**os.environ, "SOURCE_DATE_EPOCH": fixed_timestamp()})
     return obj
 
 
-def build(out: Path, cuda_mode: str = "auto", build_root: Path | None = None, verbose: bool = False,
-          glibc_floor: str = "2.28", abi: str = "exact", torch_cuda_libs: Path | None = None) -> dict:
+def build(
+    out: Path,
+    cuda_mode: str = "auto",
+    build_root: Path | None = None,
+    verbose: bool = False,
+    glibc_floor: str = "2.28",
+    abi: str = "exact",
+    torch_cuda_libs: Path | None = None,
+) -> dict:
     """Compile and lay out one variant directory at `out`; return its metadata."""
     import torch
 
@@ -475,7 +542,9 @@ def build(out: Path, cuda_mode: str = "auto", build_root: Path | None = None, ve
             ops_module = ops_module.replace(placeholder, value)
         (staging / "_ops.py").write_text(ops_module)
         shutil.copyfile(library, staging / library_name)
-        for relative, content in variant_metadata.compat_package(config.name).items():  # for `kernels` before the flat layout
+        for relative, content in variant_metadata.compat_package(
+            config.name
+        ).items():  # for `kernels` before the flat layout
             (staging / relative).parent.mkdir(parents=True, exist_ok=True)
             (staging / relative).write_bytes(content)
         commit = source_commit()
@@ -496,8 +565,9 @@ def build(out: Path, cuda_mode: str = "auto", build_root: Path | None = None, ve
             license=config.license,
             variant=variant.name,
             backend=backend,
-            files={path.relative_to(staging).as_posix(): sha256_file(path)
-                   for path in staging.rglob("*") if path.is_file()},
+            files={
+                path.relative_to(staging).as_posix(): sha256_file(path) for path in staging.rglob("*") if path.is_file()
+            },
             builder=BUILDER,
             provenance=provenance,
             # A kernel of its own (not a port of another project's) has its own repository as its upstream.
@@ -518,19 +588,39 @@ def build(out: Path, cuda_mode: str = "auto", build_root: Path | None = None, ve
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, help="variant directory to write (replaced if present)")
-    parser.add_argument("--nvcc-check", action="store_true",
-                        help="only compile the CUDA source with nvcc (no CUDA-enabled torch needed) and exit")
-    parser.add_argument("--abi", choices=ABIS, default="exact",
-                        help="exact: libtorch's C++ ABI, one torch minor; stable: torch's stable C ABI from "
-                             "build.toml [torch.stable-abi] version on (torch-stable-abi<maj><min>-... variants)")
-    parser.add_argument("--cuda", choices=["auto", "on", "off"], default="auto",
-                        help="build the CUDA kernel too (auto: when torch has CUDA and nvcc is found)")
-    parser.add_argument("--glibc-floor", choices=GLIBC_FLOORS, default="2.28",
-                        help="keep glibc symbol versions <= 2.28 (manylinux_2_28, what Hub kernels must meet); "
-                             "off: whatever the build machine's glibc headers give")
-    parser.add_argument("--torch-cuda-libs", type=Path, default=None, metavar="DIR",
-                        help="--abi stable on a torch without CUDA: a CUDA torch's lib directory holding "
-                             "libtorch_cuda.so and libc10_cuda.so, to link the CUDA shims against")
+    parser.add_argument(
+        "--nvcc-check",
+        action="store_true",
+        help="only compile the CUDA source with nvcc (no CUDA-enabled torch needed) and exit",
+    )
+    parser.add_argument(
+        "--abi",
+        choices=ABIS,
+        default="exact",
+        help="exact: libtorch's C++ ABI, one torch minor; stable: torch's stable C ABI from "
+        "build.toml [torch.stable-abi] version on (torch-stable-abi<maj><min>-... variants)",
+    )
+    parser.add_argument(
+        "--cuda",
+        choices=["auto", "on", "off"],
+        default="auto",
+        help="build the CUDA kernel too (auto: when torch has CUDA and nvcc is found)",
+    )
+    parser.add_argument(
+        "--glibc-floor",
+        choices=GLIBC_FLOORS,
+        default="2.28",
+        help="keep glibc symbol versions <= 2.28 (manylinux_2_28, what Hub kernels must meet); "
+        "off: whatever the build machine's glibc headers give",
+    )
+    parser.add_argument(
+        "--torch-cuda-libs",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="--abi stable on a torch without CUDA: a CUDA torch's lib directory holding "
+        "libtorch_cuda.so and libc10_cuda.so, to link the CUDA shims against",
+    )
     parser.add_argument("--build-dir", type=Path, default=None, help="where objects are kept between builds")
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args(argv)
@@ -541,8 +631,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.out is None:
         parser.error("--out is required (or --nvcc-check)")
-    metadata = build(args.out, args.cuda, args.build_dir, args.verbose, args.glibc_floor, args.abi, args.torch_cuda_libs)
-    print(f"built {metadata['name']} {metadata['semver']} ({metadata['variant']}, namespace {metadata['id']}) -> {args.out}")
+    metadata = build(
+        args.out, args.cuda, args.build_dir, args.verbose, args.glibc_floor, args.abi, args.torch_cuda_libs
+    )
+    print(
+        f"built {metadata['name']} {metadata['semver']} ({metadata['variant']}, namespace {metadata['id']}) -> {args.out}"
+    )
     return 0
 
 

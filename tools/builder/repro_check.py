@@ -48,9 +48,18 @@ class BuiltVariant:
 
 def build_in(checkout: Path, cuda: str, env: dict[str, str]) -> subprocess.Popen:
     out = checkout.parent / (checkout.name + "-variant")
-    command = [sys.executable, "-m", "tools.builder.op", "--out", str(out), "--cuda", cuda,
-               "--build-dir", str(checkout / "build" / "obj")]  # run in the checkout: its tools and kernelpin
-    log = open(checkout.parent / (checkout.name + "-build.log"), "w")  # noqa: SIM115 (closed by the caller)
+    command = [
+        sys.executable,
+        "-m",
+        "tools.builder.op",
+        "--out",
+        str(out),
+        "--cuda",
+        cuda,
+        "--build-dir",
+        str(checkout / "build" / "obj"),
+    ]  # run in the checkout: its tools and kernelpin
+    log = open(checkout.parent / (checkout.name + "-build.log"), "w")
     return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=checkout)
 
 
@@ -69,7 +78,7 @@ def build_copies(root: Path, cuda: str) -> list[BuiltVariant]:
     # One job each so that the builds overlap.
     env = {**os.environ, **this_commit_env(), "MAX_JOBS": "1"}
     processes = [build_in(checkout, cuda, env) for checkout in checkouts]
-    failed = [checkout for checkout, process in zip(checkouts, processes) if process.wait() != 0]
+    failed = [checkout for checkout, process in zip(checkouts, processes, strict=False) if process.wait() != 0]
     if failed:
         logs = "\n".join((c.parent / (c.name + "-build.log")).read_text()[-3000:] for c in failed)
         raise RuntimeError(f"build failed in {', '.join(map(str, failed))}:\n{logs}")

@@ -33,11 +33,31 @@ TEST_TOOLS = ("torch", "numpy", "hypothesis", "pytest-xdist")
 # whole directory: kernelpin's pure core (ranges, variants, metadata) imports none of them, and CI time counts.
 # The test extra's lowest `kernels` is the oldest kernelpin supports (kernelpin.loading.kernels_internals.OLDEST):
 # the interop and differential suites run here against it too (requirements/dev.txt's run has the newest).
-INTEROP = [f"tests/kernelpin/{name}" for name in (
-    "test_kernels_internals.py", "test_variant_vs_kernels.py", "test_backends.py", "test_kernels_compat.py",
-    "test_kernelize.py", "test_signed_release.py", "test_zip_builds.py", "test_python_depends.py")]
-SUITE = [f"tests/kernelpin/{name}" for name in ("test_cli.py", "test_lock.py", "test_sync.py", "test_end_to_end.py",
-                                                "test_repo_types.py", "test_sync_faults.py", "test_signature.py")] + INTEROP
+INTEROP = [
+    f"tests/kernelpin/{name}"
+    for name in (
+        "test_kernels_internals.py",
+        "test_variant_vs_kernels.py",
+        "test_backends.py",
+        "test_kernels_compat.py",
+        "test_kernelize.py",
+        "test_signed_release.py",
+        "test_zip_builds.py",
+        "test_python_depends.py",
+    )
+]
+SUITE = [
+    f"tests/kernelpin/{name}"
+    for name in (
+        "test_cli.py",
+        "test_lock.py",
+        "test_sync.py",
+        "test_end_to_end.py",
+        "test_repo_types.py",
+        "test_sync_faults.py",
+        "test_signature.py",
+    )
+] + INTEROP
 
 
 def declared_floors(pyproject: Path = ROOT / "pyproject.toml") -> dict[str, str]:
@@ -61,8 +81,9 @@ def uv() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--venv", type=Path, default=ROOT / "build" / "lowest-deps",
-                        help="the environment to (re)create")
+    parser.add_argument(
+        "--venv", type=Path, default=ROOT / "build" / "lowest-deps", help="the environment to (re)create"
+    )
     args, pytest_args = parser.parse_known_args(argv)
     floors = declared_floors()
     venv = args.venv.resolve()
@@ -74,23 +95,68 @@ def main(argv: list[str] | None = None) -> int:
         env["UV_FIND_LINKS"] = env["PIP_FIND_LINKS"]
     tools = [f"{name}=={importlib.metadata.version(name)}" for name in TEST_TOOLS]
     subprocess.run([uv(), "venv", "--quiet", "--clear", "--python", sys.executable, str(venv)], check=True, env=env)
-    subprocess.run([uv(), "pip", "install", "--quiet", "--resolution", "lowest-direct", "--override", str(overrides),
-                    "-e", f"{ROOT}[test]", *tools], check=True, env=env)
-    installed = subprocess.run([str(venv / "bin" / "python"), "-c",
-                                "import importlib.metadata as m, sys; "
-                                "print(' '.join(f'{n}=={m.version(n)}' for n in sys.argv[1:]))", *floors],
-                               check=True, capture_output=True, text=True).stdout.strip()
+    subprocess.run(
+        [
+            uv(),
+            "pip",
+            "install",
+            "--quiet",
+            "--resolution",
+            "lowest-direct",
+            "--override",
+            str(overrides),
+            "-e",
+            f"{ROOT}[test]",
+            *tools,
+        ],
+        check=True,
+        env=env,
+    )
+    installed = subprocess.run(
+        [
+            str(venv / "bin" / "python"),
+            "-c",
+            "import importlib.metadata as m, sys; print(' '.join(f'{n}=={m.version(n)}' for n in sys.argv[1:]))",
+            *floors,
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     print(f"lowest declared versions: {installed}", flush=True)
-    oldest = subprocess.run([str(venv / "bin" / "python"), "-c",
-                             "import importlib.metadata as m; from kernelpin.loading import kernels_internals as k; "
-                             "print(m.version('kernels'), k.OLDEST)"],
-                            check=True, capture_output=True, text=True, cwd=ROOT).stdout.split()
+    oldest = subprocess.run(
+        [
+            str(venv / "bin" / "python"),
+            "-c",
+            (
+                "import importlib.metadata as m; from kernelpin.loading import kernels_internals as k; "
+                "print(m.version('kernels'), k.OLDEST)"
+            ),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    ).stdout.split()
     if oldest[0] != oldest[1]:
-        raise SystemExit(f"lowest_deps: kernels {oldest[0]} installed, but the oldest kernelpin supports is {oldest[1]}: "
-                         "the test extra's floor and kernelpin.loading.kernels_internals.OLDEST must agree")
+        raise SystemExit(
+            f"lowest_deps: kernels {oldest[0]} installed, but the oldest kernelpin supports is {oldest[1]}: "
+            "the test extra's floor and kernelpin.loading.kernels_internals.OLDEST must agree"
+        )
     print(f"oldest supported kernels: {oldest[0]}", flush=True)
-    done = subprocess.run([str(venv / "bin" / "python"), "-m", "pytest", "-p", "no:cacheprovider",
-                           *(pytest_args or ["-q", "-n", "auto", *SUITE])], cwd=ROOT, env={**env, "PYTHONPATH": str(ROOT)})
+    done = subprocess.run(
+        [
+            str(venv / "bin" / "python"),
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            *(pytest_args or ["-q", "-n", "auto", *SUITE]),
+        ],
+        cwd=ROOT,
+        env={**env, "PYTHONPATH": str(ROOT)},
+        check=False,
+    )
     return done.returncode
 
 

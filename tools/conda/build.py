@@ -74,8 +74,9 @@ def offline_variant_config(machine: Machine, files: Sequence[Path] = (PROJECT_VA
     return VariantConfig(values, zip_keys=base.zip_keys)
 
 
-def render_variants(variant_config: VariantConfig, *, target_platform: str = "linux-64",
-                    recipe: Path = RECIPE) -> list[RenderedVariant]:
+def render_variants(
+    variant_config: VariantConfig, *, target_platform: str = "linux-64", recipe: Path = RECIPE
+) -> list[RenderedVariant]:
     """Render recipe/recipe.yaml (or another commit's copy) for every variant (no build), as plain `rattler-build
     build` does: no experimental features."""
     platform = PlatformConfig(target_platform=target_platform, experimental=False)
@@ -83,7 +84,9 @@ def render_variants(variant_config: VariantConfig, *, target_platform: str = "li
         variants = Stage0Recipe.from_file(recipe).render(variant_config, RenderConfig(platform=platform))
     unknown = sorted({abi_of(variant) for variant in variants} - set(ABIS))
     if unknown:
-        raise ValueError(f"torch_abi {', '.join(map(repr, unknown))} in the variant config: it is one of {', '.join(ABIS)}")
+        raise ValueError(
+            f"torch_abi {', '.join(map(repr, unknown))} in the variant config: it is one of {', '.join(ABIS)}"
+        )
     return variants
 
 
@@ -94,9 +97,14 @@ def _commit_in_environment() -> Iterator[None]:
     with that time (nvcc's -lineinfo records it), so without it a package's CUDA library would differ from
     tools.builder.op's of the same commit. Removed afterwards, so that nothing later in the process (a build of
     another checkout) inherits them."""
-    added = {name: value() for name, value in (("IMG2GRAY_SOURCE_COMMIT", lambda: source_commit() or ""),
-                                                ("SOURCE_DATE_EPOCH", fixed_timestamp))
-             if name not in os.environ}
+    added = {
+        name: value()
+        for name, value in (
+            ("IMG2GRAY_SOURCE_COMMIT", lambda: source_commit() or ""),
+            ("SOURCE_DATE_EPOCH", fixed_timestamp),
+        )
+        if name not in os.environ
+    }
     os.environ.update(added)
     try:
         yield
@@ -141,9 +149,13 @@ def select_variants(
         and (abi is None or abi_of(variant) == abi)
     ]
     if not chosen:
-        offered = sorted({f"{abi_of(v)} pytorch {v.variant.get('pytorch')} / cuda {cuda_version_of(v)}" for v in variants})
-        raise ValueError(f"no {which} {abi or ANY}-ABI variant for pytorch {pytorch or ANY}, cuda {cuda or ANY}; "
-                         f"the matrix has: {', '.join(offered)}")
+        offered = sorted(
+            {f"{abi_of(v)} pytorch {v.variant.get('pytorch')} / cuda {cuda_version_of(v)}" for v in variants}
+        )
+        raise ValueError(
+            f"no {which} {abi or ANY}-ABI variant for pytorch {pytorch or ANY}, cuda {cuda or ANY}; "
+            f"the matrix has: {', '.join(offered)}"
+        )
     return chosen
 
 
@@ -196,8 +208,10 @@ def finish_package(package: Path) -> None:
     with zipfile.ZipFile(package) as archive:
         entries = [(info, archive.read(info)) for info in archive.infolist()]
     if any(info.filename.startswith("info-") and info.filename.endswith(".tar.zst") for info, _ in entries):
-        entries = [(info, _without_local_channels(data) if info.filename.startswith("info-") else data)
-                   for info, data in entries]
+        entries = [
+            (info, _without_local_channels(data) if info.filename.startswith("info-") else data)
+            for info, data in entries
+        ]
         with tempfile.NamedTemporaryFile(dir=package.parent, prefix=f".{package.name}.", delete=False) as stream:
             with zipfile.ZipFile(stream, "w", zipfile.ZIP_STORED) as archive:
                 for info, data in entries:  # fresh headers: the zip64 extras of the old ones would be stale
@@ -239,9 +253,7 @@ class BuildLog:
         self.lines.append(f"[{event.step_name}] {event.message}")
 
 
-def build_variants(
-    variants: Sequence[RenderedVariant], output_dir: Path, channels: Sequence[str]
-) -> list[Path]:
+def build_variants(variants: Sequence[RenderedVariant], output_dir: Path, channels: Sequence[str]) -> list[Path]:
     """Build and test (recipe tests, natively) each rendered variant into the channel `output_dir`."""
     _ensure_patchelf()
     packages: list[Path] = []
@@ -263,7 +275,9 @@ def build_variants(
             )
         except RattlerBuildError as error:
             tail = "\n".join(log.lines[-80:])
-            raise RuntimeError(f"building {name} failed: {error}\n--- last lines of the build log ---\n{tail}") from error
+            raise RuntimeError(
+                f"building {name} failed: {error}\n--- last lines of the build log ---\n{tail}"
+            ) from error
         for package in result.packages:
             finish_package(Path(package))
             packages.append(Path(package))
@@ -276,8 +290,13 @@ def build_variants(
 
 
 def build_offline(
-    output_dir: Path, *, which: Which = "auto", standins_dir: Path | None = None, machine: Machine | None = None,
-    variant_files: Sequence[Path] = (PROJECT_VARIANTS,), abi: str = ANY,
+    output_dir: Path,
+    *,
+    which: Which = "auto",
+    standins_dir: Path | None = None,
+    machine: Machine | None = None,
+    variant_files: Sequence[Path] = (PROJECT_VARIANTS,),
+    abi: str = ANY,
 ) -> list[Path]:
     """Build this machine's variant against stand-ins for its toolchain.
 
@@ -298,8 +317,14 @@ def build_offline(
 
 
 def build_conda_forge(
-    output_dir: Path, *, which: Which = "auto", pytorch: str | None = None, cuda: str | None = None,
-    target_platform: str = "linux-64", variant_files: Sequence[Path] = (PROJECT_VARIANTS,), abi: str = ANY,
+    output_dir: Path,
+    *,
+    which: Which = "auto",
+    pytorch: str | None = None,
+    cuda: str | None = None,
+    target_platform: str = "linux-64",
+    variant_files: Sequence[Path] = (PROJECT_VARIANTS,),
+    abi: str = ANY,
 ) -> list[Path]:
     """Build the matrix of `variant_files` (`auto` = all of it), or the part selected, against conda-forge."""
     variants = render_variants(variant_config(variant_files), target_platform=target_platform)
@@ -309,22 +334,40 @@ def build_conda_forge(
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--offline", action="store_true",
-                        help="build against stand-ins for this machine's compilers, python and torch (no network)")
-    parser.add_argument("--variant", choices=["cpu", "cuda", "auto", "all"], default="auto",
-                        help="which flavour to build (auto: offline = the installed torch's flavour; online = all)")
-    parser.add_argument("--pytorch", default=ANY,
-                        help="only this pytorch minor, e.g. 2.13 (online; offline uses the installed torch)")
-    parser.add_argument("--cuda", default=ANY,
-                        help="only this CUDA version, e.g. 13.0, or None for the CPU build (online)")
+    parser.add_argument(
+        "--offline",
+        action="store_true",
+        help="build against stand-ins for this machine's compilers, python and torch (no network)",
+    )
+    parser.add_argument(
+        "--variant",
+        choices=["cpu", "cuda", "auto", "all"],
+        default="auto",
+        help="which flavour to build (auto: offline = the installed torch's flavour; online = all)",
+    )
+    parser.add_argument(
+        "--pytorch", default=ANY, help="only this pytorch minor, e.g. 2.13 (online; offline uses the installed torch)"
+    )
+    parser.add_argument(
+        "--cuda", default=ANY, help="only this CUDA version, e.g. 13.0, or None for the CPU build (online)"
+    )
     parser.add_argument("--abi", default=ANY, help="only the exact (one pytorch minor) or the stable-ABI packages")
-    parser.add_argument("--target-platform", default=str(Subdir.current()),
-                        help="conda subdir to build for (online; default: this machine's, as CI runners build natively)")
+    parser.add_argument(
+        "--target-platform",
+        default=str(Subdir.current()),
+        help="conda subdir to build for (online; default: this machine's, as CI runners build natively)",
+    )
     parser.add_argument("--output-dir", type=Path, default=REPO_ROOT / "output", help="channel to build into")
     parser.add_argument("--standins-dir", type=Path, help="keep the offline stand-in channel here")
-    parser.add_argument("-m", "--variant-config", type=Path, action="append", dest="variant_files",
-                        help="variant config file(s), merged in order (default: the "
-                             f"project's matrix {PROJECT_VARIANTS.relative_to(REPO_ROOT)}; rattler-build's -m)")
+    parser.add_argument(
+        "-m",
+        "--variant-config",
+        type=Path,
+        action="append",
+        dest="variant_files",
+        help="variant config file(s), merged in order (default: the "
+        f"project's matrix {PROJECT_VARIANTS.relative_to(REPO_ROOT)}; rattler-build's -m)",
+    )
     args = parser.parse_args(argv)
     output_dir = args.output_dir.resolve()
     if args.offline and (args.pytorch != ANY or args.cuda != ANY):
@@ -332,12 +375,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     variant_files = [path.resolve() for path in args.variant_files or [PROJECT_VARIANTS]]
     try:
         if args.offline:
-            packages = build_offline(output_dir, which=args.variant, standins_dir=args.standins_dir,
-                                     variant_files=variant_files, abi=args.abi)
+            packages = build_offline(
+                output_dir,
+                which=args.variant,
+                standins_dir=args.standins_dir,
+                variant_files=variant_files,
+                abi=args.abi,
+            )
         else:
-            packages = build_conda_forge(output_dir, which=args.variant, pytorch=args.pytorch, cuda=args.cuda,
-                                         target_platform=args.target_platform, variant_files=variant_files,
-                                         abi=args.abi)
+            packages = build_conda_forge(
+                output_dir,
+                which=args.variant,
+                pytorch=args.pytorch,
+                cuda=args.cuda,
+                target_platform=args.target_platform,
+                variant_files=variant_files,
+                abi=args.abi,
+            )
     except (RuntimeError, ValueError) as error:  # failed builds, missing tools, a flavour this machine lacks
         print(f"tools.conda.build: {error}", file=sys.stderr)
         return 1

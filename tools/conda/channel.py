@@ -75,9 +75,7 @@ def _explain(
     channels: Sequence[str], specs: Sequence[str], subdirs: list[Subdir], cuda: str | None, solver: str
 ) -> str:
     names = [spec.split()[0].split("=")[0].split("[")[0] for spec in specs]
-    records = asyncio.run(
-        Gateway().query([Channel(url) for url in channels], subdirs, names, recursive=False)
-    )
+    records = asyncio.run(Gateway().query([Channel(url) for url in channels], subdirs, names, recursive=False))
     available = [
         f"  {record.name.normalized} {record.version} {record.build}  needs: {', '.join(record.depends) or '-'}"
         for per_channel in records

@@ -47,8 +47,9 @@ class Feedstock:
 
 def archive_bytes(root: Path, ref: str, prefix: str) -> bytes:
     """`git archive` of `ref` as a gzip stream whose bytes depend on the commit only (no gzip mtime/name)."""
-    tar = subprocess.run(["git", "-C", str(root), "archive", "--format=tar", f"--prefix={prefix}/", ref],
-                         capture_output=True, check=True).stdout
+    tar = subprocess.run(
+        ["git", "-C", str(root), "archive", "--format=tar", f"--prefix={prefix}/", ref], capture_output=True, check=True
+    ).stdout
     buffer = io.BytesIO()
     with gzip.GzipFile(filename="", mode="wb", fileobj=buffer, compresslevel=9, mtime=0) as stream:
         stream.write(tar)
@@ -57,18 +58,26 @@ def archive_bytes(root: Path, ref: str, prefix: str) -> bytes:
 
 def feedstock_recipe(text: str, url: str, sha256: str, commit: str) -> str:
     if COMMIT_FROM_ENVIRONMENT not in text:
-        raise ValueError(f"recipe/recipe.yaml no longer holds {COMMIT_FROM_ENVIRONMENT}; update tools/conda/feedstock.py")
+        raise ValueError(
+            f"recipe/recipe.yaml no longer holds {COMMIT_FROM_ENVIRONMENT}; update tools/conda/feedstock.py"
+        )
     text = replace_block(text, "source", [f"url: {url}", f"sha256: {sha256}"])
-    return text.replace(COMMIT_FROM_ENVIRONMENT, f"\"{commit}\"")
+    return text.replace(COMMIT_FROM_ENVIRONMENT, f'"{commit}"')
 
 
 def write_feedstock(ref: str, out: Path, config: BuildConfig | None = None) -> Feedstock:
     config = config or BuildConfig.load()
     try:
-        commit = subprocess.run(["git", "-C", str(config.root), "rev-parse", "--verify", f"{ref}^{{commit}}"],
-                                capture_output=True, text=True, check=True).stdout.strip()
+        commit = subprocess.run(
+            ["git", "-C", str(config.root), "rev-parse", "--verify", f"{ref}^{{commit}}"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
     except subprocess.CalledProcessError as error:
-        raise ValueError(f"{ref!r} is not a commit of {config.root}: tag the release first (git tag v{config.version})") from error
+        raise ValueError(
+            f"{ref!r} is not a commit of {config.root}: tag the release first (git tag v{config.version})"
+        ) from error
     stem = f"{config.name}-{config.version}"
     data = archive_bytes(config.root, commit, stem)
     sha256 = hashlib.sha256(data).hexdigest()
@@ -97,8 +106,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"archive  {feedstock.archive}  sha256 {feedstock.sha256}")
     print(f"url      {feedstock.url}")
     print(f"recipe   {feedstock.recipe} (commit {feedstock.commit})")
-    print(f"next: gh release upload v{BuildConfig.load().version} {feedstock.archive}; copy {feedstock.recipe.parent}/ "
-          "into the feedstock's recipe/")
+    print(
+        f"next: gh release upload v{BuildConfig.load().version} {feedstock.archive}; copy {feedstock.recipe.parent}/ "
+        "into the feedstock's recipe/"
+    )
     return 0
 
 

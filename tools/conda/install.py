@@ -27,8 +27,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("specs", nargs="*", default=["img2gray"], help="match specs to install (default: img2gray)")
     parser.add_argument("--prefix", type=Path, required=True, help="environment to create (must not exist)")
     parser.add_argument("--channel", type=Path, default=REPO_ROOT / "output", help="the built img2gray channel")
-    parser.add_argument("--offline", action="store_true",
-                        help="resolve python/pytorch from stand-ins for this machine instead of conda-forge")
+    parser.add_argument(
+        "--offline",
+        action="store_true",
+        help="resolve python/pytorch from stand-ins for this machine instead of conda-forge",
+    )
     parser.add_argument("--cuda", default="auto", help="auto (detect the driver), none, or a version such as 13.0")
     args = parser.parse_args(argv)
     if args.prefix.exists():
@@ -39,8 +42,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="img2gray-standins-") as scratch:
         second = build_standin_channel(detect_machine(), Path(scratch) / "standins") if args.offline else "conda-forge"
         try:
-            records = install_environment([args.channel.resolve().as_uri(), second], args.specs, args.prefix,
-                                          cuda=cuda)
+            records = install_environment([args.channel.resolve().as_uri(), second], args.specs, args.prefix, cuda=cuda)
         except NoCandidateError as error:
             print(error, file=sys.stderr)
             return 1
@@ -49,8 +51,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         marker = "  (stand-in)" if record.name.normalized in standin_names else ""
         print(f"  {record.name.normalized} {record.version} {record.build}{marker}")
     if standin_names:
-        print("  stand-in: a package made on the spot that wraps this machine's own interpreter, torch or compiler, "
-              "so that the recipe resolves offline (tools/conda/standins.py); with network these come from conda-forge")
+        print(
+            "  stand-in: a package made on the spot that wraps this machine's own interpreter, torch or compiler, "
+            "so that the recipe resolves offline (tools/conda/standins.py); with network these come from conda-forge"
+        )
     print(f"installed into {args.prefix}")
     return 0
 

@@ -40,7 +40,9 @@ def context_lines(config: BuildConfig) -> list[str]:
         # The oldest pytorch a stable-ABI package serves (empty: build.toml declares no stable build).
         "stable_abi": config.stable_abi.version if config.stable_abi else "",
     }
-    return [f"{key}: {json.dumps(value)}" for key, value in values.items()] + [f"cuda_capabilities: {capabilities_expression(config)}"]
+    return [f"{key}: {json.dumps(value)}" for key, value in values.items()] + [
+        f"cuda_capabilities: {capabilities_expression(config)}"
+    ]
 
 
 def capabilities_expression(config: BuildConfig) -> str:
@@ -48,8 +50,11 @@ def capabilities_expression(config: BuildConfig) -> str:
     BuildConfig.capabilities_for's rule: the newest key at or below the toolkit's release within its major. Empty for
     a CPU variant or a toolkit without a list: the build (tools/builder/op.py) then refuses it by name."""
     ordered = sorted(config.cuda_capabilities, key=cuda_release, reverse=True)
-    branches = [f'{json.dumps(";".join(config.cuda_capabilities[key]))} if match(cuda_compiler_version, '
-                f'">={key},<{cuda_release(key)[0] + 1}") else ' for key in ordered]
+    branches = [
+        f"{json.dumps(';'.join(config.cuda_capabilities[key]))} if match(cuda_compiler_version, "
+        f'">={key},<{cuda_release(key)[0] + 1}") else '
+        for key in ordered
+    ]
     return '${{ "" if cuda_compiler_version == "None" else ' + "".join(branches) + '"" }}'
 
 
@@ -60,8 +65,13 @@ def filter_includes(config: BuildConfig) -> list[str]:
 
 
 def source_lines(config: BuildConfig) -> list[str]:
-    return ["path: ..", "use_gitignore: true", "filter:", "  include:",
-            *(f"    - {path}" for path in filter_includes(config))]
+    return [
+        "path: ..",
+        "use_gitignore: true",
+        "filter:",
+        "  include:",
+        *(f"    - {path}" for path in filter_includes(config)),
+    ]
 
 
 def replace_block(text: str, block: str, lines: Sequence[str]) -> str:
@@ -79,7 +89,7 @@ def replace_block(text: str, block: str, lines: Sequence[str]) -> str:
         )
     indent = rows[starts[0]][: len(rows[starts[0]]) - len(rows[starts[0]].lstrip())]
     body = [f"{indent}{line}\n" for line in lines]
-    return "".join(rows[: starts[0] + 1] + body + rows[ends[0]:])
+    return "".join(rows[: starts[0] + 1] + body + rows[ends[0] :])
 
 
 def synced(text: str, config: BuildConfig) -> str:
@@ -98,8 +108,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{args.recipe} is in step with build.toml")
         return 0
     if args.check:
-        diff = difflib.unified_diff(current.splitlines(keepends=True), wanted.splitlines(keepends=True),
-                                    str(args.recipe), "from build.toml")
+        diff = difflib.unified_diff(
+            current.splitlines(keepends=True), wanted.splitlines(keepends=True), str(args.recipe), "from build.toml"
+        )
         sys.stderr.writelines(diff)
         print(f"{args.recipe} disagrees with build.toml: run `python -m tools.conda.recipe_sync`", file=sys.stderr)
         return 1

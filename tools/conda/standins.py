@@ -226,8 +226,11 @@ def standins(machine: Machine) -> list[StandIn]:
                 stands_for=f"{machine.cuda_home}/bin/nvcc",
                 files=_activation(
                     f"{CUDA_COMPILER}_{target}",
-                    {"CUDA_HOME": machine.cuda_home, "CUDA_PATH": machine.cuda_home,
-                     "NVCC": f"{machine.cuda_home}/bin/nvcc"},
+                    {
+                        "CUDA_HOME": machine.cuda_home,
+                        "CUDA_PATH": machine.cuda_home,
+                        "NVCC": f"{machine.cuda_home}/bin/nvcc",
+                    },
                 ),
                 strong_run_exports=(f"cuda-version {cuda_range}",),
             ),
@@ -304,9 +307,7 @@ def build_standin_channel(machine: Machine, channel_dir: Path) -> str:
         files_dir.mkdir(parents=True)
         _stage_files(standin, files_dir)
         recipe = Stage0Recipe.from_dict(_recipe(standin, files_dir), recipe_dir=recipe_dir)
-        recipe.run_build(
-            tool_config=ToolConfiguration(), output_dir=work_dir / "output", channels=[], no_build_id=True
-        )
+        recipe.run_build(tool_config=ToolConfiguration(), output_dir=work_dir / "output", channels=[], no_build_id=True)
     for package in (work_dir / "output").glob("*/*.conda"):
         destination = channel_dir / package.parent.name / package.name
         destination.parent.mkdir(parents=True, exist_ok=True)

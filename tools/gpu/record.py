@@ -58,13 +58,19 @@ def read_steps(out: Path) -> list[Step]:
     for line in listing.read_text().splitlines() if listing.is_file() else []:
         name, rc, seconds = line.split("\t")
         log = out / f"{name}.log"
-        steps.append(Step(name, int(rc), int(seconds), summary_of(log.read_text(errors="replace")) if log.is_file()
-                          else "(no log)"))
+        steps.append(
+            Step(
+                name,
+                int(rc),
+                int(seconds),
+                summary_of(log.read_text(errors="replace")) if log.is_file() else "(no log)",
+            )
+        )
     return steps
 
 
 def _section_pattern(script: str) -> re.Pattern[str]:
-    return re.compile(re.escape(begin_marker(script).split(":")[0]) + r".*?" + re.escape(end_marker(script)), re.S)
+    return re.compile(re.escape(begin_marker(script).split(":")[0]) + r".*?" + re.escape(end_marker(script)), re.DOTALL)
 
 
 def earlier_rows(doc: str, script: str, commit: str, steps: list[Step]) -> list[str]:
@@ -73,15 +79,25 @@ def earlier_rows(doc: str, script: str, commit: str, steps: list[Step]) -> list[
     if not found or f"\nCommit {commit}, " not in found[0]:
         return []
     taken = {step.name for step in steps}
-    rows = [line for line in found[0].splitlines() if line.startswith("| ") and not line.startswith(("| step |", "| --- |"))]
+    rows = [
+        line for line in found[0].splitlines() if line.startswith("| ") and not line.startswith(("| step |", "| --- |"))
+    ]
     return [row for row in rows if row.split(" | ")[0].removeprefix("| ") not in taken]
 
 
 def section(script: str, commit: str, when: str, machine: str, steps: list[Step], kept: list[str] = ()) -> str:
-    rows = [*kept, *(f"| {s.name} | {'ok' if s.rc == 0 else f'FAILED (exit {s.rc})'} | {s.seconds} s | {s.summary} |"
-                     for s in steps)]
-    table = ["| step | result | time | summary of its log |", "| --- | --- | --- | --- |", *rows] if rows else \
-        ["No step ran (STEPS named none of the script's steps)."]
+    rows = [
+        *kept,
+        *(
+            f"| {s.name} | {'ok' if s.rc == 0 else f'FAILED (exit {s.rc})'} | {s.seconds} s | {s.summary} |"
+            for s in steps
+        ),
+    ]
+    table = (
+        ["| step | result | time | summary of its log |", "| --- | --- | --- | --- |", *rows]
+        if rows
+        else ["No step ran (STEPS named none of the script's steps)."]
+    )
     return "\n".join([begin_marker(script), f"Commit {commit}, {when}; {machine}.", "", *table, end_marker(script)])
 
 
@@ -95,10 +111,16 @@ def replace_section(doc: str, script: str, new: str) -> str:
 
 def this_commit() -> str:
     try:
-        head = subprocess.run(["git", "rev-parse", "--short=10", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                              check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
-                               capture_output=True, text=True, check=True).stdout.strip()
+        head = subprocess.run(
+            ["git", "rev-parse", "--short=10", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown (no git here: pass --commit or COMMIT=)"
     return f"{head}{' with local changes' if dirty else ''}"
@@ -110,17 +132,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--script", required=True, help="tools/gpu/session.sh or tools/gpu/stable_abi.sh")
     parser.add_argument("--commit", help="the commit that ran (default: git's HEAD here)")
     parser.add_argument("--write", type=Path, help="where to write the doc (default: OUT/verification.md)")
-    parser.add_argument("--doc", type=Path, help="the doc to update (default: the --write file where it exists, "
-                                                  "else docs/verification.md)")
+    parser.add_argument(
+        "--doc",
+        type=Path,
+        help="the doc to update (default: the --write file where it exists, else docs/verification.md)",
+    )
     args = parser.parse_args(argv)
     target = args.write or args.out / "verification.md"
     doc = args.doc or (target if target.is_file() else DOC)
     gpu = args.out / "gpu.txt"
-    machine = "; ".join(line.strip() for line in gpu.read_text().splitlines() if line.strip()) if gpu.is_file() \
+    machine = (
+        "; ".join(line.strip() for line in gpu.read_text().splitlines() if line.strip())
+        if gpu.is_file()
         else "machine not recorded"
+    )
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     commit, steps, text = args.commit or this_commit(), read_steps(args.out), doc.read_text()
-    new = section(args.script, commit, when, machine or "no GPU found", steps, earlier_rows(text, args.script, commit, steps))
+    new = section(
+        args.script, commit, when, machine or "no GPU found", steps, earlier_rows(text, args.script, commit, steps)
+    )
     target.write_text(replace_section(text, args.script, new))
     print(f"{target}: the section of {args.script} written")
     return 0

@@ -53,19 +53,28 @@ def install(channel: Path, prefix: Path) -> list[str]:
 
 
 def check(python: str, channel: Path, scratch: Path) -> dict:
-    probe = subprocess.run([python, "-c", "import torch; print(torch.__version__)"], capture_output=True, text=True)
+    probe = subprocess.run(
+        [python, "-c", "import torch; print(torch.__version__)"], capture_output=True, text=True, check=False
+    )
     if probe.returncode != 0:
         return {"python": python, "torch": None, "passed": False, "log": f"no torch: {probe.stderr.strip()[-300:]}"}
     prefix = scratch / f"env-{probe.stdout.strip()}"
-    installed = subprocess.run([python, "-m", "tools.maintainer.conda_stable_matrix", "install", str(channel), str(prefix)],
-                               cwd=ROOT, capture_output=True, text=True, env={"PATH": str(Path(python).parent) + ":/usr/bin:/bin",
-                                                                              "PYTHONPATH": str(ROOT), "HOME": str(Path.home())})
+    installed = subprocess.run(
+        [python, "-m", "tools.maintainer.conda_stable_matrix", "install", str(channel), str(prefix)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={"PATH": str(Path(python).parent) + ":/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": str(Path.home())},
+        check=False,
+    )
     run = {"python": python, "torch": probe.stdout.strip(), "installed": installed.stdout.split("\n")[:-1]}
     if installed.returncode != 0:
         return {**run, "passed": False, "log": installed.stderr[-2000:]}
     outputs = []
     for command in ([str(CHECK)], ["-c", DIGESTS]):  # from /: the package is imported from the prefix, not the repo
-        result = subprocess.run([str(prefix / "bin" / "python"), *command], cwd="/", capture_output=True, text=True)
+        result = subprocess.run(
+            [str(prefix / "bin" / "python"), *command], cwd="/", capture_output=True, text=True, check=False
+        )
         outputs.append((result.stdout + result.stderr).strip())
         if result.returncode != 0:
             return {**run, "passed": False, "log": "\n".join(outputs)[-2000:]}
@@ -86,8 +95,22 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory(prefix="img2gray-conda-stable-") as scratch:
         channel = Path(scratch) / "channel"
-        subprocess.run([sys.executable, "-m", "tools.conda.build", "--offline", "--variant", "cpu", "--abi", "stable",
-                        "--output-dir", str(channel)], cwd=ROOT, check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "tools.conda.build",
+                "--offline",
+                "--variant",
+                "cpu",
+                "--abi",
+                "stable",
+                "--output-dir",
+                str(channel),
+            ],
+            cwd=ROOT,
+            check=True,
+        )
         [package] = (channel / "linux-64").glob("*.conda")
         record = {
             "commit": source_commit(),

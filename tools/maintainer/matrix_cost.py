@@ -28,8 +28,8 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from tools.builder.op import nvcc_version_output, source_commit, toolkit_cuda_version
 from tools.builder.config import BuildConfig
+from tools.builder.op import nvcc_version_output, source_commit, toolkit_cuda_version
 from tools.ci.workflow import HUB_CUDA, hub_jobs, workspace_platforms
 from tools.conda.build import PROJECT_VARIANTS, RECIPE, abi_of, cuda_version_of, render_variants, variant_config
 
@@ -43,32 +43,48 @@ def local_spelling(archs: str, nvcc: str) -> str:
     """An arch list as the local nvcc names its architectures."""
     if int(nvcc.split(".")[0]) < 13:
         return archs
-    return ";".join(RENAMED_IN_13.get(arch.removesuffix("+PTX"), arch.removesuffix("+PTX")) + ("+PTX" if arch.endswith("+PTX") else "")
-                    for arch in archs.split(";"))
+    return ";".join(
+        RENAMED_IN_13.get(arch.removesuffix("+PTX"), arch.removesuffix("+PTX"))
+        + ("+PTX" if arch.endswith("+PTX") else "")
+        for arch in archs.split(";")
+    )
 
 
 def cpu_seconds(*args: str, env: dict[str, str] | None = None) -> float:
     """CPU seconds of `python -m tools.builder.op ARGS` and everything it starts."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run([sys.executable, "-m", "tools.builder.op", *args], cwd=ROOT, check=True, capture_output=True,
-                   env={**os.environ, **(env or {})})
+    subprocess.run(
+        [sys.executable, "-m", "tools.builder.op", *args],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        env={**os.environ, **(env or {})},
+    )
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return round(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, 1)
 
 
 def matrix_builds(recipe: Path = RECIPE, variants: Path = PROJECT_VARIANTS) -> list[Build]:
     """One entry per CI job of the matrix `variants` makes of `recipe`."""
-    return [(abi_of(v), cuda_version_of(v), v.recipe.build.script.get("env", {}).get("TORCH_CUDA_ARCH_LIST", "") or "")
-            for platform in workspace_platforms()
-            for v in render_variants(variant_config([variants]), target_platform=platform, recipe=recipe)]
+    return [
+        (abi_of(v), cuda_version_of(v), v.recipe.build.script.get("env", {}).get("TORCH_CUDA_ARCH_LIST", "") or "")
+        for platform in workspace_platforms()
+        for v in render_variants(variant_config([variants]), target_platform=platform, recipe=recipe)
+    ]
 
 
 def builds_at(commit: str, scratch: Path) -> list[Build]:
     """The matrix of an earlier commit: its recipe and variants.yaml, read with git show."""
     (scratch / "recipe").mkdir(parents=True, exist_ok=True)
-    for path, target in (("recipe/recipe.yaml", scratch / "recipe" / "recipe.yaml"), ("tools/conda/variants.yaml", scratch / "variants.yaml")):
-        target.write_text(subprocess.run(["git", "show", f"{commit}:{path}"], cwd=ROOT, check=True, capture_output=True,
-                                         text=True).stdout)
+    for path, target in (
+        ("recipe/recipe.yaml", scratch / "recipe" / "recipe.yaml"),
+        ("tools/conda/variants.yaml", scratch / "variants.yaml"),
+    ):
+        target.write_text(
+            subprocess.run(
+                ["git", "show", f"{commit}:{path}"], cwd=ROOT, check=True, capture_output=True, text=True
+            ).stdout
+        )
     return matrix_builds(scratch / "recipe" / "recipe.yaml", scratch / "variants.yaml")
 
 
@@ -80,12 +96,22 @@ def hub_builds() -> list[Build]:
 def measure(arch_lists: set[str], scratch: Path, nvcc: str, known: dict[str, float]) -> dict[str, float]:
     """CPU seconds: "exact" and "stable" CPU libraries, and the device code of each arch list (as the local nvcc spells
     it); what `known` (an earlier record's times) has is not measured again."""
-    seconds = {abi: known.get(abi) or cpu_seconds("--abi", abi, "--cuda", "off", "--out", f"{scratch}/{abi}",
-                                                  "--build-dir", f"{scratch}/obj-{abi}") for abi in ("exact", "stable")}
+    seconds = {
+        abi: known.get(abi)
+        or cpu_seconds(
+            "--abi", abi, "--cuda", "off", "--out", f"{scratch}/{abi}", "--build-dir", f"{scratch}/obj-{abi}"
+        )
+        for abi in ("exact", "stable")
+    }
     for number, archs in enumerate(sorted(arch_lists)):
         local = local_spelling(archs, nvcc)
-        seconds[archs] = known.get(archs) or known.get(local) or cpu_seconds("--nvcc-check", "--build-dir", f"{scratch}/nvcc-{number}",
-                                                         env={"TORCH_CUDA_ARCH_LIST": local})
+        seconds[archs] = (
+            known.get(archs)
+            or known.get(local)
+            or cpu_seconds(
+                "--nvcc-check", "--build-dir", f"{scratch}/nvcc-{number}", env={"TORCH_CUDA_ARCH_LIST": local}
+            )
+        )
     return seconds
 
 
@@ -103,26 +129,41 @@ def cost(builds: list[Build], seconds: dict[str, float]) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--before", default="214c74f", help="the commit whose matrix is 'before' (default: the last one "
-                        "with CUDA 12.9/13.0 and one capability list)")
+    parser.add_argument(
+        "--before",
+        default="214c74f",
+        help="the commit whose matrix is 'before' (default: the last one with CUDA 12.9/13.0 and one capability list)",
+    )
     parser.add_argument("--out", type=Path, help="write the record as JSON here")
-    parser.add_argument("--seconds-from", type=Path, help="reuse the CPU seconds of this earlier record (measure the rest)")
+    parser.add_argument(
+        "--seconds-from", type=Path, help="reuse the CPU seconds of this earlier record (measure the rest)"
+    )
     args = parser.parse_args(argv)
     nvcc = toolkit_cuda_version(nvcc_version_output())
     known = recorded_seconds(args.seconds_from) if args.seconds_from else {}
     with tempfile.TemporaryDirectory(prefix="img2gray-cost-") as scratch:
-        matrices = {f"before ({args.before})": builds_at(args.before, Path(scratch) / "before"),
-                    "after": matrix_builds() + hub_builds()}
+        matrices = {
+            f"before ({args.before})": builds_at(args.before, Path(scratch) / "before"),
+            "after": matrix_builds() + hub_builds(),
+        }
         arch_lists = {archs for builds in matrices.values() for _, cuda, archs in builds if cuda}
         seconds = measure(arch_lists, Path(scratch), nvcc, known)
     record = {
-        "commit": source_commit(), "nvcc": nvcc,
+        "commit": source_commit(),
+        "nvcc": nvcc,
         "note": f"device code of every arch list timed with the local nvcc {nvcc}, also where a job compiles with another "
-                "toolkit (CUDA 12.6 and 12.9 cannot be run here; 12.9's 10.1 timed as 11.0); a CUDA job = its ABI's CPU "
-                "library + its device code" + (f"; times reused from the record of {json.loads(args.seconds_from.read_text())['commit'][:7]}"
-                                                  if known else ""),
-        "cpu_seconds": {"exact-cpu": seconds["exact"], "stable-cpu": seconds["stable"],
-                        **{f"device code {archs}": seconds[archs] for archs in sorted(arch_lists)}},
+        "toolkit (CUDA 12.6 and 12.9 cannot be run here; 12.9's 10.1 timed as 11.0); a CUDA job = its ABI's CPU "
+        "library + its device code"
+        + (
+            f"; times reused from the record of {json.loads(args.seconds_from.read_text())['commit'][:7]}"
+            if known
+            else ""
+        ),
+        "cpu_seconds": {
+            "exact-cpu": seconds["exact"],
+            "stable-cpu": seconds["stable"],
+            **{f"device code {archs}": seconds[archs] for archs in sorted(arch_lists)},
+        },
         "matrices": {name: cost(builds, seconds) for name, builds in matrices.items()},
     }
     for name, result in record["matrices"].items():

@@ -55,14 +55,20 @@ def ensure_mutmut(venv: Path) -> Path:
         return executable
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", MUTMUT], check=True)
-    site = subprocess.run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          capture_output=True, text=True, check=True).stdout.strip()
+    site = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     # Appended after mutmut's own site-packages: its pinned dependencies win, the project's fill the rest.
     (Path(site) / "project-environment.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     return executable
 
 
-MEMORY_LIMIT = 3 << 30  # bytes of address space per process: a mutant that loops appending (e.g. in _tokenize) stops there
+MEMORY_LIMIT = (
+    3 << 30
+)  # bytes of address space per process: a mutant that loops appending (e.g. in _tokenize) stops there
 
 
 def limit_memory() -> None:
@@ -126,21 +132,37 @@ def report(by_module: dict[str, Counter[str]]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--modules", nargs="+", default=list(MODULES), choices=sorted(".".join(p.relative_to(REPO / "kernelpin").with_suffix("").parts) for p in (REPO / "kernelpin").rglob("*.py")),
-                        help="kernelpin modules to mutate (default: %(default)s)")
+    parser.add_argument(
+        "--modules",
+        nargs="+",
+        default=list(MODULES),
+        choices=sorted(
+            ".".join(p.relative_to(REPO / "kernelpin").with_suffix("").parts)
+            for p in (REPO / "kernelpin").rglob("*.py")
+        ),
+        help="kernelpin modules to mutate (default: %(default)s)",
+    )
     parser.add_argument("--tests", nargs="+", default=list(TESTS), help="test files to run (default: the direct ones)")
     parser.add_argument("--max-children", type=int, default=2, help="parallel mutants (default: 2)")
     parser.add_argument("--work", type=Path, default=Path("/tmp/kernelpin-mutation"), help="scratch copy of the tree")
-    parser.add_argument("--venv", type=Path, default=Path("/tmp/kernelpin-mutmut-venv"), help="where mutmut is installed")
+    parser.add_argument(
+        "--venv", type=Path, default=Path("/tmp/kernelpin-mutmut-venv"), help="where mutmut is installed"
+    )
     args = parser.parse_args(argv)
     mutmut = ensure_mutmut(args.venv)
     prepare(args.work, args.modules, args.tests)
     # The copy's code, never a checkout's that PYTHONPATH may name.
     env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
-    subprocess.run([str(mutmut), "run", "--max-children", str(args.max_children)], cwd=args.work, env=env, check=True,
-                   preexec_fn=limit_memory)
-    results = subprocess.run([str(mutmut), "results", "--all", "true"], cwd=args.work, env=env, capture_output=True,
-                             text=True, check=True).stdout
+    subprocess.run(
+        [str(mutmut), "run", "--max-children", str(args.max_children)],
+        cwd=args.work,
+        env=env,
+        check=True,
+        preexec_fn=limit_memory,
+    )
+    results = subprocess.run(
+        [str(mutmut), "results", "--all", "true"], cwd=args.work, env=env, capture_output=True, text=True, check=True
+    ).stdout
     by_module, survivors = scores(results)
     print(report(by_module))
     if survivors:

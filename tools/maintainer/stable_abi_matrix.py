@@ -27,19 +27,30 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def build_variant(into: Path) -> Path:
     variant = into / "img2gray"
-    subprocess.run([sys.executable, "-m", "tools.builder.op", "--abi", "stable", "--cuda", "off", "--out", str(variant)],
-                   cwd=ROOT, check=True)
+    subprocess.run(
+        [sys.executable, "-m", "tools.builder.op", "--abi", "stable", "--cuda", "off", "--out", str(variant)],
+        cwd=ROOT,
+        check=True,
+    )
     return variant
 
 
 def run_suite(python: str, variant: Path) -> dict:
-    probe = subprocess.run([python, "-c", "import torch; print(torch.__version__)"], capture_output=True, text=True)
+    probe = subprocess.run(
+        [python, "-c", "import torch; print(torch.__version__)"], capture_output=True, text=True, check=False
+    )
     if probe.returncode != 0:
         return {"python": python, "torch": None, "passed": False, "summary": f"no torch: {probe.stderr.strip()[-300:]}"}
     env = {**os.environ, "IMG2GRAY_OP_BUILD": str(variant), "IMG2GRAY_OP_ABI": "stable", "PYTHONPATH": str(ROOT)}
     started = time.monotonic()
-    result = subprocess.run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/op"], cwd=ROOT, env=env,
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/op"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     lines = [line for line in result.stdout.splitlines() if line.strip()]
     return {
         "python": python,

@@ -15,9 +15,9 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from kernelpin import KernelpinError
 from kernelpin.publisher import abi_gate
 from kernelpin.publisher.abi_gate import AbiError, Violation, check_library, refusal, shared_libraries
-from kernelpin import KernelpinError
 from tools.release.stage import CONDA_SUFFIX, conda_packages, extract_variant
 
 
@@ -25,11 +25,16 @@ def check_sources(sources: Sequence[Path], workdir: Path) -> tuple[int, list[Vio
     """(libraries checked, violations) of the sources; conda packages are unpacked into `workdir` first."""
     checked, violations = 0, []
     for source in sources:
-        packages = [source] if source.suffix == CONDA_SUFFIX and source.is_file() else (
-            conda_packages(source) if source.is_dir() else [])
+        packages = (
+            [source]
+            if source.suffix == CONDA_SUFFIX and source.is_file()
+            else (conda_packages(source) if source.is_dir() else [])
+        )
         if packages:
-            roots = [(extract_variant(package, Path(tempfile.mkdtemp(prefix="conda-", dir=workdir))), package.name)
-                     for package in packages]
+            roots = [
+                (extract_variant(package, Path(tempfile.mkdtemp(prefix="conda-", dir=workdir))), package.name)
+                for package in packages
+            ]
         elif source.exists():
             roots = [(source, str(source))]
         else:

@@ -25,8 +25,10 @@ def declared(include: Path) -> set[str]:
 
 
 def main(argv: list[str]) -> int:
-    releases = sorted((tuple(int(p) for p in version.split(".")), Path(include))
-                      for version, include in (arg.split("=", 1) for arg in argv))
+    releases = sorted(
+        (tuple(int(p) for p in version.split(".")), Path(include))
+        for version, include in (arg.split("=", 1) for arg in argv)
+    )
     if not releases:
         print(__doc__, file=sys.stderr)
         return 2

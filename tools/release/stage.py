@@ -23,8 +23,8 @@ from typing import Any
 from kernelpin import KernelpinError
 from kernelpin.files.atomic import staged_directory
 from kernelpin.format.layout import BUILD_DIR, METADATA
-from kernelpin.publisher.release import PublishError, Release, check_release, read_variant, release_version
 from kernelpin.format.spec import check_repo_id
+from kernelpin.publisher.release import PublishError, Release, check_release, read_variant, release_version
 
 ROOT = Path(__file__).resolve().parents[2]
 CONDA_SUFFIX = ".conda"
@@ -43,7 +43,9 @@ def extract_variant(package: Path, into: Path) -> Path:
     extract(package, into)
     name = IndexJson.from_package_directory(into).name.normalized
     # noarch: python packages keep `site-packages/`; per-python builds have `lib/pythonX.Y/site-packages/`.
-    found = sorted(into.glob(f"site-packages/*/{METADATA}")) + sorted(into.glob(f"lib/python*/site-packages/*/{METADATA}"))
+    found = sorted(into.glob(f"site-packages/*/{METADATA}")) + sorted(
+        into.glob(f"lib/python*/site-packages/*/{METADATA}")
+    )
     if len(found) != 1:
         where = ", ".join(str(p.relative_to(into)) for p in found) or "none"
         raise PublishError(
@@ -61,7 +63,7 @@ def collect(sources: Iterable[Path], workdir: Path) -> dict[str, tuple[Path, dic
         metadata = read_variant(directory)
         name = metadata.get("variant")
         if not isinstance(name, str):
-            raise PublishError(f"{origin}: {METADATA} has no \"variant\"; rebuild with `python -m tools.builder.op`")
+            raise PublishError(f'{origin}: {METADATA} has no "variant"; rebuild with `python -m tools.builder.op`')
         if name in variants:
             raise PublishError(
                 f"two builds of variant {name}: {variants[name][2]} and {origin}; pass only the one to release"
@@ -72,8 +74,11 @@ def collect(sources: Iterable[Path], workdir: Path) -> dict[str, tuple[Path, dic
         if source.is_dir() and (source / METADATA).is_file():
             add(source, str(source))
             continue
-        packages = [source] if source.suffix == CONDA_SUFFIX and source.is_file() else (
-            conda_packages(source) if source.is_dir() else [])
+        packages = (
+            [source]
+            if source.suffix == CONDA_SUFFIX and source.is_file()
+            else (conda_packages(source) if source.is_dir() else [])
+        )
         if not packages:
             raise PublishError(
                 f"{source}: neither a variant directory (with {METADATA}), nor a {CONDA_SUFFIX} package, "
@@ -98,45 +103,47 @@ def readme(repo_id: str, variants: dict[str, dict[str, Any]]) -> str:
         provenance = metadata.get("provenance", {})
         commit = (provenance.get("source_commit") or "unknown")[:12]
         rows.append(f"| `{variant}` | {kind} | {archs} | {provenance.get('torch', '?')} | `{commit}` |")
-    return "\n".join([
-        "---",
-        f"license: {str(first.get('license', 'other')).lower()}",
-        "tags:",
-        "  - kernel",
-        "---",
-        "",
-        f"# {name} {version}",
-        "",
-        f"Release v{version} of `{name}`. Each `build/<variant>/` holds the operator's Python package, its",
-        "compiled library and a `metadata.json` (op namespace, backend and CUDA compute capabilities, the sha256",
-        "of every file and the build's provenance).",
-        "",
-        "| variant | backend | compute capabilities | built with torch | source commit |",
-        "|---|---|---|---|---|",
-        *rows,
-        "",
-        "## Use it",
-        "",
-        "Pin it in your project's `pyproject.toml` and let kernelpin resolve, verify and install it. The integer",
-        "is the major-version branch, which kernelpin and `kernels lock` read alike (a range such as",
-        f'`"^{version}"` resolves against the version tags, for kernelpin only):',
-        "",
-        "```toml",
-        "[tool.kernels.dependencies]",
-        f'"{repo_id}" = {first["version"]}',
-        "```",
-        "",
-        "```console",
-        "$ kernelpin lock && kernelpin sync",
-        "```",
-        "",
-        "```python",
-        "import kernelpin",
-        "",
-        f'{name} = kernelpin.load("{repo_id}")',
-        "```",
-        "",
-    ])
+    return "\n".join(
+        [
+            "---",
+            f"license: {str(first.get('license', 'other')).lower()}",
+            "tags:",
+            "  - kernel",
+            "---",
+            "",
+            f"# {name} {version}",
+            "",
+            f"Release v{version} of `{name}`. Each `build/<variant>/` holds the operator's Python package, its",
+            "compiled library and a `metadata.json` (op namespace, backend and CUDA compute capabilities, the sha256",
+            "of every file and the build's provenance).",
+            "",
+            "| variant | backend | compute capabilities | built with torch | source commit |",
+            "|---|---|---|---|---|",
+            *rows,
+            "",
+            "## Use it",
+            "",
+            "Pin it in your project's `pyproject.toml` and let kernelpin resolve, verify and install it. The integer",
+            "is the major-version branch, which kernelpin and `kernels lock` read alike (a range such as",
+            f'`"^{version}"` resolves against the version tags, for kernelpin only):',
+            "",
+            "```toml",
+            "[tool.kernels.dependencies]",
+            f'"{repo_id}" = {first["version"]}',
+            "```",
+            "",
+            "```console",
+            "$ kernelpin lock && kernelpin sync",
+            "```",
+            "",
+            "```python",
+            "import kernelpin",
+            "",
+            f'{name} = kernelpin.load("{repo_id}")',
+            "```",
+            "",
+        ]
+    )
 
 
 def stage(sources: Sequence[Path], out: Path, repo_id: str) -> Release:
@@ -149,20 +156,28 @@ def stage(sources: Sequence[Path], out: Path, repo_id: str) -> Release:
         versions = sorted({release_version(metadata) for _, metadata, _ in variants.values()})
         if len(versions) > 1:
             listing = "\n  ".join(f"{origin}: {release_version(metadata)}" for _, metadata, origin in variants.values())
-            raise PublishError(f"the sources are of different versions ({', '.join(versions)}):\n  {listing}\n"
-                               "stage one version at a time")
+            raise PublishError(
+                f"the sources are of different versions ({', '.join(versions)}):\n  {listing}\n"
+                "stage one version at a time"
+            )
         # Assembled next to `out`, then swapped in: a half-staged release is never left at `out`.
         with staged_directory(out) as staging:
             for name, (directory, _, _) in variants.items():
-                shutil.copytree(directory, staging / BUILD_DIR / name, copy_function=shutil.copyfile,
-                                ignore=shutil.ignore_patterns("__pycache__"))  # never in a release
+                shutil.copytree(
+                    directory,
+                    staging / BUILD_DIR / name,
+                    copy_function=shutil.copyfile,
+                    ignore=shutil.ignore_patterns("__pycache__"),
+                )  # never in a release
             (staging / "README.md").write_text(readme(repo_id, {n: m for n, (_, m, _) in variants.items()}))
             check_release(staging)
     return check_release(out)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.release", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.release", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     staging = commands.add_parser("stage", help="lay out build/<variant>/ + README.md from conda packages or builds")
     staging.add_argument("sources", nargs="+", type=Path, metavar="SOURCE")

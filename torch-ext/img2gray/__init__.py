@@ -3,7 +3,6 @@
 import json
 from pathlib import Path
 
-
 # Loading the library also defines the public name `torch.ops.img2gray.img2gray` when no other build in this
 # process has (torch-ext/torch_binding.cpp).
 from ._ops import NAMESPACE, add_op_namespace_prefix, ops

@@ -30,7 +30,11 @@ _WEIGHT_LISTS = {name: list(values) for name, values in WEIGHTS.items()}
 # The schema's default: left out of the call, it skips converting a Python list on every call.
 _DEFAULT_NAME = "bt601"
 _DEFAULT_WEIGHTS = _WEIGHT_LISTS[_DEFAULT_NAME]
-_PLAIN_TENSOR, _grad_enabled, _dynamo_compiling = torch.Tensor, torch.is_grad_enabled, torch.compiler.is_dynamo_compiling
+_PLAIN_TENSOR, _grad_enabled, _dynamo_compiling = (
+    torch.Tensor,
+    torch.is_grad_enabled,
+    torch.compiler.is_dynamo_compiling,
+)
 _transforms_active = torch._C._are_functorch_transforms_active
 # torch.autograd.forward_ad's level: >= 0 while forward-mode AD is on (its dual_level, torch.func.jvp, gradcheck).
 _forward_ad = torch.autograd.forward_ad
@@ -67,8 +71,10 @@ def checked_dim(x: torch.Tensor, dim: int) -> int:
     rank = x.dim()
     if not -rank <= dim < rank:
         accepted = f"one of {-rank}..{rank - 1}" if rank else "none: the input is 0-d"
-        raise IndexError(f"img2gray: dim={dim} is out of range for an input of shape {tuple(x.shape)} "
-                         f"(accepted: {accepted}); use dim=-3 for (..., 3, H, W) and dim=-1 for (..., H, W, 3)")
+        raise IndexError(
+            f"img2gray: dim={dim} is out of range for an input of shape {tuple(x.shape)} "
+            f"(accepted: {accepted}); use dim=-3 for (..., 3, H, W) and dim=-1 for (..., H, W, 3)"
+        )
     return dim % rank
 
 
@@ -113,8 +119,15 @@ def img2gray(
         plain = type(x) is _PLAIN_TENSOR and not _dynamo_compiling()
         try:
             if plain and not (x.requires_grad and _grad_enabled()) and _forward_ad._current_level < 0:
-                result = (_NO_GRAD_CALL(x, dim, *given) if given else _CHW_CALL(x) if dim == CHW_DIM
-                          else _HWC_CALL(x) if dim == HWC_DIM else _DEFAULT_WEIGHTS_CALL(x, dim))
+                result = (
+                    _NO_GRAD_CALL(x, dim, *given)
+                    if given
+                    else _CHW_CALL(x)
+                    if dim == CHW_DIM
+                    else _HWC_CALL(x)
+                    if dim == HWC_DIM
+                    else _DEFAULT_WEIGHTS_CALL(x, dim)
+                )
             elif plain and not _transforms_active():
                 result = _GRAD_CALL(x, dim, *given)
             elif plain and _forward_ad._current_level >= 0:  # torch.func.jvp, jacfwd
@@ -147,9 +160,13 @@ def _fake_result_shape(x: torch.Tensor, dim: int) -> list[int]:
     if not -rank <= dim < rank:
         _refuse(IndexError(f"Dimension out of range (expected to be in range of [{-rank}, {rank - 1}], but got {dim})"))
     if x.shape[dim] != 3:
-        _refuse(RuntimeError(f"img2gray: expected 3 channels (R, G, B) at dim {dim % rank}, got size {x.shape[dim]} in "
-                             f"input of shape [{', '.join(str(size) for size in x.shape)}]; use dim=-3 for (..., 3, H, W) "
-                             "tensors and dim=-1 for (..., H, W, 3) images"))
+        _refuse(
+            RuntimeError(
+                f"img2gray: expected 3 channels (R, G, B) at dim {dim % rank}, got size {x.shape[dim]} in "
+                f"input of shape [{', '.join(str(size) for size in x.shape)}]; use dim=-3 for (..., 3, H, W) "
+                "tensors and dim=-1 for (..., H, W, 3) images"
+            )
+        )
     shape = list(x.shape)
     shape[dim] = 1
     return shape

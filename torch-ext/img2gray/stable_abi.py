@@ -15,8 +15,7 @@ from collections.abc import Callable, Sequence
 import torch
 from torch.autograd import forward_ad as _forward_ad
 
-from ._ops import (CHW_DIM, CHW_SCHEMA, HWC_DIM, HWC_SCHEMA, LIBRARY, OUT_SCHEMA, SCHEMA, cpp_callable,
-                   schema_defaults)
+from ._ops import CHW_DIM, CHW_SCHEMA, HWC_DIM, HWC_SCHEMA, LIBRARY, OUT_SCHEMA, SCHEMA, cpp_callable, schema_defaults
 
 PUBLIC_NAMESPACE = "img2gray"
 # The overloads the op's C++ Autograd kernels route to, in this build's own namespace only, with the op's own
@@ -29,12 +28,14 @@ PUBLIC_NAMESPACE = "img2gray"
 # the others torch 2.13 aborted the interpreter's exit (an internal assert while the Library deregistered them; tests/op
 # test_a_process_that_used_the_op_exits_cleanly).
 _WEIGHTS_ARGUMENT = re.search(r", float\[\] weights=\[[^]]*\]", SCHEMA).group()
-INTERNAL_SCHEMAS = (CHW_SCHEMA.replace("img2gray.chw(", "img2gray.no_grad_chw(", 1),
-                    HWC_SCHEMA.replace("img2gray.hwc(", "img2gray.no_grad_hwc(", 1),
-                    SCHEMA.replace("img2gray(", "img2gray.no_grad_default_weights(", 1).replace(_WEIGHTS_ARGUMENT, ""),
-                    SCHEMA.replace("img2gray(", "img2gray.no_grad(", 1),
-                    OUT_SCHEMA.replace("img2gray.out(", "img2gray.no_grad_out(", 1),
-                    SCHEMA.replace("img2gray(", "img2gray.differentiable(", 1))
+INTERNAL_SCHEMAS = (
+    CHW_SCHEMA.replace("img2gray.chw(", "img2gray.no_grad_chw(", 1),
+    HWC_SCHEMA.replace("img2gray.hwc(", "img2gray.no_grad_hwc(", 1),
+    SCHEMA.replace("img2gray(", "img2gray.no_grad_default_weights(", 1).replace(_WEIGHTS_ARGUMENT, ""),
+    SCHEMA.replace("img2gray(", "img2gray.no_grad(", 1),
+    OUT_SCHEMA.replace("img2gray.out(", "img2gray.no_grad_out(", 1),
+    SCHEMA.replace("img2gray(", "img2gray.differentiable(", 1),
+)
 INTERNAL_OVERLOADS = tuple(re.match(r"img2gray\.(\w+)\(", schema).group(1) for schema in INTERNAL_SCHEMAS)
 
 _LIBRARY = ctypes.CDLL(str(LIBRARY))
@@ -57,22 +58,29 @@ def _input_gradient(grad: torch.Tensor, dim: int, weights) -> torch.Tensor:
     return torch.cat([grad * weights[0], grad * weights[1], grad * weights[2]], dim)
 
 
-def _define_namespace(namespace: str, kind: str, register_fakes: Callable[[str, Sequence[str]], None],
-                      build_namespace: bool) -> torch.library.Library:
+def _define_namespace(
+    namespace: str, kind: str, register_fakes: Callable[[str, Sequence[str]], None], build_namespace: bool
+) -> torch.library.Library:
     library = torch.library.Library(namespace, kind)
     _LIBRARIES.append(library)
     tags = (torch.Tag.pt2_compliant_tag,)
     for schema in (SCHEMA, OUT_SCHEMA, *(INTERNAL_SCHEMAS if build_namespace else ())):
         library.define(schema, tags=tags)
     if _LIBRARY.img2gray_register_kernels(namespace.encode(), int(build_namespace)) != 0:
-        raise ImportError(f"img2gray: torch refused the kernels of {LIBRARY.name} for torch.ops.{namespace}; "
-                          f"this build needs torch >= its stable ABI version (metadata.json), found {torch.__version__}")
+        raise ImportError(
+            f"img2gray: torch refused the kernels of {LIBRARY.name} for torch.ops.{namespace}; "
+            f"this build needs torch >= its stable ABI version (metadata.json), found {torch.__version__}"
+        )
     register_fakes(namespace, ("default", "out", *(INTERNAL_OVERLOADS if build_namespace else ())))
     if build_namespace:
         op = getattr(torch.ops, namespace).img2gray.default
         default_dim, _ = schema_defaults(op._schema)
-        for overload, dim in (("no_grad", default_dim), ("no_grad_default_weights", default_dim),
-                              ("no_grad_chw", CHW_DIM), ("no_grad_hwc", HWC_DIM)):
+        for overload, dim in (
+            ("no_grad", default_dim),
+            ("no_grad_default_weights", default_dim),
+            ("no_grad_chw", CHW_DIM),
+            ("no_grad_hwc", HWC_DIM),
+        ):
             torch.library.register_vmap(f"{namespace}::img2gray.{overload}", _batched(op, dim), lib=library)
     return library
 
@@ -101,11 +109,13 @@ def _batch_first(in_dim: int, x: torch.Tensor, dim: int) -> tuple[torch.Tensor, 
 FUNCTORCH_GRADIENT_UNSUPPORTED = (
     "img2gray: the stable-ABI build records its gradient below the dispatcher, which functorch's gradient transforms "
     "(torch.func.grad, vjp, jacrev) cannot enter, as they cannot the exact build's C++ autograd.Function; use "
-    "torch.autograd (x.requires_grad_(), .backward() or torch.autograd.grad), also around torch.func.vmap")
+    "torch.autograd (x.requires_grad_(), .backward() or torch.autograd.grad), also around torch.func.vmap"
+)
 FUNCTORCH_JVP_UNSUPPORTED = (
     "img2gray: torch.func.jvp (or jacfwd) reached the stable-ABI build's op through its C++ router (a tensor "
     "subclass, or a call from C++), below which functorch's transforms cannot enter the op's autograd.Function; call "
-    "img2gray.img2gray or torch.ops.img2gray.img2gray from Python on plain tensors, or use torch.autograd.forward_ad")
+    "img2gray.img2gray or torch.ops.img2gray.img2gray from Python on plain tensors, or use torch.autograd.forward_ad"
+)
 
 
 def _differentiable_kernel(gradient: Callable, schema) -> Callable:
@@ -135,7 +145,9 @@ def _differentiable_kernel(gradient: Callable, schema) -> Callable:
 _APPLY_LOOKS_UP = ("setup_context", "clear_saved_tensors_on_access", "boxed_grads_call")
 
 
-def _gradient(call_no_grad: Callable, call_default_weights: Callable, call_op: Callable, schema) -> tuple[Callable, Callable]:
+def _gradient(
+    call_no_grad: Callable, call_default_weights: Callable, call_op: Callable, schema
+) -> tuple[Callable, Callable]:
     """`gradient(x, *arguments)`, positional only: the op on a plain tensor, recording a graph node, through an
     autograd.Function entered at its C++ apply: also the Autograd kernel of `differentiable`, where the C++ router
     sends the op's own path (_differentiable_kernel). Through the router, with torch.library.register_autograd's
@@ -196,7 +208,7 @@ def _with_keywords(gradient: Callable, schema) -> Callable:
 
     def call(x, *arguments, **keywords):
         if keywords:
-            bound = dict(zip(("dim", "weights"), arguments)) | keywords
+            bound = dict(zip(("dim", "weights"), arguments, strict=False)) | keywords
             arguments = (bound.get("dim", default_dim), bound.get("weights", default_weights))
         return gradient(x, *arguments)
 
@@ -215,7 +227,7 @@ def _route_python_calls(namespace: str, build_ops, gradient: Callable, transform
     packet and one overload object per op, so their class is narrowed in place; where a torch refuses that, calls
     stay correct and only slower.
     """
-    packet = getattr(getattr(torch.ops, namespace), "img2gray")
+    packet = getattr(torch.ops, namespace).img2gray
     # Bound once, as locals: each attribute lookup and Python frame on this path is measurable. `_op` is the C++
     # callable behind an overload object.
     call_no_grad, call_default_weights = no_grad_calls(build_ops)
