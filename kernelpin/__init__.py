@@ -42,25 +42,24 @@ if TYPE_CHECKING:
     from kernelpin.format.python_api import KernelApi
     from kernelpin.format.signer import Signer
     from kernelpin.format.variant import Environment
+    from kernelpin.front.get_kernel import (
+        get_kernel,
+        get_kernel_variants,
+        has_kernel,
+    )
+    from kernelpin.front.hub import KernelRedirectWarning, UnpinnedKernelWarning
+    from kernelpin.front.kernelize import KernelizedLayer, integrate_kernels, integrated_kernels, kernelized_layers
+    from kernelpin.front.lock import load
     from kernelpin.hub.client import HubTimeout
     from kernelpin.hub.limits import LimitExceeded
     from kernelpin.hub.listing import MalformedAnswer
     from kernelpin.hub.source import HubSettings, HubSource
     from kernelpin.loading.archive import ArchiveError
-    from kernelpin.loading.get_kernel import (
-        KernelRedirectWarning,
-        UnpinnedKernelWarning,
-        get_kernel,
-        get_kernel_variants,
-        has_kernel,
-    )
-    from kernelpin.loading.kernelize import KernelizedLayer, integrate_kernels, integrated_kernels, kernelized_layers
     from kernelpin.loading.kernels_internals import KernelsPackageError
     from kernelpin.loading.loader import LoadedKernel, loaded_kernels
     from kernelpin.loading.local_override import LocalKernelOverrideWarning
     from kernelpin.loading.provenance import DirtyBuildWarning
     from kernelpin.loading.python_depends import DependencyError
-    from kernelpin.loading.runtime import load
     from kernelpin.project import Project, find_project
     from kernelpin.publisher.abi_gate import AbiError
     from kernelpin.publisher.release import (
@@ -82,7 +81,7 @@ if TYPE_CHECKING:
 # name -> (module, name there): looked up on first use, so `import kernelpin` stays cheap. The functions (every
 # command is one, named like it), the types they return, and the errors and warnings they raise.
 _FUNCTIONS = {
-    "load": ("kernelpin.loading.runtime", "load"),
+    "load": ("kernelpin.front.lock", "load"),
     "lock": ("kernelpin.commands.lock", "lock"),
     "check_lock": ("kernelpin.commands.lock", "check_lock"),
     "add": ("kernelpin.commands.lock", "add"),
@@ -104,13 +103,13 @@ _FUNCTIONS = {
     "HubSettings": ("kernelpin.hub.source", "HubSettings"),
     "HubSource": ("kernelpin.hub.source", "HubSource"),
     "detect_environment": ("kernelpin.environment", "detect"),
-    "get_kernel": ("kernelpin.loading.get_kernel", "get_kernel"),
-    "has_kernel": ("kernelpin.loading.get_kernel", "has_kernel"),
-    "get_kernel_variants": ("kernelpin.loading.get_kernel", "get_kernel_variants"),
+    "get_kernel": ("kernelpin.front.get_kernel", "get_kernel"),
+    "has_kernel": ("kernelpin.front.get_kernel", "has_kernel"),
+    "get_kernel_variants": ("kernelpin.front.get_kernel", "get_kernel_variants"),
     "loaded_kernels": ("kernelpin.loading.loader", "loaded_kernels"),
-    "integrate_kernels": ("kernelpin.loading.kernelize", "integrate_kernels"),
-    "integrated_kernels": ("kernelpin.loading.kernelize", "integrated_kernels"),
-    "kernelized_layers": ("kernelpin.loading.kernelize", "kernelized_layers"),
+    "integrate_kernels": ("kernelpin.front.kernelize", "integrate_kernels"),
+    "integrated_kernels": ("kernelpin.front.kernelize", "integrated_kernels"),
+    "kernelized_layers": ("kernelpin.front.kernelize", "kernelized_layers"),
 }
 _RESULTS = {
     "Locked": ("kernelpin.relock", "Locked"),
@@ -126,7 +125,7 @@ _RESULTS = {
     "VersionList": ("kernelpin.commands.outdated", "VersionList"),
     "TaggedVersion": ("kernelpin.commands.outdated", "TaggedVersion"),
     "KernelInfo": ("kernelpin.commands.info", "KernelInfo"),
-    "KernelizedLayer": ("kernelpin.loading.kernelize", "KernelizedLayer"),
+    "KernelizedLayer": ("kernelpin.front.kernelize", "KernelizedLayer"),
     "DependencyNode": ("kernelpin.commands.info", "DependencyNode"),
     "RevisionVariants": ("kernelpin.commands.info", "RevisionVariants"),
     "DescribedApi": ("kernelpin.commands.info", "DescribedApi"),
@@ -159,10 +158,10 @@ _ERRORS = {
     "PublishError": ("kernelpin.publisher.release", "PublishError"),
     "TagExistsError": ("kernelpin.publisher.release", "TagExistsError"),
     "AbiError": ("kernelpin.publisher.abi_gate", "AbiError"),
-    "UnpinnedKernelWarning": ("kernelpin.loading.get_kernel", "UnpinnedKernelWarning"),
+    "UnpinnedKernelWarning": ("kernelpin.front.hub", "UnpinnedKernelWarning"),
     "LocalKernelOverrideWarning": ("kernelpin.loading.local_override", "LocalKernelOverrideWarning"),
     "DirtyBuildWarning": ("kernelpin.loading.provenance", "DirtyBuildWarning"),
-    "KernelRedirectWarning": ("kernelpin.loading.get_kernel", "KernelRedirectWarning"),
+    "KernelRedirectWarning": ("kernelpin.front.hub", "KernelRedirectWarning"),
     "KernelMoved": ("kernelpin.resolve", "KernelMoved"),
 }
 _EXPORTS = {**_FUNCTIONS, **_RESULTS, **_ERRORS}

@@ -11,7 +11,7 @@ import warnings
 import pytest
 
 import kernelpin
-from kernelpin.loading.get_kernel import UnpinnedKernelWarning
+from kernelpin.front.hub import UnpinnedKernelWarning
 from kernelpin.trust.policy import SignatureError
 from tests.kernelpin.helpers import UNTRUSTED_ORG
 from tests.kernelpin.test_get_kernel import fresh_modules, state  # noqa: F401 (fixtures)

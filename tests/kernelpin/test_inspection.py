@@ -15,7 +15,7 @@ import kernelpin
 from kernelpin import environment
 from kernelpin.errors import NoVariantError
 from kernelpin.hub.source import HubSettings, HubSource
-from kernelpin.loading.get_kernel import UnpinnedKernelWarning
+from kernelpin.front.hub import UnpinnedKernelWarning
 from testkit.fake_kernel import CPU_213, kernel_files, publish
 from tests.kernelpin.helpers import TRUSTED_ORG
 

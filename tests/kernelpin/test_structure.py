@@ -32,6 +32,7 @@ LAYERS = [
     {"environment", "project", "resolve"},
     {"builds", "relock"},
     {"loading"},
+    {"front"},
     {"commands", "publisher"},
     {"cli"},
     {"__init__", "__main__"},
@@ -207,6 +208,7 @@ def test_the_publisher_imports_no_consumer_command() -> None:
         "store.install",
         "store.content",
         "loading.runtime",
+        "front.lock",
         "loading.loader",
         "commands.verify",
         "commands.outdated",
@@ -265,14 +267,30 @@ def _imported_names(path: Path) -> set[str]:
 
 
 def test_the_load_tail_is_written_once() -> None:
-    """`load` (a lock), `get_kernel` (no lock) and LOCAL_KERNELS (a build on disk) each choose a build and end in
+    """Every load (a lock, the Hub without one, LOCAL_KERNELS, ...) goes through the one load front,
+    kernelpin.loading.front, which asks resolvers for a build and hands it to
     kernelpin.loading.importing.import_pinned, the one place that takes the kernel module's lock, verifies, checks
     the dependencies and calls the verified importer."""
     modules = _modules(PACKAGE)
     importer = sorted(name for name, path in modules.items() if "import_verified" in _imported_names(path))
     tail = sorted(name for name, path in modules.items() if "import_pinned" in _imported_names(path))
     assert importer == ["loading.importing"]
-    assert tail == ["loading.get_kernel", "loading.local_override", "loading.runtime"]
+    assert tail == ["loading.front"]
+
+
+def test_loading_imports_neither_the_resolver_nor_the_hub() -> None:
+    """The resolvers that need the resolver or the Hub (kernelpin.front) are handed to loading's front, which
+    knows only their interface (kernelpin.loading.front.Resolver): loading reads locks and builds on disk, verifies
+    and imports."""
+    forbidden = {"resolve", "project", "builds", "relock"}
+    reaching = {
+        name: sorted(
+            target for target in targets if target.split(".")[0] in forbidden or target.split(".")[0] == "hub"
+        )
+        for name, targets in _arrows().items()
+        if _room(name) == "loading"
+    }
+    assert {name: found for name, found in reaching.items() if found} == {}
 
 
 def test_every_command_is_a_library_function_named_like_it() -> None:
@@ -289,7 +307,7 @@ def test_every_command_is_a_library_function_named_like_it() -> None:
     [
         # load() reads a lock; it neither resolves nor edits pyproject.toml.
         (
-            "import kernelpin.loading.runtime",
+            "import kernelpin.front.lock",
             {
                 "kernelpin.resolve",
                 "kernelpin.project",

@@ -18,7 +18,7 @@ import kernelpin
 from kernelpin.errors import KernelpinError
 from kernelpin.format import lockfile
 from kernelpin.format.signer import LockedSignature
-from kernelpin.loading.get_kernel import UnpinnedKernelWarning
+from kernelpin.front.hub import UnpinnedKernelWarning
 from kernelpin.loading.local_override import LocalKernelOverrideWarning
 from kernelpin.trust.policy import Policy, SignatureError
 from testkit.fake_kernel import CPU_213, kernel_files, write_variant
@@ -261,7 +261,7 @@ def test_every_path_reaches_the_one_decision(
     two loaders each call kernelpin.trust.gate.decide, with the evidence the path has (none: NO_RECORD)."""
     from types import SimpleNamespace
 
-    from kernelpin.loading import kernelize
+    from kernelpin.front import kernelize
     from kernelpin.trust import gate
 
     calls: list[tuple[str, str]] = []

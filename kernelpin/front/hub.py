@@ -1,6 +1,6 @@
-"""`get_kernel` without a lock: the notebook one-liner of `kernels`, with kernelpin's checks.
+"""The Hub without a lock as a resolver of the load front (kernelpin.loading.front): what `get_kernel` loads.
 
-`kernelpin.get_kernel(repo, version=1)` takes what `kernels.get_kernel` takes (switching is one import) and
+`kernelpin.get_kernel(repo, version=1)` (kernelpin.front.get_kernel) takes what `kernels.get_kernel` takes and
 resolves on the spot: `version=N` is the branch vN as kernels reads it, `version="^1.2"` a range over version
 tags (kernelpin only), `revision=` a tag, branch or commit. Only the variant this machine needs is pinned
 (its metadata.json read in memory, checked against the file listing) and downloaded, every file checked
@@ -17,25 +17,26 @@ Sigstore bundle, where it has one or the policy requires one, is verified before
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import warnings
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
-from typing import TYPE_CHECKING
 
 from kernelpin.errors import KernelpinError, NoVariantError
 from kernelpin.format.layout import BUILD_DIR, METADATA
 from kernelpin.format.lockfile import LockedKernel, LockedVariant
 from kernelpin.format.metadata import MAX_METADATA_SIZE
-from kernelpin.format.spec import Requirement, describe_value, parse_requirement, requirement_from_arguments
+from kernelpin.format.spec import Requirement, describe_value, parse_requirement
 from kernelpin.format.variant import Environment, Variant, arch_rejection, exact_build, select
 from kernelpin.hub.source import HubSettings, HubSource
-from kernelpin.loading import local_override, python_depends
-from kernelpin.loading.importing import Verified, import_pinned
-from kernelpin.loading.runtime import environment_for, module_name
+from kernelpin.loading import python_depends
+from kernelpin.loading.front import PinnedBuild, Request
+from kernelpin.loading.importing import Verified
+from kernelpin.loading.local_override import LocalResolver
+from kernelpin.loading.runtime import module_name
 from kernelpin.project import find_project, read_policy
 from kernelpin.resolve import KernelMoved, Located, Pinner, locate, pick_revision, same_publisher, served_as
 from kernelpin.store.content import Store
@@ -44,9 +45,6 @@ from kernelpin.trust.checker import ReleaseChecker
 from kernelpin.trust.gate import REMEMBERED, Evidence, admit_publisher, enforce
 from kernelpin.trust.policy import Policy
 from kernelpin.trust.receipts import SignatureReceipts
-
-if TYPE_CHECKING:
-    from kernelpin.builds import VariantFit
 
 
 class UnpinnedKernelWarning(UserWarning):
@@ -246,35 +244,6 @@ def resolve_remembered(
     return Resolved(kernel, selection.chosen, requirement)
 
 
-def get_kernel(
-    repo_id: str,
-    *,
-    revision: str | None = None,
-    version: int | str | None = None,
-    backend: str | None = None,
-    user_agent: str | dict | None = None,
-    trust_remote_code: bool | list[str] = False,
-    check_arch: bool = True,
-) -> ModuleType:
-    """Load a kernel from the Hub without a lock, verified; arguments as `kernels.get_kernel`'s.
-
-    `version` is a major version (the branch vN, as kernels reads it) or, kernelpin only, a range over
-    version tags ("^1.2"); `revision` a tag, branch or commit. `backend="cpu"` takes a CPU build on an
-    accelerator's machine; `check_arch=False` skips the GPU-arch check of the chosen build;
-    `trust_remote_code` (True, or a list of repository ids) allows publishers the Hub does not mark trusted.
-    `user_agent` is accepted for compatibility; kernelpin's requests carry huggingface_hub's user agent.
-    LOCAL_KERNELS overrides the Hub for the repositories it names (kernelpin.loading.local_override).
-    """
-    del user_agent  # accepted so that switching from kernels is one import
-    requirement = requirement_from_arguments(repo_id, version, revision)
-    env = environment_for(backend)
-    override = local_override.override_for(repo_id)
-    checker = release_checker_here()
-    if override is not None:
-        return local_override.load(repo_id, override, env, checker.policy, check_arch=check_arch)
-    return _load_resolved(requirement, env, check_arch, trust_remote_code, checker)
-
-
 MAX_REDIRECTS = 4  # kernel-status.toml moves followed for one kernel; a longer chain (or a loop) is refused
 
 
@@ -282,162 +251,145 @@ class KernelRedirectWarning(UserWarning):
     """A kernel's repository says it moved (kernel-status.toml), and get_kernel loaded the destination."""
 
 
-def _follow(
-    moved: KernelMoved,
-    env: Environment,
-    check_arch: bool,
-    trust_remote_code: bool | Sequence[str],
-    checker: ReleaseChecker,
-    moved_from: tuple[str, ...],
-) -> ModuleType:
-    """Load what a moved kernel's kernel-status.toml names, where the publisher policy admits it: in the same
-    organization, as any kernel of that publisher; in another, only when the policy or trust_remote_code names the
-    destination (a move across organizations is a new publisher, which the Hub's trusted mark alone does not make
-    one the caller chose)."""
-    old, new = moved.requirement.repo_id, moved.instead.repo_id
-    chain = (*moved_from, old)
-    if new in chain or len(chain) > MAX_REDIRECTS:
-        raise KernelpinError(
-            f"{' -> '.join((*chain, new))}: kernel-status.toml redirects loop or run longer than "
-            f"{MAX_REDIRECTS}; ask the publisher, or name the repository to load"
-        )
-    named = checker.policy.publisher(new) is not None or (
-        not isinstance(trust_remote_code, bool) and new in trust_remote_code
-    )
-    if not same_publisher(old, new) and not named:
-        org = new.split("/", 1)[0]
-        raise KernelpinError(
-            f"{old} has moved to {new} (its kernel-status.toml at {moved.commit[:12]} says so), "
-            f"another organization's: a new publisher, which neither the publisher policy nor "
-            f"trust_remote_code names; if you trust it, pass trust_remote_code=[{new!r}] or add "
-            f'[tool.kernelpin.trust.publishers."{org}"] to pyproject.toml'
-        )
-    warnings.warn(
-        f"{old} has moved to {new} (its kernel-status.toml at {moved.commit[:12]} says so); loading "
-        f"{new} {moved.instead.text} instead: to load it by its new name, get_kernel({new!r}, ...)",
-        KernelRedirectWarning,
-        stacklevel=4,
-    )
-    return _load_resolved(moved.instead, env, check_arch, trust_remote_code, checker, chain)
+@dataclass(frozen=True)
+class HubResolver:
+    """The Hub without a lock (online: kernelpin.resolve on the spot, the publisher and the chosen build's signature
+    checked, the resolution remembered for offline use) or, offline, what was resolved online before
+    (kernelpin.store.resolutions). Answers every request; a kernel's kernel-depends through itself again. A kernel
+    whose kernel-status.toml says it moved is followed where the publisher policy admits the destination."""
 
+    env: Environment
+    check_arch: bool
+    trust_remote_code: bool | Sequence[str]
+    checker: ReleaseChecker
+    settings: HubSettings
+    moved_from: tuple[str, ...] = ()
 
-def _load_resolved(
-    requirement: Requirement,
-    env: Environment,
-    check_arch: bool,
-    trust_remote_code: bool | Sequence[str],
-    checker: ReleaseChecker,
-    moved_from: tuple[str, ...] = (),
-) -> ModuleType:
-    """Load one kernel and, first, the kernels its variant depends on (following kernel-status.toml moves)."""
-    settings = HubSettings.from_env()
-    source = HubSource(settings)
-    resolutions = Resolutions(settings.endpoint, state_dir())
-    remembered = resolutions.read(requirement)
-    if settings.offline:
-        resolved = resolve_remembered(
-            remembered, requirement, env, check_arch, settings.cache_dir, checker, trust_remote_code
-        )
-        document, fetched = None, {}
-        names: tuple[str, ...] = ()
-    else:
-        try:
-            resolved, names, document, fetched = resolve_online(
-                source, requirement, env, check_arch, remembered, trust_remote_code, checker
+    def pin(
+        self, requirement: Requirement, source: HubSource
+    ) -> tuple[Resolved, tuple[str, ...], dict | None, dict[str, bytes]]:
+        """`requirement` resolved and its build for this machine pinned, loading nothing (resolve_online's
+        answer; offline, resolve_remembered's with no variant names, document or files read)."""
+        remembered = Resolutions(self.settings.endpoint, state_dir()).read(requirement)
+        if self.settings.offline:
+            resolved = resolve_remembered(
+                remembered,
+                requirement,
+                self.env,
+                self.check_arch,
+                self.settings.cache_dir,
+                self.checker,
+                self.trust_remote_code,
             )
+            return resolved, (), None, {}
+        return resolve_online(
+            source,
+            requirement,
+            self.env,
+            self.check_arch,
+            remembered,
+            self.trust_remote_code,
+            self.checker,
+        )
+
+    def resolve(self, request: Request) -> PinnedBuild:
+        requirement, source = self._requirement(request), HubSource(self.settings)
+        try:
+            resolved, names, document, fetched = self.pin(requirement, source)
         except KernelMoved as moved:
-            return _follow(moved, env, check_arch, trust_remote_code, checker, moved_from)
-    kernel, variant = resolved.kernel, resolved.kernel.variant(resolved.variant)
-    assert variant is not None
-    what = f"{kernel.label} ({variant.name})"
-    if document is not None:  # before anything is downloaded
-        python_depends.check(document, env.selected.name, what)
-    if not settings.offline:
-        resolutions.remember(kernel, names, requirement, resolved.publisher_trusted)
+            return self._follow(moved)
+        kernel, variant = resolved.kernel, resolved.kernel.variant(resolved.variant)
+        assert variant is not None
+        what = f"{kernel.label} ({variant.name})"
+        if document is not None:  # before anything is downloaded
+            python_depends.check(document, self.env.selected.name, what)
+        if not self.settings.offline:
+            Resolutions(self.settings.endpoint, state_dir()).remember(
+                kernel, names, requirement, resolved.publisher_trusted
+            )
 
-    def verify() -> Verified:
-        store = Store(source)
-        return Verified(store.ensure_variant(kernel, variant.name, fetched=fetched).directory, variant, store.receipts)
+        def verify() -> Verified:
+            store = Store(source)
+            return Verified(
+                store.ensure_variant(kernel, variant.name, fetched=fetched).directory, variant, store.receipts
+            )
 
-    def cycle(chain: str) -> KernelpinError:
-        return KernelpinError(
-            f"kernel dependency cycle: {chain} ({what}, kernel-depends); a kernel cannot depend "
-            "on itself: ask the publisher to break it"
+        def cycle(chain: str) -> KernelpinError:
+            return KernelpinError(
+                f"kernel dependency cycle: {chain} ({what}, kernel-depends); a kernel cannot depend "
+                "on itself: ask the publisher to break it"
+            )
+
+        def unpinned() -> None:
+            warnings.warn(
+                f"{kernel.label} was loaded without a lock (commit {kernel.commit[:12]}); to pin it, "
+                f"{pin_hint(requirement)}",
+                UnpinnedKernelWarning,
+                stacklevel=4,
+            )
+
+        # python-depends: checked above when read now, else (remembered) from the verified store.
+        return PinnedBuild(
+            module_name(kernel.repo_id, kernel.commit, variant.name),
+            what,
+            (kernel.repo_id, kernel.commit),
+            verify,
+            python_backend=self.env.selected.name if document is None else None,
+            dependencies=(dataclasses.replace(self, moved_from=()),),
+            cycle_error=cycle,
+            imported=unpinned,
         )
 
-    def dependency(repo_id: str, value: object) -> ModuleType:
-        return _load_resolved(
-            parse_requirement(
-                repo_id, value, f"{what} kernel-depends", declared=f"the metadata.json of {what} (ask its publisher)"
-            ),
-            env,
-            check_arch,
-            trust_remote_code,
-            checker,
+    @staticmethod
+    def _requirement(request: Request) -> Requirement:
+        if isinstance(request.value, Requirement):
+            return request.value
+        return parse_requirement(
+            request.repo_id,
+            request.value,
+            f"{request.asked_by} kernel-depends",
+            declared=f"the metadata.json of {request.asked_by} (ask its publisher)",
         )
 
-    # python-depends: checked above when read now, else (remembered) from the verified store.
-    module, imported = import_pinned(
-        module_name(kernel.repo_id, kernel.commit, variant.name),
-        what,
-        (kernel.repo_id, kernel.commit),
-        verify,
-        cycle_error=cycle,
-        python_backend=env.selected.name if document is None else None,
-        load_dependency=dependency,
-    )
-    if imported:
+    def _follow(self, moved: KernelMoved) -> PinnedBuild:
+        """What a moved kernel's kernel-status.toml names, where the publisher policy admits it: in the same
+        organization, as any kernel of that publisher; in another, only when the policy or trust_remote_code names
+        the destination (a move across organizations is a new publisher, which the Hub's trusted mark alone does
+        not make one the caller chose)."""
+        old, new = moved.requirement.repo_id, moved.instead.repo_id
+        chain = (*self.moved_from, old)
+        if new in chain or len(chain) > MAX_REDIRECTS:
+            raise KernelpinError(
+                f"{' -> '.join((*chain, new))}: kernel-status.toml redirects loop or run longer than "
+                f"{MAX_REDIRECTS}; ask the publisher, or name the repository to load"
+            )
+        trust_remote_code = self.trust_remote_code
+        named = self.checker.policy.publisher(new) is not None or (
+            not isinstance(trust_remote_code, bool) and new in trust_remote_code
+        )
+        if not same_publisher(old, new) and not named:
+            org = new.split("/", 1)[0]
+            raise KernelpinError(
+                f"{old} has moved to {new} (its kernel-status.toml at {moved.commit[:12]} says so), "
+                f"another organization's: a new publisher, which neither the publisher policy nor "
+                f"trust_remote_code names; if you trust it, pass trust_remote_code=[{new!r}] or add "
+                f'[tool.kernelpin.trust.publishers."{org}"] to pyproject.toml'
+            )
         warnings.warn(
-            f"{kernel.label} was loaded without a lock (commit {kernel.commit[:12]}); to pin it, "
-            f"{pin_hint(requirement)}",
-            UnpinnedKernelWarning,
-            stacklevel=3,
+            f"{old} has moved to {new} (its kernel-status.toml at {moved.commit[:12]} says so); loading "
+            f"{new} {moved.instead.text} instead: to load it by its new name, get_kernel({new!r}, ...)",
+            KernelRedirectWarning,
+            stacklevel=6 + 2 * len(self.moved_from),  # through each _follow and resolve before
         )
-    return module
+        return dataclasses.replace(self, moved_from=chain).resolve(Request(new, moved.instead))
 
 
-def has_kernel(
-    repo_id: str,
-    *,
-    revision: str | None = None,
-    version: int | str | None = None,
-    backend: str | None = None,
-    trust_remote_code: bool | list[str] = False,
-    check_arch: bool = True,
-) -> bool:
-    """Whether a build of the kernel fits this machine (arguments as `kernels.has_kernel`'s); downloads no
-    binary (online it reads the listing and the chosen build's metadata.json; offline what was resolved)."""
-    requirement = requirement_from_arguments(repo_id, version, revision)
-    env = environment_for(backend)
-    override = local_override.override_for(repo_id)
-    try:
-        checker = release_checker_here()
-        if override is not None:
-            directory, _ = local_override.choose(repo_id, override, env, check_arch)
-            local_override.admit(repo_id, directory, checker.policy, "answering from", stacklevel=3)
-            return True
-        settings = HubSettings.from_env()
-        source = HubSource(settings)
-        remembered = Resolutions(settings.endpoint, state_dir()).read(requirement)
-        if settings.offline:
-            resolve_remembered(remembered, requirement, env, check_arch, settings.cache_dir, checker, trust_remote_code)
-        else:
-            resolve_online(source, requirement, env, check_arch, remembered, trust_remote_code, checker)
-    except NoVariantError:
-        return False
-    return True
-
-
-def get_kernel_variants(
-    repo_id: str,
-    *,
-    revision: str | None = None,
-    version: int | str | None = None,
-    backend: str | None = None,
-) -> list[VariantFit]:
-    """Every build variant of the kernel judged for this machine (arguments as `kernels.get_kernel_variants`'):
-    those that fit first, the one get_kernel would choose leading, then the others with the reason."""
-    from kernelpin.builds import kernel_variants
-
-    requirement = requirement_from_arguments(repo_id, version, revision)
-    return kernel_variants(HubSource(HubSettings.from_env()), requirement, environment_for(backend))
+def hub_resolvers(
+    env: Environment, check_arch: bool, trust_remote_code: bool | Sequence[str], checker: ReleaseChecker
+) -> tuple[LocalResolver, HubResolver]:
+    """The resolvers of a load without a lock, asked in this order: LOCAL_KERNELS, then the Hub (or offline, what
+    was resolved on it before)."""
+    return (
+        LocalResolver(env, checker.policy, check_arch),
+        HubResolver(env, check_arch, trust_remote_code, checker, HubSettings.from_env()),
+    )

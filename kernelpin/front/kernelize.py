@@ -82,7 +82,7 @@ def _built(repository: Any, module: ModuleType, **locked: Any) -> _Loaded:
 
 
 def _hub_kernel(repository: Any) -> tuple[ModuleType, _Loaded]:
-    from kernelpin.loading.get_kernel import get_kernel
+    from kernelpin.front.get_kernel import get_kernel
 
     module = get_kernel(
         repository._repo_id,
@@ -110,7 +110,8 @@ def kernelpin_lock_for(kernels_lock: Path | None) -> Path:
 
 
 def _locked_kernel(repository: Any) -> tuple[ModuleType, _Loaded]:
-    from kernelpin.loading.runtime import load, read_lock_cached
+    from kernelpin.front.lock import load
+    from kernelpin.loading.runtime import read_lock_cached
 
     lock = kernelpin_lock_for(repository._lockfile)
     commit = kernels_internals.commit_text(repository.kernel_locks[repository.kernel_dep].commit)
