@@ -7,12 +7,14 @@ from __future__ import annotations
 from types import ModuleType
 from typing import TYPE_CHECKING
 
+from kernelpin import lockless
 from kernelpin.errors import NoVariantError
 from kernelpin.format.spec import requirement_from_arguments
-from kernelpin.front.hub import hub_resolvers, release_checker_here
+from kernelpin.front.hub import hub_resolvers
 from kernelpin.hub.source import HubSettings, HubSource
 from kernelpin.loading import front, local_override
 from kernelpin.loading.runtime import environment_for
+from kernelpin.lockless import release_checker_here
 
 if TYPE_CHECKING:
     from kernelpin.builds import VariantFit
@@ -64,7 +66,7 @@ def has_kernel(
             local_override.admit(repo_id, directory, checker.policy, "answering from", stacklevel=3)
             return True
         _, hub = hub_resolvers(env, check_arch, trust_remote_code, checker)
-        hub.pin(requirement, HubSource(hub.settings))
+        lockless.pin(hub.settings, HubSource(hub.settings), requirement, env, check_arch, trust_remote_code, checker)
     except NoVariantError:
         return False
     return True
