@@ -48,7 +48,7 @@ if TYPE_CHECKING:
         has_kernel,
     )
     from kernelpin.front.hub import KernelRedirectWarning, UnpinnedKernelWarning
-    from kernelpin.front.kernelize import KernelizedLayer, integrate_kernels, integrated_kernels, kernelized_layers
+    from kernelpin.front.kernelize import VerifiedLayer, integrate_kernels, integrated_kernels, kernelized_layers
     from kernelpin.front.lock import load
     from kernelpin.hub.client import HubTimeout
     from kernelpin.hub.limits import LimitExceeded
@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     from kernelpin.hub.source import HubSettings, HubSource
     from kernelpin.loading.archive import ArchiveError
     from kernelpin.loading.kernels_internals import KernelsPackageError
-    from kernelpin.loading.loader import LoadedKernel, loaded_kernels
+    from kernelpin.loading.loader import VerifiedKernel, loaded_kernels
     from kernelpin.loading.local_override import LocalKernelOverrideWarning
     from kernelpin.loading.provenance import DirtyBuildWarning
     from kernelpin.loading.python_depends import DependencyError
@@ -107,6 +107,11 @@ _FUNCTIONS = {
     "has_kernel": ("kernelpin.front.get_kernel", "has_kernel"),
     "get_kernel_variants": ("kernelpin.front.get_kernel", "get_kernel_variants"),
     "loaded_kernels": ("kernelpin.loading.loader", "loaded_kernels"),
+    "get_locked_kernel": ("kernelpin.front.kernels_api", "get_locked_kernel"),
+    "load_kernel": ("kernelpin.front.kernels_api", "load_kernel"),
+    "get_local_kernel": ("kernelpin.front.kernels_api", "get_local_kernel"),
+    "install_kernel": ("kernelpin.front.kernels_api", "install_kernel"),
+    "get_loaded_kernels": ("kernelpin.front.kernels_api", "get_loaded_kernels"),
     "integrate_kernels": ("kernelpin.front.kernelize", "integrate_kernels"),
     "integrated_kernels": ("kernelpin.front.kernelize", "integrated_kernels"),
     "kernelized_layers": ("kernelpin.front.kernelize", "kernelized_layers"),
@@ -125,7 +130,7 @@ _RESULTS = {
     "VersionList": ("kernelpin.commands.outdated", "VersionList"),
     "TaggedVersion": ("kernelpin.commands.outdated", "TaggedVersion"),
     "KernelInfo": ("kernelpin.commands.info", "KernelInfo"),
-    "KernelizedLayer": ("kernelpin.front.kernelize", "KernelizedLayer"),
+    "VerifiedLayer": ("kernelpin.front.kernelize", "VerifiedLayer"),
     "DependencyNode": ("kernelpin.commands.info", "DependencyNode"),
     "RevisionVariants": ("kernelpin.commands.info", "RevisionVariants"),
     "DescribedApi": ("kernelpin.commands.info", "DescribedApi"),
@@ -136,7 +141,7 @@ _RESULTS = {
     "Release": ("kernelpin.publisher.release", "Release"),
     "ReleaseFile": ("kernelpin.publisher.release", "ReleaseFile"),
     "Published": ("kernelpin.publisher.release", "Published"),
-    "LoadedKernel": ("kernelpin.loading.loader", "LoadedKernel"),
+    "VerifiedKernel": ("kernelpin.loading.loader", "VerifiedKernel"),
     "Environment": ("kernelpin.format.variant", "Environment"),
     "Signer": ("kernelpin.format.signer", "Signer"),
 }
@@ -165,14 +170,55 @@ _ERRORS = {
     "KernelMoved": ("kernelpin.resolve", "KernelMoved"),
 }
 _EXPORTS = {**_FUNCTIONS, **_RESULTS, **_ERRORS}
+# The rest of kernels.__all__ (0.17.2 to 0.19.1): kernels' own layer and function API and types, loading through
+# kernelpin (kernelpin.front.kernelize.kernels_attribute; tests/kernelpin/journeys/test_kernels_api.py holds every name).
+_FROM_KERNELS = frozenset(
+    {
+        "Benchmark",
+        "CUDAProperties",
+        "Device",
+        "FuncRepository",
+        "KernelizeFallback",
+        "KernelizedFunc",
+        "KernelizedLayer",
+        "KernelizedLayers",
+        "LayerRepository",
+        "LoadedKernel",
+        "LocalFuncRepository",
+        "LocalLayerRepository",
+        "LockedFuncRepository",
+        "LockedLayerRepository",
+        "Metadata",
+        "Mode",
+        "ROCMProperties",
+        "RepoInfo",
+        "VariantAccepted",
+        "VariantRejected",
+        "get_kernel_dep",
+        "get_kernelized_layers",
+        "kernelize",
+        "register_kernel_mapping",
+        "replace_kernel_forward_from_hub",
+        "use_kernel_forward_from_hub",
+        "use_kernel_func_from_hub",
+        "use_kernel_mapping",
+        "use_kernelized_func",
+    }
+)
 
-__all__ = sorted(_EXPORTS)
+__all__ = sorted({*_EXPORTS, *_FROM_KERNELS, "__version__"})
 
 
 def __getattr__(name: str) -> Any:
     if name in _EXPORTS:
         module, attribute = _EXPORTS[name]
         return getattr(importlib.import_module(module), attribute)
+    if name in _FROM_KERNELS:
+        return importlib.import_module("kernelpin.front.kernelize").kernels_attribute(name)
+    if name == "__version__":  # kernelpin's own, as kernels.__version__ is kernels'
+        from importlib.metadata import version  # only when asked: `import kernelpin` stays cheap
+
+        return version("kernelpin")
     raise AttributeError(f"module 'kernelpin' has no attribute {name!r}")
 
 

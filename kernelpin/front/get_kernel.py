@@ -5,19 +5,16 @@ the Hub) through the one load front (kernelpin.loading.front)."""
 from __future__ import annotations
 
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import Any
 
 from kernelpin import lockless
 from kernelpin.errors import NoVariantError
 from kernelpin.format.spec import requirement_from_arguments
 from kernelpin.front.hub import hub_resolvers
 from kernelpin.hub.source import HubSettings, HubSource
-from kernelpin.loading import front, local_override
+from kernelpin.loading import front, kernels_internals, local_override
 from kernelpin.loading.runtime import environment_for
 from kernelpin.lockless import release_checker_here
-
-if TYPE_CHECKING:
-    from kernelpin.builds import VariantFit
 
 
 def get_kernel(
@@ -78,10 +75,17 @@ def get_kernel_variants(
     revision: str | None = None,
     version: int | str | None = None,
     backend: str | None = None,
-) -> list[VariantFit]:
-    """Every build variant of the kernel judged for this machine (arguments as `kernels.get_kernel_variants`'):
-    those that fit first, the one get_kernel would choose leading, then the others with the reason."""
+) -> list[Any]:
+    """Every build variant of the kernel judged for this machine, as `kernels.get_kernel_variants` answers (same
+    arguments): kernels' own VariantAccepted / VariantRejected (`.variant`, a kernels variant; `.reason`),
+    those that fit first with the one get_kernel would choose leading, then the others, each with kernelpin's
+    reason. kernelpin.variants() answers the same judgement without kernels (kernelpin.VariantFit)."""
     from kernelpin.builds import kernel_variants
 
+    purpose = "kernelpin.get_kernel_variants, which answers kernels' VariantAccepted and VariantRejected,"
+    parse = kernels_internals.attribute("variants", "parse_variant", purpose)
+    accepted = kernels_internals.attribute("variants", "VariantAccepted", purpose)
+    rejected = kernels_internals.attribute("variants", "VariantRejected", purpose)
     requirement = requirement_from_arguments(repo_id, version, revision)
-    return kernel_variants(HubSource(HubSettings.from_env()), requirement, environment_for(backend))
+    fits = kernel_variants(HubSource(HubSettings.from_env()), requirement, environment_for(backend))
+    return [accepted(parse(fit.name)) if fit.fits else rejected(parse(fit.name), fit.reason) for fit in fits]

@@ -50,6 +50,7 @@ class HubResolver:
     checker: ReleaseChecker
     settings: HubSettings
     moved_from: tuple[str, ...] = ()
+    pinned_by: object = None  # the lock that names the commit asked for (a kernels.lock): no UnpinnedKernelWarning
 
     def resolve(self, request: Request) -> PinnedBuild:
         requirement, source = self._requirement(request), HubSource(self.settings)
@@ -96,7 +97,7 @@ class HubResolver:
             python_backend=self.env.selected.name if document is None else None,
             dependencies=(dataclasses.replace(self, moved_from=()),),
             cycle_error=cycle,
-            imported=unpinned,
+            imported=unpinned if self.pinned_by is None else None,
         )
 
     @staticmethod

@@ -45,6 +45,7 @@ class LockResolver:
     policy: Policy
     check_arch: bool = True
     target: Path | None = None
+    settings: HubSettings | None = None  # where missing files come from (None: as the environment says)
 
     def resolve(self, request: Request) -> PinnedBuild:
         repo_id = request.repo_id
@@ -65,7 +66,7 @@ class LockResolver:
 
         def verify() -> Verified:  # every file (downloading missing ones); needs only read access when all are there
             receipts = Receipts.of_user()
-            store = Store(HubSource(HubSettings.from_env()), self.target, receipts=receipts)
+            store = Store(HubSource(self.settings or HubSettings.from_env()), self.target, receipts=receipts)
             return Verified(store.ensure_variant(kernel, variant).directory, kernel.variant(variant), receipts)
 
         def cycle(chain: str) -> KernelpinError:  # only a hand-edited lock has one: locking refuses cycles
