@@ -22,7 +22,7 @@ import pytest
 
 from testkit.local_hub import SIGSTORE_ROOT
 from testkit.releasing import hub_env
-from tests.kernelpin.test_doc_examples import docs_hub  # noqa: F401 (the fixture: `./dev hub`)
+from tests.kernelpin.journeys.test_doc_examples import docs_hub  # noqa: F401 (the fixture: `./dev hub`)
 
 kernels = pytest.importorskip("kernels")
 torch = pytest.importorskip("torch")

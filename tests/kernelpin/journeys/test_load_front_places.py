@@ -12,7 +12,7 @@ import pytest
 
 from kernelpin import get_kernel
 from tests.kernelpin.journeys.places import rooms, visited
-from tests.kernelpin.test_get_kernel import fresh_modules, state  # noqa: F401 (fixtures)
+from tests.kernelpin.front.test_get_kernel import fresh_modules, state  # noqa: F401 (fixtures)
 
 # The modules that route a load: the entry points and resolvers of kernelpin.front, and loading's one front.
 FRONT = ("front", "loading.front")

@@ -15,7 +15,7 @@ from kernelpin.front.hub import UnpinnedKernelWarning
 from testkit.fake_kernel import CPU_213
 
 # The kernel with a Gray layer on the test Hub, and the model's Gray that kernelize replaces: test_kernelize's.
-from tests.kernelpin.loading.test_kernelize import Gray, layer_kernel  # noqa: F401
+from tests.kernelpin.front.test_kernelize import Gray, layer_kernel  # noqa: F401
 
 
 def kernelized(repository) -> torch.nn.Module:

@@ -35,7 +35,7 @@ class Gray(nn.Module):
 """
 EXTRA = {"__init__.py": KERNEL_INIT, "layers.py": LAYERS}
 LAYER = kernels_internals.module(
-    "layer", "tests/kernelpin/loading/test_kernelize.py"
+    "layer", "tests/kernelpin/front/test_kernelize.py"
 )  # kernels' layer module, any version
 
 
