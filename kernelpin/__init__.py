@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     )
     from kernelpin.commands.lock import Added, Removed, add, check_lock, lock, remove
     from kernelpin.commands.outdated import Outdated, TaggedVersion, VersionList, outdated, versions
-    from kernelpin.commands.sync import Synced, SyncPlan, sync, sync_plan
+    from kernelpin.commands.sync import Synced, SyncPlan, download, sync, sync_plan
     from kernelpin.commands.verify import FileStatus, Verification, verify
     from kernelpin.environment import detect as detect_environment
     from kernelpin.errors import IntegrityError, KernelpinError, NoVariantError
@@ -88,6 +88,7 @@ _FUNCTIONS = {
     "remove": ("kernelpin.commands.lock", "remove"),
     "sync": ("kernelpin.commands.sync", "sync"),
     "sync_plan": ("kernelpin.commands.sync", "sync_plan"),
+    "download": ("kernelpin.commands.sync", "download"),
     "verify": ("kernelpin.commands.verify", "verify"),
     "outdated": ("kernelpin.commands.outdated", "outdated"),
     "versions": ("kernelpin.commands.outdated", "versions"),

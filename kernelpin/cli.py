@@ -88,9 +88,15 @@ class Context:
     @functools.cached_property
     def project(self) -> Project:
         # Looked up on first use: `publish` works outside any project.
-        if self.args.project is None:
+        directory = getattr(self.args, "directory", None)  # `lock DIR`, `download DIR`: as kernels takes it
+        if directory is not None and self.args.project is not None and Path(directory) != Path(self.args.project):
+            raise KernelpinError(
+                f"DIR {directory} and --project {self.args.project} name two projects; give one of them"
+            )
+        given_text = self.args.project if self.args.project is not None else directory
+        if given_text is None:
             return find_project(Path.cwd())
-        given = Path(self.args.project)
+        given = Path(given_text)
         if not given.is_dir():
             problem = "is not a directory" if given.exists() else "does not exist"
             raise KernelpinError(
@@ -145,7 +151,19 @@ def command(
     return register
 
 
+def _directory_argument(parser: argparse.ArgumentParser, command: str) -> None:
+    """The project directory as a positional argument, as `kernels COMMAND DIR` takes it (the same as --project)."""
+    parser.add_argument(
+        "directory",
+        nargs="?",
+        metavar="DIR",
+        help=f"the project's directory, as `kernels {command} DIR` takes it (the same as --project DIR); default: "
+        "the project around the working directory",
+    )
+
+
 def _lock_options(parser: argparse.ArgumentParser) -> None:
+    _directory_argument(parser, "lock")
     parser.add_argument("--check", action="store_true", help="exit 1 if the lock is stale; write nothing")
     upgrade = parser.add_mutually_exclusive_group()
     upgrade.add_argument(
@@ -286,6 +304,31 @@ def _sync_options(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="show which variant of each kernel would be installed and what is missing; download and write nothing",
     )
+
+
+def _download_options(parser: argparse.ArgumentParser) -> None:
+    _directory_argument(parser, "download")
+    parser.add_argument(
+        "--all-variants",
+        action="store_true",
+        help="every locked variant, not only this environment's (as `kernels download --all-variants`)",
+    )
+
+
+@command(
+    "download",
+    help="install what kernelpin.lock names, as it is (as `kernels download DIR`)",
+    options=_download_options,
+    description="Install the kernels kernelpin.lock names, as the lock has them (nothing is resolved, as "
+    "`sync --frozen`): this environment's variant of each (every locked variant with --all-variants) into the Hub "
+    "cache, every byte verified against the lock. `kernels download DIR` does the same from kernels.lock; "
+    "`kernelpin lock` keeps the two locks in step.",
+)
+def cmd_download(ctx: Context) -> int:
+    all_variants = ctx.args.all_variants
+    synced = syncing.download(ctx.project, ctx.source, all_variants=all_variants, note=ctx.note, warn=ctx.warn)
+    _render_synced(ctx, synced, None if all_variants else environment.current({}))
+    return 0
 
 
 LOCK_MODES = """how --locked and --frozen compare:
