@@ -672,7 +672,12 @@ def cmd_variants(ctx: Context) -> int:
                         "revision": block.revision,
                         "commit": block.commit,
                         "variants": [
-                            {"variant": fit.name, "compatible": fit.fits, "preferred": fit.chosen, "reason": fit.reason}
+                            {
+                                "variant": fit.name,
+                                "compatible": fit.fits,
+                                "preferred": fit.chosen,
+                                "reason": None if fit.fits else fit.reason,  # as kernels: a fitting build has none
+                            }
                             for fit in fits
                         ],
                     }
@@ -682,8 +687,8 @@ def cmd_variants(ctx: Context) -> int:
         )
         return 0
     for index, (block, fits) in enumerate(zip(found, shown, strict=False)):
-        label = f"Version {block.version}" if block.version is not None else f"Revision {block.revision}"
-        ctx.out.print(("\n" if index else "") + f"{label} ({block.commit[:12]}):\n")
+        label = f"Version {block.version}" if block.version is not None else f"Revision {_ref_shown(block.revision)}"
+        ctx.out.print(("\n" if index else "") + f"{label}:\n")  # as kernels prints it; --json has the commit
         for fit in fits:
             ctx.out.print(
                 f"{fit.name} compatible{', preferred' if fit.chosen else ''} ✅"
@@ -694,6 +699,11 @@ def cmd_variants(ctx: Context) -> int:
             ctx.out.print("No compatible variants found." if ctx.args.only_compatible else "No build variants found.")
     ctx.note(f"builds judged for {env.describe()}")
     return 0
+
+
+def _ref_shown(ref: str | None) -> str | None:
+    """A ref as `kernels` shows the revision it read: the branch or tag name (v1, not refs/heads/v1)."""
+    return ref.removeprefix("refs/heads/").removeprefix("refs/tags/") if ref else None
 
 
 def _info_options(parser: argparse.ArgumentParser) -> None:
@@ -820,7 +830,7 @@ def cmd_describe_api(ctx: Context) -> int:
         where = (
             {"path": found.path}
             if found.path
-            else {"repo_id": found.repo, "revision": found.ref or found.commit, "commit": found.commit}
+            else {"repo_id": found.repo, "revision": _ref_shown(found.ref) or found.commit, "commit": found.commit}
         )
         _emit_json(
             {
@@ -838,8 +848,10 @@ def cmd_describe_api(ctx: Context) -> int:
         ctx.out.print(f"Path: {found.path}")
     else:
         ctx.out.print(f"Repository: {found.repo}")
-        ctx.out.print(f"Revision: {found.ref or found.commit} ({(found.commit or '')[:12]})")
+        ctx.out.print(f"Revision: {_ref_shown(found.ref) or found.commit}")  # as kernels shows it
     ctx.out.print(f"Variant: {found.variant}")
+    if not found.path:
+        ctx.out.print(f"Commit: {found.commit}")  # kernelpin's, after kernels' lines: which commit the revision named
     ctx.out.print("\nFunctions:")
     for function in api.functions:
         ctx.out.print(f"  {function.signature}" + (f"  # {function.summary}" if function.summary else ""))
