@@ -23,9 +23,9 @@ from kernelpin.loading.local_override import LocalKernelOverrideWarning
 from kernelpin.trust.policy import Policy, SignatureError
 from testkit.fake_kernel import CPU_213, kernel_files, write_variant
 from testkit.sigstore_root import Identity
+from tests.kernelpin.front.test_get_kernel import forget_kernels, fresh_modules, state  # noqa: F401 (fixtures)
 from tests.kernelpin.helpers import UNTRUSTED_ORG
 from tests.kernelpin.journeys.test_lock_signatures import ACME, ACME_SIGNERS, app, one_line, release  # noqa: F401
-from tests.kernelpin.front.test_get_kernel import forget_kernels, fresh_modules, state  # noqa: F401 (fixtures)
 
 REPO = Path(__file__).resolve().parents[3]
 NAMED = f"[tool.kernelpin.trust.publishers.acme]\nsigners = {ACME_SIGNERS}\n"

@@ -285,9 +285,7 @@ def test_loading_imports_neither_the_resolver_nor_the_hub() -> None:
     and imports."""
     forbidden = {"resolve", "project", "builds", "relock", "lockless"}
     reaching = {
-        name: sorted(
-            target for target in targets if target.split(".")[0] in forbidden or target.split(".")[0] == "hub"
-        )
+        name: sorted(target for target in targets if target.split(".")[0] in forbidden or target.split(".")[0] == "hub")
         for name, targets in _arrows().items()
         if _room(name) == "loading"
     }
