@@ -73,7 +73,7 @@ if TYPE_CHECKING:
         check_signatures,
         publish,
     )
-    from kernelpin.relock import Locked
+    from kernelpin.relock import Locked, LockMode
     from kernelpin.resolve import KernelMoved
     from kernelpin.store.install import PlannedVariant, SyncedVariant
     from kernelpin.trust.policy import PolicyError, SignatureError
@@ -111,6 +111,10 @@ _FUNCTIONS = {
     "integrate_kernels": ("kernelpin.loading.kernelize", "integrate_kernels"),
     "integrated_kernels": ("kernelpin.loading.kernelize", "integrated_kernels"),
     "kernelized_layers": ("kernelpin.loading.kernelize", "kernelized_layers"),
+}
+# The types the functions take beyond the standard library's and those above.
+_ARGUMENTS = {
+    "LockMode": ("kernelpin.relock", "LockMode"),
 }
 _RESULTS = {
     "Locked": ("kernelpin.relock", "Locked"),
@@ -165,7 +169,7 @@ _ERRORS = {
     "KernelRedirectWarning": ("kernelpin.loading.get_kernel", "KernelRedirectWarning"),
     "KernelMoved": ("kernelpin.resolve", "KernelMoved"),
 }
-_EXPORTS = {**_FUNCTIONS, **_RESULTS, **_ERRORS}
+_EXPORTS = {**_FUNCTIONS, **_ARGUMENTS, **_RESULTS, **_ERRORS}
 
 __all__ = sorted(_EXPORTS)
 

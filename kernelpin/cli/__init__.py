@@ -107,16 +107,16 @@ COMMANDS: dict[str, Command] = {
         Command(
             "verify",
             help="re-hash installed kernel files against the lock",
-            description="Re-hash the installed files of every locked kernel against kernelpin.lock (the Hub cache, or a "
-            "`sync --target` directory). Exit 1 when a file was modified or an unlisted one was added; "
+            description="Re-hash the installed files of every locked kernel against kernelpin.lock (the Hub cache, "
+            "or a `sync --target` directory). Exit 1 when a file was modified or an unlisted one was added; "
             "`kernelpin sync` repairs them. --signatures also verifies each installed variant's Sigstore "
             "bundle and files against the policy and the signer the lock recorded.",
         ),
         Command(
             "publish",
             help="upload a release layout (build/<variant>/), tag it v<version>, move branch v<major> to it",
-            description="Upload a release layout (build/<variant>/..., each variant with its metadata.json) to a kernel "
-            "repository, tag the commit v<version> and move the branch v<major> to it (what "
+            description="Upload a release layout (build/<variant>/..., each variant with its metadata.json) to a "
+            "kernel repository, tag the commit v<version> and move the branch v<major> to it (what "
             "`kernels.get_kernel(repo, version=MAJOR)` loads). A checkout of this repository stages one with "
             "`python -m tools.release stage`; any directory in that layout works.",
         ),
@@ -326,4 +326,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         ctx.err.print("interrupted; files already verified are kept, re-run to finish")
         return 130
-

@@ -9,6 +9,7 @@ from kernelpin.cli.context import Context, emit_json
 from kernelpin.cli.relocking import accept_signer_option, accepted_signers, distinct, kernel_json, report_changes
 from kernelpin.commands import lock as locking
 from kernelpin.format.spec import check_repo_id
+from kernelpin.relock import LockMode
 
 
 def options(parser: argparse.ArgumentParser) -> None:
@@ -36,7 +37,7 @@ def run(ctx: Context) -> int:
         source=ctx.source,
         project=ctx.project,
         requirements=dict(specs),
-        dry_run=dry_run,
+        mode=LockMode.DRY_RUN if dry_run else LockMode.UPDATE,
         note=ctx.note,
         warn=ctx.warn,
         accepted_signers=accepted_signers(ctx.args.accept_signer),
@@ -62,7 +63,8 @@ def run(ctx: Context) -> int:
         )
         return 0
     for repo_id, entry in entries.items():
-        said = f"{'Would add' if dry_run else 'Added'} {repo_id} = {json.dumps(entry.value)} to {ctx.project.pyproject.name}"
+        verb = "Would add" if dry_run else "Added"
+        said = f"{verb} {repo_id} = {json.dumps(entry.value)} to {ctx.project.pyproject.name}"
         ctx.out.print(f"{said} ({entry.note})" if entry.kernels_reads else said)
         if not entry.kernels_reads:
             ctx.err.print(f"warning: {repo_id}: {entry.note}", style="yellow")

@@ -1,4 +1,5 @@
-"""`kernelpin describe-api`: its options and how its result is shown (kernelpin.commands.info.describe_api does the work)."""
+"""`kernelpin describe-api`: its options and how its result is shown (kernelpin.commands.info.describe_api does
+the work)."""
 
 from __future__ import annotations
 

@@ -7,6 +7,7 @@ import argparse
 from kernelpin.cli.context import Context, count, emit_json
 from kernelpin.cli.relocking import accept_signer_option, accepted_signers, kernel_json, report_changes
 from kernelpin.commands import lock as locking
+from kernelpin.relock import LockMode
 
 
 def options(parser: argparse.ArgumentParser) -> None:
@@ -44,7 +45,7 @@ def run(ctx: Context) -> int:
         project=ctx.project,
         upgrade=args.upgrade_package or (),
         upgrade_all=args.upgrade,
-        dry_run=args.dry_run,
+        mode=LockMode.DRY_RUN if args.dry_run else LockMode.UPDATE,
         note=ctx.note,
         warn=ctx.warn,
         accepted_signers=accepted_signers(args.accept_signer),

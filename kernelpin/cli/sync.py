@@ -12,7 +12,7 @@ from kernelpin import environment
 from kernelpin.cli.context import Context, count, emit_json
 from kernelpin.cli.relocking import accept_signer_option, accepted_signers, report_changes
 from kernelpin.commands import sync as syncing
-from kernelpin.relock import Locked
+from kernelpin.relock import Locked, LockMode
 from kernelpin.store.install import SyncedVariant
 
 EPILOG = """how --locked and --frozen compare:
@@ -25,11 +25,17 @@ EPILOG = """how --locked and --frozen compare:
 def options(parser: argparse.ArgumentParser) -> None:
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument(
-        "--locked", action="store_true", help="fail if the lock is stale instead of updating it (as uv, cargo)"
+        "--locked",
+        action="store_const",
+        dest="lock_mode",
+        const=LockMode.LOCKED,
+        help="fail if the lock is stale instead of updating it (as uv, cargo)",
     )
     mode.add_argument(
         "--frozen",
-        action="store_true",
+        action="store_const",
+        dest="lock_mode",
+        const=LockMode.FROZEN,
         help="use the lock as it is, resolving nothing; may still download (cargo's --frozen implies --offline)",
     )
     parser.add_argument("--all-variants", action="store_true", help="every locked variant, not only this environment's")
@@ -41,6 +47,7 @@ def options(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="show which variant of each kernel would be installed and what is missing; download and write nothing",
     )
+    parser.set_defaults(lock_mode=LockMode.UPDATE)
 
 
 def run(ctx: Context) -> int:
@@ -56,8 +63,7 @@ def run(ctx: Context) -> int:
     chosen: dict[str, Any] = {
         "all_variants": args.all_variants,
         "target": Path(args.target).resolve() if args.target else None,
-        "locked": args.locked,
-        "frozen": args.frozen,
+        "mode": args.lock_mode,
         "note": ctx.note,
         "warn": ctx.warn,
         "on_lock": on_lock,

@@ -1,4 +1,5 @@
-"""`kernelpin versions`: its options and how its result is shown (kernelpin.commands.outdated.versions does the work)."""
+"""`kernelpin versions`: its options and how its result is shown (kernelpin.commands.outdated.versions does
+the work)."""
 
 from __future__ import annotations
 

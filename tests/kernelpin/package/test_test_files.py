@@ -50,8 +50,6 @@ WITHOUT_OWN_TEST = {
     "kernelpin.errors": "exception classes only, no logic; every test that expects a refusal names them",
     "kernelpin.project": "tested by tests/kernelpin/toplevel/test_project_discovery.py (finding it) and "
     "tests/kernelpin/toplevel/test_project_files.py (editing it)",
-    "kernelpin.relock": "the re-lock lock, add, remove and sync share: tested through them by "
-    "tests/kernelpin/commands/test_lock.py and tests/kernelpin/toplevel/test_lock_reuse.py",
     "kernelpin.resolve": "requirements to pinned files, through `lock`: tested by tests/kernelpin/commands/test_lock.py, "
     "tests/kernelpin/toplevel/test_lock_parallel_fetch.py, tests/kernelpin/toplevel/test_lock_reuse.py and "
     "tests/kernelpin/toplevel/test_moved_release.py",
