@@ -268,7 +268,9 @@ class _CommandParser(_Parser):
                 self.formatter_class = argparse.RawDescriptionHelpFormatter
         return module
 
-    def parse_known_args(self, args: Any = None, namespace: Any = None) -> tuple[argparse.Namespace, list[str]]:
+    def parse_known_args(  # type: ignore[override]  # argparse's overloads, forwarded as they are
+        self, args: Any = None, namespace: Any = None
+    ) -> tuple[argparse.Namespace, list[str]]:
         self.command_module()
         return super().parse_known_args(args, namespace)
 
@@ -295,7 +297,11 @@ def build_parser() -> argparse.ArgumentParser:
     global_options = _global_options(defaults=False)
     for spec in COMMANDS.values():
         sub = commands.add_parser(
-            spec.name, parents=[global_options], help=spec.help, description=spec.description, command=spec
+            spec.name,
+            parents=[global_options],  # type: ignore[list-item]  # typeshed wants the subparsers' class; any parser works
+            help=spec.help,
+            description=spec.description,
+            command=spec,
         )
         sub.set_defaults(command_parser=sub)
     return parser

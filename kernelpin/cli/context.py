@@ -42,8 +42,8 @@ class Context:
             soft_wrap=True,
             markup=False,
             quiet=args.quiet,
+            width=None if sys.stdout.isatty() else UNBOUNDED_WIDTH,  # None: rich's own (the terminal's)
             **colour,
-            **({} if sys.stdout.isatty() else {"width": UNBOUNDED_WIDTH}),
         )
         self.err = SafeConsole(stderr=True, highlight=False, soft_wrap=True, markup=False, **colour)  # never quiet
 
