@@ -22,7 +22,7 @@ from kernelpin.hub.source import HubSource, Refs, RemoteFile
 from kernelpin.store.content import Store
 from kernelpin.store.parallel import run_all
 from kernelpin.trust.checker import ReleaseChecker
-from kernelpin.trust.gate import LOCK, RELEASE, Evidence, Served, admit_publisher, enforce
+from kernelpin.trust.gate import Evidence, EvidenceKind, Served, admit_publisher, enforce
 from kernelpin.trust.policy import signer_changes
 from kernelpin.trust.signature import MAX_BUNDLE_BYTES, oversized
 
@@ -326,7 +326,12 @@ class Pinner:
             if self.checker is not None and signature is not None and signature.signer is not None:
                 # Signed bytes are bound to where they are served: this variant, this release.
                 enforce(
-                    self.checker.policy, self.repo_id, name, Evidence(RELEASE, signature.signer), metadata, self.served
+                    self.checker.policy,
+                    self.repo_id,
+                    name,
+                    Evidence(EvidenceKind.RELEASE, signature.signer),
+                    metadata,
+                    self.served,
                 )
             self.metadata[name] = metadata
             digests, backend, archs = metadata.digests, metadata.backend, metadata.archs
@@ -523,7 +528,12 @@ def resolve(
         if locked is not None and not upgrade(requirement.repo_id) and why_stale(requirement, locked) is None:
             if checker is not None:  # what the lock records, or that it records nothing, put to today's policy
                 for variant in locked.variants:
-                    enforce(checker.policy, locked.repo_id, variant.name, Evidence.recorded(variant.signature, LOCK))
+                    enforce(
+                        checker.policy,
+                        locked.repo_id,
+                        variant.name,
+                        Evidence.recorded(variant.signature, EvidenceKind.LOCK),
+                    )
             return dataclasses.replace(locked, requirement=requirement.value, required_by=())
         return None
 

@@ -41,7 +41,7 @@ from kernelpin.resolve import KernelMoved, Located, Pinner, locate, pick_revisio
 from kernelpin.store.content import Store
 from kernelpin.store.resolutions import Remembered, Resolutions, state_dir
 from kernelpin.trust.checker import ReleaseChecker
-from kernelpin.trust.gate import REMEMBERED, Evidence, admit_publisher, enforce
+from kernelpin.trust.gate import Evidence, EvidenceKind, admit_publisher, enforce
 from kernelpin.trust.policy import Policy
 from kernelpin.trust.receipts import SignatureReceipts
 
@@ -111,7 +111,7 @@ def _no_fit(kernel_label: str, commit: str, selection_text: str, env: Environmen
 
 def _check_remembered(checker: ReleaseChecker, repo_id: str, variant: LockedVariant) -> None:
     """A variant pinned before (its signature verified then) against the current policy, as load checks a lock."""
-    enforce(checker.policy, repo_id, variant.name, Evidence.recorded(variant.signature, REMEMBERED))
+    enforce(checker.policy, repo_id, variant.name, Evidence.recorded(variant.signature, EvidenceKind.REMEMBERED))
 
 
 def _metadata_ahead(

@@ -22,7 +22,7 @@ from kernelpin.loading import local_override
 from kernelpin.loading.importing import Verified, import_pinned
 from kernelpin.store.content import Store
 from kernelpin.store.receipts import Receipts
-from kernelpin.trust.gate import LOCK, Evidence, enforce
+from kernelpin.trust.gate import Evidence, EvidenceKind, enforce
 from kernelpin.trust.policy import Policy, parse_policy
 
 
@@ -144,7 +144,12 @@ def load(
     variant = choose_variant(kernel, env, check_arch)
     # The signer `lock` verified, against today's policy: string compares, no cryptography (`sync` and
     # `kernelpin verify --signatures` verify the bundle itself; the lock pins its sha256 like any file's).
-    enforce(policy_beside(lock_path), repo_id, variant, Evidence.recorded(kernel.variant(variant).signature, LOCK))
+    enforce(
+        policy_beside(lock_path),
+        repo_id,
+        variant,
+        Evidence.recorded(kernel.variant(variant).signature, EvidenceKind.LOCK),
+    )
     name = module_name(kernel.repo_id, kernel.commit, variant)
     target = target or os.environ.get("KERNELPIN_TARGET") or None
 

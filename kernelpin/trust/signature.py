@@ -29,7 +29,7 @@ from kernelpin.format.layout import METADATA
 from kernelpin.format.layout import SIGNATURE as BUNDLE
 from kernelpin.format.signer import Signer
 from kernelpin.hub.limits import HTTP_TIMEOUT, Limits
-from kernelpin.trust.gate import RELEASE, Evidence, enforce
+from kernelpin.trust.gate import Evidence, EvidenceKind, enforce
 from kernelpin.trust.policy import Policy, SignatureError
 
 if TYPE_CHECKING:
@@ -320,7 +320,7 @@ def verify_bundle(
         return SignatureError(repo_id, variant, cause, fix)
 
     if bundle is None:
-        enforce(policy, repo_id, variant, Evidence(RELEASE))
+        enforce(policy, repo_id, variant, Evidence(EvidenceKind.RELEASE))
         return None
     # Only for a bundle: importing sigstore costs about 0.4 s of CPU, which an unsigned release never pays.
     from sigstore.errors import CertValidationError, VerificationError
@@ -375,7 +375,7 @@ def verify_bundle(
         ) from None
     signer = recorder.signer
     assert signer is not None  # the verifier asks the policy before it can succeed
-    enforce(policy, repo_id, variant, Evidence(RELEASE, signer))
+    enforce(policy, repo_id, variant, Evidence(EvidenceKind.RELEASE, signer))
     return Verified(signer, hashlib.sha256(bundle).hexdigest(), log_index, log_id, integrated_time)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kernelpin.errors import KernelpinError
-from kernelpin.trust.gate import LOCK, Evidence, admit_publisher, enforce
+from kernelpin.trust.gate import Evidence, EvidenceKind, admit_publisher, enforce
 from kernelpin.trust.policy import (
     GITHUB_ISSUER,
     UNSIGNED,
@@ -42,7 +42,7 @@ HIJACKER = Signer(
 
 def check_signer(policy, repo_id: str, variant: str, signer: Signer | None) -> None:
     """What `load` asks of a lock's record: the one decision (kernelpin.trust.gate)."""
-    enforce(policy, repo_id, variant, Evidence(LOCK, signer))
+    enforce(policy, repo_id, variant, Evidence(EvidenceKind.LOCK, signer))
 
 
 def signed(signer: Signer) -> LockedSignature:
