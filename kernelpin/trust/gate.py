@@ -215,10 +215,9 @@ def _served_as_other(metadata: BuildMetadata, variant: str, served: Served) -> s
         parsed = Variant.parse(variant)
     except ValueError:
         parsed = None
-    if parsed is not None and metadata.backend is not None:
-        expected = {"npu": "cann"}.get(parsed.backend.name, parsed.backend.name)
-        if expected != "universal" and metadata.backend != expected:
-            return f"is a {metadata.backend} build, served as the {expected} variant {variant}"
+    expected = parsed.recorded_backend if parsed is not None else None
+    if expected is not None and metadata.backend is not None and metadata.backend != expected:
+        return f"is a {metadata.backend} build, served as the {expected} variant {variant}"
     version = served.version
     if version is not None and metadata.semver is not None and not metadata.semver.same_precedence(version):
         return f"is version {metadata.semver}, served as {version}"

@@ -193,6 +193,11 @@ def test_signed_metadata_is_bound_to_where_it_is_served() -> None:
     assert served_as(metadata(backend="cuda", variant=None), "torch-universal") == "admitted"
     assert served_as(metadata(backend="cuda", variant=None), "not-a-variant-name") == "admitted"
     assert served_as(metadata(backend=None, variant=None), CUDA) == "admitted"
+    # An SDK for no one backend records any (issue 52: the gate raised AttributeError on its backend None).
+    assert served_as(metadata(backend="cuda", variant=None), "sdk") == "admitted"
+    assert served_as(metadata(backend="cuda", variant=None), "sdk-cpu") == (
+        "the signed metadata.json is a cuda build, served as the cpu variant sdk-cpu"
+    )
     with pytest.raises(
         SignatureError,
         match=r"^acme/x torch-cpu: the signed metadata.json is a cuda build, served "
