@@ -217,14 +217,15 @@ def bench_gpu(img2gray, quick: bool, with_peers: bool = True, only: re.Pattern =
         expected = eager_expression(probe, dim).unsqueeze(dim)
         tolerance = 1 if dtype == torch.uint8 else (1e-2 if dtype in (torch.float16, torch.bfloat16) else 1e-5)
         assert (got.double() - expected.double()).abs().max().item() <= tolerance, name
+        # Each call binds this case's tensors (default arguments), so that `del timed` below frees them.
         timed: dict[str, Callable[[int], object]] = {
-            "copy": lambda i: copy_dst[i].copy_(copy_src[i]),
-            "img2gray": lambda i: img2gray.img2gray(inputs[i], dim=dim, out=outputs[i]),
+            "copy": lambda i, src=copy_src, dst=copy_dst: dst[i].copy_(src[i]),
+            "img2gray": lambda i, x=inputs, dim=dim, out=outputs: img2gray.img2gray(x[i], dim=dim, out=out[i]),
             # Called the way the peers are called: a new output per call. The caching allocator hands every call
             # the block the previous call freed, so an output that fits in L2 is overwritten there and never
             # reaches DRAM (out= above writes a fresh buffer each call, as the copy does). Peers are compared
             # with this row: same calling convention, same cache effects.
-            NEW_OUTPUT: lambda i: img2gray.img2gray(inputs[i], dim=dim),
+            NEW_OUTPUT: lambda i, x=inputs, dim=dim: img2gray.img2gray(x[i], dim=dim),
         }
         if with_peers:
             # Each case gets its own specialization; reset so none hits the recompile limit.
@@ -236,11 +237,11 @@ def bench_gpu(img2gray, quick: bool, with_peers: bool = True, only: re.Pattern =
                 continue
             try:
                 fn(probe, dim)  # torch.compile compiles here, outside the timed calls
-            except Exception as error:  # a peer that can't take this input is reported, not fatal
+            except Exception as error:  # noqa: BLE001  # a peer that can't take this input is reported, not fatal
                 failed.append(peer)
                 print(f"  {peer} failed on {name}: {type(error).__name__}: {error}", file=sys.stderr)
                 continue
-            timed[peer] = lambda i, fn=fn: fn(inputs[i], dim)
+            timed[peer] = lambda i, fn=fn, x=inputs, dim=dim: fn(x[i], dim)
         # Blocks of 20 calls: in blocks of 5 the op with out= measured 97.3-97.6% of the copy on the 720p float16
         # frame, in frame_variants' blocks of 30 (run 9) 100.2%: short blocks time calls near the clean L2 that every
         # block starts from, not the steady state of a pipeline.
@@ -265,7 +266,7 @@ def bench_gpu(img2gray, quick: bool, with_peers: bool = True, only: re.Pattern =
                     "rounds": len(round_means[ours]),
                 }
         rows.append(row)
-        del inputs, outputs, copy_src, copy_dst, probe
+        del timed, inputs, outputs, copy_src, copy_dst, probe
         torch.cuda.empty_cache()
     rows.append(bench_gpu_latency(img2gray))
     return rows
@@ -422,7 +423,7 @@ def bench_cpu(img2gray, quick: bool, threads: int) -> list[dict]:
         timed = {"img2gray": lambda x=x, dim=dim, out=out: img2gray.img2gray(x, dim=dim, out=out)}
         timed |= {peer: functools.partial(fn, array, hwc) for peer, fn in peers_hwc.items()}
         if layout == "HWC" and height == 1080:  # 45 ms a call: one case is enough to show it
-            timed["torch eager"] = lambda: eager_expression(hwc, -1)
+            timed["torch eager"] = lambda hwc=hwc: eager_expression(hwc, -1)
         rows.append(cpu_row(name, array.nbytes * 4 // 3, timed, rounds, calls))
     for layout in ("nchw", "channels_last"):
         x = input_sets((1, 3, 1080, 1920), torch.float32, layout, 1, "cpu")[0]

@@ -163,15 +163,16 @@ def bench_case(builds: dict, case, rounds: int, calls: int, with_compile: bool) 
     inputs = [probe, *input_sets(shape, dtype, layout, sets - 1, "cuda")]
     copy_src = [torch.empty(moved // 2, dtype=torch.uint8, device="cuda") for _ in inputs]
     expected = builds["exact"].img2gray(probe, dim=dim)
-    calls_of: dict[str, Callable[[int], object]] = {COPY: lambda i: copy_src[i].clone()}
+    # Each call binds the case's tensors (default arguments), so that `del calls_of, timed` below frees them.
+    calls_of: dict[str, Callable[[int], object]] = {COPY: lambda i, src=copy_src: src[i].clone()}
     for abi, module in builds.items():
         assert torch.equal(module.img2gray(probe, dim=dim), expected), (abi, name)
-        calls_of[abi] = lambda i, m=module: m.img2gray(inputs[i], dim=dim)
+        calls_of[abi] = lambda i, m=module, x=inputs: m.img2gray(x[i], dim=dim)
     if with_compile:
         torch._dynamo.reset()  # each case its own specialization, clear of the recompile limit
         compiled = torch.compile(eager_expression, dynamic=False)
         compiled(probe, dim)  # compiles here, outside the timed calls
-        calls_of["torch.compile"] = lambda i: compiled(inputs[i], dim)
+        calls_of["torch.compile"] = lambda i, x=inputs: compiled(x[i], dim)
     timed = {f"{candidate} eager": fn for candidate, fn in calls_of.items()}
     timed |= {f"{candidate} graph": graphed(fn, sets) for candidate, fn in calls_of.items()}
     samples, _ = time_rounds(timed, sets, rounds, calls, timer=functools.partial(gpu_times_ms, host_time=True))
@@ -180,7 +181,7 @@ def bench_case(builds: dict, case, rounds: int, calls: int, with_compile: bool) 
     )
     samples |= host
     row = summarize(name, moved, samples)
-    del inputs, copy_src, timed
+    del calls_of, timed, inputs, copy_src
     torch.cuda.empty_cache()
     return row
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import ctypes
 import importlib.metadata
 import importlib.util
@@ -165,18 +166,15 @@ def installed_torch_version() -> dict[str, Any] | None:
         return None
     values: dict[str, Any] = {}
     for node in tree.body:
-        target = (
-            node.targets[0]
-            if isinstance(node, ast.Assign) and len(node.targets) == 1
-            else node.target
-            if isinstance(node, ast.AnnAssign) and node.value is not None
-            else None
-        )
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            target, value = node.target, node.value
+        else:
+            continue
         if isinstance(target, ast.Name):
-            try:
-                values[target.id] = ast.literal_eval(node.value)  # type: ignore[union-attr, arg-type]
-            except ValueError:
-                pass
+            with contextlib.suppress(ValueError):  # not a literal: not data
+                values[target.id] = ast.literal_eval(value)
     return values
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import re
@@ -228,10 +229,9 @@ class Pinner:
         """Keep a downloaded small file, checked against the listing, as its blob in the Hub cache for the next lock."""
         blob = remote.lfs_sha256 or remote.blob_id
         if blob:
-            try:
+            # A cache that takes no writes, or a sync writing: the next lock asks the Hub again.
+            with contextlib.suppress(KernelpinError, OSError):
                 self.store.keep_blob(self.snapshot, blob, content)
-            except (KernelpinError, OSError):
-                pass  # a cache that takes no writes, or a sync writing: the next lock asks the Hub again
 
     def _altered(self, remote: RemoteFile) -> KernelpinError:
         return KernelpinError(
@@ -253,7 +253,7 @@ class Pinner:
         try:
             self._check_small_size(remote)
             return self._read_checked(remote)
-        except Exception as error:  # raised by `variant`, in the order one file after another would give
+        except Exception as error:  # noqa: BLE001  # raised by `variant`, in the order one file after another would give
             return error
 
     def _check_small_size(self, remote: RemoteFile) -> None:

@@ -304,12 +304,13 @@ def _digest(path: str, value: Any, legacy: bool, broken: Callable[[str], Metadat
         if not isinstance(value, str) or not SHA256_HEX_RE.match(value.lower()):
             raise broken(f"digest.files[{path[:80]!r}] is not a sha256 of 64 hex digits")
         return value.lower()
+    problem = f"digest.files[{path[:80]!r}] is not a sha256 in base64 (as kernels_data writes it)"
+    if not isinstance(value, str):
+        raise broken(problem)
     try:
-        if not isinstance(value, str):
-            raise ValueError
         return sha256_hex(value)
     except (ValueError, binascii.Error):
-        raise broken(f"digest.files[{path[:80]!r}] is not a sha256 in base64 (as kernels_data writes it)") from None
+        raise broken(problem) from None
 
 
 def _optional(table: dict, key: str, kind: type, broken: Callable[[str], MetadataError], prefix: str = "") -> Any:

@@ -360,7 +360,7 @@ _lock = threading.Lock()
 
 def use_timeout(seconds: float) -> None:
     """Make huggingface_hub's shared client time out after `seconds` (re-installed only on a change)."""
-    global _installed
+    global _installed  # noqa: PLW0603  # what this put in huggingface_hub's client factory, process-wide as that is
     with _lock:
         if _installed == seconds:
             return

@@ -13,7 +13,7 @@ import json
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -46,7 +46,7 @@ class HubSettings:
     endpoint: str
     cache_dir: Path
     offline: bool
-    limits: Limits = Limits()
+    limits: Limits = field(default_factory=Limits)
     # HF_HUB_DISABLE_SYMLINKS=1, huggingface_hub's switch: snapshots hold the files themselves, not links to blobs.
     symlinks: bool = True
 

@@ -131,7 +131,7 @@ def _metadata_ahead(
             ahead.set_result(
                 source.read_ahead(repo_id, repo_type, commit, f"{BUILD_DIR}/{variant}/{METADATA}", MAX_METADATA_SIZE)
             )
-        except BaseException as error:  # handed to whoever waits for it
+        except BaseException as error:  # noqa: BLE001  # handed to whoever waits for it
             ahead.set_exception(error)
 
     threading.Thread(target=read, name="kernelpin-metadata-ahead", daemon=True).start()

@@ -84,7 +84,7 @@ class Verified:
 
         signer = fields.get("signer") if isinstance(fields, dict) else None
         if not isinstance(fields, dict) or not isinstance(signer, dict):
-            raise ValueError("not a verified signature")
+            raise ValueError("not a verified signature")  # noqa: TRY004  # malformed data: the contract is ValueError
         optional = (
             None if signer.get(key) is None else text(signer.get(key))
             for key in ("source_repository", "source_commit", "source_ref")
@@ -114,7 +114,7 @@ def _refreshed_root(timeout: float) -> TrustedRoot:
     def refresh() -> None:
         try:
             outcome.append(ClientTrustConfig.production(offline=False).trusted_root)
-        except BaseException as error:  # handed to the caller's thread
+        except BaseException as error:  # noqa: BLE001  # handed to the caller's thread
             outcome.append(error)
 
     thread = threading.Thread(target=refresh, name="kernelpin-tuf", daemon=True)

@@ -163,8 +163,9 @@ def test_signed_metadata_is_bound_to_where_it_is_served() -> None:
     """Finding 5: a signed 1.0.0 served as v2.0.0 (a rollback), a CUDA build served as the CPU variant, another
     variant's metadata, a major that is not the branch's: refused (9c8fb3a never compared them)."""
     named, signer = policy(ACME), github("acme/kernels")
+    tag_1_0_0 = Served(Version.parse("1.0.0"))
 
-    def served_as(meta: BuildMetadata, variant: str = CPU, served: Served = Served(Version.parse("1.0.0"))) -> str:
+    def served_as(meta: BuildMetadata, variant: str = CPU, served: Served = tag_1_0_0) -> str:
         decision = decide(named, "acme/x", variant, Evidence(EvidenceKind.RELEASE, signer), meta, served)
         return decision.cause if not decision.admit else "admitted"
 
@@ -212,7 +213,7 @@ def test_signed_metadata_is_bound_to_where_it_is_served() -> None:
 def test_retry_after_in_unicode_digits_is_no_wait_asked_for() -> None:
     """Finding 6: `Retry-After: ²` is not a number of seconds (`"²".isdigit()` is true; int() refused it with a
     ValueError on every answer, a 200 included)."""
-    for text in ("²", "١٢", "𝟗"):
+    for text in ("²", "١٢", "𝟗"):  # noqa: RUF001  # digits to str.isdigit, not to int(): on purpose
         assert retry_after_seconds(text, 0.0) is None
         assert wait_before_retry(200, text, 0, 100.0, 0.0, "u") is None
         assert wait_before_retry(429, text, 0, 100.0, 0.0, "u") == 1.0

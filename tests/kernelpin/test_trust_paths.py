@@ -313,9 +313,12 @@ def test_every_path_reaches_the_one_decision(
     assert reached(kernelpin.has_kernel, repo_id, version=1) == {gate.EvidenceKind.REMEMBERED}
     edit_lock(root, None)
     forget_kernels()
-    assert reached(lambda: pytest.raises(SignatureError, kernelpin.load, repo_id, lock=lock)) == {
-        gate.EvidenceKind.NO_RECORD
-    }
+
+    def load_refused() -> None:
+        with pytest.raises(SignatureError):
+            kernelpin.load(repo_id, lock=lock)
+
+    assert reached(load_refused) == {gate.EvidenceKind.NO_RECORD}
     local = tmp_path / "local"
     write_variant(local / "build" / CPU_213, "9.9.9", CPU_213)
     monkeypatch.setenv("LOCAL_KERNELS", f"{repo_id}={local}")

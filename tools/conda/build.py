@@ -212,12 +212,14 @@ def finish_package(package: Path) -> None:
             (info, _without_local_channels(data) if info.filename.startswith("info-") else data)
             for info, data in entries
         ]
-        with tempfile.NamedTemporaryFile(dir=package.parent, prefix=f".{package.name}.", delete=False) as stream:
-            with zipfile.ZipFile(stream, "w", zipfile.ZIP_STORED) as archive:
-                for info, data in entries:  # fresh headers: the zip64 extras of the old ones would be stale
-                    header = zipfile.ZipInfo(info.filename, date_time=info.date_time)
-                    header.external_attr = info.external_attr
-                    archive.writestr(header, data)
+        with (
+            tempfile.NamedTemporaryFile(dir=package.parent, prefix=f".{package.name}.", delete=False) as stream,
+            zipfile.ZipFile(stream, "w", zipfile.ZIP_STORED) as archive,
+        ):
+            for info, data in entries:  # fresh headers: the zip64 extras of the old ones would be stale
+                header = zipfile.ZipInfo(info.filename, date_time=info.date_time)
+                header.external_attr = info.external_attr
+                archive.writestr(header, data)
         os.replace(stream.name, package)
     package.chmod(0o644)
 
@@ -226,9 +228,9 @@ def _without_local_channels(info_archive: bytes) -> bytes:
     import zstandard  # the .conda format's compression (requirements/dev.txt, pixi.toml)
 
     with zstandard.ZstdDecompressor().stream_reader(io.BytesIO(info_archive)) as stream:
-        source = tarfile.open(fileobj=io.BytesIO(stream.read()))
+        unpacked = stream.read()
     repacked = io.BytesIO()
-    with source, tarfile.open(fileobj=repacked, mode="w") as target:
+    with tarfile.open(fileobj=io.BytesIO(unpacked)) as source, tarfile.open(fileobj=repacked, mode="w") as target:
         for member in source.getmembers():
             content = source.extractfile(member).read() if member.isfile() else None
             if member.name == "info/about.json":
