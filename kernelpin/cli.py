@@ -52,8 +52,8 @@ class Context:
             soft_wrap=True,
             markup=False,
             quiet=args.quiet,
+            width=None if sys.stdout.isatty() else UNBOUNDED_WIDTH,
             **colour,
-            **({} if sys.stdout.isatty() else {"width": UNBOUNDED_WIDTH}),
         )
         self.err = SafeConsole(stderr=True, highlight=False, soft_wrap=True, markup=False, **colour)  # never quiet
 
@@ -1096,7 +1096,7 @@ class _Parser(argparse.ArgumentParser):
         )
 
 
-def _global_options(defaults: bool) -> argparse.ArgumentParser:
+def _global_options(defaults: bool) -> _Parser:
     """-v, -q, --project, --offline, --color: accepted before the command and after it (`kernelpin lock -v`).
 
     The copy on each command has no defaults (SUPPRESS), so an option given before the command survives.
@@ -1226,8 +1226,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.quiet and args.verbose:
         args.command_parser.error("-q/--quiet and -v/--verbose contradict each other; give one")
     ctx = Context(args)
+    run: Callable[[Context], int] = args.run
     try:
-        return args.run(ctx)
+        return run(ctx)
     except KernelpinError as error:
         return ctx.fail(str(error))
     except OSError as error:  # a read-only checkout or Hub cache, a full disk: the path and the cause, no traceback

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import re
 from collections.abc import Callable, Collection, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from kernelpin.errors import KernelpinError
@@ -19,7 +20,8 @@ from kernelpin.format.metadata import BuildMetadata, parse_metadata
 from kernelpin.format.metadata import check_size as check_metadata_size
 from kernelpin.format.ranges import Version
 from kernelpin.format.spec import Requirement, RequirementValue, describe_value, parse_requirement
-from kernelpin.hub.source import HubSource, Refs, RemoteFile
+from kernelpin.hub.listing import Refs, RemoteFile
+from kernelpin.hub.source import HubSource
 from kernelpin.store.content import Store
 from kernelpin.store.parallel import run_all
 from kernelpin.trust.checker import ReleaseChecker
@@ -86,6 +88,7 @@ def pick_revision(requirement: Requirement, refs: Refs) -> Pick:
             f"change the requirement in {requirement.declared} or publish a matching tag"
         )
     revision = requirement.revision
+    assert revision is not None, "a requirement is a branch, a range or a revision"
     if GIT_OBJECT_ID_RE.match(revision):
         # A full sha means that commit, as in git: a tag or branch named like it must not redirect the pin.
         return _at_commit(revision, None, refs.tags, versions)
@@ -208,18 +211,16 @@ class Pinner:
         """A small file (metadata.json, its signature) from the cache (a synced snapshot's, or the blob an earlier
         lock kept) or in one GET, checked against the listing either way; and whether it was downloaded."""
         _, variant, relative = remote.path.split("/", 2)
-        blob = remote.lfs_sha256 or remote.blob_id  # without either, nothing cached could be checked
-        for cached in (
-            (
-                lambda: self.store.cached(self.snapshot, variant, relative, remote.size),
-                lambda: self.store.blob(self.snapshot, blob, remote.size),
+        blob = remote.lfs_sha256 or remote.blob_id
+        if blob:  # without a digest, nothing cached could be checked
+            copies = (
+                functools.partial(self.store.cached, self.snapshot, variant, relative, remote.size),
+                functools.partial(self.store.blob, self.snapshot, blob, remote.size),
             )
-            if blob
-            else ()
-        ):
-            content = cached()
-            if content is not None and matches_listing(remote, content):
-                return content, False
+            for copy in copies:
+                content = copy()
+                if content is not None and matches_listing(remote, content):
+                    return content, False
         content = self.source.read(self.repo_id, self.repo_type, self.commit, remote.path, remote.size)
         if not matches_listing(remote, content):
             raise self._altered(remote)
@@ -308,7 +309,7 @@ class Pinner:
         by_relative = {remote.path[len(prefix) :]: remote for remote in files}
         digests: dict[str, str] = {}
         backend = archs = None
-        depends: tuple = ()
+        depends: tuple[tuple[str, RequirementValue], ...] = ()
         fetched = self.fetched.setdefault(name, {})
         if name not in self._failed and any(
             remote.path[len(prefix) :] not in fetched for remote in self._small_files(name, files)
@@ -569,7 +570,11 @@ def resolve(
             # Every kernel's requests are queued before any kernel is verified: a worker waiting for the
             # verifier (sigstore's import, about 0.3 s of CPU) holds back no other kernel's requests.
             fetched = [pool.submit(fetch_one, source, requirement, note, checker) for requirement in todo]
-            pinned = [pool.submit(lambda fetching=fetching: checked(fetching.result())) for fetching in fetched]
+
+            def pin(fetching: Future[Fetched]) -> LockedKernel:
+                return checked(fetching.result())
+
+            pinned = [pool.submit(pin, fetching) for fetching in fetched]
             try:
                 for pinning in pinned:
                     locked = pinning.result()
@@ -578,7 +583,11 @@ def resolve(
                 for future in fetched + pinned:  # after a failure, nothing more is started
                     future.cancel()
     top = {r.repo_id: r for r in requirements}
-    dependencies = _resolve_dependencies(kept, top, lambda r: kept_or_none(r) or lock_one(r))
+
+    def kept_or_locked(requirement: Requirement) -> LockedKernel:
+        return kept_or_none(requirement) or lock_one(requirement)
+
+    dependencies = _resolve_dependencies(kept, top, kept_or_locked)
     return Lock(tuple(kept[r.repo_id] for r in requirements) + tuple(dependencies[k] for k in sorted(dependencies)))
 
 
@@ -596,7 +605,7 @@ def _signature_expected(checker: ReleaseChecker, previous: Lock | None, requirem
     )
 
 
-def _meaning(requirement: Requirement) -> tuple:
+def _meaning(requirement: Requirement) -> tuple[int | None, str | None, str | None]:
     """What a requirement asks for, however it is written (`1` and `{ version = 1 }` are the same)."""
     return requirement.major, None if requirement.range is None else str(requirement.range), requirement.revision
 

@@ -285,7 +285,9 @@ class Variant:
             backend = Backend.from_parts(backend_parts, legacy)
         except ValueError as error:
             raise _not_a_variant(name, str(error)) from None
-        cxx11_abi = None if framework != TORCH or match.lastindex < 3 or match[3] is None else match[3] == "cxx11"
+        cxx11_abi = (
+            None if framework != TORCH or match[3] is None else match[3] == "cxx11"
+        )  # only torch's have a group 3"
         return cls(framework, (int(match[1]), int(match[2])), backend, arch, os_name, cxx11_abi, python, abi, legacy)
 
     @classmethod
@@ -518,7 +520,7 @@ def _python_order(variant: Variant) -> tuple[int, int, int]:
     return _ABIS.index(variant.abi), -variant.python[0], -variant.python[1]
 
 
-def preference(variant: Variant) -> tuple:
+def preference(variant: Variant) -> tuple[int, ...]:
     """Sort key among fitting variants, best first, as kernels 0.19.1 sorts: stable-ABI builds (newest ABI
     first), per-torch builds (untagged before ABI-tagged), tvm-ffi builds, SDKs with compiled parts
     (backend-agnostic last), Python-only builds (`torch-universal` last), `sdk-<backend>`, `sdk`; within each

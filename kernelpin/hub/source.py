@@ -382,11 +382,12 @@ def _underlying(error: BaseException) -> BaseException:
 
     seen = error
     for _ in range(8):
-        seen = seen.__cause__ or seen.__context__
-        if seen is None:
+        below = seen.__cause__ or seen.__context__
+        if below is None:
             return error
-        if isinstance(seen, (HfHubHTTPError, HubTimeout)):
-            return seen
+        if isinstance(below, (HfHubHTTPError, HubTimeout)):
+            return below
+        seen = below
     return error
 
 

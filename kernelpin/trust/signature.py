@@ -129,7 +129,8 @@ def _refreshed_root(timeout: float) -> TrustedRoot:
         )
     if isinstance(outcome[0], Error):
         # sigstore's TUFError says only "Failed to refresh TUF metadata": the causes below it say what failed and why.
-        causes, cause = [], outcome[0].__cause__ or outcome[0]
+        causes: list[str] = []
+        cause: BaseException | None = outcome[0].__cause__ or outcome[0]
         while cause is not None and len(causes) < 4:
             causes.append((str(cause).splitlines() or [type(cause).__name__])[0])
             cause = cause.__cause__
@@ -166,14 +167,14 @@ def verifier(
             ) from None
     if refresh:
         return Verifier(trusted_root=_refreshed_root(refresh_timeout))
-    path = public_good_root()
+    shipped = public_good_root()
     try:
-        if path is None:
+        if shipped is None:
             raise OSError("sigstore-python ships none")
-        return Verifier(trusted_root=TrustedRoot.from_file(str(path)))
+        return Verifier(trusted_root=TrustedRoot.from_file(str(shipped)))
     except (OSError, ValueError, Error) as error:  # a damaged TUF cache of sigstore-python's
         raise TrustRootError(
-            f"cannot load Sigstore's trust root from {path} ({_one_line(error)}); run with "
+            f"cannot load Sigstore's trust root from {shipped} ({_one_line(error)}); run with "
             "--refresh-trust-root (online) to fetch it again"
         ) from None
 
@@ -263,7 +264,9 @@ def _extension(certificate: Certificate, oid: str) -> str | None:
         value = certificate.extensions.get_extension_for_oid(x509.ObjectIdentifier(oid)).value
     except x509.ExtensionNotFound:
         return None
-    raw = value.value  # type: ignore[attr-defined]
+    if not isinstance(value, x509.UnrecognizedExtension):  # Fulcio's extensions are none cryptography knows
+        return None
+    raw = value.value
     if oid == _ISSUER_V1:
         return raw.decode()
     return asn1.decode_der(str, raw)

@@ -101,7 +101,7 @@ class _Waiting:
         with self._lock:
             if self._gone:
                 raise WorkerGone("the signature worker is gone")
-            job, future = next(self._ids), Future()
+            job, future = next(self._ids), Future[Any]()
             self._futures[job] = future
             self.idle = False
             return job, future
