@@ -50,7 +50,7 @@ def rotation_sets(moved: int, rotation: int = ROTATION_BYTES) -> int:
     return max(2, -(-rotation // moved))
 
 
-def host_times_ms(fn: Callable[[int], object], sets: int, repeats: int, warmup: int = 3, first: int = 0) -> list[float]:
+def host_times_ms(fn: Callable[..., object], sets: int, repeats: int, warmup: int = 3, first: int = 0) -> list[float]:
     """Host times of `repeats` calls fn(i), each from an idle device until the call returns (Python, dispatch,
     allocation and the launch; not the kernel): where a single call's time beyond the kernel goes."""
     for i in range(first, first + warmup):
@@ -65,7 +65,7 @@ def host_times_ms(fn: Callable[[int], object], sets: int, repeats: int, warmup: 
     return times
 
 
-def graphed(fn: Callable[[int], object], sets: int) -> Callable[[int], object]:
+def graphed(fn: Callable[..., object], sets: int) -> Callable[..., object]:
     """fn(i) captured in one CUDA graph per input set (after a warm-up on a side stream, as torch advises);
     the result replays set i's graph."""
     side = torch.cuda.Stream()
@@ -164,7 +164,7 @@ def bench_case(builds: dict, case, rounds: int, calls: int, with_compile: bool) 
     copy_src = [torch.empty(moved // 2, dtype=torch.uint8, device="cuda") for _ in inputs]
     expected = builds["exact"].img2gray(probe, dim=dim)
     # Each call binds the case's tensors (default arguments), so that `del calls_of, timed` below frees them.
-    calls_of: dict[str, Callable[[int], object]] = {COPY: lambda i, src=copy_src: src[i].clone()}
+    calls_of: dict[str, Callable[..., object]] = {COPY: lambda i, src=copy_src: src[i].clone()}
     for abi, module in builds.items():
         assert torch.equal(module.img2gray(probe, dim=dim), expected), (abi, name)
         calls_of[abi] = lambda i, m=module, x=inputs: m.img2gray(x[i], dim=dim)

@@ -139,7 +139,7 @@ def loop(work: Path, device: str, report: dict[str, Any], log: Callable[[str], N
             old_gpu = {
                 **env,
                 "KERNELPIN_TORCH": ".".join(torch.__version__.split(".")[:2]),
-                "KERNELPIN_CUDA": torch.version.cuda,
+                "KERNELPIN_CUDA": str(torch.version.cuda),  # a CUDA build of torch here
                 "KERNELPIN_GPU_CAPABILITY": "7.5",
             }
             refused = kernelpin(["sync"], project, old_gpu, check=False)

@@ -206,6 +206,7 @@ class Handler(BaseHTTPRequestHandler):
             if name.lower() not in _HOP_BY_HOP and name.lower() != "host"
         }
         headers["Host"] = upstream.netloc
+        assert upstream.hostname is not None  # the upstreams are http URLs
         connection = http.client.HTTPConnection(upstream.hostname, upstream.port, timeout=120)
         partial = f"{keep}.{threading.get_ident()}.partial"  # where an answer being kept is written first
         try:
@@ -226,16 +227,16 @@ class Handler(BaseHTTPRequestHandler):
                 sent.append(("Connection", "close"))
                 self.close_connection = True
             self.end_headers()
-            keeping = keep is not None and reply.status == 200
+            kept_as = keep if reply.status == 200 else None
             with contextlib.ExitStack() as opened:
-                copy = opened.enter_context(open(partial, "wb")) if keeping and self.command == "GET" else None
+                copy = opened.enter_context(open(partial, "wb")) if kept_as and self.command == "GET" else None
                 if self.command != "HEAD":
                     while chunk := reply.read(_CHUNK):
                         self.wfile.write(chunk)
                         if copy is not None:
                             copy.write(chunk)
-            if keeping:
-                _keep_answer(keep, partial, self.command, known_length, [reply.status, reply.reason, sent])
+            if kept_as is not None:
+                _keep_answer(kept_as, partial, self.command, known_length, [reply.status, reply.reason, sent])
         except (ConnectionError, OSError) as error:
             self.log_message("upstream %s failed: %s", upstream.netloc, error)
             self.close_connection = True
