@@ -161,8 +161,8 @@ def _entry_to_add(project: Project, source: HubSource, repo_id: str, range_text:
             f"does not lock a version of it; go online to add it"
         )
     branch = (kernel.ref or "").removeprefix("refs/heads/") if (kernel.ref or "").startswith("refs/heads/") else None
-    versions = [Version.parse(kernel.version)] if kernel.version else []
-    return entry_to_add(repo_id, range_text, versions, {branch} if branch else set())
+    locked_version = [Version.parse(kernel.version)] if kernel.version else []
+    return entry_to_add(repo_id, range_text, locked_version, {branch} if branch else set())
 
 
 def _edit_andrelock(

@@ -23,8 +23,8 @@ from kernelpin.store.install import Installer, PlannedVariant, SyncedVariant
 from kernelpin.trust.checker import ReleaseChecker
 
 
-def _ignore(message: str) -> None:
-    pass
+def _ignore(told: object) -> None:
+    """The default of each callback (a message, the fresh lock): nothing is shown."""
 
 
 @dataclass(frozen=True)
