@@ -200,6 +200,7 @@ __all__ = [
     "LinkRefused",
     "LoadedKernel",
     "LocalKernelOverrideWarning",
+    "LockMode",
     "Locked",
     "MalformedAnswer",
     "MetadataError",
