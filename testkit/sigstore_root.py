@@ -388,8 +388,9 @@ class SigstoreRoot:
     ) -> str:
         """A keyless DSSE signature over `payload` (an in-toto statement by default) by `identity`, as the bundle
         sigstore-python's `Signer.sign_dsse` returns: the envelope signed over its pre-authentication encoding (DSSE
-        v1), logged as a Rekor `dsse` 0.0.1 entry (payload hash, signature and certificate, as Rekor extracts them)."""
-        issued = (at or datetime.now(UTC)).replace(microsecond=0)
+        v1), logged as a Rekor `dsse` 0.0.1 entry (payload hash, signature and certificate, as Rekor extracts them).
+        By default issued half a minute ago, so that its log time is past too (verifiers refuse a future one)."""
+        issued = (at or datetime.now(UTC) - timedelta(seconds=30)).replace(microsecond=0)
         key = ec.generate_private_key(ec.SECP256R1())
         certificate = self.certificate(identity, key, issued)
         type_bytes = payload_type.encode()
