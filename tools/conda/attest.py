@@ -56,11 +56,6 @@ def sigstore_signer(trust_config: Path | None = None, identity_token: str | None
     from sigstore.oidc import IdentityError, IdentityToken, detect_credential
     from sigstore.sign import SigningContext
 
-    config = (
-        ClientTrustConfig.from_json(trust_config.read_text())
-        if trust_config is not None
-        else ClientTrustConfig.production()
-    )
     try:
         raw = identity_token or detect_credential()
         if not raw:
@@ -71,6 +66,12 @@ def sigstore_signer(trust_config: Path | None = None, identity_token: str | None
         token = IdentityToken(raw)
     except IdentityError as error:
         raise AttestationFailed(f"no usable OIDC token for signing: {error}") from error
+    # After the token: the public-good configuration comes over TUF (network), pointless without one.
+    config = (
+        ClientTrustConfig.from_json(trust_config.read_text())
+        if trust_config is not None
+        else ClientTrustConfig.production()
+    )
     context = SigningContext.from_trust_config(config)
 
     def sign(payload: bytes) -> str:
