@@ -10,6 +10,7 @@ import hashlib
 import json
 import shutil
 import threading
+import time
 import zipfile
 from pathlib import Path
 
@@ -26,8 +27,9 @@ from tests.conda.conftest import (
     served_consistently,
 )
 from tests.conda.support import OfflineBuild
+from tests.kernelpin.faulty_hub import SilentServer
 from tools.conda.publish import PublishError, main, publish
-from tools.conda.s3_channel import ChannelStoreError, S3Location
+from tools.conda.s3_channel import ChannelStoreError, S3Channel, S3Location
 
 SUBDIR = "linux-64"
 
@@ -194,6 +196,21 @@ def test_hostile_input_is_refused_before_anything_is_written(
 
     channel.store.write(channel.store.location.key(SUBDIR, "repodata.json"), b"<html>", content_type="text/html")
     refused("repodata.json is not JSON.*repair the channel", [package])
+
+
+def test_a_silent_server_fails_the_publish_in_bounded_time(
+    offline_stable_build: OfflineBuild, sigstore_instance, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server that accepts the connection and never answers: the publish stops with the object it was reading."""
+    for name, value in (("AWS_ACCESS_KEY_ID", "k"), ("AWS_SECRET_ACCESS_KEY", "s")):
+        monkeypatch.setenv(name, value)
+    root, _ = sigstore_instance
+    with SilentServer() as endpoint:
+        store = S3Channel.connect(S3Location("conda", "img2gray"), endpoint, "us-east-1", timeout=1)
+        started = time.monotonic()
+        with pytest.raises(ChannelStoreError, match="reading s3://conda/img2gray/linux-64/repodata.json: .*timeout"):
+            publish([offline_stable_build.package], store, "https://x/img2gray", functools.partial(root.sign_dsse))
+    assert time.monotonic() - started < 30
 
 
 def test_s3_locations_are_checked() -> None:

@@ -93,10 +93,13 @@ def read_packages(paths: Sequence[Path]) -> list[LocalPackage]:
     with tempfile.TemporaryDirectory(prefix="img2gray-publish-") as scratch:
         staging = Path(scratch) / "channel"
         for path in paths:
-            # Indexed in a copy under `unknown/`... the indexer files each archive by the subdir its index.json says.
+            # Staged under the directory it lies in: a package whose index.json names another subdir is refused below.
             destination = staging / path.parent.name / path.name
             destination.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(path, destination)
+            try:
+                os.link(path, destination)  # CUDA packages are large: no copy where a link will do
+            except OSError:
+                shutil.copyfile(path, destination)
         index_channel(staging)
         records: dict[str, tuple[str, dict[str, Any]]] = {}
         for repodata in staging.glob(f"*/{REPODATA}"):
@@ -107,7 +110,10 @@ def read_packages(paths: Sequence[Path]) -> list[LocalPackage]:
     packages = []
     for path in paths:
         if path.name not in records:
-            raise PublishError(f"{path} is not a valid conda package (rattler's indexer skipped it); rebuild it")
+            raise PublishError(
+                f"rattler's indexer found no package in {path}: it must be a conda package lying in a directory "
+                "named after its subdir (output/linux-64/...); rebuild it or move it there"
+            )
         subdir, record = records[path.name]
         if record.get("subdir", subdir) != subdir:
             raise PublishError(
