@@ -118,6 +118,22 @@ FAILURE_POINTS = {
 }
 
 
+def test_an_unnamed_object_with_other_bytes_is_never_replaced(
+    channel: ChannelUnderTest, offline_stable_build: OfflineBuild, tmp_path: Path
+) -> None:
+    """An object under the package's name that no repodata names (a failed or a concurrent publish of another build
+    under the same name): publishing this build is refused, rather than replacing bytes another publisher may be
+    about to name in repodata."""
+    package = offline_stable_build.package
+    other = _rebuilt_with_other_bytes(package, tmp_path / "other" / SUBDIR).read_bytes()
+    key = channel.store.location.key(SUBDIR, package.name)
+    channel.store.write(key, other, content_type="application/octet-stream")
+    with pytest.raises(PublishError, match=f"{package.name} exists with other bytes, and no repodata names it"):
+        channel.publish([package])
+    assert channel.get(f"{SUBDIR}/{package.name}") == other
+    assert served_consistently(channel) == []
+
+
 @pytest.mark.parametrize("failing", sorted(FAILURE_POINTS))
 def test_a_publish_failing_midway_never_names_what_the_channel_cannot_serve(
     failing: str,

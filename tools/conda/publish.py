@@ -183,36 +183,31 @@ def publish(
     for package in packages:
         by_subdir.setdefault(package.subdir, []).append(package)
 
-    # Refuse before writing anything: one changed package stops the whole publish.
-    plans = {}
-    for subdir, group in sorted(by_subdir.items()):
-        repodata, etag = _load_repodata(store, subdir)
-        plans[subdir] = (_split_known(group, repodata), etag)
+    # Everything that can refuse comes before the first write: a changed package, a failed signature.
+    plans = {
+        subdir: _split_known(group, _load_repodata(store, subdir)[0]) for subdir, group in sorted(by_subdir.items())
+    }
+    sidecars = {}
+    for new, _unchanged in plans.values():
+        for package in new:
+            try:
+                sidecars[package.name] = sidecar_bytes([attest(package.name, package.sha256, target, sign)])
+            except (AttestationFailed, KernelpinError) as error:
+                raise PublishError(f"attesting {package.name}: {error}") from error
 
     report = Report()
-    for subdir, ((new, unchanged), _etag) in plans.items():
+    for subdir, (new, unchanged) in plans.items():
         report.unchanged += [f"{subdir}/{p.name}" for p in unchanged]
         for package in unchanged:
             log(f"unchanged {subdir}/{package.name} (already in the channel, same sha256)")
-        attested = {}
-        for package in new:
-            try:
-                bundle = attest(package.name, package.sha256, target, sign)
-            except (AttestationFailed, KernelpinError) as error:
-                raise PublishError(f"attesting {package.name}: {error}") from error
-            attested[package.name] = sidecar_bytes([bundle])
         # 1. The packages.
         for package in new:
             _upload_package(store, package)
             log(f"uploaded {subdir}/{package.name}")
         # 2. Their sidecars: the immutable content-addressed one, then the mutable discovery URL (CEP 50's order).
         for package in new:
-            sidecar = attested[package.name]
-            store.write(
-                store.location.key(subdir, sidecar_name(package.name, sidecar)),
-                sidecar,
-                content_type="application/json",
-            )
+            sidecar = sidecars[package.name]
+            _write_once(store, store.location.key(subdir, sidecar_name(package.name, sidecar)), sidecar)
             store.write(
                 store.location.key(subdir, package.name + ".sigs"),
                 sidecar,
@@ -222,7 +217,7 @@ def publish(
             log(f"attested {subdir}/{package.name} (sidecar sha256 {hashlib.sha256(sidecar).hexdigest()})")
         # 3. Repodata, last, in one conditional write.
         if new:
-            _merge_repodata(store, subdir, new, attested)
+            _merge_repodata(store, subdir, new, sidecars)
             report.published += [f"{subdir}/{p.name}" for p in new]
             log(f"indexed {subdir}/{REPODATA} ({len(new)} new)")
     _ensure_noarch(store)
@@ -234,10 +229,23 @@ def _upload_package(store: S3Channel, package: LocalPackage) -> None:
     body = package.path.read_bytes()
     if hashlib.sha256(body).hexdigest() != package.sha256:
         raise PublishError(f"{package.path} changed while being published; build it again and publish once it is done")
-    # Left by a publish that failed before its repodata write (so no reader has it): keep it if it is these bytes.
-    if store.etag(key) == f'"{package.record["md5"]}"':
-        return
-    store.write(key, body, content_type="application/octet-stream")
+    _write_once(store, key, body, content_type="application/octet-stream")
+
+
+def _write_once(store: S3Channel, key: str, body: bytes, content_type: str = "application/json") -> None:
+    """Write an object that never changes once written: only where none exists (If-None-Match), so that two
+    publishers of different bytes under one name cannot replace each other's. An object already there with these
+    bytes (left by a publish that failed before its repodata write, or written by a concurrent publisher of the
+    same build) is kept; with other bytes, the publish is refused."""
+    try:
+        store.write(key, body, content_type=content_type, if_absent=True)
+    except Conflict:
+        if store.etag(key) != f'"{hashlib.md5(body).hexdigest()}"':  # S3's ETag: the MD5 of what it stored
+            raise PublishError(
+                f"{store.location.bucket}/{key} exists with other bytes, and no repodata names it (a failed or "
+                "concurrent publish of another build under the same name); delete it if it is a leftover, or raise "
+                "the build number"
+            ) from None
 
 
 def _merge_repodata(store: S3Channel, subdir: str, new: Sequence[LocalPackage], sidecars: dict[str, bytes]) -> None:
