@@ -32,8 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kernelpin.errors import KernelpinError
-from kernelpin.format.conda_attestation import channel_url, sidecar_bytes, sidecar_name
+from kernelpin.format.conda_attestation import AttestationError, channel_url, sidecar_bytes, sidecar_name
 from tools.conda.attest import AttestationFailed, Signer, attest
 from tools.conda.channel import index_channel
 from tools.conda.s3_channel import ChannelStoreError, Conflict, S3Channel, S3Location
@@ -176,7 +175,7 @@ def publish(
     channels, and the targetChannel every attestation names). See the module's docstring for the order."""
     try:
         target = channel_url(public_url)
-    except KernelpinError as error:
+    except AttestationError as error:
         raise PublishError(str(error)) from error
     packages = read_packages(find_packages(sources))
     by_subdir: dict[str, list[LocalPackage]] = {}
@@ -192,7 +191,7 @@ def publish(
         for package in new:
             try:
                 sidecars[package.name] = sidecar_bytes([attest(package.name, package.sha256, target, sign)])
-            except (AttestationFailed, KernelpinError) as error:
+            except (AttestationFailed, AttestationError) as error:
                 raise PublishError(f"attesting {package.name}: {error}") from error
 
     report = Report()
