@@ -180,6 +180,29 @@ def test_a_concurrent_publisher_is_merged_not_lost(
     assert sorted(served_consistently(channel)) == sorted([stable.name, exact.name])
 
 
+def test_a_concurrent_publisher_of_the_same_build_leaves_one_sidecar_served(
+    channel: ChannelUnderTest, offline_stable_build: OfflineBuild
+) -> None:
+    """A and B publish the same package at once (a re-run release job): B names it first with its own sidecar, then
+    A's mutable `<package>.sigs` lands. The mutable URL must still serve the sidecar repodata advertises (CEP 50)."""
+    package = offline_stable_build.package
+    other_done = threading.Event()
+
+    def intercept(method: str, path: str) -> int | None:
+        if method == "PUT" and path.endswith(f"/{package.name}.sigs") and not other_done.is_set():
+            other_done.set()
+            channel.publish([package])  # B, in full, just before A's mutable sidecar write
+        return None
+
+    with Front(channel.s3.endpoint, intercept) as front:
+        report = channel.publish([package], endpoint=front)
+    assert other_done.is_set()
+    assert report.published == [] and report.unchanged == [f"{SUBDIR}/{package.name}"]  # B named it first
+    advertised = channel.repodata()["packages.conda"][package.name]["attestations_sha256"]
+    assert hashlib.sha256(channel.get(f"{SUBDIR}/{package.name}.sigs")).hexdigest() == advertised
+    assert served_consistently(channel) == [package.name]
+
+
 def test_hostile_input_is_refused_before_anything_is_written(
     channel: ChannelUnderTest, offline_stable_build: OfflineBuild, sigstore_instance, tmp_path: Path
 ) -> None:

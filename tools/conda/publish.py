@@ -216,9 +216,10 @@ def publish(
             log(f"attested {subdir}/{package.name} (sidecar sha256 {hashlib.sha256(sidecar).hexdigest()})")
         # 3. Repodata, last, in one conditional write.
         if new:
-            _merge_repodata(store, subdir, new, sidecars)
-            report.published += [f"{subdir}/{p.name}" for p in new]
-            log(f"indexed {subdir}/{REPODATA} ({len(new)} new)")
+            named = _merge_repodata(store, subdir, new, sidecars)
+            report.published += [f"{subdir}/{p.name}" for p in new if p.name in named]
+            report.unchanged += [f"{subdir}/{p.name}" for p in new if p.name not in named]
+            log(f"indexed {subdir}/{REPODATA} ({len(named)} new)")
     _ensure_noarch(store)
     return report
 
@@ -247,12 +248,16 @@ def _write_once(store: S3Channel, key: str, body: bytes, content_type: str = "ap
             ) from None
 
 
-def _merge_repodata(store: S3Channel, subdir: str, new: Sequence[LocalPackage], sidecars: dict[str, bytes]) -> None:
+def _merge_repodata(store: S3Channel, subdir: str, new: Sequence[LocalPackage], sidecars: dict[str, bytes]) -> set[str]:
+    """Add `new` to the subdir's repodata in one conditional write; the names this publish added (a concurrent
+    publisher may have named some of them first, with the same bytes)."""
     key = store.location.key(subdir, REPODATA)
     for _attempt in range(MERGE_ATTEMPTS):
         repodata, etag = _load_repodata(store, subdir)
         # A concurrent publisher may have published some of the same packages meanwhile: same bytes are fine.
-        fresh, _same = _split_known(new, repodata)
+        fresh, same = _split_known(new, repodata)
+        for package in same:
+            _serve_advertised_sidecar(store, subdir, package.name, repodata[_table(package.name)][package.name])
         for package in fresh:
             record = dict(package.record)
             record["attestations_sha256"] = hashlib.sha256(sidecars[package.name]).hexdigest()
@@ -267,12 +272,33 @@ def _merge_repodata(store: S3Channel, subdir: str, new: Sequence[LocalPackage], 
                 if_match=etag,
                 if_absent=etag is None,
             )
-            return
+            return {package.name for package in fresh}
         except Conflict:
             continue  # another publisher wrote it since we read it: read theirs and merge again
     raise PublishError(
         f"{store.location}/{subdir}/{REPODATA} kept changing under {MERGE_ATTEMPTS} attempts (other publishers); "
         "publish again: the uploaded packages are kept and not named until then"
+    )
+
+
+def _serve_advertised_sidecar(store: S3Channel, subdir: str, name: str, record: dict[str, Any]) -> None:
+    """A concurrent publisher of the same bytes named the package first, with its own sidecar: the mutable
+    `<package>.sigs`, which this publish may have written after theirs, must serve what repodata advertises
+    (CEP 50). Copied from the content-addressed sidecar, hash-checked."""
+    advertised = record.get("attestations_sha256")
+    if not isinstance(advertised, str):
+        return
+    stored = store.read(store.location.key(subdir, f"{name}.sigs.{advertised}"))
+    if stored is None or hashlib.sha256(stored.body).hexdigest() != advertised:
+        raise PublishError(
+            f"{store.location}/{subdir}/{name}.sigs.{advertised}, which repodata advertises, is missing or has other "
+            "bytes; repair the channel"
+        )
+    store.write(
+        store.location.key(subdir, f"{name}.sigs"),
+        stored.body,
+        content_type="application/json",
+        cache_control="no-cache",
     )
 
 
