@@ -89,11 +89,12 @@ def test_a_moved_branch_keeps_the_lock_fresh_and_outdated_reports_it(hub, lines,
     # Fresh: the lock still pins branch v1 (as a range lock stays fresh when a newer tag appears).
     assert cli("lock", "--check")[0] == 0
     status, out, _ = cli("outdated", "--json")
+    assert status == 0
     (row,) = json.loads(out)
     assert row["branch_moved"] is True and row["locked"] == f"v1@{head[:12]}"
     assert row["newest_satisfying"] == f"v1@{moved[:12]}"
     status, out, _ = cli("outdated")
-    assert "branch moved" in out
+    assert status == 0 and "branch moved" in out
     assert cli("lock", "--upgrade-package", repo_id)[0] == 0
     (kernel,) = lockfile.read(root / "kernelpin.lock").kernels
     assert kernel.commit == moved

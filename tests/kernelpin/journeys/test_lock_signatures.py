@@ -124,7 +124,7 @@ def test_an_unsigned_release_of_a_trusted_publisher_is_locked_with_a_notice(new_
     repo_id, repo = new_repo("unsigned", "kernel")
     release(repo, sigstore, "1.0.0", None)
     root = app(f'"{repo_id}" = "^1"\n')
-    status, out, err = cli("lock")
+    status, _, err = cli("lock")
     assert status == 0, err
     assert f"warning: {repo_id} 1.0.0: unsigned ({', '.join(sorted(VARIANTS))})" in err
     assert locked_signatures(root)[CPU_213] == {"unsigned": True}
@@ -219,10 +219,10 @@ def test_signer_continuity_on_upgrade(new_repo, app, cli, sigstore) -> None:
     root = app(f'"{repo_id}" = "^1"\n')  # no signers named: any identity, then held to the first
     assert cli("lock")[0] == 0
     release(repo, sigstore, "1.1.0", ACME_NEXT)  # the same workflow on the next tag: the same signer
-    status, out, err = cli("lock", "--upgrade")
+    status, _, err = cli("lock", "--upgrade")
     assert status == 0, err
     release(repo, sigstore, "1.2.0", HIJACKER)
-    status, out, err = cli("lock", "--upgrade")
+    status, _, err = cli("lock", "--upgrade")
     assert status == 1
     assert f"{repo_id} {CPU_213}: the new release is signed by https://github.com/hijacker/kernels/" in err
     assert (

@@ -115,7 +115,9 @@ def test_the_worker_answers_each_release_as_the_in_process_check(sigstore, tmp_p
     broken_policy = parse_policy({"tool": {"kernelpin": {"trust": {"trusted-root": "sigstore/broken.json"}}}})
     cases = releases(sigstore)
     expected = {
-        (name, which): outcome(lambda: ReleaseChecker(use, root).check("acme/x", CPU_213, *cases[name]))
+        (name, which): outcome(
+            lambda use=use, name=name: ReleaseChecker(use, root).check("acme/x", CPU_213, *cases[name])
+        )
         for name in cases
         for which, use in (("policy", policy), ("broken root", broken_policy))
     }
@@ -128,7 +130,9 @@ def test_the_worker_answers_each_release_as_the_in_process_check(sigstore, tmp_p
             checker.warm_up()
             assert len(workers()) == 1
             for name, release in cases.items():
-                assert outcome(lambda: checker.check("acme/x", CPU_213, *release)) == expected[name, which], name
+                assert (
+                    outcome(lambda release=release: checker.check("acme/x", CPU_213, *release)) == expected[name, which]
+                ), name
         assert not workers()
     assert "app/sigstore/broken.json (trusted-root in [tool.kernelpin.trust])" in expected["signed", "broken root"][1]
     messages = {name: what[1] for (name, which), what in expected.items() if which == "policy" and name != "signed"}
