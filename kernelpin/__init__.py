@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from kernelpin.environment import detect as detect_environment
     from kernelpin.errors import IntegrityError, KernelpinError, NoVariantError
     from kernelpin.files.confined import LinkRefused
+    from kernelpin.format.conda_attestation import AttestationError
     from kernelpin.format.metadata import MetadataError
     from kernelpin.format.python_api import KernelApi
     from kernelpin.format.signer import Signer
@@ -150,6 +151,7 @@ _ERRORS = {
     "IntegrityError": ("kernelpin.errors", "IntegrityError"),
     "NoVariantError": ("kernelpin.errors", "NoVariantError"),
     "MetadataError": ("kernelpin.format.metadata", "MetadataError"),
+    "AttestationError": ("kernelpin.format.conda_attestation", "AttestationError"),
     "DependencyError": ("kernelpin.loading.python_depends", "DependencyError"),
     "ArchiveError": ("kernelpin.loading.archive", "ArchiveError"),
     "KernelsPackageError": ("kernelpin.loading.kernels_internals", "KernelsPackageError"),
@@ -177,6 +179,7 @@ __all__ = [
     "AbiError",
     "Added",
     "ArchiveError",
+    "AttestationError",
     "CacheReport",
     "CachedRevision",
     "DependencyError",
