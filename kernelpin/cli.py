@@ -13,7 +13,7 @@ import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from rich.table import Table
 
@@ -33,6 +33,9 @@ from kernelpin.relock import Locked
 from kernelpin.store.install import SyncedVariant
 from kernelpin.terminal import SafeConsole
 from kernelpin.trust.policy import UNSIGNED
+
+if TYPE_CHECKING:
+    from kernelpin.publisher.release import Published
 
 UNBOUNDED_WIDTH = 1 << 16  # columns, for output that is not a terminal
 
@@ -885,7 +888,51 @@ def _publish_options(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="verify signatures against this Sigstore trusted_root.json (default: Sigstore's own)",
     )
+    parser.add_argument(
+        "--create-pr",
+        action="store_true",
+        help="open a pull request with the release instead of pushing it; tag it by publishing again after the merge",
+    )
+    parser.add_argument(
+        "--private",
+        action="store_true",
+        help="create the repository private; an existing repository must already be private",
+    )
     parser.add_argument("--dry-run", action="store_true", help="check and list the files; upload nothing")
+
+
+def _render_published(ctx: Context, summary: str, published: Published) -> None:
+    """What `publish` did: the tag and branch, or the pull request it opened instead."""
+    if ctx.args.json:
+        _emit_json(
+            {
+                "repo": published.repo_id,
+                "repo_type": published.repo_type,
+                "tag": published.tag,
+                "commit": published.commit,
+                "url": published.url,
+                "created": published.created,
+                "private": published.private,
+                "pull_request": None
+                if published.pull_request is None
+                else {"number": published.pull_request.number, "url": published.pull_request.url},
+                "branch": {
+                    "name": published.branch.branch,
+                    "moved": published.branch.move,
+                    "note": published.branch.note,
+                },
+            }
+        )
+        return
+    where = f"{published.repo_type} repo" + (", created private" if published.created and published.private else "")
+    if published.pull_request is not None:
+        ctx.out.print(f"Proposed {summary} as a pull request ({where}), commit {published.commit[:12]}")
+        ctx.out.print(f"  {published.branch.note}")
+        ctx.out.print(f"  {published.pull_request.url}", style="dim")
+        return
+    ctx.out.print(f"Published {summary} ({where}), commit {published.commit[:12]}")
+    ctx.out.print(f"  {published.branch.note}")
+    ctx.out.print(f"  {published.url}", style="dim")
 
 
 @command(
@@ -911,7 +958,8 @@ def cmd_publish(ctx: Context) -> int:
     branch = None if release.version.is_prerelease else f"v{release.version.major}"
     summary = (
         f"{_count(len(release.files), 'file')} ({release.size / 1e6:.1f} MB), "
-        f"{_count(len(release.variants), 'variant')}, to {args.repo} tagged {release.tag}"
+        f"{_count(len(release.variants), 'variant')}, to {args.repo}"
+        + ("" if args.create_pr else f" tagged {release.tag}")
     )
     if release.without_compat_package:  # HF's kernel requirements still ask for it (kernels before the flat layout)
         ctx.err.print(
@@ -926,7 +974,9 @@ def cmd_publish(ctx: Context) -> int:
                 {
                     "repo": args.repo,
                     "tag": release.tag,
-                    "branch": branch,
+                    "branch": None if args.create_pr else branch,
+                    "create_pr": args.create_pr,
+                    "private": args.private,
                     "version": str(release.version),
                     "variants": sorted(release.variants),
                     "size": release.size,
@@ -935,8 +985,12 @@ def cmd_publish(ctx: Context) -> int:
                 }
             )
             return 0
-        ctx.out.print(f"Dry run: would upload {summary}")
-        if branch is None:
+        ctx.out.print(f"Dry run: would upload {summary}" + (" as a pull request" if args.create_pr else ""))
+        if args.private:
+            ctx.out.print(f"  into a private repository (created private if {args.repo} does not exist)")
+        if args.create_pr:
+            ctx.out.print(f"  tagging nothing: after the merge, publish again without --create-pr to tag {release.tag}")
+        elif branch is None:
             ctx.out.print(f"  {release.version} is a prerelease: no major-version branch is moved")
         else:
             ctx.out.print(
@@ -946,26 +1000,10 @@ def cmd_publish(ctx: Context) -> int:
             ctx.out.print(f"{item.sha256}  {item.size:>10}  {item.path}")
         ctx.out.print("Nothing was uploaded; the Hub was not contacted.")
         return 0
-    published = publish(ctx.source.api, release, args.repo, args.repo_type)
-    if args.json:
-        _emit_json(
-            {
-                "repo": published.repo_id,
-                "repo_type": published.repo_type,
-                "tag": published.tag,
-                "commit": published.commit,
-                "url": published.url,
-                "branch": {
-                    "name": published.branch.branch,
-                    "moved": published.branch.move,
-                    "note": published.branch.note,
-                },
-            }
-        )
-        return 0
-    ctx.out.print(f"Published {summary} ({published.repo_type} repo), commit {published.commit[:12]}")
-    ctx.out.print(f"  {published.branch.note}")
-    ctx.out.print(f"  {published.url}", style="dim")
+    published = publish(
+        ctx.source.api, release, args.repo, args.repo_type, create_pr=args.create_pr, private=args.private
+    )
+    _render_published(ctx, summary, published)
     return 0
 
 
