@@ -11,7 +11,8 @@ that tests verify real bundles with sigstore-python's `Verifier` given this inst
   timestamp (the inclusion promise).
 
 `SigstoreRoot.sign(data, identity)` returns the JSON bundle `cosign sign-blob --bundle` writes (bundle v0.3);
-`trusted_root_json()` is the `trusted_root.json` to verify them with. Everything is signed with fresh keys, so
+`sign_dsse(payload, payload_type, identity)` the bundle of a DSSE envelope (an in-toto statement, as a CEP 27
+attestation is signed), logged as Rekor v1 logs one (a dsse 0.0.1 entry); `trusted_root_json()` is the `trusted_root.json` to verify them with. Everything is signed with fresh keys, so
 two instances never trust each other's bundles.
 """
 
@@ -373,6 +374,51 @@ class SigstoreRoot:
                     "messageDigest": {"algorithm": "SHA2_256", "digest": _b64(digest)},
                     "signature": _b64(signature),
                 },
+            }
+        )
+
+    def sign_dsse(
+        self,
+        payload: bytes,
+        payload_type: str = "application/vnd.in-toto+json",
+        identity: Identity = Identity(),
+        *,
+        at: datetime | None = None,
+    ) -> str:
+        """A keyless DSSE signature of `payload` by `identity`: the bundle v0.3 JSON with its `dsseEnvelope`,
+        the signature over DSSE's pre-authentication encoding, the log entry a dsse 0.0.1 Rekor entry."""
+        issued = (at or datetime.now(UTC)).replace(microsecond=0)
+        key = ec.generate_private_key(ec.SECP256R1())
+        certificate = self.certificate(identity, key, issued, timedelta(minutes=10))
+        type_bytes = payload_type.encode()
+        pae = b"DSSEv1 %d %s %d %s" % (len(type_bytes), type_bytes, len(payload), payload)
+        signature = key.sign(pae, ec.ECDSA(hashes.SHA256()))
+        envelope = {"payload": _b64(payload), "payloadType": payload_type, "signatures": [{"sig": _b64(signature)}]}
+        pem = certificate.public_bytes(serialization.Encoding.PEM)
+        envelope_hash = hashlib.sha256(json.dumps(envelope, separators=(",", ":")).encode()).hexdigest()
+        body = json.dumps(
+            {
+                "apiVersion": "0.0.1",
+                "kind": "dsse",
+                "spec": {
+                    "envelopeHash": {"algorithm": "sha256", "value": envelope_hash},
+                    "payloadHash": {"algorithm": "sha256", "value": hashlib.sha256(payload).hexdigest()},
+                    "signatures": [{"signature": _b64(signature), "verifier": _b64(pem)}],
+                },
+            },
+            separators=(",", ":"),
+        ).encode()
+        entry = self._log(body, issued + timedelta(seconds=5))
+        entry["kindVersion"] = {"kind": "dsse", "version": "0.0.1"}
+        return json.dumps(
+            {
+                "mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json",
+                "verificationMaterial": {
+                    "certificate": {"rawBytes": _b64(certificate.public_bytes(serialization.Encoding.DER))},
+                    "tlogEntries": [entry],
+                    "timestampVerificationData": {},
+                },
+                "dsseEnvelope": envelope,
             }
         )
 
