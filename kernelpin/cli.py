@@ -35,6 +35,7 @@ from kernelpin.terminal import SafeConsole
 from kernelpin.trust.policy import UNSIGNED
 
 if TYPE_CHECKING:
+    from kernelpin.commands.verify_conda import CondaVerification
     from kernelpin.publisher.release import Published
 
 UNBOUNDED_WIDTH = 1 << 16  # columns, for output that is not a terminal
@@ -865,6 +866,79 @@ def cmd_verify(ctx: Context) -> int:
             + ("" if not bad else f", {len(bad)} modified, missing or not in the lock; run `kernelpin sync` to repair")
         )
     return 1 if bad else 0
+
+
+def _verify_conda_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "prefix",
+        nargs="?",
+        metavar="PREFIX",
+        help="the conda environment (default: $CONDA_PREFIX, else the project's .pixi/envs/default)",
+    )
+    parser.add_argument(
+        "--repo", metavar="ORG/NAME", help="the Hub repository of the kernel (default: each kernel of the lock)"
+    )
+    parser.add_argument("--package", metavar="NAME", help="its conda package name (default: the repository's name)")
+    parser.add_argument(
+        "--attestation",
+        metavar="FILE",
+        help="the package's CEP 27 attestation (a .sigs sidecar or one bundle) instead of the channel's",
+    )
+    parser.add_argument(
+        "--channel", metavar="URL", help="fetch the attestation from this channel instead of the one conda-meta records"
+    )
+    parser.add_argument(
+        "--no-lock",
+        action="store_true",
+        help="compare with the Hub release's signed metadata.json even where kernelpin.lock pins the kernel",
+    )
+
+
+def _render_verify_conda(ctx: Context, found: CondaVerification) -> int:
+    """One line per kernel checked; each failed check (signature, bytes) on stderr, saying which it is."""
+    if ctx.args.json:
+        _emit_json({"ok": found.ok, "prefix": str(found.prefix), "packages": [c.as_json() for c in found.packages]})
+        return 0 if found.ok else 1
+    for check in found.packages:
+        for problem in (check.signature_error, check.bytes_error):
+            if problem is not None:
+                ctx.err.print(problem, style="red")
+        if check.ok:
+            signed = f"signed by {check.signer.describe()}" if check.signer else "unsigned (the policy allows it)"
+            ctx.out.print(
+                f"ok: {check.repo_id} {check.variant}: {check.package} is {signed} and is the Hub build byte for "
+                f"byte ({check.files} files against {check.build_source})"
+            )
+    return 0 if found.ok else 1
+
+
+@command(
+    "verify-conda",
+    help="check a conda environment's kernel: signed by an allowed identity, and the Hub build byte for byte",
+    options=_verify_conda_options,
+    description="Check the kernels a conda environment holds (pixi add img2gray): (1) signature: the package's "
+    "CEP 27 attestation, from its channel's CEP 50 sidecar, verifies with Sigstore and its signer passes the "
+    "publisher policy of [tool.kernelpin.trust], as a Hub release's would; (2) bytes: every file of the installed "
+    "variant equals the Hub build of that variant (the files kernelpin.lock pins, or the released variant's "
+    "signed metadata.json). Exit 1 when either fails; each failure says which.",
+)
+def cmd_verify_conda(ctx: Context) -> int:
+    from kernelpin.commands.verify_conda import verify_conda
+
+    args = ctx.args
+    if args.repo is not None:
+        check_repo_id(args.repo)
+    found = verify_conda(
+        Path(args.prefix) if args.prefix else None,
+        repo_id=args.repo,
+        package=args.package,
+        attestation=Path(args.attestation) if args.attestation else None,
+        channel=args.channel,
+        project=ctx.project,
+        source=ctx.source,
+        use_lock=not args.no_lock,
+    )
+    return _render_verify_conda(ctx, found)
 
 
 def _publish_options(parser: argparse.ArgumentParser) -> None:

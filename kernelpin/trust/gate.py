@@ -4,7 +4,7 @@ Every path asks it, with what that path knows (its evidence): `lock` and `get_ke
 the bundle they just verified (or its absence) and the signed metadata.json; a relock, `sync`, `verify
 --signatures`, `load` and `get_kernel` offline with what the lock (or get_kernel's remembered resolution)
 recorded, or that nothing was recorded; `has_kernel` as `get_kernel` does; LOCAL_KERNELS with a build on disk
-that nothing signed. A path with no evidence passes NO_RECORD; none skips the call. Pure: no I/O, no sigstore
+that nothing signed; `verify-conda` with the signer of a conda package's CEP 27 attestation (or its absence). A path with no evidence passes NO_RECORD; none skips the call. Pure: no I/O, no sigstore
 (the cryptography is kernelpin.trust.signature's: it hands over the signer of a bundle that verified).
 
 The publisher gate of `kernels` (the Hub's trusted mark, or the caller's `trust_remote_code`) is here too:
@@ -30,13 +30,14 @@ LOCK = "lock"  # what kernelpin.lock records (`lock` verified it)
 REMEMBERED = "remembered"  # what get_kernel recorded when it resolved the release before (kernelpin.store.resolutions)
 NO_RECORD = "no record"  # a lock entry without its signature record: nothing says what was checked
 LOCAL = "local"  # a build on disk named by LOCAL_KERNELS: nothing signed it, the user named it
+CONDA = "conda"  # a conda package of the release: its CEP 27 attestation verified now, or none served
 
 
 @dataclass(frozen=True)
 class Evidence:
     """What a path knows of one variant's signature: the signer (None: unsigned, or not known) and its source."""
 
-    source: str  # RELEASE, LOCK, REMEMBERED, NO_RECORD or LOCAL
+    source: str  # RELEASE, LOCK, REMEMBERED, NO_RECORD, LOCAL or CONDA
     signer: Signer | None = None
 
     @classmethod
@@ -92,7 +93,7 @@ def decide(
             else f"signed by {signer.describe()}"
         )
         rules = "; ".join(rule.describe() for rule in entry.signers)
-        if evidence.source == RELEASE:
+        if evidence.source in (RELEASE, CONDA):
             return Decision(
                 False,
                 f"{what}, which {entry.where} does not allow ({rules})",
@@ -116,6 +117,14 @@ def decide(
 
 
 def _unsigned(source: str, where: str, repo_id: str) -> tuple[str, str]:
+    if source == CONDA:
+        return (
+            f"the conda package has no CEP 27 attestation, but {where} requires a signature",
+            (
+                "install it from a channel that serves its attestation (a CEP 50 .sigs sidecar), or give the "
+                "attestation with --attestation FILE"
+            ),
+        )
     if source == RELEASE:
         return (
             f"no signature ({SIGNATURE}), but {where} requires one",
