@@ -11,8 +11,7 @@ that tests verify real bundles with sigstore-python's `Verifier` given this inst
   timestamp (the inclusion promise).
 
 `SigstoreRoot.sign(data, identity)` returns the JSON bundle `cosign sign-blob --bundle` writes (bundle v0.3);
-`sign_dsse(payload, payload_type, identity)` the bundle of a DSSE envelope (an in-toto statement, as a CEP 27
-attestation is signed), logged as Rekor v1 logs one (a dsse 0.0.1 entry); `trusted_root_json()` is the `trusted_root.json` to verify them with. Everything is signed with fresh keys, so
+`trusted_root_json()` is the `trusted_root.json` to verify them with. Everything is signed with fresh keys, so
 two instances never trust each other's bundles.
 """
 
@@ -33,6 +32,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID, ObjectIdentifier
 
 GITHUB_ISSUER = "https://token.actions.githubusercontent.com"
+IN_TOTO_PAYLOAD_TYPE = "application/vnd.in-toto+json"
 
 # Fulcio's extensions (https://github.com/sigstore/fulcio/blob/main/docs/oid-info.md); the first is the old
 # raw-string issuer, the rest are DER UTF8Strings.
@@ -301,8 +301,9 @@ class SigstoreRoot:
 
     # Rekor ----------------------------------------------------------------------------------------------------
 
-    def _log(self, body: bytes, integrated: datetime) -> dict[str, object]:
-        """Append `body` to the log; its transparency-log entry as a bundle holds it."""
+    def _log(self, body: bytes, integrated: datetime, kind: str = "hashedrekord") -> dict[str, object]:
+        """Append `body` (a Rekor entry of `kind`, version 0.0.1) to the log; its transparency-log entry as a bundle
+        holds it."""
         index = len(self._leaves)
         self._leaves.append(_leaf_hash(body))
         size, root = len(self._leaves), _tree_hash(self._leaves)
@@ -318,7 +319,7 @@ class SigstoreRoot:
         return {
             "logIndex": str(index),
             "logId": {"keyId": _b64(log_id)},
-            "kindVersion": {"kind": "hashedrekord", "version": "0.0.1"},
+            "kindVersion": {"kind": kind, "version": "0.0.1"},
             "integratedTime": str(integrated_time),
             "inclusionPromise": {"signedEntryTimestamp": _b64(self.log_key.sign(promise, ec.ECDSA(hashes.SHA256())))},
             "inclusionProof": {
@@ -380,42 +381,44 @@ class SigstoreRoot:
     def sign_dsse(
         self,
         payload: bytes,
-        payload_type: str = "application/vnd.in-toto+json",
         identity: Identity = Identity(),
         *,
+        payload_type: str = IN_TOTO_PAYLOAD_TYPE,
         at: datetime | None = None,
     ) -> str:
-        """A keyless DSSE signature of `payload` by `identity`: the bundle v0.3 JSON with its `dsseEnvelope`,
-        the signature over DSSE's pre-authentication encoding, the log entry a dsse 0.0.1 Rekor entry."""
-        issued = (at or datetime.now(UTC)).replace(microsecond=0)
+        """A keyless DSSE signature over `payload` (an in-toto statement by default) by `identity`, as the bundle
+        sigstore-python's `Signer.sign_dsse` returns: the envelope signed over its pre-authentication encoding (DSSE
+        v1), logged as a Rekor `dsse` 0.0.1 entry (payload hash, signature and certificate, as Rekor extracts them).
+        By default issued half a minute ago, so that its log time is past too (verifiers refuse a future one)."""
+        issued = (at or datetime.now(UTC) - timedelta(seconds=30)).replace(microsecond=0)
         key = ec.generate_private_key(ec.SECP256R1())
-        certificate = self.certificate(identity, key, issued, timedelta(minutes=10))
+        certificate = self.certificate(identity, key, issued)
         type_bytes = payload_type.encode()
         pae = b"DSSEv1 %d %s %d %s" % (len(type_bytes), type_bytes, len(payload), payload)
         signature = key.sign(pae, ec.ECDSA(hashes.SHA256()))
         envelope = {"payload": _b64(payload), "payloadType": payload_type, "signatures": [{"sig": _b64(signature)}]}
         pem = certificate.public_bytes(serialization.Encoding.PEM)
-        envelope_hash = hashlib.sha256(json.dumps(envelope, separators=(",", ":")).encode()).hexdigest()
         body = json.dumps(
             {
                 "apiVersion": "0.0.1",
                 "kind": "dsse",
                 "spec": {
-                    "envelopeHash": {"algorithm": "sha256", "value": envelope_hash},
+                    "envelopeHash": {
+                        "algorithm": "sha256",
+                        "value": hashlib.sha256(json.dumps(envelope).encode()).hexdigest(),
+                    },
                     "payloadHash": {"algorithm": "sha256", "value": hashlib.sha256(payload).hexdigest()},
                     "signatures": [{"signature": _b64(signature), "verifier": _b64(pem)}],
                 },
             },
             separators=(",", ":"),
         ).encode()
-        entry = self._log(body, issued + timedelta(seconds=5))
-        entry["kindVersion"] = {"kind": "dsse", "version": "0.0.1"}
         return json.dumps(
             {
                 "mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json",
                 "verificationMaterial": {
                     "certificate": {"rawBytes": _b64(certificate.public_bytes(serialization.Encoding.DER))},
-                    "tlogEntries": [entry],
+                    "tlogEntries": [self._log(body, issued + timedelta(seconds=5), kind="dsse")],
                     "timestampVerificationData": {},
                 },
                 "dsseEnvelope": envelope,

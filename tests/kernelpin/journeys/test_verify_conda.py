@@ -30,7 +30,7 @@ import pytest
 from rattler import Channel, install, solve
 from rattler.platform import Subdir
 
-from kernelpin.format.conda_attestation import PAYLOAD_TYPE, publication_statement, sidecar_bytes, sidecar_name
+from kernelpin.format.conda_attestation import publication_statement, sidecar_bytes, sidecar_name
 from testkit.build_once import build_once
 from testkit.hub import HubServer
 from testkit.releasing import ROOT, hub_env, kernelpin, release_into_mirror, stage
@@ -64,7 +64,7 @@ class World:
         if signer is not None:
             sha256 = hashlib.sha256(package.read_bytes()).hexdigest()
             statement = publication_statement(package.name, sha256, url)
-            sidecar = sidecar_bytes([self.sigstore.sign_dsse(statement.payload(), PAYLOAD_TYPE, signer)])
+            sidecar = sidecar_bytes([self.sigstore.sign_dsse(statement.payload(), signer)])
             (root / "linux-64" / sidecar_name(package.name, sidecar)).write_bytes(sidecar)
             repodata_path = root / "linux-64" / "repodata.json"
             repodata = json.loads(repodata_path.read_text())
