@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from kernelpin.environment import detect as detect_environment
     from kernelpin.errors import IntegrityError, KernelpinError, NoVariantError
     from kernelpin.files.confined import LinkRefused
+    from kernelpin.format.conda_attestation import AttestationError
     from kernelpin.format.conda_package import CondaRecordError
     from kernelpin.format.metadata import MetadataError
     from kernelpin.format.python_api import KernelApi
@@ -153,6 +154,7 @@ _ERRORS = {
     "MetadataError": ("kernelpin.format.metadata", "MetadataError"),
     "CondaVerifyError": ("kernelpin.commands.verify_conda", "CondaVerifyError"),
     "CondaRecordError": ("kernelpin.format.conda_package", "CondaRecordError"),
+    "AttestationError": ("kernelpin.format.conda_attestation", "AttestationError"),
     "DependencyError": ("kernelpin.loading.python_depends", "DependencyError"),
     "ArchiveError": ("kernelpin.loading.archive", "ArchiveError"),
     "KernelsPackageError": ("kernelpin.loading.kernels_internals", "KernelsPackageError"),
