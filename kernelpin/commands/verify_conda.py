@@ -43,6 +43,7 @@ from kernelpin.format.conda_package import (
     MAX_RECORD_BYTES,
     CondaRecordError,
     InstalledPackage,
+    package_channel,
     parse_prefix_record,
     variant_directory,
 )
@@ -205,10 +206,9 @@ def _fetch(url: str, limit: int, timeout: float) -> bytes:
     return body
 
 
-def channel_attestations(package: InstalledPackage, channel: str, timeout: float) -> tuple[str, ...]:
+def channel_attestations(package: InstalledPackage, channel: str, subdir: str, timeout: float) -> tuple[str, ...]:
     """The bundles of the CEP 50 sidecar the channel's repodata advertises for `package` (none advertised: ())."""
-    subdir = package.subdir or "noarch"
-    base = channel.rstrip("/") + "/" + subdir
+    base = f"{channel}/{subdir}"
     body = _fetch(f"{base}/repodata.json", MAX_REPODATA_BYTES, timeout)
     try:
         repodata = json.loads(body)
@@ -243,7 +243,7 @@ def file_attestations(path: Path) -> tuple[str, ...]:
 # The Hub build ---------------------------------------------------------------------------------------------------
 
 
-def _locked_files(lock: lockfile.Lock, repo_id: str, variant: str, version: str) -> dict[str, str]:
+def _locked_files(lock: lockfile.Lock, repo_id: str, variant: str, package: str, version: str) -> dict[str, str]:
     kernel = lock.kernel(repo_id)
     assert kernel is not None
     locked = kernel.variant(variant)
@@ -256,7 +256,7 @@ def _locked_files(lock: lockfile.Lock, repo_id: str, variant: str, version: str)
     if kernel.version is not None and kernel.version.removeprefix("v") != version:
         raise _BytesMismatch(
             f"the conda package is version {version}, kernelpin.lock pins {kernel.version}",
-            f"install img2gray {kernel.version} from the channel, or lock {version}",
+            f"install {package} {kernel.version} from the channel, or lock {version}",
         )
     return {f.path: f.sha256 for f in locked.files if f.path != SIGNATURE}
 
@@ -453,17 +453,18 @@ def _check_package(
     )
 
     # (1) the signature and its identity
-    recorded_channel = (installed.channel or "").rstrip("/") or None
-    use_channel = channel or recorded_channel
+    recorded = package_channel(installed)
+    use_channel = channel or (recorded[0] if recorded else None)
+    subdir = recorded[1] if recorded else (installed.subdir or "noarch")
     bind_to = use_channel if use_channel and use_channel.startswith(("http://", "https://")) else None
     signer, signature_error = None, None
     try:
         if attestation is not None:
             bundles = file_attestations(attestation)
         elif use_channel is None:
-            raise OSError("conda-meta records no channel")
+            raise OSError("conda-meta records no channel URL")
         else:
-            bundles = channel_attestations(installed, use_channel, Limits.from_env().http_timeout)
+            bundles = channel_attestations(installed, use_channel, subdir, Limits.from_env().http_timeout)
         check = verifier(policy, project.root) if bundles else None
         signer = admit_conda_package(
             policy,
@@ -497,7 +498,7 @@ def _check_package(
         try:
             if build_source == "kernelpin.lock":
                 assert lock is not None and variant is not None
-                expected = _locked_files(lock, repo_id, variant, installed.version)
+                expected = _locked_files(lock, repo_id, variant, installed.name, installed.version)
             else:
                 assert variant is not None
                 expected = _released_files(source, policy, project.root, repo_id, variant, installed.version)

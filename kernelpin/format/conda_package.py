@@ -129,3 +129,16 @@ def parse_prefix_record(content: bytes, where: str) -> InstalledPackage:
         _text(record, "subdir", where, required=False),
         checked,
     )
+
+
+def package_channel(package: InstalledPackage) -> tuple[str, str] | None:
+    """(channel URL, subdir) the package was installed from, None where the record does not say. From the package
+    URL (`<channel>/<subdir>/<file>`, which rattler and conda both record) where there is one, else from `channel`
+    (rattler writes the channel's URL, conda the subdir's: a trailing `/<subdir>` is dropped)."""
+    subdir = package.subdir or "noarch"
+    if package.url is not None and package.url.endswith(f"/{subdir}/{package.filename}"):
+        return package.url[: -len(f"/{subdir}/{package.filename}")], subdir
+    if package.channel is None or "://" not in package.channel:  # a name such as "conda-forge": no URL to fetch
+        return None
+    channel = package.channel.rstrip("/")
+    return channel.removesuffix(f"/{subdir}"), subdir

@@ -76,3 +76,18 @@ def test_a_hostile_record_is_refused_in_one_line(content, message):
     with pytest.raises(CondaRecordError, match=message) as refused:
         parse_prefix_record(content, "conda-meta/img2gray.json")
     assert "\n" not in str(refused.value) and "reinstall the package" in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("changes", "expected"),
+    [
+        ({"url": f"https://prefix.dev/acme/linux-64/{FN}"}, ("https://prefix.dev/acme", "linux-64")),  # rattler, conda
+        ({"channel": "https://prefix.dev/acme/"}, ("https://prefix.dev/acme", "linux-64")),  # rattler without url
+        ({"channel": "https://conda.anaconda.org/acme/linux-64"}, ("https://conda.anaconda.org/acme", "linux-64")),
+        ({"channel": "conda-forge"}, None),  # a name, no URL
+    ],
+)
+def test_the_channel_a_package_came_from(changes, expected):
+    from kernelpin.format.conda_package import package_channel
+
+    assert package_channel(parse_prefix_record(record(**changes), "x")) == expected

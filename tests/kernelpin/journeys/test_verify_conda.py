@@ -206,6 +206,19 @@ def test_another_signer_is_refused_as_a_signature_failure(world, tmp_path):
     assert done.returncode == 1 and len(_lines(done, "signature:")) == 1 and _lines(done, "bytes:") == []
 
 
+def test_the_attestation_of_another_build_is_refused_as_a_signature_failure(world, tmp_path):
+    """The other-commit package's sidecar (same file name, another sha256), given for the session's package."""
+    prefix = world.install(world.publish("good-3", world.package), tmp_path / "env")
+    world.publish("other-commit-sidecar", world.other_commit)
+    sidecar = next((world.channels / "other-commit-sidecar" / "linux-64").glob("*.sigs.*"))
+    done = world.verify(prefix, "--attestation", sidecar, "--json")
+    assert done.returncode == 1
+    [found] = json.loads(done.stdout)["packages"]
+    assert found["bytes"] is None and found["signer"] is None
+    assert found["signature"].startswith(f"signature: {REPO_ID} torch-stable-abi211-cpu-x86_64-linux: ")
+    assert f"{world.package.name} has sha256" in found["signature"] and "the attestation names" in found["signature"]
+
+
 def test_a_modified_installed_library_is_refused_as_a_bytes_failure(world, tmp_path):
     prefix = world.install(world.publish("modified", world.package), tmp_path / "env")
     [library] = prefix.glob("lib/python*/site-packages/img2gray/*.abi3.so")
