@@ -55,6 +55,7 @@ NAMED_ON_PURPOSE = {
             "tests/kernelpin/test_trust_policy.py": ("release",),
             "tests/kernelpin/test_trust_gate.py": ("release", "other", "build", "build-mac"),
             "tests/kernelpin/test_trust_paths.py": ("build",),
+            "tests/kernelpin/journeys/test_verify_conda.py": ("release",),
         }.items()
     },
 }
