@@ -50,6 +50,7 @@ from kernelpin.format.conda_package import (
 from kernelpin.format.layout import METADATA, SIGNATURE
 from kernelpin.format.metadata import MetadataError, digest_covers, parse_metadata
 from kernelpin.format.signer import Signer
+from kernelpin.format.spec import check_repo_id
 from kernelpin.hub.limits import Limits
 from kernelpin.hub.source import HubSource
 from kernelpin.project import Project, find_project, read_policy
@@ -404,12 +405,12 @@ def verify_conda(
         channel = channel_url(channel) if not channel.startswith("file://") else channel.rstrip("/")
     results = []
     for repo in repos:
-        installed = installed_package(prefix, package or repo.split("/", 1)[1].lower())
+        name = package or check_repo_id(repo).split("/", 1)[1].lower()
+        installed = installed_package(prefix, name)
         if installed is None:
             if repo_id is not None:
                 raise CondaVerifyError(
-                    f"{prefix} holds no conda package {package or repo.split('/', 1)[1].lower()}; install it "
-                    f"(`pixi add {package or repo.split('/', 1)[1].lower()}`) or name it with --package"
+                    f"{prefix} holds no conda package {name}; install it (`pixi add {name}`) or name it with --package"
                 )
             continue
         results.append(_check_package(prefix, installed, repo, lock, attestation, channel, policy, project, source))
@@ -439,12 +440,16 @@ def _check_package(
     except CondaRecordError as error:
         raise CondaVerifyError(str(error)) from None
     metadata_path = _no_link_below(prefix, f"{directory}/{METADATA}", "the kernel's metadata.json")
-    try:
-        variant = parse_metadata(_read_bounded(metadata_path, 1 << 20, METADATA), str(metadata_path)).variant
-    except MetadataError as error:
-        variant, metadata_problem = None, str(error)
+    variant: str | None = None
+    if not metadata_path.is_file():
+        metadata_problem: str | None = f"{metadata_path} is missing"
     else:
-        metadata_problem = None if variant else f"{metadata_path} names no variant"
+        try:
+            variant = parse_metadata(_read_bounded(metadata_path, 1 << 20, METADATA), str(metadata_path)).variant
+        except MetadataError as error:
+            metadata_problem = str(error)
+        else:
+            metadata_problem = None if variant else f"{metadata_path} names no variant"
     label = f"{repo_id} {variant or '(unknown variant)'}"
     reinstall = (
         f"reinstall it from its channel (pixi: remove .pixi/envs and run `pixi install`; conda: "
@@ -505,7 +510,7 @@ def _check_package(
             problems = compare_build(files, expected)
             if problems:
                 note = ""
-                if any(p.startswith(f"{METADATA}:") for p in problems):
+                if METADATA in files and any(p.startswith(f"{METADATA}: sha256") for p in problems):
                     note = _provenance_note(files[METADATA])
                 shown = "; ".join(problems[:4]) + (f"; and {len(problems) - 4} more" if len(problems) > 4 else "")
                 bytes_error = (

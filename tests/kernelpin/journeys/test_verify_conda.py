@@ -233,6 +233,17 @@ def test_a_modified_installed_library_is_refused_as_a_bytes_failure(world, tmp_p
     assert _lines(done, "signature:") == []  # the package file was signed; its installed bytes are not it
 
 
+def test_a_deleted_installed_file_is_a_bytes_failure_not_a_crash(world, tmp_path):
+    prefix = world.install(world.publish("deleted", world.package), tmp_path / "env")
+    [metadata] = prefix.glob("lib/python*/site-packages/img2gray/metadata.json")
+    metadata.unlink()
+    done = world.verify(prefix)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    [line] = _lines(done, "bytes:")
+    assert f"{metadata} is missing" in line and "reinstall it" in line
+    assert _lines(done, "signature:") == []
+
+
 def test_a_package_built_from_another_commit_is_refused_as_a_bytes_failure(world, tmp_path):
     assert world.other_commit.name == world.package.name  # same recipe and variant: only the commit differs
     prefix = world.install(world.publish("other-commit", world.other_commit), tmp_path / "env")
