@@ -52,7 +52,7 @@ from kernelpin.format.metadata import MetadataError, digest_covers, parse_metada
 from kernelpin.format.signer import Signer
 from kernelpin.format.spec import check_repo_id
 from kernelpin.hub.limits import Limits
-from kernelpin.hub.source import HubSource
+from kernelpin.hub.source import OFFLINE, HubSource
 from kernelpin.project import Project, find_project, read_policy
 from kernelpin.trust.policy import Policy
 
@@ -468,6 +468,8 @@ def _check_package(
             bundles = file_attestations(attestation)
         elif use_channel is None:
             raise OSError("conda-meta records no channel URL")
+        elif source.settings.offline and not use_channel.startswith("file://"):
+            raise OSError(f"{OFFLINE}: the channel is not contacted")
         else:
             bundles = channel_attestations(installed, use_channel, subdir, Limits.from_env().http_timeout)
         check = verifier(policy, project.root) if bundles else None

@@ -175,6 +175,21 @@ def test_the_package_from_the_channel_is_the_signed_hub_build(world, tmp_path):
     assert found["channel"] == f"{world.base_url}/good" and found["files"] >= 6
 
 
+def test_offline_with_the_lock_and_the_sidecar_file(world, tmp_path):
+    """Air-gapped: the lock for the bytes, the sidecar as a file for the signature; neither the Hub nor the channel
+    is contacted (offline, the channel is not fetched: the refusal says so and how to give the attestation)."""
+    url = world.publish("offline", world.package)
+    prefix = world.install(url, tmp_path / "env")
+    sidecar = next((world.channels / "offline" / "linux-64").glob("*.sigs.*"))
+    done = world.verify(prefix, "--offline", "--attestation", sidecar)
+    assert done.returncode == 0, done.stderr
+    assert "is signed by https://github.com/acme/img2gray/" in done.stdout
+    done = world.verify(prefix, "--offline")
+    assert done.returncode == 1
+    [line] = _lines(done, "signature:")
+    assert "offline mode is on" in line and "--attestation FILE" in line and _lines(done, "bytes:") == []
+
+
 def test_library_function(world, tmp_path, monkeypatch):
     import kernelpin
     from kernelpin.hub.source import HubSource
