@@ -7,7 +7,8 @@ and released, from the same package (`tools.release stage`), to a kernel reposit
 metadata.json signed by the same identity. A consumer project's policy names that identity, and its lock pins the
 release. verify-conda then accepts it, and refuses, each saying which check failed: another signer (signature), a
 modified installed library (bytes), the package built from another commit (bytes), no attestation where the policy
-requires one (signature), and a hostile conda-meta (one line, neither check run).
+requires one (signature), and a hostile conda-meta (one line, neither check run). conda-sigstore's library, the
+conda ecosystem's verifier, judges the same sidecars alike.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +55,7 @@ class World:
     base_url: str
     package: Path  # the session's package
     other_commit: Path  # the same recipe built from another commit
+    trusted_root: Path  # the test Sigstore instance's, which the project's policy names
 
     def publish(self, name: str, package: Path, signer: Identity | None = PUBLISHER) -> str:
         """A channel `name` holding `package`, its attestation by `signer` (None: none) advertised in repodata."""
@@ -152,6 +155,7 @@ signers = [{{ repository = "acme/img2gray", workflow = ".github/workflows/releas
             f"http://127.0.0.1:{server.server_address[1]}",
             offline_stable_build.package,
             other,
+            trusted_root,
         )
     server.shutdown()
 
@@ -320,3 +324,56 @@ def test_a_hostile_conda_meta_is_refused_in_one_line(world, tmp_path, damage):
         "file-link": "is a symbolic link",
     }[damage]
     assert expected in line, line
+
+
+@pytest.mark.parametrize(
+    ("published", "signer", "judged"),
+    [
+        ("judge-good", "publisher", "verified"),
+        ("judge-intruder", "intruder", "untrusted-identity"),
+        ("judge-other-build", "other-build", "invalid"),  # the other-commit build's sidecar, for this package
+    ],
+)
+def test_conda_sigstore_agrees_with_the_signature_verdict(world, published, signer, judged):
+    """conda-sigstore (the conda ecosystem's verifier, its library) judges the same package and sidecar with the
+    signer the policy allows: it verifies what verify-conda's signature check admits and refuses what it refuses."""
+    from sigstore.models import TrustedRoot
+    from sigstore.verify import Verifier
+
+    from kernelpin.format.conda_attestation import parse_sidecar
+    from kernelpin.trust.conda_signature import admit_conda_package
+    from kernelpin.trust.policy import SignatureError, parse_policy
+    from testkit import conda_host
+    from testkit.sigstore_root import GITHUB_ISSUER
+
+    conda_host.install()
+    from conda_sigstore.evidence import SignerIdentity
+    from conda_sigstore.transport import SidecarTransport
+    from conda_sigstore.verification import SigstoreVerifier, verify_artifact
+
+    intruder = Identity(repository="evil/img2gray", workflow=".github/workflows/release.yaml")
+    built = world.other_commit if signer == "other-build" else world.package
+    url = world.publish(published, built, intruder if signer == "intruder" else PUBLISHER)
+    [sidecar] = (world.channels / published / "linux-64").glob("*.sigs.*")
+    body = sidecar.read_bytes()
+    trusted_root = TrustedRoot.from_file(str(world.trusted_root))
+
+    verdict = verify_artifact(
+        world.package,
+        SidecarTransport.parse(body),
+        verifier=SigstoreVerifier(verifier=Verifier(trusted_root=trusted_root)),
+        channel=url,
+        expected_signer=SignerIdentity(PUBLISHER.san, GITHUB_ISSUER),
+    )
+    assert verdict.status == judged, verdict
+
+    policy = parse_policy(tomllib.loads((world.project / "pyproject.toml").read_text()))
+    bundles = parse_sidecar(body, hashlib.sha256(body).hexdigest())
+    sha256 = hashlib.sha256(world.package.read_bytes()).hexdigest()
+    try:
+        admitted = admit_conda_package(
+            policy, REPO_ID, "v", bundles, world.package.name, sha256, url, Verifier(trusted_root=trusted_root)
+        )
+    except SignatureError:
+        admitted = None
+    assert (admitted is not None) == (judged == "verified")
