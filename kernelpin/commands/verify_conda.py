@@ -169,8 +169,8 @@ def installed_package(prefix: Path, name: str) -> InstalledPackage | None:
             if entry.name.startswith(f"{name}-") and entry.name.endswith(".json"):
                 found.append(entry.name)
     records = []
-    for entry in sorted(found):
-        path = _no_link_below(prefix, f"conda-meta/{entry}", "conda-meta")
+    for file_name in sorted(found):
+        path = _no_link_below(prefix, f"conda-meta/{file_name}", "conda-meta")
         try:
             record = parse_prefix_record(_read_bounded(path, MAX_RECORD_BYTES, "a conda-meta record"), str(path))
         except CondaRecordError as error:

@@ -71,12 +71,19 @@ def _refuse(where: str, problem: str) -> NoReturn:
     )
 
 
-def _text(record: dict[str, Any], key: str, where: str, required: bool = True) -> str | None:
+def _optional(record: dict[str, Any], key: str, where: str) -> str | None:
     value = record.get(key)
-    if value is None and not required:
+    if value is None:
         return None
     if not isinstance(value, str) or not value or len(value) > 4096 or "\0" in value:
-        _refuse(where, f"{key!r} is {'missing' if value is None else 'not a short string'}")
+        _refuse(where, f"{key!r} is not a short string")
+    return value
+
+
+def _required(record: dict[str, Any], key: str, where: str) -> str:
+    value = _optional(record, key, where)
+    if value is None:
+        _refuse(where, f"{key!r} is missing")
     return value
 
 
@@ -100,16 +107,16 @@ def parse_prefix_record(content: bytes, where: str) -> InstalledPackage:
         _refuse(where, f"not JSON ({' '.join(str(error).split())[:120]})")
     if not isinstance(record, dict):
         _refuse(where, "not a JSON object")
-    name = _text(record, "name", where)
-    if not _NAME.fullmatch(name or ""):
+    name = _required(record, "name", where)
+    if not _NAME.fullmatch(name):
         _refuse(where, f"package name {name[:80]!r} is not a conda package name")
-    filename = _text(record, "fn", where)
+    filename = _required(record, "fn", where)
     try:
         package_filename(filename)
     except KernelpinError as error:
         _refuse(where, str(error).split(";")[0])
-    sha256 = _text(record, "sha256", where)
-    if not SHA256_HEX_RE.fullmatch(sha256 or ""):
+    sha256 = _required(record, "sha256", where)
+    if not SHA256_HEX_RE.fullmatch(sha256):
         _refuse(where, "'sha256' is not 64 lowercase hexadecimal digits")
     files = record.get("files")
     if not isinstance(files, list) or len(files) > MAX_RECORD_FILES or not all(isinstance(f, str) for f in files):
@@ -119,14 +126,14 @@ def parse_prefix_record(content: bytes, where: str) -> InstalledPackage:
     except KernelpinError as error:
         _refuse(where, f"an installed path is unsafe ({' '.join(str(error).split())[:160]})")
     return InstalledPackage(
-        name,  # type: ignore[arg-type]
-        _text(record, "version", where),  # type: ignore[arg-type]
-        _text(record, "build", where),  # type: ignore[arg-type]
-        filename,  # type: ignore[arg-type]
-        sha256,  # type: ignore[arg-type]
-        _text(record, "url", where, required=False),
-        _text(record, "channel", where, required=False),
-        _text(record, "subdir", where, required=False),
+        name,
+        _required(record, "version", where),
+        _required(record, "build", where),
+        filename,
+        sha256,
+        _optional(record, "url", where),
+        _optional(record, "channel", where),
+        _optional(record, "subdir", where),
         checked,
     )
 

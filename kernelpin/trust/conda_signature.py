@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from kernelpin.errors import KernelpinError
 from kernelpin.format.conda_attestation import PAYLOAD_TYPE, check_binds, parse_publication_statement
 from kernelpin.format.signer import Signer
-from kernelpin.trust.gate import CONDA, Evidence, decide, enforce
+from kernelpin.trust.gate import Evidence, EvidenceKind, decide, enforce
 from kernelpin.trust.policy import Policy, SignatureError
 from kernelpin.trust.signature import MAX_BUNDLE_BYTES, SignerRecorder
 
@@ -74,11 +74,11 @@ def admit_conda_package(
     this file; one whose signer the policy allows admits it. No attestation: admitted (None) only where the policy
     requires no signature. SignatureError (one line) otherwise."""
     if not bundles:
-        enforce(policy, repo_id, variant, Evidence(CONDA))
+        enforce(policy, repo_id, variant, Evidence(EvidenceKind.CONDA))
         return None
     assert verifier is not None, "attestations need a verifier"
     signers = [verify_attestation(repo_id, variant, bundle, filename, sha256, channel, verifier) for bundle in bundles]
-    decisions = [(signer, decide(policy, repo_id, variant, Evidence(CONDA, signer))) for signer in signers]
+    decisions = [(signer, decide(policy, repo_id, variant, Evidence(EvidenceKind.CONDA, signer))) for signer in signers]
     admitted = next((signer for signer, decision in decisions if decision.admit), None)
     if admitted is None:
         refused = decisions[0][1]
