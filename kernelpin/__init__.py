@@ -186,8 +186,13 @@ __all__ = [
     "AbiError",
     "Added",
     "ArchiveError",
+    "AttestationError",
     "CacheReport",
     "CachedRevision",
+    "CondaPackageCheck",
+    "CondaRecordError",
+    "CondaVerification",
+    "CondaVerifyError",
     "DependencyError",
     "DependencyNode",
     "DescribedApi",
@@ -260,6 +265,7 @@ __all__ = [
     "sync_plan",
     "variants",
     "verify",
+    "verify_conda",
     "versions",
 ]
 
