@@ -181,7 +181,7 @@ _ERRORS = {
 _EXPORTS = {**_FUNCTIONS, **_ARGUMENTS, **_RESULTS, **_ERRORS}
 
 # Literal, for type checkers (a strict one re-exports what __all__ names); __dir__ lists the table above, so
-# tests/kernelpin/test_api.py sees the two differ.
+# tests/kernelpin/package/test_api.py sees the two differ.
 __all__ = [
     "AbiError",
     "Added",
@@ -214,6 +214,7 @@ __all__ = [
     "LinkRefused",
     "LoadedKernel",
     "LocalKernelOverrideWarning",
+    "LockMode",
     "Locked",
     "MalformedAnswer",
     "MetadataError",

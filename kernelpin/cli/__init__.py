@@ -328,8 +328,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.quiet and args.verbose:
         args.command_parser.error("-q/--quiet and -v/--verbose contradict each other; give one")
     ctx = Context(args)
+    command: ModuleType = args.command_parser.command_module()
     try:
-        return args.command_parser.command_module().run(ctx)
+        status: int = command.run(ctx)
+        return status
     except KernelpinError as error:
         return ctx.fail(str(error))
     except OSError as error:  # a read-only checkout or Hub cache, a full disk: the path and the cause, no traceback
