@@ -1,12 +1,12 @@
 """A real S3 API on 127.0.0.1 for the conda channel tests: moto's server (PyPI `moto[server]`), in its own process,
-with a public-read bucket as a conda channel bucket is; and a front that forwards to it but fails chosen writes,
+with a public-read bucket as a conda channel bucket is; and a front that forwards to it but fails chosen requests,
 as a server or network failing in the middle of a publish does.
 
     with S3Server(tmp_path) as s3:                  # moto_server on a free port; stopped (killed) at the end
         s3.create_public_bucket("conda")
         s3.endpoint                                 # http://127.0.0.1:PORT, for boto3's endpoint_url
         s3.public_url("conda", "img2gray")          # http://127.0.0.1:PORT/conda/img2gray: what consumers add
-    with FailingFront(s3.endpoint, fail=lambda method, path: method == "PUT" and path.endswith("repodata.json")) as url:
+    with Front(s3.endpoint, lambda method, path: 500 if method == "PUT" and path.endswith("repodata.json") else None) as url:
         ...                                         # the same S3 API, each PUT of a repodata.json answered 500
 """
 
@@ -119,12 +119,12 @@ class S3Server:
         self.stop()
 
 
-class FailingFront:
-    """Forwards every request to `upstream` unchanged, except those `fail(method, path)` picks, which it answers
-    with HTTP 500 without forwarding (the server failed before storing anything). Records what it forwarded."""
+class Front:
+    """Forwards every request to `upstream` unchanged, after asking `intercept(method, path)`: a status it returns
+    is answered instead, without forwarding (the server failed before storing anything); None forwards. The
+    callback may also act first (another publisher's write, just before this one). Records what it refused."""
 
-    def __init__(self, upstream: str, fail: Callable[[str, str], bool]) -> None:
-        self.forwarded: list[tuple[str, str]] = []
+    def __init__(self, upstream: str, intercept: Callable[[str, str], int | None]) -> None:
         self.refused: list[tuple[str, str]] = []
         front = self
         target = urlsplit(upstream)
@@ -135,16 +135,16 @@ class FailingFront:
             def _relay(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
-                if fail(self.command, self.path):
+                status = intercept(self.command, self.path)
+                if status is not None:
                     front.refused.append((self.command, self.path))
                     message = b"<Error><Code>InternalError</Code><Message>injected failure</Message></Error>"
-                    self.send_response(500)
+                    self.send_response(status)
                     self.send_header("Content-Type", "application/xml")
                     self.send_header("Content-Length", str(len(message)))
                     self.end_headers()
                     self.wfile.write(message)
                     return
-                front.forwarded.append((self.command, self.path))
                 connection = http.client.HTTPConnection(target.hostname, target.port, timeout=30)
                 headers = {key: value for key, value in self.headers.items() if key.lower() != "host"}
                 headers["Host"] = target.netloc

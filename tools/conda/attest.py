@@ -52,15 +52,11 @@ def sigstore_signer(trust_config: Path | None = None, identity_token: str | None
     `id-token: write`), against the public-good instance, or against the instance `trust_config` (a
     ClientTrustConfig JSON: staging, a private deployment) describes. Without a token it refuses rather than open
     a browser: a release is signed by its workflow, not by a person at a terminal."""
+    from sigstore.errors import Error
     from sigstore.models import ClientTrustConfig
     from sigstore.oidc import IdentityError, IdentityToken, detect_credential
     from sigstore.sign import SigningContext
 
-    config = (
-        ClientTrustConfig.from_json(trust_config.read_text())
-        if trust_config is not None
-        else ClientTrustConfig.production()
-    )
     try:
         raw = identity_token or detect_credential()
         if not raw:
@@ -71,6 +67,16 @@ def sigstore_signer(trust_config: Path | None = None, identity_token: str | None
         token = IdentityToken(raw)
     except IdentityError as error:
         raise AttestationFailed(f"no usable OIDC token for signing: {error}") from error
+    # After the token: the public-good configuration comes over TUF (network), pointless without one.
+    try:
+        config = (
+            ClientTrustConfig.from_json(trust_config.read_text())
+            if trust_config is not None
+            else ClientTrustConfig.production()
+        )
+    except (OSError, ValueError, Error) as error:
+        where = trust_config or "the public-good instance (over TUF)"
+        raise AttestationFailed(f"cannot load the Sigstore configuration of {where}: {error}") from error
     context = SigningContext.from_trust_config(config)
 
     def sign(payload: bytes) -> str:

@@ -32,8 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kernelpin.errors import KernelpinError
-from kernelpin.format.conda_attestation import channel_url, sidecar_bytes, sidecar_name
+from kernelpin.format.conda_attestation import AttestationError, channel_url, sidecar_bytes, sidecar_name
 from tools.conda.attest import AttestationFailed, Signer, attest
 from tools.conda.channel import index_channel
 from tools.conda.s3_channel import ChannelStoreError, Conflict, S3Channel, S3Location
@@ -93,10 +92,13 @@ def read_packages(paths: Sequence[Path]) -> list[LocalPackage]:
     with tempfile.TemporaryDirectory(prefix="img2gray-publish-") as scratch:
         staging = Path(scratch) / "channel"
         for path in paths:
-            # Indexed in a copy under `unknown/`... the indexer files each archive by the subdir its index.json says.
+            # Staged under the directory it lies in: a package whose index.json names another subdir is refused below.
             destination = staging / path.parent.name / path.name
             destination.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(path, destination)
+            try:
+                os.link(path, destination)  # CUDA packages are large: no copy where a link will do
+            except OSError:
+                shutil.copyfile(path, destination)
         index_channel(staging)
         records: dict[str, tuple[str, dict[str, Any]]] = {}
         for repodata in staging.glob(f"*/{REPODATA}"):
@@ -107,7 +109,10 @@ def read_packages(paths: Sequence[Path]) -> list[LocalPackage]:
     packages = []
     for path in paths:
         if path.name not in records:
-            raise PublishError(f"{path} is not a valid conda package (rattler's indexer skipped it); rebuild it")
+            raise PublishError(
+                f"rattler's indexer found no package in {path}: it must be a conda package lying in a directory "
+                "named after its subdir (output/linux-64/...); rebuild it or move it there"
+            )
         subdir, record = records[path.name]
         if record.get("subdir", subdir) != subdir:
             raise PublishError(
@@ -170,43 +175,38 @@ def publish(
     channels, and the targetChannel every attestation names). See the module's docstring for the order."""
     try:
         target = channel_url(public_url)
-    except KernelpinError as error:
+    except AttestationError as error:
         raise PublishError(str(error)) from error
     packages = read_packages(find_packages(sources))
     by_subdir: dict[str, list[LocalPackage]] = {}
     for package in packages:
         by_subdir.setdefault(package.subdir, []).append(package)
 
-    # Refuse before writing anything: one changed package stops the whole publish.
-    plans = {}
-    for subdir, group in sorted(by_subdir.items()):
-        repodata, etag = _load_repodata(store, subdir)
-        plans[subdir] = (_split_known(group, repodata), etag)
+    # Everything that can refuse comes before the first write: a changed package, a failed signature.
+    plans = {
+        subdir: _split_known(group, _load_repodata(store, subdir)[0]) for subdir, group in sorted(by_subdir.items())
+    }
+    sidecars = {}
+    for new, _unchanged in plans.values():
+        for package in new:
+            try:
+                sidecars[package.name] = sidecar_bytes([attest(package.name, package.sha256, target, sign)])
+            except (AttestationFailed, AttestationError) as error:
+                raise PublishError(f"attesting {package.name}: {error}") from error
 
     report = Report()
-    for subdir, ((new, unchanged), _etag) in plans.items():
+    for subdir, (new, unchanged) in plans.items():
         report.unchanged += [f"{subdir}/{p.name}" for p in unchanged]
         for package in unchanged:
             log(f"unchanged {subdir}/{package.name} (already in the channel, same sha256)")
-        attested = {}
-        for package in new:
-            try:
-                bundle = attest(package.name, package.sha256, target, sign)
-            except (AttestationFailed, KernelpinError) as error:
-                raise PublishError(f"attesting {package.name}: {error}") from error
-            attested[package.name] = sidecar_bytes([bundle])
         # 1. The packages.
         for package in new:
             _upload_package(store, package)
             log(f"uploaded {subdir}/{package.name}")
         # 2. Their sidecars: the immutable content-addressed one, then the mutable discovery URL (CEP 50's order).
         for package in new:
-            sidecar = attested[package.name]
-            store.write(
-                store.location.key(subdir, sidecar_name(package.name, sidecar)),
-                sidecar,
-                content_type="application/json",
-            )
+            sidecar = sidecars[package.name]
+            _write_once(store, store.location.key(subdir, sidecar_name(package.name, sidecar)), sidecar)
             store.write(
                 store.location.key(subdir, package.name + ".sigs"),
                 sidecar,
@@ -216,9 +216,10 @@ def publish(
             log(f"attested {subdir}/{package.name} (sidecar sha256 {hashlib.sha256(sidecar).hexdigest()})")
         # 3. Repodata, last, in one conditional write.
         if new:
-            _merge_repodata(store, subdir, new, attested)
-            report.published += [f"{subdir}/{p.name}" for p in new]
-            log(f"indexed {subdir}/{REPODATA} ({len(new)} new)")
+            named = _merge_repodata(store, subdir, new, sidecars)
+            report.published += [f"{subdir}/{p.name}" for p in new if p.name in named]
+            report.unchanged += [f"{subdir}/{p.name}" for p in new if p.name not in named]
+            log(f"indexed {subdir}/{REPODATA} ({len(named)} new)")
     _ensure_noarch(store)
     return report
 
@@ -228,18 +229,35 @@ def _upload_package(store: S3Channel, package: LocalPackage) -> None:
     body = package.path.read_bytes()
     if hashlib.sha256(body).hexdigest() != package.sha256:
         raise PublishError(f"{package.path} changed while being published; build it again and publish once it is done")
-    # Left by a publish that failed before its repodata write (so no reader has it): keep it if it is these bytes.
-    if store.etag(key) == f'"{package.record["md5"]}"':
-        return
-    store.write(key, body, content_type="application/octet-stream")
+    _write_once(store, key, body, content_type="application/octet-stream")
 
 
-def _merge_repodata(store: S3Channel, subdir: str, new: Sequence[LocalPackage], sidecars: dict[str, bytes]) -> None:
+def _write_once(store: S3Channel, key: str, body: bytes, content_type: str = "application/json") -> None:
+    """Write an object that never changes once written: only where none exists (If-None-Match), so that two
+    publishers of different bytes under one name cannot replace each other's. An object already there with these
+    bytes (left by a publish that failed before its repodata write, or written by a concurrent publisher of the
+    same build) is kept; with other bytes, the publish is refused."""
+    try:
+        store.write(key, body, content_type=content_type, if_absent=True)
+    except Conflict:
+        if store.etag(key) != f'"{hashlib.md5(body).hexdigest()}"':  # S3's ETag: the MD5 of what it stored
+            raise PublishError(
+                f"{store.location.bucket}/{key} exists with other bytes, and no repodata names it (a failed or "
+                "concurrent publish of another build under the same name); delete it if it is a leftover, or raise "
+                "the build number"
+            ) from None
+
+
+def _merge_repodata(store: S3Channel, subdir: str, new: Sequence[LocalPackage], sidecars: dict[str, bytes]) -> set[str]:
+    """Add `new` to the subdir's repodata in one conditional write; the names this publish added (a concurrent
+    publisher may have named some of them first, with the same bytes)."""
     key = store.location.key(subdir, REPODATA)
     for _attempt in range(MERGE_ATTEMPTS):
         repodata, etag = _load_repodata(store, subdir)
         # A concurrent publisher may have published some of the same packages meanwhile: same bytes are fine.
-        fresh, _same = _split_known(new, repodata)
+        fresh, same = _split_known(new, repodata)
+        for package in same:
+            _serve_advertised_sidecar(store, subdir, package.name, repodata[_table(package.name)][package.name])
         for package in fresh:
             record = dict(package.record)
             record["attestations_sha256"] = hashlib.sha256(sidecars[package.name]).hexdigest()
@@ -254,12 +272,33 @@ def _merge_repodata(store: S3Channel, subdir: str, new: Sequence[LocalPackage], 
                 if_match=etag,
                 if_absent=etag is None,
             )
-            return
+            return {package.name for package in fresh}
         except Conflict:
             continue  # another publisher wrote it since we read it: read theirs and merge again
     raise PublishError(
         f"{store.location}/{subdir}/{REPODATA} kept changing under {MERGE_ATTEMPTS} attempts (other publishers); "
         "publish again: the uploaded packages are kept and not named until then"
+    )
+
+
+def _serve_advertised_sidecar(store: S3Channel, subdir: str, name: str, record: dict[str, Any]) -> None:
+    """A concurrent publisher of the same bytes named the package first, with its own sidecar: the mutable
+    `<package>.sigs`, which this publish may have written after theirs, must serve what repodata advertises
+    (CEP 50). Copied from the content-addressed sidecar, hash-checked."""
+    advertised = record.get("attestations_sha256")
+    if not isinstance(advertised, str):
+        return
+    stored = store.read(store.location.key(subdir, f"{name}.sigs.{advertised}"))
+    if stored is None or hashlib.sha256(stored.body).hexdigest() != advertised:
+        raise PublishError(
+            f"{store.location}/{subdir}/{name}.sigs.{advertised}, which repodata advertises, is missing or has other "
+            "bytes; repair the channel"
+        )
+    store.write(
+        store.location.key(subdir, f"{name}.sigs"),
+        stored.body,
+        content_type="application/json",
+        cache_control="no-cache",
     )
 
 

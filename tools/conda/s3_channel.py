@@ -64,12 +64,16 @@ class S3Channel:
         self.location = location
 
     @classmethod
-    def connect(cls, location: S3Location, endpoint_url: str | None = None, region: str | None = None) -> S3Channel:
+    def connect(
+        cls, location: S3Location, endpoint_url: str | None = None, region: str | None = None, timeout: float = 60
+    ) -> S3Channel:
         import boto3
         from botocore.config import Config
 
-        # Bounded waits: a silent server fails the publish in about a minute instead of hanging it.
-        config = Config(connect_timeout=10, read_timeout=60, retries={"max_attempts": 3, "mode": "standard"})
+        # Bounded waits: a silent server fails a request after `timeout` seconds (three tries) instead of hanging.
+        config = Config(
+            connect_timeout=min(timeout, 10), read_timeout=timeout, retries={"max_attempts": 3, "mode": "standard"}
+        )
         return cls(boto3.client("s3", endpoint_url=endpoint_url, region_name=region, config=config), location)
 
     def _fail(self, action: str, key: str, error: Exception) -> ChannelStoreError:
