@@ -41,6 +41,10 @@ WITHOUT_OWN_TEST = {
     "kernelpin.cli.describe_api": "tested with the command by tests/kernelpin/commands/test_describe_api.py",
     "kernelpin.cli.verify": "tested with the command by tests/kernelpin/commands/test_sync.py and "
     "tests/kernelpin/journeys/test_lock_signatures.py",
+    "kernelpin.cli.verify_conda": "tested with the command by tests/kernelpin/journeys/test_verify_conda.py",
+    "kernelpin.commands.verify_conda": "tested end to end (a conda prefix, a channel, the Hub) by "
+    "tests/kernelpin/journeys/test_verify_conda.py",
+    "kernelpin.trust.conda_signature": "tested through verify-conda by tests/kernelpin/journeys/test_verify_conda.py",
     "kernelpin.cli.publish": "tested with the command by tests/release/test_publish.py and tests/kernelpin/cli/test_cli.py",
     "kernelpin.cli.cache": "tested with the command by tests/kernelpin/files/test_cache_removal.py and "
     "tests/kernelpin/cli/test_cli_conventions.py",
