@@ -73,7 +73,7 @@ if TYPE_CHECKING:
         check_signatures,
         publish,
     )
-    from kernelpin.relock import Locked
+    from kernelpin.relock import Locked, LockMode
     from kernelpin.resolve import KernelMoved
     from kernelpin.store.install import PlannedVariant, SyncedVariant
     from kernelpin.trust.policy import PolicyError, SignatureError
@@ -111,6 +111,10 @@ _FUNCTIONS = {
     "integrate_kernels": ("kernelpin.loading.kernelize", "integrate_kernels"),
     "integrated_kernels": ("kernelpin.loading.kernelize", "integrated_kernels"),
     "kernelized_layers": ("kernelpin.loading.kernelize", "kernelized_layers"),
+}
+# The types the functions take beyond the standard library's and those above.
+_ARGUMENTS = {
+    "LockMode": ("kernelpin.relock", "LockMode"),
 }
 _RESULTS = {
     "Locked": ("kernelpin.relock", "Locked"),
@@ -165,10 +169,10 @@ _ERRORS = {
     "KernelRedirectWarning": ("kernelpin.loading.get_kernel", "KernelRedirectWarning"),
     "KernelMoved": ("kernelpin.resolve", "KernelMoved"),
 }
-_EXPORTS = {**_FUNCTIONS, **_RESULTS, **_ERRORS}
+_EXPORTS = {**_FUNCTIONS, **_ARGUMENTS, **_RESULTS, **_ERRORS}
 
 # Literal, for type checkers (a strict one re-exports what __all__ names); __dir__ lists the table above, so
-# tests/kernelpin/test_api.py sees the two differ.
+# tests/kernelpin/package/test_api.py sees the two differ.
 __all__ = [
     "AbiError",
     "Added",
@@ -196,6 +200,7 @@ __all__ = [
     "LinkRefused",
     "LoadedKernel",
     "LocalKernelOverrideWarning",
+    "LockMode",
     "Locked",
     "MalformedAnswer",
     "MetadataError",

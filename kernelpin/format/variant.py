@@ -4,7 +4,7 @@ The grammar and the choice are those of HF `kernels` 0.19.1 (`kernels/_internals
 `archs.py`): kernel-builder's legacy names (`torch213-cxx11-cu130-x86_64-linux`) and its new ones
 (`torch-2.13-cxx11-cuda-13.0-cpython-3.10-abi3-x86_64-linux`, `torch-stable-abi-2.11-...`, `tvm-ffi-0.1-...`, the
 SDK variants `sdk`, `sdk-<backend>`, `sdk-[<backend>-]cpython-...`, and `mlx-<backend>`), with the Python floor and
-ABI tag (`abi3`; `abi3t` for free-threaded Python 3.15+) as selection inputs. tests/kernelpin/test_variant_vs_kernels.py
+ABI tag (`abi3`; `abi3t` for free-threaded Python 3.15+) as selection inputs. tests/kernelpin/format/test_variant_vs_kernels.py
 checks parse and choice against the installed kernels' own code; docs/kernelpin.md ("Which variant") lists where
 kernelpin differs and why.
 """
