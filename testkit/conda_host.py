@@ -52,8 +52,15 @@ def install() -> None:
     """Register the three names under their conda module paths unless a real conda is importable (then it is used)."""
     if "conda" in sys.modules or importlib.util.find_spec("conda") is not None:
         return
-    names = ("conda", "conda.exceptions", "conda.common", "conda.common.url")
-    names += ("conda.gateways", "conda.gateways.disk", "conda.gateways.disk.read")
+    names = (
+        "conda",
+        "conda.exceptions",
+        "conda.common",
+        "conda.common.url",
+        "conda.gateways",
+        "conda.gateways.disk",
+        "conda.gateways.disk.read",
+    )
     modules = {name: types.ModuleType(name) for name in names}
     modules["conda.exceptions"].CondaError = CondaError  # type: ignore[attr-defined]
     modules["conda.common.url"].split_anaconda_token = split_anaconda_token  # type: ignore[attr-defined]

@@ -145,7 +145,7 @@ class Front:
                     self.end_headers()
                     self.wfile.write(message)
                     return
-                connection = http.client.HTTPConnection(target.hostname, target.port, timeout=30)
+                connection = http.client.HTTPConnection(target.hostname or "127.0.0.1", target.port, timeout=30)
                 headers = {key: value for key, value in self.headers.items() if key.lower() != "host"}
                 headers["Host"] = target.netloc
                 connection.request(self.command, self.path, body=body, headers=headers)

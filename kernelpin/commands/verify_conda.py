@@ -54,6 +54,7 @@ from kernelpin.format.spec import check_repo_id
 from kernelpin.hub.limits import Limits
 from kernelpin.hub.source import OFFLINE, HubSource
 from kernelpin.project import Project, find_project, read_policy
+from kernelpin.store import lockfiles
 from kernelpin.trust.policy import Policy
 
 MAX_REPODATA_BYTES = 512 * 1024 * 1024  # conda-forge's linux-64 repodata.json is about 300 MB
@@ -389,7 +390,7 @@ def verify_conda(
     prefix = (prefix or default_prefix(project)).resolve()
     if not prefix.is_dir():
         raise CondaVerifyError(f"{prefix}: no such directory; give a conda environment's directory")
-    lock = lockfile.read(project.lockfile) if use_lock else None
+    lock = lockfiles.read(project.lockfile) if use_lock else None
     if repo_id is not None:
         repos = [repo_id]
     elif lock is not None and lock.kernels:
