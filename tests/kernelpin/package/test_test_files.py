@@ -41,6 +41,9 @@ WITHOUT_OWN_TEST = {
     "kernelpin.cli.describe_api": "tested with the command by tests/kernelpin/commands/test_describe_api.py",
     "kernelpin.cli.verify": "tested with the command by tests/kernelpin/commands/test_sync.py and "
     "tests/kernelpin/journeys/test_lock_signatures.py",
+    "kernelpin.store.lockfiles": "the file side of format.lockfile and format.kernels_lock (read, atomic write, the "
+    "kernels.lock kept in step): tested with them by tests/kernelpin/commands/test_lock.py and "
+    "tests/kernelpin/journeys/test_end_to_end.py",
     "kernelpin.cli.verify_conda": "tested with the command by tests/kernelpin/journeys/test_verify_conda.py",
     "kernelpin.commands.verify_conda": "tested end to end (a conda prefix, a channel, the Hub) by "
     "tests/kernelpin/journeys/test_verify_conda.py",
