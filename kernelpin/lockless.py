@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from kernelpin.errors import KernelpinError, NoVariantError
 from kernelpin.format.layout import BUILD_DIR, METADATA
@@ -32,7 +33,7 @@ from kernelpin.project import find_project, read_policy
 from kernelpin.resolve import Located, Pinner, locate, pick_revision, served_as
 from kernelpin.store.resolutions import Remembered, Resolutions, state_dir
 from kernelpin.trust.checker import ReleaseChecker
-from kernelpin.trust.gate import REMEMBERED, Evidence, admit_publisher, enforce
+from kernelpin.trust.gate import Evidence, EvidenceKind, admit_publisher, enforce
 from kernelpin.trust.policy import Policy
 from kernelpin.trust.receipts import SignatureReceipts
 
@@ -95,7 +96,7 @@ def _no_fit(kernel_label: str, commit: str, selection_text: str, env: Environmen
 
 def _check_remembered(checker: ReleaseChecker, repo_id: str, variant: LockedVariant) -> None:
     """A variant pinned before (its signature verified then) against the current policy, as load checks a lock."""
-    enforce(checker.policy, repo_id, variant.name, Evidence.recorded(variant.signature, REMEMBERED))
+    enforce(checker.policy, repo_id, variant.name, Evidence.recorded(variant.signature, EvidenceKind.REMEMBERED))
 
 
 def _metadata_ahead(
@@ -115,7 +116,7 @@ def _metadata_ahead(
             ahead.set_result(
                 source.read_ahead(repo_id, repo_type, commit, f"{BUILD_DIR}/{variant}/{METADATA}", MAX_METADATA_SIZE)
             )
-        except BaseException as error:  # handed to whoever waits for it
+        except BaseException as error:  # noqa: BLE001  # handed to whoever waits for it
             ahead.set_exception(error)
 
     threading.Thread(target=read, name="kernelpin-metadata-ahead", daemon=True).start()
@@ -130,7 +131,7 @@ def resolve_online(
     remembered: Remembered | None,
     trust_remote_code: bool | Sequence[str],
     checker: ReleaseChecker,
-) -> tuple[Resolved, tuple[str, ...], dict | None, dict[str, bytes]]:
+) -> tuple[Resolved, tuple[str, ...], dict[str, Any] | None, dict[str, bytes]]:
     """Resolve `requirement` on the Hub for `env`, pinning only the chosen variant (its signature verified
     by `checker`). At a commit resolved before, neither its listing nor a variant pinned then is fetched again
     (a commit's files never change), nor the publisher's trusted mark when that is what let it through then: the
@@ -139,7 +140,10 @@ def resolve_online(
     Returns the resolution, every variant name at the commit, and the chosen variant's metadata.json document
     and the files read to pin it (path in the variant -> bytes) when it was read now (None, {} when it was
     remembered)."""
-    check = lambda: _check_trust(source, requirement.repo_id, trust_remote_code, checker.policy)  # noqa: E731
+
+    def check() -> bool:
+        return _check_trust(source, requirement.repo_id, trust_remote_code, checker.policy)
+
     if remembered is not None and remembered.publisher_trusted:
         refs, marked = source.refs(requirement.repo_id, requirement.repo_type, requirement.declared), None
     else:
@@ -155,7 +159,9 @@ def resolve_online(
     if known is None:
         ahead = _metadata_ahead(source, requirement.repo_id, refs.repo_type, pick.commit, exact_build(env))
         located = locate(source, requirement, lambda message: None, refs)
-    names = known.variants if known is not None else tuple(sorted(located.variants))
+        names = tuple(sorted(located.variants))
+    else:
+        names = known.variants
     selection = select(dict.fromkeys(names), env)
     label = f"{requirement.repo_id} {requirement.text}"
     if selection.chosen is None:
@@ -165,7 +171,8 @@ def resolve_online(
         raise _no_fit(label, pick.commit, "\n".join(filter(None, [selection.explain(), hint])), env)
     chosen = selection.chosen
     variant = known.kernel.variant(chosen) if known is not None else None
-    document, fetched = None, {}
+    document: dict[str, Any] | None = None
+    fetched: dict[str, bytes] = {}
     if variant is None:
         located = located or locate(source, requirement, lambda message: None, refs)
         # No blob kept for the next lock: the install below writes what was read into the snapshot, where a
@@ -238,7 +245,7 @@ def pin(
     check_arch: bool,
     trust_remote_code: bool | Sequence[str],
     checker: ReleaseChecker,
-) -> tuple[Resolved, tuple[str, ...], dict | None, dict[str, bytes]]:
+) -> tuple[Resolved, tuple[str, ...], dict[str, Any] | None, dict[str, bytes]]:
     """`requirement` resolved and its build for `env` pinned, online (resolve_online's answer) or, offline, as
     resolved before (resolve_remembered's, with no variant names, document or files read)."""
     remembered = Resolutions(settings.endpoint, state_dir()).read(requirement)

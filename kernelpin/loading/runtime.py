@@ -16,6 +16,7 @@ from kernelpin.files.integrity import find_owned_upward
 from kernelpin.format import lockfile
 from kernelpin.format.layout import LOCKFILE
 from kernelpin.format.variant import Environment
+from kernelpin.store import lockfiles
 from kernelpin.trust.policy import Policy, parse_policy
 
 
@@ -39,7 +40,7 @@ def caller_file(depth: int) -> Path | None:
 
 @functools.cache
 def _read_lock(path: Path, mtime_ns: int, size: int) -> lockfile.Lock | None:
-    return lockfile.read(path)
+    return lockfiles.read(path)
 
 
 def read_lock_cached(path: Path) -> lockfile.Lock | None:
@@ -86,12 +87,12 @@ def module_name(repo_id: str, commit: str, variant: str) -> str:
     return "_kernelpin_" + re.sub(r"\W", "_", f"{repo_id}_{commit[:12]}_{variant}")
 
 
-def lock_path(lock: str | os.PathLike | None, caller: Path | None) -> Path:
+def lock_path(lock: str | os.PathLike[str] | None, caller: Path | None) -> Path:
     """The lock `load` follows: `lock` (a file or its directory), else the nearest above `caller`, then above
     the working directory."""
     if lock is not None:
-        lock_path = Path(lock)
-        return lock_path / LOCKFILE if lock_path.is_dir() else lock_path
+        given = Path(lock)
+        return given / LOCKFILE if given.is_dir() else given
     lock_path = (find_lock(caller) if caller else None) or find_lock(Path.cwd())
     if lock_path is None:
         raise KernelpinError(

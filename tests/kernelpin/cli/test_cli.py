@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from kernelpin.cli import main
-from kernelpin.format import lockfile
+from kernelpin.cli import COMMANDS, main
+from kernelpin.store import lockfiles
 from testkit.fake_kernel import CPU_213, write_variant
-from tests.kernelpin.helpers import AS_NOBODY, require_nobody
+from tests.kernelpin.helpers import AS_NOBODY, fresh_interpreter, require_nobody
 
 SILENT = "http://127.0.0.1:9"  # discard port: nothing answers
 
@@ -70,7 +70,7 @@ def test_quiet_prints_only_errors_and_json(img2gray, project, cli):
     assert (
         (status, out) == (0, "") and err.startswith("warning: acme/img2gray 0.2.0: unsigned (") and err.count("\n") == 1
     )
-    assert lockfile.read(root / "kernelpin.lock").kernels[0].version == "0.2.0"
+    assert lockfiles.read(root / "kernelpin.lock").kernels[0].version == "0.2.0"
     assert usage_error("-q", "lock", "-v") == 2
 
 
@@ -261,3 +261,21 @@ def test_publish_with_a_version_that_is_not_one_is_an_error_not_a_traceback(cli,
     write_variant(tmp_path / "release" / "build" / CPU_213, "1.0.0", CPU_213)
     status, _, err = cli("publish", str(tmp_path / "release"), "--repo", "acme/x", "--version", "banana", "--dry-run")
     assert status == 1 and "--version banana" in err and "invalid version 'banana'" in err
+
+
+def _command_modules_loaded(argv: list[str]) -> set[str]:
+    """The modules of kernelpin.cli's commands that `kernelpin ARGV` imports (in a fresh interpreter)."""
+    code = f"from kernelpin.cli import main\ntry:\n    main({argv!r})\nexcept SystemExit:\n    pass"
+    modules = fresh_interpreter(code)[1]
+    return {name for name in modules if name in {command.module for command in COMMANDS.values()}}
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_a_command_imports_its_own_module_only(name):
+    """Issue 53 (start-up time): each command's options and rendering are imported when that command parses."""
+    assert _command_modules_loaded([name, "--help"]) == {COMMANDS[name].module}
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["-V"], []])
+def test_kernelpin_alone_imports_no_command(argv):
+    assert _command_modules_loaded(argv) == set()

@@ -205,7 +205,7 @@ def test_a_source_that_is_not_what_metadata_json_records_is_refused(hub, hf_env,
         ({"__init__.py": b"from ...outside import f\n"}, None),
         ({"__init__.py": b"x = " + b"(" * 200_000 + b")" * 200_000}, "__init__.py: not readable Python"),
         ({"__init__.py": b"#" * (2 << 20)}, "__init__.py: 2097152 bytes, over 1048576: not read"),
-        ({"__init__.py": "def ünïcode_ñame(α: 'β') -> 'γ':\n    '''Ω.'''\n".encode()}, None),
+        ({"__init__.py": "def ünïcode_ñame(α: 'β') -> 'γ':\n    '''Ω.'''\n".encode()}, None),  # noqa: RUF001  # non-ASCII names on purpose
     ],
 )
 def test_hostile_sources_end_in_a_problem_never_a_crash_or_a_loop(tmp_path, hf_env, cli, files, problem):
@@ -217,4 +217,4 @@ def test_hostile_sources_end_in_a_problem_never_a_crash_or_a_loop(tmp_path, hf_e
     if problem:
         assert any(found.startswith(problem) for found in document["problems"]), document["problems"]
     if "ünïcode_ñame" in files["__init__.py"].decode():
-        assert document["functions"][0]["signature"] == "ünïcode_ñame(α: 'β') -> 'γ'"
+        assert document["functions"][0]["signature"] == "ünïcode_ñame(α: 'β') -> 'γ'"  # noqa: RUF001  # as above

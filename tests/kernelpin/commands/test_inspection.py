@@ -66,6 +66,17 @@ def test_info_shows_license_upstream_backends_and_dependencies(grown, cli):
     assert "Revision: refs/tags/v1.1.0" in out
 
 
+def test_info_on_a_release_with_a_backend_less_sdk_build(new_repo, hf_env, cli):
+    """An `sdk` build names no backend: info lists the others' (before issue 52 it raised AttributeError)."""
+    repo_id, repo = new_repo("with-sdk", "kernel", TRUSTED_ORG)
+    publish(repo, "1.0.0", variants=(CPU_213, "sdk"))
+    repo.branch("v1")
+    info = kernelpin.info(HubSource(HubSettings.from_env()), repo_id, revision="v1.0.0")
+    assert info.backends == ["cpu"] and info.variants == ["sdk", CPU_213]
+    status, out, err = cli("info", repo_id)
+    assert status == 0 and "Backends: cpu\n" in out, err
+
+
 def test_variants_are_judged_for_this_machine_and_for_a_described_one(grown, project, cli):
     repo_id, _ = grown
     # As kernels answers (issue 50: kernelpin answered VariantFit, without `.variant`): kernels' own decisions.

@@ -356,6 +356,23 @@ def test_noarch_builds_follow_the_backend():
 
 
 @pytest.mark.parametrize(
+    ("name", "recorded"),
+    [
+        ("torch-npu", "cann"),  # torch's device type in the name, kernel-builder's backend in metadata.json
+        ("torch-cann", "cann"),
+        ("torch213-cxx11-cu130-x86_64-linux", "cuda"),
+        ("torch-2.13-cpu-cpython-3.10-abi3-x86_64-linux", "cpu"),
+        ("mlx-metal", "metal"),
+        ("sdk-cpu", "cpu"),
+        ("torch-universal", None),
+        ("sdk", None),
+    ],
+)
+def test_the_backend_a_variant_records_in_its_metadata(name, recorded):
+    assert Variant.parse(name).recorded_backend == recorded
+
+
+@pytest.mark.parametrize(
     ("name", "backend"),
     [
         ("torch-stable-abi212-rocm71-x86_64-linux", Backend("rocm", (7, 1))),

@@ -7,6 +7,7 @@ import hashlib
 import os
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 from huggingface_hub import HfApi, hf_hub_download
@@ -77,7 +78,7 @@ def test_kernel_repositories_are_served_apart_from_model_repositories(hub, new_r
         endpoint=hub.endpoint,
         cache_dir=hub.root / f"cache-{repo_id.split('/')[1]}",
     )
-    assert hashlib.sha256(open(downloaded, "rb").read()).digest() == hashlib.sha256(big).digest()
+    assert hashlib.sha256(Path(downloaded).read_bytes()).digest() == hashlib.sha256(big).digest()
 
 
 def test_organization_overview_says_whether_a_publisher_is_trusted(hub):

@@ -122,9 +122,12 @@ def test_a_silent_server_outside_a_budget_times_out_once_with_the_timeout_named(
 
 
 def test_a_silent_server_inside_a_budget_is_a_timeout_until_the_deadline():
-    with SilentServer() as endpoint, limits.running(budget(deadline=60)):
-        with pytest.raises(HubTimeout, match="within 0.2 s"):
-            get(endpoint + "/x", seconds=0.2)
+    with (
+        SilentServer() as endpoint,
+        limits.running(budget(deadline=60)),
+        pytest.raises(HubTimeout, match="within 0.2 s"),
+    ):
+        get(endpoint + "/x", seconds=0.2)
 
 
 def test_answers_are_asked_for_uncompressed_and_a_compressed_one_is_refused():
@@ -146,37 +149,43 @@ def test_answers_are_asked_for_uncompressed_and_a_compressed_one_is_refused():
 
 
 def test_an_answer_is_held_to_the_response_limit_announced_or_sent():
-    with HostileHub(NOWHERE, Lies(refs_announced=10**9)) as endpoint, limits.running(budget(max_response_bytes=1000)):
-        with pytest.raises(
+    with (
+        HostileHub(NOWHERE, Lies(refs_announced=10**9)) as endpoint,
+        limits.running(budget(max_response_bytes=1000)),
+        pytest.raises(
             LimitExceeded,
             match=re.escape(
                 f"{endpoint}{REFS}: the answer announces 1000000000 bytes, more than 1000 bytes "
                 "(KERNELPIN_MAX_RESPONSE_BYTES); the server is broken or hostile. If the answer is genuine, set "
                 "KERNELPIN_MAX_RESPONSE_BYTES=N to allow more"
             ),
-        ):
-            get(endpoint + REFS)
-    with HostileHub(NOWHERE, Lies(drip="refs", drip_seconds=0.01, endless_for=10)) as endpoint:  # no length
-        with (
-            limits.running(budget(max_response_bytes=3)),
-            pytest.raises(
-                LimitExceeded,
-                match=re.escape(f"{endpoint}{REFS}: the answer is longer than 3 bytes (KERNELPIN_MAX_RESPONSE_BYTES)"),
-            ),
-        ):
-            get(endpoint + REFS)
+        ),
+    ):
+        get(endpoint + REFS)
+    with (
+        HostileHub(NOWHERE, Lies(drip="refs", drip_seconds=0.01, endless_for=10)) as endpoint,  # no length
+        limits.running(budget(max_response_bytes=3)),
+        pytest.raises(
+            LimitExceeded,
+            match=re.escape(f"{endpoint}{REFS}: the answer is longer than 3 bytes (KERNELPIN_MAX_RESPONSE_BYTES)"),
+        ),
+    ):
+        get(endpoint + REFS)
 
 
 def test_a_file_body_is_held_to_its_expected_size_an_error_page_is_not():
-    with HostileHub(NOWHERE, Lies(endless_file=True, endless_for=10)) as endpoint, limits.running(budget()):
-        with pytest.raises(
+    with (
+        HostileHub(NOWHERE, Lies(endless_file=True, endless_for=10)) as endpoint,
+        limits.running(budget()),
+        pytest.raises(
             LimitExceeded,
             match=re.escape(
                 f"{endpoint}{FILE}: the server sends more than the 1000 bytes the file has (as locked or listed); "
                 "the download was stopped and nothing of it is kept. The server is broken or hostile"
             ),
-        ):
-            get(endpoint + FILE, extensions=expect_size(1000))
+        ),
+    ):
+        get(endpoint + FILE, extensions=expect_size(1000))
     with HostileHub(NOWHERE, Lies(file_status=404)) as endpoint, limits.running(budget()):
         assert b"status 404" in get(endpoint + FILE, extensions=expect_size(1))  # an error page, not the file
     with HostileHub(NOWHERE, Lies(file_status=200)) as endpoint, limits.running(budget()):
@@ -245,12 +254,12 @@ def test_a_timeout_names_its_phase_and_the_time_waited():
 
 
 def test_a_body_that_stalls_before_the_deadline_is_a_read_timeout():
-    with HostileHub(NOWHERE, Lies(drip="refs", drip_seconds=2, endless_for=10)) as endpoint:
-        with (
-            limits.running(budget(deadline=60)),
-            pytest.raises(HubTimeout, match=re.escape(f"no answer from {endpoint}{REFS} within 0.2 s (ReadTimeout)")),
-        ):
-            get(endpoint + REFS, seconds=0.2)
+    with (
+        HostileHub(NOWHERE, Lies(drip="refs", drip_seconds=2, endless_for=10)) as endpoint,
+        limits.running(budget(deadline=60)),
+        pytest.raises(HubTimeout, match=re.escape(f"no answer from {endpoint}{REFS} within 0.2 s (ReadTimeout)")),
+    ):
+        get(endpoint + REFS, seconds=0.2)
 
 
 def test_an_answer_exactly_at_the_limit_is_taken():
@@ -276,9 +285,12 @@ def test_the_shared_client_follows_redirects_runs_huggingface_hubs_hook_and_hold
             with pytest.raises(OfflineModeIsEnabled):
                 get_session().get(f"{target}/x")
         monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-        with HostileHub(NOWHERE, Lies(drip_head="refs", drip_seconds=0.02, endless_for=10)) as endpoint:
-            with limits.running(budget(deadline=0.3)), pytest.raises(LimitExceeded, match="0.3 s deadline"):
-                get_session().get(endpoint + REFS)
+        with (
+            HostileHub(NOWHERE, Lies(drip_head="refs", drip_seconds=0.02, endless_for=10)) as endpoint,
+            limits.running(budget(deadline=0.3)),
+            pytest.raises(LimitExceeded, match="0.3 s deadline"),
+        ):
+            get_session().get(endpoint + REFS)
     finally:
         use_timeout(DEFAULT_HTTP_TIMEOUT)
 
@@ -294,23 +306,25 @@ def test_each_request_gets_its_own_capped_timeouts_and_asks_for_identity_inside_
 
 
 def test_an_empty_content_encoding_is_no_compression():
-    with HostileHub(NOWHERE, Lies(file_status=200, file_headers={"Content-Encoding": ""})) as endpoint:
-        with limits.running(budget()):
-            assert b"status 200" in get(endpoint + FILE)
-    with HostileHub(NOWHERE, Lies(file_status=200, file_headers={"Content-Encoding": "x" * 30})) as endpoint:
-        with (
-            limits.running(budget()),
-            pytest.raises(
-                LimitExceeded,
-                match="^"
-                + re.escape(
-                    f"{endpoint}{FILE}: the server compressed its answer ({'x' * 20}) though kernelpin asked for none; "
-                    "its size cannot be bounded before it is expanded. The server is broken or hostile"
-                )
-                + "$",
-            ),
-        ):
-            get(endpoint + FILE)
+    with (
+        HostileHub(NOWHERE, Lies(file_status=200, file_headers={"Content-Encoding": ""})) as endpoint,
+        limits.running(budget()),
+    ):
+        assert b"status 200" in get(endpoint + FILE)
+    with (
+        HostileHub(NOWHERE, Lies(file_status=200, file_headers={"Content-Encoding": "x" * 30})) as endpoint,
+        limits.running(budget()),
+        pytest.raises(
+            LimitExceeded,
+            match="^"
+            + re.escape(
+                f"{endpoint}{FILE}: the server compressed its answer ({'x' * 20}) though kernelpin asked for none; "
+                "its size cannot be bounded before it is expanded. The server is broken or hostile"
+            )
+            + "$",
+        ),
+    ):
+        get(endpoint + FILE)
 
 
 def test_a_server_that_never_reads_the_request_body_is_a_write_timeout():

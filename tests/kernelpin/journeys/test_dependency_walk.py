@@ -63,7 +63,7 @@ def test_a_dependency_cycle_is_still_refused_at_any_depth():
             _resolve_dependencies(
                 {"acme/k0": chained(0, depth, cycle=True)},
                 {"acme/k0": parse_requirement("acme/k0", 1)},
-                lambda r: chain[r.repo_id],
+                lambda r, chain=chain: chain[r.repo_id],
             )
 
 

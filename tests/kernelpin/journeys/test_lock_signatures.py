@@ -14,9 +14,9 @@ import pytest
 
 from kernelpin.commands import sync as syncing
 from kernelpin.errors import KernelpinError
-from kernelpin.format import lockfile
 from kernelpin.hub.source import HubSettings, HubSource
 from kernelpin.project import Project
+from kernelpin.store import lockfiles
 from testkit.fake_kernel import CPU_213, VARIANTS, kernel_files
 from testkit.sigstore_root import Identity
 from tests.kernelpin.faulty_hub import SilentServer
@@ -91,7 +91,7 @@ def test_a_signed_release_is_locked_with_its_signer(new_repo, app, cli, sigstore
         "a" * 40,
     )
     assert signature["log-index"] >= 1 and signature["integrated-time"] > 0 and len(signature["log-id"]) == 64
-    lock = lockfile.read(root / "kernelpin.lock")
+    lock = lockfiles.read(root / "kernelpin.lock")
     variant = lock.kernels[0].variant(CPU_213)
     assert variant.file("metadata.json.sigstore").sha256 == signature["bundle-sha256"]
     # sync verifies it again from the downloaded bundle, offline; load checks the recorded signer.
@@ -124,7 +124,7 @@ def test_an_unsigned_release_of_a_trusted_publisher_is_locked_with_a_notice(new_
     repo_id, repo = new_repo("unsigned", "kernel")
     release(repo, sigstore, "1.0.0", None)
     root = app(f'"{repo_id}" = "^1"\n')
-    status, out, err = cli("lock")
+    status, _, err = cli("lock")
     assert status == 0, err
     assert f"warning: {repo_id} 1.0.0: unsigned ({', '.join(sorted(VARIANTS))})" in err
     assert locked_signatures(root)[CPU_213] == {"unsigned": True}
@@ -219,10 +219,10 @@ def test_signer_continuity_on_upgrade(new_repo, app, cli, sigstore) -> None:
     root = app(f'"{repo_id}" = "^1"\n')  # no signers named: any identity, then held to the first
     assert cli("lock")[0] == 0
     release(repo, sigstore, "1.1.0", ACME_NEXT)  # the same workflow on the next tag: the same signer
-    status, out, err = cli("lock", "--upgrade")
+    status, _, err = cli("lock", "--upgrade")
     assert status == 0, err
     release(repo, sigstore, "1.2.0", HIJACKER)
-    status, out, err = cli("lock", "--upgrade")
+    status, _, err = cli("lock", "--upgrade")
     assert status == 1
     assert f"{repo_id} {CPU_213}: the new release is signed by https://github.com/hijacker/kernels/" in err
     assert (

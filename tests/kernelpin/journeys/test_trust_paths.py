@@ -16,10 +16,10 @@ import pytest
 
 import kernelpin
 from kernelpin.errors import KernelpinError
-from kernelpin.format import lockfile
 from kernelpin.format.signer import LockedSignature
 from kernelpin.front.hub import UnpinnedKernelWarning
 from kernelpin.loading.local_override import LocalKernelOverrideWarning
+from kernelpin.store import lockfiles
 from kernelpin.trust.policy import Policy, SignatureError
 from testkit.fake_kernel import CPU_213, kernel_files, write_variant
 from testkit.sigstore_root import Identity
@@ -34,14 +34,14 @@ NAMED = f"[tool.kernelpin.trust.publishers.acme]\nsigners = {ACME_SIGNERS}\n"
 def edit_lock(root: Path, signature: LockedSignature | None) -> None:
     """The lock with every variant's signature record replaced by `signature` (None: dropped)."""
     path = root / "kernelpin.lock"
-    lock = lockfile.read(path)
+    lock = lockfiles.read(path)
     kernels = tuple(
         dataclasses.replace(
             kernel, variants=tuple(dataclasses.replace(variant, signature=signature) for variant in kernel.variants)
         )
         for kernel in lock.kernels
     )
-    lockfile.write(path, dataclasses.replace(lock, kernels=kernels))
+    lockfiles.write(path, dataclasses.replace(lock, kernels=kernels))
 
 
 def test_a_lock_without_its_signature_record_is_refused_by_sync_and_verify(new_repo, app, cli, sigstore) -> None:
@@ -268,7 +268,7 @@ def test_every_path_reaches_the_one_decision(
     real = gate.decide
 
     def recording(policy, repo_id, variant, evidence, *args, **kwargs):
-        calls.append((repo_id, evidence.source))
+        calls.append((repo_id, evidence.kind))
         return real(policy, repo_id, variant, evidence, *args, **kwargs)
 
     monkeypatch.setattr(gate, "decide", recording)
@@ -278,7 +278,7 @@ def test_every_path_reaches_the_one_decision(
     root = app(f'"{repo_id}" = "^1"\n', NAMED)
     lock = root / "kernelpin.lock"
 
-    def reached(step, *args, **kwargs) -> set[str]:
+    def reached(step, *args, **kwargs) -> set[gate.EvidenceKind]:
         calls.clear()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -286,11 +286,11 @@ def test_every_path_reaches_the_one_decision(
         assert calls, step
         return {source for _, source in calls}
 
-    assert reached(lambda: cli("lock")) == {gate.RELEASE}
-    assert reached(lambda: cli("lock")) == {gate.LOCK}  # relock: kept entries
-    assert gate.RELEASE in reached(lambda: cli("sync", "--frozen"))
-    assert gate.RELEASE in reached(lambda: cli("verify", "--signatures"))
-    assert reached(kernelpin.load, repo_id, lock=lock) == {gate.LOCK}
+    assert reached(lambda: cli("lock")) == {gate.EvidenceKind.RELEASE}
+    assert reached(lambda: cli("lock")) == {gate.EvidenceKind.LOCK}  # relock: kept entries
+    assert gate.EvidenceKind.RELEASE in reached(lambda: cli("sync", "--frozen"))
+    assert gate.EvidenceKind.RELEASE in reached(lambda: cli("verify", "--signatures"))
+    assert reached(kernelpin.load, repo_id, lock=lock) == {gate.EvidenceKind.LOCK}
     forget_kernels()
     assert reached(
         kernelize._locked_kernel,
@@ -298,26 +298,31 @@ def test_every_path_reaches_the_one_decision(
             _repo_id=repo_id,
             _lockfile=None,
             kernel_dep="d",
-            kernel_locks={"d": SimpleNamespace(commit=lockfile.read(lock).kernels[0].commit)},
+            kernel_locks={"d": SimpleNamespace(commit=lockfiles.read(lock).kernels[0].commit)},
         ),
-    ) == {gate.LOCK}
-    assert reached(kernelpin.get_kernel, repo_id, version=1) == {gate.RELEASE}
+    ) == {gate.EvidenceKind.LOCK}
+    assert reached(kernelpin.get_kernel, repo_id, version=1) == {gate.EvidenceKind.RELEASE}
     forget_kernels()
     assert reached(
         kernelize._hub_kernel, SimpleNamespace(_repo_id=repo_id, _revision=None, _version=1, _trust_remote_code=False)
-    ) == {gate.REMEMBERED}
-    assert reached(kernelpin.has_kernel, repo_id, version=1) == {gate.REMEMBERED}
+    ) == {gate.EvidenceKind.REMEMBERED}
+    assert reached(kernelpin.has_kernel, repo_id, version=1) == {gate.EvidenceKind.REMEMBERED}
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     forget_kernels()
-    assert reached(kernelpin.get_kernel, repo_id, version=1) == {gate.REMEMBERED}
-    assert reached(kernelpin.has_kernel, repo_id, version=1) == {gate.REMEMBERED}
+    assert reached(kernelpin.get_kernel, repo_id, version=1) == {gate.EvidenceKind.REMEMBERED}
+    assert reached(kernelpin.has_kernel, repo_id, version=1) == {gate.EvidenceKind.REMEMBERED}
     edit_lock(root, None)
     forget_kernels()
-    assert reached(lambda: pytest.raises(SignatureError, kernelpin.load, repo_id, lock=lock)) == {gate.NO_RECORD}
+
+    def load_refused() -> None:
+        with pytest.raises(SignatureError):
+            kernelpin.load(repo_id, lock=lock)
+
+    assert reached(load_refused) == {gate.EvidenceKind.NO_RECORD}
     local = tmp_path / "local"
     write_variant(local / "build" / CPU_213, "9.9.9", CPU_213)
     monkeypatch.setenv("LOCAL_KERNELS", f"{repo_id}={local}")
-    assert reached(kernelpin.get_kernel, repo_id, version=9) == {gate.LOCAL}
-    assert reached(kernelpin.has_kernel, repo_id, version=9) == {gate.LOCAL}
+    assert reached(kernelpin.get_kernel, repo_id, version=9) == {gate.EvidenceKind.LOCAL}
+    assert reached(kernelpin.has_kernel, repo_id, version=9) == {gate.EvidenceKind.LOCAL}
     monkeypatch.setenv("KERNELPIN_ALLOW_LOCAL_KERNELS", "1")
-    assert reached(kernelpin.load, repo_id, lock=lock) == {gate.LOCAL}
+    assert reached(kernelpin.load, repo_id, lock=lock) == {gate.EvidenceKind.LOCAL}

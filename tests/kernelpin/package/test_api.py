@@ -61,7 +61,7 @@ def test_add_lock_sync_verify_remove_without_a_subprocess(img2gray, project, cli
 def test_library_errors_are_kernelpins_errors(img2gray, project, hub_source):
     app = kernelpin.find_project(project('"acme/img2gray" = "^0.1"\n'))
     with pytest.raises(KernelpinError, match="--locked forbids updating it"):
-        kernelpin.sync(app, hub_source, environment.current({"torch": "2.13"}), locked=True)
+        kernelpin.sync(app, hub_source, environment.current({"torch": "2.13"}), mode=kernelpin.LockMode.LOCKED)
     with pytest.raises(KernelpinError, match="no kernelpin.lock"):
         kernelpin.verify(app, hub_source)
     assert not (app.lockfile).exists()

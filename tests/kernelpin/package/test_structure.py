@@ -1,7 +1,8 @@
 """kernelpin's module boundaries (docs/DESIGN.md, "kernelpin's rooms"): the rooms import downwards only and no
 module imports itself back (counting imports inside functions and under TYPE_CHECKING), a command imports no other
-command, the run-time path and the publisher load only what they use, the consumer core never imports the
-publisher, the format layer imports only itself, the CLI parses and renders (no locking of its own), no module
+command (nor a command of the command line another, or its dispatch any), the run-time path and the publisher load
+only what they use, the consumer core never imports the publisher, the format layer imports only itself, the CLI
+parses and renders (no locking of its own), no module
 reaches into another's private names, and the code beside the package (tools/, testkit/, benchmarks/) uses only
 its API, format, file checks and publisher."""
 
@@ -15,12 +16,35 @@ import pytest
 from tests.kernelpin.helpers import fresh_interpreter
 
 PACKAGE = Path(__file__).resolve().parents[3] / "kernelpin"
-# The format the builder (tools/, kernelpin.publisher) and the consumer share: file names, variant names,
-# metadata.json, versions and ranges, requirements. Pure: it imports nothing of kernelpin but itself and the checks.
-FORMAT = {"format.layout", "format.variant", "format.metadata", "format.ranges", "format.spec"}
+# The format the builder (tools/, kernelpin.publisher) and the consumer share, every module of kernelpin/format/
+# (FORMAT, from the folder: a new module is held to it too): file names, variant names, metadata.json, versions and
+# ranges, requirements, the lock files' text. Pure, as its docstring says: it imports nothing of kernelpin but
+# itself and the checks, nothing of the standard library that reaches files, processes or the network, and never
+# calls open(); kernelpin.store.lockfiles reads and writes the lock files.
+FORMAT = {
+    ".".join(path.relative_to(PACKAGE).with_suffix("").parts)
+    for path in (PACKAGE / "format").glob("*.py")
+    if path.name != "__init__.py"
+}
 CHECKS = {"errors", "files.integrity"}
-# The entry points that may name the publisher: the CLI (`kernelpin publish`) and the package's lazy exports.
-ENTRY_POINTS = {"cli", "__init__", "__main__"}
+# urllib.parse splits strings; urllib.request fetches.
+IO_MODULES = {
+    "os",
+    "io",
+    "pathlib",
+    "shutil",
+    "tempfile",
+    "subprocess",
+    "socket",
+    "urllib.request",
+    "http",
+    "glob",
+    "fcntl",
+}
+# The entry points that may name the publisher: `kernelpin publish` and the package's lazy exports.
+ENTRY_POINTS = {"cli.publish", "__init__", "__main__"}
+# What the command line's commands (kernelpin/cli/<command>.py) share besides the library.
+CLI_SHARED = {"cli.context", "cli.relocking"}
 # The rooms from the bottom up: a module imports from its own room and the rooms below it only.
 LAYERS = [
     {"errors", "terminal"},
@@ -166,6 +190,20 @@ def test_a_command_imports_no_other_command() -> None:
     assert {name: found for name, found in reaching.items() if found} == {}
 
 
+def test_a_command_of_the_command_line_imports_no_other_and_the_dispatch_none() -> None:
+    """kernelpin/cli/: each command's module holds its options and rendering, sharing only CLI_SHARED; the dispatch
+    (cli/__init__.py) imports a command's module when that command runs, never at the top."""
+    from kernelpin.cli import COMMANDS
+
+    commands = {command.module.removeprefix("kernelpin.") for command in COMMANDS.values()}
+    cli = {name: targets for name, targets in _arrows().items() if _room(name) == "cli"}
+    assert commands | CLI_SHARED | {"cli.__init__"} == set(cli)  # one module per command, and only those
+    reaching = {
+        name: sorted(t for t in targets if _room(t) == "cli" and t not in CLI_SHARED) for name, targets in cli.items()
+    }
+    assert {name: found for name, found in reaching.items() if found} == {}
+
+
 def test_at_most_a_dozen_modules_directly_in_kernelpin() -> None:
     top = sorted(path.name for path in PACKAGE.glob("*.py"))
     assert len(top) <= 12, top
@@ -195,11 +233,28 @@ def test_tools_testkit_and_benchmarks_use_only_the_api_the_format_the_file_check
 
 
 def test_the_format_layer_imports_only_itself_and_the_checks() -> None:
+    assert len(FORMAT) >= 10 and "format.lockfile" in FORMAT  # the folder is read, not a list kept here
     outside = {
         name: sorted(_runtime_imports(PACKAGE.joinpath(*name.split(".")).with_suffix(".py")) - FORMAT - CHECKS)
         for name in FORMAT
     }
     assert {name: found for name, found in outside.items() if found} == {}
+
+
+def test_the_format_layer_does_no_io() -> None:
+    """Issue 52: format/__init__.py calls the folder pure, but lockfile and kernels_lock read and wrote files."""
+    found = {}
+    for name in sorted(FORMAT):
+        tree = ast.parse(PACKAGE.joinpath(*name.split(".")).with_suffix(".py").read_text())
+        imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names} | {
+            node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and not node.level
+        }
+        io = {module for module in imported for io_module in IO_MODULES if f"{module}.".startswith(f"{io_module}.")}
+        opens = any(isinstance(node, ast.Call) and getattr(node.func, "id", None) == "open" for node in ast.walk(tree))
+        problems = sorted(io) + (["open()"] if opens else [])
+        if problems:
+            found[name] = problems
+    assert found == {}
 
 
 def test_the_publisher_imports_no_consumer_command() -> None:
@@ -216,23 +271,21 @@ def test_the_publisher_imports_no_consumer_command() -> None:
         "commands.cache",
         "resolve",
         "project",
-        "cli",
     }
     reaching = {
-        name: sorted(_runtime_imports(path) & consumer) for name, path in _modules(PACKAGE / "publisher").items()
+        name: sorted(m for m in _runtime_imports(path) if m in consumer or _room(m) == "cli")
+        for name, path in _modules(PACKAGE / "publisher").items()
     }
     assert {name: found for name, found in reaching.items() if found} == {}
 
 
 def test_the_cli_holds_no_locking_logic() -> None:
-    """cli.py parses and renders: resolving, writing locks, editing pyproject.toml and the edit lock belong to
-    kernelpin.commands.lock (each command is a library function there or in its own module)."""
-    cli = PACKAGE / "cli.py"
-    assert (
-        _runtime_imports(cli) & {"resolve", "format.kernels_lock", "files.atomic", "store.content", "files.integrity"}
-        == set()
-    )
-    tree = ast.parse(cli.read_text())
+    """kernelpin/cli/ parses and renders: resolving, writing locks, editing pyproject.toml and the edit lock belong
+    to kernelpin.commands.lock (each command is a library function there or in its own module)."""
+    files = sorted((PACKAGE / "cli").glob("*.py"))
+    imported = set().union(*(_runtime_imports(path) for path in files))
+    assert imported & {"resolve", "format.kernels_lock", "files.atomic", "store.content", "files.integrity"} == set()
+    tree = ast.Module(body=[node for path in files for node in ast.parse(path.read_text()).body], type_ignores=[])
     names = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
     attributes = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
     locking_names = {

@@ -15,7 +15,6 @@ PACKAGE = REPO_ROOT / "kernelpin"
 TESTS = REPO_ROOT / "tests" / "kernelpin"
 # Test folders that are no room of kernelpin: what each holds.
 NOT_ROOMS = {
-    "cli": "the CLI (kernelpin/cli.py)",
     "toplevel": "the top-level modules (kernelpin/*.py)",
     "package": "kernelpin as a whole: its API, its module boundaries, the files its wheel ships, this layout",
     "journeys": "cross-room runs: lock -> sync -> load, trust through every path, the docs' examples",
@@ -23,14 +22,42 @@ NOT_ROOMS = {
 # Module -> why it has no test file of its own. "Tested by" names the files that test it under other names.
 WITHOUT_OWN_TEST = {
     "kernelpin.__main__": "two lines calling cli.main: tests/kernelpin/cli/test_cli.py runs `python -m kernelpin`",
-    "kernelpin.cli": "the CLI: tested by tests/kernelpin/cli/test_cli.py and tests/kernelpin/cli/test_cli_conventions.py",
+    "kernelpin.cli.context": "what every command runs with: tested through them by "
+    "tests/kernelpin/cli/test_cli_conventions.py (tables, colour, --json errors) and tests/kernelpin/cli/test_cli.py",
+    "kernelpin.cli.relocking": "what lock, add, remove and sync share: tested through them by "
+    "tests/kernelpin/commands/test_lock.py and tests/kernelpin/journeys/test_lock_signatures.py (--accept-signer)",
+    "kernelpin.cli.download": "kernels' `download DIR`: tested by tests/kernelpin/cli/test_kernels_shapes.py",
+    "kernelpin.cli.lock": "the command's rendering: tested with the command by tests/kernelpin/commands/test_lock.py",
+    "kernelpin.cli.add": "tested with the command by tests/kernelpin/commands/test_lock.py and "
+    "tests/kernelpin/cli/test_cli.py (--json)",
+    "kernelpin.cli.remove": "tested with the command by tests/kernelpin/commands/test_lock.py and "
+    "tests/kernelpin/cli/test_cli.py (--json)",
+    "kernelpin.cli.sync": "tested with the command by tests/kernelpin/commands/test_sync.py",
+    "kernelpin.cli.outdated": "tested with the command by tests/kernelpin/commands/test_lock.py",
+    "kernelpin.cli.versions": "tested with the command by tests/kernelpin/commands/test_lock.py and "
+    "tests/kernelpin/commands/test_inspection.py (--variants)",
+    "kernelpin.cli.variants": "tested with the command by tests/kernelpin/commands/test_variants_command.py",
+    "kernelpin.cli.info": "tested with the command by tests/kernelpin/commands/test_inspection.py and "
+    "tests/kernelpin/commands/test_info_dep_tree.py",
+    "kernelpin.cli.describe_api": "tested with the command by tests/kernelpin/commands/test_describe_api.py",
+    "kernelpin.cli.verify": "tested with the command by tests/kernelpin/commands/test_sync.py and "
+    "tests/kernelpin/journeys/test_lock_signatures.py",
+    "kernelpin.store.lockfiles": "the file side of format.lockfile and format.kernels_lock (read, atomic write, the "
+    "kernels.lock kept in step): tested with them by tests/kernelpin/commands/test_lock.py and "
+    "tests/kernelpin/journeys/test_end_to_end.py",
+    "kernelpin.cli.verify_conda": "tested with the command by tests/kernelpin/journeys/test_verify_conda.py",
+    "kernelpin.commands.verify_conda": "tested end to end (a conda prefix, a channel, the Hub) by "
+    "tests/kernelpin/journeys/test_verify_conda.py",
+    "kernelpin.trust.conda_signature": "tested through verify-conda by tests/kernelpin/journeys/test_verify_conda.py",
+    "kernelpin.cli.publish": "tested with the command by tests/release/test_publish.py and tests/kernelpin/cli/test_cli.py",
+    "kernelpin.cli.cache": "tested with the command by tests/kernelpin/files/test_cache_removal.py and "
+    "tests/kernelpin/cli/test_cli_conventions.py",
+    "kernelpin.cli.help": "tested by tests/kernelpin/cli/test_cli_conventions.py (`kernelpin help COMMAND`)",
     "kernelpin.builds": "which builds fit a machine, through the commands that list them: tested by "
     "tests/kernelpin/commands/test_variants_command.py and tests/kernelpin/commands/test_inspection.py",
     "kernelpin.errors": "exception classes only, no logic; every test that expects a refusal names them",
     "kernelpin.project": "tested by tests/kernelpin/toplevel/test_project_discovery.py (finding it) and "
     "tests/kernelpin/toplevel/test_project_files.py (editing it)",
-    "kernelpin.relock": "the re-lock lock, add, remove and sync share: tested through them by "
-    "tests/kernelpin/commands/test_lock.py and tests/kernelpin/toplevel/test_lock_reuse.py",
     "kernelpin.resolve": "requirements to pinned files, through `lock`: tested by tests/kernelpin/commands/test_lock.py, "
     "tests/kernelpin/toplevel/test_lock_parallel_fetch.py, tests/kernelpin/toplevel/test_lock_reuse.py and "
     "tests/kernelpin/toplevel/test_moved_release.py",

@@ -28,9 +28,9 @@ def hashes(monkeypatch) -> list[str]:
     made: list[str] = []
     real = receipts_module.sha256_stream
 
-    def counting(stream, digest):
+    def counting(stream):
         made.append(Path(stream.name).name)
-        return real(stream, digest)
+        return real(stream)
 
     monkeypatch.setattr(receipts_module, "sha256_stream", counting)
     return made

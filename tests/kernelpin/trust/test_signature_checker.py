@@ -417,12 +417,12 @@ def test_recheck_of_a_variant_whose_bundle_is_gone(sigstore, tmp_path: Path) -> 
         (variant / "_extra.py").unlink()
         (variant / "metadata.json.sigstore").unlink()
         for files in (False, True):
-            assert refusal(lambda: checker.recheck("other/x", CPU_213, variant, record, files)) == (
+            assert refusal(lambda files=files: checker.recheck("other/x", CPU_213, variant, record, files)) == (
                 f"other/x {CPU_213}: the lock records a signature by {record.signer.describe()}, but the bundle is "
                 "unsigned; the lock was edited: regenerate it with `kernelpin lock --upgrade-package other/x` and "
                 "review the change"
             )
-            required = refusal(lambda: checker.recheck(REPO, CPU_213, variant, record, files))
+            required = refusal(lambda files=files: checker.recheck(REPO, CPU_213, variant, record, files))
             assert required.startswith(f"{REPO} {CPU_213}: no signature")
         assert refusal(lambda: checker.recheck(REPO, CPU_213, variant, None)).startswith(f"{REPO} {CPU_213}: ")
 

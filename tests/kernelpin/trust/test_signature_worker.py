@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from kernelpin.errors import KernelpinError
-from kernelpin.format import lockfile
+from kernelpin.store import lockfiles
 from kernelpin.trust import signature
 from kernelpin.trust.checker import ReleaseChecker
 from kernelpin.trust.policy import parse_policy
@@ -115,7 +115,9 @@ def test_the_worker_answers_each_release_as_the_in_process_check(sigstore, tmp_p
     broken_policy = parse_policy({"tool": {"kernelpin": {"trust": {"trusted-root": "sigstore/broken.json"}}}})
     cases = releases(sigstore)
     expected = {
-        (name, which): outcome(lambda: ReleaseChecker(use, root).check("acme/x", CPU_213, *cases[name]))
+        (name, which): outcome(
+            lambda use=use, name=name: ReleaseChecker(use, root).check("acme/x", CPU_213, *cases[name])
+        )
         for name in cases
         for which, use in (("policy", policy), ("broken root", broken_policy))
     }
@@ -128,7 +130,9 @@ def test_the_worker_answers_each_release_as_the_in_process_check(sigstore, tmp_p
             checker.warm_up()
             assert len(workers()) == 1
             for name, release in cases.items():
-                assert outcome(lambda: checker.check("acme/x", CPU_213, *release)) == expected[name, which], name
+                assert (
+                    outcome(lambda release=release: checker.check("acme/x", CPU_213, *release)) == expected[name, which]
+                ), name
         assert not workers()
     assert "app/sigstore/broken.json (trusted-root in [tool.kernelpin.trust])" in expected["signed", "broken root"][1]
     messages = {name: what[1] for (name, which), what in expected.items() if which == "policy" and name != "signed"}
@@ -200,7 +204,7 @@ def test_a_worker_killed_mid_lock_leaves_the_rest_to_the_command(
     assert done["1"] == done["0"]
     assert done["1"][0] == (0 if last is ACME else 1), done
     if last is ACME:
-        locked = lockfile.read(root / "kernelpin.lock").kernels[0]
+        locked = lockfiles.read(root / "kernelpin.lock").kernels[0]
         assert all(variant.signature.signer.source_commit == "a" * 40 for variant in locked.variants)
     else:
         assert "signed by https://github.com/hijacker/kernels" in done["1"][1]
@@ -288,7 +292,7 @@ def test_a_signed_lock_leaves_sigstore_to_the_worker(new_repo, project, sigstore
         output, modules = fresh_interpreter("from kernelpin.cli import main\nprint('STATUS', main(['lock']))")
         assert "STATUS 0" in output, output
         assert ("sigstore" in modules) is imports, mode
-        locked = lockfile.read(root / "kernelpin.lock").kernels[0]
+        locked = lockfiles.read(root / "kernelpin.lock").kernels[0]
         assert all(variant.signature.signer.source_commit == "a" * 40 for variant in locked.variants)
 
 

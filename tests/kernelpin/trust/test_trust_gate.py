@@ -4,20 +4,20 @@ decision was spread over the paths)."""
 
 from __future__ import annotations
 
+from enum import Enum
+from pathlib import Path
+
 import pytest
 
 from kernelpin.errors import KernelpinError
 from kernelpin.format.metadata import BuildMetadata
 from kernelpin.format.ranges import Version
 from kernelpin.hub.throttle import retry_after_seconds, wait_before_retry
+from kernelpin.trust import gate
 from kernelpin.trust.gate import (
-    LOCAL,
-    LOCK,
-    NO_RECORD,
-    RELEASE,
-    REMEMBERED,
     Decision,
     Evidence,
+    EvidenceKind,
     Served,
     admit_publisher,
     decide,
@@ -72,26 +72,26 @@ def test_a_lock_without_its_signature_record_is_refused_where_a_signature_is_req
     """Finding 1: a variant whose signature record was dropped from the lock is not trusted by default; where
     nothing requires a signature there is nothing to refuse."""
     required = policy({"require-signatures": True})
-    decision = decide(required, "acme/x", CPU, Evidence.recorded(None, LOCK))
+    decision = decide(required, "acme/x", CPU, Evidence.recorded(None, EvidenceKind.LOCK))
     assert decision == Decision(
         False,
         "the lock records no signature check of this variant, but "
         "[tool.kernelpin.trust] require-signatures requires a signature",
         "run `kernelpin lock --upgrade-package acme/x` to verify and record it",
     )
-    assert Evidence.recorded(None, LOCK) == Evidence(NO_RECORD)
-    assert decide(policy({}), "acme/x", CPU, Evidence(NO_RECORD)) == Decision(True)
-    assert decide(policy({}), "kernels-community/x", CPU, Evidence(NO_RECORD)).admit is False
+    assert Evidence.recorded(None, EvidenceKind.LOCK) == Evidence(EvidenceKind.NO_RECORD)
+    assert decide(policy({}), "acme/x", CPU, Evidence(EvidenceKind.NO_RECORD)) == Decision(True)
+    assert decide(policy({}), "kernels-community/x", CPU, Evidence(EvidenceKind.NO_RECORD)).admit is False
 
 
 def test_named_signers_refuse_what_none_of_them_signed() -> None:
     """Finding 2: an entry naming signers, without require-signatures, refuses an unsigned release or lock
     (9c8fb3a let it through everywhere); an explicit `require-signatures = false` beside signers is refused."""
     named = policy(ACME)
-    for source in (RELEASE, LOCK, REMEMBERED, NO_RECORD):
+    for source in (EvidenceKind.RELEASE, EvidenceKind.LOCK, EvidenceKind.REMEMBERED, EvidenceKind.NO_RECORD):
         decision = decide(named, "acme/x", CPU, Evidence(source))
         assert not decision.admit and '[tool.kernelpin.trust.publishers."acme"] (it names signers)' in decision.cause
-    assert decide(named, "acme/x", CPU, Evidence(LOCK, github("acme/kernels"))).admit
+    assert decide(named, "acme/x", CPU, Evidence(EvidenceKind.LOCK, github("acme/kernels"))).admit
     assert named.requires_signature("other/x") == (False, "[tool.kernelpin.trust] require-signatures")
     with pytest.raises(PolicyError, match="names signers and require-signatures = false"):
         policy({"publishers": {"acme": {**ACME["publishers"]["acme"], "require-signatures": False}}})
@@ -136,10 +136,10 @@ def test_letter_case_does_not_escape_the_policy() -> None:
     (9c8fb3a found no entry and locked it unsigned with a warning)."""
     default = policy({})
     assert default.publisher("Kernels-Community/activation") is KERNELS_COMMUNITY
-    assert not decide(default, "Kernels-Community/activation", CPU, Evidence(RELEASE)).admit
+    assert not decide(default, "Kernels-Community/activation", CPU, Evidence(EvidenceKind.RELEASE)).admit
     mixed = policy({"publishers": {"Acme": {"require-signatures": True}}})
     assert mixed.publisher("ACME/x").name == "acme"
-    assert not decide(mixed, "aCmE/x", CPU, Evidence(LOCK)).admit
+    assert not decide(mixed, "aCmE/x", CPU, Evidence(EvidenceKind.LOCK)).admit
     with pytest.raises(PolicyError, match='"acme" and "ACME" are one publisher'):
         policy({"publishers": {"acme": {}, "ACME": {}}})
     # The rule's repository and the certificate's, as GitHub compares them.
@@ -163,9 +163,10 @@ def test_signed_metadata_is_bound_to_where_it_is_served() -> None:
     """Finding 5: a signed 1.0.0 served as v2.0.0 (a rollback), a CUDA build served as the CPU variant, another
     variant's metadata, a major that is not the branch's: refused (9c8fb3a never compared them)."""
     named, signer = policy(ACME), github("acme/kernels")
+    tag_1_0_0 = Served(Version.parse("1.0.0"))
 
-    def served_as(meta: BuildMetadata, variant: str = CPU, served: Served = Served(Version.parse("1.0.0"))) -> str:
-        decision = decide(named, "acme/x", variant, Evidence(RELEASE, signer), meta, served)
+    def served_as(meta: BuildMetadata, variant: str = CPU, served: Served = tag_1_0_0) -> str:
+        decision = decide(named, "acme/x", variant, Evidence(EvidenceKind.RELEASE, signer), meta, served)
         return decision.cause if not decision.admit else "admitted"
 
     assert served_as(metadata()) == "admitted"
@@ -193,19 +194,26 @@ def test_signed_metadata_is_bound_to_where_it_is_served() -> None:
     assert served_as(metadata(backend="cuda", variant=None), "torch-universal") == "admitted"
     assert served_as(metadata(backend="cuda", variant=None), "not-a-variant-name") == "admitted"
     assert served_as(metadata(backend=None, variant=None), CUDA) == "admitted"
+    # An SDK for no one backend records any (issue 52: the gate raised AttributeError on its backend None).
+    assert served_as(metadata(backend="cuda", variant=None), "sdk") == "admitted"
+    assert served_as(metadata(backend="cuda", variant=None), "sdk-cpu") == (
+        "the signed metadata.json is a cuda build, served as the cpu variant sdk-cpu"
+    )
     with pytest.raises(
         SignatureError,
         match=r"^acme/x torch-cpu: the signed metadata.json is a cuda build, served "
         r"as the cpu variant torch-cpu; do not use this release \(signed bytes served as another "
         r"release or build\); tell the publisher$",
     ):
-        enforce(named, "acme/x", "torch-cpu", Evidence(RELEASE, signer), metadata(backend="cuda", variant=None))
+        enforce(
+            named, "acme/x", "torch-cpu", Evidence(EvidenceKind.RELEASE, signer), metadata(backend="cuda", variant=None)
+        )
 
 
 def test_retry_after_in_unicode_digits_is_no_wait_asked_for() -> None:
     """Finding 6: `Retry-After: ²` is not a number of seconds (`"²".isdigit()` is true; int() refused it with a
     ValueError on every answer, a 200 included)."""
-    for text in ("²", "١٢", "𝟗"):
+    for text in ("²", "١٢", "𝟗"):  # noqa: RUF001  # digits to str.isdigit, not to int(): on purpose
         assert retry_after_seconds(text, 0.0) is None
         assert wait_before_retry(200, text, 0, 100.0, 0.0, "u") is None
         assert wait_before_retry(429, text, 0, 100.0, 0.0, "u") == 1.0
@@ -216,51 +224,106 @@ def test_each_source_and_refusal_says_what_it_is() -> None:
     """The causes and fixes are the path's own: a lockless call never hears of a lock (issue 41, as a new user)."""
     required = policy({"require-signatures": True})
     where = "[tool.kernelpin.trust] require-signatures"
-    assert decide(required, "acme/x", CPU, Evidence(RELEASE)) == Decision(
+    assert decide(required, "acme/x", CPU, Evidence(EvidenceKind.RELEASE)) == Decision(
         False,
         f"no signature (metadata.json.sigstore), but {where} requires one",
         "ask the publisher to sign the release, or pin a signed one",
     )
-    assert decide(required, "acme/x", CPU, Evidence(LOCK)) == Decision(
+    assert decide(required, "acme/x", CPU, Evidence(EvidenceKind.LOCK)) == Decision(
         False,
         f"locked unsigned, but {where} requires a signature",
         "ask the publisher for a signed release and run `kernelpin lock --upgrade`",
     )
-    remembered = decide(required, "acme/x", CPU, Evidence(REMEMBERED))
+    remembered = decide(required, "acme/x", CPU, Evidence(EvidenceKind.REMEMBERED))
     assert remembered == Decision(
         False,
         f"resolved unsigned before (get_kernel remembers it), but {where} requires a signature",
         "call get_kernel online for a signed release, or ask the publisher to sign it",
     )
-    assert decide(policy({}), "acme/x", CPU, Evidence(LOCK)) == Decision(True, notice="unsigned")
-    local = decide(required, "acme/x", CPU, Evidence(LOCAL))
+    assert decide(policy({}), "acme/x", CPU, Evidence(EvidenceKind.LOCK)) == Decision(True, notice="unsigned")
+    local = decide(required, "acme/x", CPU, Evidence(EvidenceKind.LOCAL))
     assert local.admit and local.notice == "a local build (LOCAL_KERNELS): not signed, not checked against the policy"
     named, hijacker = policy(ACME), github("hijacker/kernels")
     rules = "github.com/acme/kernels .github/workflows/release.yaml @ refs/heads/main"
     entry = '[tool.kernelpin.trust.publishers."acme"]'
-    assert decide(named, "acme/x", CPU, Evidence(RELEASE, hijacker)) == Decision(
+    assert decide(named, "acme/x", CPU, Evidence(EvidenceKind.RELEASE, hijacker)) == Decision(
         False,
         f"signed by {hijacker.identity}, which {entry} does not allow ({rules})",
         "do not use this release unless you trust that signer: then add it to the policy's signers",
     )
-    assert decide(named, "acme/x", CPU, Evidence(LOCK, hijacker)) == Decision(
+    assert decide(named, "acme/x", CPU, Evidence(EvidenceKind.LOCK, hijacker)) == Decision(
         False,
         f"locked as signed by {hijacker.identity}, which {entry} does not allow ({rules})",
         "add that signer to the entry if you trust it, or lock another release",
     )
-    assert decide(named, "acme/x", CPU, Evidence(REMEMBERED, hijacker)).cause.startswith("resolved before as signed")
+    assert decide(named, "acme/x", CPU, Evidence(EvidenceKind.REMEMBERED, hijacker)).cause.startswith(
+        "resolved before as signed"
+    )
     other_issuer = Signer("https://accounts.google.com", "x@y.z")
-    assert decide(named, "acme/x", CPU, Evidence(RELEASE, other_issuer)).cause.startswith(
+    assert decide(named, "acme/x", CPU, Evidence(EvidenceKind.RELEASE, other_issuer)).cause.startswith(
         f"signed through issuer https://accounts.google.com, not {GITHUB_ISSUER}, which {entry}"
     )
     # A publisher with no signers accepts any valid signature; one the policy does not name too.
-    assert decide(policy({"publishers": {"acme": {}}}), "acme/x", CPU, Evidence(LOCK, hijacker)) == Decision(True)
-    assert decide(policy({}), "stranger/x", CPU, Evidence(LOCK, hijacker)) == Decision(True)
-    assert Evidence.recorded(LockedSignature(hijacker, "0" * 64), REMEMBERED) == Evidence(REMEMBERED, hijacker)
-    assert Evidence.recorded(LockedSignature(None), LOCK) == Evidence(LOCK)
+    assert decide(
+        policy({"publishers": {"acme": {}}}), "acme/x", CPU, Evidence(EvidenceKind.LOCK, hijacker)
+    ) == Decision(True)
+    assert decide(policy({}), "stranger/x", CPU, Evidence(EvidenceKind.LOCK, hijacker)) == Decision(True)
+    assert Evidence.recorded(LockedSignature(hijacker, "0" * 64), EvidenceKind.REMEMBERED) == Evidence(
+        EvidenceKind.REMEMBERED, hijacker
+    )
+    assert Evidence.recorded(LockedSignature(None), EvidenceKind.LOCK) == Evidence(EvidenceKind.LOCK)
     with pytest.raises(SignatureError, match="^acme/x v: locked unsigned"):
-        enforce(required, "acme/x", "v", Evidence(LOCK))
-    assert enforce(policy({}), "acme/x", "v", Evidence(LOCK)) == Decision(True, notice="unsigned")
+        enforce(required, "acme/x", "v", Evidence(EvidenceKind.LOCK))
+    assert enforce(policy({}), "acme/x", "v", Evidence(EvidenceKind.LOCK)) == Decision(True, notice="unsigned")
+
+
+def test_a_kind_of_evidence_without_a_rule_is_refused_in_words_of_its_own(monkeypatch) -> None:
+    """Issue 52: a kind added to EvidenceKind without its branch in the gate is refused, naming the kind (the
+    string if-chains gave it another kind's words: an unknown kind without a signer got the missing-record
+    refusal, or an admission where nothing required a signature)."""
+    extended = Enum("EvidenceKind", [(kind.name, kind.value) for kind in EvidenceKind] + [("MIRROR", "mirror")])
+    monkeypatch.setattr(gate, "EvidenceKind", extended)
+    refusal = Decision(
+        False,
+        "the trust gate has no rule for evidence of kind 'mirror'",
+        "report this to kernelpin's maintainers: a kind of evidence was added without its rule",
+    )
+    for trust in ({}, {"require-signatures": True}, ACME):
+        for signer in (None, github("acme/kernels")):
+            assert decide(policy(trust), "acme/x", CPU, Evidence(extended.MIRROR, signer)) == refusal
+    with pytest.raises(SignatureError, match="^acme/x v: the trust gate has no rule for evidence of kind 'mirror'"):
+        enforce(policy({}), "acme/x", "v", Evidence(extended.MIRROR))
+    # The kinds the gate knows still take their own branches.
+    assert decide(policy({}), "acme/x", CPU, Evidence(extended.LOCK)) == Decision(True, notice="unsigned")
+
+
+def test_mypy_reports_a_kind_of_evidence_the_gate_does_not_handle(tmp_path: Path) -> None:
+    """Issue 52: the gate's matches are exhaustive, so a kind added without its branch fails the type check
+    (.ci/run's mypy) before it can reach a user; the gate as it is checks clean."""
+    mypy_api = pytest.importorskip("mypy.api", reason="mypy (requirements/dev.txt) is not installed")
+    source = Path(gate.__file__).read_text(encoding="utf-8")
+    known = '    LOCAL = "local"'
+    assert source.count(known) == 1
+    extended = tmp_path / "gate_with_a_new_kind.py"
+    extended.write_text(source.replace(known, f'{known}\n    MIRROR = "mirror"'), encoding="utf-8")
+    root = Path(gate.__file__).resolve().parents[2]  # kernelpin/trust/gate.py -> the repository
+    # The project's configuration, on the two files named only (the gate and its extended copy): quick.
+    options = ["--config-file", str(root / "pyproject.toml"), "--follow-imports=skip"]
+    report, errors, status = mypy_api.run(
+        [*options, "--cache-dir", str(tmp_path / "cache"), str(extended), gate.__file__]
+    )
+    assert status == 1, report + errors
+    found = [line for line in report.splitlines() if ": error: " in line]
+    assert len(found) == 1 and found[0].startswith(str(extended)), report
+    assert 'Argument 1 to "_no_rule_for" has incompatible type "Literal[EvidenceKind.MIRROR]"' in found[0], report
+
+
+def test_evidence_of_no_record_or_a_local_build_has_no_signer() -> None:
+    """A signer on NO_RECORD or LOCAL evidence contradicts its kind (before issue 52 a NO_RECORD signer was judged
+    in a lock's or a remembered resolution's words)."""
+    for kind in (EvidenceKind.NO_RECORD, EvidenceKind.LOCAL):
+        with pytest.raises(ValueError, match=f"evidence of kind '{kind.value}' has no signer"):
+            Evidence(kind, github("acme/kernels"))
 
 
 def test_the_publisher_gate_for_lock_and_for_get_kernel() -> None:
@@ -291,19 +354,21 @@ def test_kernels_community_rs_signs_for_kernels_community() -> None:
     (kernels/_internals/verify.py:61-81); the built-in kernels-community entry does too, and nothing else of it."""
     default = policy({})
     rs = github("huggingface/kernels-community-rs", ".github/workflows/build.yaml")
-    assert decide(default, "kernels-community/activation", CPU, Evidence(RELEASE, rs)).admit
+    assert decide(default, "kernels-community/activation", CPU, Evidence(EvidenceKind.RELEASE, rs)).admit
     for other in (
         github("huggingface/kernels-community-rs", ".github/workflows/build-mac.yaml"),
         github("huggingface/kernels-community-rs", ".github/workflows/build.yaml", "refs/heads/dev"),
         github("huggingface/kernels-community-rs", ".github/workflows/build.yaml", source="huggingface/other"),
     ):
-        assert not decide(default, "kernels-community/activation", CPU, Evidence(RELEASE, other)).admit
+        assert not decide(default, "kernels-community/activation", CPU, Evidence(EvidenceKind.RELEASE, other)).admit
     for workflow in ("build", "build-mac", "build-windows", "sign-old-builds"):
         assert decide(
             default,
             "kernels-community/x",
             CPU,
-            Evidence(RELEASE, github("huggingface/kernels-community", f".github/workflows/{workflow}.yaml")),
+            Evidence(
+                EvidenceKind.RELEASE, github("huggingface/kernels-community", f".github/workflows/{workflow}.yaml")
+            ),
         ).admit
 
 
@@ -468,21 +533,23 @@ def test_refusals_name_every_rule_and_issuer_and_enforce_binds_what_is_served() 
             }
         }
     )
-    decision = decide(two, "acme/x", CPU, Evidence(RELEASE, github("hijacker/kernels")))
+    decision = decide(two, "acme/x", CPU, Evidence(EvidenceKind.RELEASE, github("hijacker/kernels")))
     assert decision.admit is False and decision.cause == (
         "signed by https://github.com/hijacker/kernels/.github/workflows/release.yaml@refs/heads/main, which "
         '[tool.kernelpin.trust.publishers."acme"] does not allow (github.com/acme/kernels a.yaml|'
         "b.yaml @ any ref; release@acme.dev (issuer https://accounts.google.com))"
     )
     gitlab = Signer("https://gitlab.com", "https://gitlab.com/acme/kernels//.gitlab-ci.yml@refs/heads/main")
-    assert decide(two, "acme/x", CPU, Evidence(LOCK, gitlab)).cause.startswith(
+    assert decide(two, "acme/x", CPU, Evidence(EvidenceKind.LOCK, gitlab)).cause.startswith(
         "locked as signed through issuer https://gitlab.com, not https://accounts.google.com or "
         "https://token.actions.githubusercontent.com, which"
     )
     named, signer = policy(ACME), github("acme/kernels")
     with pytest.raises(SignatureError, match="the signed metadata.json is version 1.0.0, served as 1.0.1"):
-        enforce(named, "acme/x", CPU, Evidence(RELEASE, signer), metadata(), Served(Version.parse("1.0.1")))
-    decision = decide(named, "acme/x", CPU, Evidence(RELEASE, signer), metadata(variant="v" * 500))
+        enforce(
+            named, "acme/x", CPU, Evidence(EvidenceKind.RELEASE, signer), metadata(), Served(Version.parse("1.0.1"))
+        )
+    decision = decide(named, "acme/x", CPU, Evidence(EvidenceKind.RELEASE, signer), metadata(variant="v" * 500))
     assert (
         decision.admit is False
         and decision.cause == f"the signed metadata.json is variant {'v' * 80}'s, served as {CPU}"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kernelpin.errors import KernelpinError
-from kernelpin.trust.gate import LOCK, Evidence, admit_publisher, enforce
+from kernelpin.trust.gate import Evidence, EvidenceKind, admit_publisher, enforce
 from kernelpin.trust.policy import (
     GITHUB_ISSUER,
     UNSIGNED,
@@ -42,7 +42,7 @@ HIJACKER = Signer(
 
 def check_signer(policy, repo_id: str, variant: str, signer: Signer | None) -> None:
     """What `load` asks of a lock's record: the one decision (kernelpin.trust.gate)."""
-    enforce(policy, repo_id, variant, Evidence(LOCK, signer))
+    enforce(policy, repo_id, variant, Evidence(EvidenceKind.LOCK, signer))
 
 
 def signed(signer: Signer) -> LockedSignature:
@@ -220,7 +220,7 @@ WHOLE = "log-index and integrated-time must be whole numbers"
         ({**SIGNED_TABLE, "bundle-sha256": "0X" + "a" * 62}, NEEDS),
         ({**SIGNED_TABLE, "bundle-sha256": "a" * 63}, NEEDS),
         ({**SIGNED_TABLE, "bundle-sha256": "a" * 65}, NEEDS),
-        ({**SIGNED_TABLE, "bundle-sha256": "٠" * 64}, NEEDS),  # Arabic-Indic zeros: digits to str.isdigit, not hex
+        ({**SIGNED_TABLE, "bundle-sha256": "٠" * 64}, NEEDS),  # noqa: RUF001  # Arabic-Indic zeros: digits to str.isdigit, not hex
     ],
     ids=lambda value: None,
 )
