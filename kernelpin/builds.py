@@ -37,7 +37,7 @@ def fits(selection: Selection, names: list[str]) -> list[VariantFit]:
     ]
 
 
-def _rejected_order(name: str) -> tuple:
+def _rejected_order(name: str) -> tuple[object, ...]:
     try:
         return (0, preference(Variant.parse(name)), name)
     except ValueError:
