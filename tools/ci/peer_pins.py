@@ -45,8 +45,9 @@ class Stale:
     newest: Version
 
     def message(self) -> str:
+        source = self.pin.source.relative_to(ROOT) if self.pin.source.is_relative_to(ROOT) else self.pin.source
         return (
-            f"{self.pin.name}=={self.pin.version} ({self.pin.source.relative_to(ROOT)}) is behind {self.newest}, "
+            f"{self.pin.name}=={self.pin.version} ({source}) is behind {self.newest}, "
             f"the newest release on the index: pin {self.newest} and re-run the benchmarks against it"
         )
 
@@ -60,7 +61,9 @@ def pins(text: str, source: Path) -> dict[str, Pin]:
         if not separator:
             continue
         try:
-            found[canonicalize_name(name.strip())] = Pin(canonicalize_name(name.strip()), Version(version.strip()), source)
+            found[canonicalize_name(name.strip())] = Pin(
+                canonicalize_name(name.strip()), Version(version.strip()), source
+            )
         except InvalidVersion:
             raise ValueError(f"{source}: {line.strip()!r} is not a version pin; write name==version") from None
     return found
@@ -90,7 +93,9 @@ def stale(pinned: Sequence[Pin], newest: Mapping[str, Version | None]) -> list[S
     ]
 
 
-def ask_pip(name: str, pip_args: Sequence[str] = (), env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:
+def ask_pip(
+    name: str, pip_args: Sequence[str] = (), env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "pip", "index", "versions", name, "--disable-pip-version-check", *pip_args],
         capture_output=True,
