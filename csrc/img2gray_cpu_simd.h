@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "img2gray.h"
 
@@ -314,6 +315,140 @@ inline int64_t planar_u8_avx512(const uint8_t* __restrict__ r, const uint8_t* __
   return i;
 }
 
+// float32, float16 and bfloat16 in 16-lane float vectors, for the same formula as `gray()` (img2gray.h): the
+// conversions to float are exact, the products and sums are rounded one at a time in the same order, and the
+// conversions back round to nearest even as c10's do (NaN included: float16 0x7E00 with the sign, bfloat16 0x7FC0),
+// so every value is bit-identical to the scalar loops'. The compiler left the float16 and bfloat16 loops scalar
+// (c10's conversions are bit manipulations unless the whole library is built for F16C), and the interleaved loops
+// of every float type too (a 3-element stride).
+template <typename scalar_t>
+struct FloatLanes;
+
+template <>
+struct FloatLanes<float> {
+  using Stored = float;
+  static IMG2GRAY_AVX512 __m512 load(const float* p) { return _mm512_loadu_ps(p); }
+  static IMG2GRAY_AVX512 void store(float* p, __m512 y) { _mm512_storeu_ps(p, y); }
+  // 16 interleaved pixels (48 values at p) -> the channel c of each.
+  static IMG2GRAY_AVX512 void load_interleaved(const float* p, __m512* r, __m512* g, __m512* b) {
+    const __m512 a = _mm512_loadu_ps(p), m = _mm512_loadu_ps(p + 16), z = _mm512_loadu_ps(p + 32);
+    // Element 3i + c of the 48, first from a and m (indices 0-31), then the rest from z (indices 16-31 of the
+    // second permute's table, the first's result standing in for 0-15).
+    alignas(64) int32_t first[3][16], second[3][16];
+    for (int c = 0; c < 3; ++c) {
+      for (int i = 0; i < 16; ++i) {
+        const int e = 3 * i + c;
+        first[c][i] = e < 32 ? e : 0;
+        second[c][i] = e < 32 ? i : 16 + (e - 32);
+      }
+    }
+    __m512* out[3] = {r, g, b};
+    for (int c = 0; c < 3; ++c) {
+      const __m512 low = _mm512_permutex2var_ps(a, _mm512_load_si512(first[c]), m);
+      *out[c] = _mm512_permutex2var_ps(low, _mm512_load_si512(second[c]), z);
+    }
+  }
+};
+
+// 16-bit floats: 16 values from 32 bytes, interleaved ones gathered as 16-bit words before the conversion.
+template <typename Derived, typename StoredT>
+struct HalfWidthLanes {
+  using Stored = StoredT;
+  static IMG2GRAY_AVX512 __m512 load(const Stored* p) {
+    return Derived::widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  static IMG2GRAY_AVX512 void store(Stored* p, __m512 y) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), Derived::narrow(y));
+  }
+  static IMG2GRAY_AVX512 void load_interleaved(const Stored* p, __m512* r, __m512* g, __m512* b) {
+    const __m512i a = _mm512_loadu_si512(p);  // values 0-31
+    const __m512i z = _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p) + 2));  // 32-47
+    alignas(64) int16_t take[3][32];
+    for (int c = 0; c < 3; ++c) {
+      for (int i = 0; i < 32; ++i) take[c][i] = static_cast<int16_t>(i < 16 ? 3 * i + c : 0);
+    }
+    __m512* out[3] = {r, g, b};
+    for (int c = 0; c < 3; ++c) {
+      const __m512i words = _mm512_permutex2var_epi16(a, _mm512_load_si512(take[c]), z);
+      *out[c] = Derived::widen(_mm512_castsi512_si256(words));
+    }
+  }
+};
+
+struct HalfLanes : HalfWidthLanes<HalfLanes, c10::Half> {
+  static IMG2GRAY_AVX512 __m512 widen(__m256i h) { return _mm512_cvtph_ps(h); }
+  static IMG2GRAY_AVX512 __m256i narrow(__m512 y) {
+    const __m256i rounded = _mm512_cvtps_ph(y, _MM_FROUND_TO_NEAREST_INT);
+    // c10 makes every NaN 0x7E00 with the input's sign; vcvtps2ph keeps payload bits.
+    const __m256i sign = _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(y), 16));
+    const __m256i nan = _mm256_or_si256(_mm256_and_si256(sign, _mm256_set1_epi16(static_cast<int16_t>(0x8000))),
+                                        _mm256_set1_epi16(0x7E00));
+    const __mmask32 is_nan = _mm512_cmp_ps_mask(y, y, _CMP_UNORD_Q);  // lane i of y is word i of the result
+    return _mm512_castsi512_si256(
+        _mm512_mask_blend_epi16(is_nan, _mm512_castsi256_si512(rounded), _mm512_castsi256_si512(nan)));
+  }
+};
+
+struct BFloat16Lanes : HalfWidthLanes<BFloat16Lanes, c10::BFloat16> {
+  static IMG2GRAY_AVX512 __m512 widen(__m256i h) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+  // c10's round_to_nearest_even: (bits + 0x7FFF + bit 16) >> 16, NaN -> 0x7FC0.
+  static IMG2GRAY_AVX512 __m256i narrow(__m512 y) {
+    const __m512i bits = _mm512_castps_si512(y);
+    const __m512i bias = _mm512_add_epi32(_mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1)),
+                                          _mm512_set1_epi32(0x7FFF));
+    const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(bits, bias), 16);
+    const __m512i result = _mm512_mask_blend_epi32(_mm512_cmp_ps_mask(y, y, _CMP_UNORD_Q), rounded,
+                                                   _mm512_set1_epi32(0x7FC0));
+    return _mm512_cvtepi32_epi16(result);
+  }
+};
+
+template <typename scalar_t>
+using LanesOf = std::conditional_t<std::is_same_v<scalar_t, c10::Half>, HalfLanes,
+                                   std::conditional_t<std::is_same_v<scalar_t, c10::BFloat16>, BFloat16Lanes,
+                                                      FloatLanes<float>>>;
+
+IMG2GRAY_AVX512 __m512 luma_16(__m512 r, __m512 g, __m512 b, const Avx512Weights& w) {
+  return _mm512_add_ps(_mm512_add_ps(_mm512_mul_ps(w.r, r), _mm512_mul_ps(w.g, g)), _mm512_mul_ps(w.b, b));
+}
+
+template <typename scalar_t>
+inline int64_t planar_float_avx512(const scalar_t* __restrict__ r, const scalar_t* __restrict__ g,
+                                   const scalar_t* __restrict__ b, scalar_t* __restrict__ out, int64_t n,
+                                   const Weights<float>& weights) {
+  using Lanes = LanesOf<scalar_t>;
+  using Stored = typename Lanes::Stored;
+  const Avx512Weights w{_mm512_set1_ps(weights.r), _mm512_set1_ps(weights.g), _mm512_set1_ps(weights.b)};
+  const auto* rs = reinterpret_cast<const Stored*>(r);
+  const auto* gs = reinterpret_cast<const Stored*>(g);
+  const auto* bs = reinterpret_cast<const Stored*>(b);
+  auto* os = reinterpret_cast<Stored*>(out);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    Lanes::store(os + i, luma_16(Lanes::load(rs + i), Lanes::load(gs + i), Lanes::load(bs + i), w));
+  }
+  return i;
+}
+
+template <typename scalar_t>
+inline int64_t interleaved_float_avx512(const scalar_t* __restrict__ rgb, scalar_t* __restrict__ out, int64_t n,
+                                        const Weights<float>& weights) {
+  using Lanes = LanesOf<scalar_t>;
+  using Stored = typename Lanes::Stored;
+  const Avx512Weights w{_mm512_set1_ps(weights.r), _mm512_set1_ps(weights.g), _mm512_set1_ps(weights.b)};
+  const auto* in = reinterpret_cast<const Stored*>(rgb);
+  auto* os = reinterpret_cast<Stored*>(out);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m512 rv, gv, bv;
+    Lanes::load_interleaved(in + 3 * i, &rv, &gv, &bv);
+    Lanes::store(os + i, luma_16(rv, gv, bv, w));
+  }
+  return i;
+}
+
 // The fixed-point path needs VNNI too; only these functions are compiled for it, so that the float path above
 // never meets a VNNI instruction on a CPU without it.
 #define IMG2GRAY_AVX512_VNNI __attribute__((target("avx512f,avx512bw,avx512vbmi,avx512vnni")))
@@ -596,6 +731,25 @@ inline int64_t planar_u8(const uint8_t* r, const uint8_t* g, const uint8_t* b, u
   if (call.isa == CpuIsa::Neon) done = planar_u8_neon(r, g, b, out, n, call.weights);
 #endif
   return done;
+}
+
+// float32, float16 and bfloat16: how many leading pixels the AVX-512 spans wrote (none without AVX-512); the caller
+// does the rest.
+template <typename scalar_t>
+inline int64_t interleaved_float(const scalar_t* rgb, scalar_t* out, int64_t n, const Weights<float>& weights) {
+#if defined(IMG2GRAY_X86_SPANS)
+  if (cpu_isa() >= CpuIsa::Avx512) return interleaved_float_avx512(rgb, out, n, weights);
+#endif
+  return 0;
+}
+
+template <typename scalar_t>
+inline int64_t planar_float(const scalar_t* r, const scalar_t* g, const scalar_t* b, scalar_t* out, int64_t n,
+                            const Weights<float>& weights) {
+#if defined(IMG2GRAY_X86_SPANS)
+  if (cpu_isa() >= CpuIsa::Avx512) return planar_float_avx512(r, g, b, out, n, weights);
+#endif
+  return 0;
 }
 
 }  // namespace simd
