@@ -459,13 +459,14 @@ struct Avx512Fixed {
 
 IMG2GRAY_AVX512_VNNI inline Avx512Fixed avx512_fixed(const FixedPoint& fixed) {
   return {_mm512_set1_epi32(fixed.digits[2]), _mm512_set1_epi32(fixed.digits[1]), _mm512_set1_epi32(fixed.digits[0]),
-          _mm512_set1_epi32(static_cast<int32_t>(kFixedBias)), _mm512_set1_epi32(static_cast<int32_t>(kFixedAmbiguous))};
+          _mm512_set1_epi32(static_cast<int32_t>(kFixedBias)),
+          _mm512_set1_epi32(static_cast<int32_t>(kFixedAmbiguous))};
 }
 
 // 16 pixels as dwords (r, g, b, 0) -> Z of FixedPoint, the same integer as sum_c v_c * W_c + kFixedBias in any order.
-// Three vpdpbusd over the base-128 digits, two of them independent: Z = ((r.d2 << 7) + r.d1) << 7 + (r.d0 + bias),
-// 13 cycles of dependent latency instead of the full Horner chain's 19 (two more shift-and-dot steps). On Intel's
-// server cores the shifts have one port and the dot products two, so the chain, not the count, held the loop back.
+// Three vpdpbusd over the base-128 digits, two of them independent: Z = ((x.d2 << 7) + x.d1) << 7 + (x.d0 + bias).
+// A chain of 15 cycles where Horner's (each digit's product on the shifted sum before it) took 20 (vpdpbusd's
+// latency is 6 on an Emerald Rapids core; benchmarks/experiments/cpu_ports.c), for one vector add more.
 IMG2GRAY_AVX512_VNNI IMG2GRAY_AVX512 __m512i fixed_16(__m512i rgb0, const Avx512Fixed& f) {
   const __m512i high = _mm512_dpbusd_epi32(_mm512_setzero_si512(), rgb0, f.d2);
   const __m512i low = _mm512_dpbusd_epi32(f.bias, rgb0, f.d0);
@@ -476,8 +477,8 @@ IMG2GRAY_AVX512_VNNI IMG2GRAY_AVX512 __m512i fixed_16(__m512i rgb0, const Avx512
 // The lanes of four such vectors whose value must come from the float formula instead (Z mod 2^21 below 2^11), as
 // one mask: the test of each vector, or-ed in mask registers.
 IMG2GRAY_AVX512_VNNI IMG2GRAY_AVX512 __mmask16 ambiguous_64(const __m512i (&z)[4], const Avx512Fixed& f) {
-  return _kor_mask16(_kor_mask16(_mm512_testn_epi32_mask(z[0], f.ambiguous_bits), _mm512_testn_epi32_mask(z[1], f.ambiguous_bits)),
-                     _kor_mask16(_mm512_testn_epi32_mask(z[2], f.ambiguous_bits), _mm512_testn_epi32_mask(z[3], f.ambiguous_bits)));
+  const auto test = [&](int j) { return _mm512_testn_epi32_mask(z[j], f.ambiguous_bits); };
+  return _kor_mask16(_kor_mask16(test(0), test(1)), _kor_mask16(test(2), test(3)));
 }
 
 // The blocks of a run that hold an ambiguous lane, written again by the float path once the run is done: a branch
