@@ -54,16 +54,15 @@ class Stale:
 
 def pins(text: str, source: Path) -> dict[str, Pin]:
     """The exact pins (`name==version`) of a requirements file's text, by canonical name."""
-    found = {}
+    found: dict[str, Pin] = {}
     for line in text.splitlines():
         requirement = line.split("#", 1)[0].strip()
         name, separator, version = requirement.partition("==")
         if not separator:
             continue
+        canonical = str(canonicalize_name(name.strip()))
         try:
-            found[canonicalize_name(name.strip())] = Pin(
-                canonicalize_name(name.strip()), Version(version.strip()), source
-            )
+            found[canonical] = Pin(canonical, Version(version.strip()), source)
         except InvalidVersion:
             raise ValueError(f"{source}: {line.strip()!r} is not a version pin; write name==version") from None
     return found
@@ -86,11 +85,12 @@ def newest_listed(pip_output: str) -> Version | None:
 
 def stale(pinned: Sequence[Pin], newest: Mapping[str, Version | None]) -> list[Stale]:
     """The pins behind the newest release, comparing public versions (2.13.0 and 2.13.0+cpu are one release)."""
-    return [
-        Stale(pin, newest[pin.name])
-        for pin in pinned
-        if newest.get(pin.name) is not None and Version(newest[pin.name].public) > Version(pin.version.public)
-    ]
+    behind = []
+    for pin in pinned:
+        release = newest.get(pin.name)
+        if release is not None and Version(release.public) > Version(pin.version.public):
+            behind.append(Stale(pin, release))
+    return behind
 
 
 def ask_pip(
