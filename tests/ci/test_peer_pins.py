@@ -46,7 +46,7 @@ def test_stale_compares_public_versions():
     newest = {"torch": Version("2.13.0+cpu"), "pillow": None, "opencv-python-headless": Version("5.1.0.95")}
     assert [(s.pin.name, str(s.newest)) for s in stale(pinned, newest)] == [("opencv-python-headless", "5.1.0.95")]
     assert (
-        stale([pin("torch", "2.13.0")], {"torch": Version("2.15.0")})[0]
+        stale([pin("torch", "2.13.0")], {"torch": Version("2.15.0")}, held={})[0]
         .message()
         .startswith(
             "torch==2.13.0 (requirements/dev.txt) is behind 2.15.0, the newest release on the index: pin 2.15.0"
@@ -69,6 +69,16 @@ def pip_environment() -> dict[str, str]:
     return {key: value for key, value in os.environ.items() if not key.startswith("PIP_")} | {
         "PIP_CONFIG_FILE": os.devnull
     }
+
+
+def test_a_held_pin_passes_until_a_release_newer_than_its_decision_appears():
+    """torch is held at 2.13.0 on purpose (peer_pins.HELD says why): 2.15.0, known when that was decided, is not
+    stale; a later release is, so the decision is taken anew."""
+    pin = Pin("torch", Version("2.13.0"), ROOT / "requirements" / "dev.txt")
+    held = {"torch": (Version("2.15.0"), "why")}
+    assert stale([pin], {"torch": Version("2.15.0")}, held) == []
+    assert [s.newest for s in stale([pin], {"torch": Version("2.16.0")}, held)] == [Version("2.16.0")]
+    assert [s.newest for s in stale([pin], {"torch": Version("2.15.0")}, {})] == [Version("2.15.0")]
 
 
 def test_a_pin_behind_the_index_fails_the_check_by_name(tmp_path):

@@ -28,6 +28,18 @@ ROOT = Path(__file__).resolve().parents[2]
 # The files that pin the benchmarks' peers, and the peers (the libraries bench_op.py times against the op).
 REQUIREMENTS = (ROOT / "requirements" / "dev.txt", ROOT / "requirements" / "bench-pillow-simd.txt")
 PEERS = ("opencv-python-headless", "pillow", "pillow-simd", "torch")
+# Pins held behind the index on purpose: name -> (the newest release when that was decided, why). A release newer
+# than the one recorded makes the pin stale again, so the decision is taken anew.
+HELD: dict[str, tuple[Version, str]] = {
+    "torch": (
+        Version("2.15.0"),
+        (
+            "torch is the platform the op and every test build against, not only a timed peer: CI installs the "
+            "CPU-only 2.13.0 wheel from a local mirror, while 2.14/2.15 are multi-GB CUDA wheels on PyPI (PyTorch's "
+            "CPU index is not reachable here)"
+        ),
+    ),
+}
 # A package every index serves: asked first, so that "unreachable" and "no such release" are told apart.
 PROBE = "pip"
 
@@ -83,12 +95,16 @@ def newest_listed(pip_output: str) -> Version | None:
     return Version(match.group(1)) if match else None
 
 
-def stale(pinned: Sequence[Pin], newest: Mapping[str, Version | None]) -> list[Stale]:
-    """The pins behind the newest release, comparing public versions (2.13.0 and 2.13.0+cpu are one release)."""
+def stale(
+    pinned: Sequence[Pin], newest: Mapping[str, Version | None], held: Mapping[str, tuple[Version, str]] = HELD
+) -> list[Stale]:
+    """The pins behind the newest release, comparing public versions (2.13.0 and 2.13.0+cpu are one release); a
+    held pin only once a release newer than the one its decision recorded appears."""
     behind = []
     for pin in pinned:
         release = newest.get(pin.name)
-        if release is not None and Version(release.public) > Version(pin.version.public):
+        floor = held[pin.name][0] if pin.name in held else pin.version
+        if release is not None and Version(release.public) > Version(floor.public):
             behind.append(Stale(pin, release))
     return behind
 
@@ -133,13 +149,17 @@ def check(
     pinned = peer_pins(files)
     newest = newest_releases([pin.name for pin in pinned], pip_args, env)
     behind = stale(pinned, newest)
-    lines = [
-        f"{pin.name}=={pin.version}: "
-        + ("not on the index" if newest[pin.name] is None else f"current (newest {newest[pin.name]})")
-        for pin in pinned
-        if pin not in {s.pin for s in behind}
-    ]
+    stale_pins = {s.pin for s in behind}
+    lines = [f"{pin.name}=={pin.version}: {_status(pin, newest[pin.name])}" for pin in pinned if pin not in stale_pins]
     return (1 if behind else 0), lines + [s.message() for s in behind]
+
+
+def _status(pin: Pin, newest: Version | None) -> str:
+    if newest is None:
+        return "not on the index"
+    if pin.name in HELD and Version(pin.version.public) < Version(newest.public):
+        return f"held (newest {newest}): {HELD[pin.name][1]}"
+    return f"current (newest {newest})"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
