@@ -28,9 +28,9 @@ SUITE = [
     f"tests/kernelpin/{name}"
     for name in (
         "journeys/test_end_to_end.py",
-        "loading/test_get_kernel.py",
+        "front/test_get_kernel.py",
         "loading/test_local_kernels.py",
-        "loading/test_kernelize.py",
+        "front/test_kernelize.py",
         "journeys/test_dependency_walk.py",
         "loading/test_zip_builds.py",
         "loading/test_kernels_internals.py",

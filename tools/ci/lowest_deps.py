@@ -40,7 +40,7 @@ INTEROP = [
         "format/test_variant_vs_kernels.py",
         "journeys/test_backends.py",
         "format/test_kernels_compat.py",
-        "loading/test_kernelize.py",
+        "front/test_kernelize.py",
         "publisher/test_signed_release.py",
         "loading/test_zip_builds.py",
         "loading/test_python_depends.py",

@@ -2,7 +2,7 @@
 runs, and each function the front calls outside them (a door into another room: its inside is that room's
 business, not the front's). sys.setprofile (and threading's, for the threads the call starts) sees every call; a
 place is a (module, qualified function name); a room is kernelpin's subpackage or top-level module, as
-tests/kernelpin/test_structure.py names them. Comprehensions and generator expressions belong to the function that
+tests/kernelpin/package/test_structure.py names them. Comprehensions and generator expressions belong to the function that
 holds them (Python 3.12 inlines them). A thread's work belongs to the room whose function it runs: a thread running a
 front function is the front's (counted as such), one running another room's function is that room's inside."""
 
