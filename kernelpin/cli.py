@@ -685,7 +685,7 @@ def cmd_info(ctx: Context) -> int:
     found = info(
         ctx.source,
         ctx.args.repo,
-        version=int(version) if version and version.isdigit() else version,
+        version=int(version) if version and version.isascii() and version.isdigit() else version,
         revision=ctx.args.revision,
         project=project,
         dep_tree=environment.current(vars(ctx.args)) if ctx.args.dep_tree else None,
@@ -770,7 +770,7 @@ def cmd_describe_api(ctx: Context) -> int:
             env,
             project=_project_if_any(ctx),
             revision=ctx.args.revision,
-            version=int(version) if version and version.isdigit() else version,
+            version=int(version) if version and version.isascii() and version.isdigit() else version,
         )
     api = found.api
     if ctx.args.json:
@@ -1070,7 +1070,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse with a "did you mean" on a mistyped command or option (as cargo and uv have)."""
 
     def error(self, message: str) -> NoReturn:
-        choice = re.match(r"argument COMMAND: invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+        choice = re.match(r"argument COMMAND: invalid choice: '([^']*)' \(choose from (.*)\)\Z", message)
         if choice:
             commands = re.findall(r"'([^']*)'", choice[2])
             close = difflib.get_close_matches(choice[1], commands, n=1)
@@ -1079,7 +1079,7 @@ class _Parser(argparse.ArgumentParser):
                 + (f"; did you mean '{close[0]}'?" if close else "")
                 + f" (commands: {', '.join(commands)})"
             )
-        unknown = re.match(r"unrecognized arguments: (.*)$", message)
+        unknown = re.match(r"unrecognized arguments: (.*)\Z", message)
         if unknown:
             message = "; ".join(self._unknown_argument(given) for given in unknown[1].split(" "))
         super().error(message)

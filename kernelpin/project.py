@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -183,7 +184,7 @@ def entry_to_add(repo_id: str, range_text: str | None, versions: list[Version], 
     """The requirement to write: the integer major `kernels lock` reads (`= N`, the branch vN) whenever the
     request is a whole major line whose branch exists (no range: the newest release's line; `1`, `^1`, `1.x`,
     `>=1, <2`); otherwise the range as asked, with a note that `kernels lock` will not read that entry."""
-    majors = {int(name[1:]) for name in branches if name[1:].isdigit() and name.startswith("v")}
+    majors = {int(name[1:]) for name in branches if re.fullmatch(r"v[0-9]+", name)}
     if range_text is None:
         releases = [v for v in versions if not v.is_prerelease] or versions
         if releases:

@@ -14,7 +14,7 @@ from kernelpin.format.ranges import Range, RangeError
 # The Hub's rules: org and name of [A-Za-z0-9._-], neither starting nor ending with '.' or '-', no '--' or '..',
 # the name at most 96 characters (huggingface_hub.utils.validate_repo_id).
 _REPO_PART = r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?"
-REPO_ID_RE = re.compile(rf"^{_REPO_PART}/{_REPO_PART}$")
+REPO_ID_RE = re.compile(rf"^{_REPO_PART}/{_REPO_PART}\Z")
 REPO_TYPES = ("kernel", "model")
 RequirementValue = str | int | dict[str, str | int]  # as written in pyproject.toml, as plain data
 DEPENDENCIES_TABLE = "[tool.kernels.dependencies]"

@@ -33,7 +33,7 @@ _CXX_TAGS = ("cxx11", "cxx98")
 # cann81), except ROCm 7.14 (rocm714). New names spell them cuda-12.8, rocm-7.14, xpu-2025.3, cann-8.1.
 _BACKEND_TAG_RES = {
     "cuda": re.compile(r"cu([0-9]+)([0-9]+)"),
-    "rocm": re.compile(r"rocm(7(?=14$)|[0-9]+)([0-9]+)"),
+    "rocm": re.compile(r"rocm(7(?=14\Z)|[0-9]+)([0-9]+)"),
     "xpu": re.compile(r"xpu([0-9]+)([0-9]+)"),
     "cann": re.compile(r"cann([0-9]+)([0-9]+)"),
 }
@@ -60,8 +60,8 @@ METAL_MIN_MACOS = (26, 0)
 
 # What a build may list in backend.archs: CUDA compute capabilities ("8.0", "9.0a", "10.0f+PTX"), ROCm gfx
 # names ("gfx942"), or forms a newer kernel-builder writes (`kernels` assumes those compatible).
-_ARCH_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+:-]{0,63}$")
-_CUDA_ARCH_RE = re.compile(r"^(?P<major>[0-9]+)\.(?P<minor>[0-9]+)(?P<suffix>[af]?)(?P<ptx>\+PTX)?$")
+_ARCH_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+:-]{0,63}\Z")
+_CUDA_ARCH_RE = re.compile(r"^(?P<major>[0-9]+)\.(?P<minor>[0-9]+)(?P<suffix>[af]?)(?P<ptx>\+PTX)?\Z")
 
 
 def is_arch(text: str) -> bool:

@@ -19,7 +19,7 @@ from kernelpin.hub.limits import MAX_LISTING, LimitExceeded
 
 # A tag or branch name as kernelpin.lock stores it after refs/tags/ or refs/heads/ (git's ref-name rules,
 # minus what needs no check here); a name the lock reader would refuse must not reach a lock.
-_REF_NAME_RE = re.compile(r"^(?!.*\.\.)(?!.*//)(?!/)[^\x00-\x20\x7f~^:?*\[\\]{1,255}(?<!/)$")
+_REF_NAME_RE = re.compile(r"^(?!.*\.\.)(?!.*//)(?!/)[^\x00-\x20\x7f~^:?*\[\\]{1,255}(?<!/)\Z")
 
 
 class MalformedAnswer(KernelpinError):
