@@ -27,7 +27,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from kernelpin.errors import KernelpinError
+from kernelpin.errors import KernelpinError, untrusted_input
 from kernelpin.format.variant import CPU, Backend, Environment, this_python
 
 _ARCH_ALIASES = {"amd64": "x86_64", "arm64": "aarch64"}
@@ -300,6 +300,7 @@ def with_backend(env: Environment, backend: str) -> Environment:
     return replace(env, cuda=None, backend=CPU, gpu_capability=None, gpu_arch=None)
 
 
+@untrusted_input
 def parse_backend(text: str) -> Backend:
     try:
         return Backend.parse(text.strip().lower())

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kernelpin.errors import KernelpinError
+from kernelpin.errors import KernelpinError, untrusted_input
 from kernelpin.files.atomic import write_atomic
 from kernelpin.files.integrity import find_owned_upward
 from kernelpin.format.layout import LOCKFILE, PROJECT_STATE_DIR
@@ -101,6 +101,7 @@ def _invalid(project: Project, error: Exception) -> KernelpinError:
     return KernelpinError(f"{project.pyproject}: not valid TOML: {error}; fix the file and retry")
 
 
+@untrusted_input
 def read_document(project: Project) -> tomlkit.TOMLDocument:
     """pyproject.toml, parsed with its formatting; a leading UTF-8 byte-order mark is accepted (and kept by
     `write_document`)."""
@@ -110,7 +111,7 @@ def read_document(project: Project) -> tomlkit.TOMLDocument:
     text = _text(project)
     try:
         return tomlkit.parse(text)
-    except TOMLKitError as error:
+    except (TOMLKitError, RecursionError) as error:
         raise _invalid(project, error) from None
 
 
@@ -120,7 +121,7 @@ def _data(project: Project) -> dict[str, Any]:
     text = _text(project)
     try:
         return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
+    except (tomllib.TOMLDecodeError, RecursionError) as error:
         raise _invalid(project, error) from None
 
 
@@ -158,11 +159,13 @@ def _dependencies(document: tomlkit.TOMLDocument, create: bool) -> Table | None:
     return table
 
 
+@untrusted_input
 def read_policy(project: Project) -> Policy:
     """The publisher policy of pyproject.toml ([tool.kernelpin.trust]; kernelpin.trust.policy's defaults without it)."""
     return parse_policy(_data(project))
 
 
+@untrusted_input
 def read_requirements(project: Project) -> list[Requirement]:
     document = read_document(project)
     table = _dependencies(document, create=False)

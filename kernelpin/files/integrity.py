@@ -8,7 +8,7 @@ import re
 from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO
 
-from kernelpin.errors import IntegrityError, KernelpinError
+from kernelpin.errors import IntegrityError, KernelpinError, untrusted_input
 
 _CHUNK = 1 << 20
 # Validators match the whole string: `\Z`, not `$`, which also matches before a trailing newline.
@@ -92,6 +92,7 @@ def _path_problem(path: str) -> str | None:
     return None
 
 
+@untrusted_input
 def check_repo_path(path: str, where: str) -> str:
     """Refuse a path from a repository (or a lock) that could escape the directory it is written into, that a
     file system cannot store there, or that would act on a terminal when printed."""

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import tomllib
 
-from kernelpin.errors import KernelpinError
+from kernelpin.errors import KernelpinError, untrusted_input
 from kernelpin.format.spec import check_repo_id
 
 STATUS_FILE = "kernel-status.toml"
@@ -28,6 +28,7 @@ class Redirect:
     revision: str | None  # None: the requirement as asked, on the destination
 
 
+@untrusted_input
 def parse_status(content: bytes, where: str) -> Redirect:
     """The redirect a kernel-status.toml states; KernelpinError names what is wrong with it."""
 
@@ -40,6 +41,8 @@ def parse_status(content: bytes, where: str) -> Redirect:
         data = tomllib.loads(content.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
         raise broken(f"not TOML ({str(error)[:120]})") from None
+    except RecursionError:  # tomllib parses nested arrays and tables recursively: 500 deep fit in 1 KB
+        raise broken("nested deeper than TOML is parsed") from None
     if data.get("kind") != "redirect":
         raise broken(f'kind must be "redirect", not {str(data.get("kind"))[:40]!r}')
     destination, revision = data.get("destination"), data.get("revision")

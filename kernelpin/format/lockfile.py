@@ -14,7 +14,7 @@ from typing import Any
 
 import tomllib
 
-from kernelpin.errors import KernelpinError, NoVariantError
+from kernelpin.errors import KernelpinError, NoVariantError, untrusted_input
 from kernelpin.files.atomic import write_atomic
 from kernelpin.files.integrity import GIT_OBJECT_ID_RE, MAX_FILE_SIZE, SHA256_HEX_RE, check_repo_path
 from kernelpin.format.layout import SIGNATURE
@@ -175,6 +175,7 @@ def _toml(value: object) -> str:
     raise TypeError(f"a lock holds no {type(value).__name__}")
 
 
+@untrusted_input
 def parse(text: str, source: str) -> Lock:
     """Read a lock, refusing unknown schema versions and malformed entries with a message that says why."""
     try:

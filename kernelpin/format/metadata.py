@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernelpin.errors import KernelpinError
+from kernelpin.errors import KernelpinError, untrusted_input
 from kernelpin.files.integrity import SHA256_HEX_RE, check_repo_path
 from kernelpin.format.layout import METADATA, SIGNATURE
 from kernelpin.format.ranges import Version, VersionError
@@ -167,6 +167,7 @@ def check_size(size: int, where: str) -> None:
         )
 
 
+@untrusted_input
 def parse_metadata(content: bytes | str, where: str) -> BuildMetadata:
     """Read one variant's metadata.json (either format); MetadataError names what is wrong."""
     check_size(len(content), where)

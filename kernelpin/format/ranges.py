@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from functools import total_ordering
 from typing import NamedTuple
 
+from kernelpin.errors import untrusted_input
+
 _NUMBER = re.compile(r"0|[1-9][0-9]*")
 MAX_DIGITS = 20  # enough for any 64-bit number (Cargo's limit); longer ones are typos or attacks
 _ECHO_LIMIT = 60  # characters of the input quoted back in an error message
@@ -72,6 +74,7 @@ class Version:
     build: tuple[str, ...] = ()
 
     @classmethod
+    @untrusted_input
     def parse(cls, text: str) -> Version:
         """Parse a strict SemVer string such as ``1.2.3-rc.1+b5``; raise VersionError otherwise."""
         try:
@@ -83,6 +86,7 @@ class Version:
         return partial.lower()
 
     @classmethod
+    @untrusted_input
     def from_tag(cls, tag: str) -> Version | None:
         """The version a git tag such as ``v1.2.3`` or ``1.2.3-rc.1`` names; None for any other tag.
 
@@ -155,6 +159,7 @@ class Range:
     alternatives: tuple[tuple[Comparator, ...], ...]
 
     @classmethod
+    @untrusted_input
     def parse(cls, text: str) -> Range:
         """Parse a range such as ``^0.1``, ``>=1.2, <2`` or ``1.x || 2.x``; raise RangeError otherwise."""
         if not text.strip():

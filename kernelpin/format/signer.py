@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kernelpin.errors import KernelpinError
+from kernelpin.errors import KernelpinError, untrusted_input
 
 GITHUB_ISSUER = "https://token.actions.githubusercontent.com"
 
@@ -62,6 +62,7 @@ class LockedSignature:
         return table
 
     @classmethod
+    @untrusted_input
     def from_table(cls, table: Any, where: str, fix: str) -> LockedSignature:
         """Read what `to_table` wrote; a malformed entry is an error naming it and the fix."""
 

@@ -16,6 +16,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from kernelpin.errors import untrusted_input
+
 TORCH, STABLE_ABI, TVM_FFI, NOARCH, MLX, SDK = "torch", "torch-stable-abi", "tvm-ffi", "noarch", "mlx", "sdk"
 
 # Framework parts, legacy (torch213, torch-stable-abi211, tvm-ffi01: one-digit torch major, first digit of
@@ -105,6 +107,7 @@ class Backend:
         return label if self.version is None else f"{label} {_dotted(self.version)}"
 
     @classmethod
+    @untrusted_input
     def parse(cls, tag: str) -> Backend:
         """A backend as one argument spells it: a legacy tag ('cu130', 'rocm71', 'xpu20253', 'cann81', 'cpu',
         'metal', ...) or a new one ('cuda-13.0', 'rocm-7.1')."""
@@ -230,6 +233,7 @@ class Variant:
         return "-".join(parts)
 
     @classmethod
+    @untrusted_input
     def parse(cls, name: str) -> Variant:
         """Parse a variant directory name as kernels 0.19.1's `parse_variant` does; ValueError when it can't."""
         parts = name.split("-")

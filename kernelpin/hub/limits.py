@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-from kernelpin.errors import KernelpinError
+from kernelpin.errors import KernelpinError, untrusted_input
 
 HTTP_TIMEOUT = "KERNELPIN_HTTP_TIMEOUT"
 DEADLINE = "KERNELPIN_DEADLINE"
@@ -43,6 +43,7 @@ class Limits:
     reads: int = 32
 
     @classmethod
+    @untrusted_input
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> Limits:
         return cls(
             http_timeout=_read(environ, HTTP_TIMEOUT, cls.http_timeout, float, 3600, "a number of seconds"),

@@ -37,7 +37,16 @@ from kernelpin.loading import local_override, python_depends
 from kernelpin.loading.importing import Verified, import_pinned
 from kernelpin.loading.runtime import environment_for, module_name
 from kernelpin.project import find_project, read_policy
-from kernelpin.resolve import KernelMoved, Located, Pinner, locate, pick_revision, same_publisher, served_as
+from kernelpin.resolve import (
+    KernelMoved,
+    Located,
+    Pinner,
+    locate,
+    moved_to,
+    pick_revision,
+    same_publisher,
+    served_as,
+)
 from kernelpin.store.content import Store
 from kernelpin.store.resolutions import Remembered, Resolutions, state_dir
 from kernelpin.trust.checker import ReleaseChecker
@@ -282,18 +291,15 @@ class KernelRedirectWarning(UserWarning):
     """A kernel's repository says it moved (kernel-status.toml), and get_kernel loaded the destination."""
 
 
-def _follow(
-    moved: KernelMoved,
-    env: Environment,
-    check_arch: bool,
-    trust_remote_code: bool | Sequence[str],
-    checker: ReleaseChecker,
-    moved_from: tuple[str, ...],
-) -> ModuleType:
-    """Load what a moved kernel's kernel-status.toml names, where the publisher policy admits it: in the same
-    organization, as any kernel of that publisher; in another, only when the policy or trust_remote_code names the
-    destination (a move across organizations is a new publisher, which the Hub's trusted mark alone does not make
-    one the caller chose)."""
+def _admit_move(
+    moved: KernelMoved, trust_remote_code: bool | Sequence[str], checker: ReleaseChecker, moved_from: tuple[str, ...]
+) -> tuple[ReleaseChecker, tuple[str, ...]]:
+    """Whether the publisher policy admits a moved kernel's destination: in the same organization, as any kernel
+    of that publisher; in another, only when the policy or trust_remote_code names the destination (a move across
+    organizations is a new publisher, which the Hub's trusted mark alone does not make one the caller chose).
+    Returns the checker the destination is judged by (the policy with the entry of the repository moved from as
+    its floor: kernel-status.toml is not signed, so a move never loosens what the policy asked of the repository
+    the user named) and the chain of repositories moved from."""
     old, new = moved.requirement.repo_id, moved.instead.repo_id
     chain = (*moved_from, old)
     if new in chain or len(chain) > MAX_REDIRECTS:
@@ -301,9 +307,7 @@ def _follow(
             f"{' -> '.join((*chain, new))}: kernel-status.toml redirects loop or run longer than "
             f"{MAX_REDIRECTS}; ask the publisher, or name the repository to load"
         )
-    named = checker.policy.publisher(new) is not None or (
-        not isinstance(trust_remote_code, bool) and new in trust_remote_code
-    )
+    named = checker.policy.names(new) or (not isinstance(trust_remote_code, bool) and new in trust_remote_code)
     if not same_publisher(old, new) and not named:
         org = new.split("/", 1)[0]
         raise KernelpinError(
@@ -312,6 +316,26 @@ def _follow(
             f"trust_remote_code names; if you trust it, pass trust_remote_code=[{new!r}] or add "
             f'[tool.kernelpin.trust.publishers."{org}"] to pyproject.toml'
         )
+    policy = checker.policy.moved(old, new)
+    if policy is checker.policy:
+        return checker, chain
+    floored = ReleaseChecker(
+        policy, checker.project_root, checker.refresh, checker.refresh_timeout, receipts=checker.receipts
+    )
+    return floored, chain
+
+
+def _follow(
+    moved: KernelMoved,
+    env: Environment,
+    check_arch: bool,
+    trust_remote_code: bool | Sequence[str],
+    checker: ReleaseChecker,
+    moved_from: tuple[str, ...],
+) -> ModuleType:
+    """Load what a moved kernel's kernel-status.toml names, where the publisher policy admits it (_admit_move)."""
+    old, new = moved.requirement.repo_id, moved.instead.repo_id
+    checker, chain = _admit_move(moved, trust_remote_code, checker, moved_from)
     warnings.warn(
         f"{old} has moved to {new} (its kernel-status.toml at {moved.commit[:12]} says so); loading "
         f"{new} {moved.instead.text} instead: to load it by its new name, get_kernel({new!r}, ...)",
@@ -319,6 +343,16 @@ def _follow(
         stacklevel=4,
     )
     return _load_resolved(moved.instead, env, check_arch, trust_remote_code, checker, chain)
+
+
+def _remembered_move(
+    resolutions: Resolutions, requirement: Requirement, remembered: Remembered | None
+) -> KernelMoved | None:
+    """Offline: the move get_kernel followed online for `requirement` (none where it resolved it instead)."""
+    if remembered is not None:
+        return None
+    move = resolutions.read_move(requirement)
+    return None if move is None else moved_to(requirement, *move)
 
 
 def _load_resolved(
@@ -335,6 +369,9 @@ def _load_resolved(
     resolutions = Resolutions(settings.endpoint, state_dir())
     remembered = resolutions.read(requirement)
     if settings.offline:
+        moved = _remembered_move(resolutions, requirement, remembered)
+        if moved is not None:
+            return _follow(moved, env, check_arch, trust_remote_code, checker, moved_from)
         resolved = resolve_remembered(
             remembered, requirement, env, check_arch, settings.cache_dir, checker, trust_remote_code
         )
@@ -346,6 +383,7 @@ def _load_resolved(
                 source, requirement, env, check_arch, remembered, trust_remote_code, checker
             )
         except KernelMoved as moved:
+            resolutions.remember_move(requirement, moved.commit, moved.redirect)
             return _follow(moved, env, check_arch, trust_remote_code, checker, moved_from)
     kernel, variant = resolved.kernel, resolved.kernel.variant(resolved.variant)
     assert variant is not None
@@ -416,16 +454,35 @@ def has_kernel(
             directory, _ = local_override.choose(repo_id, override, env, check_arch)
             local_override.admit(repo_id, directory, checker.policy, "answering from", stacklevel=3)
             return True
-        settings = HubSettings.from_env()
-        source = HubSource(settings)
-        remembered = Resolutions(settings.endpoint, state_dir()).read(requirement)
-        if settings.offline:
-            resolve_remembered(remembered, requirement, env, check_arch, settings.cache_dir, checker, trust_remote_code)
-        else:
-            resolve_online(source, requirement, env, check_arch, remembered, trust_remote_code, checker)
+        _resolve_answer(requirement, env, check_arch, trust_remote_code, checker)
     except NoVariantError:
         return False
     return True
+
+
+def _resolve_answer(
+    requirement: Requirement,
+    env: Environment,
+    check_arch: bool,
+    trust_remote_code: bool | Sequence[str],
+    checker: ReleaseChecker,
+    moved_from: tuple[str, ...] = (),
+) -> None:
+    """has_kernel's resolution: get_kernel's, moves followed as get_kernel follows them, nothing downloaded."""
+    settings = HubSettings.from_env()
+    resolutions = Resolutions(settings.endpoint, state_dir())
+    remembered = resolutions.read(requirement)
+    try:
+        if settings.offline:
+            moved = _remembered_move(resolutions, requirement, remembered)
+            if moved is not None:
+                raise moved
+            resolve_remembered(remembered, requirement, env, check_arch, settings.cache_dir, checker, trust_remote_code)
+        else:
+            resolve_online(HubSource(settings), requirement, env, check_arch, remembered, trust_remote_code, checker)
+    except KernelMoved as moved:
+        floored, chain = _admit_move(moved, trust_remote_code, checker, moved_from)
+        _resolve_answer(moved.instead, env, check_arch, trust_remote_code, floored, chain)
 
 
 def get_kernel_variants(

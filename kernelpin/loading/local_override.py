@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import ModuleType
 
-from kernelpin.errors import IntegrityError, KernelpinError, NoVariantError
+from kernelpin.errors import IntegrityError, KernelpinError, NoVariantError, untrusted_input
 from kernelpin.files.integrity import sha256_file
 from kernelpin.format.layout import BUILD_DIR, METADATA
 from kernelpin.format.lockfile import LockedFile, LockedVariant, is_variant_name
@@ -42,6 +42,7 @@ class LocalKernelOverrideWarning(UserWarning):
     """A kernel was loaded from a directory named by LOCAL_KERNELS instead of the Hub."""
 
 
+@untrusted_input
 def parse(text: str) -> dict[str, Path]:
     """LOCAL_KERNELS as `kernels` reads it: `repo=path` entries separated by ':' (the path may hold '=')."""
     overrides = {}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import re
 import sys
@@ -11,7 +12,7 @@ from pathlib import Path
 from types import ModuleType
 
 from kernelpin import environment
-from kernelpin.errors import KernelpinError
+from kernelpin.errors import KernelpinError, untrusted_input
 from kernelpin.files.integrity import find_owned_upward
 from kernelpin.format import lockfile
 from kernelpin.format.layout import LOCKFILE
@@ -62,10 +63,11 @@ def read_lock_cached(path: Path) -> lockfile.Lock | None:
 def _read_policy(path: Path, mtime_ns: int, size: int, inode: int) -> Policy:
     try:
         return parse_policy(tomllib.loads(path.read_text(encoding="utf-8")))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError, RecursionError) as error:
         raise KernelpinError(f"{path}: not valid TOML ({error}); fix it (it holds [tool.kernelpin.trust])") from None
 
 
+@untrusted_input
 def policy_beside(lock_path: Path) -> Policy:
     """The publisher policy of the pyproject.toml beside the lock (the defaults without one), parsed once per
     version of the file."""
@@ -89,8 +91,11 @@ def environment_for(backend: str | None) -> Environment:
 
 
 def module_name(repo_id: str, commit: str, variant: str) -> str:
-    """Unique per repository, commit and variant, so two versions of one kernel load side by side."""
-    return "_kernelpin_" + re.sub(r"\W", "_", f"{repo_id}_{commit[:12]}_{variant}")
+    """Unique per repository, commit and variant, so two versions of one kernel load side by side: a readable
+    part (which two kernels can share: acme/a-b and acme/a_b at commits of one 12-hex prefix) and a digest of
+    all three, whole, that they cannot."""
+    identity = hashlib.sha256("\0".join((repo_id, commit, variant)).encode()).hexdigest()[:32]
+    return "_kernelpin_" + re.sub(r"\W", "_", f"{repo_id}_{commit[:12]}_{variant}") + f"_{identity}"
 
 
 def _lock_path(lock: str | os.PathLike | None, caller: Path | None) -> Path:

@@ -146,7 +146,8 @@ def _served_as_other(metadata: BuildMetadata, variant: str, served: Served) -> s
         parsed = Variant.parse(variant)
     except ValueError:
         parsed = None
-    if parsed is not None and metadata.backend is not None:
+    # An SDK variant may name no backend (`sdk`, `sdk-cpython-...`): nothing to contradict there.
+    if parsed is not None and parsed.backend is not None and metadata.backend is not None:
         expected = {"npu": "cann"}.get(parsed.backend.name, parsed.backend.name)
         if expected != "universal" and metadata.backend != expected:
             return f"is a {metadata.backend} build, served as the {expected} variant {variant}"
@@ -186,7 +187,7 @@ def admit_publisher(
     (`trust_remote_code`, get_kernel's; None for `lock`, which has none) or the Hub's trusted mark on its
     organization (`hub_trusts`, asked only then; offline, what get_kernel recorded of the mark). Returns whether
     the mark is what let it through; raises KernelpinError for a publisher nothing trusts."""
-    if caller_trusts or policy.publisher(repo_id) is not None:
+    if caller_trusts or policy.names(repo_id):
         return False
     org = repo_id.split("/", 1)[0]
     if hub_trusts(org):

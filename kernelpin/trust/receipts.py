@@ -22,6 +22,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from kernelpin.errors import untrusted_input
 from kernelpin.files.private_state import PrivateFiles
 from kernelpin.trust.signature import Verified
 
@@ -41,6 +42,7 @@ class SignatureReceipts:
         """Whether this user has kept any receipt."""
         return self.files.any()
 
+    @untrusted_input
     def recall(self, trust_root: str, metadata: bytes, bundle: bytes) -> Verified | None:
         """What the verification of `bundle` over `metadata` under `trust_root` gave, by this user's receipt;
         None when there is none to believe."""
