@@ -131,7 +131,7 @@ def parse_requirement(
         unknown = set(value) - _TABLE_KEYS
         if unknown:
             raise KernelpinError(
-                f"{where}: unknown key(s) {', '.join(sorted(unknown))}; allowed: {', '.join(sorted(_TABLE_KEYS))}"
+                f"{where}: unknown key(s) {', '.join(repr(key)[1:-1] for key in sorted(unknown))}; allowed: {', '.join(sorted(_TABLE_KEYS))}"
             )
         repo_type = value.get("repo-type")
         if repo_type is not None and repo_type not in REPO_TYPES:

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from kernelpin.errors import untrusted_input
+from kernelpin.errors import KernelpinError, untrusted_input
 
 TORCH, STABLE_ABI, TVM_FFI, NOARCH, MLX, SDK = "torch", "torch-stable-abi", "tvm-ffi", "noarch", "mlx", "sdk"
 
@@ -75,9 +75,17 @@ def _dotted(pair: tuple[int, int]) -> str:
     return f"{pair[0]}.{pair[1]}"
 
 
-def _not_a_variant(name: str, why: str) -> ValueError:
-    return ValueError(
-        f"not a kernel variant name: {name!r} ({why}; expected e.g. 'torch213-cxx11-cu130-x86_64-linux', "
+class VariantNameError(KernelpinError, ValueError):
+    """A variant name or a backend that cannot be read (a ValueError too, as these parsers always raised)."""
+
+
+MAX_VARIANT_NAME = 255  # a variant is a directory: one path component
+
+
+def _not_a_variant(name: str, why: str) -> VariantNameError:
+    shown = repr(name[:MAX_VARIANT_NAME]) + ("..." if len(name) > MAX_VARIANT_NAME else "")
+    return VariantNameError(
+        f"not a kernel variant name: {shown} ({why}; expected e.g. 'torch213-cxx11-cu130-x86_64-linux', "
         "'torch-2.13-cuda-13.0-cpython-3.10-abi3-x86_64-linux', 'torch-stable-abi211-rocm71-x86_64-linux', "
         "'tvm-ffi01-cu130-x86_64-linux', 'torch-cuda', 'mlx-metal' or 'sdk-cpu-cpython-3.12-abi3-x86_64-linux')"
     )
@@ -114,8 +122,8 @@ class Backend:
         try:
             return cls.from_parts(tag.split("-"), legacy="-" not in tag)
         except ValueError:
-            raise ValueError(
-                f"not a backend: {tag!r} (expected cpu, cu<XY> such as cu130 or cuda-13.0, rocm<XY> or rocm-X.Y, "
+            raise VariantNameError(
+                f"not a backend: {tag[:80]!r} (expected cpu, cu<XY> such as cu130 or cuda-13.0, rocm<XY> or rocm-X.Y, "
                 "xpu<YYYYR> or xpu-YYYY.R, cann<XY> or cann-X.Y, metal, neuron or tpu)"
             ) from None
 
@@ -236,6 +244,8 @@ class Variant:
     @untrusted_input
     def parse(cls, name: str) -> Variant:
         """Parse a variant directory name as kernels 0.19.1's `parse_variant` does; ValueError when it can't."""
+        if len(name) > MAX_VARIANT_NAME:
+            raise _not_a_variant(name, f"longer than the {MAX_VARIANT_NAME} characters of a directory name")
         parts = name.split("-")
         if parts[0] == SDK:
             return cls._parse_sdk(name, parts[1:])

@@ -53,7 +53,10 @@ def parse(text: str) -> dict[str, Path]:
                 f"{VARIABLE}: entry {entry[:200]!r} is not REPO=PATH; write it as "
                 "org/a=/path/a:org/b=/path/b (each path holding build/<variant>/)"
             )
-        overrides[check_repo_id(repo_id.strip())] = Path(path).expanduser()
+        try:
+            overrides[check_repo_id(repo_id.strip())] = Path(path).expanduser()
+        except KernelpinError as error:
+            raise KernelpinError(f"{VARIABLE}: {error}") from None
     return overrides
 
 
