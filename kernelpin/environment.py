@@ -27,8 +27,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from kernelpin.errors import KernelpinError, untrusted_input
+from kernelpin.errors import KernelpinError
 from kernelpin.format.variant import CPU, Backend, Environment, this_python
+
+__untrusted_input__ = ("parse_backend",)  # parsers of input kernelpin does not control (kernelpin.errors)
 
 _ARCH_ALIASES = {"amd64": "x86_64", "arm64": "aarch64"}
 _OS_NAMES = ("linux", "darwin", "windows")
@@ -300,7 +302,6 @@ def with_backend(env: Environment, backend: str) -> Environment:
     return replace(env, cuda=None, backend=CPU, gpu_capability=None, gpu_arch=None)
 
 
-@untrusted_input
 def parse_backend(text: str) -> Backend:
     try:
         return Backend.parse(text.strip().lower())

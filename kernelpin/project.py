@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kernelpin.errors import KernelpinError, untrusted_input
+from kernelpin.errors import KernelpinError
 from kernelpin.files.atomic import write_atomic
 from kernelpin.files.integrity import find_owned_upward
 from kernelpin.format.layout import LOCKFILE, PROJECT_STATE_DIR
@@ -25,6 +25,12 @@ from kernelpin.format.spec import (
     toml_text,
 )
 from kernelpin.trust.policy import Policy, parse_policy
+
+__untrusted_input__ = (
+    "read_document",
+    "read_policy",
+    "read_requirements",
+)  # parsers of input kernelpin does not control (kernelpin.errors)
 
 if TYPE_CHECKING:
     import tomlkit
@@ -101,7 +107,6 @@ def _invalid(project: Project, error: Exception) -> KernelpinError:
     return KernelpinError(f"{project.pyproject}: not valid TOML: {error}; fix the file and retry")
 
 
-@untrusted_input
 def read_document(project: Project) -> tomlkit.TOMLDocument:
     """pyproject.toml, parsed with its formatting; a leading UTF-8 byte-order mark is accepted (and kept by
     `write_document`)."""
@@ -159,13 +164,11 @@ def _dependencies(document: tomlkit.TOMLDocument, create: bool) -> Table | None:
     return table
 
 
-@untrusted_input
 def read_policy(project: Project) -> Policy:
     """The publisher policy of pyproject.toml ([tool.kernelpin.trust]; kernelpin.trust.policy's defaults without it)."""
     return parse_policy(_data(project))
 
 
-@untrusted_input
 def read_requirements(project: Project) -> list[Requirement]:
     document = read_document(project)
     table = _dependencies(document, create=False)

@@ -15,8 +15,10 @@ from dataclasses import dataclass
 
 import tomllib
 
-from kernelpin.errors import KernelpinError, untrusted_input
+from kernelpin.errors import KernelpinError
 from kernelpin.format.spec import check_repo_id
+
+__untrusted_input__ = ("parse_status",)  # parsers of input kernelpin does not control (kernelpin.errors)
 
 STATUS_FILE = "kernel-status.toml"
 MAX_STATUS_SIZE = 64 * 1024
@@ -28,7 +30,6 @@ class Redirect:
     revision: str | None  # None: the requirement as asked, on the destination
 
 
-@untrusted_input
 def parse_status(content: bytes, where: str) -> Redirect:
     """The redirect a kernel-status.toml states; KernelpinError names what is wrong with it."""
 

@@ -18,10 +18,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from kernelpin.errors import untrusted_input
 from kernelpin.files.atomic import write_atomic
 from kernelpin.format.lockfile import Lock, LockedKernel
 from kernelpin.format.spec import parse_requirement
+
+__untrusted_input__ = ("out_of_step",)  # parsers of input kernelpin does not control (kernelpin.errors)
 
 KERNELS_LOCK = "kernels.lock"
 
@@ -65,7 +66,6 @@ def left_out(lock: Lock) -> list[str]:
     return [kernel.repo_id for kernel in lock.kernels if dependency(kernel) is None]
 
 
-@untrusted_input
 def out_of_step(path: Path, lock: Lock) -> str | None:
     """Why the kernels.lock at `path` does not name kernelpin's commits, or None when it does (or is absent)."""
     if not path.is_file():

@@ -14,7 +14,7 @@ from typing import Any
 
 import tomllib
 
-from kernelpin.errors import KernelpinError, NoVariantError, untrusted_input
+from kernelpin.errors import KernelpinError, NoVariantError
 from kernelpin.files.atomic import write_atomic
 from kernelpin.files.integrity import GIT_OBJECT_ID_RE, MAX_FILE_SIZE, SHA256_HEX_RE, check_repo_path
 from kernelpin.format.layout import SIGNATURE
@@ -31,6 +31,8 @@ from kernelpin.format.spec import (
     parse_requirement,
 )
 from kernelpin.format.variant import Environment, is_arch, select
+
+__untrusted_input__ = ("parse",)  # parsers of input kernelpin does not control (kernelpin.errors)
 
 # 3: kernel dependencies (a variant's `kernel-depends`, a dependency's `required-by`), the tag on a branch's
 # commit; 2: `requirement` is data ("^0.1", 1, { version = ... }); 1 stored it as TOML source.
@@ -175,7 +177,6 @@ def _toml(value: object) -> str:
     raise TypeError(f"a lock holds no {type(value).__name__}")
 
 
-@untrusted_input
 def parse(text: str, source: str) -> Lock:
     """Read a lock, refusing unknown schema versions and malformed entries with a message that says why."""
     try:

@@ -22,12 +22,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernelpin.errors import KernelpinError, untrusted_input
+from kernelpin.errors import KernelpinError
 from kernelpin.files.integrity import SHA256_HEX_RE, check_repo_path
 from kernelpin.format.layout import METADATA, SIGNATURE
 from kernelpin.format.ranges import Version, VersionError
 from kernelpin.format.spec import is_repo_id
 from kernelpin.format.variant import is_arch
+
+__untrusted_input__ = ("parse_metadata",)  # parsers of input kernelpin does not control (kernelpin.errors)
 
 DIGEST_ALGORITHM = "sha256"
 SEMVER_KEY = "semver"
@@ -167,7 +169,6 @@ def check_size(size: int, where: str) -> None:
         )
 
 
-@untrusted_input
 def parse_metadata(content: bytes | str, where: str) -> BuildMetadata:
     """Read one variant's metadata.json (either format); MetadataError names what is wrong."""
     check_size(len(content), where)

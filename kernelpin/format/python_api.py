@@ -14,7 +14,8 @@ import ast
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from kernelpin.errors import untrusted_input
+__untrusted_input__ = ("describe",)  # parsers of input kernelpin does not control (kernelpin.errors)
+
 
 MAX_DEPTH = 16  # relative imports followed from one name: deeper chains (or cycles) end there
 # A signature's syntax tree deeper than this is not rendered: ast.unparse recurses once per level (and more), so
@@ -198,7 +199,6 @@ def _literal_attributes(node: ast.ClassDef) -> dict[str, bool | None]:
     return attributes
 
 
-@untrusted_input
 def describe(read: ReadSource) -> KernelApi:
     """The public functions and layers of the package whose files `read` serves (paths relative to the variant)."""
     package = _Package(read)

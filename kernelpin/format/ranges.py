@@ -20,7 +20,13 @@ from dataclasses import dataclass
 from functools import total_ordering
 from typing import NamedTuple
 
-from kernelpin.errors import KernelpinError, untrusted_input
+from kernelpin.errors import KernelpinError
+
+__untrusted_input__ = (
+    "Version.parse",
+    "Version.from_tag",
+    "Range.parse",
+)  # parsers of input kernelpin does not control (kernelpin.errors)
 
 _NUMBER = re.compile(r"0|[1-9][0-9]*")
 MAX_DIGITS = 20  # enough for any 64-bit number (Cargo's limit); longer ones are typos or attacks
@@ -74,7 +80,6 @@ class Version:
     build: tuple[str, ...] = ()
 
     @classmethod
-    @untrusted_input
     def parse(cls, text: str) -> Version:
         """Parse a strict SemVer string such as ``1.2.3-rc.1+b5``; raise VersionError otherwise."""
         try:
@@ -86,7 +91,6 @@ class Version:
         return partial.lower()
 
     @classmethod
-    @untrusted_input
     def from_tag(cls, tag: str) -> Version | None:
         """The version a git tag such as ``v1.2.3`` or ``1.2.3-rc.1`` names; None for any other tag.
 
@@ -159,7 +163,6 @@ class Range:
     alternatives: tuple[tuple[Comparator, ...], ...]
 
     @classmethod
-    @untrusted_input
     def parse(cls, text: str) -> Range:
         """Parse a range such as ``^0.1``, ``>=1.2, <2`` or ``1.x || 2.x``; raise RangeError otherwise."""
         if not text.strip():

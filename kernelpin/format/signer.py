@@ -6,7 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kernelpin.errors import KernelpinError, untrusted_input
+from kernelpin.errors import KernelpinError
+
+__untrusted_input__ = ("LockedSignature.from_table",)  # parsers of input kernelpin does not control (kernelpin.errors)
 
 GITHUB_ISSUER = "https://token.actions.githubusercontent.com"
 
@@ -62,7 +64,6 @@ class LockedSignature:
         return table
 
     @classmethod
-    @untrusted_input
     def from_table(cls, table: Any, where: str, fix: str) -> LockedSignature:
         """Read what `to_table` wrote; a malformed entry is an error naming it and the fix."""
 

@@ -8,8 +8,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernelpin.errors import KernelpinError, untrusted_input
+from kernelpin.errors import KernelpinError
 from kernelpin.format.ranges import Range, RangeError
+
+__untrusted_input__ = (
+    "check_repo_id",
+    "parse_requirement",
+    "parse_dependencies",
+)  # parsers of input kernelpin does not control (kernelpin.errors)
 
 # The Hub's rules: org and name of [A-Za-z0-9._-], neither starting nor ending with '.' or '-', no '--' or '..',
 # the name at most 96 characters (huggingface_hub.utils.validate_repo_id).
@@ -102,7 +108,6 @@ def is_repo_id(repo_id: object) -> bool:
     return isinstance(repo_id, str) and bool(REPO_ID_RE.match(repo_id)) and ".." not in repo_id and "--" not in repo_id
 
 
-@untrusted_input
 def check_repo_id(repo_id: object) -> str:
     if not is_repo_id(repo_id):
         shown = repo_id[:200] if isinstance(repo_id, str) else repo_id
@@ -113,7 +118,6 @@ def check_repo_id(repo_id: object) -> str:
     return repo_id
 
 
-@untrusted_input
 def parse_requirement(
     repo_id: str, value: Any, where: str | None = None, declared: str = DEPENDENCIES_TABLE
 ) -> Requirement:
@@ -173,7 +177,6 @@ def _parse_range(where: str, text: str) -> Range:
         raise KernelpinError(f"{where}: {error}") from None
 
 
-@untrusted_input
 def parse_dependencies(table: Mapping[str, Any]) -> list[Requirement]:
     """All requirements of a dependencies table, sorted by repository id."""
     return [parse_requirement(repo_id, table[repo_id]) for repo_id in sorted(table)]

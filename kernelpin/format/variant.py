@@ -16,7 +16,12 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from kernelpin.errors import KernelpinError, untrusted_input
+from kernelpin.errors import KernelpinError
+
+__untrusted_input__ = (
+    "Backend.parse",
+    "Variant.parse",
+)  # parsers of input kernelpin does not control (kernelpin.errors)
 
 TORCH, STABLE_ABI, TVM_FFI, NOARCH, MLX, SDK = "torch", "torch-stable-abi", "tvm-ffi", "noarch", "mlx", "sdk"
 
@@ -115,7 +120,6 @@ class Backend:
         return label if self.version is None else f"{label} {_dotted(self.version)}"
 
     @classmethod
-    @untrusted_input
     def parse(cls, tag: str) -> Backend:
         """A backend as one argument spells it: a legacy tag ('cu130', 'rocm71', 'xpu20253', 'cann81', 'cpu',
         'metal', ...) or a new one ('cuda-13.0', 'rocm-7.1')."""
@@ -241,7 +245,6 @@ class Variant:
         return "-".join(parts)
 
     @classmethod
-    @untrusted_input
     def parse(cls, name: str) -> Variant:
         """Parse a variant directory name as kernels 0.19.1's `parse_variant` does; ValueError when it can't."""
         if len(name) > MAX_VARIANT_NAME:

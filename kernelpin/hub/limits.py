@@ -17,7 +17,9 @@ from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-from kernelpin.errors import KernelpinError, untrusted_input
+from kernelpin.errors import KernelpinError
+
+__untrusted_input__ = ("Limits.from_env",)  # parsers of input kernelpin does not control (kernelpin.errors)
 
 HTTP_TIMEOUT = "KERNELPIN_HTTP_TIMEOUT"
 DEADLINE = "KERNELPIN_DEADLINE"
@@ -43,7 +45,6 @@ class Limits:
     reads: int = 32
 
     @classmethod
-    @untrusted_input
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> Limits:
         return cls(
             http_timeout=_read(environ, HTTP_TIMEOUT, cls.http_timeout, float, 3600, "a number of seconds"),

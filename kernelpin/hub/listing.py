@@ -13,9 +13,17 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from kernelpin.errors import KernelpinError, untrusted_input
+from kernelpin.errors import KernelpinError
 from kernelpin.files.integrity import GIT_OBJECT_ID_RE, MAX_FILE_SIZE, SHA256_HEX_RE, check_repo_path
 from kernelpin.hub.limits import MAX_LISTING, LimitExceeded
+
+__untrusted_input__ = (
+    "check_commit",
+    "check_ref_name",
+    "parse_refs",
+    "remote_file",
+    "parse_tree_page",
+)  # parsers of input kernelpin does not control (kernelpin.errors)
 
 # A tag or branch name as kernelpin.lock stores it after refs/tags/ or refs/heads/ (git's ref-name rules,
 # minus what needs no check here); a name the lock reader would refuse must not reach a lock.
@@ -49,7 +57,6 @@ def malformed(where: str, problem: str) -> MalformedAnswer:
     return MalformedAnswer(f"{where}: {problem}; the server is broken or hostile: do not use it for this repository")
 
 
-@untrusted_input
 def check_commit(value: object, where: str) -> str:
     """A commit id from a server: 40 lowercase hex digits, or MalformedAnswer."""
     if not (isinstance(value, str) and GIT_OBJECT_ID_RE.match(value)):
@@ -57,7 +64,6 @@ def check_commit(value: object, where: str) -> str:
     return value
 
 
-@untrusted_input
 def check_ref_name(value: object, where: str) -> str:
     """A tag or branch name: git's ref-name rules (no '..', no control characters, spaces, '~^:?*[\\')."""
     if not (isinstance(value, str) and _REF_NAME_RE.match(value)):
@@ -73,7 +79,6 @@ def check_count(count: int, limit: int, where: str) -> None:
         )
 
 
-@untrusted_input
 def parse_refs(data: Any, repo_type: str, where: str, limit: int) -> Refs:
     """A refs answer ({"tags": [...], "branches": [...], ...}) as Refs."""
     if not isinstance(data, dict):
@@ -99,7 +104,6 @@ def parse_refs(data: Any, repo_type: str, where: str, limit: int) -> Refs:
     return Refs(repo_type=repo_type, tags=found["tags"], branches=found["branches"])
 
 
-@untrusted_input
 def remote_file(path: str, size: object, blob_id: object, lfs_sha256: object, where: str) -> RemoteFile:
     """A file of a repository listing, its fields checked: they end up in the lock, which refuses bad ones."""
     problem = None
@@ -117,7 +121,6 @@ def remote_file(path: str, size: object, blob_id: object, lfs_sha256: object, wh
     return RemoteFile(path, size, blob_id, lfs_sha256)
 
 
-@untrusted_input
 def parse_tree_page(data: Any, where: str) -> list[RemoteFile | str]:
     """One page of a recursive tree listing: its files as RemoteFile, its directories as their paths."""
     if not isinstance(data, list):

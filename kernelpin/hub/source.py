@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kernelpin.errors import IntegrityError, KernelpinError, untrusted_input
+from kernelpin.errors import IntegrityError, KernelpinError
 from kernelpin.files.integrity import check_repo_path
 from kernelpin.format.spec import DEPENDENCIES_TABLE, REPO_TYPES
 from kernelpin.hub.limits import Budget, Limits, running
@@ -31,6 +31,8 @@ from kernelpin.hub.listing import (
     parse_refs,
     parse_tree_page,
 )
+
+__untrusted_input__ = ("HubSettings.from_env",)  # parsers of input kernelpin does not control (kernelpin.errors)
 
 if TYPE_CHECKING:
     from huggingface_hub import HfApi
@@ -51,7 +53,6 @@ class HubSettings:
     symlinks: bool = True
 
     @classmethod
-    @untrusted_input
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> HubSettings:
         home = environ.get("HF_HOME") or os.path.join(
             environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "huggingface"

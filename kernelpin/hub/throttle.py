@@ -12,14 +12,14 @@ from __future__ import annotations
 import email.utils
 import math
 
-from kernelpin.errors import untrusted_input
 from kernelpin.hub.limits import DEADLINE, LimitExceeded
+
+__untrusted_input__ = ("retry_after_seconds",)  # parsers of input kernelpin does not control (kernelpin.errors)
 
 MAX_RETRIES = 5  # further answers of one request that say "wait" are passed on as errors
 _FIRST_BACKOFF = 1.0  # seconds, doubled per retry, when the server names no wait
 
 
-@untrusted_input
 def retry_after_seconds(value: str | None, now: float) -> float | None:
     """The wait a Retry-After header asks for (delta-seconds or an HTTP date; `now` in epoch seconds), or None
     when there is none or it cannot be read (then kernelpin backs off on its own)."""

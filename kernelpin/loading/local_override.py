@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import ModuleType
 
-from kernelpin.errors import IntegrityError, KernelpinError, NoVariantError, untrusted_input
+from kernelpin.errors import IntegrityError, KernelpinError, NoVariantError
 from kernelpin.files.integrity import sha256_file
 from kernelpin.format.layout import BUILD_DIR, METADATA
 from kernelpin.format.lockfile import LockedFile, LockedVariant, is_variant_name
@@ -33,6 +33,8 @@ from kernelpin.loading.importing import Verified, import_pinned
 from kernelpin.trust.gate import LOCAL, Evidence, enforce
 from kernelpin.trust.policy import Policy
 
+__untrusted_input__ = ("parse",)  # parsers of input kernelpin does not control (kernelpin.errors)
+
 VARIABLE = "LOCAL_KERNELS"
 ALLOW_VARIABLE = "KERNELPIN_ALLOW_LOCAL_KERNELS"
 _TRUE = {"1", "yes", "true", "on"}
@@ -42,7 +44,6 @@ class LocalKernelOverrideWarning(UserWarning):
     """A kernel was loaded from a directory named by LOCAL_KERNELS instead of the Hub."""
 
 
-@untrusted_input
 def parse(text: str) -> dict[str, Path]:
     """LOCAL_KERNELS as `kernels` reads it: `repo=path` entries separated by ':' (the path may hold '=')."""
     overrides = {}

@@ -12,7 +12,7 @@ from pathlib import Path
 from types import ModuleType
 
 from kernelpin import environment
-from kernelpin.errors import KernelpinError, untrusted_input
+from kernelpin.errors import KernelpinError
 from kernelpin.files.integrity import find_owned_upward
 from kernelpin.format import lockfile
 from kernelpin.format.layout import LOCKFILE
@@ -25,6 +25,8 @@ from kernelpin.store.content import Store
 from kernelpin.store.receipts import Receipts
 from kernelpin.trust.gate import LOCK, Evidence, enforce
 from kernelpin.trust.policy import Policy, parse_policy
+
+__untrusted_input__ = ("policy_beside",)  # parsers of input kernelpin does not control (kernelpin.errors)
 
 
 def find_lock(start: Path) -> Path | None:
@@ -67,7 +69,6 @@ def _read_policy(path: Path, mtime_ns: int, size: int, inode: int) -> Policy:
         raise KernelpinError(f"{path}: not valid TOML ({error}); fix it (it holds [tool.kernelpin.trust])") from None
 
 
-@untrusted_input
 def policy_beside(lock_path: Path) -> Policy:
     """The publisher policy of the pyproject.toml beside the lock (the defaults without one), parsed once per
     version of the file."""

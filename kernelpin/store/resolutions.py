@@ -20,13 +20,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernelpin.errors import KernelpinError, untrusted_input
+from kernelpin.errors import KernelpinError
 from kernelpin.files import confined
 from kernelpin.files.integrity import is_commit
 from kernelpin.format import lockfile
 from kernelpin.format.kernel_status import Redirect
 from kernelpin.format.lockfile import Lock, LockedKernel, is_variant_name
 from kernelpin.format.spec import Requirement, is_repo_id
+
+__untrusted_input__ = (
+    "Resolutions.read_move",
+    "Resolutions.read",
+)  # parsers of input kernelpin does not control (kernelpin.errors)
 
 _RESOLVED = "resolved"
 _MOVED = "moved"  # a record of a move (kernel-status.toml) instead of a resolution
@@ -106,7 +111,6 @@ class Resolutions:
             raise self._broken(requirement)
         return record
 
-    @untrusted_input
     def read_move(self, requirement: Requirement) -> tuple[str, Redirect] | None:
         """The move get_kernel followed for `requirement` (the commit whose kernel-status.toml said so, and what
         it said), or None when none was remembered."""
@@ -127,7 +131,6 @@ class Resolutions:
             raise self._broken(requirement)
         return commit, Redirect(destination, revision)
 
-    @untrusted_input
     def read(self, requirement: Requirement) -> Remembered | None:
         """The remembered resolution of `requirement`, or None when there is none (or a move: read_move)."""
         record = self._record(requirement)

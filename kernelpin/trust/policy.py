@@ -24,8 +24,10 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernelpin.errors import KernelpinError, untrusted_input
+from kernelpin.errors import KernelpinError
 from kernelpin.format.signer import GITHUB_ISSUER, LockedSignature, Signer
+
+__untrusted_input__ = ("parse_policy",)  # parsers of input kernelpin does not control (kernelpin.errors)
 
 TABLE = "tool.kernelpin.trust"
 UNSIGNED = "unsigned"  # what `--accept-signer REPO=unsigned` accepts: a release that is no longer signed
@@ -324,7 +326,6 @@ def _publisher(name: str, table: Any, where: str) -> Publisher:
     )
 
 
-@untrusted_input
 def parse_policy(pyproject: Mapping[str, Any]) -> Policy:
     """The policy of a parsed pyproject.toml (its `[tool.kernelpin.trust]`; the defaults when absent)."""
     # A [tool] or [tool.kernelpin] that is no table is refused, not read as "no policy": that would fail open.

@@ -22,9 +22,10 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from kernelpin.errors import untrusted_input
 from kernelpin.files.private_state import PrivateFiles
 from kernelpin.trust.signature import Verified
+
+__untrusted_input__ = ("SignatureReceipts.recall",)  # parsers of input kernelpin does not control (kernelpin.errors)
 
 FORMAT = 1  # what a receipt holds: a new meaning (another extraction of the signer) is a new format
 _LIMIT = 64 << 10  # a receipt is about 600 bytes
@@ -42,7 +43,6 @@ class SignatureReceipts:
         """Whether this user has kept any receipt."""
         return self.files.any()
 
-    @untrusted_input
     def recall(self, trust_root: str, metadata: bytes, bundle: bytes) -> Verified | None:
         """What the verification of `bundle` over `metadata` under `trust_root` gave, by this user's receipt;
         None when there is none to believe."""

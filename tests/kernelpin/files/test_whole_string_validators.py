@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from kernelpin.errors import KernelpinError
-from kernelpin.files.integrity import GIT_OBJECT_ID_RE, SHA256_HEX_RE
+from kernelpin.files.integrity import GIT_OBJECT_ID_RE, SHA256_HEX_RE, is_commit
 from kernelpin.format import lockfile
 from kernelpin.format.kernel_status import parse_status
 from kernelpin.format.spec import check_repo_id, is_repo_id
@@ -105,3 +105,8 @@ def test_a_refs_answer_with_a_newline_after_the_commit_is_refused() -> None:
     answer = {"branches": [{"name": "main", "ref": "refs/heads/main", "targetCommit": HEX40 + "\n"}], "tags": []}
     with pytest.raises(KernelpinError, match="is not 40 lowercase hex digits"):
         parse_refs(answer, "model", "acme/x refs", 100)
+
+
+def test_a_commit_id_is_forty_lowercase_hex_digits_and_nothing_more() -> None:
+    assert is_commit(HEX40)
+    assert not any(is_commit(text) for text in (HEX40.upper(), HEX40[:-1], HEX40 + "0", HEX40 + "\n", "g" * 40, ""))

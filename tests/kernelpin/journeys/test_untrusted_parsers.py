@@ -1,12 +1,13 @@
-"""Issue 48: no input kernelpin does not control ends in a traceback. Every parser of such input is marked
-`@untrusted_input` (kernelpin.errors); for each there is a property test here: generated inputs (kernelpin's
-hostile_input strategies: deep nesting, huge numbers, digits of other scripts, control characters, trailing
-newlines, truncation, values of any type where a structure expects one) end in a value or in a KernelpinError whose
-first line names the input, never in another exception.
+"""Issue 48: no input kernelpin does not control ends in a traceback. Every parser of such input is named in its
+module's `__untrusted_input__` (kernelpin.errors says the contract); for each there is a property test here:
+generated inputs (tests/kernelpin/hostile_input.py: deep nesting, huge numbers, digits of other scripts, control
+characters, trailing newlines, truncation, values of any type where a structure expects one) end in a value or in a
+KernelpinError whose first line names the input, never in another exception.
 
-The set of parsers is read from the code: `test_every_marked_parser_has_a_property_test` fails when a parser is
-marked without a test here (or a test names no marked parser), and `test_every_parse_function_is_marked` when a
-function named `parse`/`parse_*` is not marked (the convention a new parser is found by)."""
+The set of parsers is read from the code: `test_every_declared_parser_has_a_property_test` fails when a parser is
+declared without a test here (or a test names no declared parser, or a declared name is no function), and
+`test_every_parse_function_is_declared` when a function named `parse`/`parse_*` is not declared (the convention a
+new parser is found by)."""
 
 from __future__ import annotations
 
@@ -453,8 +454,8 @@ PROPERTY_TESTS = {
 }
 
 
-def _definitions(tree: ast.Module, module: str) -> list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
-    """Every function of a module with its qualified name (module.Class.function)."""
+def _definitions(tree: ast.Module, module: str) -> list[str]:
+    """Every function of a module by its qualified name (module.Class.function)."""
     found = []
     stack: list[tuple[str, ast.AST]] = [(module, tree)]
     while stack:
@@ -463,41 +464,57 @@ def _definitions(tree: ast.Module, module: str) -> list[tuple[str, ast.FunctionD
             if isinstance(child, ast.ClassDef):
                 stack.append((f"{prefix}.{child.name}", child))
             elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                found.append((f"{prefix}.{child.name}", child))
+                found.append(f"{prefix}.{child.name}")
     return found
+
+
+def _declared(tree: ast.Module) -> list[str]:
+    """The names a module's `__untrusted_input__ = ("parse", "Class.parse", ...)` lists."""
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and [ast.unparse(target) for target in node.targets] == ["__untrusted_input__"]:
+            return list(ast.literal_eval(node.value))
+    return []
 
 
 def parser_functions(root: Path = REPO_ROOT) -> dict[str, bool]:
-    """{qualified name: marked} of every function of kernelpin that is marked @untrusted_input or is named
-    `parse` / `parse_*` (a private `_parse_*` is a part of one)."""
+    """{qualified name: declared} of every function of kernelpin that its module's `__untrusted_input__` names or
+    that is named `parse` / `parse_*` (a private `_parse_*` is a part of one). A declared name that is no function
+    of its module is listed too (declared, so the property-test check names it)."""
     found = {}
     for path in sorted((root / "kernelpin").rglob("*.py")):
         module = ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
-        for name, node in _definitions(ast.parse(path.read_text(encoding="utf-8")), module):
-            marked = any(ast.unparse(decorator) == "untrusted_input" for decorator in node.decorator_list)
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        declared = {f"{module}.{name}" for name in _declared(tree)}
+        for name in _definitions(tree, module):
             short = name.rsplit(".", 1)[1]
-            if marked or short == "parse" or short.startswith("parse_"):
-                found[name] = marked
+            if name in declared or short == "parse" or short.startswith("parse_"):
+                found[name] = name in declared
+        found.update(dict.fromkeys(declared - found.keys(), True))
     return found
 
 
-def test_every_marked_parser_has_a_property_test() -> None:
-    marked = {name for name, is_marked in parser_functions().items() if is_marked}
-    assert sorted(marked - PROPERTY_TESTS.keys()) == [], "marked @untrusted_input without a property test here"
-    assert sorted(PROPERTY_TESTS.keys() - marked) == [], "a property test here for a function not marked"
+def test_every_declared_parser_has_a_property_test() -> None:
+    declared = {name for name, is_declared in parser_functions().items() if is_declared}
+    assert sorted(declared - PROPERTY_TESTS.keys()) == [], "named in __untrusted_input__ without a property test here"
+    assert sorted(PROPERTY_TESTS.keys() - declared) == [], "a property test here for a function not declared"
+    assert all(callable(test) for test in PROPERTY_TESTS.values())
 
 
-def test_every_parse_function_is_marked() -> None:
-    assert sorted(name for name, marked in parser_functions().items() if not marked) == []
+def test_every_parse_function_is_declared() -> None:
+    assert sorted(name for name, declared in parser_functions().items() if not declared) == []
 
 
-def test_the_derivation_finds_marks_and_names(tmp_path: Path) -> None:
+def test_the_derivation_finds_declarations_and_names(tmp_path: Path) -> None:
     (tmp_path / "kernelpin" / "sub").mkdir(parents=True)
     (tmp_path / "kernelpin" / "sub" / "m.py").write_text(
-        "class A:\n    @classmethod\n    @untrusted_input\n    def load(cls, x): ...\n"
+        '__untrusted_input__ = ("A.load", "gone")\nclass A:\n    @classmethod\n    def load(cls, x): ...\n'
         "def parse_thing(x): ...\ndef _parse_part(x): ...\ndef other(x): ...\n"
     )
-    assert parser_functions(tmp_path) == {"kernelpin.sub.m.A.load": True, "kernelpin.sub.m.parse_thing": False}
+    assert parser_functions(tmp_path) == {
+        "kernelpin.sub.m.A.load": True,
+        "kernelpin.sub.m.parse_thing": False,
+        "kernelpin.sub.m.gone": True,
+    }
 
 
 def test_the_seeds_are_well_formed(scratch: Path) -> None:
