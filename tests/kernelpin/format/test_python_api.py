@@ -133,3 +133,78 @@ def test_no_package_and_unreadable_sources_are_problems() -> None:
 def test_a_long_docstring_line_is_cut() -> None:
     (function,) = api({"__init__.py": f"def f():\n    '''{'x' * 300}\n    '''\n"}).functions
     assert function.summary == "x" * 200
+
+
+def test_a_syntax_error_is_named_with_its_file_and_cut_at_100_characters() -> None:
+    long = "m" * 120
+    described = api({"__init__.py": f"from .{long} import f\n", f"{long}.py": "def f(:\n"})
+    (problem,) = described.problems
+    detail = f"invalid syntax ({long}.py, line 1)"
+    assert problem == f"{long}.py: not readable Python (SyntaxError: {detail[:100]})"
+    (short,) = api({"__init__.py": "from .b import f\n", "b.py": "def f(:\n"}).problems
+    assert short == "b.py: not readable Python (SyntaxError: invalid syntax (b.py, line 1))"
+
+
+def test_an_import_of_a_dotted_module_binds_its_first_part() -> None:
+    described = api({"__init__.py": "__all__ = ['helper']\ndef helper():\n    pass\nimport helper.sub\n"})
+    assert described.functions == [] and described.others == ["helper"]
+
+
+def test_a_relative_import_that_leaves_the_package_is_not_followed() -> None:
+    files = {"__init__.py": "from ..n import f\n", "n.py": "def f():\n    pass\n"}
+    assert api(files).others == ["f"] and api(files).functions == []
+    inner = {
+        "__init__.py": "from .pkg import f\n",
+        "pkg/__init__.py": "from ..n import f\n",
+        "n.py": "def f():\n    pass\n",
+    }
+    assert [function.module for function in api(inner).functions] == ["n"]
+
+
+def test_a_name_that_is_both_a_submodule_and_a_function_of_a_package_is_the_function() -> None:
+    described = api(
+        {
+            "__init__.py": "from .pkg import deep\nfrom .pkg import g\n",
+            "pkg/__init__.py": "def deep(x):\n    pass\nfrom .. import h as g\n",
+            "pkg/deep.py": "X = 1\n",
+            "h.py": "Y = 2\n",
+        }
+    )
+    assert [(function.name, function.module) for function in described.functions] == [("deep", "pkg")]
+    through = api(
+        {"__init__.py": "from .pkg import g\ndef h(a):\n    pass\n", "pkg/__init__.py": "from .. import h as g\n"}
+    )
+    assert [(function.name, function.signature, function.module) for function in through.functions] == [
+        ("g", "g(a)", ""),
+        ("h", "h(a)", ""),
+    ]
+
+
+def test_only_the_function_name_is_renamed_in_its_signature() -> None:
+    described = api(
+        {"__init__.py": "from .m import f as g\n", "m.py": "def f(f=1, *, ff: 'f' = 2) -> 'f':\n    pass\n"}
+    )
+    assert described.functions[0].signature == "g(f=1, *, ff: 'f'=2) -> 'f'"
+
+
+def test_the_nesting_bound_is_exact_for_arguments_and_for_the_return_annotation() -> None:
+    import ast
+
+    from kernelpin.format.python_api import MAX_NESTING, _nesting
+
+    def depth_of(count: int) -> int:
+        return _nesting(ast.parse(f"def f(x={'not ' * count}x): pass").body[0].args)  # type: ignore[attr-defined]
+
+    count = next(count for count in range(MAX_NESTING) if depth_of(count) == MAX_NESTING)
+    assert _nesting(ast.parse("x").body[0]) == 3  # Expr > Name > Load: each level counts once
+    for source, shown in (
+        (f"def f(x={'not ' * count}x):\n    pass\n", True),
+        (f"def f(x={'not ' * (count + 1)}x):\n    pass\n", False),
+    ):
+        assert (api({"__init__.py": source}).functions[0].signature != "f(...)") is shown
+    returns = next(
+        n for n in range(MAX_NESTING) if _nesting(ast.parse(f"{'not ' * n}x", mode="eval").body) == MAX_NESTING
+    )
+    for extra, shown in ((0, True), (1, False)):
+        source = f"def f() -> {'not ' * (returns + extra)}x:\n    pass\n"
+        assert (api({"__init__.py": source}).functions[0].signature != "f(...)") is shown

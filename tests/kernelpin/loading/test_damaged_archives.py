@@ -107,6 +107,10 @@ def test_the_archive_of_a_zip_build_is_the_one_its_metadata_names(tmp_path: Path
     assert zip_member_of(tmp_path, zip_variant(tmp_path, b"\xff\xfe"), "acme/x") is None
     assert zip_member_of(tmp_path, zip_variant(tmp_path, b"[" * 100_000), "acme/x") is None
     assert zip_member_of(tmp_path, LockedVariant("torch-cpu", (locked("k1.zip", b"zip"),)), "acme/x") is None
+    variant = zip_variant(tmp_path, zipped)
+    (tmp_path / "metadata.json").write_bytes(b"{}")  # not the metadata.json the lock pins
+    with pytest.raises(IntegrityError, match=r"^acme/x: metadata.json does not match the lock"):
+        zip_member_of(tmp_path, variant, "acme/x")
     for document, listed in (
         (zipped, ("k2.zip",)),
         ({**zipped, "id": 7}, ("7.zip",)),
@@ -143,5 +147,5 @@ def test_refusals_name_the_member_and_the_archive() -> None:
     links = zip_archive({"a.py": b""}, {"l.py": "a.py"})
     with pytest.raises(ArchiveError, match=rf"^{WHERE}: member 'l.py' is a symbolic link; kernelpin imports none$"):
         read_members(links, WHERE)
-    with pytest.raises(KernelpinError, match=r"refusing unsafe path '\.\./x\.py'"):
+    with pytest.raises(KernelpinError, match=rf"^{WHERE}: refusing unsafe path '\.\./x\.py'"):
         read_members(zip_archive({"../x.py": b""}), WHERE)
