@@ -41,7 +41,8 @@ if TYPE_CHECKING:
     from kernelpin.format.metadata import MetadataError
     from kernelpin.format.python_api import KernelApi
     from kernelpin.format.signer import Signer
-    from kernelpin.format.variant import Environment
+    from kernelpin.format.ranges import RangeError, VersionError
+    from kernelpin.format.variant import Environment, VariantNameError
     from kernelpin.hub.client import HubTimeout
     from kernelpin.hub.limits import LimitExceeded
     from kernelpin.hub.listing import MalformedAnswer
@@ -148,6 +149,9 @@ _ERRORS = {
     "MetadataError": ("kernelpin.format.metadata", "MetadataError"),
     "DependencyError": ("kernelpin.loading.python_depends", "DependencyError"),
     "ArchiveError": ("kernelpin.loading.archive", "ArchiveError"),
+    "VariantNameError": ("kernelpin.format.variant", "VariantNameError"),
+    "RangeError": ("kernelpin.format.ranges", "RangeError"),
+    "VersionError": ("kernelpin.format.ranges", "VersionError"),
     "KernelsPackageError": ("kernelpin.loading.kernels_internals", "KernelsPackageError"),
     "PolicyError": ("kernelpin.trust.policy", "PolicyError"),
     "SignatureError": ("kernelpin.trust.policy", "SignatureError"),

@@ -472,15 +472,15 @@ def _resolve_answer(
     settings = HubSettings.from_env()
     resolutions = Resolutions(settings.endpoint, state_dir())
     remembered = resolutions.read(requirement)
-    try:
-        if settings.offline:
-            moved = _remembered_move(resolutions, requirement, remembered)
-            if moved is not None:
-                raise moved
-            resolve_remembered(remembered, requirement, env, check_arch, settings.cache_dir, checker, trust_remote_code)
-        else:
+    moved = _remembered_move(resolutions, requirement, remembered) if settings.offline else None
+    if settings.offline and moved is None:
+        resolve_remembered(remembered, requirement, env, check_arch, settings.cache_dir, checker, trust_remote_code)
+    elif not settings.offline:
+        try:
             resolve_online(HubSource(settings), requirement, env, check_arch, remembered, trust_remote_code, checker)
-    except KernelMoved as moved:
+        except KernelMoved as online:
+            moved = online
+    if moved is not None:
         floored, chain = _admit_move(moved, trust_remote_code, checker, moved_from)
         _resolve_answer(moved.instead, env, check_arch, trust_remote_code, floored, chain)
 
