@@ -40,8 +40,8 @@ if TYPE_CHECKING:
     from kernelpin.files.confined import LinkRefused
     from kernelpin.format.metadata import MetadataError
     from kernelpin.format.python_api import KernelApi
-    from kernelpin.format.signer import Signer
     from kernelpin.format.ranges import RangeError, VersionError
+    from kernelpin.format.signer import Signer
     from kernelpin.format.variant import Environment, VariantNameError
     from kernelpin.hub.client import HubTimeout
     from kernelpin.hub.limits import LimitExceeded
