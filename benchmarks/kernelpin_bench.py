@@ -42,6 +42,8 @@ from collections import defaultdict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
+from unittest import mock
 
 import httpx2
 
@@ -99,15 +101,12 @@ def recorded_requests(run: Callable[[], object]) -> list[tuple[str, str]]:
     sent: list[tuple[str, str]] = []
     real = httpx2.Client.send
 
-    def counting(client: httpx2.Client, request: httpx2.Request, **kwargs: object) -> httpx2.Response:
+    def counting(client: httpx2.Client, request: httpx2.Request, **kwargs: Any) -> httpx2.Response:
         sent.append((request.method, str(request.url)))
         return real(client, request, **kwargs)
 
-    httpx2.Client.send = counting
-    try:
+    with mock.patch.object(httpx2.Client, "send", counting):
         run()
-    finally:
-        httpx2.Client.send = real
     return sent
 
 
@@ -151,7 +150,7 @@ print(elapsed, sum(end - begin for begin, end in zip(full[::2], full[1::2])))
 """
 
 
-def oneliner(repeats: int) -> dict[str, object]:
+def oneliner(repeats: int) -> dict[str, Any]:
     """`get_kernel(repo, version=1)` of kernelpin and kernels, side by side on one server, in fresh processes."""
     work = Path(tempfile.mkdtemp(prefix="kernelpin-oneliner-"))
     server = HubServer(work / "hub", trusted_publishers=("acme",), cdn=True)
@@ -216,7 +215,7 @@ def oneliner(repeats: int) -> dict[str, object]:
                         samples[f"uncollected_{tool}_{case}_s"].append(elapsed - collecting)
     server.stop()
     shutil.rmtree(work, ignore_errors=True)
-    results: dict[str, object] = {
+    results: dict[str, Any] = {
         "repeats": repeats,
         "variants": len(VARIANTS),
         "machine": machine.description(),
@@ -298,11 +297,11 @@ def main() -> None:
     if args.bulk:
         return bulk(args)
     if args.oneliner:
-        results = oneliner(args.repeats)
+        measured = oneliner(args.repeats)
         RESULTS.mkdir(parents=True, exist_ok=True)
-        (RESULTS / "kernelpin-oneliner.json").write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
-        (RESULTS / "kernelpin-oneliner.md").write_text(render_oneliner(results))
-        print(json.dumps(results, indent=2, sort_keys=True))
+        (RESULTS / "kernelpin-oneliner.json").write_text(json.dumps(measured, indent=2, sort_keys=True) + "\n")
+        (RESULTS / "kernelpin-oneliner.md").write_text(render_oneliner(measured))
+        print(json.dumps(measured, indent=2, sort_keys=True))
         return
     work = Path(tempfile.mkdtemp(prefix="kernelpin-bench-"))
     # acme is a trusted publisher on the test Hub (its organization overview says so), as `kernels lock` checks.
@@ -339,7 +338,7 @@ def main() -> None:
         shutil.rmtree(cache, ignore_errors=True)
         lock_path.unlink(missing_ok=True)
 
-    results: dict[str, object] = {
+    results: dict[str, Any] = {
         "kernels": args.kernels,
         "variants_per_kernel": 5,
         "repeats": args.repeats,
@@ -394,6 +393,7 @@ def main() -> None:
     import kernelpin
 
     pinned = lockfile.read(lock_path)
+    assert pinned is not None, f"{lock_path}: locked above"
     names = [module_name(k.repo_id, k.commit, CPU_213) for k in pinned.kernels]
     directories = [
         cache / f"kernels--{k.repo_id.replace('/', '--')}" / "snapshots" / k.commit / "build" / CPU_213
@@ -410,6 +410,7 @@ def main() -> None:
             spec = importlib.util.spec_from_file_location(
                 f"_plain_{index}", directory / "__init__.py", submodule_search_locations=[str(directory)]
             )
+            assert spec is not None and spec.loader is not None  # a file location always has both
             module = importlib.util.module_from_spec(spec)
             sys.modules[spec.name] = module
             spec.loader.exec_module(module)
@@ -437,7 +438,7 @@ def main() -> None:
     # user agent ending in "; ", which httpx rejects (fixed in 0.18).
     kernels_env = {key: value for key, value in env.items() if key != "HF_HUB_DISABLE_TELEMETRY"}
     kernels_cli = str(Path(sys.executable).with_name("kernels"))
-    comparison: dict[str, object] = {}
+    comparison: dict[str, Any] = {}
     cold()
     elapsed, status, tail = timed_subprocess([kernels_cli, "lock", str(project)], kernels_env, project)
     comparison["kernels_lock"] = {"seconds": elapsed, "exit": status, "last_line": tail}
@@ -448,10 +449,12 @@ def main() -> None:
         # kernels download from a kernels.lock with the commits kernelpin resolved.
         from kernels._rust import KernelDependency, KernelLock, KernelLocks, KernelVersion
 
+        relocked = lockfile.read(lock_path)
+        assert relocked is not None, f"{lock_path}: the kernelpin lock above wrote it"
         locks = KernelLocks(
             locks={
                 KernelDependency(repo_id=k.repo_id, version=KernelVersion.Version(1)): KernelLock(commit=k.commit)
-                for k in lockfile.read(lock_path).kernels
+                for k in relocked.kernels
             }
         )
         (project / "kernels.lock").write_text(locks.to_json())
@@ -647,7 +650,7 @@ def bulk(args: argparse.Namespace) -> None:
     for tool, (code, arguments) in commands.items():
         timed_run(code, arguments, {**envs[tool], "HF_HUB_CACHE": str(work / "cache-cdn")}, project)
         shutil.rmtree(work / "cache-cdn")
-    results: dict[str, object] = {
+    results: dict[str, Any] = {
         "kernels": args.bulk_kernels,
         "library_mb": args.bulk_mb,
         "repeats": args.repeats,

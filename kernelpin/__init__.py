@@ -74,7 +74,7 @@ if TYPE_CHECKING:
         check_signatures,
         publish,
     )
-    from kernelpin.relock import Locked
+    from kernelpin.relock import Locked, LockMode
     from kernelpin.resolve import KernelMoved
     from kernelpin.store.install import PlannedVariant, SyncedVariant
     from kernelpin.trust.policy import PolicyError, SignatureError
@@ -112,6 +112,10 @@ _FUNCTIONS = {
     "integrate_kernels": ("kernelpin.loading.kernelize", "integrate_kernels"),
     "integrated_kernels": ("kernelpin.loading.kernelize", "integrated_kernels"),
     "kernelized_layers": ("kernelpin.loading.kernelize", "kernelized_layers"),
+}
+# The types the functions take beyond the standard library's and those above.
+_ARGUMENTS = {
+    "LockMode": ("kernelpin.relock", "LockMode"),
 }
 _RESULTS = {
     "Locked": ("kernelpin.relock", "Locked"),
@@ -169,9 +173,94 @@ _ERRORS = {
     "KernelRedirectWarning": ("kernelpin.loading.get_kernel", "KernelRedirectWarning"),
     "KernelMoved": ("kernelpin.resolve", "KernelMoved"),
 }
-_EXPORTS = {**_FUNCTIONS, **_RESULTS, **_ERRORS}
+_EXPORTS = {**_FUNCTIONS, **_ARGUMENTS, **_RESULTS, **_ERRORS}
 
-__all__ = sorted(_EXPORTS)
+# Literal, for type checkers (a strict one re-exports what __all__ names); __dir__ lists the table above, so
+# tests/kernelpin/package/test_api.py sees the two differ.
+__all__ = [
+    "AbiError",
+    "Added",
+    "ArchiveError",
+    "CacheReport",
+    "CachedRevision",
+    "DependencyError",
+    "DependencyNode",
+    "DescribedApi",
+    "DirtyBuildWarning",
+    "Environment",
+    "FileStatus",
+    "HubSettings",
+    "HubSource",
+    "HubTimeout",
+    "IntegrityError",
+    "KernelApi",
+    "KernelInfo",
+    "KernelMoved",
+    "KernelRedirectWarning",
+    "KernelizedLayer",
+    "KernelpinError",
+    "KernelsPackageError",
+    "LimitExceeded",
+    "LinkRefused",
+    "LoadedKernel",
+    "LocalKernelOverrideWarning",
+    "LockMode",
+    "Locked",
+    "MalformedAnswer",
+    "MetadataError",
+    "NoVariantError",
+    "Outdated",
+    "PlannedVariant",
+    "PolicyError",
+    "Project",
+    "PublishError",
+    "Published",
+    "RangeError",
+    "Release",
+    "ReleaseFile",
+    "Removed",
+    "RevisionVariants",
+    "SignatureError",
+    "Signer",
+    "SyncPlan",
+    "Synced",
+    "SyncedVariant",
+    "TagExistsError",
+    "TaggedVersion",
+    "TrustRootError",
+    "UnpinnedKernelWarning",
+    "VariantFit",
+    "VariantNameError",
+    "Verification",
+    "VersionError",
+    "VersionList",
+    "add",
+    "cache",
+    "check_lock",
+    "check_release",
+    "check_signatures",
+    "describe_api",
+    "detect_environment",
+    "find_project",
+    "get_kernel",
+    "get_kernel_variants",
+    "has_kernel",
+    "info",
+    "integrate_kernels",
+    "integrated_kernels",
+    "kernelized_layers",
+    "load",
+    "loaded_kernels",
+    "lock",
+    "outdated",
+    "publish",
+    "remove",
+    "sync",
+    "sync_plan",
+    "variants",
+    "verify",
+    "versions",
+]
 
 
 def __getattr__(name: str) -> Any:
@@ -182,4 +271,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return __all__
+    return sorted(_EXPORTS)

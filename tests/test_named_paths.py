@@ -50,11 +50,11 @@ NAMED_ON_PURPOSE = {
             "docs/kernelpin.md": ("release", "build", "build-mac", "build-windows", "sign-old-builds"),
             "kernelpin/trust/policy.py": ("release", "build"),
             "testkit/sigstore_root.py": ("build",),
-            "tests/kernelpin/test_lock_signatures.py": ("release", "x"),
-            "tests/kernelpin/test_signature.py": ("release", "pr", "build", "build-mac", "other"),
-            "tests/kernelpin/test_trust_policy.py": ("release",),
-            "tests/kernelpin/test_trust_gate.py": ("release", "other", "build", "build-mac"),
-            "tests/kernelpin/test_trust_paths.py": ("build",),
+            "tests/kernelpin/journeys/test_lock_signatures.py": ("release", "x"),
+            "tests/kernelpin/trust/test_signature.py": ("release", "pr", "build", "build-mac", "other"),
+            "tests/kernelpin/trust/test_trust_policy.py": ("release",),
+            "tests/kernelpin/trust/test_trust_gate.py": ("release", "other", "build", "build-mac"),
+            "tests/kernelpin/journeys/test_trust_paths.py": ("build",),
         }.items()
     },
 }

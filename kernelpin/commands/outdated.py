@@ -13,7 +13,8 @@ from kernelpin.format import lockfile
 from kernelpin.format.ranges import Version
 from kernelpin.format.spec import Requirement, RequirementValue, check_repo_id
 from kernelpin.format.variant import Environment, select
-from kernelpin.hub.source import HubSource, Refs
+from kernelpin.hub.listing import Refs
+from kernelpin.hub.source import HubSource
 from kernelpin.project import Project, find_project, read_requirements
 from kernelpin.resolve import group_variants, tag_versions
 

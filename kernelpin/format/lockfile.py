@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 import tomllib
 
@@ -224,8 +224,14 @@ class _Entry:
             raise self.fail(key, f"must be {getattr(kind, '__name__', kind)}, not {type(value).__name__}")
         return value
 
+    @overload
+    def matching(self, key: str, pattern: re.Pattern[str], what: str, required: Literal[True] = True) -> str: ...
+
+    @overload
+    def matching(self, key: str, pattern: re.Pattern[str], what: str, required: bool) -> str | None: ...
+
     def matching(self, key: str, pattern: re.Pattern[str], what: str, required: bool = True) -> str | None:
-        value = self.get(key, str, required)
+        value: str | None = self.get(key, str, required)
         if value is not None and not pattern.match(value):
             raise self.fail(key, f"{value[:80]!r} is not {what}")
         return value
@@ -278,14 +284,15 @@ def _parse_kernel(table: Any, schema: int, where: str) -> LockedKernel:
 
 def _requirement(repo_id: str, entry: _Entry, schema: int) -> RequirementValue:
     """The requirement as data, checked as pyproject.toml's entries are; schema 1 stored TOML source."""
-    value = entry.get("requirement", (str, int, dict))
+    value: RequirementValue = entry.get("requirement", (str, int, dict))
     if schema == 1:
         if not isinstance(value, str):
             raise entry.fail("requirement", "must be a string in a version-1 lock")
+        source = value
         try:
-            value = tomllib.loads(f"value = {value}")["value"]
+            value = tomllib.loads(f"value = {source}")["value"]
         except (tomllib.TOMLDecodeError, RecursionError):
-            raise entry.fail("requirement", f"{value[:80]!r} is not a TOML value") from None
+            raise entry.fail("requirement", f"{source[:80]!r} is not a TOML value") from None
     parse_requirement(repo_id, value, where="requirement")  # raises KernelpinError naming the problem
     return value
 
@@ -426,24 +433,24 @@ def changes(old: Lock | None, new: Lock) -> list[str]:
     after = {k.repo_id: k for k in new.kernels}
     lines = []
     for repo_id in sorted(before.keys() | after.keys()):
-        a, b = before.get(repo_id), after.get(repo_id)
-        if a is None:
-            lines.append(f"+ {b.label} ({b.commit[:12]})")
-        elif b is None:
-            lines.append(f"- {a.label}")
-        elif a != b:
-            if a.commit != b.commit and _same_release(a.version, b.version):
-                moved = a.version if a.version == b.version else f"{a.version} (now {b.version})"
-                lines.append(
-                    f"! {repo_id}: version {moved} now points at another commit ({a.commit[:12]} -> "
-                    f"{b.commit[:12]}): the publisher moved its tag. Check with them before trusting the new build"
-                )
-            elif a.commit != b.commit:
-                lines.append(f"~ {repo_id}: {a.version or a.commit[:12]} -> {b.version or b.commit[:12]}")
-            else:
-                lines.append(
-                    f"~ {repo_id}: requirement {describe_value(a.requirement)} -> {describe_value(b.requirement)}"
-                )
+        match before.get(repo_id), after.get(repo_id):
+            case None, LockedKernel() as b:
+                lines.append(f"+ {b.label} ({b.commit[:12]})")
+            case LockedKernel() as a, None:
+                lines.append(f"- {a.label}")
+            case LockedKernel() as a, LockedKernel() as b if a != b:
+                if a.commit != b.commit and _same_release(a.version, b.version):
+                    moved = a.version if a.version == b.version else f"{a.version} (now {b.version})"
+                    lines.append(
+                        f"! {repo_id}: version {moved} now points at another commit ({a.commit[:12]} -> "
+                        f"{b.commit[:12]}): the publisher moved its tag. Check with them before trusting the new build"
+                    )
+                elif a.commit != b.commit:
+                    lines.append(f"~ {repo_id}: {a.version or a.commit[:12]} -> {b.version or b.commit[:12]}")
+                else:
+                    lines.append(
+                        f"~ {repo_id}: requirement {describe_value(a.requirement)} -> {describe_value(b.requirement)}"
+                    )
     return lines
 
 

@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 from kernelpin.errors import KernelpinError
 from kernelpin.format.lockfile import LockedVariant
+from kernelpin.format.spec import RequirementValue
 from kernelpin.loading import kernels_internals, python_depends
 from kernelpin.loading.loader import import_verified, loaded_as
 from kernelpin.store.receipts import Receipts
@@ -91,7 +92,7 @@ def _check_same_kernel(name: str, what: str, kernel: tuple[str, str | None]) -> 
 
 def _load_dependencies(
     repo_id: str,
-    depends: tuple,
+    depends: tuple[tuple[str, RequirementValue], ...],
     load_dependency: Callable[[str, object], ModuleType] | None,
     cycle_error: Callable[[str], KernelpinError] | None,
 ) -> dict[str, ModuleType]:

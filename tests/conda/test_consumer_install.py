@@ -11,6 +11,7 @@ import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -137,7 +138,7 @@ def http_channel(offline_build: OfflineBuild) -> Iterator[str]:
 class QuietHandler(http.server.SimpleHTTPRequestHandler):
     """Serves what a channel server running under its own account could read: files readable by others."""
 
-    requests: list[tuple[str, int]] = []
+    requests: ClassVar[list[tuple[str, int]]] = []  # every request of the test, across handler instances
 
     def send_head(self):
         path = Path(self.translate_path(self.path))

@@ -107,7 +107,8 @@ def stable_variant(platform: str, cuda_version: str | None) -> str:
     config = BuildConfig.load()
     assert config.stable_abi is not None
     backend = CPU if cuda_version is None else cuda(*(int(part) for part in cuda_version.split(".")))
-    floor = tuple(int(part) for part in config.stable_abi.version.split("."))
+    major, minor = config.stable_abi.version.split(".")
+    floor = (int(major), int(minor))
     return Variant(STABLE_ABI, floor, backend, ARCHS[platform], "linux").name
 
 

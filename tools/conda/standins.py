@@ -67,6 +67,14 @@ def _run(*command: str) -> str:
     return subprocess.run(command, check=True, capture_output=True, text=True).stdout.strip()
 
 
+def _release_part(version: str) -> str:
+    """The leading dotted numbers of a tool's version ("1.13.2.git.kitware.jobserver-pipe-1" -> "1.13.2")."""
+    found = re.match(r"\d+(?:\.\d+)*", version)
+    if found is None:
+        raise RuntimeError(f"offline conda build: {version[:80]!r} is not a version")
+    return found.group(0)
+
+
 def _require_tool(name: str, found: str | None, fix: str) -> str:
     if not found:
         raise RuntimeError(f"offline conda build: no `{name}` found on this machine; {fix}")
@@ -111,7 +119,7 @@ def detect_machine() -> Machine:
         glibc_version=glibc_version,
         ninja=ninja,
         # pip's ninja reports e.g. "1.13.2.git.kitware.jobserver-pipe-1": keep the conda-valid release part.
-        ninja_version=re.match(r"\d+(?:\.\d+)*", _run(ninja, "--version")).group(0),
+        ninja_version=_release_part(_run(ninja, "--version")),
         cuda_home=cuda_home,
         nvcc_version=nvcc_version,
     )

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kernelpin.format.python_api import MAX_DEPTH, Function, KernelApi, Layer, Unreadable, describe
-from tests.kernelpin.test_describe_api import SOURCES
+from tests.kernelpin.commands.test_describe_api import SOURCES
 
 
 def api(files: dict[str, str | bytes]) -> KernelApi:

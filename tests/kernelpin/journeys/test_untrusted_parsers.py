@@ -500,8 +500,17 @@ def test_every_declared_parser_has_a_property_test() -> None:
     assert all(callable(test) for test in PROPERTY_TESTS.values())
 
 
+# Named like parsers, but of no input kernelpin does not control; each with why.
+NOT_UNTRUSTED = {
+    # argparse's own method, overridden to word its errors: the command line is the user's.
+    "kernelpin.cli._CommandParser.parse_known_args",
+}
+
+
 def test_every_parse_function_is_declared() -> None:
-    assert sorted(name for name, declared in parser_functions().items() if not declared) == []
+    undeclared = {name for name, declared in parser_functions().items() if not declared}
+    assert sorted(undeclared - NOT_UNTRUSTED) == []
+    assert NOT_UNTRUSTED <= undeclared  # an exemption that no longer exists is dropped here
 
 
 def test_the_derivation_finds_declarations_and_names(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kernelpin.errors import KernelpinError
-from kernelpin.trust.gate import RELEASE, Evidence, admit_publisher, decide
+from kernelpin.trust.gate import Evidence, EvidenceKind, admit_publisher, decide
 from kernelpin.trust.policy import GITHUB_ISSUER, Signer, SignerRule, parse_policy
 
 CPU = "torch213-cxx11-cpu-x86_64-linux"
@@ -27,7 +27,7 @@ def github(repository: str, workflow: str = "release.yaml", ref: str = "refs/hea
 
 
 def verdict(named, repo_id: str, signer: Signer | None) -> str:
-    decision = decide(named, repo_id, CPU, Evidence(RELEASE, signer))
+    decision = decide(named, repo_id, CPU, Evidence(EvidenceKind.RELEASE, signer))
     return "admitted" if decision.admit else decision.cause
 
 

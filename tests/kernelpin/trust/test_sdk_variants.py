@@ -8,7 +8,7 @@ import pytest
 
 from kernelpin.format.metadata import BuildMetadata
 from kernelpin.format.ranges import Version
-from kernelpin.trust.gate import RELEASE, Evidence, Served, decide
+from kernelpin.trust.gate import Evidence, EvidenceKind, Served, decide
 from kernelpin.trust.policy import GITHUB_ISSUER, Signer, parse_policy
 
 SIGNER = Signer(
@@ -26,13 +26,13 @@ NO_SIGNERS = parse_policy({"tool": {"kernelpin": {"trust": {"publishers": {"acme
 def test_a_signed_sdk_variant_without_a_backend_is_admitted(variant: str, backend: str | None) -> None:
     metadata = BuildMetadata({}, backend, None, 1, Version.parse("1.0.0"), variant)
     decision = decide(
-        NO_SIGNERS, "acme/x", variant, Evidence(RELEASE, SIGNER), metadata, Served(Version.parse("1.0.0"))
+        NO_SIGNERS, "acme/x", variant, Evidence(EvidenceKind.RELEASE, SIGNER), metadata, Served(Version.parse("1.0.0"))
     )
     assert decision.admit, decision.cause
 
 
 def test_a_signed_sdk_variant_with_a_backend_is_still_bound_to_it() -> None:
     metadata = BuildMetadata({}, "cuda", None, 1, Version.parse("1.0.0"), None)
-    decision = decide(NO_SIGNERS, "acme/x", "sdk-cpu", Evidence(RELEASE, SIGNER), metadata, Served())
+    decision = decide(NO_SIGNERS, "acme/x", "sdk-cpu", Evidence(EvidenceKind.RELEASE, SIGNER), metadata, Served())
     assert not decision.admit
     assert decision.cause == "the signed metadata.json is a cuda build, served as the cpu variant sdk-cpu"
