@@ -134,3 +134,17 @@ def test_the_meet_of_two_rules_allows_exactly_what_both_allow(first: SignerRule,
     met = first.meet(second)
     both = first.allows(signer) and second.allows(signer)
     assert (met is not None and met.allows(signer)) == both
+
+
+def test_a_remembered_signer_the_policy_no_longer_allows_is_refused_in_its_own_words() -> None:
+    named = policy({"acme": {"signers": [{"repository": "acme/kernels"}]}})
+    decision = decide(named, "acme/x", CPU, Evidence(EvidenceKind.REMEMBERED, github("evil/kernels")))
+    assert (decision.admit, decision.cause, decision.fix) == (
+        False,
+        (
+            "resolved before as signed by https://github.com/evil/kernels/.github/workflows/release.yaml@refs/heads/"
+            'main, which [tool.kernelpin.trust.publishers."acme"] does not allow (github.com/acme/kernels any '
+            "workflow @ any ref)"
+        ),
+        "add that signer to the entry if you trust it, or lock another release",
+    )
