@@ -19,6 +19,7 @@ import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from kernelpin.errors import KernelpinError
 from kernelpin.files import confined
@@ -97,7 +98,7 @@ class Resolutions:
             f"{requirement.text}; delete it (the next online get_kernel writes it again)"
         )
 
-    def _record(self, requirement: Requirement) -> dict | None:
+    def _record(self, requirement: Requirement) -> dict[str, Any] | None:
         """The record kept for `requirement` (a resolution or a move), or None when there is none."""
         path = self.path(requirement)
         if not path.exists() and not path.is_symlink():
@@ -183,7 +184,7 @@ class Resolutions:
         moved = {"commit": commit, "destination": redirect.destination, "revision": redirect.revision}
         return self._write(requirement, {"format": _FORMAT, _MOVED: moved})
 
-    def _write(self, requirement: Requirement, record: dict) -> Path:
+    def _write(self, requirement: Requirement, record: dict[str, Any]) -> Path:
         path = self.path(requirement)
         confined.replace_file(
             self.root,
