@@ -2,7 +2,7 @@
 
 Every command of the `kernelpin` CLI is a function here, named like the command, returning data (the result
 types exported here too) and raising KernelpinError or one of its subclasses (exported here too). `lock`,
-`check_lock`, `sync`, `sync_plan`, `verify` and `outdated` take the project around the working directory and the
+`check_lock`, `sync`, `sync_plan`, `verify`, `verify_conda` and `outdated` take the project around the working directory and the
 Hub the environment names unless given others, as the CLI does:
 
     project, source = kernelpin.find_project(Path.cwd()), kernelpin.HubSource.from_env()
@@ -35,9 +35,12 @@ if TYPE_CHECKING:
     from kernelpin.commands.outdated import Outdated, TaggedVersion, VersionList, outdated, versions
     from kernelpin.commands.sync import Synced, SyncPlan, sync, sync_plan
     from kernelpin.commands.verify import FileStatus, Verification, verify
+    from kernelpin.commands.verify_conda import CondaPackageCheck, CondaVerification, CondaVerifyError, verify_conda
     from kernelpin.environment import detect as detect_environment
     from kernelpin.errors import IntegrityError, KernelpinError, NoVariantError
     from kernelpin.files.confined import LinkRefused
+    from kernelpin.format.conda_attestation import AttestationError
+    from kernelpin.format.conda_package import CondaRecordError
     from kernelpin.format.metadata import MetadataError
     from kernelpin.format.python_api import KernelApi
     from kernelpin.format.ranges import RangeError, VersionError
@@ -91,6 +94,7 @@ _FUNCTIONS = {
     "sync": ("kernelpin.commands.sync", "sync"),
     "sync_plan": ("kernelpin.commands.sync", "sync_plan"),
     "verify": ("kernelpin.commands.verify", "verify"),
+    "verify_conda": ("kernelpin.commands.verify_conda", "verify_conda"),
     "outdated": ("kernelpin.commands.outdated", "outdated"),
     "versions": ("kernelpin.commands.outdated", "versions"),
     "cache": ("kernelpin.commands.cache", "cache"),
@@ -127,6 +131,8 @@ _RESULTS = {
     "PlannedVariant": ("kernelpin.store.install", "PlannedVariant"),
     "Verification": ("kernelpin.commands.verify", "Verification"),
     "FileStatus": ("kernelpin.commands.verify", "FileStatus"),
+    "CondaVerification": ("kernelpin.commands.verify_conda", "CondaVerification"),
+    "CondaPackageCheck": ("kernelpin.commands.verify_conda", "CondaPackageCheck"),
     "Outdated": ("kernelpin.commands.outdated", "Outdated"),
     "VersionList": ("kernelpin.commands.outdated", "VersionList"),
     "TaggedVersion": ("kernelpin.commands.outdated", "TaggedVersion"),
@@ -151,6 +157,9 @@ _ERRORS = {
     "IntegrityError": ("kernelpin.errors", "IntegrityError"),
     "NoVariantError": ("kernelpin.errors", "NoVariantError"),
     "MetadataError": ("kernelpin.format.metadata", "MetadataError"),
+    "CondaVerifyError": ("kernelpin.commands.verify_conda", "CondaVerifyError"),
+    "CondaRecordError": ("kernelpin.format.conda_package", "CondaRecordError"),
+    "AttestationError": ("kernelpin.format.conda_attestation", "AttestationError"),
     "DependencyError": ("kernelpin.loading.python_depends", "DependencyError"),
     "ArchiveError": ("kernelpin.loading.archive", "ArchiveError"),
     "VariantNameError": ("kernelpin.format.variant", "VariantNameError"),
@@ -181,8 +190,13 @@ __all__ = [
     "AbiError",
     "Added",
     "ArchiveError",
+    "AttestationError",
     "CacheReport",
     "CachedRevision",
+    "CondaPackageCheck",
+    "CondaRecordError",
+    "CondaVerification",
+    "CondaVerifyError",
     "DependencyError",
     "DependencyNode",
     "DescribedApi",
@@ -259,6 +273,7 @@ __all__ = [
     "sync_plan",
     "variants",
     "verify",
+    "verify_conda",
     "versions",
 ]
 

@@ -21,6 +21,7 @@ from kernelpin.format.variant import Environment
 from kernelpin.hub.source import HubSettings, HubSource
 from kernelpin.loading import local_override
 from kernelpin.loading.importing import Verified, import_pinned
+from kernelpin.store import lockfiles
 from kernelpin.store.content import Store
 from kernelpin.store.receipts import Receipts
 from kernelpin.trust.gate import Evidence, EvidenceKind, enforce
@@ -49,7 +50,7 @@ def _caller_file(depth: int) -> Path | None:
 
 @functools.cache
 def _read_lock(path: Path, mtime_ns: int, size: int) -> lockfile.Lock | None:
-    return lockfile.read(path)
+    return lockfiles.read(path)
 
 
 def read_lock_cached(path: Path) -> lockfile.Lock | None:

@@ -12,6 +12,7 @@ new parser is found by)."""
 from __future__ import annotations
 
 import ast
+import hashlib
 import io
 import json
 import tomllib
@@ -29,6 +30,13 @@ from kernelpin.errors import KernelpinError
 from kernelpin.files.integrity import check_repo_path
 from kernelpin.files.private_state import PrivateFiles
 from kernelpin.format import kernels_lock, lockfile
+from kernelpin.format.conda_attestation import (
+    parse_publication_statement,
+    parse_sidecar,
+    publication_statement,
+    sidecar_bytes,
+)
+from kernelpin.format.conda_package import parse_prefix_record
 from kernelpin.format.kernel_status import parse_status
 from kernelpin.format.metadata import parse_metadata
 from kernelpin.format.python_api import describe
@@ -222,10 +230,9 @@ def test_locks(text) -> None:
 
 @UNTRUSTED
 @given(texts(KERNELS_LOCK_TEXT))
-def test_kernels_locks(scratch, text) -> None:
-    path = scratch / "kernels.lock"
-    path.write_text(text, encoding="utf-8", errors="surrogatepass")
-    why = answers(lambda: kernels_lock.out_of_step(path, lockfile.Lock((KERNEL,))), "kernels.lock")
+def test_kernels_locks(text) -> None:
+    content = text.encode("utf-8", "surrogatepass")
+    why = answers(lambda: kernels_lock.out_of_step(content, lockfile.Lock((KERNEL,))), "kernels.lock")
     assert why is None or (isinstance(why, str) and why.startswith("kernels.lock"))
 
 
@@ -362,6 +369,44 @@ def test_repository_paths(path) -> None:
     answers(lambda: check_repo_path(path, "the listing of acme/k"), "the listing of acme/k")
 
 
+# --- conda channels: attestations and installed records --------------------------------------------------------
+
+STATEMENT = publication_statement("img2gray-0.1.0-cpu_h0_100.conda", HEX64, "https://prefix.dev/acme").payload()
+SIDECAR = sidecar_bytes(['{"mediaType":"application/vnd.dev.sigstore.bundle.v0.3+json"}'])
+PREFIX_RECORD = json.dumps(
+    {
+        "name": "img2gray",
+        "version": "0.1.0",
+        "build": "cpu_h0_100",
+        "fn": "img2gray-0.1.0-cpu_h0_100.conda",
+        "sha256": HEX64,
+        "subdir": "linux-64",
+        "channel": "https://prefix.dev/acme",
+        "files": ["lib/python3.11/site-packages/img2gray/__init__.py"],
+    }
+).encode()
+
+
+@UNTRUSTED
+@given(blobs(STATEMENT))
+@example(b"[" * 5000)  # found by this test: RecursionError escaped json.loads
+def test_publication_statements(payload) -> None:
+    answers(lambda: parse_publication_statement(payload), "publication statement")
+
+
+@UNTRUSTED
+@given(blobs(SIDECAR))
+def test_attestation_sidecars(body) -> None:
+    answers(lambda: parse_sidecar(body, hashlib.sha256(body).hexdigest()), "attestation sidecar")
+    answers(lambda: parse_sidecar(body, HEX64), "attestation sidecar")
+
+
+@UNTRUSTED
+@given(blobs(PREFIX_RECORD))
+def test_installed_package_records(content) -> None:
+    answers(lambda: parse_prefix_record(content, "conda-meta/img2gray.json"), "conda-meta/img2gray.json")
+
+
 # --- what kernelpin keeps for the user, and the environment --------------------------------------------------------
 
 
@@ -451,6 +496,9 @@ PROPERTY_TESTS = {
     "kernelpin.store.resolutions.Resolutions.read_move": test_remembered_resolutions,
     "kernelpin.trust.receipts.SignatureReceipts.recall": test_signature_receipts,
     "kernelpin.loading.local_override.parse": test_local_kernels_variable,
+    "kernelpin.format.conda_attestation.parse_publication_statement": test_publication_statements,
+    "kernelpin.format.conda_attestation.parse_sidecar": test_attestation_sidecars,
+    "kernelpin.format.conda_package.parse_prefix_record": test_installed_package_records,
 }
 
 

@@ -17,6 +17,7 @@ from kernelpin.errors import KernelpinError
 from kernelpin.format import lockfile
 from kernelpin.loading.importing import Verified, import_pinned
 from kernelpin.loading.runtime import module_name
+from kernelpin.store import lockfiles
 from testkit.fake_kernel import CPU_213, variant_files
 
 PREFIX = "0123456789ab"
@@ -53,7 +54,7 @@ def test_two_kernels_whose_names_meet_load_as_themselves(tmp_path: Path) -> None
     target = tmp_path / "vendor"
     dashed = locked_kernel(target, "acme/a-b", PREFIX + "0" * 28, "1.0.0")
     underscored = locked_kernel(target, "acme/a_b", PREFIX + "1" * 28, "2.0.0")
-    lockfile.write(tmp_path / "kernelpin.lock", lockfile.Lock((dashed, underscored)))
+    lockfiles.write(tmp_path / "kernelpin.lock", lockfile.Lock((dashed, underscored)))
     names = [module_name(k.repo_id, k.commit, CPU_213) for k in (dashed, underscored)]
     forget(*names)
     try:

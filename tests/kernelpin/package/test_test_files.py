@@ -41,6 +41,13 @@ WITHOUT_OWN_TEST = {
     "kernelpin.cli.describe_api": "tested with the command by tests/kernelpin/commands/test_describe_api.py",
     "kernelpin.cli.verify": "tested with the command by tests/kernelpin/commands/test_sync.py and "
     "tests/kernelpin/journeys/test_lock_signatures.py",
+    "kernelpin.store.lockfiles": "the file side of format.lockfile and format.kernels_lock (read, atomic write, the "
+    "kernels.lock kept in step): tested with them by tests/kernelpin/commands/test_lock.py and "
+    "tests/kernelpin/journeys/test_end_to_end.py",
+    "kernelpin.cli.verify_conda": "tested with the command by tests/kernelpin/journeys/test_verify_conda.py",
+    "kernelpin.commands.verify_conda": "tested end to end (a conda prefix, a channel, the Hub) by "
+    "tests/kernelpin/journeys/test_verify_conda.py",
+    "kernelpin.trust.conda_signature": "tested through verify-conda by tests/kernelpin/journeys/test_verify_conda.py",
     "kernelpin.cli.publish": "tested with the command by tests/release/test_publish.py and tests/kernelpin/cli/test_cli.py",
     "kernelpin.cli.cache": "tested with the command by tests/kernelpin/files/test_cache_removal.py and "
     "tests/kernelpin/cli/test_cli_conventions.py",
@@ -72,8 +79,6 @@ WITHOUT_OWN_TEST = {
     "kernelpin.format.layout": "file names and constants only, no logic",
     "kernelpin.format.lockfile": "tested by tests/kernelpin/format/test_lock_render.py and "
     "tests/kernelpin/files/test_integrity.py (the reader's refusals)",
-    "kernelpin.format.python_api": "the reading behind describe-api: tested by "
-    "tests/kernelpin/commands/test_describe_api.py",
     "kernelpin.format.signer": "tested by tests/kernelpin/trust/test_signature.py and "
     "tests/kernelpin/trust/test_signature_checker.py",
     "kernelpin.format.spec": "tested by tests/kernelpin/files/test_integrity.py and tests/kernelpin/commands/test_lock.py",
