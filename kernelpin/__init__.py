@@ -43,8 +43,9 @@ if TYPE_CHECKING:
     from kernelpin.format.conda_package import CondaRecordError
     from kernelpin.format.metadata import MetadataError
     from kernelpin.format.python_api import KernelApi
+    from kernelpin.format.ranges import RangeError, VersionError
     from kernelpin.format.signer import Signer
-    from kernelpin.format.variant import Environment
+    from kernelpin.format.variant import Environment, VariantNameError
     from kernelpin.front.get_kernel import get_kernel, get_kernel_variants, has_kernel
     from kernelpin.front.hub import KernelRedirectWarning, UnpinnedKernelWarning
     from kernelpin.front.kernelize import VerifiedLayer, integrate_kernels, integrated_kernels, kernelized_layers
@@ -169,6 +170,9 @@ _ERRORS = {
     "AttestationError": ("kernelpin.format.conda_attestation", "AttestationError"),
     "DependencyError": ("kernelpin.loading.python_depends", "DependencyError"),
     "ArchiveError": ("kernelpin.loading.archive", "ArchiveError"),
+    "VariantNameError": ("kernelpin.format.variant", "VariantNameError"),
+    "RangeError": ("kernelpin.format.ranges", "RangeError"),
+    "VersionError": ("kernelpin.format.ranges", "VersionError"),
     "KernelsPackageError": ("kernelpin.loading.kernels_internals", "KernelsPackageError"),
     "PolicyError": ("kernelpin.trust.policy", "PolicyError"),
     "SignatureError": ("kernelpin.trust.policy", "SignatureError"),
@@ -283,6 +287,7 @@ __all__ = [
     "PublishError",
     "Published",
     "ROCMProperties",
+    "RangeError",
     "Release",
     "ReleaseFile",
     "Removed",
@@ -299,10 +304,12 @@ __all__ = [
     "UnpinnedKernelWarning",
     "VariantAccepted",
     "VariantFit",
+    "VariantNameError",
     "VariantRejected",
     "Verification",
     "VerifiedKernel",
     "VerifiedLayer",
+    "VersionError",
     "VersionList",
     "__version__",
     "add",

@@ -31,6 +31,8 @@ from typing import Any
 from kernelpin.errors import KernelpinError
 from kernelpin.format.variant import CPU, Backend, Environment, this_python
 
+__untrusted_input__ = ("parse_backend",)  # parsers of input kernelpin does not control (kernelpin.errors)
+
 _ARCH_ALIASES = {"amd64": "x86_64", "arm64": "aarch64"}
 _OS_NAMES = ("linux", "darwin", "windows")
 _CXX_ABIS = {"cxx11": True, "cxx98": False, "none": None}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,12 @@ from kernelpin.format.spec import (
     toml_text,
 )
 from kernelpin.trust.policy import Policy, parse_policy
+
+__untrusted_input__ = (
+    "read_document",
+    "read_policy",
+    "read_requirements",
+)  # parsers of input kernelpin does not control (kernelpin.errors)
 
 if TYPE_CHECKING:
     import tomlkit
@@ -113,7 +120,7 @@ def read_document(project: Project) -> tomlkit.TOMLDocument:
     text = _text(project)
     try:
         return tomlkit.parse(text)
-    except TOMLKitError as error:
+    except (TOMLKitError, RecursionError) as error:
         raise _invalid(project, error) from None
 
 
@@ -123,7 +130,7 @@ def _data(project: Project) -> dict[str, Any]:
     text = _text(project)
     try:
         return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
+    except (tomllib.TOMLDecodeError, RecursionError) as error:
         raise _invalid(project, error) from None
 
 
@@ -198,7 +205,7 @@ def entry_to_add(repo_id: str, range_text: str | None, versions: list[Version], 
     """The requirement to write: the integer major `kernels lock` reads (`= N`, the branch vN) whenever the
     request is a whole major line whose branch exists (no range: the newest release's line; `1`, `^1`, `1.x`,
     `>=1, <2`); otherwise the range as asked, with a note that `kernels lock` will not read that entry."""
-    majors = {int(name[1:]) for name in branches if name[1:].isdigit() and name.startswith("v")}
+    majors = {int(name[1:]) for name in branches if re.fullmatch(r"v[0-9]+", name)}
     if range_text is None:
         releases = [v for v in versions if not v.is_prerelease] or versions
         if releases:

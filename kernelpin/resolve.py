@@ -68,7 +68,7 @@ def pick_revision(requirement: Requirement, refs: Refs) -> Pick:
     if requirement.branch is not None:  # `= N`: the branch vN, as `kernels` reads it; never a tag fallback
         branch = requirement.branch
         if branch not in refs.branches:
-            lines = sorted((b for b in refs.branches if re.fullmatch(r"v\d+", b)), key=lambda b: int(b[1:]))
+            lines = sorted((b for b in refs.branches if re.fullmatch(r"v[0-9]+", b)), key=lambda b: int(b[1:]))
             raise KernelpinError(
                 f"{repo_id}: no branch {branch} (`= {requirement.major}` is the branch {branch}, as `kernels` "
                 f"reads it; major-version branches: {', '.join(lines) or 'none'}; version tags: "
@@ -431,7 +431,12 @@ def _moved(source: HubSource, requirement: Requirement, repo_type: str, commit: 
             f"{where} as downloaded does not match the repository listing; the server or a proxy "
             "altered it: do not use this revision"
         )
-    redirect = parse_status(content, where)
+    return moved_to(requirement, commit, parse_status(content, where))
+
+
+def moved_to(requirement: Requirement, commit: str, redirect: Redirect) -> KernelMoved:
+    """What `requirement` asks of the repository a redirect names (its revision, else the same requirement)."""
+    where = f"{requirement.repo_id} at {commit[:12]}: {STATUS_FILE}"
     value: RequirementValue = requirement.value if redirect.revision is None else {"revision": redirect.revision}
     if isinstance(value, dict) and "repo-type" in value:
         value = {key: item for key, item in value.items() if key != "repo-type"}

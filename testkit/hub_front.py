@@ -44,7 +44,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
 _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-connection"}
-_ORG_OVERVIEW = re.compile(r"^/api/organizations/(?P<org>[A-Za-z0-9][A-Za-z0-9._-]*)/overview/?$")
+_ORG_OVERVIEW = re.compile(r"^/api/organizations/(?P<org>[A-Za-z0-9][A-Za-z0-9._-]*)/overview/?\Z")
 _CHUNK = 1 << 16
 IN_FLIGHT = "/_testkit/in-flight"
 

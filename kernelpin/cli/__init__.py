@@ -173,7 +173,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse with a "did you mean" on a mistyped command or option (as cargo and uv have)."""
 
     def error(self, message: str) -> NoReturn:
-        choice = re.match(r"argument COMMAND: invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+        choice = re.match(r"argument COMMAND: invalid choice: '([^']*)' \(choose from (.*)\)\Z", message)
         if choice:
             commands = re.findall(r"'([^']*)'", choice[2])
             close = difflib.get_close_matches(choice[1], commands, n=1)
@@ -182,7 +182,7 @@ class _Parser(argparse.ArgumentParser):
                 + (f"; did you mean '{close[0]}'?" if close else "")
                 + f" (commands: {', '.join(commands)})"
             )
-        unknown = re.match(r"unrecognized arguments: (.*)$", message)
+        unknown = re.match(r"unrecognized arguments: (.*)\Z", message)
         if unknown:
             message = "; ".join(self._unknown_argument(given) for given in unknown[1].split(" "))
         super().error(message)

@@ -40,7 +40,7 @@ def run(ctx: Context) -> int:
             env,
             project=ctx.project_if_any(),
             revision=ctx.args.revision,
-            version=int(version) if version and version.isdigit() else version,
+            version=int(version) if version and version.isascii() and version.isdigit() else version,
         )
     api = found.api
     if ctx.args.json:

@@ -30,7 +30,7 @@ def run(ctx: Context) -> int:
     found = info(
         ctx.source,
         ctx.args.repo,
-        version=int(version) if version and version.isdigit() else version,
+        version=int(version) if version and version.isascii() and version.isdigit() else version,
         revision=ctx.args.revision,
         project=ctx.project_if_any(),  # outside a project: no requirement to default to
         dep_tree=environment.current(vars(ctx.args)) if ctx.args.dep_tree else None,

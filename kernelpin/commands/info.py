@@ -66,14 +66,14 @@ def variants(
     if revision is not None:
         requirements = [(None, requirement_from_arguments(repo_id, None, revision))]
     else:
-        majors = sorted(int(name[1:]) for name in refs.branches if re.fullmatch(r"v\d+", name))
+        majors = sorted(int(name[1:]) for name in refs.branches if re.fullmatch(r"v[0-9]+", name))
         if not majors:
             raise KernelpinError(
                 f"{repo_id} has no major-version branch (v1, v2, ...), which is what a kernel's "
                 "versions are to `kernels`; name a revision: --revision TAG|BRANCH|COMMIT"
             )
         if isinstance(version, str) and version != "latest":
-            if not version.isdigit():
+            if not (version.isascii() and version.isdigit()):
                 raise KernelpinError(f"--version {version}: a major version (the branch vN) or latest")
             version = int(version)
         if isinstance(version, int) and version not in majors:
@@ -351,7 +351,7 @@ def describe_local_api(path: Path, env: Environment) -> DescribedApi:
 
 def _newest_line(source: HubSource, repo_id: str) -> Requirement:
     refs = source.refs(repo_id, None)
-    majors = sorted(int(name[1:]) for name in refs.branches if name.startswith("v") and name[1:].isdigit())
+    majors = sorted(int(name[1:]) for name in refs.branches if re.fullmatch(r"v[0-9]+", name))
     if not majors:
         raise KernelpinError(
             f"{repo_id} has no major-version branch (v1, v2, ...); name the revision to show: "

@@ -10,10 +10,18 @@ from typing import BinaryIO
 
 from kernelpin.errors import IntegrityError, KernelpinError
 
+__untrusted_input__ = ("check_repo_path",)  # parsers of input kernelpin does not control (kernelpin.errors)
+
 _CHUNK = 1 << 20
-GIT_OBJECT_ID_RE = re.compile(r"^[0-9a-f]{40}$")  # a commit or blob id (SHA-1), as the Hub and locks write it
-SHA256_HEX_RE = re.compile(r"^[0-9a-f]{64}$")
+# Validators match the whole string: `\Z`, not `$`, which also matches before a trailing newline.
+GIT_OBJECT_ID_RE = re.compile(r"^[0-9a-f]{40}\Z")  # a commit or blob id (SHA-1), as the Hub and locks write it
+SHA256_HEX_RE = re.compile(r"^[0-9a-f]{64}\Z")
 MAX_FILE_SIZE = 1 << 40  # 1 TiB: larger sizes are typos or attacks, not kernels
+
+
+def is_commit(text: str) -> bool:
+    """Whether `text` is a commit id as the Hub and locks write it (40 lowercase hex digits, nothing more)."""
+    return GIT_OBJECT_ID_RE.match(text) is not None
 
 
 def other_owner(path: Path) -> int | None:

@@ -22,6 +22,8 @@ from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 from kernelpin.errors import KernelpinError
 
+__untrusted_input__ = ("parse_publication_statement", "parse_sidecar")  # (kernelpin.errors)
+
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PUBLISH_PREDICATE_TYPE = "https://schemas.conda.org/attestations-publish-1.schema.json"
 PAYLOAD_TYPE = "application/vnd.in-toto+json"  # the DSSE envelope's payloadType
@@ -143,7 +145,7 @@ def parse_publication_statement(payload: bytes) -> PublicationStatement:
         _refuse(f"publication statement is {len(payload)} bytes (at most {MAX_STATEMENT_BYTES})", fix)
     try:
         value = json.loads(payload.decode("utf-8"), object_pairs_hook=_unique_keys, parse_constant=_no_constant)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
         _refuse(f"publication statement is not UTF-8 JSON ({error})", fix)
     if not isinstance(value, dict):
         _refuse("publication statement is not a JSON object", fix)
@@ -227,7 +229,7 @@ def parse_sidecar(body: bytes, attestations_sha256: str) -> tuple[str, ...]:
         )
     try:
         value = json.loads(body.decode("utf-8"), object_pairs_hook=_unique_keys, parse_constant=_no_constant)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
         _refuse(f"attestation sidecar is not UTF-8 JSON ({error})", "the channel is broken")
     if not isinstance(value, list) or not value or not all(isinstance(bundle, dict) for bundle in value):
         _refuse("attestation sidecar is not a non-empty JSON array of bundles", "the channel is broken")

@@ -24,6 +24,8 @@ from kernelpin.files.integrity import SHA256_HEX_RE, check_repo_path
 from kernelpin.format.conda_attestation import package_filename
 from kernelpin.format.layout import METADATA
 
+__untrusted_input__ = ("parse_prefix_record",)  # parsers of input kernelpin does not control (kernelpin.errors)
+
 MAX_RECORD_BYTES = 8 * 1024 * 1024  # a kernel package's record lists a few files; pytorch's is about 2 MiB
 MAX_RECORD_FILES = 100_000
 _VARIANT_METADATA = re.compile(r"(?:lib/python[0-9.]+t?/)?site-packages/([A-Za-z0-9_.-]+)/" + re.escape(METADATA))

@@ -18,6 +18,8 @@ import tomllib
 from kernelpin.errors import KernelpinError
 from kernelpin.format.spec import check_repo_id
 
+__untrusted_input__ = ("parse_status",)  # parsers of input kernelpin does not control (kernelpin.errors)
+
 STATUS_FILE = "kernel-status.toml"
 MAX_STATUS_SIZE = 64 * 1024
 
@@ -40,6 +42,8 @@ def parse_status(content: bytes, where: str) -> Redirect:
         data = tomllib.loads(content.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
         raise broken(f"not TOML ({str(error)[:120]})") from None
+    except RecursionError:  # tomllib parses nested arrays and tables recursively: 500 deep fit in 1 KB
+        raise broken("nested deeper than TOML is parsed") from None
     if data.get("kind") != "redirect":
         raise broken(f'kind must be "redirect", not {str(data.get("kind"))[:40]!r}')
     destination, revision = data.get("destination"), data.get("revision")

@@ -21,6 +21,8 @@ from typing import Any
 from kernelpin.format.lockfile import Lock, LockedKernel
 from kernelpin.format.spec import parse_requirement
 
+__untrusted_input__ = ("out_of_step",)  # parsers of input kernelpin does not control (kernelpin.errors)
+
 KERNELS_LOCK = "kernels.lock"
 
 

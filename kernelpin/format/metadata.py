@@ -29,17 +29,19 @@ from kernelpin.format.ranges import Version, VersionError
 from kernelpin.format.spec import RequirementValue, is_repo_id
 from kernelpin.format.variant import is_arch
 
+__untrusted_input__ = ("parse_metadata",)  # parsers of input kernelpin does not control (kernelpin.errors)
+
 DIGEST_ALGORITHM = "sha256"
 SEMVER_KEY = "semver"
 MAX_METADATA_SIZE = 1 << 20  # 1 MiB: real ones are a few KiB; checked against the listing before downloading
 _REQUIRED = ("id", "name", "version", "license", "python-depends", "backend")
-BACKEND_NAME_RE = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")  # cpu, cuda, rocm, xpu, metal, ...
+BACKEND_NAME_RE = re.compile(r"^[a-z][a-z0-9_-]{0,31}\Z")  # cpu, cuda, rocm, xpu, metal, ...
 # Optional keys `kernels` shows (`kernels info`) and checks: the oldest `kernels` that loads the variant, as
 # three numbers (kernels refuses `0.11` or `v0.11.0`), and the kernel's upstream repository, a git URL.
 KERNELS_MINVER_KEY, UPSTREAM_KEY = "kernels-minver", "upstream"
 DEPENDS_KEY = "kernel-depends"  # other Hub kernels this variant loads with kernels.get_kernel_dep
-_KERNELS_MINVER_RE = re.compile(r"^\d+\.\d+\.\d+$")
-_GIT_URL_RE = re.compile(r"^(?:(?:https?|ssh|git)://[^\s/]+/\S+|[\w.-]+@[\w.-]+:\S+)$")
+_KERNELS_MINVER_RE = re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+\Z")
+_GIT_URL_RE = re.compile(r"^(?:(?:https?|ssh|git)://[^\s/]+/\S+|[\w.-]+@[\w.-]+:\S+)\Z")
 
 
 class MetadataError(KernelpinError):

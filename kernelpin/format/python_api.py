@@ -14,7 +14,13 @@ import ast
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+__untrusted_input__ = ("describe",)  # parsers of input kernelpin does not control (kernelpin.errors)
+
+
 MAX_DEPTH = 16  # relative imports followed from one name: deeper chains (or cycles) end there
+# A signature's syntax tree deeper than this is not rendered: ast.unparse recurses once per level (and more), so
+# 2 KB of valid Python (`not not ... x` 400 deep, a 2000-long attribute chain) would end in RecursionError.
+MAX_NESTING = 100
 LAYER_ATTRIBUTES = ("has_backward", "can_torch_compile")
 
 ReadSource = Callable[[str], bytes | None]  # a path in the variant ("functional.py") -> its bytes, None: absent
@@ -153,7 +159,20 @@ def _definition(package: _Package, module: str, name: str) -> tuple[str, ast.AST
     return None
 
 
-def _signature(node: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
+def _nesting(node: ast.AST) -> int:
+    """How deep the syntax tree below `node` goes, counted without recursion."""
+    deepest, stack = 0, [(node, 1)]
+    while stack:
+        current, depth = stack.pop()
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(current))
+    return deepest
+
+
+def _signature(node: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
+    """The signature as written; None when it is nested too deep to render (MAX_NESTING)."""
+    if _nesting(node.args) > MAX_NESTING or (node.returns is not None and _nesting(node.returns) > MAX_NESTING):
+        return None
     text = f"{node.name}({ast.unparse(node.args)})" + (f" -> {ast.unparse(node.returns)}" if node.returns else "")
     return ("async " if isinstance(node, ast.AsyncFunctionDef) else "") + text
 
@@ -195,9 +214,14 @@ def describe(read: ReadSource) -> KernelApi:
     for name in _exported(root[1]):
         found = _definition(package, "", name)
         if found is not None and isinstance(found[1], (ast.FunctionDef, ast.AsyncFunctionDef)):
-            functions.append(
-                Function(name, _signature(found[1]).replace(found[1].name, name, 1), found[0], _summary(found[1]))
-            )
+            signature = _signature(found[1])
+            if signature is None:
+                where = package.module(found[0])[0]  # type: ignore[index]  # parsed: its definition was found
+                package.problems.append(
+                    f"{where}: {name}'s signature is nested more than {MAX_NESTING} deep; not shown"
+                )
+            shown = f"{name}(...)" if signature is None else signature.replace(found[1].name, name, 1)
+            functions.append(Function(name, shown, found[0], _summary(found[1])))
         elif name != "layers":
             others.append(name)
     layers = []

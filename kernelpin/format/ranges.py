@@ -20,6 +20,14 @@ from dataclasses import dataclass
 from functools import total_ordering
 from typing import NamedTuple
 
+from kernelpin.errors import KernelpinError
+
+__untrusted_input__ = (
+    "Version.parse",
+    "Version.from_tag",
+    "Range.parse",
+)  # parsers of input kernelpin does not control (kernelpin.errors)
+
 _NUMBER = re.compile(r"0|[1-9][0-9]*")
 MAX_DIGITS = 20  # enough for any 64-bit number (Cargo's limit); longer ones are typos or attacks
 _ECHO_LIMIT = 60  # characters of the input quoted back in an error message
@@ -30,11 +38,11 @@ _VERSION_EXAMPLES = 'examples: "1.2.3", "0.1.0-rc.1", "1.0.0+build.5"'
 _RANGE_EXAMPLES = 'examples: "^0.1", "~1.2.3", ">=1.2, <2", "1.x || 2.x"'
 
 
-class RangeError(ValueError):
+class RangeError(KernelpinError, ValueError):
     """A version range that cannot be parsed; the message names the problem and its position."""
 
 
-class VersionError(ValueError):
+class VersionError(KernelpinError, ValueError):
     """A version string that is not strict SemVer 2.0.0."""
 
 

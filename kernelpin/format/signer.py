@@ -8,6 +8,8 @@ from typing import Any
 
 from kernelpin.errors import KernelpinError
 
+__untrusted_input__ = ("LockedSignature.from_table",)  # parsers of input kernelpin does not control (kernelpin.errors)
+
 GITHUB_ISSUER = "https://token.actions.githubusercontent.com"
 
 

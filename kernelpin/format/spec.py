@@ -11,10 +11,16 @@ from typing import Any, TypeGuard
 from kernelpin.errors import KernelpinError
 from kernelpin.format.ranges import Range, RangeError
 
+__untrusted_input__ = (
+    "check_repo_id",
+    "parse_requirement",
+    "parse_dependencies",
+)  # parsers of input kernelpin does not control (kernelpin.errors)
+
 # The Hub's rules: org and name of [A-Za-z0-9._-], neither starting nor ending with '.' or '-', no '--' or '..',
 # the name at most 96 characters (huggingface_hub.utils.validate_repo_id).
 _REPO_PART = r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?"
-REPO_ID_RE = re.compile(rf"^{_REPO_PART}/{_REPO_PART}$")
+REPO_ID_RE = re.compile(rf"^{_REPO_PART}/{_REPO_PART}\Z")
 REPO_TYPES = ("kernel", "model")
 RequirementValue = str | int | dict[str, str | int]  # as written in pyproject.toml, as plain data
 DEPENDENCIES_TABLE = "[tool.kernels.dependencies]"
@@ -129,7 +135,7 @@ def parse_requirement(
         unknown = set(value) - _TABLE_KEYS
         if unknown:
             raise KernelpinError(
-                f"{where}: unknown key(s) {', '.join(sorted(unknown))}; allowed: {', '.join(sorted(_TABLE_KEYS))}"
+                f"{where}: unknown key(s) {', '.join(repr(key)[1:-1] for key in sorted(unknown))}; allowed: {', '.join(sorted(_TABLE_KEYS))}"
             )
         repo_type = value.get("repo-type")
         if repo_type is not None and repo_type not in REPO_TYPES:

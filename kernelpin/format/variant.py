@@ -16,6 +16,13 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from kernelpin.errors import KernelpinError
+
+__untrusted_input__ = (
+    "Backend.parse",
+    "Variant.parse",
+)  # parsers of input kernelpin does not control (kernelpin.errors)
+
 TORCH, STABLE_ABI, TVM_FFI, NOARCH, MLX, SDK = "torch", "torch-stable-abi", "tvm-ffi", "noarch", "mlx", "sdk"
 
 # Framework parts, legacy (torch213, torch-stable-abi211, tvm-ffi01: one-digit torch major, first digit of
@@ -33,7 +40,7 @@ _CXX_TAGS = ("cxx11", "cxx98")
 # cann81), except ROCm 7.14 (rocm714). New names spell them cuda-12.8, rocm-7.14, xpu-2025.3, cann-8.1.
 _BACKEND_TAG_RES = {
     "cuda": re.compile(r"cu([0-9]+)([0-9]+)"),
-    "rocm": re.compile(r"rocm(7(?=14$)|[0-9]+)([0-9]+)"),
+    "rocm": re.compile(r"rocm(7(?=14\Z)|[0-9]+)([0-9]+)"),
     "xpu": re.compile(r"xpu([0-9]+)([0-9]+)"),
     "cann": re.compile(r"cann([0-9]+)([0-9]+)"),
 }
@@ -65,8 +72,8 @@ METAL_MIN_MACOS = (26, 0)
 
 # What a build may list in backend.archs: CUDA compute capabilities ("8.0", "9.0a", "10.0f+PTX"), ROCm gfx
 # names ("gfx942"), or forms a newer kernel-builder writes (`kernels` assumes those compatible).
-_ARCH_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+:-]{0,63}$")
-_CUDA_ARCH_RE = re.compile(r"^(?P<major>[0-9]+)\.(?P<minor>[0-9]+)(?P<suffix>[af]?)(?P<ptx>\+PTX)?$")
+_ARCH_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+:-]{0,63}\Z")
+_CUDA_ARCH_RE = re.compile(r"^(?P<major>[0-9]+)\.(?P<minor>[0-9]+)(?P<suffix>[af]?)(?P<ptx>\+PTX)?\Z")
 
 
 def is_arch(text: str) -> bool:
@@ -78,9 +85,17 @@ def _dotted(pair: tuple[int, int]) -> str:
     return f"{pair[0]}.{pair[1]}"
 
 
-def _not_a_variant(name: str, why: str) -> ValueError:
-    return ValueError(
-        f"not a kernel variant name: {name!r} ({why}; expected e.g. 'torch213-cxx11-cu130-x86_64-linux', "
+class VariantNameError(KernelpinError, ValueError):
+    """A variant name or a backend that cannot be read (a ValueError too, as these parsers always raised)."""
+
+
+MAX_VARIANT_NAME = 255  # a variant is a directory: one path component
+
+
+def _not_a_variant(name: str, why: str) -> VariantNameError:
+    shown = repr(name[:MAX_VARIANT_NAME]) + ("..." if len(name) > MAX_VARIANT_NAME else "")
+    return VariantNameError(
+        f"not a kernel variant name: {shown} ({why}; expected e.g. 'torch213-cxx11-cu130-x86_64-linux', "
         "'torch-2.13-cuda-13.0-cpython-3.10-abi3-x86_64-linux', 'torch-stable-abi211-rocm71-x86_64-linux', "
         "'tvm-ffi01-cu130-x86_64-linux', 'torch-cuda', 'mlx-metal' or 'sdk-cpu-cpython-3.12-abi3-x86_64-linux')"
     )
@@ -116,8 +131,8 @@ class Backend:
         try:
             return cls.from_parts(tag.split("-"), legacy="-" not in tag)
         except ValueError:
-            raise ValueError(
-                f"not a backend: {tag!r} (expected cpu, cu<XY> such as cu130 or cuda-13.0, rocm<XY> or rocm-X.Y, "
+            raise VariantNameError(
+                f"not a backend: {tag[:80]!r} (expected cpu, cu<XY> such as cu130 or cuda-13.0, rocm<XY> or rocm-X.Y, "
                 "xpu<YYYYR> or xpu-YYYY.R, cann<XY> or cann-X.Y, metal, neuron or tpu)"
             ) from None
 
@@ -245,6 +260,8 @@ class Variant:
     @classmethod
     def parse(cls, name: str) -> Variant:
         """Parse a variant directory name as kernels 0.19.1's `parse_variant` does; ValueError when it can't."""
+        if len(name) > MAX_VARIANT_NAME:
+            raise _not_a_variant(name, f"longer than the {MAX_VARIANT_NAME} characters of a directory name")
         parts = name.split("-")
         if parts[0] == SDK:
             return cls._parse_sdk(name, parts[1:])

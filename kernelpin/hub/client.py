@@ -282,7 +282,7 @@ class _DeadlineTransport(httpx2.BaseTransport):
             declared = response.headers.get("Content-Length", "").strip()
             # Refused before reading: a body announced longer than allowed would only be cut off later, and a
             # server that then hangs up looks like a network failure. A HEAD's length is the file's, not a body.
-            if request.method != "HEAD" and declared.isdigit() and int(declared) > body.limit:
+            if request.method != "HEAD" and declared.isascii() and declared.isdigit() and int(declared) > body.limit:
                 response.close()
                 raise body.too_long(announced=int(declared))
             response.stream = body

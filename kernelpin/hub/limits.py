@@ -20,6 +20,8 @@ from typing import TypeVar
 
 from kernelpin.errors import KernelpinError
 
+__untrusted_input__ = ("Limits.from_env",)  # parsers of input kernelpin does not control (kernelpin.errors)
+
 HTTP_TIMEOUT = "KERNELPIN_HTTP_TIMEOUT"
 DEADLINE = "KERNELPIN_DEADLINE"
 MAX_LISTING = "KERNELPIN_MAX_LISTING"

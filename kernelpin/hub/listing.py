@@ -17,9 +17,17 @@ from kernelpin.errors import KernelpinError
 from kernelpin.files.integrity import GIT_OBJECT_ID_RE, MAX_FILE_SIZE, SHA256_HEX_RE, check_repo_path
 from kernelpin.hub.limits import MAX_LISTING, LimitExceeded
 
+__untrusted_input__ = (
+    "check_commit",
+    "check_ref_name",
+    "parse_refs",
+    "remote_file",
+    "parse_tree_page",
+)  # parsers of input kernelpin does not control (kernelpin.errors)
+
 # A tag or branch name as kernelpin.lock stores it after refs/tags/ or refs/heads/ (git's ref-name rules,
 # minus what needs no check here); a name the lock reader would refuse must not reach a lock.
-_REF_NAME_RE = re.compile(r"^(?!.*\.\.)(?!.*//)(?!/)[^\x00-\x20\x7f~^:?*\[\\]{1,255}(?<!/)$")
+_REF_NAME_RE = re.compile(r"^(?!.*\.\.)(?!.*//)(?!/)[^\x00-\x20\x7f~^:?*\[\\]{1,255}(?<!/)\Z")
 
 
 class MalformedAnswer(KernelpinError):

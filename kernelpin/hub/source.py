@@ -32,6 +32,8 @@ from kernelpin.hub.listing import (
     parse_tree_page,
 )
 
+__untrusted_input__ = ("HubSettings.from_env",)  # parsers of input kernelpin does not control (kernelpin.errors)
+
 if TYPE_CHECKING:
     from huggingface_hub import HfApi
 

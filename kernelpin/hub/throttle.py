@@ -14,6 +14,8 @@ import math
 
 from kernelpin.hub.limits import DEADLINE, LimitExceeded
 
+__untrusted_input__ = ("retry_after_seconds",)  # parsers of input kernelpin does not control (kernelpin.errors)
+
 MAX_RETRIES = 5  # further answers of one request that say "wait" are passed on as errors
 _FIRST_BACKOFF = 1.0  # seconds, doubled per retry, when the server names no wait
 

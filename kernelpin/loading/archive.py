@@ -14,8 +14,10 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import lzma
 import stat
 import zipfile
+import zlib
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -24,8 +26,23 @@ from kernelpin.files.integrity import check_repo_path
 from kernelpin.format.layout import METADATA
 from kernelpin.format.lockfile import LockedFile, LockedVariant
 
+__untrusted_input__ = ("read_members",)  # parsers of input kernelpin does not control (kernelpin.errors)
+
 BUILD_LAYOUT_KEY, ZIP_LAYOUT = "build-layout", "zip"
 MAX_EXPANDED = 1 << 30  # 1 GiB of Python sources and data: far above any kernel's, far below a zip bomb's
+# What zipfile raises for a damaged or unreadable archive or member: its own errors, the decompressors' (zlib,
+# lzma, bz2's OSError; EOFError where a compressed stream ends early), RuntimeError for an encrypted member,
+# NotImplementedError for an unknown compression method.
+_UNREADABLE = (
+    zipfile.BadZipFile,
+    OSError,
+    ValueError,
+    EOFError,
+    RuntimeError,
+    NotImplementedError,
+    zlib.error,
+    lzma.LZMAError,
+)
 
 
 class ArchiveError(KernelpinError):
@@ -54,7 +71,7 @@ def zip_member_of(directory: Path, variant: LockedVariant, what: str) -> LockedF
         return None
     try:
         document = json.loads(verified_bytes(directory / METADATA, metadata, what))
-    except (UnicodeDecodeError, ValueError):
+    except (UnicodeDecodeError, ValueError, RecursionError):
         return None  # not this module's to judge: the loader's own error follows
     if not isinstance(document, dict) or document.get(BUILD_LAYOUT_KEY) != ZIP_LAYOUT:
         return None
@@ -73,7 +90,7 @@ def read_members(data: bytes, where: str) -> Mapping[str, bytes]:
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
         infos = archive.infolist()
-    except (zipfile.BadZipFile, OSError, ValueError) as error:
+    except _UNREADABLE as error:
         raise ArchiveError(f"{where}: not a readable ZIP archive ({error})") from None
     members: dict[str, bytes] = {}
     expanded = 0
@@ -90,6 +107,6 @@ def read_members(data: bytes, where: str) -> Mapping[str, bytes]:
             raise ArchiveError(f"{where}: expands to more than {MAX_EXPANDED} bytes; refused")
         try:
             members[info.filename] = archive.read(info)  # checks each member's CRC-32
-        except (zipfile.BadZipFile, OSError, ValueError, NotImplementedError) as error:
+        except _UNREADABLE as error:
             raise ArchiveError(f"{where}: member {info.filename!r} cannot be read ({error})") from None
     return members

@@ -18,7 +18,7 @@ from kernelpin.errors import KernelpinError
 from kernelpin.format.lockfile import LockedVariant
 from kernelpin.format.spec import RequirementValue
 from kernelpin.loading import kernels_internals, python_depends
-from kernelpin.loading.loader import import_verified
+from kernelpin.loading.loader import import_verified, loaded_as
 from kernelpin.store.receipts import Receipts
 
 
@@ -64,12 +64,30 @@ def import_pinned(
     call imported it (False: it was imported before)."""
     with module_lock(name):
         if name in sys.modules:
+            _check_same_kernel(name, what, kernel)
             return sys.modules[name], False
         directory, variant, receipts = verify()
         if python_backend is not None:
             python_depends.check_installed(directory, variant, python_backend, what)
         dependencies = _load_dependencies(kernel[0], variant.depends, load_dependency, cycle_error)
         return _import_with_dependencies(name, directory, variant, what, dependencies, kernel, receipts), True
+
+
+def _check_same_kernel(name: str, what: str, kernel: tuple[str, str | None]) -> None:
+    """Refuse to reuse the module `name` for another kernel than the one it is a build of (or for one kernelpin
+    did not import): a module name is a digest of what it loads, so a clash is a planted module or a hostile lock."""
+    loaded = loaded_as(name)
+    if loaded is not None and (loaded.repo_id, loaded.commit) == kernel:
+        return
+    holder = (
+        "a module kernelpin did not import"
+        if loaded is None
+        else f"{loaded.repo_id} at {loaded.commit[:12] if loaded.commit else 'a local build'}"
+    )
+    raise KernelpinError(
+        f"{what}: the module name {name} is taken in this process by {holder}, so it is not reused; start a new "
+        "Python process, and check what put it there"
+    )
 
 
 def _load_dependencies(

@@ -209,6 +209,12 @@ def _verify_shared_libraries(package: _Package) -> None:
 _FINDER = _VerifiedFinder()
 
 
+def loaded_as(name: str) -> VerifiedKernel | None:
+    """The kernel kernelpin imports (or imported) as the module `name`; None when it imported none as `name`."""
+    package = _FINDER.packages.get(name)
+    return None if package is None else package.loaded
+
+
 def loaded_kernels() -> list[VerifiedKernel]:
     """The kernels imported (completely) in this process, in import order."""
     return [package.loaded for name, package in _FINDER.packages.items() if name in sys.modules]

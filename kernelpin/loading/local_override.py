@@ -34,6 +34,8 @@ from kernelpin.loading.importing import Verified
 from kernelpin.trust.gate import Evidence, EvidenceKind, enforce
 from kernelpin.trust.policy import Policy
 
+__untrusted_input__ = ("parse",)  # parsers of input kernelpin does not control (kernelpin.errors)
+
 VARIABLE = "LOCAL_KERNELS"
 ALLOW_VARIABLE = "KERNELPIN_ALLOW_LOCAL_KERNELS"
 _TRUE = {"1", "yes", "true", "on"}
@@ -53,7 +55,10 @@ def parse(text: str) -> dict[str, Path]:
                 f"{VARIABLE}: entry {entry[:200]!r} is not REPO=PATH; write it as "
                 "org/a=/path/a:org/b=/path/b (each path holding build/<variant>/)"
             )
-        overrides[check_repo_id(repo_id.strip())] = Path(path).expanduser()
+        try:
+            overrides[check_repo_id(repo_id.strip())] = Path(path).expanduser()
+        except KernelpinError as error:
+            raise KernelpinError(f"{VARIABLE}: {error}") from None
     return overrides
 
 

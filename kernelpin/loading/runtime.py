@@ -4,6 +4,7 @@ publisher policy beside it, this process's environment, and the module name of a
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import re
 import sys
@@ -18,6 +19,8 @@ from kernelpin.format.layout import LOCKFILE
 from kernelpin.format.variant import Environment
 from kernelpin.store import lockfiles
 from kernelpin.trust.policy import Policy, parse_policy
+
+__untrusted_input__ = ("policy_beside",)  # parsers of input kernelpin does not control (kernelpin.errors)
 
 
 def find_lock(start: Path) -> Path | None:
@@ -56,7 +59,7 @@ def read_lock_cached(path: Path) -> lockfile.Lock | None:
 def _read_policy(path: Path, mtime_ns: int, size: int, inode: int) -> Policy:
     try:
         return parse_policy(tomllib.loads(path.read_text(encoding="utf-8")))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError, RecursionError) as error:
         raise KernelpinError(f"{path}: not valid TOML ({error}); fix it (it holds [tool.kernelpin.trust])") from None
 
 
@@ -83,8 +86,11 @@ def environment_for(backend: str | None) -> Environment:
 
 
 def module_name(repo_id: str, commit: str, variant: str) -> str:
-    """Unique per repository, commit and variant, so two versions of one kernel load side by side."""
-    return "_kernelpin_" + re.sub(r"\W", "_", f"{repo_id}_{commit[:12]}_{variant}")
+    """Unique per repository, commit and variant, so two versions of one kernel load side by side: a readable
+    part (which two kernels can share: acme/a-b and acme/a_b at commits of one 12-hex prefix) and a digest of
+    all three, whole, that they cannot."""
+    identity = hashlib.sha256("\0".join((repo_id, commit, variant)).encode()).hexdigest()[:32]
+    return "_kernelpin_" + re.sub(r"\W", "_", f"{repo_id}_{commit[:12]}_{variant}") + f"_{identity}"
 
 
 def lock_path(lock: str | os.PathLike[str] | None, caller: Path | None) -> Path:

@@ -74,7 +74,7 @@ class Installer:
         finds the synced files offline by version (`get_kernel(repo, version=N)` with HF_HUB_OFFLINE=1 reads
         the cache's refs/v<N>). Not for a vendoring target, which `kernels` never reads."""
         branch = (kernel.ref or "").removeprefix("refs/heads/")
-        if self.store.target is None and kernel.repo_type == "kernel" and re.fullmatch(r"v\d+", branch):
+        if self.store.target is None and kernel.repo_type == "kernel" and re.fullmatch(r"v[0-9]+", branch):
             self.store.write_ref(kernel.repo_id, kernel.repo_type, branch, kernel.commit)
 
 

@@ -19,14 +19,23 @@ import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from kernelpin.errors import KernelpinError
 from kernelpin.files import confined
+from kernelpin.files.integrity import is_commit
 from kernelpin.format import lockfile
+from kernelpin.format.kernel_status import Redirect
 from kernelpin.format.lockfile import Lock, LockedKernel, is_variant_name
-from kernelpin.format.spec import Requirement
+from kernelpin.format.spec import Requirement, is_repo_id
+
+__untrusted_input__ = (
+    "Resolutions.read_move",
+    "Resolutions.read",
+)  # parsers of input kernelpin does not control (kernelpin.errors)
 
 _RESOLVED = "resolved"
+_MOVED = "moved"  # a record of a move (kernel-status.toml) instead of a resolution
 _FORMAT = 1
 
 
@@ -83,21 +92,53 @@ class Resolutions:
                     f"redirect a kernel): make it yours with mode 0700 or 0600, or set KERNELPIN_STATE_DIR"
                 )
 
-    def read(self, requirement: Requirement) -> Remembered | None:
-        """The remembered resolution of `requirement`, or None when there is none."""
+    def _broken(self, requirement: Requirement) -> KernelpinError:
+        return KernelpinError(
+            f"{self.path(requirement)} is not a resolution kernelpin wrote for {requirement.repo_id} "
+            f"{requirement.text}; delete it (the next online get_kernel writes it again)"
+        )
+
+    def _record(self, requirement: Requirement) -> dict[str, Any] | None:
+        """The record kept for `requirement` (a resolution or a move), or None when there is none."""
         path = self.path(requirement)
         if not path.exists() and not path.is_symlink():
             return None
         self._check(self.root, self.root / _RESOLVED, path)
-        broken = KernelpinError(
-            f"{path} is not a resolution kernelpin wrote for {requirement.repo_id} "
-            f"{requirement.text}; delete it (the next online get_kernel writes it again)"
-        )
         try:
             record = json.loads(path.read_text(encoding="utf-8"))
-        except (ValueError, UnicodeDecodeError):
-            raise broken from None
-        if not isinstance(record, dict) or record.get("format") != _FORMAT or not isinstance(record.get("lock"), str):
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            raise self._broken(requirement) from None
+        if not isinstance(record, dict) or record.get("format") != _FORMAT:
+            raise self._broken(requirement)
+        return record
+
+    def read_move(self, requirement: Requirement) -> tuple[str, Redirect] | None:
+        """The move get_kernel followed for `requirement` (the commit whose kernel-status.toml said so, and what
+        it said), or None when none was remembered."""
+        record = self._record(requirement)
+        if record is None or _MOVED not in record:
+            return None
+        moved = record[_MOVED]
+        if not isinstance(moved, dict) or set(moved) != {"commit", "destination", "revision"}:
+            raise self._broken(requirement)
+        commit, destination, revision = moved["commit"], moved["destination"], moved["revision"]
+        if (
+            not isinstance(commit, str)
+            or not is_commit(commit)
+            or not isinstance(destination, str)
+            or not is_repo_id(destination)
+            or not (revision is None or (isinstance(revision, str) and revision.strip() == revision != ""))
+        ):
+            raise self._broken(requirement)
+        return commit, Redirect(destination, revision)
+
+    def read(self, requirement: Requirement) -> Remembered | None:
+        """The remembered resolution of `requirement`, or None when there is none (or a move: read_move)."""
+        record = self._record(requirement)
+        if record is None or _MOVED in record:
+            return None
+        path, broken = self.path(requirement), self._broken(requirement)
+        if not isinstance(record.get("lock"), str):
             raise broken
         names = record.get("variants")
         if not isinstance(names, list) or not all(isinstance(name, str) and is_variant_name(name) for name in names):
@@ -131,6 +172,20 @@ class Resolutions:
             "lock": lockfile.render(Lock((kernel,))),
             "publisher-trusted": publisher_trusted,
         }
+        return self._write(requirement, record)
+
+    def remember_move(self, requirement: Requirement, commit: str, redirect: Redirect) -> Path:
+        """Keep that `requirement` resolved to `commit`, whose kernel-status.toml says the kernel moved, so an
+        offline get_kernel follows the same move (the destination's resolution is kept under its own)."""
+        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self._check(*(level for level in (self.root, self.root / _RESOLVED) if os.path.lexists(level)))
+        if self.read_move(requirement) == (commit, redirect):
+            return self.path(requirement)
+        moved = {"commit": commit, "destination": redirect.destination, "revision": redirect.revision}
+        return self._write(requirement, {"format": _FORMAT, _MOVED: moved})
+
+    def _write(self, requirement: Requirement, record: dict[str, Any]) -> Path:
+        path = self.path(requirement)
         confined.replace_file(
             self.root,
             path,

@@ -264,7 +264,7 @@ def admit_publisher(
     (`trust_remote_code`, get_kernel's; None for `lock`, which has none) or the Hub's trusted mark on its
     organization (`hub_trusts`, asked only then; offline, what get_kernel recorded of the mark). Returns whether
     the mark is what let it through; raises KernelpinError for a publisher nothing trusts."""
-    if caller_trusts or policy.publisher(repo_id) is not None:
+    if caller_trusts or policy.names(repo_id):
         return False
     org = repo_id.split("/", 1)[0]
     if hub_trusts(org):

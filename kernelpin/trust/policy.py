@@ -19,12 +19,15 @@ workflows, and required to be. An entry in pyproject.toml under that name replac
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+import dataclasses
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from kernelpin.errors import KernelpinError
 from kernelpin.format.signer import GITHUB_ISSUER, LockedSignature, Signer
+
+__untrusted_input__ = ("parse_policy",)  # parsers of input kernelpin does not control (kernelpin.errors)
 
 TABLE = "tool.kernelpin.trust"
 UNSIGNED = "unsigned"  # what `--accept-signer REPO=unsigned` accepts: a release that is no longer signed
@@ -75,6 +78,24 @@ def signer_changes(
     return problems
 
 
+_NOTHING = object()  # what two different required values have in common
+
+
+def _meet_one(mine: str | None, theirs: str | None, key: Callable[[str], str] = str) -> str | object | None:
+    """One required value (None: any) that both allow: either when the other is None, else both when equal."""
+    if mine is None or theirs is None:
+        return theirs if mine is None else mine
+    return mine if key(mine) == key(theirs) else _NOTHING
+
+
+def _meet_all(mine: tuple[str, ...], theirs: tuple[str, ...]) -> tuple[str, ...] | None:
+    """The values (empty: any) both allow; None when both name some and none in common."""
+    if not mine or not theirs:
+        return mine or theirs
+    common = tuple(value for value in mine if value in theirs)
+    return common or None
+
+
 @dataclass(frozen=True)
 class SignerRule:
     """One identity allowed to sign: a GitHub workflow (repository, optionally its workflow files and refs), or
@@ -104,6 +125,18 @@ class SignerRule:
             return False
         return not self.refs or ref in self.refs
 
+    def meet(self, other: SignerRule) -> SignerRule | None:
+        """The rule that allows exactly the signers both `self` and `other` allow; None when no signer can be
+        allowed by both (another issuer, identity or repository, or no workflow or ref in common)."""
+        if self.issuer != other.issuer:
+            return None
+        identity = _meet_one(self.identity, other.identity)
+        repository = _meet_one(self.repository, other.repository, key=str.lower)
+        workflows, refs = _meet_all(self.workflows, other.workflows), _meet_all(self.refs, other.refs)
+        if identity is _NOTHING or repository is _NOTHING or workflows is None or refs is None:
+            return None
+        return SignerRule(self.issuer, repository, workflows, refs, identity)  # type: ignore[arg-type]
+
     def describe(self) -> str:
         if self.repository is None:
             return f"{self.identity} (issuer {self.issuer})"
@@ -120,12 +153,19 @@ class Publisher:
     signers: tuple[SignerRule, ...] = ()  # empty: any identity may sign; continuity then holds it to the first
     require_signatures: bool | None = None  # None: the policy's global setting
     builtin: bool = False
+    # The floor a kernel-status.toml move carries from the repository the user named to its destination
+    # (Policy.moved): how refusals name the entries it comes from, and whether it names the destination's
+    # publisher (only when the policy itself does: a move admits no publisher).
+    named_as: str | None = None
+    admits: bool = True
 
     def allows(self, signer: Signer) -> bool:
         return not self.signers or any(rule.allows(signer) for rule in self.signers)
 
     @property
     def where(self) -> str:
+        if self.named_as is not None:
+            return self.named_as
         return "kernelpin's built-in policy" if self.builtin else f'[{TABLE}.publishers."{self.name}"]'
 
 
@@ -171,6 +211,37 @@ class Policy:
         if entry is not None and entry.signers:
             return True, f"{entry.where} (it names signers)"
         return self.require_signatures, f"[{TABLE}] require-signatures"
+
+    def names(self, repo_id: str) -> bool:
+        """Whether the policy names the repository's publisher (so it is trusted whatever the Hub says)."""
+        entry = self.publisher(repo_id)
+        return entry is not None and entry.admits
+
+    def moved(self, origin: str, destination: str) -> Policy:
+        """The policy that `destination` is loaded under in place of `origin` (its kernel-status.toml says it
+        moved; the file is not signed): a signature required of either is required, and a signer must be one
+        both entries allow. A move never loosens what the policy asks of the repository the user named."""
+        required, where = self.requires_signature(origin)
+        if not required:  # an entry that names signers requires signatures: nothing to carry over
+            return self
+        own, theirs = self.publisher(destination), self.publisher(origin)
+        floor, signers = theirs.signers if theirs is not None else (), own.signers if own is not None else ()
+        if floor and signers:
+            met = tuple(dict.fromkeys(rule for a in floor for b in signers if (rule := a.meet(b)) is not None))
+            if not met:
+                raise KernelpinError(
+                    f"{origin} has moved to {destination} (its kernel-status.toml says so), but no signer is "
+                    f"allowed both by {where} and by {own.where}; load the repository you mean by its own name, "  # type: ignore[union-attr]
+                    "or name signers both entries allow"
+                )
+            signers = met
+        named_as = f"{where} (for {origin}, which moved to {destination})"
+        if own is not None and own.signers:
+            named_as += f" and {own.where}"
+        entry = Publisher(
+            normalised(destination), signers or floor, True, named_as=named_as, admits=own is not None and own.admits
+        )
+        return dataclasses.replace(self, publishers={**self.publishers, normalised(destination): entry})
 
 
 class PolicyError(KernelpinError):

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from kernelpin.files.private_state import PrivateFiles
 from kernelpin.trust.signature import Verified
 
+__untrusted_input__ = ("SignatureReceipts.recall",)  # parsers of input kernelpin does not control (kernelpin.errors)
+
 FORMAT = 1  # what a receipt holds: a new meaning (another extraction of the signer) is a new format
 _LIMIT = 64 << 10  # a receipt is about 600 bytes
 

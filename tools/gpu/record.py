@@ -24,7 +24,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "verification.md"
-PYTEST_SUMMARY = re.compile(r"^=*\s*(\d+ (passed|failed|errors?|skipped|deselected)\b.*?)\s*=*$")
+PYTEST_SUMMARY = re.compile(r"^=*\s*(\d+ (passed|failed|errors?|skipped|deselected)\b.*?)\s*=*\Z")
 SANITIZER_SUMMARY = re.compile(r"ERROR SUMMARY: \d+ errors?")
 
 

@@ -45,7 +45,7 @@ TESTS = (
 DESELECT = ("tests/kernelpin/format/test_ranges.py::test_node_semver_agrees_except_where_documented",)
 COPIED = ("kernelpin", "testkit", "tests", "tools", "docs", "pyproject.toml")  # docs: tests read its examples
 # mutmut names a mutant kernelpin.<room>.<module>.<function>__mutmut_<n> (or kernelpin.<module>.... at the top).
-RESULT = re.compile(r"^\s*kernelpin\.(?P<module>(?:\w+\.)?\w+)\.(?P<mutant>x\S+): (?P<status>.+)$")
+RESULT = re.compile(r"^\s*kernelpin\.(?P<module>(?:\w+\.)?\w+)\.(?P<mutant>x\S+): (?P<status>.+)\Z")
 
 
 def ensure_mutmut(venv: Path) -> Path:

@@ -80,8 +80,6 @@ WITHOUT_OWN_TEST = {
     "kernelpin.format.layout": "file names and constants only, no logic",
     "kernelpin.format.lockfile": "tested by tests/kernelpin/format/test_lock_render.py and "
     "tests/kernelpin/files/test_integrity.py (the reader's refusals)",
-    "kernelpin.format.python_api": "the reading behind describe-api: tested by "
-    "tests/kernelpin/commands/test_describe_api.py",
     "kernelpin.format.signer": "tested by tests/kernelpin/trust/test_signature.py and "
     "tests/kernelpin/trust/test_signature_checker.py",
     "kernelpin.format.spec": "tested by tests/kernelpin/files/test_integrity.py and tests/kernelpin/commands/test_lock.py",

@@ -1,0 +1,93 @@
+"""Issue 48, findings 3 and 5: input nested deeper than a recursive parser or printer goes is a clear refusal
+(or a problem in the description), never RecursionError. On d72b531 a 1 KB kernel-status.toml of arrays 500 deep
+crashed lock, get_kernel, info, variants and describe-api (format/kernel_status.parse_status), and describe-api
+died in ast.unparse on 2 KB of valid Python (format/python_api)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kernelpin.errors import KernelpinError
+from kernelpin.format.kernel_status import parse_status
+from kernelpin.format.python_api import describe
+from kernelpin.format.ranges import Version
+from kernelpin.loading.runtime import policy_beside
+from kernelpin.project import entry_to_add, find_project, read_policy
+from testkit.fake_kernel import CPU_213, write_variant
+
+MAX_NESTING = 100  # python_api.MAX_NESTING, the bound the problem names
+WHERE = "acme/old at 0123456789ab: kernel-status.toml"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "kind = " + "[" * 500 + "]" * 500,
+        'kind = "redirect"\ndestination = "acme/x"\nrevision = ' + "[" * 500 + "]" * 500,
+        "kind = " + "{a = " * 400 + "1" + "}" * 400,
+    ],
+    ids=["arrays", "revision-arrays", "inline-tables"],
+)
+def test_a_deeply_nested_status_file_is_refused_in_one_line(text: str) -> None:
+    assert len(text) <= 4096
+    with pytest.raises(KernelpinError) as refused:
+        parse_status(text.encode(), WHERE)
+    assert str(refused.value) == (
+        f"{WHERE}: nested deeper than TOML is parsed; the repository's kernel-status.toml is broken: ask its publisher"
+    )
+
+
+DEEP_SOURCES = {
+    "not": "def f(x=" + "not " * 400 + "x):\n    '''Deep.'''\n",
+    "attributes": "def f(x=a" + ".b" * 2000 + "):\n    pass\n",
+    "union": "def f(x: " + " | ".join(["int"] * 400) + "):\n    pass\n",
+    "returns": "def f() -> " + "not " * 400 + "x:\n    pass\n",
+}
+
+
+@pytest.mark.parametrize("source", DEEP_SOURCES.values(), ids=DEEP_SOURCES)
+def test_a_signature_too_deep_to_render_is_a_problem_not_a_crash(source: str) -> None:
+    files = {"__init__.py": b"from .functional import f\n", "functional.py": source.encode()}
+    api = describe(files.get)
+    assert [(function.name, function.signature, function.module) for function in api.functions] == [
+        ("f", "f(...)", "functional")
+    ]
+    assert api.problems == [f"functional.py: f's signature is nested more than {MAX_NESTING} deep; not shown"]
+
+
+def test_a_signature_just_within_the_bound_is_rendered() -> None:
+    depth = MAX_NESTING - 10
+    source = "def f(x=" + "not " * depth + "x):\n    pass\n"
+    (function,) = describe({"__init__.py": source.encode()}.get).functions
+    assert function.signature == "f(x=" + "not " * depth + "x)"
+
+
+def test_describe_api_of_a_deep_source_answers(tmp_path, hf_env, cli) -> None:
+    deep = {"deep.py": DEEP_SOURCES["not"].encode(), "__init__.py": b"from .deep import f\n"}
+    write_variant(tmp_path / "build" / CPU_213, "1.0.0", CPU_213, extra=deep)
+    status, out, err = cli("describe-api", str(tmp_path), "--json")
+    assert status == 0, err
+    document = json.loads(out)
+    assert document["functions"][0]["signature"] == "f(...)"
+    assert document["problems"] == [f"deep.py: f's signature is nested more than {MAX_NESTING} deep; not shown"]
+
+
+DEEP_PYPROJECT = '[project]\nname = "app"\n[tool.kernelpin.trust]\nrequire-signatures = ' + "[" * 500 + "]" * 500 + "\n"
+
+
+def test_a_deeply_nested_pyproject_is_refused_where_a_project_or_load_reads_its_policy(tmp_path) -> None:
+    (tmp_path / "pyproject.toml").write_text(DEEP_PYPROJECT)
+    with pytest.raises(KernelpinError, match=r"pyproject.toml: not valid TOML"):
+        read_policy(find_project(tmp_path))
+    with pytest.raises(KernelpinError, match=r"pyproject.toml: not valid TOML"):
+        policy_beside(tmp_path / "kernelpin.lock")
+
+
+def test_branches_in_other_digits_are_no_major_versions() -> None:
+    # d72b531: int("²") raised ValueError; "v٣" counted as the branch v3.
+    versions = [Version.parse("3.0.0")]
+    assert entry_to_add("acme/x", None, versions, {"v²", "v٣", "v3"}).value == 3
+    assert entry_to_add("acme/x", None, versions, {"v٣"}).value == "^3.0.0"
+    assert entry_to_add("acme/x", None, [], {"v٣", "v2"}).value == 2
