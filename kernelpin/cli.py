@@ -357,6 +357,8 @@ def _render_synced(ctx: Context, synced: syncing.Synced, env: Any) -> None:
         if result.repaired:
             parts.append(f"{len(result.repaired)} replaced (modified in the cache)")
         ctx.out.print(f"{result.label}: {result.variant}: {', '.join(parts)}, all verified")
+        if result.build is not None:
+            ctx.out.print(f"  build: {result.build.describe()}")
         ctx.out.print(f"  {result.directory}", style="dim")
         for path in result.repaired:
             ctx.err.print(f"warning: {result.repo_id}: {path} did not match the lock; replaced", style="yellow")
@@ -398,6 +400,7 @@ def _synced_json(result: SyncedVariant) -> dict[str, Any]:
         "reused": result.reused,
         "repaired": result.repaired,
         "removed": result.removed,
+        "capability-build": None if result.build is None else result.build.build,
     }
 
 

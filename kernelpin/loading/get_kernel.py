@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from kernelpin.errors import KernelpinError, NoVariantError
 from kernelpin.format.layout import BUILD_DIR, METADATA
-from kernelpin.format.lockfile import LockedKernel, LockedVariant
+from kernelpin.format.lockfile import LockedKernel, LockedVariant, choose_build
 from kernelpin.format.metadata import MAX_METADATA_SIZE
 from kernelpin.format.spec import Requirement, describe_value, parse_requirement, requirement_from_arguments
 from kernelpin.format.variant import Environment, Variant, arch_rejection, exact_build, select
@@ -354,10 +354,15 @@ def _load_resolved(
         python_depends.check(document, env.selected.name, what)
     if not settings.offline:
         resolutions.remember(kernel, names, requirement, resolved.publisher_trusted)
+    # Only what the GPU runs (before any download): the variant's per-capability build for it, if it has one.
+    installed, build = choose_build(kernel, variant.name, env, check_arch)
+    if build.build is not None:
+        fetched = {}  # the small files read to pin the variant are the fat build's, not this build's
 
     def verify() -> Verified:
         store = Store(source)
-        return Verified(store.ensure_variant(kernel, variant.name, fetched=fetched).directory, variant, store.receipts)
+        directory = store.ensure_variant(installed, variant.name, fetched=fetched).directory
+        return Verified(directory, installed.variant(variant.name), store.receipts)
 
     def cycle(chain: str) -> KernelpinError:
         return KernelpinError(
@@ -393,6 +398,7 @@ def _load_resolved(
             UnpinnedKernelWarning,
             stacklevel=3,
         )
+    module.__kernelpin_build__ = build.describe()  # which build was taken: a per-capability one, or the fat one
     return module
 
 

@@ -15,7 +15,7 @@ from kernelpin.errors import KernelpinError
 from kernelpin.files.integrity import find_owned_upward
 from kernelpin.format import lockfile
 from kernelpin.format.layout import LOCKFILE
-from kernelpin.format.lockfile import choose_variant
+from kernelpin.format.lockfile import choose_build, choose_variant
 from kernelpin.format.variant import Environment
 from kernelpin.hub.source import HubSettings, HubSource
 from kernelpin.loading import local_override
@@ -142,6 +142,8 @@ def load(
     if override is not None:
         return local_override.load(repo_id, override, env, policy_beside(lock_path), check_arch=check_arch)
     variant = choose_variant(kernel, env, check_arch)
+    # Only what the GPU runs: the variant's per-capability build for it, where the lock has one (before any download).
+    kernel, build = choose_build(kernel, variant, env, check_arch)
     # The signer `lock` verified, against today's policy: string compares, no cryptography (`sync` and
     # `kernelpin verify --signatures` verify the bundle itself; the lock pins its sha256 like any file's).
     enforce(policy_beside(lock_path), repo_id, variant, Evidence.recorded(kernel.variant(variant).signature, LOCK))
@@ -170,4 +172,5 @@ def load(
             repo, lock=lock_path, target=target, backend=backend, check_arch=check_arch
         ),
     )
+    module.__kernelpin_build__ = build.describe()  # which build was taken: a per-capability one, or the fat one
     return module
