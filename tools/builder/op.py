@@ -39,6 +39,7 @@ from pathlib import Path
 
 from kernelpin.files.atomic import staged_directory
 from kernelpin.files.integrity import sha256_file
+from kernelpin.format import capabilities
 from kernelpin.format import metadata as variant_metadata
 from kernelpin.format.layout import METADATA
 from kernelpin.format.ranges import Version
@@ -46,6 +47,7 @@ from kernelpin.format.variant import (
     STABLE_ABI,
     Variant,  # names the build; kernelpin is pure Python
 )
+from tools.builder import capability_builds as capability_builds_of
 from tools.builder.config import ABIS, BuildConfig
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -503,8 +505,11 @@ def build(
     glibc_floor: str = "2.28",
     abi: str = "exact",
     torch_cuda_libs: Path | None = None,
+    capability_builds: Path | None = None,
 ) -> dict:
-    """Compile and lay out one variant directory at `out`; return its metadata."""
+    """Compile and lay out one variant directory at `out`; return its metadata. `capability_builds`: a directory
+    that receives one build per compiled capability (tools/builder/capability_builds.py), listed in the
+    variant's metadata.json."""
     import torch
 
     config = BuildConfig.load()
@@ -581,6 +586,14 @@ def build(
                 "arch": variant.arch,
             },
         )
+        if capability_builds is not None:
+            if not cuda:
+                raise SystemExit("build_op: --capability-builds is for CUDA builds (this build compiled no device code)")
+            # Written beside the variant (never inside it: `kernels` downloads build/<variant>/ whole), and listed
+            # with their digests in its metadata.json, which a release signs.
+            metadata[capabilities.KEY] = capability_builds_of.write(
+                staging, metadata, build_dir, library_name, backend["archs"], capability_builds
+            )
         (staging / METADATA).write_text(variant_metadata.render(metadata))
     return metadata
 
@@ -621,6 +634,16 @@ def main(argv: list[str] | None = None) -> int:
         help="--abi stable on a torch without CUDA: a CUDA torch's lib directory holding "
         "libtorch_cuda.so and libc10_cuda.so, to link the CUDA shims against",
     )
+    parser.add_argument(
+        "--capability-builds",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="CUDA: also write one build per compiled capability into DIR/sm_XY/ (re-linked from the same "
+        "objects, device code for that capability alone; the +PTX one keeps its PTX), listed in metadata.json; "
+        "`python -m tools.release stage` takes them from DIR when it is the variant directory's name + "
+        f"{capability_builds_of.BESIDE!r}",
+    )
     parser.add_argument("--build-dir", type=Path, default=None, help="where objects are kept between builds")
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args(argv)
@@ -632,7 +655,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.out is None:
         parser.error("--out is required (or --nvcc-check)")
     metadata = build(
-        args.out, args.cuda, args.build_dir, args.verbose, args.glibc_floor, args.abi, args.torch_cuda_libs
+        args.out,
+        args.cuda,
+        args.build_dir,
+        args.verbose,
+        args.glibc_floor,
+        args.abi,
+        args.torch_cuda_libs,
+        args.capability_builds,
     )
     print(
         f"built {metadata['name']} {metadata['semver']} ({metadata['variant']}, namespace {metadata['id']}) -> {args.out}"
