@@ -54,7 +54,9 @@ def choose(builds: Mapping[str, Sequence[str]], capability: tuple[int, int]) -> 
             sass = built[0] == capability[0] and (match["suffix"] != "" or built[1] <= capability[1])
             how = "exact" if built == capability else ("compatible" if sass else "ptx")
             # Own code first, then compatible code of the nearest minor, then the newest PTX.
-            ranked.append(((0 if how == "exact" else 1 if how == "compatible" else 2), (-built[0], -built[1]), name, how))
+            ranked.append(
+                ((0 if how == "exact" else 1 if how == "compatible" else 2), (-built[0], -built[1]), name, how)
+            )
     if not ranked:
         listed = ";".join(arch for archs in builds.values() for arch in archs)
         return Choice(None, f"compiled for {listed}")
@@ -67,7 +69,7 @@ def no_build_message(label: str, variant: str, capability: tuple[int, int], arch
     return (
         f"{label}: this GPU (compute capability {capability[0]}.{capability[1]}) is not a compiled target of "
         f"{variant}, which was compiled for {';'.join(archs)} and has no PTX that runs on it; nothing was "
-        "downloaded. Use a release compiled for this GPU (or a CPU build: backend=\"cpu\")"
+        'downloaded. Use a release compiled for this GPU (or a CPU build: backend="cpu")'
     )
 
 

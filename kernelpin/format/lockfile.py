@@ -198,7 +198,8 @@ def render(lock: Lock) -> str:
 
 def _file_lines(files: tuple[LockedFile, ...]) -> list[str]:
     return [
-        f"    {_toml({'path': f.path, 'size': f.size, 'sha256': f.sha256})}," for f in sorted(files, key=lambda f: f.path)
+        f"    {_toml({'path': f.path, 'size': f.size, 'sha256': f.sha256})},"
+        for f in sorted(files, key=lambda f: f.path)
     ]
 
 

@@ -14,7 +14,6 @@ the seconds).
 
 from __future__ import annotations
 
-import base64
 import copy
 import hashlib
 import shlex
@@ -143,7 +142,7 @@ def link_line(build_dir: Path, library: str) -> LinkLine:
     variables: dict[str, str] = {}
     objects, cuda_objects = None, []
     for line in (build_dir / "build.ninja").read_text().splitlines():
-        if line.startswith((" ", "\t")) or "=" not in line and not line.startswith("build "):
+        if line.startswith((" ", "\t")) or ("=" not in line and not line.startswith("build ")):
             continue
         if line.startswith("build "):
             outputs, _, rest = line[len("build ") :].partition(":")
@@ -204,7 +203,8 @@ def write(
             own["digest"]["files"] = {path: sha256_base64(digest) for path, digest in files.items()}
             (build / METADATA).write_text(render(own))
             files[METADATA] = hashlib.sha256((build / METADATA).read_bytes()).hexdigest()
-            listing[name] = {"archs": [arch], "files": {path: sha256_base64(digest) for path, digest in sorted(files.items())}}
+            listing[name] = {
+                "archs": [arch],
+                "files": {path: sha256_base64(digest) for path, digest in sorted(files.items())},
+            }
     return listing
-
-

@@ -466,35 +466,41 @@ def nvcc_compile_check(object_dir: Path) -> Path:
 
 
 def _nvcc_compile(config: BuildConfig, object_dir: Path) -> Path:
+    obj = object_dir / "img2gray.cu.o"
+    command = nvcc_command(
+        config, toolkit_nvcc(), object_dir, ["-c", "-o", str(obj)], gencode_flags(arch_list(config).split(";"))
+    )
+    subprocess.run(command, check=True, env={**os.environ, "SOURCE_DATE_EPOCH": fixed_timestamp()})
+    return obj
+
+
+def nvcc_command(config: BuildConfig, nvcc: Path, scratch: Path, output: list[str], targets: list[str]) -> list[str]:
+    """nvcc compiling the CUDA source of `config` with the release flags (`output`: -c -o FILE, -ptx -o FILE;
+    `targets`: -gencode/-arch flags), without a CUDA-enabled torch: CPU builds of torch ship the c10/cuda headers
+    but not the one CMake generates for them, so an equivalent is written below `scratch`."""
     from torch.utils import cpp_extension
 
-    nvcc = toolkit_nvcc()
     includes = list(cpp_extension.include_paths()) + [str(config.root / path) for path in INCLUDE_DIRS]
-    shim = object_dir / "shim"
+    shim = scratch / "shim"
     generated = Path("c10/cuda/impl/cuda_cmake_macros.h")
     if not any(Path(inc, generated).exists() for inc in includes):
         (shim / generated).parent.mkdir(parents=True, exist_ok=True)
         (shim / generated).write_text("#pragma once\n#define C10_CUDA_BUILD_SHARED_LIBS\n")
         includes.append(str(shim))
-    obj = object_dir / "img2gray.cu.o"
     [cuda_source] = [path for path in config.compiled(cuda=True) if path.suffix == ".cu"]
-    command = [
+    return [
         str(nvcc),
         "-std=c++20",
-        "-c",
         str(cuda_source),
-        "-o",
-        str(obj),
+        *output,
         "-DIMG2GRAY_WITH_CUDA",
         "-Xptxas=-warn-spills",
         *NVCC_FLAGS,
         *glibc_floor_flags(config, "2.28"),
-        *gencode_flags(arch_list(config).split(";")),
+        *targets,
         *prefix_map_flags(prefix_maps(config, cuda=True))[1],
         *(f"-I{inc}" for inc in includes),
     ]
-    subprocess.run(command, check=True, env={**os.environ, "SOURCE_DATE_EPOCH": fixed_timestamp()})
-    return obj
 
 
 def build(
@@ -588,7 +594,9 @@ def build(
         )
         if capability_builds is not None:
             if not cuda:
-                raise SystemExit("build_op: --capability-builds is for CUDA builds (this build compiled no device code)")
+                raise SystemExit(
+                    "build_op: --capability-builds is for CUDA builds (this build compiled no device code)"
+                )
             # Written beside the variant (never inside it: `kernels` downloads build/<variant>/ whole), and listed
             # with their digests in its metadata.json, which a release signs.
             metadata[capabilities.KEY] = capability_builds_of.write(

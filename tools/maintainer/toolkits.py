@@ -35,13 +35,14 @@ import json
 import os
 import re
 import resource
+import shlex
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from tools.builder.config import BuildConfig, cuda_release
@@ -122,7 +123,9 @@ def install(toolkit: Toolkit, base: Path = PREFIXES) -> Path:
     command = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(prefix)]
     done = subprocess.run([*command, *toolkit.packages], capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        raise ToolkitError(f"CUDA {toolkit.release}: pip could not install {' '.join(toolkit.packages)}:\n{done.stderr}")
+        raise ToolkitError(
+            f"CUDA {toolkit.release}: pip could not install {' '.join(toolkit.packages)}:\n{done.stderr}"
+        )
     for tool in toolkit.bin_dir(base).parent.rglob("*"):  # wheels do not keep the executable bit everywhere
         if tool.is_file() and tool.parent.name == "bin":
             tool.chmod(0o755)
@@ -130,16 +133,213 @@ def install(toolkit: Toolkit, base: Path = PREFIXES) -> Path:
     return prefix
 
 
+def version(toolkit: Toolkit, base: Path = PREFIXES) -> str:
+    """The toolkit's own version line: nvcc's (CUDA 13) or ptxas's ("V12.6.85")."""
+    tool = toolkit.bin_dir(base) / ("nvcc" if toolkit.has_nvcc else "ptxas")
+    output = subprocess.run([str(tool), "--version"], capture_output=True, text=True, check=True).stdout
+    match = re.search(r"\bV(\d+\.\d+\.\d+)", output)
+    if match is None:
+        raise ToolkitError(f"{tool} --version names no version: {output.strip()!r}")
+    return match.group(1)
+
+
+def gpu_codes(toolkit: Toolkit, base: Path = PREFIXES) -> tuple[str, ...]:
+    """The compute capabilities the toolkit compiles SASS for, from its own tools: `nvcc --list-gpu-code`, or the
+    sm_XY values its ptxas --help allows (arch-specific `a`/`f` names left out: the lists name plain capabilities)."""
+    if toolkit.has_nvcc:
+        tool = [str(toolkit.bin_dir(base) / "nvcc"), "--list-gpu-code"]
+    else:
+        tool = [str(toolkit.bin_dir(base) / "ptxas"), "--help"]
+    output = subprocess.run(tool, capture_output=True, text=True, check=True).stdout
+    if not toolkit.has_nvcc:  # only the --gpu-name option's allowed values
+        output = output.split("--gpu-name", 1)[1].split("\n--", 1)[0]
+    numbers = sorted({int(number) for number in re.findall(r"\bsm_(\d+)\b", output)})
+    return tuple(f"{number // 10}.{number % 10}" for number in numbers)
+
+
+def check_list(release: str, wanted: Sequence[str], compiles: Sequence[str]) -> None:
+    """Refuse a build.toml list naming a capability the toolkit's own tools do not compile."""
+    missing = [arch for arch in wanted if arch.removesuffix("+PTX") not in compiles]
+    if missing:
+        raise ToolkitError(
+            f"CUDA {release} cannot compile {', '.join(missing)} (build.toml [cuda.capabilities]); it compiles "
+            f"{', '.join(compiles)}: change the list"
+        )
+
+
+@dataclass
+class Compiled:
+    """One toolkit's compile of the device code: what it made and what it cost."""
+
+    release: str
+    version: str
+    compiles: tuple[str, ...]
+    archs: tuple[str, ...]
+    front_end: str  # whose nvcc parsed the C++: the toolkit's own, or CUDA 13.0's (CUDA 12 on PyPI)
+    seconds: float = 0.0
+    cpu_minutes: float = 0.0
+    sizes: dict[str, int] = field(default_factory=dict)  # object / cubin name -> bytes
+    notes: list[str] = field(default_factory=list)
+
+
+def _timed(compiled: Compiled, command: list[str], env: dict[str, str] | None = None) -> None:
+    before, started = resource.getrusage(resource.RUSAGE_CHILDREN), time.monotonic()
+    done = subprocess.run(command, capture_output=True, text=True, check=False, env={**os.environ, **(env or {})})
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    compiled.seconds += time.monotonic() - started
+    compiled.cpu_minutes += (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) / 60
+    if done.returncode != 0:
+        raise ToolkitError(f"CUDA {compiled.release}: {shlex.join(command[:6])} ... failed:\n{done.stderr[-3000:]}")
+
+
+def compile_device_code(
+    toolkit: Toolkit, archs: Sequence[str], work: Path, base: Path = PREFIXES, front_end: Path | None = None
+) -> Compiled:
+    """Compile img2gray.cu for `archs` with the toolkit (see the module docstring); every capability listed must be
+    one it compiles."""
+    from tools.builder import capability_builds
+    from tools.builder.op import fixed_timestamp, gencode_flags, nvcc_command, stable_flags
+
+    config = BuildConfig.load()
+    compiles = gpu_codes(toolkit, base)
+    check_list(toolkit.release, archs, compiles)
+    work.mkdir(parents=True, exist_ok=True)
+    env = {"SOURCE_DATE_EPOCH": fixed_timestamp()}
+    if toolkit.has_nvcc:
+        nvcc = toolkit.bin_dir(base) / "nvcc"
+        compiled = Compiled(
+            toolkit.release, version(toolkit, base), compiles, tuple(archs), f"nvcc {version(toolkit, base)}"
+        )
+        exact = work / "img2gray-exact.o"
+        pic = ["-Xcompiler", "-fPIC"]
+        _timed(
+            compiled,
+            [*nvcc_command(config, nvcc, work, ["-c", "-o", str(exact), *pic], gencode_flags(list(archs)))],
+            env,
+        )
+        # The stable binding's flavour differs in its host side only: one capability, its SASS compared.
+        stable = work / "img2gray-stable.o"
+        first = [archs[0].removesuffix("+PTX")]
+        flavour = [*stable_flags(config, cuda=True), "-c", "-o", str(stable), *pic]
+        _timed(compiled, nvcc_command(config, nvcc, work, flavour, gencode_flags(first)), env)
+        compiled.notes.append(_compare_sass(toolkit, base, exact, stable, first[0]))
+        compiled.sizes = {exact.name: exact.stat().st_size, stable.name: stable.stat().st_size}
+        for container in capability_builds.images(capability_builds.section(exact)):
+            for image in container:
+                kind = "sm" if image.kind == capability_builds.KIND_ELF else "ptx"
+                compiled.sizes[f"{kind}_{image.sm}"] = len(image.raw)
+        return compiled
+    # CUDA 12 from PyPI: CUDA 13.0's front end writes the PTX, the toolkit's ptxas assembles it.
+    nvcc = front_end or Path(shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc")
+    ptxas = toolkit.bin_dir(base) / "ptxas"
+    compiled = Compiled(toolkit.release, version(toolkit, base), compiles, tuple(archs), f"{nvcc} (CUDA 13.0 cicc)")
+    compiled.notes.append(
+        f"PyPI's CUDA {toolkit.release} has ptxas and libnvvm only: PTX from CUDA 13.0's front end, its .version "
+        f"lowered to ISA {toolkit.ptx_isa}, assembled by ptxas {compiled.version}"
+    )
+    for arch in archs:
+        number = arch.removesuffix("+PTX").replace(".", "")
+        front = RENAMED_IN_13.get(number, number)  # 12.9's sm_101 is CUDA 13's sm_110
+        ptx, cubin = work / f"img2gray.compute_{number}.ptx", work / f"img2gray.sm_{number}.cubin"
+        _timed(compiled, nvcc_command(config, nvcc, work, ["-ptx", "-o", str(ptx)], [f"-arch=compute_{front}"]), env)
+        text = ptx.read_text()
+        text = re.sub(r"^\.version \d+\.\d+$", f".version {toolkit.ptx_isa}", text, count=1, flags=re.MULTILINE)
+        text = re.sub(r"^\.target sm_\d+", f".target sm_{number}", text, count=1, flags=re.MULTILINE)
+        ptx.write_text(text)
+        _timed(compiled, [str(ptxas), f"-arch=sm_{number}", "-O3", str(ptx), "-o", str(cubin)])
+        compiled.sizes[cubin.name] = cubin.stat().st_size
+    return compiled
+
+
+def _compare_sass(toolkit: Toolkit, base: Path, exact: Path, stable: Path, arch: str) -> str:
+    """Whether the two flavours' device code for `arch` is the same: byte for byte, else the same instructions
+    (cuobjdump -sass, where the toolkit has it: line tables differ with the headers each flavour includes)."""
+    from tools.builder import capability_builds
+
+    sm = capability_builds.sm_of(arch)[0]
+
+    def image(path: Path) -> bytes:
+        images = capability_builds.images(capability_builds.section(path))
+        return b"".join(i.raw for c in images for i in c if i.sm == sm and i.kind == capability_builds.KIND_ELF)
+
+    what = f"stable flavour (-DUSE_CUDA -DTORCH_TARGET_VERSION) compiled for {arch}: its sm_{sm} image"
+    if image(exact) == image(stable):
+        return f"{what} is byte-identical to the exact flavour's"
+    cuobjdump = toolkit.bin_dir(base) / "cuobjdump"
+    if not cuobjdump.is_file():
+        return f"{what} differs from the exact flavour's (no cuobjdump in this toolkit to compare instructions)"
+
+    def sass(path: Path) -> list[str]:
+        listing = subprocess.run(
+            [str(cuobjdump), "-sass", "-arch", f"sm_{sm}", str(path)], capture_output=True, text=True, check=True
+        ).stdout
+        return [line for line in listing.splitlines() if line.strip().startswith(("/*", "Function"))]
+
+    same = sass(exact) == sass(stable)
+    return f"{what} differs in bytes; its instructions (cuobjdump -sass) are " + (
+        "the same" if same else "NOT the same: compile both flavours for every capability"
+    )
+
+
+def write_table(rows: dict[str, list[str]]) -> None:
+    """Merge measured rows into tools/builder/toolkit_archs.json (sorted, so a rerun changes nothing)."""
+    from tools.builder.config import TOOLKIT_TABLE
+
+    table = json.loads(TOOLKIT_TABLE.read_text())
+    table["compiles"] = {**table["compiles"], **rows}
+    table["compiles"] = {release: table["compiles"][release] for release in sorted(table["compiles"], key=cuda_release)}
+    TOOLKIT_TABLE.write_text(json.dumps(table, indent=2) + "\n")
+
+
+RENAMED_IN_13 = {"101": "110"}  # CUDA 12.9's names that CUDA 13 changed
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--toolkit", action="append", choices=sorted(TOOLKITS), help="default: every toolkit")
     parser.add_argument("--install-only", action="store_true")
+    parser.add_argument("--archs", help="compile these capabilities (;-separated) instead of build.toml's list")
+    parser.add_argument("--out", type=Path, help="write the record (JSON) here")
+    parser.add_argument(
+        "--write-table",
+        action="store_true",
+        help="write each toolkit's own list of what it compiles to tools/builder/toolkit_archs.json (what "
+        "tools/builder/config.py checks build.toml against)",
+    )
     args = parser.parse_args(argv)
+    records, failed = [], []
+    table: dict[str, list[str]] = {}
     for release in args.toolkit or sorted(TOOLKITS, key=cuda_release):
-        started = time.monotonic()
-        prefix = install(TOOLKITS[release])
-        print(f"CUDA {release}: {prefix} ({time.monotonic() - started:.0f} s)", flush=True)
-    return 0
+        toolkit, started = TOOLKITS[release], time.monotonic()
+        install(toolkit)
+        print(f"CUDA {release}: installed in {toolkit.prefix()} ({time.monotonic() - started:.0f} s)", flush=True)
+        if args.write_table:
+            table[release] = list(gpu_codes(toolkit))
+        if args.install_only:
+            continue
+        archs = args.archs.split(";") if args.archs else list(BuildConfig.load().capabilities_for(release))
+        try:
+            with tempfile.TemporaryDirectory(prefix=f"toolkit-{release}-") as work:
+                compiled = compile_device_code(toolkit, archs, Path(work))
+        except ToolkitError as error:
+            print(f"CUDA {release}: FAILED: {error}", flush=True)
+            failed.append(release)
+            continue
+        records.append(compiled)
+        print(
+            f"CUDA {release} ({compiled.version}): {';'.join(archs)} compiled in {compiled.seconds:.0f} s, "
+            f"{compiled.cpu_minutes:.1f} CPU-minutes; it compiles {', '.join(compiled.compiles)}",
+            flush=True,
+        )
+        for note in compiled.notes:
+            print(f"  {note}", flush=True)
+    if args.write_table:
+        write_table(table)
+    if args.out and records:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        record = {"machine": f"{os.cpu_count()} CPUs", "toolkits": [asdict(r) for r in records], "failed": failed}
+        args.out.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
