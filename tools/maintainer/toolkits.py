@@ -1,7 +1,7 @@
 """Every CUDA toolkit of the build matrix, installed from PyPI and compiling the op's device code here.
 
-    python -m tools.maintainer.toolkits [--toolkit 13.2 ...] [--archs 9.0] [--install-only]
-                                        [--out benchmarks/results/cpu/toolkits.json]
+    python -m tools.maintainer.toolkits [--toolkit 13.2 ...] [--archs 9.0] [--install-only] [--write-table]
+                                        [--keep DIR] [--out benchmarks/results/cpu/toolkits.json]
 
 For each toolkit of build.toml's `[cuda.capabilities]` plus the newer releases the matrix builds with (13.2 takes
 13.0's list), NVIDIA's wheels are installed with `pip install --no-deps --target build/toolkits/<release>/`
@@ -301,6 +301,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--archs", help="compile these capabilities (;-separated) instead of build.toml's list")
     parser.add_argument("--out", type=Path, help="write the record (JSON) here")
     parser.add_argument(
+        "--keep", type=Path, help="keep each toolkit's objects in DIR/<release>/ (else a temporary dir)"
+    )
+    parser.add_argument(
         "--write-table",
         action="store_true",
         help="write each toolkit's own list of what it compiles to tools/builder/toolkit_archs.json (what "
@@ -319,8 +322,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             continue
         archs = args.archs.split(";") if args.archs else list(BuildConfig.load().capabilities_for(release))
         try:
-            with tempfile.TemporaryDirectory(prefix=f"toolkit-{release}-") as work:
-                compiled = compile_device_code(toolkit, archs, Path(work))
+            with tempfile.TemporaryDirectory(prefix=f"toolkit-{release}-") as scratch:
+                work = args.keep / release if args.keep else Path(scratch)
+                compiled = compile_device_code(toolkit, archs, work)
         except ToolkitError as error:
             print(f"CUDA {release}: FAILED: {error}", flush=True)
             failed.append(release)
