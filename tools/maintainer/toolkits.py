@@ -31,6 +31,7 @@ installed. The record (per toolkit: version, capabilities, seconds, CPU-minutes,
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -192,6 +193,53 @@ def _timed(compiled: Compiled, command: list[str], env: dict[str, str] | None = 
         raise ToolkitError(f"CUDA {compiled.release}: {shlex.join(command[:6])} ... failed:\n{done.stderr[-3000:]}")
 
 
+AARCH64_CXX = "aarch64-linux-gnu-g++"  # Debian's cross compiler (apt-get install g++-aarch64-linux-gnu)
+
+
+def compile_for_aarch64(toolkit: Toolkit, archs: Sequence[str], work: Path, base: Path = PREFIXES) -> Compiled:
+    """The exact flavour's device code for a linux-aarch64 host: the toolkit's x86_64 nvcc with Debian's aarch64
+    cross compiler as its host compiler (the device code is the host's business only in its stub). The object
+    must be an AArch64 one; its SASS is compared with the x86_64 object's where that is in `work`."""
+    from tools.builder import capability_builds
+    from tools.builder.op import fixed_timestamp, gencode_flags, nvcc_command
+
+    if not toolkit.has_nvcc:
+        raise ToolkitError(f"CUDA {toolkit.release}: PyPI has no nvcc for it (ptxas only); no host to cross-compile")
+    if shutil.which(AARCH64_CXX) is None:
+        raise ToolkitError(f"no {AARCH64_CXX}: apt-get install g++-aarch64-linux-gnu")
+    check_list(toolkit.release, archs, gpu_codes(toolkit, base))
+    nvcc = toolkit.bin_dir(base) / "nvcc"
+    compiled = Compiled(
+        f"{toolkit.release} aarch64",
+        version(toolkit, base),
+        gpu_codes(toolkit, base),
+        tuple(archs),
+        f"nvcc + {AARCH64_CXX}",
+    )
+    work.mkdir(parents=True, exist_ok=True)
+    obj = work / "img2gray-exact-aarch64.o"
+    output = ["-c", "-o", str(obj), "-ccbin", AARCH64_CXX, "-Xcompiler", "-fPIC"]
+    _timed(
+        compiled,
+        nvcc_command(BuildConfig.load(), nvcc, work, output, gencode_flags(list(archs))),
+        {"SOURCE_DATE_EPOCH": fixed_timestamp()},
+    )
+    header = subprocess.run(["readelf", "-h", str(obj)], capture_output=True, text=True, check=True).stdout
+    if "AArch64" not in header:
+        raise ToolkitError(f"CUDA {toolkit.release}: {obj} is not an AArch64 object:\n{header}")
+    compiled.sizes = {obj.name: obj.stat().st_size}
+    x86 = work / "img2gray-exact.o"
+    if x86.is_file():
+        same = capability_builds.section(obj) == capability_builds.section(x86)
+        compiled.notes.append(
+            "AArch64 object; its device code (.nv_fatbin) is "
+            + ("byte-identical to the x86_64 object's" if same else "not byte-identical to the x86_64 object's")
+        )
+    else:
+        compiled.notes.append("AArch64 object (no x86_64 object in the work directory to compare with)")
+    return compiled
+
+
 def compile_device_code(
     toolkit: Toolkit, archs: Sequence[str], work: Path, base: Path = PREFIXES, front_end: Path | None = None
 ) -> Compiled:
@@ -241,8 +289,18 @@ def compile_device_code(
         number = arch.removesuffix("+PTX").replace(".", "")
         front = RENAMED_IN_13.get(number, number)  # 12.9's sm_101 is CUDA 13's sm_110
         ptx, cubin = work / f"img2gray.compute_{number}.ptx", work / f"img2gray.sm_{number}.cubin"
-        _timed(compiled, nvcc_command(config, nvcc, work, ["-ptx", "-o", str(ptx)], [f"-arch=compute_{front}"]), env)
-        text = ptx.read_text()
+        # One front end writes the PTX of both CUDA 12 toolkits: kept by capability beside the prefixes.
+        cached = base / "ptx" / f"compute_{front}-{_front_end_key(nvcc, config)}.ptx"
+        if not cached.is_file():
+            _timed(
+                compiled, nvcc_command(config, nvcc, work, ["-ptx", "-o", str(ptx)], [f"-arch=compute_{front}"]), env
+            )
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(ptx, cached.with_suffix(".partial"))
+            cached.with_suffix(".partial").replace(cached)
+        else:
+            compiled.notes.append(f"PTX of compute_{front} reused from {cached.name} (same front end and sources)")
+        text = cached.read_text()
         text = re.sub(r"^\.version \d+\.\d+$", f".version {toolkit.ptx_isa}", text, count=1, flags=re.MULTILINE)
         text = re.sub(r"^\.target sm_\d+", f".target sm_{number}", text, count=1, flags=re.MULTILINE)
         ptx.write_text(text)
@@ -291,6 +349,16 @@ def write_table(rows: dict[str, list[str]]) -> None:
     TOOLKIT_TABLE.write_text(json.dumps(table, indent=2) + "\n")
 
 
+def _front_end_key(nvcc: Path, config: BuildConfig) -> str:
+    """What decides the PTX the front end writes: its version and the CUDA build's sources."""
+    digest = hashlib.sha256(
+        subprocess.run([str(nvcc), "--version"], capture_output=True, text=True, check=True).stdout.encode()
+    )
+    for path in config.sources(cuda=True):
+        digest.update(path.encode() + b"\0" + (config.root / path).read_bytes())
+    return digest.hexdigest()[:12]
+
+
 RENAMED_IN_13 = {"101": "110"}  # CUDA 12.9's names that CUDA 13 changed
 
 
@@ -325,23 +393,32 @@ def main(argv: Sequence[str] | None = None) -> int:
             with tempfile.TemporaryDirectory(prefix=f"toolkit-{release}-") as scratch:
                 work = args.keep / release if args.keep else Path(scratch)
                 compiled = compile_device_code(toolkit, archs, work)
+                cross = compile_for_aarch64(toolkit, archs, work) if args.aarch64 and toolkit.has_nvcc else None
         except ToolkitError as error:
             print(f"CUDA {release}: FAILED: {error}", flush=True)
             failed.append(release)
             continue
-        records.append(compiled)
+        records += [compiled, *([cross] if cross else [])]
         print(
             f"CUDA {release} ({compiled.version}): {';'.join(archs)} compiled in {compiled.seconds:.0f} s, "
             f"{compiled.cpu_minutes:.1f} CPU-minutes; it compiles {', '.join(compiled.compiles)}",
             flush=True,
         )
-        for note in compiled.notes:
+        for note in [*compiled.notes, *(cross.notes if cross else [])]:
             print(f"  {note}", flush=True)
     if args.write_table:
         write_table(table)
     if args.out and records:
+        # Merged into an earlier record of other toolkits (runs of one toolkit each add theirs).
+        earlier = json.loads(args.out.read_text()) if args.out.is_file() else {"toolkits": []}
+        done = {r.release for r in records}
+        toolkits = [t for t in earlier["toolkits"] if t["release"] not in done] + [asdict(r) for r in records]
+        record = {
+            "machine": f"{os.cpu_count()} CPUs, shared (load average {os.getloadavg()[0]:.0f} at the end)",
+            "toolkits": sorted(toolkits, key=lambda t: (cuda_release(t["release"].split()[0]), t["release"])),
+            "failed": sorted(set(earlier.get("failed", [])) - done | set(failed)),
+        }
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        record = {"machine": f"{os.cpu_count()} CPUs", "toolkits": [asdict(r) for r in records], "failed": failed}
         args.out.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
     return 1 if failed else 0
 
