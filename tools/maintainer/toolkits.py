@@ -369,6 +369,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--archs", help="compile these capabilities (;-separated) instead of build.toml's list")
     parser.add_argument("--out", type=Path, help="write the record (JSON) here")
     parser.add_argument(
+        "--aarch64",
+        action="store_true",
+        help="also compile for a linux-aarch64 host (CUDA 13: nvcc with Debian's g++-aarch64-linux-gnu)",
+    )
+    parser.add_argument(
         "--keep", type=Path, help="keep each toolkit's objects in DIR/<release>/ (else a temporary dir)"
     )
     parser.add_argument(
