@@ -20,22 +20,40 @@ from kernelpin.format.lockfile import LockedCapabilityBuild, LockedFile
 from kernelpin.format.variant import Environment
 from kernelpin.loading import runtime
 from testkit.fake_kernel import CPU_213, capability_release_files, kernel_files
+from testkit.sigstore_root import Identity
 
 CUDA = "torch213-cxx11-cu130-x86_64-linux"
 ARCHS = ("8.0", "9.0", "12.0+PTX")
 DEVICE = 50_000  # bytes of stand-in device code per capability
 
 
-@pytest.fixture
-def released(new_repo, project, cli):
-    """A kernel release with a CPU variant and a CUDA one with per-capability builds, locked by a project."""
+SIGNER = Identity(repository="acme-corp/kernels", workflow=".github/workflows/release.yaml", commit="a" * 40)
+SIGNERS = '[{ repository = "acme-corp/kernels", workflow = ".github/workflows/release.yaml" }]'
+
+
+@pytest.fixture(params=["unsigned", "signed"])
+def released(request, new_repo, project, cli, sigstore):
+    """A kernel release with a CPU variant and a CUDA one with per-capability builds, locked by a project; signed
+    (its metadata.json files, which list the builds, by the test kit's Sigstore; the project requires that signer)
+    or not."""
     repo_id, repo = new_repo("slim", "kernel")
-    repo.write({**kernel_files("1.0.0", variants=(CPU_213,)), **capability_release_files("1.0.0", CUDA, ARCHS, DEVICE)})
+    tree = {**kernel_files("1.0.0", variants=(CPU_213,)), **capability_release_files("1.0.0", CUDA, ARCHS, DEVICE)}
+    signed = request.param == "signed"
+    repo.write(sigstore[0].sign_files(tree, SIGNER) if signed else tree)
     repo.commit("release 1.0.0")
     repo.tag("v1.0.0")
     root = project(f'"{repo_id}" = "^1"\n')
+    if signed:
+        with open(root / "pyproject.toml", "a") as stream:
+            stream.write(
+                f'\n[tool.kernelpin.trust]\ntrusted-root = "{sigstore[1]}"\nrequire-signatures = true\n'
+                f"[tool.kernelpin.trust.publishers.acme]\nsigners = {SIGNERS}\n"
+            )
     status, _, err = cli("lock")
     assert status == 0, err
+    if signed:
+        [variant] = [v for v in lockfile.read(root / "kernelpin.lock").kernel(repo_id).variants if v.name == CUDA]
+        assert variant.signature is not None and variant.signature.signer is not None
     return repo_id, root
 
 
@@ -76,7 +94,10 @@ def test_sync_downloads_only_the_build_the_gpu_runs(released, cli, hf_env, capab
     files = _downloaded(hf_env)
     assert f"capabilities/{CUDA}/{build}/_device.bin" in files
     # Of the fat build only what is signed and lists the build (metadata.json); no other capability's code.
-    assert [path for path in files if path.startswith(f"build/{CUDA}/")] == [f"build/{CUDA}/metadata.json"]
+    assert {path for path in files if path.startswith(f"build/{CUDA}/")} <= {
+        f"build/{CUDA}/metadata.json",
+        f"build/{CUDA}/metadata.json.sigstore",
+    }
     assert sum(files.values()) < 2 * DEVICE
     assert not [path for path in files if path.startswith("capabilities/") and f"/{build}/" not in path]
 
