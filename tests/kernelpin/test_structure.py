@@ -17,7 +17,7 @@ from tests.kernelpin.helpers import fresh_interpreter
 PACKAGE = Path(__file__).resolve().parents[2] / "kernelpin"
 # The format the builder (tools/, kernelpin.publisher) and the consumer share: file names, variant names,
 # metadata.json, versions and ranges, requirements. Pure: it imports nothing of kernelpin but itself and the checks.
-FORMAT = {"format.layout", "format.variant", "format.metadata", "format.ranges", "format.spec"}
+FORMAT = {"format.layout", "format.variant", "format.capabilities", "format.metadata", "format.ranges", "format.spec"}
 CHECKS = {"errors", "files.integrity"}
 # The entry points that may name the publisher: the CLI (`kernelpin publish`) and the package's lazy exports.
 ENTRY_POINTS = {"cli", "__init__", "__main__"}
