@@ -9,11 +9,13 @@ under build/toolkits/); without them these tests skip and say so. The full run i
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from kernelpin.files.integrity import sha256_file
 from tools.builder import capability_builds
 from tools.builder.config import TOOLKIT_ARCHS, BuildConfig, BuildConfigError
 from tools.maintainer.toolkits import MARKER, TOOLKITS, ToolkitError, check_list, compile_device_code, gpu_codes
@@ -85,3 +87,49 @@ def test_the_object_splits_into_per_capability_builds(compiled):
     assert listing == {"8.0": ["img2gray.sm_80.cubin"], "9.0+PTX": ["img2gray.sm_90.cubin", "img2gray.sm_90.ptx"]}
     with pytest.raises(capability_builds.FatbinError, match="no SASS for it"):
         capability_builds.split_object(fat, "8.6", work / "8.6.o")
+
+
+def test_the_builder_relinks_one_library_per_capability(compiled, tmp_path):
+    """tools/builder/capability_builds.write as tools/builder/op.py calls it after the fat link: the link line read
+    from build.ninja (as torch's extension builder writes it), each library re-linked with the CUDA object cut down,
+    its own metadata.json, and the listing the fat metadata.json gets."""
+    from kernelpin.format.metadata import parse_metadata, sha256_base64
+    from testkit.fake_kernel import variant_files
+
+    _, work = compiled
+    build_dir = tmp_path / "obj"
+    build_dir.mkdir()
+    (build_dir / "img2gray.cuda.o").write_bytes((work / "img2gray-exact.o").read_bytes())
+    (build_dir / "build.ninja").write_text(
+        "ninja_required_version = 1.3\ncxx = c++\nldflags = -shared -Wl,-x\n\n"
+        "rule link\n  command = $cxx $in $ldflags -o $out\n\n"
+        "build img2gray.cuda.o: cuda_compile /src/img2gray.cu\n"
+        "build _img2gray_0123456789.so: link img2gray.cuda.o\n"
+    )
+    variant = tmp_path / "variant"
+    files = variant_files("1.0.0", "torch213-cxx11-cu130-x86_64-linux", ("8.0", "9.0+PTX"))
+    for name, data in files.items():
+        if name != "metadata.json":
+            (variant / name).parent.mkdir(parents=True, exist_ok=True)
+            (variant / name).write_bytes(data)
+    (variant / "_img2gray_0123456789.abi3.so").write_bytes(b"the fat library")
+    document = json.loads(files["metadata.json"])
+    listing = capability_builds.write(
+        variant, document, build_dir, "_img2gray_0123456789.abi3.so", ["8.0", "9.0+PTX"], tmp_path / "builds"
+    )
+    assert sorted(listing) == ["sm_80", "sm_90"] and listing["sm_90"]["archs"] == ["9.0+PTX"]
+    cuobjdump = TOOLKITS["13.2"].bin_dir() / "cuobjdump"
+    for name, expected in (
+        ("sm_80", ["img2gray.sm_80.cubin"]),
+        ("sm_90", ["img2gray.sm_90.cubin", "img2gray.sm_90.ptx"]),
+    ):
+        build = tmp_path / "builds" / name
+        library = build / "_img2gray_0123456789.abi3.so"
+        listed = subprocess.run(
+            [str(cuobjdump), "--list-elf", "--list-ptx", str(library)], capture_output=True, text=True
+        )
+        assert sorted(line.split(": ", 1)[1] for line in listed.stdout.splitlines() if ": " in line) == expected
+        own = parse_metadata((build / "metadata.json").read_bytes(), name)
+        assert own.archs == tuple(listing[name]["archs"]) and "capability-builds" not in own.document
+        on_disk = {p.relative_to(build).as_posix(): p for p in build.rglob("*") if p.is_file()}
+        assert listing[name]["files"] == {path: sha256_base64(sha256_file(p)) for path, p in sorted(on_disk.items())}

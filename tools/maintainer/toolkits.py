@@ -328,10 +328,12 @@ def _compare_sass(toolkit: Toolkit, base: Path, exact: Path, stable: Path, arch:
         return f"{what} differs from the exact flavour's (no cuobjdump in this toolkit to compare instructions)"
 
     def sass(path: Path) -> list[str]:
-        listing = subprocess.run(
-            [str(cuobjdump), "-sass", "-arch", f"sm_{sm}", str(path)], capture_output=True, text=True, check=True
-        ).stdout
-        return [line for line in listing.splitlines() if line.strip().startswith(("/*", "Function"))]
+        done = subprocess.run(
+            [str(cuobjdump), "-sass", "-arch", f"sm_{sm}", str(path)], capture_output=True, text=True, check=False
+        )
+        if done.returncode != 0:
+            raise ToolkitError(f"cuobjdump -sass {path}: {done.stderr.strip()}")
+        return [line for line in done.stdout.splitlines() if line.strip().startswith(("/*", "Function"))]
 
     same = sass(exact) == sass(stable)
     return f"{what} differs in bytes; its instructions (cuobjdump -sass) are " + (
