@@ -139,6 +139,13 @@ def test_load_and_get_kernel_take_the_build_for_the_gpu(released, cli, hf_env, m
         loaded = kernelpin.get_kernel(repo_id, version="^1")
     assert "sm_90" in loaded.__kernelpin_build__ and Path(loaded.__file__).parent.name == "sm_90"
     assert f"build/{CUDA}/_device.bin" not in _downloaded(hf_env)
+    # Offline, from what get_kernel resolved and remembered (the per-capability builds with it).
+    for name in [name for name in sys.modules if name.startswith("_kernelpin_")]:
+        del sys.modules[name]
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.warns(kernelpin.UnpinnedKernelWarning):
+        offline = kernelpin.get_kernel(repo_id, version="^1")
+    assert Path(offline.__file__).parent.name == "sm_90"
 
 
 def test_a_lock_whose_build_is_another_capabilitys_is_refused(released, cli, hf_env):
