@@ -100,6 +100,23 @@ def test_sync_downloads_only_the_build_the_gpu_runs(released, cli, hf_env, capab
     }
     assert sum(files.values()) < 2 * DEVICE
     assert not [path for path in files if path.startswith("capabilities/") and f"/{build}/" not in path]
+    # verify: the build's files and the variant's signed metadata.json, nothing reported missing.
+    status, out, err = cli("verify", "--signatures", "--json")
+    assert status == 0, out + err
+    rows = json.loads(out)["files"]
+    assert {(row["variant"], row["path"], row["status"]) for row in rows} >= {
+        (f"{CUDA} {build}", "_device.bin", "ok"),
+        (f"{CUDA}", "metadata.json", "ok"),
+    }
+    assert not [row for row in rows if row["status"] not in ("ok", "signed")], rows
+    [snapshot] = hf_env.glob("*/snapshots/*")
+    device = snapshot / "capabilities" / CUDA / build / "_device.bin"
+    device.unlink()
+    device.write_bytes(b"planted")
+    status, out, _ = cli("verify", "--json")
+    assert status == 1 and {(r["variant"], r["path"], r["status"]) for r in json.loads(out)["files"]} >= {
+        (f"{CUDA} {build}", "_device.bin", "modified")
+    }
 
 
 def test_sync_without_a_known_gpu_takes_the_fat_build(released, cli, hf_env):
