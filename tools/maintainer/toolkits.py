@@ -364,6 +364,20 @@ def _front_end_key(nvcc: Path, config: BuildConfig) -> str:
 RENAMED_IN_13 = {"101": "110"}  # CUDA 12.9's names that CUDA 13 changed
 
 
+def write_record(out: Path, records: Sequence[Compiled], failed: Sequence[str]) -> None:
+    """Merge this run's toolkits into the record at `out` (runs of some toolkits each add theirs)."""
+    earlier = json.loads(out.read_text()) if out.is_file() else {"toolkits": []}
+    done = {r.release for r in records}
+    toolkits = [t for t in earlier["toolkits"] if t["release"] not in done] + [asdict(r) for r in records]
+    record = {
+        "machine": f"{os.cpu_count()} CPUs, shared (load average {os.getloadavg()[0]:.0f} at the end)",
+        "toolkits": sorted(toolkits, key=lambda t: (cuda_release(t["release"].split()[0]), t["release"])),
+        "failed": sorted(set(earlier.get("failed", [])) - done | set(failed)),
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--toolkit", action="append", choices=sorted(TOOLKITS), help="default: every toolkit")
@@ -413,20 +427,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         for note in [*compiled.notes, *(cross.notes if cross else [])]:
             print(f"  {note}", flush=True)
+        if args.out:  # after each toolkit: a long run stopped later keeps what it measured
+            write_record(args.out, [compiled, *([cross] if cross else [])], [])
     if args.write_table:
         write_table(table)
-    if args.out and records:
-        # Merged into an earlier record of other toolkits (runs of one toolkit each add theirs).
-        earlier = json.loads(args.out.read_text()) if args.out.is_file() else {"toolkits": []}
-        done = {r.release for r in records}
-        toolkits = [t for t in earlier["toolkits"] if t["release"] not in done] + [asdict(r) for r in records]
-        record = {
-            "machine": f"{os.cpu_count()} CPUs, shared (load average {os.getloadavg()[0]:.0f} at the end)",
-            "toolkits": sorted(toolkits, key=lambda t: (cuda_release(t["release"].split()[0]), t["release"])),
-            "failed": sorted(set(earlier.get("failed", [])) - done | set(failed)),
-        }
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    if args.out and failed:
+        write_record(args.out, [], failed)
     return 1 if failed else 0
 
 
