@@ -386,8 +386,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="write the record (JSON) here")
     parser.add_argument(
         "--aarch64",
-        action="store_true",
-        help="also compile for a linux-aarch64 host (CUDA 13: nvcc with Debian's g++-aarch64-linux-gnu)",
+        nargs="?",
+        const="also",
+        choices=["also", "only"],
+        help="also (or only) compile for a linux-aarch64 host (CUDA 13: nvcc with Debian's g++-aarch64-linux-gnu)",
     )
     parser.add_argument(
         "--keep", type=Path, help="keep each toolkit's objects in DIR/<release>/ (else a temporary dir)"
@@ -413,8 +415,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             with tempfile.TemporaryDirectory(prefix=f"toolkit-{release}-") as scratch:
                 work = args.keep / release if args.keep else Path(scratch)
-                compiled = compile_device_code(toolkit, archs, work)
-                cross = compile_for_aarch64(toolkit, archs, work) if args.aarch64 and toolkit.has_nvcc else None
+                if args.aarch64 == "only":  # the x86_64 compile is in --keep's directory already, or not wanted
+                    compiled, cross = compile_for_aarch64(toolkit, archs, work), None
+                else:
+                    compiled = compile_device_code(toolkit, archs, work)
+                    cross = compile_for_aarch64(toolkit, archs, work) if args.aarch64 and toolkit.has_nvcc else None
         except ToolkitError as error:
             print(f"CUDA {release}: FAILED: {error}", flush=True)
             failed.append(release)
