@@ -104,6 +104,7 @@ TOOLKITS = {
                 "nvidia-cuda-runtime==13.2.86",
                 "nvidia-cuda-cccl==13.2.86",
                 "nvidia-cuda-cuobjdump==13.2.86",
+                "nvidia-cuda-nvdisasm==13.2.86",  # cuobjdump -sass runs it
             ),
         ),
     )
@@ -329,7 +330,11 @@ def _compare_sass(toolkit: Toolkit, base: Path, exact: Path, stable: Path, arch:
 
     def sass(path: Path) -> list[str]:
         done = subprocess.run(
-            [str(cuobjdump), "-sass", "-arch", f"sm_{sm}", str(path)], capture_output=True, text=True, check=False
+            [str(cuobjdump), "-sass", "-arch", f"sm_{sm}", str(path)],
+            capture_output=True,
+            text=True,
+            check=False,
+            env={**os.environ, "PATH": f"{cuobjdump.parent}{os.pathsep}{os.environ.get('PATH', '')}"},
         )
         if done.returncode != 0:
             raise ToolkitError(f"cuobjdump -sass {path}: {done.stderr.strip()}")
