@@ -88,7 +88,12 @@ def test_the_lock_records_every_per_capability_build_machine_independently(relea
     [("9.0", "sm_90", "its own code"), ("8.6", "sm_80", "code of an earlier minor"), ("13.0", "sm_120", "PTX")],
 )
 def test_sync_downloads_only_the_build_the_gpu_runs(released, cli, hf_env, capability, build, how):
-    status, out, err = cli("sync", "--torch", "2.13", "--cuda", "13.0", "--gpu-capability", capability)
+    flags = ("--torch", "2.13", "--cuda", "13.0", "--gpu-capability", capability)
+    status, out, err = cli("sync", "--dry-run", "--json", *flags)
+    assert status == 0, err
+    [planned] = json.loads(out)["would_sync"]
+    assert planned["directory"].endswith(f"capabilities/{CUDA}/{build}") and "_device.bin" in planned["missing"]
+    status, out, err = cli("sync", *flags)
     assert status == 0, err
     assert f"build: {CUDA} {build} (this GPU runs {how}" in out
     files = _downloaded(hf_env)
