@@ -919,6 +919,7 @@ def slim(args: argparse.Namespace) -> None:
         "repeats": args.repeats,
         "machine": machine.description(),
         "releases": {},
+        "load_average": os.getloadavg()[0],
     }
     for name in releases:
         project = work / f"app-{name}"
@@ -967,7 +968,11 @@ def render_slim(r: dict) -> str:
             f"{r['machine']}; {r['repeats']} cold syncs each, alternating, medians. The CUDA variant has "
             f"{len(r['archs'])} capabilities ({';'.join(r['archs'])}); fat: a machine whose GPU is not known "
             "downloads the whole variant; slim: one of capability 9.0 downloads its build (and the fat build's "
-            "metadata.json, which lists it)."
+            "metadata.json, which lists it). synthetic: 11 capabilities of "
+            f"{r['synthetic_mb_per_capability']:g} MB each; img2gray: its device code (the CUDA object compiled for the "
+            "13.0 list, `--slim-object`, split by tools/builder/capability_builds.py) as each build's payload, without "
+            "the library's host code, which every build has alike."
+            + (f" Load average {r['load_average']:.1f} during the run." if "load_average" in r else "")
         ),
         "",
         "| release | fat: bytes | slim: bytes | slim/fat bytes | fat: s | slim: s | slim/fat time |",
