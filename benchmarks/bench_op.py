@@ -28,13 +28,14 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 
 try:
     from benchmarks.machine import this_cpu
 except ModuleNotFoundError:  # run as a script (python benchmarks/bench_op.py): its own folder is on the path
-    from machine import this_cpu  # type: ignore[no-redef]
+    from machine import this_cpu  # type: ignore[no-redef, import-not-found]  # a folder mypy does not search
 
 ROOT = Path(__file__).resolve().parent.parent
 BT601 = (0.299, 0.587, 0.114)
@@ -70,7 +71,7 @@ def clean_l2() -> None:
 
 
 def gpu_times_ms(
-    fn: Callable[[int], object], sets: int, repeats: int, warmup: int = 3, first: int = 0, *, host_time: bool = False
+    fn: Callable[..., object], sets: int, repeats: int, warmup: int = 3, first: int = 0, *, host_time: bool = False
 ) -> list[float]:
     """GPU times of `repeats` calls fn(i), i rotating over `sets` from `first` after `warmup` untimed calls,
     starting from a clean L2. Each call starts behind a head start of queued GPU work, so the host's path is
@@ -112,7 +113,7 @@ def paired(round_means: list[float], base: list[float]) -> tuple[float, float, i
 
 
 def time_rounds(
-    timed: dict[str, Callable[[int], object]],
+    timed: dict[str, Callable[..., object]],
     sets: int,
     rounds: int,
     calls: int,
@@ -159,7 +160,7 @@ FRAMES = {"720p": (720, 1280), "1080p": (1080, 1920), "4K": (2160, 3840)}
 def gpu_cases(quick: bool, only: re.Pattern = re.compile("")):
     """(name, shape, dtype, layout, dim): single frames as a video pipeline converts them, small and large batches."""
     batch = 8 if quick else 64
-    cases = []
+    cases: list[tuple[str, tuple[int, ...], torch.dtype, str, int]] = []
     for label, (h, w) in FRAMES.items():
         cases.append((f"{h}x{w}x3 uint8 HWC ({label} frame)", (h, w, 3), torch.uint8, "hwc", -1))
         cases.append((f"1x3x{h}x{w} float16 NCHW ({label} frame)", (1, 3, h, w), torch.float16, "nchw", -3))
@@ -186,7 +187,8 @@ ROTATION_BYTES = 512 << 20
 
 
 def bench_gpu(img2gray, quick: bool, with_peers: bool = True, only: re.Pattern = re.compile("")) -> list[dict]:
-    peers: dict[str, Callable] = {"torch eager": eager_expression, "torch.compile": None}
+    # torch.compile's entry is each case's own compiled function (below); its place here keeps the column order.
+    peers: dict[str, Callable[..., Any]] = {"torch eager": eager_expression, "torch.compile": eager_expression}
     try:
         import torchvision.transforms.v2.functional as tvf
 
@@ -217,14 +219,15 @@ def bench_gpu(img2gray, quick: bool, with_peers: bool = True, only: re.Pattern =
         expected = eager_expression(probe, dim).unsqueeze(dim)
         tolerance = 1 if dtype == torch.uint8 else (1e-2 if dtype in (torch.float16, torch.bfloat16) else 1e-5)
         assert (got.double() - expected.double()).abs().max().item() <= tolerance, name
-        timed: dict[str, Callable[[int], object]] = {
-            "copy": lambda i: copy_dst[i].copy_(copy_src[i]),
-            "img2gray": lambda i: img2gray.img2gray(inputs[i], dim=dim, out=outputs[i]),
+        # Each call binds this case's tensors (default arguments), so that `del timed` below frees them.
+        timed: dict[str, Callable[..., object]] = {
+            "copy": lambda i, src=copy_src, dst=copy_dst: dst[i].copy_(src[i]),
+            "img2gray": lambda i, x=inputs, dim=dim, out=outputs: img2gray.img2gray(x[i], dim=dim, out=out[i]),
             # Called the way the peers are called: a new output per call. The caching allocator hands every call
             # the block the previous call freed, so an output that fits in L2 is overwritten there and never
             # reaches DRAM (out= above writes a fresh buffer each call, as the copy does). Peers are compared
             # with this row: same calling convention, same cache effects.
-            NEW_OUTPUT: lambda i: img2gray.img2gray(inputs[i], dim=dim),
+            NEW_OUTPUT: lambda i, x=inputs, dim=dim: img2gray.img2gray(x[i], dim=dim),
         }
         if with_peers:
             # Each case gets its own specialization; reset so none hits the recompile limit.
@@ -236,11 +239,11 @@ def bench_gpu(img2gray, quick: bool, with_peers: bool = True, only: re.Pattern =
                 continue
             try:
                 fn(probe, dim)  # torch.compile compiles here, outside the timed calls
-            except Exception as error:  # a peer that can't take this input is reported, not fatal
+            except Exception as error:  # noqa: BLE001  # a peer that can't take this input is reported, not fatal
                 failed.append(peer)
                 print(f"  {peer} failed on {name}: {type(error).__name__}: {error}", file=sys.stderr)
                 continue
-            timed[peer] = lambda i, fn=fn: fn(inputs[i], dim)
+            timed[peer] = lambda i, fn=fn, x=inputs, dim=dim: fn(x[i], dim)
         # Blocks of 20 calls: in blocks of 5 the op with out= measured 97.3-97.6% of the copy on the 720p float16
         # frame, in frame_variants' blocks of 30 (run 9) 100.2%: short blocks time calls near the clean L2 that every
         # block starts from, not the steady state of a pipeline.
@@ -257,15 +260,15 @@ def bench_gpu(img2gray, quick: bool, with_peers: bool = True, only: re.Pattern =
             # Per-round differences against torch.compile: the comparison that resolves below the timer's tick.
             row["vs_torch_compile_ns"] = {}
             for ours in ("img2gray", NEW_OUTPUT):
-                mean, error, faster = paired(round_means[ours], round_means["torch.compile"])
+                mean, standard_error, faster = paired(round_means[ours], round_means["torch.compile"])
                 row["vs_torch_compile_ns"][ours] = {
                     "mean": round(mean * 1e6, 1),
-                    "standard_error": round(error * 1e6, 1),
+                    "standard_error": round(standard_error * 1e6, 1),
                     "rounds_faster": faster,
                     "rounds": len(round_means[ours]),
                 }
         rows.append(row)
-        del inputs, outputs, copy_src, copy_dst, probe
+        del timed, inputs, outputs, copy_src, copy_dst, probe
         torch.cuda.empty_cache()
     rows.append(bench_gpu_latency(img2gray))
     return rows
@@ -278,14 +281,14 @@ def bench_gpu_latency(img2gray) -> dict:
     and each ratio is the median over rounds of that round's time over the baseline's.
     """
     x = torch.rand(1, 3, 64, 64, device="cuda")
-    candidates: dict[str, Callable[[], object]] = {
+    candidates: dict[str, Callable[..., object]] = {
         "baseline": lambda: torch.empty_like(x).fill_(1.0),
         "img2gray": lambda: img2gray.img2gray(x),
         "torch.ops.img2gray.img2gray": lambda: torch.ops.img2gray.img2gray(x),
         "torch eager": lambda: eager_expression(x, -3),
     }
 
-    def per_call_us(fn: Callable[[], object], calls: int = 1000) -> float:
+    def per_call_us(fn: Callable[..., object], calls: int = 1000) -> float:
         for _ in range(100):
             fn()
         torch.cuda.synchronize()
@@ -302,7 +305,7 @@ def bench_gpu_latency(img2gray) -> dict:
     return {"case": "1x3x64x64 float32, us per call", "baseline_us": baseline, "results": results, "ratios": ratios}
 
 
-def cpu_times_ms(fn: Callable[[], object], repeats: int) -> list[float]:
+def cpu_times_ms(fn: Callable[..., object], repeats: int) -> list[float]:
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
@@ -311,7 +314,7 @@ def cpu_times_ms(fn: Callable[[], object], repeats: int) -> list[float]:
     return times
 
 
-def cpu_rounds(timed: dict[str, Callable[[], object]], rounds: int, calls: int) -> dict[str, list[float]]:
+def cpu_rounds(timed: dict[str, Callable[..., object]], rounds: int, calls: int) -> dict[str, list[float]]:
     """Per round, each candidate's fastest call (ms) of a block of `calls`; the blocks take turns, each round starting
     one candidate later, after one round that is not kept. The machine's drift falls on every candidate alike (as in
     time_rounds on the GPU), and the fastest call of a block is one that no other process interrupted: on this
@@ -354,7 +357,7 @@ def busy_warning(load_average: float, cores: int) -> str | None:
 SPREAD_WARNING = 0.25  # interquartile range over the median
 
 
-def copy_candidates(moved: int) -> dict[str, Callable[[], object]]:
+def copy_candidates(moved: int) -> dict[str, Callable[..., object]]:
     """Copies reading and writing half of `moved` bytes each: glibc's memcpy on one thread, and torch's copy_ (on the
     benchmark's thread count). The faster of the two is the op's floor."""
     import ctypes
@@ -419,10 +422,12 @@ def bench_cpu(img2gray, quick: bool, threads: int) -> list[dict]:
             x = hwc.permute(2, 0, 1).unsqueeze(0).contiguous()
             x = x.contiguous(memory_format=torch.channels_last) if layout == "channels_last" else x
             dim, out = -3, torch.empty(1, 1, height, width, dtype=torch.uint8)
-        timed = {"img2gray": lambda x=x, dim=dim, out=out: img2gray.img2gray(x, dim=dim, out=out)}
+        timed: dict[str, Callable[..., object]] = {
+            "img2gray": lambda x=x, dim=dim, out=out: img2gray.img2gray(x, dim=dim, out=out)
+        }
         timed |= {peer: functools.partial(fn, array, hwc) for peer, fn in peers_hwc.items()}
         if layout == "HWC" and height == 1080:  # 45 ms a call: one case is enough to show it
-            timed["torch eager"] = lambda: eager_expression(hwc, -1)
+            timed["torch eager"] = lambda hwc=hwc: eager_expression(hwc, -1)
         rows.append(cpu_row(name, array.nbytes * 4 // 3, timed, rounds, calls))
     for layout in ("nchw", "channels_last"):
         x = input_sets((1, 3, 1080, 1920), torch.float32, layout, 1, "cpu")[0]
@@ -435,7 +440,7 @@ def bench_cpu(img2gray, quick: bool, threads: int) -> list[dict]:
     return rows
 
 
-def cpu_row(case: str, moved: int, timed: dict[str, Callable[[], object]], rounds: int, calls: int) -> dict:
+def cpu_row(case: str, moved: int, timed: dict[str, Callable[..., object]], rounds: int, calls: int) -> dict:
     """A case's row: the candidates and the copies of `moved` bytes in rounds (cpu_rounds), medians in ms."""
     timed = copy_candidates(moved) | timed
     for fn in timed.values():  # warm-up: first-touch page faults, thread pools, caches

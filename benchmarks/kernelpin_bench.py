@@ -50,16 +50,18 @@ from collections import defaultdict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
+from unittest import mock
 
 import httpx2
 
 from benchmarks import machine
 from kernelpin import HubSource, Project
 from kernelpin.cli import main as kernelpin_main
-from kernelpin.format import lockfile
 from kernelpin.loading.runtime import module_name
 from kernelpin.project import read_requirements
 from kernelpin.resolve import resolve
+from kernelpin.store import lockfiles
 from kernelpin.store.receipts import SETTLE_NS
 from testkit.fake_kernel import CPU_213, VARIANTS, capability_release_files, publish
 from testkit.hub import HubServer
@@ -107,15 +109,12 @@ def recorded_requests(run: Callable[[], object]) -> list[tuple[str, str]]:
     sent: list[tuple[str, str]] = []
     real = httpx2.Client.send
 
-    def counting(client: httpx2.Client, request: httpx2.Request, **kwargs: object) -> httpx2.Response:
+    def counting(client: httpx2.Client, request: httpx2.Request, **kwargs: Any) -> httpx2.Response:
         sent.append((request.method, str(request.url)))
         return real(client, request, **kwargs)
 
-    httpx2.Client.send = counting
-    try:
+    with mock.patch.object(httpx2.Client, "send", counting):
         run()
-    finally:
-        httpx2.Client.send = real
     return sent
 
 
@@ -159,7 +158,7 @@ print(elapsed, sum(end - begin for begin, end in zip(full[::2], full[1::2])))
 """
 
 
-def oneliner(repeats: int) -> dict[str, object]:
+def oneliner(repeats: int) -> dict[str, Any]:
     """`get_kernel(repo, version=1)` of kernelpin and kernels, side by side on one server, in fresh processes."""
     work = Path(tempfile.mkdtemp(prefix="kernelpin-oneliner-"))
     server = HubServer(work / "hub", trusted_publishers=("acme",), cdn=True)
@@ -224,7 +223,7 @@ def oneliner(repeats: int) -> dict[str, object]:
                         samples[f"uncollected_{tool}_{case}_s"].append(elapsed - collecting)
     server.stop()
     shutil.rmtree(work, ignore_errors=True)
-    results: dict[str, object] = {
+    results: dict[str, Any] = {
         "repeats": repeats,
         "variants": len(VARIANTS),
         "machine": machine.description(),
@@ -311,11 +310,11 @@ def main() -> None:
     if args.slim:
         return slim(args)
     if args.oneliner:
-        results = oneliner(args.repeats)
+        measured = oneliner(args.repeats)
         RESULTS.mkdir(parents=True, exist_ok=True)
-        (RESULTS / "kernelpin-oneliner.json").write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
-        (RESULTS / "kernelpin-oneliner.md").write_text(render_oneliner(results))
-        print(json.dumps(results, indent=2, sort_keys=True))
+        (RESULTS / "kernelpin-oneliner.json").write_text(json.dumps(measured, indent=2, sort_keys=True) + "\n")
+        (RESULTS / "kernelpin-oneliner.md").write_text(render_oneliner(measured))
+        print(json.dumps(measured, indent=2, sort_keys=True))
         return
     work = Path(tempfile.mkdtemp(prefix="kernelpin-bench-"))
     # acme is a trusted publisher on the test Hub (its organization overview says so), as `kernels lock` checks.
@@ -352,7 +351,7 @@ def main() -> None:
         shutil.rmtree(cache, ignore_errors=True)
         lock_path.unlink(missing_ok=True)
 
-    results: dict[str, object] = {
+    results: dict[str, Any] = {
         "kernels": args.kernels,
         "variants_per_kernel": 5,
         "repeats": args.repeats,
@@ -406,7 +405,8 @@ def main() -> None:
 
     import kernelpin
 
-    pinned = lockfile.read(lock_path)
+    pinned = lockfiles.read(lock_path)
+    assert pinned is not None, f"{lock_path}: locked above"
     names = [module_name(k.repo_id, k.commit, CPU_213) for k in pinned.kernels]
     directories = [
         cache / f"kernels--{k.repo_id.replace('/', '--')}" / "snapshots" / k.commit / "build" / CPU_213
@@ -423,6 +423,7 @@ def main() -> None:
             spec = importlib.util.spec_from_file_location(
                 f"_plain_{index}", directory / "__init__.py", submodule_search_locations=[str(directory)]
             )
+            assert spec is not None and spec.loader is not None  # a file location always has both
             module = importlib.util.module_from_spec(spec)
             sys.modules[spec.name] = module
             spec.loader.exec_module(module)
@@ -450,7 +451,7 @@ def main() -> None:
     # user agent ending in "; ", which httpx rejects (fixed in 0.18).
     kernels_env = {key: value for key, value in env.items() if key != "HF_HUB_DISABLE_TELEMETRY"}
     kernels_cli = str(Path(sys.executable).with_name("kernels"))
-    comparison: dict[str, object] = {}
+    comparison: dict[str, Any] = {}
     cold()
     elapsed, status, tail = timed_subprocess([kernels_cli, "lock", str(project)], kernels_env, project)
     comparison["kernels_lock"] = {"seconds": elapsed, "exit": status, "last_line": tail}
@@ -461,10 +462,12 @@ def main() -> None:
         # kernels download from a kernels.lock with the commits kernelpin resolved.
         from kernels._rust import KernelDependency, KernelLock, KernelLocks, KernelVersion
 
+        relocked = lockfiles.read(lock_path)
+        assert relocked is not None, f"{lock_path}: the kernelpin lock above wrote it"
         locks = KernelLocks(
             locks={
                 KernelDependency(repo_id=k.repo_id, version=KernelVersion.Version(1)): KernelLock(commit=k.commit)
-                for k in lockfile.read(lock_path).kernels
+                for k in relocked.kernels
             }
         )
         (project / "kernels.lock").write_text(locks.to_json())
@@ -660,7 +663,7 @@ def bulk(args: argparse.Namespace) -> None:
     for tool, (code, arguments) in commands.items():
         timed_run(code, arguments, {**envs[tool], "HF_HUB_CACHE": str(work / "cache-cdn")}, project)
         shutil.rmtree(work / "cache-cdn")
-    results: dict[str, object] = {
+    results: dict[str, Any] = {
         "kernels": args.bulk_kernels,
         "library_mb": args.bulk_mb,
         "repeats": args.repeats,
@@ -853,7 +856,7 @@ def _with_device_code(tree: dict[str, bytes], variant: str, codes: dict[str, byt
     from kernelpin.format import capabilities
     from kernelpin.format import metadata as kernel_metadata
 
-    def rehash(prefix: str, device: bytes) -> dict[str, str]:
+    def rehash(prefix: str, device: bytes) -> dict[str, Any]:
         tree[prefix + "_device.bin"] = device
         document = json.loads(tree[prefix + "metadata.json"])
         files = {
@@ -864,7 +867,7 @@ def _with_device_code(tree: dict[str, bytes], variant: str, codes: dict[str, byt
         }
         return document
 
-    listing = {}
+    listing: dict[str, dict[str, object]] = {}
     for arch, device in codes.items():
         name = capabilities.build_name(arch)
         prefix = f"capabilities/{variant}/{name}/"
@@ -912,13 +915,14 @@ def slim(args: argparse.Namespace) -> None:
         "KERNELPIN_CUDA": "13.0",
     }
     base.pop("HF_HUB_OFFLINE", None)
+    releases_measured: dict[str, object] = {}
     results: dict[str, object] = {
         "archs": list(SLIM_ARCHS),
         "gpu_capability": SLIM_GPU,
         "synthetic_mb_per_capability": args.slim_mb,
         "repeats": args.repeats,
         "machine": machine.description(),
-        "releases": {},
+        "releases": releases_measured,
         "load_average": os.getloadavg()[0],
     }
     for name in releases:
@@ -949,7 +953,7 @@ def slim(args: argparse.Namespace) -> None:
         }
         row["bytes_ratio"] = row["slim"]["bytes"] / row["fat"]["bytes"]
         row["seconds_ratio"] = row["slim"]["seconds"] / row["fat"]["seconds"]
-        results["releases"][name] = {**row, "runs": runs}
+        releases_measured[name] = {**row, "runs": runs}
     server.stop()
     shutil.rmtree(work, ignore_errors=True)
     print(render_slim(results))

@@ -59,7 +59,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from benchmarks import machine
 from benchmarks.kernelpin_bench import compile_kernelpin, median_time
@@ -176,7 +176,7 @@ def main() -> None:
     signed_app = project(work / "signed", signed_ids, trusted_root)
     unsigned_app = project(work / "unsigned", unsigned_ids, trusted_root)
     unexpected_app = project(work / "unexpected", unexpected_ids, trusted_root)
-    results: dict[str, object] = {
+    results: dict[str, Any] = {
         "kernels": args.kernels,
         "variants_per_kernel": 5,
         "repeats": args.repeats,

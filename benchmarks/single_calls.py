@@ -50,7 +50,7 @@ def rotation_sets(moved: int, rotation: int = ROTATION_BYTES) -> int:
     return max(2, -(-rotation // moved))
 
 
-def host_times_ms(fn: Callable[[int], object], sets: int, repeats: int, warmup: int = 3, first: int = 0) -> list[float]:
+def host_times_ms(fn: Callable[..., object], sets: int, repeats: int, warmup: int = 3, first: int = 0) -> list[float]:
     """Host times of `repeats` calls fn(i), each from an idle device until the call returns (Python, dispatch,
     allocation and the launch; not the kernel): where a single call's time beyond the kernel goes."""
     for i in range(first, first + warmup):
@@ -65,7 +65,7 @@ def host_times_ms(fn: Callable[[int], object], sets: int, repeats: int, warmup: 
     return times
 
 
-def graphed(fn: Callable[[int], object], sets: int) -> Callable[[int], object]:
+def graphed(fn: Callable[..., object], sets: int) -> Callable[..., object]:
     """fn(i) captured in one CUDA graph per input set (after a warm-up on a side stream, as torch advises);
     the result replays set i's graph."""
     side = torch.cuda.Stream()
@@ -163,15 +163,16 @@ def bench_case(builds: dict, case, rounds: int, calls: int, with_compile: bool) 
     inputs = [probe, *input_sets(shape, dtype, layout, sets - 1, "cuda")]
     copy_src = [torch.empty(moved // 2, dtype=torch.uint8, device="cuda") for _ in inputs]
     expected = builds["exact"].img2gray(probe, dim=dim)
-    calls_of: dict[str, Callable[[int], object]] = {COPY: lambda i: copy_src[i].clone()}
+    # Each call binds the case's tensors (default arguments), so that `del calls_of, timed` below frees them.
+    calls_of: dict[str, Callable[..., object]] = {COPY: lambda i, src=copy_src: src[i].clone()}
     for abi, module in builds.items():
         assert torch.equal(module.img2gray(probe, dim=dim), expected), (abi, name)
-        calls_of[abi] = lambda i, m=module: m.img2gray(inputs[i], dim=dim)
+        calls_of[abi] = lambda i, m=module, x=inputs: m.img2gray(x[i], dim=dim)
     if with_compile:
         torch._dynamo.reset()  # each case its own specialization, clear of the recompile limit
         compiled = torch.compile(eager_expression, dynamic=False)
         compiled(probe, dim)  # compiles here, outside the timed calls
-        calls_of["torch.compile"] = lambda i: compiled(inputs[i], dim)
+        calls_of["torch.compile"] = lambda i, x=inputs: compiled(x[i], dim)
     timed = {f"{candidate} eager": fn for candidate, fn in calls_of.items()}
     timed |= {f"{candidate} graph": graphed(fn, sets) for candidate, fn in calls_of.items()}
     samples, _ = time_rounds(timed, sets, rounds, calls, timer=functools.partial(gpu_times_ms, host_time=True))
@@ -180,7 +181,7 @@ def bench_case(builds: dict, case, rounds: int, calls: int, with_compile: bool) 
     )
     samples |= host
     row = summarize(name, moved, samples)
-    del inputs, copy_src, timed
+    del calls_of, timed, inputs, copy_src
     torch.cuda.empty_cache()
     return row
 

@@ -28,6 +28,7 @@ def load(name: str, directory: Path):
     spec = importlib.util.spec_from_file_location(
         name, directory / "__init__.py", submodule_search_locations=[str(directory)]
     )
+    assert spec is not None and spec.loader is not None  # a file location always has both
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
@@ -53,7 +54,7 @@ def main() -> None:
     xg = x.clone().requires_grad_()
     hwc = x[0].permute(1, 2, 0).contiguous()
     sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
-    candidates: dict[str, Callable[[], object]] = {"baseline": lambda: torch.empty_like(x).fill_(1.0)}
+    candidates: dict[str, Callable[..., object]] = {"baseline": lambda: torch.empty_like(x).fill_(1.0)}
     for abi, module in builds.items():
         op = module.ops.img2gray.default
         candidates[f"{abi}: img2gray.img2gray"] = lambda m=module: m.img2gray(x)
@@ -63,7 +64,7 @@ def main() -> None:
         candidates[f"{abi}: img2gray.img2gray under no_grad"] = lambda m=module: _no_grad(m.img2gray, x)
     candidates[f"{owner}: torch.ops.img2gray.img2gray"] = lambda: torch.ops.img2gray.img2gray(x)
 
-    def per_call_us(fn: Callable[[], object], calls: int = 1000) -> float:
+    def per_call_us(fn: Callable[..., object], calls: int = 1000) -> float:
         for _ in range(100):
             fn()
         sync()

@@ -2,7 +2,7 @@
 
 Every command of the `kernelpin` CLI is a function here, named like the command, returning data (the result
 types exported here too) and raising KernelpinError or one of its subclasses (exported here too). `lock`,
-`check_lock`, `sync`, `sync_plan`, `verify` and `outdated` take the project around the working directory and the
+`check_lock`, `sync`, `sync_plan`, `verify`, `verify_conda` and `outdated` take the project around the working directory and the
 Hub the environment names unless given others, as the CLI does:
 
     project, source = kernelpin.find_project(Path.cwd()), kernelpin.HubSource.from_env()
@@ -35,9 +35,12 @@ if TYPE_CHECKING:
     from kernelpin.commands.outdated import Outdated, TaggedVersion, VersionList, outdated, versions
     from kernelpin.commands.sync import Synced, SyncPlan, sync, sync_plan
     from kernelpin.commands.verify import FileStatus, Verification, verify
+    from kernelpin.commands.verify_conda import CondaPackageCheck, CondaVerification, CondaVerifyError, verify_conda
     from kernelpin.environment import detect as detect_environment
     from kernelpin.errors import IntegrityError, KernelpinError, NoVariantError
     from kernelpin.files.confined import LinkRefused
+    from kernelpin.format.conda_attestation import AttestationError
+    from kernelpin.format.conda_package import CondaRecordError
     from kernelpin.format.metadata import MetadataError
     from kernelpin.format.python_api import KernelApi
     from kernelpin.format.signer import Signer
@@ -73,7 +76,7 @@ if TYPE_CHECKING:
         check_signatures,
         publish,
     )
-    from kernelpin.relock import Locked
+    from kernelpin.relock import Locked, LockMode
     from kernelpin.resolve import KernelMoved
     from kernelpin.store.install import PlannedVariant, SyncedVariant
     from kernelpin.trust.policy import PolicyError, SignatureError
@@ -90,6 +93,7 @@ _FUNCTIONS = {
     "sync": ("kernelpin.commands.sync", "sync"),
     "sync_plan": ("kernelpin.commands.sync", "sync_plan"),
     "verify": ("kernelpin.commands.verify", "verify"),
+    "verify_conda": ("kernelpin.commands.verify_conda", "verify_conda"),
     "outdated": ("kernelpin.commands.outdated", "outdated"),
     "versions": ("kernelpin.commands.outdated", "versions"),
     "cache": ("kernelpin.commands.cache", "cache"),
@@ -112,6 +116,10 @@ _FUNCTIONS = {
     "integrated_kernels": ("kernelpin.loading.kernelize", "integrated_kernels"),
     "kernelized_layers": ("kernelpin.loading.kernelize", "kernelized_layers"),
 }
+# The types the functions take beyond the standard library's and those above.
+_ARGUMENTS = {
+    "LockMode": ("kernelpin.relock", "LockMode"),
+}
 _RESULTS = {
     "Locked": ("kernelpin.relock", "Locked"),
     "Added": ("kernelpin.commands.lock", "Added"),
@@ -122,6 +130,8 @@ _RESULTS = {
     "PlannedVariant": ("kernelpin.store.install", "PlannedVariant"),
     "Verification": ("kernelpin.commands.verify", "Verification"),
     "FileStatus": ("kernelpin.commands.verify", "FileStatus"),
+    "CondaVerification": ("kernelpin.commands.verify_conda", "CondaVerification"),
+    "CondaPackageCheck": ("kernelpin.commands.verify_conda", "CondaPackageCheck"),
     "Outdated": ("kernelpin.commands.outdated", "Outdated"),
     "VersionList": ("kernelpin.commands.outdated", "VersionList"),
     "TaggedVersion": ("kernelpin.commands.outdated", "TaggedVersion"),
@@ -146,6 +156,9 @@ _ERRORS = {
     "IntegrityError": ("kernelpin.errors", "IntegrityError"),
     "NoVariantError": ("kernelpin.errors", "NoVariantError"),
     "MetadataError": ("kernelpin.format.metadata", "MetadataError"),
+    "CondaVerifyError": ("kernelpin.commands.verify_conda", "CondaVerifyError"),
+    "CondaRecordError": ("kernelpin.format.conda_package", "CondaRecordError"),
+    "AttestationError": ("kernelpin.format.conda_attestation", "AttestationError"),
     "DependencyError": ("kernelpin.loading.python_depends", "DependencyError"),
     "ArchiveError": ("kernelpin.loading.archive", "ArchiveError"),
     "KernelsPackageError": ("kernelpin.loading.kernels_internals", "KernelsPackageError"),
@@ -165,9 +178,97 @@ _ERRORS = {
     "KernelRedirectWarning": ("kernelpin.loading.get_kernel", "KernelRedirectWarning"),
     "KernelMoved": ("kernelpin.resolve", "KernelMoved"),
 }
-_EXPORTS = {**_FUNCTIONS, **_RESULTS, **_ERRORS}
+_EXPORTS = {**_FUNCTIONS, **_ARGUMENTS, **_RESULTS, **_ERRORS}
 
-__all__ = sorted(_EXPORTS)
+# Literal, for type checkers (a strict one re-exports what __all__ names); __dir__ lists the table above, so
+# tests/kernelpin/package/test_api.py sees the two differ.
+__all__ = [
+    "AbiError",
+    "Added",
+    "ArchiveError",
+    "AttestationError",
+    "CacheReport",
+    "CachedRevision",
+    "CondaPackageCheck",
+    "CondaRecordError",
+    "CondaVerification",
+    "CondaVerifyError",
+    "DependencyError",
+    "DependencyNode",
+    "DescribedApi",
+    "DirtyBuildWarning",
+    "Environment",
+    "FileStatus",
+    "HubSettings",
+    "HubSource",
+    "HubTimeout",
+    "IntegrityError",
+    "KernelApi",
+    "KernelInfo",
+    "KernelMoved",
+    "KernelRedirectWarning",
+    "KernelizedLayer",
+    "KernelpinError",
+    "KernelsPackageError",
+    "LimitExceeded",
+    "LinkRefused",
+    "LoadedKernel",
+    "LocalKernelOverrideWarning",
+    "LockMode",
+    "Locked",
+    "MalformedAnswer",
+    "MetadataError",
+    "NoVariantError",
+    "Outdated",
+    "PlannedVariant",
+    "PolicyError",
+    "Project",
+    "PublishError",
+    "Published",
+    "Release",
+    "ReleaseFile",
+    "Removed",
+    "RevisionVariants",
+    "SignatureError",
+    "Signer",
+    "SyncPlan",
+    "Synced",
+    "SyncedVariant",
+    "TagExistsError",
+    "TaggedVersion",
+    "TrustRootError",
+    "UnpinnedKernelWarning",
+    "VariantFit",
+    "Verification",
+    "VersionList",
+    "add",
+    "cache",
+    "check_lock",
+    "check_release",
+    "check_signatures",
+    "describe_api",
+    "detect_environment",
+    "find_project",
+    "get_kernel",
+    "get_kernel_variants",
+    "has_kernel",
+    "info",
+    "integrate_kernels",
+    "integrated_kernels",
+    "kernelized_layers",
+    "load",
+    "loaded_kernels",
+    "lock",
+    "outdated",
+    "publish",
+    "remove",
+    "sync",
+    "sync_plan",
+    "variants",
+    "verify",
+    "verify_conda",
+    "versions",
+]
 
 
 def __getattr__(name: str) -> Any:
@@ -178,4 +279,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return __all__
+    return sorted(_EXPORTS)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import ctypes
 import importlib.metadata
 import importlib.util
@@ -165,18 +166,15 @@ def installed_torch_version() -> dict[str, Any] | None:
         return None
     values: dict[str, Any] = {}
     for node in tree.body:
-        target = (
-            node.targets[0]
-            if isinstance(node, ast.Assign) and len(node.targets) == 1
-            else node.target
-            if isinstance(node, ast.AnnAssign) and node.value is not None
-            else None
-        )
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            target, value = node.target, node.value
+        else:
+            continue
         if isinstance(target, ast.Name):
-            try:
-                values[target.id] = ast.literal_eval(node.value)  # type: ignore[union-attr, arg-type]
-            except ValueError:
-                pass
+            with contextlib.suppress(ValueError):  # not a literal: not data
+                values[target.id] = ast.literal_eval(value)
     return values
 
 
@@ -266,10 +264,12 @@ def detect() -> Environment:
         ) from None
     os_name, arch = machine()
     backend = _torch_backend(torch)
-    capability = gpu_arch = None
+    capability: tuple[int, int] | None = None
+    gpu_arch: str | None = None
     if backend.name in ("cuda", "rocm") and torch.cuda.is_available():
         if backend.name == "cuda":
-            capability = tuple(torch.cuda.get_device_capability())
+            major, minor = torch.cuda.get_device_capability()
+            capability = (major, minor)
         else:
             gpu_arch = torch.cuda.get_device_properties(torch.cuda.current_device()).gcnArchName.split(":")[0]
     return Environment(
@@ -368,7 +368,7 @@ def describe(values: Mapping[str, str | None]) -> Environment:
         else (_macos_version() if os_name == host_os == "darwin" else None),
         tvm_ffi=None if not tvm_ffi or _none(tvm_ffi) else _pair(tvm_ffi, "tvm-ffi version"),
         free_threaded=free_threaded,
-        python=_pair(values["python"], "Python version") if values.get("python") else this_python(),
+        python=_pair(python, "Python version") if (python := values.get("python")) else this_python(),
         mlx=mlx,
     )
 

@@ -7,7 +7,7 @@ import errno
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from kernelpin.errors import KernelpinError
 from kernelpin.files.atomic import write_atomic
@@ -27,7 +27,11 @@ from kernelpin.trust.policy import Policy, parse_policy
 
 if TYPE_CHECKING:
     import tomlkit
-    from tomlkit.items import Table
+    from tomlkit.container import OutOfOrderTableProxy
+    from tomlkit.items import AbstractTable
+
+    # A table of a tomlkit document: [x] or x = {...} (AbstractTable), or one split around others (the proxy).
+    _Table = AbstractTable | OutOfOrderTableProxy
 
 PYPROJECT = "pyproject.toml"
 
@@ -136,24 +140,35 @@ def write_document(project: Project, document: tomlkit.TOMLDocument) -> None:
     write_atomic(project.pyproject, (_BOM if original.startswith(_BOM) else "") + text)
 
 
-def _dependencies(document: tomlkit.TOMLDocument, create: bool) -> Table | None:
+@overload
+def _dependencies(document: tomlkit.TOMLDocument, create: Literal[True]) -> _Table: ...
+
+
+@overload
+def _dependencies(document: tomlkit.TOMLDocument, create: bool) -> _Table | None: ...
+
+
+def _dependencies(document: tomlkit.TOMLDocument, create: bool) -> _Table | None:
     """[tool.kernels.dependencies], created on demand; any level that is not a table is an error."""
-    table = document
+    import tomlkit
+    from tomlkit.container import OutOfOrderTableProxy
+    from tomlkit.items import AbstractTable
+
+    table: _Table | None = None
+    parent: tomlkit.TOMLDocument | _Table = document
     for depth, key in enumerate(("tool", "kernels", "dependencies")):
-        child = table.get(key)
+        child = parent.get(key)
         if child is None:
             if not create:
                 return None
-            import tomlkit
-
-            child = table.setdefault(key, tomlkit.table(is_super_table=depth < 2))
-        if not isinstance(child, dict):
+            child = parent.setdefault(key, tomlkit.table(is_super_table=depth < 2))
+        if not isinstance(child, (AbstractTable, OutOfOrderTableProxy)):
             name = ".".join(("tool", "kernels", "dependencies")[: depth + 1])
             raise KernelpinError(
                 f"[{name}] in {PYPROJECT} must be a table, not {toml_kind(child)} "
                 f'({toml_text(child)}); write e.g.\n[tool.kernels.dependencies]\n"acme/img2gray" = "^0.1"'
             )
-        table = child
+        table = parent = child
     return table
 
 

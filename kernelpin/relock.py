@@ -5,16 +5,18 @@ Returns what it did as data; `note` receives detail (-v), `warn` problems that d
 from __future__ import annotations
 
 import contextlib
+import enum
 import functools
 import os
 from collections.abc import Callable, Collection, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kernelpin.errors import KernelpinError
 from kernelpin.format import kernels_lock, lockfile
 from kernelpin.hub.source import OFFLINE, HubSource
 from kernelpin.project import Project, read_policy, read_requirements
 from kernelpin.resolve import resolve
+from kernelpin.store import lockfiles
 from kernelpin.trust.checker import ReleaseChecker
 from kernelpin.trust.receipts import SignatureReceipts
 from kernelpin.trust.worker import wanted as signature_worker_wanted
@@ -24,6 +26,38 @@ Report = Callable[[str], None]
 
 def _ignore(message: str) -> None:
     pass
+
+
+class LockMode(enum.Enum):
+    """What a command may do with the lock, one value where uv and cargo have flags: UPDATE (the default) re-locks
+    a stale lock and writes it; DRY_RUN resolves and writes nothing (`lock --dry-run`, `add --dry-run`); LOCKED
+    fails on a stale lock (`sync --locked`); FROZEN takes the lock as it is, resolving nothing (`sync --frozen`)."""
+
+    UPDATE = "update"
+    DRY_RUN = "dry-run"
+    LOCKED = "locked"
+    FROZEN = "frozen"
+
+    def check(self, function: str, *allowed: LockMode) -> LockMode:
+        """This mode, where `function` takes it; else a ValueError naming the modes it takes."""
+        if self not in allowed:
+            raise ValueError(f"{function}(mode={self}): {function} takes {' or '.join(str(mode) for mode in allowed)}")
+        return self
+
+
+@dataclass(frozen=True)
+class RelockOptions:
+    """How a re-lock runs besides its project, Hub and release checker: the kernels it moves to their newest
+    satisfying version (`upgrade`, or all of them with `upgrade_all`), whether it writes the lock (`mode`: UPDATE
+    writes, DRY_RUN does not), the new signers the user accepts by repository, and who hears of it (`note`: detail
+    for -v, `warn`: problems that do not stop it)."""
+
+    upgrade: frozenset[str] = frozenset()
+    upgrade_all: bool = False
+    mode: LockMode = LockMode.UPDATE
+    note: Report = _ignore
+    warn: Report = _ignore
+    accepted_signers: Mapping[str, Collection[str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -70,18 +104,18 @@ def lock_for_sync(
     project: Project,
     source: HubSource,
     *,
-    locked: bool = False,
-    frozen: bool = False,
+    mode: LockMode = LockMode.UPDATE,
     note: Report = _ignore,
     warn: Report = _ignore,
     accepted_signers: Mapping[str, Collection[str]] | None = None,
     checker: Callable[[], ReleaseChecker] | None = None,
 ) -> Locked:
-    """The lock `sync` installs: as it is with `frozen`; re-locked when stale, unless `locked` forbids it (the
-    re-lock keeps each kernel's signer unless `accepted_signers` names the new one, as `lock`). `checker` gives
-    the project's release_checker where the caller verifies what it installs with the same one."""
-    existing = lockfile.read(project.lockfile)
-    if frozen:
+    """The lock `sync` installs: as it is with FROZEN; re-locked when stale (UPDATE), unless LOCKED forbids it
+    (the re-lock keeps each kernel's signer unless `accepted_signers` names the new one, as `lock`). `checker`
+    gives the project's release_checker where the caller verifies what it installs with the same one."""
+    mode.check("sync", LockMode.UPDATE, LockMode.LOCKED, LockMode.FROZEN)
+    existing = lockfiles.read(project.lockfile)
+    if mode is LockMode.FROZEN:
         if existing is None:
             raise KernelpinError(
                 f"--frozen needs {project.lockfile}; run `kernelpin lock` first (with network "
@@ -91,31 +125,24 @@ def lock_for_sync(
     reasons = lockfile.staleness(read_requirements(project), existing)
     if not reasons:
         return Locked(existing or lockfile.Lock(), [])  # no lock and nothing required: nothing to sync
-    if locked:
+    if mode is LockMode.LOCKED:
         raise KernelpinError(
             f"{project.lockfile.name} is stale and --locked forbids updating it:\n  "
             + "\n  ".join(reasons)
             + "\nRun `kernelpin lock` and commit the result."
         )
+    options = RelockOptions(note=note, warn=warn, accepted_signers=accepted_signers or {})
     with project.edit_lock():
         if checker is not None:  # the caller's, closed by the caller
-            return relock(project, source, set(), False, False, note, warn, checker(), accepted_signers)
+            return relock(project, source, checker(), options)
         with release_checker(project, source) as own:
-            return relock(project, source, set(), False, False, note, warn, own, accepted_signers)
+            return relock(project, source, own, options)
 
 
-def relock(
-    project: Project,
-    source: HubSource,
-    upgrade: set[str],
-    upgrade_all: bool,
-    dry_run: bool,
-    note: Report,
-    warn: Report,
-    checker: ReleaseChecker,
-    accepted_signers: Mapping[str, Collection[str]] | None = None,
-) -> Locked:
-    """Resolve and (unless dry_run) write the lock; the caller holds the project's edit lock."""
+def relock(project: Project, source: HubSource, checker: ReleaseChecker, options: RelockOptions) -> Locked:
+    """Resolve and (unless options.mode is DRY_RUN) write the lock; the caller holds the project's edit lock."""
+    options.mode.check("relock", LockMode.UPDATE, LockMode.DRY_RUN)
+    upgrade, warn, dry_run = options.upgrade, options.warn, options.mode is LockMode.DRY_RUN
     requirements = read_requirements(project)
     path = project.lockfile
     if path.is_symlink() and not path.exists():
@@ -124,7 +151,7 @@ def relock(
             "create a file there: remove the link (or point it at a lock) and re-run"
         )
     try:
-        previous = lockfile.read(path)
+        previous = lockfiles.read(path)
     except KernelpinError as error:
         if path.is_symlink():
             # A link is kept as a link (a lock shared between checkouts); what it points at is not a lock,
@@ -147,10 +174,10 @@ def relock(
         source,
         requirements,
         previous,
-        upgrade=lambda repo_id: upgrade_all or repo_id in upgrade,
-        note=note,
+        upgrade=lambda repo_id: options.upgrade_all or repo_id in upgrade,
+        note=options.note,
         checker=checker,
-        accepted_signers=accepted_signers,
+        accepted_signers=options.accepted_signers,
     )
     changed = lockfile.changes(previous, new)
     for kernel in new.kernels:
@@ -163,6 +190,6 @@ def relock(
     if previous is not None and previous.schema != lockfile.schema_needed(new):
         changed.append(f"~ {path.name}: schema version {previous.schema} -> {lockfile.schema_needed(new)}")
     if not dry_run and (previous is None or changed):
-        lockfile.write(path, new)
-    changed += kernels_lock.keep(project.root / kernels_lock.KERNELS_LOCK, new, dry_run)
+        lockfiles.write(path, new)
+    changed += lockfiles.keep_kernels_lock(project.root / kernels_lock.KERNELS_LOCK, new, dry_run)
     return Locked(new, changed)

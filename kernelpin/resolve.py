@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
 import hashlib
 import re
 from collections.abc import Callable, Collection, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from kernelpin.errors import KernelpinError
@@ -26,11 +28,12 @@ from kernelpin.format.metadata import BuildMetadata, parse_metadata
 from kernelpin.format.metadata import check_size as check_metadata_size
 from kernelpin.format.ranges import Version
 from kernelpin.format.spec import Requirement, RequirementValue, describe_value, parse_requirement
-from kernelpin.hub.source import HubSource, Refs, RemoteFile
+from kernelpin.hub.listing import Refs, RemoteFile
+from kernelpin.hub.source import HubSource
 from kernelpin.store.content import Store
 from kernelpin.store.parallel import run_all
 from kernelpin.trust.checker import ReleaseChecker
-from kernelpin.trust.gate import LOCK, RELEASE, Evidence, Served, admit_publisher, enforce
+from kernelpin.trust.gate import Evidence, EvidenceKind, Served, admit_publisher, enforce
 from kernelpin.trust.policy import signer_changes
 from kernelpin.trust.signature import MAX_BUNDLE_BYTES, oversized
 
@@ -93,6 +96,7 @@ def pick_revision(requirement: Requirement, refs: Refs) -> Pick:
             f"change the requirement in {requirement.declared} or publish a matching tag"
         )
     revision = requirement.revision
+    assert revision is not None, "a requirement is a branch, a range or a revision"
     if GIT_OBJECT_ID_RE.match(revision):
         # A full sha means that commit, as in git: a tag or branch named like it must not redirect the pin.
         return _at_commit(revision, None, refs.tags, versions)
@@ -223,18 +227,16 @@ class Pinner:
         """A small file (metadata.json, its signature) from the cache (a synced snapshot's, or the blob an earlier
         lock kept) or in one GET, checked against the listing either way; and whether it was downloaded."""
         _, variant, relative = remote.path.split("/", 2)
-        blob = remote.lfs_sha256 or remote.blob_id  # without either, nothing cached could be checked
-        for cached in (
-            (
-                lambda: self.store.cached(self.snapshot, variant, relative, remote.size),
-                lambda: self.store.blob(self.snapshot, blob, remote.size),
+        blob = remote.lfs_sha256 or remote.blob_id
+        if blob:  # without a digest, nothing cached could be checked
+            copies = (
+                functools.partial(self.store.cached, self.snapshot, variant, relative, remote.size),
+                functools.partial(self.store.blob, self.snapshot, blob, remote.size),
             )
-            if blob
-            else ()
-        ):
-            content = cached()
-            if content is not None and matches_listing(remote, content):
-                return content, False
+            for copy in copies:
+                content = copy()
+                if content is not None and matches_listing(remote, content):
+                    return content, False
         content = self.source.read(self.repo_id, self.repo_type, self.commit, remote.path, remote.size)
         if not matches_listing(remote, content):
             raise self._altered(remote)
@@ -244,10 +246,9 @@ class Pinner:
         """Keep a downloaded small file, checked against the listing, as its blob in the Hub cache for the next lock."""
         blob = remote.lfs_sha256 or remote.blob_id
         if blob:
-            try:
+            # A cache that takes no writes, or a sync writing: the next lock asks the Hub again.
+            with contextlib.suppress(KernelpinError, OSError):
                 self.store.keep_blob(self.snapshot, blob, content)
-            except (KernelpinError, OSError):
-                pass  # a cache that takes no writes, or a sync writing: the next lock asks the Hub again
 
     def _altered(self, remote: RemoteFile) -> KernelpinError:
         return KernelpinError(
@@ -269,7 +270,7 @@ class Pinner:
         try:
             self._check_small_size(remote)
             return self._read_checked(remote)
-        except Exception as error:  # raised by `variant`, in the order one file after another would give
+        except Exception as error:  # noqa: BLE001  # raised by `variant`, in the order one file after another would give
             return error
 
     def _check_small_size(self, remote: RemoteFile) -> None:
@@ -324,7 +325,7 @@ class Pinner:
         by_relative = {remote.path[len(prefix) :]: remote for remote in files if remote.path.startswith(prefix)}
         digests: dict[str, str] = {}
         backend = archs = None
-        depends: tuple = ()
+        depends: tuple[tuple[str, RequirementValue], ...] = ()
         fetched = self.fetched.setdefault(name, {})
         if name not in self._failed and any(
             remote.path[len(prefix) :] not in fetched for remote in self._small_files(name, files)
@@ -342,7 +343,12 @@ class Pinner:
             if self.checker is not None and signature is not None and signature.signer is not None:
                 # Signed bytes are bound to where they are served: this variant, this release.
                 enforce(
-                    self.checker.policy, self.repo_id, name, Evidence(RELEASE, signature.signer), metadata, self.served
+                    self.checker.policy,
+                    self.repo_id,
+                    name,
+                    Evidence(EvidenceKind.RELEASE, signature.signer),
+                    metadata,
+                    self.served,
                 )
             self.metadata[name] = metadata
             digests, backend, archs = metadata.digests, metadata.backend, metadata.archs
@@ -569,7 +575,12 @@ def resolve(
         if locked is not None and not upgrade(requirement.repo_id) and why_stale(requirement, locked) is None:
             if checker is not None:  # what the lock records, or that it records nothing, put to today's policy
                 for variant in locked.variants:
-                    enforce(checker.policy, locked.repo_id, variant.name, Evidence.recorded(variant.signature, LOCK))
+                    enforce(
+                        checker.policy,
+                        locked.repo_id,
+                        variant.name,
+                        Evidence.recorded(variant.signature, EvidenceKind.LOCK),
+                    )
             return dataclasses.replace(locked, requirement=requirement.value, required_by=())
         return None
 
@@ -605,7 +616,11 @@ def resolve(
             # Every kernel's requests are queued before any kernel is verified: a worker waiting for the
             # verifier (sigstore's import, about 0.3 s of CPU) holds back no other kernel's requests.
             fetched = [pool.submit(fetch_one, source, requirement, note, checker) for requirement in todo]
-            pinned = [pool.submit(lambda fetching=fetching: checked(fetching.result())) for fetching in fetched]
+
+            def pin(fetching: Future[Fetched]) -> LockedKernel:
+                return checked(fetching.result())
+
+            pinned = [pool.submit(pin, fetching) for fetching in fetched]
             try:
                 for pinning in pinned:
                     locked = pinning.result()
@@ -614,7 +629,11 @@ def resolve(
                 for future in fetched + pinned:  # after a failure, nothing more is started
                     future.cancel()
     top = {r.repo_id: r for r in requirements}
-    dependencies = _resolve_dependencies(kept, top, lambda r: kept_or_none(r) or lock_one(r))
+
+    def kept_or_locked(requirement: Requirement) -> LockedKernel:
+        return kept_or_none(requirement) or lock_one(requirement)
+
+    dependencies = _resolve_dependencies(kept, top, kept_or_locked)
     return Lock(tuple(kept[r.repo_id] for r in requirements) + tuple(dependencies[k] for k in sorted(dependencies)))
 
 
@@ -632,7 +651,7 @@ def _signature_expected(checker: ReleaseChecker, previous: Lock | None, requirem
     )
 
 
-def _meaning(requirement: Requirement) -> tuple:
+def _meaning(requirement: Requirement) -> tuple[int | None, str | None, str | None]:
     """What a requirement asks for, however it is written (`1` and `{ version = 1 }` are the same)."""
     return requirement.major, None if requirement.range is None else str(requirement.range), requirement.revision
 

@@ -35,6 +35,7 @@ def main(repo_id: str, image: str, device: str) -> None:
     expected = reference(rgb)
     opencv = cv2.cvtColor(rgb, cv2.COLOR_RGB2GRAY)
     metadata = module.metadata()
+    assert module.__file__ is not None  # a package loaded from its files
     print(
         json.dumps(
             {

@@ -198,7 +198,7 @@ def loop(
             old_gpu = {
                 **env,
                 "KERNELPIN_TORCH": ".".join(torch.__version__.split(".")[:2]),
-                "KERNELPIN_CUDA": torch.version.cuda,
+                "KERNELPIN_CUDA": str(torch.version.cuda),  # a CUDA build of torch here
                 "KERNELPIN_GPU_CAPABILITY": "7.5",
             }
             refused = kernelpin(["sync"], project, old_gpu, check=False)
@@ -289,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
         report["result"] = "PASS"
     except StepFailed as failure:
         report["result"] = f"FAIL: {failure}"
-    except Exception as error:  # the line below must say what broke, whatever it was
+    except Exception as error:  # noqa: BLE001  # the line below must say what broke, whatever it was
         report["result"] = f"FAIL: {type(error).__name__}: {str(error).strip()[-2000:]}"
     if args.json:
         args.json.write_text(json.dumps(report, indent=2) + "\n")

@@ -22,6 +22,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Self
 
@@ -69,7 +70,7 @@ class MirrorRepo:
         done = subprocess.run(["git", *args], cwd=self.path, env=env, input=input, capture_output=True, check=True)
         return done.stdout.decode().strip()
 
-    def write(self, files: dict[str, bytes | str], clear: bool = False) -> None:
+    def write(self, files: Mapping[str, bytes | str], clear: bool = False) -> None:
         """Write files (relative paths); with `clear`, remove every tracked file first."""
         if clear:
             self.git("rm", "-rq", "--ignore-unmatch", ".")

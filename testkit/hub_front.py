@@ -176,20 +176,20 @@ class Handler(BaseHTTPRequestHandler):
 
     def _replay(self, kept: str) -> bool:
         """Answer from what was kept (False: nothing kept yet)."""
-        try:
-            with open(kept + ".json") as stream:
-                status, reason, headers = json.load(stream)
-            body = open(kept + ".body", "rb") if self.command == "GET" else None
-        except FileNotFoundError:
-            return False
-        self.log_request(status)
-        self.send_response_only(status, reason)
-        for name, value in headers:
-            self.send_header(name, value)
-        self.close_connection = ["Connection", "close"] in headers  # the body's end was the connection's
-        self.end_headers()
-        if body is not None:
-            with body:
+        with contextlib.ExitStack() as opened:
+            try:
+                with open(kept + ".json") as stream:
+                    status, reason, headers = json.load(stream)
+                body = opened.enter_context(open(kept + ".body", "rb")) if self.command == "GET" else None
+            except FileNotFoundError:
+                return False
+            self.log_request(status)
+            self.send_response_only(status, reason)
+            for name, value in headers:
+                self.send_header(name, value)
+            self.close_connection = ["Connection", "close"] in headers  # the body's end was the connection's
+            self.end_headers()
+            if body is not None:
                 offset, size = 0, os.fstat(body.fileno()).st_size
                 while offset < size:
                     offset += os.sendfile(self.connection.fileno(), body.fileno(), offset, size - offset)
@@ -206,6 +206,7 @@ class Handler(BaseHTTPRequestHandler):
             if name.lower() not in _HOP_BY_HOP and name.lower() != "host"
         }
         headers["Host"] = upstream.netloc
+        assert upstream.hostname is not None  # the upstreams are http URLs
         connection = http.client.HTTPConnection(upstream.hostname, upstream.port, timeout=120)
         partial = f"{keep}.{threading.get_ident()}.partial"  # where an answer being kept is written first
         try:
@@ -218,28 +219,24 @@ class Handler(BaseHTTPRequestHandler):
             for name, value in reply.getheaders():
                 if name.lower() in _HOP_BY_HOP:
                     continue
-                if name.lower() == "location":
-                    value = rewrite_location(value, kind, self.server.public)
-                self.send_header(name, value)
-                sent.append((name, value))
+                forwarded = rewrite_location(value, kind, self.server.public) if name.lower() == "location" else value
+                self.send_header(name, forwarded)
+                sent.append((name, forwarded))
             if known_length is None and self.command != "HEAD":
                 self.send_header("Connection", "close")  # the body ends when the connection does
                 sent.append(("Connection", "close"))
                 self.close_connection = True
             self.end_headers()
-            keeping = keep is not None and reply.status == 200
-            copy = open(partial, "wb") if keeping and self.command == "GET" else None
-            try:
+            kept_as = keep if reply.status == 200 else None
+            with contextlib.ExitStack() as opened:
+                copy = opened.enter_context(open(partial, "wb")) if kept_as and self.command == "GET" else None
                 if self.command != "HEAD":
                     while chunk := reply.read(_CHUNK):
                         self.wfile.write(chunk)
                         if copy is not None:
                             copy.write(chunk)
-            finally:
-                if copy is not None:
-                    copy.close()
-            if keeping:
-                _keep_answer(keep, partial, self.command, known_length, [reply.status, reply.reason, sent])
+            if kept_as is not None:
+                _keep_answer(kept_as, partial, self.command, known_length, [reply.status, reply.reason, sent])
         except (ConnectionError, OSError) as error:
             self.log_message("upstream %s failed: %s", upstream.netloc, error)
             self.close_connection = True

@@ -22,7 +22,7 @@ def main(repo_id: str, major: int, image: str, device: str) -> None:
 
     try:
         module = kernels.get_kernel(repo_id, version=major, trust_remote_code=True)
-    except Exception as error:  # the JSON line reports any refusal, whatever its type
+    except Exception as error:  # noqa: BLE001  # the JSON line reports any refusal, whatever its type
         print(
             json.dumps(
                 {"loaded": False, "type": f"{type(error).__module__}.{type(error).__name__}", "message": str(error)}

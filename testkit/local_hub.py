@@ -8,7 +8,7 @@ v<version> in the kernel repository acme/img2gray of a test Hub (testkit.hub: ol
 the real Hub API), adds acme/gray-layers (a Python-only kernel with a `layers` module, for the kernelize
 example), prints the HF_ENDPOINT to export, and serves until Ctrl-C. docs/kernelpin.md walks through lock, sync
 and load against it, and every example of its "Without a lock" section runs against it
-(tests/kernelpin/test_doc_examples.py starts this module as `./dev hub` does).
+(tests/kernelpin/journeys/test_doc_examples.py starts this module as `./dev hub` does).
 """
 
 from __future__ import annotations

@@ -80,14 +80,18 @@ def test_a_planted_stage_is_refused_and_never_read(tmp_path):
     planted.mkdir(parents=True)
     planted.chmod(0o777)
     config = _checkout(tmp_path / "a", b"// v1\n")
-    with pytest.raises(SystemExit, match=r"k-sources-key is not private to this build .*mode 777"):
-        with staged_sources(config, "key", cuda=True, stage_parent=stage_parent):
-            pass
+    with (
+        pytest.raises(SystemExit, match=r"k-sources-key is not private to this build .*mode 777"),
+        staged_sources(config, "key", cuda=True, stage_parent=stage_parent),
+    ):
+        pass
     planted.rmdir()
     planted.symlink_to(tmp_path / "a")
-    with pytest.raises(SystemExit, match=r"k-sources-key is not a directory"):
-        with staged_sources(config, "key", cuda=True, stage_parent=stage_parent):
-            pass
+    with (
+        pytest.raises(SystemExit, match=r"k-sources-key is not a directory"),
+        staged_sources(config, "key", cuda=True, stage_parent=stage_parent),
+    ):
+        pass
     assert (tmp_path / "a" / "csrc" / "kernel.cu").read_bytes() == b"// v1\n"  # nothing written through it
 
 

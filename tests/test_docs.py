@@ -86,8 +86,7 @@ def test_relative_links_and_paths_exist(doc: Path) -> None:
         if not re.match(r"^[a-z]+:", target) and not target.startswith("#") and not _exists(doc, target):
             missing.append(f"link {target}")
     for word in _words(doc):
-        for token in word.split():
-            token = token.strip(",;:()")
+        for token in (part.strip(",;:()") for part in word.split()):
             if (
                 PATH_LIKE.match(token)
                 and _names_a_repository_path(doc, token)

@@ -31,7 +31,7 @@ def main() -> None:
     nchw = hwc.permute(0, 3, 1, 2).contiguous()
     chw = nchw[0]
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
-    candidates: dict[str, Callable[[], object]] = {"clone": hwc.clone}
+    candidates: dict[str, Callable[..., object]] = {"clone": hwc.clone}
     for name, module in modules.items():
         candidates[f"{name}: img2gray(x, dim=-1)"] = lambda m=module: m.img2gray(hwc, dim=-1)
         candidates[f"{name}: img2gray(x)"] = lambda m=module: m.img2gray(nchw)

@@ -62,6 +62,7 @@ def variants(
     if sum((all_versions, version is not None, revision is not None)) > 1:
         raise KernelpinError("give at most one of --all-versions, --version and --revision")
     refs = source.refs(repo_id, None)
+    requirements: list[tuple[int | None, Requirement]]
     if revision is not None:
         requirements = [(None, requirement_from_arguments(repo_id, None, revision))]
     else:
@@ -97,12 +98,15 @@ def variants(
 
 
 def backends(names: list[str]) -> list[str]:
+    """The backends the variants named build for (an `sdk` build names none)."""
     found = set()
     for name in names:
         try:
-            found.add(Variant.parse(name).backend.name)
+            backend = Variant.parse(name).backend
         except ValueError:
             continue
+        if backend is not None:
+            found.add(backend.name)
     return sorted(found)
 
 

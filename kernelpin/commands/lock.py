@@ -27,8 +27,9 @@ from kernelpin.project import (
     remove_requirement,
     set_requirement,
 )
-from kernelpin.relock import Locked, Report, release_checker, relock
+from kernelpin.relock import Locked, LockMode, RelockOptions, Report, release_checker, relock
 from kernelpin.resolve import describe_versions, tag_versions
+from kernelpin.store import lockfiles
 
 
 def _ignore(message: str) -> None:
@@ -49,10 +50,10 @@ def check_lock(project: Project | None = None) -> list[str]:
     """Why kernelpin.lock (and a kept kernels.lock) is stale against pyproject.toml; empty when it is fresh.
     Reads only local files."""
     project = project or find_project(Path.cwd())
-    locked = lockfile.read(project.lockfile)
+    locked = lockfiles.read(project.lockfile)
     reasons = lockfile.staleness(read_requirements(project), locked)
     if locked is not None and not reasons:
-        reasons += filter(None, [kernels_lock.out_of_step(project.root / kernels_lock.KERNELS_LOCK, locked)])
+        reasons += filter(None, [lockfiles.kernels_lock_out_of_step(project.root / kernels_lock.KERNELS_LOCK, locked)])
     return reasons
 
 
@@ -62,17 +63,25 @@ def lock(
     *,
     upgrade: Collection[str] = (),
     upgrade_all: bool = False,
-    dry_run: bool = False,
+    mode: LockMode = LockMode.UPDATE,
     note: Report = _ignore,
     warn: Report = _ignore,
     accepted_signers: Mapping[str, Collection[str]] | None = None,
     refresh_trust_root: bool = False,
 ) -> Locked:
-    """Resolve every requirement and write kernelpin.lock (not with `dry_run`). A requirement the lock already
-    satisfies keeps its locked version unless `upgrade_all`, or `upgrade` names it. Every release resolved
-    passes the publisher policy (kernelpin.trust.policy: trusted publisher, signature, signer continuity unless
+    """Resolve every requirement and write kernelpin.lock (`mode` UPDATE; DRY_RUN writes nothing). A requirement
+    the lock already satisfies keeps its locked version unless `upgrade_all`, or `upgrade` names it. Every release
+    resolved passes the publisher policy (kernelpin.trust.policy: trusted publisher, signature, signer continuity unless
     `accepted_signers[repo]` names the new signer). By default the project around the working directory and
     the Hub the environment names (HF_ENDPOINT, HF_HUB_OFFLINE, ...)."""
+    options = RelockOptions(
+        upgrade=frozenset(upgrade),
+        upgrade_all=upgrade_all,
+        mode=mode.check("lock", LockMode.UPDATE, LockMode.DRY_RUN),
+        note=note,
+        warn=warn,
+        accepted_signers=accepted_signers or {},
+    )
     project, source = project or find_project(Path.cwd()), source or HubSource.from_env()
     if source.settings.offline and not project.lockfile.exists() and read_requirements(project):
         raise KernelpinError(
@@ -81,7 +90,7 @@ def lock(
             "once with network access (without --offline and HF_HUB_OFFLINE) and commit the lock"
         )
     with release_checker(project, source, refresh_trust_root) as checker, project.edit_lock():
-        return relock(project, source, set(upgrade), upgrade_all, dry_run, note, warn, checker, accepted_signers or {})
+        return relock(project, source, checker, options)
 
 
 def add(
@@ -89,15 +98,21 @@ def add(
     source: HubSource,
     requirements: Mapping[str, str | None],
     *,
-    dry_run: bool = False,
+    mode: LockMode = LockMode.UPDATE,
     note: Report = _ignore,
     warn: Report = _ignore,
     accepted_signers: Mapping[str, Collection[str]] | None = None,
 ) -> Added:
     """Add each repository (repo id -> a version range, or None for the newest release's line) to
     [tool.kernels.dependencies] and re-lock (a kernel already locked keeps its signer unless `accepted_signers`
-    names the new one, as `lock`). With `dry_run`, or when locking fails, pyproject.toml is put back byte for
+    names the new one, as `lock`). With DRY_RUN, or when locking fails, pyproject.toml is put back byte for
     byte and the lock is not written."""
+    options = RelockOptions(
+        mode=mode.check("add", LockMode.UPDATE, LockMode.DRY_RUN),
+        note=note,
+        warn=warn,
+        accepted_signers=accepted_signers or {},
+    )
     entries = {
         repo_id: _entry_to_add(project, source, repo_id, range_text) for repo_id, range_text in requirements.items()
     }
@@ -106,7 +121,7 @@ def add(
         for repo_id, entry in entries.items():
             set_requirement(project, repo_id, entry.value)
 
-    done = _edit_andrelock(project, source, edit, dry_run, note, warn, accepted_signers)
+    done = _edit_andrelock(project, source, edit, options)
     return Added(done.lock, done.changes, entries)
 
 
@@ -120,7 +135,7 @@ def remove(
         for repo_id in repo_ids:
             remove_requirement(project, repo_id)
 
-    done = _edit_andrelock(project, source, edit, False, note, warn)
+    done = _edit_andrelock(project, source, edit, RelockOptions(note=note, warn=warn))
     return Removed(done.lock, done.changes, list(repo_ids))
 
 
@@ -139,7 +154,7 @@ def _entry_to_add(project: Project, source: HubSource, repo_id: str, range_text:
                 f"them satisfies, or {repo_id} alone for the newest release"
             )
         return entry
-    locked = lockfile.read(project.lockfile)
+    locked = lockfiles.read(project.lockfile)
     kernel = locked.kernel(repo_id) if locked else None
     if kernel is None or (kernel.version is None and range_text is None):
         raise KernelpinError(
@@ -147,32 +162,29 @@ def _entry_to_add(project: Project, source: HubSource, repo_id: str, range_text:
             f"does not lock a version of it; go online to add it"
         )
     branch = (kernel.ref or "").removeprefix("refs/heads/") if (kernel.ref or "").startswith("refs/heads/") else None
-    versions = [Version.parse(kernel.version)] if kernel.version else []
-    return entry_to_add(repo_id, range_text, versions, {branch} if branch else set())
+    locked_version = [Version.parse(kernel.version)] if kernel.version else []
+    return entry_to_add(repo_id, range_text, locked_version, {branch} if branch else set())
 
 
 def _edit_andrelock(
     project: Project,
     source: HubSource,
     edit: Callable[[Project], None],
-    dry_run: bool,
-    note: Report,
-    warn: Report,
-    accepted_signers: Mapping[str, Collection[str]] | None = None,
+    options: RelockOptions,
 ) -> Locked:
     """Change pyproject.toml with `edit`, then re-lock. When locking fails, pyproject.toml is put back
     byte for byte (as `uv add` does): a requirement that cannot be locked is never left behind. With
-    `dry_run` it is put back in any case and the lock is not written."""
+    DRY_RUN it is put back in any case and the lock is not written."""
     with project.edit_lock():
         with open(project.pyproject, encoding="utf-8", newline="") as stream:
             original = stream.read()
         edit(project)
         try:
             with release_checker(project, source) as checker:
-                result = relock(project, source, set(), False, dry_run, note, warn, checker, accepted_signers)
+                result = relock(project, source, checker, options)
         except BaseException:
             write_atomic(project.pyproject, original)
             raise
-        if dry_run:
+        if options.mode is LockMode.DRY_RUN:
             write_atomic(project.pyproject, original)
         return result

@@ -1,5 +1,5 @@
-"""`kernelpin sync` for a project: take its lock (re-locked first when stale, unless `locked` or `frozen` says
-otherwise; kernelpin.relock.lock_for_sync) and install it (kernelpin.store.install); `sync_plan` says what a sync
+"""`kernelpin sync` for a project: take its lock (re-locked first when stale, unless the LockMode is LOCKED or
+FROZEN; kernelpin.relock.lock_for_sync) and install it (kernelpin.store.install); `sync_plan` says what a sync
 would install (--dry-run)."""
 
 from __future__ import annotations
@@ -17,14 +17,14 @@ from kernelpin.format.ranges import Version
 from kernelpin.format.variant import Environment, select
 from kernelpin.hub.source import HubSource
 from kernelpin.project import Project, find_project
-from kernelpin.relock import Locked, Report, lock_for_sync, release_checker_when_needed
+from kernelpin.relock import Locked, LockMode, Report, lock_for_sync, release_checker_when_needed
 from kernelpin.store import install
 from kernelpin.store.install import Installer, PlannedVariant, SyncedVariant
 from kernelpin.trust.checker import ReleaseChecker
 
 
-def _ignore(message: str) -> None:
-    pass
+def _ignore(told: object) -> None:
+    """The default of each callback (a message, the fresh lock): nothing is shown."""
 
 
 @dataclass(frozen=True)
@@ -46,8 +46,7 @@ def sync(
     *,
     all_variants: bool = False,
     target: Path | None = None,
-    locked: bool = False,
-    frozen: bool = False,
+    mode: LockMode = LockMode.UPDATE,
     progress: Callable[..., Any] | None = None,
     note: Report = _ignore,
     warn: Report = _ignore,
@@ -56,18 +55,17 @@ def sync(
 ) -> Synced:
     """Install the locked variant that fits `env` (every locked variant with `all_variants`) into the Hub cache
     or `target`, verify every byte, repair what changed and remove what the lock does not list. A stale lock is
-    re-locked first (`accepted_signers`: as `lock`'s); `on_lock` gets the lock to install, before anything is
-    installed (the CLI shows a re-lock's changes there). By default the project around the working directory,
-    the Hub of the environment (HF_ENDPOINT, HF_HUB_OFFLINE, ...) and this machine's environment (KERNELPIN_*
-    variables, else the running torch)."""
+    re-locked first unless `mode` is LOCKED (an error) or FROZEN (`accepted_signers`: as `lock`'s); `on_lock` gets
+    the lock to install, before anything is installed (the CLI shows a re-lock's changes there). By default the
+    project around the working directory, the Hub of the environment (HF_ENDPOINT, HF_HUB_OFFLINE, ...) and this
+    machine's environment (KERNELPIN_* variables, else the running torch)."""
     project, source = project or find_project(Path.cwd()), source or HubSource.from_env()
     env = env if env is not None or all_variants else environment.current({})
     with release_checker_when_needed(project, source) as checker:  # the re-lock and the install share one
         fresh = lock_for_sync(
             project,
             source,
-            locked=locked,
-            frozen=frozen,
+            mode=mode,
             note=note,
             warn=warn,
             accepted_signers=accepted_signers,
@@ -119,8 +117,7 @@ def sync_plan(
     *,
     all_variants: bool = False,
     target: Path | None = None,
-    locked: bool = False,
-    frozen: bool = False,
+    mode: LockMode = LockMode.UPDATE,
     note: Report = _ignore,
     warn: Report = _ignore,
     accepted_signers: Mapping[str, Collection[str]] | None = None,
@@ -130,8 +127,6 @@ def sync_plan(
     defaults and `on_lock` as `sync`'s."""
     project, source = project or find_project(Path.cwd()), source or HubSource.from_env()
     env = env if env is not None or all_variants else environment.current({})
-    fresh = lock_for_sync(
-        project, source, locked=locked, frozen=frozen, note=note, warn=warn, accepted_signers=accepted_signers
-    )
+    fresh = lock_for_sync(project, source, mode=mode, note=note, warn=warn, accepted_signers=accepted_signers)
     on_lock(fresh)
     return SyncPlan(fresh, install.plan(fresh.lock, Installer(source, target), env, all_variants))

@@ -6,7 +6,7 @@ import hashlib
 import os
 import re
 from pathlib import Path, PurePosixPath
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 from kernelpin.errors import IntegrityError, KernelpinError
 
@@ -45,8 +45,9 @@ def find_owned_upward(start: Path, name: str, fix: str) -> tuple[Path | None, Pa
     return None, None
 
 
-def sha256_stream(stream: BinaryIO, digest: Any) -> str:
-    """The hex digest of everything `stream` has left to read, fed into `digest` (a hashlib object)."""
+def sha256_stream(stream: BinaryIO) -> str:
+    """The hex sha256 of everything `stream` has left to read."""
+    digest = hashlib.sha256()
     while chunk := stream.read(_CHUNK):
         digest.update(chunk)
     return digest.hexdigest()
@@ -54,7 +55,7 @@ def sha256_stream(stream: BinaryIO, digest: Any) -> str:
 
 def sha256_file(path: Path) -> str:
     with open(path, "rb") as stream:
-        return sha256_stream(stream, hashlib.sha256())
+        return sha256_stream(stream)
 
 
 def git_blob_sha1(content: bytes) -> str:
@@ -114,4 +115,4 @@ def verify_file(path: Path, size: int, sha256: str, what: str) -> None:
     through one open file)."""
     with open(path, "rb") as stream:
         check_size(os.fstat(stream.fileno()).st_size, size, what)
-        check_digest(sha256_stream(stream, hashlib.sha256()), sha256, what)
+        check_digest(sha256_stream(stream), sha256, what)

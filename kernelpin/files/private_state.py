@@ -91,6 +91,7 @@ class PrivateFiles:
         with self.opened(create=True) as directory:
             if directory is None:
                 return
+            assert self.directory is not None  # opened gives a descriptor of it only
             temporary = None
             try:
                 fd, temporary = confined.new_file(directory, self.directory, f".{name}.", confined.PARTIAL, 0o600)

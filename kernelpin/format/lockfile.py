@@ -1,4 +1,5 @@
-"""The lockfile (kernelpin.lock): the model, its deterministic TOML form, and whether it still fits the requirements.
+"""The lockfile (kernelpin.lock): the model, its deterministic TOML form, and whether it still fits the requirements
+(the file itself is read and written by kernelpin.store.lockfiles).
 
 Reading (`parse`) is on every application's load path: it uses tomllib only and validates every field, so
 a hand-edited or hostile lock gives an error naming the entry and the fix, never a traceback or a path
@@ -9,13 +10,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 import tomllib
 
 from kernelpin.errors import KernelpinError, NoVariantError
-from kernelpin.files.atomic import write_atomic
 from kernelpin.files.integrity import GIT_OBJECT_ID_RE, MAX_FILE_SIZE, SHA256_HEX_RE, check_repo_path
 from kernelpin.format import capabilities
 from kernelpin.format.capabilities import NAME_RE as CAPABILITY_BUILD_RE
@@ -45,7 +44,7 @@ HEADER = (
 _VARIANT_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$")
 # refs/tags/<name> or refs/heads/<name>: git's ref-name rules, minus the ones that need no check here.
 _REF_RE = re.compile(r"^refs/(?:tags|heads)/(?!.*\.\.)(?!.*//)[^\x00-\x20\x7f~^:?*\[\\]{1,255}$")
-_FIX = "run `kernelpin lock` to regenerate the lock (it is not meant to be edited by hand)"
+REGENERATE = "run `kernelpin lock` to regenerate the lock (it is not meant to be edited by hand)"
 
 
 @dataclass(frozen=True)
@@ -240,14 +239,14 @@ def parse(text: str, source: str) -> Lock:
         )
     entries = data.get("kernel", [])
     if not isinstance(entries, list):
-        raise KernelpinError(f"{source}: 'kernel' must be an array of tables ([[kernel]]); {_FIX}")
+        raise KernelpinError(f"{source}: 'kernel' must be an array of tables ([[kernel]]); {REGENERATE}")
     kernels = tuple(
         _parse_kernel(entry, schema, f"{source}: [[kernel]] #{index + 1}") for index, entry in enumerate(entries)
     )
     repos = [kernel.repo_id for kernel in kernels]
     duplicates = sorted({repo for repo in repos if repos.count(repo) > 1})
     if duplicates:
-        raise KernelpinError(f"{source}: {', '.join(duplicates)} locked more than once; {_FIX}")
+        raise KernelpinError(f"{source}: {', '.join(duplicates)} locked more than once; {REGENERATE}")
     return Lock(kernels, schema)
 
 
@@ -256,11 +255,11 @@ class _Entry:
 
     def __init__(self, table: Any, where: str) -> None:
         if not isinstance(table, dict):
-            raise KernelpinError(f"{where}: expected a table, found {type(table).__name__}; {_FIX}")
+            raise KernelpinError(f"{where}: expected a table, found {type(table).__name__}; {REGENERATE}")
         self.table, self.where = table, where
 
     def fail(self, key: str, problem: str) -> KernelpinError:
-        return KernelpinError(f"{self.where}: {key} {problem}; {_FIX}")
+        return KernelpinError(f"{self.where}: {key} {problem}; {REGENERATE}")
 
     def get(self, key: str, kind: type | tuple[type, ...], required: bool = True) -> Any:
         value = self.table.get(key)
@@ -272,8 +271,14 @@ class _Entry:
             raise self.fail(key, f"must be {getattr(kind, '__name__', kind)}, not {type(value).__name__}")
         return value
 
+    @overload
+    def matching(self, key: str, pattern: re.Pattern[str], what: str, required: Literal[True] = True) -> str: ...
+
+    @overload
+    def matching(self, key: str, pattern: re.Pattern[str], what: str, required: bool) -> str | None: ...
+
     def matching(self, key: str, pattern: re.Pattern[str], what: str, required: bool = True) -> str | None:
-        value = self.get(key, str, required)
+        value: str | None = self.get(key, str, required)
         if value is not None and not pattern.match(value):
             raise self.fail(key, f"{value[:80]!r} is not {what}")
         return value
@@ -286,7 +291,7 @@ def _parse_kernel(table: Any, schema: int, where: str) -> LockedKernel:
         check_repo_id(repo_id)
         requirement = _requirement(repo_id, entry, schema)
     except KernelpinError as error:
-        raise KernelpinError(f"{where}: {error}; {_FIX}") from None
+        raise KernelpinError(f"{where}: {error}; {REGENERATE}") from None
     entry.where = f"{where} ({repo_id})"
     repo_type = entry.get("repo-type", str)
     if repo_type not in REPO_TYPES:
@@ -326,14 +331,15 @@ def _parse_kernel(table: Any, schema: int, where: str) -> LockedKernel:
 
 def _requirement(repo_id: str, entry: _Entry, schema: int) -> RequirementValue:
     """The requirement as data, checked as pyproject.toml's entries are; schema 1 stored TOML source."""
-    value = entry.get("requirement", (str, int, dict))
+    value: RequirementValue = entry.get("requirement", (str, int, dict))
     if schema == 1:
         if not isinstance(value, str):
             raise entry.fail("requirement", "must be a string in a version-1 lock")
+        source = value
         try:
-            value = tomllib.loads(f"value = {value}")["value"]
+            value = tomllib.loads(f"value = {source}")["value"]
         except (tomllib.TOMLDecodeError, RecursionError):
-            raise entry.fail("requirement", f"{value[:80]!r} is not a TOML value") from None
+            raise entry.fail("requirement", f"{source[:80]!r} is not a TOML value") from None
     parse_requirement(repo_id, value, where="requirement")  # raises KernelpinError naming the problem
     return value
 
@@ -355,11 +361,11 @@ def _parse_variant(table: Any, where: str) -> LockedVariant:
             check_repo_id(repo_id)
             parse_requirement(repo_id, value, where="requirement")
         except KernelpinError as error:
-            raise KernelpinError(f"{dependency.where}: {error}; {_FIX}") from None
+            raise KernelpinError(f"{dependency.where}: {error}; {REGENERATE}") from None
         depends.append((repo_id, value))
     signature = entry.table.get("signature")
     if signature is not None:
-        signature = LockedSignature.from_table(signature, entry.where, _FIX)
+        signature = LockedSignature.from_table(signature, entry.where, REGENERATE)
         bundle = next((f for f in files if f.path == SIGNATURE), None)
         if signature.signer is not None and (bundle is None or bundle.sha256 != signature.bundle_sha256):
             raise entry.fail("signature", f"bundle-sha256 is not the sha256 of the locked {SIGNATURE}")
@@ -398,21 +404,6 @@ def _parse_files(entry: _Entry) -> list[LockedFile]:
     if len(set(paths)) != len(paths):
         raise entry.fail("files", "lists a path twice")
     return files
-
-
-def read(path: Path) -> Lock | None:
-    """The lock at `path`, or None when there is none yet."""
-    if not path.is_file():
-        return None
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as error:
-        raise KernelpinError(f"{path}: not UTF-8 ({error.reason} at byte {error.start}); {_FIX}") from None
-    return parse(text, str(path))
-
-
-def write(path: Path, lock: Lock) -> None:
-    write_atomic(path, render(lock))
 
 
 def why_stale(requirement: Requirement, locked: LockedKernel) -> str | None:
@@ -491,24 +482,24 @@ def changes(old: Lock | None, new: Lock) -> list[str]:
     after = {k.repo_id: k for k in new.kernels}
     lines = []
     for repo_id in sorted(before.keys() | after.keys()):
-        a, b = before.get(repo_id), after.get(repo_id)
-        if a is None:
-            lines.append(f"+ {b.label} ({b.commit[:12]})")
-        elif b is None:
-            lines.append(f"- {a.label}")
-        elif a != b:
-            if a.commit != b.commit and _same_release(a.version, b.version):
-                moved = a.version if a.version == b.version else f"{a.version} (now {b.version})"
-                lines.append(
-                    f"! {repo_id}: version {moved} now points at another commit ({a.commit[:12]} -> "
-                    f"{b.commit[:12]}): the publisher moved its tag. Check with them before trusting the new build"
-                )
-            elif a.commit != b.commit:
-                lines.append(f"~ {repo_id}: {a.version or a.commit[:12]} -> {b.version or b.commit[:12]}")
-            else:
-                lines.append(
-                    f"~ {repo_id}: requirement {describe_value(a.requirement)} -> {describe_value(b.requirement)}"
-                )
+        match before.get(repo_id), after.get(repo_id):
+            case None, LockedKernel() as b:
+                lines.append(f"+ {b.label} ({b.commit[:12]})")
+            case LockedKernel() as a, None:
+                lines.append(f"- {a.label}")
+            case LockedKernel() as a, LockedKernel() as b if a != b:
+                if a.commit != b.commit and _same_release(a.version, b.version):
+                    moved = a.version if a.version == b.version else f"{a.version} (now {b.version})"
+                    lines.append(
+                        f"! {repo_id}: version {moved} now points at another commit ({a.commit[:12]} -> "
+                        f"{b.commit[:12]}): the publisher moved its tag. Check with them before trusting the new build"
+                    )
+                elif a.commit != b.commit:
+                    lines.append(f"~ {repo_id}: {a.version or a.commit[:12]} -> {b.version or b.commit[:12]}")
+                else:
+                    lines.append(
+                        f"~ {repo_id}: requirement {describe_value(a.requirement)} -> {describe_value(b.requirement)}"
+                    )
     return lines
 
 

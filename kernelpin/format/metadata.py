@@ -27,7 +27,7 @@ from kernelpin.files.integrity import SHA256_HEX_RE, check_repo_path
 from kernelpin.format import capabilities
 from kernelpin.format.layout import METADATA, SIGNATURE
 from kernelpin.format.ranges import Version, VersionError
-from kernelpin.format.spec import is_repo_id
+from kernelpin.format.spec import RequirementValue, is_repo_id
 from kernelpin.format.variant import is_arch
 
 DIGEST_ALGORITHM = "sha256"
@@ -157,7 +157,7 @@ class BuildMetadata:
     legacy: bool = False  # written before the kernels format (SemVer `version`, hex digests)
     document: dict[str, Any] = field(default_factory=dict, repr=False)
     # `kernel-depends`: (repo id, requirement as kernelpin writes it: N for {"version": N}, {"revision": r})
-    kernel_depends: tuple[tuple[str, int | dict[str, str]], ...] = ()
+    kernel_depends: tuple[tuple[str, RequirementValue], ...] = ()
     # `capability-builds` (kernelpin.format.capabilities): name -> (archs, {path: hex sha256}); {} without them
     capability_builds: dict[str, tuple[tuple[str, ...], dict[str, str]]] = field(default_factory=dict)
 
@@ -244,7 +244,7 @@ def parse_metadata(content: bytes | str, where: str) -> BuildMetadata:
     )
 
 
-def _kernel_dependency(item: Any, broken: Callable[[str], MetadataError]) -> tuple[str, int | dict[str, str]]:
+def _kernel_dependency(item: Any, broken: Callable[[str], MetadataError]) -> tuple[str, RequirementValue]:
     """One `kernel-depends` entry as `kernels` writes it: {"repo-id", "version": N} or {"repo-id", "revision"}."""
     if not isinstance(item, dict) or not isinstance(item.get("repo-id"), str) or not is_repo_id(item["repo-id"]):
         raise broken(f'{DEPENDS_KEY} entries must be {{"repo-id": "org/name", "version": N}}, not {str(item)[:80]}')
@@ -314,22 +314,25 @@ def _digest(path: str, value: Any, legacy: bool, broken: Callable[[str], Metadat
         if not isinstance(value, str) or not SHA256_HEX_RE.match(value.lower()):
             raise broken(f"digest.files[{path[:80]!r}] is not a sha256 of 64 hex digits")
         return value.lower()
+    problem = f"digest.files[{path[:80]!r}] is not a sha256 in base64 (as kernels_data writes it)"
+    if not isinstance(value, str):
+        raise broken(problem)
     try:
-        if not isinstance(value, str):
-            raise ValueError
         return sha256_hex(value)
     except (ValueError, binascii.Error):
-        raise broken(f"digest.files[{path[:80]!r}] is not a sha256 in base64 (as kernels_data writes it)") from None
+        raise broken(problem) from None
 
 
-def _optional(table: dict, key: str, kind: type, broken: Callable[[str], MetadataError], prefix: str = "") -> Any:
+def _optional(
+    table: dict[str, Any], key: str, kind: type, broken: Callable[[str], MetadataError], prefix: str = ""
+) -> Any:
     value = table.get(key)
     if value is not None and not isinstance(value, kind):
         raise broken(f"{prefix}{key} is {_kind(value)}, not {_kinds[kind]}")
     return value
 
 
-_kinds = {dict: "an object", list: "a list", str: "a string"}
+_kinds: dict[type, str] = {dict: "an object", list: "a list", str: "a string"}
 
 
 def _kind(value: object) -> str:

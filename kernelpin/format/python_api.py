@@ -84,11 +84,16 @@ class _Package:
 def _exported(tree: ast.Module) -> list[str]:
     """`__all__` when it is a literal list or tuple of strings, else the public names bound at the top level."""
     for node in tree.body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
-            if isinstance(node.value, (ast.List, ast.Tuple)) and all(
-                isinstance(item, ast.Constant) and isinstance(item.value, str) for item in node.value.elts
-            ):
-                return [item.value for item in node.value.elts]  # type: ignore[attr-defined]
+        if (
+            isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)
+            and isinstance(node.value, (ast.List, ast.Tuple))
+        ):
+            listed = [
+                item.value for item in node.value.elts if isinstance(item, ast.Constant) and isinstance(item.value, str)
+            ]
+            if len(listed) == len(node.value.elts):  # strings only
+                return listed
     names: list[str] = []
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):

@@ -55,6 +55,10 @@ def _number(part: str, what: str) -> int:
     return int(part)
 
 
+# What SemVer orders versions by (Version._precedence): major, minor, patch, release, prerelease identifiers.
+_Precedence = tuple[int, int, int, bool, tuple[tuple[int, int, str], ...]]
+
+
 @total_ordering
 @dataclass(frozen=True)
 class Version:
@@ -98,7 +102,7 @@ class Version:
         return bool(self.prerelease)
 
     @property
-    def _precedence(self) -> tuple:
+    def _precedence(self) -> _Precedence:
         # Numeric identifiers sort below alphanumeric ones; a release sorts above its prereleases.
         identifiers = tuple((1, 0, part) if isinstance(part, str) else (0, part, "") for part in self.prerelease)
         return (self.major, self.minor, self.patch, not self.prerelease, identifiers)
@@ -121,7 +125,7 @@ class Version:
         return text
 
 
-_COMPARISONS: dict[str, Callable[[tuple, tuple], bool]] = {
+_COMPARISONS: dict[str, Callable[[_Precedence, _Precedence], bool]] = {
     "<": operator.lt,
     "<=": operator.le,
     ">": operator.gt,
@@ -238,16 +242,22 @@ def _parse_partial(text: str) -> _Partial:
     wildcard = None in numbers
     if (pre_sep or build_sep) and (len(numbers) < 3 or wildcard):
         raise _Problem(f"{_echo(text)} has a prerelease or build suffix but not a full MAJOR.MINOR.PATCH")
-    prerelease = tuple(_identifier(part, text, numeric=True) for part in pre_text.split(".")) if pre_sep else ()
-    build = tuple(_identifier(part, text, numeric=False) for part in build_text.split(".")) if build_sep else ()
+    prerelease = tuple(_prerelease_identifier(part, text) for part in pre_text.split(".")) if pre_sep else ()
+    build = tuple(_identifier(part, text) for part in build_text.split(".")) if build_sep else ()
     numbers += [None] * (3 - len(numbers))
     return _Partial((numbers[0], numbers[1], numbers[2]), prerelease, build, wildcard)
 
 
-def _identifier(part: str, text: str, numeric: bool) -> str | int:
+def _identifier(part: str, text: str) -> str:
     if not _IDENTIFIER.fullmatch(part):
         raise _Problem(f"{_echo(part)} in {_echo(text)} is not a non-empty identifier of [0-9A-Za-z-]")
-    if numeric and part.isdigit():
+    return part
+
+
+def _prerelease_identifier(part: str, text: str) -> str | int:
+    """An identifier of a prerelease: a number where it is all digits (compared as one)."""
+    _identifier(part, text)
+    if part.isdigit():
         if not _NUMBER.fullmatch(part):
             raise _Problem(f"numeric prerelease identifier {_echo(part)} in {_echo(text)} has a leading zero")
         return _number(part, f"numeric prerelease identifier {_echo(part)}")

@@ -6,7 +6,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from kernelpin.errors import KernelpinError
 from kernelpin.format.ranges import Range, RangeError
@@ -79,7 +79,7 @@ def toml_text(value: object) -> str:
     import tomlkit
 
     try:
-        text = tomlkit.item(value).as_string().strip()  # type: ignore[arg-type]
+        text = tomlkit.item(value).as_string().strip()
     except (TypeError, ValueError):  # not a TOML value at all
         text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
@@ -98,7 +98,7 @@ def toml_kind(value: object) -> str:
     return next((name for kind, name in kinds if isinstance(value, kind)), "a date or time")
 
 
-def is_repo_id(repo_id: object) -> bool:
+def is_repo_id(repo_id: object) -> TypeGuard[str]:
     return isinstance(repo_id, str) and bool(REPO_ID_RE.match(repo_id)) and ".." not in repo_id and "--" not in repo_id
 
 

@@ -4,7 +4,7 @@ The grammar and the choice are those of HF `kernels` 0.19.1 (`kernels/_internals
 `archs.py`): kernel-builder's legacy names (`torch213-cxx11-cu130-x86_64-linux`) and its new ones
 (`torch-2.13-cxx11-cuda-13.0-cpython-3.10-abi3-x86_64-linux`, `torch-stable-abi-2.11-...`, `tvm-ffi-0.1-...`, the
 SDK variants `sdk`, `sdk-<backend>`, `sdk-[<backend>-]cpython-...`, and `mlx-<backend>`), with the Python floor and
-ABI tag (`abi3`; `abi3t` for free-threaded Python 3.15+) as selection inputs. tests/kernelpin/test_variant_vs_kernels.py
+ABI tag (`abi3`; `abi3t` for free-threaded Python 3.15+) as selection inputs. tests/kernelpin/format/test_variant_vs_kernels.py
 checks parse and choice against the installed kernels' own code; docs/kernelpin.md ("Which variant") lists where
 kernelpin differs and why.
 """
@@ -38,6 +38,11 @@ _BACKEND_TAG_RES = {
     "cann": re.compile(r"cann([0-9]+)([0-9]+)"),
 }
 _TAG_PREFIXES = {"cuda": "cu", "rocm": "rocm", "xpu": "xpu", "cann": "cann"}
+# Backend names variants use for a backend that kernel-builder (metadata.json's `backend`) calls otherwise:
+# Python-only builds for Ascend NPUs are named after torch's device type, `torch-npu`, and record cann.
+_BACKEND_ALIASES = {"npu": "cann"}
+# The backend of Python-only builds that run on every backend (`torch-universal`).
+UNIVERSAL = "universal"
 _DOTTED_RE = re.compile(r"([0-9]+)\.([0-9]+)")
 _UNVERSIONED_BACKENDS = ("cpu", "metal", "neuron", "tpu")
 _BACKEND_LABELS = {
@@ -199,6 +204,14 @@ class Variant:
         return self.arch is not None
 
     @property
+    def recorded_backend(self) -> str | None:
+        """The backend a build of this variant records in its metadata.json (kernel-builder's name: `torch-npu`
+        builds record cann), or None where the variant names no one backend (`torch-universal`, `sdk`)."""
+        if self.backend is None or self.backend.name == UNIVERSAL:
+            return None
+        return _BACKEND_ALIASES.get(self.backend.name, self.backend.name)
+
+    @property
     def name(self) -> str:
         if self.framework in (NOARCH, MLX):
             assert self.backend is not None
@@ -272,7 +285,9 @@ class Variant:
             backend = Backend.from_parts(backend_parts, legacy)
         except ValueError as error:
             raise _not_a_variant(name, str(error)) from None
-        cxx11_abi = None if framework != TORCH or match.lastindex < 3 or match[3] is None else match[3] == "cxx11"
+        cxx11_abi = (
+            None if framework != TORCH or match[3] is None else match[3] == "cxx11"
+        )  # only torch's have a group 3"
         return cls(framework, (int(match[1]), int(match[2])), backend, arch, os_name, cxx11_abi, python, abi, legacy)
 
     @classmethod
@@ -462,7 +477,7 @@ def rejection(variant: Variant, env: Environment) -> str | None:
         assert variant.backend is not None
         if variant.framework == MLX and not env.mlx:
             return "MLX build; MLX is not installed"
-        if variant.backend.name in (backend.name, "universal"):
+        if variant.backend.name in (backend.name, UNIVERSAL):
             return None
         return f"Python-only build for {variant.backend.name}; this machine's backend is {backend.name}"
     if variant.framework == SDK:
@@ -505,7 +520,7 @@ def _python_order(variant: Variant) -> tuple[int, int, int]:
     return _ABIS.index(variant.abi), -variant.python[0], -variant.python[1]
 
 
-def preference(variant: Variant) -> tuple:
+def preference(variant: Variant) -> tuple[int, ...]:
     """Sort key among fitting variants, best first, as kernels 0.19.1 sorts: stable-ABI builds (newest ABI
     first), per-torch builds (untagged before ABI-tagged), tvm-ffi builds, SDKs with compiled parts
     (backend-agnostic last), Python-only builds (`torch-universal` last), `sdk-<backend>`, `sdk`; within each
@@ -525,7 +540,7 @@ def preference(variant: Variant) -> tuple:
             return (3, 0, 0, 1 if variant.backend is None else _backend_minor(variant.backend), *_python_order(variant))
         return (5 if variant.backend is not None else 6, 0, 0, 0, 0, 0, 0)
     assert variant.backend is not None
-    return (4, 0, 0, 1 if variant.backend.name == "universal" else 0, 0, 0)
+    return (4, 0, 0, 1 if variant.backend.name == UNIVERSAL else 0, 0, 0)
 
 
 def exact_build(env: Environment) -> str | None:

@@ -117,7 +117,7 @@ def capped_timeouts(requested: dict[str, float | None], seconds: float) -> dict[
     once-a-day, best-effort fetch of the agent-harness registry, which a flat `seconds` stretched to 30 s:
     a silent Hub then cost two full timeouts per command instead of one)."""
     return {
-        kind: seconds if requested.get(kind) is None else min(requested[kind], seconds)
+        kind: seconds if (asked := requested.get(kind)) is None else min(asked, seconds)
         for kind in ("connect", "read", "write", "pool")
     }
 
@@ -319,6 +319,7 @@ class _BoundedBody(httpx2.SyncByteStream):
         timeouts: dict[str, float],
         transport: _DeadlineTransport,
     ) -> None:
+        assert isinstance(response.stream, httpx2.SyncByteStream)  # as an HTTPTransport answers
         self.inner, self.budget, self.url, self.expected = response.stream, budget, url, expected
         self.limit = budget.limits.max_response_bytes if expected is None else expected
         self.timeouts, self.transport = timeouts, transport
@@ -360,7 +361,7 @@ _lock = threading.Lock()
 
 def use_timeout(seconds: float) -> None:
     """Make huggingface_hub's shared client time out after `seconds` (re-installed only on a change)."""
-    global _installed
+    global _installed  # noqa: PLW0603  # what this put in huggingface_hub's client factory, process-wide as that is
     with _lock:
         if _installed == seconds:
             return

@@ -13,9 +13,10 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import TypeVar
 
 from kernelpin.errors import KernelpinError
 
@@ -56,7 +57,12 @@ class Limits:
         )
 
 
-def _read(environ: Mapping[str, str], name: str, default: float, kind: type, high: float, what: str) -> float:
+_Number = TypeVar("_Number", int, float)
+
+
+def _read(
+    environ: Mapping[str, str], name: str, default: _Number, kind: Callable[[str], _Number], high: float, what: str
+) -> _Number:
     text = environ.get(name)
     if not text:
         return default

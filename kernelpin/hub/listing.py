@@ -98,18 +98,19 @@ def parse_refs(data: Any, repo_type: str, where: str, limit: int) -> Refs:
 
 def remote_file(path: str, size: object, blob_id: object, lfs_sha256: object, where: str) -> RemoteFile:
     """A file of a repository listing, its fields checked: they end up in the lock, which refuses bad ones."""
-    problem = None
-    if not isinstance(size, int) or isinstance(size, bool) or not 0 <= size <= MAX_FILE_SIZE:
-        problem = f"size {str(size)[:20]} is not between 0 and {MAX_FILE_SIZE}"
-    elif blob_id is not None and not (isinstance(blob_id, str) and GIT_OBJECT_ID_RE.match(blob_id)):
-        problem = f"git blob id {str(blob_id)[:50]!r} is not 40 lowercase hex digits"
-    elif lfs_sha256 is not None and not (isinstance(lfs_sha256, str) and SHA256_HEX_RE.match(lfs_sha256)):
-        problem = f"LFS sha256 {str(lfs_sha256)[:70]!r} is not 64 lowercase hex digits"
-    if problem:
-        raise KernelpinError(
+
+    def refused(problem: str) -> KernelpinError:
+        return KernelpinError(
             f"{where}: the repository listing gives {str(path)[:200]!r} a {problem}; "
             "the server is broken or hostile: do not use this revision"
         )
+
+    if not isinstance(size, int) or isinstance(size, bool) or not 0 <= size <= MAX_FILE_SIZE:
+        raise refused(f"size {str(size)[:20]} is not between 0 and {MAX_FILE_SIZE}")
+    if blob_id is not None and not (isinstance(blob_id, str) and GIT_OBJECT_ID_RE.match(blob_id)):
+        raise refused(f"git blob id {str(blob_id)[:50]!r} is not 40 lowercase hex digits")
+    if lfs_sha256 is not None and not (isinstance(lfs_sha256, str) and SHA256_HEX_RE.match(lfs_sha256)):
+        raise refused(f"LFS sha256 {str(lfs_sha256)[:70]!r} is not 64 lowercase hex digits")
     return RemoteFile(path, size, blob_id, lfs_sha256)
 
 

@@ -13,7 +13,7 @@ import json
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -46,7 +46,7 @@ class HubSettings:
     endpoint: str
     cache_dir: Path
     offline: bool
-    limits: Limits = Limits()
+    limits: Limits = field(default_factory=Limits)
     # HF_HUB_DISABLE_SYMLINKS=1, huggingface_hub's switch: snapshots hold the files themselves, not links to blobs.
     symlinks: bool = True
 
@@ -382,11 +382,12 @@ def _underlying(error: BaseException) -> BaseException:
 
     seen = error
     for _ in range(8):
-        seen = seen.__cause__ or seen.__context__
-        if seen is None:
+        below = seen.__cause__ or seen.__context__
+        if below is None:
             return error
-        if isinstance(seen, (HfHubHTTPError, HubTimeout)):
-            return seen
+        if isinstance(below, (HfHubHTTPError, HubTimeout)):
+            return below
+        seen = below
     return error
 
 

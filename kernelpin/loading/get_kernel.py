@@ -24,7 +24,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kernelpin.errors import KernelpinError, NoVariantError
 from kernelpin.format.layout import BUILD_DIR, METADATA
@@ -41,7 +41,7 @@ from kernelpin.resolve import KernelMoved, Located, Pinner, locate, pick_revisio
 from kernelpin.store.content import Store
 from kernelpin.store.resolutions import Remembered, Resolutions, state_dir
 from kernelpin.trust.checker import ReleaseChecker
-from kernelpin.trust.gate import REMEMBERED, Evidence, admit_publisher, enforce
+from kernelpin.trust.gate import Evidence, EvidenceKind, admit_publisher, enforce
 from kernelpin.trust.policy import Policy
 from kernelpin.trust.receipts import SignatureReceipts
 
@@ -111,7 +111,7 @@ def _no_fit(kernel_label: str, commit: str, selection_text: str, env: Environmen
 
 def _check_remembered(checker: ReleaseChecker, repo_id: str, variant: LockedVariant) -> None:
     """A variant pinned before (its signature verified then) against the current policy, as load checks a lock."""
-    enforce(checker.policy, repo_id, variant.name, Evidence.recorded(variant.signature, REMEMBERED))
+    enforce(checker.policy, repo_id, variant.name, Evidence.recorded(variant.signature, EvidenceKind.REMEMBERED))
 
 
 def _metadata_ahead(
@@ -131,7 +131,7 @@ def _metadata_ahead(
             ahead.set_result(
                 source.read_ahead(repo_id, repo_type, commit, f"{BUILD_DIR}/{variant}/{METADATA}", MAX_METADATA_SIZE)
             )
-        except BaseException as error:  # handed to whoever waits for it
+        except BaseException as error:  # noqa: BLE001  # handed to whoever waits for it
             ahead.set_exception(error)
 
     threading.Thread(target=read, name="kernelpin-metadata-ahead", daemon=True).start()
@@ -146,7 +146,7 @@ def resolve_online(
     remembered: Remembered | None,
     trust_remote_code: bool | Sequence[str],
     checker: ReleaseChecker,
-) -> tuple[Resolved, tuple[str, ...], dict | None, dict[str, bytes]]:
+) -> tuple[Resolved, tuple[str, ...], dict[str, Any] | None, dict[str, bytes]]:
     """Resolve `requirement` on the Hub for `env`, pinning only the chosen variant (its signature verified
     by `checker`). At a commit resolved before, neither its listing nor a variant pinned then is fetched again
     (a commit's files never change), nor the publisher's trusted mark when that is what let it through then: the
@@ -155,7 +155,10 @@ def resolve_online(
     Returns the resolution, every variant name at the commit, and the chosen variant's metadata.json document
     and the files read to pin it (path in the variant -> bytes) when it was read now (None, {} when it was
     remembered)."""
-    check = lambda: _check_trust(source, requirement.repo_id, trust_remote_code, checker.policy)  # noqa: E731
+
+    def check() -> bool:
+        return _check_trust(source, requirement.repo_id, trust_remote_code, checker.policy)
+
     if remembered is not None and remembered.publisher_trusted:
         refs, marked = source.refs(requirement.repo_id, requirement.repo_type, requirement.declared), None
     else:
@@ -171,7 +174,9 @@ def resolve_online(
     if known is None:
         ahead = _metadata_ahead(source, requirement.repo_id, refs.repo_type, pick.commit, exact_build(env))
         located = locate(source, requirement, lambda message: None, refs)
-    names = known.variants if known is not None else tuple(sorted(located.variants))
+        names = tuple(sorted(located.variants))
+    else:
+        names = known.variants
     selection = select(dict.fromkeys(names), env)
     label = f"{requirement.repo_id} {requirement.text}"
     if selection.chosen is None:
@@ -181,7 +186,8 @@ def resolve_online(
         raise _no_fit(label, pick.commit, "\n".join(filter(None, [selection.explain(), hint])), env)
     chosen = selection.chosen
     variant = known.kernel.variant(chosen) if known is not None else None
-    document, fetched = None, {}
+    document: dict[str, Any] | None = None
+    fetched: dict[str, bytes] = {}
     if variant is None:
         located = located or locate(source, requirement, lambda message: None, refs)
         # No blob kept for the next lock: the install below writes what was read into the snapshot, where a
@@ -252,7 +258,7 @@ def get_kernel(
     revision: str | None = None,
     version: int | str | None = None,
     backend: str | None = None,
-    user_agent: str | dict | None = None,
+    user_agent: str | dict[str, Any] | None = None,
     trust_remote_code: bool | list[str] = False,
     check_arch: bool = True,
 ) -> ModuleType:
@@ -338,7 +344,8 @@ def _load_resolved(
         resolved = resolve_remembered(
             remembered, requirement, env, check_arch, settings.cache_dir, checker, trust_remote_code
         )
-        document, fetched = None, {}
+        document: dict[str, Any] | None = None
+        fetched: dict[str, bytes] = {}
         names: tuple[str, ...] = ()
     else:
         try:
@@ -362,7 +369,9 @@ def _load_resolved(
     def verify() -> Verified:
         store = Store(source)
         directory = store.ensure_variant(installed, variant.name, fetched=fetched).directory
-        return Verified(directory, installed.variant(variant.name), store.receipts)
+        taken = installed.variant(variant.name)
+        assert taken is not None  # choose_build narrows the variant, never drops it
+        return Verified(directory, taken, store.receipts)
 
     def cycle(chain: str) -> KernelpinError:
         return KernelpinError(
@@ -398,7 +407,8 @@ def _load_resolved(
             UnpinnedKernelWarning,
             stacklevel=3,
         )
-    module.__kernelpin_build__ = build.describe()  # which build was taken: a per-capability one, or the fat one
+    # Which build was taken: a per-capability one, or the fat one (an attribute kernelpin adds to the module).
+    setattr(module, "__kernelpin_build__", build.describe())  # noqa: B010  (mypy: a module has no such attribute)
     return module
 
 

@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 from kernelpin.errors import KernelpinError
 from kernelpin.format.lockfile import LockedVariant
+from kernelpin.format.spec import RequirementValue
 from kernelpin.loading import kernels_internals, python_depends
 from kernelpin.loading.loader import import_verified
 from kernelpin.store.receipts import Receipts
@@ -73,7 +74,7 @@ def import_pinned(
 
 def _load_dependencies(
     repo_id: str,
-    depends: tuple,
+    depends: tuple[tuple[str, RequirementValue], ...],
     load_dependency: Callable[[str, object], ModuleType] | None,
     cycle_error: Callable[[str], KernelpinError] | None,
 ) -> dict[str, ModuleType]:

@@ -8,7 +8,7 @@ kernel-depends: kernelpin loads such kernels itself) and the modules of the laye
 selector, its backends, its arch check), listed here too, so that every reach into kernels is in this table.
 
 kernels 0.19 moved its internals under `kernels._internals`; the next move breaks this file and
-tests/kernelpin/test_kernels_internals.py, loudly: an unsupported or unknown layout raises KernelsPackageError
+tests/kernelpin/loading/test_kernels_internals.py, loudly: an unsupported or unknown layout raises KernelsPackageError
 naming the installed version, never "not installed". Versions checked: OLDEST (CI's oldest environment,
 tools/ci/lowest_deps.py) and NEWEST (requirements/dev.txt).
 """

@@ -30,7 +30,7 @@ from kernelpin.format.spec import check_repo_id
 from kernelpin.format.variant import Environment, Variant, select
 from kernelpin.loading import python_depends
 from kernelpin.loading.importing import Verified, import_pinned
-from kernelpin.trust.gate import LOCAL, Evidence, enforce
+from kernelpin.trust.gate import Evidence, EvidenceKind, enforce
 from kernelpin.trust.policy import Policy
 
 VARIABLE = "LOCAL_KERNELS"
@@ -174,7 +174,7 @@ def module_name(repo_id: str, directory: Path) -> str:
 def admit(repo_id: str, directory: Path, policy: Policy, doing: str = "loading", stacklevel: int = 4) -> None:
     """Put the local build to the one decision (kernelpin.trust.gate: nothing signed it, the user named it) and
     warn that the override is in effect: every answer from a local build says so, a load's and has_kernel's."""
-    enforce(policy, repo_id, directory.name, Evidence(LOCAL))
+    enforce(policy, repo_id, directory.name, Evidence(EvidenceKind.LOCAL))
     warnings.warn(
         f"{VARIABLE} overrides {repo_id}: {doing} the local build {directory} instead of the Hub",
         LocalKernelOverrideWarning,

@@ -40,7 +40,8 @@ class PythonPackage:
 
 @functools.cache
 def dependency_table() -> dict[str, Any]:
-    return json.loads(Path(__file__).with_name("python_depends.json").read_text())
+    table: dict[str, Any] = json.loads(Path(__file__).with_name("python_depends.json").read_text())
+    return table
 
 
 def packages(dependency: str, backend: str, table: Mapping[str, Any]) -> tuple[PythonPackage, ...] | None:

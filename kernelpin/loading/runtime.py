@@ -20,9 +20,10 @@ from kernelpin.format.variant import Environment
 from kernelpin.hub.source import HubSettings, HubSource
 from kernelpin.loading import local_override
 from kernelpin.loading.importing import Verified, import_pinned
+from kernelpin.store import lockfiles
 from kernelpin.store.content import Store
 from kernelpin.store.receipts import Receipts
-from kernelpin.trust.gate import LOCK, Evidence, enforce
+from kernelpin.trust.gate import Evidence, EvidenceKind, enforce
 from kernelpin.trust.policy import Policy, parse_policy
 
 
@@ -46,7 +47,7 @@ def _caller_file(depth: int) -> Path | None:
 
 @functools.cache
 def _read_lock(path: Path, mtime_ns: int, size: int) -> lockfile.Lock | None:
-    return lockfile.read(path)
+    return lockfiles.read(path)
 
 
 def read_lock_cached(path: Path) -> lockfile.Lock | None:
@@ -93,12 +94,12 @@ def module_name(repo_id: str, commit: str, variant: str) -> str:
     return "_kernelpin_" + re.sub(r"\W", "_", f"{repo_id}_{commit[:12]}_{variant}")
 
 
-def _lock_path(lock: str | os.PathLike | None, caller: Path | None) -> Path:
+def _lock_path(lock: str | os.PathLike[str] | None, caller: Path | None) -> Path:
     """The lock `load` follows: `lock` (a file or its directory), else the nearest above `caller`, then above
     the working directory."""
     if lock is not None:
-        lock_path = Path(lock)
-        return lock_path / LOCKFILE if lock_path.is_dir() else lock_path
+        given = Path(lock)
+        return given / LOCKFILE if given.is_dir() else given
     lock_path = (find_lock(caller) if caller else None) or find_lock(Path.cwd())
     if lock_path is None:
         raise KernelpinError(
@@ -112,8 +113,8 @@ def _lock_path(lock: str | os.PathLike | None, caller: Path | None) -> Path:
 def load(
     repo_id: str,
     *,
-    lock: str | os.PathLike | None = None,
-    target: str | os.PathLike | None = None,
+    lock: str | os.PathLike[str] | None = None,
+    target: str | os.PathLike[str] | None = None,
     backend: str | None = None,
     check_arch: bool = True,
 ) -> ModuleType:
@@ -144,16 +145,23 @@ def load(
     variant = choose_variant(kernel, env, check_arch)
     # Only what the GPU runs: the variant's per-capability build for it, where the lock has one (before any download).
     kernel, build = choose_build(kernel, variant, env, check_arch)
+    locked_variant = kernel.variant(variant)
+    assert locked_variant is not None  # chosen among the kernel's variants
     # The signer `lock` verified, against today's policy: string compares, no cryptography (`sync` and
     # `kernelpin verify --signatures` verify the bundle itself; the lock pins its sha256 like any file's).
-    enforce(policy_beside(lock_path), repo_id, variant, Evidence.recorded(kernel.variant(variant).signature, LOCK))
+    enforce(
+        policy_beside(lock_path),
+        repo_id,
+        variant,
+        Evidence.recorded(locked_variant.signature, EvidenceKind.LOCK),
+    )
     name = module_name(kernel.repo_id, kernel.commit, variant)
     target = target or os.environ.get("KERNELPIN_TARGET") or None
 
     def verify() -> Verified:  # every file (downloading missing ones); needs only read access when all are present
         receipts = Receipts.of_user()
         store = Store(HubSource(HubSettings.from_env()), Path(target) if target else None, receipts=receipts)
-        return Verified(store.ensure_variant(kernel, variant).directory, kernel.variant(variant), receipts)
+        return Verified(store.ensure_variant(kernel, variant).directory, locked_variant, receipts)
 
     def cycle(chain: str) -> KernelpinError:  # only a hand-edited lock has one: locking refuses cycles
         return KernelpinError(
@@ -172,5 +180,6 @@ def load(
             repo, lock=lock_path, target=target, backend=backend, check_arch=check_arch
         ),
     )
-    module.__kernelpin_build__ = build.describe()  # which build was taken: a per-capability one, or the fat one
+    # Which build was taken: a per-capability one, or the fat one (an attribute kernelpin adds to the module).
+    setattr(module, "__kernelpin_build__", build.describe())  # noqa: B010  (mypy: a module has no such attribute)
     return module

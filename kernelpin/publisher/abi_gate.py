@@ -127,7 +127,13 @@ _LIBTORCH_CXX = re.compile(r"^_Z(?:T[VIS])?N?[rVKRO]*(?:3c10|2at|5torch)")
 def stable_abi_shims() -> dict[str, tuple[int, int]]:
     """Each C shim of torch's stable ABI -> the torch release that added it."""
     added = json.loads(Path(__file__).with_name("stable_abi_shims.json").read_text())["added"]
-    return {name: tuple(int(p) for p in version.split(".")) for version, names in added.items() for name in names}
+    return {name: _release(version) for version, names in added.items() for name in names}
+
+
+def _release(version: str) -> tuple[int, int]:
+    """'2.11' -> (2, 11)."""
+    major, minor = version.split(".")
+    return int(major), int(minor)
 
 
 def stable_abi_target(library: Path) -> tuple[int, int] | None:

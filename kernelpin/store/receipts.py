@@ -19,7 +19,6 @@ its times changing, so its receipt waits for a later hash. Small files are cheap
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -93,5 +92,5 @@ class Receipts:
             if self.vouches(before, sha256):
                 return
             started = self.clock()
-            check_digest(sha256_stream(stream, hashlib.sha256()), sha256, what)
+            check_digest(sha256_stream(stream), sha256, what)
             self.record(stream.fileno(), before, started, sha256)

@@ -17,7 +17,7 @@ from kernelpin.format.layout import SIGNATURE as BUNDLE
 from kernelpin.format.signer import LockedSignature, Signer
 from kernelpin.hub.limits import Limits
 from kernelpin.trust import signature
-from kernelpin.trust.gate import LOCK, RELEASE, Evidence, enforce
+from kernelpin.trust.gate import Evidence, EvidenceKind, enforce
 from kernelpin.trust.policy import Policy, SignatureError
 from kernelpin.trust.receipts import SignatureReceipts
 from kernelpin.trust.signature import Verified
@@ -145,7 +145,7 @@ class ReleaseChecker:
         fails to answer) here; a verification that passed leaves a receipt."""
         recalled = self._recall(metadata, bundle)
         if recalled is not None:
-            enforce(self.policy, repo_id, variant, Evidence(RELEASE, recalled.signer))
+            enforce(self.policy, repo_id, variant, Evidence(EvidenceKind.RELEASE, recalled.signer))
             return recalled
         root = self._receipt_root
         verified: Verified | None = None
@@ -188,7 +188,7 @@ class ReleaseChecker:
         `files`: the full check, never by a receipt, and every file against the signed digest (`kernelpin verify
         --signatures`). Returns the signer verified, None for a variant admitted unsigned."""
         if locked is None or locked.signer is None:
-            enforce(self.policy, repo_id, variant, Evidence.recorded(locked, LOCK))
+            enforce(self.policy, repo_id, variant, Evidence.recorded(locked, EvidenceKind.LOCK))
             return None
         if files:
             verified = signature.verify_variant(directory, repo_id, self.policy, self.verifier)

@@ -4,7 +4,7 @@ Every path asks it, with what that path knows (its evidence): `lock` and `get_ke
 the bundle they just verified (or its absence) and the signed metadata.json; a relock, `sync`, `verify
 --signatures`, `load` and `get_kernel` offline with what the lock (or get_kernel's remembered resolution)
 recorded, or that nothing was recorded; `has_kernel` as `get_kernel` does; LOCAL_KERNELS with a build on disk
-that nothing signed. A path with no evidence passes NO_RECORD; none skips the call. Pure: no I/O, no sigstore
+that nothing signed; `verify-conda` with the signer of a conda package's CEP 27 attestation (or its absence). A path with no evidence passes NO_RECORD; none skips the call. Pure: no I/O, no sigstore
 (the cryptography is kernelpin.trust.signature's: it hands over the signer of a bundle that verified).
 
 The publisher gate of `kernels` (the Hub's trusted mark, or the caller's `trust_remote_code`) is here too:
@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import Enum
+from typing import Literal, Never, assert_never
 
 from kernelpin.errors import KernelpinError
 from kernelpin.format.layout import SIGNATURE
@@ -25,25 +27,47 @@ from kernelpin.format.signer import LockedSignature, Signer
 from kernelpin.format.variant import Variant
 from kernelpin.trust.policy import TABLE, Policy, SignatureError
 
-# Where the evidence comes from.
-RELEASE = "release"  # the release's own files: its bundle verified now (or by this user's receipt), or none there
-LOCK = "lock"  # what kernelpin.lock records (`lock` verified it)
-REMEMBERED = "remembered"  # what get_kernel recorded when it resolved the release before (kernelpin.store.resolutions)
-NO_RECORD = "no record"  # a lock entry without its signature record: nothing says what was checked
-LOCAL = "local"  # a build on disk named by LOCAL_KERNELS: nothing signed it, the user named it
+
+class EvidenceKind(Enum):
+    """Where a path's evidence of a signature comes from. Every branch of the gate matches on it exhaustively
+    (mypy reports a kind a branch does not handle)."""
+
+    RELEASE = "release"  # the release's own files: its bundle verified now (or by this user's receipt), or none there
+    LOCK = "lock"  # what kernelpin.lock records (`lock` verified it)
+    REMEMBERED = (
+        "remembered"  # what get_kernel recorded when it resolved the release before (kernelpin.store.resolutions)
+    )
+    NO_RECORD = "no record"  # a lock entry without its signature record: nothing says what was checked
+    LOCAL = "local"  # a build on disk named by LOCAL_KERNELS: nothing signed it, the user named it
+    CONDA = "conda"  # a conda package of the release: its CEP 27 attestation verified now, or none served
+
+
+# The kinds that can carry a signer: evidence of a release's signature, read now or recorded.
+_Signed = Literal[EvidenceKind.RELEASE, EvidenceKind.LOCK, EvidenceKind.REMEMBERED, EvidenceKind.CONDA]
+# The kinds a policy that requires signatures refuses without a signer (LOCAL is admitted before any policy).
+_Checked = Literal[
+    EvidenceKind.RELEASE, EvidenceKind.LOCK, EvidenceKind.REMEMBERED, EvidenceKind.NO_RECORD, EvidenceKind.CONDA
+]
 
 
 @dataclass(frozen=True)
 class Evidence:
-    """What a path knows of one variant's signature: the signer (None: unsigned, or not known) and its source."""
+    """What a path knows of one variant's signature: the signer (None: unsigned, or not known) and its kind."""
 
-    source: str  # RELEASE, LOCK, REMEMBERED, NO_RECORD or LOCAL
+    kind: EvidenceKind
     signer: Signer | None = None
 
+    def __post_init__(self) -> None:
+        # A record that is missing, or a build nothing signed, has no signer: one would be checked as a LOCK's.
+        if self.signer is not None and self.kind in (EvidenceKind.NO_RECORD, EvidenceKind.LOCAL):
+            raise ValueError(f"evidence of kind {self.kind.value!r} has no signer")
+
     @classmethod
-    def recorded(cls, record: LockedSignature | None, source: str) -> Evidence:
-        """What a lock (or a remembered resolution, `source`) says of a variant: NO_RECORD when it has no record."""
-        return cls(NO_RECORD) if record is None else cls(source, record.signer)
+    def recorded(
+        cls, record: LockedSignature | None, kind: Literal[EvidenceKind.LOCK, EvidenceKind.REMEMBERED]
+    ) -> Evidence:
+        """What a lock (or a remembered resolution, `kind`) says of a variant: NO_RECORD when it has no record."""
+        return cls(EvidenceKind.NO_RECORD) if record is None else cls(kind, record.signer)
 
 
 @dataclass(frozen=True)
@@ -75,16 +99,84 @@ def decide(
 ) -> Decision:
     """The policy's verdict on one variant: a signer it allows (whose signed metadata.json says it is what it is
     served as), or no signature where none is required (neither `require-signatures` nor named signers)."""
-    if evidence.source == LOCAL:
-        return Decision(True, notice="a local build (LOCAL_KERNELS): not signed, not checked against the policy")
+    kind = evidence.kind
+    match kind:
+        case EvidenceKind.LOCAL:
+            return Decision(True, notice="a local build (LOCAL_KERNELS): not signed, not checked against the policy")
+        case EvidenceKind.NO_RECORD:
+            return _unsigned(policy, repo_id, kind, notice=None)
+        case EvidenceKind.RELEASE | EvidenceKind.LOCK | EvidenceKind.REMEMBERED | EvidenceKind.CONDA:
+            if evidence.signer is None:
+                return _unsigned(policy, repo_id, kind, notice="unsigned")
+            return _signed(policy, repo_id, variant, kind, evidence.signer, metadata, served or Served())
+        case _:
+            return _no_rule_for(kind)
+
+
+def _no_rule_for(kind: Never) -> Decision:
+    """A kind no branch of `decide` handles. Its parameter is Never, as `typing.assert_never`'s is, so mypy reports
+    the call until a branch handles the kind; at run time the variant is refused in words of its own (a trust
+    decision fails closed, with the one-line error every refusal has, not an AssertionError)."""
+    return Decision(
+        False,
+        f"the trust gate has no rule for evidence of kind {getattr(kind, 'value', kind)!r}",
+        "report this to kernelpin's maintainers: a kind of evidence was added without its rule",
+    )
+
+
+def _unsigned(policy: Policy, repo_id: str, kind: _Checked, notice: str | None) -> Decision:
+    """No signer: admitted (with `notice`) where the policy requires none, refused in the words of `kind`."""
+    required, where = policy.requires_signature(repo_id)
+    if not required:
+        return Decision(True, notice=notice)
+    match kind:
+        case EvidenceKind.RELEASE:
+            return Decision(
+                False,
+                f"no signature ({SIGNATURE}), but {where} requires one",
+                "ask the publisher to sign the release, or pin a signed one",
+            )
+        case EvidenceKind.LOCK:
+            return Decision(
+                False,
+                f"locked unsigned, but {where} requires a signature",
+                "ask the publisher for a signed release and run `kernelpin lock --upgrade`",
+            )
+        case EvidenceKind.REMEMBERED:
+            return Decision(
+                False,
+                f"resolved unsigned before (get_kernel remembers it), but {where} requires a signature",
+                "call get_kernel online for a signed release, or ask the publisher to sign it",
+            )
+        case EvidenceKind.NO_RECORD:
+            return Decision(
+                False,
+                f"the lock records no signature check of this variant, but {where} requires a signature",
+                f"run `kernelpin lock --upgrade-package {repo_id}` to verify and record it",
+            )
+        case EvidenceKind.CONDA:
+            return Decision(
+                False,
+                f"the conda package has no CEP 27 attestation, but {where} requires a signature",
+                "install it from a channel that serves its attestation (a CEP 50 .sigs sidecar), or give the "
+                "attestation with --attestation FILE",
+            )
+        case _:
+            assert_never(kind)
+
+
+def _signed(
+    policy: Policy,
+    repo_id: str,
+    variant: str,
+    kind: _Signed,
+    signer: Signer,
+    metadata: BuildMetadata | None,
+    served: Served,
+) -> Decision:
+    """A signer the policy's entry allows (any, where it names none), whose signed metadata.json says the build
+    is what it is served as."""
     entry = policy.publisher(repo_id)
-    if evidence.signer is None:
-        required, where = policy.requires_signature(repo_id)
-        if not required:
-            return Decision(True, notice="unsigned" if evidence.source != NO_RECORD else None)
-        cause, fix = _unsigned(evidence.source, where, repo_id)
-        return Decision(False, cause, fix)
-    signer = evidence.signer
     if entry is not None and entry.signers and not entry.allows(signer):
         issuers = {rule.issuer for rule in entry.signers}
         what = (
@@ -93,20 +185,29 @@ def decide(
             else f"signed by {signer.describe()}"
         )
         rules = "; ".join(rule.describe() for rule in entry.signers)
-        if evidence.source == RELEASE:
-            return Decision(
-                False,
-                f"{what}, which {entry.where} does not allow ({rules})",
-                "do not use this release unless you trust that signer: then add it to the policy's signers",
-            )
-        return Decision(
-            False,
-            f"{'locked' if evidence.source == LOCK else 'resolved before'} as {what}, which "
-            f"{entry.where} does not allow ({rules})",
-            "add that signer to the entry if you trust it, or lock another release",
-        )
+        match kind:
+            case EvidenceKind.RELEASE | EvidenceKind.CONDA:
+                return Decision(
+                    False,
+                    f"{what}, which {entry.where} does not allow ({rules})",
+                    "do not use this release unless you trust that signer: then add it to the policy's signers",
+                )
+            case EvidenceKind.LOCK:
+                return Decision(
+                    False,
+                    f"locked as {what}, which {entry.where} does not allow ({rules})",
+                    "add that signer to the entry if you trust it, or lock another release",
+                )
+            case EvidenceKind.REMEMBERED:
+                return Decision(
+                    False,
+                    f"resolved before as {what}, which {entry.where} does not allow ({rules})",
+                    "add that signer to the entry if you trust it, or lock another release",
+                )
+            case _:
+                assert_never(kind)
     if metadata is not None:
-        mismatch = _served_as_other(metadata, variant, served or Served())
+        mismatch = _served_as_other(metadata, variant, served)
         if mismatch is not None:
             return Decision(
                 False,
@@ -114,28 +215,6 @@ def decide(
                 "do not use this release (signed bytes served as another release or build); tell the publisher",
             )
     return Decision(True)
-
-
-def _unsigned(source: str, where: str, repo_id: str) -> tuple[str, str]:
-    if source == RELEASE:
-        return (
-            f"no signature ({SIGNATURE}), but {where} requires one",
-            "ask the publisher to sign the release, or pin a signed one",
-        )
-    if source == LOCK:
-        return (
-            f"locked unsigned, but {where} requires a signature",
-            "ask the publisher for a signed release and run `kernelpin lock --upgrade`",
-        )
-    if source == REMEMBERED:
-        return (
-            f"resolved unsigned before (get_kernel remembers it), but {where} requires a signature",
-            "call get_kernel online for a signed release, or ask the publisher to sign it",
-        )
-    return (
-        f"the lock records no signature check of this variant, but {where} requires a signature",
-        f"run `kernelpin lock --upgrade-package {repo_id}` to verify and record it",
-    )
 
 
 def _served_as_other(metadata: BuildMetadata, variant: str, served: Served) -> str | None:
@@ -147,10 +226,9 @@ def _served_as_other(metadata: BuildMetadata, variant: str, served: Served) -> s
         parsed = Variant.parse(variant)
     except ValueError:
         parsed = None
-    if parsed is not None and metadata.backend is not None:
-        expected = {"npu": "cann"}.get(parsed.backend.name, parsed.backend.name)
-        if expected != "universal" and metadata.backend != expected:
-            return f"is a {metadata.backend} build, served as the {expected} variant {variant}"
+    expected = parsed.recorded_backend if parsed is not None else None
+    if expected is not None and metadata.backend is not None and metadata.backend != expected:
+        return f"is a {metadata.backend} build, served as the {expected} variant {variant}"
     version = served.version
     if version is not None and metadata.semver is not None and not metadata.semver.same_precedence(version):
         return f"is version {metadata.semver}, served as {version}"

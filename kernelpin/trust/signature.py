@@ -29,7 +29,7 @@ from kernelpin.format.layout import METADATA
 from kernelpin.format.layout import SIGNATURE as BUNDLE
 from kernelpin.format.signer import Signer
 from kernelpin.hub.limits import HTTP_TIMEOUT, Limits
-from kernelpin.trust.gate import RELEASE, Evidence, enforce
+from kernelpin.trust.gate import Evidence, EvidenceKind, enforce
 from kernelpin.trust.policy import Policy, SignatureError
 
 if TYPE_CHECKING:
@@ -84,7 +84,7 @@ class Verified:
 
         signer = fields.get("signer") if isinstance(fields, dict) else None
         if not isinstance(fields, dict) or not isinstance(signer, dict):
-            raise ValueError("not a verified signature")
+            raise ValueError("not a verified signature")  # noqa: TRY004  # malformed data: the contract is ValueError
         optional = (
             None if signer.get(key) is None else text(signer.get(key))
             for key in ("source_repository", "source_commit", "source_ref")
@@ -114,7 +114,7 @@ def _refreshed_root(timeout: float) -> TrustedRoot:
     def refresh() -> None:
         try:
             outcome.append(ClientTrustConfig.production(offline=False).trusted_root)
-        except BaseException as error:  # handed to the caller's thread
+        except BaseException as error:  # noqa: BLE001  # handed to the caller's thread
             outcome.append(error)
 
     thread = threading.Thread(target=refresh, name="kernelpin-tuf", daemon=True)
@@ -129,7 +129,8 @@ def _refreshed_root(timeout: float) -> TrustedRoot:
         )
     if isinstance(outcome[0], Error):
         # sigstore's TUFError says only "Failed to refresh TUF metadata": the causes below it say what failed and why.
-        causes, cause = [], outcome[0].__cause__ or outcome[0]
+        causes: list[str] = []
+        cause: BaseException | None = outcome[0].__cause__ or outcome[0]
         while cause is not None and len(causes) < 4:
             causes.append((str(cause).splitlines() or [type(cause).__name__])[0])
             cause = cause.__cause__
@@ -166,14 +167,14 @@ def verifier(
             ) from None
     if refresh:
         return Verifier(trusted_root=_refreshed_root(refresh_timeout))
-    path = public_good_root()
+    shipped = public_good_root()
     try:
-        if path is None:
+        if shipped is None:
             raise OSError("sigstore-python ships none")
-        return Verifier(trusted_root=TrustedRoot.from_file(str(path)))
+        return Verifier(trusted_root=TrustedRoot.from_file(str(shipped)))
     except (OSError, ValueError, Error) as error:  # a damaged TUF cache of sigstore-python's
         raise TrustRootError(
-            f"cannot load Sigstore's trust root from {path} ({_one_line(error)}); run with "
+            f"cannot load Sigstore's trust root from {shipped} ({_one_line(error)}); run with "
             "--refresh-trust-root (online) to fetch it again"
         ) from None
 
@@ -263,7 +264,9 @@ def _extension(certificate: Certificate, oid: str) -> str | None:
         value = certificate.extensions.get_extension_for_oid(x509.ObjectIdentifier(oid)).value
     except x509.ExtensionNotFound:
         return None
-    raw = value.value  # type: ignore[attr-defined]
+    if not isinstance(value, x509.UnrecognizedExtension):  # Fulcio's extensions are none cryptography knows
+        return None
+    raw = value.value
     if oid == _ISSUER_V1:
         return raw.decode()
     return asn1.decode_der(str, raw)
@@ -289,7 +292,7 @@ def signer_of(certificate: Certificate) -> Signer:
     )
 
 
-class _Recorder:
+class SignerRecorder:
     """A sigstore VerificationPolicy that accepts any identity and remembers it: the identity is checked against
     the publisher policy after the whole bundle verified, so that each failure gets its own cause."""
 
@@ -320,7 +323,7 @@ def verify_bundle(
         return SignatureError(repo_id, variant, cause, fix)
 
     if bundle is None:
-        enforce(policy, repo_id, variant, Evidence(RELEASE))
+        enforce(policy, repo_id, variant, Evidence(EvidenceKind.RELEASE))
         return None
     # Only for a bundle: importing sigstore costs about 0.4 s of CPU, which an unsigned release never pays.
     from sigstore.errors import CertValidationError, VerificationError
@@ -345,7 +348,7 @@ def verify_bundle(
     digest = parsed._inner.message_signature.message_digest if parsed._inner.message_signature else None
     if digest is not None and digest.digest != hashlib.sha256(metadata).digest():
         raise other_bytes
-    recorder = _Recorder()
+    recorder = SignerRecorder()
     assert verifier is not None, "a bundle needs a verifier"
     try:
         verifier.verify_artifact(metadata, parsed, recorder)
@@ -375,7 +378,7 @@ def verify_bundle(
         ) from None
     signer = recorder.signer
     assert signer is not None  # the verifier asks the policy before it can succeed
-    enforce(policy, repo_id, variant, Evidence(RELEASE, signer))
+    enforce(policy, repo_id, variant, Evidence(EvidenceKind.RELEASE, signer))
     return Verified(signer, hashlib.sha256(bundle).hexdigest(), log_index, log_id, integrated_time)
 
 

@@ -101,7 +101,7 @@ class _Waiting:
         with self._lock:
             if self._gone:
                 raise WorkerGone("the signature worker is gone")
-            job, future = next(self._ids), Future()
+            job, future = next(self._ids), Future[Any]()
             self._futures[job] = future
             self.idle = False
             return job, future
@@ -220,10 +220,8 @@ class SignatureWorker:
         it verified under; None: not known for sure), or the SignatureError or TrustRootError it raised;
         WorkerGone when the worker cannot answer."""
         job, answer = self._waiting.add()
-        try:
+        with contextlib.suppress(WorkerGone):  # the future fails with it
             self._send((job, repo_id, variant, metadata, bundle))
-        except WorkerGone:
-            pass  # the future fails with it
         try:
             return _outcome(repo_id, variant, answer.result(_ANSWER_SECONDS))
         except TimeoutError:
@@ -274,7 +272,7 @@ def _answer(
         verified = verify_bundle(repo_id, variant, metadata, bundle, policy, made)
     except SignatureError as error:
         return {"refused": {"cause": error.cause, "fix": error.fix}}
-    except Exception as error:  # the parent verifies in-process, which raises it there
+    except Exception as error:  # noqa: BLE001  # the parent verifies in-process, which raises it there
         return {"unexpected": type(error).__name__}
     if verified is None:  # a job always has a bundle: never an unsigned pass
         return {"unexpected": "no signature"}
@@ -294,7 +292,7 @@ def main() -> None:
         made, root = verifier_and_root(policy, project_root)
     except TrustRootError as error:
         made = error
-    except Exception:  # answered "unexpected": the parent makes the verifier itself and raises what it raises
+    except Exception:  # noqa: BLE001  # answered "unexpected": the parent makes the verifier itself and raises what it raises
         made = None
     while True:
         try:

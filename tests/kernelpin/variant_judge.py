@@ -4,7 +4,7 @@ The judge is kernels' code, imported (through kernelpin.loading.kernels_internal
 version keeps it), never a copy of its rules: its `_resolve_variant_for_system` (the choice by name, given a
 machine's facts) and `_check_arch_incompatibility` (its check of the chosen build's archs against the GPU, fed
 a simulated torch). kernelpin chooses as the newest kernels it was checked against (NEWEST, 0.19.1) does; CI
-runs tests/kernelpin/test_variant_vs_kernels.py with that release and with the oldest supported (OLDEST,
+runs tests/kernelpin/format/test_variant_vs_kernels.py with that release and with the oldest supported (OLDEST,
 0.17.2, tools/ci/lowest_deps.py), where the deviations below, each with its reason, are left out of the
 comparison. The bigger run of the issue (many random repositories with random archs on every machine) is
 

@@ -36,6 +36,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from kernelpin.files.atomic import staged_directory
 from kernelpin.files.integrity import sha256_file
@@ -248,6 +249,10 @@ def build_id(config: BuildConfig, cuda_version: str | None, glibc_floor: str = "
     import torch
 
     cuda = cuda_version is not None
+    stable = []
+    if abi == "stable":
+        assert config.stable_abi is not None  # a stable-ABI build needs build.toml's stable ABI
+        stable = [f"abi=stable-{config.stable_abi.version}"]
     digest = hashlib.sha256()
     for part in (
         config.name,
@@ -257,7 +262,7 @@ def build_id(config: BuildConfig, cuda_version: str | None, glibc_floor: str = "
         arch_list(config) if cuda else "",
         " ".join(CXX_FLAGS + (NVCC_FLAGS if cuda else [])),
         f"glibc-floor={glibc_floor}",
-        *([f"abi=stable-{config.stable_abi.version}"] if abi == "stable" else []),
+        *stable,
     ):
         digest.update(part.encode() + b"\0")
     for relative in sorted({*config.sources(cuda, abi), f"{config.package_dir}/_ops.py.in"}):
@@ -536,7 +541,8 @@ def build(
     variant = Variant.from_versions(torch.__version__, cuda_version, platform.machine())
     if abi == "stable":
         assert config.stable_abi is not None
-        stable_torch = tuple(int(part) for part in config.stable_abi.version.split("."))
+        major, minor = config.stable_abi.version.split(".")
+        stable_torch = (int(major), int(minor))
         variant = dataclasses.replace(variant, version=stable_torch, cxx11_abi=None, framework=STABLE_ABI)
     backend: dict = {"type": "cpu"}
     if cuda:
@@ -559,7 +565,9 @@ def build(
             (staging / relative).parent.mkdir(parents=True, exist_ok=True)
             (staging / relative).write_bytes(content)
         commit = source_commit()
-        provenance = {
+        torch_minor = variant.torch
+        assert torch_minor is not None  # a torch build
+        provenance: dict[str, Any] = {
             "source_commit": commit,
             "compiler": compiler_version(),
             "glibc_floor": glibc_floor,
@@ -585,7 +593,7 @@ def build(
             upstream=config.upstream or config.repository,
             kernels_minver=config.kernels_minver,
             extra={
-                "torch": f"{variant.torch[0]}.{variant.torch[1]}",
+                "torch": f"{torch_minor[0]}.{torch_minor[1]}",
                 **({"torch-stable-abi": config.stable_abi.version} if abi == "stable" and config.stable_abi else {}),
                 "cxx11_abi": bool(torch._C._GLIBCXX_USE_CXX11_ABI),
                 "os": variant.os,

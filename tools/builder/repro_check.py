@@ -59,8 +59,8 @@ def build_in(checkout: Path, cuda: str, env: dict[str, str]) -> subprocess.Popen
         "--build-dir",
         str(checkout / "build" / "obj"),
     ]  # run in the checkout: its tools and kernelpin
-    log = open(checkout.parent / (checkout.name + "-build.log"), "w")
-    return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=checkout)
+    with open(checkout.parent / (checkout.name + "-build.log"), "w") as log:  # the child writes its own copy
+        return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=checkout)
 
 
 def this_commit_env() -> dict[str, str]:

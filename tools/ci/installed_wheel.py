@@ -27,14 +27,14 @@ TEST_TOOLS = ("pytest", "pytest-xdist", "olah", "kernels", "torch", "numpy", "hy
 SUITE = [
     f"tests/kernelpin/{name}"
     for name in (
-        "test_end_to_end.py",
-        "test_get_kernel.py",
-        "test_local_kernels.py",
-        "test_kernelize.py",
-        "test_dependency_walk.py",
-        "test_zip_builds.py",
-        "test_kernels_internals.py",
-        "test_python_depends.py",
+        "journeys/test_end_to_end.py",
+        "loading/test_get_kernel.py",
+        "loading/test_local_kernels.py",
+        "loading/test_kernelize.py",
+        "journeys/test_dependency_walk.py",
+        "loading/test_zip_builds.py",
+        "loading/test_kernels_internals.py",
+        "loading/test_python_depends.py",
     )
 ]
 CHECK_INSTALLED = '''"""kernelpin must come from the installed wheel here, never from a source tree."""

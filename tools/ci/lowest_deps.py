@@ -36,26 +36,26 @@ TEST_TOOLS = ("torch", "numpy", "hypothesis", "pytest-xdist")
 INTEROP = [
     f"tests/kernelpin/{name}"
     for name in (
-        "test_kernels_internals.py",
-        "test_variant_vs_kernels.py",
-        "test_backends.py",
-        "test_kernels_compat.py",
-        "test_kernelize.py",
-        "test_signed_release.py",
-        "test_zip_builds.py",
-        "test_python_depends.py",
+        "loading/test_kernels_internals.py",
+        "format/test_variant_vs_kernels.py",
+        "journeys/test_backends.py",
+        "format/test_kernels_compat.py",
+        "loading/test_kernelize.py",
+        "publisher/test_signed_release.py",
+        "loading/test_zip_builds.py",
+        "loading/test_python_depends.py",
     )
 ]
 SUITE = [
     f"tests/kernelpin/{name}"
     for name in (
-        "test_cli.py",
-        "test_lock.py",
-        "test_sync.py",
-        "test_end_to_end.py",
-        "test_repo_types.py",
-        "test_sync_faults.py",
-        "test_signature.py",
+        "cli/test_cli.py",
+        "commands/test_lock.py",
+        "commands/test_sync.py",
+        "journeys/test_end_to_end.py",
+        "hub/test_repo_types.py",
+        "commands/test_sync_faults.py",
+        "trust/test_signature.py",
     )
 ] + INTEROP
 

@@ -40,7 +40,14 @@ from rattler_build import (
     ToolConfiguration,
     VariantConfig,
 )
-from rattler_build.progress import BuildStepEvent, LogEvent
+from rattler_build.progress import (
+    BuildStepEvent,
+    DownloadCompleteEvent,
+    DownloadProgressEvent,
+    DownloadStartEvent,
+    LogEvent,
+    ProgressCallback,
+)
 
 from tools.builder.config import ABIS
 from tools.builder.op import fixed_timestamp, source_commit
@@ -212,12 +219,14 @@ def finish_package(package: Path) -> None:
             (info, _without_local_channels(data) if info.filename.startswith("info-") else data)
             for info, data in entries
         ]
-        with tempfile.NamedTemporaryFile(dir=package.parent, prefix=f".{package.name}.", delete=False) as stream:
-            with zipfile.ZipFile(stream, "w", zipfile.ZIP_STORED) as archive:
-                for info, data in entries:  # fresh headers: the zip64 extras of the old ones would be stale
-                    header = zipfile.ZipInfo(info.filename, date_time=info.date_time)
-                    header.external_attr = info.external_attr
-                    archive.writestr(header, data)
+        with (
+            tempfile.NamedTemporaryFile(dir=package.parent, prefix=f".{package.name}.", delete=False) as stream,
+            zipfile.ZipFile(stream, "w", zipfile.ZIP_STORED) as archive,
+        ):
+            for info, data in entries:  # fresh headers: the zip64 extras of the old ones would be stale
+                header = zipfile.ZipInfo(info.filename, date_time=info.date_time)
+                header.external_attr = info.external_attr
+                archive.writestr(header, data)
         os.replace(stream.name, package)
     package.chmod(0o644)
 
@@ -226,12 +235,13 @@ def _without_local_channels(info_archive: bytes) -> bytes:
     import zstandard  # the .conda format's compression (requirements/dev.txt, pixi.toml)
 
     with zstandard.ZstdDecompressor().stream_reader(io.BytesIO(info_archive)) as stream:
-        source = tarfile.open(fileobj=io.BytesIO(stream.read()))
+        unpacked = stream.read()
     repacked = io.BytesIO()
-    with source, tarfile.open(fileobj=repacked, mode="w") as target:
+    with tarfile.open(fileobj=io.BytesIO(unpacked)) as source, tarfile.open(fileobj=repacked, mode="w") as target:
         for member in source.getmembers():
-            content = source.extractfile(member).read() if member.isfile() else None
-            if member.name == "info/about.json":
+            member_file = source.extractfile(member) if member.isfile() else None
+            content = member_file.read() if member_file is not None else None
+            if member.name == "info/about.json" and content is not None:
                 about = json.loads(content)
                 about["channels"] = [url for url in about.get("channels", []) if not url.startswith("file:")]
                 content = json.dumps(about, indent=2, sort_keys=True).encode()
@@ -240,8 +250,8 @@ def _without_local_channels(info_archive: bytes) -> bytes:
     return zstandard.ZstdCompressor(level=19).compress(repacked.getvalue())
 
 
-class BuildLog:
-    """Collects rattler-build's log lines so that a failed build can show why it failed."""
+class BuildLog(ProgressCallback):
+    """Collects rattler-build's log lines so that a failed build can show why it failed; downloads are not told."""
 
     def __init__(self) -> None:
         self.lines: list[str] = []
@@ -251,6 +261,15 @@ class BuildLog:
 
     def on_build_step(self, event: BuildStepEvent) -> None:
         self.lines.append(f"[{event.step_name}] {event.message}")
+
+    def on_download_start(self, event: DownloadStartEvent) -> None:
+        pass
+
+    def on_download_progress(self, event: DownloadProgressEvent) -> None:
+        pass
+
+    def on_download_complete(self, event: DownloadCompleteEvent) -> None:
+        pass
 
 
 def build_variants(variants: Sequence[RenderedVariant], output_dir: Path, channels: Sequence[str]) -> list[Path]:

@@ -19,6 +19,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -67,6 +68,14 @@ def _run(*command: str) -> str:
     return subprocess.run(command, check=True, capture_output=True, text=True).stdout.strip()
 
 
+def _release_part(version: str) -> str:
+    """The leading dotted numbers of a tool's version ("1.13.2.git.kitware.jobserver-pipe-1" -> "1.13.2")."""
+    found = re.match(r"\d+(?:\.\d+)*", version)
+    if found is None:
+        raise RuntimeError(f"offline conda build: {version[:80]!r} is not a version")
+    return found.group(0)
+
+
 def _require_tool(name: str, found: str | None, fix: str) -> str:
     if not found:
         raise RuntimeError(f"offline conda build: no `{name}` found on this machine; {fix}")
@@ -111,7 +120,7 @@ def detect_machine() -> Machine:
         glibc_version=glibc_version,
         ninja=ninja,
         # pip's ninja reports e.g. "1.13.2.git.kitware.jobserver-pipe-1": keep the conda-valid release part.
-        ninja_version=re.match(r"\d+(?:\.\d+)*", _run(ninja, "--version")).group(0),
+        ninja_version=_release_part(_run(ninja, "--version")),
         cuda_home=cuda_home,
         nvcc_version=nvcc_version,
     )
@@ -292,8 +301,9 @@ def _stage_files(standin: StandIn, files_dir: Path) -> None:
             (files_dir / "bin" / alias).symlink_to(Path(link).name)
 
 
-def build_standin_channel(machine: Machine, channel_dir: Path) -> str:
-    """Build every stand-in into `channel_dir` (a conda channel, indexed) and return its file:// URL."""
+def build_standin_channel(machine: Machine, channel_dir: Path, names: Collection[str] | None = None) -> str:
+    """Build every stand-in (or those of `names`) into `channel_dir` (a conda channel, indexed) and return its
+    file:// URL."""
     from rattler_build import Stage0Recipe, ToolConfiguration
 
     from tools.conda.channel import index_channel
@@ -302,6 +312,8 @@ def build_standin_channel(machine: Machine, channel_dir: Path) -> str:
     work_dir = channel_dir.parent / f"{channel_dir.name}-work"
     shutil.rmtree(work_dir, ignore_errors=True)
     for standin in standins(machine):
+        if names is not None and standin.name not in names:
+            continue
         recipe_dir = work_dir / standin.name
         files_dir = recipe_dir / "files"
         files_dir.mkdir(parents=True)

@@ -18,6 +18,7 @@ import argparse
 import re
 import subprocess
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -85,7 +86,7 @@ def earlier_rows(doc: str, script: str, commit: str, steps: list[Step]) -> list[
     return [row for row in rows if row.split(" | ")[0].removeprefix("| ") not in taken]
 
 
-def section(script: str, commit: str, when: str, machine: str, steps: list[Step], kept: list[str] = ()) -> str:
+def section(script: str, commit: str, when: str, machine: str, steps: list[Step], kept: Sequence[str] = ()) -> str:
     rows = [
         *kept,
         *(

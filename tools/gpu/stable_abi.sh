@@ -5,7 +5,7 @@
 # CUDA graphs (benchmarks/single_calls.py), small-call latency against the exact build in one process (each build
 # owning the public name once), testkit.gpu_e2e --abi stable (release into a local Hub, kernels.get_kernel and
 # kernelpin.load), and kernelpin's torch-free machine detection (the CUDA driver's compute capability) against the
-# running torch's (tests/kernelpin/test_detect_installed.py, with e2e). Logs and results go to $OUT; wheels for the
+# running torch's (tests/kernelpin/toplevel/test_detect_installed.py, with e2e). Logs and results go to $OUT; wheels for the
 # gate and testkit.gpu_e2e are installed from .whl/ when present (docs/releasing.md).
 # Every step runs even if an earlier one failed. Last, tools/gpu/record.py writes the steps' outcome into $OUT/verification.md (docs/verification.md with this script's section replaced: copy it there;
 # COMMIT=REV names the commit where the checkout has no git; RECORD_INTO=FILE writes it there instead, updating
@@ -52,7 +52,7 @@ TAIL=12 step latency 60 $PY benchmarks/stable_abi_latency.py --exact "$EXACT" --
 TAIL=12 step latency-stable-first 60 $PY benchmarks/stable_abi_latency.py --exact "$EXACT" \
   --stable "$STABLE" --device cuda --stable-first --json "$OUT/latency-stable-first.json"
 step e2e 180 env PYTHONPATH=$SITE:$PWD PATH=$SITE/bin:$PATH $PY -m testkit.gpu_e2e --abi stable --json "$OUT/e2e.json"
-step e2e-environment 180 env PYTHONPATH=$SITE:$PWD $PY -m pytest -q -p no:cacheprovider -rs tests/kernelpin/test_detect_installed.py
+step e2e-environment 180 env PYTHONPATH=$SITE:$PWD $PY -m pytest -q -p no:cacheprovider -rs tests/kernelpin/toplevel/test_detect_installed.py
 SLIM=$PWD/build/gpu-slim/slim-op/img2gray  # written by the slim step: a copy of the per-capability build it loaded
 TAIL=12 step slim 600 env PYTHONPATH=$SITE:$PWD PATH=$SITE/bin:$PATH TORCH_CUDA_ARCH_LIST="${SLIM_ARCHS:-8.0;9.0;10.0+PTX}" \
   $PY -m testkit.gpu_e2e --capability-builds --workdir build/gpu-slim --json "$OUT/slim-e2e.json"

@@ -25,6 +25,7 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from kernelpin.files.integrity import sha256_file
 from tools.builder.op import source_commit
@@ -112,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             check=True,
         )
         [package] = (channel / "linux-64").glob("*.conda")
-        record = {
+        record: dict[str, Any] = {
             "commit": source_commit(),
             "package": package.name,
             "package_sha256": sha256_file(package),

@@ -27,6 +27,9 @@ import sys
 import tempfile
 from collections import Counter
 from pathlib import Path
+from typing import Any
+
+from rattler_build import RenderedVariant
 
 from tools.builder.config import BuildConfig
 from tools.builder.op import nvcc_version_output, source_commit, toolkit_cuda_version
@@ -64,10 +67,16 @@ def cpu_seconds(*args: str, env: dict[str, str] | None = None) -> float:
     return round(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, 1)
 
 
+def _cuda_arch_list(variant: RenderedVariant) -> str:
+    """The TORCH_CUDA_ARCH_LIST a rendered variant's build script sets ("" for none)."""
+    script = variant.recipe.build.script
+    return (script.get("env", {}).get("TORCH_CUDA_ARCH_LIST", "") or "") if script is not None else ""
+
+
 def matrix_builds(recipe: Path = RECIPE, variants: Path = PROJECT_VARIANTS) -> list[Build]:
     """One entry per CI job of the matrix `variants` makes of `recipe`."""
     return [
-        (abi_of(v), cuda_version_of(v), v.recipe.build.script.get("env", {}).get("TORCH_CUDA_ARCH_LIST", "") or "")
+        (abi_of(v), cuda_version_of(v), _cuda_arch_list(v))
         for platform in workspace_platforms()
         for v in render_variants(variant_config([variants]), target_platform=platform, recipe=recipe)
     ]
@@ -148,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         }
         arch_lists = {archs for builds in matrices.values() for _, cuda, archs in builds if cuda}
         seconds = measure(arch_lists, Path(scratch), nvcc, known)
-    record = {
+    record: dict[str, Any] = {
         "commit": source_commit(),
         "nvcc": nvcc,
         "note": f"device code of every arch list timed with the local nvcc {nvcc}, also where a job compiles with another "

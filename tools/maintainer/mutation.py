@@ -37,12 +37,12 @@ MODULES = ("files.integrity", "format.lockfile", "loading.loader", "format.range
 # The tests that exercise those modules directly and quickly: mutmut runs, per mutant, the tests its first pass
 # saw call the mutated function, and a test that starts a Hub server (olah) costs seconds per mutant.
 TESTS = (
-    "tests/kernelpin/test_integrity.py",
-    "tests/kernelpin/test_loader.py",
-    "tests/kernelpin/test_ranges.py",
+    "tests/kernelpin/files/test_integrity.py",
+    "tests/kernelpin/loading/test_loader.py",
+    "tests/kernelpin/format/test_ranges.py",
 )
 # Needs node-semver from `./dev setup`, which the copy does not carry; it checks agreement with npm, not kernelpin.
-DESELECT = ("tests/kernelpin/test_ranges.py::test_node_semver_agrees_except_where_documented",)
+DESELECT = ("tests/kernelpin/format/test_ranges.py::test_node_semver_agrees_except_where_documented",)
 COPIED = ("kernelpin", "testkit", "tests", "tools", "docs", "pyproject.toml")  # docs: tests read its examples
 # mutmut names a mutant kernelpin.<room>.<module>.<function>__mutmut_<n> (or kernelpin.<module>.... at the top).
 RESULT = re.compile(r"^\s*kernelpin\.(?P<module>(?:\w+\.)?\w+)\.(?P<mutant>x\S+): (?P<status>.+)$")

@@ -328,7 +328,7 @@ def _compare_sass(toolkit: Toolkit, base: Path, exact: Path, stable: Path, arch:
     if not cuobjdump.is_file():
         return f"{what} differs from the exact flavour's (no cuobjdump in this toolkit to compare instructions)"
 
-    def sass(path: Path) -> list[str]:
+    def sass(path: Path) -> dict[str, list[str]]:
         done = subprocess.run(
             [str(cuobjdump), "-sass", "-arch", f"sm_{sm}", str(path)],
             capture_output=True,

@@ -56,7 +56,7 @@ def channel_weights(weights: Weights) -> list[float]:
             ) from None
     problem = f"img2gray: weights must be a name ({', '.join(sorted(WEIGHTS))}) or three finite numbers (R, G, B)"
     if isinstance(weights, Mapping):  # iterating one gives its keys, in no channel order
-        raise ValueError(f"{problem}, got a mapping {weights!r}; pass (R, G, B) as a tuple")
+        raise ValueError(f"{problem}, got a mapping {weights!r}; pass (R, G, B) as a tuple")  # noqa: TRY004  # as every bad weights value
     try:
         values = [float(w) for w in weights]
     except (TypeError, ValueError):

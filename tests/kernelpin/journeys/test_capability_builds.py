@@ -19,6 +19,7 @@ from kernelpin.format import lockfile
 from kernelpin.format.lockfile import LockedCapabilityBuild, LockedFile
 from kernelpin.format.variant import Environment
 from kernelpin.loading import runtime
+from kernelpin.store import lockfiles
 from testkit.fake_kernel import CPU_213, capability_release_files, kernel_files
 from testkit.sigstore_root import Identity
 
@@ -52,7 +53,7 @@ def released(request, new_repo, project, cli, sigstore):
     status, _, err = cli("lock")
     assert status == 0, err
     if signed:
-        [variant] = [v for v in lockfile.read(root / "kernelpin.lock").kernel(repo_id).variants if v.name == CUDA]
+        [variant] = [v for v in lockfiles.read(root / "kernelpin.lock").kernel(repo_id).variants if v.name == CUDA]
         assert variant.signature is not None and variant.signature.signer is not None
     return repo_id, root
 
@@ -71,7 +72,7 @@ def test_the_lock_records_every_per_capability_build_machine_independently(relea
     repo_id, root = released
     text = (root / "kernelpin.lock").read_text()
     assert "\nversion = 4\n" in text
-    [variant] = [v for v in lockfile.read(root / "kernelpin.lock").kernel(repo_id).variants if v.name == CUDA]
+    [variant] = [v for v in lockfiles.read(root / "kernelpin.lock").kernel(repo_id).variants if v.name == CUDA]
     assert {b.name: b.archs for b in variant.capability_builds} == {
         "sm_80": ("8.0",),
         "sm_90": ("9.0",),
@@ -80,7 +81,7 @@ def test_the_lock_records_every_per_capability_build_machine_independently(relea
     [sm_90] = [b for b in variant.capability_builds if b.name == "sm_90"]
     assert sm_90.files and {f.path for f in sm_90.files} >= {"_device.bin", "metadata.json"}
     assert next(f for f in sm_90.files if f.path == "_device.bin").size == DEVICE
-    assert lockfile.parse(text, "x") == lockfile.read(root / "kernelpin.lock")  # round trip
+    assert lockfile.parse(text, "x") == lockfiles.read(root / "kernelpin.lock")  # round trip
 
 
 @pytest.mark.parametrize(
@@ -174,7 +175,7 @@ def test_a_lock_whose_build_is_another_capabilitys_is_refused(released, cli, hf_
     """The lock's sm_80 entry edited to list sm_90's files, and those files planted where sm_80's go: every byte
     matches the lock, and the trust gate refuses the build against the signed listing."""
     repo_id, root = released
-    lock = lockfile.read(root / "kernelpin.lock")
+    lock = lockfiles.read(root / "kernelpin.lock")
     kernel = lock.kernel(repo_id)
     [variant] = [v for v in kernel.variants if v.name == CUDA]
     builds = {b.name: b for b in variant.capability_builds}
@@ -190,7 +191,7 @@ def test_a_lock_whose_build_is_another_capabilitys_is_refused(released, cli, hf_
 def test_a_lock_whose_build_is_another_releases_is_refused(released, cli, hf_env):
     """The lock's sm_90 entry edited to list release 1.0.1's sm_90 build, whose files are planted in the cache."""
     repo_id, root = released
-    lock = lockfile.read(root / "kernelpin.lock")
+    lock = lockfiles.read(root / "kernelpin.lock")
     other = capability_release_files("1.0.1", CUDA, ARCHS, DEVICE)
     prefix = f"capabilities/{CUDA}/sm_90/"
     files = tuple(
@@ -225,7 +226,7 @@ def _replace_build(root: Path, lock: lockfile.Lock, repo_id: str, build: LockedC
         replace(v, capability_builds=tuple(build if b.name == build.name else b for b in v.capability_builds))
         for v in kernel.variants
     )
-    lockfile.write(root / "kernelpin.lock", replace(lock, kernels=(replace(kernel, variants=variants),)))
+    lockfiles.write(root / "kernelpin.lock", replace(lock, kernels=(replace(kernel, variants=variants),)))
 
 
 def test_a_lock_without_per_capability_builds_stays_schema_3(new_repo, project, cli):
