@@ -104,12 +104,13 @@ def subset(fatbin: bytes, arch: str) -> bytes:
     return out
 
 
-def section(binary: Path) -> bytes:
-    """The `.nv_fatbin` section of an object or library (empty when it has none)."""
+def section(binary: Path, objcopy: str = "objcopy") -> bytes:
+    """The `.nv_fatbin` section of an object or library (empty when it has none); `objcopy`: one that reads the
+    binary's machine (aarch64-linux-gnu-objcopy for an AArch64 one)."""
     with tempfile.TemporaryDirectory(prefix="fatbin-") as scratch:
         out = Path(scratch) / "section"
         subprocess.run(
-            ["objcopy", "-O", "binary", f"--only-section={SECTION}", str(binary), str(out)],
+            [objcopy, "-O", "binary", f"--only-section={SECTION}", str(binary), str(out)],
             check=True,
             capture_output=True,
         )

@@ -195,6 +195,7 @@ def _timed(compiled: Compiled, command: list[str], env: dict[str, str] | None = 
 
 
 AARCH64_CXX = "aarch64-linux-gnu-g++"  # Debian's cross compiler (apt-get install g++-aarch64-linux-gnu)
+AARCH64_OBJCOPY = "aarch64-linux-gnu-objcopy"  # its binutils: the x86_64 objcopy does not read AArch64 objects
 
 
 def compile_for_aarch64(toolkit: Toolkit, archs: Sequence[str], work: Path, base: Path = PREFIXES) -> Compiled:
@@ -231,7 +232,7 @@ def compile_for_aarch64(toolkit: Toolkit, archs: Sequence[str], work: Path, base
     compiled.sizes = {obj.name: obj.stat().st_size}
     x86 = work / "img2gray-exact.o"
     if x86.is_file():
-        same = capability_builds.section(obj) == capability_builds.section(x86)
+        same = capability_builds.section(obj, AARCH64_OBJCOPY) == capability_builds.section(x86)
         compiled.notes.append(
             "AArch64 object; its device code (.nv_fatbin) is "
             + ("byte-identical to the x86_64 object's" if same else "not byte-identical to the x86_64 object's")
