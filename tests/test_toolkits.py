@@ -92,7 +92,7 @@ def test_the_object_splits_into_per_capability_builds(compiled):
 
 
 def test_the_builder_relinks_one_library_per_capability(compiled, tmp_path):
-    """tools/builder/capability_builds.write as tools/builder/op.py calls it after the fat link: the link line read
+    """capability_builds.write (tools/builder/capability_builds.py) as tools/builder/op.py calls it after the fat link: the link line read
     from build.ninja (as torch's extension builder writes it), each library re-linked with the CUDA object cut down,
     its own metadata.json, and the listing the fat metadata.json gets."""
     from kernelpin.format.metadata import parse_metadata, sha256_base64
