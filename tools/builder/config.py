@@ -31,8 +31,10 @@ COMPILED_SUFFIXES = (".cpp", ".cu")
 BUILD_TOOLS = (
     "tools/__init__.py",
     "tools/builder/__init__.py",
+    "tools/builder/capability_builds.py",
     "tools/builder/config.py",
     "tools/builder/op.py",
+    "tools/builder/toolkit_archs.json",
     "kernelpin",
 )
 
