@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     )
     from kernelpin.commands.lock import Added, Removed, add, check_lock, lock, remove
     from kernelpin.commands.outdated import Outdated, TaggedVersion, VersionList, outdated, versions
-    from kernelpin.commands.sync import Synced, SyncPlan, sync, sync_plan
+    from kernelpin.commands.sync import Synced, SyncPlan, download, sync, sync_plan
     from kernelpin.commands.verify import FileStatus, Verification, verify
     from kernelpin.environment import detect as detect_environment
     from kernelpin.errors import IntegrityError, KernelpinError, NoVariantError
@@ -42,25 +42,24 @@ if TYPE_CHECKING:
     from kernelpin.format.python_api import KernelApi
     from kernelpin.format.signer import Signer
     from kernelpin.format.variant import Environment
+    from kernelpin.front.get_kernel import (
+        get_kernel,
+        get_kernel_variants,
+        has_kernel,
+    )
+    from kernelpin.front.hub import KernelRedirectWarning, UnpinnedKernelWarning
+    from kernelpin.front.kernelize import VerifiedLayer, integrate_kernels, integrated_kernels, kernelized_layers
+    from kernelpin.front.lock import load
     from kernelpin.hub.client import HubTimeout
     from kernelpin.hub.limits import LimitExceeded
     from kernelpin.hub.listing import MalformedAnswer
     from kernelpin.hub.source import HubSettings, HubSource
     from kernelpin.loading.archive import ArchiveError
-    from kernelpin.loading.get_kernel import (
-        KernelRedirectWarning,
-        UnpinnedKernelWarning,
-        get_kernel,
-        get_kernel_variants,
-        has_kernel,
-    )
-    from kernelpin.loading.kernelize import KernelizedLayer, integrate_kernels, integrated_kernels, kernelized_layers
     from kernelpin.loading.kernels_internals import KernelsPackageError
-    from kernelpin.loading.loader import LoadedKernel, loaded_kernels
+    from kernelpin.loading.loader import VerifiedKernel, loaded_kernels
     from kernelpin.loading.local_override import LocalKernelOverrideWarning
     from kernelpin.loading.provenance import DirtyBuildWarning
     from kernelpin.loading.python_depends import DependencyError
-    from kernelpin.loading.runtime import load
     from kernelpin.project import Project, find_project
     from kernelpin.publisher.abi_gate import AbiError
     from kernelpin.publisher.release import (
@@ -82,13 +81,14 @@ if TYPE_CHECKING:
 # name -> (module, name there): looked up on first use, so `import kernelpin` stays cheap. The functions (every
 # command is one, named like it), the types they return, and the errors and warnings they raise.
 _FUNCTIONS = {
-    "load": ("kernelpin.loading.runtime", "load"),
+    "load": ("kernelpin.front.lock", "load"),
     "lock": ("kernelpin.commands.lock", "lock"),
     "check_lock": ("kernelpin.commands.lock", "check_lock"),
     "add": ("kernelpin.commands.lock", "add"),
     "remove": ("kernelpin.commands.lock", "remove"),
     "sync": ("kernelpin.commands.sync", "sync"),
     "sync_plan": ("kernelpin.commands.sync", "sync_plan"),
+    "download": ("kernelpin.commands.sync", "download"),
     "verify": ("kernelpin.commands.verify", "verify"),
     "outdated": ("kernelpin.commands.outdated", "outdated"),
     "versions": ("kernelpin.commands.outdated", "versions"),
@@ -104,13 +104,18 @@ _FUNCTIONS = {
     "HubSettings": ("kernelpin.hub.source", "HubSettings"),
     "HubSource": ("kernelpin.hub.source", "HubSource"),
     "detect_environment": ("kernelpin.environment", "detect"),
-    "get_kernel": ("kernelpin.loading.get_kernel", "get_kernel"),
-    "has_kernel": ("kernelpin.loading.get_kernel", "has_kernel"),
-    "get_kernel_variants": ("kernelpin.loading.get_kernel", "get_kernel_variants"),
+    "get_kernel": ("kernelpin.front.get_kernel", "get_kernel"),
+    "has_kernel": ("kernelpin.front.get_kernel", "has_kernel"),
+    "get_kernel_variants": ("kernelpin.front.get_kernel", "get_kernel_variants"),
     "loaded_kernels": ("kernelpin.loading.loader", "loaded_kernels"),
-    "integrate_kernels": ("kernelpin.loading.kernelize", "integrate_kernels"),
-    "integrated_kernels": ("kernelpin.loading.kernelize", "integrated_kernels"),
-    "kernelized_layers": ("kernelpin.loading.kernelize", "kernelized_layers"),
+    "get_locked_kernel": ("kernelpin.front.kernels_api", "get_locked_kernel"),
+    "load_kernel": ("kernelpin.front.kernels_api", "load_kernel"),
+    "get_local_kernel": ("kernelpin.front.kernels_api", "get_local_kernel"),
+    "install_kernel": ("kernelpin.front.kernels_api", "install_kernel"),
+    "get_loaded_kernels": ("kernelpin.front.kernels_api", "get_loaded_kernels"),
+    "integrate_kernels": ("kernelpin.front.kernelize", "integrate_kernels"),
+    "integrated_kernels": ("kernelpin.front.kernelize", "integrated_kernels"),
+    "kernelized_layers": ("kernelpin.front.kernelize", "kernelized_layers"),
 }
 # The types the functions take beyond the standard library's and those above.
 _ARGUMENTS = {
@@ -130,7 +135,7 @@ _RESULTS = {
     "VersionList": ("kernelpin.commands.outdated", "VersionList"),
     "TaggedVersion": ("kernelpin.commands.outdated", "TaggedVersion"),
     "KernelInfo": ("kernelpin.commands.info", "KernelInfo"),
-    "KernelizedLayer": ("kernelpin.loading.kernelize", "KernelizedLayer"),
+    "VerifiedLayer": ("kernelpin.front.kernelize", "VerifiedLayer"),
     "DependencyNode": ("kernelpin.commands.info", "DependencyNode"),
     "RevisionVariants": ("kernelpin.commands.info", "RevisionVariants"),
     "DescribedApi": ("kernelpin.commands.info", "DescribedApi"),
@@ -141,7 +146,7 @@ _RESULTS = {
     "Release": ("kernelpin.publisher.release", "Release"),
     "ReleaseFile": ("kernelpin.publisher.release", "ReleaseFile"),
     "Published": ("kernelpin.publisher.release", "Published"),
-    "LoadedKernel": ("kernelpin.loading.loader", "LoadedKernel"),
+    "VerifiedKernel": ("kernelpin.loading.loader", "VerifiedKernel"),
     "Environment": ("kernelpin.format.variant", "Environment"),
     "Signer": ("kernelpin.format.signer", "Signer"),
 }
@@ -163,28 +168,67 @@ _ERRORS = {
     "PublishError": ("kernelpin.publisher.release", "PublishError"),
     "TagExistsError": ("kernelpin.publisher.release", "TagExistsError"),
     "AbiError": ("kernelpin.publisher.abi_gate", "AbiError"),
-    "UnpinnedKernelWarning": ("kernelpin.loading.get_kernel", "UnpinnedKernelWarning"),
+    "UnpinnedKernelWarning": ("kernelpin.front.hub", "UnpinnedKernelWarning"),
     "LocalKernelOverrideWarning": ("kernelpin.loading.local_override", "LocalKernelOverrideWarning"),
     "DirtyBuildWarning": ("kernelpin.loading.provenance", "DirtyBuildWarning"),
-    "KernelRedirectWarning": ("kernelpin.loading.get_kernel", "KernelRedirectWarning"),
+    "KernelRedirectWarning": ("kernelpin.front.hub", "KernelRedirectWarning"),
     "KernelMoved": ("kernelpin.resolve", "KernelMoved"),
 }
 _EXPORTS = {**_FUNCTIONS, **_ARGUMENTS, **_RESULTS, **_ERRORS}
+# The rest of kernels.__all__ (0.17.2 to 0.19.1): kernels' own layer and function API and types, loading through
+# kernelpin (kernelpin.front.kernelize.kernels_attribute; tests/kernelpin/journeys/test_kernels_api.py holds every name).
+_FROM_KERNELS = frozenset(
+    {
+        "Benchmark",
+        "CUDAProperties",
+        "Device",
+        "FuncRepository",
+        "KernelizeFallback",
+        "KernelizedFunc",
+        "KernelizedLayer",
+        "KernelizedLayers",
+        "LayerRepository",
+        "LoadedKernel",
+        "LocalFuncRepository",
+        "LocalLayerRepository",
+        "LockedFuncRepository",
+        "LockedLayerRepository",
+        "Metadata",
+        "Mode",
+        "ROCMProperties",
+        "RepoInfo",
+        "VariantAccepted",
+        "VariantRejected",
+        "get_kernel_dep",
+        "get_kernelized_layers",
+        "kernelize",
+        "register_kernel_mapping",
+        "replace_kernel_forward_from_hub",
+        "use_kernel_forward_from_hub",
+        "use_kernel_func_from_hub",
+        "use_kernel_mapping",
+        "use_kernelized_func",
+    }
+)
 
-# Literal, for type checkers (a strict one re-exports what __all__ names); __dir__ lists the table above, so
+# Literal, for type checkers (a strict one re-exports what __all__ names); __dir__ lists the tables above, so
 # tests/kernelpin/package/test_api.py sees the two differ.
 __all__ = [
     "AbiError",
     "Added",
     "ArchiveError",
+    "Benchmark",
+    "CUDAProperties",
     "CacheReport",
     "CachedRevision",
     "DependencyError",
     "DependencyNode",
     "DescribedApi",
+    "Device",
     "DirtyBuildWarning",
     "Environment",
     "FileStatus",
+    "FuncRepository",
     "HubSettings",
     "HubSource",
     "HubTimeout",
@@ -193,17 +237,27 @@ __all__ = [
     "KernelInfo",
     "KernelMoved",
     "KernelRedirectWarning",
+    "KernelizeFallback",
+    "KernelizedFunc",
     "KernelizedLayer",
+    "KernelizedLayers",
     "KernelpinError",
     "KernelsPackageError",
+    "LayerRepository",
     "LimitExceeded",
     "LinkRefused",
     "LoadedKernel",
+    "LocalFuncRepository",
     "LocalKernelOverrideWarning",
+    "LocalLayerRepository",
     "LockMode",
     "Locked",
+    "LockedFuncRepository",
+    "LockedLayerRepository",
     "MalformedAnswer",
+    "Metadata",
     "MetadataError",
+    "Mode",
     "NoVariantError",
     "Outdated",
     "PlannedVariant",
@@ -211,9 +265,11 @@ __all__ = [
     "Project",
     "PublishError",
     "Published",
+    "ROCMProperties",
     "Release",
     "ReleaseFile",
     "Removed",
+    "RepoInfo",
     "RevisionVariants",
     "SignatureError",
     "Signer",
@@ -224,9 +280,14 @@ __all__ = [
     "TaggedVersion",
     "TrustRootError",
     "UnpinnedKernelWarning",
+    "VariantAccepted",
     "VariantFit",
+    "VariantRejected",
     "Verification",
+    "VerifiedKernel",
+    "VerifiedLayer",
     "VersionList",
+    "__version__",
     "add",
     "cache",
     "check_lock",
@@ -234,22 +295,37 @@ __all__ = [
     "check_signatures",
     "describe_api",
     "detect_environment",
+    "download",
     "find_project",
     "get_kernel",
+    "get_kernel_dep",
     "get_kernel_variants",
+    "get_kernelized_layers",
+    "get_loaded_kernels",
+    "get_local_kernel",
+    "get_locked_kernel",
     "has_kernel",
     "info",
+    "install_kernel",
     "integrate_kernels",
     "integrated_kernels",
+    "kernelize",
     "kernelized_layers",
     "load",
+    "load_kernel",
     "loaded_kernels",
     "lock",
     "outdated",
     "publish",
+    "register_kernel_mapping",
     "remove",
+    "replace_kernel_forward_from_hub",
     "sync",
     "sync_plan",
+    "use_kernel_forward_from_hub",
+    "use_kernel_func_from_hub",
+    "use_kernel_mapping",
+    "use_kernelized_func",
     "variants",
     "verify",
     "versions",
@@ -260,8 +336,14 @@ def __getattr__(name: str) -> Any:
     if name in _EXPORTS:
         module, attribute = _EXPORTS[name]
         return getattr(importlib.import_module(module), attribute)
+    if name in _FROM_KERNELS:
+        return importlib.import_module("kernelpin.front.kernelize").kernels_attribute(name)
+    if name == "__version__":  # kernelpin's own, as kernels.__version__ is kernels'
+        from importlib.metadata import version  # only when asked: `import kernelpin` stays cheap
+
+        return version("kernelpin")
     raise AttributeError(f"module 'kernelpin' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted(_EXPORTS)
+    return sorted({*_EXPORTS, *_FROM_KERNELS, "__version__"})

@@ -6,7 +6,8 @@ Builds the operator from this checkout (tools/builder/op.py, into build/dev as `
 reuses the objects), stages it as `python -m tools.release stage` stages a release, commits and tags it
 v<version> in the kernel repository acme/img2gray of a test Hub (testkit.hub: olah over local git repositories,
 the real Hub API), adds acme/gray-layers (a Python-only kernel with a `layers` module, for the kernelize
-example), prints the HF_ENDPOINT to export, and serves until Ctrl-C. docs/kernelpin.md walks through lock, sync
+example) and the kernels the examples of `kernels`' own docs load (kernels-community/activation and relu, in
+torch), prints the HF_ENDPOINT to export, and serves until Ctrl-C. docs/kernelpin.md walks through lock, sync
 and load against it, and every example of its "Without a lock" section runs against it
 (tests/kernelpin/journeys/test_doc_examples.py starts this module as `./dev hub` does).
 """
@@ -25,6 +26,7 @@ from pathlib import Path
 from testkit.fake_kernel import kernel_files
 from testkit.hub import HubServer
 from testkit.releasing import REPO_ID, ROOT, release_into_mirror, stage
+from testkit.sigstore_root import SigstoreRoot
 from tools.builder.config import BuildConfig
 
 DEFAULT_PORT = 8765
@@ -41,6 +43,77 @@ class Gray(nn.Module):
     def forward(self, rgb: torch.Tensor) -> torch.Tensor:
         return torch.full(rgb.shape[:-1], 0.5)
 """
+
+
+# The kernels `kernels`' own README and docstrings load (kernels-community/activation and /relu, both at version=1),
+# as Python-only builds doing in torch what the real ones do on a GPU: so that kernels' documented examples run
+# unchanged against this Hub with `from kernelpin import ...` (tests/kernelpin/journeys/test_kernels_doc_examples.py).
+KERNELS_DOCS_ORG = "kernels-community"
+SIGSTORE_ROOT = "sigstore/trusted_root.json"
+ACTIVATION = b"""\
+import torch.nn.functional as F
+
+from . import layers
+
+VARIANT = "torch-universal"
+
+
+def gelu_fast(out, x):
+    out.copy_(F.gelu(x, approximate="tanh"))
+    return out
+
+
+def silu_and_mul(out, x):
+    d = x.shape[-1] // 2
+    out.copy_(F.silu(x[..., :d]) * x[..., d:])
+    return out
+"""
+ACTIVATION_LAYERS = b"""\
+import torch.nn.functional as F
+from torch import nn
+
+
+class SiluAndMul(nn.Module):
+    has_backward = True
+    can_torch_compile = True
+
+    def forward(self, x):
+        d = x.shape[-1] // 2
+        return F.silu(x[..., :d]) * x[..., d:]
+"""
+RELU = b"""\
+import torch
+
+VARIANT = "torch-universal"
+
+
+def relu(out, x):
+    out.copy_(torch.relu(x))
+    return out
+"""
+
+
+def publish_kernels_docs_kernels(hub: HubServer, root: Path) -> list[str]:
+    """kernels-community/activation and kernels-community/relu 1.0.0 (tag v1.0.0, branch v1): the kernels the
+    examples of `kernels`' own docs load, signed as kernels-community's CI signs (kernelpin's built-in policy
+    requires it) by the test kit's Sigstore instance, whose trusted root goes to SIGSTORE_ROOT under `root` (a
+    project trusts it with `[tool.kernelpin.trust] trusted-root = ...`); returns their repository ids."""
+    sigstore = SigstoreRoot()
+    (root / SIGSTORE_ROOT).parent.mkdir(parents=True, exist_ok=True)
+    sigstore.write_trusted_root(root / SIGSTORE_ROOT)
+    released = []
+    for name, extra in (
+        ("activation", {"__init__.py": ACTIVATION, "layers.py": ACTIVATION_LAYERS}),
+        ("relu", {"__init__.py": RELU}),
+    ):
+        repo = hub.repo(f"{KERNELS_DOCS_ORG}/{name}", "kernel")
+        files = kernel_files("1.0.0", variants=(LAYERS_VARIANT,), extra=extra, name=name)
+        repo.write(sigstore.sign_files(files), clear=True)
+        repo.commit("release 1.0.0")
+        repo.tag("v1.0.0")
+        repo.branch("v1")
+        released.append(f"{KERNELS_DOCS_ORG}/{name}")
+    return released
 
 
 def publish_checkout(hub: HubServer, root: Path, variant: Path | None = None) -> str:
@@ -116,19 +189,20 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _serve(root: Path, port: int, variant: Path | None) -> int:
-    hub = HubServer(root, trusted_publishers=("acme",))
+    hub = HubServer(root, trusted_publishers=("acme", KERNELS_DOCS_ORG))
     what = variant or "this checkout's operator (building it into build/dev)"
     print(f"releasing {what} on a local Hub in {root} ...", flush=True)
     tag = publish_checkout(hub, root, variant)
     layers_tag = publish_layers(hub)
+    docs_kernels = publish_kernels_docs_kernels(hub, root)
     try:
         hub.start(port)
     except RuntimeError as error:
         sys.exit(f"error: {error}")
     try:
         print(
-            f"serving {REPO_ID} {tag} (this checkout's CPU build) and {LAYERS_REPO_ID} {layers_tag} on a local "
-            "Hub; in another shell:",
+            f"serving {REPO_ID} {tag} (this checkout's CPU build), {LAYERS_REPO_ID} {layers_tag} and "
+            f"{', '.join(docs_kernels)} v1.0.0 (for kernels' own examples) on a local Hub; in another shell:",
             flush=True,
         )
         print(f"  export HF_ENDPOINT={hub.endpoint}", flush=True)

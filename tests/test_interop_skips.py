@@ -43,7 +43,7 @@ def test_a_module_level_importorskip_in_a_suite_fails_the_run(tmp_path):
             "no:cacheprovider",
             "-n",
             "0",
-            "tests/kernelpin/loading/test_kernelize.py",
+            "tests/kernelpin/front/test_kernelize.py",
         ],
         cwd=ROOT,
         capture_output=True,

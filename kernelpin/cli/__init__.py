@@ -53,6 +53,14 @@ COMMANDS: dict[str, Command] = {
             "re-locked first unless --locked or --frozen says otherwise.",
         ),
         Command(
+            "download",
+            help="install what kernelpin.lock names, as it is (as `kernels download DIR`)",
+            description="Install the kernels kernelpin.lock names, as the lock has them (nothing is resolved, as "
+            "`sync --frozen`): this environment's variant of each (every locked variant with --all-variants) into "
+            "the Hub cache, every byte verified against the lock. `kernels download DIR` does the same from "
+            "kernels.lock; `kernelpin lock` keeps the two locks in step.",
+        ),
+        Command(
             "add",
             help="add kernels to pyproject.toml and re-lock",
             description="Add one or more kernels to [tool.kernels.dependencies] and re-lock. Without @RANGE the "

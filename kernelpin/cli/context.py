@@ -31,6 +31,17 @@ def count(number: int, noun: str) -> str:
     return f"{number} {noun}" + ("" if number == 1 else "s")
 
 
+def directory_argument(parser: argparse.ArgumentParser, command: str) -> None:
+    """The project directory as a positional argument, as `kernels COMMAND DIR` takes it (the same as --project)."""
+    parser.add_argument(
+        "directory",
+        nargs="?",
+        metavar="DIR",
+        help=f"the project's directory, as `kernels {command} DIR` takes it (the same as --project DIR); default: "
+        "the project around the working directory",
+    )
+
+
 class Context:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
@@ -78,9 +89,15 @@ class Context:
     @functools.cached_property
     def project(self) -> Project:
         # Looked up on first use: `publish` works outside any project.
-        if self.args.project is None:
+        directory = getattr(self.args, "directory", None)  # `lock DIR`, `download DIR`: as kernels takes it
+        if directory is not None and self.args.project is not None and Path(directory) != Path(self.args.project):
+            raise KernelpinError(
+                f"DIR {directory} and --project {self.args.project} name two projects; give one of them"
+            )
+        given_text = self.args.project if self.args.project is not None else directory
+        if given_text is None:
             return find_project(Path.cwd())
-        given = Path(self.args.project)
+        given = Path(given_text)
         if not given.is_dir():
             problem = "is not a directory" if given.exists() else "does not exist"
             raise KernelpinError(

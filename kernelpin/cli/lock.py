@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from kernelpin.cli.context import Context, count, emit_json
+from kernelpin.cli.context import Context, count, directory_argument, emit_json
 from kernelpin.cli.relocking import accept_signer_option, accepted_signers, kernel_json, report_changes
 from kernelpin.commands import lock as locking
 from kernelpin.relock import LockMode
 
 
 def options(parser: argparse.ArgumentParser) -> None:
+    directory_argument(parser, "lock")
     parser.add_argument("--check", action="store_true", help="exit 1 if the lock is stale; write nothing")
     upgrade = parser.add_mutually_exclusive_group()
     upgrade.add_argument(

@@ -10,10 +10,10 @@ from typing import Any
 
 from kernelpin import environment
 from kernelpin.cli.context import Context, count, emit_json
+from kernelpin.cli.installed import render_synced
 from kernelpin.cli.relocking import accept_signer_option, accepted_signers, report_changes
 from kernelpin.commands import sync as syncing
 from kernelpin.relock import Locked, LockMode
-from kernelpin.store.install import SyncedVariant
 
 EPILOG = """how --locked and --frozen compare:
   uv:    `uv sync --locked` fails on a stale lock, `--frozen` uses the lock without checking it: the same here.
@@ -77,36 +77,8 @@ def run(ctx: Context) -> int:
 
         progress = functools.partial(tqdm, unit="B", unit_scale=True, leave=False)
     synced = syncing.sync(project, source, env, progress=progress, **chosen)
-    _render(ctx, synced, env)
+    render_synced(ctx, synced, env)
     return 0
-
-
-def _render(ctx: Context, synced: syncing.Synced, env: Any) -> None:
-    results = synced.variants
-    for result in results:
-        for path in result.downloaded:
-            ctx.note(f"{result.repo_id}: downloaded and verified {path}")
-    if ctx.args.json:
-        emit_json(
-            {"environment": None if env is None else env.describe(), "synced": [_synced_json(r) for r in results]}
-        )
-        return
-    if env is not None:
-        ctx.out.print(f"Environment: {env.describe()}")
-    if not synced.lock.lock.kernels:
-        ctx.out.print(
-            f"nothing to sync: {ctx.project.lockfile.name} locks no kernels; add one with `kernelpin add ORG/NAME`"
-        )
-    for result in results:
-        parts = [f"{len(result.downloaded)} downloaded", f"{len(result.reused)} already present"]
-        if result.repaired:
-            parts.append(f"{len(result.repaired)} replaced (modified in the cache)")
-        ctx.out.print(f"{result.label}: {result.variant}: {', '.join(parts)}, all verified")
-        ctx.out.print(f"  {result.directory}", style="dim")
-        for path in result.repaired:
-            ctx.err.print(f"warning: {result.repo_id}: {path} did not match the lock; replaced", style="yellow")
-        for path in result.removed:
-            ctx.err.print(f"warning: {result.repo_id}: {path} is not in the lock; removed", style="yellow")
 
 
 def _dry_run(ctx: Context, plan: syncing.SyncPlan, env: Any) -> int:
@@ -132,15 +104,3 @@ def _dry_run(ctx: Context, plan: syncing.SyncPlan, env: Any) -> int:
         ctx.out.print(f"Would sync {row.repo}: {row.variant}: {state}")
     ctx.out.print("Dry run: nothing was downloaded or changed (files present are verified by a real sync).")
     return 0
-
-
-def _synced_json(result: SyncedVariant) -> dict[str, Any]:
-    return {
-        "repo": result.repo_id,
-        "variant": result.variant,
-        "directory": str(result.directory),
-        "downloaded": result.downloaded,
-        "reused": result.reused,
-        "repaired": result.repaired,
-        "removed": result.removed,
-    }

@@ -77,6 +77,20 @@ def sync(
         )
 
 
+def download(
+    project: Project | None = None,
+    source: HubSource | None = None,
+    *,
+    all_variants: bool = False,
+    note: Report = _ignore,
+    warn: Report = _ignore,
+) -> Synced:
+    """Install what the lock names, as it is, as `kernels download DIR` installs what kernels.lock names: `sync`
+    with the lock frozen (nothing resolved), this machine's variant of each kernel (every locked variant with
+    `all_variants`), every byte verified."""
+    return sync(project, source, all_variants=all_variants, mode=LockMode.FROZEN, note=note, warn=warn)
+
+
 def install_lock(
     lock: Lock,
     installer: Installer,

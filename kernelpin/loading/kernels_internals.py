@@ -96,6 +96,18 @@ def attribute(internal: str, name: str, purpose: str) -> Any:
         ) from None
 
 
+def public(name: str, purpose: str) -> Any:
+    """`kernels.<name>` (its public API, kernels.__all__); KernelsPackageError naming `pip install kernels` when it
+    is not installed, or naming the version when it has no such name."""
+    version = installed_version(purpose)
+    try:
+        return getattr(importlib.import_module("kernels"), name)
+    except AttributeError:
+        raise KernelsPackageError(
+            f"{purpose} uses kernels.{name}, which kernels {version} does not have: pip install --upgrade kernels"
+        ) from None
+
+
 @contextmanager
 def kernel_deps(dependencies: Mapping[str, ModuleType], purpose: str) -> Iterator[None]:
     """kernels' `use_kernel_deps(dependencies)`: `kernels.get_kernel_dep(repo)` finds them while it is open."""

@@ -48,7 +48,7 @@ class _Module:
 
 
 @dataclass(frozen=True)
-class LoadedKernel:
+class VerifiedKernel:
     """A kernel variant imported by kernelpin: the module's name in sys.modules, the kernel (repo id and
     commit; None for a local build), the variant and its directory."""
 
@@ -68,7 +68,7 @@ class _Package:
     what: str
     modules: dict[str, _Module]
     shared_libraries: tuple[LockedFile, ...]
-    loaded: LoadedKernel
+    loaded: VerifiedKernel
     receipts: Receipts  # extension modules and shared libraries are large: checked against this user's receipts
 
     archive: Path | None = None  # a ZIP build's archive, whose members `modules` serves from memory
@@ -209,7 +209,7 @@ def _verify_shared_libraries(package: _Package) -> None:
 _FINDER = _VerifiedFinder()
 
 
-def loaded_kernels() -> list[LoadedKernel]:
+def loaded_kernels() -> list[VerifiedKernel]:
     """The kernels imported (completely) in this process, in import order."""
     return [package.loaded for name, package in _FINDER.packages.items() if name in sys.modules]
 
@@ -249,7 +249,7 @@ def import_verified(
         what,
         modules,
         shared,
-        LoadedKernel(name, repo_id, commit, variant.name, directory),
+        VerifiedKernel(name, repo_id, commit, variant.name, directory),
         receipts or Receipts(None),
         None if archive is None else directory / archive.path,
     )

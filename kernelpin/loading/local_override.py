@@ -18,8 +18,8 @@ import os
 import re
 import warnings
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 
 from kernelpin.errors import IntegrityError, KernelpinError, NoVariantError
 from kernelpin.files.integrity import sha256_file
@@ -29,7 +29,8 @@ from kernelpin.format.metadata import BuildMetadata, check_size, parse_metadata
 from kernelpin.format.spec import check_repo_id
 from kernelpin.format.variant import Environment, Variant, select
 from kernelpin.loading import python_depends
-from kernelpin.loading.importing import Verified, import_pinned
+from kernelpin.loading.front import PinnedBuild, Request
+from kernelpin.loading.importing import Verified
 from kernelpin.trust.gate import Evidence, EvidenceKind, enforce
 from kernelpin.trust.policy import Policy
 
@@ -182,24 +183,45 @@ def admit(repo_id: str, directory: Path, policy: Policy, doing: str = "loading",
     )
 
 
-def load(repo_id: str, root: Path, env: Environment, policy: Policy, check_arch: bool = True) -> ModuleType:
-    """Import the local build of `repo_id` at `root`, verified against its own metadata.json, warning that
-    the override is in effect."""
-    directory, metadata = choose(repo_id, root, env, check_arch)
-    what = f"{repo_id} from {VARIABLE} ({directory})"
-    if metadata.kernel_depends:
-        raise KernelpinError(
-            f"{what}: a local build with kernel-depends is not supported yet; load its "
-            "dependencies from the Hub with a lock, or override each of them in LOCAL_KERNELS"
+@dataclass(frozen=True)
+class LocalResolver:
+    """Builds on disk, by repository: LOCAL_KERNELS' (warning on every load that the override is in effect; under
+    a lock, `under_lock`, refused unless allowed explicitly), or the one directory get_local_kernel names
+    (`named`: no warning, the caller named it). Answers None for a repository it does not name."""
+
+    env: Environment
+    policy: Policy
+    check_arch: bool = True
+    under_lock: object = None  # the lock that decides the load, if one does
+    named: Mapping[str, Path] | None = None
+    stacklevel: int = 6  # the override's warning names the caller's line: the user's call 5 frames up
+
+    def resolve(self, request: Request) -> PinnedBuild | None:
+        if self.named is not None:
+            root = self.named.get(request.repo_id)
+        elif self.under_lock is not None:
+            root = refuse_under_lock(request.repo_id, self.under_lock)
+        else:
+            root = override_for(request.repo_id)
+        if root is None:
+            return None
+        directory, metadata = choose(request.repo_id, root, self.env, self.check_arch)
+        what = f"{request.repo_id} from {VARIABLE} ({directory})" if self.named is None else f"{directory}"
+        if metadata.kernel_depends:
+            raise KernelpinError(
+                f"{what}: a local build with kernel-depends is not supported yet; load its "
+                "dependencies from the Hub with a lock, or override each of them in LOCAL_KERNELS"
+            )
+        python_depends.check(metadata.document, self.env.selected.name, what)
+        if self.named is None:
+            admit(request.repo_id, directory, self.policy, stacklevel=self.stacklevel)
+        else:
+            enforce(self.policy, request.repo_id, directory.name, Evidence(EvidenceKind.LOCAL))
+        # python-depends checked above, before the warning; kernel-depends refused above.
+        return PinnedBuild(
+            module_name(request.repo_id, directory),
+            what,
+            (request.repo_id, None),
+            lambda: Verified(directory, verified_variant(directory, metadata, what)),
+            python_backend=None,
         )
-    python_depends.check(metadata.document, env.selected.name, what)
-    admit(repo_id, directory, policy)
-    # python-depends checked above, before the warning; kernel-depends refused above.
-    module, _ = import_pinned(
-        module_name(repo_id, directory),
-        what,
-        (repo_id, None),
-        lambda: Verified(directory, verified_variant(directory, metadata, what)),
-        python_backend=None,
-    )
-    return module

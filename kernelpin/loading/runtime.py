@@ -1,4 +1,5 @@
-"""Runtime: import the locked, verified build of a kernel that fits this process's torch."""
+"""What every load reads on this machine: the project's kernelpin.lock (found as git finds its repository) and the
+publisher policy beside it, this process's environment, and the module name of a build."""
 
 from __future__ import annotations
 
@@ -8,21 +9,13 @@ import re
 import sys
 import tomllib
 from pathlib import Path
-from types import ModuleType
 
 from kernelpin import environment
 from kernelpin.errors import KernelpinError
 from kernelpin.files.integrity import find_owned_upward
 from kernelpin.format import lockfile
 from kernelpin.format.layout import LOCKFILE
-from kernelpin.format.lockfile import choose_variant
 from kernelpin.format.variant import Environment
-from kernelpin.hub.source import HubSettings, HubSource
-from kernelpin.loading import local_override
-from kernelpin.loading.importing import Verified, import_pinned
-from kernelpin.store.content import Store
-from kernelpin.store.receipts import Receipts
-from kernelpin.trust.gate import Evidence, EvidenceKind, enforce
 from kernelpin.trust.policy import Policy, parse_policy
 
 
@@ -39,7 +32,7 @@ def find_lock(start: Path) -> Path | None:
     return found
 
 
-def _caller_file(depth: int) -> Path | None:
+def caller_file(depth: int) -> Path | None:
     caller = sys._getframe(depth).f_globals.get("__file__")
     return Path(caller) if caller else None
 
@@ -93,7 +86,7 @@ def module_name(repo_id: str, commit: str, variant: str) -> str:
     return "_kernelpin_" + re.sub(r"\W", "_", f"{repo_id}_{commit[:12]}_{variant}")
 
 
-def _lock_path(lock: str | os.PathLike[str] | None, caller: Path | None) -> Path:
+def lock_path(lock: str | os.PathLike[str] | None, caller: Path | None) -> Path:
     """The lock `load` follows: `lock` (a file or its directory), else the nearest above `caller`, then above
     the working directory."""
     if lock is not None:
@@ -107,74 +100,3 @@ def _lock_path(lock: str | os.PathLike[str] | None, caller: Path | None) -> Path
             "or pass load(..., lock='path/to/kernelpin.lock')"
         )
     return lock_path
-
-
-def load(
-    repo_id: str,
-    *,
-    lock: str | os.PathLike[str] | None = None,
-    target: str | os.PathLike[str] | None = None,
-    backend: str | None = None,
-    check_arch: bool = True,
-) -> ModuleType:
-    """Import the kernel `repo_id` as the project's kernelpin.lock pins it.
-
-    The lock is `lock` (a file or its directory) or the nearest kernelpin.lock above the calling module
-    (then above the working directory). Files come from `target` / $KERNELPIN_TARGET (a `sync --target`
-    directory) or the Hub cache, downloading missing ones unless HF_HUB_OFFLINE=1. Every file is
-    verified against the lock before import; a modified file raises IntegrityError and is never imported.
-    Only modules the lock lists are importable, compiled from the bytes that were hashed (kernelpin.loading.loader).
-    `backend="cpu"` takes a CPU build on an accelerator's machine (as kernels' backend="cpu"); by default
-    the variant is the one `kernels.get_kernel` would choose. `check_arch=False` skips the check of the chosen
-    build's GPU archs (as kernels 0.19's `get_locked_kernel`/`load_kernel`: a kernel with a Triton fallback may
-    declare fewer archs than it runs on); the build is chosen as with the check, every file verified the same.
-    """
-    lock_path = _lock_path(lock, _caller_file(2) if lock is None else None)
-    pinned = read_lock_cached(lock_path)
-    if pinned is None:
-        raise KernelpinError(f"{lock_path} does not exist; run `kernelpin lock`")
-    kernel = pinned.kernel(repo_id)
-    if kernel is None:
-        locked = ", ".join(k.repo_id for k in pinned.kernels) or "none"
-        raise KernelpinError(f"{repo_id} is not in {lock_path} (locked: {locked}); run `kernelpin add {repo_id}`")
-    env = environment_for(backend)
-    override = local_override.refuse_under_lock(repo_id, lock_path)
-    if override is not None:
-        return local_override.load(repo_id, override, env, policy_beside(lock_path), check_arch=check_arch)
-    variant = choose_variant(kernel, env, check_arch)
-    locked_variant = kernel.variant(variant)
-    assert locked_variant is not None  # chosen among the kernel's variants
-    # The signer `lock` verified, against today's policy: string compares, no cryptography (`sync` and
-    # `kernelpin verify --signatures` verify the bundle itself; the lock pins its sha256 like any file's).
-    enforce(
-        policy_beside(lock_path),
-        repo_id,
-        variant,
-        Evidence.recorded(locked_variant.signature, EvidenceKind.LOCK),
-    )
-    name = module_name(kernel.repo_id, kernel.commit, variant)
-    target = target or os.environ.get("KERNELPIN_TARGET") or None
-
-    def verify() -> Verified:  # every file (downloading missing ones); needs only read access when all are present
-        receipts = Receipts.of_user()
-        store = Store(HubSource(HubSettings.from_env()), Path(target) if target else None, receipts=receipts)
-        return Verified(store.ensure_variant(kernel, variant).directory, locked_variant, receipts)
-
-    def cycle(chain: str) -> KernelpinError:  # only a hand-edited lock has one: locking refuses cycles
-        return KernelpinError(
-            f"{lock_path}: kernel dependency cycle {chain}; run `kernelpin lock` to regenerate the lock"
-        )
-
-    # Dependencies from the same lock, for the same backend (as `kernels` does: a CPU build's are CPU builds too).
-    module, _ = import_pinned(
-        name,
-        f"{kernel.label} ({variant})",
-        (kernel.repo_id, kernel.commit),
-        verify,
-        python_backend=env.selected.name,
-        cycle_error=cycle,
-        load_dependency=lambda repo, _: load(
-            repo, lock=lock_path, target=target, backend=backend, check_arch=check_arch
-        ),
-    )
-    return module

@@ -15,7 +15,7 @@ import kernelpin
 from kernelpin import environment
 from kernelpin.errors import NoVariantError
 from kernelpin.hub.source import HubSettings, HubSource
-from kernelpin.loading.get_kernel import UnpinnedKernelWarning
+from kernelpin.front.hub import UnpinnedKernelWarning
 from testkit.fake_kernel import CPU_213, kernel_files, publish
 from tests.kernelpin.helpers import TRUSTED_ORG
 
@@ -79,11 +79,17 @@ def test_info_on_a_release_with_a_backend_less_sdk_build(new_repo, hf_env, cli):
 
 def test_variants_are_judged_for_this_machine_and_for_a_described_one(grown, project, cli):
     repo_id, _ = grown
-    fits = kernelpin.get_kernel_variants(repo_id, revision="v1.0.0")
-    assert [(fit.name, fit.fits, fit.chosen) for fit in fits] == [(CPU_212, False, False), (CU130, False, False)]
-    assert "torch 2.12 != 2.13" in fits[0].reason
-    fits = kernelpin.get_kernel_variants(repo_id, revision="v1.1.0")
-    assert [(fit.name, fit.fits, fit.chosen) for fit in fits] == [(CPU_213, True, True), (CU130, False, False)]
+    # As kernels answers (issue 50: kernelpin answered VariantFit, without `.variant`): kernels' own decisions.
+    decisions = kernelpin.get_kernel_variants(repo_id, revision="v1.0.0")
+    assert [(type(d).__name__, d.variant.variant_str) for d in decisions] == [
+        ("VariantRejected", CPU_212),
+        ("VariantRejected", CU130),
+    ]
+    assert all(isinstance(d, kernelpin.VariantRejected) for d in decisions)
+    assert "torch 2.12 != 2.13" in decisions[0].reason
+    decisions = kernelpin.get_kernel_variants(repo_id, revision="v1.1.0")
+    assert isinstance(decisions[0], kernelpin.VariantAccepted) and decisions[0].variant.variant_str == CPU_213
+    assert [d.variant.variant_str for d in decisions] == [CPU_213, CU130]
     app = kernelpin.find_project(project(f'"{repo_id}" = 1\n'))
     other = environment.current({"torch": "2.13", "backend": "cu130"})
     listed = kernelpin.versions(app, HubSource(HubSettings.from_env()), repo_id, other)

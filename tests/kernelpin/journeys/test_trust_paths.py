@@ -18,14 +18,14 @@ import kernelpin
 from kernelpin.errors import KernelpinError
 from kernelpin.format import lockfile
 from kernelpin.format.signer import LockedSignature
-from kernelpin.loading.get_kernel import UnpinnedKernelWarning
+from kernelpin.front.hub import UnpinnedKernelWarning
 from kernelpin.loading.local_override import LocalKernelOverrideWarning
 from kernelpin.trust.policy import Policy, SignatureError
 from testkit.fake_kernel import CPU_213, kernel_files, write_variant
 from testkit.sigstore_root import Identity
 from tests.kernelpin.helpers import UNTRUSTED_ORG
 from tests.kernelpin.journeys.test_lock_signatures import ACME, ACME_SIGNERS, app, one_line, release  # noqa: F401
-from tests.kernelpin.loading.test_get_kernel import forget_kernels, fresh_modules, state  # noqa: F401 (fixtures)
+from tests.kernelpin.front.test_get_kernel import forget_kernels, fresh_modules, state  # noqa: F401 (fixtures)
 
 REPO = Path(__file__).resolve().parents[3]
 NAMED = f"[tool.kernelpin.trust.publishers.acme]\nsigners = {ACME_SIGNERS}\n"
@@ -261,7 +261,7 @@ def test_every_path_reaches_the_one_decision(
     two loaders each call kernelpin.trust.gate.decide, with the evidence the path has (none: NO_RECORD)."""
     from types import SimpleNamespace
 
-    from kernelpin.loading import kernelize
+    from kernelpin.front import kernelize
     from kernelpin.trust import gate
 
     calls: list[tuple[str, str]] = []

@@ -23,7 +23,7 @@ import pytest
 import kernelpin
 from kernelpin.errors import IntegrityError, KernelpinError
 from kernelpin.format import lockfile
-from kernelpin.loading.loader import LoadedKernel, import_verified, loaded_kernels
+from kernelpin.loading.loader import VerifiedKernel, import_verified, loaded_kernels
 from kernelpin.loading.runtime import find_lock, module_name
 from testkit.fake_kernel import CPU_213, variant_files
 from tests.kernelpin.helpers import NOBODY
@@ -368,8 +368,8 @@ def test_loaded_kernels_lists_each_completed_import_with_its_kernel(tmp_path, im
         import_verified(bad_name, bad_directory, bad_variant, "acme/y 1.0.0", kernel=("acme/y", COMMIT))
     mine = [kernel for kernel in loaded_kernels() if kernel.module in (name, local_name, bad_name)]
     assert mine == [
-        LoadedKernel(name, REPO, COMMIT, CPU_213, directory),
-        LoadedKernel(local_name, None, None, CPU_213, local_directory),
+        VerifiedKernel(name, REPO, COMMIT, CPU_213, directory),
+        VerifiedKernel(local_name, None, None, CPU_213, local_directory),
     ]
 
 

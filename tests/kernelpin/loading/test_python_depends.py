@@ -12,7 +12,7 @@ import pytest
 
 import kernelpin
 from kernelpin.format import metadata as kernel_metadata
-from kernelpin.loading.get_kernel import UnpinnedKernelWarning
+from kernelpin.front.hub import UnpinnedKernelWarning
 from kernelpin.loading.python_depends import DependencyError, dependency_table, missing_packages
 from testkit.fake_kernel import CPU_213, kernel_files
 from tests.kernelpin.helpers import TRUSTED_ORG

@@ -23,7 +23,7 @@ CHECKS = {"errors", "files.integrity"}
 # The entry points that may name the publisher: `kernelpin publish` and the package's lazy exports.
 ENTRY_POINTS = {"cli.publish", "__init__", "__main__"}
 # What the command line's commands (kernelpin/cli/<command>.py) share besides the library.
-CLI_SHARED = {"cli.context", "cli.relocking"}
+CLI_SHARED = {"cli.context", "cli.installed", "cli.relocking"}
 # The rooms from the bottom up: a module imports from its own room and the rooms below it only.
 LAYERS = [
     {"errors", "terminal"},
@@ -34,7 +34,9 @@ LAYERS = [
     {"store"},
     {"environment", "project", "resolve"},
     {"builds", "relock"},
+    {"lockless"},
     {"loading"},
+    {"front"},
     {"commands", "publisher"},
     {"cli"},
     {"__init__", "__main__"},
@@ -224,6 +226,7 @@ def test_the_publisher_imports_no_consumer_command() -> None:
         "store.install",
         "store.content",
         "loading.runtime",
+        "front.lock",
         "loading.loader",
         "commands.verify",
         "commands.outdated",
@@ -280,14 +283,30 @@ def _imported_names(path: Path) -> set[str]:
 
 
 def test_the_load_tail_is_written_once() -> None:
-    """`load` (a lock), `get_kernel` (no lock) and LOCAL_KERNELS (a build on disk) each choose a build and end in
+    """Every load (a lock, the Hub without one, LOCAL_KERNELS, ...) goes through the one load front,
+    kernelpin.loading.front, which asks resolvers for a build and hands it to
     kernelpin.loading.importing.import_pinned, the one place that takes the kernel module's lock, verifies, checks
     the dependencies and calls the verified importer."""
     modules = _modules(PACKAGE)
     importer = sorted(name for name, path in modules.items() if "import_verified" in _imported_names(path))
     tail = sorted(name for name, path in modules.items() if "import_pinned" in _imported_names(path))
     assert importer == ["loading.importing"]
-    assert tail == ["loading.get_kernel", "loading.local_override", "loading.runtime"]
+    assert tail == ["loading.front"]
+
+
+def test_loading_imports_neither_the_resolver_nor_the_hub() -> None:
+    """The resolvers that need the resolver or the Hub (kernelpin.front) are handed to loading's front, which
+    knows only their interface (kernelpin.loading.front.Resolver): loading reads locks and builds on disk, verifies
+    and imports."""
+    forbidden = {"resolve", "project", "builds", "relock", "lockless"}
+    reaching = {
+        name: sorted(
+            target for target in targets if target.split(".")[0] in forbidden or target.split(".")[0] == "hub"
+        )
+        for name, targets in _arrows().items()
+        if _room(name) == "loading"
+    }
+    assert {name: found for name, found in reaching.items() if found} == {}
 
 
 def test_every_command_is_a_library_function_named_like_it() -> None:
@@ -304,7 +323,7 @@ def test_every_command_is_a_library_function_named_like_it() -> None:
     [
         # load() reads a lock; it neither resolves nor edits pyproject.toml.
         (
-            "import kernelpin.loading.runtime",
+            "import kernelpin.front.lock",
             {
                 "kernelpin.resolve",
                 "kernelpin.project",

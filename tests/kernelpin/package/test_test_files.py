@@ -32,6 +32,9 @@ WITHOUT_OWN_TEST = {
     "kernelpin.cli.remove": "tested with the command by tests/kernelpin/commands/test_lock.py and "
     "tests/kernelpin/cli/test_cli.py (--json)",
     "kernelpin.cli.sync": "tested with the command by tests/kernelpin/commands/test_sync.py",
+    "kernelpin.cli.download": "tested with the command by tests/kernelpin/cli/test_kernels_shapes.py",
+    "kernelpin.cli.installed": "what sync and download show: tested through them by "
+    "tests/kernelpin/commands/test_sync.py and tests/kernelpin/cli/test_kernels_shapes.py",
     "kernelpin.cli.outdated": "tested with the command by tests/kernelpin/commands/test_lock.py",
     "kernelpin.cli.versions": "tested with the command by tests/kernelpin/commands/test_lock.py and "
     "tests/kernelpin/commands/test_inspection.py (--variants)",
@@ -67,7 +70,7 @@ WITHOUT_OWN_TEST = {
     "tests/kernelpin/files/test_cache_removal.py",
     "kernelpin.files.private_state": "tested by tests/kernelpin/trust/test_signature_checker.py and "
     "tests/kernelpin/store/test_receipts.py (the receipts it keeps)",
-    "kernelpin.format.kernel_status": "tested by tests/kernelpin/loading/test_kernel_status.py, where get_kernel follows it",
+    "kernelpin.format.kernel_status": "tested by tests/kernelpin/front/test_kernel_status.py, where get_kernel follows it",
     "kernelpin.format.kernels_lock": "tested by tests/kernelpin/format/test_kernels_compat.py, judged by `kernels` itself",
     "kernelpin.format.layout": "file names and constants only, no logic",
     "kernelpin.format.lockfile": "tested by tests/kernelpin/format/test_lock_render.py and "
@@ -85,17 +88,26 @@ WITHOUT_OWN_TEST = {
     "kernelpin.hub.throttle": "tested by tests/kernelpin/hub/test_throttling.py",
     "kernelpin.loading.archive": "tested by tests/kernelpin/loading/test_zip_builds.py",
     "kernelpin.loading.importing": "the one load tail every loader ends in: tested through them by "
-    "tests/kernelpin/loading/test_loader.py and tests/kernelpin/loading/test_get_kernel.py",
+    "tests/kernelpin/loading/test_loader.py and tests/kernelpin/front/test_get_kernel.py",
+    "kernelpin.loading.front": "the one load front every load goes through (resolvers, then import_pinned): tested "
+    "through every loader (tests/kernelpin/front/, tests/kernelpin/loading/test_loader.py, "
+    "tests/kernelpin/loading/test_local_kernels.py) and measured by tests/kernelpin/journeys/test_load_front_places.py",
+    "kernelpin.front.hub": "the Hub as a resolver: tested by tests/kernelpin/front/test_get_kernel.py, "
+    "tests/kernelpin/front/test_kernel_status.py (moves) and tests/kernelpin/front/test_get_kernel_signatures.py",
+    "kernelpin.front.lock": "load() from a kernelpin.lock: tested by tests/kernelpin/loading/test_loader.py and "
+    "tests/kernelpin/loading/test_check_arch_locked.py",
+    "kernelpin.lockless": "resolving without a lock: tested through get_kernel by "
+    "tests/kernelpin/front/test_get_kernel.py and tests/kernelpin/front/test_get_kernel_signatures.py",
     "kernelpin.loading.local_override": "tested by tests/kernelpin/loading/test_local_kernels.py",
     "kernelpin.loading.provenance": "tested by tests/kernelpin/loading/test_dirty_provenance.py",
-    "kernelpin.loading.runtime": "load(): tested by tests/kernelpin/loading/test_loader.py and "
-    "tests/kernelpin/loading/test_check_arch_locked.py",
+    "kernelpin.loading.runtime": "finding and reading the lock, the environment: tested by "
+    "tests/kernelpin/loading/test_loader.py and tests/kernelpin/toplevel/test_project_discovery.py",
     "kernelpin.publisher.abi_gate": "tested with real built libraries by tests/release/test_abi_gate.py",
     "kernelpin.publisher.release": "tested by tests/kernelpin/publisher/test_signed_release.py and tests/release/",
     "kernelpin.store.content": "tested by tests/kernelpin/store/test_store_direct.py and tests/kernelpin/store/test_store.py",
     "kernelpin.store.install": "tested by tests/kernelpin/commands/test_sync.py and "
     "tests/kernelpin/commands/test_sync_faults.py",
-    "kernelpin.store.resolutions": "tested by tests/kernelpin/loading/test_get_kernel.py (version=N offline)",
+    "kernelpin.store.resolutions": "tested by tests/kernelpin/front/test_get_kernel.py (version=N offline)",
     "kernelpin.trust.checker": "tested by tests/kernelpin/trust/test_signature_checker.py",
     "kernelpin.trust.gate": "tested by tests/kernelpin/trust/test_trust_gate.py",
     "kernelpin.trust.policy": "tested by tests/kernelpin/trust/test_trust_policy.py",

@@ -14,7 +14,7 @@ import pytest
 import kernelpin
 from kernelpin.errors import KernelpinError
 from kernelpin.format.kernel_status import Redirect, parse_status
-from kernelpin.loading.get_kernel import KernelRedirectWarning
+from kernelpin.front.hub import KernelRedirectWarning
 from testkit.fake_kernel import CPU_213, kernel_files
 from tests.kernelpin.helpers import TRUSTED_ORG
 

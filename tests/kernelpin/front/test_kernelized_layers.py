@@ -11,11 +11,11 @@ torch = pytest.importorskip("torch")
 kernels = pytest.importorskip("kernels")
 
 import kernelpin
-from kernelpin.loading.get_kernel import UnpinnedKernelWarning
+from kernelpin.front.hub import UnpinnedKernelWarning
 from testkit.fake_kernel import CPU_213
 
 # The kernel with a Gray layer on the test Hub, and the model's Gray that kernelize replaces: test_kernelize's.
-from tests.kernelpin.loading.test_kernelize import Gray, layer_kernel  # noqa: F401
+from tests.kernelpin.front.test_kernelize import Gray, layer_kernel  # noqa: F401
 
 
 def kernelized(repository) -> torch.nn.Module:

@@ -1,13 +1,11 @@
-"""`get_kernel` without a lock: the notebook one-liner of `kernels`, with kernelpin's checks.
+"""Resolving without a lock, for `get_kernel` (kernelpin.front): on the spot online, from what was resolved before
+offline.
 
-`kernelpin.get_kernel(repo, version=1)` takes what `kernels.get_kernel` takes (switching is one import) and
-resolves on the spot: `version=N` is the branch vN as kernels reads it, `version="^1.2"` a range over version
-tags (kernelpin only), `revision=` a tag, branch or commit. Only the variant this machine needs is pinned
-(its metadata.json read in memory, checked against the file listing) and downloaded, every file checked
-against its metadata.json digest and size before it is used, the kernel's `python-depends` and
-`kernels-minver` are checked before any binary is downloaded, and only verified bytes are imported
-(kernelpin.loading.loader). What was resolved is remembered where only this user writes (kernelpin.store.resolutions), so
-the same call works offline afterwards, `version=N` included. An `UnpinnedKernelWarning` says how to pin it.
+`version=N` is the branch vN as kernels reads it, `version="^1.2"` a range over version tags (kernelpin only),
+`revision=` a tag, branch or commit. Only the variant this machine needs is pinned (its metadata.json read in
+memory, checked against the file listing), its files checked against its metadata.json digest and size before they
+are used. What was resolved is remembered where only this user writes (kernelpin.store.resolutions), so the same
+call works offline afterwards, `version=N` included.
 
 Trust as `lock` has it (kernelpin.trust.policy), with the publisher policy of the project around the working
 directory (its [tool.kernelpin.trust], else the defaults): a publisher the policy does not name needs the Hub's
@@ -18,39 +16,26 @@ Sigstore bundle, where it has one or the policy requires one, is verified before
 from __future__ import annotations
 
 import threading
-import warnings
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kernelpin.errors import KernelpinError, NoVariantError
 from kernelpin.format.layout import BUILD_DIR, METADATA
 from kernelpin.format.lockfile import LockedKernel, LockedVariant
 from kernelpin.format.metadata import MAX_METADATA_SIZE
-from kernelpin.format.spec import Requirement, describe_value, parse_requirement, requirement_from_arguments
+from kernelpin.format.spec import Requirement, describe_value
 from kernelpin.format.variant import Environment, Variant, arch_rejection, exact_build, select
 from kernelpin.hub.source import HubSettings, HubSource
-from kernelpin.loading import local_override, python_depends
-from kernelpin.loading.importing import Verified, import_pinned
-from kernelpin.loading.runtime import environment_for, module_name
 from kernelpin.project import find_project, read_policy
-from kernelpin.resolve import KernelMoved, Located, Pinner, locate, pick_revision, same_publisher, served_as
-from kernelpin.store.content import Store
+from kernelpin.resolve import Located, Pinner, locate, pick_revision, served_as
 from kernelpin.store.resolutions import Remembered, Resolutions, state_dir
 from kernelpin.trust.checker import ReleaseChecker
 from kernelpin.trust.gate import Evidence, EvidenceKind, admit_publisher, enforce
 from kernelpin.trust.policy import Policy
 from kernelpin.trust.receipts import SignatureReceipts
-
-if TYPE_CHECKING:
-    from kernelpin.builds import VariantFit
-
-
-class UnpinnedKernelWarning(UserWarning):
-    """A kernel was loaded without a lock; the message says how to pin it."""
 
 
 @dataclass(frozen=True)
@@ -252,199 +237,28 @@ def resolve_remembered(
     return Resolved(kernel, selection.chosen, requirement)
 
 
-def get_kernel(
-    repo_id: str,
-    *,
-    revision: str | None = None,
-    version: int | str | None = None,
-    backend: str | None = None,
-    user_agent: str | dict[str, Any] | None = None,
-    trust_remote_code: bool | list[str] = False,
-    check_arch: bool = True,
-) -> ModuleType:
-    """Load a kernel from the Hub without a lock, verified; arguments as `kernels.get_kernel`'s.
-
-    `version` is a major version (the branch vN, as kernels reads it) or, kernelpin only, a range over
-    version tags ("^1.2"); `revision` a tag, branch or commit. `backend="cpu"` takes a CPU build on an
-    accelerator's machine; `check_arch=False` skips the GPU-arch check of the chosen build;
-    `trust_remote_code` (True, or a list of repository ids) allows publishers the Hub does not mark trusted.
-    `user_agent` is accepted for compatibility; kernelpin's requests carry huggingface_hub's user agent.
-    LOCAL_KERNELS overrides the Hub for the repositories it names (kernelpin.loading.local_override).
-    """
-    del user_agent  # accepted so that switching from kernels is one import
-    requirement = requirement_from_arguments(repo_id, version, revision)
-    env = environment_for(backend)
-    override = local_override.override_for(repo_id)
-    checker = release_checker_here()
-    if override is not None:
-        return local_override.load(repo_id, override, env, checker.policy, check_arch=check_arch)
-    return _load_resolved(requirement, env, check_arch, trust_remote_code, checker)
-
-
-MAX_REDIRECTS = 4  # kernel-status.toml moves followed for one kernel; a longer chain (or a loop) is refused
-
-
-class KernelRedirectWarning(UserWarning):
-    """A kernel's repository says it moved (kernel-status.toml), and get_kernel loaded the destination."""
-
-
-def _follow(
-    moved: KernelMoved,
-    env: Environment,
-    check_arch: bool,
-    trust_remote_code: bool | Sequence[str],
-    checker: ReleaseChecker,
-    moved_from: tuple[str, ...],
-) -> ModuleType:
-    """Load what a moved kernel's kernel-status.toml names, where the publisher policy admits it: in the same
-    organization, as any kernel of that publisher; in another, only when the policy or trust_remote_code names the
-    destination (a move across organizations is a new publisher, which the Hub's trusted mark alone does not make
-    one the caller chose)."""
-    old, new = moved.requirement.repo_id, moved.instead.repo_id
-    chain = (*moved_from, old)
-    if new in chain or len(chain) > MAX_REDIRECTS:
-        raise KernelpinError(
-            f"{' -> '.join((*chain, new))}: kernel-status.toml redirects loop or run longer than "
-            f"{MAX_REDIRECTS}; ask the publisher, or name the repository to load"
-        )
-    named = checker.policy.publisher(new) is not None or (
-        not isinstance(trust_remote_code, bool) and new in trust_remote_code
-    )
-    if not same_publisher(old, new) and not named:
-        org = new.split("/", 1)[0]
-        raise KernelpinError(
-            f"{old} has moved to {new} (its kernel-status.toml at {moved.commit[:12]} says so), "
-            f"another organization's: a new publisher, which neither the publisher policy nor "
-            f"trust_remote_code names; if you trust it, pass trust_remote_code=[{new!r}] or add "
-            f'[tool.kernelpin.trust.publishers."{org}"] to pyproject.toml'
-        )
-    warnings.warn(
-        f"{old} has moved to {new} (its kernel-status.toml at {moved.commit[:12]} says so); loading "
-        f"{new} {moved.instead.text} instead: to load it by its new name, get_kernel({new!r}, ...)",
-        KernelRedirectWarning,
-        stacklevel=4,
-    )
-    return _load_resolved(moved.instead, env, check_arch, trust_remote_code, checker, chain)
-
-
-def _load_resolved(
+def pin(
+    settings: HubSettings,
+    source: HubSource,
     requirement: Requirement,
     env: Environment,
     check_arch: bool,
     trust_remote_code: bool | Sequence[str],
     checker: ReleaseChecker,
-    moved_from: tuple[str, ...] = (),
-) -> ModuleType:
-    """Load one kernel and, first, the kernels its variant depends on (following kernel-status.toml moves)."""
-    settings = HubSettings.from_env()
-    source = HubSource(settings)
-    resolutions = Resolutions(settings.endpoint, state_dir())
-    remembered = resolutions.read(requirement)
+) -> tuple[Resolved, tuple[str, ...], dict | None, dict[str, bytes]]:
+    """`requirement` resolved and its build for `env` pinned, online (resolve_online's answer) or, offline, as
+    resolved before (resolve_remembered's, with no variant names, document or files read)."""
+    remembered = Resolutions(settings.endpoint, state_dir()).read(requirement)
     if settings.offline:
         resolved = resolve_remembered(
             remembered, requirement, env, check_arch, settings.cache_dir, checker, trust_remote_code
         )
-        document: dict[str, Any] | None = None
-        fetched: dict[str, bytes] = {}
-        names: tuple[str, ...] = ()
-    else:
-        try:
-            resolved, names, document, fetched = resolve_online(
-                source, requirement, env, check_arch, remembered, trust_remote_code, checker
-            )
-        except KernelMoved as moved:
-            return _follow(moved, env, check_arch, trust_remote_code, checker, moved_from)
-    kernel, variant = resolved.kernel, resolved.kernel.variant(resolved.variant)
-    assert variant is not None
-    what = f"{kernel.label} ({variant.name})"
-    if document is not None:  # before anything is downloaded
-        python_depends.check(document, env.selected.name, what)
-    if not settings.offline:
-        resolutions.remember(kernel, names, requirement, resolved.publisher_trusted)
+        return resolved, (), None, {}
+    return resolve_online(source, requirement, env, check_arch, remembered, trust_remote_code, checker)
 
-    def verify() -> Verified:
-        store = Store(source)
-        return Verified(store.ensure_variant(kernel, variant.name, fetched=fetched).directory, variant, store.receipts)
 
-    def cycle(chain: str) -> KernelpinError:
-        return KernelpinError(
-            f"kernel dependency cycle: {chain} ({what}, kernel-depends); a kernel cannot depend "
-            "on itself: ask the publisher to break it"
-        )
-
-    def dependency(repo_id: str, value: object) -> ModuleType:
-        return _load_resolved(
-            parse_requirement(
-                repo_id, value, f"{what} kernel-depends", declared=f"the metadata.json of {what} (ask its publisher)"
-            ),
-            env,
-            check_arch,
-            trust_remote_code,
-            checker,
-        )
-
-    # python-depends: checked above when read now, else (remembered) from the verified store.
-    module, imported = import_pinned(
-        module_name(kernel.repo_id, kernel.commit, variant.name),
-        what,
-        (kernel.repo_id, kernel.commit),
-        verify,
-        cycle_error=cycle,
-        python_backend=env.selected.name if document is None else None,
-        load_dependency=dependency,
+def remember(settings: HubSettings, resolved: Resolved, names: tuple[str, ...]) -> None:
+    """Keep what was resolved online, so that the same call works offline afterwards."""
+    Resolutions(settings.endpoint, state_dir()).remember(
+        resolved.kernel, names, resolved.requirement, resolved.publisher_trusted
     )
-    if imported:
-        warnings.warn(
-            f"{kernel.label} was loaded without a lock (commit {kernel.commit[:12]}); to pin it, "
-            f"{pin_hint(requirement)}",
-            UnpinnedKernelWarning,
-            stacklevel=3,
-        )
-    return module
-
-
-def has_kernel(
-    repo_id: str,
-    *,
-    revision: str | None = None,
-    version: int | str | None = None,
-    backend: str | None = None,
-    trust_remote_code: bool | list[str] = False,
-    check_arch: bool = True,
-) -> bool:
-    """Whether a build of the kernel fits this machine (arguments as `kernels.has_kernel`'s); downloads no
-    binary (online it reads the listing and the chosen build's metadata.json; offline what was resolved)."""
-    requirement = requirement_from_arguments(repo_id, version, revision)
-    env = environment_for(backend)
-    override = local_override.override_for(repo_id)
-    try:
-        checker = release_checker_here()
-        if override is not None:
-            directory, _ = local_override.choose(repo_id, override, env, check_arch)
-            local_override.admit(repo_id, directory, checker.policy, "answering from", stacklevel=3)
-            return True
-        settings = HubSettings.from_env()
-        source = HubSource(settings)
-        remembered = Resolutions(settings.endpoint, state_dir()).read(requirement)
-        if settings.offline:
-            resolve_remembered(remembered, requirement, env, check_arch, settings.cache_dir, checker, trust_remote_code)
-        else:
-            resolve_online(source, requirement, env, check_arch, remembered, trust_remote_code, checker)
-    except NoVariantError:
-        return False
-    return True
-
-
-def get_kernel_variants(
-    repo_id: str,
-    *,
-    revision: str | None = None,
-    version: int | str | None = None,
-    backend: str | None = None,
-) -> list[VariantFit]:
-    """Every build variant of the kernel judged for this machine (arguments as `kernels.get_kernel_variants`'):
-    those that fit first, the one get_kernel would choose leading, then the others with the reason."""
-    from kernelpin.builds import kernel_variants
-
-    requirement = requirement_from_arguments(repo_id, version, revision)
-    return kernel_variants(HubSource(HubSettings.from_env()), requirement, environment_for(backend))

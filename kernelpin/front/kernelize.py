@@ -11,8 +11,15 @@ builds its mapping from kernels' own classes, so the integration replaces `load(
 - `LayerRepository` / `FuncRepository` (`version=` or `revision=`): `kernelpin.get_kernel` (resolved on the
   spot, verified, remembered for offline use; LOCAL_KERNELS honoured with a warning);
 - `LockedLayerRepository` / `LockedFuncRepository`: `kernelpin.load` from the kernelpin.lock beside the
-  kernels.lock they read (or the one found from the working directory), refused when the two locks name
-  different commits; LOCAL_KERNELS is refused there unless allowed (kernelpin.loading.local_override).
+  kernels.lock they read (or the one found from the working directory) where it pins the kernel, refused when
+  the two locks name different commits (LOCAL_KERNELS is refused there unless allowed,
+  kernelpin.loading.local_override); else the kernels.lock's commit from the Hub, verified as `get_kernel`
+  verifies (kernelpin.front.kernels_api.load_commit);
+- `LocalLayerRepository` / `LocalFuncRepository`: `kernelpin.get_local_kernel` (the build on disk, verified
+  against its own metadata.json).
+
+`kernels_attribute(name)` gives kernels' own objects of `kernels.__all__` (`kernelpin.kernelize`,
+`kernelpin.LayerRepository`, ...) with this integration switched on: switching from kernels is one import.
 
 The layer or function is then taken from the loaded module exactly as kernels takes it (its own
 `_get_kernel_layer` / `_get_kernel_func`, so their checks and errors stay kernels'). Where kernels keeps these
@@ -27,6 +34,7 @@ modules (the forward kernelize put there), so it works with kernels 0.17.2 too, 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -36,6 +44,7 @@ from typing import Any
 
 from kernelpin.errors import KernelpinError
 from kernelpin.format.layout import LOCKFILE
+from kernelpin.front.kernels_api import get_local_kernel, load_commit
 from kernelpin.loading import kernels_internals
 
 # The replaced methods, by (class, attribute): restored by `integrated_kernels` on exit.
@@ -43,7 +52,7 @@ _Originals = dict[tuple[type, str], Callable[..., Any]]
 
 
 @dataclass(frozen=True)
-class KernelizedLayer:
+class VerifiedLayer:
     """A layer (or a function, `func` set) that kernelize replaced through kernelpin, and what kernelpin verified."""
 
     name: str  # the module's name in the model (`named_modules`)
@@ -60,7 +69,7 @@ class KernelizedLayer:
 
 @dataclass(frozen=True)
 class _Loaded:
-    """What kernelpin loaded for one repository: the facts a KernelizedLayer shows beside it."""
+    """What kernelpin loaded for one repository: the facts a VerifiedLayer shows beside it."""
 
     repository: Any
     commit: str
@@ -68,6 +77,7 @@ class _Loaded:
     lock: Path | None = None
     version: str | None = None
     signer: str | None = None
+    asked: str | None = None  # what the repository asked for, where the lock does not say it
 
 
 # Layer (and function) classes kernelpin handed to kernelize, with what was loaded for them.
@@ -81,8 +91,13 @@ def _built(repository: Any, module: ModuleType, **locked: Any) -> _Loaded:
     return _Loaded(repository, loaded.commit or "", loaded.variant, **locked)
 
 
+def _local_kernel(repository: Any) -> tuple[ModuleType, _Loaded]:
+    module = get_local_kernel(repository._repo_path, check_arch=getattr(repository, "_check_arch", True))
+    return module, dataclasses.replace(_built(repository, module), asked=f"local {repository._repo_path}")
+
+
 def _hub_kernel(repository: Any) -> tuple[ModuleType, _Loaded]:
-    from kernelpin.loading.get_kernel import get_kernel
+    from kernelpin.front.get_kernel import get_kernel
 
     module = get_kernel(
         repository._repo_id,
@@ -94,43 +109,35 @@ def _hub_kernel(repository: Any) -> tuple[ModuleType, _Loaded]:
     return module, _built(repository, module)
 
 
-def kernelpin_lock_for(kernels_lock: Path | None) -> Path:
-    """The kernelpin.lock that decides a locked repository: beside its kernels.lock, else found from the
-    working directory as `kernelpin.load` finds it."""
-    from kernelpin.loading.runtime import find_lock
-
-    found = (kernels_lock.parent / LOCKFILE) if kernels_lock is not None else find_lock(Path.cwd())
-    if found is None or not found.is_file():
-        raise KernelpinError(
-            f"no {LOCKFILE} {'beside ' + str(kernels_lock) if kernels_lock else 'above ' + str(Path.cwd())}: "
-            "with kernelpin.integrate_kernels(), locked kernels load from the kernelpin.lock that `kernelpin lock` "
-            "keeps in step with kernels.lock; run `kernelpin lock` in the project"
-        )
-    return found
-
-
 def _locked_kernel(repository: Any) -> tuple[ModuleType, _Loaded]:
-    from kernelpin.loading.runtime import load, read_lock_cached
+    from kernelpin.front.lock import load
+    from kernelpin.loading.runtime import find_lock, read_lock_cached
 
-    lock = kernelpin_lock_for(repository._lockfile)
     commit = kernels_internals.commit_text(repository.kernel_locks[repository.kernel_dep].commit)
-    pinned = read_lock_cached(lock)
+    kernels_lock = repository._lockfile
+    lock = (kernels_lock.parent / LOCKFILE) if kernels_lock is not None else find_lock(Path.cwd())
+    pinned = read_lock_cached(lock) if lock is not None else None
     kernel = pinned.kernel(repository._repo_id) if pinned is not None else None
-    if kernel is not None and kernel.commit != commit:
+    if kernel is None:  # kernels.lock alone: its commit from the Hub, verified as get_kernel verifies
+        where = str(kernels_lock) if kernels_lock is not None else "kernels.lock"
+        check_arch = getattr(repository, "_check_arch", True)
+        module = load_commit(repository._repo_id, commit, where, None, check_arch=check_arch)
+        return module, dataclasses.replace(_built(repository, module), asked="locked")
+    if kernel.commit != commit:
         raise KernelpinError(
             f"{repository._repo_id}: kernels.lock pins {commit[:12]} but {lock} pins {kernel.commit[:12]}; "
             "run `kernelpin lock` to bring kernels.lock in step"
         )
     module = load(repository._repo_id, lock=lock, check_arch=getattr(repository, "_check_arch", True))
     loaded = _built(repository, module, lock=lock)
-    variant = kernel.variant(loaded.variant) if kernel is not None else None
+    variant = kernel.variant(loaded.variant)
     signer = variant.signature.signer if variant is not None and variant.signature is not None else None
     return module, _Loaded(
         repository,
         loaded.commit,
         loaded.variant,
         lock,
-        kernel.version if kernel else None,
+        kernel.version,
         signer.describe() if signer is not None else None,
     )
 
@@ -172,7 +179,18 @@ def _replacements() -> dict[tuple[type, str], Callable[..., Any]]:
         (layer.LockedLayerRepository, "load"): layer_load(_locked_kernel),
         (func.FuncRepository, "load"): func_load(_hub_kernel),
         (func.LockedFuncRepository, "load"): func_load(_locked_kernel),
+        (layer.LocalLayerRepository, "load"): layer_load(_local_kernel),
+        (func.LocalFuncRepository, "load"): func_load(_local_kernel),
     }
+
+
+def kernels_attribute(name: str) -> Any:
+    """kernels' own `name` (one of kernels.__all__), its repositories loading through kernelpin: taking one from
+    kernelpin integrates them (integrate_kernels, idempotent). KernelsPackageError naming `pip install kernels`
+    without it."""
+    found = kernels_internals.public(name, f"kernelpin.{name} (kernels' own, loading through kernelpin)")
+    integrate_kernels()
+    return found
 
 
 def integrate_kernels() -> _Originals:
@@ -201,7 +219,7 @@ def integrated_kernels() -> Iterator[None]:
             setattr(cls, name, method)
 
 
-def kernelized_layers(model: Any) -> list[KernelizedLayer]:
+def kernelized_layers(model: Any) -> list[VerifiedLayer]:
     """The layers and functions of `model` that kernelize replaced with a kernel loaded through kernelpin
     (`integrate_kernels`), by their names in the model, with the repository (as `kernels.get_kernelized_layers`
     0.18+ gives it) and what kernelpin verified: commit, build, and for a locked one the lock, release and signer.
@@ -217,13 +235,13 @@ def kernelized_layers(model: Any) -> list[KernelizedLayer]:
             repository = loaded.repository
             asked = (
                 "locked"
-                if loaded.lock is not None
+                if loaded.lock is not None or loaded.asked == "locked"
                 else f"revision {repository._revision}"
                 if getattr(repository, "_revision", None) is not None
                 else f"version {repository._version}"
             )
             found.append(
-                KernelizedLayer(
+                VerifiedLayer(
                     name,
                     func_name,
                     repository._repo_id,

@@ -11,11 +11,11 @@ import warnings
 import pytest
 
 import kernelpin
-from kernelpin.loading.get_kernel import UnpinnedKernelWarning
+from kernelpin.front.hub import UnpinnedKernelWarning
 from kernelpin.trust.policy import SignatureError
 from tests.kernelpin.helpers import UNTRUSTED_ORG
 from tests.kernelpin.journeys.test_lock_signatures import ACME, ACME_SIGNERS, HIJACKER, release
-from tests.kernelpin.loading.test_get_kernel import fresh_modules, state  # noqa: F401 (fixtures)
+from tests.kernelpin.front.test_get_kernel import fresh_modules, state  # noqa: F401 (fixtures)
 
 POLICY = f'[tool.kernelpin.trust.publishers."{UNTRUSTED_ORG}"]\nsigners = {ACME_SIGNERS}\n'
 

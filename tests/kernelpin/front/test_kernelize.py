@@ -17,7 +17,7 @@ kernels = pytest.importorskip("kernels")
 import kernelpin
 from kernelpin.errors import IntegrityError, KernelpinError
 from kernelpin.loading import kernels_internals
-from kernelpin.loading.get_kernel import UnpinnedKernelWarning
+from kernelpin.front.hub import UnpinnedKernelWarning
 from kernelpin.loading.local_override import LocalKernelOverrideWarning
 from kernelpin.loading.runtime import module_name as load_module_name
 from testkit.fake_kernel import CPU_213, kernel_files, write_variant
@@ -35,7 +35,7 @@ class Gray(nn.Module):
 """
 EXTRA = {"__init__.py": KERNEL_INIT, "layers.py": LAYERS}
 LAYER = kernels_internals.module(
-    "layer", "tests/kernelpin/loading/test_kernelize.py"
+    "layer", "tests/kernelpin/front/test_kernelize.py"
 )  # kernels' layer module, any version
 
 

@@ -1,0 +1,91 @@
+"""`get_kernel`, `has_kernel` and `get_kernel_variants` without a lock: the notebook one-liners of `kernels`, with
+kernelpin's checks (kernelpin.front.hub says which). Each asks the resolvers of a lockless load (LOCAL_KERNELS, then
+the Hub) through the one load front (kernelpin.loading.front)."""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+from kernelpin import lockless
+from kernelpin.errors import NoVariantError
+from kernelpin.format.spec import requirement_from_arguments
+from kernelpin.front.hub import hub_resolvers
+from kernelpin.hub.source import HubSettings, HubSource
+from kernelpin.loading import front, kernels_internals, local_override
+from kernelpin.loading.runtime import environment_for
+from kernelpin.lockless import release_checker_here
+
+
+def get_kernel(
+    repo_id: str,
+    *,
+    revision: str | None = None,
+    version: int | str | None = None,
+    backend: str | None = None,
+    user_agent: str | dict | None = None,
+    trust_remote_code: bool | list[str] = False,
+    check_arch: bool = True,
+) -> ModuleType:
+    """Load a kernel from the Hub without a lock, verified; arguments as `kernels.get_kernel`'s.
+
+    `version` is a major version (the branch vN, as kernels reads it) or, kernelpin only, a range over
+    version tags ("^1.2"); `revision` a tag, branch or commit. `backend="cpu"` takes a CPU build on an
+    accelerator's machine; `check_arch=False` skips the GPU-arch check of the chosen build;
+    `trust_remote_code` (True, or a list of repository ids) allows publishers the Hub does not mark trusted.
+    `user_agent` is accepted for compatibility; kernelpin's requests carry huggingface_hub's user agent.
+    LOCAL_KERNELS overrides the Hub for the repositories it names (kernelpin.loading.local_override).
+    """
+    del user_agent  # accepted so that switching from kernels is one import
+    requirement = requirement_from_arguments(repo_id, version, revision)
+    resolvers = hub_resolvers(environment_for(backend), check_arch, trust_remote_code, release_checker_here())
+    return front.load(front.Request(repo_id, requirement), resolvers)
+
+
+def has_kernel(
+    repo_id: str,
+    *,
+    revision: str | None = None,
+    version: int | str | None = None,
+    backend: str | None = None,
+    trust_remote_code: bool | list[str] = False,
+    check_arch: bool = True,
+) -> bool:
+    """Whether a build of the kernel fits this machine (arguments as `kernels.has_kernel`'s); downloads no
+    binary (online it reads the listing and the chosen build's metadata.json; offline what was resolved)."""
+    requirement = requirement_from_arguments(repo_id, version, revision)
+    env = environment_for(backend)
+    override = local_override.override_for(repo_id)
+    try:
+        checker = release_checker_here()
+        if override is not None:
+            directory, _ = local_override.choose(repo_id, override, env, check_arch)
+            local_override.admit(repo_id, directory, checker.policy, "answering from", stacklevel=3)
+            return True
+        _, hub = hub_resolvers(env, check_arch, trust_remote_code, checker)
+        lockless.pin(hub.settings, HubSource(hub.settings), requirement, env, check_arch, trust_remote_code, checker)
+    except NoVariantError:
+        return False
+    return True
+
+
+def get_kernel_variants(
+    repo_id: str,
+    *,
+    revision: str | None = None,
+    version: int | str | None = None,
+    backend: str | None = None,
+) -> list[Any]:
+    """Every build variant of the kernel judged for this machine, as `kernels.get_kernel_variants` answers (same
+    arguments): kernels' own VariantAccepted / VariantRejected (`.variant`, a kernels variant; `.reason`),
+    those that fit first with the one get_kernel would choose leading, then the others, each with kernelpin's
+    reason. kernelpin.variants() answers the same judgement without kernels (kernelpin.VariantFit)."""
+    from kernelpin.builds import kernel_variants
+
+    purpose = "kernelpin.get_kernel_variants, which answers kernels' VariantAccepted and VariantRejected,"
+    parse = kernels_internals.attribute("variants", "parse_variant", purpose)
+    accepted = kernels_internals.attribute("variants", "VariantAccepted", purpose)
+    rejected = kernels_internals.attribute("variants", "VariantRejected", purpose)
+    requirement = requirement_from_arguments(repo_id, version, revision)
+    fits = kernel_variants(HubSource(HubSettings.from_env()), requirement, environment_for(backend))
+    return [accepted(parse(fit.name)) if fit.fits else rejected(parse(fit.name), fit.reason) for fit in fits]

@@ -1,0 +1,155 @@
+"""The Hub without a lock as a resolver of the load front (kernelpin.loading.front): what `get_kernel` loads,
+resolved on the spot online or as resolved before offline (kernelpin.lockless), its python-depends and
+kernels-minver checked before any binary is downloaded, only verified bytes imported (kernelpin.loading.loader),
+and an UnpinnedKernelWarning saying how to pin it. A kernel whose kernel-status.toml says it moved is followed
+where the publisher policy admits the destination (KernelRedirectWarning)."""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from kernelpin import lockless
+from kernelpin.errors import KernelpinError
+from kernelpin.format.spec import Requirement, parse_requirement
+from kernelpin.format.variant import Environment
+from kernelpin.hub.source import HubSettings, HubSource
+from kernelpin.loading import python_depends
+from kernelpin.loading.front import PinnedBuild, Request
+from kernelpin.loading.importing import Verified
+from kernelpin.loading.local_override import LocalResolver
+from kernelpin.loading.runtime import module_name
+from kernelpin.resolve import KernelMoved, same_publisher
+from kernelpin.store.content import Store
+from kernelpin.trust.checker import ReleaseChecker
+
+
+class UnpinnedKernelWarning(UserWarning):
+    """A kernel was loaded without a lock; the message says how to pin it."""
+
+
+MAX_REDIRECTS = 4  # kernel-status.toml moves followed for one kernel; a longer chain (or a loop) is refused
+
+
+class KernelRedirectWarning(UserWarning):
+    """A kernel's repository says it moved (kernel-status.toml), and get_kernel loaded the destination."""
+
+
+@dataclass(frozen=True)
+class HubResolver:
+    """The Hub without a lock (online: kernelpin.resolve on the spot, the publisher and the chosen build's signature
+    checked, the resolution remembered for offline use) or, offline, what was resolved online before
+    (kernelpin.store.resolutions). Answers every request; a kernel's kernel-depends through itself again. A kernel
+    whose kernel-status.toml says it moved is followed where the publisher policy admits the destination."""
+
+    env: Environment
+    check_arch: bool
+    trust_remote_code: bool | Sequence[str]
+    checker: ReleaseChecker
+    settings: HubSettings
+    moved_from: tuple[str, ...] = ()
+    pinned_by: object = None  # the lock that names the commit asked for (a kernels.lock): no UnpinnedKernelWarning
+
+    def resolve(self, request: Request) -> PinnedBuild:
+        requirement, source = self._requirement(request), HubSource(self.settings)
+        try:
+            resolved, names, document, fetched = lockless.pin(
+                self.settings, source, requirement, self.env, self.check_arch, self.trust_remote_code, self.checker
+            )
+        except KernelMoved as moved:
+            return self._follow(moved)
+        kernel, variant = resolved.kernel, resolved.kernel.variant(resolved.variant)
+        assert variant is not None
+        what = f"{kernel.label} ({variant.name})"
+        if document is not None:  # before anything is downloaded
+            python_depends.check(document, self.env.selected.name, what)
+        if not self.settings.offline:
+            lockless.remember(self.settings, resolved, names)
+
+        def verify() -> Verified:
+            store = Store(source)
+            return Verified(
+                store.ensure_variant(kernel, variant.name, fetched=fetched).directory, variant, store.receipts
+            )
+
+        def cycle(chain: str) -> KernelpinError:
+            return KernelpinError(
+                f"kernel dependency cycle: {chain} ({what}, kernel-depends); a kernel cannot depend "
+                "on itself: ask the publisher to break it"
+            )
+
+        def unpinned() -> None:
+            warnings.warn(
+                f"{kernel.label} was loaded without a lock (commit {kernel.commit[:12]}); to pin it, "
+                f"{lockless.pin_hint(requirement)}",
+                UnpinnedKernelWarning,
+                stacklevel=4,
+            )
+
+        # python-depends: checked above when read now, else (remembered) from the verified store.
+        return PinnedBuild(
+            module_name(kernel.repo_id, kernel.commit, variant.name),
+            what,
+            (kernel.repo_id, kernel.commit),
+            verify,
+            python_backend=self.env.selected.name if document is None else None,
+            dependencies=(dataclasses.replace(self, moved_from=()),),
+            cycle_error=cycle,
+            imported=unpinned if self.pinned_by is None else None,
+        )
+
+    @staticmethod
+    def _requirement(request: Request) -> Requirement:
+        if isinstance(request.value, Requirement):
+            return request.value
+        return parse_requirement(
+            request.repo_id,
+            request.value,
+            f"{request.asked_by} kernel-depends",
+            declared=f"the metadata.json of {request.asked_by} (ask its publisher)",
+        )
+
+    def _follow(self, moved: KernelMoved) -> PinnedBuild:
+        """What a moved kernel's kernel-status.toml names, where the publisher policy admits it: in the same
+        organization, as any kernel of that publisher; in another, only when the policy or trust_remote_code names
+        the destination (a move across organizations is a new publisher, which the Hub's trusted mark alone does
+        not make one the caller chose)."""
+        old, new = moved.requirement.repo_id, moved.instead.repo_id
+        chain = (*self.moved_from, old)
+        if new in chain or len(chain) > MAX_REDIRECTS:
+            raise KernelpinError(
+                f"{' -> '.join((*chain, new))}: kernel-status.toml redirects loop or run longer than "
+                f"{MAX_REDIRECTS}; ask the publisher, or name the repository to load"
+            )
+        trust_remote_code = self.trust_remote_code
+        named = self.checker.policy.publisher(new) is not None or (
+            not isinstance(trust_remote_code, bool) and new in trust_remote_code
+        )
+        if not same_publisher(old, new) and not named:
+            org = new.split("/", 1)[0]
+            raise KernelpinError(
+                f"{old} has moved to {new} (its kernel-status.toml at {moved.commit[:12]} says so), "
+                f"another organization's: a new publisher, which neither the publisher policy nor "
+                f"trust_remote_code names; if you trust it, pass trust_remote_code=[{new!r}] or add "
+                f'[tool.kernelpin.trust.publishers."{org}"] to pyproject.toml'
+            )
+        warnings.warn(
+            f"{old} has moved to {new} (its kernel-status.toml at {moved.commit[:12]} says so); loading "
+            f"{new} {moved.instead.text} instead: to load it by its new name, get_kernel({new!r}, ...)",
+            KernelRedirectWarning,
+            stacklevel=6 + 2 * len(self.moved_from),  # through each _follow and resolve before
+        )
+        return dataclasses.replace(self, moved_from=chain).resolve(Request(new, moved.instead))
+
+
+def hub_resolvers(
+    env: Environment, check_arch: bool, trust_remote_code: bool | Sequence[str], checker: ReleaseChecker
+) -> tuple[LocalResolver, HubResolver]:
+    """The resolvers of a load without a lock, asked in this order: LOCAL_KERNELS, then the Hub (or offline, what
+    was resolved on it before)."""
+    return (
+        LocalResolver(env, checker.policy, check_arch),
+        HubResolver(env, check_arch, trust_remote_code, checker, HubSettings.from_env()),
+    )

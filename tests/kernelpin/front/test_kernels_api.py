@@ -1,0 +1,149 @@
+"""Issue 50: a `kernels` user switches with one import. Every name of the installed `kernels.__all__` (0.17.2 to
+0.19.1: tools/ci/lowest_deps.py runs this with the oldest) is importable from kernelpin with kernels' signature, and
+the loaders kernels offers beside get_kernel (get_locked_kernel, load_kernel, get_local_kernel, install_kernel,
+get_loaded_kernels) load through kernelpin's verified path, against the test Hub. Each test failed before: 33 of the
+38 names were missing."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+import kernelpin
+from kernelpin.errors import IntegrityError, KernelpinError
+from kernelpin.front.hub import UnpinnedKernelWarning
+from kernelpin.loading import kernels_internals
+from testkit.fake_kernel import CPU_213, publish, write_variant
+from tests.kernelpin.helpers import TRUSTED_ORG, fresh_interpreter, snapshot_dir
+from tests.kernelpin.front.test_get_kernel import fresh_modules, state  # noqa: F401 (fixtures)
+
+kernels = pytest.importorskip("kernels")
+
+
+def _parameters(target: object) -> list[inspect.Parameter]:
+    return list(inspect.signature(target).parameters.values())
+
+
+@pytest.mark.parametrize("name", sorted(kernels.__all__))
+def test_every_name_of_kernels_all_imports_from_kernelpin_with_its_signature(name: str) -> None:
+    namespace: dict[str, object] = {}
+    exec(f"from kernelpin import {name}", namespace)  # noqa: S102 (the import statement itself is what is tested)
+    ours, theirs = namespace[name], getattr(kernels, name)
+    if ours is theirs or not callable(theirs):
+        return
+    # kernelpin's own function: kernels' parameters, in kernels' order, with its kinds and defaults; anything more
+    # only after them and optional (kernelpin takes more where it says more, never less).
+    mine = _parameters(ours)
+    expected = [(p.name, p.kind, p.default) for p in _parameters(theirs)]
+    assert [(p.name, p.kind, p.default) for p in mine[: len(expected)]] == expected
+    assert all(p.default is not inspect.Parameter.empty for p in mine[len(expected) :])
+
+
+def test_import_kernelpin_imports_neither_torch_nor_the_hub_nor_kernels() -> None:
+    output, modules = fresh_interpreter("import kernelpin\nprint(dir(kernelpin) == kernelpin.__all__)")
+    assert output.strip() == "True"
+    assert {name.split(".")[0] for name in modules} & {"torch", "huggingface_hub", "kernels"} == set()
+
+
+def test_the_layer_api_without_kernels_names_pip_install_kernels(monkeypatch) -> None:
+    monkeypatch.setattr(kernels_internals, "installed_kernels_version", lambda: None)
+    with pytest.raises(kernels_internals.KernelsPackageError, match=r"pip install 'kernels>=0.17.2'$"):
+        kernelpin.LayerRepository  # noqa: B018 (taking the name is what raises)
+
+
+@pytest.fixture
+def released(new_repo) -> tuple[str, str, str]:
+    """A trusted kernel with v1.0.0 and v1.1.0 (branch v1 at v1.1.0): (repo_id, commit of 1.0.0, of 1.1.0)."""
+    repo_id, repo = new_repo("switch", "kernel", TRUSTED_ORG)
+    first = publish(repo, "1.0.0")
+    second = publish(repo, "1.1.0")
+    repo.branch("v1")
+    return repo_id, first, second
+
+
+def _kernels_lock(path: Path, repo_id: str, commit: str) -> Path:
+    path.write_text(json.dumps([{"dependency": {"repo-id": repo_id, "version": 1}, "lock": {"commit": commit}}]))
+    return path
+
+
+def test_get_locked_kernel_loads_a_kernels_lock_commit_verified_and_load_kernel_then_offline(
+    released, state, hf_env, tmp_path, fresh_modules
+) -> None:
+    repo_id, first, _ = released
+    lockfile = _kernels_lock(tmp_path / "kernels.lock", repo_id, first)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnpinnedKernelWarning)  # kernels.lock pins it
+        module = kernelpin.get_locked_kernel(repo_id, lockfile=lockfile)
+    assert (module.VERSION, module.VARIANT) == ("1.0.0", CPU_213)
+    for name in [name for name in sys.modules if name.startswith("_kernelpin_")]:
+        del sys.modules[name]
+    assert kernelpin.load_kernel(repo_id, lockfile=lockfile).VERSION == "1.0.0"  # nothing downloaded
+    (snapshot_dir(hf_env, repo_id, first, "kernel") / "build" / CPU_213 / "__init__.py").write_text("EDITED = 1\n")
+    for name in [name for name in sys.modules if name.startswith("_kernelpin_")]:
+        del sys.modules[name]
+    with pytest.raises(IntegrityError):
+        kernelpin.load_kernel(repo_id, lockfile=lockfile)
+
+
+def test_load_kernel_downloads_nothing(released, state, hf_env, tmp_path, fresh_modules) -> None:
+    repo_id, first, _ = released
+    with pytest.raises(KernelpinError, match="offline"):
+        kernelpin.load_kernel(repo_id, lockfile=_kernels_lock(tmp_path / "kernels.lock", repo_id, first))
+    assert not snapshot_dir(hf_env, repo_id, first, "kernel").exists()
+
+
+def test_a_kernels_lock_names_the_kernel_or_says_what_it_holds(released, state, tmp_path) -> None:
+    repo_id, first, _ = released
+    lockfile = _kernels_lock(tmp_path / "kernels.lock", "acme/other", first)
+    with pytest.raises(KernelpinError, match=rf"^{repo_id} is not in {lockfile} \(locked: acme/other\)"):
+        kernelpin.get_locked_kernel(repo_id, lockfile=lockfile)
+
+
+def test_get_locked_kernel_follows_the_kernelpin_lock_beside_and_refuses_another_commit(
+    released, project, cli, state, fresh_modules
+) -> None:
+    repo_id, first, second = released
+    root = project(f'"{repo_id}" = 1\n')
+    _kernels_lock(root / "kernels.lock", repo_id, "0" * 40)
+    assert cli("lock")[0] == 0  # kernelpin.lock, and kernels.lock brought in step with it
+    assert json.loads((root / "kernels.lock").read_text())[0]["lock"]["commit"] == second
+    assert kernelpin.get_locked_kernel(repo_id, lockfile=root / "kernels.lock").VERSION == "1.1.0"
+    _kernels_lock(root / "kernels.lock", repo_id, first)
+    with pytest.raises(KernelpinError, match="run `kernelpin lock` to bring kernels.lock in step"):
+        kernelpin.get_locked_kernel(repo_id, lockfile=root / "kernels.lock")
+
+
+def test_get_local_kernel_loads_a_build_on_disk_verified(tmp_path, state, fresh_modules) -> None:
+    root = tmp_path / "checkout"
+    write_variant(root / "build" / CPU_213, "9.9.9", CPU_213)
+    module = kernelpin.get_local_kernel(root)
+    assert (module.VERSION, module.VARIANT) == ("9.9.9", CPU_213)
+    (root / "build" / CPU_213 / "__init__.py").write_text("EDITED = 1\n")
+    for name in [name for name in sys.modules if name.startswith("_kernelpin_")]:
+        del sys.modules[name]
+    with pytest.raises(IntegrityError, match="rebuild it"):
+        kernelpin.get_local_kernel(root)
+
+
+def test_install_kernel_downloads_and_verifies_without_importing(released, state, hf_env, fresh_modules) -> None:
+    repo_id, _, second = released
+    before = set(sys.modules)
+    directory = kernelpin.install_kernel(repo_id, version=1)
+    assert directory.name == CPU_213 and (directory / "__init__.py").is_file()
+    assert directory.parent.parent == snapshot_dir(hf_env, repo_id, second, "kernel")
+    assert {name for name in set(sys.modules) - before if name.startswith("_kernelpin_")} == set()
+
+
+def test_get_loaded_kernels_answers_kernels_loaded_kernel(released, state, fresh_modules) -> None:
+    repo_id, _, second = released
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnpinnedKernelWarning)
+        module = kernelpin.get_kernel(repo_id, version=1)
+    (loaded,) = [k for k in kernelpin.get_loaded_kernels() if k.module is module]
+    assert isinstance(loaded, kernelpin.LoadedKernel) and loaded.repo_info.repo_id == repo_id
+    assert str(loaded.repo_info.revision) == second
