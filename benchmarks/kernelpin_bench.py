@@ -292,10 +292,25 @@ def main() -> None:
     parser.add_argument("--bulk-cold-repeats", type=int, default=1)
     parser.add_argument("--no-record", action="store_true", help="--bulk: print, write nothing")
     parser.add_argument("--oneliner", action="store_true", help="only get_kernel against kernels.get_kernel")
+    parser.add_argument(
+        "--cold-paths",
+        action="store_true",
+        help="start-up, cold and warm load, the one-liner: against kernels and their floors (benchmarks.cold_paths)",
+    )
+    parser.add_argument("--record-as", default="kernelpin-cold-paths", help="--cold-paths: the results' file name")
     args = parser.parse_args()
     compile_kernelpin()
     if args.bulk:
         return bulk(args)
+    if args.cold_paths:
+        from benchmarks import cold_paths
+
+        measured = cold_paths.cold_paths(args.repeats)
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        (RESULTS / f"{args.record_as}.json").write_text(json.dumps(measured, indent=2, sort_keys=True) + "\n")
+        (RESULTS / f"{args.record_as}.md").write_text(cold_paths.render(measured))
+        print(cold_paths.render(measured))
+        return
     if args.oneliner:
         measured = oneliner(args.repeats)
         RESULTS.mkdir(parents=True, exist_ok=True)
