@@ -10,10 +10,11 @@ standard error. "% copy" is the op's effective bandwidth (3 channels read + 1 wr
 device-to-device copy moving the same number of bytes.
 img2gray is timed twice: with out= into a fresh buffer per call (as the copy writes), and returning a new
 output per call, as the peers are called and compared.
-CPU: uint8 frames (720p, 1080p, 4K) as HWC, NCHW and channels_last, and float32 1080p; every library on the same
-thread count, the candidates of a case taking turns in rounds (cpu_rounds), medians over rounds; "copy" is the
-faster of a one-thread memcpy and torch's copy_ of the same bytes; peers OpenCV and PIL (on the frame as HWC) and
-torch eager (1080p HWC).
+CPU: uint8 frames (720p, 1080p, 4K) as HWC, NCHW and channels_last, and float32/float16/bfloat16 1080p (NCHW and
+channels_last); every library on the same thread count, the candidates of a case taking turns in rounds
+(cpu_rounds), medians over rounds; "copy" is the faster of a one-thread memcpy and torch's copy_ of the same bytes;
+peers OpenCV and PIL (on the frame as HWC; OpenCV on float32 too) and torch eager (1080p HWC, and the float frames),
+their versions in the record's environment.
 """
 
 from __future__ import annotations
@@ -429,15 +430,51 @@ def bench_cpu(img2gray, quick: bool, threads: int) -> list[dict]:
         if layout == "HWC" and height == 1080:  # 45 ms a call: one case is enough to show it
             timed["torch eager"] = lambda hwc=hwc: eager_expression(hwc, -1)
         rows.append(cpu_row(name, array.nbytes * 4 // 3, timed, rounds, calls))
-    for layout in ("nchw", "channels_last"):
-        x = input_sets((1, 3, 1080, 1920), torch.float32, layout, 1, "cpu")[0]
-        out = torch.empty(1, 1, 1080, 1920)
-        timed = {
-            "img2gray": lambda x=x, out=out: img2gray.img2gray(x, out=out),
-            "torch eager": lambda x=x: eager_expression(x, -3),
-        }
-        rows.append(cpu_row(f"1x3x1080x1920 float32 {layout}", x.numel() * 4 * 4 // 3, timed, rounds, calls))
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):
+        for layout in ("nchw", "channels_last"):
+            x = input_sets((1, 3, 1080, 1920), dtype, layout, 1, "cpu")[0]
+            out = torch.empty(1, 1, 1080, 1920, dtype=dtype)
+            timed = {
+                "img2gray": lambda x=x, out=out: img2gray.img2gray(x, out=out),
+                "torch eager": lambda x=x: eager_expression(x, -3),
+            }
+            if "OpenCV cvtColor" in peers_hwc and dtype != torch.bfloat16:  # numpy has no bfloat16
+                import cv2
+
+                hwc_array = x[0].permute(1, 2, 0).contiguous().numpy()
+                try:
+                    peers_hwc["OpenCV cvtColor"](hwc_array, None)
+                    timed["OpenCV cvtColor"] = functools.partial(peers_hwc["OpenCV cvtColor"], hwc_array, None)
+                except cv2.error as error:  # it takes 8-bit, 16-bit unsigned and float32 images only
+                    print(f"  OpenCV cvtColor does not take {dtype}: {type(error).__name__}", file=sys.stderr)
+            name = f"1x3x1080x1920 {str(dtype)[6:]} {layout}"
+            rows.append(cpu_row(name, x.numel() * x.element_size() * 4 // 3, timed, rounds, calls))
     return rows
+
+
+def peer_versions() -> dict[str, str]:
+    """The peers' versions, as the benchmark imported them: OpenCV's, and PIL's distribution (pillow or pillow-simd,
+    which installs the same `PIL` package; requirements/bench-pillow-simd.txt) with its version."""
+    import importlib.metadata
+
+    versions = {}
+    try:
+        import cv2
+
+        versions["OpenCV"] = cv2.__version__
+    except ImportError:
+        pass
+    try:
+        import PIL
+
+        folder = Path(PIL.__file__).resolve().parent.parent
+        found = [
+            d for d in importlib.metadata.distributions(path=[str(folder)]) if "pillow" in d.metadata["Name"].lower()
+        ]
+        versions["PIL"] = f"{found[0].metadata['Name']} {found[0].version}" if found else PIL.__version__
+    except ImportError:
+        pass
+    return versions
 
 
 def cpu_row(case: str, moved: int, timed: dict[str, Callable[..., object]], rounds: int, calls: int) -> dict:
@@ -539,6 +576,7 @@ def main() -> None:
         "img2gray": img2gray.metadata()["variant"],
         "threads": args.threads if args.device == "cpu" else None,
         "load_average": round(os.getloadavg()[0], 2) if args.device == "cpu" else None,
+        "peers": peer_versions() if args.device == "cpu" else None,
     }
     print(f"{environment}")
     print_table(rows, args.device)

@@ -50,10 +50,10 @@ import httpx2
 from benchmarks import machine
 from kernelpin import HubSource, Project
 from kernelpin.cli import main as kernelpin_main
-from kernelpin.format import lockfile
 from kernelpin.loading.runtime import module_name
 from kernelpin.project import read_requirements
 from kernelpin.resolve import resolve
+from kernelpin.store import lockfiles
 from kernelpin.store.receipts import SETTLE_NS
 from testkit.fake_kernel import CPU_213, VARIANTS, publish
 from testkit.hub import HubServer
@@ -407,7 +407,7 @@ def main() -> None:
 
     import kernelpin
 
-    pinned = lockfile.read(lock_path)
+    pinned = lockfiles.read(lock_path)
     assert pinned is not None, f"{lock_path}: locked above"
     names = [module_name(k.repo_id, k.commit, CPU_213) for k in pinned.kernels]
     directories = [
@@ -464,7 +464,7 @@ def main() -> None:
         # kernels download from a kernels.lock with the commits kernelpin resolved.
         from kernels._rust import KernelDependency, KernelLock, KernelLocks, KernelVersion
 
-        relocked = lockfile.read(lock_path)
+        relocked = lockfiles.read(lock_path)
         assert relocked is not None, f"{lock_path}: the kernelpin lock above wrote it"
         locks = KernelLocks(
             locks={

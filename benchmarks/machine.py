@@ -18,9 +18,26 @@ def cpu_model(cpuinfo: str) -> str | None:
     return None
 
 
+def cpu_family_model(cpuinfo: str) -> str | None:
+    """x86's `cpu family` and `model` of /proc/cpuinfo, e.g. "family 6 model 207" (an Emerald Rapids Xeon; a KVM guest
+    may name the CPU only "Intel(R) Xeon(R) Processor"), or None where the system gives neither."""
+    fields = {}
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("cpu family", "model") and key.strip() not in fields:
+            fields[key.strip()] = value.strip()
+    if "cpu family" not in fields or "model" not in fields:
+        return None
+    return f"family {fields['cpu family']} model {fields['model']}"
+
+
 def this_cpu() -> str:
-    """This machine's CPU model where the system names it, else what platform knows."""
-    model = cpu_model(CPUINFO.read_text()) if CPUINFO.is_file() else None
+    """This machine's CPU model where the system names it (with x86's family and model), else what platform knows."""
+    cpuinfo = CPUINFO.read_text() if CPUINFO.is_file() else ""
+    model = cpu_model(cpuinfo)
+    family = cpu_family_model(cpuinfo)
+    if model and family:
+        return f"{model} ({family})"
     return model or platform.processor() or platform.machine()
 
 

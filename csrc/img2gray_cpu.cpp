@@ -91,13 +91,19 @@ IMG2GRAY_CPU_CLONES void interleaved_loop(const scalar_t* __restrict__ rgb, scal
   for (int64_t i = 0; i < n; ++i) out[i] = gray(rgb[3 * i], rgb[3 * i + 1], rgb[3 * i + 2], w);
 }
 
-// uint8 goes through the hand-vectorized spans first; the loops above finish what they leave.
+// The types with hand-vectorized float spans (img2gray_cpu_simd.h): float32 and the 16-bit floats, computed in float.
+template <typename scalar_t>
+constexpr bool kFloatSpans = std::is_same_v<scalar_t, float> || std::is_same_v<scalar_t, c10::Half> ||
+                             std::is_same_v<scalar_t, c10::BFloat16>;
+
+// uint8 and the float types go through the hand-vectorized spans first; the loops above finish what they leave.
 // `u8` (the vector paths' view of the call) is used for uint8 only.
 template <typename scalar_t>
 void planar_span(const scalar_t* r, const scalar_t* g, const scalar_t* b, scalar_t* out, int64_t n,
                  Weights<acc_t<scalar_t>> w, const simd::U8Call& u8) {
   int64_t done = 0;
   if constexpr (std::is_same_v<scalar_t, uint8_t>) done = simd::planar_u8(r, g, b, out, n, u8);
+  if constexpr (kFloatSpans<scalar_t>) done = simd::planar_float(r, g, b, out, n, w);
   planar_loop(r + done, g + done, b + done, out + done, n - done, w);
 }
 
@@ -106,6 +112,7 @@ void interleaved_span(const scalar_t* rgb, scalar_t* out, int64_t n, Weights<acc
                       const simd::U8Call& u8) {
   int64_t done = 0;
   if constexpr (std::is_same_v<scalar_t, uint8_t>) done = simd::interleaved_u8(rgb, out, n, u8);
+  if constexpr (kFloatSpans<scalar_t>) done = simd::interleaved_float(rgb, out, n, w);
   interleaved_loop(rgb + 3 * done, out + done, n - done, w);
 }
 

@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "img2gray.h"
 
@@ -105,6 +106,16 @@ __attribute__((always_inline)) inline void prefetch_planes_ahead(const uint8_t* 
   prefetch_ahead(r, bytes, kPlanarPrefetchAhead);
   prefetch_ahead(g, bytes, kPlanarPrefetchAhead);
   prefetch_ahead(b, bytes, kPlanarPrefetchAhead);
+}
+
+// The output line 1 KiB ahead of `out`, into L1: each store then finds its line there instead of waiting for it to
+// be read for ownership from the L3. Used by the VNNI loops; with the frame in the L3 (720p and up on a core with a
+// 2 MiB L2), an Emerald Rapids core ran the interleaved loop at 93-95% of a same-bytes memcpy without it and 98-100%
+// with it (prefetchw measured the same; benchmarks/experiments/README.md).
+constexpr uintptr_t kOutputPrefetchAhead = 1024;
+
+__attribute__((always_inline)) inline void prefetch_output(const uint8_t* out) {
+  _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(out) + kOutputPrefetchAhead), _MM_HINT_T0);
 }
 
 }  // namespace simd
@@ -304,34 +315,170 @@ inline int64_t planar_u8_avx512(const uint8_t* __restrict__ r, const uint8_t* __
   return i;
 }
 
+// float32, float16 and bfloat16 in 16-lane float vectors, for the same formula as `gray()` (img2gray.h): the
+// conversions to float are exact, the products and sums are rounded one at a time in the same order, and the
+// conversions back round to nearest even as c10's do (NaN included: float16 0x7E00 with the sign, bfloat16 0x7FC0),
+// so every value is bit-identical to the scalar loops'. The compiler left the float16 and bfloat16 loops scalar
+// (c10's conversions are bit manipulations unless the whole library is built for F16C), and the interleaved loops
+// of every float type too (a 3-element stride).
+template <typename scalar_t>
+struct FloatLanes;
+
+template <>
+struct FloatLanes<float> {
+  using Stored = float;
+  static IMG2GRAY_AVX512 __m512 load(const float* p) { return _mm512_loadu_ps(p); }
+  static IMG2GRAY_AVX512 void store(float* p, __m512 y) { _mm512_storeu_ps(p, y); }
+  // 16 interleaved pixels (48 values at p) -> the channel c of each.
+  static IMG2GRAY_AVX512 void load_interleaved(const float* p, __m512* r, __m512* g, __m512* b) {
+    const __m512 a = _mm512_loadu_ps(p), m = _mm512_loadu_ps(p + 16), z = _mm512_loadu_ps(p + 32);
+    // Element 3i + c of the 48, first from a and m (indices 0-31), then the rest from z (indices 16-31 of the
+    // second permute's table, the first's result standing in for 0-15).
+    alignas(64) int32_t first[3][16], second[3][16];
+    for (int c = 0; c < 3; ++c) {
+      for (int i = 0; i < 16; ++i) {
+        const int e = 3 * i + c;
+        first[c][i] = e < 32 ? e : 0;
+        second[c][i] = e < 32 ? i : 16 + (e - 32);
+      }
+    }
+    __m512* out[3] = {r, g, b};
+    for (int c = 0; c < 3; ++c) {
+      const __m512 low = _mm512_permutex2var_ps(a, _mm512_load_si512(first[c]), m);
+      *out[c] = _mm512_permutex2var_ps(low, _mm512_load_si512(second[c]), z);
+    }
+  }
+};
+
+// 16-bit floats: 16 values from 32 bytes, interleaved ones gathered as 16-bit words before the conversion.
+template <typename Derived, typename StoredT>
+struct HalfWidthLanes {
+  using Stored = StoredT;
+  static IMG2GRAY_AVX512 __m512 load(const Stored* p) {
+    return Derived::widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  static IMG2GRAY_AVX512 void store(Stored* p, __m512 y) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), Derived::narrow(y));
+  }
+  static IMG2GRAY_AVX512 void load_interleaved(const Stored* p, __m512* r, __m512* g, __m512* b) {
+    const __m512i a = _mm512_loadu_si512(p);  // values 0-31
+    const __m512i z = _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p) + 2));  // 32-47
+    alignas(64) int16_t take[3][32];
+    for (int c = 0; c < 3; ++c) {
+      for (int i = 0; i < 32; ++i) take[c][i] = static_cast<int16_t>(i < 16 ? 3 * i + c : 0);
+    }
+    __m512* out[3] = {r, g, b};
+    for (int c = 0; c < 3; ++c) {
+      const __m512i words = _mm512_permutex2var_epi16(a, _mm512_load_si512(take[c]), z);
+      *out[c] = Derived::widen(_mm512_castsi512_si256(words));
+    }
+  }
+};
+
+struct HalfLanes : HalfWidthLanes<HalfLanes, c10::Half> {
+  static IMG2GRAY_AVX512 __m512 widen(__m256i h) { return _mm512_cvtph_ps(h); }
+  static IMG2GRAY_AVX512 __m256i narrow(__m512 y) {
+    const __m256i rounded = _mm512_cvtps_ph(y, _MM_FROUND_TO_NEAREST_INT);
+    // c10 makes every NaN 0x7E00 with the input's sign; vcvtps2ph keeps payload bits.
+    const __m256i sign = _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(y), 16));
+    const __m256i nan = _mm256_or_si256(_mm256_and_si256(sign, _mm256_set1_epi16(static_cast<int16_t>(0x8000))),
+                                        _mm256_set1_epi16(0x7E00));
+    const __mmask32 is_nan = _mm512_cmp_ps_mask(y, y, _CMP_UNORD_Q);  // lane i of y is word i of the result
+    return _mm512_castsi512_si256(
+        _mm512_mask_blend_epi16(is_nan, _mm512_castsi256_si512(rounded), _mm512_castsi256_si512(nan)));
+  }
+};
+
+struct BFloat16Lanes : HalfWidthLanes<BFloat16Lanes, c10::BFloat16> {
+  static IMG2GRAY_AVX512 __m512 widen(__m256i h) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+  // c10's round_to_nearest_even: (bits + 0x7FFF + bit 16) >> 16, NaN -> 0x7FC0.
+  static IMG2GRAY_AVX512 __m256i narrow(__m512 y) {
+    const __m512i bits = _mm512_castps_si512(y);
+    const __m512i bias = _mm512_add_epi32(_mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1)),
+                                          _mm512_set1_epi32(0x7FFF));
+    const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(bits, bias), 16);
+    const __m512i result = _mm512_mask_blend_epi32(_mm512_cmp_ps_mask(y, y, _CMP_UNORD_Q), rounded,
+                                                   _mm512_set1_epi32(0x7FC0));
+    return _mm512_cvtepi32_epi16(result);
+  }
+};
+
+template <typename scalar_t>
+using LanesOf = std::conditional_t<std::is_same_v<scalar_t, c10::Half>, HalfLanes,
+                                   std::conditional_t<std::is_same_v<scalar_t, c10::BFloat16>, BFloat16Lanes,
+                                                      FloatLanes<float>>>;
+
+IMG2GRAY_AVX512 __m512 luma_16(__m512 r, __m512 g, __m512 b, const Avx512Weights& w) {
+  return _mm512_add_ps(_mm512_add_ps(_mm512_mul_ps(w.r, r), _mm512_mul_ps(w.g, g)), _mm512_mul_ps(w.b, b));
+}
+
+template <typename scalar_t>
+inline int64_t planar_float_avx512(const scalar_t* __restrict__ r, const scalar_t* __restrict__ g,
+                                   const scalar_t* __restrict__ b, scalar_t* __restrict__ out, int64_t n,
+                                   const Weights<float>& weights) {
+  using Lanes = LanesOf<scalar_t>;
+  using Stored = typename Lanes::Stored;
+  const Avx512Weights w{_mm512_set1_ps(weights.r), _mm512_set1_ps(weights.g), _mm512_set1_ps(weights.b)};
+  const auto* rs = reinterpret_cast<const Stored*>(r);
+  const auto* gs = reinterpret_cast<const Stored*>(g);
+  const auto* bs = reinterpret_cast<const Stored*>(b);
+  auto* os = reinterpret_cast<Stored*>(out);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    Lanes::store(os + i, luma_16(Lanes::load(rs + i), Lanes::load(gs + i), Lanes::load(bs + i), w));
+  }
+  return i;
+}
+
+template <typename scalar_t>
+inline int64_t interleaved_float_avx512(const scalar_t* __restrict__ rgb, scalar_t* __restrict__ out, int64_t n,
+                                        const Weights<float>& weights) {
+  using Lanes = LanesOf<scalar_t>;
+  using Stored = typename Lanes::Stored;
+  const Avx512Weights w{_mm512_set1_ps(weights.r), _mm512_set1_ps(weights.g), _mm512_set1_ps(weights.b)};
+  const auto* in = reinterpret_cast<const Stored*>(rgb);
+  auto* os = reinterpret_cast<Stored*>(out);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m512 rv, gv, bv;
+    Lanes::load_interleaved(in + 3 * i, &rv, &gv, &bv);
+    Lanes::store(os + i, luma_16(rv, gv, bv, w));
+  }
+  return i;
+}
+
 // The fixed-point path needs VNNI too; only these functions are compiled for it, so that the float path above
 // never meets a VNNI instruction on a CPU without it.
 #define IMG2GRAY_AVX512_VNNI __attribute__((target("avx512f,avx512bw,avx512vbmi,avx512vnni")))
 
 struct Avx512Fixed {
-  __m512i d2, d1, d0, ambiguous_bits;
+  __m512i d2, d1, d0, bias, ambiguous_bits;
 };
 
-// The bias kFixedBias rides in the 4th byte of every pixel's dword, a constant 1 weighted by the bias's digits
-// (64, 8, 0: all below 128).
 IMG2GRAY_AVX512_VNNI inline Avx512Fixed avx512_fixed(const FixedPoint& fixed) {
-  const auto with_bias = [](int32_t digits, int k) {
-    return _mm512_set1_epi32(static_cast<int32_t>(static_cast<uint32_t>(digits) |
-                                                  ((kFixedBias >> (7 * k)) & 127u) << 24));
-  };
-  return {with_bias(fixed.digits[2], 2), with_bias(fixed.digits[1], 1), with_bias(fixed.digits[0], 0),
+  return {_mm512_set1_epi32(fixed.digits[2]), _mm512_set1_epi32(fixed.digits[1]), _mm512_set1_epi32(fixed.digits[0]),
+          _mm512_set1_epi32(static_cast<int32_t>(kFixedBias)),
           _mm512_set1_epi32(static_cast<int32_t>(kFixedAmbiguous))};
 }
 
-// 16 pixels as dwords (r, g, b, 1) -> 16 int32 gray values; the lanes whose value must come from the float formula
-// instead are or-ed into `ambiguous`. Horner over the base-128 digits: each vpdpbusd adds r*d_r + g*d_g + b*d_b + the
-// bias's digit to the running sum.
-IMG2GRAY_AVX512_VNNI IMG2GRAY_AVX512 __m512i fixed_16(__m512i rgb1, const Avx512Fixed& f, __mmask16* ambiguous) {
-  __m512i sum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), rgb1, f.d2);
-  sum = _mm512_dpbusd_epi32(_mm512_slli_epi32(sum, 7), rgb1, f.d1);
-  sum = _mm512_dpbusd_epi32(_mm512_slli_epi32(sum, 7), rgb1, f.d0);
-  *ambiguous |= _mm512_testn_epi32_mask(sum, f.ambiguous_bits);
-  return _mm512_srli_epi32(sum, kFixedBits);
+// 16 pixels as dwords (r, g, b, 0) -> Z of FixedPoint, the same integer as sum_c v_c * W_c + kFixedBias in any order.
+// Three vpdpbusd over the base-128 digits, two of them independent: Z = ((x.d2 << 7) + x.d1) << 7 + (x.d0 + bias).
+// A chain of 15 cycles where Horner's (each digit's product on the shifted sum before it) took 20 (vpdpbusd's
+// latency is 6 on an Emerald Rapids core; benchmarks/experiments/cpu_ports.c), for one vector add more.
+IMG2GRAY_AVX512_VNNI IMG2GRAY_AVX512 __m512i fixed_16(__m512i rgb0, const Avx512Fixed& f) {
+  const __m512i high = _mm512_dpbusd_epi32(_mm512_setzero_si512(), rgb0, f.d2);
+  const __m512i low = _mm512_dpbusd_epi32(f.bias, rgb0, f.d0);
+  const __m512i upper = _mm512_dpbusd_epi32(_mm512_slli_epi32(high, 7), rgb0, f.d1);
+  return _mm512_add_epi32(_mm512_slli_epi32(upper, 7), low);
+}
+
+// The lanes of four such vectors whose value must come from the float formula instead (Z mod 2^21 below 2^11), as
+// one mask: the test of each vector, or-ed in mask registers.
+IMG2GRAY_AVX512_VNNI IMG2GRAY_AVX512 __mmask16 ambiguous_64(const __m512i (&z)[4], const Avx512Fixed& f) {
+  const auto test = [&](int j) { return _mm512_testn_epi32_mask(z[j], f.ambiguous_bits); };
+  return _kor_mask16(_kor_mask16(test(0), test(1)), _kor_mask16(test(2), test(3)));
 }
 
 // The blocks of a run that hold an ambiguous lane, written again by the float path once the run is done: a branch
@@ -360,11 +507,12 @@ IMG2GRAY_AVX512_VNNI inline int64_t interleaved_u8_avx512_vnni(const uint8_t* __
                                                                const U8Call& call) {
   const Avx512Fixed f = avx512_fixed(call.fixed);
   const bool stream = stream_to(out, call.stream, 64);
-  // Dword j <- bytes 3j, 3j + 1, 3j + 2 of the load and byte 0 of `ones` (index 64).
-  const __m512i take_rgb1 = _mm512_set_epi32(0x402F2E2D, 0x402C2B2A, 0x40292827, 0x40262524, 0x40232221, 0x40201F1E,
-                                             0x401D1C1B, 0x401A1918, 0x40171615, 0x40141312, 0x4011100F,
-                                             0x400E0D0C, 0x400B0A09, 0x40080706, 0x40050403, 0x40020100);
-  const __m512i ones = _mm512_set1_epi8(1);
+  // Dword j <- bytes 3j, 3j + 1, 3j + 2 of the load and a zero: one vpermb (vpermt2b, which merged in a constant,
+  // takes two of the permute port's cycles on Intel's server cores).
+  const __m512i take_rgb0 = _mm512_setr_epi32(0x020100, 0x050403, 0x080706, 0x0B0A09, 0x0E0D0C, 0x11100F, 0x141312,
+                                              0x171615, 0x1A1918, 0x1D1C1B, 0x201F1E, 0x232221, 0x262524, 0x292827,
+                                              0x2C2B2A, 0x2F2E2D);
+  constexpr __mmask64 rgb_bytes = 0x7777777777777777ull;  // bytes 0-2 of every dword
   const Avx512Weights w{_mm512_set1_ps(call.weights.r), _mm512_set1_ps(call.weights.g), _mm512_set1_ps(call.weights.b)};
   Fixups fixups;
   const auto redo = [&](int64_t i) {
@@ -378,13 +526,14 @@ IMG2GRAY_AVX512_VNNI inline int64_t interleaved_u8_avx512_vnni(const uint8_t* __
     for (int64_t i = 64 * run; i < 64 * std::min(blocks, run + Fixups::kBlocks); i += 64) {
       const uint8_t* p = rgb + 3 * i;
       prefetch_ahead(p, 192, kInterleavedPrefetchAhead);
-      __mmask16 ambiguous = 0;
-      __m512i q[4];
+      prefetch_output(out + i);
+      __m512i z[4];
       for (int j = 0; j < 4; ++j) {
-        q[j] = fixed_16(_mm512_permutex2var_epi8(_mm512_loadu_si512(p + 48 * j), take_rgb1, ones), f, &ambiguous);
+        z[j] = fixed_16(_mm512_maskz_permutexvar_epi8(rgb_bytes, take_rgb0, _mm512_loadu_si512(p + 48 * j)), f);
       }
-      store_64(out + i, q[0], q[1], q[2], q[3], stream);
-      fixups.add(i, ambiguous);
+      store_64(out + i, _mm512_srli_epi32(z[0], kFixedBits), _mm512_srli_epi32(z[1], kFixedBits),
+               _mm512_srli_epi32(z[2], kFixedBits), _mm512_srli_epi32(z[3], kFixedBits), stream);
+      fixups.add(i, ambiguous_64(z, f));
     }
     fixups.apply(stream, redo);
   }
@@ -397,7 +546,7 @@ IMG2GRAY_AVX512_VNNI inline int64_t planar_u8_avx512_vnni(const uint8_t* __restr
                                                           int64_t n, const U8Call& call) {
   const Avx512Fixed f = avx512_fixed(call.fixed);
   const bool stream = stream_to(out, call.stream, 64);
-  const __m512i ones = _mm512_set1_epi8(1);
+  const __m512i zero = _mm512_setzero_si512();
   const Avx512Weights w{_mm512_set1_ps(call.weights.r), _mm512_set1_ps(call.weights.g), _mm512_set1_ps(call.weights.b)};
   Fixups fixups;
   const auto redo = [&](int64_t i) {
@@ -408,24 +557,26 @@ IMG2GRAY_AVX512_VNNI inline int64_t planar_u8_avx512_vnni(const uint8_t* __restr
   const int64_t blocks = n / 64;
   for (int64_t run = 0; run < blocks; run += Fixups::kBlocks) {
     for (int64_t i = 64 * run; i < 64 * std::min(blocks, run + Fixups::kBlocks); i += 64) {  // as above
-    prefetch_planes_ahead(r + i, g + i, b + i, 64);
-    const __m512i rv = _mm512_loadu_si512(r + i), gv = _mm512_loadu_si512(g + i), bv = _mm512_loadu_si512(b + i);
-    // In-lane unpacks (which, unlike byte permutes, leave vpdpbusd's pipes alone): vector j holds pixels
-    // 16L + 4j ... 16L + 4j + 3 of each 128-bit lane L, the order in which the packs below put them back.
-    const __m512i rg_low = _mm512_unpacklo_epi8(rv, gv), rg_high = _mm512_unpackhi_epi8(rv, gv);
-    const __m512i b1_low = _mm512_unpacklo_epi8(bv, ones), b1_high = _mm512_unpackhi_epi8(bv, ones);
-    const __m512i rgb1[4] = {_mm512_unpacklo_epi16(rg_low, b1_low), _mm512_unpackhi_epi16(rg_low, b1_low),
-                             _mm512_unpacklo_epi16(rg_high, b1_high), _mm512_unpackhi_epi16(rg_high, b1_high)};
-    __mmask16 ambiguous = 0;
-    __m512i q[4];
-    for (int j = 0; j < 4; ++j) q[j] = fixed_16(rgb1[j], f, &ambiguous);
-    const __m512i bytes = _mm512_packus_epi16(_mm512_packs_epi32(q[0], q[1]), _mm512_packs_epi32(q[2], q[3]));
-    if (stream) {
-      _mm512_stream_si512(reinterpret_cast<__m512i*>(out + i), bytes);
-    } else {
-      _mm512_storeu_si512(out + i, bytes);
-    }
-    fixups.add(i, ambiguous);
+      prefetch_planes_ahead(r + i, g + i, b + i, 64);
+      prefetch_output(out + i);
+      const __m512i rv = _mm512_loadu_si512(r + i), gv = _mm512_loadu_si512(g + i), bv = _mm512_loadu_si512(b + i);
+      // In-lane unpacks: vector j holds pixels 16L + 4j ... 16L + 4j + 3 of each 128-bit lane L, the order in which
+      // the packs below put them back.
+      const __m512i rg_low = _mm512_unpacklo_epi8(rv, gv), rg_high = _mm512_unpackhi_epi8(rv, gv);
+      const __m512i b0_low = _mm512_unpacklo_epi8(bv, zero), b0_high = _mm512_unpackhi_epi8(bv, zero);
+      const __m512i z[4] = {fixed_16(_mm512_unpacklo_epi16(rg_low, b0_low), f),
+                            fixed_16(_mm512_unpackhi_epi16(rg_low, b0_low), f),
+                            fixed_16(_mm512_unpacklo_epi16(rg_high, b0_high), f),
+                            fixed_16(_mm512_unpackhi_epi16(rg_high, b0_high), f)};
+      const __m512i bytes = _mm512_packus_epi16(
+          _mm512_packs_epi32(_mm512_srli_epi32(z[0], kFixedBits), _mm512_srli_epi32(z[1], kFixedBits)),
+          _mm512_packs_epi32(_mm512_srli_epi32(z[2], kFixedBits), _mm512_srli_epi32(z[3], kFixedBits)));
+      if (stream) {
+        _mm512_stream_si512(reinterpret_cast<__m512i*>(out + i), bytes);
+      } else {
+        _mm512_storeu_si512(out + i, bytes);
+      }
+      fixups.add(i, ambiguous_64(z, f));
     }
     fixups.apply(stream, redo);
   }
@@ -581,6 +732,25 @@ inline int64_t planar_u8(const uint8_t* r, const uint8_t* g, const uint8_t* b, u
   if (call.isa == CpuIsa::Neon) done = planar_u8_neon(r, g, b, out, n, call.weights);
 #endif
   return done;
+}
+
+// float32, float16 and bfloat16: how many leading pixels the AVX-512 spans wrote (none without AVX-512); the caller
+// does the rest.
+template <typename scalar_t>
+inline int64_t interleaved_float(const scalar_t* rgb, scalar_t* out, int64_t n, const Weights<float>& weights) {
+#if defined(IMG2GRAY_X86_SPANS)
+  if (cpu_isa() >= CpuIsa::Avx512) return interleaved_float_avx512(rgb, out, n, weights);
+#endif
+  return 0;
+}
+
+template <typename scalar_t>
+inline int64_t planar_float(const scalar_t* r, const scalar_t* g, const scalar_t* b, scalar_t* out, int64_t n,
+                            const Weights<float>& weights) {
+#if defined(IMG2GRAY_X86_SPANS)
+  if (cpu_isa() >= CpuIsa::Avx512) return planar_float_avx512(r, g, b, out, n, weights);
+#endif
+  return 0;
 }
 
 }  // namespace simd

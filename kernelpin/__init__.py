@@ -2,7 +2,7 @@
 
 Every command of the `kernelpin` CLI is a function here, named like the command, returning data (the result
 types exported here too) and raising KernelpinError or one of its subclasses (exported here too). `lock`,
-`check_lock`, `sync`, `sync_plan`, `verify` and `outdated` take the project around the working directory and the
+`check_lock`, `sync`, `sync_plan`, `verify`, `verify_conda` and `outdated` take the project around the working directory and the
 Hub the environment names unless given others, as the CLI does:
 
     project, source = kernelpin.find_project(Path.cwd()), kernelpin.HubSource.from_env()
@@ -35,20 +35,26 @@ if TYPE_CHECKING:
     from kernelpin.commands.outdated import Outdated, TaggedVersion, VersionList, outdated, versions
     from kernelpin.commands.sync import Synced, SyncPlan, download, sync, sync_plan
     from kernelpin.commands.verify import FileStatus, Verification, verify
+    from kernelpin.commands.verify_conda import CondaPackageCheck, CondaVerification, CondaVerifyError, verify_conda
     from kernelpin.environment import detect as detect_environment
     from kernelpin.errors import IntegrityError, KernelpinError, NoVariantError
     from kernelpin.files.confined import LinkRefused
+    from kernelpin.format.conda_attestation import AttestationError
+    from kernelpin.format.conda_package import CondaRecordError
     from kernelpin.format.metadata import MetadataError
     from kernelpin.format.python_api import KernelApi
     from kernelpin.format.signer import Signer
     from kernelpin.format.variant import Environment
-    from kernelpin.front.get_kernel import (
-        get_kernel,
-        get_kernel_variants,
-        has_kernel,
-    )
+    from kernelpin.front.get_kernel import get_kernel, get_kernel_variants, has_kernel
     from kernelpin.front.hub import KernelRedirectWarning, UnpinnedKernelWarning
     from kernelpin.front.kernelize import VerifiedLayer, integrate_kernels, integrated_kernels, kernelized_layers
+    from kernelpin.front.kernels_api import (
+        get_loaded_kernels,
+        get_local_kernel,
+        get_locked_kernel,
+        install_kernel,
+        load_kernel,
+    )
     from kernelpin.front.lock import load
     from kernelpin.hub.client import HubTimeout
     from kernelpin.hub.limits import LimitExceeded
@@ -90,6 +96,7 @@ _FUNCTIONS = {
     "sync_plan": ("kernelpin.commands.sync", "sync_plan"),
     "download": ("kernelpin.commands.sync", "download"),
     "verify": ("kernelpin.commands.verify", "verify"),
+    "verify_conda": ("kernelpin.commands.verify_conda", "verify_conda"),
     "outdated": ("kernelpin.commands.outdated", "outdated"),
     "versions": ("kernelpin.commands.outdated", "versions"),
     "cache": ("kernelpin.commands.cache", "cache"),
@@ -131,6 +138,8 @@ _RESULTS = {
     "PlannedVariant": ("kernelpin.store.install", "PlannedVariant"),
     "Verification": ("kernelpin.commands.verify", "Verification"),
     "FileStatus": ("kernelpin.commands.verify", "FileStatus"),
+    "CondaVerification": ("kernelpin.commands.verify_conda", "CondaVerification"),
+    "CondaPackageCheck": ("kernelpin.commands.verify_conda", "CondaPackageCheck"),
     "Outdated": ("kernelpin.commands.outdated", "Outdated"),
     "VersionList": ("kernelpin.commands.outdated", "VersionList"),
     "TaggedVersion": ("kernelpin.commands.outdated", "TaggedVersion"),
@@ -155,6 +164,9 @@ _ERRORS = {
     "IntegrityError": ("kernelpin.errors", "IntegrityError"),
     "NoVariantError": ("kernelpin.errors", "NoVariantError"),
     "MetadataError": ("kernelpin.format.metadata", "MetadataError"),
+    "CondaVerifyError": ("kernelpin.commands.verify_conda", "CondaVerifyError"),
+    "CondaRecordError": ("kernelpin.format.conda_package", "CondaRecordError"),
+    "AttestationError": ("kernelpin.format.conda_attestation", "AttestationError"),
     "DependencyError": ("kernelpin.loading.python_depends", "DependencyError"),
     "ArchiveError": ("kernelpin.loading.archive", "ArchiveError"),
     "KernelsPackageError": ("kernelpin.loading.kernels_internals", "KernelsPackageError"),
@@ -176,7 +188,7 @@ _ERRORS = {
 }
 _EXPORTS = {**_FUNCTIONS, **_ARGUMENTS, **_RESULTS, **_ERRORS}
 # The rest of kernels.__all__ (0.17.2 to 0.19.1): kernels' own layer and function API and types, loading through
-# kernelpin (kernelpin.front.kernelize.kernels_attribute; tests/kernelpin/journeys/test_kernels_api.py holds every name).
+# kernelpin (kernelpin.front.kernelize.kernels_attribute; tests/kernelpin/front/test_kernels_api.py holds every name).
 _FROM_KERNELS = frozenset(
     {
         "Benchmark",
@@ -211,16 +223,21 @@ _FROM_KERNELS = frozenset(
     }
 )
 
-# Literal, for type checkers (a strict one re-exports what __all__ names); __dir__ lists the tables above, so
+# Literal, for type checkers (a strict one re-exports what __all__ names); __dir__ lists the table above, so
 # tests/kernelpin/package/test_api.py sees the two differ.
 __all__ = [
     "AbiError",
     "Added",
     "ArchiveError",
+    "AttestationError",
     "Benchmark",
     "CUDAProperties",
     "CacheReport",
     "CachedRevision",
+    "CondaPackageCheck",
+    "CondaRecordError",
+    "CondaVerification",
+    "CondaVerifyError",
     "DependencyError",
     "DependencyNode",
     "DescribedApi",
@@ -328,6 +345,7 @@ __all__ = [
     "use_kernelized_func",
     "variants",
     "verify",
+    "verify_conda",
     "versions",
 ]
 

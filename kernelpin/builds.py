@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from kernelpin.errors import KernelpinError
 from kernelpin.format.ranges import Version
 from kernelpin.format.spec import Requirement
-from kernelpin.format.variant import Environment, Selection, select
+from kernelpin.format.variant import Environment, Selection, Variant, preference, select
 from kernelpin.hub.source import HubSource
 from kernelpin.resolve import group_variants, locate, tag_versions
 
@@ -25,13 +25,23 @@ class VariantFit:
 
 
 def fits(selection: Selection, names: list[str]) -> list[VariantFit]:
-    """Every variant with the verdict of `selection`: those that fit first (the chosen leading, best first),
-    then the rejected ones by name, as kernels' get_kernel_variants orders them."""
-    order = list(selection.ranked) + sorted(set(names) - set(selection.ranked))
+    """Every variant with the verdict of `selection`, in the order `kernels variants` and kernels'
+    get_kernel_variants give them (kernels sorts the whole trace with one key): those that fit first (the chosen
+    leading, best first), then the rejected ones by the same preference; where kernels' key ties, kernels keeps
+    the listing's arbitrary order and kernelpin the names' (names kernels cannot parse last)."""
+    rejected = sorted(set(names) - set(selection.ranked), key=_rejected_order)
+    order = list(selection.ranked) + rejected
     return [
         VariantFit(name, name in selection.ranked, name == selection.chosen, selection.rejected.get(name))
         for name in order
     ]
+
+
+def _rejected_order(name: str) -> tuple[object, ...]:
+    try:
+        return (0, preference(Variant.parse(name)), name)
+    except ValueError:
+        return (1, (), name)
 
 
 def kernel_variants(source: HubSource, requirement: Requirement, env: Environment) -> list[VariantFit]:

@@ -245,7 +245,7 @@ def pin(
     check_arch: bool,
     trust_remote_code: bool | Sequence[str],
     checker: ReleaseChecker,
-) -> tuple[Resolved, tuple[str, ...], dict | None, dict[str, bytes]]:
+) -> tuple[Resolved, tuple[str, ...], dict[str, Any] | None, dict[str, bytes]]:
     """`requirement` resolved and its build for `env` pinned, online (resolve_online's answer) or, offline, as
     resolved before (resolve_remembered's, with no variant names, document or files read)."""
     remembered = Resolutions(settings.endpoint, state_dir()).read(requirement)

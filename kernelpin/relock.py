@@ -16,6 +16,7 @@ from kernelpin.format import kernels_lock, lockfile
 from kernelpin.hub.source import OFFLINE, HubSource
 from kernelpin.project import Project, read_policy, read_requirements
 from kernelpin.resolve import resolve
+from kernelpin.store import lockfiles
 from kernelpin.trust.checker import ReleaseChecker
 from kernelpin.trust.receipts import SignatureReceipts
 from kernelpin.trust.worker import wanted as signature_worker_wanted
@@ -113,7 +114,7 @@ def lock_for_sync(
     (the re-lock keeps each kernel's signer unless `accepted_signers` names the new one, as `lock`). `checker`
     gives the project's release_checker where the caller verifies what it installs with the same one."""
     mode.check("sync", LockMode.UPDATE, LockMode.LOCKED, LockMode.FROZEN)
-    existing = lockfile.read(project.lockfile)
+    existing = lockfiles.read(project.lockfile)
     if mode is LockMode.FROZEN:
         if existing is None:
             raise KernelpinError(
@@ -150,7 +151,7 @@ def relock(project: Project, source: HubSource, checker: ReleaseChecker, options
             "create a file there: remove the link (or point it at a lock) and re-run"
         )
     try:
-        previous = lockfile.read(path)
+        previous = lockfiles.read(path)
     except KernelpinError as error:
         if path.is_symlink():
             # A link is kept as a link (a lock shared between checkouts); what it points at is not a lock,
@@ -189,6 +190,6 @@ def relock(project: Project, source: HubSource, checker: ReleaseChecker, options
     if previous is not None and previous.schema != lockfile.SCHEMA_VERSION:
         changed.append(f"~ {path.name}: schema version {previous.schema} -> {lockfile.SCHEMA_VERSION}")
     if not dry_run and (previous is None or changed):
-        lockfile.write(path, new)
-    changed += kernels_lock.keep(project.root / kernels_lock.KERNELS_LOCK, new, dry_run)
+        lockfiles.write(path, new)
+    changed += lockfiles.keep_kernels_lock(project.root / kernels_lock.KERNELS_LOCK, new, dry_run)
     return Locked(new, changed)

@@ -22,6 +22,7 @@ import tomlkit
 from kernelpin.format.ranges import Version
 from kernelpin.publisher.release import plan_major_branch
 from testkit.hub import HubServer, MirrorRepo
+from testkit.sigstore_root import Identity
 from tools.builder.config import BuildConfig, copy_build_inputs
 
 REPO_ID = "acme/img2gray"
@@ -31,6 +32,14 @@ ROOT = Path(__file__).resolve().parents[1]
 IMAGE = ROOT / "examples" / "chelsea.png"
 CONSUMER_CHECK = Path(__file__).with_name("consumer_check.py")
 KERNELS_CHECK = Path(__file__).with_name("kernels_check.py")
+# The workflow whose release job signs a release (tools/ci/workflow.py writes it): the Hub variants and the conda
+# packages alike.
+RELEASE_WORKFLOW = ".github/workflows/conda-packages.yml"
+
+
+def release_identity(version: str) -> Identity:
+    """Who signs release v`version`: the release job on its tag, as Fulcio certifies GitHub's OIDC token."""
+    return Identity(repository=REPO_ID, workflow=RELEASE_WORKFLOW, ref=f"refs/tags/v{version}")
 
 
 @dataclass(frozen=True)

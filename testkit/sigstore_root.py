@@ -32,6 +32,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID, ObjectIdentifier
 
 GITHUB_ISSUER = "https://token.actions.githubusercontent.com"
+IN_TOTO_PAYLOAD_TYPE = "application/vnd.in-toto+json"
 
 # Fulcio's extensions (https://github.com/sigstore/fulcio/blob/main/docs/oid-info.md); the first is the old
 # raw-string issuer, the rest are DER UTF8Strings.
@@ -300,8 +301,9 @@ class SigstoreRoot:
 
     # Rekor ----------------------------------------------------------------------------------------------------
 
-    def _log(self, body: bytes, integrated: datetime) -> dict[str, object]:
-        """Append `body` to the log; its transparency-log entry as a bundle holds it."""
+    def _log(self, body: bytes, integrated: datetime, kind: str = "hashedrekord") -> dict[str, object]:
+        """Append `body` (a Rekor entry of `kind`, version 0.0.1) to the log; its transparency-log entry as a bundle
+        holds it."""
         index = len(self._leaves)
         self._leaves.append(_leaf_hash(body))
         size, root = len(self._leaves), _tree_hash(self._leaves)
@@ -317,7 +319,7 @@ class SigstoreRoot:
         return {
             "logIndex": str(index),
             "logId": {"keyId": _b64(log_id)},
-            "kindVersion": {"kind": "hashedrekord", "version": "0.0.1"},
+            "kindVersion": {"kind": kind, "version": "0.0.1"},
             "integratedTime": str(integrated_time),
             "inclusionPromise": {"signedEntryTimestamp": _b64(self.log_key.sign(promise, ec.ECDSA(hashes.SHA256())))},
             "inclusionProof": {
@@ -373,6 +375,53 @@ class SigstoreRoot:
                     "messageDigest": {"algorithm": "SHA2_256", "digest": _b64(digest)},
                     "signature": _b64(signature),
                 },
+            }
+        )
+
+    def sign_dsse(
+        self,
+        payload: bytes,
+        identity: Identity = Identity(),
+        *,
+        payload_type: str = IN_TOTO_PAYLOAD_TYPE,
+        at: datetime | None = None,
+    ) -> str:
+        """A keyless DSSE signature over `payload` (an in-toto statement by default) by `identity`, as the bundle
+        sigstore-python's `Signer.sign_dsse` returns: the envelope signed over its pre-authentication encoding (DSSE
+        v1), logged as a Rekor `dsse` 0.0.1 entry (payload hash, signature and certificate, as Rekor extracts them).
+        By default issued half a minute ago, so that its log time is past too (verifiers refuse a future one)."""
+        issued = (at or datetime.now(UTC) - timedelta(seconds=30)).replace(microsecond=0)
+        key = ec.generate_private_key(ec.SECP256R1())
+        certificate = self.certificate(identity, key, issued)
+        type_bytes = payload_type.encode()
+        pae = b"DSSEv1 %d %s %d %s" % (len(type_bytes), type_bytes, len(payload), payload)
+        signature = key.sign(pae, ec.ECDSA(hashes.SHA256()))
+        envelope = {"payload": _b64(payload), "payloadType": payload_type, "signatures": [{"sig": _b64(signature)}]}
+        pem = certificate.public_bytes(serialization.Encoding.PEM)
+        body = json.dumps(
+            {
+                "apiVersion": "0.0.1",
+                "kind": "dsse",
+                "spec": {
+                    "envelopeHash": {
+                        "algorithm": "sha256",
+                        "value": hashlib.sha256(json.dumps(envelope).encode()).hexdigest(),
+                    },
+                    "payloadHash": {"algorithm": "sha256", "value": hashlib.sha256(payload).hexdigest()},
+                    "signatures": [{"signature": _b64(signature), "verifier": _b64(pem)}],
+                },
+            },
+            separators=(",", ":"),
+        ).encode()
+        return json.dumps(
+            {
+                "mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json",
+                "verificationMaterial": {
+                    "certificate": {"rawBytes": _b64(certificate.public_bytes(serialization.Encoding.DER))},
+                    "tlogEntries": [self._log(body, issued + timedelta(seconds=5), kind="dsse")],
+                    "timestampVerificationData": {},
+                },
+                "dsseEnvelope": envelope,
             }
         )
 

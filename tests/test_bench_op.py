@@ -69,6 +69,13 @@ def test_the_cpu_is_named_from_cpuinfo():
     assert machine.cpu_model("processor\t: 0\nBogoMIPS\t: 50.00\n") is None
 
 
+def test_the_cpu_family_and_model_are_read_from_cpuinfo():
+    # A KVM guest named its Emerald Rapids CPU only "Intel(R) Xeon(R) Processor": family and model tell which it is.
+    cpuinfo = "processor\t: 0\ncpu family\t: 6\nmodel\t\t: 207\nmodel name\t: Intel(R) Xeon(R) Processor\n"
+    assert machine.cpu_family_model(cpuinfo) == "family 6 model 207"
+    assert machine.cpu_family_model("processor\t: 0\nmodel name\t: Apple M2\n") is None
+
+
 def test_a_busy_machine_is_called_out():
     assert bench_op.busy_warning(0.4, 2) is None
     warning = bench_op.busy_warning(4.1, 2)

@@ -32,7 +32,7 @@ def test_usage_lists_every_command(argv: list[str]) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("usage: ./dev COMMAND")
     assert not any(line.lstrip().startswith("#") for line in done.stdout.splitlines()), done.stdout
-    for command in ("demo", "test", "bench", "setup"):
+    for command in ("demo", "test", "lint", "bench", "setup"):
         assert f"\n  {command} " in done.stdout
     assert "--quick" in done.stdout and "--threads" in done.stdout
 
@@ -162,11 +162,9 @@ def test_ci_run_says_what_it_does_before_each_long_step(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout
     lines = done.stdout.splitlines()
     ran = [index for index, line in enumerate(lines) if line.startswith("RAN ")]
-    assert [lines[index].split()[1] for index in ran] == (["apt-get"] if os.geteuid() == 0 and not cross else []) + [
-        "./dev",
-        "python",
-        "python",
-    ]
+    assert [" ".join(lines[index].split()[1:3]) for index in ran] == (
+        ["apt-get install"] if os.geteuid() == 0 and not cross else []
+    ) + ["./dev lint", "./dev test", "python -m", "python -m"]
     for index in ran:  # each step is announced by the line (or lines) just before it
         assert any(line.startswith("==> .ci/run: ") for line in lines[max(0, index - 2) : index]), lines
 

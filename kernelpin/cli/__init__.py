@@ -117,6 +117,15 @@ COMMANDS: dict[str, Command] = {
             "bundle and files against the policy and the signer the lock recorded.",
         ),
         Command(
+            "verify-conda",
+            help="check a conda environment's kernel: signed by an allowed identity, and the Hub build byte for byte",
+            description="Check the kernels a conda environment holds (pixi add img2gray): (1) signature: the "
+            "package's CEP 27 attestation, from its channel's CEP 50 sidecar, verifies with Sigstore and its signer "
+            "passes the publisher policy of [tool.kernelpin.trust], as a Hub release's would; (2) bytes: every file "
+            "of the installed variant equals the Hub build of that variant (the files kernelpin.lock pins, or the "
+            "released variant's signed metadata.json). Exit 1 when either fails; each failure says which.",
+        ),
+        Command(
             "publish",
             help="upload a release layout (build/<variant>/), tag it v<version>, move branch v<major> to it",
             description="Upload a release layout (build/<variant>/..., each variant with its metadata.json) to a "

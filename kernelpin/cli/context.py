@@ -31,17 +31,6 @@ def count(number: int, noun: str) -> str:
     return f"{number} {noun}" + ("" if number == 1 else "s")
 
 
-def directory_argument(parser: argparse.ArgumentParser, command: str) -> None:
-    """The project directory as a positional argument, as `kernels COMMAND DIR` takes it (the same as --project)."""
-    parser.add_argument(
-        "directory",
-        nargs="?",
-        metavar="DIR",
-        help=f"the project's directory, as `kernels {command} DIR` takes it (the same as --project DIR); default: "
-        "the project around the working directory",
-    )
-
-
 class Context:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
@@ -126,3 +115,19 @@ class Context:
 
     def warn(self, message: str) -> None:
         self.err.print(f"warning: {message}", style="yellow")
+
+
+def directory_argument(parser: argparse.ArgumentParser, command: str) -> None:
+    """The project directory as a positional argument, as `kernels COMMAND DIR` takes it (the same as --project)."""
+    parser.add_argument(
+        "directory",
+        nargs="?",
+        metavar="DIR",
+        help=f"the project's directory, as `kernels {command} DIR` takes it (the same as --project DIR); default: "
+        "the project around the working directory",
+    )
+
+
+def ref_shown(ref: str | None) -> str | None:
+    """A ref as `kernels` shows the revision it read: the branch or tag name (v1, not refs/heads/v1)."""
+    return ref.removeprefix("refs/heads/").removeprefix("refs/tags/") if ref else None

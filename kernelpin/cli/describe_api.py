@@ -8,7 +8,7 @@ import dataclasses
 from pathlib import Path
 
 from kernelpin import environment
-from kernelpin.cli.context import REPO_HELP, Context, emit_json
+from kernelpin.cli.context import REPO_HELP, Context, emit_json, ref_shown
 from kernelpin.commands.info import describe_api, describe_local_api
 from kernelpin.errors import KernelpinError
 
@@ -47,7 +47,7 @@ def run(ctx: Context) -> int:
         where = (
             {"path": found.path}
             if found.path
-            else {"repo_id": found.repo, "revision": found.ref or found.commit, "commit": found.commit}
+            else {"repo_id": found.repo, "revision": ref_shown(found.ref) or found.commit, "commit": found.commit}
         )
         emit_json(
             {
@@ -65,8 +65,10 @@ def run(ctx: Context) -> int:
         ctx.out.print(f"Path: {found.path}")
     else:
         ctx.out.print(f"Repository: {found.repo}")
-        ctx.out.print(f"Revision: {found.ref or found.commit} ({(found.commit or '')[:12]})")
+        ctx.out.print(f"Revision: {ref_shown(found.ref) or found.commit}")  # as kernels shows it
     ctx.out.print(f"Variant: {found.variant}")
+    if not found.path:
+        ctx.out.print(f"Commit: {found.commit}")  # kernelpin's, after kernels' lines: which commit the revision named
     ctx.out.print("\nFunctions:")
     for function in api.functions:
         ctx.out.print(f"  {function.signature}" + (f"  # {function.summary}" if function.summary else ""))

@@ -1,5 +1,5 @@
-"""`kernelpin download [DIR]`: install what kernelpin.lock names, as it is, as `kernels download DIR` does
-(kernelpin.commands.sync.download does the work; shown as `sync` shows it)."""
+"""`kernelpin download [DIR]`: install what kernelpin.lock names, as `kernels download DIR` installs what kernels.lock
+names (kernelpin.commands.sync.download does the work)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import argparse
 
 from kernelpin import environment
 from kernelpin.cli.context import Context, directory_argument
-from kernelpin.cli.installed import render_synced
+from kernelpin.cli.relocking import render_synced
 from kernelpin.commands import sync as syncing
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from kernelpin.cli.context import Context, count, emit_json
 from kernelpin.format.spec import check_repo_id
-from kernelpin.publisher.release import check_release, check_signatures, publish
+from kernelpin.publisher.release import Published, check_release, check_signatures, publish
 
 
 def options(parser: argparse.ArgumentParser) -> None:
@@ -31,6 +31,16 @@ def options(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="verify signatures against this Sigstore trusted_root.json (default: Sigstore's own)",
     )
+    parser.add_argument(
+        "--create-pr",
+        action="store_true",
+        help="open a pull request with the release instead of pushing it; tag it by publishing again after the merge",
+    )
+    parser.add_argument(
+        "--private",
+        action="store_true",
+        help="create the repository private; an existing repository must already be private",
+    )
     parser.add_argument("--dry-run", action="store_true", help="check and list the files; upload nothing")
 
 
@@ -46,7 +56,8 @@ def run(ctx: Context) -> int:
     branch = None if release.version.is_prerelease else f"v{release.version.major}"
     summary = (
         f"{count(len(release.files), 'file')} ({release.size / 1e6:.1f} MB), "
-        f"{count(len(release.variants), 'variant')}, to {args.repo} tagged {release.tag}"
+        f"{count(len(release.variants), 'variant')}, to {args.repo}"
+        + ("" if args.create_pr else f" tagged {release.tag}")
     )
     if release.without_compat_package:  # HF's kernel requirements still ask for it (kernels before the flat layout)
         ctx.err.print(
@@ -61,7 +72,9 @@ def run(ctx: Context) -> int:
                 {
                     "repo": args.repo,
                     "tag": release.tag,
-                    "branch": branch,
+                    "branch": None if args.create_pr else branch,
+                    "create_pr": args.create_pr,
+                    "private": args.private,
                     "version": str(release.version),
                     "variants": sorted(release.variants),
                     "size": release.size,
@@ -70,8 +83,12 @@ def run(ctx: Context) -> int:
                 }
             )
             return 0
-        ctx.out.print(f"Dry run: would upload {summary}")
-        if branch is None:
+        ctx.out.print(f"Dry run: would upload {summary}" + (" as a pull request" if args.create_pr else ""))
+        if args.private:
+            ctx.out.print(f"  into a private repository (created private if {args.repo} does not exist)")
+        if args.create_pr:
+            ctx.out.print(f"  tagging nothing: after the merge, publish again without --create-pr to tag {release.tag}")
+        elif branch is None:
             ctx.out.print(f"  {release.version} is a prerelease: no major-version branch is moved")
         else:
             ctx.out.print(
@@ -81,8 +98,16 @@ def run(ctx: Context) -> int:
             ctx.out.print(f"{item.sha256}  {item.size:>10}  {item.path}")
         ctx.out.print("Nothing was uploaded; the Hub was not contacted.")
         return 0
-    published = publish(ctx.source.api, release, args.repo, args.repo_type)
-    if args.json:
+    published = publish(
+        ctx.source.api, release, args.repo, args.repo_type, create_pr=args.create_pr, private=args.private
+    )
+    render_published(ctx, summary, published)
+    return 0
+
+
+def render_published(ctx: Context, summary: str, published: Published) -> None:
+    """What `publish` did: the tag and branch, or the pull request it opened instead."""
+    if ctx.args.json:
         emit_json(
             {
                 "repo": published.repo_id,
@@ -90,6 +115,11 @@ def run(ctx: Context) -> int:
                 "tag": published.tag,
                 "commit": published.commit,
                 "url": published.url,
+                "created": published.created,
+                "private": published.private,
+                "pull_request": None
+                if published.pull_request is None
+                else {"number": published.pull_request.number, "url": published.pull_request.url},
                 "branch": {
                     "name": published.branch.branch,
                     "moved": published.branch.move,
@@ -97,8 +127,13 @@ def run(ctx: Context) -> int:
                 },
             }
         )
-        return 0
-    ctx.out.print(f"Published {summary} ({published.repo_type} repo), commit {published.commit[:12]}")
+        return
+    where = f"{published.repo_type} repo" + (", created private" if published.created and published.private else "")
+    if published.pull_request is not None:
+        ctx.out.print(f"Proposed {summary} as a pull request ({where}), commit {published.commit[:12]}")
+        ctx.out.print(f"  {published.branch.note}")
+        ctx.out.print(f"  {published.pull_request.url}", style="dim")
+        return
+    ctx.out.print(f"Published {summary} ({where}), commit {published.commit[:12]}")
     ctx.out.print(f"  {published.branch.note}")
     ctx.out.print(f"  {published.url}", style="dim")
-    return 0

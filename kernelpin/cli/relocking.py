@@ -1,5 +1,6 @@
 """What the commands that re-lock (lock, add, remove, sync) share: --accept-signer, the lock's changes as they are
-reported, a locked kernel as JSON, and the check that each kernel is named once."""
+reported, a locked kernel as JSON, and the check that each kernel is named once; and what sync and download (which
+install what a lock names) show of the installed variants."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ import argparse
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kernelpin.cli.context import Context
+from kernelpin.cli.context import Context, emit_json
+from kernelpin.commands.sync import Synced
 from kernelpin.errors import KernelpinError
 from kernelpin.format import lockfile
 from kernelpin.format.spec import check_repo_id
+from kernelpin.store.install import SyncedVariant
 from kernelpin.trust.policy import UNSIGNED
 
 
@@ -62,3 +65,44 @@ def distinct(repo_ids: list[str]) -> list[str]:
     if repeated:
         raise KernelpinError(f"{', '.join(repeated)} given more than once; name each kernel once")
     return repo_ids
+
+
+def render_synced(ctx: Context, synced: Synced, env: Any) -> None:
+    """The variants `sync` or `download` installed, verified: one line each (or --json), warnings for repairs."""
+    results = synced.variants
+    for result in results:
+        for path in result.downloaded:
+            ctx.note(f"{result.repo_id}: downloaded and verified {path}")
+    if ctx.args.json:
+        emit_json(
+            {"environment": None if env is None else env.describe(), "synced": [_synced_json(r) for r in results]}
+        )
+        return
+    if env is not None:
+        ctx.out.print(f"Environment: {env.describe()}")
+    if not synced.lock.lock.kernels:
+        ctx.out.print(
+            f"nothing to sync: {ctx.project.lockfile.name} locks no kernels; add one with `kernelpin add ORG/NAME`"
+        )
+    for result in results:
+        parts = [f"{len(result.downloaded)} downloaded", f"{len(result.reused)} already present"]
+        if result.repaired:
+            parts.append(f"{len(result.repaired)} replaced (modified in the cache)")
+        ctx.out.print(f"{result.label}: {result.variant}: {', '.join(parts)}, all verified")
+        ctx.out.print(f"  {result.directory}", style="dim")
+        for path in result.repaired:
+            ctx.err.print(f"warning: {result.repo_id}: {path} did not match the lock; replaced", style="yellow")
+        for path in result.removed:
+            ctx.err.print(f"warning: {result.repo_id}: {path} is not in the lock; removed", style="yellow")
+
+
+def _synced_json(result: SyncedVariant) -> dict[str, Any]:
+    return {
+        "repo": result.repo_id,
+        "variant": result.variant,
+        "directory": str(result.directory),
+        "downloaded": result.downloaded,
+        "reused": result.reused,
+        "repaired": result.repaired,
+        "removed": result.removed,
+    }

@@ -10,8 +10,7 @@ from typing import Any
 
 from kernelpin import environment
 from kernelpin.cli.context import Context, count, emit_json
-from kernelpin.cli.installed import render_synced
-from kernelpin.cli.relocking import accept_signer_option, accepted_signers, report_changes
+from kernelpin.cli.relocking import accept_signer_option, accepted_signers, render_synced, report_changes
 from kernelpin.commands import sync as syncing
 from kernelpin.relock import Locked, LockMode
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from kernelpin import environment
-from kernelpin.cli.context import REPO_HELP, Context, emit_json
+from kernelpin.cli.context import REPO_HELP, Context, emit_json, ref_shown
 from kernelpin.commands.info import variants
 
 
@@ -41,7 +41,12 @@ def run(ctx: Context) -> int:
                         "revision": block.revision,
                         "commit": block.commit,
                         "variants": [
-                            {"variant": fit.name, "compatible": fit.fits, "preferred": fit.chosen, "reason": fit.reason}
+                            {
+                                "variant": fit.name,
+                                "compatible": fit.fits,
+                                "preferred": fit.chosen,
+                                "reason": None if fit.fits else fit.reason,  # as kernels: a fitting build has none
+                            }
                             for fit in fits
                         ],
                     }
@@ -51,8 +56,8 @@ def run(ctx: Context) -> int:
         )
         return 0
     for index, (block, fits) in enumerate(zip(found, shown, strict=False)):
-        label = f"Version {block.version}" if block.version is not None else f"Revision {block.revision}"
-        ctx.out.print(("\n" if index else "") + f"{label} ({block.commit[:12]}):\n")
+        label = f"Version {block.version}" if block.version is not None else f"Revision {ref_shown(block.revision)}"
+        ctx.out.print(("\n" if index else "") + f"{label}:\n")  # as kernels prints it; --json has the commit
         for fit in fits:
             ctx.out.print(
                 f"{fit.name} compatible{', preferred' if fit.chosen else ''} ✅"

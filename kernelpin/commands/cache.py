@@ -24,6 +24,7 @@ from kernelpin.files.integrity import GIT_OBJECT_ID_RE
 from kernelpin.format import lockfile
 from kernelpin.format.spec import REPO_TYPES
 from kernelpin.project import Project
+from kernelpin.store import lockfiles
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,7 @@ def cache(cache_dir: Path, project: Project | None, prune: bool = False, delete:
     locked = lockfile.Lock()
     if project is not None:
         try:
-            locked = lockfile.read(project.lockfile) or lockfile.Lock()
+            locked = lockfiles.read(project.lockfile) or lockfile.Lock()
         except KernelpinError:
             if prune:
                 raise  # pruning against a lock that cannot be read would remove what it names

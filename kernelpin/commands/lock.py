@@ -29,6 +29,7 @@ from kernelpin.project import (
 )
 from kernelpin.relock import Locked, LockMode, RelockOptions, Report, release_checker, relock
 from kernelpin.resolve import describe_versions, tag_versions
+from kernelpin.store import lockfiles
 
 
 def _ignore(message: str) -> None:
@@ -49,10 +50,10 @@ def check_lock(project: Project | None = None) -> list[str]:
     """Why kernelpin.lock (and a kept kernels.lock) is stale against pyproject.toml; empty when it is fresh.
     Reads only local files."""
     project = project or find_project(Path.cwd())
-    locked = lockfile.read(project.lockfile)
+    locked = lockfiles.read(project.lockfile)
     reasons = lockfile.staleness(read_requirements(project), locked)
     if locked is not None and not reasons:
-        reasons += filter(None, [kernels_lock.out_of_step(project.root / kernels_lock.KERNELS_LOCK, locked)])
+        reasons += filter(None, [lockfiles.kernels_lock_out_of_step(project.root / kernels_lock.KERNELS_LOCK, locked)])
     return reasons
 
 
@@ -153,7 +154,7 @@ def _entry_to_add(project: Project, source: HubSource, repo_id: str, range_text:
                 f"them satisfies, or {repo_id} alone for the newest release"
             )
         return entry
-    locked = lockfile.read(project.lockfile)
+    locked = lockfiles.read(project.lockfile)
     kernel = locked.kernel(repo_id) if locked else None
     if kernel is None or (kernel.version is None and range_text is None):
         raise KernelpinError(

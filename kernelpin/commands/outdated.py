@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from kernelpin.builds import VariantFit, fits
-from kernelpin.format import lockfile
 from kernelpin.format.ranges import Version
 from kernelpin.format.spec import Requirement, RequirementValue, check_repo_id
 from kernelpin.format.variant import Environment, select
@@ -17,6 +16,7 @@ from kernelpin.hub.listing import Refs
 from kernelpin.hub.source import HubSource
 from kernelpin.project import Project, find_project, read_requirements
 from kernelpin.resolve import group_variants, tag_versions
+from kernelpin.store import lockfiles
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ def outdated(project: Project | None = None, source: HubSource | None = None) ->
     """For each requirement: the locked version, the newest version it allows, and the newest release. By
     default the project around the working directory and the Hub the environment names."""
     project, source = project or find_project(Path.cwd()), source or HubSource.from_env()
-    locked = lockfile.read(project.lockfile)
+    locked = lockfiles.read(project.lockfile)
     rows = []
     for requirement in read_requirements(project):
         current = locked.kernel(requirement.repo_id) if locked else None
@@ -102,7 +102,7 @@ def versions(project: Project, source: HubSource, repo_id: str, env: Environment
     requirement = next((r for r in read_requirements(project) if r.repo_id == repo_id), None)
     refs = source.refs(repo_id, requirement.repo_type if requirement else None)
     found, ignored = tag_versions(refs.tags)
-    locked = lockfile.read(project.lockfile)
+    locked = lockfiles.read(project.lockfile)
     locked_kernel = locked.kernel(repo_id) if locked else None
     rows = [
         TaggedVersion(

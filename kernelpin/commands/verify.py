@@ -10,12 +10,12 @@ from pathlib import Path
 
 from kernelpin.errors import KernelpinError
 from kernelpin.files.integrity import verify_file
-from kernelpin.format import lockfile
 from kernelpin.format.layout import SIGNATURE
 from kernelpin.format.lockfile import LockedKernel, LockedVariant
 from kernelpin.hub.source import HubSource
 from kernelpin.project import Project, find_project
 from kernelpin.relock import release_checker_when_needed
+from kernelpin.store import lockfiles
 from kernelpin.store.install import Installer, unlisted_entries
 from kernelpin.trust.checker import ReleaseChecker
 
@@ -65,7 +65,7 @@ def verify(
     the lock recorded, as `kernels verify-signature` does (one row for its metadata.json.sigstore). By default
     the project around the working directory and the Hub the environment names."""
     project, source = project or find_project(Path.cwd()), source or HubSource.from_env()
-    locked = lockfile.read(project.lockfile)
+    locked = lockfiles.read(project.lockfile)
     if locked is None:
         raise KernelpinError(f"no {project.lockfile.name}; run `kernelpin lock`")
     installer = Installer(source, target)

@@ -4,7 +4,8 @@ Its format (kernels 0.17.2, `kernels._rust.KernelLocks`): a JSON list of
 `{"dependency": {"repo-id": ..., "version": N} | {"repo-id": ..., "revision": ...}, "lock": {"commit": ...}}`,
 sorted by dependency, indented by 2, without a trailing newline. `kernels.get_locked_kernel`, `load_kernel` and
 `LockedLayerRepository` look a kernel up by repo id and load the commit. Where a project has a `kernels.lock`,
-`kernelpin lock` rewrites it with the commits kernelpin resolved, so both tools load the same builds:
+`kernelpin lock` rewrites it with the commits kernelpin resolved (kernelpin.store.lockfiles writes it), so both
+tools load the same builds:
 
 - `= N` (the branch vN) is written as `"version": N`, as `kernels lock` writes it;
 - a tag range or a revision pin, which `kernels lock` cannot express, as `"revision": <the locked tag, or the
@@ -15,10 +16,8 @@ sorted by dependency, indented by 2, without a trailing newline. `kernels.get_lo
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
-from kernelpin.files.atomic import write_atomic
 from kernelpin.format.lockfile import Lock, LockedKernel
 from kernelpin.format.spec import parse_requirement
 
@@ -64,12 +63,10 @@ def left_out(lock: Lock) -> list[str]:
     return [kernel.repo_id for kernel in lock.kernels if dependency(kernel) is None]
 
 
-def out_of_step(path: Path, lock: Lock) -> str | None:
-    """Why the kernels.lock at `path` does not name kernelpin's commits, or None when it does (or is absent)."""
-    if not path.is_file():
-        return None
+def out_of_step(content: bytes, lock: Lock) -> str | None:
+    """Why a kernels.lock of `content` does not name kernelpin's commits, or None when it does."""
     try:
-        present = json.loads(path.read_text(encoding="utf-8"))
+        present = json.loads(content.decode("utf-8"))
     except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nested deeper than json parses
         return f"{KERNELS_LOCK} is not valid JSON"
     if present == entries(lock):
@@ -94,12 +91,8 @@ def out_of_step(path: Path, lock: Lock) -> str | None:
     return f"{KERNELS_LOCK} does not name the commits of kernelpin.lock{named}"
 
 
-def keep(path: Path, lock: Lock, dry_run: bool = False) -> list[str]:
-    """Rewrite an existing kernels.lock with kernelpin's commits; the change lines, empty when in step."""
-    if not path.is_file() or out_of_step(path, lock) is None:
-        return []
-    if not dry_run:
-        write_atomic(path, render(lock))
+def kept_in_step(lock: Lock) -> str:
+    """The change line for a kernels.lock rewritten with the commits of `lock`."""
     skipped = left_out(lock)
     more = f"; left out (model repositories, which kernels does not read): {', '.join(skipped)}" if skipped else ""
-    return [f"~ {KERNELS_LOCK}: kept in step with kernelpin.lock ({len(entries(lock))} kernels){more}"]
+    return f"~ {KERNELS_LOCK}: kept in step with kernelpin.lock ({len(entries(lock))} kernels){more}"

@@ -1,4 +1,5 @@
-"""The lockfile (kernelpin.lock): the model, its deterministic TOML form, and whether it still fits the requirements.
+"""The lockfile (kernelpin.lock): the model, its deterministic TOML form, and whether it still fits the requirements
+(the file itself is read and written by kernelpin.store.lockfiles).
 
 Reading (`parse`) is on every application's load path: it uses tomllib only and validates every field, so
 a hand-edited or hostile lock gives an error naming the entry and the fix, never a traceback or a path
@@ -9,13 +10,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal, overload
 
 import tomllib
 
 from kernelpin.errors import KernelpinError, NoVariantError
-from kernelpin.files.atomic import write_atomic
 from kernelpin.files.integrity import GIT_OBJECT_ID_RE, MAX_FILE_SIZE, SHA256_HEX_RE, check_repo_path
 from kernelpin.format.layout import SIGNATURE
 from kernelpin.format.metadata import BACKEND_NAME_RE
@@ -43,7 +42,7 @@ HEADER = (
 _VARIANT_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$")
 # refs/tags/<name> or refs/heads/<name>: git's ref-name rules, minus the ones that need no check here.
 _REF_RE = re.compile(r"^refs/(?:tags|heads)/(?!.*\.\.)(?!.*//)[^\x00-\x20\x7f~^:?*\[\\]{1,255}$")
-_FIX = "run `kernelpin lock` to regenerate the lock (it is not meant to be edited by hand)"
+REGENERATE = "run `kernelpin lock` to regenerate the lock (it is not meant to be edited by hand)"
 
 
 @dataclass(frozen=True)
@@ -200,14 +199,14 @@ def _tables(text: str, source: str) -> tuple[int, list[Any]]:
         )
     entries = data.get("kernel", [])
     if not isinstance(entries, list):
-        raise KernelpinError(f"{source}: 'kernel' must be an array of tables ([[kernel]]); {_FIX}")
+        raise KernelpinError(f"{source}: 'kernel' must be an array of tables ([[kernel]]); {REGENERATE}")
     return schema, entries
 
 
 def _refuse_duplicates(repos: list[str], source: str) -> None:
     duplicates = sorted({repo for repo in repos if repos.count(repo) > 1})
     if duplicates:
-        raise KernelpinError(f"{source}: {', '.join(duplicates)} locked more than once; {_FIX}")
+        raise KernelpinError(f"{source}: {', '.join(duplicates)} locked more than once; {REGENERATE}")
 
 
 class LockEntries:
@@ -225,7 +224,7 @@ class LockEntries:
             try:
                 check_repo_id(repo_id)
             except KernelpinError as error:
-                raise KernelpinError(f"{where}: {error}; {_FIX}") from None
+                raise KernelpinError(f"{where}: {error}; {REGENERATE}") from None
             self._index.setdefault(repo_id, index)
         _refuse_duplicates([table["repo"] for table in self._tables], source)
         self._parsed: dict[str, LockedKernel] = {}
@@ -250,11 +249,11 @@ class _Entry:
 
     def __init__(self, table: Any, where: str) -> None:
         if not isinstance(table, dict):
-            raise KernelpinError(f"{where}: expected a table, found {type(table).__name__}; {_FIX}")
+            raise KernelpinError(f"{where}: expected a table, found {type(table).__name__}; {REGENERATE}")
         self.table, self.where = table, where
 
     def fail(self, key: str, problem: str) -> KernelpinError:
-        return KernelpinError(f"{self.where}: {key} {problem}; {_FIX}")
+        return KernelpinError(f"{self.where}: {key} {problem}; {REGENERATE}")
 
     def get(self, key: str, kind: type | tuple[type, ...], required: bool = True) -> Any:
         value = self.table.get(key)
@@ -286,7 +285,7 @@ def _parse_kernel(table: Any, schema: int, where: str) -> LockedKernel:
         check_repo_id(repo_id)
         requirement = _requirement(repo_id, entry, schema)
     except KernelpinError as error:
-        raise KernelpinError(f"{where}: {error}; {_FIX}") from None
+        raise KernelpinError(f"{where}: {error}; {REGENERATE}") from None
     entry.where = f"{where} ({repo_id})"
     repo_type = entry.get("repo-type", str)
     if repo_type not in REPO_TYPES:
@@ -366,11 +365,11 @@ def _parse_variant(table: Any, where: str) -> LockedVariant:
             check_repo_id(repo_id)
             parse_requirement(repo_id, value, where="requirement")
         except KernelpinError as error:
-            raise KernelpinError(f"{dependency.where}: {error}; {_FIX}") from None
+            raise KernelpinError(f"{dependency.where}: {error}; {REGENERATE}") from None
         depends.append((repo_id, value))
     signature = entry.table.get("signature")
     if signature is not None:
-        signature = LockedSignature.from_table(signature, entry.where, _FIX)
+        signature = LockedSignature.from_table(signature, entry.where, REGENERATE)
         bundle = next((f for f in files if f.path == SIGNATURE), None)
         if signature.signer is not None and (bundle is None or bundle.sha256 != signature.bundle_sha256):
             raise entry.fail("signature", f"bundle-sha256 is not the sha256 of the locked {SIGNATURE}")
@@ -382,32 +381,6 @@ def _parse_variant(table: Any, where: str) -> LockedVariant:
         depends=tuple(depends),
         signature=signature,
     )
-
-
-def read(path: Path) -> Lock | None:
-    """The lock at `path`, or None when there is none yet."""
-    if not path.is_file():
-        return None
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as error:
-        raise KernelpinError(f"{path}: not UTF-8 ({error.reason} at byte {error.start}); {_FIX}") from None
-    return parse(text, str(path))
-
-
-def read_entries(path: Path) -> LockEntries | None:
-    """The lock at `path` for `load` (LockEntries: each entry parsed when asked for), or None when there is none."""
-    if not path.is_file():
-        return None
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as error:
-        raise KernelpinError(f"{path}: not UTF-8 ({error.reason} at byte {error.start}); {_FIX}") from None
-    return LockEntries(text, str(path))
-
-
-def write(path: Path, lock: Lock) -> None:
-    write_atomic(path, render(lock))
 
 
 def why_stale(requirement: Requirement, locked: LockedKernel) -> str | None:

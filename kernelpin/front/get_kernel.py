@@ -23,7 +23,7 @@ def get_kernel(
     revision: str | None = None,
     version: int | str | None = None,
     backend: str | None = None,
-    user_agent: str | dict | None = None,
+    user_agent: str | dict[str, Any] | None = None,
     trust_remote_code: bool | list[str] = False,
     check_arch: bool = True,
 ) -> ModuleType:

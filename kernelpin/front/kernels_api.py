@@ -127,7 +127,7 @@ def get_locked_kernel(
     *,
     lockfile: Path | None,
     trust_remote_code: bool | list[str] = False,
-    user_agent: str | dict | None = None,
+    user_agent: str | dict[str, Any] | None = None,
     check_arch: bool = True,
 ) -> ModuleType:
     """Load the commit `lockfile` (a kernels.lock; None: the calling package's, as kernels reads it) pins for
@@ -153,7 +153,7 @@ def get_local_kernel(
     *,
     backend: str | None = None,
     trust_remote_code: bool | list[str] = False,
-    user_agent: str | dict | None = None,
+    user_agent: str | dict[str, Any] | None = None,
     check_arch: bool = True,
 ) -> ModuleType:
     """Import the build at `repo_path` (a directory holding build/<variant>/, the variants, or one variant), every
@@ -171,7 +171,7 @@ def install_kernel(
     version: int | None = None,
     backend: str | None = None,
     local_files_only: bool = False,
-    user_agent: str | dict | None = None,
+    user_agent: str | dict[str, Any] | None = None,
     trust_remote_code: bool | list[str] = False,
 ) -> Path:
     """Download the build of the kernel for this machine and verify it, importing nothing; the variant directory

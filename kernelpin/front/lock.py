@@ -60,14 +60,16 @@ class LockResolver:
         if local is not None:
             return local
         variant = choose_variant(kernel, self.env, self.check_arch)
+        locked_variant = kernel.variant(variant)
+        assert locked_variant is not None  # chosen among the kernel's variants
         # The signer `lock` verified, against today's policy: string compares, no cryptography (`sync` and
         # `kernelpin verify --signatures` verify the bundle itself; the lock pins its sha256 like any file's).
-        enforce(self.policy, repo_id, variant, Evidence.recorded(kernel.variant(variant).signature, EvidenceKind.LOCK))
+        enforce(self.policy, repo_id, variant, Evidence.recorded(locked_variant.signature, EvidenceKind.LOCK))
 
         def verify() -> Verified:  # every file (downloading missing ones); needs only read access when all are there
             receipts = Receipts.of_user()
             store = Store(HubSource(self.settings or HubSettings.from_env()), self.target, receipts=receipts)
-            return Verified(store.ensure_variant(kernel, variant).directory, kernel.variant(variant), receipts)
+            return Verified(store.ensure_variant(kernel, variant).directory, locked_variant, receipts)
 
         def cycle(chain: str) -> KernelpinError:  # only a hand-edited lock has one: locking refuses cycles
             return KernelpinError(

@@ -16,6 +16,7 @@ from kernelpin.files.integrity import find_owned_upward
 from kernelpin.format import lockfile
 from kernelpin.format.layout import LOCKFILE
 from kernelpin.format.variant import Environment
+from kernelpin.store import lockfiles
 from kernelpin.trust.policy import Policy, parse_policy
 
 
@@ -39,7 +40,7 @@ def caller_file(depth: int) -> Path | None:
 
 @functools.cache
 def _read_lock(path: Path, mtime_ns: int, size: int) -> lockfile.LockEntries | None:
-    return lockfile.read_entries(path)
+    return lockfiles.read_entries(path)
 
 
 def read_lock_cached(path: Path) -> lockfile.LockEntries | None:

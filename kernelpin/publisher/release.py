@@ -10,6 +10,10 @@ Checking is pure (no network; shared libraries pass the ABI gate, kernelpin.publ
 the Hub through huggingface_hub only. A release tag is never moved: publishing a version whose tag exists is
 refused before anything is uploaded. The branch `v<major>` follows the newest release of its major version
 (`kernels.get_kernel(repo, version=<major>)` loads it) and never moves back.
+
+As kernel-builder's upload: `create_pr` proposes the release as a pull request (the commit lands on `refs/pr/<n>`,
+nothing is tagged and no branch moves: a tag names a reviewed commit, so publishing again after the merge tags it),
+and `private` creates a missing repository private (an existing public one is refused, not published into).
 """
 
 from __future__ import annotations
@@ -259,13 +263,44 @@ def plan_major_branch(version: Version, tags: dict[str, str], branches: dict[str
 
 
 @dataclass(frozen=True)
+class PullRequest:
+    """The pull request a `create_pr` publish opened instead of pushing to the main branch."""
+
+    number: int | None
+    url: str
+
+
+@dataclass(frozen=True)
 class Published:
     repo_id: str
     repo_type: str
-    tag: str
+    tag: str | None  # None: proposed as a pull request, not tagged yet
     commit: str
     url: str
     branch: BranchPlan
+    created: bool  # the repository was created by this publish
+    private: bool | None  # what the Hub says of the repository (None: not asked)
+    pull_request: PullRequest | None = None
+
+
+def plan_pull_request(release: Release, branch: BranchPlan, pull_request: PullRequest) -> BranchPlan:
+    """Pure: the branch plan of a release proposed as a pull request. Tags and branches name merged commits only;
+    the merge makes a new commit, so the tag and the branch wait for a publish after the merge."""
+    number = f"#{pull_request.number}" if pull_request.number is not None else pull_request.url
+    return BranchPlan(
+        branch.branch,
+        False,
+        f"{release.tag} not tagged and {branch.branch} not moved: the release is pull request {number}; "
+        "merge it, then run the same publish without --create-pr to tag the merged commit",
+    )
+
+
+def _refuse_public(repo_id: str, private: bool | None, endpoint: str) -> PublishError:
+    state = "public" if private is False else "of unknown visibility (the server did not say)"
+    return PublishError(
+        f"{repo_id} exists and is {state} at {endpoint}, but --private was given: publishing would make the release "
+        f"public. Make it private first (HfApi().update_repo_settings({repo_id!r}, private=True)) or drop --private"
+    )
 
 
 def _refuse_existing(release: Release, repo_id: str, commit: str | None) -> TagExistsError:
@@ -292,9 +327,28 @@ def _refs(api: HfApi, repo_id: str, repo_type: str) -> Refs:
     return parse_refs(data, repo_type, f"the refs of {repo_id} at {api.endpoint}", Limits.from_env().max_listing)
 
 
-def publish(api: HfApi, release: Release, repo_id: str, repo_type: str | None = None) -> Published:
+def _visibility(api: HfApi, repo_id: str, repo_type: str, refs: Refs) -> bool | None:
+    """Whether the Hub says the existing repository is private. A revision is named because mirrors (olah)
+    answer repo_info only at one; any branch does, visibility belongs to the repository."""
+    revision = refs.branches.get("main") or next(iter(sorted(refs.branches.values())), None)
+    with translate_errors(f"reading the visibility of {repo_id}", api.endpoint):
+        info = api.repo_info(repo_id, repo_type=repo_type, revision=revision)
+    return info.private if isinstance(info.private, bool) else None
+
+
+def publish(
+    api: HfApi,
+    release: Release,
+    repo_id: str,
+    repo_type: str | None = None,
+    *,
+    create_pr: bool = False,
+    private: bool = False,
+) -> Published:
     """Upload `release` in one commit ("Release vX"), tag that commit `vX` and move the branch
-    `v<major>` to it when plan_major_branch says so.
+    `v<major>` to it when plan_major_branch says so; with `create_pr`, open a pull request with that commit
+    instead and tag nothing (see the module docstring). `private` creates a missing repository private and
+    refuses an existing one that is not.
 
     Refused before any upload when the tag exists. Files of variants that the release no longer has are
     removed in the same commit, so the tagged tree is exactly the release.
@@ -307,12 +361,18 @@ def publish(api: HfApi, release: Release, repo_id: str, repo_type: str | None = 
     repo_type = refs.repo_type if refs else (repo_type or REPO_TYPES[0])
     if refs is not None and release.tag in refs.tags:
         raise _refuse_existing(release, repo_id, refs.tags[release.tag])
+    visibility = None
+    if private and refs is not None:
+        visibility = _visibility(api, repo_id, repo_type, refs)
+        if visibility is not True:
+            raise _refuse_public(repo_id, visibility, api.endpoint)
     plan = plan_major_branch(release.version, refs.tags if refs else {}, refs.branches if refs else {})
     message = f"Release {release.tag}"
     try:
         with translate_errors(f"uploading {release.tag} to {repo_id}", api.endpoint):
             if refs is None:
-                api.create_repo(repo_id, repo_type=repo_type, exist_ok=True)
+                api.create_repo(repo_id, repo_type=repo_type, exist_ok=True, private=private or None)
+                visibility = private or None
             commit = api.upload_folder(
                 repo_id=repo_id,
                 repo_type=repo_type,
@@ -320,6 +380,7 @@ def publish(api: HfApi, release: Release, repo_id: str, repo_type: str | None = 
                 commit_message=message,
                 allow_patterns=upload_patterns(release),
                 delete_patterns=[f"{BUILD_DIR}/**"],
+                create_pr=create_pr or None,
             )
     except KernelpinError as error:
         status = http_status(error.__cause__) if isinstance(error.__cause__, HfHubHTTPError) else None
@@ -330,6 +391,20 @@ def publish(api: HfApi, release: Release, repo_id: str, repo_type: str | None = 
                 "mirror? Publish to the Hub itself (unset HF_ENDPOINT) or to a server that takes uploads"
             ) from error.__cause__
         raise
+    created = refs is None
+    if create_pr:
+        pull_request = PullRequest(commit.pr_num, commit.pr_url or commit.commit_url)
+        return Published(
+            repo_id,
+            repo_type,
+            None,
+            commit.oid,
+            commit.commit_url,
+            plan_pull_request(release, plan, pull_request),
+            created,
+            visibility,
+            pull_request,
+        )
     try:
         with translate_errors(f"tagging {commit.oid[:12]} of {repo_id} as {release.tag}", api.endpoint):
             api.create_tag(repo_id, tag=release.tag, revision=commit.oid, repo_type=repo_type, tag_message=message)
@@ -353,4 +428,4 @@ def publish(api: HfApi, release: Release, repo_id: str, repo_type: str | None = 
                 f"HfApi().create_branch({repo_id!r}, branch={plan.branch!r}, revision={commit.oid!r}, "
                 f"repo_type={repo_type!r})"
             ) from error.__cause__
-    return Published(repo_id, repo_type, release.tag, commit.oid, commit.commit_url, plan)
+    return Published(repo_id, repo_type, release.tag, commit.oid, commit.commit_url, plan, created, visibility)

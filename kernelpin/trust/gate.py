@@ -4,7 +4,7 @@ Every path asks it, with what that path knows (its evidence): `lock` and `get_ke
 the bundle they just verified (or its absence) and the signed metadata.json; a relock, `sync`, `verify
 --signatures`, `load` and `get_kernel` offline with what the lock (or get_kernel's remembered resolution)
 recorded, or that nothing was recorded; `has_kernel` as `get_kernel` does; LOCAL_KERNELS with a build on disk
-that nothing signed. A path with no evidence passes NO_RECORD; none skips the call. Pure: no I/O, no sigstore
+that nothing signed; `verify-conda` with the signer of a conda package's CEP 27 attestation (or its absence). A path with no evidence passes NO_RECORD; none skips the call. Pure: no I/O, no sigstore
 (the cryptography is kernelpin.trust.signature's: it hands over the signer of a bundle that verified).
 
 The publisher gate of `kernels` (the Hub's trusted mark, or the caller's `trust_remote_code`) is here too:
@@ -38,12 +38,15 @@ class EvidenceKind(Enum):
     )
     NO_RECORD = "no record"  # a lock entry without its signature record: nothing says what was checked
     LOCAL = "local"  # a build on disk named by LOCAL_KERNELS: nothing signed it, the user named it
+    CONDA = "conda"  # a conda package of the release: its CEP 27 attestation verified now, or none served
 
 
 # The kinds that can carry a signer: evidence of a release's signature, read now or recorded.
-_Signed = Literal[EvidenceKind.RELEASE, EvidenceKind.LOCK, EvidenceKind.REMEMBERED]
+_Signed = Literal[EvidenceKind.RELEASE, EvidenceKind.LOCK, EvidenceKind.REMEMBERED, EvidenceKind.CONDA]
 # The kinds a policy that requires signatures refuses without a signer (LOCAL is admitted before any policy).
-_Checked = Literal[EvidenceKind.RELEASE, EvidenceKind.LOCK, EvidenceKind.REMEMBERED, EvidenceKind.NO_RECORD]
+_Checked = Literal[
+    EvidenceKind.RELEASE, EvidenceKind.LOCK, EvidenceKind.REMEMBERED, EvidenceKind.NO_RECORD, EvidenceKind.CONDA
+]
 
 
 @dataclass(frozen=True)
@@ -101,7 +104,7 @@ def decide(
             return Decision(True, notice="a local build (LOCAL_KERNELS): not signed, not checked against the policy")
         case EvidenceKind.NO_RECORD:
             return _unsigned(policy, repo_id, kind, notice=None)
-        case EvidenceKind.RELEASE | EvidenceKind.LOCK | EvidenceKind.REMEMBERED:
+        case EvidenceKind.RELEASE | EvidenceKind.LOCK | EvidenceKind.REMEMBERED | EvidenceKind.CONDA:
             if evidence.signer is None:
                 return _unsigned(policy, repo_id, kind, notice="unsigned")
             return _signed(policy, repo_id, variant, kind, evidence.signer, metadata, served or Served())
@@ -150,6 +153,13 @@ def _unsigned(policy: Policy, repo_id: str, kind: _Checked, notice: str | None) 
                 f"the lock records no signature check of this variant, but {where} requires a signature",
                 f"run `kernelpin lock --upgrade-package {repo_id}` to verify and record it",
             )
+        case EvidenceKind.CONDA:
+            return Decision(
+                False,
+                f"the conda package has no CEP 27 attestation, but {where} requires a signature",
+                "install it from a channel that serves its attestation (a CEP 50 .sigs sidecar), or give the "
+                "attestation with --attestation FILE",
+            )
         case _:
             assert_never(kind)
 
@@ -175,7 +185,7 @@ def _signed(
         )
         rules = "; ".join(rule.describe() for rule in entry.signers)
         match kind:
-            case EvidenceKind.RELEASE:
+            case EvidenceKind.RELEASE | EvidenceKind.CONDA:
                 return Decision(
                     False,
                     f"{what}, which {entry.where} does not allow ({rules})",

@@ -292,7 +292,7 @@ def signer_of(certificate: Certificate) -> Signer:
     )
 
 
-class _Recorder:
+class SignerRecorder:
     """A sigstore VerificationPolicy that accepts any identity and remembers it: the identity is checked against
     the publisher policy after the whole bundle verified, so that each failure gets its own cause."""
 
@@ -348,7 +348,7 @@ def verify_bundle(
     digest = parsed._inner.message_signature.message_digest if parsed._inner.message_signature else None
     if digest is not None and digest.digest != hashlib.sha256(metadata).digest():
         raise other_bytes
-    recorder = _Recorder()
+    recorder = SignerRecorder()
     assert verifier is not None, "a bundle needs a verifier"
     try:
         verifier.verify_artifact(metadata, parsed, recorder)

@@ -96,6 +96,23 @@ def test_the_release_signs_every_variant_keylessly_and_refuses_an_unsigned_one()
     assert publish.endswith("--require-signatures")
 
 
+def test_the_release_publishes_the_conda_channel_signed_by_the_same_job() -> None:
+    """After the Hub, the conda packages go to the channel pixi.toml's publish-conda task names, attested with the
+    OIDC token of the same job (one identity for both channels), with the bucket's write credentials."""
+    release = yaml.safe_load(ci_workflow.WORKFLOW.read_text())["jobs"]["release"]
+    names = [step.get("name") for step in release["steps"]]
+    assert names.index("Publish") < names.index("Publish to the conda channel") == len(names) - 1
+    [step] = [step for step in release["steps"] if step.get("name") == "Publish to the conda channel"]
+    channel, url = ci_workflow.conda_channel()
+    assert (
+        step["run"] == f"pixi run -e cpu python -m tools.conda.publish output --channel {channel} --channel-url {url}"
+    )
+    assert channel.startswith("s3://") and url.startswith("https://")
+    assert set(step["env"]) == {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"}
+    assert all(value.startswith("${{ secrets.") for value in step["env"].values())
+    assert release["permissions"]["id-token"] == "write"
+
+
 # What the release must carry besides the exact variants: the stable-ABI variants (torch >= 2.11, any minor): CPU,
 # the conda packages' CUDA 12.9, 13.0 and 13.2, and kernel-builder's cu126 for PyPI's torch+cu126 (Hub only).
 STABLE_VARIANTS = {

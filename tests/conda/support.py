@@ -12,6 +12,19 @@ from rattler_build import JinjaConfig, PlatformConfig, VariantConfig
 from tools.conda.standins import Machine
 
 CONDA_FORGE_PINS = Path(__file__).with_name("conda_forge_pinning.yaml")
+# Run by an environment's python: the installed img2gray's files match its recorded digests, and the op matches the
+# reference on the CPU; prints where img2gray was imported from.
+OP_CHECK = (
+    "import base64, hashlib, pathlib, torch, img2gray\n"
+    "package = pathlib.Path(img2gray.__file__).parent\n"
+    "for name, digest in img2gray.metadata()['digest']['files'].items():  # base64, as kernels_data writes it\n"
+    "    assert base64.b64encode(hashlib.sha256((package / name).read_bytes()).digest()).decode() == digest, name\n"
+    "x = torch.rand(2, 3, 32, 48, generator=torch.Generator().manual_seed(1))\n"
+    "r, g, b = x.double().unbind(1)\n"
+    "reference = (0.299 * r + 0.587 * g + 0.114 * b).unsqueeze(1)\n"
+    "torch.testing.assert_close(torch.ops.img2gray.img2gray(x).double(), reference, rtol=1e-6, atol=1e-6)\n"
+    "print(package)\n"
+)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from typing import ClassVar
 
 import pytest
 
-from tests.conda.support import PYTORCH_MINORS, OfflineBuild, conda_forge_records, write_channel
+from tests.conda.support import OP_CHECK, PYTORCH_MINORS, OfflineBuild, conda_forge_records, write_channel
 from tools.conda.build import abi_of, cuda_version_of, render_variants, variant_config
 from tools.conda.channel import NoCandidateError, install_environment, solve_environment
 
@@ -103,18 +103,7 @@ def test_installed_into_a_fresh_prefix_the_operator_runs_and_matches_its_digests
     records = install_environment(
         [offline_build.channel_url, offline_build.standins_url], ["img2gray"], prefix, cuda=None
     )
-    check = (
-        "import base64, hashlib, pathlib, torch, img2gray\n"
-        "package = pathlib.Path(img2gray.__file__).parent\n"
-        "for name, digest in img2gray.metadata()['digest']['files'].items():  # base64, as kernels_data writes it\n"
-        "    assert base64.b64encode(hashlib.sha256((package / name).read_bytes()).digest()).decode() == digest, name\n"
-        "x = torch.rand(2, 3, 32, 48, generator=torch.Generator().manual_seed(1))\n"
-        "r, g, b = x.double().unbind(1)\n"
-        "reference = (0.299 * r + 0.587 * g + 0.114 * b).unsqueeze(1)\n"
-        "torch.testing.assert_close(torch.ops.img2gray.img2gray(x).double(), reference, rtol=1e-6, atol=1e-6)\n"
-        "print(package)\n"
-    )
-    result = subprocess.run([prefix / "bin" / "python", "-c", check], capture_output=True, text=True)
+    result = subprocess.run([prefix / "bin" / "python", "-c", OP_CHECK], capture_output=True, text=True)
 
     assert {r.name.normalized for r in records} == {"img2gray", "pytorch", "python"}
     assert result.returncode == 0, result.stderr

@@ -16,9 +16,9 @@ import pytest
 
 import kernelpin
 from kernelpin.errors import NoVariantError
-from kernelpin.format import lockfile
 from kernelpin.format.variant import Environment
 from kernelpin.loading import runtime
+from kernelpin.store import lockfiles
 from testkit.fake_kernel import write_variant
 from testkit.hub import HubServer
 from testkit.releasing import consumer_project, hub_env, release_into_mirror, stage
@@ -48,7 +48,7 @@ def app(cuda_only: HubServer, tmp_path: Path) -> tuple[Path, dict[str, str]]:
 
 def test_lock_records_the_compute_capabilities(app):
     project, _ = app
-    (variant,) = lockfile.read(project / "kernelpin.lock").kernels[0].variants
+    (variant,) = lockfiles.read(project / "kernelpin.lock").kernels[0].variants
     assert (variant.name, variant.backend, list(variant.archs)) == (CUDA, "cuda", ARCHS)
 
 

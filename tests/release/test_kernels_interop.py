@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from kernelpin.files.integrity import sha256_file
-from kernelpin.format import lockfile
 from kernelpin.loading import kernels_internals
+from kernelpin.store import lockfiles
 from testkit.releasing import (
     BUILT_VERSIONS,
     REPO_ID,
@@ -96,7 +96,7 @@ def test_kernels_lock_and_kernelpin_lock_read_one_pyproject(released: Released, 
     assert entry == {"dependency": {"repo-id": REPO_ID, "version": 0}, "lock": {"commit": released.commits["0.2.0"]}}
 
     kernelpin(["lock"], project, env)
-    (kernel,) = lockfile.read(project / "kernelpin.lock").kernels
+    (kernel,) = lockfiles.read(project / "kernelpin.lock").kernels
     assert (kernel.version, kernel.commit, kernel.repo_type) == ("0.2.0", released.commits["0.2.0"], "kernel")
     assert (kernel.ref, kernel.tag) == ("refs/heads/v0", "v0.2.0")
 

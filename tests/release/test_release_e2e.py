@@ -14,8 +14,8 @@ from pathlib import Path
 from huggingface_hub import HfApi
 
 from kernelpin.files.integrity import sha256_file
-from kernelpin.format import lockfile
 from kernelpin.format.metadata import sha256_hex
+from kernelpin.store import lockfiles
 from testkit.releasing import (
     BUILT_VERSIONS,
     REPO_ID,
@@ -139,7 +139,7 @@ def test_lock_sync_load_then_bump(released: Released, tmp_path: Path):
     project = consumer_project(tmp_path / "app", "^0.1", REPO_ID)
 
     kernelpin(["lock"], project, env)
-    (kernel,) = lockfile.read(project / "kernelpin.lock").kernels
+    (kernel,) = lockfiles.read(project / "kernelpin.lock").kernels
     assert (kernel.version, kernel.ref, kernel.commit) == ("0.1.0", "refs/tags/v0.1.0", released.commits["0.1.0"])
     assert kernel.repo_type == "kernel"  # found as a kernel repository (the lock records the type it resolved)
     (variant,) = kernel.variants
@@ -161,7 +161,7 @@ def test_lock_sync_load_then_bump(released: Released, tmp_path: Path):
     consumer_project(project, "^0.2", REPO_ID)
     assert kernelpin(["lock", "--check"], project, env, check=False).returncode == 1
     kernelpin(["lock"], project, env)
-    (kernel,) = lockfile.read(project / "kernelpin.lock").kernels
+    (kernel,) = lockfiles.read(project / "kernelpin.lock").kernels
     assert (kernel.version, kernel.commit) == ("0.2.0", released.commits["0.2.0"])
     versions = json.loads(kernelpin(["versions", REPO_ID, "--json"], project, env).stdout)["versions"]
     assert {row["version"]: row["satisfies"] for row in versions} == {

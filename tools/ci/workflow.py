@@ -187,6 +187,20 @@ def publish_command(repo: str) -> str:
     return f"pixi run -e cpu kernelpin publish {RELEASE_DIR} --repo {repo} --require-signatures"
 
 
+def conda_channel(manifest: Path = MANIFEST) -> tuple[str, str]:
+    """Where the conda packages go, (s3://bucket/path, the URL consumers add): pixi.toml's publish-conda defaults."""
+    args = tomllib.loads(manifest.read_text())["feature"]["dev"]["tasks"]["publish-conda"]["args"]
+    defaults = {arg["arg"]: arg["default"] for arg in args}
+    return defaults["channel"], defaults["url"]
+
+
+def conda_publish_command(manifest: Path = MANIFEST) -> str:
+    """Publish the conda packages to the channel, each attested (CEP 27, served as a CEP 50 sidecar) with this job's
+    OIDC token: the identity that signed the Hub variants in the step before."""
+    channel, url = conda_channel(manifest)
+    return f"pixi run -e cpu python -m tools.conda.publish output --channel {channel} --channel-url {url}"
+
+
 def _setup_steps() -> list[str]:
     return [
         "      - uses: actions/checkout@v4",
@@ -305,14 +319,14 @@ def render(jobs: Sequence[Job], hub: Sequence[HubJob] = ()) -> str:
         f"        run: {' '.join([ABI_GATE, *(job.out for job in hub)])}",
         "",
         "  release:",
-        "    name: Stage, sign and publish to the Hub",
+        "    name: Stage, sign and publish to the Hub and the conda channel",
         f"    needs: [{needs}, abi-gate]",
         "    if: startsWith(github.ref, 'refs/tags/v')",
         "    runs-on: ubuntu-24.04",
         "    environment: release",
         "    permissions:",
         "      contents: read",
-        "      id-token: write  # the OIDC token Sigstore certifies: the signer identity of every variant",
+        "      id-token: write  # the OIDC token Sigstore certifies: the signer of every variant and conda package",
         "    steps:",
         *_setup_steps(),
         *_download_packages(),
@@ -324,6 +338,11 @@ def render(jobs: Sequence[Job], hub: Sequence[HubJob] = ()) -> str:
         f"        run: {publish_command(hub_repository())}",
         "        env:",
         "          HF_TOKEN: ${{ secrets.HF_TOKEN }}",
+        "      - name: Publish to the conda channel",
+        f"        run: {conda_publish_command()}",
+        "        env:  # the channel bucket's write credentials; reads are public",
+        "          AWS_ACCESS_KEY_ID: ${{ secrets.CONDA_CHANNEL_ACCESS_KEY_ID }}",
+        "          AWS_SECRET_ACCESS_KEY: ${{ secrets.CONDA_CHANNEL_SECRET_ACCESS_KEY }}",
     ]
     return "\n".join(lines) + "\n"
 

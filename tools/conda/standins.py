@@ -19,6 +19,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -300,8 +301,9 @@ def _stage_files(standin: StandIn, files_dir: Path) -> None:
             (files_dir / "bin" / alias).symlink_to(Path(link).name)
 
 
-def build_standin_channel(machine: Machine, channel_dir: Path) -> str:
-    """Build every stand-in into `channel_dir` (a conda channel, indexed) and return its file:// URL."""
+def build_standin_channel(machine: Machine, channel_dir: Path, names: Collection[str] | None = None) -> str:
+    """Build every stand-in (or those of `names`) into `channel_dir` (a conda channel, indexed) and return its
+    file:// URL."""
     from rattler_build import Stage0Recipe, ToolConfiguration
 
     from tools.conda.channel import index_channel
@@ -310,6 +312,8 @@ def build_standin_channel(machine: Machine, channel_dir: Path) -> str:
     work_dir = channel_dir.parent / f"{channel_dir.name}-work"
     shutil.rmtree(work_dir, ignore_errors=True)
     for standin in standins(machine):
+        if names is not None and standin.name not in names:
+            continue
         recipe_dir = work_dir / standin.name
         files_dir = recipe_dir / "files"
         files_dir.mkdir(parents=True)

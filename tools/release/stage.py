@@ -22,6 +22,7 @@ from typing import Any
 
 from kernelpin import KernelpinError
 from kernelpin.files.atomic import staged_directory
+from kernelpin.format.conda_package import CondaRecordError, variant_directory
 from kernelpin.format.layout import BUILD_DIR, METADATA
 from kernelpin.format.spec import check_repo_id
 from kernelpin.publisher.release import PublishError, Release, check_release, read_variant, release_version
@@ -43,16 +44,11 @@ def extract_variant(package: Path, into: Path) -> Path:
     extract(package, into)
     name = IndexJson.from_package_directory(into).name.normalized
     # noarch: python packages keep `site-packages/`; per-python builds have `lib/pythonX.Y/site-packages/`.
-    found = sorted(into.glob(f"site-packages/*/{METADATA}")) + sorted(
-        into.glob(f"lib/python*/site-packages/*/{METADATA}")
-    )
-    if len(found) != 1:
-        where = ", ".join(str(p.relative_to(into)) for p in found) or "none"
-        raise PublishError(
-            f"{package}: expected one kernel variant (site-packages/<package>/{METADATA}) in conda package "
-            f"{name}, found {where}; is this a package built from recipe/?"
-        )
-    return found[0].parent
+    paths = [path.relative_to(into).as_posix() for path in into.rglob(METADATA)]
+    try:
+        return into / variant_directory(paths, f"{package} (conda package {name})")
+    except CondaRecordError as error:
+        raise PublishError(str(error)) from None
 
 
 def collect(sources: Iterable[Path], workdir: Path) -> dict[str, tuple[Path, dict[str, Any], str]]:

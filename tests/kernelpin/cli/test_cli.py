@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from kernelpin.cli import COMMANDS, main
-from kernelpin.format import lockfile
+from kernelpin.store import lockfiles
 from testkit.fake_kernel import CPU_213, write_variant
 from tests.kernelpin.helpers import AS_NOBODY, fresh_interpreter, require_nobody
 
@@ -70,7 +70,7 @@ def test_quiet_prints_only_errors_and_json(img2gray, project, cli):
     assert (
         (status, out) == (0, "") and err.startswith("warning: acme/img2gray 0.2.0: unsigned (") and err.count("\n") == 1
     )
-    assert lockfile.read(root / "kernelpin.lock").kernels[0].version == "0.2.0"
+    assert lockfiles.read(root / "kernelpin.lock").kernels[0].version == "0.2.0"
     assert usage_error("-q", "lock", "-v") == 2
 
 

@@ -15,6 +15,7 @@ import pytest
 
 from kernelpin.cli import DESCRIPTIONS, build_parser, main
 from kernelpin.format import lockfile
+from kernelpin.store import lockfiles
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -125,11 +126,11 @@ def test_add_and_remove_several_with_dry_run(img2gray, hub, new_repo, project, c
     assert (root / "pyproject.toml").read_bytes() == before and not (root / "kernelpin.lock").exists()
     status, out, _ = cli("add", "acme/img2gray@^0.1", other)
     assert status == 0
-    assert {k.repo_id for k in lockfile.read(root / "kernelpin.lock").kernels} == {"acme/img2gray", other}
+    assert {k.repo_id for k in lockfiles.read(root / "kernelpin.lock").kernels} == {"acme/img2gray", other}
     status, _, err = cli("add", other, other)
     assert status == 1 and "given more than once" in err
     status, out, _ = cli("remove", "acme/img2gray", other)
-    assert status == 0 and lockfile.read(root / "kernelpin.lock").kernels == ()
+    assert status == 0 and lockfiles.read(root / "kernelpin.lock").kernels == ()
 
 
 def test_offline_add_takes_the_locked_version(img2gray, project, cli):
@@ -193,7 +194,7 @@ def test_cache_lists_and_prunes_what_the_lock_does_not_use(img2gray, project, cl
     status, out, _ = cli("cache", "prune", "--yes")
     assert status == 0 and "deleted 1 revision (" in out
     assert [r["locked"] for r in json.loads(cli("cache", "--json")[1])["revisions"]] == [True]
-    assert cli("verify")[0] == 0 and lockfile.read(root / "kernelpin.lock").kernels[0].version == "0.2.0"
+    assert cli("verify")[0] == 0 and lockfiles.read(root / "kernelpin.lock").kernels[0].version == "0.2.0"
 
 
 def test_plain_tables_have_no_trailing_blanks(img2gray, project, cli):

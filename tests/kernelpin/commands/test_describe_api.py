@@ -122,7 +122,7 @@ def test_functions_and_layers_from_the_sources_with_nothing_but_sources_read(
     status, out, err = cli("describe-api", api_kernel, "--json")
     assert status == 0, err
     document = json.loads(out)
-    assert document["variant"] == CPU_213 and document["revision"] == "refs/heads/v1"
+    assert document["variant"] == CPU_213 and document["revision"] == "v1"
     assert _names(document) == _names(SYMBOLS)
     [gray, rescale] = document["functions"]
     assert gray["signature"] == "gray(x: torch.Tensor, *, dim: int=-3) -> torch.Tensor"
@@ -141,10 +141,11 @@ def test_functions_and_layers_from_the_sources_with_nothing_but_sources_read(
     ], read
     assert not list(hf_env.rglob("*.so"))
     status, out, _ = cli("describe-api", api_kernel)
-    assert status == 0 and out.splitlines()[:3] == [
+    assert status == 0 and out.splitlines()[:4] == [
         f"Repository: {api_kernel}",
-        out.splitlines()[1],
+        "Revision: v1",  # as kernels shows it
         f"Variant: {CPU_213}",
+        f"Commit: {json.loads(cli('describe-api', api_kernel, '--json')[1])['commit']}",
     ]
     assert "  gray(x: torch.Tensor, *, dim: int=-3) -> torch.Tensor  # RGB to grayscale." in out
     assert "  Gray  has_backward=False  can_torch_compile=True" in out

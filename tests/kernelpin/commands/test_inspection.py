@@ -14,8 +14,8 @@ import pytest
 import kernelpin
 from kernelpin import environment
 from kernelpin.errors import NoVariantError
-from kernelpin.hub.source import HubSettings, HubSource
 from kernelpin.front.hub import UnpinnedKernelWarning
+from kernelpin.hub.source import HubSettings, HubSource
 from testkit.fake_kernel import CPU_213, kernel_files, publish
 from tests.kernelpin.helpers import TRUSTED_ORG
 

@@ -6,7 +6,7 @@ import json
 import shutil
 
 from kernelpin.files.integrity import git_blob_sha1
-from kernelpin.format import lockfile
+from kernelpin.store import lockfiles
 from testkit.fake_kernel import CPU_213, kernel_files, publish
 
 
@@ -33,18 +33,18 @@ def test_lock_is_deterministic_and_documented(img2gray, project, cli, hf_env):
 def test_requirement_kinds(img2gray, project, cli, hf_env):
     root = project('"acme/img2gray" = 0\n')  # the branch v0, as `kernels lock` reads it
     assert cli("lock")[0] == 0
-    (kernel,) = lockfile.read(root / "kernelpin.lock").kernels
+    (kernel,) = lockfiles.read(root / "kernelpin.lock").kernels
     assert (kernel.ref, kernel.version, kernel.tag) == ("refs/heads/v0", "0.2.0", "0.2.0")  # the tag on its head
     project('"acme/img2gray" = { revision = "latest" }\n')
     assert cli("lock")[0] == 0
-    (kernel,) = lockfile.read(root / "kernelpin.lock").kernels
+    (kernel,) = lockfiles.read(root / "kernelpin.lock").kernels
     assert (kernel.ref, kernel.version) == ("refs/tags/latest", "0.1.1")
     project('"acme/img2gray" = "^1.0.0-rc.1"\n')
     assert cli("lock")[0] == 0
-    assert lockfile.read(root / "kernelpin.lock").kernels[0].version == "1.0.0-rc.1"
+    assert lockfiles.read(root / "kernelpin.lock").kernels[0].version == "1.0.0-rc.1"
     project('"acme/img2gray" = "0.2.0"\n')  # the tag without "v" counts
     assert cli("lock")[0] == 0
-    assert lockfile.read(root / "kernelpin.lock").kernels[0].ref == "refs/tags/0.2.0"
+    assert lockfiles.read(root / "kernelpin.lock").kernels[0].ref == "refs/tags/0.2.0"
 
 
 def test_check_fresh_and_stale(new_repo, project, cli):
@@ -88,7 +88,7 @@ def test_upgrade(new_repo, project, cli):
     for repo in (first, second):
         publish(repo, "1.2.0", variants=("torch213-cxx11-cpu-x86_64-linux",))
     assert cli("lock", "--upgrade-package", first_id)[0] == 0
-    versions = {k.repo_id: k.version for k in lockfile.read(root / "kernelpin.lock").kernels}
+    versions = {k.repo_id: k.version for k in lockfiles.read(root / "kernelpin.lock").kernels}
     assert versions == {first_id: "1.2.0", second_id: "1.0.0"}
     status, out, _ = cli("outdated", "--json")
     rows = {row["repo"]: row for row in json.loads(out)}
@@ -100,7 +100,7 @@ def test_upgrade(new_repo, project, cli):
         "newest": "1.2.0",
     }
     assert cli("lock", "--upgrade")[0] == 0
-    assert {k.version for k in lockfile.read(root / "kernelpin.lock").kernels} == {"1.2.0"}
+    assert {k.version for k in lockfiles.read(root / "kernelpin.lock").kernels} == {"1.2.0"}
     status, _, err = cli("lock", "--upgrade-package", "acme/absent")
     assert status == 1 and "not in [tool.kernels.dependencies]" in err
 
@@ -134,12 +134,12 @@ def test_add_and_remove_keep_comments(img2gray, new_repo, project, cli):
     text = (root / "pyproject.toml").read_text()
     assert text.startswith(original.rstrip("\n"))  # comments and layout untouched
     assert f'"{repo_id}" = "^2.3.0"' in text  # newest release, not the prerelease
-    assert {k.repo_id for k in lockfile.read(root / "kernelpin.lock").kernels} == {"acme/img2gray", repo_id}
+    assert {k.repo_id for k in lockfiles.read(root / "kernelpin.lock").kernels} == {"acme/img2gray", repo_id}
     assert cli("add", f"{repo_id}@~2.3")[0] == 0
     assert f'"{repo_id}" = "~2.3"' in (root / "pyproject.toml").read_text()
     assert cli("remove", repo_id)[0] == 0
     assert (root / "pyproject.toml").read_text() == original
-    assert [k.repo_id for k in lockfile.read(root / "kernelpin.lock").kernels] == ["acme/img2gray"]
+    assert [k.repo_id for k in lockfiles.read(root / "kernelpin.lock").kernels] == ["acme/img2gray"]
     status, _, err = cli("remove", repo_id)
     assert status == 1 and f"{repo_id} is not in [tool.kernels.dependencies] (present: acme/img2gray)" in err
     status, _, err = cli("add", "acme/img2gray@^0.1 ||| x")
@@ -151,7 +151,7 @@ def test_repo_without_metadata_is_hashed_by_download(new_repo, project, cli, hf_
     publish(repo, "0.3.0", variants=("torch213-cxx11-cpu-x86_64-linux",), metadata=False)
     root = project(f'"{repo_id}" = "0.3"\n')
     assert cli("lock")[0] == 0
-    (kernel,) = lockfile.read(root / "kernelpin.lock").kernels
+    (kernel,) = lockfiles.read(root / "kernelpin.lock").kernels
     assert kernel.repo_type == "kernel"
     (variant,) = kernel.variants
     assert variant.backend is None and [f.path for f in variant.files] == ["__init__.py", "_impl.py"]
@@ -173,7 +173,7 @@ def test_requirements_are_stored_as_data_and_version_1_locks_are_migrated(img2gr
         'requirement = "^0.1"', 'requirement = "\\"^0.1\\""'
     )
     (root / "kernelpin.lock").write_text(legacy)
-    assert lockfile.read(root / "kernelpin.lock").kernels[0].requirement == "^0.1"
+    assert lockfiles.read(root / "kernelpin.lock").kernels[0].requirement == "^0.1"
     assert cli("lock", "--check")[0] == 0
     assert cli("sync", "--frozen", "--torch", "2.13")[0] == 0
     status, out, _ = cli("lock")
@@ -236,7 +236,7 @@ def test_integer_requirement_on_a_repository_with_only_major_branches(new_repo, 
     root = project(f'"{repo_id}" = 1\n')
     status, _, err = cli("lock")
     assert status == 0, err
-    (kernel,) = lockfile.read(root / "kernelpin.lock").kernels
+    (kernel,) = lockfiles.read(root / "kernelpin.lock").kernels
     assert (kernel.ref, kernel.repo_type, kernel.commit) == ("refs/heads/v1", "kernel", repo.head())
     assert cli("lock", "--check")[0] == 0
     project(f'"{repo_id}" = 2\n')
@@ -267,7 +267,7 @@ def test_a_build_directory_the_lock_cannot_name_does_not_make_an_unreadable_lock
     status, _, err = cli("lock", "-v")
     assert status == 0, err
     assert "__pycache__" in err and ".ipynb_checkpoints" in err  # -v says what was left out
-    (kernel,) = lockfile.read(root / "kernelpin.lock").kernels
+    (kernel,) = lockfiles.read(root / "kernelpin.lock").kernels
     assert (kernel.commit, [v.name for v in kernel.variants]) == (commit, [CPU_213])
     assert cli("lock")[0] == 0 and cli("sync")[0] == 0
 

@@ -10,6 +10,7 @@ import pytest
 import kernelpin
 from kernelpin.errors import KernelpinError, NoVariantError
 from kernelpin.format import lockfile
+from kernelpin.store import lockfiles
 from testkit.fake_kernel import CPU_213, publish
 
 
@@ -53,7 +54,7 @@ def test_locked_and_frozen(new_repo, project, cli):
     status, _, err = cli("sync", "--frozen", "--torch", "2.13")
     assert status == 1 and "--frozen needs" in err
     assert cli("sync", "--torch", "2.13")[0] == 0  # plain sync locks first
-    assert lockfile.read(root / "kernelpin.lock").kernels[0].version == "1.0.0"
+    assert lockfiles.read(root / "kernelpin.lock").kernels[0].version == "1.0.0"
     publish(repo, "2.0.0", variants=(CPU_213,))
     project(f'"{repo_id}" = "^2"\n')
     status, _, err = cli("sync", "--locked", "--torch", "2.13")
@@ -61,7 +62,7 @@ def test_locked_and_frozen(new_repo, project, cli):
     # --frozen installs the lock as it is, without looking at pyproject.toml or the server's tags.
     status, out, err = cli("sync", "--frozen", "--torch", "2.13", "--json")
     assert status == 0, err
-    assert lockfile.read(root / "kernelpin.lock").kernels[0].version == "1.0.0"
+    assert lockfiles.read(root / "kernelpin.lock").kernels[0].version == "1.0.0"
     # A second sync is a no-op that re-verifies.
     status, out, _ = cli("sync", "--frozen", "--torch", "2.13", "--json")
     (synced,) = json.loads(out)["synced"]
@@ -74,7 +75,7 @@ def test_target_vendoring_and_offline_load(img2gray, project, cli, tmp_path, mon
     status, out, err = cli("sync", "--target", str(vendor), "--all-variants", "--json")
     assert status == 0, err
     assert len(json.loads(out)["synced"]) == 5
-    commit = lockfile.read(root / "kernelpin.lock").kernels[0].commit
+    commit = lockfiles.read(root / "kernelpin.lock").kernels[0].commit
     assert (vendor / "acme" / "img2gray" / commit / "build" / CPU_213 / "_impl.py").is_file()
     assert cli("verify", "--target", str(vendor))[0] == 0
     # In the image: no server, no Hub cache, offline.
@@ -112,10 +113,10 @@ def test_load_errors(img2gray, project, cli, tmp_path):
     with pytest.raises(KernelpinError, match=r"acme/other is not in .*locked: acme/img2gray.*kernelpin add acme/other"):
         kernelpin.load("acme/other", lock=root)
     # A lock whose only variants are CUDA builds: this CPU torch gets the list of variants and reasons.
-    pinned = lockfile.read(root / "kernelpin.lock")
+    pinned = lockfiles.read(root / "kernelpin.lock")
     kernel = pinned.kernels[0]
     cuda_only = type(kernel)(**{**kernel.__dict__, "variants": tuple(v for v in kernel.variants if "cu" in v.name)})
-    lockfile.write(root / "kernelpin.lock", lockfile.Lock((cuda_only,)))
+    lockfiles.write(root / "kernelpin.lock", lockfile.Lock((cuda_only,)))
     with pytest.raises(NoVariantError) as caught:
         kernelpin.load("acme/img2gray", lock=root)
     assert "torch213-cxx11-cu130-x86_64-linux: CUDA 13.0 build, this machine's backend is CPU" in str(caught.value)
@@ -134,7 +135,7 @@ def test_the_hub_cache_layout_is_huggingface_hubs_and_refs_can_name_a_snapshot(
 
     root = project('"acme/img2gray" = "^0.1"\n')
     assert cli("sync", "--torch", "2.13")[0] == 0
-    (kernel,) = lockfile.read(root / "kernelpin.lock").kernels
+    (kernel,) = lockfiles.read(root / "kernelpin.lock").kernels
     impl = kernel.variant(CPU_213).file("_impl.py")
     found = try_to_load_from_cache(
         kernel.repo_id,

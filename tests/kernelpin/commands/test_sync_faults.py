@@ -17,6 +17,7 @@ from kernelpin.format import lockfile
 from kernelpin.format.variant import Environment
 from kernelpin.hub.source import HubSettings, HubSource
 from kernelpin.loading.runtime import module_name
+from kernelpin.store import lockfiles
 from kernelpin.store.install import Installer, sync
 from testkit.fake_kernel import CPU_213, publish
 from testkit.hub import HubServer
@@ -35,7 +36,7 @@ def test_server_stopped_mid_sync(tmp_path, project, cli, hf_env, monkeypatch):
         monkeypatch.setenv("HF_ENDPOINT", server.endpoint)
         root = project(f'"{repo_id}" = "^1"\n')
         assert cli("lock")[0] == 0
-        pinned = lockfile.read(root / "kernelpin.lock")
+        pinned = lockfiles.read(root / "kernelpin.lock")
 
         stream = HubSource.stream
 
@@ -82,7 +83,7 @@ def test_server_stopped_mid_sync(tmp_path, project, cli, hf_env, monkeypatch):
 def test_tampered_cache_is_detected_and_never_imported(img2gray, project, cli, hf_env, tmp_path):
     root = project('"acme/img2gray" = "^0.1"\n')
     assert cli("sync")[0] == 0
-    (kernel,) = lockfile.read(root / "kernelpin.lock").kernels
+    (kernel,) = lockfiles.read(root / "kernelpin.lock").kernels
     impl = snapshot_files(hf_env, "acme/img2gray", kernel.commit)[f"build/{CPU_213}/_impl.py"]
     marker = tmp_path / "tampered-code-ran"
     impl.write_text(f"open({str(marker)!r}, 'w').close()\nVARIANT = 'evil'\ndef gray(p): return p\n")
@@ -108,12 +109,12 @@ def test_server_content_that_differs_from_the_lock_is_deleted(new_repo, project,
     root = project(f'"{repo_id}" = "^1"\n')
     # Lock with an empty cache on another machine, say; here: a lock that pins other bytes for _impl.py.
     assert cli("lock")[0] == 0
-    pinned = lockfile.read(root / "kernelpin.lock")
+    pinned = lockfiles.read(root / "kernelpin.lock")
     (kernel,) = pinned.kernels
     (variant,) = kernel.variants
     files = tuple(dataclasses.replace(f, sha256="0" * 64) if f.path == "_impl.py" else f for f in variant.files)
     kernel = dataclasses.replace(kernel, variants=(dataclasses.replace(variant, files=files),))
-    lockfile.write(root / "kernelpin.lock", lockfile.Lock((kernel,)))
+    lockfiles.write(root / "kernelpin.lock", lockfile.Lock((kernel,)))
     status, _, err = cli("sync", "--frozen", "--torch", "2.13")
     assert status == 1
     assert "_impl.py: sha256" in err and "The downloaded file was deleted" in err

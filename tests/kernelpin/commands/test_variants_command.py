@@ -105,12 +105,10 @@ def test_another_machine_a_revision_and_only_compatible(hub, hf_env, cli, two_li
         "--only-compatible",
     )
     assert status == 0 and out.splitlines()[2:] == ["torch212-cxx11-cu129-x86_64-linux compatible, preferred ✅"]
-    assert out.startswith("Version 0 (")
+    assert out.startswith("Version 0:\n")
     status, out, _ = cli("variants", two_lines, "--revision", "v0.1.0", "--torch", "2.11", "--only-compatible")
     assert (
-        status == 0
-        and out.startswith("Revision refs/tags/v0.1.0 (")
-        and out.rstrip().endswith("No compatible variants found.")
+        status == 0 and out.startswith("Revision v0.1.0:\n") and out.rstrip().endswith("No compatible variants found.")
     )
 
 

@@ -16,6 +16,7 @@ from kernelpin.files.confined import LinkRefused
 from kernelpin.files.integrity import GIT_OBJECT_ID_RE
 from kernelpin.format import lockfile
 from kernelpin.format.layout import LOCKS_DIR
+from kernelpin.store import lockfiles
 from testkit.fake_kernel import CPU_213
 from tests.kernelpin.helpers import snapshot_dir
 
@@ -36,7 +37,7 @@ def contents(directory: Path) -> dict[Path, bytes]:
 def synced(project, cli, hf_env) -> tuple[lockfile.LockedKernel, Path]:
     root = project('"acme/img2gray" = "^0.1"\n')
     assert cli("sync", "--torch", "2.13")[0] == 0
-    (kernel,) = lockfile.read(root / "kernelpin.lock").kernels
+    (kernel,) = lockfiles.read(root / "kernelpin.lock").kernels
     return kernel, hf_env / f"models--{kernel.repo_id.replace('/', '--')}"
 
 
@@ -95,7 +96,7 @@ def test_cache_prune_removes_a_revision_and_only_the_blobs_no_other_revision_nam
     assert cli("sync", "--torch", "2.13")[0] == 0
     root = project('"acme/img2gray" = "^0.1"\n')  # 0.1.1: its _impl.py is 0.1.0's
     assert cli("lock", "--upgrade")[0] == 0 and cli("sync", "--torch", "2.13")[0] == 0
-    (kernel,) = lockfile.read(root / "kernelpin.lock").kernels
+    (kernel,) = lockfiles.read(root / "kernelpin.lock").kernels
     folder = hf_env / "models--acme--img2gray"
     revisions = hub_cache.scan(hf_env)
     old = next(r for r in revisions if r.commit != kernel.commit)

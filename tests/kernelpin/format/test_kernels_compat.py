@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from kernelpin.format import lockfile
 from kernelpin.format.metadata import render
+from kernelpin.store import lockfiles
 from testkit.fake_kernel import CPU_213, kernel_files, publish, variant_files
 from testkit.releasing import hub_env, kernels_cli, run
 from tests.kernelpin.helpers import TRUSTED_ORG, fresh_interpreter, snapshot_dir
@@ -67,7 +67,7 @@ def test_integer_major_locks_the_commit_kernels_lock_locks(hub, lines, project, 
     (root / "kernels.lock").unlink()  # kernelpin is judged on its own lock here
     status, _, err = cli("lock")
     assert status == 0, err
-    locked = {k.repo_id: k for k in lockfile.read(root / "kernelpin.lock").kernels}
+    locked = {k.repo_id: k for k in lockfiles.read(root / "kernelpin.lock").kernels}
     assert {repo_id: kernel.commit for repo_id, kernel in locked.items()} == by_kernels
     for repo_id, head, tag in lines.values():
         assert by_kernels[repo_id] == head
@@ -96,7 +96,7 @@ def test_a_moved_branch_keeps_the_lock_fresh_and_outdated_reports_it(hub, lines,
     status, out, _ = cli("outdated")
     assert status == 0 and "branch moved" in out
     assert cli("lock", "--upgrade-package", repo_id)[0] == 0
-    (kernel,) = lockfile.read(root / "kernelpin.lock").kernels
+    (kernel,) = lockfiles.read(root / "kernelpin.lock").kernels
     assert kernel.commit == moved
     _status, out, _ = cli("outdated", "--json")
     assert json.loads(out)[0]["branch_moved"] is False
@@ -107,7 +107,7 @@ def test_a_range_lock_is_stale_under_an_integer_requirement(lines, project, cli)
     repo_id, head, _ = lines["behind"]
     root = project(f'"{repo_id}" = "^1"\n')
     assert cli("lock")[0] == 0
-    assert lockfile.read(root / "kernelpin.lock").kernels[0].ref == "refs/tags/v1.2.0"
+    assert lockfiles.read(root / "kernelpin.lock").kernels[0].ref == "refs/tags/v1.2.0"
     project(f'"{repo_id}" = {{ version = 1 }}\n')
     status, _, err = cli("lock", "--check")
     assert (
@@ -115,7 +115,7 @@ def test_a_range_lock_is_stale_under_an_integer_requirement(lines, project, cli)
         and f"{repo_id}: now the branch v1 (`= 1`, as `kernels` reads it), locked as refs/tags/v1.2.0" in err
     )
     assert cli("lock")[0] == 0
-    assert lockfile.read(root / "kernelpin.lock").kernels[0].commit == head
+    assert lockfiles.read(root / "kernelpin.lock").kernels[0].commit == head
 
 
 def test_an_integer_without_its_branch_is_refused_naming_the_alternatives(lines, project, cli):
@@ -149,7 +149,7 @@ def test_kernelpin_add_writes_what_kernels_lock_reads(hub, lines, project, cli, 
         for entry in json.loads((root / "kernels.lock").read_text())
     }
     assert by_kernels == {behind_id: behind_head, only_id: only_head}
-    assert {k.repo_id: k.commit for k in lockfile.read(root / "kernelpin.lock").kernels} == by_kernels
+    assert {k.repo_id: k.commit for k in lockfiles.read(root / "kernelpin.lock").kernels} == by_kernels
 
 
 def test_add_of_a_range_kernels_cannot_express_says_so(lines, new_repo, project, cli):
@@ -200,7 +200,7 @@ def test_kernelpin_lock_keeps_a_kernels_lock_in_step(hub, lines, project, cli, t
     project(f'"{ahead_id}" = 1\n"{behind_id}" = "^1"\n')
     status, out, err = cli("lock")
     assert status == 0 and "~ kernels.lock: kept in step with kernelpin.lock (2 kernels)" in out, err
-    locked = {k.repo_id: k.commit for k in lockfile.read(root / "kernelpin.lock").kernels}
+    locked = {k.repo_id: k.commit for k in lockfiles.read(root / "kernelpin.lock").kernels}
     entries = json.loads((root / "kernels.lock").read_text())
     assert entries == [
         {"dependency": {"repo-id": ahead_id, "version": 1}, "lock": {"commit": ahead_head}},
@@ -276,7 +276,7 @@ def test_a_kernel_dependency_is_locked_synced_verified_and_loaded(hub, with_depe
     assert by_kernels == {kernel_id: commit, dep_id: dep_commit}  # kernels locks the dependency transitively
     status, out, err = cli("lock")
     assert status == 0, err
-    lock = lockfile.read(root / "kernelpin.lock")
+    lock = lockfiles.read(root / "kernelpin.lock")
     assert {k.repo_id: k.commit for k in lock.kernels} == by_kernels
     assert lock.kernel(kernel_id).variant(CPU_213).depends == ((dep_id, 1),)
     assert lock.kernel(dep_id).required_by == (kernel_id,)

@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from kernelpin.errors import KernelpinError
-from kernelpin.format import lockfile
 from kernelpin.format.metadata import MetadataError, check_kernels_format, parse_metadata, sha256_base64
+from kernelpin.store import lockfiles
 from testkit.fake_kernel import CPU_213, sha256, variant_files, write_variant
 from testkit.releasing import ROOT, run
 from tests.kernelpin.helpers import fresh_interpreter
@@ -152,7 +152,7 @@ def test_lock_and_sync_read_older_and_foreign_metadata(new_repo, project, cli, f
     root = project(f'"{repo_id}" = "^0.3"\n')
     status, _, err = cli("lock")
     assert status == 0, err
-    (variant,) = lockfile.read(root / "kernelpin.lock").kernels[0].variants
+    (variant,) = lockfiles.read(root / "kernelpin.lock").kernels[0].variants
     assert variant.file("_impl.py").sha256 == sha256(files["_impl.py"])
     status, _, err = cli("sync", "--torch", "2.13")
     assert status == 0, err

@@ -15,8 +15,8 @@ import pytest
 
 import kernelpin
 from kernelpin.errors import IntegrityError, KernelpinError, NoVariantError
-from kernelpin.loading import kernels_internals
 from kernelpin.front.hub import UnpinnedKernelWarning
+from kernelpin.loading import kernels_internals
 from kernelpin.store.resolutions import state_dir
 from testkit.fake_kernel import CPU_213, kernel_files, publish
 from testkit.releasing import hub_env, run

@@ -13,9 +13,9 @@ import pytest
 import kernelpin
 from kernelpin.front.hub import UnpinnedKernelWarning
 from kernelpin.trust.policy import SignatureError
+from tests.kernelpin.front.test_get_kernel import fresh_modules, state  # noqa: F401 (fixtures)
 from tests.kernelpin.helpers import UNTRUSTED_ORG
 from tests.kernelpin.journeys.test_lock_signatures import ACME, ACME_SIGNERS, HIJACKER, release
-from tests.kernelpin.front.test_get_kernel import fresh_modules, state  # noqa: F401 (fixtures)
 
 POLICY = f'[tool.kernelpin.trust.publishers."{UNTRUSTED_ORG}"]\nsigners = {ACME_SIGNERS}\n'
 

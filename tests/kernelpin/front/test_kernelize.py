@@ -16,8 +16,8 @@ kernels = pytest.importorskip("kernels")
 
 import kernelpin
 from kernelpin.errors import IntegrityError, KernelpinError
-from kernelpin.loading import kernels_internals
 from kernelpin.front.hub import UnpinnedKernelWarning
+from kernelpin.loading import kernels_internals
 from kernelpin.loading.local_override import LocalKernelOverrideWarning
 from kernelpin.loading.runtime import module_name as load_module_name
 from testkit.fake_kernel import CPU_213, kernel_files, write_variant

@@ -19,8 +19,8 @@ from kernelpin.errors import IntegrityError, KernelpinError
 from kernelpin.front.hub import UnpinnedKernelWarning
 from kernelpin.loading import kernels_internals
 from testkit.fake_kernel import CPU_213, publish, write_variant
-from tests.kernelpin.helpers import TRUSTED_ORG, fresh_interpreter, snapshot_dir
 from tests.kernelpin.front.test_get_kernel import fresh_modules, state  # noqa: F401 (fixtures)
+from tests.kernelpin.helpers import TRUSTED_ORG, fresh_interpreter, snapshot_dir
 
 kernels = pytest.importorskip("kernels")
 

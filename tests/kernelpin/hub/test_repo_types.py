@@ -10,9 +10,9 @@ import pytest
 from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
 
 import kernelpin
-from kernelpin.format import lockfile
 from kernelpin.hub.listing import Refs
 from kernelpin.hub.source import repository_refs
+from kernelpin.store import lockfiles
 from testkit.fake_kernel import CPU_213, publish
 
 
@@ -23,7 +23,7 @@ def test_lock_sync_load_from_either_repository_type(new_repo, project, cli, hf_e
     root = project(f'"{repo_id}" = "^1"\n')
     status, _, err = cli("lock")
     assert status == 0, err
-    (kernel,) = lockfile.read(root / "kernelpin.lock").kernels
+    (kernel,) = lockfiles.read(root / "kernelpin.lock").kernels
     assert (kernel.repo_type, kernel.commit, kernel.version) == (repo_type, commit, "1.2.0")
     assert f'repo-type = "{repo_type}"' in (root / "kernelpin.lock").read_text()
     status, _, err = cli("sync")
@@ -39,11 +39,11 @@ def test_a_kernel_repository_wins_over_a_model_repository_of_the_same_name(new_r
     kernel_commit = publish(hub.repo(repo_id, "kernel"), "1.1.0", variants=(CPU_213,))
     root = project(f'"{repo_id}" = "^1"\n')
     assert cli("lock")[0] == 0
-    (kernel,) = lockfile.read(root / "kernelpin.lock").kernels
+    (kernel,) = lockfiles.read(root / "kernelpin.lock").kernels
     assert (kernel.repo_type, kernel.version, kernel.commit) == ("kernel", "1.1.0", kernel_commit)
     project(f'"{repo_id}" = {{ version = "^1", repo-type = "model" }}\n')
     assert cli("lock")[0] == 0
-    assert lockfile.read(root / "kernelpin.lock").kernels[0].repo_type == "model"
+    assert lockfiles.read(root / "kernelpin.lock").kernels[0].repo_type == "model"
 
 
 class ScriptedRefs:

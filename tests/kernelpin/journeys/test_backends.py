@@ -15,10 +15,10 @@ from huggingface_hub import HfApi
 import kernelpin
 from kernelpin.environment import describe
 from kernelpin.errors import KernelpinError, NoVariantError
-from kernelpin.format import lockfile
 from kernelpin.format.metadata import MetadataError, parse_metadata
 from kernelpin.format.variant import Environment
 from kernelpin.loading import runtime
+from kernelpin.store import lockfiles
 from testkit.fake_kernel import ROCM_ARCHS, publish
 from testkit.releasing import hub_env, run
 from tests.kernelpin.variant_judge import JUDGE_0_19, compared, compared_names, kernels_accepted, kernels_variants
@@ -154,7 +154,7 @@ def test_a_repository_with_every_backend_locks(every_kind, project, cli):
     root = project(f'"{repo_id}" = "^1"\n')
     status, _, err = cli("lock")
     assert status == 0, err
-    (kernel,) = lockfile.read(root / "kernelpin.lock").kernels
+    (kernel,) = lockfiles.read(root / "kernelpin.lock").kernels
     assert kernel.commit == commit
     assert sorted(v.name for v in kernel.variants) == sorted(EVERY_KIND)
     rocm = kernel.variant("torch213-cxx11-rocm71-x86_64-linux")
@@ -253,12 +253,12 @@ def test_archs_in_metadata_and_lock(archs, valid, tmp_path):
     )
     if valid:
         assert parse_metadata(document, "m").archs == tuple(archs)
-        assert lockfile.read(lock).kernels[0].variants[0].archs == tuple(archs)
+        assert lockfiles.read(lock).kernels[0].variants[0].archs == tuple(archs)
     else:
         with pytest.raises(MetadataError, match="backend.archs must list GPU archs"):
             parse_metadata(document, "m")
         with pytest.raises(KernelpinError, match="archs: must list GPU archs|archs.*must list GPU archs"):
-            lockfile.read(lock)
+            lockfiles.read(lock)
 
 
 def test_load_imports_the_build_kernels_get_kernel_imports(every_kind, hub, project, cli, tmp_path):

@@ -11,6 +11,7 @@ import kernelpin
 from kernelpin.errors import IntegrityError
 from kernelpin.format import lockfile
 from kernelpin.loading.runtime import module_name
+from kernelpin.store import lockfiles
 from testkit.fake_kernel import CPU_213
 from tests.kernelpin.helpers import snapshot_dir
 
@@ -31,7 +32,7 @@ def test_a_directory_where_a_file_belongs_is_repaired_by_sync_and_refused_by_loa
     root = project('"acme/img2gray" = "^0.1"\n')
     where = ("--target", str(tmp_path / "vendor")) if vendored else ()
     assert cli("sync", "--torch", "2.13", *where)[0] == 0
-    (kernel,) = lockfile.read(root / "kernelpin.lock").kernels
+    (kernel,) = lockfiles.read(root / "kernelpin.lock").kernels
     base = (
         tmp_path / "vendor" / kernel.repo_id / kernel.commit
         if vendored

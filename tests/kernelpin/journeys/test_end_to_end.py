@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import kernelpin
-from kernelpin.format import lockfile
+from kernelpin.store import lockfiles
 from testkit.fake_kernel import CPU_213, VARIANTS
 
 
@@ -13,7 +13,7 @@ def test_lock_sync_load(img2gray, project, cli, hf_env):
     root = project('"acme/img2gray" = "^0.1"\n')
     status, out, err = cli("lock")
     assert status == 0, err
-    pinned = lockfile.read(root / "kernelpin.lock")
+    pinned = lockfiles.read(root / "kernelpin.lock")
     (kernel,) = pinned.kernels
     assert (kernel.version, kernel.ref, kernel.requirement) == ("0.1.1", "refs/tags/v0.1.1", "^0.1")
     assert sorted(v.name for v in kernel.variants) == sorted(VARIANTS)

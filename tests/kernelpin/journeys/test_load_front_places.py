@@ -11,8 +11,8 @@ import warnings
 import pytest
 
 from kernelpin import get_kernel
-from tests.kernelpin.journeys.places import rooms, visited
 from tests.kernelpin.front.test_get_kernel import fresh_modules, state  # noqa: F401 (fixtures)
+from tests.kernelpin.journeys.places import rooms, visited
 
 # The modules that route a load: the entry points and resolvers of kernelpin.front, and loading's one front.
 FRONT = ("front", "loading.front")

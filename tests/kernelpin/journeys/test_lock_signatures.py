@@ -14,9 +14,9 @@ import pytest
 
 from kernelpin.commands import sync as syncing
 from kernelpin.errors import KernelpinError
-from kernelpin.format import lockfile
 from kernelpin.hub.source import HubSettings, HubSource
 from kernelpin.project import Project
+from kernelpin.store import lockfiles
 from testkit.fake_kernel import CPU_213, VARIANTS, kernel_files
 from testkit.sigstore_root import Identity
 from tests.kernelpin.faulty_hub import SilentServer
@@ -91,7 +91,7 @@ def test_a_signed_release_is_locked_with_its_signer(new_repo, app, cli, sigstore
         "a" * 40,
     )
     assert signature["log-index"] >= 1 and signature["integrated-time"] > 0 and len(signature["log-id"]) == 64
-    lock = lockfile.read(root / "kernelpin.lock")
+    lock = lockfiles.read(root / "kernelpin.lock")
     variant = lock.kernels[0].variant(CPU_213)
     assert variant.file("metadata.json.sigstore").sha256 == signature["bundle-sha256"]
     # sync verifies it again from the downloaded bundle, offline; load checks the recorded signer.

@@ -16,16 +16,16 @@ import pytest
 
 import kernelpin
 from kernelpin.errors import KernelpinError
-from kernelpin.format import lockfile
 from kernelpin.format.signer import LockedSignature
 from kernelpin.front.hub import UnpinnedKernelWarning
 from kernelpin.loading.local_override import LocalKernelOverrideWarning
+from kernelpin.store import lockfiles
 from kernelpin.trust.policy import Policy, SignatureError
 from testkit.fake_kernel import CPU_213, kernel_files, write_variant
 from testkit.sigstore_root import Identity
+from tests.kernelpin.front.test_get_kernel import forget_kernels, fresh_modules, state  # noqa: F401 (fixtures)
 from tests.kernelpin.helpers import UNTRUSTED_ORG
 from tests.kernelpin.journeys.test_lock_signatures import ACME, ACME_SIGNERS, app, one_line, release  # noqa: F401
-from tests.kernelpin.front.test_get_kernel import forget_kernels, fresh_modules, state  # noqa: F401 (fixtures)
 
 REPO = Path(__file__).resolve().parents[3]
 NAMED = f"[tool.kernelpin.trust.publishers.acme]\nsigners = {ACME_SIGNERS}\n"
@@ -34,14 +34,14 @@ NAMED = f"[tool.kernelpin.trust.publishers.acme]\nsigners = {ACME_SIGNERS}\n"
 def edit_lock(root: Path, signature: LockedSignature | None) -> None:
     """The lock with every variant's signature record replaced by `signature` (None: dropped)."""
     path = root / "kernelpin.lock"
-    lock = lockfile.read(path)
+    lock = lockfiles.read(path)
     kernels = tuple(
         dataclasses.replace(
             kernel, variants=tuple(dataclasses.replace(variant, signature=signature) for variant in kernel.variants)
         )
         for kernel in lock.kernels
     )
-    lockfile.write(path, dataclasses.replace(lock, kernels=kernels))
+    lockfiles.write(path, dataclasses.replace(lock, kernels=kernels))
 
 
 def test_a_lock_without_its_signature_record_is_refused_by_sync_and_verify(new_repo, app, cli, sigstore) -> None:
@@ -298,7 +298,7 @@ def test_every_path_reaches_the_one_decision(
             _repo_id=repo_id,
             _lockfile=None,
             kernel_dep="d",
-            kernel_locks={"d": SimpleNamespace(commit=lockfile.read(lock).kernels[0].commit)},
+            kernel_locks={"d": SimpleNamespace(commit=lockfiles.read(lock).kernels[0].commit)},
         ),
     ) == {gate.EvidenceKind.LOCK}
     assert reached(kernelpin.get_kernel, repo_id, version=1) == {gate.EvidenceKind.RELEASE}

@@ -22,6 +22,7 @@ from kernelpin.format import lockfile
 from kernelpin.hub.client import capped_timeouts
 from kernelpin.hub.listing import remote_file
 from kernelpin.loading.runtime import module_name
+from kernelpin.store import lockfiles
 from kernelpin.store.content import Store
 from testkit.fake_kernel import CPU_213, kernel_files, publish, variant_files
 from tests.kernelpin.faulty_hub import SilentServer, StatusServer
@@ -29,7 +30,7 @@ from tests.kernelpin.helpers import AS_NOBODY, REPO_ROOT, require_nobody, snapsh
 
 
 def locked_kernel(root: Path) -> lockfile.LockedKernel:
-    (kernel,) = lockfile.read(root / "kernelpin.lock").kernels
+    (kernel,) = lockfiles.read(root / "kernelpin.lock").kernels
     return kernel
 
 
@@ -94,7 +95,7 @@ def test_a_lock_that_omits_the_package_code_is_refused(img2gray, project, cli, h
             dataclasses.replace(v, files=tuple(f for f in v.files if f.path in keep)) if v.name == CPU_213 else v
             for v in kernel.variants
         )
-        lockfile.write(lock_path, lockfile.Lock((dataclasses.replace(kernel, variants=variants),)))
+        lockfiles.write(lock_path, lockfile.Lock((dataclasses.replace(kernel, variants=variants),)))
 
     relock({"metadata.json"})  # the cache still holds __init__.py and _impl.py from the sync
     with pytest.raises(KernelpinError, match=r"lists no __init__.py for variant .*nothing verified can be imported"):
@@ -530,7 +531,7 @@ def test_concurrent_adds_keep_every_entry(new_repo, project, cli, tmp_path):
     assert [status for status, _ in outcomes] == [0] * len(repos), outcomes
     text = (root / "pyproject.toml").read_text()
     assert all(f'"{repo_id}" = "^1"' in text for repo_id in repos), text
-    assert sorted(k.repo_id for k in lockfile.read(root / "kernelpin.lock").kernels) == sorted(repos)
+    assert sorted(k.repo_id for k in lockfiles.read(root / "kernelpin.lock").kernels) == sorted(repos)
     assert cli("lock", "--check")[0] == 0
     # The lock's directory ignores itself: `git add -A` in the project never commits it.
     subprocess.run(["git", "init", "-q", str(root)], check=True)

@@ -25,6 +25,7 @@ from kernelpin.errors import IntegrityError, KernelpinError
 from kernelpin.format import lockfile
 from kernelpin.loading.loader import VerifiedKernel, import_verified, loaded_kernels
 from kernelpin.loading.runtime import find_lock, module_name
+from kernelpin.store import lockfiles
 from testkit.fake_kernel import CPU_213, variant_files
 from tests.kernelpin.helpers import NOBODY
 
@@ -53,7 +54,7 @@ def vendor(tmp_path: Path, extra: dict[str, bytes] | None = None, repo_id: str =
     kernel = lockfile.LockedKernel(
         repo_id, "kernel", "^1", COMMIT, "refs/tags/v1.0.0", "1.0.0", (locked_variant(files),)
     )
-    lockfile.write(tmp_path / "kernelpin.lock", lockfile.Lock((kernel,)))
+    lockfiles.write(tmp_path / "kernelpin.lock", lockfile.Lock((kernel,)))
     name = module_name(repo_id, COMMIT, CPU_213)
     for loaded in [key for key in sys.modules if key == name or key.startswith(name + ".")]:
         del sys.modules[loaded]

@@ -85,7 +85,7 @@ def test_a_local_build_without_a_fitting_variant_says_so(local_build):
 
 
 def test_load_from_a_lock_refuses_the_override_unless_allowed(local_build, tmp_path, monkeypatch):
-    from kernelpin.format import lockfile
+    from kernelpin.store import lockfiles
     from tests.kernelpin.loading.test_loader import vendor
 
     lock, target, _ = vendor(tmp_path / "app", repo_id=REPO)
@@ -100,7 +100,7 @@ def test_load_from_a_lock_refuses_the_override_unless_allowed(local_build, tmp_p
         assert kernelpin.load(REPO, lock=lock, target=target).VERSION == "9.9.9"
     monkeypatch.delenv("LOCAL_KERNELS")
     assert kernelpin.load(REPO, lock=lock, target=target).VERSION == "1.0.0"
-    assert lockfile.read(lock) is not None
+    assert lockfiles.read(lock) is not None
 
 
 @pytest.mark.parametrize(

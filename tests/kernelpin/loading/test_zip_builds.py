@@ -12,9 +12,9 @@ import pytest
 
 import kernelpin
 from kernelpin.errors import IntegrityError, KernelpinError
-from kernelpin.format import lockfile
 from kernelpin.loading import kernels_internals
 from kernelpin.loading.archive import ArchiveError, read_members
+from kernelpin.store import lockfiles
 from testkit.fake_kernel import CPU_213, kernel_files, write_variant, zip_archive
 from testkit.releasing import hub_env, run
 from tests.kernelpin.helpers import TRUSTED_ORG, snapshot_dir
@@ -46,7 +46,7 @@ def test_a_zip_build_is_locked_synced_and_loaded(zip_release, hub, project, cli,
     repo_id, _commit = zip_release
     root = project(f'"{repo_id}" = 1\n')
     assert cli("lock")[0] == 0 and cli("sync", "--torch", "2.13")[0] == 0
-    (kernel,) = lockfile.read(root / "kernelpin.lock").kernels
+    (kernel,) = lockfiles.read(root / "kernelpin.lock").kernels
     assert sorted(f.path for f in kernel.variant(CPU_213).files) == [ARCHIVE, "metadata.json"]
     module = kernelpin.load(repo_id, lock=root)
     assert (module.VERSION, module.VARIANT) == ("1.0.0", CPU_213)

@@ -95,6 +95,7 @@ def test_the_wheel_holds_every_file_of_the_package(distributions):
         shipped = set(archive.namelist())
     missing = sorted(package_files() - shipped)
     assert not missing, f"{wheel.name} lacks {missing}: list them in pyproject.toml [tool.setuptools.package-data]"
+    assert "kernelpin/py.typed" in shipped  # PEP 561: type checkers read an installed kernelpin's annotations
 
 
 def test_the_sdist_holds_every_file_of_the_package(distributions):

@@ -16,14 +16,35 @@ import pytest
 from tests.kernelpin.helpers import fresh_interpreter
 
 PACKAGE = Path(__file__).resolve().parents[3] / "kernelpin"
-# The format the builder (tools/, kernelpin.publisher) and the consumer share: file names, variant names,
-# metadata.json, versions and ranges, requirements. Pure: it imports nothing of kernelpin but itself and the checks.
-FORMAT = {"format.layout", "format.variant", "format.metadata", "format.ranges", "format.spec"}
+# The format the builder (tools/, kernelpin.publisher) and the consumer share, every module of kernelpin/format/
+# (FORMAT, from the folder: a new module is held to it too): file names, variant names, metadata.json, versions and
+# ranges, requirements, the lock files' text. Pure, as its docstring says: it imports nothing of kernelpin but
+# itself and the checks, nothing of the standard library that reaches files, processes or the network, and never
+# calls open(); kernelpin.store.lockfiles reads and writes the lock files.
+FORMAT = {
+    ".".join(path.relative_to(PACKAGE).with_suffix("").parts)
+    for path in (PACKAGE / "format").glob("*.py")
+    if path.name != "__init__.py"
+}
 CHECKS = {"errors", "files.integrity"}
+# urllib.parse splits strings; urllib.request fetches.
+IO_MODULES = {
+    "os",
+    "io",
+    "pathlib",
+    "shutil",
+    "tempfile",
+    "subprocess",
+    "socket",
+    "urllib.request",
+    "http",
+    "glob",
+    "fcntl",
+}
 # The entry points that may name the publisher: `kernelpin publish` and the package's lazy exports.
 ENTRY_POINTS = {"cli.publish", "__init__", "__main__"}
 # What the command line's commands (kernelpin/cli/<command>.py) share besides the library.
-CLI_SHARED = {"cli.context", "cli.installed", "cli.relocking"}
+CLI_SHARED = {"cli.context", "cli.relocking"}
 # The rooms from the bottom up: a module imports from its own room and the rooms below it only.
 LAYERS = [
     {"errors", "terminal"},
@@ -215,11 +236,28 @@ def test_tools_testkit_and_benchmarks_use_only_the_api_the_format_the_file_check
 
 
 def test_the_format_layer_imports_only_itself_and_the_checks() -> None:
+    assert len(FORMAT) >= 10 and "format.lockfile" in FORMAT  # the folder is read, not a list kept here
     outside = {
         name: sorted(_runtime_imports(PACKAGE.joinpath(*name.split(".")).with_suffix(".py")) - FORMAT - CHECKS)
         for name in FORMAT
     }
     assert {name: found for name, found in outside.items() if found} == {}
+
+
+def test_the_format_layer_does_no_io() -> None:
+    """Issue 52: format/__init__.py calls the folder pure, but lockfile and kernels_lock read and wrote files."""
+    found = {}
+    for name in sorted(FORMAT):
+        tree = ast.parse(PACKAGE.joinpath(*name.split(".")).with_suffix(".py").read_text())
+        imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names} | {
+            node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and not node.level
+        }
+        io = {module for module in imported for io_module in IO_MODULES if f"{module}.".startswith(f"{io_module}.")}
+        opens = any(isinstance(node, ast.Call) and getattr(node.func, "id", None) == "open" for node in ast.walk(tree))
+        problems = sorted(io) + (["open()"] if opens else [])
+        if problems:
+            found[name] = problems
+    assert found == {}
 
 
 def test_the_publisher_imports_no_consumer_command() -> None:
@@ -303,9 +341,7 @@ def test_loading_imports_neither_the_resolver_nor_the_hub() -> None:
     and imports."""
     forbidden = {"resolve", "project", "builds", "relock", "lockless"}
     reaching = {
-        name: sorted(
-            target for target in targets if target.split(".")[0] in forbidden or target.split(".")[0] == "hub"
-        )
+        name: sorted(target for target in targets if target.split(".")[0] in forbidden or target.split(".")[0] == "hub")
         for name, targets in _arrows().items()
         if _room(name) == "loading"
     }

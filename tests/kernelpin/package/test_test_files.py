@@ -26,15 +26,13 @@ WITHOUT_OWN_TEST = {
     "tests/kernelpin/cli/test_cli_conventions.py (tables, colour, --json errors) and tests/kernelpin/cli/test_cli.py",
     "kernelpin.cli.relocking": "what lock, add, remove and sync share: tested through them by "
     "tests/kernelpin/commands/test_lock.py and tests/kernelpin/journeys/test_lock_signatures.py (--accept-signer)",
+    "kernelpin.cli.download": "kernels' `download DIR`: tested by tests/kernelpin/cli/test_kernels_shapes.py",
     "kernelpin.cli.lock": "the command's rendering: tested with the command by tests/kernelpin/commands/test_lock.py",
     "kernelpin.cli.add": "tested with the command by tests/kernelpin/commands/test_lock.py and "
     "tests/kernelpin/cli/test_cli.py (--json)",
     "kernelpin.cli.remove": "tested with the command by tests/kernelpin/commands/test_lock.py and "
     "tests/kernelpin/cli/test_cli.py (--json)",
     "kernelpin.cli.sync": "tested with the command by tests/kernelpin/commands/test_sync.py",
-    "kernelpin.cli.download": "tested with the command by tests/kernelpin/cli/test_kernels_shapes.py",
-    "kernelpin.cli.installed": "what sync and download show: tested through them by "
-    "tests/kernelpin/commands/test_sync.py and tests/kernelpin/cli/test_kernels_shapes.py",
     "kernelpin.cli.outdated": "tested with the command by tests/kernelpin/commands/test_lock.py",
     "kernelpin.cli.versions": "tested with the command by tests/kernelpin/commands/test_lock.py and "
     "tests/kernelpin/commands/test_inspection.py (--variants)",
@@ -44,6 +42,13 @@ WITHOUT_OWN_TEST = {
     "kernelpin.cli.describe_api": "tested with the command by tests/kernelpin/commands/test_describe_api.py",
     "kernelpin.cli.verify": "tested with the command by tests/kernelpin/commands/test_sync.py and "
     "tests/kernelpin/journeys/test_lock_signatures.py",
+    "kernelpin.store.lockfiles": "the file side of format.lockfile and format.kernels_lock (read, atomic write, the "
+    "kernels.lock kept in step): tested with them by tests/kernelpin/commands/test_lock.py and "
+    "tests/kernelpin/journeys/test_end_to_end.py",
+    "kernelpin.cli.verify_conda": "tested with the command by tests/kernelpin/journeys/test_verify_conda.py",
+    "kernelpin.commands.verify_conda": "tested end to end (a conda prefix, a channel, the Hub) by "
+    "tests/kernelpin/journeys/test_verify_conda.py",
+    "kernelpin.trust.conda_signature": "tested through verify-conda by tests/kernelpin/journeys/test_verify_conda.py",
     "kernelpin.cli.publish": "tested with the command by tests/release/test_publish.py and tests/kernelpin/cli/test_cli.py",
     "kernelpin.cli.cache": "tested with the command by tests/kernelpin/files/test_cache_removal.py and "
     "tests/kernelpin/cli/test_cli_conventions.py",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import shutil
 
-from kernelpin.format import lockfile
+from kernelpin.store import lockfiles
 from testkit.fake_kernel import CPU_213
 from tests.kernelpin.helpers import snapshot_dir
 
@@ -15,7 +15,7 @@ def test_a_variant_directory_that_is_a_link_is_neither_repaired_nor_filled_throu
 ):
     root = project('"acme/img2gray" = "^0.1"\n')
     assert cli("sync", "--torch", "2.13")[0] == 0
-    (kernel,) = lockfile.read(root / "kernelpin.lock").kernels
+    (kernel,) = lockfiles.read(root / "kernelpin.lock").kernels
     variant = snapshot_dir(hf_env, kernel.repo_id, kernel.commit) / "build" / CPU_213
     users = tmp_path / "users-files"
     users.mkdir()

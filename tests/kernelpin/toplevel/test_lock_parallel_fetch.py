@@ -16,6 +16,7 @@ from kernelpin.hub.listing import RemoteFile
 from kernelpin.hub.source import HubSettings, HubSource
 from kernelpin.project import Project, read_policy, read_requirements
 from kernelpin.resolve import resolve
+from kernelpin.store import lockfiles
 from kernelpin.trust.checker import ReleaseChecker
 from testkit.fake_kernel import VARIANTS, kernel_files, publish
 from testkit.hub import HubServer
@@ -57,7 +58,7 @@ def lock_at_slow_hub(slow_hub, project, sigstore, cli, monkeypatch):
         slow_hub.most_in_flight()  # counting starts now
         status, _, err = cli("lock")
         assert status == 0, err
-        return lockfile.read(root / "kernelpin.lock"), slow_hub.most_in_flight()
+        return lockfiles.read(root / "kernelpin.lock"), slow_hub.most_in_flight()
 
     return lock
 
@@ -247,7 +248,7 @@ def test_an_unsigned_lock_never_imports_sigstore(slow_hub, project, sigstore, mo
         assert not (root / "kernelpin.lock").exists()
     else:
         assert "STATUS 0 STARTED []" in output, output
-        assert lockfile.read(root / "kernelpin.lock").kernels[0].variants[0].signature.signer is None
+        assert lockfiles.read(root / "kernelpin.lock").kernels[0].variants[0].signature.signer is None
     assert not {name for name in modules if name.split(".")[0] in ("sigstore", "rekor_types")}, modules
 
 

@@ -6,7 +6,7 @@ kernels). A cached copy that does not match the listing is never used."""
 from __future__ import annotations
 
 from kernelpin.files.integrity import git_blob_sha1
-from kernelpin.format import lockfile
+from kernelpin.store import lockfiles
 from testkit.fake_kernel import VARIANTS, publish
 from tests.kernelpin.faulty_hub import HostileHub, Lies
 from tests.kernelpin.helpers import snapshot_dir
@@ -28,14 +28,14 @@ def test_a_relock_reads_metadata_from_the_cache_and_never_a_wrong_copy(
         status, _, err = cli("lock")
         assert status == 0, err
     assert len(metadata_requests(first)) == len(VARIANTS)
-    locked = lockfile.read(hf_env.parent / "app" / "kernelpin.lock")
+    locked = lockfiles.read(hf_env.parent / "app" / "kernelpin.lock")
     with again as endpoint:
         monkeypatch.setenv("HF_ENDPOINT", endpoint)
         status, _, err = cli("lock", "--upgrade")
         assert status == 0, err
     # Failed before: 5 more GETs of the same metadata.json.
     assert metadata_requests(again) == [] and again.requests > 0  # the refs and the file listing only
-    assert lockfile.read(hf_env.parent / "app" / "kernelpin.lock") == locked
+    assert lockfiles.read(hf_env.parent / "app" / "kernelpin.lock") == locked
     # What lock keeps is huggingface_hub's blob (named by its git blob id), no snapshot: nothing is installed.
     blobs = sorted((hf_env / f"kernels--{repo_id.replace('/', '--')}" / "blobs").iterdir())
     assert [git_blob_sha1(blob.read_bytes()) for blob in blobs] == [blob.name for blob in blobs]
@@ -49,7 +49,7 @@ def test_a_relock_reads_metadata_from_the_cache_and_never_a_wrong_copy(
         status, _, err = cli("lock", "--upgrade")
         assert status == 0, err
     assert len(metadata_requests(checked)) == 1
-    assert lockfile.read(hf_env.parent / "app" / "kernelpin.lock") == locked
+    assert lockfiles.read(hf_env.parent / "app" / "kernelpin.lock") == locked
     assert blobs[0].read_bytes() != edited  # replaced by what the lock fetched
     # A synced variant's metadata.json is read from its snapshot, as `kernels download` leaves it too.
     monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)

@@ -11,7 +11,7 @@ from rich.table import Table
 
 import kernelpin
 from kernelpin.errors import KernelpinError
-from kernelpin.format import lockfile
+from kernelpin.store import lockfiles
 from kernelpin.terminal import SafeConsole, printable
 from testkit.fake_kernel import CPU_213, publish
 from tests.kernelpin.faulty_hub import HostileHub, Lies
@@ -70,7 +70,7 @@ def test_a_listed_path_that_would_act_on_a_terminal_or_cannot_be_stored_is_refus
 def test_a_lock_with_a_path_no_file_system_stores_is_refused_when_read(released, locked, cli):
     # Failed before: load raised a raw OSError (File name too long).
     lock_path = locked / "kernelpin.lock"
-    (kernel,) = lockfile.read(lock_path).kernels
+    (kernel,) = lockfiles.read(lock_path).kernels
     lock_path.write_text(lock_path.read_text().replace('"_impl.py"', f'"{"x" * 300}.py"'))
     with pytest.raises(KernelpinError, match=r"refusing unsafe path 'xxx.*\(303 characters\) \(it has a 303-byte name"):
         kernelpin.load(kernel.repo_id, lock=locked)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from kernelpin.errors import KernelpinError
-from kernelpin.format import lockfile
+from kernelpin.store import lockfiles
 from kernelpin.trust import signature
 from kernelpin.trust.checker import ReleaseChecker
 from kernelpin.trust.policy import parse_policy
@@ -204,7 +204,7 @@ def test_a_worker_killed_mid_lock_leaves_the_rest_to_the_command(
     assert done["1"] == done["0"]
     assert done["1"][0] == (0 if last is ACME else 1), done
     if last is ACME:
-        locked = lockfile.read(root / "kernelpin.lock").kernels[0]
+        locked = lockfiles.read(root / "kernelpin.lock").kernels[0]
         assert all(variant.signature.signer.source_commit == "a" * 40 for variant in locked.variants)
     else:
         assert "signed by https://github.com/hijacker/kernels" in done["1"][1]
@@ -292,7 +292,7 @@ def test_a_signed_lock_leaves_sigstore_to_the_worker(new_repo, project, sigstore
         output, modules = fresh_interpreter("from kernelpin.cli import main\nprint('STATUS', main(['lock']))")
         assert "STATUS 0" in output, output
         assert ("sigstore" in modules) is imports, mode
-        locked = lockfile.read(root / "kernelpin.lock").kernels[0]
+        locked = lockfiles.read(root / "kernelpin.lock").kernels[0]
         assert all(variant.signature.signer.source_commit == "a" * 40 for variant in locked.variants)
 
 

@@ -306,7 +306,7 @@ def test_mypy_reports_a_kind_of_evidence_the_gate_does_not_handle(tmp_path: Path
     assert source.count(known) == 1
     extended = tmp_path / "gate_with_a_new_kind.py"
     extended.write_text(source.replace(known, f'{known}\n    MIRROR = "mirror"'), encoding="utf-8")
-    root = Path(__file__).resolve().parents[2]
+    root = Path(gate.__file__).resolve().parents[2]  # kernelpin/trust/gate.py -> the repository
     # The project's configuration, on the two files named only (the gate and its extended copy): quick.
     options = ["--config-file", str(root / "pyproject.toml"), "--follow-imports=skip"]
     report, errors, status = mypy_api.run(

@@ -1,0 +1,86 @@
+"""Issue 50: where kernelpin says its output matches a `kernels` command's (`variants`, `describe-api`, and their
+--json), the two are compared on the same releases with the order: `kernels variants` sorts the whole trace with one
+key (kernels' _sort_variants) and kernelpin gives that order, breaking kernels' ties by name (kernels keeps the
+listing's arbitrary order there); a build that fits has no reason (null), as in kernels; describe-api shows the
+revision as kernels does (v1, not refs/heads/v1). kernelpin's extras (the commit, the environment, signatures and
+summaries of functions, other public names) are additive (docs/kernelpin.md). Failed before: the rejected builds by
+name, reasons on fitting builds, `Version 1 (commit):`, `refs/heads/v1`."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from packaging.version import Version
+
+from kernelpin.loading import kernels_internals
+from testkit.releasing import hub_env
+from tests.kernelpin.commands.test_describe_api import api_kernel  # noqa: F401 (fixture)
+from tests.kernelpin.commands.test_variants_command import KERNELS, _kernels, two_lines  # noqa: F401 (fixture)
+
+
+def _kernels_order(rows: list[dict]) -> list[str]:
+    """The order kernels' own sort gives `rows` (variant, compatible, reason), ties kept in the names' order."""
+    module = kernels_internals.module("variants", "this test")
+    decisions = [
+        module.VariantAccepted(module.parse_variant(row["variant"]))
+        if row["compatible"]
+        else module.VariantRejected(module.parse_variant(row["variant"]), row["reason"] or "")
+        for row in sorted(rows, key=lambda row: row["variant"])
+    ]
+    return [decision.variant.variant_str for decision in module._sort_variants(decisions)]
+
+
+@pytest.mark.skipif(Version("0.18") > KERNELS, reason="`kernels variants` (and --json) came in kernels 0.18")
+def test_variants_has_kernels_fields_and_order(hub, hf_env, cli, two_lines, tmp_path):
+    env = hub_env(hub.endpoint, tmp_path / "k", HF_HUB_DISABLE_TELEMETRY="0")
+    for args in (["variants", two_lines], ["variants", "--all-versions", two_lines]):
+        judged = _kernels([*args, "--json"], env)
+        assert judged.returncode == 0, judged.stderr[-2000:]
+        theirs = json.loads(judged.stdout)
+        status, out, err = cli(*args, "--json")
+        assert status == 0, err
+        ours = json.loads(out)
+        assert ours["repo_id"] == theirs["repo_id"]
+        assert [(r["version"], r["revision"]) for r in ours["revisions"]] == [
+            (r["version"], r["revision"]) for r in theirs["revisions"]
+        ]
+        for mine, their in zip(ours["revisions"], theirs["revisions"], strict=True):
+            fields = {(v["variant"], v["compatible"], v["preferred"], v["reason"] is None) for v in their["variants"]}
+            assert {(v["variant"], v["compatible"], v["preferred"], v["reason"] is None) for v in mine["variants"]} == (
+                fields
+            )
+            assert [v["variant"] for v in mine["variants"]] == _kernels_order(their["variants"])
+        # The text: kernels' headers, and the builds in the same order as the JSON.
+        judged = _kernels(args, env)
+        status, out, _ = cli(*args)
+        headers = [line for line in judged.stdout.splitlines() if re.match(r"(Version|Revision) ", line)]
+        assert [line for line in out.splitlines() if re.match(r"(Version|Revision) ", line)] == headers
+        rows = [re.split(r"[: ]", line, maxsplit=1)[0] for line in out.splitlines() if line.startswith("torch")]
+        assert rows == [v["variant"] for r in ours["revisions"] for v in r["variants"]]
+
+
+@pytest.mark.skipif(Version("0.18") > KERNELS, reason="`kernels describe-api` came in kernels 0.18")
+def test_describe_api_shows_what_kernels_shows_in_its_order(hub, hf_env, cli, api_kernel, tmp_path):
+    env = hub_env(hub.endpoint, tmp_path / "k", HF_HUB_DISABLE_TELEMETRY="0")
+    theirs = json.loads(_kernels(["describe-api", api_kernel, "--json"], env).stdout)
+    ours = json.loads(cli("describe-api", api_kernel, "--json")[1])
+    for key in ("schema_version", "repo_id", "revision", "variant"):
+        assert ours[key] == theirs[key], key
+    assert [f["name"] for f in ours["functions"]] == [f["name"] for f in theirs["functions"]]
+    assert [(layer["name"], layer["attributes"]) for layer in ours["layers"]] == [
+        (layer["name"], layer["attributes"]) for layer in theirs["layers"]
+    ]
+    text = _kernels(["describe-api", api_kernel], env).stdout.splitlines()
+    mine = cli("describe-api", api_kernel)[1].splitlines()
+    # Every line kernels prints, in its order: the same line, or (functions) kernelpin's signature of that name.
+    at = 0
+    for line in text:
+        wanted = line.strip()
+        while at < len(mine) and not (
+            mine[at] == line or (line.startswith("  ") and re.match(rf"\s+(async )?{re.escape(wanted)}\(", mine[at]))
+        ):
+            at += 1
+        assert at < len(mine), (line, mine)
+        at += 1
