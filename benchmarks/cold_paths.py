@@ -207,8 +207,7 @@ def cold_paths(repeats: int) -> dict[str, Any]:
     locked = run([python, "-m", "kernelpin", "lock"], "setup")
     if locked.returncode != 0:
         raise SystemExit(f"kernelpin lock failed: {locked.stderr}")
-    pinned = lockfile.read(project / "kernelpin.lock")
-    assert pinned is not None
+    pinned = lockfile.parse((project / "kernelpin.lock").read_text(encoding="utf-8"), "kernelpin.lock")
     kernel = pinned.kernel(repo_id)
     assert kernel is not None
     variant = kernel.variant(CPU_213)
