@@ -303,12 +303,27 @@ def main() -> None:
     parser.add_argument("--slim", action="store_true", help="per-capability against fat builds: bytes and cold sync")
     parser.add_argument("--slim-mb", type=float, default=4.0, help="--slim: MB of device code per capability")
     parser.add_argument("--slim-object", type=Path, help="--slim: a CUDA object of img2gray (13.0 list) to split")
+    parser.add_argument(
+        "--cold-paths",
+        action="store_true",
+        help="start-up, cold and warm load, the one-liner: against kernels and their floors (benchmarks.cold_paths)",
+    )
+    parser.add_argument("--record-as", default="kernelpin-cold-paths", help="--cold-paths: the results' file name")
     args = parser.parse_args()
     compile_kernelpin()
     if args.bulk:
         return bulk(args)
     if args.slim:
         return slim(args)
+    if args.cold_paths:
+        from benchmarks import cold_paths
+
+        measured = cold_paths.cold_paths(args.repeats)
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        (RESULTS / f"{args.record_as}.json").write_text(json.dumps(measured, indent=2, sort_keys=True) + "\n")
+        (RESULTS / f"{args.record_as}.md").write_text(cold_paths.render(measured))
+        print(cold_paths.render(measured))
+        return
     if args.oneliner:
         measured = oneliner(args.repeats)
         RESULTS.mkdir(parents=True, exist_ok=True)

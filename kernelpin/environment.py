@@ -14,11 +14,7 @@ machine is detected and only --backend may be given: `cpu`, or the machine's own
 
 from __future__ import annotations
 
-import argparse
-import ast
 import contextlib
-import ctypes
-import importlib.metadata
 import importlib.util
 import os
 import platform
@@ -26,10 +22,13 @@ import sys
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kernelpin.errors import KernelpinError
 from kernelpin.format.variant import CPU, Backend, Environment, this_python
+
+if TYPE_CHECKING:
+    import argparse
 
 __untrusted_input__ = ("parse_backend",)  # parsers of input kernelpin does not control (kernelpin.errors)
 
@@ -159,6 +158,8 @@ def installed_torch_version() -> dict[str, Any] | None:
     """The assignments of the installed torch's torch/version.py (`__version__`, `cuda`, `hip`, `xpu`, ...), read
     as data without importing torch: the file torch's build generates, a plain list of literal assignments in
     every build (PyPI wheels, +cu/+rocm/+xpu wheels, conda packages, source builds). None without a torch."""
+    import ast  # here: a load with torch imported reads torch itself, and `import kernelpin` stays cheap
+
     spec = importlib.util.find_spec("torch")  # a top-level package is found without being imported
     if spec is None or not spec.origin:
         return None
@@ -184,6 +185,8 @@ def _cuda_capability(cuda: tuple[int, int]) -> tuple[int, int] | None:
     """Compute capability of the GPU torch.cuda would use first (device 0 of those CUDA_VISIBLE_DEVICES leaves),
     from the CUDA driver; None where torch.cuda.is_available() would be False: no driver, no GPU, or a driver
     of an older major version than the torch's CUDA."""
+    import ctypes  # here: only a CUDA build of torch asks the driver
+
     name = "nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1"
     try:
         driver = ctypes.CDLL(name)
@@ -213,6 +216,8 @@ def _device_plugins() -> bool:
     of the group torch.backends), which change what torch reports."""
     if os.environ.get("TORCH_DEVICE_BACKEND_AUTOLOAD", "1") != "1":
         return False
+    import importlib.metadata  # here: it imports email, csv and zipfile (~30 modules), for this question only
+
     return bool(importlib.metadata.entry_points(group="torch.backends"))
 
 

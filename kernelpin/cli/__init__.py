@@ -7,20 +7,16 @@ loads neither sigstore's verifier for `verify` nor the publisher, and commands t
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import difflib
 import importlib
 import re
 from collections.abc import Sequence
 from types import ModuleType
-from typing import Any, NoReturn
+from typing import Any, NamedTuple, NoReturn
 
-from kernelpin.cli.context import Context
 from kernelpin.errors import KernelpinError
 
 
-@dataclasses.dataclass(frozen=True)
-class Command:
+class Command(NamedTuple):  # not a dataclass: `dataclasses` imports inspect and ast, ~40 modules before --help
     name: str
     help: str  # one line, in `kernelpin --help`'s list
     description: str  # what it does and what it reads and writes, opening its --help (as `uv help lock` does)
@@ -169,6 +165,12 @@ EXIT_CODES = """exit status:
 JSON_HELP = 'print machine-readable JSON on stdout (an error too: {"error": MESSAGE}, exit 1)'
 
 
+def _close_matches(given: str, known: list[str], cutoff: float) -> list[str]:
+    import difflib  # only on a usage error: not on every start
+
+    return difflib.get_close_matches(given, known, n=1, cutoff=cutoff)
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse with a "did you mean" on a mistyped command or option (as cargo and uv have)."""
 
@@ -176,7 +178,7 @@ class _Parser(argparse.ArgumentParser):
         choice = re.match(r"argument COMMAND: invalid choice: '([^']*)' \(choose from (.*)\)\Z", message)
         if choice:
             commands = re.findall(r"'([^']*)'", choice[2])
-            close = difflib.get_close_matches(choice[1], commands, n=1)
+            close = _close_matches(choice[1], commands, cutoff=0.6)
             message = (
                 f"unknown command '{choice[1]}'"
                 + (f"; did you mean '{close[0]}'?" if close else "")
@@ -193,7 +195,7 @@ class _Parser(argparse.ArgumentParser):
             return f"unexpected argument '{given}'"
         name = given.partition("=")[0]
         options = sorted(option for option in self._option_string_actions if option.startswith("--"))
-        close = difflib.get_close_matches(name, options, n=1, cutoff=0.7)
+        close = _close_matches(name, options, cutoff=0.7)
         return f"unknown option '{name}'" + (
             f"; did you mean '{close[0]}'?" if close else f" (`{self.prog} --help` lists its options)"
         )
@@ -335,6 +337,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.quiet and args.verbose:
         args.command_parser.error("-q/--quiet and -v/--verbose contradict each other; give one")
+    from kernelpin.cli.context import Context  # its consoles (rich) and the Hub settings: only for a command that runs
+
     ctx = Context(args)
     command: ModuleType = args.command_parser.command_module()
     try:

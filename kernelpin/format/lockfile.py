@@ -229,6 +229,16 @@ def _toml(value: object) -> str:
 
 def parse(text: str, source: str) -> Lock:
     """Read a lock, refusing unknown schema versions and malformed entries with a message that says why."""
+    schema, entries = _tables(text, source)
+    kernels = tuple(
+        _parse_kernel(entry, schema, f"{source}: [[kernel]] #{index + 1}") for index, entry in enumerate(entries)
+    )
+    _refuse_duplicates([kernel.repo_id for kernel in kernels], source)
+    return Lock(kernels, schema)
+
+
+def _tables(text: str, source: str) -> tuple[int, list[Any]]:
+    """The lock's schema version and its [[kernel]] tables, as they are."""
     try:
         # tomllib: reading is on load()'s path and tomlkit's style-preserving parser is far slower.
         data = tomllib.loads(text)
@@ -243,14 +253,48 @@ def parse(text: str, source: str) -> Lock:
     entries = data.get("kernel", [])
     if not isinstance(entries, list):
         raise KernelpinError(f"{source}: 'kernel' must be an array of tables ([[kernel]]); {REGENERATE}")
-    kernels = tuple(
-        _parse_kernel(entry, schema, f"{source}: [[kernel]] #{index + 1}") for index, entry in enumerate(entries)
-    )
-    repos = [kernel.repo_id for kernel in kernels]
+    return schema, entries
+
+
+def _refuse_duplicates(repos: list[str], source: str) -> None:
     duplicates = sorted({repo for repo in repos if repos.count(repo) > 1})
     if duplicates:
         raise KernelpinError(f"{source}: {', '.join(duplicates)} locked more than once; {REGENERATE}")
-    return Lock(kernels, schema)
+
+
+class LockEntries:
+    """A lock as `load` reads it: the file, its schema and every entry's repository id checked as `parse` checks
+    them, and an entry parsed in full (every check of `parse`) only when asked for: loading one kernel of a lock
+    of twenty parses one entry, and the entries its kernel-depends name."""
+
+    def __init__(self, text: str, source: str) -> None:
+        self.schema, self._tables = _tables(text, source)
+        self._source = source
+        self._index: dict[str, int] = {}
+        for index, table in enumerate(self._tables):
+            where = f"{source}: [[kernel]] #{index + 1}"
+            repo_id = _Entry(table, where).get("repo", str)
+            try:
+                check_repo_id(repo_id)
+            except KernelpinError as error:
+                raise KernelpinError(f"{where}: {error}; {REGENERATE}") from None
+            self._index.setdefault(repo_id, index)
+        _refuse_duplicates([table["repo"] for table in self._tables], source)
+        self._parsed: dict[str, LockedKernel] = {}
+
+    @property
+    def repo_ids(self) -> tuple[str, ...]:
+        """The locked repositories, in the lock's order."""
+        return tuple(self._index)
+
+    def kernel(self, repo_id: str) -> LockedKernel | None:
+        index = self._index.get(repo_id)
+        if index is None:
+            return None
+        if repo_id not in self._parsed:  # parsing is pure: two threads parsing one entry agree
+            where = f"{self._source}: [[kernel]] #{index + 1}"
+            self._parsed[repo_id] = _parse_kernel(self._tables[index], self.schema, where)
+        return self._parsed[repo_id]
 
 
 class _Entry:

@@ -40,7 +40,7 @@ class LockResolver:
     build where that is allowed explicitly (kernelpin.loading.local_override), else refused."""
 
     path: Path
-    pinned: lockfile.Lock
+    pinned: lockfile.LockEntries
     env: Environment
     policy: Policy
     check_arch: bool = True
@@ -51,7 +51,7 @@ class LockResolver:
         repo_id = request.repo_id
         kernel = self.pinned.kernel(repo_id)
         if kernel is None:
-            locked = ", ".join(k.repo_id for k in self.pinned.kernels) or "none"
+            locked = ", ".join(self.pinned.repo_ids) or "none"
             raise KernelpinError(f"{repo_id} is not in {self.path} (locked: {locked}); run `kernelpin add {repo_id}`")
         # LOCAL_KERNELS under a lock: refused unless allowed explicitly (kernelpin.loading.local_override).
         local = LocalResolver(self.env, self.policy, self.check_arch, under_lock=self.path, stacklevel=7).resolve(

@@ -42,12 +42,12 @@ def caller_file(depth: int) -> Path | None:
 
 
 @functools.cache
-def _read_lock(path: Path, mtime_ns: int, size: int) -> lockfile.Lock | None:
-    return lockfiles.read(path)
+def _read_lock(path: Path, mtime_ns: int, size: int) -> lockfile.LockEntries | None:
+    return lockfiles.read_entries(path)
 
 
-def read_lock_cached(path: Path) -> lockfile.Lock | None:
-    """The lock, parsed once per version of the file (load() runs once per kernel)."""
+def read_lock_cached(path: Path) -> lockfile.LockEntries | None:
+    """The lock, read once per version of the file (load() runs once per kernel); each entry parsed when asked for."""
     try:
         stat = path.stat()
     except FileNotFoundError:

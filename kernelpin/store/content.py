@@ -293,6 +293,8 @@ class Store:
                     self.source.stream(
                         kernel.repo_id, kernel.repo_type, kernel.commit, prefix + locked.path, locked.size, sink
                     )
+                stream.flush()
+                written = os.fstat(stream.fileno())  # the file as hashed: its times once every byte is in
             # Not synced (fsync): a crash may leave the file with bytes that never reached the disk, which the
             # next hash finds; only a hash receipt could vouch for it unread, and receipts sync first.
             if digest.hexdigest() != locked.sha256:
@@ -303,6 +305,7 @@ class Store:
                     "otherwise do not trust this server"
                 )
             os.replace(temporary, name, src_dir_fd=partial, dst_dir_fd=into)
+            self.receipts.wrote(written, os.stat(name, dir_fd=into, follow_symlinks=False), locked.sha256)
         except OSError as error:
             confined.remove_name(partial, temporary)
             _raise_local(error, what, self._partial_dir(kernel) / temporary)

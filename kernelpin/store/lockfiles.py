@@ -24,6 +24,19 @@ def read(path: Path) -> lockfile.Lock | None:
     return lockfile.parse(text, str(path))
 
 
+def read_entries(path: Path) -> lockfile.LockEntries | None:
+    """The lock at `path` as `load` reads it (each entry parsed when asked for), or None when there is none."""
+    if not path.is_file():
+        return None
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise KernelpinError(
+            f"{path}: not UTF-8 ({error.reason} at byte {error.start}); {lockfile.REGENERATE}"
+        ) from None
+    return lockfile.LockEntries(text, str(path))
+
+
 def write(path: Path, lock: lockfile.Lock) -> None:
     write_atomic(path, lockfile.render(lock))
 

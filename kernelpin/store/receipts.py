@@ -53,6 +53,9 @@ class Receipts:
     directory: Path | None
     clock: Callable[[], int] = field(default=time.time_ns)
     root: Path | None = None
+    # Files this process wrote and hashed on the way in (a download), by identity and times: the loader's check
+    # of the same file, moments later, need not read it again (a cold load hashed a library twice). Never on disk.
+    written: dict[str, str] = field(default_factory=dict, repr=False)
 
     @classmethod
     def of_user(cls, environ: Mapping[str, str] = os.environ) -> Receipts:
@@ -84,12 +87,20 @@ class Receipts:
             return
         self._files.write(_key(before), _record_of(before, sha256).encode())
 
+    def wrote(self, written: os.stat_result, now: os.stat_result, sha256: str) -> None:
+        """This process wrote a file and hashed its bytes on the way in to `sha256`: `written` its stat when the
+        last byte was in, `now` after it was moved into place; kept only when nothing changed it in between."""
+        same = (written.st_size, written.st_mtime_ns) == (now.st_size, now.st_mtime_ns)
+        if same and _key(written) == _key(now):  # not its ctime: the move into place sets it
+            self.written[_key(now)] = _record_of(now, sha256)
+
     def verify_file(self, path: Path, size: int, sha256: str, what: str) -> None:
-        """integrity.verify_file, without reading the bytes of a file this user's receipt vouches for."""
+        """integrity.verify_file, without reading the bytes of a file this user's receipt vouches for, or one
+        this process wrote and hashed (`wrote`) that has not changed since (same inode, size and times)."""
         with open(path, "rb") as stream:
             before = os.fstat(stream.fileno())
             check_size(before.st_size, size, what)
-            if self.vouches(before, sha256):
+            if self.written.get(_key(before)) == _record_of(before, sha256) or self.vouches(before, sha256):
                 return
             started = self.clock()
             check_digest(sha256_stream(stream), sha256, what)

@@ -7,10 +7,12 @@ from __future__ import annotations
 import dataclasses
 import tomllib
 
+import pytest
 import tomlkit
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kernelpin.errors import KernelpinError
 from kernelpin.format import lockfile
 from kernelpin.format.lockfile import Lock, LockedFile, LockedKernel, LockedVariant
 
@@ -191,3 +193,31 @@ def test_any_lock_reads_back_as_its_data_and_round_trips_through_tomlkit(kernels
     rendered = lockfile.render(Lock(kernels))
     assert tomllib.loads(rendered) == as_data(Lock(kernels))
     assert tomlkit.dumps(tomlkit.parse(rendered)) == rendered
+
+
+def test_load_parses_only_the_entry_asked_for(monkeypatch):
+    # Issue 53: load() of one kernel parsed every entry of the lock (~11 ms for twenty). It reads the entries'
+    # repository ids (checked, no repository locked twice) and parses one entry in full when asked for it.
+    parsed: list[str] = []
+    real = lockfile._parse_kernel
+
+    def spy(table, schema, where):
+        parsed.append(table["repo"])
+        return real(table, schema, where)
+
+    monkeypatch.setattr(lockfile, "_parse_kernel", spy)
+    text = lockfile.render(example())
+    entries = lockfile.LockEntries(text, "kernelpin.lock")
+    assert parsed == [] and entries.repo_ids == ("acme/dep", "acme/img2gray")  # the lock sorts them
+    assert entries.kernel("acme/dep") == example().kernel("acme/dep") and parsed == ["acme/dep"]
+    assert entries.kernel("acme/dep") is entries.kernel("acme/dep") and parsed == ["acme/dep"]
+    assert entries.kernel("acme/other") is None
+    twice = text + text[text.index("[[kernel]]") :]
+    with pytest.raises(KernelpinError, match=r"acme/dep, acme/img2gray locked more than once"):
+        lockfile.LockEntries(twice, "kernelpin.lock")
+    bad = text.replace('repo = "acme/dep"', 'repo = "acme/../dep"')
+    with pytest.raises(KernelpinError, match=r"kernelpin.lock: \[\[kernel\]\] #1: "):
+        lockfile.LockEntries(bad, "kernelpin.lock")
+    broken = text.replace('commit = "', 'commit = "x', 1)  # the asked-for entry is checked in full, as parse checks it
+    with pytest.raises(KernelpinError, match="commit"):
+        lockfile.LockEntries(broken, "kernelpin.lock").kernel("acme/dep")

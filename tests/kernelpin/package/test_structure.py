@@ -74,6 +74,9 @@ TIMED_INSIDE = {
         "store": "waits out the receipts' settle time (store.receipts.SETTLE_NS) before timing a warm load",
         "loading": "names the modules `load` imports (loading.runtime.module_name) to time a plain import of them",
     },
+    "benchmarks/cold_paths.py": {
+        "cli": "builds the start-up floor, an argparse script with the same options and commands (kernelpin.cli)",
+    },
     "benchmarks/signature_bench.py": {
         "cli": "times the command line in-process (kernelpin.cli.main), without an interpreter's start-up",
         "project": "reads the policy and the requirements once, outside the timing",

@@ -16,7 +16,8 @@ import kernelpin
 from kernelpin.errors import IntegrityError
 from kernelpin.store import receipts as receipts_module
 from kernelpin.store.receipts import MIN_SIZE, SETTLE_NS, Receipts
-from tests.kernelpin.helpers import NOBODY
+from testkit.fake_kernel import publish
+from tests.kernelpin.helpers import NOBODY, TRUSTED_ORG
 from tests.kernelpin.loading.test_loader import vendor
 
 LATER = 10 * SETTLE_NS  # a clock this far ahead sees every file as settled
@@ -233,3 +234,23 @@ def test_a_warm_load_reads_no_byte_of_an_unchanged_library(tmp_path, monkeypatch
         stream.write(b"X")
     with pytest.raises(IntegrityError, match="_ops.so: sha256"):
         fresh_load()
+
+
+def test_a_cold_load_hashes_a_downloaded_library_once(new_repo, project, cli, tmp_path, monkeypatch, hashes):
+    # Failed before (issue 53): the download hashed the library as it was written and the loader read it all
+    # again right after, before the package ran. The loader's check is kept: a library changed since is refused.
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    repo_id, repo = new_repo("hash-once", "kernel", TRUSTED_ORG)
+    publish(repo, "1.0.0", extra={"_ops.so": b"\x7fELF" + os.urandom(MIN_SIZE)})
+    root = project(f'"{repo_id}" = "^1"\n')
+    assert cli("lock")[0] == 0
+    module = kernelpin.load(repo_id, lock=root)
+    assert module.VERSION == "1.0.0" and hashes.count("_ops.so") == 0  # the download's own hash served
+    library = next(Path(module.__file__).parent.glob("_ops.so")).resolve()
+    with open(library, "r+b") as stream:
+        stream.seek(100)
+        stream.write(b"X")
+    for loaded in [key for key in sys.modules if key == module.__name__ or key.startswith(module.__name__ + ".")]:
+        del sys.modules[loaded]
+    with pytest.raises(IntegrityError, match="_ops.so: sha256"):
+        kernelpin.load(repo_id, lock=root)

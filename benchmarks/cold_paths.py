@@ -1,0 +1,409 @@
+"""kernelpin's cold paths beside `kernels` and beside their floors, pair by pair (issue 53).
+
+Four paths, each in fresh processes, the tools and the floor alternating round by round so that all see the same
+machine state:
+- start-up: `kernelpin --help` against `kernels --help` and against its floor, a standard-library argparse script
+  that prints the same help (the whole process timed, from outside);
+- cold load (empty Hub cache): `kernelpin.load(repo, lock=...)` against `kernels.get_locked_kernel(repo,
+  lockfile=...)`, floor: the same files fetched with http.client, written, each hashed once, and the package
+  imported;
+- warm load, HF_HUB_OFFLINE=1: `kernelpin.load` against `kernels.load_kernel` (no floor: a target of 0.5x only);
+- warm online one-liner: `get_kernel(repo, version=1)` of both after a cold one in the same home, floor: the one
+  request kernelpin sends (its refs) with http.client, a sha256 of the variant's files and the import.
+The paths that need torch import it before the clock starts: the times are beyond `import torch`.
+
+Each round gives a ratio kernelpin / kernels and kernelpin / floor; the record keeps every sample, the medians,
+the spread (min-max) of the per-round ratios and each median ratio over its target (the limit: 1.0 or less
+meets it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from benchmarks import machine
+from kernelpin.format import lockfile
+from testkit.fake_kernel import CPU_213, VARIANTS, publish
+from testkit.hub import HubServer
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+LIBRARY_BYTES = 1 << 20  # a 1 MiB library beside each variant's Python files, as a small compiled kernel has
+# The targets of issue 53: kernelpin's time over kernels' at most this, and over its floor at most FLOOR_TARGET.
+TARGETS = {"startup": 0.2, "cold_load": 0.3, "warm_load": 0.5, "warm_oneliner": 0.5}
+FLOOR_TARGET = 2.0
+
+_TIMED = """\
+import sys, time
+import torch
+start = time.perf_counter()
+{call}
+print("SECONDS", time.perf_counter() - start)
+"""
+
+_RECORD = """\
+import json, sys
+import httpx2
+sent = []
+real = httpx2.Client.send
+def send(client, request, **kwargs):
+    sent.append(str(request.url))
+    return real(client, request, **kwargs)
+httpx2.Client.send = send
+exec(sys.argv[1])
+print("REQUESTS " + json.dumps(sent))
+"""
+
+# The floor of a cold load: what it must do at least, with the standard library only.
+_FLOOR_COLD = """\
+import sys, time
+import torch
+start = time.perf_counter()
+import hashlib, http.client, importlib.util, json, os, urllib.parse
+spec = json.loads(sys.argv[1])
+connections = {}
+for url, path, digest in spec["files"]:
+    while True:
+        parts = urllib.parse.urlsplit(url)
+        if parts.netloc not in connections:
+            connections[parts.netloc] = http.client.HTTPConnection(parts.netloc, timeout=10)
+        connection = connections[parts.netloc]
+        connection.request("GET", parts.path + ("?" + parts.query if parts.query else ""))
+        response = connection.getresponse()
+        body = response.read()
+        if response.status in (301, 302, 303, 307, 308):
+            url = urllib.parse.urljoin(url, response.getheader("Location"))
+            continue
+        assert response.status == 200, (response.status, url)
+        break
+    assert hashlib.sha256(body).hexdigest() == digest, path
+    target = os.path.join(spec["directory"], path)
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    with open(target, "wb") as file:
+        file.write(body)
+init = os.path.join(spec["directory"], "__init__.py")
+module_spec = importlib.util.spec_from_file_location("floor_kernel", init, submodule_search_locations=[spec["directory"]])
+module = importlib.util.module_from_spec(module_spec)
+sys.modules["floor_kernel"] = module
+module_spec.loader.exec_module(module)
+assert module.VARIANT == spec["variant"]
+print("SECONDS", time.perf_counter() - start)
+"""
+
+# The floor of a warm online one-liner: one request, a hash of the cached files, the import.
+_FLOOR_WARM = """\
+import sys, time
+import torch
+start = time.perf_counter()
+import hashlib, http.client, importlib.util, json, os, urllib.parse
+spec = json.loads(sys.argv[1])
+parts = urllib.parse.urlsplit(spec["url"])
+connection = http.client.HTTPConnection(parts.netloc, timeout=10)
+connection.request("GET", parts.path + ("?" + parts.query if parts.query else ""))
+response = connection.getresponse()
+response.read()
+assert response.status == 200, response.status
+for path, digest in spec["files"]:
+    with open(os.path.join(spec["directory"], path), "rb") as file:
+        assert hashlib.sha256(file.read()).hexdigest() == digest, path
+init = os.path.join(spec["directory"], "__init__.py")
+module_spec = importlib.util.spec_from_file_location("floor_kernel", init, submodule_search_locations=[spec["directory"]])
+module = importlib.util.module_from_spec(module_spec)
+sys.modules["floor_kernel"] = module
+module_spec.loader.exec_module(module)
+assert module.VARIANT == spec["variant"]
+print("SECONDS", time.perf_counter() - start)
+"""
+
+
+def startup_floor_source() -> str:
+    """A standard-library script that builds an argparse parser printing the same help as `kernelpin --help`: the
+    same description, global options, commands and epilog."""
+    from kernelpin import cli
+
+    options = []
+    for action in cli._global_options(defaults=True)._actions:
+        kind = "store_true" if isinstance(action, argparse._StoreTrueAction) else "store"
+        settings: dict[str, Any] = {"help": action.help, "action": kind, "default": action.default}
+        if kind == "store":
+            settings.update(metavar=action.metavar, choices=action.choices)
+        options.append((list(action.option_strings), settings))
+    commands = [(spec.name, spec.help) for spec in cli.COMMANDS.values()]
+    parser = cli.build_parser()
+    return f"""\
+import argparse
+parser = argparse.ArgumentParser(prog="kernelpin", description={parser.description!r}, epilog={parser.epilog!r},
+    formatter_class=argparse.RawDescriptionHelpFormatter)
+group = parser.add_argument_group("global options")
+for strings, settings in {options!r}:
+    group.add_argument(*strings, **settings)
+parser.add_argument("-V", "--version", action="version", version="", help="print kernelpin's version and exit")
+commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+for name, text in {commands!r}:
+    commands.add_parser(name, help=text)
+parser.parse_args()
+"""
+
+
+def _seconds(done: subprocess.CompletedProcess[str]) -> float:
+    if done.returncode != 0:
+        raise SystemExit(f"a timed run failed:\n{done.stderr[-3000:]}")
+    return float(done.stdout.strip().splitlines()[-1].split()[-1])
+
+
+def cold_paths(repeats: int) -> dict[str, Any]:
+    work = Path(tempfile.mkdtemp(prefix="kernelpin-cold-paths-"))
+    server = HubServer(work / "hub", trusted_publishers=("acme",), cdn=True)
+    repo_id = "acme/cold"
+    repo = server.repo(repo_id, repo_type="kernel")
+    library = {"_library.so": os.urandom(LIBRARY_BYTES)}
+    publish(repo, "1.0.0", extra=library)
+    publish(repo, "1.1.0", extra=library)
+    repo.branch("v1")
+    server.start()
+    base = {key: value for key, value in os.environ.items() if not key.startswith(("HF_", "KERNELPIN_", "XDG_"))}
+    # Telemetry left on: kernels 0.17.2 with HF_HUB_DISABLE_TELEMETRY=1 sends a user agent httpx rejects.
+    base.update(
+        {
+            "HF_ENDPOINT": server.endpoint,
+            "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+            "PYTHONPATH": str(REPO_ROOT),
+            "PYTHONWARNINGS": "ignore",
+        }
+    )
+    project = work / "app"
+    project.mkdir()
+    (project / "pyproject.toml").write_text(
+        f'[project]\nname = "app"\nversion = "1"\n\n[tool.kernels.dependencies]\n"{repo_id}" = 1\n'
+    )
+
+    def environ(home: str, offline: bool = False) -> dict[str, str]:
+        root = work / "homes" / home
+        return {
+            **base,
+            "HF_HOME": str(root / "hf"),
+            "HF_HUB_CACHE": str(root / "hf" / "hub"),
+            "KERNELPIN_STATE_DIR": str(root / "state"),
+            "XDG_STATE_HOME": str(root / "xdg-state"),
+            **({"HF_HUB_OFFLINE": "1"} if offline else {}),
+        }
+
+    def run(arguments: list[str], home: str, offline: bool = False) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            arguments, env=environ(home, offline), cwd=project, capture_output=True, text=True, timeout=600, check=False
+        )
+
+    python = sys.executable
+    locked = run([python, "-m", "kernelpin", "lock"], "setup")
+    if locked.returncode != 0:
+        raise SystemExit(f"kernelpin lock failed: {locked.stderr}")
+    pinned = lockfile.parse((project / "kernelpin.lock").read_text(encoding="utf-8"), "kernelpin.lock")
+    kernel = pinned.kernel(repo_id)
+    assert kernel is not None
+    variant = kernel.variant(CPU_213)
+    assert variant is not None
+    from kernels._rust import KernelDependency, KernelLock, KernelLocks, KernelVersion
+
+    kernels_lock = project / "kernels.lock"
+    kernels_lock.write_text(
+        KernelLocks(
+            locks={
+                KernelDependency(repo_id=repo_id, version=KernelVersion.Version(1)): KernelLock(commit=kernel.commit)
+            }
+        ).to_json()
+    )
+
+    calls = {
+        "kernelpin_load": f"import kernelpin\nkernelpin.load({repo_id!r}, lock={str(project)!r})",
+        "kernels_load": f"import kernels\nfrom pathlib import Path\n"
+        f"kernels.get_locked_kernel({repo_id!r}, lockfile=Path({str(kernels_lock)!r}))",
+        "kernels_load_offline": f"import kernels\nfrom pathlib import Path\n"
+        f"kernels.load_kernel({repo_id!r}, lockfile=Path({str(kernels_lock)!r}))",
+        "kernelpin_oneliner": f"import kernelpin\nkernelpin.get_kernel({repo_id!r}, version=1)",
+        "kernels_oneliner": f"import kernels\nkernels.get_kernel({repo_id!r}, version=1)",
+    }
+
+    # What the floors replay: the requests kernelpin sends (recorded in processes of their own).
+    def requests(call: str, home: str) -> list[str]:
+        done = run([python, "-c", _RECORD, call], home)
+        if done.returncode != 0:
+            raise SystemExit(f"recording failed: {done.stderr[-3000:]}")
+        return json.loads(done.stdout.strip().splitlines()[-1].removeprefix("REQUESTS "))
+
+    digests = {file.path: file.sha256 for file in variant.files}
+    marker = f"/build/{CPU_213}/"
+    downloads = [url for url in requests(calls["kernelpin_load"], "record-cold") if marker in url]
+    cold_files = [[url, url.split(marker, 1)[1], digests[url.split(marker, 1)[1]]] for url in downloads]
+    requests(calls["kernelpin_oneliner"], "record-warm")  # the cold call: the warm one below asks one question
+    warm_requests = requests(calls["kernelpin_oneliner"], "record-warm")
+    cached = next(
+        path.parent
+        for path in (work / "homes" / "record-warm").rglob("__init__.py")
+        if path.parent.name == CPU_213 and "snapshots" in path.parts
+    )
+    floor_startup = work / "floor_startup.py"
+    floor_startup.write_text(startup_floor_source())
+    scripts = Path(python).parent
+    same_help = (
+        run([str(scripts / "kernelpin"), "--help"], "setup").stdout
+        == run([python, str(floor_startup), "--help"], "setup").stdout
+    )
+
+    def timed(call: str, home: str, offline: bool = False) -> float:
+        return _seconds(run([python, "-c", _TIMED.format(call=call)], home, offline))
+
+    def cold_floor() -> float:
+        directory = work / "floor-cold"
+        shutil.rmtree(directory, ignore_errors=True)
+        spec = {"files": cold_files, "directory": str(directory), "variant": CPU_213}
+        return _seconds(run([python, "-c", _FLOOR_COLD, json.dumps(spec)], "floor"))
+
+    def warm_floor() -> float:
+        spec = {
+            "url": warm_requests[0],
+            "files": sorted(digests.items()),
+            "directory": str(cached),
+            "variant": CPU_213,
+        }
+        return _seconds(run([python, "-c", _FLOOR_WARM, json.dumps(spec)], "floor"))
+
+    def whole(arguments: list[str]) -> float:
+        start = time.perf_counter()
+        done = run(arguments, "startup")
+        elapsed = time.perf_counter() - start
+        if done.returncode != 0:
+            raise SystemExit(f"{arguments} failed: {done.stderr}")
+        return elapsed
+
+    def fresh(home: str) -> None:
+        shutil.rmtree(work / "homes" / home, ignore_errors=True)
+
+    samples: dict[str, list[float]] = defaultdict(list)
+
+    def measure_round() -> None:
+        # start-up
+        samples["startup_kernelpin"].append(whole([str(scripts / "kernelpin"), "--help"]))
+        samples["startup_kernels"].append(whole([str(scripts / "kernels"), "--help"]))
+        samples["startup_floor"].append(whole([python, str(floor_startup), "--help"]))
+        # cold load, then the same load warm and offline
+        for tool in ("kernelpin", "kernels"):
+            fresh(f"{tool}-load")
+            samples[f"cold_load_{tool}"].append(timed(calls[f"{tool}_load"], f"{tool}-load"))
+        samples["cold_load_floor"].append(cold_floor())
+        samples["warm_load_kernelpin"].append(timed(calls["kernelpin_load"], "kernelpin-load", offline=True))
+        samples["warm_load_kernels"].append(timed(calls["kernels_load_offline"], "kernels-load", offline=True))
+        # the one-liner: cold, then warm online
+        for tool in ("kernelpin", "kernels"):
+            fresh(f"{tool}-oneliner")
+            samples[f"cold_oneliner_{tool}"].append(timed(calls[f"{tool}_oneliner"], f"{tool}-oneliner"))
+            samples[f"warm_oneliner_{tool}"].append(timed(calls[f"{tool}_oneliner"], f"{tool}-oneliner"))
+        samples["warm_oneliner_floor"].append(warm_floor())
+
+    load_start = os.getloadavg()
+    measure_round()  # warm-up: the server's caches, the OS file cache; not counted
+    samples.clear()
+    for _ in range(repeats):
+        measure_round()
+    server.stop()
+    shutil.rmtree(work, ignore_errors=True)
+    return summarize(
+        samples,
+        {
+            "repeats": repeats,
+            "machine": machine.description(),
+            "python": sys.version.split()[0],
+            "torch": __import__("importlib.metadata").metadata.version("torch"),
+            "kernels_version": __import__("importlib.metadata").metadata.version("kernels"),
+            "load_average": {"start": load_start, "end": os.getloadavg()},
+            "library_bytes": LIBRARY_BYTES,
+            "variants": len(VARIANTS),
+            "floor_prints_the_same_help": same_help,
+            "cold_load_requests": len(cold_files),
+        },
+    )
+
+
+def _spread(values: list[float]) -> dict[str, float]:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def summarize(samples: dict[str, list[float]], record: dict[str, Any]) -> dict[str, Any]:
+    record["samples"] = dict(sorted(samples.items()))
+    record["medians_s"] = {key: statistics.median(values) for key, values in sorted(samples.items())}
+    paths: dict[str, Any] = {}
+    for path in ("startup", "cold_load", "warm_load", "cold_oneliner", "warm_oneliner"):
+        ours, theirs = samples[f"{path}_kernelpin"], samples[f"{path}_kernels"]
+        entry: dict[str, Any] = {"to_kernels": _spread([a / b for a, b in zip(ours, theirs, strict=True)])}
+        if path in TARGETS:
+            entry["kernels_target"] = TARGETS[path]
+            entry["to_kernels_over_target"] = entry["to_kernels"]["median"] / TARGETS[path]
+        if f"{path}_floor" in samples:
+            floor = samples[f"{path}_floor"]
+            entry["to_floor"] = _spread([a / b for a, b in zip(ours, floor, strict=True)])
+            entry["floor_to_kernels"] = _spread([a / b for a, b in zip(floor, theirs, strict=True)])
+            entry["to_floor_over_target"] = entry["to_floor"]["median"] / FLOOR_TARGET
+        paths[path] = entry
+    record["paths"] = paths
+    return record
+
+
+LABELS = {
+    "startup": "start-up: `--help` (whole process)",
+    "cold_load": "cold load (empty Hub cache), beyond `import torch`",
+    "warm_load": "warm load, HF_HUB_OFFLINE=1, beyond `import torch`",
+    "cold_oneliner": "one-liner `get_kernel(repo, version=1)`, cold, beyond `import torch`",
+    "warm_oneliner": "one-liner, warm cache, online, beyond `import torch`",
+}
+
+
+def render(r: dict[str, Any]) -> str:
+    def ms(key: str) -> str:
+        value = r["medians_s"].get(key)
+        return "-" if value is None else f"{value * 1000:.1f} ms"
+
+    def spread(entry: dict[str, float]) -> str:
+        return f"**{entry['median']:.2f}x** [{entry['min']:.2f}-{entry['max']:.2f}]"
+
+    rows = []
+    for path, entry in r["paths"].items():
+        target = (
+            f"{entry['to_kernels_over_target']:.2f} of the limit {entry['kernels_target']}x" if path in TARGETS else ""
+        )
+        floor = (
+            f"{ms(path + '_floor')} | {spread(entry['to_floor'])}, {entry['to_floor_over_target']:.2f} of the limit 2x"
+            if "to_floor" in entry
+            else "- | -"
+        )
+        rows.append(
+            f"| {LABELS[path]} | {ms(path + '_kernelpin')} | {ms(path + '_kernels')} | {spread(entry['to_kernels'])} "
+            f"| {target} | {floor} |"
+        )
+    table = "\n".join(rows)
+    return f"""# kernelpin's cold paths (issue 53)
+
+One kernel ({r["variants"]} variants, each a {r["library_bytes"] >> 20} MiB library beside its Python files) on the test
+Hub at 127.0.0.1 (olah behind its front, with the front's CDN); {r["machine"]}, torch {r["torch"]}; kernels {r["kernels_version"]}. Medians of {r["repeats"]} rounds; in each round kernelpin, kernels and
+the floor run one after another, each in a fresh process, and the ratios are taken pair by pair (median
+[min-max] over the rounds). Load average {r["load_average"]["start"][0]:.1f} at the start,
+{r["load_average"]["end"][0]:.1f} at the end. Generated by `python -m benchmarks.kernelpin_bench --cold-paths`.
+
+| path | kernelpin | kernels | kernelpin / kernels | over its target | floor | kernelpin / floor |
+|---|---|---|---|---|---|---|
+{table}
+
+Floors, standard library only, measured in the same rounds: start-up, an argparse script printing the same help
+(the same text: {r["floor_prints_the_same_help"]}); cold load, the {r["cold_load_requests"]} GETs kernelpin sends with
+http.client, each file written and hashed once, the package imported; warm online one-liner, the one request
+kernelpin sends (its refs), one sha256 over the variant's files, the import. "Of the limit": the median ratio over
+the target (1.00 or less meets it).
+"""

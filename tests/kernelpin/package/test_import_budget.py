@@ -1,0 +1,51 @@
+"""Issue 53: kernelpin imports what a path needs when it needs it. Three paths, each counted in a fresh
+interpreter (the modules it adds to a bare one): `kernelpin --help`, `import kernelpin` and a warm offline
+`kernelpin.load`. A path that grows past its budget fails here: find the import that grew it and make it lazy
+(or raise the budget, saying why). The HTTP stack and rich stay off all three."""
+
+from __future__ import annotations
+
+from tests.kernelpin.helpers import fresh_interpreter
+
+# The modules each path may add to a bare interpreter, with why that many.
+BUDGETS = {
+    # argparse and what its help formatter imports (~12, as a bare argparse script's), the cli package and
+    # kernelpin.errors; no command module, no console, no Hub settings.
+    "help": 22,
+    # the package's lazy table only: each name imports its module when first used.
+    "import": 8,
+    # the lock's reader, the variant choice, the gate and policy, the store's verify, the loader: kernelpin's own
+    # ~40 modules and the standard library they use (dataclasses, hashlib, json, tomllib, threading ...).
+    "warm_load": 160,
+}
+# The HTTP stack and the console: a path served from disk or printing argparse's help needs neither.
+NEVER = ("huggingface_hub", "httpx2", "httpcore2", "anyio", "h11", "rich", "sigstore", "torch")
+
+
+def _added(code: str) -> set[str]:
+    _, bare = fresh_interpreter("pass")
+    _, modules = fresh_interpreter(code)
+    return modules - bare
+
+
+def _check(path: str, added: set[str]) -> None:
+    stack = sorted(name for name in added if name.split(".")[0] in NEVER)
+    assert not stack, f"{path} imports {stack}"
+    assert len(added) <= BUDGETS[path], f"{path}: {len(added)} modules > budget {BUDGETS[path]}: {sorted(added)}"
+
+
+def test_help_imports_argparse_and_the_dispatch_only():
+    _check("help", _added("from kernelpin.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass"))
+
+
+def test_import_kernelpin_imports_its_table_only():
+    _check("import", _added("import kernelpin"))
+
+
+def test_a_warm_offline_load_imports_no_http_stack(img2gray, project, cli, monkeypatch):
+    project(f'"{img2gray}" = "^0.1"\n')
+    assert cli("lock")[0] == 0 and cli("sync", "--torch", "2.13")[0] == 0
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    printed, _ = fresh_interpreter(f"import kernelpin\nprint(kernelpin.load({img2gray!r}).VERSION)")
+    assert printed.split()[0] == "0.1.1"
+    _check("warm_load", _added(f"import kernelpin\nkernelpin.load({img2gray!r})"))
