@@ -9,6 +9,7 @@ v<N> branches, kernel repo type) on the same repos.
     python -m benchmarks.kernelpin_bench [--kernels 20] [--repeats 5] [--lock-only]
     python -m benchmarks.kernelpin_bench --bulk [--bulk-kernels 20] [--bulk-mb 200] [--repeats 3] [--no-record]
     python -m benchmarks.kernelpin_bench --oneliner [--repeats 5]
+    python -m benchmarks.kernelpin_bench --slim [--slim-mb 4] [--slim-object OBJ] [--repeats 3] [--no-record]
 
 Writes benchmarks/results/cpu/kernelpin.json and kernelpin.md. Times are medians; compare ratios, not absolutes.
 `--bulk` writes kernelpin-bulk.json and .md instead (kernelpin-bulk-<N>mb.* for `--bulk-mb N` other than 200): sync of big kernels cold, warm and offline against
@@ -19,6 +20,12 @@ torch before the clock starts (both need it; the time counted is the package's i
 torch leaves the garbage collector (with the time the call spent in full collections, `gc.callbacks`, beside it) and
 once with it settled by a full collection before the clock, and writes
 benchmarks/results/cpu/kernelpin-oneliner.json and .md.
+`--slim` measures what a machine downloads (issue 51): a cold `kernelpin sync` on a machine whose GPU capability is
+known (9.0: it takes the release's per-capability build) against one where it is not (the fat build), for a
+synthetic kernel of 11 capabilities of `--slim-mb` MB each and, with `--slim-object` (a CUDA object compiled for
+the 13.0 list, e.g. `python -m tools.maintainer.toolkits --toolkit 13.0 --keep DIR`), img2gray's own device code split
+per capability by tools/builder/capability_builds.py; bytes downloaded and seconds, side by side with their
+ratios; writes kernelpin-slim.json and .md.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from __future__ import annotations
 import argparse
 import compileall
 import contextlib
+import hashlib
 import importlib.metadata
 import importlib.util
 import io
@@ -55,7 +63,7 @@ from kernelpin.project import read_requirements
 from kernelpin.resolve import resolve
 from kernelpin.store import lockfiles
 from kernelpin.store.receipts import SETTLE_NS
-from testkit.fake_kernel import CPU_213, VARIANTS, publish
+from testkit.fake_kernel import CPU_213, VARIANTS, capability_release_files, publish
 from testkit.hub import HubServer
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -292,10 +300,15 @@ def main() -> None:
     parser.add_argument("--bulk-cold-repeats", type=int, default=1)
     parser.add_argument("--no-record", action="store_true", help="--bulk: print, write nothing")
     parser.add_argument("--oneliner", action="store_true", help="only get_kernel against kernels.get_kernel")
+    parser.add_argument("--slim", action="store_true", help="per-capability against fat builds: bytes and cold sync")
+    parser.add_argument("--slim-mb", type=float, default=4.0, help="--slim: MB of device code per capability")
+    parser.add_argument("--slim-object", type=Path, help="--slim: a CUDA object of img2gray (13.0 list) to split")
     args = parser.parse_args()
     compile_kernelpin()
     if args.bulk:
         return bulk(args)
+    if args.slim:
+        return slim(args)
     if args.oneliner:
         measured = oneliner(args.repeats)
         RESULTS.mkdir(parents=True, exist_ok=True)
@@ -818,6 +831,163 @@ def load_line(r: dict) -> str:
         return ""
     show = lambda values: ", ".join(f"{value:.2f}" for value in values)  # noqa: E731
     return f"\nLoad average (1, 5, 15 min) at the start of the run: {show(load['start'])}; at its end: {show(load['end'])}."
+
+
+SLIM_ARCHS = ("7.5", "8.0", "8.6", "8.7", "8.9", "9.0", "10.0", "10.3", "11.0", "12.0", "12.1+PTX")  # kernel-builder's
+SLIM_GPU = "9.0"  # the machine measured: an H100/H200
+
+
+def _object_release(version: str, variant: str, cuda_object: Path) -> dict[str, bytes]:
+    """A release tree whose device code is a real CUDA object's (every capability in the fat build, one in each
+    per-capability build, split as tools/builder/capability_builds.py splits it)."""
+    from tools.builder import capability_builds
+
+    with tempfile.TemporaryDirectory(prefix="slim-split-") as scratch:
+        codes = {
+            arch: capability_builds.split_object(cuda_object, arch, Path(scratch) / f"{arch}.o").read_bytes()
+            for arch in SLIM_ARCHS
+        }
+    tree = capability_release_files(version, variant, SLIM_ARCHS, device_size=1)
+    return _with_device_code(tree, variant, codes, cuda_object.read_bytes())
+
+
+def _with_device_code(tree: dict[str, bytes], variant: str, codes: dict[str, bytes], fat: bytes) -> dict[str, bytes]:
+    """`tree` (capability_release_files) with each build's `_device.bin` replaced and every digest recomputed."""
+    from kernelpin.format import capabilities
+    from kernelpin.format import metadata as kernel_metadata
+
+    def rehash(prefix: str, device: bytes) -> dict[str, Any]:
+        tree[prefix + "_device.bin"] = device
+        document = json.loads(tree[prefix + "metadata.json"])
+        files = {
+            p[len(prefix) :]: d for p, d in tree.items() if p.startswith(prefix) and not p.endswith("metadata.json")
+        }
+        document["digest"]["files"] = {
+            p: kernel_metadata.sha256_base64(hashlib.sha256(d).hexdigest()) for p, d in sorted(files.items())
+        }
+        return document
+
+    listing: dict[str, dict[str, object]] = {}
+    for arch, device in codes.items():
+        name = capabilities.build_name(arch)
+        prefix = f"capabilities/{variant}/{name}/"
+        tree[prefix + "metadata.json"] = kernel_metadata.render(rehash(prefix, device)).encode()
+        listing[name] = {
+            "archs": [arch],
+            "files": {
+                p[len(prefix) :]: kernel_metadata.sha256_base64(hashlib.sha256(d).hexdigest())
+                for p, d in sorted(tree.items())
+                if p.startswith(prefix)
+            },
+        }
+    prefix = f"build/{variant}/"
+    document = rehash(prefix, fat)
+    document[capabilities.KEY] = listing
+    tree[prefix + "metadata.json"] = kernel_metadata.render(document).encode()
+    return tree
+
+
+def slim(args: argparse.Namespace) -> None:
+    """Cold sync, per-capability build against fat build, on the releases the module docstring names."""
+    variant = "torch213-cxx11-cu130-x86_64-linux"
+    work = Path(tempfile.mkdtemp(prefix="kernelpin-slim-"))
+    server = HubServer(work / "hub", trusted_publishers=("acme",), cdn=True)
+    size = int(args.slim_mb * 1_000_000)
+    releases = {"synthetic": capability_release_files("1.0.0", variant, SLIM_ARCHS, device_size=size)}
+    if args.slim_object:
+        releases["img2gray"] = _object_release("1.0.0", variant, args.slim_object)
+    for name, tree in releases.items():
+        repo = server.repo(f"acme/slim-{name}", repo_type="kernel")
+        repo.write(tree, clear=True)
+        repo.commit("release 1.0.0")
+        repo.tag("v1.0.0")
+        repo.branch("v1")
+    server.start()
+    base = {
+        **os.environ,
+        "PYTHONPATH": str(REPO_ROOT),
+        "HF_ENDPOINT": server.endpoint,
+        "HF_HOME": str(work / "hf-home"),
+        "XDG_STATE_HOME": str(work / "state"),
+        "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+        "KERNELPIN_TORCH": "2.13",
+        "KERNELPIN_CUDA": "13.0",
+    }
+    base.pop("HF_HUB_OFFLINE", None)
+    releases_measured: dict[str, object] = {}
+    results: dict[str, object] = {
+        "archs": list(SLIM_ARCHS),
+        "gpu_capability": SLIM_GPU,
+        "synthetic_mb_per_capability": args.slim_mb,
+        "repeats": args.repeats,
+        "machine": machine.description(),
+        "releases": releases_measured,
+        "load_average": os.getloadavg()[0],
+    }
+    for name in releases:
+        project = work / f"app-{name}"
+        project.mkdir()
+        (project / "pyproject.toml").write_text(
+            f'[project]\nname = "app"\nversion = "1"\n\n[tool.kernels.dependencies]\n"acme/slim-{name}" = 1\n'
+        )
+        timed_run(_KERNELPIN_CLI, ["lock"], base, project)
+        machines = {"fat": {}, "slim": {"KERNELPIN_GPU_CAPABILITY": SLIM_GPU}}
+        runs: dict[str, list] = defaultdict(list)
+        cache = work / f"cache-{name}"
+        for _ in range(args.repeats):  # alternating, each from an empty cache
+            for kind, extra in machines.items():
+                shutil.rmtree(cache, ignore_errors=True)
+                os.sync()
+                run = timed_run(
+                    _KERNELPIN_CLI, ["sync", "--frozen"], {**base, **extra, "HF_HUB_CACHE": str(cache)}, project
+                )
+                run["bytes"] = sum(p.stat().st_size for p in cache.rglob("*") if p.is_file() and not p.is_symlink())
+                runs[kind].append(run)
+        row = {
+            kind: {
+                "bytes": statistics.median(r["bytes"] for r in runs[kind]),
+                "seconds": statistics.median(r["wall"] for r in runs[kind]),
+            }
+            for kind in machines
+        }
+        row["bytes_ratio"] = row["slim"]["bytes"] / row["fat"]["bytes"]
+        row["seconds_ratio"] = row["slim"]["seconds"] / row["fat"]["seconds"]
+        releases_measured[name] = {**row, "runs": runs}
+    server.stop()
+    shutil.rmtree(work, ignore_errors=True)
+    print(render_slim(results))
+    if args.no_record:
+        return
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "kernelpin-slim.json").write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
+    (RESULTS / "kernelpin-slim.md").write_text(render_slim(results))
+
+
+def render_slim(r: dict) -> str:
+    lines = [
+        f"# kernelpin: per-capability builds against the fat build (cold `sync`, GPU capability {r['gpu_capability']})",
+        "",
+        (
+            f"{r['machine']}; {r['repeats']} cold syncs each, alternating, medians. The CUDA variant has "
+            f"{len(r['archs'])} capabilities ({';'.join(r['archs'])}); fat: a machine whose GPU is not known "
+            "downloads the whole variant; slim: one of capability 9.0 downloads its build (and the fat build's "
+            "metadata.json, which lists it). synthetic: 11 capabilities of "
+            f"{r['synthetic_mb_per_capability']:g} MB each; img2gray: its device code (the CUDA object compiled for the "
+            "13.0 list, `--slim-object`, split by tools/builder/capability_builds.py) as each build's payload, without "
+            "the library's host code, which every build has alike."
+            + (f" Load average {r['load_average']:.1f} during the run." if "load_average" in r else "")
+        ),
+        "",
+        "| release | fat: bytes | slim: bytes | slim/fat bytes | fat: s | slim: s | slim/fat time |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, row in r["releases"].items():
+        lines.append(
+            f"| {name} | {row['fat']['bytes']:,.0f} | {row['slim']['bytes']:,.0f} | {row['bytes_ratio']:.3f} | "
+            f"{row['fat']['seconds']:.2f} | {row['slim']['seconds']:.2f} | {row['seconds_ratio']:.2f} |"
+        )
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

@@ -187,8 +187,8 @@ def relock(project: Project, source: HubSource, checker: ReleaseChecker, options
                 f"{kernel.label}: unsigned ({', '.join(unsigned)}): locked without a signature; "
                 "`require-signatures = true` in [tool.kernelpin.trust] refuses such releases"
             )
-    if previous is not None and previous.schema != lockfile.SCHEMA_VERSION:
-        changed.append(f"~ {path.name}: schema version {previous.schema} -> {lockfile.SCHEMA_VERSION}")
+    if previous is not None and previous.schema != lockfile.schema_needed(new):
+        changed.append(f"~ {path.name}: schema version {previous.schema} -> {lockfile.schema_needed(new)}")
     if not dry_run and (previous is None or changed):
         lockfiles.write(path, new)
     changed += lockfiles.keep_kernels_lock(project.root / kernels_lock.KERNELS_LOCK, new, dry_run)

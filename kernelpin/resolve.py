@@ -14,8 +14,16 @@ from dataclasses import dataclass
 from kernelpin.errors import KernelpinError
 from kernelpin.files.integrity import GIT_OBJECT_ID_RE, check_repo_path, git_blob_sha1
 from kernelpin.format.kernel_status import MAX_STATUS_SIZE, STATUS_FILE, Redirect, parse_status
-from kernelpin.format.layout import BUILD_DIR, METADATA, SIGNATURE
-from kernelpin.format.lockfile import Lock, LockedFile, LockedKernel, LockedVariant, is_variant_name, why_stale
+from kernelpin.format.layout import BUILD_DIR, CAPABILITY_DIR, METADATA, SIGNATURE
+from kernelpin.format.lockfile import (
+    Lock,
+    LockedCapabilityBuild,
+    LockedFile,
+    LockedKernel,
+    LockedVariant,
+    is_variant_name,
+    why_stale,
+)
 from kernelpin.format.metadata import BuildMetadata, parse_metadata
 from kernelpin.format.metadata import check_size as check_metadata_size
 from kernelpin.format.ranges import Version
@@ -135,13 +143,21 @@ def _version_at(commit: str, tags: dict[str, str], versions: dict[Version, str])
 
 
 def group_variants(files: list[RemoteFile], where: str) -> dict[str, list[RemoteFile]]:
-    """Files under build/<variant>/, by variant; every path is checked before it is trusted."""
+    """Files under build/<variant>/, by variant, followed by those of its per-capability builds
+    (capabilities/<variant>/<build>/, pinned only as far as its metadata.json lists them); every path is checked
+    before it is trusted."""
     variants: dict[str, list[RemoteFile]] = {}
+    capability_files = []
     for remote in files:
         check_repo_path(remote.path, where)
         parts = remote.path.split("/")
         if parts[0] == BUILD_DIR and len(parts) >= 3:
             variants.setdefault(parts[1], []).append(remote)
+        elif parts[0] == CAPABILITY_DIR and len(parts) >= 4:
+            capability_files.append(remote)
+    for remote in capability_files:  # only beside a variant: a directory of its own names no build
+        if (variant := remote.path.split("/")[1]) in variants:
+            variants[variant].append(remote)
     return variants
 
 
@@ -306,7 +322,7 @@ class Pinner:
 
     def variant(self, name: str, files: list[RemoteFile]) -> LockedVariant:
         prefix = f"{BUILD_DIR}/{name}/"
-        by_relative = {remote.path[len(prefix) :]: remote for remote in files}
+        by_relative = {remote.path[len(prefix) :]: remote for remote in files if remote.path.startswith(prefix)}
         digests: dict[str, str] = {}
         backend = archs = None
         depends: tuple[tuple[str, RequirementValue], ...] = ()
@@ -363,7 +379,37 @@ class Pinner:
             archs=archs,
             depends=depends,
             signature=signature,
+            capability_builds=self._capability_builds(name, files, self.metadata.get(name)),
         )
+
+    def _capability_builds(
+        self, name: str, files: list[RemoteFile], metadata: BuildMetadata | None
+    ) -> tuple[LockedCapabilityBuild, ...]:
+        """The per-capability builds metadata.json lists, pinned with its digests (nothing is downloaded); files
+        of the listing it does not name are no part of any build."""
+        if metadata is None:
+            return ()
+        listing = {remote.path: remote for remote in files}
+        builds = []
+        for build, (archs, digests) in sorted(metadata.capability_builds.items()):
+            prefix = f"{CAPABILITY_DIR}/{name}/{build}/"
+            missing = sorted(path for path in digests if prefix + path not in listing)
+            if missing:
+                raise KernelpinError(
+                    f"{self.where}: {BUILD_DIR}/{name}/{METADATA} lists files of its per-capability build {build} "
+                    f"that the repository lacks: {', '.join(prefix + path for path in missing)}; do not use this "
+                    "revision (ask the publisher to upload them)"
+                )
+            for path, digest in digests.items():
+                remote = listing[prefix + path]
+                if remote.lfs_sha256 is not None and remote.lfs_sha256 != digest:
+                    raise KernelpinError(
+                        f"{self.where}: {remote.path}: LFS sha256 {remote.lfs_sha256} contradicts metadata.json "
+                        f"digest {digest}; the build is inconsistent: do not use this revision"
+                    )
+            pinned = tuple(LockedFile(path, listing[prefix + path].size, digests[path]) for path in sorted(digests))
+            builds.append(LockedCapabilityBuild(build, archs, pinned))
+        return tuple(builds)
 
 
 def served_as(requirement: Requirement, pick: Pick) -> Served:

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import zipfile
 from pathlib import Path
 
+from kernelpin.format import capabilities
 from kernelpin.format import metadata as kernel_metadata
-from kernelpin.format.layout import METADATA
+from kernelpin.format.layout import CAPABILITY_DIR, METADATA
 from kernelpin.format.ranges import Version
 from kernelpin.format.variant import Variant
 from testkit.hub import MirrorRepo
@@ -157,3 +159,47 @@ def write_variant(
         (directory / name).parent.mkdir(parents=True, exist_ok=True)
         (directory / name).write_bytes(data)
     return directory
+
+
+def device_code(arch: str, size: int) -> bytes:
+    """Stand-in device code of one capability: `size` bytes that differ per capability."""
+    seed = hashlib.sha256(arch.encode()).digest()
+    return (seed * (size // len(seed) + 1))[:size]
+
+
+def capability_release_files(
+    version: str, variant: str, archs: tuple[str, ...] = ARCHS, device_size: int = 1000
+) -> dict[str, bytes]:
+    """A release tree whose CUDA `variant` carries per-capability builds: build/<variant>/ (the fat build: every
+    capability's stand-in device code in `_device.bin`, BUILD = "fat") and capabilities/<variant>/sm_XY/ (that
+    capability's code alone, BUILD = "sm_XY"), each build's metadata.json composed as tools/builder/op.py does, the
+    fat one listing the others (`capability-builds`)."""
+
+    def build(label: str, own_archs: tuple[str, ...]) -> tuple[dict[str, bytes], dict]:
+        extra = {
+            "_device.bin": b"".join(device_code(arch, device_size) for arch in own_archs),
+            "_build.py": f'BUILD = "{label}"\n'.encode(),
+        }
+        files = variant_files(version, variant, own_archs, extra=extra)
+        document = json.loads(files[METADATA])
+        # One op id for every build of the variant (as op.py re-links the fat build's objects), whatever the code.
+        fat_id = op_id("img2gray", {k: v for k, v in variant_files(version, variant, archs).items() if k != METADATA})
+        document["id"] = fat_id
+        return files, document
+
+    tree: dict[str, bytes] = {"README.md": f"# test kernel {version}\n".encode()}
+    listing = {}
+    for arch in archs:
+        name = capabilities.build_name(arch)
+        files, document = build(name, (arch,))
+        files[METADATA] = kernel_metadata.render(document).encode()
+        tree.update({f"{CAPABILITY_DIR}/{variant}/{name}/{path}": data for path, data in files.items()})
+        listing[name] = {
+            "archs": [arch],
+            "files": {path: kernel_metadata.sha256_base64(sha256(data)) for path, data in sorted(files.items())},
+        }
+    files, document = build("fat", archs)
+    document[capabilities.KEY] = listing
+    files[METADATA] = kernel_metadata.render(document).encode()
+    tree.update({f"build/{variant}/{path}": data for path, data in files.items()})
+    return tree

@@ -3,7 +3,8 @@ into a kernel repository of a local Hub (olah + testkit/hub_front.py: tag v<vers
 then load it both ways: `kernels.get_kernel(repo, version=<major>)` and, in a consumer project, kernelpin
 lock/sync/load; the op runs on the GPU and must match the reference on examples/chelsea.png.
 
-    PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH python3 -m testkit.gpu_e2e [--workdir DIR] [--json FILE]
+    PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH python3 -m testkit.gpu_e2e [--capability-builds] [--workdir DIR]
+                                                                              [--json FILE]
 
 Needs a CUDA build of torch, nvcc, and olah, kernels, kernels-data, kernel-abi-check + kernelpin's
 dependencies importable (docs/releasing.md says how to carry them as wheels). `--device cpu` runs the same
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import shutil
 import sys
 import tempfile
 import time
@@ -26,6 +28,7 @@ from typing import Any
 from kernelpin.publisher.abi_gate import gate
 from testkit.hub import HubServer
 from testkit.releasing import (
+    IMAGE,
     REPO_ID,
     build_command,
     consumer_project,
@@ -38,9 +41,10 @@ from testkit.releasing import (
     run,
     stage,
 )
+from tools.builder import capability_builds as capability_builds_of
 from tools.builder.config import BuildConfig
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 
 class StepFailed(Exception):
@@ -53,7 +57,58 @@ def check(condition: bool, step: str, why: str) -> None:
         raise StepFailed(step, why)
 
 
-def loop(work: Path, device: str, report: dict[str, Any], log: Callable[[str], None], abi: str = "exact") -> None:
+# The op on fixed inputs of every dtype and layout the CUDA kernels take, in a fresh process that imports one build
+# directory (argv[1]) as a package; prints the sha256 of each output: a per-capability build and the fat build must
+# print the same.
+OUTPUT_DIGESTS = """
+import hashlib, importlib.util, json, sys
+from pathlib import Path
+import torch
+directory = Path(sys.argv[1])
+spec = importlib.util.spec_from_file_location("img2gray_under_test", directory / "__init__.py",
+                                              submodule_search_locations=[str(directory)])
+module = importlib.util.module_from_spec(spec)
+sys.modules[spec.name] = module
+spec.loader.exec_module(module)
+generator = torch.Generator().manual_seed(51)
+cases = {
+    "uint8 HWC 1080x1920": (torch.randint(0, 256, (1080, 1920, 3), dtype=torch.uint8, generator=generator), -1),
+    "uint8 NCHW": (torch.randint(0, 256, (4, 3, 64, 80), dtype=torch.uint8, generator=generator), -3),
+    "float32 NCHW": (torch.rand((2, 3, 257, 129), generator=generator), -3),
+    "float16 CHW": (torch.rand((3, 300, 200), generator=generator).half(), -3),
+    "bfloat16 CHW": (torch.rand((3, 64, 64), generator=generator).bfloat16(), -3),
+    "float64 HWC": (torch.rand((33, 17, 3), generator=generator, dtype=torch.float64), -1),
+}
+digests = {}
+for name, (tensor, dim) in cases.items():
+    out = module.img2gray(tensor.cuda(), dim=dim)
+    torch.cuda.synchronize()
+    digests[name] = hashlib.sha256(out.cpu().contiguous().view(torch.uint8).numpy().tobytes()).hexdigest()
+print(json.dumps(digests))
+"""
+# kernelpin.get_kernel in a fresh process (no lock): which build it took, and the op on the image vs the reference.
+GET_KERNEL = """
+import json, sys, warnings
+import numpy as np, torch
+from PIL import Image
+import kernelpin
+from testkit.consumer_check import reference
+warnings.simplefilter("ignore")
+module = kernelpin.get_kernel(sys.argv[1], version=int(sys.argv[2]))
+rgb = np.asarray(Image.open(sys.argv[3]).convert("RGB"))
+gray = module.img2gray(torch.from_numpy(rgb.copy()).cuda(), dim=-1, keepdim=False).cpu().numpy()
+print(json.dumps({"build": module.__kernelpin_build__, "mismatches": int((gray != reference(rgb)).sum())}))
+"""
+
+
+def loop(
+    work: Path,
+    device: str,
+    report: dict[str, Any],
+    log: Callable[[str], None],
+    abi: str = "exact",
+    capability_builds: bool = False,
+) -> None:
     import torch
 
     cuda = device == "cuda"
@@ -70,7 +125,8 @@ def loop(work: Path, device: str, report: dict[str, Any], log: Callable[[str], N
 
     started = time.monotonic()
     variant_dir = work / "build" / "img2gray"
-    run(build_command(variant_dir, work / "objects", "on" if cuda else "off", abi), cwd=ROOT)
+    builds = [] if not capability_builds else ["--capability-builds", str(capability_builds_of.beside(variant_dir))]
+    run([*build_command(variant_dir, work / "objects", "on" if cuda else "off", abi), *builds], cwd=ROOT)
     metadata = json.loads((variant_dir / "metadata.json").read_text())
     report.update(variant=metadata["variant"], backend=metadata["backend"], build_s=round(time.monotonic() - started))
     check(metadata["backend"]["type"] == ("cuda" if cuda else "cpu"), "build", f"backend {metadata['backend']}")
@@ -135,6 +191,9 @@ def loop(work: Path, device: str, report: dict[str, Any], log: Callable[[str], N
         check(result["device"].startswith(device), "load", f"ran on {result['device']}")
         check(result["mismatches"] == 0, "op", f"{result['mismatches']} pixels differ from the reference")
 
+        if capability_builds:
+            slim(work, variant_dir, metadata, synced[0], result, env, report, log)
+
         if cuda:  # a GPU the build does not cover is refused by sync, before anything is imported
             old_gpu = {
                 **env,
@@ -144,10 +203,64 @@ def loop(work: Path, device: str, report: dict[str, Any], log: Callable[[str], N
             }
             refused = kernelpin(["sync"], project, old_gpu, check=False)
             check(
-                refused.returncode == 1 and "do not cover this GPU's 7.5" in refused.stderr,
+                refused.returncode == 1 and "compute capability 7.5) is not a compiled target" in refused.stderr,
                 "capability",
                 f"sm_75 was not refused: {refused.stderr.strip()}",
             )
+
+
+def slim(
+    work: Path,
+    variant_dir: Path,
+    metadata: dict[str, Any],
+    synced: dict[str, Any],
+    loaded: dict[str, Any],
+    env: dict[str, str],
+    report: dict[str, Any],
+    log: Callable[[str], None],
+) -> None:
+    """The per-capability build of this GPU (issue 51): what sync took and load imported, get_kernel's choice, and
+    the outputs identical to the fat build's."""
+    import torch
+
+    major, minor = torch.cuda.get_device_capability()
+    listed = metadata.get("capability-builds", {})
+    check(bool(listed), "capability builds", "the build's metadata.json lists none")
+    expected = f"sm_{major}{minor}"
+    check(synced.get("capability-build") == expected, "sync", f"took {synced.get('capability-build')}, not {expected}")
+    check(Path(synced["directory"]).name == expected, "sync", f"installed into {synced['directory']}")
+    check(loaded["directory"] == synced["directory"], "load", f"imported {loaded['directory']}")
+    version = int(metadata["version"])
+    got = json.loads(
+        run(
+            [sys.executable, "-c", GET_KERNEL, REPO_ID, str(version), str(IMAGE)], env=env, cwd=ROOT
+        ).stdout.splitlines()[-1]
+    )
+    check(expected in got["build"] and got["mismatches"] == 0, "get_kernel", f"{got}")
+    digests = {
+        name: json.loads(run([sys.executable, "-c", OUTPUT_DIGESTS, str(directory)], cwd=ROOT).stdout.splitlines()[-1])
+        for name, directory in (("fat", variant_dir), (expected, Path(synced["directory"])))
+    }
+    check(digests["fat"] == digests[expected], "identical", f"outputs differ: {digests}")
+    sizes = {
+        "fat_library": sum(p.stat().st_size for p in variant_dir.glob("*.so")),
+        "slim_library": sum(p.stat().st_size for p in Path(synced["directory"]).glob("*.so")),
+    }
+    # The build tests/op and memcheck then run against: a copy named as the package is imported.
+    op_dir = work / "slim-op" / "img2gray"
+    shutil.rmtree(op_dir.parent, ignore_errors=True)
+    shutil.copytree(Path(synced["directory"]), op_dir)
+    report["slim"] = {
+        "build": expected,
+        "get_kernel": got["build"],
+        "outputs": digests["fat"],
+        **sizes,
+        "op_build": str(op_dir),
+    }
+    log(
+        f"per-capability build {expected}: synced, loaded and get_kernel'd; outputs of {len(digests['fat'])} cases "
+        f"identical to the fat build's; library {sizes['slim_library']} bytes vs {sizes['fat_library']} fat"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -159,6 +272,12 @@ def main(argv: list[str] | None = None) -> int:
         default="exact",
         help="the build to release: exact (torch<maj><min>-...) or stable (torch-stable-abi...)",
     )
+    parser.add_argument(
+        "--capability-builds",
+        action="store_true",
+        help="CUDA: build and release per-capability builds too; check that sync, load and get_kernel take this "
+        "GPU's and that its outputs are the fat build's (the report's `slim` names its directory for tests/op)",
+    )
     parser.add_argument("--workdir", type=Path, help="keep builds, the Hub and logs here (default: a temp dir)")
     parser.add_argument("--json", type=Path, help="write the report here")
     args = parser.parse_args(argv)
@@ -166,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     report: dict[str, Any] = {"device": args.device, "python": platform.python_version(), "workdir": str(work)}
     try:
-        loop(work, args.device, report, lambda line: print(line, flush=True), args.abi)
+        loop(work, args.device, report, lambda line: print(line, flush=True), args.abi, args.capability_builds)
         report["result"] = "PASS"
     except StepFailed as failure:
         report["result"] = f"FAIL: {failure}"

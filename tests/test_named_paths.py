@@ -53,6 +53,7 @@ NAMED_ON_PURPOSE = {
             "kernelpin/trust/policy.py": ("release", "build"),
             "testkit/sigstore_root.py": ("build",),
             "tests/kernelpin/journeys/test_lock_signatures.py": ("release", "x"),
+            "tests/kernelpin/journeys/test_capability_builds.py": ("release",),
             "tests/kernelpin/trust/test_signature.py": ("release", "pr", "build", "build-mac", "other"),
             "tests/kernelpin/trust/test_trust_policy.py": ("release",),
             "tests/kernelpin/trust/test_trust_gate.py": ("release", "other", "build", "build-mac"),

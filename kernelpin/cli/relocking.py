@@ -89,6 +89,8 @@ def render_synced(ctx: Context, synced: Synced, env: Any) -> None:
         if result.repaired:
             parts.append(f"{len(result.repaired)} replaced (modified in the cache)")
         ctx.out.print(f"{result.label}: {result.variant}: {', '.join(parts)}, all verified")
+        if result.build is not None:
+            ctx.out.print(f"  build: {result.build.describe()}")
         ctx.out.print(f"  {result.directory}", style="dim")
         for path in result.repaired:
             ctx.err.print(f"warning: {result.repo_id}: {path} did not match the lock; replaced", style="yellow")
@@ -105,4 +107,5 @@ def _synced_json(result: SyncedVariant) -> dict[str, Any]:
         "reused": result.reused,
         "repaired": result.repaired,
         "removed": result.removed,
+        "capability-build": None if result.build is None else result.build.build,
     }

@@ -6,3 +6,6 @@ METADATA = "metadata.json"  # in every variant: name, version, backend, file dig
 SIGNATURE = "metadata.json.sigstore"  # beside it when signed: a Sigstore bundle over its bytes (cosign sign-blob)
 PROJECT_STATE_DIR = ".kernelpin"  # next to pyproject.toml: kernelpin's own files (the edit lock), git-ignored
 LOCKS_DIR = ".kernelpin-locks"  # in the Hub cache (or a --target directory): one file lock per repository
+# Per-capability builds of a variant, beside build/ so that `kernels` (which downloads build/*) never fetches them:
+# capabilities/<variant>/sm_<XY>/ holds the variant's files with device code for that capability alone.
+CAPABILITY_DIR = "capabilities"

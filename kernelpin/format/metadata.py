@@ -24,6 +24,7 @@ from typing import Any
 
 from kernelpin.errors import KernelpinError
 from kernelpin.files.integrity import SHA256_HEX_RE, check_repo_path
+from kernelpin.format import capabilities
 from kernelpin.format.layout import METADATA, SIGNATURE
 from kernelpin.format.ranges import Version, VersionError
 from kernelpin.format.spec import RequirementValue, is_repo_id
@@ -159,6 +160,8 @@ class BuildMetadata:
     document: dict[str, Any] = field(default_factory=dict, repr=False)
     # `kernel-depends`: (repo id, requirement as kernelpin writes it: N for {"version": N}, {"revision": r})
     kernel_depends: tuple[tuple[str, RequirementValue], ...] = ()
+    # `capability-builds` (kernelpin.format.capabilities): name -> (archs, {path: hex sha256}); {} without them
+    capability_builds: dict[str, tuple[tuple[str, ...], dict[str, str]]] = field(default_factory=dict)
 
 
 def check_size(size: int, where: str) -> None:
@@ -223,6 +226,12 @@ def parse_metadata(content: bytes | str, where: str) -> BuildMetadata:
     kernel_depends = tuple(
         _kernel_dependency(item, broken) for item in _optional(document, DEPENDS_KEY, list, broken) or ()
     )
+    listing = document.get(capabilities.KEY)
+    capability_builds = (
+        {}
+        if listing is None
+        else capabilities.parse_listing(listing, lambda path, value: _digest(path, value, legacy, broken), broken)
+    )
     return BuildMetadata(
         digests=digests,
         backend=backend_type,
@@ -233,6 +242,7 @@ def parse_metadata(content: bytes | str, where: str) -> BuildMetadata:
         legacy=legacy,
         document=document,
         kernel_depends=kernel_depends,
+        capability_builds=capability_builds,
     )
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from kernelpin import lockless
 from kernelpin.errors import KernelpinError
+from kernelpin.format.lockfile import choose_build
 from kernelpin.format.spec import Requirement, parse_requirement
 from kernelpin.format.variant import Environment
 from kernelpin.hub.source import HubSettings, HubSource
@@ -70,11 +71,17 @@ class HubResolver:
         if not self.settings.offline:
             lockless.remember(self.settings, resolved, names)
 
+        # Only what the GPU runs (before any download): the variant's per-capability build for it, if it has one.
+        installed, build = choose_build(kernel, variant.name, self.env, self.check_arch)
+        if build.build is not None:
+            fetched = {}  # the small files read to pin the variant are the fat build's, not this build's
+
         def verify() -> Verified:
             store = Store(source)
-            return Verified(
-                store.ensure_variant(kernel, variant.name, fetched=fetched).directory, variant, store.receipts
-            )
+            directory = store.ensure_variant(installed, variant.name, fetched=fetched).directory
+            taken = installed.variant(variant.name)
+            assert taken is not None  # choose_build narrows the variant, never drops it
+            return Verified(directory, taken, store.receipts)
 
         def cycle(chain: str) -> KernelpinError:
             return KernelpinError(
@@ -100,6 +107,7 @@ class HubResolver:
             dependencies=(dataclasses.replace(self, moved_from=()),),
             cycle_error=cycle,
             imported=unpinned if self.pinned_by is None else None,
+            build=build.describe(),
         )
 
     @staticmethod

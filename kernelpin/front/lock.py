@@ -10,7 +10,7 @@ from types import ModuleType
 
 from kernelpin.errors import KernelpinError
 from kernelpin.format import lockfile
-from kernelpin.format.lockfile import choose_variant
+from kernelpin.format.lockfile import choose_build, choose_variant
 from kernelpin.format.variant import Environment
 from kernelpin.hub.source import HubSettings, HubSource
 from kernelpin.loading import front
@@ -60,6 +60,9 @@ class LockResolver:
         if local is not None:
             return local
         variant = choose_variant(kernel, self.env, self.check_arch)
+        # Only what the GPU runs: the variant's per-capability build for it, where the lock has one (before any
+        # download).
+        kernel, build = choose_build(kernel, variant, self.env, self.check_arch)
         locked_variant = kernel.variant(variant)
         assert locked_variant is not None  # chosen among the kernel's variants
         # The signer `lock` verified, against today's policy: string compares, no cryptography (`sync` and
@@ -84,6 +87,7 @@ class LockResolver:
             python_backend=self.env.selected.name,
             dependencies=(self,),
             cycle_error=cycle,
+            build=build.describe(),
         )
 
 

@@ -43,6 +43,9 @@ class PinnedBuild:
     dependencies: Sequence[Resolver] = ()  # what answers the build's kernel-depends
     cycle_error: Callable[[str], KernelpinError] | None = None
     imported: Callable[[], None] | None = None  # said once, when this load imported the build (not before)
+    build: str | None = (
+        None  # which build was taken (a per-capability one or the fat one): the module's __kernelpin_build__
+    )
 
 
 class Resolver(Protocol):
@@ -78,4 +81,6 @@ def load(request: Request, resolvers: Sequence[Resolver]) -> ModuleType:
     )
     if imported and build.imported is not None:
         build.imported()
+    if build.build is not None:
+        setattr(module, "__kernelpin_build__", build.build)  # noqa: B010  (mypy: a module has no such attribute)
     return module

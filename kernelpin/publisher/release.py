@@ -19,13 +19,14 @@ and `private` creates a missing repository private (an existing public one is re
 from __future__ import annotations
 
 import glob
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kernelpin.errors import KernelpinError
 from kernelpin.files.integrity import check_repo_path, sha256_file
-from kernelpin.format.layout import BUILD_DIR, METADATA, SIGNATURE
+from kernelpin.format.layout import BUILD_DIR, CAPABILITY_DIR, METADATA, SIGNATURE
 from kernelpin.format.metadata import (
     SEMVER_KEY,
     MetadataError,
@@ -126,7 +127,12 @@ def read_variant(directory: Path, name: str | None = None) -> dict[str, Any]:
         )
 
     present = {path: file for path, file in _files_under(directory, where).items() if digest_covers(path)}
-    expected = metadata.digests
+    _check_digests(where, present, metadata.digests)
+    return metadata.document
+
+
+def _check_digests(where: str, present: dict[str, Path], expected: dict[str, str]) -> None:
+    """Refuse files that are not exactly those `expected` lists (path -> hex sha256)."""
     problems = [f"{path}: listed in the digest but missing" for path in sorted(expected.keys() - present.keys())]
     problems += [f"{path}: present but not in the digest" for path in sorted(present.keys() - expected.keys())]
     for path in sorted(expected.keys() & present.keys()):
@@ -139,7 +145,36 @@ def read_variant(directory: Path, name: str | None = None) -> dict[str, Any]:
             + "\n  ".join(problems)
             + "\nThe build was modified after it was made; rebuild it instead of editing files."
         )
-    return metadata.document
+
+
+def check_capability_builds(root: Path, variants: dict[str, dict[str, Any]]) -> None:
+    """Every per-capability build a variant's metadata.json lists is at capabilities/<variant>/<build>/ with exactly
+    the listed files, and capabilities/ holds nothing else."""
+    listed = {}
+    for name, document in variants.items():
+        for build, (_, digests) in parse_metadata(json.dumps(document), name).capability_builds.items():
+            listed[f"{name}/{build}"] = digests
+    directory = root / CAPABILITY_DIR
+    found = set()
+    if directory.is_dir() and not directory.is_symlink():
+        for path in _files_under(directory, str(directory)):
+            found.add("/".join(path.split("/")[:2]))
+    elif directory.exists():
+        raise PublishError(f"{directory}: {CAPABILITY_DIR} must be a directory of per-capability builds")
+    unlisted = sorted(found - listed.keys())
+    if unlisted:
+        raise PublishError(
+            f"{directory}: {', '.join(unlisted)} listed by no variant's {METADATA} (capability-builds); "
+            "a per-capability build is published only with the variant that lists it"
+        )
+    for key, digests in sorted(listed.items()):
+        build_dir = directory / key
+        if not build_dir.is_dir() or build_dir.is_symlink():
+            raise PublishError(
+                f"{build_dir}: missing; {BUILD_DIR}/{key.split('/')[0]}/{METADATA} lists it (stage the variant with "
+                "its per-capability builds: `python -m tools.builder.op --capability-builds`)"
+            )
+        _check_digests(str(build_dir), _files_under(build_dir, str(build_dir)), digests)
 
 
 def release_version(metadata: dict[str, Any]) -> str:
@@ -219,7 +254,9 @@ def check_release(root: Path, version: str | None = None) -> Release:
         if wanted != Version.parse(found):
             raise PublishError(f"{root}: --version {version} but the variants are version {found}")
 
-    abi_gate.gate([build], relative_to=root)  # every shared library meets manylinux_2_28 and abi3
+    check_capability_builds(root, variants)
+    gated = [build, *([root / CAPABILITY_DIR] if (root / CAPABILITY_DIR).is_dir() else [])]
+    abi_gate.gate(gated, relative_to=root)  # every shared library meets manylinux_2_28 and abi3
     files = tuple(
         ReleaseFile(path, file.stat().st_size, sha256_file(file))
         for path, file in _files_under(root, str(root)).items()
@@ -379,7 +416,7 @@ def publish(
                 folder_path=release.root,
                 commit_message=message,
                 allow_patterns=upload_patterns(release),
-                delete_patterns=[f"{BUILD_DIR}/**"],
+                delete_patterns=[f"{BUILD_DIR}/**", f"{CAPABILITY_DIR}/**"],
                 create_pr=create_pr or None,
             )
     except KernelpinError as error:

@@ -46,6 +46,12 @@ class Installed:
     repaired: list[str] = field(default_factory=list)
 
 
+def repository_directory(kernel: LockedKernel, variant_name: str) -> str:
+    """The repository directory of a locked variant (build/<variant>, or its per-capability build's)."""
+    variant = kernel.variant(variant_name)
+    return variant.directory if variant is not None else f"{BUILD_DIR}/{variant_name}"
+
+
 def checkout_dir(target: Path, kernel: LockedKernel) -> Path:
     """Where `--target` vendoring puts a kernel: DIR/<org>/<name>/<commit>/ (the repository layout below)."""
     org, name = kernel.repo_id.split("/")
@@ -79,10 +85,13 @@ class Store:
         return self.source.repo_folder(kernel.repo_id, kernel.repo_type)
 
     def variant_directory(self, kernel: LockedKernel, variant_name: str) -> Path:
-        variant = check_repo_path(variant_name, kernel.repo_id)
+        """Where the locked variant's files lie: build/<variant>/, or its per-capability build's directory when the
+        lock entry is narrowed to one (LockedVariant.narrowed)."""
+        check_repo_path(variant_name, kernel.repo_id)
+        directory = repository_directory(kernel, variant_name)
         if self.target is not None:
-            return self.root(kernel) / BUILD_DIR / variant
-        return self.root(kernel) / "snapshots" / check_commit(kernel.commit, kernel.repo_id) / BUILD_DIR / variant
+            return self.root(kernel) / directory
+        return self.root(kernel) / "snapshots" / check_commit(kernel.commit, kernel.repo_id) / directory
 
     def linked_directory(self, kernel: LockedKernel, variant_name: str) -> Path | None:
         """The first directory from the cache or target directory down to the variant directory that is a
@@ -121,7 +130,7 @@ class Store:
                 "and run `kernelpin sync` again"
             )
         result = Installed(self.variant_directory(kernel, variant.name))
-        prefix = f"{BUILD_DIR}/{variant.name}/"
+        prefix = f"{variant.directory}/"
         missing = [locked for locked in variant.files if not self._reuse(kernel, variant.name, locked, repair, result)]
         if missing:
             what = f"{kernel.label}: installing {prefix}{missing[0].path}"
@@ -146,7 +155,7 @@ class Store:
         """Whether the installed file is present and verified; a bad one is discarded (repair) or refused."""
         # result.directory is the variant's (made once per variant: load checks every file on its hot path).
         entry = result.directory / check_repo_path(locked.path, kernel.repo_id)
-        path = f"{BUILD_DIR}/{variant_name}/{locked.path}"
+        path = f"{repository_directory(kernel, variant_name)}/{locked.path}"
         try:
             if not entry.is_file():
                 if entry.is_symlink() or not entry.exists():

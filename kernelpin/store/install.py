@@ -5,18 +5,29 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from kernelpin.errors import KernelpinError
 from kernelpin.files import confined
-from kernelpin.format.layout import BUILD_DIR
-from kernelpin.format.lockfile import Lock, LockedFile, LockedKernel, LockedVariant, choose_variant
+from kernelpin.format.layout import METADATA, SIGNATURE
+from kernelpin.format.lockfile import (
+    BuildChoice,
+    Lock,
+    LockedFile,
+    LockedKernel,
+    LockedVariant,
+    choose_build,
+    choose_variant,
+)
+from kernelpin.format.metadata import parse_metadata
 from kernelpin.format.variant import Environment
 from kernelpin.hub.source import HubSource
 from kernelpin.store.content import Store
 from kernelpin.store.parallel import run_all
 from kernelpin.trust.checker import ReleaseChecker
+from kernelpin.trust.gate import enforce_capability_build
 
 
 @dataclass
@@ -29,6 +40,7 @@ class SyncedVariant:
     reused: list[str] = field(default_factory=list)
     repaired: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)  # unlisted entries deleted from the variant directory
+    build: BuildChoice | None = None  # the per-capability build taken (or why the fat one); None: --all-variants
 
 
 class Installer:
@@ -66,8 +78,18 @@ class Installer:
         assert variant is not None  # ensure_variant refused it otherwise
         for extra in unlisted_entries(result.directory, variant):
             confined.remove(self.store.base, result.directory / extra, f"{kernel.label}: removing {extra}")
-            result.removed.append(f"{BUILD_DIR}/{variant_name}/{extra}")
+            result.removed.append(f"{variant.directory}/{extra}")
         return result
+
+    def install_signed_part(self, kernel: LockedKernel, variant: LockedVariant) -> Path:
+        """For a per-capability build: the fat variant's metadata.json and its bundle (what is signed, and lists the
+        build's files), installed where they lie in the repository; the variant's other files are not fetched,
+        and nothing else of its directory is touched. Returns that directory."""
+        signed = tuple(f for f in variant.files if f.path in (METADATA, SIGNATURE))
+        if not any(f.path == METADATA for f in signed):
+            raise KernelpinError(f"{kernel.label}: {variant.name}: the lock lists no {METADATA}; run `kernelpin lock`")
+        part = replace(kernel, variants=(replace(variant, files=signed, capability_builds=()),))
+        return self.store.ensure_variant(part, variant.name, repair=True).directory
 
     def record_major_ref(self, kernel: LockedKernel) -> None:
         """For a branch pin `refs/heads/vN` in the Hub cache: record `refs/vN` at the locked commit, so `kernels`
@@ -113,16 +135,25 @@ def sync(
     `checker`, what the lock records of each installed variant's signature (or that it records nothing) is put to
     the current policy (kernelpin.trust.gate), and a recorded signature is verified again from its files, offline
     (unless this user's receipt vouches for those bytes), against the signer the lock recorded."""
-    chosen = [(kernel, _variant_names(kernel, env, all_variants)) for kernel in lock.kernels]
+    chosen = [_builds(kernel, env, all_variants) for kernel in lock.kernels]
 
-    def install(step: tuple[LockedKernel, list[str]]) -> list[SyncedVariant]:
-        kernel, names = step
+    def install(step: tuple[LockedKernel, list[tuple[LockedKernel, str, BuildChoice | None]]]) -> list[SyncedVariant]:
+        kernel, builds = step
         done = []
-        for name in names:
-            synced = installer.install(kernel, name)
+        for narrowed, name, build in builds:
+            synced = installer.install(narrowed, name)
+            synced.build = build
             variant = kernel.variant(name)
+            signed_directory = synced.directory
+            if build is not None and build.build is not None and variant is not None:
+                signed_directory = installer.install_signed_part(kernel, variant)
             if checker is not None and variant is not None:  # a variant without a signature record too
-                checker.recheck(kernel.repo_id, name, synced.directory, variant.signature)
+                checker.recheck(kernel.repo_id, name, signed_directory, variant.signature)
+            if signed_directory != synced.directory and variant is not None:
+                # What the lock records of the build, against what the (just verified) metadata.json lists.
+                metadata = parse_metadata((signed_directory / METADATA).read_bytes(), f"{kernel.label}: {name}")
+                taken = next(b for b in variant.capability_builds if build is not None and b.name == build.build)
+                enforce_capability_build(kernel.repo_id, name, metadata, taken)
             done.append(synced)
         installer.record_major_ref(kernel)
         return done
@@ -143,17 +174,24 @@ class PlannedVariant:
 def plan(lock: Lock, installer: Installer, env: Environment | None, all_variants: bool = False) -> list[PlannedVariant]:
     """What `sync` would install: per kernel the chosen variant(s) and the files not yet present and verified."""
     rows = []
-    for kernel in lock.kernels:
-        for name in _variant_names(kernel, env, all_variants):
-            variant = kernel.variant(name)
+    for kernel, builds in (_builds(kernel, env, all_variants) for kernel in lock.kernels):
+        for narrowed, name, _ in builds:
+            variant = narrowed.variant(name)
             assert variant is not None
-            missing = [f.path for f in variant.files if installer.present(kernel, name, f) is None]
-            rows.append(PlannedVariant(kernel.repo_id, name, missing, installer.variant_directory(kernel, name)))
+            missing = [f.path for f in variant.files if installer.present(narrowed, name, f) is None]
+            rows.append(PlannedVariant(kernel.repo_id, name, missing, installer.variant_directory(narrowed, name)))
     return rows
 
 
-def _variant_names(kernel: LockedKernel, env: Environment | None, all_variants: bool) -> list[str]:
+def _builds(
+    kernel: LockedKernel, env: Environment | None, all_variants: bool
+) -> tuple[LockedKernel, list[tuple[LockedKernel, str, BuildChoice | None]]]:
+    """What to install of a locked kernel: (the kernel narrowed to the build taken, variant, the build choice) for
+    the variant `env` needs, its per-capability build where one fits the GPU; every fat variant with
+    `all_variants` (a vendored tree serves other machines)."""
     if all_variants:
-        return [v.name for v in kernel.variants]
+        return kernel, [(kernel, v.name, None) for v in kernel.variants]
     assert env is not None, "an environment is needed to choose variants"
-    return [choose_variant(kernel, env)]
+    name = choose_variant(kernel, env)
+    narrowed, choice = choose_build(kernel, name, env)
+    return kernel, [(narrowed, name, choice)]

@@ -20,6 +20,7 @@ from typing import Literal, Never, assert_never
 
 from kernelpin.errors import KernelpinError
 from kernelpin.format.layout import SIGNATURE
+from kernelpin.format.lockfile import LockedCapabilityBuild
 from kernelpin.format.metadata import BuildMetadata
 from kernelpin.format.ranges import Version
 from kernelpin.format.signer import LockedSignature, Signer
@@ -279,3 +280,36 @@ def admit_publisher(
         f"{repo_id}: {org} is not a trusted kernel publisher on {endpoint}; if you trust it, "
         f"pass trust_remote_code=True (or trust_remote_code=[{repo_id!r}])"
     )
+
+
+def capability_build_mismatch(metadata: BuildMetadata, build: LockedCapabilityBuild) -> str | None:
+    """How a per-capability build the lock records differs from what the variant's signed metadata.json lists
+    under its name (None: it is that build): files of another capability's build, or of no build of this release
+    (another release's, or altered)."""
+    listed = metadata.capability_builds.get(build.name)
+    if listed is None:
+        return f"the signed metadata.json lists no per-capability build {build.name}"
+    archs, digests = listed
+    locked = {f.path: f.sha256 for f in build.files}
+    if locked == digests and tuple(archs) == tuple(build.archs):
+        return None
+    for path, sha256 in sorted(locked.items()):
+        if digests.get(path) == sha256:
+            continue
+        others = sorted(name for name, (_, files) in metadata.capability_builds.items() if files.get(path) == sha256)
+        if others:
+            return f"its {path} is the {others[0]} build's, not {build.name}'s (another capability's build)"
+        return f"its {path} is in no build of this release's signed metadata.json (another release's, or altered)"
+    return f"it does not list the files and archs the signed metadata.json lists for {build.name}"
+
+
+def enforce_capability_build(repo_id: str, variant: str, metadata: BuildMetadata, build: LockedCapabilityBuild) -> None:
+    """Refuse (SignatureError) a per-capability build that is not what the signed metadata.json lists."""
+    mismatch = capability_build_mismatch(metadata, build)
+    if mismatch is not None:
+        raise SignatureError(
+            repo_id,
+            f"{variant} {build.name}",
+            f"the locked per-capability build does not match the signed metadata.json: {mismatch}",
+            f"regenerate the lock with `kernelpin lock --upgrade-package {repo_id}` and review the change",
+        )

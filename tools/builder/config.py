@@ -8,6 +8,7 @@ the tests. Sources are declared as kernel-builder declares them: `[torch] src` f
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import sys
@@ -30,26 +31,22 @@ COMPILED_SUFFIXES = (".cpp", ".cu")
 BUILD_TOOLS = (
     "tools/__init__.py",
     "tools/builder/__init__.py",
+    "tools/builder/capability_builds.py",
     "tools/builder/config.py",
     "tools/builder/op.py",
+    "tools/builder/toolkit_archs.json",
     "kernelpin",
 )
 
 
 ABIS = ("exact", "stable")
 
-# What each CUDA toolkit's nvcc compiles (`nvcc --list-gpu-code`, as compute capabilities): 12.8 added Blackwell
-# (10.0, 10.1, 12.0), 12.9 added 10.3 and 12.1, 13.0 dropped everything below 7.5, added 8.8 and renamed 10.1 to
-# 11.0 (13.0's row is checked against the local nvcc by tests/test_build_op.py). 13.2: taken as 13.0's (no new
-# architecture since 13.0, as conda-forge-pinning-feedstock#8926 says for 13.4); not checked here.
-_CUDA_12_6 = ("5.0", "5.2", "5.3", "6.0", "6.1", "6.2", "7.0", "7.2", "7.5", "8.0", "8.6", "8.7", "8.9", "9.0")
-_CUDA_13_0 = ("7.5", "8.0", "8.6", "8.7", "8.8", "8.9", "9.0", "10.0", "10.3", "11.0", "12.0", "12.1")
+# What each CUDA toolkit of the matrix compiles, as its own tools list it (`nvcc --list-gpu-code`; PyPI's CUDA 12
+# has no nvcc, there its ptxas's --gpu-name values): written by `python -m tools.maintainer.toolkits --write-table`
+# from the toolkits it installs, never by hand (tests/test_toolkits.py checks the rows of the toolkits installed).
+TOOLKIT_TABLE = Path(__file__).with_name("toolkit_archs.json")
 TOOLKIT_ARCHS: dict[str, frozenset[str]] = {
-    "12.6": frozenset(_CUDA_12_6),
-    "12.8": frozenset((*_CUDA_12_6, "10.0", "10.1", "12.0")),
-    "12.9": frozenset((*_CUDA_12_6, "10.0", "10.1", "10.3", "12.0", "12.1")),
-    "13.0": frozenset(_CUDA_13_0),
-    "13.2": frozenset(_CUDA_13_0),
+    release: frozenset(archs) for release, archs in json.loads(TOOLKIT_TABLE.read_text())["compiles"].items()
 }
 
 
@@ -216,8 +213,8 @@ def _cuda_capabilities(cuda_table: dict) -> dict[str, tuple[str, ...]]:
         if toolkit not in TOOLKIT_ARCHS:
             raise BuildConfigError(
                 f'build.toml [cuda.capabilities] "{toolkit}": not a CUDA toolkit whose '
-                f"architectures are known ({', '.join(TOOLKIT_ARCHS)}); add its row to "
-                "TOOLKIT_ARCHS in tools/builder/config.py"
+                f"architectures are known ({', '.join(TOOLKIT_ARCHS)}); add it to tools/maintainer/toolkits.py and "
+                "record what it compiles with `python -m tools.maintainer.toolkits --toolkit X.Y --write-table`"
             )
         if not isinstance(archs, list) or not archs or not all(isinstance(arch, str) for arch in archs):
             raise BuildConfigError(f'build.toml [cuda.capabilities] "{toolkit}" needs a list like ["8.0", "9.0+PTX"]')

@@ -40,6 +40,7 @@ from typing import Any
 
 from kernelpin.files.atomic import staged_directory
 from kernelpin.files.integrity import sha256_file
+from kernelpin.format import capabilities
 from kernelpin.format import metadata as variant_metadata
 from kernelpin.format.layout import METADATA
 from kernelpin.format.ranges import Version
@@ -47,6 +48,7 @@ from kernelpin.format.variant import (
     STABLE_ABI,
     Variant,  # names the build; kernelpin is pure Python
 )
+from tools.builder import capability_builds as capability_builds_of
 from tools.builder.config import ABIS, BuildConfig
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -469,35 +471,41 @@ def nvcc_compile_check(object_dir: Path) -> Path:
 
 
 def _nvcc_compile(config: BuildConfig, object_dir: Path) -> Path:
+    obj = object_dir / "img2gray.cu.o"
+    command = nvcc_command(
+        config, toolkit_nvcc(), object_dir, ["-c", "-o", str(obj)], gencode_flags(arch_list(config).split(";"))
+    )
+    subprocess.run(command, check=True, env={**os.environ, "SOURCE_DATE_EPOCH": fixed_timestamp()})
+    return obj
+
+
+def nvcc_command(config: BuildConfig, nvcc: Path, scratch: Path, output: list[str], targets: list[str]) -> list[str]:
+    """nvcc compiling the CUDA source of `config` with the release flags (`output`: -c -o FILE, -ptx -o FILE;
+    `targets`: -gencode/-arch flags), without a CUDA-enabled torch: CPU builds of torch ship the c10/cuda headers
+    but not the one CMake generates for them, so an equivalent is written below `scratch`."""
     from torch.utils import cpp_extension
 
-    nvcc = toolkit_nvcc()
     includes = list(cpp_extension.include_paths()) + [str(config.root / path) for path in INCLUDE_DIRS]
-    shim = object_dir / "shim"
+    shim = scratch / "shim"
     generated = Path("c10/cuda/impl/cuda_cmake_macros.h")
     if not any(Path(inc, generated).exists() for inc in includes):
         (shim / generated).parent.mkdir(parents=True, exist_ok=True)
         (shim / generated).write_text("#pragma once\n#define C10_CUDA_BUILD_SHARED_LIBS\n")
         includes.append(str(shim))
-    obj = object_dir / "img2gray.cu.o"
     [cuda_source] = [path for path in config.compiled(cuda=True) if path.suffix == ".cu"]
-    command = [
+    return [
         str(nvcc),
         "-std=c++20",
-        "-c",
         str(cuda_source),
-        "-o",
-        str(obj),
+        *output,
         "-DIMG2GRAY_WITH_CUDA",
         "-Xptxas=-warn-spills",
         *NVCC_FLAGS,
         *glibc_floor_flags(config, "2.28"),
-        *gencode_flags(arch_list(config).split(";")),
+        *targets,
         *prefix_map_flags(prefix_maps(config, cuda=True))[1],
         *(f"-I{inc}" for inc in includes),
     ]
-    subprocess.run(command, check=True, env={**os.environ, "SOURCE_DATE_EPOCH": fixed_timestamp()})
-    return obj
 
 
 def build(
@@ -508,8 +516,11 @@ def build(
     glibc_floor: str = "2.28",
     abi: str = "exact",
     torch_cuda_libs: Path | None = None,
+    capability_builds: Path | None = None,
 ) -> dict:
-    """Compile and lay out one variant directory at `out`; return its metadata."""
+    """Compile and lay out one variant directory at `out`; return its metadata. `capability_builds`: a directory
+    that receives one build per compiled capability (tools/builder/capability_builds.py), listed in the
+    variant's metadata.json."""
     import torch
 
     config = BuildConfig.load()
@@ -589,6 +600,16 @@ def build(
                 "arch": variant.arch,
             },
         )
+        if capability_builds is not None:
+            if not cuda:
+                raise SystemExit(
+                    "build_op: --capability-builds is for CUDA builds (this build compiled no device code)"
+                )
+            # Written beside the variant (never inside it: `kernels` downloads build/<variant>/ whole), and listed
+            # with their digests in its metadata.json, which a release signs.
+            metadata[capabilities.KEY] = capability_builds_of.write(
+                staging, metadata, build_dir, library_name, backend["archs"], capability_builds
+            )
         (staging / METADATA).write_text(variant_metadata.render(metadata))
     return metadata
 
@@ -629,6 +650,16 @@ def main(argv: list[str] | None = None) -> int:
         help="--abi stable on a torch without CUDA: a CUDA torch's lib directory holding "
         "libtorch_cuda.so and libc10_cuda.so, to link the CUDA shims against",
     )
+    parser.add_argument(
+        "--capability-builds",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="CUDA: also write one build per compiled capability into DIR/sm_XY/ (re-linked from the same "
+        "objects, device code for that capability alone; the +PTX one keeps its PTX), listed in metadata.json; "
+        "`python -m tools.release stage` takes them from DIR when it is the variant directory's name + "
+        f"{capability_builds_of.BESIDE!r}",
+    )
     parser.add_argument("--build-dir", type=Path, default=None, help="where objects are kept between builds")
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args(argv)
@@ -640,7 +671,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.out is None:
         parser.error("--out is required (or --nvcc-check)")
     metadata = build(
-        args.out, args.cuda, args.build_dir, args.verbose, args.glibc_floor, args.abi, args.torch_cuda_libs
+        args.out,
+        args.cuda,
+        args.build_dir,
+        args.verbose,
+        args.glibc_floor,
+        args.abi,
+        args.torch_cuda_libs,
+        args.capability_builds,
     )
     print(
         f"built {metadata['name']} {metadata['semver']} ({metadata['variant']}, namespace {metadata['id']}) -> {args.out}"

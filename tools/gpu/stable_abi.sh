@@ -11,6 +11,10 @@
 # COMMIT=REV names the commit where the checkout has no git; RECORD_INTO=FILE writes it there instead, updating
 # what an earlier run wrote there).
 #   STEPS="build gate tests memcheck single-calls latency e2e"   (the default; a subset runs only those)
+#   STEPS=slim   per-capability builds (issue 51), on their own: testkit.gpu_e2e --capability-builds (the exact CUDA
+#                variant for SLIM_ARCHS, default 8.0;9.0;10.0+PTX, with one build per capability, released into a
+#                local Hub; sync, kernelpin.load and kernelpin.get_kernel must take this GPU's build, its outputs
+#                identical to the fat build's), then tests/op and memcheck with that build
 #   SINGLE_CALLS_ARGS="--quick"   passed to python -m benchmarks.single_calls
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
@@ -23,7 +27,7 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu
 $PY -c "import sys, torch; print('python', sys.version.split()[0], 'torch', torch.__version__)" | tee -a "$OUT/gpu.txt"
 SITE=/tmp/site
 # The gate (kernel-abi-check) and the e2e steps need the wheels.
-if [[ -d .whl && ( " $STEPS " == *" gate "* || " $STEPS " == *" e2e"* ) ]]; then
+if [[ -d .whl && ( " $STEPS " == *" gate "* || " $STEPS " == *" e2e"* || " $STEPS " == *" slim"* ) ]]; then
   STEPS="$STEPS wheels" step wheels 120 $PY -m pip install --no-index --target "$SITE" .whl/*.whl &
 fi
 step build-stable 240 $PY -m tools.builder.op --abi stable --cuda on --out build/gpu-stable/img2gray --build-dir build/obj-stable &
@@ -49,6 +53,11 @@ TAIL=12 step latency-stable-first 60 $PY benchmarks/stable_abi_latency.py --exac
   --stable "$STABLE" --device cuda --stable-first --json "$OUT/latency-stable-first.json"
 step e2e 180 env PYTHONPATH=$SITE:$PWD PATH=$SITE/bin:$PATH $PY -m testkit.gpu_e2e --abi stable --json "$OUT/e2e.json"
 step e2e-environment 180 env PYTHONPATH=$SITE:$PWD $PY -m pytest -q -p no:cacheprovider -rs tests/kernelpin/toplevel/test_detect_installed.py
+SLIM=$PWD/build/gpu-slim/slim-op/img2gray  # written by the slim step: a copy of the per-capability build it loaded
+TAIL=12 step slim 600 env PYTHONPATH=$SITE:$PWD PATH=$SITE/bin:$PATH TORCH_CUDA_ARCH_LIST="${SLIM_ARCHS:-8.0;9.0;10.0+PTX}" \
+  $PY -m testkit.gpu_e2e --capability-builds --workdir build/gpu-slim --json "$OUT/slim-e2e.json"
+step slim-tests 300 env IMG2GRAY_OP_BUILD="$SLIM" IMG2GRAY_OP_ABI=exact $PY $TESTS
+step slim-memcheck 300 env IMG2GRAY_OP_BUILD="$SLIM" IMG2GRAY_OP_ABI=exact $MEMCHECK $PY $TESTS -k "$CUDA_TESTS"
 $PY -m tools.gpu.record "$OUT" --script tools/gpu/stable_abi.sh --write "${RECORD_INTO:-$OUT/verification.md}" \
   ${COMMIT:+--commit "$COMMIT"} || status=1
 exit $status

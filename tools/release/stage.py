@@ -6,7 +6,8 @@
 Each SOURCE is a conda package (`.conda`, the bits `pixi add img2gray` installs), a directory holding
 conda packages (e.g. `output/`, the channel `pixi run build` writes), or a variant directory written by
 `python -m tools.builder.op --out DIR`. A conda package installs the variant directory as `site-packages/<name>/`;
-that directory is taken as it is. Every file is checked against its metadata.json digest before it is
+that directory is taken as it is. A variant directory built with `--capability-builds DIR.capabilities` brings its
+per-capability builds along (staged as capabilities/<variant>/sm_XY/). Every file is checked against its metadata.json digest before it is
 staged; variants of different versions, or two builds of one variant, are refused.
 """
 
@@ -22,10 +23,12 @@ from typing import Any
 
 from kernelpin import KernelpinError
 from kernelpin.files.atomic import staged_directory
+from kernelpin.format import capabilities
 from kernelpin.format.conda_package import CondaRecordError, variant_directory
-from kernelpin.format.layout import BUILD_DIR, METADATA
+from kernelpin.format.layout import BUILD_DIR, CAPABILITY_DIR, METADATA
 from kernelpin.format.spec import check_repo_id
 from kernelpin.publisher.release import PublishError, Release, check_release, read_variant, release_version
+from tools.builder import capability_builds
 
 ROOT = Path(__file__).resolve().parents[2]
 CONDA_SUFFIX = ".conda"
@@ -158,13 +161,26 @@ def stage(sources: Sequence[Path], out: Path, repo_id: str) -> Release:
             )
         # Assembled next to `out`, then swapped in: a half-staged release is never left at `out`.
         with staged_directory(out) as staging:
-            for name, (directory, _, _) in variants.items():
+            for name, (directory, metadata, origin) in variants.items():
                 shutil.copytree(
                     directory,
                     staging / BUILD_DIR / name,
                     copy_function=shutil.copyfile,
                     ignore=shutil.ignore_patterns("__pycache__"),
                 )  # never in a release
+                if metadata.get(capabilities.KEY):  # its per-capability builds, written beside it by the build
+                    builds = capability_builds.beside(directory)
+                    if not builds.is_dir():
+                        raise PublishError(
+                            f"{origin}: its {METADATA} lists per-capability builds, but {builds} is not there; "
+                            "build it again with --capability-builds into that directory"
+                        )
+                    shutil.copytree(
+                        builds,
+                        staging / CAPABILITY_DIR / name,
+                        copy_function=shutil.copyfile,
+                        ignore=shutil.ignore_patterns("__pycache__"),
+                    )
             (staging / "README.md").write_text(readme(repo_id, {n: m for n, (_, m, _) in variants.items()}))
             check_release(staging)
     return check_release(out)

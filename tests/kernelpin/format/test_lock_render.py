@@ -148,7 +148,7 @@ def as_data(lock: Lock) -> dict:
         return data
 
     return {
-        "version": lockfile.SCHEMA_VERSION,
+        "version": lockfile.schema_needed(lock),
         "kernel": [kernel(k) for k in sorted(lock.kernels, key=lambda k: k.repo_id)],
     }
 
