@@ -30,7 +30,7 @@ from kernelpin.format.spec import Requirement, describe_value
 from kernelpin.format.variant import Environment, Variant, arch_rejection, exact_build, select
 from kernelpin.hub.source import HubSettings, HubSource
 from kernelpin.project import find_project, read_policy
-from kernelpin.resolve import Located, Pinner, locate, pick_revision, served_as
+from kernelpin.resolve import KernelMoved, Located, Pinner, locate, moved_to, pick_revision, served_as
 from kernelpin.store.resolutions import Remembered, Resolutions, state_dir
 from kernelpin.trust.checker import ReleaseChecker
 from kernelpin.trust.gate import Evidence, EvidenceKind, admit_publisher, enforce
@@ -247,9 +247,14 @@ def pin(
     checker: ReleaseChecker,
 ) -> tuple[Resolved, tuple[str, ...], dict[str, Any] | None, dict[str, bytes]]:
     """`requirement` resolved and its build for `env` pinned, online (resolve_online's answer) or, offline, as
-    resolved before (resolve_remembered's, with no variant names, document or files read)."""
-    remembered = Resolutions(settings.endpoint, state_dir()).read(requirement)
+    resolved before (resolve_remembered's, with no variant names, document or files read). Raises KernelMoved
+    where the kernel moved: online as its kernel-status.toml says, offline as remembered (remember_move)."""
+    resolutions = Resolutions(settings.endpoint, state_dir())
+    remembered = resolutions.read(requirement)
     if settings.offline:
+        move = resolutions.read_move(requirement) if remembered is None else None
+        if move is not None:  # online, get_kernel followed a move for it: follow the same
+            raise moved_to(requirement, *move)
         resolved = resolve_remembered(
             remembered, requirement, env, check_arch, settings.cache_dir, checker, trust_remote_code
         )
@@ -262,3 +267,8 @@ def remember(settings: HubSettings, resolved: Resolved, names: tuple[str, ...]) 
     Resolutions(settings.endpoint, state_dir()).remember(
         resolved.kernel, names, resolved.requirement, resolved.publisher_trusted
     )
+
+
+def remember_move(settings: HubSettings, moved: KernelMoved) -> None:
+    """Keep the move followed online, so that the same call follows it offline afterwards (pin raises it)."""
+    Resolutions(settings.endpoint, state_dir()).remember_move(moved.requirement, moved.commit, moved.redirect)

@@ -7,7 +7,6 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
-from kernelpin import lockless
 from kernelpin.errors import NoVariantError
 from kernelpin.format.spec import requirement_from_arguments
 from kernelpin.front.hub import hub_resolvers
@@ -52,7 +51,8 @@ def has_kernel(
     check_arch: bool = True,
 ) -> bool:
     """Whether a build of the kernel fits this machine (arguments as `kernels.has_kernel`'s); downloads no
-    binary (online it reads the listing and the chosen build's metadata.json; offline what was resolved)."""
+    binary (online it reads the listing and the chosen build's metadata.json; offline what was resolved). A moved
+    kernel is followed as get_kernel follows it."""
     requirement = requirement_from_arguments(repo_id, version, revision)
     env = environment_for(backend)
     override = local_override.override_for(repo_id)
@@ -63,7 +63,7 @@ def has_kernel(
             local_override.admit(repo_id, directory, checker.policy, "answering from", stacklevel=3)
             return True
         _, hub = hub_resolvers(env, check_arch, trust_remote_code, checker)
-        lockless.pin(hub.settings, HubSource(hub.settings), requirement, env, check_arch, trust_remote_code, checker)
+        hub.answer(requirement)
     except NoVariantError:
         return False
     return True

@@ -60,6 +60,8 @@ class HubResolver:
                 self.settings, source, requirement, self.env, self.check_arch, self.trust_remote_code, self.checker
             )
         except KernelMoved as moved:
+            if not self.settings.offline:  # so that an offline get_kernel follows the same move
+                lockless.remember_move(self.settings, moved)
             return self._follow(moved)
         kernel, variant = resolved.kernel, resolved.kernel.variant(resolved.variant)
         assert variant is not None
@@ -119,37 +121,67 @@ class HubResolver:
             declared=f"the metadata.json of {request.asked_by} (ask its publisher)",
         )
 
+    def answer(self, requirement: Requirement) -> None:
+        """has_kernel's resolution: resolve's, moves followed as resolve follows them, nothing downloaded."""
+        try:
+            lockless.pin(
+                self.settings,
+                HubSource(self.settings),
+                requirement,
+                self.env,
+                self.check_arch,
+                self.trust_remote_code,
+                self.checker,
+            )
+        except KernelMoved as moved:
+            checker, chain = admit_move(moved, self.trust_remote_code, self.checker, self.moved_from)
+            dataclasses.replace(self, checker=checker, moved_from=chain).answer(moved.instead)
+
     def _follow(self, moved: KernelMoved) -> PinnedBuild:
-        """What a moved kernel's kernel-status.toml names, where the publisher policy admits it: in the same
-        organization, as any kernel of that publisher; in another, only when the policy or trust_remote_code names
-        the destination (a move across organizations is a new publisher, which the Hub's trusted mark alone does
-        not make one the caller chose)."""
+        """What a moved kernel's kernel-status.toml names, where the publisher policy admits it (admit_move)."""
         old, new = moved.requirement.repo_id, moved.instead.repo_id
-        chain = (*self.moved_from, old)
-        if new in chain or len(chain) > MAX_REDIRECTS:
-            raise KernelpinError(
-                f"{' -> '.join((*chain, new))}: kernel-status.toml redirects loop or run longer than "
-                f"{MAX_REDIRECTS}; ask the publisher, or name the repository to load"
-            )
-        trust_remote_code = self.trust_remote_code
-        named = self.checker.policy.publisher(new) is not None or (
-            not isinstance(trust_remote_code, bool) and new in trust_remote_code
-        )
-        if not same_publisher(old, new) and not named:
-            org = new.split("/", 1)[0]
-            raise KernelpinError(
-                f"{old} has moved to {new} (its kernel-status.toml at {moved.commit[:12]} says so), "
-                f"another organization's: a new publisher, which neither the publisher policy nor "
-                f"trust_remote_code names; if you trust it, pass trust_remote_code=[{new!r}] or add "
-                f'[tool.kernelpin.trust.publishers."{org}"] to pyproject.toml'
-            )
+        checker, chain = admit_move(moved, self.trust_remote_code, self.checker, self.moved_from)
         warnings.warn(
             f"{old} has moved to {new} (its kernel-status.toml at {moved.commit[:12]} says so); loading "
             f"{new} {moved.instead.text} instead: to load it by its new name, get_kernel({new!r}, ...)",
             KernelRedirectWarning,
             stacklevel=6 + 2 * len(self.moved_from),  # through each _follow and resolve before
         )
-        return dataclasses.replace(self, moved_from=chain).resolve(Request(new, moved.instead))
+        return dataclasses.replace(self, checker=checker, moved_from=chain).resolve(Request(new, moved.instead))
+
+
+def admit_move(
+    moved: KernelMoved, trust_remote_code: bool | Sequence[str], checker: ReleaseChecker, moved_from: tuple[str, ...]
+) -> tuple[ReleaseChecker, tuple[str, ...]]:
+    """Whether the publisher policy admits a moved kernel's destination: in the same organization, as any kernel
+    of that publisher; in another, only when the policy or trust_remote_code names the destination (a move across
+    organizations is a new publisher, which the Hub's trusted mark alone does not make one the caller chose).
+    Returns the checker the destination is judged by (the policy with the entry of the repository moved from as
+    its floor: kernel-status.toml is not signed, so a move never loosens what the policy asked of the repository
+    the user named) and the chain of repositories moved from."""
+    old, new = moved.requirement.repo_id, moved.instead.repo_id
+    chain = (*moved_from, old)
+    if new in chain or len(chain) > MAX_REDIRECTS:
+        raise KernelpinError(
+            f"{' -> '.join((*chain, new))}: kernel-status.toml redirects loop or run longer than "
+            f"{MAX_REDIRECTS}; ask the publisher, or name the repository to load"
+        )
+    named = checker.policy.names(new) or (not isinstance(trust_remote_code, bool) and new in trust_remote_code)
+    if not same_publisher(old, new) and not named:
+        org = new.split("/", 1)[0]
+        raise KernelpinError(
+            f"{old} has moved to {new} (its kernel-status.toml at {moved.commit[:12]} says so), "
+            f"another organization's: a new publisher, which neither the publisher policy nor "
+            f"trust_remote_code names; if you trust it, pass trust_remote_code=[{new!r}] or add "
+            f'[tool.kernelpin.trust.publishers."{org}"] to pyproject.toml'
+        )
+    policy = checker.policy.moved(old, new)
+    if policy is checker.policy:
+        return checker, chain
+    floored = ReleaseChecker(
+        policy, checker.project_root, checker.refresh, checker.refresh_timeout, receipts=checker.receipts
+    )
+    return floored, chain
 
 
 def hub_resolvers(

@@ -11,7 +11,7 @@ import pytest
 
 import kernelpin
 from kernelpin.errors import KernelpinError
-from kernelpin.loading.get_kernel import KernelRedirectWarning
+from kernelpin.front.hub import KernelRedirectWarning
 from kernelpin.trust.policy import SignatureError
 from testkit.fake_kernel import CPU_213, kernel_files
 from testkit.sigstore_root import Identity
