@@ -40,6 +40,8 @@ NAMED_ON_PURPOSE = {
     "tests/conda/test_recipe_sync.py": {"csrc/missing.cpp"},  # a broken build.toml's missing source
     # Another workflow of this repository, a signer the channel's release policy must refuse.
     "tests/conda/test_channel_consumers.py": {".github/workflows/nightly.yml"},
+    # A package tree the parser-declaration check builds in tmp_path.
+    "tests/kernelpin/journeys/test_untrusted_parsers.py": {"kernelpin/sub", "kernelpin/sub/m.py"},
     "tests/test_docs.py": {"tools/x.py"},  # the example of what its check reads
     # Test files the interop-skip check makes up to show what it refuses.
     "tests/interop_suites.toml": {"tests/kernelpin/test_x.py"},
@@ -59,6 +61,8 @@ NAMED_ON_PURPOSE = {
             "tests/kernelpin/trust/test_trust_gate.py": ("release", "other", "build", "build-mac"),
             "tests/kernelpin/journeys/test_trust_paths.py": ("build",),
             "tests/kernelpin/journeys/test_verify_conda.py": ("release",),
+            "tests/kernelpin/journeys/test_hostile_hub_answers.py": ("release",),
+            "tests/kernelpin/trust/test_moved_policy.py": ("a", "b"),
         }.items()
     },
 }

@@ -18,9 +18,11 @@ from typing import Any
 from kernelpin.files.integrity import check_repo_path
 from kernelpin.format.variant import cuda_arch_covers
 
+__untrusted_input__ = ("parse_listing",)  # parsers of input kernelpin does not control (kernelpin.errors)
+
 KEY = "capability-builds"  # in metadata.json: {"sm_80": {"archs": ["8.0"], "files": {path: base64 sha256}}}
-NAME_RE = re.compile(r"^sm_[1-9][0-9]{1,2}[af]?$")
-_ARCH_RE = re.compile(r"^(?P<major>[0-9]+)\.(?P<minor>[0-9])(?P<suffix>[af]?)(?P<ptx>\+PTX)?$")
+NAME_RE = re.compile(r"^sm_[1-9][0-9]{1,2}[af]?\Z")
+_ARCH_RE = re.compile(r"^(?P<major>[0-9]+)\.(?P<minor>[0-9])(?P<suffix>[af]?)(?P<ptx>\+PTX)?\Z")
 
 
 def build_name(arch: str) -> str:

@@ -1,6 +1,6 @@
 """Issue 50, one load front: following `get_kernel("acme/img2gray", version=0)` through the front visits at most 25
 places in at most 8 rooms (tests/kernelpin/journeys/places.py says what a place is). Measured on the code before
-the front (the lockless load in kernelpin/loading/get_kernel.py, the front then): 44 places in 7 rooms on a cold
+the front (the lockless load in the module loading.get_kernel, the front then): 44 places in 7 rooms on a cold
 call, 33 in a new process with the cache warm."""
 
 from __future__ import annotations

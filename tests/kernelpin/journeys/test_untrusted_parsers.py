@@ -308,6 +308,26 @@ def test_metadata_documents(document) -> None:
     answers(lambda: parse_metadata(content, "acme/k metadata.json"), "acme/k metadata.json")
 
 
+# metadata.json with per-capability builds (kernelpin.format.capabilities.parse_listing reads that key).
+CAPABILITY_METADATA = {
+    **json.loads(METADATA),
+    "capability-builds": {
+        "sm_90": {"archs": ["9.0"], "files": {"__init__.py": json.loads(METADATA)["digest"]["files"]["__init__.py"]}},
+        "sm_100": {"archs": ["10.0+PTX"], "files": {"_impl.py": json.loads(METADATA)["digest"]["files"]["_impl.py"]}},
+    },
+}
+
+
+@UNTRUSTED
+@given(data(CAPABILITY_METADATA, CAPABILITY_METADATA["capability-builds"]))
+def test_capability_build_listings(value) -> None:
+    document = (
+        value if isinstance(value, dict) and "digest" in value else {**CAPABILITY_METADATA, "capability-builds": value}
+    )
+    content = json.dumps(document, allow_nan=True).encode() if not _too_deep(document) else b"[" * 5000
+    answers(lambda: parse_metadata(content, "acme/k metadata.json"), "acme/k metadata.json")
+
+
 def _too_deep(value: Any) -> bool:
     try:
         json.dumps(value, allow_nan=True)
@@ -485,6 +505,7 @@ PROPERTY_TESTS = {
     "kernelpin.format.signer.LockedSignature.from_table": test_locked_signatures,
     "kernelpin.format.kernel_status.parse_status": test_kernel_status_files,
     "kernelpin.format.metadata.parse_metadata": test_metadata_files,
+    "kernelpin.format.capabilities.parse_listing": test_capability_build_listings,
     "kernelpin.format.variant.Variant.parse": test_variant_names,
     "kernelpin.format.variant.Backend.parse": test_backends,
     "kernelpin.environment.parse_backend": test_backends,
