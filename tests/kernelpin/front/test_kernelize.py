@@ -150,7 +150,18 @@ def test_local_kernels_under_a_locked_layer_is_refused_unless_allowed(
 
 
 def test_the_context_manager_puts_kernels_own_loading_back():
-    before = LAYER.LayerRepository.load
-    with kernelpin.integrated_kernels():
-        assert LAYER.LayerRepository.load is not before
-    assert LAYER.LayerRepository.load is before
+    """In a fresh interpreter: taking one of kernels' names from kernelpin (kernelpin.LayerRepository, ...) integrates
+    for good, and another test of this process may have done so, leaving the block nothing to put back."""
+    code = (
+        "import kernelpin\n"
+        "from kernelpin.loading import kernels_internals\n"
+        "layer = kernels_internals.module('layer', 'the test')\n"
+        "before = layer.LayerRepository.load\n"
+        "with kernelpin.integrated_kernels():\n"
+        "    assert layer.LayerRepository.load is not before\n"
+        "assert layer.LayerRepository.load is before\n"
+    )
+    from testkit.releasing import run
+
+    done = run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[3], check=False)
+    assert done.returncode == 0, done.stderr
