@@ -13,28 +13,25 @@ from kernelpin.format import kernels_lock, lockfile
 
 def read(path: Path) -> lockfile.Lock | None:
     """The lock at `path`, or None when there is none yet."""
-    if not path.is_file():
-        return None
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as error:
-        raise KernelpinError(
-            f"{path}: not UTF-8 ({error.reason} at byte {error.start}); {lockfile.REGENERATE}"
-        ) from None
-    return lockfile.parse(text, str(path))
+    text = _text(path)
+    return None if text is None else lockfile.parse(text, str(path))
 
 
 def read_entries(path: Path) -> lockfile.LockEntries | None:
     """The lock at `path` as `load` reads it (each entry parsed when asked for), or None when there is none."""
+    text = _text(path)
+    return None if text is None else lockfile.LockEntries(text, str(path))
+
+
+def _text(path: Path) -> str | None:
     if not path.is_file():
         return None
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as error:
         raise KernelpinError(
             f"{path}: not UTF-8 ({error.reason} at byte {error.start}); {lockfile.REGENERATE}"
         ) from None
-    return lockfile.LockEntries(text, str(path))
 
 
 def write(path: Path, lock: lockfile.Lock) -> None:
