@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, overload
+from typing import Any, Literal, NamedTuple, overload
 
 import tomllib
 
@@ -205,16 +205,17 @@ def _file_lines(files: tuple[LockedFile, ...]) -> list[str]:
     ]
 
 
-_BARE_KEY_RE = re.compile(r"^[A-Za-z0-9_-]+\Z")
+# Patterns of render only, compiled on first use (re's cache): load reads locks and never renders one.
+_BARE_KEY = r"^[A-Za-z0-9_-]+\Z"
 _ESCAPES = {"\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r", '"': '\\"', "\\": "\\\\"}
-_NEEDS_ESCAPE_RE = re.compile(r'[\x00-\x1f\x7f"\\]')
+_NEEDS_ESCAPE = r'[\x00-\x1f\x7f"\\]'
 
 
 def _toml(value: object) -> str:
     """One value as TOML inline source: a basic string (escaped as tomlkit escapes), an integer, an array or an
     inline table; the lock holds nothing else."""
     if isinstance(value, str):
-        return '"' + _NEEDS_ESCAPE_RE.sub(lambda m: _ESCAPES.get(m[0]) or f"\\u{ord(m[0]):04x}", value) + '"'
+        return '"' + re.sub(_NEEDS_ESCAPE, lambda m: _ESCAPES.get(m[0]) or f"\\u{ord(m[0]):04x}", value) + '"'
     if isinstance(value, bool):  # a signature record's `unsigned = true`
         return "true" if value else "false"
     if isinstance(value, int):
@@ -222,7 +223,7 @@ def _toml(value: object) -> str:
     if isinstance(value, list):
         return "[" + ", ".join(_toml(item) for item in value) + "]"
     if isinstance(value, dict):
-        items = (f"{key if _BARE_KEY_RE.match(key) else _toml(key)} = {_toml(item)}" for key, item in value.items())
+        items = (f"{key if re.match(_BARE_KEY, key) else _toml(key)} = {_toml(item)}" for key, item in value.items())
         return "{" + ", ".join(items) + "}"
     raise TypeError(f"a lock holds no {type(value).__name__}")
 
@@ -577,8 +578,7 @@ def choose_variant(kernel: LockedKernel, env: Environment, check_arch: bool = Tr
     return selection.chosen
 
 
-@dataclass(frozen=True)
-class BuildChoice:
+class BuildChoice(NamedTuple):
     """Which build of a chosen variant a machine downloads and loads: one of its per-capability builds, or the
     fat build, and why."""
 

@@ -207,8 +207,7 @@ def _alternative_contains(comparators: tuple[Comparator, ...], version: Version)
 # --- versions as written in ranges: possibly partial ("1.2", "1.x", "*") -------------------------
 
 
-@dataclass(frozen=True)
-class _Partial:
+class _Partial(NamedTuple):
     numbers: tuple[int | None, int | None, int | None]  # None: omitted or a wildcard
     prerelease: tuple[str | int, ...]
     build: tuple[str, ...]

@@ -26,23 +26,24 @@ __untrusted_input__ = (
 TORCH, STABLE_ABI, TVM_FFI, NOARCH, MLX, SDK = "torch", "torch-stable-abi", "tvm-ffi", "noarch", "mlx", "sdk"
 
 # Framework parts, legacy (torch213, torch-stable-abi211, tvm-ffi01: one-digit torch major, first digit of
-# tvm-ffi) and new (torch-2.13, torch-stable-abi-2.11, tvm-ffi-0.1), as kernels' regexes read them.
-_FRAMEWORK_RES = {
-    (TORCH, True): re.compile(r"torch([0-9])([0-9]+)(?:-(cxx11|cxx98))?"),
-    (TORCH, False): re.compile(r"torch-([0-9]+)\.([0-9]+)(?:-(cxx11|cxx98))?"),
-    (STABLE_ABI, True): re.compile(r"torch-stable-abi([0-9])([0-9]+)"),
-    (STABLE_ABI, False): re.compile(r"torch-stable-abi-([0-9]+)\.([0-9]+)"),
-    (TVM_FFI, True): re.compile(r"tvm-ffi([0-9]+?)([0-9]+)"),
-    (TVM_FFI, False): re.compile(r"tvm-ffi-([0-9]+)\.([0-9]+)"),
+# tvm-ffi) and new (torch-2.13, torch-stable-abi-2.11, tvm-ffi-0.1), as kernels' regexes read them. This table's
+# patterns and the backend tags' are compiled on first use (re's cache): a load reads the one or two its lock names.
+_FRAMEWORK_PATTERNS = {
+    (TORCH, True): r"torch([0-9])([0-9]+)(?:-(cxx11|cxx98))?",
+    (TORCH, False): r"torch-([0-9]+)\.([0-9]+)(?:-(cxx11|cxx98))?",
+    (STABLE_ABI, True): r"torch-stable-abi([0-9])([0-9]+)",
+    (STABLE_ABI, False): r"torch-stable-abi-([0-9]+)\.([0-9]+)",
+    (TVM_FFI, True): r"tvm-ffi([0-9]+?)([0-9]+)",
+    (TVM_FFI, False): r"tvm-ffi-([0-9]+)\.([0-9]+)",
 }
 _CXX_TAGS = ("cxx11", "cxx98")
 # A legacy backend tag: its version's minor is the last digit (cu128 = CUDA 12.8, rocm71, xpu20253 = XPU 2025.3,
 # cann81), except ROCm 7.14 (rocm714). New names spell them cuda-12.8, rocm-7.14, xpu-2025.3, cann-8.1.
-_BACKEND_TAG_RES = {
-    "cuda": re.compile(r"cu([0-9]+)([0-9]+)"),
-    "rocm": re.compile(r"rocm(7(?=14\Z)|[0-9]+)([0-9]+)"),
-    "xpu": re.compile(r"xpu([0-9]+)([0-9]+)"),
-    "cann": re.compile(r"cann([0-9]+)([0-9]+)"),
+_BACKEND_TAG_PATTERNS = {
+    "cuda": r"cu([0-9]+)([0-9]+)",
+    "rocm": r"rocm(7(?=14\Z)|[0-9]+)([0-9]+)",
+    "xpu": r"xpu([0-9]+)([0-9]+)",
+    "cann": r"cann([0-9]+)([0-9]+)",
 }
 _TAG_PREFIXES = {"cuda": "cu", "rocm": "rocm", "xpu": "xpu", "cann": "cann"}
 # Backend names variants use for a backend that kernel-builder (metadata.json's `backend`) calls otherwise:
@@ -154,7 +155,7 @@ class Backend:
                 ),
                 None,
             )
-            match = _BACKEND_TAG_RES[name].fullmatch(tag) if name else None
+            match = re.fullmatch(_BACKEND_TAG_PATTERNS[name], tag) if name else None
         else:
             name = parts[0] if parts else ""
             if name in _UNVERSIONED_BACKENDS and len(parts) == 1:
@@ -283,7 +284,7 @@ class Variant:
             count = 2 if legacy else 3
         else:
             raise _not_a_variant(name, "unknown framework")
-        match = _FRAMEWORK_RES[framework, legacy].fullmatch("-".join(parts[:count]))
+        match = re.fullmatch(_FRAMEWORK_PATTERNS[framework, legacy], "-".join(parts[:count]))
         if match is None:
             raise _not_a_variant(name, f"unreadable {framework} version")
         rest = parts[count:]

@@ -13,16 +13,14 @@ them in, so loading needs neither the resolver nor the Hub.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from types import ModuleType
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from kernelpin.errors import KernelpinError
 from kernelpin.loading.importing import Verified, import_pinned
 
 
-@dataclass(frozen=True)
-class Request:
+class Request(NamedTuple):
     """A kernel asked for: its repository, what is asked of it (a kernelpin.format.spec.Requirement for the Hub, a
     kernel-depends value, None where a lock decides), and for a dependency the build whose kernel-depends names it."""
 
@@ -31,8 +29,7 @@ class Request:
     asked_by: str | None = None
 
 
-@dataclass(frozen=True)
-class PinnedBuild:
+class PinnedBuild(NamedTuple):
     """One build chosen and pinned for this process, ready for import_pinned (arguments as it takes them)."""
 
     module: str  # the module's name in sys.modules: unique per build

@@ -17,7 +17,7 @@ from typing import NamedTuple
 from kernelpin.errors import KernelpinError
 from kernelpin.format.lockfile import LockedVariant
 from kernelpin.format.spec import RequirementValue
-from kernelpin.loading import kernels_internals, python_depends
+from kernelpin.loading import python_depends
 from kernelpin.loading.loader import import_verified, loaded_as
 from kernelpin.store.receipts import Receipts
 
@@ -128,6 +128,8 @@ def _import_with_dependencies(
     `kernels` is needed."""
     if not dependencies:
         return import_verified(name, directory, variant, what, kernel, receipts)
+    from kernelpin.loading import kernels_internals  # only a kernel with kernel-depends needs `kernels`' internals
+
     purpose = (
         f"{what} depends on {', '.join(dependencies)} (kernel-depends) and gets them with kernels.get_kernel_dep, which"
     )

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import NamedTuple
 
 from kernelpin.errors import IntegrityError, KernelpinError
 from kernelpin.format.lockfile import LockedFile, LockedVariant
@@ -39,8 +40,7 @@ def _is_shared_library(path: str) -> bool:
     return name.endswith(".so") or ".so." in name
 
 
-@dataclass(frozen=True)
-class _Module:
+class _Module(NamedTuple):
     file: LockedFile
     is_package: bool
     is_extension: bool
@@ -59,8 +59,7 @@ class VerifiedKernel:
     directory: Path
 
 
-@dataclass(frozen=True)
-class _Package:
+class _Package(NamedTuple):
     """One imported kernel variant: its directory and the modules its lock lists, by full module name."""
 
     name: str

@@ -32,7 +32,6 @@ from kernelpin.format.layout import BUILD_DIR, LOCKS_DIR
 from kernelpin.format.lockfile import LockedFile, LockedKernel
 from kernelpin.hub.listing import check_commit, check_ref_name
 from kernelpin.hub.source import HubSource, local_write_problem
-from kernelpin.store.parallel import run_all
 from kernelpin.store.receipts import Receipts
 
 
@@ -133,6 +132,8 @@ class Store:
         prefix = f"{variant.directory}/"
         missing = [locked for locked in variant.files if not self._reuse(kernel, variant.name, locked, repair, result)]
         if missing:
+            from kernelpin.store.parallel import run_all  # downloads only: a warm load has every file
+
             what = f"{kernel.label}: installing {prefix}{missing[0].path}"
             with self._writing(kernel, what):
                 # Another process may have installed some while this one waited for the lock.

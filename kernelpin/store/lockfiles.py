@@ -7,8 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kernelpin.errors import KernelpinError
-from kernelpin.files.atomic import write_atomic
-from kernelpin.format import kernels_lock, lockfile
+from kernelpin.format import lockfile
 
 
 def read(path: Path) -> lockfile.Lock | None:
@@ -35,6 +34,8 @@ def _text(path: Path) -> str | None:
 
 
 def write(path: Path, lock: lockfile.Lock) -> None:
+    from kernelpin.files.atomic import write_atomic  # writers only: `load` reads
+
     write_atomic(path, lockfile.render(lock))
 
 
@@ -42,6 +43,8 @@ def kernels_lock_out_of_step(path: Path, lock: lockfile.Lock) -> str | None:
     """Why the kernels.lock at `path` does not name kernelpin's commits, or None when it does (or is absent)."""
     if not path.is_file():
         return None
+    from kernelpin.format import kernels_lock  # `lock` and `sync` only: `load` reads kernelpin.lock alone
+
     return kernels_lock.out_of_step(path.read_bytes(), lock)
 
 
@@ -49,6 +52,9 @@ def keep_kernels_lock(path: Path, lock: lockfile.Lock, dry_run: bool = False) ->
     """Rewrite an existing kernels.lock with kernelpin's commits; the change lines, empty when in step."""
     if kernels_lock_out_of_step(path, lock) is None:
         return []
+    from kernelpin.files.atomic import write_atomic
+    from kernelpin.format import kernels_lock
+
     if not dry_run:
         write_atomic(path, kernels_lock.render(lock))
     return [kernels_lock.kept_in_step(lock)]

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Literal, Never, assert_never
+from typing import Literal, NamedTuple, Never, assert_never
 
 from kernelpin.errors import KernelpinError
 from kernelpin.format.layout import SIGNATURE
@@ -70,8 +70,7 @@ class Evidence:
         return cls(EvidenceKind.NO_RECORD) if record is None else cls(kind, record.signer)
 
 
-@dataclass(frozen=True)
-class Served:
+class Served(NamedTuple):
     """What signed bytes are served as: the release's version (its tag; None without one) and the major version
     the requirement asked for (the branch vN; None for a range or a revision)."""
 
@@ -79,8 +78,7 @@ class Served:
     major: int | None = None
 
 
-@dataclass(frozen=True)
-class Decision:
+class Decision(NamedTuple):
     """Admit or refuse; a refusal's cause and fix, an admission's notice (None: nothing to tell)."""
 
     admit: bool
