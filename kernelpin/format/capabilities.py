@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from kernelpin.files.integrity import check_repo_path
+from kernelpin.format.layout import CAPABILITY_BUILDS
 from kernelpin.format.variant import cuda_arch_covers
 
 __untrusted_input__ = ("parse_listing",)  # parsers of input kernelpin does not control (kernelpin.errors)
 
-KEY = "capability-builds"  # in metadata.json: {"sm_80": {"archs": ["8.0"], "files": {path: base64 sha256}}}
+KEY = CAPABILITY_BUILDS  # in metadata.json: {"sm_80": {"archs": ["8.0"], "files": {path: base64 sha256}}}
 NAME_RE = re.compile(r"^sm_[1-9][0-9]{1,2}[af]?\Z")
 _ARCH_RE = re.compile(r"^(?P<major>[0-9]+)\.(?P<minor>[0-9])(?P<suffix>[af]?)(?P<ptx>\+PTX)?\Z")
 
@@ -34,8 +34,7 @@ def build_name(arch: str) -> str:
     return f"sm_{match['major']}{match['minor']}{match['suffix']}"
 
 
-@dataclass(frozen=True)
-class Choice:
+class Choice(NamedTuple):
     """Which per-capability build a GPU takes: its name, how it runs there, or why none does."""
 
     name: str | None  # None: no per-capability build runs on the GPU

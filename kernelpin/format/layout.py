@@ -9,3 +9,4 @@ LOCKS_DIR = ".kernelpin-locks"  # in the Hub cache (or a --target directory): on
 # Per-capability builds of a variant, beside build/ so that `kernels` (which downloads build/*) never fetches them:
 # capabilities/<variant>/sm_<XY>/ holds the variant's files with device code for that capability alone.
 CAPABILITY_DIR = "capabilities"
+CAPABILITY_BUILDS = "capability-builds"  # their listing's key in metadata.json (kernelpin.format.capabilities)

@@ -16,8 +16,6 @@ import tomllib
 
 from kernelpin.errors import KernelpinError, NoVariantError
 from kernelpin.files.integrity import GIT_OBJECT_ID_RE, MAX_FILE_SIZE, SHA256_HEX_RE, check_repo_path
-from kernelpin.format import capabilities
-from kernelpin.format.capabilities import NAME_RE as CAPABILITY_BUILD_RE
 from kernelpin.format.layout import BUILD_DIR, CAPABILITY_DIR, SIGNATURE
 from kernelpin.format.metadata import BACKEND_NAME_RE
 from kernelpin.format.ranges import Version, VersionError
@@ -419,8 +417,11 @@ def _parse_variant(table: Any, where: str) -> LockedVariant:
             raise entry.fail("signature", f"bundle-sha256 is not the sha256 of the locked {SIGNATURE}")
     builds = []
     for index, item in enumerate(entry.get("capability-build", list, required=False) or []):
+        # Per-capability builds are CUDA releases' alone: other loads never import their module.
+        from kernelpin.format import capabilities
+
         build = _Entry(item, f"{entry.where} capability-build #{index + 1}")
-        build_name = build.matching("name", CAPABILITY_BUILD_RE, "a capability build name such as sm_80")
+        build_name = build.matching("name", capabilities.NAME_RE, "a capability build name such as sm_80")
         build.where = f"{entry.where} capability-build {build_name}"
         build_archs = build.get("archs", list)
         if not build_archs or not all(isinstance(arch, str) and is_arch(arch) for arch in build_archs):
@@ -556,6 +557,8 @@ def choose_variant(kernel: LockedKernel, env: Environment, check_arch: bool = Tr
     error lists every variant and why it was rejected."""
     selection = select({v.name: v.archs if check_arch else None for v in kernel.variants}, env)
     if selection.chosen is None:
+        from kernelpin.format import capabilities  # the message only
+
         by_name = select({v.name: None for v in kernel.variants}, env).chosen if check_arch else None
         archs = by_name is not None
         # kernels#698's diagnostic first: the GPU is not a compiled target of the build it would get.
@@ -607,6 +610,8 @@ def choose_build(
         return kernel, BuildChoice(variant_name, None, "the release has no per-capability builds")
     if env is None or env.selected.name != "cuda" or env.gpu_capability is None:
         return kernel, BuildChoice(variant_name, None, "this machine's GPU capability is not known")
+    from kernelpin.format import capabilities  # a release with per-capability builds, on a known CUDA GPU
+
     choice = capabilities.choose({b.name: b.archs for b in variant.capability_builds}, env.gpu_capability)
     if choice.name is None:
         if check_arch:

@@ -24,8 +24,7 @@ from typing import Any
 
 from kernelpin.errors import KernelpinError
 from kernelpin.files.integrity import SHA256_HEX_RE, check_repo_path
-from kernelpin.format import capabilities
-from kernelpin.format.layout import METADATA, SIGNATURE
+from kernelpin.format.layout import CAPABILITY_BUILDS, METADATA, SIGNATURE
 from kernelpin.format.ranges import Version, VersionError
 from kernelpin.format.spec import RequirementValue, is_repo_id
 from kernelpin.format.variant import is_arch
@@ -226,12 +225,14 @@ def parse_metadata(content: bytes | str, where: str) -> BuildMetadata:
     kernel_depends = tuple(
         _kernel_dependency(item, broken) for item in _optional(document, DEPENDS_KEY, list, broken) or ()
     )
-    listing = document.get(capabilities.KEY)
-    capability_builds = (
-        {}
-        if listing is None
-        else capabilities.parse_listing(listing, lambda path, value: _digest(path, value, legacy, broken), broken)
-    )
+    listing = document.get(CAPABILITY_BUILDS)
+    capability_builds: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {}
+    if listing is not None:  # a CUDA release's: other builds never import kernelpin.format.capabilities
+        from kernelpin.format import capabilities
+
+        capability_builds = capabilities.parse_listing(
+            listing, lambda path, value: _digest(path, value, legacy, broken), broken
+        )
     return BuildMetadata(
         digests=digests,
         backend=backend_type,

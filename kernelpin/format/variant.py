@@ -15,6 +15,7 @@ import re
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 from kernelpin.errors import KernelpinError
 
@@ -403,13 +404,12 @@ class Environment:
         return ", ".join(parts)
 
 
-@dataclass(frozen=True)
-class Selection:
+class Selection(NamedTuple):
     """The chosen variant (None when nothing fits), why each other variant was passed over, when nothing fits
     what the user could ask for instead (`hint`, "" when nothing), and the ranking by name (`ranked`)."""
 
     chosen: str | None
-    rejected: dict[str, str] = field(default_factory=dict)
+    rejected: dict[str, str]
     hint: str = ""
     ranked: tuple[str, ...] = ()  # every variant that fits by name, best first (chosen first when it fits the GPU)
 

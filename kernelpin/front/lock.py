@@ -4,9 +4,9 @@ locked, verified build of a kernel that fits this process's torch."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import NamedTuple
 
 from kernelpin.errors import KernelpinError
 from kernelpin.format import lockfile
@@ -31,8 +31,7 @@ from kernelpin.trust.gate import Evidence, EvidenceKind, enforce
 from kernelpin.trust.policy import Policy
 
 
-@dataclass(frozen=True)
-class LockResolver:
+class LockResolver(NamedTuple):
     """The builds a kernelpin.lock pins: the variant for this environment, its signer (as `lock` verified it)
     checked against today's policy, its files from `target` (a `sync --target` directory) or the Hub cache,
     downloading missing ones unless HF_HUB_OFFLINE=1. A kernel's kernel-depends from the same lock and the same

@@ -29,7 +29,6 @@ from typing import NamedTuple
 
 from kernelpin.errors import IntegrityError, KernelpinError
 from kernelpin.format.lockfile import LockedFile, LockedVariant
-from kernelpin.loading.archive import read_members, verified_bytes, zip_member_of
 from kernelpin.store.receipts import Receipts
 
 _INIT = "__init__.py"
@@ -231,7 +230,11 @@ def import_verified(
     re-reading binaries this user's `receipts` vouch for; default: none, every file is hashed). `kernel` is
     the (repo id, commit) it is a build of, for loaded_kernels()."""
     modules = _module_names(name, variant.files)
-    archive = zip_member_of(directory, variant, what) if name not in modules else None
+    archive = None
+    if name not in modules:  # no listed __init__.py: a ZIP build's, or none at all
+        from kernelpin.loading.archive import read_members, verified_bytes, zip_member_of
+
+        archive = zip_member_of(directory, variant, what)
     if archive is not None:
         members = read_members(verified_bytes(directory / archive.path, archive, what), f"{what}: {archive.path}")
         listed = [LockedFile(path, len(data), hashlib.sha256(data).hexdigest()) for path, data in members.items()]

@@ -18,8 +18,8 @@ import os
 import re
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from kernelpin.errors import IntegrityError, KernelpinError, NoVariantError
 from kernelpin.files.integrity import sha256_file
@@ -188,8 +188,7 @@ def admit(repo_id: str, directory: Path, policy: Policy, doing: str = "loading",
     )
 
 
-@dataclass(frozen=True)
-class LocalResolver:
+class LocalResolver(NamedTuple):
     """Builds on disk, by repository: LOCAL_KERNELS' (warning on every load that the override is in effect; under
     a lock, `under_lock`, refused unless allowed explicitly), or the one directory get_local_kernel names
     (`named`: no warning, the caller named it). Answers None for a repository it does not name."""

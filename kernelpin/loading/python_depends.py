@@ -10,13 +10,11 @@ the installed `kernels`' copy, so kernelpin needs no `kernels` installed to chec
 from __future__ import annotations
 
 import functools
-import importlib.metadata
 import importlib.util
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from kernelpin.errors import KernelpinError
 from kernelpin.format.layout import METADATA
@@ -32,8 +30,7 @@ class DependencyError(KernelpinError):
     """The Python environment lacks what a kernel variant declares it needs; the message has the fix."""
 
 
-@dataclass(frozen=True)
-class PythonPackage:
+class PythonPackage(NamedTuple):
     pip: str  # what `pip install` takes
     module: str | None  # what it installs for `import`; None for packages without Python code (oneAPI)
 
@@ -96,6 +93,8 @@ def _known(table: Mapping[str, Any], backend: str) -> set[str]:
 
 def installed_kernels_version() -> str | None:
     """The installed `kernels` distribution's version, read without importing it; None when not installed."""
+    import importlib.metadata  # only where a build names a kernels minimum: ~25 modules (email, csv, zipfile ...)
+
     try:
         return importlib.metadata.version("kernels")
     except importlib.metadata.PackageNotFoundError:
