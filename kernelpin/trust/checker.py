@@ -21,10 +21,11 @@ from kernelpin.trust.gate import Evidence, EvidenceKind, enforce
 from kernelpin.trust.policy import Policy, SignatureError
 from kernelpin.trust.receipts import SignatureReceipts
 from kernelpin.trust.signature import Verified
-from kernelpin.trust.worker import SignatureWorker, WorkerGone
 
 if TYPE_CHECKING:
     from sigstore.verify import Verifier
+
+    from kernelpin.trust.worker import SignatureWorker
 
 
 class ReleaseChecker:
@@ -129,6 +130,9 @@ class ReleaseChecker:
                 return
             self._warmed = True
             if self._wants_worker and (self._verifier is not None or not self.refresh):
+                # Only a bundle to verify starts the worker: a load served from a recorded signer never imports it.
+                from kernelpin.trust.worker import SignatureWorker, WorkerGone
+
                 with contextlib.suppress(WorkerGone):  # verified in-process then
                     self._worker = SignatureWorker.start(self.policy, self.project_root)
                     return
@@ -151,6 +155,8 @@ class ReleaseChecker:
         verified: Verified | None = None
         under: str | None = None  # the root it was verified under
         if self._worker is not None:
+            from kernelpin.trust.worker import WorkerGone  # imported by the worker's start
+
             with contextlib.suppress(WorkerGone):
                 verified, under = self._worker.verify(repo_id, variant, metadata, bundle)
         if verified is None:
