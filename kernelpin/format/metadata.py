@@ -40,8 +40,9 @@ BACKEND_NAME_RE = re.compile(r"^[a-z][a-z0-9_-]{0,31}\Z")  # cpu, cuda, rocm, xp
 # three numbers (kernels refuses `0.11` or `v0.11.0`), and the kernel's upstream repository, a git URL.
 KERNELS_MINVER_KEY, UPSTREAM_KEY = "kernels-minver", "upstream"
 DEPENDS_KEY = "kernel-depends"  # other Hub kernels this variant loads with kernels.get_kernel_dep
-_KERNELS_MINVER_RE = re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+\Z")
-_GIT_URL_RE = re.compile(r"^(?:(?:https?|ssh|git)://[^\s/]+/\S+|[\w.-]+@[\w.-]+:\S+)\Z")
+# Their patterns, compiled on first use (re's cache): most builds carry neither key.
+_KERNELS_MINVER = r"^[0-9]+\.[0-9]+\.[0-9]+\Z"
+_GIT_URL = r"^(?:(?:https?|ssh|git)://[^\s/]+/\S+|[\w.-]+@[\w.-]+:\S+)\Z"
 
 
 class MetadataError(KernelpinError):
@@ -281,13 +282,13 @@ def check_kernels_format(metadata: BuildMetadata, where: str) -> None:
     ):
         raise MetadataError(f'{where}: "provenance" must name the build tool: {{"kernel-builder": {{"version": ...}}}}')
     minver = document.get(KERNELS_MINVER_KEY)
-    if minver is not None and not (isinstance(minver, str) and _KERNELS_MINVER_RE.match(minver)):
+    if minver is not None and not (isinstance(minver, str) and re.match(_KERNELS_MINVER, minver)):
         raise MetadataError(
             f'{where}: "{KERNELS_MINVER_KEY}" {str(minver)[:40]!r} is not a kernels version of '
             'three numbers (e.g. "0.17.0"); kernels refuses to parse it'
         )
     upstream = document.get(UPSTREAM_KEY)
-    if upstream is not None and not (isinstance(upstream, str) and _GIT_URL_RE.match(upstream)):
+    if upstream is not None and not (isinstance(upstream, str) and re.match(_GIT_URL, upstream)):
         raise MetadataError(
             f'{where}: "{UPSTREAM_KEY}" {str(upstream)[:80]!r} is not a git URL '
             '(e.g. "https://github.com/org/kernel"); kernels refuses to parse it'
