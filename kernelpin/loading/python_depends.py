@@ -69,6 +69,8 @@ def missing_packages(
     names: tuple[str, ...], backend: str, what: str, table: Mapping[str, Any] | None = None
 ) -> list[PythonPackage]:
     """The packages of `names` whose module cannot be imported here (found without importing it)."""
+    if not names:  # most builds declare none: the table is not read
+        return []
     table = dependency_table() if table is None else table
     missing = []
     for name in names:
