@@ -50,6 +50,8 @@ REGENERATE = "run `kernelpin lock` to regenerate the lock (it is not meant to be
 
 @dataclass(frozen=True)
 class LockedFile:
+    """One file of a locked build: its path, size and sha256, which every download and load is checked against."""
+
     path: str  # relative to build/<variant>/
     size: int
     sha256: str
@@ -66,6 +68,9 @@ class LockedCapabilityBuild:
 
 @dataclass(frozen=True)
 class LockedVariant:
+    """One build variant of a locked kernel: its files, what its metadata.json says (backend, archs, kernel-depends,
+    per-capability builds) and who signed it."""
+
     name: str
     files: tuple[LockedFile, ...]
     backend: str | None = None  # "cpu", "cuda", ... from metadata.json when present
@@ -101,6 +106,9 @@ class LockedVariant:
 
 @dataclass(frozen=True)
 class LockedKernel:
+    """One [[kernel]] entry of the lock: the repository, the requirement it was resolved for, the commit it is
+    pinned to and its variants there."""
+
     repo_id: str
     repo_type: str
     requirement: RequirementValue  # as written in pyproject.toml, as data
@@ -121,6 +129,8 @@ class LockedKernel:
 
 @dataclass(frozen=True)
 class Lock:
+    """A whole kernelpin.lock: its kernels, and the schema it was read in."""
+
     kernels: tuple[LockedKernel, ...] = field(default_factory=tuple)
     schema: int = field(default=SCHEMA_VERSION, compare=False)  # the schema it was read in
 

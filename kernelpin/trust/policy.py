@@ -192,6 +192,9 @@ KERNELS_COMMUNITY = Publisher(
 
 @dataclass(frozen=True)
 class Policy:
+    """[tool.kernelpin.trust] as read: the publishers it names (kernels-community's built-in entry unless replaced),
+    whether every kernel must be signed, and the Sigstore trust root."""
+
     publishers: Mapping[str, Publisher] = field(default_factory=lambda: {KERNELS_COMMUNITY.name: KERNELS_COMMUNITY})
     require_signatures: bool = False
     trusted_root: str | None = None  # a trusted_root.json path, relative to the project; None: public-good Sigstore

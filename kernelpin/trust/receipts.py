@@ -33,6 +33,8 @@ _LIMIT = 64 << 10  # a receipt is about 600 bytes
 
 @dataclass(frozen=True)
 class SignatureReceipts:
+    """This user's receipts of verified bundles, kept in `files` (see the module's docstring)."""
+
     files: PrivateFiles
 
     @classmethod
