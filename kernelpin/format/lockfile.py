@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, NamedTuple, overload
+from typing import Any, Literal, overload
 
 import tomllib
 
@@ -591,7 +591,8 @@ def choose_variant(kernel: LockedKernel, env: Environment, check_arch: bool = Tr
     return selection.chosen
 
 
-class BuildChoice(NamedTuple):
+@dataclass(frozen=True)
+class BuildChoice:
     """Which build of a chosen variant a machine downloads and loads: one of its per-capability builds, or the
     fat build, and why."""
 
