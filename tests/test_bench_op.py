@@ -140,3 +140,25 @@ def test_cpu_rows_carry_per_round_ratios(monkeypatch):
     assert row["copy_fraction"]["img2gray"]["median"] == 0.8
     assert row["img2gray_vs_opencv"]["median"] == 2.0
     assert "load_average_before" in row
+
+
+def test_rounds_where_a_thread_waited_are_left_out():
+    # Round 1: img2gray waited for a descheduled worker (a 4 ms tick); round 3: the copy did. Only rounds 0 and 2 are
+    # clean, and a 1.4x slower round of both sides alike still is.
+    series = {"copy": [0.04, 0.04, 0.056, 4.0], "img2gray": [0.05, 4.05, 0.07, 0.05]}
+    assert bench_op.clean_rounds(series) == [0, 2]
+
+
+def test_few_clean_rounds_fall_back_to_every_round(monkeypatch):
+    stalls = iter([[0.05, 4.0, 4.0, 4.0], [4.0, 0.05, 0.05, 0.05]])
+
+    def fake_rounds(timed, rounds_count, calls):
+        return {"memcpy": [1.0] * 4, "torch copy_": [1.0] * 4, "img2gray": next(stalls)}
+
+    monkeypatch.setattr(bench_op, "cpu_rounds", fake_rounds)
+    monkeypatch.setattr(bench_op, "copy_candidates", lambda moved: dict.fromkeys(("memcpy", "torch copy_"), lambda: 0))
+    row = bench_op.cpu_row("c", 100, {"img2gray": lambda: 0}, 4, 1)
+    assert (row["clean_rounds"], row["rounds"]) == (1, 4)
+    assert row["copy_fraction"]["img2gray"]["median"] == 0.25  # every round: 20, 0.25, 0.25, 0.25
+    row = bench_op.cpu_row("c", 100, {"img2gray": lambda: 0}, 4, 1)
+    assert (row["clean_rounds"], row["copy_fraction"]["img2gray"]["median"]) == (3, 20.0)
