@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 
 from kernelpin import environment
 from kernelpin.cli.context import REPO_HELP, Context, emit_json
@@ -19,8 +18,8 @@ def options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dep-tree",
         action="store_true",
-        help="show the whole kernel-depends tree: each kernel's release and the build this machine "
-        "(or the one --torch ... describes) takes",
+        help="show the whole kernel-depends tree (as kernels info --dep-tree), then each kernel's release and the "
+        "build this machine (or the one --torch ... describes) takes",
     )
     environment.add_arguments(parser)
 
@@ -30,48 +29,68 @@ def run(ctx: Context) -> int:
     found = info(
         ctx.source,
         ctx.args.repo,
+        environment.current(vars(ctx.args)),
         version=int(version) if version and version.isascii() and version.isdigit() else version,
         revision=ctx.args.revision,
         project=ctx.project_if_any(),  # outside a project: no requirement to default to
-        dep_tree=environment.current(vars(ctx.args)) if ctx.args.dep_tree else None,
     )
     if ctx.args.json:
-        emit_json(dataclasses.asdict(found))
+        emit_json(found.as_json(ctx.args.dep_tree), sort_keys=False)  # kernels' keys first, in its order
         return 0
 
     def shown(value: object) -> str:
-        return "-" if value in (None, []) else ", ".join(map(str, value)) if isinstance(value, list) else str(value)
+        return "-" if value is None else str(value)
 
-    at = f"{found.ref or found.commit} ({found.commit[:12]})"
-    for label, value in (
-        ("Repository", f"{found.repo} ({found.repo_type} repo)"),
-        ("Revision", at),
-        ("Name", found.name),
-        ("Version", found.version or found.major),
-        ("Minimum kernels version", found.kernels_minver),
-        ("License", found.license),
-        ("Upstream", found.upstream),
-        ("Source", found.source),
-        ("Python dependencies", found.python_depends),
-        ("Kernel dependencies", [f"{d['repo']} {describe_value(d['requirement'])}" for d in found.kernel_depends]),
-        ("Backends", found.backends),
-        ("Variants", found.variants),
-    ):
-        ctx.out.print(f"{label}: {shown(value)}")
-    if found.dependency_tree is not None:
-        ctx.out.print("Dependency tree:")
-        for line in _tree_lines(found.dependency_tree):
-            ctx.out.print(line)
+    def listed(values: list[str]) -> str:
+        return ", ".join(values) if values else "-"
+
+    # `kernels info`'s lines (0.19), byte for byte: a script reading them reads kernelpin's the same.
+    lines = [f"Repository: {found.repo_id}", f"Revision: {found.revision}", f"Variant: {shown(found.variant)}"]
+    lines += [
+        f"{label}: {shown(value)}"
+        for label, value in (
+            ("Name", found.name),
+            ("Version", found.version),
+            ("Minimum kernels version", found.kernels_minver),
+            ("License", found.license),
+            ("Upstream", found.upstream),
+            ("Source", found.source),
+        )
+    ]
+    if ctx.args.dep_tree:
+        lines += ["Kernel dependencies:", found.repo_id, *_tree_lines(found.dependency_tree, names_only=True)[1:]]
+    else:
+        lines.append(f"Kernel dependencies: {listed(found.kernel_depends)}")
+    lines += [f"Python dependencies: {listed(found.python_depends)}", f"Backends: {', '.join(found.backends)}"]
+    # kernelpin's lines, after kernels' (docs/kernelpin.md): what the revision named and what the tree resolved to.
+    lines += [
+        f"Commit: {found.commit}",
+        f"Ref: {shown(found.ref)}",
+        f"Repository type: {found.repo_type}",
+        f"Release: {shown(found.release)}",
+        f"Variants: {listed(found.variants)}",
+        "Kernel requirements: "
+        + listed([f"{d['repo']} {describe_value(d['requirement'])}" for d in found.kernel_requirements]),
+    ]
+    if ctx.args.dep_tree:
+        lines += ["Dependency releases:", *_tree_lines(found.dependency_tree)]
+    for line in lines:
+        ctx.out.print(line)
     return 0
 
 
-def _tree_lines(node: DependencyNode, prefix: str = "", last: bool = True, top: bool = True) -> list[str]:
-    """`kernels info --dep-tree`'s drawing (`|-- `, `` `-- ``), each kernel with its release and build."""
-    release = node.version or f"{(node.ref or '').rpartition('/')[2] or 'commit'}@{node.commit[:12]}"
-    asked = "" if node.requirement is None else f" {describe_value(node.requirement)} ->"
-    label = f"{node.repo}{asked} {release} ({node.variant or 'no build'})" + (f": {node.note}" if node.note else "")
+def _tree_lines(node: DependencyNode, prefix: str = "", last: bool = True, names_only: bool = False) -> list[str]:
+    """`kernels info --dep-tree`'s drawing (`|-- `, `` `-- ``): of the repositories' names (`names_only`, as
+    kernels draws it), or each kernel with the requirement its parent writes, its release and build."""
+    if names_only:
+        label = node.repo
+    else:
+        release = node.version or f"{(node.ref or '').rpartition('/')[2] or 'commit'}@{node.commit[:12]}"
+        asked = "" if node.requirement is None else f" {describe_value(node.requirement)} ->"
+        label = f"{node.repo}{asked} {release} ({node.variant or 'no build'})" + (f": {node.note}" if node.note else "")
+    top = node.requirement is None
     lines = [label if top else f"{prefix}{'`-- ' if last else '|-- '}{label}"]
     below = prefix if top else prefix + ("    " if last else "|   ")
     for index, child in enumerate(node.depends):
-        lines += _tree_lines(child, below, index == len(node.depends) - 1, top=False)
+        lines += _tree_lines(child, below, index == len(node.depends) - 1, names_only)
     return lines

@@ -8,6 +8,7 @@ nothing is downloaded to disk.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -33,7 +34,7 @@ from kernelpin.hub.source import HubSource
 from kernelpin.loading.local_override import choose
 from kernelpin.loading.python_depends import declared
 from kernelpin.project import Project, read_requirements
-from kernelpin.resolve import Located, Pinner, locate, matches_listing
+from kernelpin.resolve import Located, locate, matches_listing
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,7 @@ def backends(names: list[str]) -> list[str]:
     return sorted(found)
 
 
-MAX_TREE_DEPTH = 32  # kernel-depends levels `info --dep-tree` walks; deeper ones are cut, with a note
+MAX_TREE_DEPTH = 32  # kernel-depends levels `info` walks; deeper ones are cut, with a note
 
 
 @dataclass(frozen=True)
@@ -125,6 +126,15 @@ class DependencyNode:
     variant: str | None  # the build the machine takes; None: none fits (see note)
     depends: list[DependencyNode]
     note: str | None = None  # a cycle, no fitting build, or the depth cut
+    python_depends: tuple[str, ...] = ()  # the python-depends of the build taken
+
+    def names(self) -> dict[str, Any]:
+        """The kernels below this one as `kernels info --json` nests them: {repo_id: {...}}, sorted by repo."""
+        return {child.repo: child.names() for child in self.depends}
+
+    def walk(self) -> list[DependencyNode]:
+        """This kernel and every one below it, depth first."""
+        return [self, *(node for child in self.depends for node in child.walk())]
 
 
 def _chosen_metadata(source: HubSource, repo_id: str, located: Located, variant: str) -> BuildMetadata | None:
@@ -142,11 +152,21 @@ def _chosen_metadata(source: HubSource, repo_id: str, located: Located, variant:
     return parse_metadata(content, where)
 
 
-def dependency_tree(source: HubSource, requirement: Requirement, env: Environment) -> DependencyNode:
+def dependency_tree(
+    source: HubSource,
+    requirement: Requirement,
+    env: Environment,
+    located: Located | None = None,
+    read: dict[tuple[str, str], BuildMetadata | None] | None = None,
+) -> DependencyNode:
     """The whole kernel-depends tree of a kernel as `env` loads it: each kernel's requirement resolved to its
     release and the build `env` takes, whose metadata.json names the next level (as `kernels` and `kernelpin.load`
-    walk it). One refs listing, one file listing and one metadata.json per kernel; no binary."""
+    walk it). One refs listing, one file listing and one metadata.json per kernel; no binary. `located` (the
+    top's) and `read` (metadata.json by commit and build): what the caller has read already."""
     located_by: dict[tuple[str, str], Located] = {}
+    read = {} if read is None else read
+    if located is not None:
+        located_by[(requirement.repo_id, json.dumps(requirement.value, sort_keys=True))] = located
 
     def node(requirement: Requirement, asked: RequirementValue | None, path: tuple[str, ...]) -> DependencyNode:
         key = (requirement.repo_id, json.dumps(requirement.value, sort_keys=True))
@@ -158,8 +178,10 @@ def dependency_tree(source: HubSource, requirement: Requirement, env: Environmen
         chosen = select(dict.fromkeys(names), env).chosen
         version = None if pick.version is None else str(pick.version)
 
-        def made(depends: list[DependencyNode], note: str | None = None) -> DependencyNode:
-            return DependencyNode(repo_id, asked, version, pick.ref, pick.commit, chosen, depends, note)
+        def made(
+            depends: list[DependencyNode], note: str | None = None, python: tuple[str, ...] = ()
+        ) -> DependencyNode:
+            return DependencyNode(repo_id, asked, version, pick.ref, pick.commit, chosen, depends, note, python)
 
         if repo_id in path:
             return made([], f"cycle: {' -> '.join((*path[path.index(repo_id) :], repo_id))}; lock and load refuse it")
@@ -167,7 +189,9 @@ def dependency_tree(source: HubSource, requirement: Requirement, env: Environmen
             return made([], f"no build fits {env.describe()}")
         if len(path) >= MAX_TREE_DEPTH:
             return made([], f"deeper than {MAX_TREE_DEPTH} levels: not shown")
-        metadata = _chosen_metadata(source, repo_id, located, chosen)
+        if (pick.commit, chosen) not in read:
+            read[(pick.commit, chosen)] = _chosen_metadata(source, repo_id, located, chosen)
+        metadata = read[(pick.commit, chosen)]
         asker = f"{repo_id} ({chosen}, kernel-depends)"
         return made(
             [
@@ -182,7 +206,10 @@ def dependency_tree(source: HubSource, requirement: Requirement, env: Environmen
                     (*path, repo_id),
                 )
                 for dependency, value in sorted(metadata.kernel_depends if metadata else ())
-            ]
+            ],
+            python=declared(metadata.document, f"{repo_id} at {pick.commit[:12]}: build/{chosen}/{METADATA}")
+            if metadata
+            else (),
         )
 
     return node(requirement, None, ())
@@ -190,70 +217,103 @@ def dependency_tree(source: HubSource, requirement: Requirement, env: Environmen
 
 @dataclass(frozen=True)
 class KernelInfo:
-    """What `kernelpin info` shows (kernels info's fields, and the revision they were read at)."""
+    """What `kernelpin info` shows: `kernels info`'s fields (0.19), in its order, then kernelpin's."""
 
-    repo: str
-    repo_type: str
-    commit: str
-    ref: str | None
-    version: str | None  # the release tag's version on the commit, if any
     name: str | None
-    major: int | None
+    version: int | None  # the kernel's major version, as its metadata.json says it (kernels: `Version: 1`)
+    kernels_minver: str | None
     license: str | None
     upstream: str | None
     source: str | None
-    kernels_minver: str | None
-    python_depends: list[str]
-    kernel_depends: list[dict[str, Any]]
+    python_depends: list[str]  # of every kernel in the tree, sorted (as kernels 0.19)
     backends: list[str]
-    variants: list[str]
-    dependency_tree: DependencyNode | None = None  # with dep_tree: every kernel-depends level, as env loads it
+    variant: str | None  # the build the machine takes; None where none fits (kernels stops there)
+    kernel_depends: list[str]  # every kernel of the kernel-depends tree, sorted (as kernels 0.19)
+    dependency_tree: DependencyNode  # the whole tree with releases and builds (kernels: the names, with --dep-tree)
+    repo_id: str
+    revision: str  # as kernels shows it: what --revision said, vN for a major version, else the ref's short name
+    # kernelpin's
+    commit: str
+    ref: str | None
+    repo_type: str
+    release: str | None  # the release tag's version on the commit, if any
+    variants: list[str]  # every build at the revision
+    kernel_requirements: list[dict[str, Any]]  # the top's kernel-depends: {repo, requirement} as its metadata says
+
+    def as_json(self, dep_tree: bool) -> dict[str, Any]:
+        """`kernels info --json`'s keys in its order (`dependency_tree`, {repo: {...}}, with `dep_tree` only),
+        then kernelpin's (`dependency_releases`, the tree with releases and builds, with `dep_tree` only)."""
+        tree = dataclasses.asdict(self.dependency_tree)
+        document = {
+            name: self.dependency_tree.names() if name == "dependency_tree" else getattr(self, name)
+            for name in (field.name for field in dataclasses.fields(self))
+            if dep_tree or name != "dependency_tree"
+        }
+        return {**document, **({"dependency_releases": tree} if dep_tree else {})}
 
 
 def info(
     source: HubSource,
     repo_id: str,
+    env: Environment,
     *,
     version: int | str | None = None,
     revision: str | None = None,
     project: Project | None = None,
-    dep_tree: Environment | None = None,
 ) -> KernelInfo:
-    """What a kernel is, read from one variant's checked metadata.json (the fields that describe the kernel, not a
-    build, are the same in every variant) at the revision `version` or `revision` names; without either, the
-    project's requirement on it, else the newest major-version branch (as `kernels info`). With `dep_tree` (a
-    machine), also its whole kernel-depends tree as that machine loads it (`kernels info --dep-tree`)."""
+    """What a kernel is, as `kernels info` 0.19 says it for the machine `env`: read from the checked metadata.json
+    of the build `env` takes (of the first build when none fits; the fields that describe the kernel, not a build,
+    are the same in every build) at the revision `version` or `revision` names; without either, the project's
+    requirement on it, else the newest major-version branch (as `kernels info`); with the whole kernel-depends tree
+    as `env` loads it (its kernels and Python dependencies are the tree's, as in kernels 0.19)."""
     repo_id = check_repo_id(repo_id)
     requirement = _asked(source, repo_id, version, revision, project)
     located = locate(source, requirement, lambda message: None)
     names = sorted(located.variants)
-    first = names[0]
-    pinner = Pinner(source, repo_id, located.repo_type, located.pick.commit)
-    pinner.variant(first, located.variants[first])
-    metadata = pinner.metadata.get(first)
+    chosen = select(dict.fromkeys(names), env).chosen
+    described = chosen or names[0]
+    metadata = _chosen_metadata(source, repo_id, located, described)
     document = metadata.document if metadata is not None else {}
-    where = f"{repo_id} at {located.pick.commit[:12]}: build/{first}/metadata.json"
+    tree = dependency_tree(source, requirement, env, located, {(located.pick.commit, described): metadata})
+    below = tree.walk()[1:]
     return KernelInfo(
-        repo=repo_id,
-        repo_type=located.repo_type,
-        commit=located.pick.commit,
-        ref=located.pick.ref,
-        version=None if located.pick.version is None else str(located.pick.version),
         name=_text(document.get("name")),
-        major=metadata.major if metadata is not None else None,
+        version=metadata.major if metadata is not None else None,
+        kernels_minver=_text(document.get(KERNELS_MINVER_KEY)),
         license=_text(document.get("license")),
         upstream=_text(document.get(UPSTREAM_KEY)),
         source=_text(document.get("source")),
-        kernels_minver=_text(document.get(KERNELS_MINVER_KEY)),
-        python_depends=list(declared(document, where)),
-        kernel_depends=[
+        python_depends=sorted(
+            {*declared(document, f"{repo_id} at {located.pick.commit[:12]}: build/{described}/{METADATA}")}
+            | {name for node in below for name in node.python_depends}
+        ),
+        backends=backends(names),
+        variant=chosen,
+        kernel_depends=sorted({node.repo for node in below}),
+        dependency_tree=tree,
+        repo_id=repo_id,
+        revision=_revision_shown(requirement, located),
+        commit=located.pick.commit,
+        ref=located.pick.ref,
+        repo_type=located.repo_type,
+        release=None if located.pick.version is None else str(located.pick.version),
+        variants=names,
+        kernel_requirements=[
             {"repo": dependency, "requirement": value}
             for dependency, value in (metadata.kernel_depends if metadata is not None else ())
         ],
-        backends=backends(names),
-        variants=names,
-        dependency_tree=None if dep_tree is None else dependency_tree(source, requirement, dep_tree),
     )
+
+
+def _revision_shown(requirement: Requirement, located: Located) -> str:
+    """The revision as `kernels info` shows it: the revision given, vN for the major version N, else (a range,
+    kernelpin's) the tag or branch name the requirement resolved to, or its commit."""
+    if requirement.revision is not None:
+        return requirement.revision
+    if requirement.branch is not None:
+        return requirement.branch
+    ref = located.pick.ref
+    return ref.removeprefix("refs/heads/").removeprefix("refs/tags/") if ref else located.pick.commit
 
 
 def _asked(

@@ -1,5 +1,5 @@
-"""Issue 50: where kernelpin says its output matches a `kernels` command's (`variants`, `describe-api`, and their
---json), the two are compared on the same releases with the order: `kernels variants` sorts the whole trace with one
+"""Issue 50: where kernelpin says its output matches a `kernels` command's (`variants`, `describe-api`, `info` with
+and without --dep-tree, and their --json), the two are compared on the same releases with the order: `kernels variants` sorts the whole trace with one
 key (kernels' _sort_variants) and kernelpin gives that order, breaking kernels' ties by name (kernels keeps the
 listing's arbitrary order there); a build that fits has no reason (null), as in kernels; describe-api shows the
 revision as kernels does (v1, not refs/heads/v1). kernelpin's extras (the commit, the environment, signatures and
@@ -15,9 +15,22 @@ import pytest
 from packaging.version import Version
 
 from kernelpin.loading import kernels_internals
+from testkit.fake_kernel import CPU_213
 from testkit.releasing import hub_env
 from tests.kernelpin.commands.test_describe_api import api_kernel  # noqa: F401 (fixture)
+from tests.kernelpin.commands.test_info_dep_tree import CUDA_213, release
 from tests.kernelpin.commands.test_variants_command import KERNELS, _kernels, two_lines  # noqa: F401 (fixture)
+
+# kernelpin's keys after kernels' in `info --json` (docs/kernelpin.md, `kernelpin info`).
+KERNELPIN_INFO_KEYS = {
+    "commit",
+    "ref",
+    "repo_type",
+    "release",
+    "variants",
+    "kernel_requirements",
+    "dependency_releases",
+}
 
 
 def _kernels_order(rows: list[dict]) -> list[str]:
@@ -84,3 +97,64 @@ def test_describe_api_shows_what_kernels_shows_in_its_order(hub, hf_env, cli, ap
             at += 1
         assert at < len(mine), (line, mine)
         at += 1
+
+
+@pytest.fixture
+def dependency_tree(new_repo) -> dict[str, str]:
+    """Releases whose kernel-depends form a tree (top -> left -> leaf, top -> right -> leaf; right's CUDA build
+    depends on another kernel), with Python dependencies at two levels and the optional keys kernels shows."""
+    leaf_id, leaf = new_repo("leaf", "kernel")
+    leaf_commit = release(leaf, "2.1.0", {}, extra={"python-depends": ["einops"], "kernels-minver": "0.12.0"})
+    left_id, left = new_repo("left", "kernel")
+    release(left, "1.0.0", {CPU_213: [{"repo-id": leaf_id, "version": 2}]})
+    cuda_only_id, cuda_only = new_repo("cuda-only", "kernel")
+    release(cuda_only, "1.0.0", {})
+    right_id, right = new_repo("right", "kernel")
+    release(
+        right,
+        "3.0.0",
+        {CPU_213: [{"repo-id": leaf_id, "version": 2}], CUDA_213: [{"repo-id": cuda_only_id, "version": 1}]},
+    )
+    top_id, top = new_repo("top", "kernel")
+    depends = [{"repo-id": right_id, "version": 3}, {"repo-id": left_id, "revision": "v1.0.0"}]
+    release(
+        top,
+        "1.2.0",
+        dict.fromkeys((CPU_213, CUDA_213), depends),
+        extra={"python-depends": ["tvm-ffi"], "upstream": "https://github.com/acme/top"},
+    )
+    return {"top": top_id, "left": left_id, "right": right_id, "leaf": leaf_id, "leaf_commit": leaf_commit}
+
+
+@pytest.mark.skipif(Version("0.19") > KERNELS, reason="`kernels info` shows the build and kernel-depends from 0.19")
+def test_info_prints_what_kernels_info_prints_then_kernelpins_lines(hub, hf_env, cli, dependency_tree, tmp_path):
+    """`kernels info` (with and without --dep-tree, each way of naming the revision): kernelpin's text starts with
+    kernels' output byte for byte, and its --json has kernels' keys with kernels' values in kernels' order, then
+    kernelpin's. Failed before: other header lines, a tree of releases instead of names, a string `version`, a
+    flat list of {repo, requirement} under kernel_depends, sorted keys."""
+    env = hub_env(hub.endpoint, tmp_path / "k", HF_HUB_DISABLE_TELEMETRY="0")
+    top, left, leaf = dependency_tree["top"], dependency_tree["left"], dependency_tree["leaf"]
+    for args in (
+        [top],
+        [top, "--dep-tree"],
+        [top, "--version", "1"],
+        [left, "--revision", "v1.0.0", "--dep-tree"],
+        [leaf, "--revision", dependency_tree["leaf_commit"]],
+    ):
+        judged = _kernels(["info", *args], env)
+        assert judged.returncode == 0, f"kernels {KERNELS}: {judged.stderr[-2000:]}"
+        status, out, err = cli("info", *args)
+        assert status == 0, err
+        assert out.startswith(judged.stdout), (args, judged.stdout, out)
+        assert out[len(judged.stdout) :].startswith("Commit: ")  # kernelpin's lines, after kernels' (documented)
+        judged = _kernels(["info", *args, "--json"], env)
+        assert judged.returncode == 0, f"kernels {KERNELS}: {judged.stderr[-2000:]}"
+        theirs = json.loads(judged.stdout)
+        status, out, err = cli("info", *args, "--json")
+        assert status == 0, err
+        ours = list(json.loads(out).items())
+        assert ours[: len(theirs)] == list(theirs.items()), args
+        assert {key for key, _ in ours[len(theirs) :]} <= KERNELPIN_INFO_KEYS, args
+        if args == [top, "--dep-tree"]:  # the tree this test builds is the one kernels saw
+            assert theirs["dependency_tree"] == {left: {leaf: {}}, dependency_tree["right"]: {leaf: {}}}
+            assert theirs["python_depends"] == ["einops", "tvm-ffi"] and theirs["version"] == 1
