@@ -187,9 +187,8 @@ def admit_move(
 def hub_resolvers(
     env: Environment, check_arch: bool, trust_remote_code: bool | Sequence[str], checker: ReleaseChecker
 ) -> tuple[LocalResolver, HubResolver]:
-    """The resolvers of a load without a lock, asked in this order: LOCAL_KERNELS, then the Hub (or offline, what
-    was resolved on it before)."""
-    return (
-        LocalResolver(env, checker.policy, check_arch),
-        HubResolver(env, check_arch, trust_remote_code, checker, HubSettings.from_env()),
-    )
+    """The resolvers of a load without a lock, asked in this order: LOCAL_KERNELS (a build there with kernel-depends
+    gets them as kernels gets them: LOCAL_KERNELS, then the Hub), then the Hub (or offline, what was resolved on it
+    before)."""
+    hub = HubResolver(env, check_arch, trust_remote_code, checker, HubSettings.from_env())
+    return LocalResolver(env, checker.policy, check_arch, hub=hub), hub
