@@ -33,6 +33,18 @@ KERNELPIN_INFO_KEYS = {
 }
 
 
+def _same_key_order(ours: object, theirs: object, where: str = "") -> None:
+    """kernels' keys first in kernelpin's JSON, in kernels' order, at every level (kernelpin's own keys after)."""
+    if isinstance(theirs, dict):
+        assert isinstance(ours, dict) and list(ours)[: len(theirs)] == list(theirs), where
+        for key, value in theirs.items():
+            _same_key_order(ours[key], value, f"{where}.{key}")
+    elif isinstance(theirs, list):
+        assert isinstance(ours, list), where
+        for index, (mine, their) in enumerate(zip(ours, theirs, strict=False)):
+            _same_key_order(mine, their, f"{where}[{index}]")
+
+
 def _kernels_order(rows: list[dict]) -> list[str]:
     """The order kernels' own sort gives `rows` (variant, compatible, reason), ties kept in the names' order."""
     module = kernels_internals.module("variants", "this test")
@@ -55,6 +67,7 @@ def test_variants_has_kernels_fields_and_order(hub, hf_env, cli, two_lines, tmp_
         status, out, err = cli(*args, "--json")
         assert status == 0, err
         ours = json.loads(out)
+        _same_key_order(ours, theirs)
         assert ours["repo_id"] == theirs["repo_id"]
         assert [(r["version"], r["revision"]) for r in ours["revisions"]] == [
             (r["version"], r["revision"]) for r in theirs["revisions"]
@@ -79,6 +92,7 @@ def test_describe_api_shows_what_kernels_shows_in_its_order(hub, hf_env, cli, ap
     env = hub_env(hub.endpoint, tmp_path / "k", HF_HUB_DISABLE_TELEMETRY="0")
     theirs = json.loads(_kernels(["describe-api", api_kernel, "--json"], env).stdout)
     ours = json.loads(cli("describe-api", api_kernel, "--json")[1])
+    _same_key_order(ours, theirs)
     for key in ("schema_version", "repo_id", "revision", "variant"):
         assert ours[key] == theirs[key], key
     assert [f["name"] for f in ours["functions"]] == [f["name"] for f in theirs["functions"]]
