@@ -241,3 +241,55 @@ def test_local_layer_and_func_repositories_kernelize_the_build_on_disk_verified(
             del sys.modules[loaded]
         with pytest.raises(IntegrityError, match="layers.py.*rebuild it"):
             kernelized(layer_mapping(kernels.LocalLayerRepository(root, layer_name="Gray")))
+
+
+def kernelized_func(repository) -> torch.nn.Module:
+    model = torch.nn.Sequential(UsesGray())
+    with kernels.use_kernel_mapping({"gray": {"cpu": repository}}, inherit_mapping=False):
+        return kernels.kernelize(model, mode=kernels.Mode.INFERENCE, device="cpu", use_fallback=False)
+
+
+def test_func_and_locked_func_repositories_load_through_kernelpin(
+    new_repo, hf_env, project, cli, tmp_path, monkeypatch
+):
+    """The Hub forms of kernels' function repositories (deprecated in 0.19, still in kernels.__all__):
+    FuncRepository through kernelpin.get_kernel, LockedFuncRepository through kernelpin.load from the kernelpin.lock
+    beside its kernels.lock; the forward runs the kernel's function, imported by kernelpin (no test held this
+    before: the repositories were wired, never kernelized)."""
+    monkeypatch.setenv("KERNELPIN_STATE_DIR", str(tmp_path / "state"))
+    repo_id, repo = new_repo("funcs", "kernel", TRUSTED_ORG)
+    repo.write(kernel_files("1.0.0", variants=(CPU_213,), extra=LOCAL_EXTRA), clear=True)
+    commit = repo.commit("release")
+    repo.tag("v1.0.0")
+    repo.branch("v1")
+    try:
+        with kernelpin.integrated_kernels():
+            with pytest.warns(UnpinnedKernelWarning):
+                model = kernelized_func(kernels.FuncRepository(repo_id, func_name="gray", version=1))
+            assert model(torch.ones(1, 3)).tolist() == [5.0]  # the kernel's function, not the model's mean
+            [func] = kernelpin.kernelized_layers(model)
+            assert (func.repo_id, func.asked, func.commit, func.variant, func.lock) == (
+                repo_id,
+                "version 1",
+                commit,
+                CPU_213,
+                None,
+            )
+            root = project(f'"{repo_id}" = 1\n')
+            (root / "kernels.lock").write_text("[]")
+            assert cli("lock")[0] == 0
+            repository = kernels.LockedFuncRepository(repo_id, lockfile=root / "kernels.lock", func_name="gray")
+            model = kernelized_func(repository)
+            assert model(torch.ones(1, 3)).tolist() == [5.0]
+            [func] = kernelpin.kernelized_layers(model)
+            assert (func.asked, func.commit, func.lock, func.version) == (
+                "locked",
+                commit,
+                root / "kernelpin.lock",
+                "1.0.0",
+            )
+            assert func.repository is repository
+    finally:
+        LAYER._CACHED_LAYER.clear()
+        for name in [name for name in sys.modules if name.startswith("_kernelpin_")]:
+            del sys.modules[name]
