@@ -172,3 +172,20 @@ def test_info_prints_what_kernels_info_prints_then_kernelpins_lines(hub, hf_env,
         if args == [top, "--dep-tree"]:  # the tree this test builds is the one kernels saw
             assert theirs["dependency_tree"] == {left: {leaf: {}}, dependency_tree["right"]: {leaf: {}}}
             assert theirs["python_depends"] == ["einops", "tvm-ffi"] and theirs["version"] == 1
+
+
+@pytest.mark.skipif(Version("0.19") <= KERNELS, reason="the test above judges kernels 0.19+ byte for byte")
+def test_info_says_what_kernels_before_0_19_says(hub, hf_env, cli, dependency_tree, tmp_path):
+    """kernels 0.17.2 and 0.18 print a subset of 0.19's lines (no Variant, no kernel dependencies, only the kernel's
+    own Python dependencies): for a kernel without kernel-depends, each of their lines is one of kernelpin's, in
+    their order, and each of their --json keys has kernelpin's value (docs/kernelpin.md, `kernelpin info`)."""
+    env = hub_env(hub.endpoint, tmp_path / "k", HF_HUB_DISABLE_TELEMETRY="0")
+    leaf = dependency_tree["leaf"]
+    for args in ([leaf], [leaf, "--revision", dependency_tree["leaf_commit"]]):
+        judged = _kernels(["info", *args], env)
+        assert judged.returncode == 0, f"kernels {KERNELS}: {judged.stderr[-2000:]}"
+        mine = cli("info", *args)[1].splitlines()
+        assert [line for line in mine if line in judged.stdout.splitlines()] == judged.stdout.splitlines(), args
+        theirs = json.loads(_kernels(["info", *args, "--json"], env).stdout)
+        ours = json.loads(cli("info", *args, "--json")[1])
+        assert {key: ours[key] for key in theirs} == theirs, args
