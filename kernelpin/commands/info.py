@@ -264,10 +264,10 @@ def info(
     """What a kernel is, as `kernels info` 0.19 says it for the machine `env`: read from the checked metadata.json
     of the build `env` takes (of the first build when none fits; the fields that describe the kernel, not a build,
     are the same in every build) at the revision `version` or `revision` names; without either, the project's
-    requirement on it, else the newest major-version branch (as `kernels info`); with the whole kernel-depends tree
-    as `env` loads it (its kernels and Python dependencies are the tree's, as in kernels 0.19)."""
+    requirement on it, else the newest major-version branch, else main (as `kernels info`); with the whole
+    kernel-depends tree as `env` loads it (its kernels and Python dependencies are the tree's, as in kernels 0.19)."""
     repo_id = check_repo_id(repo_id)
-    requirement = _asked(source, repo_id, version, revision, project)
+    requirement = _asked(source, repo_id, version, revision, project, unversioned="main")  # as kernels info
     located = locate(source, requirement, lambda message: None)
     names = sorted(located.variants)
     chosen = select(dict.fromkeys(names), env).chosen
@@ -317,13 +317,19 @@ def _revision_shown(requirement: Requirement, located: Located) -> str:
 
 
 def _asked(
-    source: HubSource, repo_id: str, version: int | str | None, revision: str | None, project: Project | None
+    source: HubSource,
+    repo_id: str,
+    version: int | str | None,
+    revision: str | None,
+    project: Project | None,
+    unversioned: str | None = None,
 ) -> Requirement:
-    """The revision to look at: `version` or `revision`, else the project's requirement, else the newest line."""
+    """The revision to look at: `version` or `revision`, else the project's requirement, else the newest line, else
+    (a repository without a vN branch) the revision `unversioned` (None: an error)."""
     if version is not None or revision is not None:
         return requirement_from_arguments(repo_id, version, revision)
     required = read_requirements(project) if project is not None else []
-    return next((r for r in required if r.repo_id == repo_id), None) or _newest_line(source, repo_id)
+    return next((r for r in required if r.repo_id == repo_id), None) or _newest_line(source, repo_id, unversioned)
 
 
 MAX_SOURCE_BYTES = 1 << 20  # one Python file describe_api reads; a bigger one is not a kernel's public module
@@ -409,9 +415,11 @@ def describe_local_api(path: Path, env: Environment) -> DescribedApi:
     return DescribedApi(None, str(path), None, None, directory.name, describe_sources(on_disk))
 
 
-def _newest_line(source: HubSource, repo_id: str) -> Requirement:
+def _newest_line(source: HubSource, repo_id: str, unversioned: str | None) -> Requirement:
     refs = source.refs(repo_id, None)
     majors = sorted(int(name[1:]) for name in refs.branches if re.fullmatch(r"v[0-9]+", name))
+    if not majors and unversioned is not None:
+        return requirement_from_arguments(repo_id, None, unversioned)
     if not majors:
         raise KernelpinError(
             f"{repo_id} has no major-version branch (v1, v2, ...); name the revision to show: "

@@ -15,7 +15,7 @@ import pytest
 from packaging.version import Version
 
 from kernelpin.loading import kernels_internals
-from testkit.fake_kernel import CPU_213
+from testkit.fake_kernel import CPU_213, kernel_files
 from testkit.releasing import hub_env
 from tests.kernelpin.commands.test_describe_api import api_kernel  # noqa: F401 (fixture)
 from tests.kernelpin.commands.test_info_dep_tree import CUDA_213, release
@@ -174,7 +174,39 @@ def test_info_prints_what_kernels_info_prints_then_kernelpins_lines(hub, hf_env,
             assert theirs["python_depends"] == ["einops", "tvm-ffi"] and theirs["version"] == 1
 
 
-@pytest.mark.skipif(Version("0.19") <= KERNELS, reason="the test above judges kernels 0.19+ byte for byte")
+def _info_judged(cli, env: dict[str, str], args: list[str]) -> None:
+    """kernelpin info ARGS against the installed kernels' info ARGS: from 0.19, its text a prefix of kernelpin's
+    and its --json keys the first of kernelpin's; before, a subset of 0.19's lines (no Variant, no kernel
+    dependencies, only the kernel's own Python dependencies), each of them one of kernelpin's in their order, and
+    each of their keys with kernelpin's value (right for a kernel without kernel-depends)."""
+    judged = _kernels(["info", *args], env)
+    assert judged.returncode == 0, f"kernels {KERNELS}: {judged.stderr[-2000:]}"
+    status, out, err = cli("info", *args)
+    assert status == 0, err
+    theirs = json.loads(_kernels(["info", *args, "--json"], env).stdout)
+    ours = json.loads(cli("info", *args, "--json")[1])
+    if Version("0.19") <= KERNELS:
+        assert out.startswith(judged.stdout), (args, judged.stdout, out)
+        assert list(ours.items())[: len(theirs)] == list(theirs.items()), args
+    else:
+        lines = judged.stdout.splitlines()
+        assert [line for line in out.splitlines() if line in lines] == lines, args
+        assert {key: ours[key] for key in theirs} == theirs, args
+
+
+def test_info_of_a_repository_without_a_version_branch_reads_main_as_kernels_does(hub, hf_env, cli, new_repo, tmp_path):
+    """kernels info falls back to main where no vN branch exists (every version). Failed before: 'has no
+    major-version branch'."""
+    repo_id, repo = new_repo("main-only", "kernel")
+    repo.write(kernel_files("1.0.0", variants=(CPU_213,)), clear=True)
+    repo.commit("build on main")
+    _info_judged(cli, hub_env(hub.endpoint, tmp_path / "k", HF_HUB_DISABLE_TELEMETRY="0"), [repo_id])
+    assert "Revision: main\n" in cli("info", repo_id)[1]
+
+
+@pytest.mark.skipif(
+    Version("0.19") <= KERNELS, reason="test_info_prints_what_kernels_info_prints_then_kernelpins_lines judges 0.19+"
+)
 def test_info_says_what_kernels_before_0_19_says(hub, hf_env, cli, dependency_tree, tmp_path):
     """kernels 0.17.2 and 0.18 print a subset of 0.19's lines (no Variant, no kernel dependencies, only the kernel's
     own Python dependencies): for a kernel without kernel-depends, each of their lines is one of kernelpin's, in
@@ -182,10 +214,4 @@ def test_info_says_what_kernels_before_0_19_says(hub, hf_env, cli, dependency_tr
     env = hub_env(hub.endpoint, tmp_path / "k", HF_HUB_DISABLE_TELEMETRY="0")
     leaf = dependency_tree["leaf"]
     for args in ([leaf], [leaf, "--revision", dependency_tree["leaf_commit"]]):
-        judged = _kernels(["info", *args], env)
-        assert judged.returncode == 0, f"kernels {KERNELS}: {judged.stderr[-2000:]}"
-        mine = cli("info", *args)[1].splitlines()
-        assert [line for line in mine if line in judged.stdout.splitlines()] == judged.stdout.splitlines(), args
-        theirs = json.loads(_kernels(["info", *args, "--json"], env).stdout)
-        ours = json.loads(cli("info", *args, "--json")[1])
-        assert {key: ours[key] for key in theirs} == theirs, args
+        _info_judged(cli, env, args)
