@@ -31,7 +31,7 @@ from kernelpin.format.spec import (
 )
 from kernelpin.format.variant import Environment, Variant, select
 from kernelpin.hub.source import HubSource
-from kernelpin.loading.local_override import choose
+from kernelpin.loading.local_override import choose, variant_directories
 from kernelpin.loading.python_depends import declared
 from kernelpin.project import Project, read_requirements
 from kernelpin.resolve import Located, locate, matches_listing
@@ -122,7 +122,7 @@ class DependencyNode:
     requirement: RequirementValue | None  # as the parent's metadata.json writes it; None for the top
     version: str | None  # the release tag's version on the commit, if any
     ref: str | None
-    commit: str
+    commit: str | None  # None: a build on disk
     variant: str | None  # the build the machine takes; None: none fits (see note)
     depends: list[DependencyNode]
     note: str | None = None  # a cycle, no fitting build, or the depth cut
@@ -152,6 +152,65 @@ def _chosen_metadata(source: HubSource, repo_id: str, located: Located, variant:
     return parse_metadata(content, where)
 
 
+class _TreeWalk:
+    """Walks kernel-depends as `env` loads them, reading each kernel's refs, listing and metadata.json once."""
+
+    def __init__(self, source: HubSource, env: Environment) -> None:
+        self.source, self.env = source, env
+        self.located_by: dict[tuple[str, str], Located] = {}
+        self.read: dict[tuple[str, str], BuildMetadata | None] = {}  # metadata.json by commit and build
+
+    def node(self, requirement: Requirement, asked: RequirementValue | None, path: tuple[str, ...]) -> DependencyNode:
+        """The kernel `requirement` resolves to, and below it its kernel-depends; `path`: the kernels above it."""
+        key = (requirement.repo_id, json.dumps(requirement.value, sort_keys=True))
+        if key not in self.located_by:
+            self.located_by[key] = locate(self.source, requirement, lambda message: None)
+        located = self.located_by[key]
+        pick, repo_id = located.pick, requirement.repo_id
+        names = sorted(located.variants)
+        chosen = select(dict.fromkeys(names), self.env).chosen
+        version = None if pick.version is None else str(pick.version)
+
+        def made(
+            depends: list[DependencyNode], note: str | None = None, python: tuple[str, ...] = ()
+        ) -> DependencyNode:
+            return DependencyNode(repo_id, asked, version, pick.ref, pick.commit, chosen, depends, note, python)
+
+        if repo_id in path:
+            return made([], f"cycle: {' -> '.join((*path[path.index(repo_id) :], repo_id))}; lock and load refuse it")
+        if chosen is None:
+            return made([], f"no build fits {self.env.describe()}")
+        if len(path) >= MAX_TREE_DEPTH:
+            return made([], f"deeper than {MAX_TREE_DEPTH} levels: not shown")
+        if (pick.commit, chosen) not in self.read:
+            self.read[(pick.commit, chosen)] = _chosen_metadata(self.source, repo_id, located, chosen)
+        metadata = self.read[(pick.commit, chosen)]
+        where = f"{repo_id} at {pick.commit[:12]}: build/{chosen}/{METADATA}"
+        return made(
+            self.below(repo_id, chosen, metadata, (*path, repo_id)),
+            python=declared(metadata.document, where) if metadata else (),
+        )
+
+    def below(
+        self, repo_id: str, variant: str, metadata: BuildMetadata | None, path: tuple[str, ...]
+    ) -> list[DependencyNode]:
+        """The kernels the build `variant` of `repo_id` names under kernel-depends, each with the tree below it."""
+        asker = f"{repo_id} ({variant}, kernel-depends)"
+        return [
+            self.node(
+                parse_requirement(
+                    dependency,
+                    value,
+                    where=f"{asker} {dependency!r}",
+                    declared=f"the metadata.json of {asker} (ask its publisher)",
+                ),
+                value,
+                path,
+            )
+            for dependency, value in sorted(metadata.kernel_depends if metadata else ())
+        ]
+
+
 def dependency_tree(
     source: HubSource,
     requirement: Requirement,
@@ -163,61 +222,17 @@ def dependency_tree(
     release and the build `env` takes, whose metadata.json names the next level (as `kernels` and `kernelpin.load`
     walk it). One refs listing, one file listing and one metadata.json per kernel; no binary. `located` (the
     top's) and `read` (metadata.json by commit and build): what the caller has read already."""
-    located_by: dict[tuple[str, str], Located] = {}
-    read = {} if read is None else read
+    walk = _TreeWalk(source, env)
+    walk.read.update(read or {})
     if located is not None:
-        located_by[(requirement.repo_id, json.dumps(requirement.value, sort_keys=True))] = located
-
-    def node(requirement: Requirement, asked: RequirementValue | None, path: tuple[str, ...]) -> DependencyNode:
-        key = (requirement.repo_id, json.dumps(requirement.value, sort_keys=True))
-        if key not in located_by:
-            located_by[key] = locate(source, requirement, lambda message: None)
-        located = located_by[key]
-        pick, repo_id = located.pick, requirement.repo_id
-        names = sorted(located.variants)
-        chosen = select(dict.fromkeys(names), env).chosen
-        version = None if pick.version is None else str(pick.version)
-
-        def made(
-            depends: list[DependencyNode], note: str | None = None, python: tuple[str, ...] = ()
-        ) -> DependencyNode:
-            return DependencyNode(repo_id, asked, version, pick.ref, pick.commit, chosen, depends, note, python)
-
-        if repo_id in path:
-            return made([], f"cycle: {' -> '.join((*path[path.index(repo_id) :], repo_id))}; lock and load refuse it")
-        if chosen is None:
-            return made([], f"no build fits {env.describe()}")
-        if len(path) >= MAX_TREE_DEPTH:
-            return made([], f"deeper than {MAX_TREE_DEPTH} levels: not shown")
-        if (pick.commit, chosen) not in read:
-            read[(pick.commit, chosen)] = _chosen_metadata(source, repo_id, located, chosen)
-        metadata = read[(pick.commit, chosen)]
-        asker = f"{repo_id} ({chosen}, kernel-depends)"
-        return made(
-            [
-                node(
-                    parse_requirement(
-                        dependency,
-                        value,
-                        where=f"{asker} {dependency!r}",
-                        declared=f"the metadata.json of {asker} (ask its publisher)",
-                    ),
-                    value,
-                    (*path, repo_id),
-                )
-                for dependency, value in sorted(metadata.kernel_depends if metadata else ())
-            ],
-            python=declared(metadata.document, f"{repo_id} at {pick.commit[:12]}: build/{chosen}/{METADATA}")
-            if metadata
-            else (),
-        )
-
-    return node(requirement, None, ())
+        walk.located_by[(requirement.repo_id, json.dumps(requirement.value, sort_keys=True))] = located
+    return walk.node(requirement, None, ())
 
 
 @dataclass(frozen=True)
 class KernelInfo:
-    """What `kernelpin info` shows: `kernels info`'s fields (0.19), in its order, then kernelpin's."""
+    """What `kernelpin info` shows: `kernels info`'s fields (0.19), in its order, then kernelpin's. A kernel on the
+    Hub has `repo_id` and `revision`, a build on disk `path` (as kernels shows the one or the other)."""
 
     name: str | None
     version: int | None  # the kernel's major version, as its metadata.json says it (kernels: `Version: 1`)
@@ -230,26 +245,44 @@ class KernelInfo:
     variant: str | None  # the build the machine takes; None where none fits (kernels stops there)
     kernel_depends: list[str]  # every kernel of the kernel-depends tree, sorted (as kernels 0.19)
     dependency_tree: DependencyNode  # the whole tree with releases and builds (kernels: the names, with --dep-tree)
-    repo_id: str
-    revision: str  # as kernels shows it: what --revision said, vN for a major version, else the ref's short name
-    # kernelpin's
-    commit: str
+    repo_id: str | None
+    revision: str | None  # as kernels shows it: what --revision said, vN for a major version, else the ref's name
+    path: str | None  # a build on disk, as given
+    # kernelpin's (None for a build on disk, but `variants` and `kernel_requirements`)
+    commit: str | None
     ref: str | None
-    repo_type: str
+    repo_type: str | None
     release: str | None  # the release tag's version on the commit, if any
-    variants: list[str]  # every build at the revision
+    variants: list[str]  # every build at the revision (beside the chosen one, on disk)
     kernel_requirements: list[dict[str, Any]]  # the top's kernel-depends: {repo, requirement} as its metadata says
 
     def as_json(self, dep_tree: bool) -> dict[str, Any]:
         """`kernels info --json`'s keys in its order (`dependency_tree`, {repo: {...}}, with `dep_tree` only),
         then kernelpin's (`dependency_releases`, the tree with releases and builds, with `dep_tree` only)."""
-        tree = dataclasses.asdict(self.dependency_tree)
-        document = {
-            name: self.dependency_tree.names() if name == "dependency_tree" else getattr(self, name)
-            for name in (field.name for field in dataclasses.fields(self))
-            if dep_tree or name != "dependency_tree"
+        shown = {
+            "name": self.name,
+            "version": self.version,
+            "kernels_minver": self.kernels_minver,
+            "license": self.license,
+            "upstream": self.upstream,
+            "source": self.source,
+            "python_depends": self.python_depends,
+            "backends": self.backends,
+            "variant": self.variant,
+            "kernel_depends": self.kernel_depends,
+            **({"dependency_tree": self.dependency_tree.names()} if dep_tree else {}),
+            **({"path": self.path} if self.path is not None else {"repo_id": self.repo_id, "revision": self.revision}),
         }
-        return {**document, **({"dependency_releases": tree} if dep_tree else {})}
+        return {
+            **shown,
+            "commit": self.commit,
+            "ref": self.ref,
+            "repo_type": self.repo_type,
+            "release": self.release,
+            "variants": self.variants,
+            "kernel_requirements": self.kernel_requirements,
+            **({"dependency_releases": dataclasses.asdict(self.dependency_tree)} if dep_tree else {}),
+        }
 
 
 def info(
@@ -293,6 +326,7 @@ def info(
         dependency_tree=tree,
         repo_id=repo_id,
         revision=_revision_shown(requirement, located),
+        path=None,
         commit=located.pick.commit,
         ref=located.pick.ref,
         repo_type=located.repo_type,
@@ -301,6 +335,46 @@ def info(
         kernel_requirements=[
             {"repo": dependency, "requirement": value}
             for dependency, value in (metadata.kernel_depends if metadata is not None else ())
+        ],
+    )
+
+
+def local_info(source: HubSource, path: Path, env: Environment) -> KernelInfo:
+    """`info` for a build on disk (`build/<variant>/`, the variants, or one variant directory), as `kernels info
+    PATH` shows it: the build `env` takes, read from its metadata.json, and its kernel-depends from the Hub."""
+    directory, metadata = choose(str(path), path, env)
+    name = str(path)
+    where = f"{directory}/{METADATA}"
+    walk = _TreeWalk(source, env)
+    python = declared(metadata.document, where)
+    tree = DependencyNode(
+        name, None, None, None, None, directory.name, walk.below(name, directory.name, metadata, (name,)), None, python
+    )
+    below = tree.walk()[1:]
+    names = [entry.name for entry in variant_directories(directory.parent)] or [directory.name]
+    document = metadata.document
+    return KernelInfo(
+        name=_text(document.get("name")),
+        version=metadata.major,
+        kernels_minver=_text(document.get(KERNELS_MINVER_KEY)),
+        license=_text(document.get("license")),
+        upstream=_text(document.get(UPSTREAM_KEY)),
+        source=_text(document.get("source")),
+        python_depends=sorted({*python} | {dependency for node in below for dependency in node.python_depends}),
+        backends=backends(names),
+        variant=directory.name,
+        kernel_depends=sorted({node.repo for node in below}),
+        dependency_tree=tree,
+        repo_id=None,
+        revision=None,
+        path=name,
+        commit=None,
+        ref=None,
+        repo_type=None,
+        release=None,
+        variants=names,
+        kernel_requirements=[
+            {"repo": dependency, "requirement": value} for dependency, value in metadata.kernel_depends
         ],
     )
 

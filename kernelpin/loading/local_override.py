@@ -83,18 +83,24 @@ def refuse_under_lock(repo_id: str, lock: object, environ: Mapping[str, str] = o
     )
 
 
+def variant_directories(base: Path) -> list[Path]:
+    """The build variant directories directly in `base` (none when it is not a directory), sorted by name."""
+    if not base.is_dir():
+        return []
+    return [
+        entry
+        for entry in sorted(base.iterdir())
+        if entry.is_dir() and is_variant_name(entry.name) and _is_variant(entry.name)
+    ]
+
+
 def _candidates(root: Path) -> dict[str, Path]:
     """Variant directories of a local kernel, searched as `kernels` does: ROOT/build/<variant>/, then
     ROOT/<variant>/."""
     for base in (root / BUILD_DIR, root):
-        if base.is_dir():
-            found = {
-                entry.name: entry
-                for entry in sorted(base.iterdir())
-                if entry.is_dir() and is_variant_name(entry.name) and _is_variant(entry.name)
-            }
-            if found:
-                return found
+        found = {entry.name: entry for entry in variant_directories(base)}
+        if found:
+            return found
     return {}
 
 

@@ -15,7 +15,7 @@ import pytest
 from packaging.version import Version
 
 from kernelpin.loading import kernels_internals
-from testkit.fake_kernel import CPU_213, kernel_files
+from testkit.fake_kernel import CPU_213, kernel_files, write_variant
 from testkit.releasing import hub_env
 from tests.kernelpin.commands.test_describe_api import api_kernel  # noqa: F401 (fixture)
 from tests.kernelpin.commands.test_info_dep_tree import CUDA_213, release
@@ -215,3 +215,25 @@ def test_info_says_what_kernels_before_0_19_says(hub, hf_env, cli, dependency_tr
     leaf = dependency_tree["leaf"]
     for args in ([leaf], [leaf, "--revision", dependency_tree["leaf_commit"]]):
         _info_judged(cli, env, args)
+
+
+def test_info_of_a_build_on_disk_as_kernels_info_path(hub, hf_env, cli, new_repo, tmp_path):
+    """`kernels info PATH` describes a build on disk (and, from 0.19, resolves its kernel-depends on the Hub);
+    kernelpin info takes the same path. Failed before: a path was refused as a repository id."""
+    dep_id, dep = new_repo("plain", "kernel")
+    release(dep, "1.0.0", {})
+    root = tmp_path / "checkout"
+    directory = write_variant(root / "build" / CPU_213, "3.1.0", CPU_213)
+    document = json.loads((directory / "metadata.json").read_text())
+    document.update({"kernel-depends": [{"repo-id": dep_id, "version": 1}], "upstream": "https://github.com/acme/x"})
+    (directory / "metadata.json").write_text(json.dumps(document))
+    env = hub_env(hub.endpoint, tmp_path / "k", HF_HUB_DISABLE_TELEMETRY="0")
+    _info_judged(cli, env, [str(root)])
+    if Version("0.19") <= KERNELS:  # --dep-tree is new in 0.19
+        _info_judged(cli, env, [str(root), "--dep-tree"])
+    status, out, _ = cli("info", str(root), "--dep-tree")
+    assert status == 0 and out.startswith(f"Path: {root}\nVariant: {CPU_213}\n")
+    assert out.endswith(f"Dependency releases:\n{root} on disk ({CPU_213})\n`-- {dep_id} 1 -> 1.0.0 ({CPU_213})\n"), out
+    assert json.loads(cli("info", str(root), "--json")[1])["kernel_depends"] == [dep_id]
+    status, _, err = cli("info", str(root), "--version", "1")
+    assert status == 1 and "not a directory; drop them" in err
