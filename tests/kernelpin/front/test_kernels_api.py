@@ -19,7 +19,7 @@ from kernelpin.errors import IntegrityError, KernelpinError
 from kernelpin.front.hub import UnpinnedKernelWarning
 from kernelpin.loading import kernels_internals
 from kernelpin.loading.local_override import LocalKernelOverrideWarning
-from testkit.fake_kernel import CPU_213, publish, write_variant
+from testkit.fake_kernel import CPU_213, publish, variant_files, write_variant
 from tests.kernelpin.front.test_get_kernel import fresh_modules, state  # noqa: F401 (fixtures)
 from tests.kernelpin.helpers import TRUSTED_ORG, fresh_interpreter, snapshot_dir
 
@@ -211,3 +211,30 @@ def test_a_local_kernels_build_gets_its_kernel_depends_as_kernels_does(
     assert (module.VERSION, module.DEP.VERSION) == ("9.9.9", "1.2.0")
     code = f"import kernels; print(kernels.get_kernel({repo_id!r}, version=1).DEP.VERSION)"
     assert _kernels_says(hub, tmp_path, code, LOCAL_KERNELS=f"{repo_id}={root}") == "1.2.0"
+
+
+def test_a_hub_kernels_dependency_in_local_kernels_loads_from_disk_as_kernels_does(
+    hub, new_repo, state, tmp_path, monkeypatch, fresh_modules
+) -> None:
+    """kernels asks LOCAL_KERNELS before the Hub for a kernel's kernel-depends too. Failed before: kernelpin took
+    the dependency from the Hub whatever LOCAL_KERNELS said."""
+    dep_id, dep = new_repo("dep", "kernel", TRUSTED_ORG)
+    publish(dep, "1.0.0")
+    dep.branch("v1")
+    top_id, top = new_repo("top", "kernel", TRUSTED_ORG)
+    init = f"import kernels\nDEP = kernels.get_kernel_dep({dep_id!r})\nfrom ._impl import VARIANT\n"
+    own = variant_files("2.0.0", CPU_213, extra={"__init__.py": init.encode()})
+    document = json.loads(own["metadata.json"])
+    document["kernel-depends"] = [{"repo-id": dep_id, "version": 1}]
+    own["metadata.json"] = json.dumps(document).encode()
+    top.write({f"build/{CPU_213}/{path}": data for path, data in own.items()}, clear=True)
+    top.commit("release 2.0.0")
+    top.tag("v2.0.0")
+    top.branch("v2")
+    write_variant(tmp_path / "dep-on-disk" / "build" / CPU_213, "1.5.0", CPU_213)
+    monkeypatch.setenv("LOCAL_KERNELS", f"{dep_id}={tmp_path / 'dep-on-disk'}")
+    with pytest.warns(LocalKernelOverrideWarning, match=dep_id), pytest.warns(UnpinnedKernelWarning, match=top_id):
+        module = kernelpin.get_kernel(top_id, version=2)
+    assert module.DEP.VERSION == "1.5.0"  # the build on disk, not the Hub's 1.0.0
+    code = f"import kernels; print(kernels.get_kernel({top_id!r}, version=2).DEP.VERSION)"
+    assert _kernels_says(hub, tmp_path, code, LOCAL_KERNELS=f"{dep_id}={tmp_path / 'dep-on-disk'}") == "1.5.0"
