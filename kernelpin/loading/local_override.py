@@ -223,8 +223,9 @@ class LocalResolver:
         what = f"{request.repo_id} from {VARIABLE} ({directory})" if self.named is None else f"{directory}"
         if metadata.kernel_depends and self.hub is None:
             raise KernelpinError(
-                f"{what}: a local build with kernel-depends is not supported yet; load its "
-                "dependencies from the Hub with a lock, or override each of them in LOCAL_KERNELS"
+                f"{what}: a local build with kernel-depends is not loaded where a lock decides what runs (the lock "
+                f"pins none of its dependencies); remove it from {VARIABLE}, or load it with get_kernel or "
+                "get_local_kernel"
             )
         python_depends.check(metadata.document, self.env.selected.name, what)
         if self.named is None:

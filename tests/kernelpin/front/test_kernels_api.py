@@ -238,3 +238,19 @@ def test_a_hub_kernels_dependency_in_local_kernels_loads_from_disk_as_kernels_do
     assert module.DEP.VERSION == "1.5.0"  # the build on disk, not the Hub's 1.0.0
     code = f"import kernels; print(kernels.get_kernel({top_id!r}, version=2).DEP.VERSION)"
     assert _kernels_says(hub, tmp_path, code, LOCAL_KERNELS=f"{dep_id}={tmp_path / 'dep-on-disk'}") == "1.5.0"
+
+
+def test_under_a_lock_a_local_build_with_kernel_depends_is_refused_even_when_allowed(
+    local_with_dep, project, cli, state, monkeypatch, fresh_modules
+) -> None:
+    """Where a lock decides what runs, an allowed LOCAL_KERNELS build may replace a locked kernel, but one with
+    kernel-depends is refused: the lock pins none of its dependencies (no test held this before)."""
+    root, dep_id, _ = local_with_dep
+    app = project(f'"{dep_id}" = 1\n')
+    assert cli("lock")[0] == 0
+    monkeypatch.setenv("LOCAL_KERNELS", f"{dep_id}={root}")
+    monkeypatch.setenv("KERNELPIN_ALLOW_LOCAL_KERNELS", "1")
+    with pytest.raises(
+        KernelpinError, match="not loaded where a lock decides what runs .* remove it from LOCAL_KERNELS"
+    ):
+        kernelpin.load(dep_id, lock=app)
