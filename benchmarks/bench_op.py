@@ -17,7 +17,7 @@ peers OpenCV and PIL (on the frame as HWC; OpenCV on float32 too) and torch eage
 their versions in the record's environment. "% copy" and "x OpenCV" are medians of per-round ratios (each round's
 candidates ran back to back, so a slow spell of the machine falls on both sides of a ratio), with their interquartile
 range, over the rounds in which none of them waited for a descheduled thread (clean_rounds). Without --json the CPU
-record goes to benchmarks/results/cpu-<this CPU>/ (benchmarks/machine.py names it):
+record goes to benchmarks/results/cpu-<this machine>/ (benchmarks/machine.py names it):
 bench.json on one thread, bench-N-threads.json on N.
 """
 
@@ -659,8 +659,8 @@ def main() -> None:
 
 
 def cpu_record_path(threads: int) -> Path:
-    """Where a CPU run without --json records itself: this CPU's folder (machine.results_folder), one file per thread
-    count."""
+    """Where a CPU run without --json records itself: this machine's folder (machine.results_folder), one file per
+    thread count."""
     name = "bench.json" if threads == 1 else f"bench-{threads}-threads.json"
     return ROOT / "benchmarks" / "results" / this_results_folder() / name
 

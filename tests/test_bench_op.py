@@ -97,17 +97,19 @@ def test_spread_warning_names_the_noisy_candidates(capsys):
     assert "warning: wide spread between calls (interquartile range img2gray 50% of the median)" in out
 
 
-def test_each_cpu_records_into_its_own_folder():
+def test_each_machine_records_into_its_own_folder():
     emerald_rapids = (
         "vendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 207\nmodel name\t: Intel(R) Xeon(R) Processor\n"
     )
-    assert machine.results_folder(emerald_rapids) == "cpu-xeon-emr"
+    assert machine.results_folder(emerald_rapids, 2) == "cpu-xeon-emr"
+    # The H100 machine's host has the same CPU with 16 cores: its records must not overwrite the 2-core guest's.
+    assert machine.results_folder(emerald_rapids, 16) == "cpu-intel-family6-model207-16-cores"
     zen5 = "vendor_id\t: AuthenticAMD\ncpu family\t: 26\nmodel\t\t: 2\nmodel name\t: AMD EPYC 9655\n"
-    assert machine.results_folder(zen5) == "cpu-zen5"
-    # A CPU without a short name is named by its vendor, family and model, never lumped with another.
+    assert machine.results_folder(zen5, 2) == "cpu-zen5"
+    # A CPU without a folder yet is named by its vendor, family and model, never lumped with another.
     unnamed = "vendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 173\n"
-    assert machine.results_folder(unnamed) == "cpu-intel-family6-model173"
-    assert machine.results_folder("processor\t: 0\nBogoMIPS\t: 50.00\n").startswith("cpu-")
+    assert machine.results_folder(unnamed, 2) == "cpu-intel-family6-model173-2-cores"
+    assert machine.results_folder("processor\t: 0\nBogoMIPS\t: 50.00\n", 4).endswith("-4-cores")
 
 
 def test_a_cpu_run_without_json_records_into_this_cpus_folder(monkeypatch):
