@@ -14,7 +14,11 @@ CPU: uint8 frames (720p, 1080p, 4K) as HWC, NCHW and channels_last, and float32/
 channels_last); every library on the same thread count, the candidates of a case taking turns in rounds
 (cpu_rounds), medians over rounds; "copy" is the faster of a one-thread memcpy and torch's copy_ of the same bytes;
 peers OpenCV and PIL (on the frame as HWC; OpenCV on float32 too) and torch eager (1080p HWC, and the float frames),
-their versions in the record's environment.
+their versions in the record's environment. "% copy" and "x OpenCV" are medians of per-round ratios (each round's
+candidates ran back to back, so a slow spell of the machine falls on both sides of a ratio), with their interquartile
+range, over the rounds in which none of them waited for a descheduled thread (clean_rounds). Without --json the CPU
+record goes to benchmarks/results/cpu-<this machine>/ (benchmarks/machine.py names it):
+bench.json on one thread, bench-N-threads.json on N.
 """
 
 from __future__ import annotations
@@ -34,9 +38,9 @@ from typing import Any
 import torch
 
 try:
-    from benchmarks.machine import this_cpu
+    from benchmarks.machine import this_cpu, this_results_folder
 except ModuleNotFoundError:  # run as a script (python benchmarks/bench_op.py): its own folder is on the path
-    from machine import this_cpu  # type: ignore[no-redef, import-not-found]  # a folder mypy does not search
+    from machine import this_cpu, this_results_folder  # type: ignore[no-redef, import-not-found]  # a folder mypy does not search
 
 ROOT = Path(__file__).resolve().parent.parent
 BT601 = (0.299, 0.587, 0.114)
@@ -374,12 +378,13 @@ def copy_candidates(moved: int) -> dict[str, Callable[..., object]]:
 
 
 UINT8_LAYOUTS = ("HWC", "NCHW", "channels_last")
+OPENCV = "OpenCV cvtColor"
 
 
-def cpu_cases(quick: bool) -> list[tuple[str, tuple[int, int], str]]:
+def cpu_cases(quick: bool, only: re.Pattern = re.compile("")) -> list[tuple[str, tuple[int, int], str]]:
     frames = {"1080p": FRAMES["1080p"]} if quick else FRAMES
     # Named as the GPU cases are: the shape img2gray gets.
-    return [
+    cases = [
         (
             f"{h}x{w}x3 uint8 HWC ({label} frame)"
             if layout == "HWC"
@@ -390,11 +395,15 @@ def cpu_cases(quick: bool) -> list[tuple[str, tuple[int, int], str]]:
         for label, (h, w) in frames.items()
         for layout in UINT8_LAYOUTS
     ]
+    return [case for case in cases if only.search(case[0])]
 
 
-def bench_cpu(img2gray, quick: bool, threads: int) -> list[dict]:
+def bench_cpu(
+    img2gray, quick: bool, threads: int, only: re.Pattern = re.compile(""), rounds: int | None = None
+) -> list[dict]:
     """Each case's candidates (the copies, img2gray with out=, the peers on the same frame) take turns in rounds.
-    OpenCV and PIL take the frame as HWC whatever the layout img2gray gets: they have no other."""
+    OpenCV and PIL take the frame as HWC whatever the layout img2gray gets: they have no other. `only` picks the
+    cases by name; `rounds` replaces the default count."""
     import numpy as np
 
     torch.set_num_threads(threads)
@@ -403,7 +412,7 @@ def bench_cpu(img2gray, quick: bool, threads: int) -> list[dict]:
         import cv2
 
         cv2.setNumThreads(threads)
-        peers_hwc["OpenCV cvtColor"] = lambda a, t: cv2.cvtColor(a, cv2.COLOR_RGB2GRAY)
+        peers_hwc[OPENCV] = lambda a, t: cv2.cvtColor(a, cv2.COLOR_RGB2GRAY)
     except ImportError:
         pass
     try:
@@ -412,9 +421,11 @@ def bench_cpu(img2gray, quick: bool, threads: int) -> list[dict]:
         peers_hwc["PIL convert('L')"] = lambda a, t: Image.fromarray(a).convert("L")
     except ImportError:
         pass
-    rounds, calls = (3, 5) if quick else (11, 8)
+    # More rounds on several threads: there a round is lost whenever a worker waits for a core (clean_rounds).
+    default_rounds, calls = (3, 5) if quick else (11 if threads == 1 else 21, 8)
+    rounds = rounds or default_rounds
     rows = []
-    for name, (height, width), layout in cpu_cases(quick):
+    for name, (height, width), layout in cpu_cases(quick, only):
         array = np.random.default_rng(0).integers(0, 256, (height, width, 3), dtype=np.uint8)
         hwc = torch.from_numpy(array)
         if layout == "HWC":
@@ -438,16 +449,18 @@ def bench_cpu(img2gray, quick: bool, threads: int) -> list[dict]:
                 "img2gray": lambda x=x, out=out: img2gray.img2gray(x, out=out),
                 "torch eager": lambda x=x: eager_expression(x, -3),
             }
-            if "OpenCV cvtColor" in peers_hwc and dtype != torch.bfloat16:  # numpy has no bfloat16
+            if OPENCV in peers_hwc and dtype != torch.bfloat16:  # numpy has no bfloat16
                 import cv2
 
                 hwc_array = x[0].permute(1, 2, 0).contiguous().numpy()
                 try:
-                    peers_hwc["OpenCV cvtColor"](hwc_array, None)
-                    timed["OpenCV cvtColor"] = functools.partial(peers_hwc["OpenCV cvtColor"], hwc_array, None)
+                    peers_hwc[OPENCV](hwc_array, None)
+                    timed[OPENCV] = functools.partial(peers_hwc[OPENCV], hwc_array, None)
                 except cv2.error as error:  # it takes 8-bit, 16-bit unsigned and float32 images only
                     print(f"  OpenCV cvtColor does not take {dtype}: {type(error).__name__}", file=sys.stderr)
             name = f"1x3x1080x1920 {str(dtype)[6:]} {layout}"
+            if not only.search(name):
+                continue
             rows.append(cpu_row(name, x.numel() * x.element_size() * 4 // 3, timed, rounds, calls))
     return rows
 
@@ -477,23 +490,62 @@ def peer_versions() -> dict[str, str]:
     return versions
 
 
+def ratio_summary(numerators: list[float], denominators: list[float]) -> dict[str, float]:
+    """The median and quartiles of the per-round ratios numerator / denominator (the two lists are aligned by round)."""
+    ratios = [a / b for a, b in zip(numerators, denominators, strict=True)]
+    quartiles = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
+    return {"median": statistics.median(ratios), "q1": quartiles[0], "q3": quartiles[2]}
+
+
+# A round is clean where each of the ratios' candidates ran within this factor of its best round: on a shared 2-core
+# machine a multi-threaded call whose worker was descheduled waits for the scheduler's tick (4 ms; 50x a 720p call),
+# and a round holding such a block measures the neighbours, not the op.
+CLEAN_ROUND_SLACK = 1.5
+
+
+def clean_rounds(series: dict[str, list[float]], slack: float = CLEAN_ROUND_SLACK) -> list[int]:
+    """The rounds in which every series (one value per round) is within `slack` of its own best."""
+    rounds = range(len(next(iter(series.values()))))
+    return [r for r in rounds if all(values[r] <= slack * min(values) for values in series.values())]
+
+
 def cpu_row(case: str, moved: int, timed: dict[str, Callable[..., object]], rounds: int, calls: int) -> dict:
-    """A case's row: the candidates and the copies of `moved` bytes in rounds (cpu_rounds), medians in ms."""
+    """A case's row: the candidates and the copies of `moved` bytes in rounds (cpu_rounds), medians in ms, and the
+    per-round ratios against the copy (the faster of the two in that round) and of OpenCV against img2gray, over the
+    clean rounds (clean_rounds; all of them where fewer than 3 are clean, which the row's clean_rounds tells)."""
     timed = copy_candidates(moved) | timed
+    load_before = os.getloadavg()[0]
     for fn in timed.values():  # warm-up: first-touch page faults, thread pools, caches
         fn()
     samples = cpu_rounds(timed, rounds, calls)
     medians = {candidate: statistics.median(times) for candidate, times in samples.items()}
     copies = {candidate: medians.pop(candidate) for candidate in ("memcpy", "torch copy_")}
-    return {
+    copy_rounds = [min(pair) for pair in zip(samples["memcpy"], samples["torch copy_"], strict=True)]
+    compared = {"copy": copy_rounds, **{name: samples[name] for name in ("img2gray", OPENCV) if name in samples}}
+    clean = clean_rounds(compared)
+    kept = clean if len(clean) >= 3 else list(range(len(copy_rounds)))
+
+    def in_kept(values: list[float]) -> list[float]:
+        return [values[r] for r in kept]
+
+    row = {
         "case": case,
         "bytes_moved": moved,
         "copy_ms": min(copies.values()),
         "copies_ms": copies,
         "results": medians,
+        "copy_fraction": {
+            candidate: ratio_summary(in_kept(copy_rounds), in_kept(samples[candidate])) for candidate in medians
+        },
+        "clean_rounds": len(clean),
+        "rounds": len(copy_rounds),
+        "load_average_before": round(load_before, 2),
         "load_average": round(os.getloadavg()[0], 2),
         "spread": {candidate: relative_spread(samples[candidate]) for candidate in medians},
     }
+    if OPENCV in samples:
+        row["img2gray_vs_opencv"] = ratio_summary(in_kept(samples[OPENCV]), in_kept(samples["img2gray"]))
+    return row
 
 
 def print_table(rows: list[dict], device: str) -> None:
@@ -514,9 +566,25 @@ def print_table(rows: list[dict], device: str) -> None:
                 print(f"  {peer:<30} failed")
                 continue
             comparison = "" if peer.startswith("img2gray") else f"  {versus(ours, ms)}"
+            fraction = row.get("copy_fraction", {}).get(peer)
+            of_copy = (
+                f"{100 * fraction['median']:5.1f}% copy [{100 * fraction['q1']:.0f}-{100 * fraction['q3']:.0f}]"
+                if fraction
+                else f"{100 * row['copy_ms'] / ms:5.1f}% copy"
+            )
+            print(f"  {peer:<30} {ms:8.3f} ms  {row['bytes_moved'] / ms / 1e6:7.0f} GB/s  {of_copy}{comparison}")
+        if "clean_rounds" in row:
+            against = row.get("img2gray_vs_opencv")
             print(
-                f"  {peer:<30} {ms:8.3f} ms  {row['bytes_moved'] / ms / 1e6:7.0f} GB/s  "
-                f"{100 * row['copy_ms'] / ms:5.1f}% copy{comparison}"
+                "  per round: "
+                + (
+                    f"img2gray {against['median']:.2f}x OpenCV [{against['q1']:.2f}-{against['q3']:.2f}], "
+                    if against
+                    else ""
+                )
+                + f"{row['clean_rounds']}/{row['rounds']} rounds clean"
+                + ("" if row["clean_rounds"] >= 3 else " (too few: the ratios are over every round)")
+                + f"; load average {row['load_average_before']} before, {row['load_average']} after"
             )
         wide = {name: spread for name, spread in row.get("spread", {}).items() if spread > SPREAD_WARNING}
         if wide:
@@ -538,6 +606,9 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="write the results here")
     parser.add_argument("--quick", action="store_true", help="smaller batches and fewer repeats")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads(), help="CPU threads for every library")
+    parser.add_argument(
+        "--rounds", type=int, help="CPU: rounds per case (default 11, 21 on several threads; 3 with --quick)"
+    )
     parser.add_argument("--ncu", action="store_true", help="run each GPU case once, for Nsight Compute")
     parser.add_argument("--no-peers", action="store_true", help="GPU: time img2gray and the copy only")
     parser.add_argument("--latency", action="store_true", help="GPU: the per-call row only")
@@ -545,7 +616,7 @@ def main() -> None:
         "--cases",
         type=re.compile,
         default=re.compile(""),
-        help="GPU: only the cases whose name matches this regular expression",
+        help="only the cases whose name matches this regular expression",
     )
     args = parser.parse_args()
 
@@ -567,7 +638,7 @@ def main() -> None:
         rows = (
             bench_gpu(img2gray, args.quick, not args.no_peers, args.cases)
             if args.device == "cuda"
-            else bench_cpu(img2gray, args.quick, args.threads)
+            else bench_cpu(img2gray, args.quick, args.threads, args.cases, args.rounds)
         )
     device = f"{this_cpu()}, {os.cpu_count()} cores" if args.device == "cpu" else torch.cuda.get_device_name()
     environment = {
@@ -580,9 +651,18 @@ def main() -> None:
     }
     print(f"{environment}")
     print_table(rows, args.device)
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"environment": environment, "rows": rows}, indent=2) + "\n")
+    record = args.json or (cpu_record_path(args.threads) if args.device == "cpu" else None)
+    if record:
+        record.parent.mkdir(parents=True, exist_ok=True)
+        record.write_text(json.dumps({"environment": environment, "rows": rows}, indent=2) + "\n")
+        print(f"\nrecord: {record}")
+
+
+def cpu_record_path(threads: int) -> Path:
+    """Where a CPU run without --json records itself: this machine's folder (machine.results_folder), one file per
+    thread count."""
+    name = "bench.json" if threads == 1 else f"bench-{threads}-threads.json"
+    return ROOT / "benchmarks" / "results" / this_results_folder() / name
 
 
 if __name__ == "__main__":

@@ -521,19 +521,30 @@ IMG2GRAY_AVX512_VNNI inline int64_t interleaved_u8_avx512_vnni(const uint8_t* __
              gray_16_interleaved(p + 144, w), false);
   };
   const int64_t blocks = n >= 70 ? (n - 6) / 64 : 0;  // as in interleaved_u8_avx512: 6 pixels readable after each
-  for (int64_t run = 0; run < blocks; run += Fixups::kBlocks) {
+  // The span is read as two streams side by side, its first and second half, one block of each per step: what one
+  // stream loses at the start of every 4 KiB page (its address translation; the hardware prefetchers start again at
+  // each page) the other stream's requests overlap. On an Emerald Rapids core (benchmarks/experiments/cpu_pages.cpp,
+  // the spans alone) a 4K frame on 4 KiB pages, as torch allocates it, ran at 74-97% of a same-bytes memcpy as one
+  // stream and 4-10 points faster as two in each of ten runs (98-103% in the quieter ones), as fast as one stream on
+  // huge pages (numpy's large arrays); through torch, 4K channels_last went from 88.5-89.5% to 93.2-95.2%.
+  const int64_t half = (blocks + 1) / 2;
+  for (int64_t run = 0; run < half; run += Fixups::kBlocks / 2) {
     // No calls inside a run: the constants stay in registers.
-    for (int64_t i = 64 * run; i < 64 * std::min(blocks, run + Fixups::kBlocks); i += 64) {
-      const uint8_t* p = rgb + 3 * i;
-      prefetch_ahead(p, 192, kInterleavedPrefetchAhead);
-      prefetch_output(out + i);
-      __m512i z[4];
-      for (int j = 0; j < 4; ++j) {
-        z[j] = fixed_16(_mm512_maskz_permutexvar_epi8(rgb_bytes, take_rgb0, _mm512_loadu_si512(p + 48 * j)), f);
+    for (int64_t k = run; k < std::min(half, run + Fixups::kBlocks / 2); ++k) {
+      for (int64_t second = 0; second < 2; ++second) {  // block k of the first half, then of the second
+        if (k + second * half >= blocks) break;  // the second half is a block shorter where `blocks` is odd
+        const int64_t i = 64 * (k + second * half);
+        const uint8_t* p = rgb + 3 * i;
+        prefetch_ahead(p, 192, kInterleavedPrefetchAhead);
+        prefetch_output(out + i);
+        __m512i z[4];
+        for (int j = 0; j < 4; ++j) {
+          z[j] = fixed_16(_mm512_maskz_permutexvar_epi8(rgb_bytes, take_rgb0, _mm512_loadu_si512(p + 48 * j)), f);
+        }
+        store_64(out + i, _mm512_srli_epi32(z[0], kFixedBits), _mm512_srli_epi32(z[1], kFixedBits),
+                 _mm512_srli_epi32(z[2], kFixedBits), _mm512_srli_epi32(z[3], kFixedBits), stream);
+        fixups.add(i, ambiguous_64(z, f));
       }
-      store_64(out + i, _mm512_srli_epi32(z[0], kFixedBits), _mm512_srli_epi32(z[1], kFixedBits),
-               _mm512_srli_epi32(z[2], kFixedBits), _mm512_srli_epi32(z[3], kFixedBits), stream);
-      fixups.add(i, ambiguous_64(z, f));
     }
     fixups.apply(stream, redo);
   }

@@ -92,6 +92,18 @@ def test_every_colour_on_the_widest_path(img2gray, forced_runs):
     check_every_colour(img2gray)  # while the narrower paths' processes run
 
 
+@pytest.mark.parametrize("weights", WEIGHTS[:2], ids=["bt601", "ties"])
+def test_interleaved_spans_of_every_short_length(img2gray, weights):
+    """HWC frames of 1 to 300 pixels: the interleaved VNNI loop reads a span's two halves side by side, so the
+    lengths with no block, one block (no second half), an odd number of blocks (a second half one block shorter) and
+    every tail after them each take their own turn; with the tie weights half of all lanes are redone in both halves."""
+    generator = torch.Generator().manual_seed(54)
+    for pixels in range(1, 301):
+        x = torch.randint(0, 256, (pixels, 3), dtype=torch.uint8, generator=generator)
+        got = img2gray.img2gray(x, dim=-1, weights=weights)
+        assert torch.equal(got, reference_uint8(x, -1, weights)), f"{pixels} pixels"
+
+
 FORCED = ["scalar", "avx2", "avx512"] if platform.machine() != "aarch64" else ["scalar"]
 
 
