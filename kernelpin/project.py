@@ -14,6 +14,7 @@ from kernelpin.errors import KernelpinError
 from kernelpin.files.atomic import write_atomic
 from kernelpin.files.integrity import find_owned_upward
 from kernelpin.format.layout import LOCKFILE, PROJECT_STATE_DIR
+from kernelpin.format.nesting import within_nesting
 from kernelpin.format.ranges import Range, RangeError, Version
 from kernelpin.format.spec import (
     Requirement,
@@ -119,7 +120,7 @@ def read_document(project: Project) -> tomlkit.TOMLDocument:
 
     text = _text(project)
     try:
-        return tomlkit.parse(text)
+        return within_nesting(tomlkit.parse(text))
     except (TOMLKitError, RecursionError) as error:
         raise _invalid(project, error) from None
 
@@ -129,7 +130,7 @@ def _data(project: Project) -> dict[str, Any]:
     on every call); the same file read_document accepts."""
     text = _text(project)
     try:
-        return tomllib.loads(text)
+        return within_nesting(tomllib.loads(text))
     except (tomllib.TOMLDecodeError, RecursionError) as error:
         raise _invalid(project, error) from None
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import tomllib
 
 from kernelpin.errors import KernelpinError
+from kernelpin.format.nesting import within_nesting
 from kernelpin.format.spec import check_repo_id
 
 __untrusted_input__ = ("parse_status",)  # parsers of input kernelpin does not control (kernelpin.errors)
@@ -39,7 +40,7 @@ def parse_status(content: bytes, where: str) -> Redirect:
     if len(content) > MAX_STATUS_SIZE:
         raise broken(f"{len(content)} bytes, over {MAX_STATUS_SIZE}")
     try:
-        data = tomllib.loads(content.decode("utf-8"))
+        data = within_nesting(tomllib.loads(content.decode("utf-8")))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
         raise broken(f"not TOML ({str(error)[:120]})") from None
     except RecursionError:  # tomllib parses nested arrays and tables recursively: 500 deep fit in 1 KB

@@ -18,6 +18,7 @@ from kernelpin.errors import KernelpinError, NoVariantError
 from kernelpin.files.integrity import GIT_OBJECT_ID_RE, MAX_FILE_SIZE, SHA256_HEX_RE, check_repo_path
 from kernelpin.format.layout import BUILD_DIR, CAPABILITY_DIR, SIGNATURE
 from kernelpin.format.metadata import BACKEND_NAME_RE
+from kernelpin.format.nesting import within_nesting
 from kernelpin.format.ranges import Version, VersionError
 from kernelpin.format.signer import LockedSignature
 from kernelpin.format.spec import (
@@ -250,7 +251,7 @@ def _tables(text: str, source: str) -> tuple[int, list[Any]]:
     """The lock's schema version and its [[kernel]] tables, as they are."""
     try:
         # tomllib: reading is on load()'s path and tomlkit's style-preserving parser is far slower.
-        data = tomllib.loads(text)
+        data = within_nesting(tomllib.loads(text))
     except (tomllib.TOMLDecodeError, RecursionError) as error:
         raise KernelpinError(f"{source}: not valid TOML ({error}); delete it and run `kernelpin lock`") from None
     schema = data.get("version")
@@ -393,7 +394,7 @@ def _requirement(repo_id: str, entry: _Entry, schema: int) -> RequirementValue:
             raise entry.fail("requirement", "must be a string in a version-1 lock")
         source = value
         try:
-            value = tomllib.loads(f"value = {source}")["value"]
+            value = within_nesting(tomllib.loads(f"value = {source}"))["value"]
         except (tomllib.TOMLDecodeError, RecursionError):
             raise entry.fail("requirement", f"{source[:80]!r} is not a TOML value") from None
     parse_requirement(repo_id, value, where="requirement")  # raises KernelpinError naming the problem

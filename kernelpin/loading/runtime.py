@@ -16,6 +16,7 @@ from kernelpin.errors import KernelpinError
 from kernelpin.files.integrity import find_owned_upward
 from kernelpin.format import lockfile
 from kernelpin.format.layout import LOCKFILE
+from kernelpin.format.nesting import within_nesting
 from kernelpin.format.variant import Environment
 from kernelpin.store import lockfiles
 from kernelpin.trust.policy import Policy, parse_policy
@@ -58,7 +59,7 @@ def read_lock_cached(path: Path) -> lockfile.LockEntries | None:
 @functools.cache
 def _read_policy(path: Path, mtime_ns: int, size: int, inode: int) -> Policy:
     try:
-        return parse_policy(tomllib.loads(path.read_text(encoding="utf-8")))
+        return parse_policy(within_nesting(tomllib.loads(path.read_text(encoding="utf-8"))))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError, RecursionError) as error:
         raise KernelpinError(f"{path}: not valid TOML ({error}); fix it (it holds [tool.kernelpin.trust])") from None
 

@@ -6,6 +6,8 @@ died in ast.unparse on 2 KB of valid Python (format/python_api)."""
 from __future__ import annotations
 
 import json
+import sys
+from collections.abc import Iterator
 
 import pytest
 
@@ -15,12 +17,26 @@ from kernelpin.format.python_api import describe
 from kernelpin.format.ranges import Version
 from kernelpin.loading.runtime import policy_beside
 from kernelpin.project import entry_to_add, find_project, read_policy
+from kernelpin.store import lockfiles
 from testkit.fake_kernel import CPU_213, write_variant
 
 MAX_NESTING = 100  # python_api.MAX_NESTING, the bound the problem names
 WHERE = "acme/old at 0123456789ab: kernel-status.toml"
 
 
+@pytest.fixture(params=["default", 10_000], ids=lambda limit: f"recursion-limit-{limit}")
+def recursion_limit(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The interpreter's recursion limit as the host left it: torch.compile raises it to 2000, hypothesis moves it.
+    Before format/nesting.py a raised limit let tomllib parse 500-deep input, and the refusals changed (a full suite
+    run and a run of a few rooms disagreed)."""
+    before = sys.getrecursionlimit()
+    if request.param != "default":
+        sys.setrecursionlimit(request.param)
+    yield
+    sys.setrecursionlimit(before)
+
+
+@pytest.mark.usefixtures("recursion_limit")
 @pytest.mark.parametrize(
     "text",
     [
@@ -77,12 +93,23 @@ def test_describe_api_of_a_deep_source_answers(tmp_path, hf_env, cli) -> None:
 DEEP_PYPROJECT = '[project]\nname = "app"\n[tool.kernelpin.trust]\nrequire-signatures = ' + "[" * 500 + "]" * 500 + "\n"
 
 
+@pytest.mark.usefixtures("recursion_limit")
 def test_a_deeply_nested_pyproject_is_refused_where_a_project_or_load_reads_its_policy(tmp_path) -> None:
     (tmp_path / "pyproject.toml").write_text(DEEP_PYPROJECT)
     with pytest.raises(KernelpinError, match=r"pyproject.toml: not valid TOML"):
         read_policy(find_project(tmp_path))
     with pytest.raises(KernelpinError, match=r"pyproject.toml: not valid TOML"):
         policy_beside(tmp_path / "kernelpin.lock")
+
+
+@pytest.mark.usefixtures("recursion_limit")
+def test_a_deeply_nested_lock_is_refused_with_its_fix(tmp_path) -> None:
+    lock = tmp_path / "kernelpin.lock"
+    lock.write_text("version = 3\nextra = " + "[" * 500 + "]" * 500 + "\n")
+    with pytest.raises(
+        KernelpinError, match=r"kernelpin.lock: not valid TOML \(.*\); delete it and run `kernelpin lock`"
+    ):
+        lockfiles.read(lock)
 
 
 def test_branches_in_other_digits_are_no_major_versions() -> None:
