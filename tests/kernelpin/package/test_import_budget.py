@@ -1,11 +1,13 @@
 """Issue 53: kernelpin imports what a path needs when it needs it. Three paths, each counted in a fresh
 interpreter (the modules it adds to a bare one): `kernelpin --help`, `import kernelpin` and a warm offline
 `kernelpin.load`. A path that grows past its budget fails here: find the import that grew it and make it lazy
-(or raise the budget, saying why). The HTTP stack and rich stay off all three."""
+(or raise the budget, saying why). The HTTP stack and rich stay off all three; the one-liner `get_kernel`, cold and
+warm online, sends its requests with http.client (kernelpin.hub.wire) and imports no other HTTP library."""
 
 from __future__ import annotations
 
-from tests.kernelpin.helpers import fresh_interpreter
+from testkit.fake_kernel import CPU_213, publish
+from tests.kernelpin.helpers import TRUSTED_ORG, fresh_interpreter
 
 # The modules each path may add to a bare interpreter, with why that many.
 BUDGETS = {
@@ -20,6 +22,19 @@ BUDGETS = {
 }
 # The HTTP stack and the console: a path served from disk or printing argparse's help needs neither.
 NEVER = ("huggingface_hub", "httpx2", "httpcore2", "anyio", "h11", "rich", "sigstore", "torch")
+# HTTP libraries beyond the standard library's http.client: importing one after `import torch` costs a full garbage
+# collection over torch's objects (issue 53); huggingface_hub.utils imports httpx2.
+HTTP_LIBRARIES = ("httpx2", "httpcore2", "h11", "h2", "anyio", "httpx", "httpcore", "requests", "urllib3", "aiohttp")
+
+
+def _http_libraries(modules: set[str]) -> list[str]:
+    return sorted(
+        name
+        for name in modules
+        if name.split(".")[0] in HTTP_LIBRARIES
+        or name == "huggingface_hub.utils"
+        or name.startswith("huggingface_hub.utils.")
+    )
 
 
 def _added(code: str) -> set[str]:
@@ -48,4 +63,22 @@ def test_a_warm_offline_load_imports_no_http_stack(img2gray, project, cli, monke
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     printed, _ = fresh_interpreter(f"import kernelpin\nprint(kernelpin.load({img2gray!r}).VERSION)")
     assert printed.split()[0] == "0.1.1"
-    _check("warm_load", _added(f"import kernelpin\nkernelpin.load({img2gray!r})"))
+    added = _added(f"import kernelpin\nkernelpin.load({img2gray!r})")
+    _check("warm_load", added)
+    assert not _http_libraries(added)
+
+
+def test_the_one_liner_cold_and_warm_online_imports_no_http_library_beyond_http_client(
+    new_repo, hf_env, monkeypatch, tmp_path
+):
+    # Failed before: every request went through huggingface_hub's client (httpx2, httpcore2, h11, anyio).
+    repo_id, repo = new_repo("budget", "kernel", TRUSTED_ORG)
+    publish(repo, "1.0.0", variants=(CPU_213,))
+    repo.branch("v1")
+    monkeypatch.setenv("KERNELPIN_STATE_DIR", str(tmp_path / "state"))
+    call = f"import kernelpin\nprint(kernelpin.get_kernel({repo_id!r}, version=1).VERSION)"
+    for when in ("cold", "warm online"):
+        printed, modules = fresh_interpreter(call)
+        assert printed.split()[-1] == "1.0.0", printed
+        assert "kernelpin.hub.wire" in modules  # it asked the Hub (the refs of the branch, at least)
+        assert not _http_libraries(modules), f"{when}: {_http_libraries(modules)}"
