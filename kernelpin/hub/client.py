@@ -17,7 +17,7 @@ such requests ask for uncompressed answers and refuse compressed ones, whose siz
 A GET answered "too many requests" (429, or 503 with a Retry-After) within a budget is sent again after the
 wait the server asks for, a bounded number of times and within the deadline (kernelpin.hub.throttle).
 Requests made outside a budget (other code of the process using huggingface_hub) get the timeouts only.
-Imported only when kernelpin talks to a Hub (it imports httpx2 and huggingface_hub).
+Imported only where kernelpin uses huggingface_hub's HfApi (publishing): it imports httpx2 and huggingface_hub.
 """
 
 from __future__ import annotations

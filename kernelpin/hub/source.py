@@ -164,7 +164,7 @@ class HubSource:
             answer = self._connections().get(
                 f"{url}?{urlencode(params)}" if params else url, request_headers(), budget, body.extend
             )
-        following = next_page(answer.headers.get("Link"))
+        following = next_page(", ".join(answer.headers.get_all("Link") or ()))  # several headers read as one
         try:
             return json.loads(body), following
         except (ValueError, RecursionError):

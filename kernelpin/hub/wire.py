@@ -27,6 +27,7 @@ import http.client
 import io
 import itertools
 import os
+import re
 import socket
 import ssl
 import sys
@@ -37,7 +38,7 @@ import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import SplitResult, urljoin, urlsplit
+from urllib.parse import SplitResult, quote, urljoin, urlsplit
 
 from kernelpin.errors import KernelpinError
 from kernelpin.hub.http_errors import refusal
@@ -52,6 +53,10 @@ READ_WAIT_SLICE = 0.25
 MAX_REDIRECTS = 20  # as huggingface_hub's client (httpx's default)
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+# Control characters, which no status line or header value may hold (RFC 9110; h11, under huggingface_hub's client,
+# refused such an answer too): refused before any of it reaches a message.
+_CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f]")
+_UNSENDABLE = re.compile("[^\x21-\x7e]")  # in a request target: percent-encoded (UTF-8), as httpx encodes them
 
 
 class HubTimeout(KernelpinError):
@@ -254,7 +259,9 @@ class Wire:
         if parts.scheme not in _DEFAULT_PORTS or not parts.hostname:
             raise HubUnreachable(f"{url[:200]} is no http or https URL")
         named = url.split("?", 1)[0]  # errors name no query (a cursor, a signed CDN address)
-        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        target = _UNSENDABLE.sub(
+            lambda found: quote(found[0]), (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        )
         for attempt in itertools.count():
             budget.check(f"requesting {named}")
             waits = _Waits(self.http_timeout, budget)
@@ -337,6 +344,11 @@ class Wire:
         sink: Callable[[bytes], None],
         expected: int | None,
     ) -> Answer | str:
+        if _CONTROL.search(response.reason) or any(_CONTROL.search(value) for value in response.headers.values()):
+            raise HubUnreachable(
+                f"{named}: the answer's status line or headers hold control characters, which HTTP allows in "
+                "neither; the server is broken or hostile"
+            )
         encoding = (response.getheader("Content-Encoding") or "identity").strip().lower()
         if encoding not in ("", "identity"):
             raise LimitExceeded(

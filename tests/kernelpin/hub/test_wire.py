@@ -316,3 +316,21 @@ def test_one_connection_carries_a_commands_requests_and_a_closed_one_is_replaced
             wire.get(_endpoint(closing) + REFS, {}, within, lambda chunk: None)
             time.sleep(0.1)
         assert closing.connections == 2
+
+
+def test_control_characters_in_an_answers_headers_are_refused_before_they_reach_a_message():
+    # An error page's X-Error-Message goes into the first line of kernelpin's message (as huggingface_hub words a
+    # 403): an escape sequence there would act on the terminal it is printed to.
+    with (
+        StatusServer(403, {"X-Error-Message": "\x1b[2Jcleared"}) as endpoint,
+        pytest.raises(HubUnreachable, match="status line or headers hold control characters") as raised,
+    ):
+        get(endpoint + REFS)
+    assert "\x1b" not in str(raised.value)
+
+
+def test_a_target_with_spaces_or_other_scripts_is_sent_percent_encoded():
+    seen: list = []
+    with serving(lambda handler: _body(handler, b"{}"), seen) as server:
+        get(_endpoint(server) + "/kernels/acme/x/resolve/main/a b/é.py")
+    assert seen == [("/kernels/acme/x/resolve/main/a%20b/%C3%A9.py", None)]
