@@ -23,6 +23,7 @@ __untrusted_input__ = (
     "parse_refs",
     "remote_file",
     "parse_tree_page",
+    "next_page",
 )  # parsers of input kernelpin does not control (kernelpin.errors)
 
 # A tag or branch name as kernelpin.lock stores it after refs/tags/ or refs/heads/ (git's ref-name rules,
