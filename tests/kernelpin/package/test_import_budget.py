@@ -1,8 +1,7 @@
 """Issue 53: kernelpin imports what a path needs when it needs it. Three paths, each counted in a fresh
 interpreter (the modules it adds to a bare one): `kernelpin --help`, `import kernelpin` and a warm offline
 `kernelpin.load`. A path that grows past its budget fails here: find the import that grew it and make it lazy
-(or raise the budget, saying why). The HTTP stack and rich stay off all three; the one-liner `get_kernel`, cold and
-warm online, sends its requests with http.client (kernelpin.hub.wire) and imports no other HTTP library."""
+(or raise the budget, saying why). The HTTP stack and rich stay off all three."""
 
 from __future__ import annotations
 
@@ -23,7 +22,8 @@ BUDGETS = {
 # The HTTP stack and the console: a path served from disk or printing argparse's help needs neither.
 NEVER = ("huggingface_hub", "httpx2", "httpcore2", "anyio", "h11", "rich", "sigstore", "torch")
 # HTTP libraries beyond the standard library's http.client: importing one after `import torch` costs a full garbage
-# collection over torch's objects (issue 53); huggingface_hub.utils imports httpx2.
+# collection over torch's objects (issue 53); huggingface_hub.utils imports httpx2. None on a warm offline load, nor
+# on the one-liner `get_kernel`, cold or warm online, which sends its requests with http.client (kernelpin.hub.wire).
 HTTP_LIBRARIES = ("httpx2", "httpcore2", "h11", "h2", "anyio", "httpx", "httpcore", "requests", "urllib3", "aiohttp")
 
 
