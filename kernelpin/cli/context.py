@@ -22,8 +22,9 @@ UNBOUNDED_WIDTH = 1 << 16  # columns, for output that is not a terminal
 REPO_HELP = "a Hub repository id, ORG/NAME (e.g. acme/img2gray)"
 
 
-def emit_json(data: Any) -> None:
-    print(json.dumps(data, indent=2, sort_keys=True))
+def emit_json(data: Any, sort_keys: bool = True) -> None:
+    """`data` as JSON on stdout; `sort_keys=False` where the keys follow a `kernels` command's order."""
+    print(json.dumps(data, indent=2, sort_keys=sort_keys))
 
 
 def count(number: int, noun: str) -> str:

@@ -47,18 +47,20 @@ def run(ctx: Context) -> int:
         where = (
             {"path": found.path}
             if found.path
-            else {"repo_id": found.repo, "revision": ref_shown(found.ref) or found.commit, "commit": found.commit}
+            else {"repo_id": found.repo, "revision": ref_shown(found.ref) or found.commit}
         )
-        emit_json(
+        emit_json(  # kernels' keys in its order (symbols.json's, then where), then kernelpin's
             {
                 "schema_version": 1,
-                **where,
-                "variant": found.variant,
                 "functions": [dataclasses.asdict(f) for f in api.functions],
                 "layers": [dataclasses.asdict(layer) for layer in api.layers],
+                **where,
+                "variant": found.variant,
+                **({"commit": found.commit} if found.commit else {}),
                 "others": api.others,
                 "problems": api.problems,
-            }
+            },
+            sort_keys=False,
         )
         return 0
     if found.path:

@@ -31,15 +31,13 @@ def run(ctx: Context) -> int:
     )
     shown = [[fit for fit in block.variants if fit.fits or not ctx.args.only_compatible] for block in found]
     if ctx.args.json:
-        emit_json(
+        emit_json(  # kernels' keys in its order, then kernelpin's (environment, commit)
             {
                 "repo_id": ctx.args.repo,
-                "environment": env.describe(),
                 "revisions": [
                     {
                         "version": block.version,
                         "revision": block.revision,
-                        "commit": block.commit,
                         "variants": [
                             {
                                 "variant": fit.name,
@@ -49,10 +47,13 @@ def run(ctx: Context) -> int:
                             }
                             for fit in fits
                         ],
+                        "commit": block.commit,
                     }
                     for block, fits in zip(found, shown, strict=False)
                 ],
-            }
+                "environment": env.describe(),
+            },
+            sort_keys=False,
         )
         return 0
     for index, (block, fits) in enumerate(zip(found, shown, strict=False)):

@@ -42,8 +42,9 @@ class KernelRedirectWarning(UserWarning):
 class HubResolver:
     """The Hub without a lock (online: kernelpin.resolve on the spot, the publisher and the chosen build's signature
     checked, the resolution remembered for offline use) or, offline, what was resolved online before
-    (kernelpin.store.resolutions). Answers every request; a kernel's kernel-depends through itself again. A kernel
-    whose kernel-status.toml says it moved is followed where the publisher policy admits the destination."""
+    (kernelpin.store.resolutions). Answers every request; a kernel's kernel-depends through LOCAL_KERNELS, then
+    itself again (as kernels asks them). A kernel whose kernel-status.toml says it moved is followed where the
+    publisher policy admits the destination."""
 
     env: Environment
     check_arch: bool
@@ -104,11 +105,16 @@ class HubResolver:
             (kernel.repo_id, kernel.commit),
             verify,
             python_backend=self.env.selected.name if document is None else None,
-            dependencies=(dataclasses.replace(self, moved_from=()),),
+            dependencies=self._dependencies(),
             cycle_error=cycle,
             imported=unpinned if self.pinned_by is None else None,
             build=build.describe(),
         )
+
+    def _dependencies(self) -> tuple[LocalResolver, HubResolver]:
+        """What answers a build's kernel-depends, asked as kernels asks them: LOCAL_KERNELS, then the Hub."""
+        hub = dataclasses.replace(self, moved_from=())
+        return LocalResolver(self.env, self.checker.policy, self.check_arch, hub=hub), hub
 
     @staticmethod
     def _requirement(request: Request) -> Requirement:
@@ -187,9 +193,8 @@ def admit_move(
 def hub_resolvers(
     env: Environment, check_arch: bool, trust_remote_code: bool | Sequence[str], checker: ReleaseChecker
 ) -> tuple[LocalResolver, HubResolver]:
-    """The resolvers of a load without a lock, asked in this order: LOCAL_KERNELS, then the Hub (or offline, what
-    was resolved on it before)."""
-    return (
-        LocalResolver(env, checker.policy, check_arch),
-        HubResolver(env, check_arch, trust_remote_code, checker, HubSettings.from_env()),
-    )
+    """The resolvers of a load without a lock, asked in this order: LOCAL_KERNELS (a build there with kernel-depends
+    gets them as kernels gets them: LOCAL_KERNELS, then the Hub), then the Hub (or offline, what was resolved on it
+    before)."""
+    hub = HubResolver(env, check_arch, trust_remote_code, checker, HubSettings.from_env())
+    return LocalResolver(env, checker.policy, check_arch, hub=hub), hub

@@ -57,8 +57,8 @@ class VerifiedLayer:
 
     name: str  # the module's name in the model (`named_modules`)
     func: str | None  # the kernel function's name, for a function repository; None for a layer
-    repo_id: str
-    asked: str  # what the repository asked for: "version 1", "revision v1.0.0", or "locked"
+    repo_id: str  # for a Local repository, its path
+    asked: str  # what the repository asked for: "version 1", "revision v1.0.0", "locked", or "local PATH"
     commit: str
     variant: str  # the build loaded, every file verified
     lock: Path | None  # the kernelpin.lock that pinned it; None: resolved on the spot (get_kernel)
@@ -235,16 +235,20 @@ def kernelized_layers(model: Any) -> list[VerifiedLayer]:
             repository = loaded.repository
             asked = (
                 "locked"
-                if loaded.lock is not None or loaded.asked == "locked"
-                else f"revision {repository._revision}"
-                if getattr(repository, "_revision", None) is not None
-                else f"version {repository._version}"
+                if loaded.lock is not None
+                else loaded.asked  # "locked" (a kernels.lock alone), "local PATH"
+                or (
+                    f"revision {repository._revision}"
+                    if getattr(repository, "_revision", None) is not None
+                    else f"version {repository._version}"
+                )
             )
             found.append(
                 VerifiedLayer(
                     name,
                     func_name,
-                    repository._repo_id,
+                    # a Local repository has a path, which kernels' get_local_kernel names the kernel by
+                    getattr(repository, "_repo_id", None) or str(repository._repo_path),
                     asked,
                     loaded.commit,
                     loaded.variant,

@@ -157,10 +157,13 @@ def get_local_kernel(
     check_arch: bool = True,
 ) -> ModuleType:
     """Import the build at `repo_path` (a directory holding build/<variant>/, the variants, or one variant), every
-    file checked against its own metadata.json; arguments as `kernels.get_local_kernel`'s."""
-    del user_agent, trust_remote_code  # a build on disk has no publisher to trust; the trust gate is still asked
+    file checked against its own metadata.json; arguments as `kernels.get_local_kernel`'s. Its kernel-depends load
+    as kernels loads them: from LOCAL_KERNELS, else from the Hub (offline: as resolved there before), verified as
+    `get_kernel` verifies (the publisher, `trust_remote_code` and the build's signature checked, every file hashed)."""
+    del user_agent  # accepted so that switching from kernels is one import
     env, checker = environment_for(backend), release_checker_here()
-    local = LocalResolver(env, checker.policy, check_arch, named={str(repo_path): Path(repo_path)})
+    _, hub = hub_resolvers(env, check_arch, trust_remote_code, checker)
+    local = LocalResolver(env, checker.policy, check_arch, named={str(repo_path): Path(repo_path)}, hub=hub)
     return front.load(Request(str(repo_path)), (local,))
 
 

@@ -29,7 +29,7 @@ from kernelpin.format.metadata import BuildMetadata, check_size, parse_metadata
 from kernelpin.format.spec import check_repo_id
 from kernelpin.format.variant import Environment, Variant, select
 from kernelpin.loading import python_depends
-from kernelpin.loading.front import PinnedBuild, Request
+from kernelpin.loading.front import PinnedBuild, Request, Resolver
 from kernelpin.loading.importing import Verified
 from kernelpin.trust.gate import Evidence, EvidenceKind, enforce
 from kernelpin.trust.policy import Policy
@@ -83,18 +83,24 @@ def refuse_under_lock(repo_id: str, lock: object, environ: Mapping[str, str] = o
     )
 
 
+def variant_directories(base: Path) -> list[Path]:
+    """The build variant directories directly in `base` (none when it is not a directory), sorted by name."""
+    if not base.is_dir():
+        return []
+    return [
+        entry
+        for entry in sorted(base.iterdir())
+        if entry.is_dir() and is_variant_name(entry.name) and _is_variant(entry.name)
+    ]
+
+
 def _candidates(root: Path) -> dict[str, Path]:
     """Variant directories of a local kernel, searched as `kernels` does: ROOT/build/<variant>/, then
     ROOT/<variant>/."""
     for base in (root / BUILD_DIR, root):
-        if base.is_dir():
-            found = {
-                entry.name: entry
-                for entry in sorted(base.iterdir())
-                if entry.is_dir() and is_variant_name(entry.name) and _is_variant(entry.name)
-            }
-            if found:
-                return found
+        found = {entry.name: entry for entry in variant_directories(base)}
+        if found:
+            return found
     return {}
 
 
@@ -192,7 +198,9 @@ def admit(repo_id: str, directory: Path, policy: Policy, doing: str = "loading",
 class LocalResolver:
     """Builds on disk, by repository: LOCAL_KERNELS' (warning on every load that the override is in effect; under
     a lock, `under_lock`, refused unless allowed explicitly), or the one directory get_local_kernel names
-    (`named`: no warning, the caller named it). Answers None for a repository it does not name."""
+    (`named`: no warning, the caller named it). Answers None for a repository it does not name. A build's
+    kernel-depends are asked as kernels asks them: of LOCAL_KERNELS, then of `hub`; without `hub` (under a lock,
+    which pins what runs) a build with kernel-depends is refused."""
 
     env: Environment
     policy: Policy
@@ -200,6 +208,7 @@ class LocalResolver:
     under_lock: object = None  # the lock that decides the load, if one does
     named: Mapping[str, Path] | None = None
     stacklevel: int = 6  # the override's warning names the caller's line: the user's call 5 frames up
+    hub: Resolver | None = None  # what answers a build's kernel-depends that LOCAL_KERNELS does not override
 
     def resolve(self, request: Request) -> PinnedBuild | None:
         if self.named is not None:
@@ -212,21 +221,31 @@ class LocalResolver:
             return None
         directory, metadata = choose(request.repo_id, root, self.env, self.check_arch)
         what = f"{request.repo_id} from {VARIABLE} ({directory})" if self.named is None else f"{directory}"
-        if metadata.kernel_depends:
+        if metadata.kernel_depends and self.hub is None:
             raise KernelpinError(
-                f"{what}: a local build with kernel-depends is not supported yet; load its "
-                "dependencies from the Hub with a lock, or override each of them in LOCAL_KERNELS"
+                f"{what}: a local build with kernel-depends is not loaded where a lock decides what runs (the lock "
+                f"pins none of its dependencies); remove it from {VARIABLE}, or load it with get_kernel or "
+                "get_local_kernel"
             )
         python_depends.check(metadata.document, self.env.selected.name, what)
         if self.named is None:
             admit(request.repo_id, directory, self.policy, stacklevel=self.stacklevel)
         else:
             enforce(self.policy, request.repo_id, directory.name, Evidence(EvidenceKind.LOCAL))
-        # python-depends checked above, before the warning; kernel-depends refused above.
+
+        def cycle(chain: str) -> KernelpinError:
+            return KernelpinError(
+                f"kernel dependency cycle: {chain} ({what}, kernel-depends); a kernel cannot depend on itself"
+            )
+
+        overrides = LocalResolver(self.env, self.policy, self.check_arch, hub=self.hub)
+        # python-depends checked above, before the warning; kernel-depends: LOCAL_KERNELS, then the Hub.
         return PinnedBuild(
             module_name(request.repo_id, directory),
             what,
             (request.repo_id, None),
             lambda: Verified(directory, verified_variant(directory, metadata, what)),
             python_backend=None,
+            dependencies=() if self.hub is None else (overrides, self.hub),
+            cycle_error=cycle,
         )

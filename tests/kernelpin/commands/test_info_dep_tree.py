@@ -17,13 +17,17 @@ KERNELS = Version(version("kernels"))
 CUDA_213 = "torch213-cxx11-cu130-x86_64-linux"
 
 
-def release(repo, version_: str, depends: dict[str, dict], variants=(CPU_213, CUDA_213)) -> str:
-    """A tagged release on branch v<major> whose builds list `depends` (variant -> kernel-depends)."""
+def release(
+    repo, version_: str, depends: dict[str, dict], variants=(CPU_213, CUDA_213), extra: dict | None = None
+) -> str:
+    """A tagged release on branch v<major> whose builds list `depends` (variant -> kernel-depends) and the
+    metadata.json keys `extra` (upstream, python-depends, ...)."""
     files = {}
     for variant in variants:
         own = variant_files(version_, variant)
         document = json.loads(own["metadata.json"])
-        own["metadata.json"] = json.dumps({**document, "kernel-depends": depends.get(variant, [])}).encode()
+        document.update({**(extra or {}), "kernel-depends": depends.get(variant, [])})
+        own["metadata.json"] = json.dumps(document).encode()
         files.update({f"build/{variant}/{path}": data for path, data in own.items()})
     repo.write(files, clear=True)
     commit = repo.commit(f"release {version_}")
@@ -70,7 +74,7 @@ def test_the_whole_tree_with_releases_and_builds(hub, hf_env, cli, new_repo, tmp
     )
     status, out, err = cli("info", top_id, "--dep-tree")
     assert status == 0, err
-    tree = out[out.index("Dependency tree:\n") :].splitlines()[1:]
+    tree = out[out.index("Dependency releases:\n") :].splitlines()[1:]
     assert tree == [
         f"{top_id} 1.2.0 ({CPU_213})",
         f"|-- {left_id} 1 -> 1.0.0 ({CPU_213})",
@@ -92,8 +96,9 @@ def test_the_whole_tree_with_releases_and_builds(hub, hf_env, cli, new_repo, tmp
         "x86_64",
         "--json",
     )
-    document = json.loads(out)["dependency_tree"]
+    document = json.loads(out)["dependency_releases"]
     assert _shape(document) == {left_id: {}, right_id: {cuda_only_id: {}}}  # CUDA 13.0 builds depend otherwise
+    assert json.loads(out)["dependency_tree"] == _shape(document)  # kernels' shape of the same tree
     assert [child["variant"] for child in document["depends"]] == [CUDA_213, CUDA_213]
     assert document["depends"][1]["depends"][0]["commit"] and document["depends"][1]["depends"][0]["version"] == "1.0.0"
     if Version("0.19") <= KERNELS:  # --dep-tree is new in kernels 0.19; 0.17.2 and 0.18 have no tree to judge by
@@ -103,7 +108,7 @@ def test_the_whole_tree_with_releases_and_builds(hub, hf_env, cli, new_repo, tmp
         )
         assert judged.returncode == 0, f"kernels {KERNELS}: {judged.stderr[-2000:]}"
         status, out, _ = cli("info", top_id, "--dep-tree", "--json")
-        assert json.loads(judged.stdout)["dependency_tree"] == _shape(json.loads(out)["dependency_tree"])
+        assert json.loads(judged.stdout)["dependency_tree"] == _shape(json.loads(out)["dependency_releases"])
 
 
 def test_a_cycle_and_a_kernel_without_a_build_here_are_shown_not_followed(hub, hf_env, cli, new_repo):
@@ -115,7 +120,7 @@ def test_a_cycle_and_a_kernel_without_a_build_here_are_shown_not_followed(hub, h
     release(first, "1.0.0", {CPU_213: [{"repo-id": second_id, "version": 1}, {"repo-id": gpu_id, "version": 1}]})
     status, out, err = cli("info", first_id, "--dep-tree")
     assert status == 0, err
-    assert out[out.index("Dependency tree:\n") :].splitlines()[1:] == [
+    assert out[out.index("Dependency releases:\n") :].splitlines()[1:] == [
         f"{first_id} 1.0.0 ({CPU_213})",
         f"|-- {second_id} 1 -> 1.0.0 ({CPU_213})",
         (

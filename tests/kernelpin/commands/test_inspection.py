@@ -5,7 +5,6 @@ existed (kernelpin had no info, no per-variant verdicts, no loaded-kernel listin
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sys
 
@@ -48,22 +47,25 @@ def grown(new_repo, hf_env, tmp_path, monkeypatch):
 
 def test_info_shows_license_upstream_backends_and_dependencies(grown, cli):
     repo_id, first = grown
-    info = kernelpin.info(HubSource(HubSettings.from_env()), repo_id, revision="v1.0.0")
-    assert info.commit == first and info.version == "1.0.0" and info.ref == "refs/tags/v1.0.0"
+    info = kernelpin.info(HubSource(HubSettings.from_env()), repo_id, environment.current({}), revision="v1.0.0")
+    assert info.commit == first and info.release == "1.0.0" and info.ref == "refs/tags/v1.0.0"
+    assert (info.version, info.revision) == (1, "v1.0.0")  # as kernels info says them: the major, the revision given
+    assert info.variant is None  # no build of 1.0.0 fits this machine: its first build describes the kernel
     assert (info.license, info.upstream, info.kernels_minver) == (
         "Apache-2.0",
         "https://github.com/acme/grown",
         "0.11.0",
     )
-    assert info.python_depends == ["einops"] and info.kernel_depends == []
+    assert info.python_depends == ["einops"] and info.kernel_depends == [] and info.kernel_requirements == []
     assert info.backends == ["cpu", "cuda"] and info.variants == [CPU_212, CU130]
     status, out, err = cli("info", repo_id, "--json")  # no project here: the newest major-version branch, v1
     assert status == 0, err
-    assert json.loads(out) == {**dataclasses.asdict(info), "ref": "refs/heads/v1"}
+    assert json.loads(out) == {**info.as_json(dep_tree=False), "ref": "refs/heads/v1", "revision": "v1"}
     status, out, _ = cli("info", repo_id, "--version", "^1.1")
     assert status == 0
     assert "License: Apache-2.0\n" in out and "Python dependencies: -\n" in out and "Backends: cpu, cuda\n" in out
-    assert "Revision: refs/tags/v1.1.0" in out
+    assert f"Variant: {CPU_213}\n" in out and "Version: 1\n" in out and "Release: 1.1.0\n" in out
+    assert "Revision: v1.1.0\n" in out and "Ref: refs/tags/v1.1.0\nRepository type: kernel\n" in out
 
 
 def test_info_on_a_release_with_a_backend_less_sdk_build(new_repo, hf_env, cli):
@@ -71,7 +73,7 @@ def test_info_on_a_release_with_a_backend_less_sdk_build(new_repo, hf_env, cli):
     repo_id, repo = new_repo("with-sdk", "kernel", TRUSTED_ORG)
     publish(repo, "1.0.0", variants=(CPU_213, "sdk"))
     repo.branch("v1")
-    info = kernelpin.info(HubSource(HubSettings.from_env()), repo_id, revision="v1.0.0")
+    info = kernelpin.info(HubSource(HubSettings.from_env()), repo_id, environment.current({}), revision="v1.0.0")
     assert info.backends == ["cpu"] and info.variants == ["sdk", CPU_213]
     status, out, err = cli("info", repo_id)
     assert status == 0 and "Backends: cpu\n" in out, err

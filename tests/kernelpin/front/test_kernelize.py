@@ -19,6 +19,7 @@ from kernelpin.errors import IntegrityError, KernelpinError
 from kernelpin.front.hub import UnpinnedKernelWarning
 from kernelpin.loading import kernels_internals
 from kernelpin.loading.local_override import LocalKernelOverrideWarning
+from kernelpin.loading.local_override import module_name as local_module_name
 from kernelpin.loading.runtime import module_name as load_module_name
 from testkit.fake_kernel import CPU_213, kernel_files, write_variant
 from tests.kernelpin.helpers import TRUSTED_ORG, snapshot_dir
@@ -165,3 +166,130 @@ def test_the_context_manager_puts_kernels_own_loading_back():
 
     done = run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[3], check=False)
     assert done.returncode == 0, done.stderr
+
+
+LOCAL_LAYERS = LAYERS.replace(b"42.0", b"7.0") + (
+    b"\n\ndef gray(x: torch.Tensor) -> torch.Tensor:\n    return torch.full(x.shape[:-1], 5.0)  # the local function ran\n"
+)
+LOCAL_EXTRA = {"__init__.py": KERNEL_INIT + b"from .layers import gray\n", "layers.py": LOCAL_LAYERS}
+
+
+@kernels.use_kernel_func_from_hub("gray")  # kernels' function form (0.17.2 to 0.19.1)
+def gray(x: torch.Tensor) -> torch.Tensor:
+    return x.float().mean(-1)
+
+
+class UsesGray(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fn = gray
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fn(x)
+
+
+@pytest.fixture
+def local_layer_kernel(tmp_path, monkeypatch) -> tuple[Path, Path]:
+    """A build on disk as the builder leaves it (build/<variant>/ with its metadata.json and digests) with a Gray
+    layer (7.0) and a gray function (5.0): (its directory, the variant directory)."""
+    monkeypatch.setenv("KERNELPIN_STATE_DIR", str(tmp_path / "state"))
+    root = tmp_path / "checkout"
+    variant = write_variant(root / "build" / CPU_213, "1.0.0", CPU_213, extra=LOCAL_EXTRA)
+    yield root, variant
+    LAYER._CACHED_LAYER.clear()
+    for name in [name for name in sys.modules if name.startswith("_kernelpin_")]:
+        del sys.modules[name]
+
+
+def test_local_layer_and_func_repositories_kernelize_the_build_on_disk_verified(local_layer_kernel):
+    """LocalLayerRepository and LocalFuncRepository under kernelize, through kernelpin.get_local_kernel: the forward
+    runs the local build's code, imported by kernelpin (its module, its record), and a file of the build that no
+    longer matches its metadata.json is refused where kernels would run it. Failed before: kernelized_layers raised
+    AttributeError on a local repository (it has no _repo_id)."""
+    root, variant = local_layer_kernel
+    with kernelpin.integrated_kernels():
+        repository = kernels.LocalLayerRepository(root, layer_name="Gray")
+        model = kernelized(layer_mapping(repository))
+        assert model(torch.ones(2, 3)).tolist() == [7.0, 7.0]  # the local layer's forward, not the model's mean
+        (taken,) = LAYER._CACHED_LAYER.values()
+        name = local_module_name(str(root), variant)
+        assert taken.__module__ == f"{name}.layers" and sys.modules[name].__file__.startswith(str(variant))
+        (record,) = [k for k in kernelpin.loaded_kernels() if k.module == name]
+        assert (record.commit, record.directory, record.variant) == (None, variant, CPU_213)
+        [layer] = kernelpin.kernelized_layers(model)
+        assert (layer.name, layer.repo_id, layer.asked, layer.variant, layer.repository) == (
+            "0",
+            str(root),
+            f"local {root}",
+            CPU_213,
+            repository,
+        )
+        if hasattr(kernels, "get_kernelized_layers"):  # kernels 0.18+: the judge
+            assert kernels.get_kernelized_layers(model).layers["0"].repo is repository
+
+        functions = torch.nn.Sequential(UsesGray())
+        with kernels.use_kernel_mapping({"gray": {"cpu": kernels.LocalFuncRepository(root, func_name="gray")}}):
+            functions = kernels.kernelize(functions, mode=kernels.Mode.INFERENCE, device="cpu", use_fallback=False)
+        assert functions(torch.ones(1, 3)).tolist() == [5.0]  # the local function ran
+        [func] = kernelpin.kernelized_layers(functions)
+        assert (func.repo_id, func.asked, func.variant) == (str(root), f"local {root}", CPU_213)
+
+        # The build changed after its metadata was written: refused (kernels' own loader would run it).
+        (variant / "layers.py").write_bytes(LOCAL_LAYERS.replace(b"7.0", b"666.0"))
+        LAYER._CACHED_LAYER.clear()
+        for loaded in [loaded for loaded in sys.modules if loaded.startswith("_kernelpin_")]:
+            del sys.modules[loaded]
+        with pytest.raises(IntegrityError, match="layers.py.*rebuild it"):
+            kernelized(layer_mapping(kernels.LocalLayerRepository(root, layer_name="Gray")))
+
+
+def kernelized_func(repository) -> torch.nn.Module:
+    model = torch.nn.Sequential(UsesGray())
+    with kernels.use_kernel_mapping({"gray": {"cpu": repository}}, inherit_mapping=False):
+        return kernels.kernelize(model, mode=kernels.Mode.INFERENCE, device="cpu", use_fallback=False)
+
+
+def test_func_and_locked_func_repositories_load_through_kernelpin(
+    new_repo, hf_env, project, cli, tmp_path, monkeypatch
+):
+    """The Hub forms of kernels' function repositories (deprecated in 0.19, still in kernels.__all__):
+    FuncRepository through kernelpin.get_kernel, LockedFuncRepository through kernelpin.load from the kernelpin.lock
+    beside its kernels.lock; the forward runs the kernel's function, imported by kernelpin (no test held this
+    before: the repositories were wired, never kernelized)."""
+    monkeypatch.setenv("KERNELPIN_STATE_DIR", str(tmp_path / "state"))
+    repo_id, repo = new_repo("funcs", "kernel", TRUSTED_ORG)
+    repo.write(kernel_files("1.0.0", variants=(CPU_213,), extra=LOCAL_EXTRA), clear=True)
+    commit = repo.commit("release")
+    repo.tag("v1.0.0")
+    repo.branch("v1")
+    try:
+        with kernelpin.integrated_kernels():
+            with pytest.warns(UnpinnedKernelWarning):
+                model = kernelized_func(kernels.FuncRepository(repo_id, func_name="gray", version=1))
+            assert model(torch.ones(1, 3)).tolist() == [5.0]  # the kernel's function, not the model's mean
+            [func] = kernelpin.kernelized_layers(model)
+            assert (func.repo_id, func.asked, func.commit, func.variant, func.lock) == (
+                repo_id,
+                "version 1",
+                commit,
+                CPU_213,
+                None,
+            )
+            root = project(f'"{repo_id}" = 1\n')
+            (root / "kernels.lock").write_text("[]")
+            assert cli("lock")[0] == 0
+            repository = kernels.LockedFuncRepository(repo_id, lockfile=root / "kernels.lock", func_name="gray")
+            model = kernelized_func(repository)
+            assert model(torch.ones(1, 3)).tolist() == [5.0]
+            [func] = kernelpin.kernelized_layers(model)
+            assert (func.asked, func.commit, func.lock, func.version) == (
+                "locked",
+                commit,
+                root / "kernelpin.lock",
+                "1.0.0",
+            )
+            assert func.repository is repository
+    finally:
+        LAYER._CACHED_LAYER.clear()
+        for name in [name for name in sys.modules if name.startswith("_kernelpin_")]:
+            del sys.modules[name]

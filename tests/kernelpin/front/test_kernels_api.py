@@ -18,7 +18,8 @@ import kernelpin
 from kernelpin.errors import IntegrityError, KernelpinError
 from kernelpin.front.hub import UnpinnedKernelWarning
 from kernelpin.loading import kernels_internals
-from testkit.fake_kernel import CPU_213, publish, write_variant
+from kernelpin.loading.local_override import LocalKernelOverrideWarning
+from testkit.fake_kernel import CPU_213, publish, variant_files, write_variant
 from tests.kernelpin.front.test_get_kernel import fresh_modules, state  # noqa: F401 (fixtures)
 from tests.kernelpin.helpers import TRUSTED_ORG, fresh_interpreter, snapshot_dir
 
@@ -147,3 +148,109 @@ def test_get_loaded_kernels_answers_kernels_loaded_kernel(released, state, fresh
     (loaded,) = [k for k in kernelpin.get_loaded_kernels() if k.module is module]
     assert isinstance(loaded, kernelpin.LoadedKernel) and loaded.repo_info.repo_id == repo_id
     assert str(loaded.repo_info.revision) == second
+
+
+@pytest.fixture
+def local_with_dep(new_repo, tmp_path) -> tuple[Path, str, str]:
+    """A build on disk (build/<variant>/, as the builder leaves it) whose metadata.json names a Hub kernel (1.2.0 on
+    branch v1) under kernel-depends and whose __init__.py takes it with kernels.get_kernel_dep, as a kernel with
+    dependencies does: (its directory, the dependency's repo id, its commit)."""
+    dep_id, dep = new_repo("local-dep", "kernel", TRUSTED_ORG)
+    commit = publish(dep, "1.2.0")
+    dep.branch("v1")
+    init = f"import kernels\nDEP = kernels.get_kernel_dep({dep_id!r})\nfrom ._impl import VARIANT\nVERSION = '9.9.9'\n"
+    root = tmp_path / "checkout"
+    directory = write_variant(root / "build" / CPU_213, "9.9.9", CPU_213, extra={"__init__.py": init.encode()})
+    document = json.loads((directory / "metadata.json").read_text())
+    document["kernel-depends"] = [{"repo-id": dep_id, "version": 1}]
+    (directory / "metadata.json").write_text(json.dumps(document))  # metadata.json is not in its own digest
+    return root, dep_id, commit
+
+
+def _kernels_says(hub, tmp_path: Path, code: str, **env: str) -> str:
+    """What `code` prints run with the installed kernels against the test Hub, in a process of its own."""
+    from testkit.releasing import hub_env, run
+
+    environ = hub_env(hub.endpoint, tmp_path / "kernels-home", HF_HUB_DISABLE_TELEMETRY="0", **env)  # ANCHORS §8
+    return run([sys.executable, "-c", code], env=environ).stdout.strip()
+
+
+def test_get_local_kernel_loads_its_kernel_depends_from_the_hub_verified(
+    hub, local_with_dep, state, hf_env, tmp_path, fresh_modules
+) -> None:
+    """As kernels' get_local_kernel (its resolvers: the directory, LOCAL_KERNELS, then the Hub, for the kernel's
+    kernel-depends too), through kernelpin's HubResolver: the dependency's files verified, a changed cached file
+    refused. Failed before: 'a local build with kernel-depends is not supported yet'."""
+    root, dep_id, commit = local_with_dep
+    with pytest.warns(UnpinnedKernelWarning, match=dep_id):  # resolved on the spot, as get_kernel resolves it
+        module = kernelpin.get_local_kernel(root)
+    assert (module.VERSION, module.DEP.VERSION, module.DEP.VARIANT) == ("9.9.9", "1.2.0", CPU_213)
+    (loaded,) = [k for k in kernelpin.loaded_kernels() if k.repo_id == dep_id]
+    assert loaded.commit == commit and sys.modules[loaded.module] is module.DEP  # kernelpin imported it
+    # The judge: kernels' own get_local_kernel takes the same release of the dependency.
+    code = f"import kernels, pathlib; print(kernels.get_local_kernel(pathlib.Path({str(root)!r})).DEP.VERSION)"
+    assert _kernels_says(hub, tmp_path, code) == "1.2.0"
+    # Verified: a changed cached file of the dependency is refused, where kernels would run it.
+    (snapshot_dir(hf_env, dep_id, commit, "kernel") / "build" / CPU_213 / "_impl.py").write_text("VARIANT = 'x'\n")
+    for name in [name for name in sys.modules if name.startswith("_kernelpin_")]:
+        del sys.modules[name]
+    with pytest.raises(IntegrityError, match="_impl.py"):
+        kernelpin.get_local_kernel(root)
+
+
+def test_a_local_kernels_build_gets_its_kernel_depends_as_kernels_does(
+    hub, local_with_dep, state, tmp_path, monkeypatch, fresh_modules
+) -> None:
+    """LOCAL_KERNELS under get_kernel: a build there with kernel-depends gets them from the Hub, verified, as kernels'
+    get_kernel does. Failed before: 'a local build with kernel-depends is not supported yet'."""
+    root, dep_id, _ = local_with_dep
+    repo_id = f"{TRUSTED_ORG}/on-disk-only"
+    monkeypatch.setenv("LOCAL_KERNELS", f"{repo_id}={root}")
+    with pytest.warns(LocalKernelOverrideWarning), pytest.warns(UnpinnedKernelWarning, match=dep_id):
+        module = kernelpin.get_kernel(repo_id, version=1)
+    assert (module.VERSION, module.DEP.VERSION) == ("9.9.9", "1.2.0")
+    code = f"import kernels; print(kernels.get_kernel({repo_id!r}, version=1).DEP.VERSION)"
+    assert _kernels_says(hub, tmp_path, code, LOCAL_KERNELS=f"{repo_id}={root}") == "1.2.0"
+
+
+def test_a_hub_kernels_dependency_in_local_kernels_loads_from_disk_as_kernels_does(
+    hub, new_repo, state, tmp_path, monkeypatch, fresh_modules
+) -> None:
+    """kernels asks LOCAL_KERNELS before the Hub for a kernel's kernel-depends too. Failed before: kernelpin took
+    the dependency from the Hub whatever LOCAL_KERNELS said."""
+    dep_id, dep = new_repo("dep", "kernel", TRUSTED_ORG)
+    publish(dep, "1.0.0")
+    dep.branch("v1")
+    top_id, top = new_repo("top", "kernel", TRUSTED_ORG)
+    init = f"import kernels\nDEP = kernels.get_kernel_dep({dep_id!r})\nfrom ._impl import VARIANT\n"
+    own = variant_files("2.0.0", CPU_213, extra={"__init__.py": init.encode()})
+    document = json.loads(own["metadata.json"])
+    document["kernel-depends"] = [{"repo-id": dep_id, "version": 1}]
+    own["metadata.json"] = json.dumps(document).encode()
+    top.write({f"build/{CPU_213}/{path}": data for path, data in own.items()}, clear=True)
+    top.commit("release 2.0.0")
+    top.tag("v2.0.0")
+    top.branch("v2")
+    write_variant(tmp_path / "dep-on-disk" / "build" / CPU_213, "1.5.0", CPU_213)
+    monkeypatch.setenv("LOCAL_KERNELS", f"{dep_id}={tmp_path / 'dep-on-disk'}")
+    with pytest.warns(LocalKernelOverrideWarning, match=dep_id), pytest.warns(UnpinnedKernelWarning, match=top_id):
+        module = kernelpin.get_kernel(top_id, version=2)
+    assert module.DEP.VERSION == "1.5.0"  # the build on disk, not the Hub's 1.0.0
+    code = f"import kernels; print(kernels.get_kernel({top_id!r}, version=2).DEP.VERSION)"
+    assert _kernels_says(hub, tmp_path, code, LOCAL_KERNELS=f"{dep_id}={tmp_path / 'dep-on-disk'}") == "1.5.0"
+
+
+def test_under_a_lock_a_local_build_with_kernel_depends_is_refused_even_when_allowed(
+    local_with_dep, project, cli, state, monkeypatch, fresh_modules
+) -> None:
+    """Where a lock decides what runs, an allowed LOCAL_KERNELS build may replace a locked kernel, but one with
+    kernel-depends is refused: the lock pins none of its dependencies (no test held this before)."""
+    root, dep_id, _ = local_with_dep
+    app = project(f'"{dep_id}" = 1\n')
+    assert cli("lock")[0] == 0
+    monkeypatch.setenv("LOCAL_KERNELS", f"{dep_id}={root}")
+    monkeypatch.setenv("KERNELPIN_ALLOW_LOCAL_KERNELS", "1")
+    with pytest.raises(
+        KernelpinError, match="not loaded where a lock decides what runs .* remove it from LOCAL_KERNELS"
+    ):
+        kernelpin.load(dep_id, lock=app)
