@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from kernelpin.errors import KernelpinError
+
+if TYPE_CHECKING:
+    from email.message import Message
 
 # huggingface_hub's REPO_API_REGEX: where a 401 means "no such repository (or not yours)".
 _REPO_API = re.compile(r"^https://[^/]+(/api/(models|datasets|spaces)/(.+)|/(.+)/resolve/(.+))")
@@ -41,9 +44,9 @@ class HubHTTPError(KernelpinError):
         return self.kind == "revision"
 
 
-def refusal(status: int, reason: str, url: str, headers: Mapping[str, str], body: bytes) -> HubHTTPError:
-    """The error for an answer `status` (the server's `reason` phrase) to a GET of `url`, with its `headers`
-    (looked up without regard to case, as an http.client message's are) and `body`."""
+def refusal(status: int, reason: str, url: str, headers: Message, body: bytes) -> HubHTTPError:
+    """The error for an answer `status` (the server's `reason` phrase) to a GET of `url`, with its `headers` (an
+    http.client message: looked up without regard to case) and `body`."""
     code, message = headers.get("X-Error-Code"), headers.get("X-Error-Message")
     kind = _BY_CODE.get(code or "")
     if kind is None and message == _DISABLED:
@@ -81,7 +84,7 @@ _KIND_WORDS = {
 }
 
 
-def _with_server_words(custom: str, headers: Mapping[str, str], body: bytes) -> str:
+def _with_server_words(custom: str, headers: Message, body: bytes) -> str:
     """`custom` with the server's own messages (X-Error-Message, the body's "error"/"errors") and the request id
     added where huggingface_hub adds them."""
     said = [headers.get("X-Error-Message") or "", *_body_errors(headers, body)]
@@ -98,7 +101,7 @@ def _with_server_words(custom: str, headers: Mapping[str, str], body: bytes) -> 
     return final.strip()
 
 
-def _body_errors(headers: Mapping[str, str], body: bytes) -> list[str]:
+def _body_errors(headers: Message, body: bytes) -> list[str]:
     text = body.decode("utf-8", "replace")
     try:
         data = json.loads(text)
