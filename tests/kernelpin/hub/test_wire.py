@@ -334,3 +334,40 @@ def test_a_target_with_spaces_or_other_scripts_is_sent_percent_encoded():
     with serving(lambda handler: _body(handler, b"{}"), seen) as server:
         get(_endpoint(server) + "/kernels/acme/x/resolve/main/a b/é.py")
     assert seen == [("/kernels/acme/x/resolve/main/a%20b/%C3%A9.py", None)]
+
+
+def test_through_the_hub_source_a_cut_off_or_refused_download_says_what_and_where(tmp_path):
+    # kernelpin's message for each, as it was over huggingface_hub's client; the sink got no byte past the cut.
+    from kernelpin.errors import KernelpinError
+    from kernelpin.hub.source import HubSettings, HubSource
+
+    commit = "0123456789abcdef0123456789abcdef01234567"
+
+    def truncated(handler: BaseHTTPRequestHandler) -> None:
+        handler.send_response(200)
+        handler.send_header("Content-Length", "1000")
+        handler.end_headers()
+        handler.wfile.write(b"x" * 10)
+        handler.close_connection = True
+
+    with serving(truncated) as server:
+        source = HubSource(HubSettings.from_env({"HF_ENDPOINT": _endpoint(server), "HF_HOME": str(tmp_path)}))
+        received = bytearray()
+        with pytest.raises(KernelpinError) as raised:
+            source.stream("acme/x", "kernel", commit, "build/a.so", 1000, received.extend)
+    assert str(raised.value) == (
+        f"downloading build/a.so of acme/x at {commit[:12]} failed: cannot reach {_endpoint(server)} (peer closed "
+        "connection without sending complete message body (received 10 bytes, expected 1000)); check the network "
+        "and HF_ENDPOINT, then re-run"
+    )
+    assert bytes(received) == b"x" * 10  # the store writes it to a temporary file it then discards
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        nowhere = f"http://127.0.0.1:{closed.getsockname()[1]}"
+    source = HubSource(HubSettings.from_env({"HF_ENDPOINT": nowhere, "HF_HOME": str(tmp_path)}))
+    with pytest.raises(KernelpinError) as raised:
+        source.refs("acme/x", "kernel")
+    assert str(raised.value) == (
+        f"listing tags of acme/x failed: cannot reach {nowhere} ([Errno 111] Connection refused); check the network "
+        "and HF_ENDPOINT, then re-run"
+    )
