@@ -23,6 +23,7 @@ in a load that asks the Hub one question; http.client and ssl are among torch's 
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import io
 import itertools
@@ -178,11 +179,13 @@ def _connect_within(connection: _Connection | _TLSConnection, connect: Callable[
         connect()
     except TimeoutError:
         raise _TimedOut("ConnectTimeout") from None
+    connection.opened(connection.sock)
     connection.sock = _TimedSocket(connection.sock, connection)
 
 
 class _Connection(http.client.HTTPConnection):
     waits: _Waits
+    opened: Callable[[socket.socket], object]  # told of each socket it opens
 
     def connect(self) -> None:
         _connect_within(self, super().connect)
@@ -190,6 +193,7 @@ class _Connection(http.client.HTTPConnection):
 
 class _TLSConnection(http.client.HTTPSConnection):
     waits: _Waits
+    opened: Callable[[socket.socket], object]
 
     def connect(self) -> None:
         _connect_within(self, super().connect)
@@ -210,13 +214,6 @@ def tls_context(environ: Mapping[str, str]) -> ssl.SSLContext:
     return ssl.create_default_context()
 
 
-def _close_all(idle: dict[tuple[str, str, int], list[http.client.HTTPConnection]]) -> None:
-    for connections in idle.values():
-        for connection in connections:
-            connection.close()
-    idle.clear()
-
-
 class Wire:
     """One command's connections to Hubs, kept open between its requests (per scheme, host and port) and closed
     when the Wire goes. Thread-safe: downloads run in parallel, each request on a connection of its own."""
@@ -226,7 +223,10 @@ class Wire:
         self._idle: dict[tuple[str, str, int], list[http.client.HTTPConnection]] = {}
         self._lock = threading.Lock()
         self._tls: ssl.SSLContext | None = None
-        weakref.finalize(self, _close_all, self._idle)
+        # Every socket it opened, closed when the Wire goes (those still open: the kept ones); socket.close itself,
+        # not a function of kernelpin's, runs then, wherever the last reference to the Wire was dropped.
+        self._sockets = contextlib.ExitStack()
+        weakref.finalize(self, self._sockets.close)
 
     def get(
         self,
@@ -325,7 +325,12 @@ class Wire:
         scheme, host, port = origin
         made = _TLSConnection(host, port, context=self._tls_context()) if scheme == "https" else _Connection(host, port)
         made.waits = waits
+        made.opened = self._opened
         return made, False
+
+    def _opened(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._sockets.callback(sock.close)
 
     def _tls_context(self) -> ssl.SSLContext:
         """Made on the first https request: loading the certificates takes tens of ms, which a plain-HTTP Hub (a

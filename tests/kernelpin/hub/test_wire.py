@@ -45,9 +45,9 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 @contextmanager
-def serving(answer, seen: list | None = None) -> Iterator[str]:
-    """A server whose GETs `answer(handler)` answers (each request's path and Authorization header go to
-    `seen`); its endpoint. Counts the connections it accepted in `serving.connections`."""
+def serving(answer, seen: list | None = None) -> Iterator[ThreadingHTTPServer]:
+    """A keep-alive server on 127.0.0.1 whose GETs `answer(handler)` answers (each request's path and Authorization
+    header go to `seen`), counting the connections it accepted in its `connections`."""
 
     class Handler(_Handler):
         def do_GET(self) -> None:
@@ -371,3 +371,17 @@ def test_through_the_hub_source_a_cut_off_or_refused_download_says_what_and_wher
         f"listing tags of acme/x failed: cannot reach {nowhere} ([Errno 111] Connection refused); check the network "
         "and HF_ENDPOINT, then re-run"
     )
+
+
+def test_a_kept_connection_is_closed_when_its_wire_goes():
+    import gc
+
+    with serving(lambda handler: _body(handler, b"{}")) as server:
+        wire = Wire(5)
+        wire.get(_endpoint(server) + REFS, {}, budget(), lambda chunk: None)
+        (kept,) = wire._idle[("http", "127.0.0.1", server.server_address[1])]
+        raw = kept.sock.sock
+        assert raw.fileno() != -1  # kept open for the command's next request
+        del wire, kept
+        gc.collect()
+        assert raw.fileno() == -1
