@@ -51,15 +51,16 @@ start = time.perf_counter()
 print("SECONDS", time.perf_counter() - start)
 """
 
+# kernelpin's requests as it asks them (kernelpin.hub.wire), each before the redirects it follows.
 _RECORD = """\
 import json, sys
-import httpx2
+from kernelpin.hub.wire import Wire
 sent = []
-real = httpx2.Client.send
-def send(client, request, **kwargs):
-    sent.append(str(request.url))
-    return real(client, request, **kwargs)
-httpx2.Client.send = send
+real = Wire.get
+def get(wire, url, *args, **kwargs):
+    sent.append(url)
+    return real(wire, url, *args, **kwargs)
+Wire.get = get
 exec(sys.argv[1])
 print("REQUESTS " + json.dumps(sent))
 """

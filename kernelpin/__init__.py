@@ -57,10 +57,10 @@ if TYPE_CHECKING:
         load_kernel,
     )
     from kernelpin.front.lock import load
-    from kernelpin.hub.client import HubTimeout
     from kernelpin.hub.limits import LimitExceeded
     from kernelpin.hub.listing import MalformedAnswer
     from kernelpin.hub.source import HubSettings, HubSource
+    from kernelpin.hub.wire import HubTimeout
     from kernelpin.loading.archive import ArchiveError
     from kernelpin.loading.kernels_internals import KernelsPackageError
     from kernelpin.loading.loader import VerifiedKernel, loaded_kernels
@@ -177,7 +177,7 @@ _ERRORS = {
     "PolicyError": ("kernelpin.trust.policy", "PolicyError"),
     "SignatureError": ("kernelpin.trust.policy", "SignatureError"),
     "TrustRootError": ("kernelpin.trust.signature", "TrustRootError"),
-    "HubTimeout": ("kernelpin.hub.client", "HubTimeout"),
+    "HubTimeout": ("kernelpin.hub.wire", "HubTimeout"),
     "LimitExceeded": ("kernelpin.hub.limits", "LimitExceeded"),
     "MalformedAnswer": ("kernelpin.hub.listing", "MalformedAnswer"),
     "LinkRefused": ("kernelpin.files.confined", "LinkRefused"),

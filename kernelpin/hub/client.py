@@ -1,4 +1,6 @@
-"""The HTTP client huggingface_hub uses on kernelpin's behalf: every request gets a deadline.
+"""The HTTP client huggingface_hub uses on kernelpin's behalf (publishing, through HfApi): every request gets a
+deadline. kernelpin's own requests (refs, file listings, file bodies) go over kernelpin.hub.wire instead, which holds
+them to the same limits with the standard library alone.
 
 huggingface_hub's shared client has no timeout by default and retries timeouts with backoff, so a server
 that accepts connections and never answers blocks a command for many minutes. kernelpin installs (through
@@ -10,21 +12,17 @@ While a command's budget runs (kernelpin.hub.limits), every request made in its 
 command's deadline, from the connection to the last byte of the body: the network backend under httpcore
 gives every connect, read and write at most the time left, so a server that drips its status line, its
 headers or its body one byte at a time, or sends `100 Continue` without end, is cut off at the deadline, not
-at the next timeout. Every body is held to a size as well: the size the request
-declares (`expect_size`: a file's pinned or listed size) or KERNELPIN_MAX_RESPONSE_BYTES (API answers);
+at the next timeout. Every body is held to a size as well, KERNELPIN_MAX_RESPONSE_BYTES;
 such requests ask for uncompressed answers and refuse compressed ones, whose size is known only once expanded.
 A GET answered "too many requests" (429, or 503 with a Retry-After) within a budget is sent again after the
 wait the server asks for, a bounded number of times and within the deadline (kernelpin.hub.throttle).
 Requests made outside a budget (other code of the process using huggingface_hub) get the timeouts only.
-Imported only when kernelpin talks to a Hub (it imports httpx2 and huggingface_hub).
+Imported only where kernelpin uses huggingface_hub's HfApi (publishing): it imports httpx2 and huggingface_hub.
 """
 
 from __future__ import annotations
 
 import itertools
-import os
-import platform
-import re
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -35,80 +33,10 @@ import httpx2
 from huggingface_hub.utils import _http as hf_http
 from huggingface_hub.utils import set_client_factory
 
-from kernelpin.errors import KernelpinError
 from kernelpin.hub import limits
-from kernelpin.hub.limits import MAX_RESPONSE_BYTES, LimitExceeded
+from kernelpin.hub.limits import LimitExceeded, too_long
 from kernelpin.hub.throttle import wait_before_retry
-
-READ_BYTES = 1 << 20  # the most a connection reads at once
-# The longest one wait for a read lasts before Python runs again: a signal (Ctrl-C) that arrives after the
-# interpreter last looked and before the socket's wait began wakes nothing, and would otherwise be seen only when
-# the read ends, at its timeout (KERNELPIN_HTTP_TIMEOUT, 30 s by default) or the command's deadline.
-READ_WAIT_SLICE = 0.25
-EXPECT_SIZE = "kernelpin_expect_size"  # request extension: the body must be exactly this long (bytes)
-
-
-def expect_size(size: int) -> dict[str, int]:
-    """Request extensions for a body of a known size (a file whose size the lock or the listing gives)."""
-    return {EXPECT_SIZE: size}
-
-
-class HubTimeout(KernelpinError):
-    """A request got no answer within the timeout."""
-
-
-_HEADER_VALUE = re.compile(r"[\x21-\x7e]+")  # a token as the Hub issues it: printable ASCII, no space
-
-
-def request_headers() -> dict[str, str]:
-    """The headers of kernelpin's own requests, built here and not by huggingface_hub's build_hf_headers: its
-    User-Agent carries an agent-harness id from `<endpoint>/api/agent-harnesses`, fetched while the headers
-    are built and kept in HF_HOME for a day, so one hostile Hub's answer would go into every request to every
-    Hub (or make each fail). This sends kernelpin's name and versions, and the token huggingface_hub would
-    send (HF_TOKEN or the saved one, unless HF_HUB_DISABLE_IMPLICIT_TOKEN), refused when no header can carry it."""
-    from huggingface_hub import __version__ as hub_version
-
-    headers = {"user-agent": f"kernelpin; hf_hub/{hub_version}; python/{platform.python_version()}"}
-    token = implicit_token()
-    if token is not None:
-        if not _HEADER_VALUE.fullmatch(token):
-            raise KernelpinError(
-                "the Hub token (HF_TOKEN, or the one `hf auth login` saved) holds spaces, control or non-ASCII "
-                "characters, which no request header can carry; set HF_TOKEN to the token exactly as the Hub shows it"
-            )
-        headers["authorization"] = f"Bearer {token}"
-    return headers
-
-
-def implicit_token() -> str | None:
-    """The token huggingface_hub sends unasked (its get_token), None under HF_HUB_DISABLE_IMPLICIT_TOKEN.
-    get_token is called only where one of its sources can give a token (an OIDC exchange, HF_TOKEN or
-    HUGGING_FACE_HUB_TOKEN, the token file, Google Colab's secrets): importing it imports a YAML parser and
-    a file-lock library (for refreshing a saved OAuth token), about 35 ms of a cold get_kernel, spent for
-    nothing where no token exists."""
-    from huggingface_hub import constants
-    from huggingface_hub.utils import is_google_colab
-
-    if constants.HF_HUB_DISABLE_IMPLICIT_TOKEN:
-        return None
-    from_environment = any(os.environ.get(name) for name in ("HF_OIDC_RESOURCE", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"))
-    if not (from_environment or is_google_colab() or _exists(constants.HF_TOKEN_PATH)):
-        return None
-    from huggingface_hub import get_token
-
-    return get_token()
-
-
-def _exists(path: str) -> bool:
-    """Whether there is something at `path` for get_token to read: anything but "no such file", which is the
-    one failure get_token takes as "no token" (an unreadable file or a file on the way raises there too)."""
-    try:
-        os.stat(path)
-    except FileNotFoundError:
-        return False
-    except (OSError, ValueError):  # get_token's read fails as well, and says why
-        pass
-    return True
+from kernelpin.hub.wire import READ_BYTES, READ_WAIT_SLICE, HubTimeout, no_answer
 
 
 def capped_timeouts(requested: dict[str, float | None], seconds: float) -> dict[str, float]:
@@ -276,9 +204,7 @@ class _DeadlineTransport(httpx2.BaseTransport):
                     f"{url}: the server compressed its answer ({encoding[:20]}) though kernelpin asked for none; "
                     "its size cannot be bounded before it is expanded. The server is broken or hostile"
                 )
-            # The expected size is the file's; an error page or a redirect is another document.
-            limit = request.extensions.get(EXPECT_SIZE) if 200 <= response.status_code < 300 else None
-            body = _BoundedBody(response, budget, url, limit, timeouts, self)
+            body = _BoundedBody(response, budget, url, timeouts, self)
             declared = response.headers.get("Content-Length", "").strip()
             # Refused before reading: a body announced longer than allowed would only be cut off later, and a
             # server that then hangs up looks like a network failure. A HEAD's length is the file's, not a body.
@@ -296,10 +222,7 @@ class _DeadlineTransport(httpx2.BaseTransport):
             httpx2.PoolTimeout: "pool",
         }.get(type(error))
         waited = timeouts[phase] if phase else max(timeouts.values())
-        return HubTimeout(
-            f"no answer from {url} within {waited:g} s ({type(error).__name__}); the server is down "
-            "or overloaded: retry later, or set KERNELPIN_HTTP_TIMEOUT=SECONDS to wait longer"
-        )
+        return no_answer(str(url), waited, type(error).__name__)
 
     def close(self) -> None:
         with self._making:
@@ -315,13 +238,12 @@ class _BoundedBody(httpx2.SyncByteStream):
         response: httpx2.Response,
         budget: limits.Budget,
         url: httpx2.URL,
-        expected: int | None,
         timeouts: dict[str, float],
         transport: _DeadlineTransport,
     ) -> None:
         assert isinstance(response.stream, httpx2.SyncByteStream)  # as an HTTPTransport answers
-        self.inner, self.budget, self.url, self.expected = response.stream, budget, url, expected
-        self.limit = budget.limits.max_response_bytes if expected is None else expected
+        self.inner, self.budget, self.url = response.stream, budget, url
+        self.limit = budget.limits.max_response_bytes
         self.timeouts, self.transport = timeouts, transport
 
     def __iter__(self) -> Iterator[bytes]:
@@ -339,17 +261,7 @@ class _BoundedBody(httpx2.SyncByteStream):
 
     def too_long(self, announced: int | None = None) -> LimitExceeded:
         """The error for an answer longer than allowed, seen while reading or `announced` in its headers."""
-        if self.expected is None:
-            how = "is longer" if announced is None else f"announces {announced} bytes, more"
-            return LimitExceeded(
-                f"{self.url}: the answer {how} than {self.limit} bytes ({MAX_RESPONSE_BYTES}); the server "
-                f"is broken or hostile. If the answer is genuine, set {MAX_RESPONSE_BYTES}=N to allow more"
-            )
-        how = "sends more" if announced is None else f"announces {announced} bytes, more"
-        return LimitExceeded(
-            f"{self.url}: the server {how} than the {self.expected} bytes the file has (as locked or "
-            "listed); the download was stopped and nothing of it is kept. The server is broken or hostile"
-        )
+        return too_long(str(self.url), self.limit, None, announced)
 
     def close(self) -> None:
         self.inner.close()

@@ -101,6 +101,23 @@ class Budget:
             raise self.exceeded(what)
 
 
+def too_long(url: str, limit: int, expected: int | None, announced: int | None = None) -> LimitExceeded:
+    """The error for an answer from `url` longer than allowed, seen while reading or `announced` in its headers:
+    a file's body held to its `expected` size (as locked or listed), or an API answer (`expected` None) held to
+    `limit` bytes (KERNELPIN_MAX_RESPONSE_BYTES)."""
+    if expected is None:
+        how = "is longer" if announced is None else f"announces {announced} bytes, more"
+        return LimitExceeded(
+            f"{url}: the answer {how} than {limit} bytes ({MAX_RESPONSE_BYTES}); the server "
+            f"is broken or hostile. If the answer is genuine, set {MAX_RESPONSE_BYTES}=N to allow more"
+        )
+    how = "sends more" if announced is None else f"announces {announced} bytes, more"
+    return LimitExceeded(
+        f"{url}: the server {how} than the {expected} bytes the file has (as locked or "
+        "listed); the download was stopped and nothing of it is kept. The server is broken or hostile"
+    )
+
+
 _current: ContextVar[Budget | None] = ContextVar("kernelpin_budget", default=None)
 
 

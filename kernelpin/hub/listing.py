@@ -23,6 +23,7 @@ __untrusted_input__ = (
     "parse_refs",
     "remote_file",
     "parse_tree_page",
+    "next_page",
 )  # parsers of input kernelpin does not control (kernelpin.errors)
 
 # A tag or branch name as kernelpin.lock stores it after refs/tags/ or refs/heads/ (git's ref-name rules,
@@ -163,3 +164,18 @@ def files_of(entries: list[RemoteFile | str], where: str) -> list[RemoteFile]:
     if below is not None:
         raise malformed(where, f"{below!r} is listed as a file and as a directory")
     return files
+
+
+def next_page(link: str | None) -> str | None:
+    """The URL of a listing's next page from its Link header (`<URL>; rel="next"`, as the Hub paginates), read as
+    huggingface_hub's client (httpx) reads it; None where there is none."""
+    strip = " '\""
+    for value in re.split(", *<", (link or "").strip(strip)):
+        url, _, params = value.partition(";")
+        for param in params.split(";"):
+            key, equals, name = param.partition("=")
+            if not equals or "=" in name:
+                break
+            if key.strip(strip) == "rel" and name.strip(strip) == "next":
+                return url.strip("<> '\"") or None
+    return None

@@ -1,5 +1,6 @@
-"""The Hub edge: refs, trees and file bodies over huggingface_hub's HTTP client, with errors translated for
-people. Answers are parsed by kernelpin.hub.listing; nothing here builds a path from a server's data.
+"""The Hub edge: refs, trees and file bodies over kernelpin's own HTTP client (kernelpin.hub.wire: the standard
+library's http.client, held to the command's limits), with errors translated for people; huggingface_hub's client
+(HfApi) serves publishing only. Answers are parsed by kernelpin.hub.listing; nothing here builds a path from a server's data.
 
 Settings are read from the environment when a command runs (not when huggingface_hub is imported), so
 HF_ENDPOINT, HF_HUB_CACHE/HF_HOME and HF_HUB_OFFLINE can change between calls in one process.
@@ -28,6 +29,7 @@ from kernelpin.hub.listing import (
     check_count,
     files_of,
     malformed,
+    next_page,
     parse_refs,
     parse_tree_page,
 )
@@ -36,6 +38,8 @@ __untrusted_input__ = ("HubSettings.from_env",)  # parsers of input kernelpin do
 
 if TYPE_CHECKING:
     from huggingface_hub import HfApi
+
+    from kernelpin.hub.wire import Wire
 
 _DEFAULT_ENDPOINT = "https://huggingface.co"
 _TRUE = {"1", "on", "yes", "true"}
@@ -88,6 +92,8 @@ class HubSource:
     def __init__(self, settings: HubSettings) -> None:
         self.settings = settings
         self._api: HfApi | None = None
+        self._wire: Wire | None = None  # this command's connections, made on its first request
+        self._wiring = threading.Lock()
         self._budget = Budget(settings.limits)  # the command's deadline runs from here
         self._publishers: dict[str, bool] = {}  # organization -> trusted kernel publisher, asked once per command
         self._asking = threading.Lock()
@@ -109,6 +115,14 @@ class HubSource:
         """Hold the requests made inside to this command's limits (its deadline counts from the creation
         of this source, in every thread)."""
         return running(self._budget)
+
+    def _connections(self) -> Wire:
+        from kernelpin.hub.wire import Wire
+
+        with self._wiring:
+            if self._wire is None:
+                self._wire = Wire(self.settings.limits.http_timeout)
+            return self._wire
 
     def _use_timeout(self) -> None:
         from kernelpin.hub.client import use_timeout
@@ -139,17 +153,18 @@ class HubSource:
         return f"{self.settings.endpoint}/{prefix}{repo_id}/resolve/{quote(revision, safe='')}/{quote(path)}"
 
     def _get_json(self, url: str, params: dict[str, str] | None = None) -> tuple[object, str | None]:
-        """One API answer, parsed as JSON (its size capped by the transport while a budget runs), and the URL
-        of its next page, if any."""
-        from huggingface_hub.utils import get_session, hf_raise_for_status
+        """One API answer, parsed as JSON (its size capped by KERNELPIN_MAX_RESPONSE_BYTES), and the URL of its
+        next page, if any."""
+        from urllib.parse import urlencode
 
-        from kernelpin.hub.client import request_headers
+        from kernelpin.hub.request_headers import request_headers
 
-        self._use_timeout()
-        with get_session().stream("GET", url, params=params, headers=request_headers()) as response:
-            hf_raise_for_status(response)
-            body = b"".join(response.iter_bytes())
-            following = response.links.get("next", {}).get("url")
+        body = bytearray()
+        with self.budget() as budget:
+            answer = self._connections().get(
+                f"{url}?{urlencode(params)}" if params else url, request_headers(), budget, body.extend
+            )
+        following = next_page(", ".join(answer.headers.get_all("Link") or ()))  # several headers read as one
         try:
             return json.loads(body), following
         except (ValueError, RecursionError):
@@ -247,8 +262,6 @@ class HubSource:
                 f"{OFFLINE}, so it cannot be downloaded: run `kernelpin sync` with network access first, "
                 "or vendor the kernels with `kernelpin sync --target DIR`"
             )
-        from kernelpin.hub.client import expect_size
-
         what = _downloading(repo_id, commit, path)
         received = 0
 
@@ -264,7 +277,7 @@ class HubSource:
             path,
             what,
             counted,
-            expect_size(size),
+            size,
             self._reads if small else self._transfers,
         )
         if received != size:
@@ -281,25 +294,19 @@ class HubSource:
         path: str,
         what: str,
         sink: Callable[[bytes], None],
-        extensions: dict[str, int],
+        size: int | None,
         slots: threading.BoundedSemaphore,
     ) -> None:
-        """The GET of one file at a commit, its body handed to `sink`, in one of `slots` (the source's bound on
-        downloads, or on small reads)."""
-        from huggingface_hub.utils import get_session, hf_raise_for_status
+        """The GET of one file at a commit, its body (`size` bytes at most, where known) handed to `sink`, in one
+        of `slots` (the source's bound on downloads, or on small reads)."""
+        from kernelpin.hub.request_headers import request_headers
 
-        from kernelpin.hub.client import request_headers
-
-        self._use_timeout()
         url = self._file_url(repo_id, repo_type, check_commit(commit, repo_id), check_repo_path(path, repo_id))
         with self.budget() as budget, translate_errors(what, self.settings.endpoint, repo_id):
             if not slots.acquire(timeout=max(budget.remaining(), 0)):
                 raise budget.exceeded(what)
             try:
-                with get_session().stream("GET", url, headers=request_headers(), extensions=extensions) as response:
-                    hf_raise_for_status(response)
-                    for chunk in response.iter_bytes():
-                        sink(chunk)
+                self._connections().get(url, request_headers(), budget, sink, size)
             finally:
                 slots.release()
 
@@ -323,7 +330,7 @@ class HubSource:
 
         try:
             self._get_file(
-                repo_id, repo_type, commit, path, _downloading(repo_id, commit, path), bounded, {}, self._reads
+                repo_id, repo_type, commit, path, _downloading(repo_id, commit, path), bounded, None, self._reads
             )
         except _TooLong:
             return None
@@ -351,7 +358,12 @@ def same_origin(url: str, endpoint: str) -> bool:
 
 
 def http_status(error: BaseException | None) -> int | None:
-    """The HTTP status code of a huggingface_hub/httpx error, or None when it carries no response."""
+    """The HTTP status code of an error answer (kernelpin.hub.wire's, or huggingface_hub's/httpx's), or None when
+    it carries no response."""
+    from kernelpin.hub.http_errors import HubHTTPError
+
+    if isinstance(error, HubHTTPError):
+        return error.status
     response = getattr(error, "response", None)
     return getattr(response, "status_code", None)
 
@@ -363,16 +375,30 @@ def repository_refs(list_refs: Callable[[str], Refs], repo_type: str | None) -> 
     "Does not exist" is the Hub's 401/404 RepositoryNotFoundError (it answers 401 to an anonymous client for a
     missing or private repository) or a mirror's plain 404; any other error is raised.
     """
-    from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
-
     for candidate in (repo_type,) if repo_type else REPO_TYPES:
         try:
             return list_refs(candidate)
-        except HfHubHTTPError as error:
-            if isinstance(error, RepositoryNotFoundError) or http_status(error) == 404:
+        except Exception as error:
+            if _repository_missing(error):
                 continue
             raise
     return None
+
+
+def _repository_missing(error: Exception) -> bool:
+    """Whether `error` says "no such repository": kernelpin.hub.wire's answer, or huggingface_hub's (publishing
+    asks through HfApi; its errors are looked at only where one came, so that the load paths never import it)."""
+    from kernelpin.hub.http_errors import HubHTTPError
+
+    if isinstance(error, HubHTTPError):
+        return error.repository_missing or error.status == 404
+    if isinstance(error, KernelpinError):
+        return False
+    from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
+
+    return isinstance(error, RepositoryNotFoundError) or (
+        isinstance(error, HfHubHTTPError) and http_status(error) == 404
+    )
 
 
 def _underlying(error: BaseException) -> BaseException:
@@ -380,7 +406,7 @@ def _underlying(error: BaseException) -> BaseException:
     ("cannot find the requested files in the local cache") when it has no cached copy to fall back to."""
     from huggingface_hub.errors import HfHubHTTPError
 
-    from kernelpin.hub.client import HubTimeout
+    from kernelpin.hub.wire import HubTimeout
 
     seen = error
     for _ in range(8):
@@ -394,13 +420,20 @@ def _underlying(error: BaseException) -> BaseException:
 
 
 def _http_problem(error: Exception, what: str, endpoint: str, repo_id: str | None) -> KernelpinError:
-    from huggingface_hub.errors import RevisionNotFoundError
+    """The message for an error answer: kernelpin.hub.wire's HubHTTPError, or huggingface_hub's HfHubHTTPError."""
+    from kernelpin.hub.http_errors import HubHTTPError
 
+    if isinstance(error, HubHTTPError):
+        revision_missing = error.revision_missing
+    else:
+        from huggingface_hub.errors import RevisionNotFoundError
+
+        revision_missing = isinstance(error, RevisionNotFoundError)
     status = http_status(error)
     first_line = str(error).splitlines()[0]
     if status in (401, 403):
         hint = "set HF_TOKEN to a token with read access"
-    elif isinstance(error, RevisionNotFoundError):
+    elif revision_missing:
         hint = (
             f"that revision does not exist on the server (rewritten history or a deleted branch): "
             f"run `kernelpin lock --upgrade-package {repo_id or 'REPO'}` to lock one that does"
@@ -451,36 +484,60 @@ def local_write_problem(error: OSError, what: str, path: Path | str | None = Non
 
 @contextlib.contextmanager
 def translate_errors(what: str, endpoint: str, repo_id: str | None = None) -> Iterator[None]:
-    """Turn huggingface_hub and network exceptions into KernelpinError that says what happened and what to do."""
-    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError, OfflineModeIsEnabled
-
-    from kernelpin.hub.client import HubTimeout
+    """Turn kernelpin.hub.wire's, huggingface_hub's and network exceptions into KernelpinError that says what
+    happened and what to do."""
+    from kernelpin.hub.http_errors import HubHTTPError
+    from kernelpin.hub.wire import HubTimeout, HubUnreachable
 
     try:
         yield
-    except OfflineModeIsEnabled as error:
-        raise KernelpinError(f"{what}: {OFFLINE}; go online to use the Hub") from error
     except HubTimeout as error:
         raise KernelpinError(f"{what} failed: {error}") from error
-    except HfHubHTTPError as error:
+    except HubHTTPError as error:
         raise _http_problem(error, what, endpoint, repo_id) from error
-    except (LocalEntryNotFoundError, OSError, ConnectionError) as error:
+    except HubUnreachable as error:
+        raise _unreachable(what, endpoint, error) from error
+    except KernelpinError:
+        raise
+    except Exception as error:
+        translated = _hub_client_problem(error, what, endpoint, repo_id)
+        if translated is None:
+            raise
+        raise translated from error
+
+
+def _unreachable(what: str, endpoint: str, error: Exception) -> KernelpinError:
+    return KernelpinError(
+        f"{what} failed: cannot reach {endpoint} ({error}); check the network and HF_ENDPOINT, then re-run"
+    )
+
+
+def _hub_client_problem(error: Exception, what: str, endpoint: str, repo_id: str | None) -> KernelpinError | None:
+    """The KernelpinError for an exception of huggingface_hub's client (publishing goes through HfApi) or of the
+    local disk; None where it is neither (then it is raised as it is). Imports huggingface_hub's errors only here,
+    where one of its exceptions may have come."""
+    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError, OfflineModeIsEnabled
+
+    from kernelpin.hub.wire import HubTimeout
+
+    if isinstance(error, OfflineModeIsEnabled):
+        return KernelpinError(f"{what}: {OFFLINE}; go online to use the Hub")
+    if isinstance(error, HfHubHTTPError):
+        return _http_problem(error, what, endpoint, repo_id)
+    if isinstance(error, (LocalEntryNotFoundError, OSError, ConnectionError)):
         if isinstance(error, OSError) and (local := local_write_problem(error, what)) is not None:
-            raise local from error
+            return local
         cause = _underlying(error)
         if isinstance(cause, HubTimeout):
-            raise KernelpinError(f"{what} failed: {cause}") from error
+            return KernelpinError(f"{what} failed: {cause}")
         if isinstance(cause, HfHubHTTPError):
-            raise _http_problem(cause, what, endpoint, repo_id) from error
-        raise KernelpinError(
+            return _http_problem(cause, what, endpoint, repo_id)
+        return KernelpinError(
             f"{what} failed: cannot reach {endpoint} ({type(error).__name__}); check the network and "
             "HF_ENDPOINT, then re-run: completed files are kept, partial ones are discarded"
-        ) from error
-    except Exception as error:
-        import httpx2
+        )
+    import httpx2
 
-        if isinstance(error, httpx2.HTTPError):
-            raise KernelpinError(
-                f"{what} failed: cannot reach {endpoint} ({error}); check the network and HF_ENDPOINT, then re-run"
-            ) from error
-        raise
+    if isinstance(error, httpx2.HTTPError):
+        return _unreachable(what, endpoint, error)
+    return None

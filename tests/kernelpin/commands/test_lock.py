@@ -194,8 +194,9 @@ def test_lock_sends_only_the_requests_it_needs_and_keeps_only_verified_blobs(
     blob id), kept in the Hub cache as the blob of that id for the next lock (tests/kernelpin/toplevel/test_lock_reuse.py).
     Failed before: a HEAD before every metadata GET (hf_hub_download), 12 requests for 5 variants, and blobs named
     by the server's ETag, links and lock files written into the Hub cache."""
-    import httpx2
+    from urllib.parse import urlsplit
 
+    from kernelpin.hub.wire import Wire
     from testkit.fake_kernel import VARIANTS
 
     kernel_id, kernel_repo = new_repo(repo_type="kernel")
@@ -203,13 +204,13 @@ def test_lock_sends_only_the_requests_it_needs_and_keeps_only_verified_blobs(
     publish(kernel_repo, "1.0.0")
     publish(model_repo, "1.0.0")
     sent: list[tuple[str, str]] = []
-    real = httpx2.Client.send
+    real = Wire.get
 
-    def counting(client, request, **kwargs):  # requests as sent, redirects followed inside (olah redirects trees)
-        sent.append((request.method, request.url.path))
-        return real(client, request, **kwargs)
+    def counting(wire, url, *args, **kwargs):  # requests as asked, redirects followed inside (olah redirects trees)
+        sent.append(("GET", urlsplit(url).path))  # kernelpin's own requests are GETs (Wire sends no other)
+        return real(wire, url, *args, **kwargs)
 
-    monkeypatch.setattr(httpx2.Client, "send", counting)
+    monkeypatch.setattr(Wire, "get", counting)
     project(f'"{kernel_id}" = "^1"\n')
     assert cli("lock")[0] == 0
     # The refs, the organization's overview (is it a trusted kernel publisher?), the tree, each variant's metadata.

@@ -1,5 +1,6 @@
-"""kernelpin.hub.client directly: its transport against the suite's hostile servers (127.0.0.1, no Hub), each
-limit at its edge and each error with its message, fast enough for a mutation run to use."""
+"""kernelpin.hub.client directly (huggingface_hub's client as kernelpin sets it up for HfApi; kernelpin's own
+requests go over kernelpin.hub.wire, tests/kernelpin/hub/test_wire.py): its transport against the suite's hostile
+servers (127.0.0.1, no Hub), each limit at its edge and each error with its message, fast enough for a mutation run to use."""
 
 from __future__ import annotations
 
@@ -23,11 +24,10 @@ from kernelpin.hub.client import (
     _DeadlineTransport,
     _time_left,
     capped_timeouts,
-    expect_size,
-    request_headers,
     use_timeout,
 )
 from kernelpin.hub.limits import Budget, LimitExceeded, Limits
+from kernelpin.hub.request_headers import request_headers
 from tests.kernelpin.faulty_hub import HostileHub, Lies, SilentServer, StatusServer
 
 NOWHERE = "http://127.0.0.1:9"  # HostileHub's upstream when every answer is a lie (nothing is forwarded)
@@ -171,28 +171,6 @@ def test_an_answer_is_held_to_the_response_limit_announced_or_sent():
         ),
     ):
         get(endpoint + REFS)
-
-
-def test_a_file_body_is_held_to_its_expected_size_an_error_page_is_not():
-    with (
-        HostileHub(NOWHERE, Lies(endless_file=True, endless_for=10)) as endpoint,
-        limits.running(budget()),
-        pytest.raises(
-            LimitExceeded,
-            match=re.escape(
-                f"{endpoint}{FILE}: the server sends more than the 1000 bytes the file has (as locked or listed); "
-                "the download was stopped and nothing of it is kept. The server is broken or hostile"
-            ),
-        ),
-    ):
-        get(endpoint + FILE, extensions=expect_size(1000))
-    with HostileHub(NOWHERE, Lies(file_status=404)) as endpoint, limits.running(budget()):
-        assert b"status 404" in get(endpoint + FILE, extensions=expect_size(1))  # an error page, not the file
-    with HostileHub(NOWHERE, Lies(file_status=200)) as endpoint, limits.running(budget()):
-        with pytest.raises(LimitExceeded, match="the server announces 2.. bytes, more than the 1 bytes the file has"):
-            get(endpoint + FILE, extensions=expect_size(1))
-        with client() as http:  # a HEAD's length is the file's, not a body
-            assert http.head(endpoint + FILE, extensions=expect_size(1)).status_code == 200
 
 
 def test_kernelpins_headers_are_its_own_and_carry_a_checked_token(monkeypatch):

@@ -18,6 +18,7 @@ from kernelpin.hub.listing import (
     check_count,
     check_ref_name,
     files_of,
+    next_page,
     parse_refs,
     parse_tree_page,
     remote_file,
@@ -246,3 +247,24 @@ def test_long_field_values_are_quoted_cut_short_and_errors_name_the_listing():
             KernelpinError, match="^" + re.escape(f"{WHERE}: the repository listing gives 'a.py' a {shown}")
         ):
             parse_tree_page([entry("a.py", size=size, oid=blob, lfs={"oid": lfs} if lfs else None)], WHERE)
+
+
+@pytest.mark.parametrize(
+    "link",
+    [
+        '<https://huggingface.co/api/kernels/acme/x/tree/main?cursor=abc&recursive=true>; rel="next"',
+        "<https://hub/next>; rel=next",
+        '<https://hub/prev>; rel="prev", <https://hub/next>; rel="next"',
+        '<https://hub/first>; rel="first"',
+        "",
+        "garbage",
+        '<https://hub/a>; rel="next"; title="x=y"',
+        "<>; rel=next",
+    ],
+)
+def test_the_next_page_is_read_from_the_link_header_as_httpx_reads_it(link):
+    # huggingface_hub's client read it with httpx's Response.links; kernelpin.hub.wire's answers are read here.
+    import httpx2
+
+    theirs = httpx2.Response(200, headers={"Link": link} if link else {}).links.get("next", {}).get("url") or None
+    assert next_page(link) == theirs

@@ -14,7 +14,7 @@ import pytest
 from huggingface_hub import constants
 from huggingface_hub.utils import _detect_agent
 
-from kernelpin.hub.client import request_headers
+from kernelpin.hub.request_headers import request_headers
 from testkit.fake_kernel import CPU_213, publish
 from tests.kernelpin.faulty_hub import HostileHub, Lies
 from tests.kernelpin.hub.test_hub_answers import fresh_load, locked, one_line_error  # noqa: F401 (a fixture)
@@ -151,7 +151,7 @@ def test_without_a_token_source_huggingface_hubs_token_module_is_not_imported(tm
     }
     environ["HF_HOME"] = str(tmp_path / "hf-home")
     check = (
-        "import sys; from kernelpin.hub.client import request_headers; headers = request_headers(); "
+        "import sys; from kernelpin.hub.request_headers import request_headers; headers = request_headers(); "
         "assert 'authorization' not in headers, headers; "
         "assert 'huggingface_hub.utils._auth' not in sys.modules, 'get_token was imported'; "
         "(tmp := __import__('pathlib').Path(sys.argv[1])).parent.mkdir(); tmp.write_text('hf_x'); "

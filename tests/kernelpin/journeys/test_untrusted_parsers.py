@@ -45,7 +45,14 @@ from kernelpin.format.signer import LockedSignature, Signer
 from kernelpin.format.spec import check_repo_id, parse_dependencies, parse_requirement
 from kernelpin.format.variant import Backend, Variant
 from kernelpin.hub.limits import Limits
-from kernelpin.hub.listing import check_commit, check_ref_name, parse_refs, parse_tree_page, remote_file
+from kernelpin.hub.listing import (
+    check_commit,
+    check_ref_name,
+    next_page,
+    parse_refs,
+    parse_tree_page,
+    remote_file,
+)
 from kernelpin.hub.source import HubSettings
 from kernelpin.hub.throttle import retry_after_seconds
 from kernelpin.loading import local_override
@@ -207,6 +214,15 @@ def test_listed_files(entry) -> None:
 def test_retry_after_headers(value) -> None:
     wait = answers(lambda: retry_after_seconds(value, 1.4e9), "Retry-After")
     assert wait is None or (isinstance(wait, float) and 0 <= wait < float("inf"))
+
+
+@UNTRUSTED
+@given(
+    texts('<https://huggingface.co/api/kernels/a/b/tree/main?cursor=x>; rel="next"', '<a>; rel="prev", <b>; rel=next')
+)
+def test_link_headers(value) -> None:
+    following = answers(lambda: next_page(value), "Link")
+    assert following is None or (isinstance(following, str) and following)
 
 
 @UNTRUSTED
@@ -490,6 +506,7 @@ PROPERTY_TESTS = {
     "kernelpin.hub.listing.check_ref_name": test_commits_and_ref_names,
     "kernelpin.hub.listing.remote_file": test_listed_files,
     "kernelpin.hub.throttle.retry_after_seconds": test_retry_after_headers,
+    "kernelpin.hub.listing.next_page": test_link_headers,
     "kernelpin.hub.limits.Limits.from_env": test_hub_settings_and_limits_from_the_environment,
     "kernelpin.hub.source.HubSettings.from_env": test_hub_settings_and_limits_from_the_environment,
     "kernelpin.format.lockfile.parse": test_locks,

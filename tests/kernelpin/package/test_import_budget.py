@@ -5,7 +5,8 @@ grew it and make it lazy (or raise the budget, saying why). The HTTP stack and r
 
 from __future__ import annotations
 
-from tests.kernelpin.helpers import fresh_interpreter
+from testkit.fake_kernel import CPU_213, publish
+from tests.kernelpin.helpers import TRUSTED_ORG, fresh_interpreter
 
 # The modules each path may add to a bare interpreter, with why that many.
 BUDGETS = {
@@ -26,6 +27,20 @@ BUDGETS = {
 OWN_BUDGETS = {"help": 3, "import": 1, "warm_load": 37}
 # The HTTP stack and the console: a path served from disk or printing argparse's help needs neither.
 NEVER = ("huggingface_hub", "httpx2", "httpcore2", "anyio", "h11", "rich", "sigstore", "torch")
+# HTTP libraries beyond the standard library's http.client: importing one after `import torch` costs a full garbage
+# collection over torch's objects (issue 53); huggingface_hub.utils imports httpx2. None on a warm offline load, nor
+# on the one-liner `get_kernel`, cold or warm online, which sends its requests with http.client (kernelpin.hub.wire).
+HTTP_LIBRARIES = ("httpx2", "httpcore2", "h11", "h2", "anyio", "httpx", "httpcore", "requests", "urllib3", "aiohttp")
+
+
+def _http_libraries(modules: set[str]) -> list[str]:
+    return sorted(
+        name
+        for name in modules
+        if name.split(".")[0] in HTTP_LIBRARIES
+        or name == "huggingface_hub.utils"
+        or name.startswith("huggingface_hub.utils.")
+    )
 
 
 def _added(code: str) -> set[str]:
@@ -56,4 +71,22 @@ def test_a_warm_offline_load_imports_no_http_stack(img2gray, project, cli, monke
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     printed, _ = fresh_interpreter(f"import kernelpin\nprint(kernelpin.load({img2gray!r}).VERSION)")
     assert printed.split()[0] == "0.1.1"
-    _check("warm_load", _added(f"import kernelpin\nkernelpin.load({img2gray!r})"))
+    added = _added(f"import kernelpin\nkernelpin.load({img2gray!r})")
+    _check("warm_load", added)
+    assert not _http_libraries(added)
+
+
+def test_the_one_liner_cold_and_warm_online_imports_no_http_library_beyond_http_client(
+    new_repo, hf_env, monkeypatch, tmp_path
+):
+    # Failed before: every request went through huggingface_hub's client (httpx2, httpcore2, h11, anyio).
+    repo_id, repo = new_repo("budget", "kernel", TRUSTED_ORG)
+    publish(repo, "1.0.0", variants=(CPU_213,))
+    repo.branch("v1")
+    monkeypatch.setenv("KERNELPIN_STATE_DIR", str(tmp_path / "state"))
+    call = f"import kernelpin\nprint(kernelpin.get_kernel({repo_id!r}, version=1).VERSION)"
+    for when in ("cold", "warm online"):
+        printed, modules = fresh_interpreter(call)
+        assert printed.split()[-1] == "1.0.0", printed
+        assert "kernelpin.hub.wire" in modules  # it asked the Hub (the refs of the branch, at least)
+        assert not _http_libraries(modules), f"{when}: {_http_libraries(modules)}"
