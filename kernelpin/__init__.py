@@ -57,10 +57,11 @@ if TYPE_CHECKING:
         load_kernel,
     )
     from kernelpin.front.lock import load
+    from kernelpin.hub.http_errors import HubHTTPError
     from kernelpin.hub.limits import LimitExceeded
     from kernelpin.hub.listing import MalformedAnswer
     from kernelpin.hub.source import HubSettings, HubSource
-    from kernelpin.hub.wire import HubTimeout
+    from kernelpin.hub.wire import HubTimeout, HubUnreachable
     from kernelpin.loading.archive import ArchiveError
     from kernelpin.loading.kernels_internals import KernelsPackageError
     from kernelpin.loading.loader import VerifiedKernel, loaded_kernels
@@ -177,7 +178,9 @@ _ERRORS = {
     "PolicyError": ("kernelpin.trust.policy", "PolicyError"),
     "SignatureError": ("kernelpin.trust.policy", "SignatureError"),
     "TrustRootError": ("kernelpin.trust.signature", "TrustRootError"),
+    "HubHTTPError": ("kernelpin.hub.http_errors", "HubHTTPError"),
     "HubTimeout": ("kernelpin.hub.wire", "HubTimeout"),
+    "HubUnreachable": ("kernelpin.hub.wire", "HubUnreachable"),
     "LimitExceeded": ("kernelpin.hub.limits", "LimitExceeded"),
     "MalformedAnswer": ("kernelpin.hub.listing", "MalformedAnswer"),
     "LinkRefused": ("kernelpin.files.confined", "LinkRefused"),
@@ -250,9 +253,11 @@ __all__ = [
     "Environment",
     "FileStatus",
     "FuncRepository",
+    "HubHTTPError",
     "HubSettings",
     "HubSource",
     "HubTimeout",
+    "HubUnreachable",
     "IntegrityError",
     "KernelApi",
     "KernelInfo",
