@@ -46,12 +46,53 @@ def implicit_token() -> str | None:
 
     if constants.HF_HUB_DISABLE_IMPLICIT_TOKEN:
         return None
+    if not os.environ.get("HF_OIDC_RESOURCE"):  # get_token asks OIDC first, and only where this is set
+        # get_token's next two sources read here as it reads them, for the tokens most users have: HF_TOKEN, or
+        # the file `hf auth login` saves holding a token without an OAuth refresh (those get_token returns as read).
+        token = _clean_token(os.environ.get("HF_TOKEN") or os.environ.get("HUGGING_FACE_HUB_TOKEN"))
+        if token is not None:
+            return token
+        token = _plain_saved_token(constants.HF_TOKEN_PATH, constants.HF_STORED_TOKENS_PATH)
+        if token is not None:
+            return token
     from_environment = any(os.environ.get(name) for name in ("HF_OIDC_RESOURCE", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"))
     if not (from_environment or _in_google_colab() or _exists(constants.HF_TOKEN_PATH)):
         return None
     from huggingface_hub import get_token
 
     return get_token()
+
+
+def _clean_token(token: str | None) -> str | None:
+    """huggingface_hub's _clean_token: line breaks removed, the ends stripped, None for nothing left."""
+    return None if token is None else (token.replace("\r", "").replace("\n", "").strip() or None)
+
+
+def _plain_saved_token(token_path: str, stored_tokens_path: str) -> str | None:
+    """The token file's token where get_token would return it as it is read: no stored token of that value
+    carries an OAuth refresh token and its expiry (such a token may be refreshed first: get_token's work). None
+    where get_token has more to do or to say (no file, an unreadable one, an OAuth token, a stored-tokens file it
+    would report as broken): the caller then asks get_token itself."""
+    import configparser
+
+    try:
+        with open(token_path, encoding="utf-8") as saved:
+            token = _clean_token(saved.read())
+        if token is None:
+            return None
+        if not os.path.exists(stored_tokens_path):
+            return token
+        stored = configparser.ConfigParser(interpolation=None)
+        stored.read(stored_tokens_path, encoding="utf-8")
+    except (OSError, ValueError, configparser.Error):  # ValueError: UnicodeDecodeError, a NUL in a path
+        return None
+    refreshable = any(
+        stored.get(name, "hf_token", fallback=None) == token
+        and stored.has_option(name, "refresh_token")
+        and stored.has_option(name, "expires_at")
+        for name in stored.sections()
+    )
+    return None if refreshable else token
 
 
 def _in_google_colab() -> bool:

@@ -165,3 +165,71 @@ def test_without_a_token_source_huggingface_hubs_token_module_is_not_imported(tm
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
+
+
+def _stored_tokens(no_token, monkeypatch, text: str | None) -> None:
+    """The stored_tokens file beside the token file (huggingface_hub's INI of every saved token), or none."""
+    path = no_token.parent / "stored_tokens"
+    monkeypatch.setattr(constants, "HF_STORED_TOKENS_PATH", str(path))
+    no_token.parent.mkdir(exist_ok=True)
+    if text is not None:
+        path.write_text(text)
+
+
+FAR = "9999999999"  # an OAuth token's expires_at far ahead: get_token returns it without refreshing
+
+
+@pytest.mark.parametrize(
+    ("environment", "saved", "stored"),
+    [
+        ({"HF_TOKEN": "hf_env"}, "hf_saved", None),
+        ({"HF_TOKEN": "  \n", "HUGGING_FACE_HUB_TOKEN": "hf_old_name"}, "hf_saved", None),  # blank HF_TOKEN wins `or`
+        ({"HUGGING_FACE_HUB_TOKEN": "hf_old_name"}, None, None),
+        ({}, "hf_saved\r\n", None),
+        ({}, "hf_saved", "[main]\nhf_token = hf_saved\n"),
+        ({}, "hf_saved", f"[main]\nhf_token = hf_saved\nrefresh_token = r\nexpires_at = {FAR}\n"),  # get_token's
+        ({}, "hf_saved", f"[other]\nhf_token = hf_other\nrefresh_token = r\nexpires_at = {FAR}\n"),
+        ({}, "hf_saved", "not an ini file ["),  # get_token logs it and returns the saved token
+        ({}, "   ", None),
+        ({}, None, None),
+    ],
+)
+def test_the_implicit_token_is_get_tokens_answer(no_token, monkeypatch, environment, saved, stored):
+    """kernelpin reads HF_TOKEN and a plain saved token itself (importing get_token costs huggingface_hub's HTTP
+    stack and a full garbage collection after torch): the answer is huggingface_hub's own in every case."""
+    from huggingface_hub import get_token
+
+    from kernelpin.hub.request_headers import implicit_token
+
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    _stored_tokens(no_token, monkeypatch, stored)
+    if saved is not None:
+        no_token.write_text(saved)
+    assert implicit_token() == get_token()
+
+
+@pytest.mark.parametrize("source", ["HF_TOKEN", "saved"])
+def test_the_usual_tokens_are_read_without_huggingface_hubs_http_stack(tmp_path, source):
+    """A cold get_kernel with a token (most users have one) imports no httpx2 and no get_token: the issue-53 paths
+    stay off huggingface_hub's HTTP stack. Failed before: every token went through get_token."""
+    environ = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_OIDC_RESOURCE", "HF_TOKEN_PATH")
+    }
+    environ["HF_HOME"] = str(tmp_path / "hf-home")
+    (tmp_path / "hf-home").mkdir()
+    if source == "HF_TOKEN":
+        environ["HF_TOKEN"] = "hf_x"
+    else:
+        (tmp_path / "hf-home" / "token").write_text("hf_x\n")
+        (tmp_path / "hf-home" / "stored_tokens").write_text("[main]\nhf_token = hf_x\n")
+    check = (
+        "import sys; from kernelpin.hub.request_headers import request_headers; "
+        "assert request_headers()['authorization'] == 'Bearer hf_x'; "
+        "loaded = [m for m in ('huggingface_hub.utils._auth', 'httpx2', 'httpcore2') if m in sys.modules]; "
+        "assert not loaded, loaded"
+    )
+    done = subprocess.run([sys.executable, "-c", check], env=environ, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
