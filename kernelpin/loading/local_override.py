@@ -59,6 +59,11 @@ def parse(text: str) -> dict[str, Path]:
             overrides[check_repo_id(repo_id.strip())] = Path(path).expanduser()
         except KernelpinError as error:
             raise KernelpinError(f"{VARIABLE}: {error}") from None
+        except RuntimeError:  # pathlib: `~name` of no such user, or no home directory to put for `~`
+            raise KernelpinError(
+                f"{VARIABLE}: entry {entry[:200]!r}: {path.split('/')[0][:100]!r} names no home directory here; "
+                "write the path out in full"
+            ) from None
     return overrides
 
 

@@ -109,6 +109,9 @@ def test_load_from_a_lock_refuses_the_override_unless_allowed(local_build, tmp_p
         ("acme/a", "entry 'acme/a' is not REPO=PATH"),
         ("acme/a=", "entry 'acme/a=' is not REPO=PATH"),
         ("../x=/p", "is not a Hub repository id"),
+        # pathlib's RuntimeError before (found by the property test of untrusted parsers): a user that is not there
+        ("acme/a=~no-such-user-here/x", "'~no-such-user-here' names no home directory here; write the path out"),
+        ("acme/a=/a:acme/b=~\n/b=c", r"'~\\n' names no home directory here"),
     ],
 )
 def test_a_malformed_variable_is_one_clear_error(text, problem):
