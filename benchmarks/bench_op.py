@@ -17,8 +17,8 @@ peers OpenCV and PIL (on the frame as HWC; OpenCV on float32 too) and torch eage
 their versions in the record's environment. "% copy" and "x OpenCV" are medians of per-round ratios (each round's
 candidates ran back to back, so a slow spell of the machine falls on both sides of a ratio), with their interquartile
 range, over the rounds in which none of them waited for a descheduled thread (clean_rounds). Without --json the CPU
-record goes to benchmarks/results/cpu-<this machine>/ (benchmarks/machine.py names it):
-bench.json on one thread, bench-N-threads.json on N.
+record of a whole run (not --quick, not --cases) goes to benchmarks/results/cpu-<this machine>/ (benchmarks/machine.py
+names it): bench.json on one thread, bench-N-threads.json on N.
 """
 
 from __future__ import annotations
@@ -651,7 +651,9 @@ def main() -> None:
     }
     print(f"{environment}")
     print_table(rows, args.device)
-    record = args.json or (cpu_record_path(args.threads) if args.device == "cpu" else None)
+    # A machine's record is a whole run: a --quick or --cases run (a try, or a test) writes one only where --json says.
+    whole_cpu_run = args.device == "cpu" and not args.quick and not args.cases.pattern
+    record = args.json or (cpu_record_path(args.threads) if whole_cpu_run else None)
     if record:
         record.parent.mkdir(parents=True, exist_ok=True)
         record.write_text(json.dumps({"environment": environment, "rows": rows}, indent=2) + "\n")

@@ -116,13 +116,18 @@ def test_second_demo_reuses_the_package() -> None:
 @pytest.mark.skipif(not _this_venv_is_devs(), reason="runs ./dev only inside the venv ./dev created")
 def test_bench_builds_the_operator_it_measures() -> None:
     # Failed before on a fresh clone: "No module named 'img2gray'" (nothing had built or installed the operator).
+    # A --quick run is no record: it must not overwrite the machine's committed one (it did, through a suite run).
     env = {**os.environ, "IMG2GRAY_VENV": sys.prefix}
     env.pop("PYTHONPATH", None)
+    records = ROOT / "benchmarks" / "results"
+    before = {path: path.stat().st_mtime_ns for path in records.rglob("*.json")}
     done = subprocess.run(
         [str(ROOT / "dev"), "bench", "--quick", "--threads", "1"], capture_output=True, text=True, env=env, cwd="/"
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
     assert "img2gray" in done.stdout and "1080x1920x3 uint8 HWC" in done.stdout
+    assert {path: path.stat().st_mtime_ns for path in records.rglob("*.json")} == before
+    assert "record:" not in done.stdout
 
 
 def test_pixi_bench_tasks_build_the_operator_first() -> None:
