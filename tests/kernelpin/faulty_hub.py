@@ -142,6 +142,15 @@ class Lies:
     stall_path: str | None = None
 
 
+# A refs answer that never ends in time, each byte well within a read timeout: its headers dripped, endless
+# `100 Continue` answers, its body dripped. Only a client's overall deadline stops them (test_wire, test_hubclient).
+STALLS = {
+    "headers": Lies(drip_head="refs", drip_seconds=0.02, endless_for=10),
+    "100-continue": Lies(interim="refs", drip_seconds=0.02, endless_for=10),
+    "body": Lies(drip="refs", drip_seconds=0.02, endless_for=10),
+}
+
+
 class HostileHub:
     """A Hub API in front of `upstream` (a real one, e.g. testkit.hub.HubServer's) that lies as `lies` says
     and forwards everything else. Endless answers end when the client hangs up or the server stops, so a

@@ -28,7 +28,7 @@ from kernelpin.hub.client import (
 )
 from kernelpin.hub.limits import Budget, LimitExceeded, Limits
 from kernelpin.hub.request_headers import request_headers
-from tests.kernelpin.faulty_hub import HostileHub, Lies, SilentServer, StatusServer
+from tests.kernelpin.faulty_hub import STALLS, HostileHub, Lies, SilentServer, StatusServer
 
 NOWHERE = "http://127.0.0.1:9"  # HostileHub's upstream when every answer is a lie (nothing is forwarded)
 REFS = "/api/kernels/acme/x/refs"
@@ -71,15 +71,7 @@ def test_timeouts_are_capped_and_shorter_ones_kept():
     assert capped_timeouts({}, 2.5) == dict.fromkeys(every, 2.5)
 
 
-@pytest.mark.parametrize(
-    "lie",
-    [
-        Lies(drip_head="refs", drip_seconds=0.02, endless_for=10),
-        Lies(interim="refs", drip_seconds=0.02, endless_for=10),
-        Lies(drip="refs", drip_seconds=0.02, endless_for=10),
-    ],
-    ids=["headers", "100-continue", "body"],
-)
+@pytest.mark.parametrize("lie", STALLS.values(), ids=STALLS)
 def test_a_stalling_server_is_cut_off_at_the_deadline_whatever_it_stalls(lie):
     # The body case needs the headers within the deadline: 0.3 s was missed on a loaded machine (a mutation run).
     deadline = 0.3 if lie.drip is None else 1

@@ -18,7 +18,7 @@ import pytest
 from kernelpin.hub.http_errors import HubHTTPError
 from kernelpin.hub.limits import Budget, LimitExceeded, Limits
 from kernelpin.hub.wire import MAX_REDIRECTS, HubTimeout, HubUnreachable, Wire
-from tests.kernelpin.faulty_hub import HostileHub, Lies, SilentServer, StatusServer
+from tests.kernelpin.faulty_hub import STALLS, HostileHub, Lies, SilentServer, StatusServer
 
 NOWHERE = "http://127.0.0.1:9"  # HostileHub's upstream when every answer is a lie (nothing is forwarded)
 REFS = "/api/kernels/acme/x/refs"
@@ -112,15 +112,7 @@ def test_a_silent_server_is_a_timeout_naming_the_wait_then_the_deadline():
         assert time.monotonic() - started < 5  # not the 30 s timeout: the deadline cuts the wait
 
 
-@pytest.mark.parametrize(
-    "lie",
-    [
-        Lies(drip_head="refs", drip_seconds=0.02, endless_for=10),
-        Lies(interim="refs", drip_seconds=0.02, endless_for=10),
-        Lies(drip="refs", drip_seconds=0.02, endless_for=10),
-    ],
-    ids=["headers", "100-continue", "body"],
-)
+@pytest.mark.parametrize("lie", STALLS.values(), ids=STALLS)
 def test_a_stalling_server_is_cut_off_at_the_deadline_whatever_it_stalls(lie):
     # Each byte comes well within the timeout: only the deadline stops these.
     deadline = 0.3 if lie.drip is None else 1
