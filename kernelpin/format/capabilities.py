@@ -14,6 +14,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
+from kernelpin.errors import KernelpinError
 from kernelpin.files.integrity import check_repo_path
 from kernelpin.format.layout import CAPABILITY_BUILDS
 from kernelpin.format.variant import cuda_arch_covers
@@ -96,7 +97,10 @@ def parse_listing(
             raise broken(f'{KEY}.{name}.archs must list the capability it was built for, e.g. ["8.0"]')
         files = {}
         for path, digest in entry["files"].items():
-            check_repo_path(path, f"{KEY}.{name}")
+            try:
+                check_repo_path(path, f"{KEY}.{name}")
+            except KernelpinError as error:  # its message names the listing, not the document: `broken` says which
+                raise broken(str(error)) from None
             files[path] = decode(path, digest)
         listing[name] = (tuple(archs), files)
     return listing
