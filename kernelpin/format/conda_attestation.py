@@ -21,6 +21,7 @@ from typing import Any, NoReturn
 from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 from kernelpin.errors import KernelpinError
+from kernelpin.format.nesting import within_nesting
 
 __untrusted_input__ = ("parse_publication_statement", "parse_sidecar")  # (kernelpin.errors)
 
@@ -144,7 +145,9 @@ def parse_publication_statement(payload: bytes) -> PublicationStatement:
     if len(payload) > MAX_STATEMENT_BYTES:
         _refuse(f"publication statement is {len(payload)} bytes (at most {MAX_STATEMENT_BYTES})", fix)
     try:
-        value = json.loads(payload.decode("utf-8"), object_pairs_hook=_unique_keys, parse_constant=_no_constant)
+        value = within_nesting(
+            json.loads(payload.decode("utf-8"), object_pairs_hook=_unique_keys, parse_constant=_no_constant)
+        )
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
         _refuse(f"publication statement is not UTF-8 JSON ({error})", fix)
     if not isinstance(value, dict):
@@ -200,8 +203,8 @@ def sidecar_bytes(bundles: Sequence[str]) -> bytes:
         _refuse("a sidecar holds at least one attestation", "sign the package first")
     for index, bundle in enumerate(bundles):
         try:
-            parsed = json.loads(bundle, object_pairs_hook=_unique_keys, parse_constant=_no_constant)
-        except json.JSONDecodeError as error:
+            parsed = within_nesting(json.loads(bundle, object_pairs_hook=_unique_keys, parse_constant=_no_constant))
+        except (json.JSONDecodeError, RecursionError) as error:
             _refuse(f"attestation bundle {index} is not JSON ({error})", "give Sigstore bundles as JSON text")
         if not isinstance(parsed, dict):
             _refuse(f"attestation bundle {index} is not a JSON object", "give Sigstore bundles as JSON text")
@@ -228,7 +231,9 @@ def parse_sidecar(body: bytes, attestations_sha256: str) -> tuple[str, ...]:
             "the channel served other bytes than it advertises; try again later or report it to the channel",
         )
     try:
-        value = json.loads(body.decode("utf-8"), object_pairs_hook=_unique_keys, parse_constant=_no_constant)
+        value = within_nesting(
+            json.loads(body.decode("utf-8"), object_pairs_hook=_unique_keys, parse_constant=_no_constant)
+        )
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
         _refuse(f"attestation sidecar is not UTF-8 JSON ({error})", "the channel is broken")
     if not isinstance(value, list) or not value or not all(isinstance(bundle, dict) for bundle in value):

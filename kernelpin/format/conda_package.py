@@ -23,6 +23,7 @@ from kernelpin.errors import KernelpinError
 from kernelpin.files.integrity import SHA256_HEX_RE, check_repo_path
 from kernelpin.format.conda_attestation import package_filename
 from kernelpin.format.layout import METADATA
+from kernelpin.format.nesting import within_nesting
 
 __untrusted_input__ = ("parse_prefix_record",)  # parsers of input kernelpin does not control (kernelpin.errors)
 
@@ -104,7 +105,7 @@ def parse_prefix_record(content: bytes, where: str) -> InstalledPackage:
     if len(content) > MAX_RECORD_BYTES:
         _refuse(where, f"{len(content)} bytes, over the {MAX_RECORD_BYTES} a record may be")
     try:
-        record = json.loads(content.decode("utf-8"), object_pairs_hook=_unique)
+        record = within_nesting(json.loads(content.decode("utf-8"), object_pairs_hook=_unique))
     except (UnicodeDecodeError, ValueError, RecursionError) as error:
         _refuse(where, f"not JSON ({' '.join(str(error).split())[:120]})")
     if not isinstance(record, dict):

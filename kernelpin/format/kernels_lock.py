@@ -19,6 +19,7 @@ import json
 from typing import Any
 
 from kernelpin.format.lockfile import Lock, LockedKernel
+from kernelpin.format.nesting import within_nesting
 from kernelpin.format.spec import parse_requirement
 
 __untrusted_input__ = ("out_of_step",)  # parsers of input kernelpin does not control (kernelpin.errors)
@@ -68,7 +69,7 @@ def left_out(lock: Lock) -> list[str]:
 def out_of_step(content: bytes, lock: Lock) -> str | None:
     """Why a kernels.lock of `content` does not name kernelpin's commits, or None when it does."""
     try:
-        present = json.loads(content.decode("utf-8"))
+        present = within_nesting(json.loads(content.decode("utf-8")))
     except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nested deeper than json parses
         return f"{KERNELS_LOCK} is not valid JSON"
     if present == entries(lock):

@@ -25,6 +25,7 @@ from typing import Any
 from kernelpin.errors import KernelpinError
 from kernelpin.files.integrity import SHA256_HEX_RE, check_repo_path
 from kernelpin.format.layout import CAPABILITY_BUILDS, METADATA, SIGNATURE
+from kernelpin.format.nesting import within_nesting
 from kernelpin.format.ranges import Version, VersionError
 from kernelpin.format.spec import RequirementValue, is_repo_id
 from kernelpin.format.variant import is_arch
@@ -180,7 +181,7 @@ def parse_metadata(content: bytes | str, where: str) -> BuildMetadata:
         return MetadataError(f"{where}: not valid kernel metadata ({problem}); the build is broken")
 
     try:
-        document = json.loads(content)
+        document = within_nesting(json.loads(content))
     except RecursionError:
         raise broken("nested too deeply") from None
     except ValueError as error:  # includes UnicodeDecodeError

@@ -2,8 +2,8 @@
 
 tomllib, tomlkit and json parse nested arrays and tables recursively, so whether 1 KB of `[[[[...]]]]` ends in
 RecursionError depends on the host's recursion limit (torch.compile raises it to 2000, hypothesis moves it): the
-same hostile file was refused in one process and parsed in another. Readers that catch RecursionError put what
-they parsed through `within_nesting` too, so deep input gets their refusal whatever the limit.
+same hostile file was refused in one process and parsed in another. Every TOML and JSON reader catches
+RecursionError and puts what it parsed through `within_nesting`, so deep input gets its refusal whatever the limit.
 """
 
 from __future__ import annotations

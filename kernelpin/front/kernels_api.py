@@ -26,6 +26,7 @@ from typing import Any
 from kernelpin.errors import KernelpinError
 from kernelpin.format.kernels_lock import KERNELS_LOCK
 from kernelpin.format.layout import LOCKFILE
+from kernelpin.format.nesting import within_nesting
 from kernelpin.format.spec import parse_requirement, requirement_from_arguments
 from kernelpin.front.hub import HubResolver, hub_resolvers
 from kernelpin.front.lock import LockResolver
@@ -66,9 +67,9 @@ def _caller_kernels_lock(repo_id: str) -> str:
 def locked_commit(repo_id: str, text: str, where: str) -> str:
     """The commit a kernels.lock's text pins for `repo_id`."""
     try:
-        entries = json.loads(text)
+        entries = within_nesting(json.loads(text))
         commits = {e["dependency"]["repo-id"]: e["lock"]["commit"] for e in entries}
-    except (ValueError, TypeError, KeyError) as error:
+    except (ValueError, TypeError, KeyError, RecursionError) as error:
         raise KernelpinError(f"{where}: not a kernels.lock ({error}); run `kernelpin lock` to rewrite it") from None
     if repo_id not in commits:
         raise KernelpinError(

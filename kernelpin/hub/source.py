@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from kernelpin.errors import IntegrityError, KernelpinError
 from kernelpin.files.integrity import check_repo_path
+from kernelpin.format.nesting import within_nesting
 from kernelpin.format.spec import DEPENDENCIES_TABLE, REPO_TYPES
 from kernelpin.hub.limits import Budget, Limits, running
 from kernelpin.hub.listing import (
@@ -166,7 +167,7 @@ class HubSource:
             )
         following = next_page(", ".join(answer.headers.get_all("Link") or ()))  # several headers read as one
         try:
-            return json.loads(body), following
+            return within_nesting(json.loads(body)), following
         except (ValueError, RecursionError):
             raise malformed(url.split("?")[0], "the answer is not JSON") from None
 

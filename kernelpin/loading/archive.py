@@ -25,6 +25,7 @@ from kernelpin.errors import IntegrityError, KernelpinError
 from kernelpin.files.integrity import check_repo_path
 from kernelpin.format.layout import METADATA
 from kernelpin.format.lockfile import LockedFile, LockedVariant
+from kernelpin.format.nesting import within_nesting
 
 __untrusted_input__ = ("read_members",)  # parsers of input kernelpin does not control (kernelpin.errors)
 
@@ -70,7 +71,7 @@ def zip_member_of(directory: Path, variant: LockedVariant, what: str) -> LockedF
     if metadata is None:
         return None
     try:
-        document = json.loads(verified_bytes(directory / METADATA, metadata, what))
+        document = within_nesting(json.loads(verified_bytes(directory / METADATA, metadata, what)))
     except (UnicodeDecodeError, ValueError, RecursionError):
         return None  # not this module's to judge: the loader's own error follows
     if not isinstance(document, dict) or document.get(BUILD_LAYOUT_KEY) != ZIP_LAYOUT:

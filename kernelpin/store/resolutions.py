@@ -27,6 +27,7 @@ from kernelpin.files.integrity import is_commit
 from kernelpin.format import lockfile
 from kernelpin.format.kernel_status import Redirect
 from kernelpin.format.lockfile import Lock, LockedKernel, is_variant_name
+from kernelpin.format.nesting import within_nesting
 from kernelpin.format.spec import Requirement, is_repo_id
 
 __untrusted_input__ = (
@@ -105,7 +106,7 @@ class Resolutions:
             return None
         self._check(self.root, self.root / _RESOLVED, path)
         try:
-            record = json.loads(path.read_text(encoding="utf-8"))
+            record = within_nesting(json.loads(path.read_text(encoding="utf-8")))
         except (ValueError, UnicodeDecodeError, RecursionError):
             raise self._broken(requirement) from None
         if not isinstance(record, dict) or record.get("format") != _FORMAT:

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from kernelpin.files.private_state import PrivateFiles
+from kernelpin.format.nesting import within_nesting
 from kernelpin.trust.signature import Verified
 
 __untrusted_input__ = ("SignatureReceipts.recall",)  # parsers of input kernelpin does not control (kernelpin.errors)
@@ -53,7 +54,7 @@ class SignatureReceipts:
         if content is None or len(content) >= _LIMIT:
             return None
         try:
-            receipt = json.loads(content)
+            receipt = within_nesting(json.loads(content))
             if not isinstance(receipt, dict) or {k: receipt.get(k) for k in key} != key:
                 return None
             verified = Verified.from_fields(receipt.get("verified"))

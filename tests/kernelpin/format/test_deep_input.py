@@ -12,9 +12,11 @@ from collections.abc import Iterator
 import pytest
 
 from kernelpin.errors import KernelpinError
+from kernelpin.format.conda_attestation import sidecar_bytes
 from kernelpin.format.kernel_status import parse_status
 from kernelpin.format.python_api import describe
 from kernelpin.format.ranges import Version
+from kernelpin.front.kernels_api import locked_commit
 from kernelpin.loading.runtime import policy_beside
 from kernelpin.project import entry_to_add, find_project, read_policy
 from kernelpin.store import lockfiles
@@ -110,6 +112,16 @@ def test_a_deeply_nested_lock_is_refused_with_its_fix(tmp_path) -> None:
         KernelpinError, match=r"kernelpin.lock: not valid TOML \(.*\); delete it and run `kernelpin lock`"
     ):
         lockfiles.read(lock)
+
+
+@pytest.mark.usefixtures("recursion_limit")
+def test_deep_json_in_a_kernels_lock_or_a_signature_bundle_is_one_line() -> None:
+    # Both raised RecursionError before: neither reader caught it (a kernels.lock is the project's file, a bundle
+    # the publisher's input).
+    with pytest.raises(KernelpinError, match=r"kernels.lock: not a kernels.lock \(.*\); run `kernelpin lock`"):
+        locked_commit("acme/x", "[" * 100_000, "kernels.lock")
+    with pytest.raises(KernelpinError, match="attestation bundle 0 is not JSON"):
+        sidecar_bytes(["[" * 500 + "]" * 500])
 
 
 def test_branches_in_other_digits_are_no_major_versions() -> None:
