@@ -49,6 +49,7 @@ from kernelpin.format.conda_package import (
 )
 from kernelpin.format.layout import METADATA, SIGNATURE
 from kernelpin.format.metadata import MetadataError, digest_covers, parse_metadata
+from kernelpin.format.nesting import within_nesting
 from kernelpin.format.signer import Signer
 from kernelpin.format.spec import check_repo_id
 from kernelpin.hub.limits import Limits
@@ -213,10 +214,10 @@ def channel_attestations(package: InstalledPackage, channel: str, subdir: str, t
     base = f"{channel}/{subdir}"
     body = _fetch(f"{base}/repodata.json", MAX_REPODATA_BYTES, timeout)
     try:
-        repodata = json.loads(body)
+        repodata = within_nesting(json.loads(body))
         records = {**repodata.get("packages", {}), **repodata.get("packages.conda", {})}
         record = records.get(package.filename)
-    except (ValueError, AttributeError, TypeError) as error:
+    except (ValueError, AttributeError, TypeError, RecursionError) as error:
         raise OSError(f"{base}/repodata.json is not repodata ({' '.join(str(error).split())[:100]})") from None
     if not isinstance(record, dict):
         raise OSError(f"{base}/repodata.json does not list {package.filename}")
@@ -332,9 +333,9 @@ def _installed_files(prefix: Path, directory: str, package: InstalledPackage) ->
 def _provenance_note(installed: Path) -> str:
     """Where the installed metadata.json differs from the Hub build's: the commit it says the package was built from."""
     try:
-        provenance = json.loads(_read_bounded(installed, 1 << 20, METADATA)).get("provenance", {})
+        provenance = within_nesting(json.loads(_read_bounded(installed, 1 << 20, METADATA))).get("provenance", {})
         commit = provenance.get("source_commit") if isinstance(provenance, dict) else None
-    except (ValueError, AttributeError, CondaVerifyError):
+    except (ValueError, AttributeError, RecursionError, CondaVerifyError):
         return ""
     return f" (the conda package says it was built from commit {commit[:12]})" if isinstance(commit, str) else ""
 

@@ -12,6 +12,7 @@ import re
 from typing import TYPE_CHECKING
 
 from kernelpin.errors import KernelpinError
+from kernelpin.format.nesting import within_nesting
 
 if TYPE_CHECKING:
     from email.message import Message
@@ -104,7 +105,7 @@ def _with_server_words(custom: str, headers: Message, body: bytes) -> str:
 def _body_errors(headers: Message, body: bytes) -> list[str]:
     text = body.decode("utf-8", "replace")
     try:
-        data = json.loads(text)
+        data = within_nesting(json.loads(text))
     except (ValueError, RecursionError):
         return [text] if text and "html" not in (headers.get("Content-Type") or "").lower() else []
     if not isinstance(data, dict):

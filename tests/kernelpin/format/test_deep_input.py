@@ -5,18 +5,22 @@ died in ast.unparse on 2 KB of valid Python (format/python_api)."""
 
 from __future__ import annotations
 
+import email
 import json
 import sys
 from collections.abc import Iterator
+from types import SimpleNamespace
 
 import pytest
 
+from kernelpin.commands.verify_conda import channel_attestations
 from kernelpin.errors import KernelpinError
 from kernelpin.format.conda_attestation import sidecar_bytes
 from kernelpin.format.kernel_status import parse_status
 from kernelpin.format.python_api import describe
 from kernelpin.format.ranges import Version
 from kernelpin.front.kernels_api import locked_commit
+from kernelpin.hub.http_errors import refusal
 from kernelpin.loading.runtime import policy_beside
 from kernelpin.project import entry_to_add, find_project, read_policy
 from kernelpin.store import lockfiles
@@ -122,6 +126,23 @@ def test_deep_json_in_a_kernels_lock_or_a_signature_bundle_is_one_line() -> None
         locked_commit("acme/x", "[" * 100_000, "kernels.lock")
     with pytest.raises(KernelpinError, match="attestation bundle 0 is not JSON"):
         sidecar_bytes(["[" * 500 + "]" * 500])
+
+
+@pytest.mark.usefixtures("recursion_limit")
+def test_a_channels_deep_repodata_and_a_hubs_deep_error_page_are_no_traceback(tmp_path) -> None:
+    # A channel's repodata.json 100,000 '[' deep raised RecursionError out of `kernelpin verify-conda` before.
+    (tmp_path / "linux-64").mkdir()
+    (tmp_path / "linux-64" / "repodata.json").write_text("[" * 100_000)
+    package = SimpleNamespace(filename="img2gray-0.1.0-0.conda")
+    with pytest.raises(OSError, match=r"repodata.json is not repodata"):
+        channel_attestations(package, tmp_path.as_uri(), "linux-64", 5.0)  # type: ignore[arg-type]
+    # An error page whose JSON nests deeper than the bound is shown as the text it is.
+    headers = email.message_from_string("Content-Type: application/json\n\n")
+    error = refusal(
+        500, "Internal Server Error", "https://hub/x", headers, b'{"error": ' + b"[" * 500 + b"]" * 500 + b"}"
+    )
+    assert error.status == 500 and str(error).startswith("Server error '500 Internal Server Error'")
+    assert '{"error": [[[' in str(error)  # the page as text, not its lists rendered one by one
 
 
 def test_branches_in_other_digits_are_no_major_versions() -> None:
