@@ -4,17 +4,16 @@ has no build for the machine, the newer release that has one (`sync`, `get_kerne
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from kernelpin.errors import KernelpinError
 from kernelpin.format.ranges import Version
 from kernelpin.format.spec import Requirement
 from kernelpin.format.variant import Environment, Selection, Variant, preference, select
 from kernelpin.hub.source import HubSource
+from kernelpin.records import record
 from kernelpin.resolve import group_variants, locate, tag_versions
 
 
-@dataclass(frozen=True)
+@record
 class VariantFit:
     """One build variant judged for a machine: whether it fits, why not, and whether it is the one chosen."""
 

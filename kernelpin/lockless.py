@@ -18,7 +18,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +29,7 @@ from kernelpin.format.spec import Requirement, describe_value
 from kernelpin.format.variant import Environment, Variant, arch_rejection, exact_build, select
 from kernelpin.hub.source import HubSettings, HubSource
 from kernelpin.project import find_project, read_policy
+from kernelpin.records import record
 from kernelpin.resolve import KernelMoved, Located, Pinner, locate, moved_to, pick_revision, served_as
 from kernelpin.store.resolutions import Remembered, Resolutions, state_dir
 from kernelpin.trust.checker import ReleaseChecker
@@ -38,7 +38,7 @@ from kernelpin.trust.policy import Policy
 from kernelpin.trust.receipts import SignatureReceipts
 
 
-@dataclass(frozen=True)
+@record
 class Resolved:
     """One kernel resolved for this machine: the kernel with (at least) the chosen variant pinned, and whether
     the Hub's trusted mark on its publisher is what let it through (remembered with it, kernelpin.store.resolutions)."""

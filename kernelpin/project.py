@@ -6,7 +6,6 @@ import contextlib
 import errno
 import re
 import tomllib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, overload
 
@@ -25,6 +24,7 @@ from kernelpin.format.spec import (
     toml_kind,
     toml_text,
 )
+from kernelpin.records import record
 from kernelpin.trust.policy import Policy, parse_policy
 
 __untrusted_input__ = (
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 PYPROJECT = "pyproject.toml"
 
 
-@dataclass(frozen=True)
+@record
 class Project:
     root: Path
 
@@ -193,7 +193,7 @@ def read_requirements(project: Project) -> list[Requirement]:
     return parse_dependencies(table.unwrap())
 
 
-@dataclass(frozen=True)
+@record
 class NewEntry:
     """What `kernelpin add` writes for a repository, and whether `kernels lock` can read it."""
 

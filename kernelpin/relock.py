@@ -9,12 +9,13 @@ import enum
 import functools
 import os
 from collections.abc import Callable, Collection, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from kernelpin.errors import KernelpinError
 from kernelpin.format import kernels_lock, lockfile
 from kernelpin.hub.source import OFFLINE, HubSource
 from kernelpin.project import Project, read_policy, read_requirements
+from kernelpin.records import record
 from kernelpin.resolve import resolve
 from kernelpin.store import lockfiles
 from kernelpin.trust.checker import ReleaseChecker
@@ -45,7 +46,7 @@ class LockMode(enum.Enum):
         return self
 
 
-@dataclass(frozen=True)
+@record
 class RelockOptions:
     """How a re-lock runs besides its project, Hub and release checker: the kernels it moves to their newest
     satisfying version (`upgrade`, or all of them with `upgrade_all`), whether it writes the lock (`mode`: UPDATE
@@ -60,7 +61,7 @@ class RelockOptions:
     accepted_signers: Mapping[str, Collection[str]] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@record
 class Locked:
     """The lock as resolved, and each change against the previous one (`lockfile.changes`'s lines; a line
     starting with "!" is a release tag that now names another commit)."""

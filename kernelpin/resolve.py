@@ -9,7 +9,6 @@ import hashlib
 import re
 from collections.abc import Callable, Collection, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 
 from kernelpin.errors import KernelpinError
 from kernelpin.files.integrity import GIT_OBJECT_ID_RE, check_repo_path, git_blob_sha1
@@ -30,6 +29,7 @@ from kernelpin.format.ranges import Version
 from kernelpin.format.spec import Requirement, RequirementValue, describe_value, parse_requirement
 from kernelpin.hub.listing import Refs, RemoteFile
 from kernelpin.hub.source import HubSource
+from kernelpin.records import record
 from kernelpin.store.content import Store
 from kernelpin.store.parallel import run_all
 from kernelpin.trust.checker import ReleaseChecker
@@ -38,7 +38,7 @@ from kernelpin.trust.policy import signer_changes
 from kernelpin.trust.signature import MAX_BUNDLE_BYTES, oversized
 
 
-@dataclass(frozen=True)
+@record
 class Pick:
     """The revision a requirement resolves to."""
 
@@ -418,7 +418,7 @@ def served_as(requirement: Requirement, pick: Pick) -> Served:
     return Served(pick.version, requirement.major)
 
 
-@dataclass(frozen=True)
+@record
 class Located:
     """Where a requirement resolves: the revision, and the files of each build variant there (not pinned yet)."""
 
@@ -518,7 +518,7 @@ def locate(
     return Located(pick, refs.repo_type, variants)
 
 
-@dataclass(frozen=True)
+@record
 class Fetched:
     """A requirement's release as read from the Hub to lock it (its revision, files and small files), not
     verified or parsed yet."""

@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 from kernelpin.errors import KernelpinError
@@ -24,10 +23,11 @@ from kernelpin.files.integrity import GIT_OBJECT_ID_RE
 from kernelpin.format import lockfile
 from kernelpin.format.spec import REPO_TYPES
 from kernelpin.project import Project
+from kernelpin.records import record
 from kernelpin.store import lockfiles
 
 
-@dataclass(frozen=True)
+@record
 class CachedRevision:
     repo: str
     repo_type: str
@@ -37,7 +37,7 @@ class CachedRevision:
     locked: bool  # the revision the project's lock pins
 
 
-@dataclass(frozen=True)
+@record
 class CacheReport:
     cache_dir: Path
     revisions: list[CachedRevision]
@@ -85,7 +85,7 @@ def cache(cache_dir: Path, project: Project | None, prune: bool = False, delete:
     return report
 
 
-@dataclass(frozen=True)
+@record
 class Snapshot:
     """One revision of a repository in the cache, as its snapshot directory and links say."""
 

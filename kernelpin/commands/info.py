@@ -12,7 +12,6 @@ import dataclasses
 import hashlib
 import json
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,10 +33,11 @@ from kernelpin.hub.source import HubSource
 from kernelpin.loading.local_override import choose, variant_directories
 from kernelpin.loading.python_depends import declared
 from kernelpin.project import Project, read_requirements
+from kernelpin.records import record
 from kernelpin.resolve import Located, locate, matches_listing
 
 
-@dataclass(frozen=True)
+@record
 class RevisionVariants:
     """The builds of one revision of a kernel, judged for a machine (a block of `kernelpin variants`)."""
 
@@ -114,7 +114,7 @@ def backends(names: list[str]) -> list[str]:
 MAX_TREE_DEPTH = 32  # kernel-depends levels `info` walks; deeper ones are cut, with a note
 
 
-@dataclass(frozen=True)
+@record
 class DependencyNode:
     """A kernel of a kernel-depends tree: the release its requirement resolves to and the build a machine takes."""
 
@@ -229,7 +229,7 @@ def dependency_tree(
     return walk.node(requirement, None, ())
 
 
-@dataclass(frozen=True)
+@record
 class KernelInfo:
     """What `kernelpin info` shows: `kernels info`'s fields (0.19), in its order, then kernelpin's. A kernel on the
     Hub has `repo_id` and `revision`, a build on disk `path` (as kernels shows the one or the other)."""
@@ -409,7 +409,7 @@ def _asked(
 MAX_SOURCE_BYTES = 1 << 20  # one Python file describe_api reads; a bigger one is not a kernel's public module
 
 
-@dataclass(frozen=True)
+@record
 class DescribedApi:
     """What `kernelpin describe-api` shows: where the sources were read, and the API read from them."""
 

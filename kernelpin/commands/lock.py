@@ -10,7 +10,6 @@ problems that do not stop the command.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from kernelpin.errors import KernelpinError
@@ -27,6 +26,7 @@ from kernelpin.project import (
     remove_requirement,
     set_requirement,
 )
+from kernelpin.records import record
 from kernelpin.relock import Locked, LockMode, RelockOptions, Report, release_checker, relock
 from kernelpin.resolve import describe_versions, tag_versions
 from kernelpin.store import lockfiles
@@ -36,12 +36,12 @@ def _ignore(message: str) -> None:
     pass
 
 
-@dataclass(frozen=True)
+@record
 class Added(Locked):
     entries: dict[str, NewEntry]  # repo id -> what was written to pyproject.toml
 
 
-@dataclass(frozen=True)
+@record
 class Removed(Locked):
     repo_ids: list[str]
 

@@ -4,7 +4,6 @@ with an environment which of each version's builds it can use)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,11 +14,12 @@ from kernelpin.format.variant import Environment, select
 from kernelpin.hub.listing import Refs
 from kernelpin.hub.source import HubSource
 from kernelpin.project import Project, find_project, read_requirements
+from kernelpin.records import record
 from kernelpin.resolve import group_variants, tag_versions
 from kernelpin.store import lockfiles
 
 
-@dataclass(frozen=True)
+@record
 class Outdated:
     repo: str
     requirement: RequirementValue
@@ -35,7 +35,7 @@ class Outdated:
         return data
 
 
-@dataclass(frozen=True)
+@record
 class TaggedVersion:
     version: str
     tag: str
@@ -45,7 +45,7 @@ class TaggedVersion:
     variants: list[VariantFit] | None = None  # each build judged for the environment asked about (else None)
 
 
-@dataclass(frozen=True)
+@record
 class VersionList:
     repo: str
     repo_type: str

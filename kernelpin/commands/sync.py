@@ -5,7 +5,6 @@ would install (--dry-run)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ from kernelpin.format.ranges import Version
 from kernelpin.format.variant import Environment, select
 from kernelpin.hub.source import HubSource
 from kernelpin.project import Project, find_project
+from kernelpin.records import record
 from kernelpin.relock import Locked, LockMode, Report, lock_for_sync, release_checker_when_needed
 from kernelpin.store import install
 from kernelpin.store.install import Installer, PlannedVariant, SyncedVariant
@@ -27,13 +27,13 @@ def _ignore(told: object) -> None:
     """The default of each callback (a message, the fresh lock): nothing is shown."""
 
 
-@dataclass(frozen=True)
+@record
 class Synced:
     lock: Locked  # what was installed; its changes are non-empty when a stale lock was re-locked
     variants: list[SyncedVariant]
 
 
-@dataclass(frozen=True)
+@record
 class SyncPlan:
     lock: Locked
     variants: list[PlannedVariant]

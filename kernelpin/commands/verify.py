@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 from kernelpin.errors import KernelpinError
@@ -15,6 +15,7 @@ from kernelpin.format.lockfile import LockedKernel, LockedVariant
 from kernelpin.format.metadata import parse_metadata
 from kernelpin.hub.source import HubSource
 from kernelpin.project import Project, find_project
+from kernelpin.records import record
 from kernelpin.relock import release_checker_when_needed
 from kernelpin.store import lockfiles
 from kernelpin.store.install import Installer, unlisted_entries
@@ -29,7 +30,7 @@ from kernelpin.trust.gate import enforce_capability_build
 STATUSES = ("ok", "modified", "missing", "unlisted", "link", "signed", "signature")
 
 
-@dataclass(frozen=True)
+@record
 class FileStatus:
     repo: str
     variant: str
@@ -42,7 +43,7 @@ class FileStatus:
         return {key: value for key, value in dataclasses.asdict(self).items() if value is not None}
 
 
-@dataclass(frozen=True)
+@record
 class Verification:
     locked_kernels: int
     files: list[FileStatus]

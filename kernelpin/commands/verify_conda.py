@@ -26,7 +26,7 @@ import stat
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +55,7 @@ from kernelpin.format.spec import check_repo_id
 from kernelpin.hub.limits import Limits
 from kernelpin.hub.source import OFFLINE, HubSource
 from kernelpin.project import Project, find_project, read_policy
+from kernelpin.records import record
 from kernelpin.store import lockfiles
 from kernelpin.trust.policy import Policy
 
@@ -67,7 +68,7 @@ class CondaVerifyError(KernelpinError):
     """The prefix, its conda-meta or the request cannot be checked at all (neither part ran)."""
 
 
-@dataclass(frozen=True)
+@record
 class CondaPackageCheck:
     """One kernel's conda package in the prefix, and what each of the two checks found (None: it passed)."""
 
@@ -102,7 +103,7 @@ class CondaPackageCheck:
         }
 
 
-@dataclass(frozen=True)
+@record
 class CondaVerification:
     prefix: Path
     packages: list[CondaPackageCheck] = field(default_factory=list)

@@ -15,11 +15,11 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from kernelpin.errors import KernelpinError
 from kernelpin.files import confined
+from kernelpin.records import record
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
@@ -34,7 +34,7 @@ def private_directory(name: str, environ: Mapping[str, str] = os.environ) -> Pat
     return Path(state, "kernelpin", name)
 
 
-@dataclass(frozen=True)
+@record
 class PrivateFiles:
     """The files in `directory` (None: there are none, nothing is kept), reached from `root` (trusted as given;
     default: the directory above) without following a link."""

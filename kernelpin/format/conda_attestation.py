@@ -16,12 +16,12 @@ import hashlib
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, NoReturn
 from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 from kernelpin.errors import KernelpinError
 from kernelpin.format.nesting import within_nesting
+from kernelpin.records import record
 
 __untrusted_input__ = ("parse_publication_statement", "parse_sidecar")  # (kernelpin.errors)
 
@@ -98,7 +98,7 @@ def channel_url(url: object) -> str:
     return urlunsplit(SplitResult(scheme, host, parts.path, "", ""))
 
 
-@dataclass(frozen=True)
+@record
 class PublicationStatement:
     """What a CEP 27 publication attestation says: this file, with this sha256, was published to this channel."""
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from kernelpin.errors import KernelpinError
@@ -24,6 +23,7 @@ from kernelpin.files.integrity import SHA256_HEX_RE, check_repo_path
 from kernelpin.format.conda_attestation import package_filename
 from kernelpin.format.layout import METADATA
 from kernelpin.format.nesting import within_nesting
+from kernelpin.records import record
 
 __untrusted_input__ = ("parse_prefix_record",)  # parsers of input kernelpin does not control (kernelpin.errors)
 
@@ -52,7 +52,7 @@ def variant_directory(paths: Iterable[str], where: str) -> str:
     return found[0]
 
 
-@dataclass(frozen=True)
+@record
 class InstalledPackage:
     """One conda-meta record: the package file installed, its sha256, where it came from and what it installed."""
 

@@ -11,13 +11,12 @@ version asked of the old repository is asked of the new one), the one difference
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import tomllib
 
 from kernelpin.errors import KernelpinError
 from kernelpin.format.nesting import within_nesting
 from kernelpin.format.spec import check_repo_id
+from kernelpin.records import record
 
 __untrusted_input__ = ("parse_status",)  # parsers of input kernelpin does not control (kernelpin.errors)
 
@@ -25,7 +24,7 @@ STATUS_FILE = "kernel-status.toml"
 MAX_STATUS_SIZE = 64 * 1024
 
 
-@dataclass(frozen=True)
+@record
 class Redirect:
     destination: str
     revision: str | None  # None: the requirement as asked, on the destination

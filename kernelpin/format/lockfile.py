@@ -9,7 +9,7 @@ outside the cache. Writing (`render`) renders the fixed layout directly (tests c
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any, Literal, overload
 
 import tomllib
@@ -31,6 +31,7 @@ from kernelpin.format.spec import (
     parse_requirement,
 )
 from kernelpin.format.variant import Environment, is_arch, select
+from kernelpin.records import record
 
 __untrusted_input__ = ("parse",)  # parsers of input kernelpin does not control (kernelpin.errors)
 
@@ -49,7 +50,7 @@ _REF_RE = re.compile(r"^refs/(?:tags|heads)/(?!.*\.\.)(?!.*//)[^\x00-\x20\x7f~^:
 REGENERATE = "run `kernelpin lock` to regenerate the lock (it is not meant to be edited by hand)"
 
 
-@dataclass(frozen=True)
+@record
 class LockedFile:
     """One file of a locked build: its path, size and sha256, which every download and load is checked against."""
 
@@ -58,7 +59,7 @@ class LockedFile:
     sha256: str
 
 
-@dataclass(frozen=True)
+@record
 class LockedCapabilityBuild:
     """One per-capability build of a variant, as its signed metadata.json lists it."""
 
@@ -67,7 +68,7 @@ class LockedCapabilityBuild:
     files: tuple[LockedFile, ...]  # paths relative to its directory
 
 
-@dataclass(frozen=True)
+@record
 class LockedVariant:
     """One build variant of a locked kernel: its files, what its metadata.json says (backend, archs, kernel-depends,
     per-capability builds) and who signed it."""
@@ -105,7 +106,7 @@ class LockedVariant:
         )
 
 
-@dataclass(frozen=True)
+@record
 class LockedKernel:
     """One [[kernel]] entry of the lock: the repository, the requirement it was resolved for, the commit it is
     pinned to and its variants there."""
@@ -128,7 +129,7 @@ class LockedKernel:
         return f"{self.repo_id} {self.version or self.ref or self.commit[:12]}"
 
 
-@dataclass(frozen=True)
+@record
 class Lock:
     """A whole kernelpin.lock: its kernels, and the schema it was read in."""
 
@@ -592,7 +593,7 @@ def choose_variant(kernel: LockedKernel, env: Environment, check_arch: bool = Tr
     return selection.chosen
 
 
-@dataclass(frozen=True)
+@record
 class BuildChoice:
     """Which build of a chosen variant a machine downloads and loads: one of its per-capability builds, or the
     fat build, and why."""

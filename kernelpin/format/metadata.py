@@ -19,7 +19,7 @@ import binascii
 import json
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from kernelpin.errors import KernelpinError
@@ -29,6 +29,7 @@ from kernelpin.format.nesting import within_nesting
 from kernelpin.format.ranges import Version, VersionError
 from kernelpin.format.spec import RequirementValue, is_repo_id
 from kernelpin.format.variant import is_arch
+from kernelpin.records import record
 
 __untrusted_input__ = ("parse_metadata",)  # parsers of input kernelpin does not control (kernelpin.errors)
 
@@ -147,7 +148,7 @@ def render(document: Mapping[str, Any]) -> str:
     return json.dumps(document, indent=2, sort_keys=True) + "\n"
 
 
-@dataclass(frozen=True)
+@record
 class BuildMetadata:
     """What kernelpin needs from a metadata.json, in either format."""
 

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from kernelpin.records import record
 
 __untrusted_input__ = ("describe",)  # parsers of input kernelpin does not control (kernelpin.errors)
 
@@ -30,7 +32,7 @@ class Unreadable(Exception):
     """Raised by a ReadSource for a file it will not serve (too big): a problem of the description, not its end."""
 
 
-@dataclass(frozen=True)
+@record
 class Function:
     name: str
     signature: str  # as written: `img2gray(x: torch.Tensor, dim: int = -3) -> torch.Tensor`
@@ -38,7 +40,7 @@ class Function:
     summary: str | None  # its docstring's first line
 
 
-@dataclass(frozen=True)
+@record
 class Layer:
     name: str
     attributes: dict[str, bool | None]  # has_backward, can_torch_compile: a literal, or None (unknown)
@@ -46,7 +48,7 @@ class Layer:
     summary: str | None
 
 
-@dataclass(frozen=True)
+@record
 class KernelApi:
     functions: list[Function]
     layers: list[Layer]

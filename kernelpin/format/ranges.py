@@ -16,11 +16,11 @@ import operator
 import re
 import string
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from functools import total_ordering
 from typing import NamedTuple
 
 from kernelpin.errors import KernelpinError
+from kernelpin.records import record
 
 __untrusted_input__ = (
     "Version.parse",
@@ -68,7 +68,7 @@ _Precedence = tuple[int, int, int, bool, tuple[tuple[int, int, str], ...]]
 
 
 @total_ordering
-@dataclass(frozen=True)
+@record
 class Version:
     """A SemVer 2.0.0 version.
 
@@ -142,7 +142,7 @@ _COMPARISONS: dict[str, Callable[[_Precedence, _Precedence], bool]] = {
 }
 
 
-@dataclass(frozen=True)
+@record
 class Comparator:
     """One primitive comparison such as ``>=1.2.0``; every range desugars to these."""
 
@@ -156,7 +156,7 @@ class Comparator:
         return f"{self.op}{self.version}"
 
 
-@dataclass(frozen=True)
+@record
 class Range:
     """A parsed version range: ``alternatives`` joined by ``||``, each an intersection of comparators.
 

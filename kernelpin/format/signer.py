@@ -3,17 +3,17 @@ format (kernelpin.format.lockfile reads and writes them); which signers are allo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from kernelpin.errors import KernelpinError
+from kernelpin.records import record
 
 __untrusted_input__ = ("LockedSignature.from_table",)  # parsers of input kernelpin does not control (kernelpin.errors)
 
 GITHUB_ISSUER = "https://token.actions.githubusercontent.com"
 
 
-@dataclass(frozen=True)
+@record
 class Signer:
     """Who signed, as the certificate says (Fulcio copies these from the signer's OIDC token)."""
 
@@ -35,7 +35,7 @@ class Signer:
         return self.identity
 
 
-@dataclass(frozen=True)
+@record
 class LockedSignature:
     """What the lock records of a variant's signature, as `lock` verified it: the signer (None: the release is
     unsigned), the bundle's sha256 and the transparency-log entry."""

@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, TypeGuard
 
 from kernelpin.errors import KernelpinError
 from kernelpin.format.ranges import Range, RangeError
+from kernelpin.records import record
 
 __untrusted_input__ = (
     "check_repo_id",
@@ -33,7 +34,7 @@ _EXAMPLE = (
 )
 
 
-@dataclass(frozen=True)
+@record
 class Requirement:
     """One kernel the project needs: a `range` (against version tags), a `revision`, or a `major`: the
     integer form (`= 1`, what `kernels lock` reads) is the Hub branch `v1`, exactly as `kernels` reads it

@@ -14,10 +14,11 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import NamedTuple
 
 from kernelpin.errors import KernelpinError
+from kernelpin.records import record
 
 __untrusted_input__ = (
     "Backend.parse",
@@ -103,7 +104,7 @@ def _not_a_variant(name: str, why: str) -> VariantNameError:
     )
 
 
-@dataclass(frozen=True)
+@record
 class Backend:
     """A backend as variant names spell it: `name` ("cpu", "cuda", "rocm", "xpu", "cann", "metal", "neuron",
     "tpu"; for Python-only builds and `sdk-<backend>` any name) and, for CUDA/ROCm/XPU/CANN, its (major, minor)."""
@@ -187,7 +188,7 @@ def _parse_python(parts: Sequence[str]) -> tuple[tuple[int, int], str]:
     return version, parts[2]
 
 
-@dataclass(frozen=True)
+@record
 class Variant:
     """One build configuration, as `kernels` parses a variant name.
 
@@ -346,7 +347,7 @@ def this_python() -> tuple[int, int]:
     return sys.version_info[0], sys.version_info[1]
 
 
-@dataclass(frozen=True)
+@record
 class Environment:
     """What a variant must fit: a running (or described) machine, with the backend selected for it.
 

@@ -11,7 +11,7 @@ from kernelpin.errors import NoVariantError
 from kernelpin.format.spec import requirement_from_arguments
 from kernelpin.front.hub import hub_resolvers
 from kernelpin.hub.source import HubSettings, HubSource
-from kernelpin.loading import front, kernels_internals, local_override
+from kernelpin.loading import front, local_override
 from kernelpin.loading.runtime import environment_for
 from kernelpin.lockless import release_checker_here
 
@@ -81,6 +81,7 @@ def get_kernel_variants(
     those that fit first with the one get_kernel would choose leading, then the others, each with kernelpin's
     reason. kernelpin.variants() answers the same judgement without kernels (kernelpin.VariantFit)."""
     from kernelpin.builds import kernel_variants
+    from kernelpin.loading import kernels_internals  # kernels' own classes: this function alone answers with them
 
     purpose = "kernelpin.get_kernel_variants, which answers kernels' VariantAccepted and VariantRejected,"
     parse = kernels_internals.attribute("variants", "parse_variant", purpose)

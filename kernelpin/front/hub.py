@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from kernelpin import lockless
 from kernelpin.errors import KernelpinError
@@ -22,6 +21,7 @@ from kernelpin.loading.front import PinnedBuild, Request
 from kernelpin.loading.importing import Verified
 from kernelpin.loading.local_override import LocalResolver
 from kernelpin.loading.runtime import module_name
+from kernelpin.records import record
 from kernelpin.resolve import KernelMoved, same_publisher
 from kernelpin.store.content import Store
 from kernelpin.trust.checker import ReleaseChecker
@@ -38,7 +38,7 @@ class KernelRedirectWarning(UserWarning):
     """A kernel's repository says it moved (kernel-status.toml), and get_kernel loaded the destination."""
 
 
-@dataclass(frozen=True)
+@record
 class HubResolver:
     """The Hub without a lock (online: kernelpin.resolve on the spot, the publisher and the chosen build's signature
     checked, the resolution remembered for offline use) or, offline, what was resolved online before

@@ -37,7 +37,6 @@ import contextlib
 import dataclasses
 import weakref
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from types import MethodType, ModuleType
 from typing import Any
@@ -46,12 +45,13 @@ from kernelpin.errors import KernelpinError
 from kernelpin.format.layout import LOCKFILE
 from kernelpin.front.kernels_api import get_local_kernel, load_commit
 from kernelpin.loading import kernels_internals
+from kernelpin.records import record
 
 # The replaced methods, by (class, attribute): restored by `integrated_kernels` on exit.
 _Originals = dict[tuple[type, str], Callable[..., Any]]
 
 
-@dataclass(frozen=True)
+@record
 class VerifiedLayer:
     """A layer (or a function, `func` set) that kernelize replaced through kernelpin, and what kernelpin verified."""
 
@@ -67,7 +67,7 @@ class VerifiedLayer:
     repository: Any  # kernels' repository object (what kernels.get_kernelized_layers gives as `.repo`)
 
 
-@dataclass(frozen=True)
+@record
 class _Loaded:
     """What kernelpin loaded for one repository: the facts a VerifiedLayer shows beside it."""
 

@@ -15,10 +15,10 @@ import os
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextvars import ContextVar
-from dataclasses import dataclass
 from typing import TypeVar
 
 from kernelpin.errors import KernelpinError
+from kernelpin.records import record
 
 __untrusted_input__ = ("Limits.from_env",)  # parsers of input kernelpin does not control (kernelpin.errors)
 
@@ -34,7 +34,7 @@ class LimitExceeded(KernelpinError):
     """A server made a command exceed one of kernelpin's limits; the message names the limit's variable."""
 
 
-@dataclass(frozen=True)
+@record
 class Limits:
     http_timeout: float = 30.0  # seconds without progress (connect, next bytes) before a request fails
     deadline: float = 600.0  # seconds one command may spend on the Hub in all, transfers included

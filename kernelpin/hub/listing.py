@@ -10,12 +10,12 @@ traceback, and nothing downstream of this module sees the raw answer. Pure: no I
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
 
 from kernelpin.errors import KernelpinError
 from kernelpin.files.integrity import GIT_OBJECT_ID_RE, MAX_FILE_SIZE, SHA256_HEX_RE, check_repo_path
 from kernelpin.hub.limits import MAX_LISTING, LimitExceeded
+from kernelpin.records import record
 
 __untrusted_input__ = (
     "check_commit",
@@ -35,7 +35,7 @@ class MalformedAnswer(KernelpinError):
     """A server's answer that is not what the Hub API answers."""
 
 
-@dataclass(frozen=True)
+@record
 class RemoteFile:
     path: str
     size: int
@@ -43,7 +43,7 @@ class RemoteFile:
     lfs_sha256: str | None
 
 
-@dataclass(frozen=True)
+@record
 class Refs:
     repo_type: str
     tags: dict[str, str]  # name -> commit

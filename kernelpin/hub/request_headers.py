@@ -73,8 +73,6 @@ def _plain_saved_token(token_path: str, stored_tokens_path: str) -> str | None:
     carries an OAuth refresh token and its expiry (such a token may be refreshed first: get_token's work). None
     where get_token has more to do or to say (no file, an unreadable one, an OAuth token, a stored-tokens file it
     would report as broken): the caller then asks get_token itself."""
-    import configparser
-
     try:
         with open(token_path, encoding="utf-8") as saved:
             token = _clean_token(saved.read())
@@ -82,9 +80,14 @@ def _plain_saved_token(token_path: str, stored_tokens_path: str) -> str | None:
             return None
         if not os.path.exists(stored_tokens_path):
             return token
+    except (OSError, ValueError):  # ValueError: UnicodeDecodeError, a NUL in a path
+        return None
+    import configparser  # only where a stored-tokens file is read: most users have none
+
+    try:
         stored = configparser.ConfigParser(interpolation=None)
         stored.read(stored_tokens_path, encoding="utf-8")
-    except (OSError, ValueError, configparser.Error):  # ValueError: UnicodeDecodeError, a NUL in a path
+    except (OSError, ValueError, configparser.Error):
         return None
     refreshable = any(
         stored.get(name, "hf_token", fallback=None) == token

@@ -14,7 +14,7 @@ import json
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -34,6 +34,7 @@ from kernelpin.hub.listing import (
     parse_refs,
     parse_tree_page,
 )
+from kernelpin.records import record
 
 __untrusted_input__ = ("HubSettings.from_env",)  # parsers of input kernelpin does not control (kernelpin.errors)
 
@@ -48,7 +49,7 @@ OFFLINE = "offline mode is on (--offline or HF_HUB_OFFLINE=1)"
 DEFAULT_HTTP_TIMEOUT = Limits.http_timeout  # seconds without progress before a request fails (KERNELPIN_HTTP_TIMEOUT)
 
 
-@dataclass(frozen=True)
+@record
 class HubSettings:
     endpoint: str
     cache_dir: Path
@@ -94,6 +95,7 @@ class HubSource:
         self.settings = settings
         self._api: HfApi | None = None
         self._wire: Wire | None = None  # this command's connections, made on its first request
+        self._headers: dict[str, str] | None = None  # its requests' headers (the token read once), likewise
         self._wiring = threading.Lock()
         self._budget = Budget(settings.limits)  # the command's deadline runs from here
         self._publishers: dict[str, bool] = {}  # organization -> trusted kernel publisher, asked once per command
@@ -124,6 +126,14 @@ class HubSource:
             if self._wire is None:
                 self._wire = Wire(self.settings.limits.http_timeout)
             return self._wire
+
+    def _request_headers(self) -> dict[str, str]:
+        from kernelpin.hub.request_headers import request_headers
+
+        with self._wiring:
+            if self._headers is None:
+                self._headers = request_headers()
+            return self._headers
 
     def _use_timeout(self) -> None:
         from kernelpin.hub.client import use_timeout
@@ -158,12 +168,10 @@ class HubSource:
         next page, if any."""
         from urllib.parse import urlencode
 
-        from kernelpin.hub.request_headers import request_headers
-
         body = bytearray()
         with self.budget() as budget:
             answer = self._connections().get(
-                f"{url}?{urlencode(params)}" if params else url, request_headers(), budget, body.extend
+                f"{url}?{urlencode(params)}" if params else url, self._request_headers(), budget, body.extend
             )
         following = next_page(", ".join(answer.headers.get_all("Link") or ()))  # several headers read as one
         try:
@@ -300,14 +308,12 @@ class HubSource:
     ) -> None:
         """The GET of one file at a commit, its body (`size` bytes at most, where known) handed to `sink`, in one
         of `slots` (the source's bound on downloads, or on small reads)."""
-        from kernelpin.hub.request_headers import request_headers
-
         url = self._file_url(repo_id, repo_type, check_commit(commit, repo_id), check_repo_path(path, repo_id))
         with self.budget() as budget, translate_errors(what, self.settings.endpoint, repo_id):
             if not slots.acquire(timeout=max(budget.remaining(), 0)):
                 raise budget.exceeded(what)
             try:
-                self._connections().get(url, request_headers(), budget, sink, size)
+                self._connections().get(url, self._request_headers(), budget, sink, size)
             finally:
                 slots.release()
 

@@ -37,14 +37,13 @@ import time
 import uuid
 import weakref
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import SplitResult, quote, urljoin, urlsplit
 
 from kernelpin.errors import KernelpinError
-from kernelpin.hub.http_errors import refusal
 from kernelpin.hub.limits import HTTP_TIMEOUT, Budget, LimitExceeded, too_long
 from kernelpin.hub.throttle import wait_before_retry
+from kernelpin.records import record
 
 READ_BYTES = 1 << 20  # the most a connection reads at once
 # The longest one wait for a read lasts before Python runs again: a signal (Ctrl-C) that arrives after the
@@ -77,7 +76,7 @@ def no_answer(url: str, waited: float, phase: str) -> HubTimeout:
     )
 
 
-@dataclass(frozen=True)
+@record
 class Answer:
     """A successful answer's status and headers; its body went to the request's sink."""
 
@@ -368,6 +367,8 @@ class Wire:
         if 200 <= response.status < 300:
             _read(response, named, waits, most if expected is None else expected, expected, sink)
             return Answer(response.status, response.headers)
+        from kernelpin.hub.http_errors import refusal  # error answers only: a load that succeeds reads none
+
         page = bytearray()  # an error page: another document than the file, held to the API answers' limit
         _read(response, named, waits, most, None, page.extend)
         raise refusal(response.status, response.reason, url, response.headers, bytes(page))

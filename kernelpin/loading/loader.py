@@ -22,13 +22,13 @@ import importlib.util
 import linecache
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import NamedTuple
 
 from kernelpin.errors import IntegrityError, KernelpinError
 from kernelpin.format.lockfile import LockedFile, LockedVariant
+from kernelpin.records import record
 from kernelpin.store.receipts import Receipts
 
 _INIT = "__init__.py"
@@ -46,7 +46,7 @@ class _Module(NamedTuple):
     archived: bytes | None = None  # a ZIP build's member: its verified bytes
 
 
-@dataclass(frozen=True)
+@record
 class VerifiedKernel:
     """A kernel variant imported by kernelpin: the module's name in sys.modules, the kernel (repo id and
     commit; None for a local build), the variant and its directory."""

@@ -20,13 +20,13 @@ import re
 import struct
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 from kernelpin.errors import KernelpinError
 from kernelpin.format.layout import METADATA
 from kernelpin.format.variant import STABLE_ABI, Variant
+from kernelpin.records import record
 
 MANYLINUX = "manylinux_2_28"
 PYTHON_ABI = "3.9"
@@ -41,7 +41,7 @@ class AbiError(KernelpinError):
     """Shared libraries that break the Hub's ABI rules; the message lists each symbol and what to do."""
 
 
-@dataclass(frozen=True)
+@record
 class Violation:
     library: str  # path as given to the gate
     symbol: str

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import glob
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +42,7 @@ from kernelpin.hub.limits import Limits
 from kernelpin.hub.listing import Refs, parse_refs
 from kernelpin.hub.source import http_status, repository_refs, translate_errors
 from kernelpin.publisher import abi_gate
+from kernelpin.records import record
 
 if TYPE_CHECKING:
     from huggingface_hub import HfApi
@@ -59,14 +59,14 @@ class TagExistsError(PublishError):
     """The release tag is already on the Hub: tags are never moved."""
 
 
-@dataclass(frozen=True)
+@record
 class ReleaseFile:
     path: str  # repository path, POSIX
     size: int
     sha256: str
 
 
-@dataclass(frozen=True)
+@record
 class Release:
     """A checked release layout: every variant's files match its metadata.json, one version throughout."""
 
@@ -264,7 +264,7 @@ def check_release(root: Path, version: str | None = None) -> Release:
     return Release(root, Version.parse(found), variants, files)
 
 
-@dataclass(frozen=True)
+@record
 class BranchPlan:
     """What publishing a version does to its major-version branch `v<major>` (what `kernels` loads with
     `get_kernel(repo, version=<major>)`): it follows the newest release of its line, never going back."""
@@ -299,7 +299,7 @@ def plan_major_branch(version: Version, tags: dict[str, str], branches: dict[str
     return BranchPlan(branch, True, f"{branch} moved from {newest} to {version}")
 
 
-@dataclass(frozen=True)
+@record
 class PullRequest:
     """The pull request a `create_pr` publish opened instead of pushing to the main branch."""
 
@@ -307,7 +307,7 @@ class PullRequest:
     url: str
 
 
-@dataclass(frozen=True)
+@record
 class Published:
     repo_id: str
     repo_type: str

@@ -21,7 +21,7 @@ import errno
 import hashlib
 import os
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -32,10 +32,11 @@ from kernelpin.format.layout import BUILD_DIR, LOCKS_DIR
 from kernelpin.format.lockfile import LockedFile, LockedKernel
 from kernelpin.hub.listing import check_commit, check_ref_name
 from kernelpin.hub.source import HubSource, local_write_problem
+from kernelpin.records import record
 from kernelpin.store.receipts import Receipts
 
 
-@dataclass
+@record(frozen=False)
 class Installed:
     """One variant made present and verified: where it is, and what was done on the way."""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +24,14 @@ from kernelpin.format.lockfile import (
 from kernelpin.format.metadata import parse_metadata
 from kernelpin.format.variant import Environment
 from kernelpin.hub.source import HubSource
+from kernelpin.records import record
 from kernelpin.store.content import Store
 from kernelpin.store.parallel import run_all
 from kernelpin.trust.checker import ReleaseChecker
 from kernelpin.trust.gate import enforce_capability_build
 
 
-@dataclass
+@record(frozen=False)
 class SyncedVariant:
     repo_id: str
     label: str
@@ -163,7 +164,7 @@ def sync(
     ]
 
 
-@dataclass(frozen=True)
+@record
 class PlannedVariant:
     repo: str
     variant: str

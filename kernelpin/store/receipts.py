@@ -22,11 +22,12 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 from kernelpin.files.integrity import check_digest, check_size, sha256_stream
 from kernelpin.files.private_state import PrivateFiles
+from kernelpin.records import record
 
 SETTLE_NS = 2_000_000_000  # a file's times must be this much older than the hash (FAT keeps mtimes to 2 s)
 MIN_SIZE = 1 << 20  # smaller files are hashed each time (faster than a receipt's lookup, and no clutter)
@@ -44,7 +45,7 @@ def _unchanged(before: os.stat_result, after: os.stat_result) -> bool:
     return _record_of(before, "") == _record_of(after, "") and _key(before) == _key(after)
 
 
-@dataclass
+@record(frozen=False)
 class Receipts:
     """The receipts in `directory` (None: none are kept, every file is hashed), reached from `root` (trusted as
     given; default: the directory above) without following a link. `clock` gives the wall-clock time in ns, the

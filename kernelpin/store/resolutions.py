@@ -17,7 +17,6 @@ import json
 import os
 import stat
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,7 @@ from kernelpin.format.kernel_status import Redirect
 from kernelpin.format.lockfile import Lock, LockedKernel, is_variant_name
 from kernelpin.format.nesting import within_nesting
 from kernelpin.format.spec import Requirement, is_repo_id
+from kernelpin.records import record
 
 __untrusted_input__ = (
     "Resolutions.read_move",
@@ -40,7 +40,7 @@ _MOVED = "moved"  # a record of a move (kernel-status.toml) instead of a resolut
 _FORMAT = 1
 
 
-@dataclass(frozen=True)
+@record
 class Remembered:
     """A resolution: the kernel with the variants loaded pinned, and every variant name at its commit (a
     commit's files never change, so its listing need not be fetched again)."""

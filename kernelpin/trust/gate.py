@@ -14,7 +14,6 @@ The publisher gate of `kernels` (the Hub's trusted mark, or the caller's `trust_
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from enum import Enum
 from typing import Literal, NamedTuple, Never, assert_never
 
@@ -25,6 +24,7 @@ from kernelpin.format.metadata import BuildMetadata
 from kernelpin.format.ranges import Version
 from kernelpin.format.signer import LockedSignature, Signer
 from kernelpin.format.variant import Variant
+from kernelpin.records import record
 from kernelpin.trust.policy import TABLE, Policy, SignatureError
 
 
@@ -50,7 +50,7 @@ _Checked = Literal[
 ]
 
 
-@dataclass(frozen=True)
+@record
 class Evidence:
     """What a path knows of one variant's signature: the signer (None: unsigned, or not known) and its kind."""
 

@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from kernelpin.errors import KernelpinError
 from kernelpin.format.signer import GITHUB_ISSUER, LockedSignature, Signer
+from kernelpin.records import record
 
 __untrusted_input__ = ("parse_policy",)  # parsers of input kernelpin does not control (kernelpin.errors)
 
@@ -96,7 +97,7 @@ def _meet_all(mine: tuple[str, ...], theirs: tuple[str, ...]) -> tuple[str, ...]
     return common or None
 
 
-@dataclass(frozen=True)
+@record
 class SignerRule:
     """One identity allowed to sign: a GitHub workflow (repository, optionally its workflow files and refs), or
     any issuer's exact `identity`."""
@@ -145,7 +146,7 @@ class SignerRule:
         return f"github.com/{self.repository} {workflows} @ {refs}"
 
 
-@dataclass(frozen=True)
+@record
 class Publisher:
     """What pyproject.toml (or the built-in default) says about one organization or repository."""
 
@@ -190,7 +191,7 @@ KERNELS_COMMUNITY = Publisher(
 )
 
 
-@dataclass(frozen=True)
+@record
 class Policy:
     """[tool.kernelpin.trust] as read: the publishers it names (kernels-community's built-in entry unless replaced),
     whether every kernel must be signed, and the Sigstore trust root."""

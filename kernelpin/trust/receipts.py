@@ -20,10 +20,10 @@ import hashlib
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from kernelpin.files.private_state import PrivateFiles
 from kernelpin.format.nesting import within_nesting
+from kernelpin.records import record
 from kernelpin.trust.signature import Verified
 
 __untrusted_input__ = ("SignatureReceipts.recall",)  # parsers of input kernelpin does not control (kernelpin.errors)
@@ -32,7 +32,7 @@ FORMAT = 1  # what a receipt holds: a new meaning (another extraction of the sig
 _LIMIT = 64 << 10  # a receipt is about 600 bytes
 
 
-@dataclass(frozen=True)
+@record
 class SignatureReceipts:
     """This user's receipts of verified bundles, kept in `files` (see the module's docstring)."""
 

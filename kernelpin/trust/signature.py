@@ -19,7 +19,6 @@ import hashlib
 import json
 import os
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -29,6 +28,7 @@ from kernelpin.format.layout import METADATA
 from kernelpin.format.layout import SIGNATURE as BUNDLE
 from kernelpin.format.signer import Signer
 from kernelpin.hub.limits import HTTP_TIMEOUT, Limits
+from kernelpin.records import record
 from kernelpin.trust.gate import Evidence, EvidenceKind, enforce
 from kernelpin.trust.policy import Policy, SignatureError
 
@@ -48,7 +48,7 @@ _SOURCE_REPOSITORY_DIGEST = "1.3.6.1.4.1.57264.1.13"
 _SOURCE_REPOSITORY_REF = "1.3.6.1.4.1.57264.1.14"
 
 
-@dataclass(frozen=True)
+@record
 class Verified:
     """A bundle that verified: who signed, which bundle, where the transparency log recorded it."""
 

@@ -47,7 +47,9 @@ def test_payload_is_conda_sigstores_byte_for_byte() -> None:
 
 
 _names = st.from_regex(r"[a-z][a-z0-9_.]{0,15}-[0-9][0-9a-z.]{0,8}-[a-z0-9_]{1,20}\.(conda|tar\.bz2)", fullmatch=True)
-_paths = st.from_regex(r"(/[a-z0-9_.~-]{1,12}){0,3}", fullmatch=True)
+# conda reads a path segment "t" as the start of anaconda.org's token (/t/<token>): such channels are refused, where
+# conda-sigstore takes them ("a channel with a token" below).
+_paths = st.from_regex(r"(/[a-z0-9_.~-]{1,12}){0,3}", fullmatch=True).filter(lambda path: "/t/" not in path)
 
 
 @given(

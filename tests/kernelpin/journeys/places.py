@@ -18,14 +18,17 @@ from typing import Any
 import kernelpin
 
 PACKAGE = Path(kernelpin.__file__).resolve().parent
+RECORDS = str(PACKAGE / "records.py")
 _INLINE = {"<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>"}
 
 
 def _module(frame: FrameType) -> str | None:
-    """The kernelpin module `frame` runs in (`loading.front`), None outside kernelpin or in an inlined body."""
+    """The kernelpin module `frame` runs in (`loading.front`), None outside kernelpin, in an inlined body or in a
+    record's __init__, __eq__, ... (kernelpin.records: they stand for the methods dataclass generates, which run
+    in "<string>")."""
     code = frame.f_code
     root = str(PACKAGE) + "/"
-    if not code.co_filename.startswith(root) or code.co_name in _INLINE:
+    if not code.co_filename.startswith(root) or code.co_name in _INLINE or code.co_filename == RECORDS:
         return None
     return ".".join(Path(code.co_filename[len(root) :]).with_suffix("").parts)
 

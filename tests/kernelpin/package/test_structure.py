@@ -26,7 +26,7 @@ FORMAT = {
     for path in (PACKAGE / "format").glob("*.py")
     if path.name != "__init__.py"
 }
-CHECKS = {"errors", "files.integrity"}
+CHECKS = {"errors", "files.integrity", "records"}  # the checks, and the classes kernelpin's records are
 # urllib.parse splits strings; urllib.request fetches.
 IO_MODULES = {
     "os",
@@ -47,7 +47,7 @@ ENTRY_POINTS = {"cli.publish", "__init__", "__main__"}
 CLI_SHARED = {"cli.context", "cli.relocking"}
 # The rooms from the bottom up: a module imports from its own room and the rooms below it only.
 LAYERS = [
-    {"errors", "terminal"},
+    {"errors", "terminal", "records"},
     {"files"},
     {"format"},
     {"hub"},

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from kernelpin import records
 from kernelpin.errors import KernelpinError
 from kernelpin.format.metadata import BuildMetadata
 from kernelpin.format.ranges import Version
@@ -307,10 +308,11 @@ def test_mypy_reports_a_kind_of_evidence_the_gate_does_not_handle(tmp_path: Path
     extended = tmp_path / "gate_with_a_new_kind.py"
     extended.write_text(source.replace(known, f'{known}\n    MIRROR = "mirror"'), encoding="utf-8")
     root = Path(gate.__file__).resolve().parents[2]  # kernelpin/trust/gate.py -> the repository
-    # The project's configuration, on the two files named only (the gate and its extended copy): quick.
+    # The project's configuration, on the files named only (the gate, its extended copy and kernelpin.records, which
+    # makes Evidence a dataclass to mypy): quick.
     options = ["--config-file", str(root / "pyproject.toml"), "--follow-imports=skip"]
     report, errors, status = mypy_api.run(
-        [*options, "--cache-dir", str(tmp_path / "cache"), str(extended), gate.__file__]
+        [*options, "--cache-dir", str(tmp_path / "cache"), str(extended), gate.__file__, records.__file__]
     )
     assert status == 1, report + errors
     found = [line for line in report.splitlines() if ": error: " in line]

@@ -1,0 +1,181 @@
+"""Records: the classes `@dataclasses.dataclass` makes, defined without compiling code at import.
+
+Why: for each class, `@dataclass(frozen=True)` writes the source of six methods and compiles it (`exec`), 0.5-1.7
+ms a class on a 2-core Xeon under Python 3.11; a cold `kernelpin.load` imports 28 such classes, which cost more
+than the rest of its work (issue 53). A record is a dataclass all the same: `dataclasses.dataclass` registers its
+fields (without generating methods, which costs no compile), so `dataclasses.fields`, `replace`, `asdict`,
+`astuple` and `is_dataclass` take it; its `__init__`, `__repr__`, `__eq__`, `__hash__` and (frozen)
+`__setattr__`/`__delattr__` are the ones below, written once and driven by the class's fields, with the
+dataclass's behaviour: the same arguments, defaults and default factories, `__post_init__`, the same equality,
+hash, repr and FrozenInstanceError (tests/kernelpin/package/test_records.py compares them with dataclass's).
+Where a class defines one of these methods itself, its own is kept, as dataclass keeps it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import reprlib
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast, overload
+
+if TYPE_CHECKING:
+    from typing_extensions import dataclass_transform
+else:
+
+    def dataclass_transform(
+        **_: object,
+    ) -> Callable[[Any], Any]:  # type checkers only: typing_extensions at run time costs an import
+        return lambda function: function
+
+
+Cls = TypeVar("Cls", bound=type)
+_MISSING = dataclasses.MISSING
+
+
+class _Argument(NamedTuple):
+    name: str
+    default: object  # MISSING: none
+    factory: Callable[[], object] | None
+
+
+class _Shape(NamedTuple):
+    """What the shared methods need of a class, computed once when it is decorated."""
+
+    arguments: tuple[_Argument, ...]
+    shown: tuple[str, ...]  # the fields its repr shows
+    compared: tuple[str, ...]  # the fields equality compares
+    hashed: tuple[str, ...]  # the fields its hash takes
+    post_init: bool
+
+
+def _shape(cls: type) -> _Shape:
+    arguments = []
+    for field in dataclasses.fields(cls):
+        if not field.init or field.kw_only is True:
+            raise TypeError(f"{cls.__qualname__}.{field.name}: a record field is an __init__ argument by position")
+        factory = None if field.default_factory is _MISSING else field.default_factory
+        arguments.append(_Argument(field.name, field.default, factory))
+    fields = dataclasses.fields(cls)
+    return _Shape(
+        tuple(arguments),
+        tuple(field.name for field in fields if field.repr),
+        tuple(field.name for field in fields if field.compare),
+        tuple(field.name for field in fields if (field.compare if field.hash is None else field.hash)),
+        hasattr(cls, "__post_init__"),
+    )
+
+
+def _values(record: object, names: tuple[str, ...]) -> tuple[object, ...]:
+    return tuple([getattr(record, name) for name in names])
+
+
+def _shape_of(record: object) -> _Shape:
+    return cast(_Shape, type(record).__record_shape__)  # type: ignore[attr-defined]  # set by _decorate
+
+
+def _init(self: Any, *args: object, **kwargs: object) -> None:
+    cls = type(self)
+    shape = _shape_of(self)
+    if len(args) > len(shape.arguments):
+        raise TypeError(f"{cls.__qualname__}.__init__() {_takes(shape, len(args))}")
+    missing = []
+    for index, argument in enumerate(shape.arguments):
+        if index < len(args):
+            if argument.name in kwargs:
+                raise TypeError(f"{cls.__qualname__}.__init__() got multiple values for argument '{argument.name}'")
+            value = args[index]
+        elif argument.name in kwargs:
+            value = kwargs.pop(argument.name)
+        elif argument.default is not _MISSING:
+            value = argument.default
+        elif argument.factory is not None:
+            value = argument.factory()
+        else:
+            missing.append(argument.name)
+            continue
+        object.__setattr__(self, argument.name, value)
+    if kwargs:
+        raise TypeError(f"{cls.__qualname__}.__init__() got an unexpected keyword argument '{next(iter(kwargs))}'")
+    if missing:
+        raise TypeError(f"{cls.__qualname__}.__init__() {_missing(missing)}")
+    if shape.post_init:
+        self.__post_init__()
+
+
+def _takes(shape: _Shape, given: int) -> str:
+    """Python's words for too many positional arguments (self counted, as in the message a dataclass gives)."""
+    required = sum(argument.default is _MISSING and argument.factory is None for argument in shape.arguments)
+    most = len(shape.arguments)
+    takes = f"{most + 1}" if required == most else f"from {required + 1} to {most + 1}"
+    return f"takes {takes} positional argument{'s' if most else ''} but {given + 1} were given"
+
+
+def _missing(names: list[str]) -> str:
+    quoted = [f"'{name}'" for name in names]
+    listed = (
+        quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])}{',' if len(quoted) > 2 else ''} and {quoted[-1]}"
+    )
+    return f"missing {len(names)} required positional argument{'s' if len(names) > 1 else ''}: {listed}"
+
+
+@reprlib.recursive_repr()
+def _repr(self: Any) -> str:
+    shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in _shape_of(self).shown)
+    return f"{type(self).__qualname__}({shown})"
+
+
+def _eq(self: object, other: object) -> object:  # a bool, or NotImplemented
+    if other.__class__ is not self.__class__:
+        return NotImplemented
+    compared = _shape_of(self).compared
+    return _values(self, compared) == _values(other, compared)
+
+
+def _hash(self: Any) -> int:
+    return hash(_values(self, _shape_of(self).hashed))
+
+
+def _setattr(self: Any, name: str, value: object) -> None:
+    if type(self).__dict__.get("__record_frozen__") or name in type(self).__dataclass_fields__:
+        raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
+    object.__setattr__(self, name, value)
+
+
+def _delattr(self: Any, name: str) -> None:
+    if type(self).__dict__.get("__record_frozen__") or name in type(self).__dataclass_fields__:
+        raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
+    object.__delattr__(self, name)
+
+
+def _decorate(cls: Cls, frozen: bool) -> Cls:
+    own = cls.__dict__
+    # dataclass's rule: a __hash__ the class wrote counts, the None that defining __eq__ leaves does not.
+    explicit_hash = "__hash__" in own and not (own["__hash__"] is None and "__eq__" in own)
+    if frozen and ("__setattr__" in own or "__delattr__" in own):
+        raise TypeError(f"{cls.__qualname__}: a frozen record cannot define __setattr__ or __delattr__")
+    if not own.get("__doc__"):  # else dataclass writes one from inspect.signature (an import of inspect)
+        cls.__doc__ = cls.__qualname__
+    dataclasses.dataclass(init=False, repr=False, eq=False)(cls)
+    cls.__record_shape__ = _shape(cls)  # type: ignore[attr-defined]
+    methods: dict[str, object] = {"__init__": _init, "__repr__": _repr, "__eq__": _eq}
+    if frozen:
+        methods.update(__setattr__=_setattr, __delattr__=_delattr)
+        cls.__record_frozen__ = True  # type: ignore[attr-defined]
+    for name, method in methods.items():
+        if name not in own:
+            setattr(cls, name, method)
+    if not explicit_hash:  # eq and frozen: hashable by its fields; eq alone: unhashable, as dataclass makes them
+        setattr(cls, "__hash__", _hash if frozen else None)  # noqa: B010  (mypy: assigning to a method)
+    return cls
+
+
+@overload
+def record(cls: Cls, /) -> Cls: ...
+@overload
+def record(*, frozen: bool = True) -> Callable[[Cls], Cls]: ...
+@dataclass_transform(frozen_default=True, field_specifiers=(dataclasses.field,))
+def record(cls: Cls | None = None, /, *, frozen: bool = True) -> Cls | Callable[[Cls], Cls]:
+    """`@record` is `@dataclass(frozen=True)`; `@record(frozen=False)` is `@dataclass`."""
+    if cls is None:
+        return lambda undecorated: _decorate(undecorated, frozen)
+    return _decorate(cls, frozen)

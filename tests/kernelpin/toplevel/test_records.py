@@ -1,0 +1,172 @@
+"""kernelpin.records: a record behaves as the dataclass it replaces (issue 53: records cost no compile at import).
+Each check runs the same class body through `@dataclass(frozen=True)` (or `@dataclass`) and `@record` (or
+`@record(frozen=False)`) and compares what they do."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import pickle
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from kernelpin.records import record
+from tests.kernelpin.helpers import fresh_interpreter
+
+
+def _pair(frozen: bool = True) -> tuple[Any, Any]:
+    """The same class made by dataclass and by record, under one name (reprs and messages name it)."""
+
+    def body() -> type:
+        class Point:
+            """A point."""
+
+            x: int
+            y: int = 0
+            tags: list[str] = field(default_factory=list)
+            note: str = field(default="", compare=False, repr=False)
+
+        return Point
+
+    made = dataclass(frozen=frozen)(body()), record(frozen=frozen)(body())
+    for cls in made:  # pickle finds them here
+        cls.__qualname__ = f"{'Frozen' if frozen else 'Mutable'}{'Record' if cls is made[1] else 'Dataclass'}"
+        setattr(sys.modules[__name__], cls.__qualname__, cls)
+    return made
+
+
+def _outcome(cls: Any, arguments: tuple[object, ...], keywords: dict[str, object]) -> tuple[str, object]:
+    try:
+        return "value", cls(*arguments, **keywords)
+    except Exception as error:  # noqa: BLE001  (the comparison is the point: any exception, by type and words)
+        return type(error).__name__, str(error).split("__init__() ", 1)[-1]
+
+
+@pytest.mark.parametrize("frozen", [True, False])
+def test_construction_equality_hash_and_repr_as_a_dataclass(frozen):
+    made = _pair(frozen)
+    for arguments, keywords in [
+        ((1,), {}),
+        ((1, 2), {}),
+        ((1, 2, ["a"]), {}),
+        ((), {"x": 1, "note": "n"}),
+        ((1, 2, [], "n", 5), {}),  # too many
+        ((), {}),  # missing
+        ((), {"y": 1}),  # missing x
+        ((1,), {"x": 2}),  # twice
+        ((1,), {"z": 2}),  # unknown
+    ]:
+        outcomes = [_outcome(cls, arguments, keywords) for cls in made]
+        assert outcomes[0][0] == outcomes[1][0], (arguments, keywords, outcomes)
+        if outcomes[0][0] != "value":
+            assert outcomes[0][1] == outcomes[1][1], outcomes
+            continue
+        ours, theirs = outcomes[1][1], outcomes[0][1]
+        assert dataclasses.asdict(ours) == dataclasses.asdict(theirs)
+        assert dataclasses.astuple(ours) == dataclasses.astuple(theirs)
+        assert repr(ours).replace("Record", "Dataclass") == repr(theirs)
+    plain, ours = made
+    assert ours(1) == ours(1, note="other") and ours(1) != ours(2) and ours(1) != plain(1)
+    assert ours(1).tags is not ours(1).tags  # a fresh list each time
+    assert (
+        [f.name for f in dataclasses.fields(ours)]
+        == [f.name for f in dataclasses.fields(plain)]
+        == [
+            "x",
+            "y",
+            "tags",
+            "note",
+        ]
+    )
+    assert dataclasses.is_dataclass(ours) and ours.__match_args__ == plain.__match_args__
+    if frozen:
+        assert hash(ours(1, 2, ("a",))) == hash(ours(1, 2, ("a",), "other"))  # type: ignore[arg-type]
+    else:
+        with pytest.raises(TypeError, match="unhashable"):
+            hash(ours(1))
+        with pytest.raises(TypeError, match="unhashable"):
+            hash(plain(1))
+
+
+def test_frozen_refuses_assignment_and_deletion_and_replace_copy_and_pickle_work():
+    plain, ours = _pair()
+    point = ours(1, 2)
+    for change in (lambda: setattr(point, "x", 3), lambda: delattr(point, "x"), lambda: setattr(point, "new", 1)):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            change()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        plain(1).x = 3  # type: ignore[misc]
+    moved = dataclasses.replace(point, y=5)
+    assert (moved.x, moved.y, type(moved)) == (1, 5, ours) and point.y == 2
+    assert copy.copy(point) == point == copy.deepcopy(point)
+    assert pickle.loads(pickle.dumps(point)) == point
+    mutable = _pair(frozen=False)[1](1)
+    mutable.x = 4
+    assert mutable.x == 4
+
+
+def test_post_init_runs_and_an_own_method_is_kept():
+    @record
+    class Checked:
+        value: int
+        double: int = 0
+
+        def __post_init__(self) -> None:
+            if self.value < 0:
+                raise ValueError("negative")
+            object.__setattr__(self, "double", 2 * self.value)
+
+        def __repr__(self) -> str:
+            return "mine"
+
+    assert Checked(3).double == 6 and repr(Checked(3)) == "mine"
+    with pytest.raises(ValueError, match="negative"):
+        Checked(-1)
+
+
+def test_a_record_subclass_adds_fields_as_a_dataclass_subclass_does():
+    @record
+    class Base:
+        a: int
+
+    @record
+    class Child(Base):
+        b: str = "x"
+
+    assert Child(1) == Child(1, "x") and Child(1) != Base(1) and repr(Child(1, "y")).endswith("Child(a=1, b='y')")
+    assert [f.name for f in dataclasses.fields(Child)] == ["a", "b"]
+
+
+def test_a_field_outside_init_is_refused_when_the_class_is_made():
+    with pytest.raises(TypeError, match="by position"):
+
+        @record
+        class Hidden:
+            shown: int
+            hidden: int = field(default=0, init=False)
+
+
+def test_defining_records_compiles_no_code():
+    # The point of records (issue 53): a module of records compiles nothing when it is imported. Failed with
+    # @dataclass: each class compiled its generated methods.
+    code = """
+import builtins, dataclasses
+from kernelpin.records import record
+compiled = []
+real_exec = builtins.exec
+builtins.exec = lambda *args, **kwargs: (compiled.append(1), real_exec(*args, **kwargs))[1]
+@record
+class A:
+    x: int
+    y: tuple[int, ...] = ()
+@record(frozen=False)
+class B:
+    z: list[int] = dataclasses.field(default_factory=list)
+builtins.exec = real_exec
+print(len(compiled), A(1) == A(1), B().z)
+"""
+    printed, _ = fresh_interpreter(code)
+    assert printed.split() == ["0", "True", "[]"]
