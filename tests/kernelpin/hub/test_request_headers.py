@@ -233,3 +233,22 @@ def test_the_usual_tokens_are_read_without_huggingface_hubs_http_stack(tmp_path,
     )
     done = subprocess.run([sys.executable, "-c", check], env=environ, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+def test_a_source_reads_the_token_once_for_all_its_requests(released, hf_env, monkeypatch):
+    """Issue 53: the headers (the token file read, huggingface_hub's settings imported) were made again for every
+    request, four times in a cold load of four files; a source now makes them on its first request."""
+    from kernelpin.hub import request_headers as module
+    from kernelpin.hub.source import HubSource
+
+    made = []
+    real = module.request_headers
+    monkeypatch.setattr(module, "request_headers", lambda: made.append(1) or real())
+    monkeypatch.setenv("HF_TOKEN", "hf_" + "b" * 34)
+    repo_id, _ = released
+    source = HubSource.from_env()
+    commit = source.refs(repo_id, "kernel").branches["main"]
+    files = [file for file in source.tree(repo_id, "kernel", commit) if file.path.startswith("build/")][:3]
+    for file in files:
+        assert len(source.read(repo_id, "kernel", commit, file.path, file.size)) == file.size
+    assert len(files) == 3 and made == [1]
