@@ -27,7 +27,7 @@ from kernelpin.errors import KernelpinError
 from kernelpin.format.kernels_lock import KERNELS_LOCK
 from kernelpin.format.layout import LOCKFILE
 from kernelpin.format.nesting import within_nesting
-from kernelpin.format.spec import parse_requirement, requirement_from_arguments
+from kernelpin.format.spec import is_repo_id, parse_requirement, requirement_from_arguments
 from kernelpin.front.hub import HubResolver, hub_resolvers
 from kernelpin.front.lock import LockResolver
 from kernelpin.hub.source import HubSettings
@@ -37,6 +37,8 @@ from kernelpin.loading.loader import loaded_kernels
 from kernelpin.loading.local_override import LocalResolver
 from kernelpin.loading.runtime import environment_for, policy_beside, read_lock_cached
 from kernelpin.lockless import release_checker_here
+
+__untrusted_input__ = ("locked_commit",)  # parsers of input kernelpin does not control (kernelpin.errors)
 
 
 def _settings(offline: bool) -> HubSettings:
@@ -72,11 +74,19 @@ def locked_commit(repo_id: str, text: str, where: str) -> str:
     except (ValueError, TypeError, KeyError, RecursionError) as error:
         raise KernelpinError(f"{where}: not a kernels.lock ({error}); run `kernelpin lock` to rewrite it") from None
     if repo_id not in commits:
+        # Only the entries that name a repository are listed: the file's other keys (numbers, control characters)
+        # neither sort together nor belong in a message.
+        locked = sorted(key for key in commits if is_repo_id(key))
         raise KernelpinError(
-            f"{repo_id} is not in {where} (locked: {', '.join(sorted(commits)) or 'none'}); add it to "
+            f"{repo_id} is not in {where} (locked: {', '.join(locked) or 'none'}); add it to "
             "[tool.kernels.dependencies] and run `kernelpin lock`"
         )
-    return str(commits[repo_id])
+    commit = commits[repo_id]
+    if not isinstance(commit, str):
+        raise KernelpinError(
+            f"{where}: not a kernels.lock (the commit of {repo_id} is no string); run `kernelpin lock` to rewrite it"
+        )
+    return commit
 
 
 def load_commit(

@@ -44,6 +44,7 @@ from kernelpin.format.ranges import Range, Version
 from kernelpin.format.signer import LockedSignature, Signer
 from kernelpin.format.spec import check_repo_id, parse_dependencies, parse_requirement
 from kernelpin.format.variant import Backend, Variant
+from kernelpin.front import kernels_api
 from kernelpin.hub.limits import Limits
 from kernelpin.hub.listing import (
     check_commit,
@@ -250,6 +251,18 @@ def test_kernels_locks(text) -> None:
     content = text.encode("utf-8", "surrogatepass")
     why = answers(lambda: kernels_lock.out_of_step(content, lockfile.Lock((KERNEL,))), "kernels.lock")
     assert why is None or (isinstance(why, str) and why.startswith("kernels.lock"))
+
+
+@UNTRUSTED
+@given(texts(KERNELS_LOCK_TEXT))
+# Failed before: the message sorted the file's repository ids, a number among them raised TypeError; a control
+# character in one reached the message.
+@example('[{"dependency": {"repo-id": 1}, "lock": {"commit": "x"}}, {"dependency": {"repo-id": "a"}, "lock": {}}]')
+@example('[{"dependency": {"repo-id": "acme/\\u001b[2Jx"}, "lock": {"commit": "x"}}]')
+@example(KERNELS_LOCK_TEXT.replace(f'"{HEX40}"', "[1]"))
+def test_kernels_lock_commits(text) -> None:
+    commit = answers(lambda: kernels_api.locked_commit("acme/k", text, "kernels.lock"), "kernels.lock")
+    assert isinstance(commit, (str, KernelpinError))
 
 
 def _project(scratch: Path, text: str) -> Project:
@@ -513,6 +526,7 @@ PROPERTY_TESTS = {
     "kernelpin.hub.source.HubSettings.from_env": test_hub_settings_and_limits_from_the_environment,
     "kernelpin.format.lockfile.parse": test_locks,
     "kernelpin.format.kernels_lock.out_of_step": test_kernels_locks,
+    "kernelpin.front.kernels_api.locked_commit": test_kernels_lock_commits,
     "kernelpin.project.read_policy": test_pyprojects,
     "kernelpin.project.read_requirements": test_pyprojects,
     "kernelpin.project.read_document": test_pyprojects,
