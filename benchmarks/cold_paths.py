@@ -51,6 +51,27 @@ start = time.perf_counter()
 print("SECONDS", time.perf_counter() - start)
 """
 
+# kernelpin's work alone: the same call with the modules it imports (recorded from a run of its own) imported
+# before the clock starts. Its time over the floor is work; the path's time beyond it, importing.
+_TIMED_IMPORTED_FIRST = """\
+import importlib, json, sys, time
+import torch
+for name in json.loads(sys.argv[1]):
+    importlib.import_module(name)
+start = time.perf_counter()
+{call}
+print("SECONDS", time.perf_counter() - start)
+"""
+
+# The modules a call imports beyond torch's (the kernel's own excepted), as it imports them.
+_RECORD_MODULES = """\
+import json, sys
+import torch
+before = set(sys.modules)
+exec(sys.argv[1])
+print("MODULES " + json.dumps([name for name in sys.modules if name not in before and not name.startswith("_kernelpin_")]))
+"""
+
 # kernelpin's requests as it asks them (kernelpin.hub.wire), each before the redirects it follows.
 _RECORD = """\
 import json, sys
@@ -241,12 +262,22 @@ def cold_paths(repeats: int) -> dict[str, Any]:
             raise SystemExit(f"recording failed: {done.stderr[-3000:]}")
         return json.loads(done.stdout.strip().splitlines()[-1].removeprefix("REQUESTS "))
 
+    def modules(call: str, home: str) -> list[str]:
+        done = run([python, "-c", _RECORD_MODULES, call], home)
+        if done.returncode != 0:
+            raise SystemExit(f"recording failed: {done.stderr[-3000:]}")
+        return json.loads(done.stdout.strip().splitlines()[-1].removeprefix("MODULES "))
+
     digests = {file.path: file.sha256 for file in variant.files}
     marker = f"/build/{CPU_213}/"
     downloads = [url for url in requests(calls["kernelpin_load"], "record-cold") if marker in url]
     cold_files = [[url, url.split(marker, 1)[1], digests[url.split(marker, 1)[1]]] for url in downloads]
     requests(calls["kernelpin_oneliner"], "record-warm")  # the cold call: the warm one below asks one question
     warm_requests = requests(calls["kernelpin_oneliner"], "record-warm")
+    imported = {
+        "cold_load": modules(calls["kernelpin_load"], "record-modules-cold"),
+        "warm_oneliner": modules(calls["kernelpin_oneliner"], "record-warm"),  # warm: the cold call ran above
+    }
     cached = next(
         path.parent
         for path in (work / "homes" / "record-warm").rglob("__init__.py")
@@ -262,6 +293,10 @@ def cold_paths(repeats: int) -> dict[str, Any]:
 
     def timed(call: str, home: str, offline: bool = False) -> float:
         return _seconds(run([python, "-c", _TIMED.format(call=call)], home, offline))
+
+    def timed_imported_first(path: str, call: str, home: str) -> float:
+        code = _TIMED_IMPORTED_FIRST.format(call=call)
+        return _seconds(run([python, "-c", code, json.dumps(imported[path])], home))
 
     def cold_floor() -> float:
         directory = work / "floor-cold"
@@ -301,6 +336,10 @@ def cold_paths(repeats: int) -> dict[str, Any]:
             fresh(f"{tool}-load")
             samples[f"cold_load_{tool}"].append(timed(calls[f"{tool}_load"], f"{tool}-load"))
         samples["cold_load_floor"].append(cold_floor())
+        fresh("kernelpin-load-work")
+        samples["cold_load_work"].append(
+            timed_imported_first("cold_load", calls["kernelpin_load"], "kernelpin-load-work")
+        )
         samples["warm_load_kernelpin"].append(timed(calls["kernelpin_load"], "kernelpin-load", offline=True))
         samples["warm_load_kernels"].append(timed(calls["kernels_load_offline"], "kernels-load", offline=True))
         # the one-liner: cold, then warm online
@@ -309,6 +348,9 @@ def cold_paths(repeats: int) -> dict[str, Any]:
             samples[f"cold_oneliner_{tool}"].append(timed(calls[f"{tool}_oneliner"], f"{tool}-oneliner"))
             samples[f"warm_oneliner_{tool}"].append(timed(calls[f"{tool}_oneliner"], f"{tool}-oneliner"))
         samples["warm_oneliner_floor"].append(warm_floor())
+        samples["warm_oneliner_work"].append(
+            timed_imported_first("warm_oneliner", calls["kernelpin_oneliner"], "kernelpin-oneliner")
+        )
 
     load_start = os.getloadavg()
     measure_round()  # warm-up: the server's caches, the OS file cache; not counted
@@ -330,6 +372,10 @@ def cold_paths(repeats: int) -> dict[str, Any]:
             "variants": len(VARIANTS),
             "floor_prints_the_same_help": same_help,
             "cold_load_requests": len(cold_files),
+            "modules_imported": {
+                path: {"all": len(names), "kernelpin": sum(name.split(".")[0] == "kernelpin" for name in names)}
+                for path, names in imported.items()
+            },
         },
     )
 
@@ -353,6 +399,10 @@ def summarize(samples: dict[str, list[float]], record: dict[str, Any]) -> dict[s
             entry["to_floor"] = _spread([a / b for a, b in zip(ours, floor, strict=True)])
             entry["floor_to_kernels"] = _spread([a / b for a, b in zip(floor, theirs, strict=True)])
             entry["to_floor_over_target"] = entry["to_floor"]["median"] / FLOOR_TARGET
+        if f"{path}_work" in samples:
+            work = samples[f"{path}_work"]
+            entry["work_to_floor"] = _spread([a / b for a, b in zip(work, floor, strict=True)])
+            entry["importing_s"] = statistics.median(a - b for a, b in zip(ours, work, strict=True))
         paths[path] = entry
     record["paths"] = paths
     return record
@@ -390,6 +440,14 @@ def render(r: dict[str, Any]) -> str:
             f"| {target} | {floor} |"
         )
     table = "\n".join(rows)
+    work = "\n".join(
+        f"- {'cold load' if path == 'cold_load' else 'warm online one-liner'}: {ms(path + '_work')}, **{entry['work_to_floor']['median']:.2f}x** "
+        f"[{entry['work_to_floor']['min']:.2f}-{entry['work_to_floor']['max']:.2f}] the floor; importing "
+        f"{r['modules_imported'][path]['all']} modules ({r['modules_imported'][path]['kernelpin']} of kernelpin's) "
+        f"took the other {entry['importing_s'] * 1000:.1f} ms"
+        for path, entry in r["paths"].items()
+        if "work_to_floor" in entry
+    )
     return f"""# kernelpin's cold paths (issue 53)
 
 One kernel ({r["variants"]} variants, each a {r["library_bytes"] >> 20} MiB library beside its Python files) on the test
@@ -407,4 +465,8 @@ Floors, standard library only, measured in the same rounds: start-up, an argpars
 http.client, each file written and hashed once, the package imported; warm online one-liner, the one request
 kernelpin sends (its refs), one sha256 over the variant's files, the import. "Of the limit": the median ratio over
 the target (1.00 or less meets it).
+
+kernelpin's work alone, the same call in the same rounds with every module it imports (recorded from a run of its
+own) imported before the clock starts:
+{work}
 """

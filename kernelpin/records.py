@@ -70,7 +70,11 @@ def _values(record: object, names: tuple[str, ...]) -> tuple[object, ...]:
 
 
 def _shape_of(record: object) -> _Shape:
-    return cast(_Shape, type(record).__record_shape__)  # type: ignore[attr-defined]  # set by _decorate
+    return _shape_of_class(type(record))
+
+
+def _shape_of_class(cls: type) -> _Shape:
+    return cast(_Shape, cls.__record_shape__)  # type: ignore[attr-defined]  # set by _decorate
 
 
 def _init(self: Any, *args: object, **kwargs: object) -> None:
@@ -147,8 +151,36 @@ def _delattr(self: Any, name: str) -> None:
     object.__delattr__(self, name)
 
 
+class _Factory:
+    def __repr__(self) -> str:
+        return "<factory>"  # what a dataclass's signature shows for a default factory
+
+
+class _Signature:
+    """A record class's signature for inspect (help(), notebooks' tooltips), as a dataclass's __init__ gives it:
+    made when asked, since inspect is no import of a load."""
+
+    def __get__(self, instance: object, owner: type) -> Any:
+        import inspect
+
+        return inspect.Signature(
+            [
+                inspect.Parameter(
+                    argument.name,
+                    inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                    default=_Factory()
+                    if argument.factory is not None
+                    else (inspect.Parameter.empty if argument.default is _MISSING else argument.default),
+                    annotation=owner.__dataclass_fields__[argument.name].type,  # type: ignore[attr-defined]
+                )
+                for argument in _shape_of_class(owner).arguments
+            ],
+            return_annotation=None,
+        )
+
+
 def _decorate(cls: Cls, frozen: bool) -> Cls:
-    own = cls.__dict__
+    own = dict(cls.__dict__)  # what the class defines itself (cls.__dict__ is a live view)
     # dataclass's rule: a __hash__ the class wrote counts, the None that defining __eq__ leaves does not.
     explicit_hash = "__hash__" in own and not (own["__hash__"] is None and "__eq__" in own)
     if frozen and ("__setattr__" in own or "__delattr__" in own):
@@ -164,6 +196,8 @@ def _decorate(cls: Cls, frozen: bool) -> Cls:
     for name, method in methods.items():
         if name not in own:
             setattr(cls, name, method)
+    if "__init__" not in own:
+        cls.__signature__ = _Signature()  # type: ignore[attr-defined]
     if not explicit_hash:  # eq and frozen: hashable by its fields; eq alone: unhashable, as dataclass makes them
         setattr(cls, "__hash__", _hash if frozen else None)  # noqa: B010  (mypy: assigning to a method)
     return cls

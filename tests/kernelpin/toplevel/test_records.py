@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import inspect
 import pickle
 import sys
 from dataclasses import dataclass, field
@@ -82,6 +83,7 @@ def test_construction_equality_hash_and_repr_as_a_dataclass(frozen):
         ]
     )
     assert dataclasses.is_dataclass(ours) and ours.__match_args__ == plain.__match_args__
+    assert str(inspect.signature(ours)) == str(inspect.signature(plain))  # what help() and notebooks show
     if frozen:
         assert hash(ours(1, 2, ("a",))) == hash(ours(1, 2, ("a",), "other"))  # type: ignore[arg-type]
     else:
