@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import reprlib
 from collections.abc import Callable
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast, overload
 
 if TYPE_CHECKING:
@@ -42,10 +43,21 @@ class _Shape(NamedTuple):
     """What the shared methods need of a class, computed once when it is decorated."""
 
     arguments: tuple[_Argument, ...]
+    names: tuple[str, ...]  # the arguments' names, in order
     shown: tuple[str, ...]  # the fields its repr shows
-    compared: tuple[str, ...]  # the fields equality compares
-    hashed: tuple[str, ...]  # the fields its hash takes
+    compared: Callable[[object], tuple[object, ...]]  # the values equality compares, as a tuple (as dataclass's)
+    hashed: Callable[[object], tuple[object, ...]]  # the values its hash takes, likewise
     post_init: bool
+
+
+def _values_of(names: tuple[str, ...]) -> Callable[[object], tuple[object, ...]]:
+    """The named attributes of a record as a tuple, read by operator.attrgetter (C) where it gives one."""
+    if len(names) >= 2:
+        return attrgetter(*names)
+    if len(names) == 1:
+        one = attrgetter(names[0])
+        return lambda record: (one(record),)
+    return lambda record: ()
 
 
 def _shape(cls: type) -> _Shape:
@@ -58,15 +70,12 @@ def _shape(cls: type) -> _Shape:
     fields = dataclasses.fields(cls)
     return _Shape(
         tuple(arguments),
+        tuple(argument.name for argument in arguments),
         tuple(field.name for field in fields if field.repr),
-        tuple(field.name for field in fields if field.compare),
-        tuple(field.name for field in fields if (field.compare if field.hash is None else field.hash)),
+        _values_of(tuple(field.name for field in fields if field.compare)),
+        _values_of(tuple(field.name for field in fields if (field.compare if field.hash is None else field.hash))),
         hasattr(cls, "__post_init__"),
     )
-
-
-def _values(record: object, names: tuple[str, ...]) -> tuple[object, ...]:
-    return tuple([getattr(record, name) for name in names])
 
 
 def _shape_of(record: object) -> _Shape:
@@ -78,8 +87,13 @@ def _shape_of_class(cls: type) -> _Shape:
 
 
 def _init(self: Any, *args: object, **kwargs: object) -> None:
-    cls = type(self)
     shape = _shape_of(self)
+    if not kwargs and len(args) == len(shape.names):  # every field by position: the common call, set at once
+        self.__dict__.update(zip(shape.names, args, strict=True))
+        if shape.post_init:
+            self.__post_init__()
+        return
+    cls = type(self)
     if len(args) > len(shape.arguments):
         raise TypeError(f"{cls.__qualname__}.__init__() {_takes(shape, len(args))}")
     missing = []
@@ -132,11 +146,11 @@ def _eq(self: object, other: object) -> object:  # a bool, or NotImplemented
     if other.__class__ is not self.__class__:
         return NotImplemented
     compared = _shape_of(self).compared
-    return _values(self, compared) == _values(other, compared)
+    return compared(self) == compared(other)
 
 
 def _hash(self: Any) -> int:
-    return hash(_values(self, _shape_of(self).hashed))
+    return hash(_shape_of(self).hashed(self))
 
 
 def _setattr(self: Any, name: str, value: object) -> None:

@@ -86,6 +86,7 @@ def test_construction_equality_hash_and_repr_as_a_dataclass(frozen):
     assert str(inspect.signature(ours)) == str(inspect.signature(plain))  # what help() and notebooks show
     if frozen:
         assert hash(ours(1, 2, ("a",))) == hash(ours(1, 2, ("a",), "other"))  # type: ignore[arg-type]
+        assert hash(ours(1, 2, ("a",))) == hash(plain(1, 2, ("a",)))  # type: ignore[arg-type]  # dataclass's hash
     else:
         with pytest.raises(TypeError, match="unhashable"):
             hash(ours(1))
