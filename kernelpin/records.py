@@ -17,7 +17,7 @@ import dataclasses
 import reprlib
 from collections.abc import Callable
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
 if TYPE_CHECKING:
     from typing_extensions import dataclass_transform
@@ -33,21 +33,35 @@ Cls = TypeVar("Cls", bound=type)
 _MISSING = dataclasses.MISSING
 
 
-class _Argument(NamedTuple):
-    name: str
-    default: object  # MISSING: none
-    factory: Callable[[], object] | None
+class _Argument:
+    """One __init__ argument: a field's name, default (MISSING: none) and default factory."""
+
+    __slots__ = ("default", "factory", "name")
+
+    def __init__(self, name: str, default: object, factory: Callable[[], object] | None) -> None:
+        self.name, self.default, self.factory = name, default, factory
 
 
-class _Shape(NamedTuple):
-    """What the shared methods need of a class, computed once when it is decorated."""
+class _Shape:
+    """What the shared methods need of a class, computed once when it is decorated. (Plain classes, these two: a
+    NamedTuple costs a record's import time twice over.)"""
 
-    arguments: tuple[_Argument, ...]
-    names: tuple[str, ...]  # the arguments' names, in order
-    shown: tuple[str, ...]  # the fields its repr shows
-    compared: Callable[[object], tuple[object, ...]]  # the values equality compares, as a tuple (as dataclass's)
-    hashed: Callable[[object], tuple[object, ...]]  # the values its hash takes, likewise
-    post_init: bool
+    __slots__ = ("arguments", "compared", "hashed", "names", "post_init", "shown")
+
+    def __init__(
+        self,
+        arguments: tuple[_Argument, ...],
+        shown: tuple[str, ...],
+        compared: Callable[[object], tuple[object, ...]],
+        hashed: Callable[[object], tuple[object, ...]],
+        post_init: bool,
+    ) -> None:
+        self.arguments = arguments
+        self.names = tuple(argument.name for argument in arguments)  # in order
+        self.shown = shown  # the fields its repr shows
+        self.compared = compared  # the values equality compares, as a tuple (as dataclass's)
+        self.hashed = hashed  # the values its hash takes, likewise
+        self.post_init = post_init
 
 
 def _values_of(names: tuple[str, ...]) -> Callable[[object], tuple[object, ...]]:
@@ -70,7 +84,6 @@ def _shape(cls: type) -> _Shape:
     fields = dataclasses.fields(cls)
     return _Shape(
         tuple(arguments),
-        tuple(argument.name for argument in arguments),
         tuple(field.name for field in fields if field.repr),
         _values_of(tuple(field.name for field in fields if field.compare)),
         _values_of(tuple(field.name for field in fields if (field.compare if field.hash is None else field.hash))),

@@ -17,7 +17,6 @@ import re
 import string
 from collections.abc import Callable, Iterable, Iterator
 from functools import total_ordering
-from typing import NamedTuple
 
 from kernelpin.errors import KernelpinError
 from kernelpin.records import record
@@ -207,7 +206,8 @@ def _alternative_contains(comparators: tuple[Comparator, ...], version: Version)
 # --- versions as written in ranges: possibly partial ("1.2", "1.x", "*") -------------------------
 
 
-class _Partial(NamedTuple):
+@record
+class _Partial:
     numbers: tuple[int | None, int | None, int | None]  # None: omitted or a wildcard
     prerelease: tuple[str | int, ...]
     build: tuple[str, ...]
@@ -312,7 +312,8 @@ def _desugar(op: str, partial: _Partial) -> tuple[Comparator, ...]:
 # --- tokenizer and parser -------------------------------------------------------------------------
 
 
-class _Token(NamedTuple):
+@record
+class _Token:
     kind: str  # "op", "or", "comma", "hyphen", "version", "end"
     text: str
     pos: int

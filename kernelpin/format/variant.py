@@ -15,7 +15,6 @@ import re
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import field, replace
-from typing import NamedTuple
 
 from kernelpin.errors import KernelpinError
 from kernelpin.records import record
@@ -405,7 +404,8 @@ class Environment:
         return ", ".join(parts)
 
 
-class Selection(NamedTuple):
+@record
+class Selection:
     """The chosen variant (None when nothing fits), why each other variant was passed over, when nothing fits
     what the user could ask for instead (`hint`, "" when nothing), and the ranking by name (`ranked`)."""
 

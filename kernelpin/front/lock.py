@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from types import ModuleType
-from typing import NamedTuple
 
 from kernelpin.errors import KernelpinError
 from kernelpin.format import lockfile
@@ -25,13 +24,15 @@ from kernelpin.loading.runtime import (
     policy_beside,
     read_lock_cached,
 )
+from kernelpin.records import record
 from kernelpin.store.content import Store
 from kernelpin.store.receipts import Receipts
 from kernelpin.trust.gate import Evidence, EvidenceKind, enforce
 from kernelpin.trust.policy import Policy
 
 
-class LockResolver(NamedTuple):
+@record
+class LockResolver:
     """The builds a kernelpin.lock pins: the variant for this environment, its signer (as `lock` verified it)
     checked against today's policy, its files from `target` (a `sync --target` directory) or the Hub cache,
     downloading missing ones unless HF_HUB_OFFLINE=1. A kernel's kernel-depends from the same lock and the same

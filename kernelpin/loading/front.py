@@ -14,13 +14,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from types import ModuleType
-from typing import NamedTuple, Protocol
+from typing import Protocol
 
 from kernelpin.errors import KernelpinError
 from kernelpin.loading.importing import Verified, import_pinned
+from kernelpin.records import record
 
 
-class Request(NamedTuple):
+@record
+class Request:
     """A kernel asked for: its repository, what is asked of it (a kernelpin.format.spec.Requirement for the Hub, a
     kernel-depends value, None where a lock decides), and for a dependency the build whose kernel-depends names it."""
 
@@ -29,7 +31,8 @@ class Request(NamedTuple):
     asked_by: str | None = None
 
 
-class PinnedBuild(NamedTuple):
+@record
+class PinnedBuild:
     """One build chosen and pinned for this process, ready for import_pinned (arguments as it takes them)."""
 
     module: str  # the module's name in sys.modules: unique per build

@@ -12,17 +12,18 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from pathlib import Path
 from types import ModuleType
-from typing import NamedTuple
 
 from kernelpin.errors import KernelpinError
 from kernelpin.format.lockfile import LockedVariant
 from kernelpin.format.spec import RequirementValue
 from kernelpin.loading import python_depends
 from kernelpin.loading.loader import import_verified, loaded_as
+from kernelpin.records import record
 from kernelpin.store.receipts import Receipts
 
 
-class Verified(NamedTuple):
+@record
+class Verified:
     """A build's files, every one checked against `variant`: where they are, and the receipts (this user's) that
     vouch for binaries hashed before (None: every file is hashed when imported)."""
 
@@ -66,7 +67,8 @@ def import_pinned(
         if name in sys.modules:
             _check_same_kernel(name, what, kernel)
             return sys.modules[name], False
-        directory, variant, receipts = verify()
+        verified = verify()
+        directory, variant, receipts = verified.directory, verified.variant, verified.receipts
         if python_backend is not None:
             python_depends.check_installed(directory, variant, python_backend, what)
         dependencies = _load_dependencies(kernel[0], variant.depends, load_dependency, cycle_error)

@@ -24,7 +24,6 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import NamedTuple
 
 from kernelpin.errors import IntegrityError, KernelpinError
 from kernelpin.format.lockfile import LockedFile, LockedVariant
@@ -39,7 +38,8 @@ def _is_shared_library(path: str) -> bool:
     return name.endswith(".so") or ".so." in name
 
 
-class _Module(NamedTuple):
+@record
+class _Module:
     file: LockedFile
     is_package: bool
     is_extension: bool
@@ -58,7 +58,8 @@ class VerifiedKernel:
     directory: Path
 
 
-class _Package(NamedTuple):
+@record
+class _Package:
     """One imported kernel variant: its directory and the modules its lock lists, by full module name."""
 
     name: str

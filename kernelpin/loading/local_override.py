@@ -19,7 +19,6 @@ import re
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
-from typing import NamedTuple
 
 from kernelpin.errors import IntegrityError, KernelpinError, NoVariantError
 from kernelpin.files.integrity import sha256_file
@@ -31,6 +30,7 @@ from kernelpin.format.variant import Environment, Variant, select
 from kernelpin.loading import python_depends
 from kernelpin.loading.front import PinnedBuild, Request, Resolver
 from kernelpin.loading.importing import Verified
+from kernelpin.records import record
 from kernelpin.trust.gate import Evidence, EvidenceKind, enforce
 from kernelpin.trust.policy import Policy
 
@@ -199,7 +199,8 @@ def admit(repo_id: str, directory: Path, policy: Policy, doing: str = "loading",
     )
 
 
-class LocalResolver(NamedTuple):
+@record
+class LocalResolver:
     """Builds on disk, by repository: LOCAL_KERNELS' (warning on every load that the override is in effect; under
     a lock, `under_lock`, refused unless allowed explicitly), or the one directory get_local_kernel names
     (`named`: no warning, the caller named it). Answers None for a repository it does not name. A build's

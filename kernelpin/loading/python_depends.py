@@ -14,13 +14,14 @@ import importlib.util
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from kernelpin.errors import KernelpinError
 from kernelpin.format.layout import METADATA
 from kernelpin.format.lockfile import LockedVariant
 from kernelpin.format.metadata import KERNELS_MINVER_KEY, MetadataError, parse_metadata
 from kernelpin.loading.provenance import warn_if_dirty
+from kernelpin.records import record
 
 PYTHON_DEPENDS_KEY = "python-depends"
 _MAX_DEPENDS = 64  # real variants name a handful
@@ -30,7 +31,8 @@ class DependencyError(KernelpinError):
     """The Python environment lacks what a kernel variant declares it needs; the message has the fix."""
 
 
-class PythonPackage(NamedTuple):
+@record
+class PythonPackage:
     pip: str  # what `pip install` takes
     module: str | None  # what it installs for `import`; None for packages without Python code (oneAPI)
 

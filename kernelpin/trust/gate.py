@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from enum import Enum
-from typing import Literal, NamedTuple, Never, assert_never
+from typing import Literal, Never, assert_never
 
 from kernelpin.errors import KernelpinError
 from kernelpin.format.layout import SIGNATURE
@@ -70,7 +70,8 @@ class Evidence:
         return cls(EvidenceKind.NO_RECORD) if record is None else cls(kind, record.signer)
 
 
-class Served(NamedTuple):
+@record
+class Served:
     """What signed bytes are served as: the release's version (its tag; None without one) and the major version
     the requirement asked for (the branch vN; None for a range or a revision)."""
 
@@ -78,7 +79,8 @@ class Served(NamedTuple):
     major: int | None = None
 
 
-class Decision(NamedTuple):
+@record
+class Decision:
     """Admit or refuse; a refusal's cause and fix, an admission's notice (None: nothing to tell)."""
 
     admit: bool
