@@ -7,7 +7,7 @@ fields (without generating methods, which costs no compile), so `dataclasses.fie
 `astuple` and `is_dataclass` take it; its `__init__`, `__repr__`, `__eq__`, `__hash__` and (frozen)
 `__setattr__`/`__delattr__` are the ones below, written once and driven by the class's fields, with the
 dataclass's behaviour: the same arguments, defaults and default factories, `__post_init__`, the same equality,
-hash, repr and FrozenInstanceError (tests/kernelpin/package/test_records.py compares them with dataclass's).
+hash, repr and FrozenInstanceError (tests/kernelpin/toplevel/test_records.py compares them with dataclass's).
 Where a class defines one of these methods itself, its own is kept, as dataclass keeps it.
 """
 
