@@ -46,7 +46,7 @@ class _Shape:
     """What the shared methods need of a class, computed once when it is decorated. (Plain classes, these two: a
     NamedTuple costs a record's import time twice over.)"""
 
-    __slots__ = ("arguments", "compared", "hashed", "names", "post_init", "shown")
+    __slots__ = ("arguments", "assign", "compared", "frozen", "hashed", "names", "post_init", "shown")
 
     def __init__(
         self,
@@ -55,8 +55,13 @@ class _Shape:
         compared: Callable[[object], tuple[object, ...]],
         hashed: Callable[[object], tuple[object, ...]],
         post_init: bool,
+        frozen: bool,
     ) -> None:
         self.arguments = arguments
+        self.frozen = frozen
+        # How __init__ sets a field, as a dataclass's does: past a frozen class's __setattr__, else through the
+        # class's own (a __setattr__ or a descriptor it defines sees the assignment).
+        self.assign: Callable[[object, str, object], None] = object.__setattr__ if frozen else setattr
         self.names = tuple(argument.name for argument in arguments)  # in order
         self.shown = shown  # the fields its repr shows
         self.compared = compared  # the values equality compares, as a tuple (as dataclass's)
@@ -74,7 +79,7 @@ def _values_of(names: tuple[str, ...]) -> Callable[[object], tuple[object, ...]]
     return lambda record: ()
 
 
-def _shape(cls: type) -> _Shape:
+def _shape(cls: type, frozen: bool) -> _Shape:
     arguments = []
     for field in dataclasses.fields(cls):
         if not field.init or field.kw_only is True:
@@ -88,6 +93,7 @@ def _shape(cls: type) -> _Shape:
         _values_of(tuple(field.name for field in fields if field.compare)),
         _values_of(tuple(field.name for field in fields if (field.compare if field.hash is None else field.hash))),
         hasattr(cls, "__post_init__"),
+        frozen,
     )
 
 
@@ -101,7 +107,7 @@ def _shape_of_class(cls: type) -> _Shape:
 
 def _init(self: Any, *args: object, **kwargs: object) -> None:
     shape = _shape_of(self)
-    if not kwargs and len(args) == len(shape.names):  # every field by position: the common call, set at once
+    if shape.frozen and not kwargs and len(args) == len(shape.names):  # the common call: every field set at once
         self.__dict__.update(zip(shape.names, args, strict=True))
         if shape.post_init:
             self.__post_init__()
@@ -124,7 +130,7 @@ def _init(self: Any, *args: object, **kwargs: object) -> None:
         else:
             missing.append(argument.name)
             continue
-        object.__setattr__(self, argument.name, value)
+        shape.assign(self, argument.name, value)
     if kwargs:
         raise TypeError(f"{cls.__qualname__}.__init__() got an unexpected keyword argument '{next(iter(kwargs))}'")
     if missing:
@@ -215,7 +221,7 @@ def _decorate(cls: Cls, frozen: bool) -> Cls:
     if not own.get("__doc__"):  # else dataclass writes one from inspect.signature (an import of inspect)
         cls.__doc__ = cls.__qualname__
     dataclasses.dataclass(init=False, repr=False, eq=False)(cls)
-    cls.__record_shape__ = _shape(cls)  # type: ignore[attr-defined]
+    cls.__record_shape__ = _shape(cls, frozen)  # type: ignore[attr-defined]
     methods: dict[str, object] = {"__init__": _init, "__repr__": _repr, "__eq__": _eq}
     if frozen:
         methods.update(__setattr__=_setattr, __delattr__=_delattr)

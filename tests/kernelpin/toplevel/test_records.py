@@ -130,6 +130,26 @@ def test_post_init_runs_and_an_own_method_is_kept():
         Checked(-1)
 
 
+def test_a_mutable_records_init_assigns_through_the_classs_own_setattr_as_a_dataclasss_does():
+    # A dataclass's generated __init__ writes `self.name = value`; a record's fast path must not go around it.
+    made = []
+    for decorate in (dataclass, record(frozen=False)):
+
+        @decorate
+        class Logged:
+            a: int
+            b: str = "x"
+
+            def __setattr__(self, name: str, value: object) -> None:
+                made.append((name, value))
+                object.__setattr__(self, name, value)
+
+        made.clear()
+        Logged(1, "y")
+        Logged(2)
+        assert made == [("a", 1), ("b", "y"), ("a", 2), ("b", "x")], decorate
+
+
 def test_a_record_subclass_adds_fields_as_a_dataclass_subclass_does():
     @record
     class Base:
