@@ -212,15 +212,31 @@ class _Signature:
         )
 
 
+def _doc(cls: type) -> str:
+    """The docstring a dataclass without one gets, `Name(field: 'type' = default, ...)`, written from its fields."""
+
+    def parameter(field: dataclasses.Field[Any]) -> str:
+        kind = field.type if isinstance(field.type, str) else getattr(field.type, "__qualname__", field.type)
+        text = f"{field.name}: {kind!r}" if isinstance(field.type, str) else f"{field.name}: {kind}"
+        if field.default_factory is not _MISSING:
+            return f"{text} = {_Factory()!r}"
+        return text if field.default is _MISSING else f"{text} = {field.default!r}"
+
+    return f"{cls.__name__}({', '.join(parameter(field) for field in dataclasses.fields(cls))})"
+
+
 def _decorate(cls: Cls, frozen: bool) -> Cls:
     own = dict(cls.__dict__)  # what the class defines itself (cls.__dict__ is a live view)
     # dataclass's rule: a __hash__ the class wrote counts, the None that defining __eq__ leaves does not.
     explicit_hash = "__hash__" in own and not (own["__hash__"] is None and "__eq__" in own)
     if frozen and ("__setattr__" in own or "__delattr__" in own):
         raise TypeError(f"{cls.__qualname__}: a frozen record cannot define __setattr__ or __delattr__")
-    if not own.get("__doc__"):  # else dataclass writes one from inspect.signature (an import of inspect)
+    undocumented = not own.get("__doc__")
+    if undocumented:  # else dataclass would write one from inspect.signature, which costs what records save
         cls.__doc__ = cls.__qualname__
     dataclasses.dataclass(init=False, repr=False, eq=False)(cls)
+    if undocumented:
+        cls.__doc__ = _doc(cls)
     cls.__record_shape__ = _shape(cls, frozen)  # type: ignore[attr-defined]
     methods: dict[str, object] = {"__init__": _init, "__repr__": _repr, "__eq__": _eq}
     if frozen:

@@ -193,3 +193,16 @@ print(len(compiled), A(1) == A(1), B().z)
 """
     printed, _ = fresh_interpreter(code)
     assert printed.split() == ["0", "True", "[]"]
+
+
+def test_a_record_without_a_docstring_gets_a_dataclasss():
+    def bare() -> type:
+        class Bare:
+            x: int
+            tags: list[str] = field(default_factory=list)
+            note: str = "n"
+
+        return Bare
+
+    expected = "Bare(x: 'int', tags: 'list[str]' = <factory>, note: 'str' = 'n')"
+    assert record(bare()).__doc__ == dataclass(frozen=True)(bare()).__doc__ == expected
