@@ -46,7 +46,7 @@ class _Shape:
     """What the shared methods need of a class, computed once when it is decorated. (Plain classes, these two: a
     NamedTuple costs a record's import time twice over.)"""
 
-    __slots__ = ("arguments", "assign", "compared", "frozen", "hashed", "names", "post_init", "shown")
+    __slots__ = ("arguments", "compared", "frozen", "hashed", "names", "post_init", "shown")
 
     def __init__(
         self,
@@ -59,9 +59,6 @@ class _Shape:
     ) -> None:
         self.arguments = arguments
         self.frozen = frozen
-        # How __init__ sets a field, as a dataclass's does: past a frozen class's __setattr__, else through the
-        # class's own (a __setattr__ or a descriptor it defines sees the assignment).
-        self.assign: Callable[[object, str, object], None] = object.__setattr__ if frozen else setattr
         self.names = tuple(argument.name for argument in arguments)  # in order
         self.shown = shown  # the fields its repr shows
         self.compared = compared  # the values equality compares, as a tuple (as dataclass's)
@@ -80,13 +77,13 @@ def _values_of(names: tuple[str, ...]) -> Callable[[object], tuple[object, ...]]
 
 
 def _shape(cls: type, frozen: bool) -> _Shape:
+    fields = dataclasses.fields(cls)
     arguments = []
-    for field in dataclasses.fields(cls):
+    for field in fields:
         if not field.init or field.kw_only is True:
             raise TypeError(f"{cls.__qualname__}.{field.name}: a record field is an __init__ argument by position")
         factory = None if field.default_factory is _MISSING else field.default_factory
         arguments.append(_Argument(field.name, field.default, factory))
-    fields = dataclasses.fields(cls)
     return _Shape(
         tuple(arguments),
         tuple(field.name for field in fields if field.repr),
@@ -113,6 +110,9 @@ def _init(self: Any, *args: object, **kwargs: object) -> None:
             self.__post_init__()
         return
     cls = type(self)
+    # A field is set as a dataclass's __init__ sets it: past a frozen class's __setattr__, else through the class's
+    # own (a __setattr__ or a descriptor it defines sees the assignment).
+    assign = object.__setattr__ if shape.frozen else setattr
     if len(args) > len(shape.arguments):
         raise TypeError(f"{cls.__qualname__}.__init__() {_takes(shape, len(args))}")
     missing = []
@@ -130,7 +130,7 @@ def _init(self: Any, *args: object, **kwargs: object) -> None:
         else:
             missing.append(argument.name)
             continue
-        shape.assign(self, argument.name, value)
+        assign(self, argument.name, value)
     if kwargs:
         raise TypeError(f"{cls.__qualname__}.__init__() got an unexpected keyword argument '{next(iter(kwargs))}'")
     if missing:
@@ -172,14 +172,21 @@ def _hash(self: Any) -> int:
     return hash(_shape_of(self).hashed(self))
 
 
+def _frozen(self: object, name: str) -> bool:
+    """Whether a frozen record refuses to change `name`, as a frozen dataclass's __setattr__ decides: any name on
+    the decorated class itself, its fields on a subclass."""
+    cls = type(self)
+    return bool(cls.__dict__.get("__record_frozen__")) or name in cls.__dataclass_fields__  # type: ignore[attr-defined]
+
+
 def _setattr(self: Any, name: str, value: object) -> None:
-    if type(self).__dict__.get("__record_frozen__") or name in type(self).__dataclass_fields__:
+    if _frozen(self, name):
         raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
     object.__setattr__(self, name, value)
 
 
 def _delattr(self: Any, name: str) -> None:
-    if type(self).__dict__.get("__record_frozen__") or name in type(self).__dataclass_fields__:
+    if _frozen(self, name):
         raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
     object.__delattr__(self, name)
 
@@ -212,17 +219,14 @@ class _Signature:
         )
 
 
-def _doc(cls: type) -> str:
-    """The docstring a dataclass without one gets, `Name(field: 'type' = default, ...)`, written from its fields."""
+class _Doc:
+    """The docstring a dataclass without one gets, `Name(field: 'type' = default, ...)`: its signature's text, made
+    when asked (type.__doc__ calls a descriptor it finds in the class)."""
 
-    def parameter(field: dataclasses.Field[Any]) -> str:
-        kind = field.type if isinstance(field.type, str) else getattr(field.type, "__qualname__", field.type)
-        text = f"{field.name}: {kind!r}" if isinstance(field.type, str) else f"{field.name}: {kind}"
-        if field.default_factory is not _MISSING:
-            return f"{text} = {_Factory()!r}"
-        return text if field.default is _MISSING else f"{text} = {field.default!r}"
+    def __get__(self, instance: object, owner: type) -> str:
+        import inspect
 
-    return f"{cls.__name__}({', '.join(parameter(field) for field in dataclasses.fields(cls))})"
+        return owner.__name__ + str(inspect.signature(owner)).replace(" -> None", "")  # dataclass's own words
 
 
 def _decorate(cls: Cls, frozen: bool) -> Cls:
@@ -236,7 +240,7 @@ def _decorate(cls: Cls, frozen: bool) -> Cls:
         cls.__doc__ = cls.__qualname__
     dataclasses.dataclass(init=False, repr=False, eq=False)(cls)
     if undocumented:
-        cls.__doc__ = _doc(cls)
+        cls.__doc__ = _Doc()  # type: ignore[assignment]
     cls.__record_shape__ = _shape(cls, frozen)  # type: ignore[attr-defined]
     methods: dict[str, object] = {"__init__": _init, "__repr__": _repr, "__eq__": _eq}
     if frozen:
