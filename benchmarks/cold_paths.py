@@ -44,23 +44,17 @@ TARGETS = {"startup": 0.2, "cold_load": 0.3, "warm_load": 0.5, "warm_oneliner": 
 FLOOR_TARGET = 2.0
 
 _TIMED = """\
-import sys, time
+import importlib, json, sys, time
 import torch
-start = time.perf_counter()
+{before}start = time.perf_counter()
 {call}
 print("SECONDS", time.perf_counter() - start)
 """
-
-# kernelpin's work alone: the same call with the modules it imports (recorded from a run of its own) imported
-# before the clock starts. Its time over the floor is work; the path's time beyond it, importing.
-_TIMED_IMPORTED_FIRST = """\
-import importlib, json, sys, time
-import torch
+# kernelpin's work alone: the same call with the modules it imports (recorded from a run of its own, the JSON list
+# in argv[1]) imported before the clock starts. Its time over the floor is work; the path's time beyond it, importing.
+_IMPORTED_FIRST = """\
 for name in json.loads(sys.argv[1]):
     importlib.import_module(name)
-start = time.perf_counter()
-{call}
-print("SECONDS", time.perf_counter() - start)
 """
 
 # The modules a call imports beyond torch's (the kernel's own excepted), as it imports them.
@@ -255,18 +249,19 @@ def cold_paths(repeats: int) -> dict[str, Any]:
         "kernels_oneliner": f"import kernels\nkernels.get_kernel({repo_id!r}, version=1)",
     }
 
-    # What the floors replay: the requests kernelpin sends (recorded in processes of their own).
-    def requests(call: str, home: str) -> list[str]:
-        done = run([python, "-c", _RECORD, call], home)
+    # What the floors replay (the requests kernelpin sends) and what the work-alone runs import first, each recorded
+    # in a process of its own: `script` prints `prefix` and a JSON list last.
+    def recorded(script: str, prefix: str, call: str, home: str) -> list[str]:
+        done = run([python, "-c", script, call], home)
         if done.returncode != 0:
             raise SystemExit(f"recording failed: {done.stderr[-3000:]}")
-        return json.loads(done.stdout.strip().splitlines()[-1].removeprefix("REQUESTS "))
+        return json.loads(done.stdout.strip().splitlines()[-1].removeprefix(prefix))
+
+    def requests(call: str, home: str) -> list[str]:
+        return recorded(_RECORD, "REQUESTS ", call, home)
 
     def modules(call: str, home: str) -> list[str]:
-        done = run([python, "-c", _RECORD_MODULES, call], home)
-        if done.returncode != 0:
-            raise SystemExit(f"recording failed: {done.stderr[-3000:]}")
-        return json.loads(done.stdout.strip().splitlines()[-1].removeprefix("MODULES "))
+        return recorded(_RECORD_MODULES, "MODULES ", call, home)
 
     digests = {file.path: file.sha256 for file in variant.files}
     marker = f"/build/{CPU_213}/"
@@ -292,10 +287,10 @@ def cold_paths(repeats: int) -> dict[str, Any]:
     )
 
     def timed(call: str, home: str, offline: bool = False) -> float:
-        return _seconds(run([python, "-c", _TIMED.format(call=call)], home, offline))
+        return _seconds(run([python, "-c", _TIMED.format(before="", call=call)], home, offline))
 
     def timed_imported_first(path: str, call: str, home: str) -> float:
-        code = _TIMED_IMPORTED_FIRST.format(call=call)
+        code = _TIMED.format(before=_IMPORTED_FIRST, call=call)
         return _seconds(run([python, "-c", code, json.dumps(imported[path])], home))
 
     def cold_floor() -> float:
