@@ -202,15 +202,17 @@ def test_answers_are_asked_for_uncompressed_and_a_compressed_one_is_refused():
     assert seen == ["identity"]
 
 
-def test_a_truncated_body_is_an_error_not_a_short_file():
-    def truncated(handler: BaseHTTPRequestHandler) -> None:
-        handler.send_response(200)
-        handler.send_header("Content-Length", "1000")
-        handler.end_headers()
-        handler.wfile.write(b"x" * 10)
-        handler.close_connection = True
+def _truncated(handler: BaseHTTPRequestHandler) -> None:
+    """1000 bytes announced, 10 sent, the connection closed."""
+    handler.send_response(200)
+    handler.send_header("Content-Length", "1000")
+    handler.end_headers()
+    handler.wfile.write(b"x" * 10)
+    handler.close_connection = True
 
-    with serving(truncated) as server, pytest.raises(HubUnreachable) as raised:
+
+def test_a_truncated_body_is_an_error_not_a_short_file():
+    with serving(_truncated) as server, pytest.raises(HubUnreachable) as raised:
         get(_endpoint(server) + FILE, expected=1000)
     assert str(raised.value) == (
         "peer closed connection without sending complete message body (received 10 bytes, expected 1000)"
@@ -335,14 +337,7 @@ def test_through_the_hub_source_a_cut_off_or_refused_download_says_what_and_wher
 
     commit = "0123456789abcdef0123456789abcdef01234567"
 
-    def truncated(handler: BaseHTTPRequestHandler) -> None:
-        handler.send_response(200)
-        handler.send_header("Content-Length", "1000")
-        handler.end_headers()
-        handler.wfile.write(b"x" * 10)
-        handler.close_connection = True
-
-    with serving(truncated) as server:
+    with serving(_truncated) as server:
         source = HubSource(HubSettings.from_env({"HF_ENDPOINT": _endpoint(server), "HF_HOME": str(tmp_path)}))
         received = bytearray()
         with pytest.raises(KernelpinError) as raised:
