@@ -5,11 +5,13 @@ machine state:
 - start-up: `kernelpin --help` against `kernels --help` and against its floor, a standard-library argparse script
   that prints the same help (the whole process timed, from outside);
 - cold load (empty Hub cache): `kernelpin.load(repo, lock=...)` against `kernels.get_locked_kernel(repo,
-  lockfile=...)`, floor: the same files fetched with http.client, written, each hashed once, and the package
-  imported;
+  lockfile=...)`, floor: the lock read (tomllib) for the variant's files and hashes, the same files fetched with
+  http.client, written, each hashed once, and the package imported (until 2026-12-07 the floor took the hashes
+  from its arguments, but no load knows what to fetch without reading the lock);
 - warm load, HF_HUB_OFFLINE=1: `kernelpin.load` against `kernels.load_kernel` (no floor: a target of 0.5x only);
 - warm online one-liner: `get_kernel(repo, version=1)` of both after a cold one in the same home, floor: the one
-  request kernelpin sends (its refs) with http.client, a sha256 of the variant's files and the import.
+  request kernelpin sends (its refs) with http.client, its answer read for the commit of version 1's branch, a
+  sha256 of that commit's cached files and the import.
 The paths that need torch import it before the clock starts: the times are beyond `import torch`.
 
 Each round gives a ratio kernelpin / kernels and kernelpin / floor; the record keeps every sample, the medians,
@@ -80,15 +82,21 @@ exec(sys.argv[1])
 print("REQUESTS " + json.dumps(sent))
 """
 
-# The floor of a cold load: what it must do at least, with the standard library only.
+# The floor of a cold load: what it must do at least, with the standard library only: read the lock (it says
+# which files, and their hashes), fetch each file, hash it once, write it, import the package.
 _FLOOR_COLD = """\
 import sys, time
 import torch
 start = time.perf_counter()
-import hashlib, http.client, importlib.util, json, os, urllib.parse
+import hashlib, http.client, importlib.util, json, os, tomllib, urllib.parse
 spec = json.loads(sys.argv[1])
+with open(spec["lock"], "rb") as lock:
+    kernel = next(entry for entry in tomllib.load(lock)["kernel"] if entry["repo"] == spec["repo"])
+variant = next(variant for variant in kernel["variant"] if variant["name"] == spec["variant"])
+digests = {file["path"]: file["sha256"] for file in variant["files"]}
 connections = {}
-for url, path, digest in spec["files"]:
+for url, path in spec["files"]:
+    digest = digests[path]
     while True:
         parts = urllib.parse.urlsplit(url)
         if parts.netloc not in connections:
@@ -116,7 +124,8 @@ assert module.VARIANT == spec["variant"]
 print("SECONDS", time.perf_counter() - start)
 """
 
-# The floor of a warm online one-liner: one request, a hash of the cached files, the import.
+# The floor of a warm online one-liner: one request (the refs, whose answer names the commit of version 1's branch),
+# a hash of that commit's cached files, the import.
 _FLOOR_WARM = """\
 import sys, time
 import torch
@@ -127,13 +136,15 @@ parts = urllib.parse.urlsplit(spec["url"])
 connection = http.client.HTTPConnection(parts.netloc, timeout=10)
 connection.request("GET", parts.path + ("?" + parts.query if parts.query else ""))
 response = connection.getresponse()
-response.read()
+answer = response.read()
 assert response.status == 200, response.status
+commit = next(ref["targetCommit"] for ref in json.loads(answer)["branches"] if ref["name"] == spec["branch"])
+directory = os.path.join(spec["snapshots"], commit, "build", spec["variant"])
 for path, digest in spec["files"]:
-    with open(os.path.join(spec["directory"], path), "rb") as file:
+    with open(os.path.join(directory, path), "rb") as file:
         assert hashlib.sha256(file.read()).hexdigest() == digest, path
-init = os.path.join(spec["directory"], "__init__.py")
-module_spec = importlib.util.spec_from_file_location("floor_kernel", init, submodule_search_locations=[spec["directory"]])
+init = os.path.join(directory, "__init__.py")
+module_spec = importlib.util.spec_from_file_location("floor_kernel", init, submodule_search_locations=[directory])
 module = importlib.util.module_from_spec(module_spec)
 sys.modules["floor_kernel"] = module
 module_spec.loader.exec_module(module)
@@ -266,7 +277,7 @@ def cold_paths(repeats: int) -> dict[str, Any]:
     digests = {file.path: file.sha256 for file in variant.files}
     marker = f"/build/{CPU_213}/"
     downloads = [url for url in requests(calls["kernelpin_load"], "record-cold") if marker in url]
-    cold_files = [[url, url.split(marker, 1)[1], digests[url.split(marker, 1)[1]]] for url in downloads]
+    cold_files = [[url, url.split(marker, 1)[1]] for url in downloads]
     requests(calls["kernelpin_oneliner"], "record-warm")  # the cold call: the warm one below asks one question
     warm_requests = requests(calls["kernelpin_oneliner"], "record-warm")
     imported = {
@@ -296,14 +307,21 @@ def cold_paths(repeats: int) -> dict[str, Any]:
     def cold_floor() -> float:
         directory = work / "floor-cold"
         shutil.rmtree(directory, ignore_errors=True)
-        spec = {"files": cold_files, "directory": str(directory), "variant": CPU_213}
+        spec = {
+            "files": cold_files,
+            "directory": str(directory),
+            "variant": CPU_213,
+            "lock": str(project / "kernelpin.lock"),
+            "repo": repo_id,
+        }
         return _seconds(run([python, "-c", _FLOOR_COLD, json.dumps(spec)], "floor"))
 
     def warm_floor() -> float:
         spec = {
             "url": warm_requests[0],
             "files": sorted(digests.items()),
-            "directory": str(cached),
+            "snapshots": str(cached.parents[2]),  # snapshots/<commit>/build/<variant>
+            "branch": "v1",
             "variant": CPU_213,
         }
         return _seconds(run([python, "-c", _FLOOR_WARM, json.dumps(spec)], "floor"))
@@ -456,9 +474,10 @@ the floor run one after another, each in a fresh process, and the ratios are tak
 {table}
 
 Floors, standard library only, measured in the same rounds: start-up, an argparse script printing the same help
-(the same text: {r["floor_prints_the_same_help"]}); cold load, the {r["cold_load_requests"]} GETs kernelpin sends with
-http.client, each file written and hashed once, the package imported; warm online one-liner, the one request
-kernelpin sends (its refs), one sha256 over the variant's files, the import. "Of the limit": the median ratio over
+(the same text: {r["floor_prints_the_same_help"]}); cold load, the lock read with tomllib for the variant's files and
+hashes, the {r["cold_load_requests"]} GETs kernelpin sends with http.client, each file written and hashed once, the
+package imported; warm online one-liner, the one request kernelpin sends (its refs), its answer read for the commit
+of version 1's branch, one sha256 over that commit's cached files, the import. "Of the limit": the median ratio over
 the target (1.00 or less meets it).
 
 kernelpin's work alone, the same call in the same rounds with every module it imports (recorded from a run of its

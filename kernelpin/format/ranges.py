@@ -30,7 +30,7 @@ __untrusted_input__ = (
 _NUMBER = re.compile(r"0|[1-9][0-9]*")
 MAX_DIGITS = 20  # enough for any 64-bit number (Cargo's limit); longer ones are typos or attacks
 _ECHO_LIMIT = 60  # characters of the input quoted back in an error message
-_IDENTIFIER = re.compile(r"[0-9A-Za-z-]+")
+_IDENTIFIER = r"[0-9A-Za-z-]+"  # compiled when first used (re caches it): most runs read no pre-release
 _WILDCARDS = ("x", "X", "*")
 _PART_NAMES = ("major", "minor", "patch")
 _VERSION_EXAMPLES = 'examples: "1.2.3", "0.1.0-rc.1", "1.0.0+build.5"'
@@ -256,7 +256,7 @@ def _parse_partial(text: str) -> _Partial:
 
 
 def _identifier(part: str, text: str) -> str:
-    if not _IDENTIFIER.fullmatch(part):
+    if not re.fullmatch(_IDENTIFIER, part):
         raise _Problem(f"{_echo(part)} in {_echo(text)} is not a non-empty identifier of [0-9A-Za-z-]")
     return part
 

@@ -52,7 +52,7 @@ _TAG_PREFIXES = {"cuda": "cu", "rocm": "rocm", "xpu": "xpu", "cann": "cann"}
 _BACKEND_ALIASES = {"npu": "cann"}
 # The backend of Python-only builds that run on every backend (`torch-universal`).
 UNIVERSAL = "universal"
-_DOTTED_RE = re.compile(r"([0-9]+)\.([0-9]+)")
+_DOTTED = r"([0-9]+)\.([0-9]+)"  # new-format names only: compiled when first used (re caches it)
 _UNVERSIONED_BACKENDS = ("cpu", "metal", "neuron", "tpu")
 _BACKEND_LABELS = {
     "cuda": "CUDA",
@@ -75,7 +75,8 @@ METAL_MIN_MACOS = (26, 0)
 # What a build may list in backend.archs: CUDA compute capabilities ("8.0", "9.0a", "10.0f+PTX"), ROCm gfx
 # names ("gfx942"), or forms a newer kernel-builder writes (`kernels` assumes those compatible).
 _ARCH_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+:-]{0,63}\Z")
-_CUDA_ARCH_RE = re.compile(r"^(?P<major>[0-9]+)\.(?P<minor>[0-9]+)(?P<suffix>[af]?)(?P<ptx>\+PTX)?\Z")
+# Compiled when first used (re caches it): only a GPU machine compares archs.
+_CUDA_ARCH = r"^(?P<major>[0-9]+)\.(?P<minor>[0-9]+)(?P<suffix>[af]?)(?P<ptx>\+PTX)?\Z"
 
 
 def is_arch(text: str) -> bool:
@@ -161,7 +162,7 @@ class Backend:
             name = parts[0] if parts else ""
             if name in _UNVERSIONED_BACKENDS and len(parts) == 1:
                 return cls(name)
-            match = _DOTTED_RE.fullmatch(parts[1]) if name in _TAG_PREFIXES and len(parts) == 2 else None
+            match = re.fullmatch(_DOTTED, parts[1]) if name in _TAG_PREFIXES and len(parts) == 2 else None
         if match is None or name is None:
             raise ValueError(f"unknown backend {'-'.join(parts)!r}")
         return cls(name, (int(match[1]), int(match[2])))
@@ -178,7 +179,7 @@ def _parse_python(parts: Sequence[str]) -> tuple[tuple[int, int], str]:
     """`cpython-<M>.<m>-<abi>`: the Python floor and ABI of a new-format name."""
     if len(parts) != 3 or parts[0] != PYTHON_MARKER:
         raise ValueError(f"expected {PYTHON_MARKER}-<version>-<abi>, got {'-'.join(parts)!r}")
-    match = _DOTTED_RE.fullmatch(parts[1])
+    match = re.fullmatch(_DOTTED, parts[1])
     if match is None or parts[2] not in _ABIS:
         raise ValueError(f"expected {PYTHON_MARKER}-<major>.<minor>-abi3|abi3t, got {'-'.join(parts)!r}")
     version = (int(match[1]), int(match[2]))
@@ -425,7 +426,7 @@ def cuda_arch_covers(arch: str, device: tuple[int, int]) -> bool | None:
     An `a` (arch-specific) build runs on that capability only, an `f` (family-specific) one and a plain one
     on M.d with d >= m; only a plain `+PTX` build is JIT-compiled forward onto any later capability.
     """
-    match = _CUDA_ARCH_RE.match(arch)
+    match = re.match(_CUDA_ARCH, arch)
     if match is None:
         return None
     built = (int(match["major"]), int(match["minor"]))

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from email.message import Message
 
 # huggingface_hub's REPO_API_REGEX: where a 401 means "no such repository (or not yours)".
-_REPO_API = re.compile(r"^https://[^/]+(/api/(models|datasets|spaces)/(.+)|/(.+)/resolve/(.+))")
+_REPO_API = r"^https://[^/]+(/api/(models|datasets|spaces)/(.+)|/(.+)/resolve/(.+))"  # compiled when first used
 _BY_CODE = {"RevisionNotFound": "revision", "EntryNotFound": "entry", "GatedRepo": "gated"}
 _DISABLED = "Access to this resource is disabled."
 _REQUEST_IDS = (("x-request-id", "Request ID"), ("X-Amzn-Trace-Id", "Amzn Trace ID"), ("x-amz-cf-id", "Amz CF ID"))
@@ -54,7 +54,7 @@ def refusal(status: int, reason: str, url: str, headers: Message, body: bytes) -
         kind = "disabled"
     if kind is None and (
         code == "RepoNotFound"
-        or (status == 401 and message != "Invalid credentials in Authorization header" and _REPO_API.search(url))
+        or (status == 401 and message != "Invalid credentials in Authorization header" and re.search(_REPO_API, url))
     ):
         kind = "repository"
     if kind is not None:

@@ -28,7 +28,7 @@ __untrusted_input__ = (
 
 # A tag or branch name as kernelpin.lock stores it after refs/tags/ or refs/heads/ (git's ref-name rules,
 # minus what needs no check here); a name the lock reader would refuse must not reach a lock.
-_REF_NAME_RE = re.compile(r"^(?!.*\.\.)(?!.*//)(?!/)[^\x00-\x20\x7f~^:?*\[\\]{1,255}(?<!/)\Z")
+_REF_NAME = r"^(?!.*\.\.)(?!.*//)(?!/)[^\x00-\x20\x7f~^:?*\[\\]{1,255}(?<!/)\Z"  # compiled when first used (re caches it)
 
 
 class MalformedAnswer(KernelpinError):
@@ -67,7 +67,7 @@ def check_commit(value: object, where: str) -> str:
 
 def check_ref_name(value: object, where: str) -> str:
     """A tag or branch name: git's ref-name rules (no '..', no control characters, spaces, '~^:?*[\\')."""
-    if not (isinstance(value, str) and _REF_NAME_RE.match(value)):
+    if not (isinstance(value, str) and re.match(_REF_NAME, value)):
         raise malformed(where, f"{_short(value)} is not a git tag or branch name")
     return value
 

@@ -13,7 +13,7 @@ import sys
 
 from kernelpin.errors import KernelpinError
 
-_HEADER_VALUE = re.compile(r"[\x21-\x7e]+")  # a token as the Hub issues it: printable ASCII, no space
+_HEADER_VALUE = r"[\x21-\x7e]+"  # a token as the Hub issues it: printable ASCII, no space (compiled when first used)
 
 
 def request_headers() -> dict[str, str]:
@@ -27,7 +27,7 @@ def request_headers() -> dict[str, str]:
     headers = {"user-agent": f"kernelpin; hf_hub/{hub_version}; python/{platform.python_version()}"}
     token = implicit_token()
     if token is not None:
-        if not _HEADER_VALUE.fullmatch(token):
+        if not re.fullmatch(_HEADER_VALUE, token):
             raise KernelpinError(
                 "the Hub token (HF_TOKEN, or the one `hf auth login` saved) holds spaces, control or non-ASCII "
                 "characters, which no request header can carry; set HF_TOKEN to the token exactly as the Hub shows it"

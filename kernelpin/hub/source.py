@@ -493,18 +493,19 @@ def local_write_problem(error: OSError, what: str, path: Path | str | None = Non
 def translate_errors(what: str, endpoint: str, repo_id: str | None = None) -> Iterator[None]:
     """Turn kernelpin.hub.wire's, huggingface_hub's and network exceptions into KernelpinError that says what
     happened and what to do."""
-    from kernelpin.hub.http_errors import HubHTTPError
-    from kernelpin.hub.wire import HubTimeout, HubUnreachable
-
     try:
         yield
-    except HubTimeout as error:
-        raise KernelpinError(f"{what} failed: {error}") from error
-    except HubHTTPError as error:
-        raise _http_problem(error, what, endpoint, repo_id) from error
-    except HubUnreachable as error:
-        raise _unreachable(what, endpoint, error) from error
-    except KernelpinError:
+    except KernelpinError as error:
+        # The wire's errors are imported here, not on entry: a request that succeeds reads no error answer.
+        from kernelpin.hub.http_errors import HubHTTPError
+        from kernelpin.hub.wire import HubTimeout, HubUnreachable
+
+        if isinstance(error, HubTimeout):
+            raise KernelpinError(f"{what} failed: {error}") from error
+        if isinstance(error, HubHTTPError):
+            raise _http_problem(error, what, endpoint, repo_id) from error
+        if isinstance(error, HubUnreachable):
+            raise _unreachable(what, endpoint, error) from error
         raise
     except Exception as error:
         translated = _hub_client_problem(error, what, endpoint, repo_id)
