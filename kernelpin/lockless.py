@@ -18,6 +18,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,8 @@ class Resolved:
     variant: str
     requirement: Requirement
     publisher_trusted: bool = False
+    # What was remembered for the requirement when this call began (remember() writes nothing where it is the same).
+    remembered: Remembered | None = field(default=None, compare=False, repr=False)
 
 
 def pin_hint(requirement: Requirement) -> str:
@@ -198,7 +201,7 @@ def resolve_online(
         if reason is not None:
             raise _no_fit(label, pick.commit, f"  {chosen}: {reason}", env)
     kernel = Located(pick, refs.repo_type, {}).kernel(requirement, (variant,))
-    return Resolved(kernel, chosen, requirement, marked), names, document, fetched
+    return Resolved(kernel, chosen, requirement, marked, remembered), names, document, fetched
 
 
 def resolve_remembered(
@@ -265,7 +268,7 @@ def pin(
 def remember(settings: HubSettings, resolved: Resolved, names: tuple[str, ...]) -> None:
     """Keep what was resolved online, so that the same call works offline afterwards."""
     Resolutions(settings.endpoint, state_dir()).remember(
-        resolved.kernel, names, resolved.requirement, resolved.publisher_trusted
+        resolved.kernel, names, resolved.requirement, resolved.publisher_trusted, resolved.remembered
     )
 
 

@@ -27,8 +27,9 @@ __untrusted_input__ = (
 )  # parsers of input kernelpin does not control (kernelpin.errors)
 
 # A tag or branch name as kernelpin.lock stores it after refs/tags/ or refs/heads/ (git's ref-name rules,
-# minus what needs no check here); a name the lock reader would refuse must not reach a lock.
-_REF_NAME = r"^(?!.*\.\.)(?!.*//)(?!/)[^\x00-\x20\x7f~^:?*\[\\]{1,255}(?<!/)\Z"  # compiled when first used (re caches it)
+# minus what needs no check here); a name the lock reader would refuse must not reach a lock. Compiled when first
+# used (re caches it): a load from a lock reads no refs.
+_REF_NAME = r"^(?!.*\.\.)(?!.*//)(?!/)[^\x00-\x20\x7f~^:?*\[\\]{1,255}(?<!/)\Z"
 
 
 class MalformedAnswer(KernelpinError):

@@ -43,7 +43,7 @@ class _Run(Generic[Item, Result]):
         while index is not None:
             try:
                 self.results[index] = self.contexts[index].run(self.work, self.items[index])
-            except BaseException as error:  # raised in the caller's thread once the started items have ended
+            except BaseException as error:  # noqa: BLE001 - raised in the caller's thread once the started ones end
                 with self.handing:
                     self.failures[index] = error
             self.progressed.set()

@@ -151,20 +151,28 @@ class Resolutions:
         return Remembered(kernel, tuple(names), marked)
 
     def remember(
-        self, kernel: LockedKernel, variants: tuple[str, ...], requirement: Requirement, publisher_trusted: bool = False
+        self,
+        kernel: LockedKernel,
+        variants: tuple[str, ...],
+        requirement: Requirement,
+        publisher_trusted: bool = False,
+        read_before: Remembered | None = None,
     ) -> Path:
         """Keep `kernel` (and the variant names at its commit, and whether the Hub's mark on the publisher let it
         through) for `requirement`; the variants remembered for the same commit are kept beside the new one.
-        Written through kernelpin.files.confined, as the cache is: a link at the record's name or on the way below the
-        state directory is never written through."""
+        `read_before`: what the caller read for `requirement` (Resolutions.read) before it resolved; where that
+        is already what would be written, nothing is read or written again (a warm get_kernel). Written through
+        kernelpin.files.confined, as the cache is: a link at the record's name or on the way below the state
+        directory is never written through."""
+        path = self.path(requirement)
+        if read_before is not None and read_before == Remembered(
+            _kept_beside(read_before, kernel), variants, publisher_trusted
+        ):
+            return path
         self.root.mkdir(mode=0o700, parents=True, exist_ok=True)  # trusted as given, as the cache's root is
         self._check(*(level for level in (self.root, self.root / _RESOLVED) if os.path.lexists(level)))
-        path = self.path(requirement)
-        previous = self.read(requirement)
-        if previous is not None and previous.kernel.commit == kernel.commit:
-            names = {variant.name for variant in kernel.variants}
-            kept = tuple(variant for variant in previous.kernel.variants if variant.name not in names)
-            kernel = dataclasses.replace(kernel, variants=tuple(sorted(kernel.variants + kept, key=lambda v: v.name)))
+        previous = self.read(requirement)  # again: another process may have written it since
+        kernel = _kept_beside(previous, kernel)
         if previous == Remembered(kernel, variants, publisher_trusted):
             return path
         record = {
@@ -197,3 +205,12 @@ class Resolutions:
             durable=True,
         )
         return path
+
+
+def _kept_beside(previous: Remembered | None, kernel: LockedKernel) -> LockedKernel:
+    """`kernel` with the variants remembered for the same commit that it does not pin itself."""
+    if previous is None or previous.kernel.commit != kernel.commit:
+        return kernel
+    names = {variant.name for variant in kernel.variants}
+    kept = tuple(variant for variant in previous.kernel.variants if variant.name not in names)
+    return dataclasses.replace(kernel, variants=tuple(sorted(kernel.variants + kept, key=lambda v: v.name)))
