@@ -204,7 +204,9 @@ def cold_paths(repeats: int) -> dict[str, Any]:
         {
             "HF_ENDPOINT": server.endpoint,
             "HF_HUB_DISABLE_PROGRESS_BARS": "1",
-            "PYTHONPATH": str(REPO_ROOT),
+            # The caller's PYTHONPATH after the checkout: a `kernels` put there (another release, from a `pip install
+            # --target` folder) is the one every timed process runs.
+            "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
             "PYTHONWARNINGS": "ignore",
         }
     )
@@ -231,6 +233,13 @@ def cold_paths(repeats: int) -> dict[str, Any]:
         )
 
     python = sys.executable
+    # The `kernels` the timed processes import (the record names it), and the one this process wrote the kernels.lock
+    # with: the same release, or the record would name another than was timed.
+    kernels_version = run([python, "-c", "import kernels; print(kernels.__version__)"], "setup").stdout.strip()
+    if kernels_version != __import__("kernels").__version__:
+        raise SystemExit(
+            f"the timed processes import kernels {kernels_version!r}, this one {__import__('kernels').__version__}"
+        )
     locked = run([python, "-m", "kernelpin", "lock"], "setup")
     if locked.returncode != 0:
         raise SystemExit(f"kernelpin lock failed: {locked.stderr}")
@@ -292,6 +301,22 @@ def cold_paths(repeats: int) -> dict[str, Any]:
     floor_startup = work / "floor_startup.py"
     floor_startup.write_text(startup_floor_source())
     scripts = Path(python).parent
+    # kernels' console script, as its installer writes it, for the release the timed processes import (the venv's
+    # own script would import its own release's entry point, which another release may not have).
+    entry = run(
+        [
+            python,
+            "-c",
+            "import importlib.metadata as m; print(tuple(m.entry_points(group='console_scripts', name='kernels'))[0].value)",
+        ],
+        "setup",
+    ).stdout.strip()
+    module, _, function = entry.partition(":")
+    kernels_script = work / "kernels"
+    kernels_script.write_text(
+        f"import re\nimport sys\nfrom {module} import {function}\nif __name__ == '__main__':\n"
+        f"    sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])\n    sys.exit({function}())\n"
+    )
     same_help = (
         run([str(scripts / "kernelpin"), "--help"], "setup").stdout
         == run([python, str(floor_startup), "--help"], "setup").stdout
@@ -342,7 +367,7 @@ def cold_paths(repeats: int) -> dict[str, Any]:
     def measure_round() -> None:
         # start-up
         samples["startup_kernelpin"].append(whole([str(scripts / "kernelpin"), "--help"]))
-        samples["startup_kernels"].append(whole([str(scripts / "kernels"), "--help"]))
+        samples["startup_kernels"].append(whole([python, str(kernels_script), "--help"]))
         samples["startup_floor"].append(whole([python, str(floor_startup), "--help"]))
         # cold load, then the same load warm and offline
         for tool in ("kernelpin", "kernels"):
@@ -379,7 +404,7 @@ def cold_paths(repeats: int) -> dict[str, Any]:
             "machine": machine.description(),
             "python": sys.version.split()[0],
             "torch": __import__("importlib.metadata").metadata.version("torch"),
-            "kernels_version": __import__("importlib.metadata").metadata.version("kernels"),
+            "kernels_version": kernels_version,
             "load_average": {"start": load_start, "end": os.getloadavg()},
             "library_bytes": LIBRARY_BYTES,
             "variants": len(VARIANTS),
