@@ -379,7 +379,8 @@ def cold_paths(repeats: int) -> dict[str, Any]:
             timed_imported_first("cold_load", calls["kernelpin_load"], "kernelpin-load-work")
         )
         samples["warm_load_kernelpin"].append(timed(calls["kernelpin_load"], "kernelpin-load", offline=True))
-        samples["warm_load_kernels"].append(timed(calls["kernels_load_offline"], "kernels-load", offline=True))
+        if "warm_load" not in kernels_failed:
+            samples["warm_load_kernels"].append(timed(calls["kernels_load_offline"], "kernels-load", offline=True))
         # the one-liner: cold, then warm online
         for tool in ("kernelpin", "kernels"):
             fresh(f"{tool}-oneliner")
@@ -389,6 +390,13 @@ def cold_paths(repeats: int) -> dict[str, Any]:
         samples["warm_oneliner_work"].append(
             timed_imported_first("warm_oneliner", calls["kernelpin_oneliner"], "kernelpin-oneliner")
         )
+
+    # A path `kernels` cannot take here is recorded with kernels' error and timed for kernelpin alone (kernels 0.17.2's
+    # offline load_kernel asks huggingface_hub >= 1.10 for the whole snapshot, which get_locked_kernel did not fetch).
+    fresh("probe")
+    run([python, "-c", _TIMED.format(before="", call=calls["kernels_load"])], "probe")
+    probe = run([python, "-c", _TIMED.format(before="", call=calls["kernels_load_offline"])], "probe", offline=True)
+    kernels_failed = {} if probe.returncode == 0 else {"warm_load": probe.stderr.strip().splitlines()[-1][:300]}
 
     load_start = os.getloadavg()
     measure_round()  # warm-up: the server's caches, the OS file cache; not counted
@@ -405,6 +413,7 @@ def cold_paths(repeats: int) -> dict[str, Any]:
             "python": sys.version.split()[0],
             "torch": __import__("importlib.metadata").metadata.version("torch"),
             "kernels_version": kernels_version,
+            "kernels_failed": kernels_failed,
             "load_average": {"start": load_start, "end": os.getloadavg()},
             "library_bytes": LIBRARY_BYTES,
             "variants": len(VARIANTS),
@@ -427,7 +436,10 @@ def summarize(samples: dict[str, list[float]], record: dict[str, Any]) -> dict[s
     record["medians_s"] = {key: statistics.median(values) for key, values in sorted(samples.items())}
     paths: dict[str, Any] = {}
     for path in ("startup", "cold_load", "warm_load", "cold_oneliner", "warm_oneliner"):
-        ours, theirs = samples[f"{path}_kernelpin"], samples[f"{path}_kernels"]
+        ours, theirs = samples[f"{path}_kernelpin"], samples.get(f"{path}_kernels")
+        if theirs is None:  # kernels failed this path (record["kernels_failed"])
+            paths[path] = {}
+            continue
         entry: dict[str, Any] = {"to_kernels": _spread([a / b for a, b in zip(ours, theirs, strict=True)])}
         if path in TARGETS:
             entry["kernels_target"] = TARGETS[path]
@@ -465,6 +477,9 @@ def render(r: dict[str, Any]) -> str:
 
     rows = []
     for path, entry in r["paths"].items():
+        if path in r["kernels_failed"]:
+            rows.append(f"| {LABELS[path]} | {ms(path + '_kernelpin')} | fails (below) | - | - | - | - |")
+            continue
         target = (
             f"{entry['to_kernels_over_target']:.2f} of the limit {entry['kernels_target']}x" if path in TARGETS else ""
         )
@@ -478,6 +493,10 @@ def render(r: dict[str, Any]) -> str:
             f"| {target} | {floor} |"
         )
     table = "\n".join(rows)
+    failed = "".join(
+        f"\nkernels {r['kernels_version']} fails the {LABELS[path].split(',')[0]} here: `{error}`\n"
+        for path, error in r["kernels_failed"].items()
+    )
     work = "\n".join(
         f"- {'cold load' if path == 'cold_load' else 'warm online one-liner'}: {ms(path + '_work')}, **{entry['work_to_floor']['median']:.2f}x** "
         f"[{entry['work_to_floor']['min']:.2f}-{entry['work_to_floor']['max']:.2f}] the floor; importing "
@@ -497,7 +516,7 @@ the floor run one after another, each in a fresh process, and the ratios are tak
 | path | kernelpin | kernels | kernelpin / kernels | over its target | floor | kernelpin / floor |
 |---|---|---|---|---|---|---|
 {table}
-
+{failed}
 Floors, standard library only, measured in the same rounds: start-up, an argparse script printing the same help
 (the same text: {r["floor_prints_the_same_help"]}); cold load, the lock read with tomllib for the variant's files and
 hashes, the {r["cold_load_requests"]} GETs kernelpin sends with http.client, each file written and hashed once, the
