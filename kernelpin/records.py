@@ -2,8 +2,9 @@
 
 Why: for each class, `@dataclass(frozen=True)` writes the source of six methods and compiles it (`exec`), 0.5-1.7
 ms a class on a 2-core Xeon under Python 3.11; a cold `kernelpin.load` imports 28 such classes, which cost more
-than the rest of its work (issue 53). A record is a dataclass all the same: `dataclasses.dataclass` registers its
-fields (without generating methods, which costs no compile), so `dataclasses.fields`, `replace`, `asdict`,
+than the rest of its work (issue 53). A record is a dataclass all the same: its fields are registered as
+`dataclasses.dataclass` registers them (by the record itself, or by dataclass without generating methods where a
+class needs dataclass's own decisions: see _register_fields), so `dataclasses.fields`, `replace`, `asdict`,
 `astuple` and `is_dataclass` take it; its `__init__`, `__repr__`, `__eq__`, `__hash__` and (frozen)
 `__setattr__`/`__delattr__` are the ones below, written once and driven by the class's fields, with the
 dataclass's behaviour: the same arguments, defaults and default factories, `__post_init__`, the same equality,
@@ -13,8 +14,11 @@ Where a class defines one of these methods itself, its own is kept, as dataclass
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import reprlib
+import sys
+import types
 from collections.abc import Callable
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
@@ -229,6 +233,80 @@ class _Doc:
         return owner.__name__ + str(inspect.signature(owner)).replace(" -> None", "")  # dataclass's own words
 
 
+@dataclasses.dataclass(init=False, repr=False, eq=False)
+class _Registered:
+    """What `dataclasses.dataclass(init=False, repr=False, eq=False)` records on a class: every record shares it."""
+
+
+_PARAMS = _Registered.__dataclass_params__  # type: ignore[attr-defined]
+# Where an annotation (a string: every record module has `from __future__ import annotations`) may name one of
+# these, dataclass decides what it is: the records that do are registered by dataclass itself.
+_SPECIAL_NAMES = ("ClassVar", "InitVar", "KW_ONLY")
+
+
+def _register_fields(cls: type) -> bool:
+    """Register `cls`'s fields as `dataclasses.dataclass(init=False, repr=False, eq=False)` does, a third of its
+    time (it matches each annotation against ClassVar, InitVar and KW_ONLY with regexes, 20-25 us a field); False,
+    registering nothing, for a class that needs dataclass's own decisions: an annotation that is not a string or
+    may name ClassVar, InitVar or KW_ONLY (an alias in its module included), __slots__, a frozen dataclass base."""
+    import typing  # imported already wherever a record is defined (dataclasses imports it)
+
+    # The class's own annotations, read as dataclass reads them (inspect.get_annotations costs importing inspect).
+    annotations: dict[str, object] = cls.__dict__.get("__annotations__", {})  # noqa: RUF063
+    if "__slots__" in cls.__dict__:
+        return False
+    for annotation in annotations.values():
+        if not isinstance(annotation, str) or any(name in annotation for name in _SPECIAL_NAMES):
+            return False
+    module = sys.modules.get(cls.__module__)
+    if module is not None and any(
+        value is typing.ClassVar or value is dataclasses.InitVar or value is dataclasses.KW_ONLY
+        for value in vars(module).values()
+    ):
+        return False
+    fields: dict[str, dataclasses.Field[Any]] = {}
+    for base in cls.__mro__[-1:0:-1]:
+        base_fields = base.__dict__.get("__dataclass_fields__")
+        if base_fields is not None:
+            if base.__dict__["__dataclass_params__"].frozen:
+                return False  # dataclass raises its error
+            fields.update((entry.name, entry) for entry in base_fields.values())
+    own: list[dataclasses.Field[Any]] = []
+    for name, annotation in annotations.items():
+        default: Any = getattr(cls, name, _MISSING)
+        if isinstance(default, types.MemberDescriptorType):  # a base's slot
+            return False
+        entry: dataclasses.Field[Any] = (
+            default if isinstance(default, dataclasses.Field) else dataclasses.field(default=default)
+        )
+        entry.name, entry.type = name, annotation
+        entry._field_type = dataclasses._FIELD  # type: ignore[attr-defined]  # what dataclasses.fields() lists
+        if entry.kw_only is _MISSING:
+            entry.kw_only = False
+        if entry.default.__class__.__hash__ is None:
+            raise ValueError(
+                f"mutable default {type(entry.default)} for field {name} is not allowed: use default_factory"
+            )
+        own.append(entry)
+    for entry in own:
+        fields[entry.name] = entry
+        if isinstance(getattr(cls, entry.name, None), dataclasses.Field):
+            if entry.default is _MISSING:
+                delattr(cls, entry.name)
+            else:
+                setattr(cls, entry.name, entry.default)
+    for name, value in cls.__dict__.items():
+        if isinstance(value, dataclasses.Field) and name not in annotations:
+            raise TypeError(f"{name!r} is a field but has no type annotation")
+    cls.__dataclass_params__ = _PARAMS  # type: ignore[attr-defined]
+    cls.__dataclass_fields__ = fields  # type: ignore[attr-defined]
+    if "__match_args__" not in cls.__dict__:
+        positional = tuple(entry.name for entry in fields.values() if entry.init and not entry.kw_only)
+        setattr(cls, "__match_args__", positional)  # noqa: B010  (mypy: a class attribute it does not declare)
+    abc.update_abstractmethods(cls)
+    return True
+
+
 def _decorate(cls: Cls, frozen: bool) -> Cls:
     own = dict(cls.__dict__)  # what the class defines itself (cls.__dict__ is a live view)
     # dataclass's rule: a __hash__ the class wrote counts, the None that defining __eq__ leaves does not.
@@ -238,7 +316,8 @@ def _decorate(cls: Cls, frozen: bool) -> Cls:
     undocumented = not own.get("__doc__")
     if undocumented:  # else dataclass would write one from inspect.signature, which costs what records save
         cls.__doc__ = cls.__qualname__
-    dataclasses.dataclass(init=False, repr=False, eq=False)(cls)
+    if not _register_fields(cls):
+        dataclasses.dataclass(init=False, repr=False, eq=False)(cls)
     if undocumented:
         cls.__doc__ = _Doc()  # type: ignore[assignment]
     cls.__record_shape__ = _shape(cls, frozen)  # type: ignore[attr-defined]
