@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from kernelpin.errors import KernelpinError
-from kernelpin.files.atomic import write_atomic
 from kernelpin.files.integrity import find_owned_upward
 from kernelpin.format.layout import LOCKFILE, PROJECT_STATE_DIR
 from kernelpin.format.nesting import within_nesting
@@ -62,6 +61,8 @@ class Project:
         in .kernelpin/ (which ignores itself in git, as .pytest_cache does). A project directory nobody may
         write needs none: no edit can be written there either (files are replaced by renames in it)."""
         from filelock import FileLock
+
+        from kernelpin.files.atomic import write_atomic  # edits only: reading a project writes nothing
 
         state = self.root / PROJECT_STATE_DIR
         try:
@@ -141,6 +142,8 @@ def write_document(project: Project, document: tomlkit.TOMLDocument) -> None:
     with open(project.pyproject, encoding="utf-8", newline="") as stream:
         original = stream.read()
     import tomlkit
+
+    from kernelpin.files.atomic import write_atomic
 
     text = tomlkit.dumps(document)  # LF only: read_document read the file with universal newlines
     if "\r\n" in original:

@@ -9,11 +9,11 @@ import hashlib
 import re
 from collections.abc import Callable, Collection, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
 from kernelpin.errors import KernelpinError
 from kernelpin.files.integrity import GIT_OBJECT_ID_RE, check_repo_path, git_blob_sha1
-from kernelpin.format.kernel_status import MAX_STATUS_SIZE, STATUS_FILE, Redirect, parse_status
-from kernelpin.format.layout import BUILD_DIR, CAPABILITY_DIR, METADATA, SIGNATURE
+from kernelpin.format.layout import BUILD_DIR, CAPABILITY_DIR, METADATA, SIGNATURE, STATUS_FILE
 from kernelpin.format.lockfile import (
     Lock,
     LockedCapabilityBuild,
@@ -31,11 +31,12 @@ from kernelpin.hub.listing import Refs, RemoteFile
 from kernelpin.hub.source import HubSource
 from kernelpin.records import record
 from kernelpin.store.content import Store
-from kernelpin.store.parallel import run_all
 from kernelpin.trust.checker import ReleaseChecker
 from kernelpin.trust.gate import Evidence, EvidenceKind, Served, admit_publisher, enforce
 from kernelpin.trust.policy import signer_changes
-from kernelpin.trust.signature import MAX_BUNDLE_BYTES, oversized
+
+if TYPE_CHECKING:
+    from kernelpin.format.kernel_status import Redirect
 
 
 @record
@@ -276,6 +277,8 @@ class Pinner:
     def _check_small_size(self, remote: RemoteFile) -> None:
         """Refuse a bundle or metadata.json the listing says is longer than its limit."""
         if remote.path.endswith(f"/{SIGNATURE}"):
+            from kernelpin.trust.signature import MAX_BUNDLE_BYTES, oversized  # signed releases only
+
             if remote.size > MAX_BUNDLE_BYTES:
                 raise oversized(self.repo_id, remote.path.split("/")[1], remote.size)
         else:
@@ -292,6 +295,8 @@ class Pinner:
             for remote in self._small_files(name, files)
             if remote.path.split("/", 2)[2] not in self.fetched.get(name, {})
         ]
+        from kernelpin.store.parallel import run_all  # a commit resolved before reads no file
+
         read = run_all(self._read_small, wanted, self.source.settings.limits.reads)
         # Kept one after another once all are read: the store writes a repository's cache with one writer at
         # a time and does not wait for another (parallel keepers would skip their blobs).
@@ -466,6 +471,8 @@ def same_publisher(repo_id: str, other: str) -> bool:
 
 def _moved(source: HubSource, requirement: Requirement, repo_type: str, commit: str, status: RemoteFile) -> KernelMoved:
     """The redirect a release's kernel-status.toml states, read into memory and checked against the listing."""
+    from kernelpin.format.kernel_status import MAX_STATUS_SIZE, parse_status  # a moved kernel only
+
     where = f"{requirement.repo_id} at {commit[:12]}: {STATUS_FILE}"
     if status.size > MAX_STATUS_SIZE:
         raise KernelpinError(

@@ -14,13 +14,13 @@ from __future__ import annotations
 import tomllib
 
 from kernelpin.errors import KernelpinError
+from kernelpin.format.layout import STATUS_FILE
 from kernelpin.format.nesting import within_nesting
 from kernelpin.format.spec import check_repo_id
 from kernelpin.records import record
 
 __untrusted_input__ = ("parse_status",)  # parsers of input kernelpin does not control (kernelpin.errors)
 
-STATUS_FILE = "kernel-status.toml"
 MAX_STATUS_SIZE = 64 * 1024
 
 

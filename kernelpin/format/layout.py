@@ -10,3 +10,4 @@ LOCKS_DIR = ".kernelpin-locks"  # in the Hub cache (or a --target directory): on
 # capabilities/<variant>/sm_<XY>/ holds the variant's files with device code for that capability alone.
 CAPABILITY_DIR = "capabilities"
 CAPABILITY_BUILDS = "capability-builds"  # their listing's key in metadata.json (kernelpin.format.capabilities)
+STATUS_FILE = "kernel-status.toml"  # at a repository's root: the kernel moved (kernelpin.format.kernel_status)

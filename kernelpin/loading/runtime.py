@@ -18,7 +18,6 @@ from kernelpin.format import lockfile
 from kernelpin.format.layout import LOCKFILE
 from kernelpin.format.nesting import within_nesting
 from kernelpin.format.variant import Environment
-from kernelpin.store import lockfiles
 from kernelpin.trust.policy import Policy, parse_policy
 
 __untrusted_input__ = ("policy_beside",)  # parsers of input kernelpin does not control (kernelpin.errors)
@@ -44,6 +43,8 @@ def caller_file(depth: int) -> Path | None:
 
 @functools.cache
 def _read_lock(path: Path, mtime_ns: int, size: int) -> lockfile.LockEntries | None:
+    from kernelpin.store import lockfiles  # a lock's loads only: get_kernel reads none
+
     return lockfiles.read_entries(path)
 
 

@@ -18,17 +18,19 @@ import os
 import stat
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kernelpin.errors import KernelpinError
 from kernelpin.files import confined
 from kernelpin.files.integrity import is_commit
 from kernelpin.format import lockfile
-from kernelpin.format.kernel_status import Redirect
 from kernelpin.format.lockfile import Lock, LockedKernel, is_variant_name
 from kernelpin.format.nesting import within_nesting
 from kernelpin.format.spec import Requirement, is_repo_id
 from kernelpin.records import record
+
+if TYPE_CHECKING:
+    from kernelpin.format.kernel_status import Redirect
 
 __untrusted_input__ = (
     "Resolutions.read_move",
@@ -122,6 +124,8 @@ class Resolutions:
         moved = record[_MOVED]
         if not isinstance(moved, dict) or set(moved) != {"commit", "destination", "revision"}:
             raise self._broken(requirement)
+        from kernelpin.format.kernel_status import Redirect  # a move remembered: rare
+
         commit, destination, revision = moved["commit"], moved["destination"], moved["revision"]
         if (
             not isinstance(commit, str)

@@ -16,15 +16,14 @@ from kernelpin.format.layout import METADATA
 from kernelpin.format.layout import SIGNATURE as BUNDLE
 from kernelpin.format.signer import LockedSignature, Signer
 from kernelpin.hub.limits import Limits
-from kernelpin.trust import signature
 from kernelpin.trust.gate import Evidence, EvidenceKind, enforce
 from kernelpin.trust.policy import Policy, SignatureError
 from kernelpin.trust.receipts import SignatureReceipts
-from kernelpin.trust.signature import Verified
 
 if TYPE_CHECKING:
     from sigstore.verify import Verifier
 
+    from kernelpin.trust.signature import Verified
     from kernelpin.trust.worker import SignatureWorker
 
 
@@ -69,6 +68,8 @@ class ReleaseChecker:
 
     @property
     def verifier(self) -> Verifier:
+        from kernelpin.trust import signature  # where a bundle is verified: get_kernel at a known commit verifies none
+
         with self._making:
             if self._verifier is None and self._receipt_root is None:  # no receipts: the root's id is not read
                 self._verifier = signature.verifier(self.policy, self.project_root, self.refresh, self.refresh_timeout)
@@ -81,6 +82,8 @@ class ReleaseChecker:
     @functools.cached_property
     def _receipt_root(self) -> str | None:
         """The trust root receipts are recalled and kept under; None: none are (no receipts, or no root id)."""
+        from kernelpin.trust import signature
+
         if self.receipts is None or self.receipts.files.directory is None:
             return None
         return signature.trust_root_id(self.policy, self.project_root)
@@ -147,6 +150,8 @@ class ReleaseChecker:
         """verify_bundle: by this user's receipt for these bytes under this trust root when there is one (the
         policy asked of the signer it recorded), else in the signature worker when one runs, else (or when it
         fails to answer) here; a verification that passed leaves a receipt."""
+        from kernelpin.trust import signature
+
         recalled = self._recall(metadata, bundle)
         if recalled is not None:
             enforce(self.policy, repo_id, variant, Evidence(EvidenceKind.RELEASE, recalled.signer))
@@ -168,6 +173,8 @@ class ReleaseChecker:
 
     def check(self, repo_id: str, variant: str, metadata: bytes | None, bundle: bytes | None) -> LockedSignature:
         """What the lock records of one variant's signature, after verifying it (see verify_bundle)."""
+        from kernelpin.trust import signature
+
         if bundle is None:
             verified = signature.verify_bundle(repo_id, variant, metadata or b"", None, self.policy, None)
         elif metadata is None:
@@ -193,6 +200,8 @@ class ReleaseChecker:
         receipt vouches for it), and names that signer (a lock edited to claim a signer is caught here).
         `files`: the full check, never by a receipt, and every file against the signed digest (`kernelpin verify
         --signatures`). Returns the signer verified, None for a variant admitted unsigned."""
+        from kernelpin.trust import signature
+
         if locked is None or locked.signer is None:
             enforce(self.policy, repo_id, variant, Evidence.recorded(locked, EvidenceKind.LOCK))
             return None

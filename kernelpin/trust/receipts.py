@@ -20,11 +20,14 @@ import hashlib
 import json
 import os
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from kernelpin.files.private_state import PrivateFiles
 from kernelpin.format.nesting import within_nesting
 from kernelpin.records import record
-from kernelpin.trust.signature import Verified
+
+if TYPE_CHECKING:
+    from kernelpin.trust.signature import Verified
 
 __untrusted_input__ = ("SignatureReceipts.recall",)  # parsers of input kernelpin does not control (kernelpin.errors)
 
@@ -57,6 +60,8 @@ class SignatureReceipts:
             receipt = within_nesting(json.loads(content))
             if not isinstance(receipt, dict) or {k: receipt.get(k) for k in key} != key:
                 return None
+            from kernelpin.trust.signature import Verified  # a receipt found: a signed release
+
             verified = Verified.from_fields(receipt.get("verified"))
         except (ValueError, RecursionError):
             return None
