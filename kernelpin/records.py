@@ -238,7 +238,17 @@ class _Registered:
     """What `dataclasses.dataclass(init=False, repr=False, eq=False)` records on a class: every record shares it."""
 
 
+class _Undecorated:
+    """_Registered without dataclass."""
+
+
 _PARAMS = _Registered.__dataclass_params__  # type: ignore[attr-defined]
+# What else dataclass sets on every class alike (Python 3.13's __replace__, for copy.replace; nothing on 3.11).
+_ADDED_ALIKE = {
+    name: value
+    for name, value in vars(_Registered).items()
+    if name not in vars(_Undecorated) and name not in ("__dataclass_params__", "__dataclass_fields__", "__match_args__")
+}
 # Where an annotation (a string: every record module has `from __future__ import annotations`) may name one of
 # these, dataclass decides what it is: the records that do are registered by dataclass itself.
 _SPECIAL_NAMES = ("ClassVar", "InitVar", "KW_ONLY")
@@ -249,20 +259,15 @@ def _register_fields(cls: type) -> bool:
     time (it matches each annotation against ClassVar, InitVar and KW_ONLY with regexes, 20-25 us a field); False,
     registering nothing, for a class that needs dataclass's own decisions: an annotation that is not a string or
     may name ClassVar, InitVar or KW_ONLY (an alias in its module included), __slots__, a frozen dataclass base."""
-    import typing  # imported already wherever a record is defined (dataclasses imports it)
-
     # The class's own annotations, read as dataclass reads them (inspect.get_annotations costs importing inspect).
-    annotations: dict[str, object] = cls.__dict__.get("__annotations__", {})  # noqa: RUF063
-    if "__slots__" in cls.__dict__:
+    annotations: dict[str, object] | None = cls.__dict__.get("__annotations__")  # noqa: RUF063
+    if annotations is None or "__slots__" in cls.__dict__:  # None: no fields, or annotations made when asked (3.14)
         return False
     for annotation in annotations.values():
         if not isinstance(annotation, str) or any(name in annotation for name in _SPECIAL_NAMES):
             return False
     module = sys.modules.get(cls.__module__)
-    if module is not None and any(
-        value is typing.ClassVar or value is dataclasses.InitVar or value is dataclasses.KW_ONLY
-        for value in vars(module).values()
-    ):
+    if module is not None and any(_special(value) for value in vars(module).values()):
         return False
     fields: dict[str, dataclasses.Field[Any]] = {}
     for base in cls.__mro__[-1:0:-1]:
@@ -303,8 +308,26 @@ def _register_fields(cls: type) -> bool:
     if "__match_args__" not in cls.__dict__:
         positional = tuple(entry.name for entry in fields.values() if entry.init and not entry.kw_only)
         setattr(cls, "__match_args__", positional)  # noqa: B010  (mypy: a class attribute it does not declare)
+    for name, value in _ADDED_ALIKE.items():
+        if name not in cls.__dict__:
+            setattr(cls, name, value)
     abc.update_abstractmethods(cls)
     return True
+
+
+def _special(value: object) -> bool:
+    """Whether a name bound to `value` in a class's module makes dataclass read an annotation naming it as ClassVar,
+    InitVar or KW_ONLY (dataclass looks the annotation's leading name up in the class's module): the markers
+    themselves, `ClassVar[...]` and `InitVar[...]` bound to a name."""
+    import typing  # imported already: dataclasses imports it
+
+    return (
+        value is typing.ClassVar
+        or (type(value) is typing._GenericAlias and value.__origin__ is typing.ClassVar)  # type: ignore[attr-defined]  # dataclass's own test
+        or value is dataclasses.InitVar
+        or isinstance(value, dataclasses.InitVar)
+        or value is dataclasses.KW_ONLY
+    )
 
 
 def _decorate(cls: Cls, frozen: bool) -> Cls:

@@ -220,12 +220,13 @@ def _module_of(source: str, name: str) -> Any:
 
 def _registered(cls: Any) -> tuple[object, ...]:
     """Everything dataclass records on a class that records share: the fields (their reprs name every attribute,
-    the kind of field among them), the match arguments, what the class attributes became, the parameters' frozen."""
+    the kind of field among them), the match arguments, what the class attributes became, the parameters."""
     return (
         [repr(f) for f in cls.__dataclass_fields__.values()],
         cls.__match_args__,
         {name: value for name, value in vars(cls).items() if name in cls.__dataclass_fields__},
         dataclasses.is_dataclass(cls),
+        repr(cls.__dataclass_params__),
     )
 
 
@@ -261,9 +262,20 @@ def special():
         source.split("def special")[0].replace("from typing import ClassVar\n", "").replace("Limit = ClassVar", "")
     )
     plain_module = _module_of(plain_source.replace("import typing as t\n", ""), "records_plain")
-    for made in (plain_module.plain, module.plain, module.special):
+    # Names whose annotations dataclass reads as ClassVar or InitVar although the annotation names neither.
+    aliases = _module_of(
+        "import dataclasses\nimport typing\nSetting = typing.ClassVar[int]\nStart = dataclasses.InitVar[int]\n"
+        "def aliased():\n    class Aliased:\n        x: int\n        setting: Setting = 1\n        start: Start = 0\n"
+        "    return Aliased\n",
+        "records_aliases",
+    )
+    for made in (plain_module.plain, module.plain, module.special, aliases.aliased):
+        plain = made()
         expected = dataclass(init=False, repr=False, eq=False)(made())
-        assert _registered(record(made())) == _registered(expected), made
+        registered = record(made())
+        assert _registered(registered) == _registered(expected), made
+        # whatever else dataclass sets on a class (Python 3.13's __replace__) the record has too
+        assert set(vars(expected)) - set(vars(plain)) <= set(vars(registered)), made
 
 
 def test_records_refuse_what_dataclass_refuses_with_its_words():
