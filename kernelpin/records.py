@@ -19,6 +19,7 @@ import dataclasses
 import reprlib
 import sys
 import types
+import typing
 from collections.abc import Callable
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
@@ -252,6 +253,8 @@ _ADDED_ALIKE = {
 # Where an annotation (a string: every record module has `from __future__ import annotations`) may name one of
 # these, dataclass decides what it is: the records that do are registered by dataclass itself.
 _SPECIAL_NAMES = ("ClassVar", "InitVar", "KW_ONLY")
+_MARKER_IDS = frozenset(map(id, (typing.ClassVar, dataclasses.InitVar, dataclasses.KW_ONLY)))
+_ALIAS_TYPES = frozenset((typing._GenericAlias, dataclasses.InitVar))  # type: ignore[attr-defined]  # ClassVar[...], InitVar[...]
 
 
 def _register_fields(cls: type) -> bool:
@@ -267,7 +270,7 @@ def _register_fields(cls: type) -> bool:
         if not isinstance(annotation, str) or any(name in annotation for name in _SPECIAL_NAMES):
             return False
     module = sys.modules.get(cls.__module__)
-    if module is not None and any(_special(value) for value in vars(module).values()):
+    if module is not None and _binds_special(vars(module)):
         return False
     fields: dict[str, dataclasses.Field[Any]] = {}
     for base in cls.__mro__[-1:0:-1]:
@@ -315,18 +318,20 @@ def _register_fields(cls: type) -> bool:
     return True
 
 
-def _special(value: object) -> bool:
-    """Whether a name bound to `value` in a class's module makes dataclass read an annotation naming it as ClassVar,
-    InitVar or KW_ONLY (dataclass looks the annotation's leading name up in the class's module): the markers
-    themselves, `ClassVar[...]` and `InitVar[...]` bound to a name."""
-    import typing  # imported already: dataclasses imports it
-
-    return (
-        value is typing.ClassVar
+def _binds_special(namespace: dict[str, object]) -> bool:
+    """Whether a module binds a name that makes dataclass read an annotation naming it as ClassVar, InitVar or
+    KW_ONLY (dataclass looks an annotation's leading name up in the class's module): the markers themselves, or
+    `ClassVar[...]` / `InitVar[...]`. Asked for every record, so the common answer (none) is found by C-level
+    scans of the module's values, without a Python call per value."""
+    values = namespace.values()
+    if any(map(_MARKER_IDS.__contains__, map(id, values))):
+        return True
+    if not any(map(_ALIAS_TYPES.__contains__, map(type, values))):
+        return False
+    return any(
+        type(value) is dataclasses.InitVar
         or (type(value) is typing._GenericAlias and value.__origin__ is typing.ClassVar)  # type: ignore[attr-defined]  # dataclass's own test
-        or value is dataclasses.InitVar
-        or isinstance(value, dataclasses.InitVar)
-        or value is dataclasses.KW_ONLY
+        for value in values
     )
 
 
