@@ -15,7 +15,6 @@ Sigstore bundle, where it has one or the policy requires one, is verified before
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import field
@@ -28,7 +27,7 @@ from kernelpin.format.lockfile import LockedKernel, LockedVariant
 from kernelpin.format.metadata import MAX_METADATA_SIZE
 from kernelpin.format.spec import Requirement, describe_value
 from kernelpin.format.variant import Environment, Variant, arch_rejection, exact_build, select
-from kernelpin.hub.source import HubSettings, HubSource
+from kernelpin.hub.source import HubSettings, HubSource, in_a_thread
 from kernelpin.project import find_project, read_policy
 from kernelpin.records import record
 from kernelpin.resolve import KernelMoved, Located, Pinner, locate, moved_to, pick_revision, served_as
@@ -107,23 +106,14 @@ def _metadata_ahead(
 ) -> tuple[str, Future[bytes | None]] | None:
     """The metadata.json of `variant` (the build most likely chosen), requested beside the file listing: where
     the listing then chooses it, the listing's size and git blob id check it and it is not read again, so a cold
-    call waits for one round trip less. Neither waited for nor its failure raised when another build is chosen,
-    and its thread is a daemon: an answer nobody waits for never holds up the interpreter's exit (an executor's
-    threads are joined at exit, up to the request's timeout)."""
+    call waits for one round trip less. Neither waited for nor its failure raised when another build is chosen
+    (kernelpin.hub.source.in_a_thread: its thread never holds up the interpreter's exit)."""
     if variant is None:
         return None
-    ahead: Future[bytes | None] = Future()
-
-    def read() -> None:
-        try:
-            ahead.set_result(
-                source.read_ahead(repo_id, repo_type, commit, f"{BUILD_DIR}/{variant}/{METADATA}", MAX_METADATA_SIZE)
-            )
-        except BaseException as error:  # noqa: BLE001  # handed to whoever waits for it
-            ahead.set_exception(error)
-
-    threading.Thread(target=read, name="kernelpin-metadata-ahead", daemon=True).start()
-    return variant, ahead
+    path = f"{BUILD_DIR}/{variant}/{METADATA}"
+    return variant, in_a_thread(
+        "kernelpin-metadata-ahead", lambda: source.read_ahead(repo_id, repo_type, commit, path, MAX_METADATA_SIZE)
+    )
 
 
 def resolve_online(

@@ -7,13 +7,14 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
-from kernelpin.errors import NoVariantError
 from kernelpin.format.spec import requirement_from_arguments
-from kernelpin.front.hub import hub_resolvers
 from kernelpin.hub.source import HubSettings, HubSource
-from kernelpin.loading import front, local_override
-from kernelpin.loading.runtime import environment_for
-from kernelpin.lockless import release_checker_here
+from kernelpin.loading.local_kernels import override_for
+
+# get_kernel and has_kernel ask the Hub for the kernel's refs first where they will ask for them (online, LOCAL_KERNELS
+# not naming it), then import the rest of their way (the resolvers, the store, the trust gate, the loader) and run
+# the checks before the Hub is asked (the environment, the publisher policy, what was resolved before): those cannot
+# make a call ask the Hub anything else first, only fail it, and a warm call's one request runs beside them.
 
 
 def get_kernel(
@@ -37,7 +38,14 @@ def get_kernel(
     """
     del user_agent  # accepted so that switching from kernels is one import
     requirement = requirement_from_arguments(repo_id, version, revision)
-    resolvers = hub_resolvers(environment_for(backend), check_arch, trust_remote_code, release_checker_here())
+    source = HubSource.from_env(refs_ahead=requirement if override_for(repo_id) is None else None)
+    from kernelpin.front.hub import hub_resolvers
+    from kernelpin.loading import front
+    from kernelpin.loading.runtime import environment_for
+    from kernelpin.lockless import release_checker_here
+
+    checker = release_checker_here()
+    resolvers = hub_resolvers(environment_for(backend), check_arch, trust_remote_code, checker, source)
     return front.load(front.Request(repo_id, requirement), resolvers)
 
 
@@ -54,15 +62,22 @@ def has_kernel(
     binary (online it reads the listing and the chosen build's metadata.json; offline what was resolved). A moved
     kernel is followed as get_kernel follows it."""
     requirement = requirement_from_arguments(repo_id, version, revision)
+    override = override_for(repo_id)
+    source = HubSource.from_env(refs_ahead=requirement if override is None else None)
+    from kernelpin.errors import NoVariantError
+    from kernelpin.front.hub import hub_resolvers
+    from kernelpin.loading import local_override
+    from kernelpin.loading.runtime import environment_for
+    from kernelpin.lockless import release_checker_here
+
     env = environment_for(backend)
-    override = local_override.override_for(repo_id)
     try:
         checker = release_checker_here()
         if override is not None:
             directory, _ = local_override.choose(repo_id, override, env, check_arch)
             local_override.admit(repo_id, directory, checker.policy, "answering from", stacklevel=3)
             return True
-        _, hub = hub_resolvers(env, check_arch, trust_remote_code, checker)
+        _, hub = hub_resolvers(env, check_arch, trust_remote_code, checker, source)
         hub.answer(requirement)
     except NoVariantError:
         return False
@@ -82,6 +97,7 @@ def get_kernel_variants(
     reason. kernelpin.variants() answers the same judgement without kernels (kernelpin.VariantFit)."""
     from kernelpin.builds import kernel_variants
     from kernelpin.loading import kernels_internals  # kernels' own classes: this function alone answers with them
+    from kernelpin.loading.runtime import environment_for
 
     purpose = "kernelpin.get_kernel_variants, which answers kernels' VariantAccepted and VariantRejected,"
     parse = kernels_internals.attribute("variants", "parse_variant", purpose)

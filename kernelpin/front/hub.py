@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import warnings
 from collections.abc import Sequence
+from dataclasses import field
 
 from kernelpin import lockless
 from kernelpin.errors import KernelpinError
@@ -53,9 +54,12 @@ class HubResolver:
     settings: HubSettings
     moved_from: tuple[str, ...] = ()
     pinned_by: object = None  # the lock that names the commit asked for (a kernels.lock): no UnpinnedKernelWarning
+    # The first resolve's Hub source, where the caller made it: the refs of the kernel asked for may be on their way
+    # (HubSource.refs_ahead). A kernel's dependencies, or the one it moved to, are resolved with sources of their own.
+    source: HubSource | None = field(default=None, compare=False, repr=False)
 
     def resolve(self, request: Request) -> PinnedBuild:
-        requirement, source = self._requirement(request), HubSource(self.settings)
+        requirement, source = self._requirement(request), self.source or HubSource(self.settings)
         try:
             resolved, names, document, fetched = lockless.pin(
                 self.settings, source, requirement, self.env, self.check_arch, self.trust_remote_code, self.checker
@@ -113,7 +117,7 @@ class HubResolver:
 
     def _dependencies(self) -> tuple[LocalResolver, HubResolver]:
         """What answers a build's kernel-depends, asked as kernels asks them: LOCAL_KERNELS, then the Hub."""
-        hub = dataclasses.replace(self, moved_from=())
+        hub = dataclasses.replace(self, moved_from=(), source=None)
         return LocalResolver(self.env, self.checker.policy, self.check_arch, hub=hub), hub
 
     @staticmethod
@@ -132,7 +136,7 @@ class HubResolver:
         try:
             lockless.pin(
                 self.settings,
-                HubSource(self.settings),
+                self.source or HubSource(self.settings),
                 requirement,
                 self.env,
                 self.check_arch,
@@ -141,7 +145,7 @@ class HubResolver:
             )
         except KernelMoved as moved:
             checker, chain = admit_move(moved, self.trust_remote_code, self.checker, self.moved_from)
-            dataclasses.replace(self, checker=checker, moved_from=chain).answer(moved.instead)
+            dataclasses.replace(self, checker=checker, moved_from=chain, source=None).answer(moved.instead)
 
     def _follow(self, moved: KernelMoved) -> PinnedBuild:
         """What a moved kernel's kernel-status.toml names, where the publisher policy admits it (admit_move)."""
@@ -153,7 +157,8 @@ class HubResolver:
             KernelRedirectWarning,
             stacklevel=6 + 2 * len(self.moved_from),  # through each _follow and resolve before
         )
-        return dataclasses.replace(self, checker=checker, moved_from=chain).resolve(Request(new, moved.instead))
+        moved_on = dataclasses.replace(self, checker=checker, moved_from=chain, source=None)
+        return moved_on.resolve(Request(new, moved.instead))
 
 
 def admit_move(
@@ -191,10 +196,15 @@ def admit_move(
 
 
 def hub_resolvers(
-    env: Environment, check_arch: bool, trust_remote_code: bool | Sequence[str], checker: ReleaseChecker
+    env: Environment,
+    check_arch: bool,
+    trust_remote_code: bool | Sequence[str],
+    checker: ReleaseChecker,
+    source: HubSource | None = None,
 ) -> tuple[LocalResolver, HubResolver]:
     """The resolvers of a load without a lock, asked in this order: LOCAL_KERNELS (a build there with kernel-depends
     gets them as kernels gets them: LOCAL_KERNELS, then the Hub), then the Hub (or offline, what was resolved on it
-    before)."""
-    hub = HubResolver(env, check_arch, trust_remote_code, checker, HubSettings.from_env())
+    before): through `source` where the caller made it (its settings, and what it asked ahead)."""
+    settings = HubSettings.from_env() if source is None else source.settings
+    hub = HubResolver(env, check_arch, trust_remote_code, checker, settings, source=source)
     return LocalResolver(env, checker.policy, check_arch, hub=hub), hub

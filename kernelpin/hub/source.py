@@ -16,12 +16,12 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from kernelpin.errors import IntegrityError, KernelpinError
 from kernelpin.files.integrity import check_repo_path
 from kernelpin.format.nesting import within_nesting
-from kernelpin.format.spec import DEPENDENCIES_TABLE, REPO_TYPES
+from kernelpin.format.spec import DEPENDENCIES_TABLE, REPO_TYPES, Requirement
 from kernelpin.hub.limits import Budget, Limits, running
 from kernelpin.hub.listing import (
     Refs,
@@ -39,10 +39,13 @@ from kernelpin.records import record
 __untrusted_input__ = ("HubSettings.from_env",)  # parsers of input kernelpin does not control (kernelpin.errors)
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
     from huggingface_hub import HfApi
 
     from kernelpin.hub.wire import Wire
 
+_Answer = TypeVar("_Answer")
 _DEFAULT_ENDPOINT = "https://huggingface.co"
 _TRUE = {"1", "on", "yes", "true"}
 OFFLINE = "offline mode is on (--offline or HF_HUB_OFFLINE=1)"
@@ -86,12 +89,13 @@ class HubSource:
     Thread-safe: resolution runs one kernel per thread."""
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] = os.environ) -> HubSource:
+    def from_env(cls, environ: Mapping[str, str] = os.environ, refs_ahead: Requirement | None = None) -> HubSource:
         """The Hub the environment names (HF_ENDPOINT, HF_HUB_OFFLINE, HF_HUB_CACHE, KERNELPIN_* limits): what
         every command uses unless it is given one."""
-        return cls(HubSettings.from_env(environ))
+        return cls(HubSettings.from_env(environ), refs_ahead)
 
-    def __init__(self, settings: HubSettings) -> None:
+    def __init__(self, settings: HubSettings, refs_ahead: Requirement | None = None) -> None:
+        """`refs_ahead`: a requirement whose refs to ask for at once, online (the refs_ahead method)."""
         self.settings = settings
         self._api: HfApi | None = None
         self._wire: Wire | None = None  # this command's connections, made on its first request
@@ -102,6 +106,9 @@ class HubSource:
         self._asking = threading.Lock()
         self._transfers = threading.BoundedSemaphore(settings.limits.downloads)  # file bodies at once
         self._reads = threading.BoundedSemaphore(settings.limits.reads)  # small files into memory at once
+        self._refs_on_their_way: dict[tuple[str, str | None, str], Future[Refs]] = {}  # refs_ahead's, not yet taken
+        if refs_ahead is not None and not settings.offline:
+            self.refs_ahead(refs_ahead.repo_id, refs_ahead.repo_type, refs_ahead.declared)
 
     @property
     def api(self) -> HfApi:
@@ -187,7 +194,26 @@ class HubSource:
 
     def refs(self, repo_id: str, repo_type: str | None, named_in: str = DEPENDENCIES_TABLE) -> Refs:
         """Tags and branches of a repository; with repo_type None, try a kernel repo, then a model repo.
-        `named_in` is where the user wrote the name, for the message when there is no such repository."""
+        `named_in` is where the user wrote the name, for the message when there is no such repository.
+        Asked ahead with the same arguments (refs_ahead), the answer on its way, or its error."""
+        with self._wiring:
+            on_its_way = self._refs_on_their_way.pop((repo_id, repo_type, named_in), None)
+        if on_its_way is not None:
+            return on_its_way.result()
+        return self._refs_now(repo_id, repo_type, named_in)
+
+    def refs_ahead(self, repo_id: str, repo_type: str | None, named_in: str = DEPENDENCIES_TABLE) -> None:
+        """Ask for `refs` now, in a thread, for the next `refs` call with the same arguments to take: a caller sure
+        to ask for them imports and checks the rest of its way while the request is on the wire (a warm
+        get_kernel's one request beside most of its imports). The thread runs what `refs` runs, so the answer, the
+        error and the limits are refs' own. A daemon thread: an answer nobody takes never holds up the
+        interpreter's exit."""
+        with self._wiring:
+            self._refs_on_their_way[(repo_id, repo_type, named_in)] = in_a_thread(
+                "kernelpin-refs-ahead", lambda: self._refs_now(repo_id, repo_type, named_in)
+            )
+
+    def _refs_now(self, repo_id: str, repo_type: str | None, named_in: str) -> Refs:
         self._require_online(f"resolving {repo_id}")
         with self.budget(), translate_errors(f"listing tags of {repo_id}", self.settings.endpoint):
             found = repository_refs(lambda kind: self._list_refs(repo_id, kind), repo_type)
@@ -346,6 +372,24 @@ class HubSource:
                 return None
             raise
         return bytes(content)
+
+
+def in_a_thread(name: str, ask: Callable[[], _Answer]) -> Future[_Answer]:
+    """`ask()` run in a daemon thread of its own, its answer or its error in the future returned: for a request
+    sent ahead of the moment its answer is needed. A daemon, unlike an executor's threads (joined at exit, up to
+    a request's timeout): an answer nobody waits for never holds up the interpreter's exit."""
+    from concurrent.futures import Future  # asking ahead only: a load from a lock asks nothing ahead
+
+    answer: Future[_Answer] = Future()
+
+    def run() -> None:
+        try:
+            answer.set_result(ask())
+        except BaseException as error:  # noqa: BLE001  # handed to whoever waits for the answer
+            answer.set_exception(error)
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    return answer
 
 
 def _downloading(repo_id: str, commit: str, path: str) -> str:

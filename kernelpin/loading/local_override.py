@@ -25,51 +25,21 @@ from kernelpin.files.integrity import sha256_file
 from kernelpin.format.layout import BUILD_DIR, METADATA
 from kernelpin.format.lockfile import LockedFile, LockedVariant, is_variant_name
 from kernelpin.format.metadata import BuildMetadata, check_size, parse_metadata
-from kernelpin.format.spec import check_repo_id
 from kernelpin.format.variant import Environment, Variant, select
 from kernelpin.loading import python_depends
 from kernelpin.loading.front import PinnedBuild, Request, Resolver
 from kernelpin.loading.importing import Verified
+from kernelpin.loading.local_kernels import VARIABLE, override_for
 from kernelpin.records import record
 from kernelpin.trust.gate import Evidence, EvidenceKind, enforce
 from kernelpin.trust.policy import Policy
 
-__untrusted_input__ = ("parse",)  # parsers of input kernelpin does not control (kernelpin.errors)
-
-VARIABLE = "LOCAL_KERNELS"
 ALLOW_VARIABLE = "KERNELPIN_ALLOW_LOCAL_KERNELS"
 _TRUE = {"1", "yes", "true", "on"}
 
 
 class LocalKernelOverrideWarning(UserWarning):
     """A kernel was loaded from a directory named by LOCAL_KERNELS instead of the Hub."""
-
-
-def parse(text: str) -> dict[str, Path]:
-    """LOCAL_KERNELS as `kernels` reads it: `repo=path` entries separated by ':' (the path may hold '=')."""
-    overrides = {}
-    for entry in text.split(":"):
-        repo_id, separator, path = entry.partition("=")
-        if not separator or not path:
-            raise KernelpinError(
-                f"{VARIABLE}: entry {entry[:200]!r} is not REPO=PATH; write it as "
-                "org/a=/path/a:org/b=/path/b (each path holding build/<variant>/)"
-            )
-        try:
-            overrides[check_repo_id(repo_id.strip())] = Path(path).expanduser()
-        except KernelpinError as error:
-            raise KernelpinError(f"{VARIABLE}: {error}") from None
-        except RuntimeError:  # pathlib: `~name` of no such user, or no home directory to put for `~`
-            raise KernelpinError(
-                f"{VARIABLE}: entry {entry[:200]!r}: {path.split('/')[0][:100]!r} names no home directory here; "
-                "write the path out in full"
-            ) from None
-    return overrides
-
-
-def override_for(repo_id: str, environ: Mapping[str, str] = os.environ) -> Path | None:
-    text = environ.get(VARIABLE)
-    return parse(text).get(repo_id) if text else None
 
 
 def allowed_under_lock(environ: Mapping[str, str] = os.environ) -> bool:

@@ -56,7 +56,7 @@ from kernelpin.hub.listing import (
 )
 from kernelpin.hub.source import HubSettings
 from kernelpin.hub.throttle import retry_after_seconds
-from kernelpin.loading import local_override
+from kernelpin.loading import local_kernels
 from kernelpin.loading.archive import read_members
 from kernelpin.loading.runtime import policy_beside
 from kernelpin.project import Project, read_document, read_policy, read_requirements
@@ -509,7 +509,7 @@ def test_signature_receipts(scratch, content) -> None:
 @given(texts("acme/k=/opt/k", "acme/a=/a:acme/b=~/b=c"))
 @example("\x00acme/k=/opt/k")  # found by this test: the repository id's refusal did not name LOCAL_KERNELS
 def test_local_kernels_variable(text) -> None:
-    answers(lambda: local_override.parse(text), "LOCAL_KERNELS")
+    answers(lambda: local_kernels.parse(text), "LOCAL_KERNELS")
 
 
 # --- the set of parsers, derived from the code ----------------------------------------------------------------------
@@ -551,7 +551,7 @@ PROPERTY_TESTS = {
     "kernelpin.store.resolutions.Resolutions.read": test_remembered_resolutions,
     "kernelpin.store.resolutions.Resolutions.read_move": test_remembered_resolutions,
     "kernelpin.trust.receipts.SignatureReceipts.recall": test_signature_receipts,
-    "kernelpin.loading.local_override.parse": test_local_kernels_variable,
+    "kernelpin.loading.local_kernels.parse": test_local_kernels_variable,
     "kernelpin.format.conda_attestation.parse_publication_statement": test_publication_statements,
     "kernelpin.format.conda_attestation.parse_sidecar": test_attestation_sidecars,
     "kernelpin.format.conda_package.parse_prefix_record": test_installed_package_records,

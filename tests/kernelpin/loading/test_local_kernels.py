@@ -12,7 +12,8 @@ import pytest
 
 import kernelpin
 from kernelpin.errors import IntegrityError, KernelpinError, NoVariantError
-from kernelpin.loading.local_override import LocalKernelOverrideWarning, parse
+from kernelpin.loading.local_kernels import parse
+from kernelpin.loading.local_override import LocalKernelOverrideWarning
 from testkit.fake_kernel import CPU_213, write_variant
 from testkit.releasing import hub_env, run
 

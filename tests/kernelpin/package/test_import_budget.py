@@ -19,19 +19,21 @@ BUDGETS = {
     # the lock's reader, the variant choice, the gate and policy, the store's verify, the loader: kernelpin's own
     # modules (below) and the standard library they use (dataclasses, hashlib, json, tomllib, threading ...; here,
     # without torch, importlib.metadata too: the environment asks it for torch's device plugins); kernelpin.records,
-    # which makes the 28 record classes on this path without compiling their methods (14 ms less, one module more).
-    "warm_load": 137,
+    # which makes the 28 record classes on this path without compiling their methods (14 ms less, one module more);
+    # kernelpin.loading.local_kernels, LOCAL_KERNELS' reader apart from the local builds' resolver, so that get_kernel
+    # can tell light and early whether it will ask the Hub (its refs request then runs beside its imports).
+    "warm_load": 138,
 }
 # kernelpin's own modules among them (issue 53): the warm load's were 42 before kernels' internals, the download
 # pool, the lock writers, capability builds, ZIP builds and importlib.metadata became imports of the paths that
 # use them; 37 since format.nesting bounds what the lock and policy readers parse whatever the recursion limit; 38
-# with kernelpin.records.
-OWN_BUDGETS = {"help": 3, "import": 1, "warm_load": 38}
+# with kernelpin.records; 39 with kernelpin.loading.local_kernels.
+OWN_BUDGETS = {"help": 3, "import": 1, "warm_load": 39}
 # The one-liner `get_kernel(repo, version=1)` warm online (its commit resolved before): 52 of kernelpin's modules
 # until 2026-12-07, 47 since what only some calls use is imported by them: signature verification (a commit
 # resolved before verifies no bundle), the download pool (every file is cached), the lock file's reader and the
-# project writer (no lock is read or written), a moved kernel's status note.
-WARM_ONELINER_OWN = 47
+# project writer (no lock is read or written), a moved kernel's status note; 48 with kernelpin.loading.local_kernels.
+WARM_ONELINER_OWN = 48
 NOT_ON_A_WARM_ONELINER = (
     "kernelpin.trust.signature",
     "kernelpin.store.parallel",
