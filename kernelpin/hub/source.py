@@ -208,6 +208,10 @@ class HubSource:
         get_kernel's one request beside most of its imports). The thread runs what `refs` runs, so the answer, the
         error and the limits are refs' own. A daemon thread: an answer nobody takes never holds up the
         interpreter's exit."""
+        # The connections and the headers (their modules, the token) made here: a thread gets the interpreter every
+        # few milliseconds while this one runs Python, and made there they delayed the request by ~6 ms.
+        self._connections()
+        self._request_headers()
         with self._wiring:
             self._refs_on_their_way[(repo_id, repo_type, named_in)] = in_a_thread(
                 "kernelpin-refs-ahead", lambda: self._refs_now(repo_id, repo_type, named_in)
