@@ -502,6 +502,7 @@ def render(r: dict[str, Any]) -> str:
         f"[{entry['work_to_floor']['min']:.2f}-{entry['work_to_floor']['max']:.2f}] the floor; importing "
         f"{r['modules_imported'][path]['all']} modules ({r['modules_imported'][path]['kernelpin']} of kernelpin's) "
         f"took the other {entry['importing_s'] * 1000:.1f} ms"
+        + (" (less what ran while its refs request was on its way)" if path == "warm_oneliner" else "")
         for path, entry in r["paths"].items()
         if "work_to_floor" in entry
     )
