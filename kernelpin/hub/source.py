@@ -209,9 +209,11 @@ class HubSource:
         error and the limits are refs' own. A daemon thread: an answer nobody takes never holds up the
         interpreter's exit."""
         # The connections and the headers (their modules, the token) made here: a thread gets the interpreter every
-        # few milliseconds while this one runs Python, and made there they delayed the request by ~6 ms.
-        self._connections()
-        self._request_headers()
+        # few milliseconds while this one runs Python, and made there they delayed the request by ~6 ms. Their
+        # failures (the token's) are worded as the request's would be.
+        with translate_errors(f"listing tags of {repo_id}", self.settings.endpoint):
+            self._connections()
+            self._request_headers()
         with self._wiring:
             self._refs_on_their_way[(repo_id, repo_type, named_in)] = in_a_thread(
                 "kernelpin-refs-ahead", lambda: self._refs_now(repo_id, repo_type, named_in)

@@ -188,3 +188,22 @@ def test_the_thread_that_asks_ahead_never_holds_up_the_exit() -> None:
     assert thread.daemon
     release.set()
     assert answer.result() is True
+
+
+def test_a_token_that_cannot_be_read_fails_a_call_asking_ahead_as_the_request_would(hf_env, monkeypatch) -> None:
+    # The headers are made before the thread starts: what their token source raises is worded as the refs
+    # request's own failure (kernelpin.hub.source.translate_errors), not passed on as a traceback.
+    from kernelpin.hub import request_headers
+
+    def unreadable() -> dict[str, str]:
+        raise PermissionError(13, "Permission denied", "/home/someone/.cache/huggingface/token")
+
+    monkeypatch.setattr(request_headers, "request_headers", unreadable)
+    requirement = requirement_from_arguments("acme/img2gray", 1, None)
+    settings = HubSettings.from_env()
+    with pytest.raises(KernelpinError) as ahead:
+        HubSource(settings, refs_ahead=requirement)
+    with pytest.raises(KernelpinError) as asked:
+        HubSource(settings).refs(requirement.repo_id, requirement.repo_type, requirement.declared)
+    assert str(ahead.value) == str(asked.value)
+    assert "listing tags of acme/img2gray" in str(ahead.value)
