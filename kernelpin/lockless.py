@@ -16,7 +16,7 @@ Sigstore bundle, where it has one or the policy requires one, is verified before
 from __future__ import annotations
 
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import field
 from pathlib import Path
 from typing import Any
@@ -140,10 +140,11 @@ def resolve_online(
     if remembered is not None and remembered.publisher_trusted:
         refs, marked = source.refs(requirement.repo_id, requirement.repo_type, requirement.declared), None
     else:
-        with ThreadPoolExecutor(max_workers=1) as pool:  # the publisher check runs beside the refs request
-            trusted = pool.submit(check)
-            refs = source.refs(requirement.repo_id, requirement.repo_type, requirement.declared)
-            marked = trusted.result()
+        # The publisher check runs beside the refs request, in a daemon thread: an executor's `with` waited for it
+        # when the refs failed or Ctrl-C came, up to the request's timeout against a Hub that does not answer.
+        trusted = in_a_thread("kernelpin-publisher-check", check)
+        refs = source.refs(requirement.repo_id, requirement.repo_type, requirement.declared)
+        marked = trusted.result()
     pick = pick_revision(requirement, refs)
     known = remembered if remembered is not None and remembered.kernel.commit == pick.commit else None
     if marked is None:  # the mark let this publisher's commit through before

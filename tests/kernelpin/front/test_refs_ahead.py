@@ -207,3 +207,36 @@ def test_a_token_that_cannot_be_read_fails_a_call_asking_ahead_as_the_request_wo
         HubSource(settings).refs(requirement.repo_id, requirement.repo_type, requirement.declared)
     assert str(ahead.value) == str(asked.value)
     assert "listing tags of acme/img2gray" in str(ahead.value)
+
+
+def test_ctrl_c_while_get_kernel_waits_for_a_silent_hub_ends_it_at_once(tmp_path) -> None:
+    # The caller waits for the answer asked ahead (Future.result) instead of reading the socket itself: Ctrl-C there
+    # ends the call at once, with a Hub that would hold each request for its whole timeout. Failed before refs were
+    # asked ahead too (found writing this test): the publisher check beside the refs request ran in an executor whose
+    # `with` waited for its request after Ctrl-C, up to the timeout (300 s here).
+    code = textwrap.dedent("""
+        import os, signal, threading, time, kernelpin
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # whatever SIGINT disposition the test inherited
+        threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
+        start = time.monotonic()
+        try:
+            kernelpin.get_kernel("acme/img2gray", version=1)
+        except KeyboardInterrupt:
+            print("INTERRUPTED", round(time.monotonic() - start))
+    """)
+    with SilentServer() as endpoint:
+        environ = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
+            "HF_ENDPOINT": endpoint,
+            "HF_HOME": str(tmp_path / "hf"),
+            "KERNELPIN_STATE_DIR": str(tmp_path / "state"),
+            "KERNELPIN_HTTP_TIMEOUT": "300",
+        }
+        environ.pop("HF_HUB_OFFLINE", None)
+        environ.pop("LOCAL_KERNELS", None)
+        done = subprocess.run(
+            [sys.executable, "-c", code], cwd=tmp_path, env=environ, capture_output=True, text=True, timeout=120
+        )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[0] == "INTERRUPTED" and int(done.stdout.split()[1]) < 60, done.stdout
