@@ -297,7 +297,7 @@ class Pinner:
         ]
         from kernelpin.store.parallel import run_all  # a commit resolved before reads no file
 
-        read = run_all(self._read_small, wanted, self.source.settings.limits.reads)
+        read = run_all(self._read_small, wanted, self.source.settings.limits.reads, self.source.stop_waiting)
         # Kept one after another once all are read: the store writes a repository's cache with one writer at
         # a time and does not wait for another (parallel keepers would skip their blobs).
         for remote, outcome in zip(wanted, read, strict=False):
@@ -637,6 +637,10 @@ def resolve(
                 for pinning in pinned:
                     locked = pinning.result()
                     kept[locked.repo_id] = locked
+            except BaseException as error:
+                if not isinstance(error, Exception):  # Ctrl-C: the pool's `with` waits for no request to time out
+                    source.stop_waiting()
+                raise
             finally:
                 for future in fetched + pinned:  # after a failure, nothing more is started
                     future.cancel()

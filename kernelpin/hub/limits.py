@@ -34,6 +34,12 @@ class LimitExceeded(KernelpinError):
     """A server made a command exceed one of kernelpin's limits; the message names the limit's variable."""
 
 
+class Interrupted(Exception):
+    """A request stopped waiting because its command was interrupted (Budget.interrupt): raised in the threads still
+    waiting when Ctrl-C came, whose errors nobody reports (the command ends with the KeyboardInterrupt), so not a
+    KernelpinError, which the API exports for callers to catch."""
+
+
 @record
 class Limits:
     http_timeout: float = 30.0  # seconds without progress (connect, next bytes) before a request fails
@@ -83,6 +89,13 @@ class Budget:
     def __init__(self, limits: Limits) -> None:
         self.limits = limits
         self.ends = time.monotonic() + limits.deadline
+        self.interrupted = False
+
+    def interrupt(self) -> None:
+        """Make every wait of this budget's requests end within a slice (kernelpin.hub.wire.READ_WAIT_SLICE), raising
+        Interrupted: a command interrupted (Ctrl-C) then does not wait for its other threads' requests, up to
+        their timeout against a server that does not answer."""
+        self.interrupted = True
 
     def remaining(self) -> float:
         return self.ends - time.monotonic()
@@ -97,6 +110,8 @@ class Budget:
         )
 
     def check(self, what: str) -> None:
+        if self.interrupted:
+            raise Interrupted(f"{what}: the command was interrupted")
         if self.expired():
             raise self.exceeded(what)
 

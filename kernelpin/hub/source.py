@@ -23,6 +23,7 @@ from kernelpin.files.integrity import check_repo_path
 from kernelpin.format.nesting import within_nesting
 from kernelpin.format.spec import DEPENDENCIES_TABLE, REPO_TYPES, Requirement
 from kernelpin.hub.limits import Budget, Limits, running
+from kernelpin.hub.limits import current as current_budget
 from kernelpin.hub.listing import (
     Refs,
     RemoteFile,
@@ -120,6 +121,15 @@ class HubSource:
 
             self._api = HfApi(endpoint=self.settings.endpoint)
         return self._api
+
+    def stop_waiting(self) -> None:
+        """For a command interrupted (Ctrl-C): every request of this source still waiting, in any thread, ends
+        within a wait slice, raising Interrupted (Budget.interrupt): this source's budget, and the one running in
+        the caller's thread where another runs there (its requests count against that one, kernelpin.hub.limits)."""
+        self._budget.interrupt()
+        running_here = current_budget()
+        if running_here is not None:
+            running_here.interrupt()
 
     def budget(self) -> contextlib.AbstractContextManager[Budget]:
         """Hold the requests made inside to this command's limits (its deadline counts from the creation

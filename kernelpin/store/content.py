@@ -145,6 +145,7 @@ class Store:
                     ),
                     todo,
                     self.source.settings.limits.downloads,
+                    self.source.stop_waiting,
                 )
                 result.downloaded += [
                     prefix + locked.path for locked in todo if prefix + locked.path not in result.repaired

@@ -159,8 +159,11 @@ def sync(
         installer.record_major_ref(kernel)
         return done
 
+    source = installer.store.source
     return [
-        synced for done in run_all(install, chosen, installer.store.source.settings.limits.downloads) for synced in done
+        synced
+        for done in run_all(install, chosen, source.settings.limits.downloads, source.stop_waiting)
+        for synced in done
     ]
 
 

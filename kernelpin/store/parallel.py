@@ -56,14 +56,20 @@ class _Run(Generic[Item, Result]):
         self.progressed.set()
 
 
-def run_all(work: Callable[[Item], Result], items: Sequence[Item], workers: int) -> list[Result]:
+def run_all(
+    work: Callable[[Item], Result],
+    items: Sequence[Item],
+    workers: int,
+    on_interrupt: Callable[[], None] = lambda: None,
+) -> list[Result]:
     """`work(item)` for every item, at most `workers` at a time, each in a copy of the caller's context (the
     command's budget goes with it); the results in the order of `items`.
 
     The calling thread works through the items itself; once it has spent ALONE seconds on one, the other workers
     join it. On the first failure the items not started yet are dropped and, once the started ones have ended,
     the failure of the earliest item is raised (the same one whichever thread was quicker: the caller takes the
-    first item, which always starts)."""
+    first item, which always starts). On Ctrl-C (in an item the caller works on, or between items) `on_interrupt()`
+    is called first, for the started items to stop waiting (HubSource.stop_waiting), and the interrupt is raised."""
     if len(items) <= 1 or workers <= 1:
         return [work(item) for item in items]
     run = _Run(work, items)
@@ -83,13 +89,22 @@ def run_all(work: Callable[[Item], Result], items: Sequence[Item], workers: int)
 
     watcher = threading.Thread(target=watch)
     watcher.start()
+    escaped = False  # serve records what an item raises; what escapes it came between items (Ctrl-C)
     try:
         run.serve(first)
+    except BaseException:
+        escaped = True
+        raise
     finally:
         run.end()
+        interrupt = next((error for error in run.failures.values() if not isinstance(error, Exception)), None)
+        if interrupt is not None or escaped:
+            on_interrupt()  # Ctrl-C: the items started end without waiting out a silent server
         watcher.join()  # the helpers it started are all in `helpers` once it has ended
         for helper in helpers:
             helper.join()
+    if interrupt is not None:  # raised as it came, not as the errors it caused in the other items
+        raise interrupt
     if run.failures:
         raise run.failures[min(run.failures)]
     return run.results  # type: ignore[return-value]  # every item done: no None left

@@ -144,19 +144,24 @@ def test_sync_help_compares_locked_and_frozen_with_uv_and_cargo(capsys):
     assert "uv:" in text and "cargo:" in text and "implies --offline" in text
 
 
-def test_interrupt_exits_130_and_says_what_is_kept(tmp_path):
+@pytest.mark.parametrize("command", ["versions", "lock", "sync"])
+def test_interrupt_exits_130_and_says_what_is_kept(tmp_path, command):
     """Ctrl-C while the Hub does not answer (a server that accepts and never replies).
 
     The signal goes out once kernelpin's own request has arrived: not merely some connection (huggingface_hub's
     own registry fetch comes first) nor a request of another test's client that reached this port after its
     server had freed it (the repository name is this run's own). The HTTP deadline is far beyond the test's, so
-    only the interrupt can end the command in time; a hang is reported with the child's signal state and stacks."""
+    only the interrupt can end the command in time; a hang is reported with the child's signal state and stacks.
+    lock and sync failed before: their resolution pool waited for its other requests (the publisher's trusted
+    mark, asked beside the refs) up to that deadline."""
     repo_id = f"acme/interrupt-{secrets.token_hex(6)}"
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
         server.listen()
         server.settimeout(60)
-        (tmp_path / "pyproject.toml").write_text('[project]\nname = "app"\nversion = "1"\n')
+        (tmp_path / "pyproject.toml").write_text(
+            f'[project]\nname = "app"\nversion = "1"\n\n[tool.kernels.dependencies]\n"{repo_id}" = 1\n'
+        )
         env = {key: value for key, value in os.environ.items() if not key.startswith(("HF_", "KERNELPIN_"))}
         env.update(
             HF_ENDPOINT=f"http://127.0.0.1:{server.getsockname()[1]}",
@@ -172,7 +177,7 @@ def test_interrupt_exits_130_and_says_what_is_kept(tmp_path):
             "runpy.run_module('kernelpin', run_name='__main__', alter_sys=True)"
         )
         process = subprocess.Popen(
-            [sys.executable, "-c", in_foreground, "versions", repo_id],
+            [sys.executable, "-c", in_foreground, *([command, repo_id] if command == "versions" else [command])],
             cwd=tmp_path,
             env=env,
             stdout=subprocess.PIPE,

@@ -16,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from kernelpin.hub.http_errors import HubHTTPError
-from kernelpin.hub.limits import Budget, LimitExceeded, Limits
+from kernelpin.hub.limits import Budget, Interrupted, LimitExceeded, Limits
 from kernelpin.hub.wire import MAX_REDIRECTS, HubTimeout, HubUnreachable, Wire
 from tests.kernelpin.faulty_hub import STALLS, HostileHub, Lies, SilentServer, StatusServer
 
@@ -110,6 +110,30 @@ def test_a_silent_server_is_a_timeout_naming_the_wait_then_the_deadline():
         ):
             get(endpoint + "/x", seconds=30, within=budget(deadline=0.3))
         assert time.monotonic() - started < 5  # not the 30 s timeout: the deadline cuts the wait
+
+
+def test_an_interrupted_budget_ends_a_wait_in_another_thread_within_a_slice_and_sends_nothing_more():
+    # Failed before: a request waiting in a worker thread when Ctrl-C came waited out its timeout (30 s here).
+    interrupted = budget()
+    raised: list[BaseException] = []
+
+    def waiting() -> None:
+        try:
+            get(endpoint + "/x", seconds=30, within=interrupted)
+        except BaseException as error:  # noqa: BLE001 - examined below
+            raised.append(error)
+
+    with SilentServer() as endpoint:
+        worker = threading.Thread(target=waiting)
+        worker.start()
+        time.sleep(0.5)  # the request is out, its answer awaited
+        started = time.monotonic()
+        interrupted.interrupt()
+        worker.join(10)
+        assert not worker.is_alive() and time.monotonic() - started < 5
+    assert isinstance(raised[0], Interrupted) and "interrupted" in str(raised[0])
+    with pytest.raises(Interrupted):  # a request of an interrupted command is not sent
+        get("http://127.0.0.1:9/x", within=interrupted)
 
 
 @pytest.mark.parametrize("lie", STALLS.values(), ids=STALLS)

@@ -68,3 +68,25 @@ def test_the_workers_join_once_an_item_takes_longer_and_never_exceed_their_numbe
     assert idents[0] == threading.get_ident()
     assert len(set(idents)) > 1
     assert most <= 3
+
+
+def test_ctrl_c_in_the_callers_item_stops_the_others_waiting_and_is_raised_as_it_came(monkeypatch):
+    # Failed before: after Ctrl-C the run waited for the started items to end (a request to a silent server: its whole
+    # timeout) and raised the earliest item's failure, which could be one the interrupt caused.
+    monkeypatch.setattr(parallel, "ALONE", 0.01)  # the helpers join at once
+    stop = threading.Event()
+    helpers_waiting = threading.Barrier(3, timeout=5)
+
+    def work(item: int) -> int:
+        if threading.current_thread() is threading.main_thread():
+            helpers_waiting.wait()  # both helpers are inside an item
+            raise KeyboardInterrupt
+        helpers_waiting.wait()
+        if not stop.wait(30):  # a request that only the interruption ends
+            raise AssertionError("on_interrupt was not called")
+        raise RuntimeError(f"item {item}: the command was interrupted")
+
+    start = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        run_all(work, [0, 1, 2, 3], workers=3, on_interrupt=stop.set)
+    assert stop.is_set() and time.monotonic() - start < 20
