@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextvars import ContextVar
@@ -89,13 +90,22 @@ class Budget:
     def __init__(self, limits: Limits) -> None:
         self.limits = limits
         self.ends = time.monotonic() + limits.deadline
-        self.interrupted = False
+        self._interruption = threading.Event()
+
+    @property
+    def interrupted(self) -> bool:
+        return self._interruption.is_set()
 
     def interrupt(self) -> None:
-        """Make every wait of this budget's requests end within a slice (kernelpin.hub.wire.READ_WAIT_SLICE), raising
-        Interrupted: a command interrupted (Ctrl-C) then does not wait for its other threads' requests, up to
-        their timeout against a server that does not answer."""
-        self.interrupted = True
+        """Make every wait of this budget's requests end within a slice (kernelpin.hub.wire.READ_WAIT_SLICE), and
+        a pause (a server's Retry-After) at once, raising Interrupted: a command interrupted (Ctrl-C) then does not
+        wait for its other threads' requests, up to their timeout against a server that does not answer."""
+        self._interruption.set()
+
+    def pause(self, seconds: float, what: str) -> None:
+        """Wait `seconds` (as a throttling server asks), unless the command is interrupted meanwhile."""
+        if self._interruption.wait(seconds):
+            raise Interrupted(f"{what}: the command was interrupted")
 
     def remaining(self) -> float:
         return self.ends - time.monotonic()

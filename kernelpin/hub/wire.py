@@ -277,7 +277,7 @@ class Wire:
             if wait is None:
                 break
             connection.close()  # its answer unread, it can carry no other request
-            time.sleep(wait)
+            budget.pause(wait, f"requesting {named}")
         try:
             answer = self._receive(url, named, response, waits, sink, expected)
         except BaseException:

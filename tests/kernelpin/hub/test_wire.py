@@ -297,6 +297,28 @@ def test_too_many_requests_is_asked_again_after_the_wait_asked_for():
         get(endpoint + REFS, within=budget(deadline=60))
 
 
+def test_a_wait_a_throttling_server_asked_for_ends_when_the_command_is_interrupted():
+    # Failed before: a worker told to wait (429, Retry-After) slept it out after Ctrl-C: 30 s here, the deadline at most.
+    interrupted = budget()
+    raised: list[BaseException] = []
+
+    def throttled() -> None:
+        try:
+            get(endpoint + REFS, within=interrupted)
+        except BaseException as error:  # noqa: BLE001 - examined below
+            raised.append(error)
+
+    with HostileHub(NOWHERE, Lies(throttle=1, retry_after="30")) as endpoint:
+        worker = threading.Thread(target=throttled)
+        worker.start()
+        time.sleep(0.5)  # the answer said wait
+        started = time.monotonic()
+        interrupted.interrupt()
+        worker.join(10)
+        assert not worker.is_alive() and time.monotonic() - started < 5
+    assert isinstance(raised[0], Interrupted) and str(raised[0]).startswith(f"requesting {endpoint}{REFS}")
+
+
 def test_an_error_answer_is_a_hub_http_error_worded_as_huggingface_hub_words_it():
     with StatusServer(404, {"X-Error-Code": "RepoNotFound"}) as endpoint, pytest.raises(HubHTTPError) as raised:
         get(endpoint + REFS)
