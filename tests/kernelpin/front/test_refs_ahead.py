@@ -10,6 +10,7 @@ import sys
 import textwrap
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -134,6 +135,25 @@ def test_offline_or_with_local_kernels_naming_the_kernel_nothing_is_asked_ahead(
     assert printed.splitlines()[-1] == "SENT", printed
 
 
+def _run_against_a_silent_hub(code: str, cwd: Path, home: Path) -> subprocess.CompletedProcess[str]:
+    """`code` in a fresh interpreter (this checkout first on its path) whose Hub accepts connections and never
+    answers, with a request timeout (300 s) far beyond what any test here waits: only the code under test ends it."""
+    with SilentServer() as endpoint:
+        environ = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
+            "HF_ENDPOINT": endpoint,
+            "HF_HOME": str(home / "hf"),
+            "KERNELPIN_STATE_DIR": str(home / "state"),
+            "KERNELPIN_HTTP_TIMEOUT": "300",
+        }
+        environ.pop("HF_HUB_OFFLINE", None)
+        environ.pop("LOCAL_KERNELS", None)
+        return subprocess.run(
+            [sys.executable, "-c", code], cwd=cwd, env=environ, capture_output=True, text=True, timeout=120
+        )
+
+
 def test_a_call_refused_while_its_refs_are_on_their_way_says_why_at_once_and_exits(tmp_path) -> None:
     # A silent Hub (it never answers) and a publisher policy that cannot be read: the policy's error comes as soon
     # as it is read, not after the request's timeout, and the interpreter exits without waiting for the request.
@@ -147,21 +167,8 @@ def test_a_call_refused_while_its_refs_are_on_their_way_says_why_at_once_and_exi
         except kernelpin.KernelpinError as error:
             print("REFUSED", error)
     """)
-    with SilentServer() as endpoint:
-        environ = {
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
-            "HF_ENDPOINT": endpoint,
-            "HF_HOME": str(tmp_path / "hf"),
-            "KERNELPIN_STATE_DIR": str(tmp_path / "state"),
-            "KERNELPIN_HTTP_TIMEOUT": "300",  # the request would wait this long
-        }
-        environ.pop("HF_HUB_OFFLINE", None)
-        environ.pop("LOCAL_KERNELS", None)
-        start = time.monotonic()
-        done = subprocess.run(
-            [sys.executable, "-c", code], cwd=project, env=environ, capture_output=True, text=True, timeout=120
-        )
+    start = time.monotonic()
+    done = _run_against_a_silent_hub(code, project, tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("REFUSED") and "require-signatures" in done.stdout, done.stdout
     assert time.monotonic() - start < 100  # far below the request's 300 s: nobody waited for it
@@ -224,19 +231,6 @@ def test_ctrl_c_while_get_kernel_waits_for_a_silent_hub_ends_it_at_once(tmp_path
         except KeyboardInterrupt:
             print("INTERRUPTED", round(time.monotonic() - start))
     """)
-    with SilentServer() as endpoint:
-        environ = {
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
-            "HF_ENDPOINT": endpoint,
-            "HF_HOME": str(tmp_path / "hf"),
-            "KERNELPIN_STATE_DIR": str(tmp_path / "state"),
-            "KERNELPIN_HTTP_TIMEOUT": "300",
-        }
-        environ.pop("HF_HUB_OFFLINE", None)
-        environ.pop("LOCAL_KERNELS", None)
-        done = subprocess.run(
-            [sys.executable, "-c", code], cwd=tmp_path, env=environ, capture_output=True, text=True, timeout=120
-        )
+    done = _run_against_a_silent_hub(code, tmp_path, tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split()[0] == "INTERRUPTED" and int(done.stdout.split()[1]) < 60, done.stdout
