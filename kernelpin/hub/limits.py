@@ -92,20 +92,20 @@ class Budget:
         self.ends = time.monotonic() + limits.deadline
         self._interruption = threading.Event()
 
-    @property
-    def interrupted(self) -> bool:
-        return self._interruption.is_set()
-
     def interrupt(self) -> None:
         """Make every wait of this budget's requests end within a slice (kernelpin.hub.wire.READ_WAIT_SLICE), and
         a pause (a server's Retry-After) at once, raising Interrupted: a command interrupted (Ctrl-C) then does not
         wait for its other threads' requests, up to their timeout against a server that does not answer."""
         self._interruption.set()
 
+    def stop_if_interrupted(self, what: str) -> None:
+        if self._interruption.is_set():
+            raise Interrupted(f"{what}: the command was interrupted")
+
     def pause(self, seconds: float, what: str) -> None:
         """Wait `seconds` (as a throttling server asks), unless the command is interrupted meanwhile."""
-        if self._interruption.wait(seconds):
-            raise Interrupted(f"{what}: the command was interrupted")
+        self._interruption.wait(seconds)
+        self.stop_if_interrupted(what)
 
     def remaining(self) -> float:
         return self.ends - time.monotonic()
@@ -120,8 +120,7 @@ class Budget:
         )
 
     def check(self, what: str) -> None:
-        if self.interrupted:
-            raise Interrupted(f"{what}: the command was interrupted")
+        self.stop_if_interrupted(what)
         if self.expired():
             raise self.exceeded(what)
 

@@ -41,7 +41,7 @@ from typing import Any
 from urllib.parse import SplitResult, quote, urljoin, urlsplit
 
 from kernelpin.errors import KernelpinError
-from kernelpin.hub.limits import HTTP_TIMEOUT, Budget, Interrupted, LimitExceeded, too_long
+from kernelpin.hub.limits import HTTP_TIMEOUT, Budget, LimitExceeded, too_long
 from kernelpin.hub.throttle import wait_before_retry
 from kernelpin.records import record
 
@@ -92,8 +92,7 @@ class _Waits:
         self.first = min(timeout, budget.remaining())  # what a timeout's message says was waited
 
     def left(self, wait: float, phase: str) -> float:
-        if self.budget.interrupted:  # checked at every slice of a read: within READ_WAIT_SLICE of the interrupt
-            raise Interrupted(f"{phase}: the command was interrupted")
+        self.budget.stop_if_interrupted(phase)  # at every slice of a read: within READ_WAIT_SLICE of the interrupt
         remaining = self.budget.remaining()
         if remaining <= 0:
             raise _TimedOut(phase)
