@@ -59,13 +59,47 @@ for name in json.loads(sys.argv[1]):
     importlib.import_module(name)
 """
 
-# The modules a call imports beyond torch's (the kernel's own excepted), as it imports them.
+# The modules a call imports beyond torch's (the kernel's own excepted), as it imports them: each with its source
+# file (None: none, a built-in or extension module) and whether it is a package.
 _RECORD_MODULES = """\
 import json, sys
 import torch
 before = set(sys.modules)
 exec(sys.argv[1])
-print("MODULES " + json.dumps([name for name in sys.modules if name not in before and not name.startswith("_kernelpin_")]))
+print("MODULES " + json.dumps({
+    name: [getattr(module.__spec__, "origin", None), hasattr(module, "__path__")]
+    for name, module in list(sys.modules.items())
+    if name not in before and not name.startswith("_kernelpin_")
+}))
+"""
+# The same call with the code of those modules ready before the clock starts: each Python module's source compiled
+# (what finding, reading and unmarshalling its .pyc gives) and served from memory; the call still imports, that is
+# executes, every module. Its time over the work alone is executing the modules; the path's time beyond it, loading
+# their code (finding, reading and unmarshalling it, and the collections those allocations set off).
+_CODE_FIRST = """\
+import os
+from importlib.abc import Loader, MetaPathFinder
+from importlib.machinery import ModuleSpec
+ready = {}
+for name, (origin, package) in json.loads(sys.argv[1]).items():
+    if origin and origin.endswith(".py"):
+        with open(origin, "rb") as source:
+            ready[name] = (origin, package, compile(source.read(), origin, "exec", dont_inherit=True))
+class Ready(Loader, MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name not in ready:
+            return None
+        origin, package, _ = ready[name]
+        spec = ModuleSpec(name, self, origin=origin, is_package=package)
+        spec.has_location = True
+        if package:
+            spec.submodule_search_locations = [os.path.dirname(origin)]
+        return spec
+    def create_module(self, spec):
+        return None
+    def exec_module(self, module):
+        exec(ready[module.__name__][2], module.__dict__)
+sys.meta_path.insert(0, Ready())
 """
 
 # kernelpin's requests as it asks them (kernelpin.hub.wire), each before the redirects it follows.
@@ -270,8 +304,8 @@ def cold_paths(repeats: int) -> dict[str, Any]:
     }
 
     # What the floors replay (the requests kernelpin sends) and what the work-alone runs import first, each recorded
-    # in a process of its own: `script` prints `prefix` and a JSON list last.
-    def recorded(script: str, prefix: str, call: str, home: str) -> list[str]:
+    # in a process of its own: `script` prints `prefix` and JSON last.
+    def recorded(script: str, prefix: str, call: str, home: str) -> Any:
         done = run([python, "-c", script, call], home)
         if done.returncode != 0:
             raise SystemExit(f"recording failed: {done.stderr[-3000:]}")
@@ -280,7 +314,7 @@ def cold_paths(repeats: int) -> dict[str, Any]:
     def requests(call: str, home: str) -> list[str]:
         return recorded(_RECORD, "REQUESTS ", call, home)
 
-    def modules(call: str, home: str) -> list[str]:
+    def modules(call: str, home: str) -> dict[str, list[Any]]:  # name -> [source file or None, is a package]
         return recorded(_RECORD_MODULES, "MODULES ", call, home)
 
     digests = {file.path: file.sha256 for file in variant.files}
@@ -325,8 +359,8 @@ def cold_paths(repeats: int) -> dict[str, Any]:
     def timed(call: str, home: str, offline: bool = False) -> float:
         return _seconds(run([python, "-c", _TIMED.format(before="", call=call)], home, offline))
 
-    def timed_imported_first(path: str, call: str, home: str) -> float:
-        code = _TIMED.format(before=_IMPORTED_FIRST, call=call)
+    def timed_with_first(before: str, path: str, call: str, home: str) -> float:
+        code = _TIMED.format(before=before, call=call)
         return _seconds(run([python, "-c", code, json.dumps(imported[path])], home))
 
     def cold_floor() -> float:
@@ -374,10 +408,11 @@ def cold_paths(repeats: int) -> dict[str, Any]:
             fresh(f"{tool}-load")
             samples[f"cold_load_{tool}"].append(timed(calls[f"{tool}_load"], f"{tool}-load"))
         samples["cold_load_floor"].append(cold_floor())
-        fresh("kernelpin-load-work")
-        samples["cold_load_work"].append(
-            timed_imported_first("cold_load", calls["kernelpin_load"], "kernelpin-load-work")
-        )
+        for part, before in (("work", _IMPORTED_FIRST), ("code_ready", _CODE_FIRST)):
+            fresh(f"kernelpin-load-{part}")
+            samples[f"cold_load_{part}"].append(
+                timed_with_first(before, "cold_load", calls["kernelpin_load"], f"kernelpin-load-{part}")
+            )
         samples["warm_load_kernelpin"].append(timed(calls["kernelpin_load"], "kernelpin-load", offline=True))
         if "warm_load" not in kernels_failed:
             samples["warm_load_kernels"].append(timed(calls["kernels_load_offline"], "kernels-load", offline=True))
@@ -387,9 +422,10 @@ def cold_paths(repeats: int) -> dict[str, Any]:
             samples[f"cold_oneliner_{tool}"].append(timed(calls[f"{tool}_oneliner"], f"{tool}-oneliner"))
             samples[f"warm_oneliner_{tool}"].append(timed(calls[f"{tool}_oneliner"], f"{tool}-oneliner"))
         samples["warm_oneliner_floor"].append(warm_floor())
-        samples["warm_oneliner_work"].append(
-            timed_imported_first("warm_oneliner", calls["kernelpin_oneliner"], "kernelpin-oneliner")
-        )
+        for part, before in (("work", _IMPORTED_FIRST), ("code_ready", _CODE_FIRST)):
+            samples[f"warm_oneliner_{part}"].append(
+                timed_with_first(before, "warm_oneliner", calls["kernelpin_oneliner"], "kernelpin-oneliner")
+            )
 
     # A path `kernels` cannot take here is recorded with kernels' error and timed for kernelpin alone (kernels 0.17.2's
     # offline load_kernel asks huggingface_hub >= 1.10 for the whole snapshot, which get_locked_kernel did not fetch).
@@ -453,6 +489,9 @@ def summarize(samples: dict[str, list[float]], record: dict[str, Any]) -> dict[s
             work = samples[f"{path}_work"]
             entry["work_to_floor"] = _spread([a / b for a, b in zip(work, floor, strict=True)])
             entry["importing_s"] = statistics.median(a - b for a, b in zip(ours, work, strict=True))
+            ready = samples[f"{path}_code_ready"]
+            entry["loading_code_s"] = statistics.median(a - b for a, b in zip(ours, ready, strict=True))
+            entry["executing_s"] = statistics.median(a - b for a, b in zip(ready, work, strict=True))
         paths[path] = entry
     record["paths"] = paths
     return record
@@ -503,6 +542,8 @@ def render(r: dict[str, Any]) -> str:
         f"{r['modules_imported'][path]['all']} modules ({r['modules_imported'][path]['kernelpin']} of kernelpin's) "
         f"took the other {entry['importing_s'] * 1000:.1f} ms"
         + (" (less what ran while its refs request was on its way)" if path == "warm_oneliner" else "")
+        + f": loading their code {entry['loading_code_s'] * 1000:.1f} ms, executing them "
+        f"{entry['executing_s'] * 1000:.1f} ms"
         for path, entry in r["paths"].items()
         if "work_to_floor" in entry
     )
@@ -526,6 +567,9 @@ of version 1's branch, one sha256 over that commit's cached files, the import. "
 the target (1.00 or less meets it).
 
 kernelpin's work alone, the same call in the same rounds with every module it imports (recorded from a run of its
-own) imported before the clock starts:
+own) imported before the clock starts; and the same call with those modules' code ready before it starts (each
+source compiled and served from memory, so the call executes every module but finds, reads and unmarshals none):
+its time over the work alone is executing the modules, the path's time over it loading their code (finding,
+reading and unmarshalling it, and the collections those allocations set off):
 {work}
 """
