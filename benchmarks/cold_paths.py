@@ -222,38 +222,45 @@ def _seconds(done: subprocess.CompletedProcess[str]) -> float:
     return float(done.stdout.strip().splitlines()[-1].split()[-1])
 
 
-def cold_paths(repeats: int) -> dict[str, Any]:
-    work = Path(tempfile.mkdtemp(prefix="kernelpin-cold-paths-"))
-    server = HubServer(work / "hub", trusted_publishers=("acme",), cdn=True)
-    repo_id = "acme/cold"
-    repo = server.repo(repo_id, repo_type="kernel")
-    library = {"_library.so": os.urandom(LIBRARY_BYTES)}
-    publish(repo, "1.0.0", extra=library)
-    publish(repo, "1.1.0", extra=library)
-    repo.branch("v1")
-    server.start()
-    base = {key: value for key, value in os.environ.items() if not key.startswith(("HF_", "KERNELPIN_", "XDG_"))}
-    # Telemetry left on: kernels 0.17.2 with HF_HUB_DISABLE_TELEMETRY=1 sends a user agent httpx rejects.
-    base.update(
-        {
-            "HF_ENDPOINT": server.endpoint,
-            "HF_HUB_DISABLE_PROGRESS_BARS": "1",
-            # The caller's PYTHONPATH after the checkout: a `kernels` put there (another release, from a `pip install
-            # --target` folder) is the one every timed process runs.
-            "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
-            "PYTHONWARNINGS": "ignore",
-        }
-    )
-    project = work / "app"
-    project.mkdir()
-    (project / "pyproject.toml").write_text(
-        f'[project]\nname = "app"\nversion = "1"\n\n[tool.kernels.dependencies]\n"{repo_id}" = 1\n'
-    )
+class HubApp:
+    """An application depending on one kernel (acme/cold, released as 1.0.0 and 1.1.0, branch v1; each variant a
+    LIBRARY_BYTES library beside its Python files) that a test Hub at 127.0.0.1 serves (olah behind its front, with
+    the front's CDN). Each run has a home of its own: its Hub cache and kernelpin's state."""
 
-    def environ(home: str, offline: bool = False) -> dict[str, str]:
-        root = work / "homes" / home
+    repo_id = "acme/cold"
+
+    def __init__(self, work: Path) -> None:
+        self.work = work
+        self.server = HubServer(work / "hub", trusted_publishers=("acme",), cdn=True)
+        repo = self.server.repo(self.repo_id, repo_type="kernel")
+        library = {"_library.so": os.urandom(LIBRARY_BYTES)}
+        publish(repo, "1.0.0", extra=library)
+        publish(repo, "1.1.0", extra=library)
+        repo.branch("v1")
+        self.server.start()
+        base = {key: value for key, value in os.environ.items() if not key.startswith(("HF_", "KERNELPIN_", "XDG_"))}
+        # Telemetry left on: kernels 0.17.2 with HF_HUB_DISABLE_TELEMETRY=1 sends a user agent httpx rejects.
+        base.update(
+            {
+                "HF_ENDPOINT": self.server.endpoint,
+                "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+                # The caller's PYTHONPATH after the checkout: a `kernels` put there (another release, from a `pip
+                # install --target` folder) is the one every timed process runs.
+                "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
+                "PYTHONWARNINGS": "ignore",
+            }
+        )
+        self.base = base
+        self.project = work / "app"
+        self.project.mkdir()
+        (self.project / "pyproject.toml").write_text(
+            f'[project]\nname = "app"\nversion = "1"\n\n[tool.kernels.dependencies]\n"{self.repo_id}" = 1\n'
+        )
+
+    def environ(self, home: str, offline: bool = False) -> dict[str, str]:
+        root = self.work / "homes" / home
         return {
-            **base,
+            **self.base,
             "HF_HOME": str(root / "hf"),
             "HF_HUB_CACHE": str(root / "hf" / "hub"),
             "KERNELPIN_STATE_DIR": str(root / "state"),
@@ -261,10 +268,33 @@ def cold_paths(repeats: int) -> dict[str, Any]:
             **({"HF_HUB_OFFLINE": "1"} if offline else {}),
         }
 
-    def run(arguments: list[str], home: str, offline: bool = False) -> subprocess.CompletedProcess[str]:
+    def run(
+        self, arguments: list[str], home: str, offline: bool = False, pythonpath: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """`arguments` run in the application's directory with the home's environment (`pythonpath`: before the
+        checkout on PYTHONPATH, to run another copy of kernelpin)."""
+        environ = self.environ(home, offline)
+        if pythonpath is not None:
+            environ["PYTHONPATH"] = os.pathsep.join([pythonpath, environ["PYTHONPATH"]])
         return subprocess.run(
-            arguments, env=environ(home, offline), cwd=project, capture_output=True, text=True, timeout=600, check=False
+            arguments,
+            env=environ,
+            cwd=self.project,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
         )
+
+    def fresh(self, home: str) -> None:
+        """The home's Hub cache and state gone: its next run is a cold one."""
+        shutil.rmtree(self.work / "homes" / home, ignore_errors=True)
+
+
+def cold_paths(repeats: int) -> dict[str, Any]:
+    work = Path(tempfile.mkdtemp(prefix="kernelpin-cold-paths-"))
+    app = HubApp(work)
+    server, repo_id, project, run, fresh = app.server, app.repo_id, app.project, app.run, app.fresh
 
     python = sys.executable
     # The `kernels` the timed processes import (the record names it), and the one this process wrote the kernels.lock
@@ -392,9 +422,6 @@ def cold_paths(repeats: int) -> dict[str, Any]:
         if done.returncode != 0:
             raise SystemExit(f"{arguments} failed: {done.stderr}")
         return elapsed
-
-    def fresh(home: str) -> None:
-        shutil.rmtree(work / "homes" / home, ignore_errors=True)
 
     samples: dict[str, list[float]] = defaultdict(list)
 
