@@ -45,7 +45,8 @@ LIBRARY_BYTES = 1 << 20  # a 1 MiB library beside each variant's Python files, a
 TARGETS = {"startup": 0.2, "cold_load": 0.3, "warm_load": 0.5, "warm_oneliner": 0.5}
 FLOOR_TARGET = 2.0
 
-_TIMED = """\
+# A call timed in a process of its own (after `import torch`, and `before`): its seconds printed last (seconds()).
+TIMED = """\
 import importlib, json, sys, time
 import torch
 {before}start = time.perf_counter()
@@ -216,7 +217,8 @@ parser.parse_args()
 """
 
 
-def _seconds(done: subprocess.CompletedProcess[str]) -> float:
+def seconds(done: subprocess.CompletedProcess[str]) -> float:
+    """What a timed run (TIMED, a floor) printed last: its seconds; its error where it failed."""
     if done.returncode != 0:
         raise SystemExit(f"a timed run failed:\n{done.stderr[-3000:]}")
     return float(done.stdout.strip().splitlines()[-1].split()[-1])
@@ -387,11 +389,11 @@ def cold_paths(repeats: int) -> dict[str, Any]:
     )
 
     def timed(call: str, home: str, offline: bool = False) -> float:
-        return _seconds(run([python, "-c", _TIMED.format(before="", call=call)], home, offline))
+        return seconds(run([python, "-c", TIMED.format(before="", call=call)], home, offline))
 
     def timed_with_first(before: str, path: str, call: str, home: str) -> float:
-        code = _TIMED.format(before=before, call=call)
-        return _seconds(run([python, "-c", code, json.dumps(imported[path])], home))
+        code = TIMED.format(before=before, call=call)
+        return seconds(run([python, "-c", code, json.dumps(imported[path])], home))
 
     def cold_floor() -> float:
         directory = work / "floor-cold"
@@ -403,7 +405,7 @@ def cold_paths(repeats: int) -> dict[str, Any]:
             "lock": str(project / "kernelpin.lock"),
             "repo": repo_id,
         }
-        return _seconds(run([python, "-c", _FLOOR_COLD, json.dumps(spec)], "floor"))
+        return seconds(run([python, "-c", _FLOOR_COLD, json.dumps(spec)], "floor"))
 
     def warm_floor() -> float:
         spec = {
@@ -413,7 +415,7 @@ def cold_paths(repeats: int) -> dict[str, Any]:
             "branch": "v1",
             "variant": CPU_213,
         }
-        return _seconds(run([python, "-c", _FLOOR_WARM, json.dumps(spec)], "floor"))
+        return seconds(run([python, "-c", _FLOOR_WARM, json.dumps(spec)], "floor"))
 
     def whole(arguments: list[str]) -> float:
         start = time.perf_counter()
@@ -457,8 +459,8 @@ def cold_paths(repeats: int) -> dict[str, Any]:
     # A path `kernels` cannot take here is recorded with kernels' error and timed for kernelpin alone (kernels 0.17.2's
     # offline load_kernel asks huggingface_hub >= 1.10 for the whole snapshot, which get_locked_kernel did not fetch).
     fresh("probe")
-    run([python, "-c", _TIMED.format(before="", call=calls["kernels_load"])], "probe")
-    probe = run([python, "-c", _TIMED.format(before="", call=calls["kernels_load_offline"])], "probe", offline=True)
+    run([python, "-c", TIMED.format(before="", call=calls["kernels_load"])], "probe")
+    probe = run([python, "-c", TIMED.format(before="", call=calls["kernels_load_offline"])], "probe", offline=True)
     kernels_failed = {} if probe.returncode == 0 else {"warm_load": probe.stderr.strip().splitlines()[-1][:300]}
 
     load_start = os.getloadavg()

@@ -24,7 +24,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchmarks.cold_paths import REPO_ROOT, HubApp
+from benchmarks.cold_paths import REPO_ROOT, TIMED, HubApp, seconds
 
 # Every kernelpin function a call runs, in any thread: (path below kernelpin/, first line of its code).
 _RECORD_CALLED = """\
@@ -41,15 +41,7 @@ sys.setprofile(None)
 print("CALLED " + json.dumps(sorted(called)))
 """
 
-_TIMED = """\
-import gc, sys, time
-import torch
-if sys.argv[1] == "collector-off":
-    gc.disable()
-start = time.perf_counter()
-exec(sys.argv[2])
-print("SECONDS", time.perf_counter() - start)
-"""
+_COLLECTOR_OFF = "import gc\ngc.disable()\n"  # in the timed process only, from the clock's start
 
 
 class _WithoutUncalled(ast.NodeTransformer):
@@ -98,31 +90,32 @@ def main() -> None:
             "warm online one-liner": f"import kernelpin\nkernelpin.get_kernel({app.repo_id!r}, version=1)",
         }
 
-        def run(call: str, home: str, arm: str, copy: Path | None) -> float:
-            done = app.run(
-                [sys.executable, "-c", _TIMED, arm, call], home, pythonpath=None if copy is None else str(copy)
-            )
-            if done.returncode != 0:
-                raise SystemExit(f"a timed run failed:\n{done.stderr[-3000:]}")
-            return float(done.stdout.split()[-1])
+        def run(call: str, home: str, before: str = "", copy: Path | None = None) -> float:
+            code = TIMED.format(before=before, call=call)
+            return seconds(app.run([sys.executable, "-c", code], home, pythonpath=None if copy is None else str(copy)))
 
         for path, call in calls.items():
             cold = path == "cold load"
             home = "cold" if cold else "warm"
             app.fresh(home)
             if not cold:  # the cold call first: what is recorded is the warm one's
-                run(call, home, "-", None)
+                run(call, home)
             recorded = app.run([sys.executable, "-c", _RECORD_CALLED, call], home)
             if recorded.returncode != 0:
                 raise SystemExit(f"recording failed:\n{recorded.stderr[-3000:]}")
             called = {(module, line) for module, line in json.loads(recorded.stdout.split("CALLED ", 1)[1])}
             copy = without_uncalled(called, work / f"without-uncalled-{home}")
-            samples: dict[str, list[float]] = {"checkout": [], "uncalled functions gone": [], "collector off": []}
+            arms = {
+                "checkout": ("", None),
+                "uncalled functions gone": ("", copy),
+                "collector off": (_COLLECTOR_OFF, None),
+            }
+            samples: dict[str, list[float]] = {arm: [] for arm in arms}
             for _ in range(pairs + 1):  # the first round warms the caches and is not counted
-                for arm, where in (("checkout", None), ("uncalled functions gone", copy), ("collector off", None)):
+                for arm, (before, where) in arms.items():
                     if cold:
                         app.fresh(home)
-                    samples[arm].append(run(call, home, "collector-off" if arm == "collector off" else "-", where))
+                    samples[arm].append(run(call, home, before, where))
             for values in samples.values():
                 del values[0]
             print(f"{path} ({len(called)} kernelpin functions called), {pairs} pairs:")
