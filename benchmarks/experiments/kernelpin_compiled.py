@@ -86,6 +86,8 @@ def compiled_copy(into: Path) -> Path:
         future = "from __future__ import annotations\n"
         source.write_text(text.replace(future, f"{future}from mypy_extensions import mypyc_attr\n", 1))
     mypyc = Path(sys.executable).parent / "mypyc"
+    if not mypyc.exists():
+        raise SystemExit(f"no mypyc beside {sys.executable}: it comes with mypy (`./dev setup` installs it)")
     built = subprocess.run(
         [str(mypyc), "--ignore-missing-imports", *(f"kernelpin/{module}" for module in COMPILED)],
         cwd=into,
