@@ -15,7 +15,7 @@ from kernelpin.hub.source import HubSettings, HubSource
 from kernelpin.loading import front
 from kernelpin.loading.front import PinnedBuild, Request
 from kernelpin.loading.importing import Verified
-from kernelpin.loading.local_override import LocalResolver
+from kernelpin.loading.local_kernels import override_for
 from kernelpin.loading.runtime import (
     caller_file,
     environment_for,
@@ -53,12 +53,16 @@ class LockResolver:
         if kernel is None:
             locked = ", ".join(self.pinned.repo_ids) or "none"
             raise KernelpinError(f"{repo_id} is not in {self.path} (locked: {locked}); run `kernelpin add {repo_id}`")
-        # LOCAL_KERNELS under a lock: refused unless allowed explicitly (kernelpin.loading.local_override).
-        local = LocalResolver(self.env, self.policy, self.check_arch, under_lock=self.path, stacklevel=7).resolve(
-            request
-        )
-        if local is not None:
-            return local
+        # LOCAL_KERNELS under a lock: refused unless allowed explicitly (kernelpin.loading.local_override, imported
+        # only where LOCAL_KERNELS names the kernel: most loads have no override to refuse).
+        if override_for(repo_id) is not None:
+            from kernelpin.loading.local_override import LocalResolver
+
+            local = LocalResolver(self.env, self.policy, self.check_arch, under_lock=self.path, stacklevel=7).resolve(
+                request
+            )
+            if local is not None:
+                return local
         variant = choose_variant(kernel, self.env, self.check_arch)
         # Only what the GPU runs: the variant's per-capability build for it, where the lock has one (before any
         # download).

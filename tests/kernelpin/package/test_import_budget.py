@@ -21,14 +21,16 @@ BUDGETS = {
     # without torch, importlib.metadata too: the environment asks it for torch's device plugins); kernelpin.records,
     # which makes the 28 record classes on this path without compiling their methods (14 ms less, one module more);
     # kernelpin.loading.local_kernels, LOCAL_KERNELS' reader apart from the local builds' resolver, so that get_kernel
-    # can tell light and early whether it will ask the Hub (its refs request then runs beside its imports).
-    "warm_load": 138,
+    # can tell light and early whether it will ask the Hub (its refs request then runs beside its imports); not the
+    # local builds' resolver, where LOCAL_KERNELS names no kernel.
+    "warm_load": 137,
 }
 # kernelpin's own modules among them (issue 53): the warm load's were 42 before kernels' internals, the download
 # pool, the lock writers, capability builds, ZIP builds and importlib.metadata became imports of the paths that
 # use them; 37 since format.nesting bounds what the lock and policy readers parse whatever the recursion limit; 38
-# with kernelpin.records; 39 with kernelpin.loading.local_kernels.
-OWN_BUDGETS = {"help": 3, "import": 1, "warm_load": 39}
+# with kernelpin.records; 39 with kernelpin.loading.local_kernels; 38 since a lock's load imports the local builds'
+# resolver (kernelpin.loading.local_override) only where LOCAL_KERNELS names the kernel it loads.
+OWN_BUDGETS = {"help": 3, "import": 1, "warm_load": 38}
 # The one-liner `get_kernel(repo, version=1)` warm online (its commit resolved before): 52 of kernelpin's modules
 # until 2026-12-07, 47 since what only some calls use is imported by them: signature verification (a commit
 # resolved before verifies no bundle), the download pool (every file is cached), the lock file's reader and the
@@ -90,6 +92,8 @@ def test_a_warm_offline_load_imports_no_http_stack(img2gray, project, cli, monke
     added = _added(f"import kernelpin\nkernelpin.load({img2gray!r})")
     _check("warm_load", added)
     assert not _http_libraries(added)
+    # Failed before: the local builds' resolver was imported to find that LOCAL_KERNELS is not set.
+    assert "kernelpin.loading.local_override" not in added
 
 
 def test_the_one_liner_cold_and_warm_online_imports_no_http_library_beyond_http_client(
