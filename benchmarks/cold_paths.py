@@ -288,6 +288,30 @@ class HubApp:
             check=False,
         )
 
+    @property
+    def load_call(self) -> str:
+        """kernelpin's load of the kernel as the application's lock pins it (a cold load in a fresh home)."""
+        return f"import kernelpin\nkernelpin.load({self.repo_id!r}, lock={str(self.project)!r})"
+
+    @property
+    def oneliner_call(self) -> str:
+        """kernelpin's one-liner for the kernel, without a lock (warm online where the home ran it before)."""
+        return f"import kernelpin\nkernelpin.get_kernel({self.repo_id!r}, version=1)"
+
+    def lock(self) -> None:
+        """`kernelpin lock` in the application, as every load of it needs first."""
+        locked = self.run([sys.executable, "-m", "kernelpin", "lock"], "setup")
+        if locked.returncode != 0:
+            raise SystemExit(f"kernelpin lock failed: {locked.stderr}")
+
+    def timed(
+        self, call: str, home: str, before: str = "", offline: bool = False, pythonpath: str | None = None
+    ) -> float:
+        """The seconds of `call` in a process of its own (TIMED, after `before`), run as `run` runs arguments."""
+        return seconds(
+            self.run([sys.executable, "-c", TIMED.format(before=before, call=call)], home, offline, pythonpath)
+        )
+
     def fresh(self, home: str) -> None:
         """The home's Hub cache and state gone: its next run is a cold one."""
         shutil.rmtree(self.work / "homes" / home, ignore_errors=True)
@@ -306,9 +330,7 @@ def cold_paths(repeats: int) -> dict[str, Any]:
         raise SystemExit(
             f"the timed processes import kernels {kernels_version!r}, this one {__import__('kernels').__version__}"
         )
-    locked = run([python, "-m", "kernelpin", "lock"], "setup")
-    if locked.returncode != 0:
-        raise SystemExit(f"kernelpin lock failed: {locked.stderr}")
+    app.lock()
     pinned = lockfile.parse((project / "kernelpin.lock").read_text(encoding="utf-8"), "kernelpin.lock")
     kernel = pinned.kernel(repo_id)
     assert kernel is not None
@@ -326,12 +348,12 @@ def cold_paths(repeats: int) -> dict[str, Any]:
     )
 
     calls = {
-        "kernelpin_load": f"import kernelpin\nkernelpin.load({repo_id!r}, lock={str(project)!r})",
+        "kernelpin_load": app.load_call,
         "kernels_load": f"import kernels\nfrom pathlib import Path\n"
         f"kernels.get_locked_kernel({repo_id!r}, lockfile=Path({str(kernels_lock)!r}))",
         "kernels_load_offline": f"import kernels\nfrom pathlib import Path\n"
         f"kernels.load_kernel({repo_id!r}, lockfile=Path({str(kernels_lock)!r}))",
-        "kernelpin_oneliner": f"import kernelpin\nkernelpin.get_kernel({repo_id!r}, version=1)",
+        "kernelpin_oneliner": app.oneliner_call,
         "kernels_oneliner": f"import kernels\nkernels.get_kernel({repo_id!r}, version=1)",
     }
 
@@ -388,8 +410,7 @@ def cold_paths(repeats: int) -> dict[str, Any]:
         == run([python, str(floor_startup), "--help"], "setup").stdout
     )
 
-    def timed(call: str, home: str, offline: bool = False) -> float:
-        return seconds(run([python, "-c", TIMED.format(before="", call=call)], home, offline))
+    timed = app.timed
 
     def timed_with_first(before: str, path: str, call: str, home: str) -> float:
         code = TIMED.format(before=before, call=call)

@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
+from functools import partial
 from pathlib import Path
 
-from benchmarks.cold_paths import REPO_ROOT, TIMED, HubApp, seconds
+from benchmarks.cold_paths import REPO_ROOT, HubApp
+from benchmarks.experiments.alternating import against, alternating
 
 COMPILED = (
     "errors.py",
@@ -109,14 +110,9 @@ def main() -> None:
     app = HubApp(work)
     try:
         subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO_ROOT / "kernelpin")], check=True)
-        copy = compiled_copy(work / "compiled")
-        locked = app.run([sys.executable, "-m", "kernelpin", "lock"], "setup")
-        if locked.returncode != 0:
-            raise SystemExit(f"kernelpin lock failed: {locked.stderr}")
-        calls = {
-            "cold load": f"import kernelpin\nkernelpin.load({app.repo_id!r}, lock={str(app.project)!r})",
-            "warm online one-liner": f"import kernelpin\nkernelpin.get_kernel({app.repo_id!r}, version=1)",
-        }
+        copy = str(compiled_copy(work / "compiled"))
+        app.lock()
+        calls = {"cold load": app.load_call, "warm online one-liner": app.oneliner_call}
         extensions = (
             "import sys\nprint('EXTENSIONS', sum((getattr(module, '__file__', None) or '').endswith('.so') "
             "for name, module in list(sys.modules.items()) if name.startswith('kernelpin')))"
@@ -126,41 +122,28 @@ def main() -> None:
             print(f"  {module}: {why}")
         print(f"compiled by mypyc: {len(COMPILED)} modules")
         for path, call in calls.items():  # each path works with the copy (a cold load first), importing extensions
-            checked = app.run(
-                [sys.executable, "-c", f"import torch\n{call}\n{extensions}"], "check", pythonpath=str(copy)
-            )
+            checked = app.run([sys.executable, "-c", f"import torch\n{call}\n{extensions}"], "check", pythonpath=copy)
             if checked.returncode != 0 or "EXTENSIONS" not in checked.stdout:
                 raise SystemExit(f"the compiled copy fails:\n{checked.stderr[-3000:]}")
             print(f"  {path}: works, {checked.stdout.split('EXTENSIONS')[1].strip()} of them imported")
 
-        def run(call: str, home: str, where: Path | None) -> float:
-            code = TIMED.format(before="", call=call)
-            return seconds(
-                app.run([sys.executable, "-c", code], home, pythonpath=None if where is None else str(where))
-            )
+        def measure(call: str, home: str, cold: bool, where: str | None) -> float:
+            if cold:
+                app.fresh(home)
+            return app.timed(call, home, pythonpath=where)
 
         for path, call in calls.items():
             cold = path == "cold load"
-            arms: dict[str, Path | None] = {"checkout": None, "compiled": copy}
-            samples: dict[str, list[float]] = {arm: [] for arm in arms}
-            for arm, where in arms.items():  # warm: each arm's home holds what its cold call fetched
-                app.fresh(f"{arm}-{path}")
-                if not cold:
-                    run(call, f"{arm}-{path}", where)
-            for _ in range(pairs + 1):  # the first round warms the caches and is not counted
-                for arm, where in arms.items():
-                    if cold:
-                        app.fresh(f"{arm}-{path}")
-                    samples[arm].append(run(call, f"{arm}-{path}", where))
-            for values in samples.values():
-                del values[0]
-            base, compiled = samples["checkout"], samples["compiled"]
-            ratios = sorted(b / a for a, b in zip(base, compiled, strict=True))
-            print(
-                f"{path}, {pairs} pairs: checkout {statistics.median(base) * 1000:.1f} ms, compiled "
-                f"{statistics.median(compiled) * 1000:.1f} ms, **{statistics.median(ratios):.2f}x** "
-                f"[{ratios[0]:.2f}-{ratios[-1]:.2f}] the checkout's"
+            home = "cold" if cold else "warm"
+            app.fresh(home)
+            if not cold:  # the cold call first: what is timed is the warm one
+                app.timed(call, home)
+            arms = {"checkout": None, "compiled": copy}
+            samples = alternating(
+                {arm: partial(measure, call, home, cold, where) for arm, where in arms.items()}, pairs
             )
+            print(f"{path}, {pairs} pairs:")
+            print("\n".join(against(samples, "checkout")))
     finally:
         app.server.stop()
         shutil.rmtree(work, ignore_errors=True)

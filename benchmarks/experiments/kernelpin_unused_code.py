@@ -18,13 +18,14 @@ import argparse
 import ast
 import json
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
+from functools import partial
 from pathlib import Path
 
-from benchmarks.cold_paths import REPO_ROOT, TIMED, HubApp, seconds
+from benchmarks.cold_paths import REPO_ROOT, HubApp
+from benchmarks.experiments.alternating import against, alternating
 
 # Every kernelpin function a call runs, in any thread: (path below kernelpin/, first line of its code).
 _RECORD_CALLED = """\
@@ -82,51 +83,34 @@ def main() -> None:
     app = HubApp(work)
     try:
         subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO_ROOT / "kernelpin")], check=True)
-        locked = app.run([sys.executable, "-m", "kernelpin", "lock"], "setup")
-        if locked.returncode != 0:
-            raise SystemExit(f"kernelpin lock failed: {locked.stderr}")
-        calls = {
-            "cold load": f"import kernelpin\nkernelpin.load({app.repo_id!r}, lock={str(app.project)!r})",
-            "warm online one-liner": f"import kernelpin\nkernelpin.get_kernel({app.repo_id!r}, version=1)",
-        }
+        app.lock()
+        calls = {"cold load": app.load_call, "warm online one-liner": app.oneliner_call}
 
-        def run(call: str, home: str, before: str = "", copy: Path | None = None) -> float:
-            code = TIMED.format(before=before, call=call)
-            return seconds(app.run([sys.executable, "-c", code], home, pythonpath=None if copy is None else str(copy)))
+        def measure(call: str, home: str, cold: bool, before: str, where: str | None) -> float:
+            if cold:
+                app.fresh(home)
+            return app.timed(call, home, before, pythonpath=where)
 
         for path, call in calls.items():
             cold = path == "cold load"
             home = "cold" if cold else "warm"
             app.fresh(home)
             if not cold:  # the cold call first: what is recorded is the warm one's
-                run(call, home)
+                app.timed(call, home)
             recorded = app.run([sys.executable, "-c", _RECORD_CALLED, call], home)
             if recorded.returncode != 0:
                 raise SystemExit(f"recording failed:\n{recorded.stderr[-3000:]}")
             called = {(module, line) for module, line in json.loads(recorded.stdout.split("CALLED ", 1)[1])}
-            copy = without_uncalled(called, work / f"without-uncalled-{home}")
+            copy = str(without_uncalled(called, work / f"without-uncalled-{home}"))
+
             arms = {
                 "checkout": ("", None),
                 "uncalled functions gone": ("", copy),
                 "collector off": (_COLLECTOR_OFF, None),
             }
-            samples: dict[str, list[float]] = {arm: [] for arm in arms}
-            for _ in range(pairs + 1):  # the first round warms the caches and is not counted
-                for arm, (before, where) in arms.items():
-                    if cold:
-                        app.fresh(home)
-                    samples[arm].append(run(call, home, before, where))
-            for values in samples.values():
-                del values[0]
+            samples = alternating({arm: partial(measure, call, home, cold, *how) for arm, how in arms.items()}, pairs)
             print(f"{path} ({len(called)} kernelpin functions called), {pairs} pairs:")
-            base = samples["checkout"]
-            print(f"  checkout: {statistics.median(base) * 1000:.1f} ms")
-            for arm in ("uncalled functions gone", "collector off"):
-                ratios = sorted(b / a for a, b in zip(base, samples[arm], strict=True))
-                print(
-                    f"  {arm}: {statistics.median(samples[arm]) * 1000:.1f} ms, **{statistics.median(ratios):.2f}x** "
-                    f"[{ratios[0]:.2f}-{ratios[-1]:.2f}] the checkout's"
-                )
+            print("\n".join(against(samples, "checkout")))
     finally:
         app.server.stop()
         shutil.rmtree(work, ignore_errors=True)
