@@ -597,7 +597,7 @@ def render(r: dict[str, Any]) -> str:
         + (" (less what ran while its refs request was on its way)" if path == "warm_oneliner" else "")
         + f": loading their code {entry['loading_code_s'] * 1000:.1f} ms, executing them "
         f"{entry['executing_s'] * 1000:.1f} ms. With their code ready (none to load): {ms(path + '_code_ready')}, "
-        f"{spread(entry['code_ready_to_floor'])} the floor, the most a recut of the same modules could reach"
+        f"{spread(entry['code_ready_to_floor'])} the floor, about the most a recut of the same modules could reach"
         for path, entry in r["paths"].items()
         if "work_to_floor" in entry
     )
