@@ -20,12 +20,10 @@ import argparse
 import shutil
 import subprocess
 import sys
-import tempfile
-from functools import partial
 from pathlib import Path
 
-from benchmarks.cold_paths import REPO_ROOT, HubApp
-from benchmarks.experiments.alternating import against, alternating
+from benchmarks.cold_paths import REPO_ROOT
+from benchmarks.experiments.alternating import lab_app, load_paths, time_paths
 
 COMPILED = (
     "errors.py",
@@ -106,13 +104,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pairs", type=int, default=15, help="alternating pairs per path")
     pairs = parser.parse_args().pairs
-    work = Path(tempfile.mkdtemp(prefix="kernelpin-compiled-"))
-    app = HubApp(work)
-    try:
-        subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO_ROOT / "kernelpin")], check=True)
-        copy = str(compiled_copy(work / "compiled"))
-        app.lock()
-        calls = {"cold load": app.load_call, "warm online one-liner": app.oneliner_call}
+    with lab_app("kernelpin-compiled-") as app:
+        copy = str(compiled_copy(app.work / "compiled"))
         extensions = (
             "import sys\nprint('EXTENSIONS', sum((getattr(module, '__file__', None) or '').endswith('.so') "
             "for name, module in list(sys.modules.items()) if name.startswith('kernelpin')))"
@@ -121,32 +114,12 @@ def main() -> None:
         for module, why in NOT_COMPILED.items():
             print(f"  {module}: {why}")
         print(f"compiled by mypyc: {len(COMPILED)} modules")
-        for path, call in calls.items():  # each path works with the copy (a cold load first), importing extensions
+        for path, call in load_paths(app).items():  # each works with the copy (a cold load first), importing extensions
             checked = app.run([sys.executable, "-c", f"import torch\n{call}\n{extensions}"], "check", pythonpath=copy)
             if checked.returncode != 0 or "EXTENSIONS" not in checked.stdout:
                 raise SystemExit(f"the compiled copy fails:\n{checked.stderr[-3000:]}")
             print(f"  {path}: works, {checked.stdout.split('EXTENSIONS')[1].strip()} of them imported")
-
-        def measure(call: str, home: str, cold: bool, where: str | None) -> float:
-            if cold:
-                app.fresh(home)
-            return app.timed(call, home, pythonpath=where)
-
-        for path, call in calls.items():
-            cold = path == "cold load"
-            home = "cold" if cold else "warm"
-            app.fresh(home)
-            if not cold:  # the cold call first: what is timed is the warm one
-                app.timed(call, home)
-            arms = {"checkout": None, "compiled": copy}
-            samples = alternating(
-                {arm: partial(measure, call, home, cold, where) for arm, where in arms.items()}, pairs
-            )
-            print(f"{path}, {pairs} pairs:")
-            print("\n".join(against(samples, "checkout")))
-    finally:
-        app.server.stop()
-        shutil.rmtree(work, ignore_errors=True)
+        time_paths(app, pairs, lambda call, home: ("", {"checkout": ("", None), "compiled": ("", copy)}))
 
 
 if __name__ == "__main__":

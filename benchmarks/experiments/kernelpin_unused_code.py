@@ -20,12 +20,10 @@ import json
 import shutil
 import subprocess
 import sys
-import tempfile
-from functools import partial
 from pathlib import Path
 
-from benchmarks.cold_paths import REPO_ROOT, HubApp
-from benchmarks.experiments.alternating import against, alternating
+from benchmarks.cold_paths import REPO_ROOT
+from benchmarks.experiments.alternating import Arm, lab_app, time_paths
 
 # Every kernelpin function a call runs, in any thread: (path below kernelpin/, first line of its code).
 _RECORD_CALLED = """\
@@ -79,41 +77,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pairs", type=int, default=12, help="alternating pairs per arm and path")
     pairs = parser.parse_args().pairs
-    work = Path(tempfile.mkdtemp(prefix="kernelpin-unused-code-"))
-    app = HubApp(work)
-    try:
-        subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO_ROOT / "kernelpin")], check=True)
-        app.lock()
-        calls = {"cold load": app.load_call, "warm online one-liner": app.oneliner_call}
+    with lab_app("kernelpin-unused-code-") as app:
 
-        def measure(call: str, home: str, cold: bool, before: str, where: str | None) -> float:
-            if cold:
-                app.fresh(home)
-            return app.timed(call, home, before, pythonpath=where)
-
-        for path, call in calls.items():
-            cold = path == "cold load"
-            home = "cold" if cold else "warm"
-            app.fresh(home)
-            if not cold:  # the cold call first: what is recorded is the warm one's
-                app.timed(call, home)
+        def arms(call: str, home: str) -> tuple[str, dict[str, Arm]]:
             recorded = app.run([sys.executable, "-c", _RECORD_CALLED, call], home)
             if recorded.returncode != 0:
                 raise SystemExit(f"recording failed:\n{recorded.stderr[-3000:]}")
             called = {(module, line) for module, line in json.loads(recorded.stdout.split("CALLED ", 1)[1])}
-            copy = str(without_uncalled(called, work / f"without-uncalled-{home}"))
-
-            arms = {
+            copy = str(without_uncalled(called, app.work / f"without-uncalled-{home}"))
+            return f" ({len(called)} kernelpin functions called)", {
                 "checkout": ("", None),
                 "uncalled functions gone": ("", copy),
                 "collector off": (_COLLECTOR_OFF, None),
             }
-            samples = alternating({arm: partial(measure, call, home, cold, *how) for arm, how in arms.items()}, pairs)
-            print(f"{path} ({len(called)} kernelpin functions called), {pairs} pairs:")
-            print("\n".join(against(samples, "checkout")))
-    finally:
-        app.server.stop()
-        shutil.rmtree(work, ignore_errors=True)
+
+        time_paths(app, pairs, arms)
 
 
 if __name__ == "__main__":
